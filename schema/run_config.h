@@ -1,0 +1,92 @@
+/* The run config: validation against schema/run-config.schema.json (embedded in the
+ * binary), the cross-field rules the schema cannot say, and the typed struct the
+ * trainer reads. The server validates submissions with the same functions. */
+#ifndef DDPD_RUN_CONFIG_H
+#define DDPD_RUN_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "validator.h"
+
+#define RUN_CONFIG_MAX_HIDDEN 16
+#define RUN_CONFIG_PATH_MAX 1024
+
+typedef enum { RUN_MODE_TRAIN, RUN_MODE_EVAL } run_mode;
+typedef enum { ACT_RELU, ACT_GELU, ACT_TANH } activation_kind;
+typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } optimizer_kind;
+typedef enum { LR_CONSTANT, LR_STEP, LR_COSINE } lr_schedule_kind;
+typedef enum { BACKEND_AUTO, BACKEND_CPU, BACKEND_NCCL } backend_kind;
+
+typedef struct {
+    char name[128];
+    run_mode mode;
+    uint64_t seed;
+    struct {
+        int hidden[RUN_CONFIG_MAX_HIDDEN];
+        int n_hidden;
+        activation_kind activation;
+    } model;
+    struct {
+        char train_images[RUN_CONFIG_PATH_MAX], train_labels[RUN_CONFIG_PATH_MAX];
+        char test_images[RUN_CONFIG_PATH_MAX], test_labels[RUN_CONFIG_PATH_MAX];
+        long limit;      /* train on the first N examples; 0 = all */
+        long test_limit; /* evaluate on the first N test examples; 0 = all */
+    } data;
+    struct {
+        int epochs;
+        int batch_size; /* global; each rank takes batch_size / world_size */
+        bool smoke_test;
+        double grad_clip_norm; /* 0 = no clipping */
+        struct {
+            optimizer_kind type;
+            double lr, momentum, weight_decay, beta1, beta2, eps;
+            bool nesterov;
+        } optimizer;
+        struct {
+            lr_schedule_kind type;
+            int step_epochs;
+            double gamma;
+            double warmup_epochs;
+            double min_lr;
+        } lr_schedule;
+    } train;
+    struct {
+        int world_size;
+        backend_kind backend;
+        double gpu_memory_fraction;
+        double bucket_mb;
+        int threads_per_rank;
+        bool allow_tf32;
+    } distributed;
+    struct {
+        int every_epochs; /* 0 = never */
+        int keep;
+        char load[RUN_CONFIG_PATH_MAX]; /* mode eval: checkpoint to evaluate; "" = newest in run dir */
+    } checkpoint;
+} run_config;
+
+/* The schema document (parsed once, owned by this module; never free it). */
+const json_t *run_config_schema(void);
+/* The schema's text, as embedded at build time. */
+const char *run_config_schema_text(void);
+
+/* Validates `doc` in place: fills defaults, checks the schema and the cross-field
+ * rules, appends every violation to `errs`. Returns the number of violations. */
+int run_config_validate(json_t *doc, schema_errors *errs);
+
+/* Validates `doc` (filling defaults) and, when it is valid, fills `out`.
+ * Returns 0 on success, else the number of violations (listed in `errs`). */
+int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs);
+
+/* Reads a JSON file and does run_config_from_json. Parse errors and an unreadable
+ * file are reported in `errs` too (pointer "" and a sentence naming the file). */
+int run_config_load_file(const char *path, run_config *out, json_t **doc_out, schema_errors *errs);
+
+const char *activation_name(activation_kind a);
+const char *optimizer_name(optimizer_kind o);
+const char *lr_schedule_name(lr_schedule_kind s);
+const char *backend_name(backend_kind b);
+
+#endif

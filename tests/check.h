@@ -1,0 +1,42 @@
+/* A tiny test harness for the C unit tests: CHECK keeps going and counts failures,
+ * REQUIRE stops the test; test_done() prints "N passed, N failed" and returns the
+ * exit code ctest reads. */
+#ifndef DDPD_CHECK_H
+#define DDPD_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (cond) {                                                             \
+            check_passed++;                                                     \
+        } else {                                                                \
+            check_failed++;                                                     \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fputc('\n', stderr);                                                \
+        }                                                                       \
+    } while (0)
+
+#define REQUIRE(cond, ...)                                                      \
+    do {                                                                        \
+        CHECK(cond, __VA_ARGS__);                                               \
+        if (!(cond)) exit(1);                                                   \
+    } while (0)
+
+#define CHECK_NEAR(a, b, rtol, atol, what)                                      \
+    do {                                                                        \
+        double a_ = (a), b_ = (b);                                              \
+        CHECK(fabs(a_ - b_) <= (atol) + (rtol) * fabs(b_), "%s: %.9g vs %.9g", what, a_, b_); \
+    } while (0)
+
+static inline int test_done(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);
+    return check_failed ? 1 : 0;
+}
+
+#endif

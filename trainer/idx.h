@@ -1,0 +1,26 @@
+/* IDX files (the MNIST family's format), gzipped or plain, loaded and checked:
+ * magic, dimensions, counts, and images against labels. */
+#ifndef DDPD_IDX_H
+#define DDPD_IDX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint8_t *images; /* count * rows * cols, row-major, one byte per pixel */
+    uint8_t *labels; /* count */
+    size_t count;
+    int rows, cols;
+    int num_classes; /* max label + 1 */
+} idx_dataset;
+
+/* Loads an images file (magic 0x00000803, unsigned byte, 3 dims) and a labels file
+ * (0x00000801, 1 dim), keeping the first `limit` examples (0 = all). On failure
+ * returns -1 and writes into `err` a sentence naming the file and what is wrong
+ * ("train-images.gz: truncated: header says 60000 images of 28x28 (47040016 bytes) but
+ * the file holds 1000 bytes"). */
+int idx_load(const char *images_path, const char *labels_path, size_t limit,
+             idx_dataset *out, char *err, size_t errlen);
+void idx_free(idx_dataset *d);
+
+#endif
