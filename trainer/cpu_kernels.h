@@ -1,0 +1,32 @@
+/* The element-wise and reduction kernels of the MLP step on the CPU (the GEMMs go
+ * through the BLAS). They are the reference the CUDA kernels are held against, so
+ * each is plain, deterministic (fixed summation order) and documented by its math. */
+#ifndef DDPD_CPU_KERNELS_H
+#define DDPD_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "run_config.h"
+
+/* x[i] = src[i] * scale (pixels to floats). */
+void k_u8_to_f32(float *x, const uint8_t *src, size_t n, float scale);
+
+/* z[b, j] += bias[j]; then, when `act_out` is non-NULL-activation: pre <- z (kept for
+ * gelu's backward when `pre` is non-NULL) and z <- act(z). rows x cols. */
+void k_bias_act_forward(float *z, float *pre, const float *bias, int rows, int cols,
+                        activation_kind act, int apply_act);
+
+/* dz[i] *= act'(.) given the layer's output `out` (relu, tanh) or its input `pre` (gelu). */
+void k_act_backward(float *dz, const float *out, const float *pre, size_t n, activation_kind act);
+
+/* db[j] = sum over rows of dz[b, j], rows summed in order. */
+void k_bias_grad(float *db, const float *dz, int rows, int cols);
+
+/* Softmax cross-entropy over `rows` examples of `cols` classes. Writes
+ * dlogits = (softmax - onehot) * grad_scale (may be NULL), adds each example's loss
+ * to *loss_sum (in order) and the number of argmax hits to *correct. */
+void k_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
+                    float *dlogits, float grad_scale, double *loss_sum, long *correct);
+
+#endif

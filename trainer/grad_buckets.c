@@ -1,0 +1,31 @@
+/* Gradient buckets: see grad_buckets.h. Layers are never split across buckets. */
+#include "grad_buckets.h"
+
+void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, coll_comm *comm, float *grads) {
+    b->n_buckets = 0;
+    b->comm = comm;
+    b->grads = grads;
+    b->failed = 0;
+    double cap_bytes = (bucket_mb < GRAD_FIRST_BUCKET_MB ? bucket_mb : GRAD_FIRST_BUCKET_MB) * 1024 * 1024;
+    grad_bucket *cur = NULL;
+    for (int l = s->n_layers - 1; l >= 0; l--) { /* backward order = buffer order */
+        if (!cur || (double)(cur->end - cur->begin) * sizeof(float) >= cap_bytes) {
+            if (cur) cap_bytes = bucket_mb * 1024 * 1024;
+            cur = &b->bucket[b->n_buckets++];
+            cur->begin = mlp_layer_begin(s, l);
+        }
+        cur->end = mlp_layer_end(s, l);
+        cur->last_layer = l;
+    }
+}
+
+void grad_buckets_begin(grad_buckets *b) { b->next = 0; }
+
+void grad_buckets_layer_ready(void *arg, int layer) {
+    grad_buckets *b = arg;
+    while (b->next < b->n_buckets && b->bucket[b->next].last_layer >= layer) {
+        grad_bucket *k = &b->bucket[b->next++];
+        if (b->failed || b->comm->world_size == 1) continue;
+        if (b->comm->allreduce_avg_f32(b->comm, b->grads + k->begin, k->end - k->begin) != 0) b->failed = 1;
+    }
+}

@@ -1,0 +1,324 @@
+/* The launcher: see launcher.h. Signals are handled synchronously (blocked, then
+ * taken with sigtimedwait), so the supervision loop is plain sequential code. */
+#include "launcher.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_select.h"
+#include "collectives.h"
+#include "events.h"
+#include "idx.h"
+#include "log.h"
+#include "mlp.h"
+#include "progress.h"
+#include "rank.h"
+#include "run_board.h"
+#include "run_config.h"
+
+#define PEER_STOP_GRACE_S 1.0  /* a rank died: the others get this long after SIGTERM */
+#define CANCEL_GRACE_S 3.0     /* canceled: the ranks get this long after SIGTERM */
+#define ARENA_SLACK (64 * 1024)
+
+typedef struct {
+    pid_t pid;
+    int running;
+} rank_proc;
+
+typedef struct {
+    const launcher_options *o;
+    run_config cfg;
+    const char *run_id, *secret;
+    event_sink *events;
+    idx_dataset train, test;
+    int have_train, have_test;
+    coll_cpu_group *group;
+    run_board *board;
+    rank_proc *ranks;
+    int world;
+} launcher;
+
+static int mkdir_p(const char *path) {
+    char tmp[2048];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -1 : 0;
+}
+
+static void end_run(launcher *L, const char *status, const char *reason) {
+    if (reason && reason[0]) log_msg(strcmp(status, "succeeded") ? LOG_ERROR : LOG_INFO, "run %s: %s", status, reason);
+    else log_msg(LOG_INFO, "run %s", status);
+    if (L->events) {
+        log_set_events(NULL);
+        event_emit(L->events, "end", json_pack("{s:s, s:s}", "status", status, "reason", reason ? reason : ""));
+        event_sink_close(L->events);
+        L->events = NULL;
+    }
+    if (strcmp(status, "succeeded") != 0) fprintf(stderr, "ddp-trainer: run %s: %s\n", status, reason);
+}
+
+static int load_config(launcher *L) {
+    schema_errors errs = {0};
+    json_t *doc = NULL;
+    if (run_config_load_file(L->o->config_path, &L->cfg, &doc, &errs) != 0) {
+        fprintf(stderr, "ddp-trainer: %s is not a valid run config:\n", L->o->config_path);
+        for (size_t i = 0; i < errs.count; i++)
+            fprintf(stderr, "  %s%s%s\n", errs.items[i].pointer, errs.items[i].pointer[0] ? ": " : "",
+                    errs.items[i].message);
+        schema_errors_free(&errs);
+        json_decref(doc);
+        return -1;
+    }
+    schema_errors_free(&errs);
+    /* Keep the config as it was run, defaults filled, beside the run's outputs. */
+    char path[2048];
+    snprintf(path, sizeof path, "%s/config.resolved.json", L->o->run_dir);
+    if (mkdir_p(L->o->run_dir) == 0) json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(doc);
+    return 0;
+}
+
+static int load_data(launcher *L, char *reason, size_t n) {
+    const run_config *c = &L->cfg;
+    char err[768];
+    double t0 = now_seconds();
+    if (c->mode == RUN_MODE_TRAIN) {
+        if (idx_load(c->data.train_images, c->data.train_labels, (size_t)c->data.limit, &L->train, err, sizeof err)) {
+            snprintf(reason, n, "cannot load the training data: %s", err);
+            return -1;
+        }
+        L->have_train = 1;
+    }
+    if (idx_load(c->data.test_images, c->data.test_labels, (size_t)c->data.test_limit, &L->test, err, sizeof err)) {
+        snprintf(reason, n, "cannot load the test data: %s", err);
+        return -1;
+    }
+    L->have_test = 1;
+    if (L->have_train) {
+        if (L->train.rows != L->test.rows || L->train.cols != L->test.cols) {
+            snprintf(reason, n, "the test images are %dx%d but the training images are %dx%d", L->test.rows,
+                     L->test.cols, L->train.rows, L->train.cols);
+            return -1;
+        }
+        int classes = L->train.num_classes > L->test.num_classes ? L->train.num_classes : L->test.num_classes;
+        L->train.num_classes = L->test.num_classes = classes;
+        if (L->train.count < (size_t)L->world) {
+            snprintf(reason, n, "the training set has %zu examples, fewer than the %d ranks", L->train.count, L->world);
+            return -1;
+        }
+        log_msg(LOG_INFO, "loaded %zu training and %zu test examples (%dx%d, %d classes) in %.2f s", L->train.count,
+                L->test.count, L->train.rows, L->train.cols, classes, now_seconds() - t0);
+    }
+    return 0;
+}
+
+static void send_hello(launcher *L) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    json_t *hello = json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size",
+                              L->world);
+    json_object_set_new(hello, "secret", L->secret ? json_string(L->secret) : json_null());
+    event_emit(L->events, "hello", hello);
+}
+
+static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_t *old_mask) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no rank outlives the launcher, even a SIGKILLed one */
+    if (getppid() != launcher_pid) _exit(EXIT_RUN_FAILED);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    rank_context ctx = {
+        .cfg = &L->cfg,
+        .run_dir = L->o->run_dir,
+        .events_target = L->o->events_target,
+        .run_id = L->run_id,
+        .secret = L->secret,
+        .rank = rank,
+        .resume = L->o->resume,
+        .train = L->have_train ? &L->train : NULL,
+        .test = &L->test,
+        .comm = coll_cpu_attach(L->group, rank),
+        .board = L->board,
+    };
+    if (!ctx.comm) _exit(EXIT_RUN_FAILED);
+    fflush(NULL);
+    _exit(rank_main(&ctx));
+}
+
+static void describe_death(launcher *L, int rank, int status, char *out, size_t n) {
+    rank_slot *slot = &L->board->slot[rank];
+    char where[96] = "";
+    int epoch = atomic_load(&slot->epoch);
+    if (epoch >= 0) snprintf(where, sizeof where, " at epoch %d step %ld", epoch, atomic_load(&slot->step));
+    if (WIFSIGNALED(status))
+        snprintf(out, n, "rank %d exited with signal %d (%s)%s", rank, WTERMSIG(status), strsignal(WTERMSIG(status)),
+                 where);
+    else if (slot->failure[0])
+        snprintf(out, n, "rank %d failed: %s", rank, slot->failure);
+    else
+        snprintf(out, n, "rank %d exited with code %d%s", rank, WEXITSTATUS(status), where);
+}
+
+static void signal_ranks(launcher *L, int sig) {
+    for (int r = 0; r < L->world; r++)
+        if (L->ranks[r].running) kill(L->ranks[r].pid, sig);
+}
+
+/* Supervises the ranks until all have exited; returns the exit code. */
+static int supervise(launcher *L, const sigset_t *mask) {
+    int alive = L->world, canceled_by = 0, failed = 0;
+    double kill_deadline = 0;
+    char reason[1024] = "";
+    while (alive > 0) {
+        struct timespec tick = {0, 50 * 1000 * 1000};
+        siginfo_t info;
+        int sig = sigtimedwait(mask, &info, &tick);
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !canceled_by) {
+            canceled_by = sig;
+            if (!failed) {
+                snprintf(reason, sizeof reason, "canceled by %s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "signal");
+                log_msg(LOG_WARN, "received SIG%s: stopping every rank", sigabbrev_np(sig));
+            }
+            coll_cpu_group_abort(L->group);
+            signal_ranks(L, SIGTERM);
+            kill_deadline = now_seconds() + CANCEL_GRACE_S;
+        }
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int r = 0; r < L->world; r++) {
+                if (L->ranks[r].pid != pid || !L->ranks[r].running) continue;
+                L->ranks[r].running = 0;
+                alive--;
+                int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+                if (!ok && !failed && !canceled_by) {
+                    failed = 1;
+                    describe_death(L, r, status, reason, sizeof reason);
+                    log_msg(LOG_ERROR, "%s: stopping the other ranks", reason);
+                    coll_cpu_group_abort(L->group);
+                    signal_ranks(L, SIGTERM);
+                    kill_deadline = now_seconds() + PEER_STOP_GRACE_S;
+                }
+            }
+        }
+        if (kill_deadline > 0 && now_seconds() >= kill_deadline) {
+            signal_ranks(L, SIGKILL);
+            kill_deadline = 0;
+        }
+    }
+    if (canceled_by && !failed) {
+        end_run(L, "canceled", reason);
+        return 128 + canceled_by;
+    }
+    if (failed) {
+        end_run(L, "failed", reason);
+        return EXIT_RUN_FAILED;
+    }
+    end_run(L, "succeeded", NULL);
+    return EXIT_RUN_SUCCEEDED;
+}
+
+static int start_and_supervise(launcher *L) {
+    char reason[1024];
+    if (load_data(L, reason, sizeof reason) != 0) {
+        end_run(L, "failed", reason);
+        return EXIT_RUN_FAILED;
+    }
+    const idx_dataset *d = &L->test;
+    mlp_shape shape;
+    mlp_shape_init(&shape, d->rows * d->cols, L->cfg.model.hidden, L->cfg.model.n_hidden, d->num_classes,
+                   L->cfg.model.activation);
+    L->group = coll_cpu_group_create(L->world, shape.n_params * sizeof(float) + ARENA_SLACK);
+    L->board = run_board_create(L->world);
+    L->ranks = calloc((size_t)L->world, sizeof *L->ranks);
+    if (!L->group || !L->board || !L->ranks) {
+        snprintf(reason, sizeof reason, "cannot create the shared memory for %d ranks: %s", L->world, strerror(errno));
+        end_run(L, "failed", reason);
+        return EXIT_RUN_FAILED;
+    }
+    sigset_t mask, old_mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old_mask);
+    pid_t self = getpid();
+    event_flush(L->events);
+    fflush(NULL);
+    for (int r = 0; r < L->world; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            child_start(L, r, self, &old_mask);
+        } else if (pid < 0) {
+            snprintf(reason, sizeof reason, "cannot start rank %d: fork: %s", r, strerror(errno));
+            coll_cpu_group_abort(L->group);
+            signal_ranks(L, SIGKILL);
+            while (wait(NULL) > 0) {}
+            end_run(L, "failed", reason);
+            return EXIT_RUN_FAILED;
+        }
+        L->ranks[r] = (rank_proc){.pid = pid, .running = 1};
+    }
+    log_msg(LOG_INFO, "started %d rank%s", L->world, L->world > 1 ? "s" : "");
+    int rc = supervise(L, &mask);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    return rc;
+}
+
+int launcher_run(const launcher_options *o) {
+    launcher L = {.o = o};
+    if (load_config(&L) != 0) return EXIT_BAD_INPUT;
+    L.world = L.cfg.distributed.world_size;
+    if (mkdir_p(o->run_dir) != 0) {
+        fprintf(stderr, "ddp-trainer: cannot create the run directory %s: %s\n", o->run_dir, strerror(errno));
+        return EXIT_BAD_INPUT;
+    }
+    char run_dir_copy[2048], path[2048], err[1024], warning[1024], why[512];
+    snprintf(run_dir_copy, sizeof run_dir_copy, "%s", o->run_dir);
+    L.run_id = getenv("DDPD_RUN_ID") ? getenv("DDPD_RUN_ID") : basename(run_dir_copy);
+    L.secret = getenv("DDPD_RUN_SECRET");
+
+    snprintf(path, sizeof path, "%s/trainer.log", o->run_dir);
+    log_open(path, "launcher");
+    snprintf(path, sizeof path, "%s/events.jsonl", o->run_dir);
+    L.events = event_sink_open(o->events_target, path, L.run_id, EVENT_RANK_LAUNCHER, err, sizeof err, warning,
+                               sizeof warning);
+    if (!L.events) {
+        fprintf(stderr, "ddp-trainer: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    log_set_events(L.events);
+    send_hello(&L);
+    if (warning[0]) log_msg(LOG_WARN, "%s", warning);
+
+    int backend = backend_select(&L.cfg, why, sizeof why);
+    if (backend < 0) {
+        end_run(&L, "failed", why);
+        return EXIT_BAD_INPUT;
+    }
+    log_msg(LOG_INFO, "run %s: %d rank%s, %s", L.run_id, L.world, L.world > 1 ? "s" : "", why);
+    int rc = start_and_supervise(&L);
+    if (L.have_train) idx_free(&L.train);
+    if (L.have_test) idx_free(&L.test);
+    if (L.group) coll_cpu_group_destroy(L.group);
+    run_board_destroy(L.board);
+    free(L.ranks);
+    log_close();
+    return rc;
+}

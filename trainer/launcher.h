@@ -1,0 +1,24 @@
+/* The launcher (the tutorial's mp.spawn, done natively): checks the config, loads
+ * the data once, creates the rendezvous (shared memory), forks one process per
+ * rank, and supervises them: when a rank dies the others are stopped within a
+ * second and the run fails with a reason naming the rank; SIGTERM/SIGINT cancel
+ * the run; no rank outlives the launcher. */
+#ifndef DDPD_LAUNCHER_H
+#define DDPD_LAUNCHER_H
+
+typedef struct {
+    const char *config_path;
+    const char *run_dir;
+    const char *events_target; /* NULL: journal only */
+    int resume;
+} launcher_options;
+
+/* Exit codes of ddp-trainer. */
+#define EXIT_RUN_SUCCEEDED 0
+#define EXIT_RUN_FAILED 1
+#define EXIT_BAD_INPUT 2 /* bad config or command line: nothing was started */
+
+/* Returns the process exit code: 0, 1, 2, or 128 + signal when canceled. */
+int launcher_run(const launcher_options *o);
+
+#endif

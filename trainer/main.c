@@ -1,0 +1,54 @@
+/* ddp-trainer: the command line. Trains (or evaluates) one run, data-parallel over
+ * world_size rank processes; see launcher.h. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ddpd_build_config.h"
+#include "launcher.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume]\n"
+            "\n"
+            "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
+            "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
+            "  --events PATH   also send events to a Unix socket, a file, or - (stdout)\n"
+            "  --resume        continue from the newest checkpoint in DIR\n"
+            "  --version       print the version\n"
+            "\n"
+            "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
+}
+
+int main(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
+        {"events", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    launcher_options o = {0};
+    int c;
+    while ((c = getopt_long(argc, argv, "c:d:e:rhV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': o.config_path = optarg; break;
+        case 'd': o.run_dir = optarg; break;
+        case 'e': o.events_target = optarg; break;
+        case 'r': o.resume = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("ddp-trainer %s (cuda: %s)\n", DDPD_VERSION, DDPD_HAVE_CUDA ? "yes" : "no"); return 0;
+        default: usage(stderr); return EXIT_BAD_INPUT;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ddp-trainer: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return EXIT_BAD_INPUT;
+    }
+    if (!o.config_path || !o.run_dir) {
+        fprintf(stderr, "ddp-trainer: %s is required\n", !o.config_path ? "--config" : "--run-dir");
+        usage(stderr);
+        return EXIT_BAD_INPUT;
+    }
+    return launcher_run(&o);
+}

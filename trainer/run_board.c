@@ -1,0 +1,29 @@
+/* The run board: see run_board.h. */
+#include "run_board.h"
+
+#include <stdio.h>
+#include <sys/mman.h>
+
+static size_t board_bytes(int world_size) { return sizeof(run_board) + sizeof(rank_slot) * (size_t)world_size; }
+
+run_board *run_board_create(int world_size) {
+    run_board *b = mmap(NULL, board_bytes(world_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (b == MAP_FAILED) return NULL;
+    b->world_size = world_size;
+    for (int r = 0; r < world_size; r++) atomic_store(&b->slot[r].epoch, -1);
+    return b;
+}
+
+void run_board_destroy(run_board *b) {
+    if (b) munmap(b, board_bytes(b->world_size));
+}
+
+void run_board_set_position(run_board *b, int rank, int epoch, long step, long global_step) {
+    atomic_store_explicit(&b->slot[rank].epoch, epoch, memory_order_relaxed);
+    atomic_store_explicit(&b->slot[rank].step, step, memory_order_relaxed);
+    atomic_store_explicit(&b->slot[rank].global_step, global_step, memory_order_relaxed);
+}
+
+void run_board_set_failure(run_board *b, int rank, const char *why) {
+    snprintf(b->slot[rank].failure, sizeof b->slot[rank].failure, "%s", why);
+}
