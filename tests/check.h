@@ -24,8 +24,9 @@ static int check_passed, check_failed;
 
 #define REQUIRE(cond, ...)                                                      \
     do {                                                                        \
-        CHECK(cond, __VA_ARGS__);                                               \
-        if (!(cond)) exit(1);                                                   \
+        int require_ok_ = (cond) ? 1 : 0;                                       \
+        CHECK(require_ok_, __VA_ARGS__);                                        \
+        if (!require_ok_) exit(1);                                              \
     } while (0)
 
 #define CHECK_NEAR(a, b, rtol, atol, what)                                      \
