@@ -1,0 +1,16 @@
+# Trainer tests: C unit tests of the model, optimizers, sampler and schedules, and
+# end-to-end tests that run the real ddp-trainer binary on Fashion-MNIST.
+ddpd_c_test(test_mlp_gradients ${CMAKE_CURRENT_LIST_DIR}/test_mlp_gradients.c)
+ddpd_c_test(test_optim ${CMAKE_CURRENT_LIST_DIR}/test_optim.c)
+ddpd_c_test(test_sampler ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c)
+ddpd_c_test(test_lr_schedule ${CMAKE_CURRENT_LIST_DIR}/test_lr_schedule.c)
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(TRAINER_E2E_CASES determinism world_sizes resume lr_schedules bad_input rank_killed cancel
+    launcher_killed eval_mode smoke_and_progress)
+foreach(case ${TRAINER_E2E_CASES})
+  add_test(NAME trainer_e2e_${case}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py ${case}
+                   --trainer $<TARGET_FILE:ddp-trainer>)
+  set_tests_properties(trainer_e2e_${case} PROPERTIES TIMEOUT 300)
+endforeach()
