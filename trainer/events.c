@@ -142,7 +142,7 @@ void event_emit(event_sink *s, const char *type, json_t *fields) {
         json_object_update(ev, fields);
         json_decref(fields);
     }
-    char *line = json_dumps(ev, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    char *line = json_dumps(ev, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(ev);
     if (!line) return;
     size_t n = strlen(line);
