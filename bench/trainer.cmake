@@ -1,0 +1,4 @@
+# The step's GEMMs alone: the ceiling the trainer's samples/s is held against.
+add_executable(bench_step_gemms ${CMAKE_CURRENT_LIST_DIR}/bench_step_gemms.c)
+target_include_directories(bench_step_gemms PRIVATE ${CBLAS_INCLUDE_DIR})
+target_link_libraries(bench_step_gemms PRIVATE ${OPENBLAS_LIBRARY} ${MATH_LIBRARY})
