@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+DDPD_VECTOR_CLONES
 void k_u8_to_f32(float *restrict x, const uint8_t *restrict src, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)src[i] * scale;
 }
@@ -16,6 +17,7 @@ static inline float gelu_grad(float x) {
     return cdf + x * pdf;
 }
 
+DDPD_VECTOR_CLONES
 void k_bias_act_forward(float *restrict z, float *restrict pre, const float *restrict bias,
                         int rows, int cols, activation_kind act, int apply_act) {
     for (int b = 0; b < rows; b++) {
@@ -40,6 +42,7 @@ void k_bias_act_forward(float *restrict z, float *restrict pre, const float *res
     }
 }
 
+DDPD_VECTOR_CLONES
 void k_act_backward(float *restrict dz, const float *restrict out, const float *restrict pre,
                     size_t n, activation_kind act) {
     switch (act) {
@@ -55,6 +58,7 @@ void k_act_backward(float *restrict dz, const float *restrict out, const float *
     }
 }
 
+DDPD_VECTOR_CLONES
 void k_bias_grad(float *restrict db, const float *restrict dz, int rows, int cols) {
     for (int j = 0; j < cols; j++) db[j] = 0.0f;
     for (int b = 0; b < rows; b++) {
@@ -63,6 +67,7 @@ void k_bias_grad(float *restrict db, const float *restrict dz, int rows, int col
     }
 }
 
+DDPD_VECTOR_CLONES
 void k_softmax_xent(const float *restrict logits, const uint8_t *restrict labels, int rows, int cols,
                     float *restrict dlogits, float grad_scale, double *loss_sum, long *correct) {
     for (int b = 0; b < rows; b++) {

@@ -9,6 +9,15 @@
 
 #include "run_config.h"
 
+/* Hot loops get an AVX2 clone beside the baseline one, picked at load time, so one
+ * binary (and one Docker image) runs everywhere and uses wide vectors where it can.
+ * Contraction into FMA stays off (-std=c11), so both clones round identically. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDPD_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DDPD_VECTOR_CLONES
+#endif
+
 /* x[i] = src[i] * scale (pixels to floats). */
 void k_u8_to_f32(float *x, const uint8_t *src, size_t n, float scale);
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
+
 int optimizer_init(optimizer *o, const run_config *cfg, size_t n_params) {
     memset(o, 0, sizeof *o);
     o->type = cfg->train.optimizer.type;
@@ -36,6 +38,7 @@ const char *optimizer_state1_name(const optimizer *o) {
 
 const char *optimizer_state2_name(const optimizer *o) { return o->state2 ? "exp_avg_sq" : NULL; }
 
+DDPD_VECTOR_CLONES
 static void sgd_step(optimizer *o, float *restrict p, float *restrict g, float lr) {
     float wd = (float)o->weight_decay, mom = (float)o->momentum;
     float *restrict buf = o->state1;
@@ -50,6 +53,7 @@ static void sgd_step(optimizer *o, float *restrict p, float *restrict g, float l
     }
 }
 
+DDPD_VECTOR_CLONES
 static void adam_step(optimizer *o, float *restrict p, float *restrict g, double lr) {
     long t = o->step + 1;
     float b1 = (float)o->beta1, b2 = (float)o->beta2;
@@ -73,6 +77,7 @@ void optimizer_step(optimizer *o, float *params, float *grads, double lr) {
     o->step++;
 }
 
+DDPD_VECTOR_CLONES
 double clip_grad_norm(float *grads, size_t n, double max_norm) {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) sum += (double)grads[i] * grads[i];
