@@ -88,5 +88,6 @@ const char *activation_name(activation_kind a);
 const char *optimizer_name(optimizer_kind o);
 const char *lr_schedule_name(lr_schedule_kind s);
 const char *backend_name(backend_kind b);
+const char *run_mode_name(run_mode m);
 
 #endif

@@ -1,0 +1,342 @@
+/* run_config.c - the run config: the schema embedded at build time (parsed once, shared
+ * by every thread), the rules between fields that a schema cannot say, and the typed
+ * struct the trainer reads. The server and the trainer validate with these same
+ * functions, so a config the server accepts is one the trainer can run.
+ *
+ * Keep run-config.schema.json and `run_config` in step: tests/test_run_config.c walks
+ * every leaf of the schema and fails when one is not read into the struct or when its
+ * default differs from what the struct gets for {}. */
+#include "run_config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Generated from run-config.schema.json by cmake/embed.cmake. */
+extern const char run_config_schema_json[];
+extern const unsigned long run_config_schema_json_len;
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The schema's enum strings, in the order of the C enums. */
+static const char *const run_mode_names[] = {"train", "eval"};
+static const char *const activation_names[] = {"relu", "gelu", "tanh"};
+static const char *const optimizer_names[] = {"sgd", "adam", "adamw"};
+static const char *const lr_schedule_names[] = {"constant", "step", "cosine"};
+static const char *const backend_names[] = {"auto", "cpu", "nccl"};
+
+static const char *name_or_unknown(const char *const *names, size_t count, int index) {
+    return index >= 0 && (size_t)index < count ? names[index] : "unknown";
+}
+
+const char *run_mode_name(run_mode m) { return name_or_unknown(run_mode_names, COUNT(run_mode_names), m); }
+const char *activation_name(activation_kind a) { return name_or_unknown(activation_names, COUNT(activation_names), a); }
+const char *optimizer_name(optimizer_kind o) { return name_or_unknown(optimizer_names, COUNT(optimizer_names), o); }
+const char *lr_schedule_name(lr_schedule_kind s) { return name_or_unknown(lr_schedule_names, COUNT(lr_schedule_names), s); }
+const char *backend_name(backend_kind b) { return name_or_unknown(backend_names, COUNT(backend_names), b); }
+
+/* ---------------------------------------------------------------------------------
+ * The schema, parsed on first use. */
+
+static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
+static json_t *schema_document;
+static char schema_parse_error[256];
+
+static void parse_embedded_schema(void) {
+    json_error_t error;
+    schema_document = json_loadb(run_config_schema_json, run_config_schema_json_len, JSON_REJECT_DUPLICATES, &error);
+    if (!schema_document)
+        snprintf(schema_parse_error, sizeof schema_parse_error, "line %d column %d: %s", error.line, error.column,
+                 error.text);
+}
+
+const json_t *run_config_schema(void) {
+    pthread_once(&schema_once, parse_embedded_schema);
+    return schema_document;
+}
+
+const char *run_config_schema_text(void) { return run_config_schema_json; }
+
+/* ---------------------------------------------------------------------------------
+ * Reading values by JSON pointer. The pointers here are fixed and need no escaping. */
+
+static json_t *value_at(json_t *doc, const char *pointer) {
+    json_t *node = doc;
+    const char *token = pointer;
+    while (node && *token == '/') {
+        token++;
+        size_t len = strcspn(token, "/");
+        char key[64];
+        if (len >= sizeof key) return NULL;
+        memcpy(key, token, len);
+        key[len] = '\0';
+        node = json_object_get(node, key);
+        token += len;
+    }
+    return node;
+}
+
+static bool has_error_at(const schema_errors *errs, const char *pointer) {
+    for (size_t i = 0; i < errs->count; i++)
+        if (!strcmp(errs->items[i].pointer, pointer)) return true;
+    return false;
+}
+
+/* For the cross-field rules: a value is usable when it is there, of the right type, and
+ * the schema had nothing to say about it (a value it already rejected is not judged
+ * again against another). */
+static bool usable_integer(json_t *doc, const schema_errors *errs, const char *pointer, json_int_t *out) {
+    json_t *value = value_at(doc, pointer);
+    if (!json_is_integer(value) || has_error_at(errs, pointer)) return false;
+    *out = json_integer_value(value);
+    return true;
+}
+
+static bool usable_number(json_t *doc, const schema_errors *errs, const char *pointer, double *out) {
+    json_t *value = value_at(doc, pointer);
+    if (!json_is_number(value) || has_error_at(errs, pointer)) return false;
+    *out = json_number_value(value);
+    return true;
+}
+
+static const char *usable_string(json_t *doc, const schema_errors *errs, const char *pointer) {
+    json_t *value = value_at(doc, pointer);
+    return json_is_string(value) && !has_error_at(errs, pointer) ? json_string_value(value) : NULL;
+}
+
+/* ---------------------------------------------------------------------------------
+ * The rules between fields. */
+
+/* Each rank takes batch_size / world_size examples per step. */
+static void check_batch_divides_among_ranks(json_t *doc, schema_errors *errs) {
+    json_int_t batch_size, world_size;
+    if (!usable_integer(doc, errs, "/train/batch_size", &batch_size)) return;
+    if (!usable_integer(doc, errs, "/distributed/world_size", &world_size) || world_size < 1) return;
+    if (batch_size % world_size != 0)
+        schema_errors_add(errs, "/train/batch_size", "must be a multiple of /distributed/world_size (%" JSON_INTEGER_FORMAT ")",
+                          world_size);
+}
+
+/* Momentum and Nesterov belong to SGD; Adam's momentum is beta1. */
+static void check_sgd_only_options(json_t *doc, schema_errors *errs) {
+    const char *type = usable_string(doc, errs, "/train/optimizer/type");
+    double momentum = 0;
+    bool have_momentum = usable_number(doc, errs, "/train/optimizer/momentum", &momentum);
+    json_t *nesterov_value = value_at(doc, "/train/optimizer/nesterov");
+    bool nesterov = json_is_true(nesterov_value) && !has_error_at(errs, "/train/optimizer/nesterov");
+    if (!type) return;
+    if (strcmp(type, "sgd") != 0) {
+        if (have_momentum && momentum != 0)
+            schema_errors_add(errs, "/train/optimizer/momentum",
+                              "applies only to the sgd optimizer (this run uses %s; its momentum is beta1)", type);
+        if (nesterov)
+            schema_errors_add(errs, "/train/optimizer/nesterov", "applies only to the sgd optimizer (this run uses %s)",
+                              type);
+    } else if (nesterov && have_momentum && momentum <= 0) {
+        schema_errors_add(errs, "/train/optimizer/nesterov",
+                          "requires /train/optimizer/momentum to be greater than 0 (it is 0)");
+    }
+}
+
+/* Cosine decays from lr to min_lr over the epochs after warmup: both need room. */
+static void check_cosine_schedule(json_t *doc, schema_errors *errs) {
+    const char *type = usable_string(doc, errs, "/train/lr_schedule/type");
+    if (!type || strcmp(type, "cosine") != 0) return;
+    double min_lr, lr, warmup_epochs;
+    if (usable_number(doc, errs, "/train/lr_schedule/min_lr", &min_lr) &&
+        usable_number(doc, errs, "/train/optimizer/lr", &lr) && min_lr >= lr)
+        schema_errors_add(errs, "/train/lr_schedule/min_lr",
+                          "must be less than /train/optimizer/lr (%g) for the cosine schedule", lr);
+    /* An evaluation trains no epochs: its schedule is never used. */
+    const char *mode = usable_string(doc, errs, "/mode");
+    if (mode && !strcmp(mode, "eval")) return;
+    json_int_t epochs;
+    if (usable_number(doc, errs, "/train/lr_schedule/warmup_epochs", &warmup_epochs) &&
+        usable_integer(doc, errs, "/train/epochs", &epochs) && warmup_epochs >= (double)epochs)
+        schema_errors_add(errs, "/train/lr_schedule/warmup_epochs",
+                          "must be less than /train/epochs (%" JSON_INTEGER_FORMAT ") for the cosine schedule", epochs);
+}
+
+/* The schema counts characters; the struct holds bytes. */
+static void check_fits(json_t *doc, schema_errors *errs, const char *pointer, size_t capacity) {
+    const char *s = usable_string(doc, errs, pointer);
+    if (s && strlen(s) >= capacity)
+        schema_errors_add(errs, pointer, "must be at most %zu bytes long in UTF-8 (got %zu)", capacity - 1, strlen(s));
+}
+
+static void check_string_sizes(json_t *doc, schema_errors *errs) {
+    check_fits(doc, errs, "/name", sizeof(((run_config *)0)->name));
+    check_fits(doc, errs, "/data/train/images", RUN_CONFIG_PATH_MAX);
+    check_fits(doc, errs, "/data/train/labels", RUN_CONFIG_PATH_MAX);
+    check_fits(doc, errs, "/data/test/images", RUN_CONFIG_PATH_MAX);
+    check_fits(doc, errs, "/data/test/labels", RUN_CONFIG_PATH_MAX);
+    check_fits(doc, errs, "/checkpoint/load", RUN_CONFIG_PATH_MAX);
+}
+
+int run_config_validate(json_t *doc, schema_errors *errs) {
+    size_t before = errs->count;
+    const json_t *schema = run_config_schema();
+    if (!schema) {
+        schema_errors_add(errs, "", "cannot be checked: the built-in run config schema is broken (%s)",
+                          schema_parse_error);
+        return 1;
+    }
+    schema_validate(schema, doc, errs);
+    if (json_is_object(doc)) {
+        check_batch_divides_among_ranks(doc, errs);
+        check_sgd_only_options(doc, errs);
+        check_cosine_schedule(doc, errs);
+        check_string_sizes(doc, errs);
+    }
+    return (int)(errs->count - before);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Filling the struct from a valid document: every value is there (defaults are filled)
+ * and of its type. */
+
+static json_int_t integer_at(json_t *doc, const char *pointer) { return json_integer_value(value_at(doc, pointer)); }
+static double number_at(json_t *doc, const char *pointer) { return json_number_value(value_at(doc, pointer)); }
+static bool bool_at(json_t *doc, const char *pointer) { return json_is_true(value_at(doc, pointer)); }
+
+static void copy_string_at(json_t *doc, const char *pointer, char *out, size_t size) {
+    snprintf(out, size, "%s", json_string_value(value_at(doc, pointer)));
+}
+
+static int enum_at(json_t *doc, const char *pointer, const char *const *names, size_t count) {
+    const char *s = json_string_value(value_at(doc, pointer));
+    for (size_t i = 0; s && i < count; i++)
+        if (!strcmp(s, names[i])) return (int)i;
+    return 0;
+}
+
+static void read_model(json_t *doc, run_config *c) {
+    json_t *hidden = value_at(doc, "/model/hidden");
+    size_t i;
+    json_t *width;
+    json_array_foreach(hidden, i, width) {
+        if (i >= RUN_CONFIG_MAX_HIDDEN) break;
+        c->model.hidden[i] = (int)json_integer_value(width);
+        c->model.n_hidden = (int)i + 1;
+    }
+    c->model.activation = enum_at(doc, "/model/activation", activation_names, COUNT(activation_names));
+}
+
+static void read_data(json_t *doc, run_config *c) {
+    copy_string_at(doc, "/data/train/images", c->data.train_images, sizeof c->data.train_images);
+    copy_string_at(doc, "/data/train/labels", c->data.train_labels, sizeof c->data.train_labels);
+    copy_string_at(doc, "/data/test/images", c->data.test_images, sizeof c->data.test_images);
+    copy_string_at(doc, "/data/test/labels", c->data.test_labels, sizeof c->data.test_labels);
+    c->data.limit = (long)integer_at(doc, "/data/limit");
+    c->data.test_limit = (long)integer_at(doc, "/data/test_limit");
+}
+
+static void read_train(json_t *doc, run_config *c) {
+    c->train.epochs = (int)integer_at(doc, "/train/epochs");
+    c->train.batch_size = (int)integer_at(doc, "/train/batch_size");
+    c->train.smoke_test = bool_at(doc, "/train/smoke_test");
+    c->train.grad_clip_norm = number_at(doc, "/train/grad_clip_norm");
+
+    c->train.optimizer.type = enum_at(doc, "/train/optimizer/type", optimizer_names, COUNT(optimizer_names));
+    c->train.optimizer.lr = number_at(doc, "/train/optimizer/lr");
+    c->train.optimizer.momentum = number_at(doc, "/train/optimizer/momentum");
+    c->train.optimizer.nesterov = bool_at(doc, "/train/optimizer/nesterov");
+    c->train.optimizer.weight_decay = number_at(doc, "/train/optimizer/weight_decay");
+    c->train.optimizer.beta1 = number_at(doc, "/train/optimizer/beta1");
+    c->train.optimizer.beta2 = number_at(doc, "/train/optimizer/beta2");
+    c->train.optimizer.eps = number_at(doc, "/train/optimizer/eps");
+
+    c->train.lr_schedule.type = enum_at(doc, "/train/lr_schedule/type", lr_schedule_names, COUNT(lr_schedule_names));
+    c->train.lr_schedule.step_epochs = (int)integer_at(doc, "/train/lr_schedule/step_epochs");
+    c->train.lr_schedule.gamma = number_at(doc, "/train/lr_schedule/gamma");
+    c->train.lr_schedule.warmup_epochs = number_at(doc, "/train/lr_schedule/warmup_epochs");
+    c->train.lr_schedule.min_lr = number_at(doc, "/train/lr_schedule/min_lr");
+}
+
+static void read_distributed(json_t *doc, run_config *c) {
+    c->distributed.world_size = (int)integer_at(doc, "/distributed/world_size");
+    c->distributed.backend = enum_at(doc, "/distributed/backend", backend_names, COUNT(backend_names));
+    c->distributed.gpu_memory_fraction = number_at(doc, "/distributed/gpu_memory_fraction");
+    c->distributed.bucket_mb = number_at(doc, "/distributed/bucket_mb");
+    c->distributed.threads_per_rank = (int)integer_at(doc, "/distributed/threads_per_rank");
+    c->distributed.allow_tf32 = bool_at(doc, "/distributed/allow_tf32");
+}
+
+static void read_checkpoint(json_t *doc, run_config *c) {
+    c->checkpoint.every_epochs = (int)integer_at(doc, "/checkpoint/every_epochs");
+    c->checkpoint.keep = (int)integer_at(doc, "/checkpoint/keep");
+    copy_string_at(doc, "/checkpoint/load", c->checkpoint.load, sizeof c->checkpoint.load);
+}
+
+int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
+    int violations = run_config_validate(doc, errs);
+    if (violations) return violations;
+    memset(out, 0, sizeof *out);
+    copy_string_at(doc, "/name", out->name, sizeof out->name);
+    out->mode = enum_at(doc, "/mode", run_mode_names, COUNT(run_mode_names));
+    out->seed = (uint64_t)integer_at(doc, "/seed");
+    read_model(doc, out);
+    read_data(doc, out);
+    read_train(doc, out);
+    read_distributed(doc, out);
+    read_checkpoint(doc, out);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------
+ * Files. */
+
+static void report_unreadable(const char *path, int error_number, schema_errors *errs) {
+    char buf[256];
+    schema_errors_add(errs, "", "cannot read %s: %s", path, strerror_r(error_number, buf, sizeof buf));
+}
+
+/* The whole file into a malloc'd buffer (not NUL-terminated), or NULL, reported. */
+static char *read_whole_file(const char *path, size_t *len, schema_errors *errs) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        report_unreadable(path, errno, errs);
+        return NULL;
+    }
+    size_t cap = 4096, used = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        used += fread(buf + used, 1, cap - used, f);
+        if (used < cap) break;
+        char *bigger = realloc(buf, cap *= 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+    }
+    int read_error = ferror(f) ? errno : (buf ? 0 : ENOMEM);
+    fclose(f);
+    if (read_error) {
+        free(buf);
+        report_unreadable(path, read_error, errs);
+        return NULL;
+    }
+    *len = used;
+    return buf;
+}
+
+/* Sets *doc_out (when asked) to the parsed document, defaults filled in, whenever the
+ * file parses, valid or not; the caller owns it. */
+int run_config_load_file(const char *path, run_config *out, json_t **doc_out, schema_errors *errs) {
+    if (doc_out) *doc_out = NULL;
+    size_t len = 0;
+    char *bytes = read_whole_file(path, &len, errs);
+    if (!bytes) return 1;
+    json_error_t error;
+    json_t *doc = json_loadb(bytes, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &error);
+    free(bytes);
+    if (!doc) {
+        schema_errors_add(errs, "", "%s: invalid JSON at line %d column %d: %s", path, error.line, error.column,
+                          error.text);
+        return 1;
+    }
+    int violations = run_config_from_json(doc, out, errs);
+    if (doc_out) *doc_out = doc;
+    else json_decref(doc);
+    return violations;
+}
