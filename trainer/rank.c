@@ -12,13 +12,10 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "cpu_kernels.h"
+#include "engine.h"
 #include "events.h"
-#include "grad_buckets.h"
 #include "log.h"
 #include "lr_schedule.h"
-#include "mlp.h"
-#include "optim.h"
 #include "progress.h"
 #include "sampler.h"
 
@@ -26,20 +23,14 @@
 #define SMOKE_TEST_EVAL 1000
 #define EVAL_ROWS 512
 #define HEARTBEAT_SECONDS 1.0
-#define PIXEL_SCALE (1.0f / 255.0f)
 
 typedef struct {
     const rank_context *x;
     const run_config *cfg;
     int rank, world;
     event_sink *events;
-    mlp_shape shape;
-    mlp_workspace ws;
-    float *params, *grads;
-    optimizer opt;
-    grad_buckets buckets;
+    engine *eng;
     dist_sampler sampler;
-    uint8_t *batch_labels;
     int local_batch, epochs;
     long steps_per_epoch;
     ckpt_position pos;
@@ -94,34 +85,31 @@ static void send_hello(rank_state *s) {
 
 static int setup(rank_state *s) {
     const run_config *cfg = s->cfg;
-    const idx_dataset *shape_src = s->x->train ? s->x->train : s->x->test;
+    char err[512];
     s->local_batch = cfg->train.batch_size / s->world;
-    s->epochs = rank_epochs(cfg);
-    s->steps_per_epoch = s->x->train ? rank_steps_per_epoch(cfg, s->x->train->count) : 0;
-    mlp_shape_init(&s->shape, shape_src->rows * shape_src->cols, cfg->model.hidden, cfg->model.n_hidden,
-                   shape_src->num_classes, cfg->model.activation);
-    int rows = s->local_batch > EVAL_ROWS ? s->local_batch : EVAL_ROWS;
-    s->params = malloc(sizeof(float) * s->shape.n_params);
-    s->grads = s->x->comm->alloc(s->x->comm, sizeof(float) * s->shape.n_params);
-    s->batch_labels = malloc((size_t)rows);
-    if (!s->params || !s->grads || !s->batch_labels || mlp_workspace_init(&s->ws, &s->shape, rows) != 0 ||
-        optimizer_init(&s->opt, cfg, s->shape.n_params) != 0)
-        return fail(s, "rank %d: out of memory for a model of %zu parameters", s->rank, s->shape.n_params);
+    engine_params p = {
+        .cfg = cfg,
+        .comm = s->x->comm,
+        .train = s->x->train,
+        .test = s->x->test,
+        .max_rows = s->local_batch > EVAL_ROWS ? s->local_batch : EVAL_ROWS,
+    };
+    s->eng = engine_cpu_create(&p, err, sizeof err);
+    if (!s->eng) return fail(s, "rank %d: %s", s->rank, err);
     if (s->x->train && sampler_init(&s->sampler, s->x->train->count, s->world, s->rank, cfg->seed) != 0)
         return fail(s, "rank %d: out of memory for the sampler", s->rank);
-    grad_buckets_init(&s->buckets, &s->shape, cfg->distributed.bucket_mb, s->x->comm, s->grads);
-
     /* Parameters start equal on every rank: rank 0 initialises, then broadcasts. */
-    if (s->rank == 0) mlp_init_params(&s->shape, s->params, cfg->seed);
-    if (s->x->comm->broadcast(s->x->comm, s->params, sizeof(float) * s->shape.n_params, 0) != 0)
+    if (s->eng->ops->init_params(s->eng, cfg->seed) != 0)
         return fail(s, "rank %d: the process group was aborted during the initial broadcast", s->rank);
     return 0;
 }
 
-static int restore(rank_state *s, const char *path, optimizer *opt) {
+static int restore(rank_state *s, const char *path, int with_optimizer) {
     char err[1024];
-    if (checkpoint_load(path, &s->shape, s->params, opt, &s->pos, err, sizeof err) != 0)
+    engine *e = s->eng;
+    if (checkpoint_load(path, &e->shape, e->params, with_optimizer ? &e->opt : NULL, &s->pos, err, sizeof err) != 0)
         return fail(s, "cannot load checkpoint: %s", err);
+    if (e->ops->sync_from_host(e) != 0) return fail(s, "rank %d: cannot load the checkpoint's state", s->rank);
     if (s->rank == 0)
         log_msg(LOG_INFO, "loaded %s (epoch %d, global step %ld)", path, s->pos.next_epoch, s->pos.global_step);
     return 0;
@@ -139,33 +127,15 @@ static int find_checkpoint(rank_state *s, char *path, size_t n) {
 
 /* Test loss and accuracy, each rank taking a contiguous shard, summed in rank order. */
 static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
-    const idx_dataset *t = s->x->test;
-    size_t n = t->count;
+    size_t n = s->x->test->count;
     if (s->cfg->train.smoke_test && n > SMOKE_TEST_EVAL) n = SMOKE_TEST_EVAL;
     size_t begin = n * (size_t)s->rank / (size_t)s->world, end = n * (size_t)(s->rank + 1) / (size_t)s->world;
-    size_t pixels = (size_t)t->rows * t->cols;
     double sums[3] = {0, 0, (double)(end - begin)};
-    for (size_t i = begin; i < end; i += EVAL_ROWS) {
-        int rows = (int)(end - i < EVAL_ROWS ? end - i : EVAL_ROWS);
-        k_u8_to_f32(s->ws.act[0], t->images + i * pixels, (size_t)rows * pixels, PIXEL_SCALE);
-        long correct = 0;
-        mlp_evaluate(&s->ws, s->params, t->labels + i, rows, &sums[0], &correct);
-        sums[1] += (double)correct;
-    }
+    if (s->eng->ops->evaluate(s->eng, begin, end, sums) != 0) return -1;
     if (s->x->comm->allreduce_sum_f64(s->x->comm, sums, 3) != 0) return -1;
     *test_loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     *test_acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     return 0;
-}
-
-static void load_batch(rank_state *s, long step, int rows) {
-    const idx_dataset *d = s->x->train;
-    size_t pixels = (size_t)d->rows * d->cols;
-    const size_t *idx = s->sampler.indices + (size_t)step * (size_t)s->local_batch;
-    for (int i = 0; i < rows; i++) {
-        k_u8_to_f32(s->ws.act[0] + (size_t)i * pixels, d->images + idx[i] * pixels, pixels, PIXEL_SCALE);
-        s->batch_labels[i] = d->labels[idx[i]];
-    }
 }
 
 static void heartbeat(rank_state *s, double step_ms) {
@@ -175,26 +145,16 @@ static void heartbeat(rank_state *s, double step_ms) {
 }
 
 /* One optimisation step; returns the loss averaged over ranks, or NAN when the
- * group was aborted. */
-static double train_step(rank_state *s, int epoch, long step, double lr) {
+ * group was aborted (*aborted is set). */
+static double train_step(rank_state *s, long step, double lr, int *aborted) {
     long first = step * s->local_batch;
     long left = (long)s->sampler.num_samples - first;
     int rows = left < s->local_batch ? (int)left : s->local_batch;
-    load_batch(s, step, rows);
-    double loss_sum = 0;
-    long correct = 0;
-    grad_buckets_begin(&s->buckets);
-    mlp_forward_backward(&s->ws, s->params, s->grads, s->batch_labels, rows, &loss_sum, &correct,
-                         grad_buckets_layer_ready, &s->buckets);
-    if (s->buckets.failed) return NAN;
-    if (s->cfg->train.grad_clip_norm > 0) clip_grad_norm(s->grads, s->shape.n_params, s->cfg->train.grad_clip_norm);
-    optimizer_step(&s->opt, s->params, s->grads, lr);
-    double loss = loss_sum / rows;
-    if (s->world > 1) {
-        if (s->x->comm->allreduce_sum_f64(s->x->comm, &loss, 1) != 0) return NAN;
-        loss /= s->world;
+    double loss;
+    if (s->eng->ops->step(s->eng, s->sampler.indices + first, rows, lr, &loss) != 0) {
+        *aborted = 1;
+        return NAN;
     }
-    (void)epoch;
     return loss;
 }
 
@@ -209,8 +169,9 @@ static int train_epoch(rank_state *s, int epoch) {
     for (long step = s->pos.next_step; step < s->steps_per_epoch; step++) {
         double ts = now_seconds();
         double lr = lr_at(s->cfg, epoch, step, s->steps_per_epoch);
-        double loss = train_step(s, epoch, step, lr);
-        if (isnan(loss) && s->buckets.failed) return fail(s, "rank %d: the process group was aborted", s->rank);
+        int aborted = 0;
+        double loss = train_step(s, step, lr, &aborted);
+        if (aborted) return fail(s, "rank %d: the process group was aborted", s->rank);
         if (!isfinite(loss))
             return fail(s, "loss became %s at epoch %d step %ld (global step %ld)", isnan(loss) ? "NaN" : "infinite",
                         epoch, step, s->pos.global_step);
@@ -255,11 +216,14 @@ static int train_epoch(rank_state *s, int epoch) {
 static int save_checkpoint(rank_state *s, int epoch) {
     int every = s->cfg->checkpoint.every_epochs;
     int last = epoch == s->epochs - 1;
-    if (every == 0 || s->rank != 0 || ((epoch + 1) % every != 0 && !last)) return 0;
+    if (every == 0 || ((epoch + 1) % every != 0 && !last)) return 0;
+    engine *e = s->eng;
+    if (e->ops->sync_to_host(e) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
+    if (s->rank != 0) return 0;
     set_status(s, "checkpointing", NULL);
     char path[2048], err[1024];
     size_t bytes = 0;
-    if (checkpoint_save(s->x->run_dir, s->cfg, &s->shape, s->params, &s->opt, s->pos, path, sizeof path, &bytes, err,
+    if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, &e->opt, s->pos, path, sizeof path, &bytes, err,
                         sizeof err) != 0)
         return fail(s, "cannot write checkpoint: %s", err);
     event_emit(s->events, "checkpoint",
@@ -270,7 +234,7 @@ static int save_checkpoint(rank_state *s, int epoch) {
 
 static int run_eval_mode(rank_state *s) {
     char path[2048];
-    if (find_checkpoint(s, path, sizeof path) != 0 || restore(s, path, NULL) != 0) return 1;
+    if (find_checkpoint(s, path, sizeof path) != 0 || restore(s, path, 0) != 0) return 1;
     set_status(s, "evaluating", path);
     double test_loss, test_acc;
     if (evaluate(s, &test_loss, &test_acc) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
@@ -309,7 +273,7 @@ int rank_main(const rank_context *x) {
         rc = run_eval_mode(&s);
     } else {
         if (x->resume) {
-            if (find_checkpoint(&s, path, sizeof path) != 0 || restore(&s, path, &s.opt) != 0) return 1;
+            if (find_checkpoint(&s, path, sizeof path) != 0 || restore(&s, path, 1) != 0) return 1;
         }
         progress_init(&s.bar, s.epochs, s.steps_per_epoch);
         s.last_heartbeat = now_seconds();
@@ -320,6 +284,7 @@ int rank_main(const rank_context *x) {
         if (rc == 0) heartbeat(&s, 0);
     }
     if (rc != 0) return rc;
+    s.eng->ops->destroy(s.eng);
     set_status(&s, "done", NULL);
     event_sink_close(s.events);
     log_close();

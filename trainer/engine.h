@@ -1,0 +1,64 @@
+/* The compute engine of one rank: where the model's parameters live and how a
+ * training step, an evaluation and the optimizer run there. The rank loop
+ * (rank.c) drives an engine and never touches device memory itself: `cpu`
+ * (engine_cpu.c: the BLAS and shared-memory collectives) and, in CUDA builds,
+ * `cuda` (cuBLAS kernels and NCCL) implement the same operations.
+ *
+ * Checkpoints and logs read the model through host views (`params`, `opt`), which
+ * an engine brings up to date on request (sync_to_host) and reads back after a
+ * checkpoint was loaded into them (sync_from_host). */
+#ifndef DDPD_ENGINE_H
+#define DDPD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives.h"
+#include "idx.h"
+#include "mlp.h"
+#include "optim.h"
+#include "run_config.h"
+
+typedef struct engine engine;
+
+typedef struct {
+    /* Initialises the parameters (PyTorch's scheme, from `seed`) identically on
+     * every rank: rank 0 draws them and broadcasts. Collective. */
+    int (*init_params)(engine *e, uint64_t seed);
+    /* One optimisation step on this rank's examples `indices[0..rows)` of the
+     * training set with learning rate `lr`: forward, backward with the gradients
+     * averaged over ranks, clipping, optimizer update. *loss gets the batch loss
+     * averaged over ranks. Collective; -1 when the group was aborted. */
+    int (*step)(engine *e, const size_t *indices, int rows, double lr, double *loss);
+    /* Sums over test examples [begin, end) of this rank: sums[0] loss, sums[1] hits. */
+    int (*evaluate)(engine *e, size_t begin, size_t end, double sums[2]);
+    /* Brings the host views (params, opt) up to date. Collective. */
+    int (*sync_to_host)(engine *e);
+    /* Takes the host views as the new state (after a checkpoint was loaded). */
+    int (*sync_from_host)(engine *e);
+    void (*destroy)(engine *e);
+} engine_ops;
+
+struct engine {
+    const engine_ops *ops;
+    char device[128];   /* "cpu", "cuda:0 NVIDIA H200", ... */
+    mlp_shape shape;
+    float *params;      /* host view of the parameters */
+    optimizer opt;      /* host view of the optimizer state */
+    coll_comm *comm;
+    const run_config *cfg;
+    void *impl;
+};
+
+typedef struct {
+    const run_config *cfg;
+    coll_comm *comm;
+    const idx_dataset *train; /* NULL in eval mode */
+    const idx_dataset *test;
+    int max_rows;             /* the largest batch step() or evaluate() will get */
+} engine_params;
+
+/* NULL (and err) on failure. */
+engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen);
+
+#endif
