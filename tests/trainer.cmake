@@ -14,3 +14,9 @@ foreach(case ${TRAINER_E2E_CASES})
                    --trainer $<TARGET_FILE:ddp-trainer>)
   set_tests_properties(trainer_e2e_${case} PROPERTIES TIMEOUT 300)
 endforeach()
+
+ddpd_c_test(test_idx_cache ${CMAKE_CURRENT_LIST_DIR}/test_idx_cache.c)
+# The end-to-end tests share one dataset cache in the build tree (not the user's).
+foreach(case ${TRAINER_E2E_CASES})
+  set_property(TEST trainer_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+endforeach()

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #define IDX_UBYTE 0x08
@@ -313,7 +314,11 @@ int idx_load(const char *images_path, const char *labels_path, size_t limit,
 
 void idx_free(idx_dataset *d) {
     if (!d) return;
-    free(d->images);
-    free(d->labels);
+    if (d->mapping) {
+        munmap(d->mapping, d->mapping_bytes);
+    } else {
+        free(d->images);
+        free(d->labels);
+    }
     memset(d, 0, sizeof *d);
 }

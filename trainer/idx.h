@@ -12,6 +12,8 @@ typedef struct {
     size_t count;
     int rows, cols;
     int num_classes; /* max label + 1 */
+    void *mapping;   /* set when images/labels point into a mapped cache file */
+    size_t mapping_bytes;
 } idx_dataset;
 
 /* Loads an images file (magic 0x00000803, unsigned byte, 3 dims) and a labels file
@@ -22,5 +24,17 @@ typedef struct {
 int idx_load(const char *images_path, const char *labels_path, size_t limit,
              idx_dataset *out, char *err, size_t errlen);
 void idx_free(idx_dataset *d);
+
+/* idx_load through a cache of decompressed datasets in `cache_dir` (NULL: no cache):
+ * the first load writes the whole dataset there, checked, under a name derived from
+ * both files' identity (path, inode, size, mtime); later loads map that file, which
+ * takes milliseconds instead of a decompression and shares the pages between ranks
+ * and runs. Any cache problem falls back to idx_load (and says so in `note`). */
+int idx_load_cached(const char *images_path, const char *labels_path, size_t limit, const char *cache_dir,
+                    idx_dataset *out, char *err, size_t errlen, char *note, size_t notelen);
+
+/* The cache directory: $DDPD_CACHE_DIR, else $XDG_CACHE_HOME/ddpd, else
+ * $HOME/.cache/ddpd; NULL when none is set. */
+const char *idx_default_cache_dir(char *buf, size_t buflen);
 
 #endif

@@ -20,6 +20,7 @@
 #include "idx.h"
 #include "log.h"
 #include "mlp.h"
+#include "paths.h"
 #include "progress.h"
 #include "rank.h"
 #include "run_board.h"
@@ -46,18 +47,6 @@ typedef struct {
     rank_proc *ranks;
     int world;
 } launcher;
-
-static int mkdir_p(const char *path) {
-    char tmp[2048];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -1 : 0;
-}
 
 static void end_run(launcher *L, const char *status, const char *reason) {
     if (reason && reason[0]) log_msg(strcmp(status, "succeeded") ? LOG_ERROR : LOG_INFO, "run %s: %s", status, reason);
@@ -94,16 +83,20 @@ static int load_config(launcher *L) {
 
 static int load_data(launcher *L, char *reason, size_t n) {
     const run_config *c = &L->cfg;
-    char err[768];
+    char err[768], note[640] = "", cache_buf[2048];
+    const char *cache = idx_default_cache_dir(cache_buf, sizeof cache_buf);
     double t0 = now_seconds();
     if (c->mode == RUN_MODE_TRAIN) {
-        if (idx_load(c->data.train_images, c->data.train_labels, (size_t)c->data.limit, &L->train, err, sizeof err)) {
+        if (idx_load_cached(c->data.train_images, c->data.train_labels, (size_t)c->data.limit, cache, &L->train, err,
+                            sizeof err, note, sizeof note)) {
             snprintf(reason, n, "cannot load the training data: %s", err);
             return -1;
         }
         L->have_train = 1;
     }
-    if (idx_load(c->data.test_images, c->data.test_labels, (size_t)c->data.test_limit, &L->test, err, sizeof err)) {
+    if (note[0]) log_msg(LOG_INFO, "training data %s", note);
+    if (idx_load_cached(c->data.test_images, c->data.test_labels, (size_t)c->data.test_limit, cache, &L->test, err,
+                        sizeof err, note, sizeof note)) {
         snprintf(reason, n, "cannot load the test data: %s", err);
         return -1;
     }
