@@ -1,0 +1,485 @@
+/* The handlers of the API: one function per route, each reading what it needs from
+ * the store (or asking the scheduler) and answering JSON or a problem.
+ *
+ *   GET    /healthz                     liveness, devices, ingest counters
+ *   POST   /runs                        submit a run config -> 201, Location
+ *   GET    /runs?status=&limit=&before= newest first; "next" is the next page's URL
+ *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
+ *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
+ *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
+ *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
+ *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
+ *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
+ *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddpd_build_config.h"
+#include "downsample.h"
+#include "ingest.h"
+#include "logtail.h"
+#include "routes.h"
+#include "run_config.h"
+#include "scheduler.h"
+#include "store.h"
+#include "store_read.h"
+#include "util.h"
+
+static routes_config R;
+static int64_t started_at;
+
+void routes_init(const routes_config *c) {
+    R = *c;
+    started_at = now_ms();
+}
+
+/* ---- small helpers ---- */
+
+static bool is_finished(const char *status) {
+    return strcmp(status, "succeeded") == 0 || strcmp(status, "failed") == 0 || strcmp(status, "canceled") == 0;
+}
+
+/* Parses the {id} segment; answers 404 when it names no run id. */
+static bool path_id(request *rq, response *rs, int64_t *id) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(rq->id_text, &end, 10);
+    if (!rq->id_text[0] || *end || errno || v <= 0 || rq->id_text[0] == '+') {
+        reply_problem(rs, 404, NULL, "there is no run \"%s\": run ids are positive integers", rq->id_text);
+        return false;
+    }
+    *id = v;
+    return true;
+}
+
+/* The {id} run's brief; answers 404 when there is none. */
+static bool existing_run(request *rq, response *rs, int64_t *id, run_brief *b) {
+    if (!path_id(rq, rs, id)) return false;
+    int found = store_get_brief(*id, b);
+    if (found < 0) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return false;
+    }
+    if (!found) {
+        reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)*id);
+        return false;
+    }
+    return true;
+}
+
+/* An optional integer query argument within [min, max]; answers 400 otherwise. */
+static bool query_int(request *rq, response *rs, const char *name, int64_t min, int64_t max, int64_t *out) {
+    const char *s = rq_query(rq, name);
+    if (!s) return true;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max) {
+        reply_problem(rs, 400, NULL, "query parameter %s must be an integer from %lld to %lld (got \"%.100s\")", name,
+                      (long long)min, (long long)max, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Answers with the run as GET /runs/{id} shows it. */
+static void reply_run(response *rs, int status, int64_t id) {
+    char *raw = NULL;
+    json_t *run = store_run_json(id, &raw);
+    if (!run) {
+        reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id);
+        return;
+    }
+    if (strcmp(json_string_value(json_object_get(run, "status")), "queued") == 0)
+        json_object_set_new(run, "queue_position", json_integer(scheduler_queue_position(id)));
+    reply_json_raw(rs, status, run, raw);
+}
+
+/* ---- GET /healthz ---- */
+
+static void get_healthz(request *rq, response *rs) {
+    (void)rq;
+    json_t *o = json_pack("{s:s,s:s,s:I}", "status", "ok", "version", DDPD_VERSION, "uptime_s",
+                          (json_int_t)((now_ms() - started_at) / 1000));
+    json_object_set_new(o, "devices", scheduler_stats());
+    json_object_set_new(o, "ingest", ingest_stats());
+    reply_json(rs, 200, o);
+}
+
+/* ---- POST /runs ---- */
+
+/* Which pool a config runs on and whether it can ever fit this host. */
+static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
+    const json_t *dist = json_object_get(config, "distributed");
+    const json_t *ws = json_object_get(dist, "world_size");
+    const char *backend = json_string_value(json_object_get(dist, "backend"));
+    if (!backend) backend = "auto";
+    bool have_gpus = scheduler_capacity(POOL_GPU) > 0;
+    if (strcmp(backend, "nccl") == 0 && !have_gpus) {
+        schema_errors_add(errs, "/distributed/backend",
+                          "\"nccl\" needs GPUs and this server manages none: use \"cpu\" or \"auto\"");
+        return false;
+    }
+    *pool = strcmp(backend, "cpu") == 0 ? POOL_CPU : strcmp(backend, "nccl") == 0 ? POOL_GPU
+                                                     : have_gpus ? POOL_GPU : POOL_CPU;
+    if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
+    json_int_t n = json_integer_value(ws);
+    int cap = scheduler_capacity(*pool);
+    if (n > cap) {
+        schema_errors_add(errs, "/distributed/world_size",
+                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d",
+                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap);
+        return false;
+    }
+    *world_size = (int)n;
+    return true;
+}
+
+static void invalid_config(response *rs, schema_errors *errs) {
+    char *first = xasprintf("%s: %s", errs->items[0].pointer[0] ? errs->items[0].pointer : "(the document)",
+                            errs->items[0].message);
+    if (errs->count == 1)
+        reply_problem(rs, 400, schema_errors_to_json(errs), "the run config is invalid: %s", first);
+    else
+        reply_problem(rs, 400, schema_errors_to_json(errs),
+                      "the run config has %zu problems, listed in \"errors\"; the first: %s", errs->count, first);
+    free(first);
+}
+
+/* Writes <run_dir>/config.json through a temporary file: the trainer never reads
+ * half of one. */
+static int write_config_file(const char *run_dir, const json_t *config, char *err, size_t errlen) {
+    char *tmp = xasprintf("%s/config.json.tmp", run_dir), *path = xasprintf("%s/config.json", run_dir);
+    int rc = json_dump_file(config, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+    if (rc) snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+static int make_run_dir(int64_t id, char *err, size_t errlen) {
+    char *dir = xasprintf("%s/%lld", R.runs_dir, (long long)id);
+    int rc = mkdir(dir, 0755);
+    if (rc != 0 && errno == EEXIST) {
+        /* Left by a database that was reset: keep it, out of the way. */
+        char *aside = xasprintf("%s.stale-%lld", dir, (long long)now_ms());
+        if (rename(dir, aside) == 0) rc = mkdir(dir, 0755);
+        free(aside);
+    }
+    if (rc != 0) snprintf(err, errlen, "cannot create the run directory %s: %s", dir, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+static void post_runs(request *rq, response *rs) {
+    size_t i = 0;
+    while (i < rq->body_len && strchr(" \t\r\n", rq->body[i])) i++;
+    if (i == rq->body_len) {
+        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", "the request body is empty"),
+                      "the request body is empty: send a run config, a JSON object");
+        return;
+    }
+    json_error_t jerr;
+    json_t *config = json_loadb(rq->body, rq->body_len, 0, &jerr);
+    if (!config) {
+        char *msg = xasprintf("not valid JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
+        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", msg),
+                      "the request body is %s", msg);
+        free(msg);
+        return;
+    }
+    if (!json_is_object(config)) {
+        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", "must be a JSON object"),
+                      "a run config is a JSON object, not %s",
+                      json_is_array(config) ? "an array" : json_is_string(config) ? "a string"
+                      : json_is_number(config) ? "a number" : "a literal");
+        json_decref(config);
+        return;
+    }
+
+    /* Every violation at once: the schema's (defaults filled in), then this host's:
+     * devices it can never give, files it will not let the trainer read. */
+    schema_errors errs = {0};
+    run_config_validate(config, &errs);
+    json_t *for_trainer = json_deep_copy(config);
+    pool_kind pool = POOL_CPU;
+    int world_size = 0;
+    bool placed = placement(config, &pool, &world_size, &errs);
+    datapaths_resolve_config(R.roots, config, for_trainer, &errs);
+    /* mode eval loads a checkpoint: one of an earlier run ("12/checkpoints/..."), never
+     * an arbitrary file. "" means the newest in its own run directory. */
+    const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
+    if (load && *load)
+        datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", &errs);
+    if (errs.count || !placed) {
+        if (!errs.count)
+            schema_errors_add(&errs, "/distributed/world_size", "must be an integer of at least 1");
+        invalid_config(rs, &errs);
+        goto out;
+    }
+
+    const char *name = json_string_value(json_object_get(config, "name"));
+    store_op ins = {.kind = OP_RUN_INSERT, .t = now_ms()};
+    ins.u.insert.name = xstrdup(name);
+    ins.u.insert.config = json_dumps(config, JSON_FLAGS);
+    ins.u.insert.world_size = world_size;
+    ins.u.insert.device_kind = pool_name(pool);
+    int64_t id = store_submit_wait(&ins);
+    if (id <= 0) {
+        reply_problem(rs, 500, NULL, "the run could not be stored (a database error; see the server's log)");
+        goto out;
+    }
+    char err[1024];
+    char *run_dir = xasprintf("%s/%lld", R.runs_dir, (long long)id);
+    bool ready = make_run_dir(id, err, sizeof err) == 0 && write_config_file(run_dir, for_trainer, err, sizeof err) == 0;
+    free(run_dir);
+    if (!ready) {
+        store_op fin = {.kind = OP_RUN_FINISH, .run_id = id, .t = now_ms()};
+        fin.u.finish.status = "failed";
+        fin.u.finish.reason = xstrdup(err);
+        fin.u.finish.exit_code = fin.u.finish.exit_signal = NO_INT;
+        store_submit_wait(&fin);
+        reply_problem(rs, 500, NULL, "run %lld was stored but cannot start: %s", (long long)id, err);
+        goto out;
+    }
+    scheduler_submit(id, world_size, pool);
+    rs->location = xasprintf("/runs/%lld", (long long)id);
+    reply_run(rs, 201, id);
+out:
+    schema_errors_free(&errs);
+    json_decref(config);
+    json_decref(for_trainer);
+}
+
+/* ---- GET /runs ---- */
+
+static const char *const STATUSES[] = {"queued", "starting", "running", "canceling", "succeeded", "failed", "canceled"};
+
+static void get_runs(request *rq, response *rs) {
+    int64_t limit = 50, before = 0;
+    if (!query_int(rq, rs, "limit", 1, 1000, &limit) || !query_int(rq, rs, "before", 1, INT64_MAX, &before)) return;
+    const char *status = rq_query(rq, "status");
+    char *statuses = NULL;
+    if (status && *status) {
+        json_t *a = json_array();
+        char *copy = xstrdup(status), *save = NULL;
+        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+            bool known = false;
+            for (size_t k = 0; k < sizeof STATUSES / sizeof *STATUSES; k++) known |= strcmp(s, STATUSES[k]) == 0;
+            if (!known) {
+                reply_problem(rs, 400, NULL,
+                              "status \"%.60s\" is not one: use queued, starting, running, canceling, succeeded, failed or canceled (comma-separated for several)",
+                              s);
+                free(copy);
+                json_decref(a);
+                return;
+            }
+            json_array_append_new(a, json_string(s));
+        }
+        free(copy);
+        statuses = json_dumps(a, JSON_FLAGS);
+        json_decref(a);
+    }
+    int64_t next_before = 0;
+    json_t *page = store_runs_page(statuses, before, (int)limit, &next_before);
+    free(statuses);
+    if (!page) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    json_object_set_new(page, "limit", json_integer(limit));
+    if (next_before) {
+        char *next = status && *status
+                         ? xasprintf("/runs?limit=%lld&before=%lld&status=%s", (long long)limit, (long long)next_before, status)
+                         : xasprintf("/runs?limit=%lld&before=%lld", (long long)limit, (long long)next_before);
+        json_object_set_new(page, "next", json_string(next));
+        free(next);
+    } else {
+        json_object_set_new(page, "next", json_null());
+    }
+    reply_json(rs, 200, page);
+}
+
+/* ---- GET /runs/{id} ---- */
+
+static void get_run(request *rq, response *rs) {
+    int64_t id;
+    if (path_id(rq, rs, &id)) reply_run(rs, 200, id);
+}
+
+/* ---- POST /runs/{id}/cancel ---- */
+
+static void cancel_run(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    cancel_result res = scheduler_cancel(id, "canceled by request");
+    if (res == CANCEL_NOT_LIVE) {
+        store_sync(); /* it may have just finished: read its final state */
+        store_get_brief(id, &b);
+        if (is_finished(b.status))
+            reply_problem(rs, 409, NULL, "run %lld has already finished (%s): there is nothing to cancel",
+                          (long long)id, b.status);
+        else /* its POST is still writing its config: it is not queued yet */
+            reply_problem(rs, 409, NULL, "run %lld is being set up; try again in a moment", (long long)id);
+        return;
+    }
+    store_sync();
+    reply_run(rs, 202, id);
+}
+
+/* ---- DELETE /runs/{id} ---- */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)ftw;
+    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+    if (rc != 0) log_warn("deleting %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static void delete_run(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    if (!is_finished(b.status)) {
+        reply_problem(rs, 409, NULL, "run %lld is %s: cancel it first (POST /runs/%lld/cancel), then delete it",
+                      (long long)id, b.status, (long long)id);
+        return;
+    }
+    store_op op = {.kind = OP_RUN_DELETE, .run_id = id, .t = now_ms()};
+    if (store_submit_wait(&op) != 1) {
+        reply_problem(rs, 409, NULL, "run %lld could not be deleted: it changed meanwhile; try again", (long long)id);
+        return;
+    }
+    char *dir = xasprintf("%s/%lld", R.runs_dir, (long long)id);
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+    log_info("run %lld deleted", (long long)id);
+    reply_text(rs, 204, NULL, 0, NULL);
+}
+
+/* ---- GET /runs/{id}/metrics ---- */
+
+/* The shortest of %.15g..%.17g that reads back as the same double. */
+static void append_number(buf_t *b, double v) {
+    if (!isfinite(v)) {
+        buf_append(b, "null", 4);
+        return;
+    }
+    char s[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    buf_append(b, s, strlen(s));
+}
+
+static void get_metrics(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    const char *key = rq_query(rq, "key");
+    if (!key) key = "loss";
+    int k = -1;
+    for (int i = 0; i < METRIC_COUNT; i++)
+        if (strcmp(key, metric_names[i]) == 0) k = i;
+    if (k < 0) {
+        reply_problem(rs, 400, NULL, "key \"%.60s\" is not a series this server keeps: use loss, lr or samples_per_s", key);
+        return;
+    }
+    int64_t max_points = 0, after = NO_INT;
+    if (!query_int(rq, rs, "max_points", 3, 10000000, &max_points) ||
+        !query_int(rq, rs, "after", -1, INT64_MAX, &after))
+        return;
+    int64_t first = 0, last = 0;
+    downsampler d;
+    int found = store_series_range(id, after, &first, &last);
+    ds_init(&d, first, last, (size_t)max_points);
+    if (found < 0 || (found > 0 && store_series_scan(id, (metric_key)k, after, &d) != 0)) {
+        ds_free(&d);
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    ds_finish(&d);
+    /* Written by hand: a series can hold a million points. */
+    buf_t out = {0};
+    buf_printf(&out, "{\"run\":%lld,\"key\":\"%s\",\"count\":%zu,\"downsampled\":%s,\"points\":[", (long long)id,
+               metric_names[k], d.count, d.n_out < d.count ? "true" : "false");
+    for (size_t i = 0; i < d.n_out; i++) {
+        buf_printf(&out, "%s[%lld,", i ? "," : "", (long long)d.out[i].step);
+        append_number(&out, d.out[i].value);
+        buf_printf(&out, ",%lld]", (long long)d.out[i].t);
+    }
+    buf_printf(&out, "]}\n");
+    ds_free(&d);
+    reply_text(rs, 200, out.data, out.len, "application/json");
+}
+
+/* ---- GET /runs/{id}/epochs, /ranks ---- */
+
+static void get_epochs(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_epochs_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "epochs", a));
+}
+
+static void get_ranks(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_ranks_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "ranks", a));
+}
+
+/* ---- GET /runs/{id}/logs ---- */
+
+static void get_logs(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    int64_t tail = 1000;
+    if (!query_int(rq, rs, "tail", 1, 1000000, &tail)) return;
+    char *path = xasprintf("%s/%lld/trainer.log", R.runs_dir, (long long)id);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = logtail_read(path, (size_t)tail, &text, &len);
+    free(path);
+    if (rc != 0 && errno != ENOENT) {
+        reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(errno));
+        return;
+    }
+    reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
+}
+
+const route api_routes[] = {
+    {"GET", "/healthz", get_healthz, false},
+    {"POST", "/runs", post_runs, true},
+    {"GET", "/runs", get_runs, false},
+    {"GET", "/runs/{id}", get_run, false},
+    {"DELETE", "/runs/{id}", delete_run, false},
+    {"POST", "/runs/{id}/cancel", cancel_run, false},
+    {"GET", "/runs/{id}/metrics", get_metrics, false},
+    {"GET", "/runs/{id}/epochs", get_epochs, false},
+    {"GET", "/runs/{id}/ranks", get_ranks, false},
+    {"GET", "/runs/{id}/logs", get_logs, false},
+};
+const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

@@ -1,0 +1,249 @@
+"""What the server's integration tests share: a real ddpd on a free loopback port with
+a temporary state dir (stopped, and its trainers checked gone, even when a test
+fails), a small HTTP client, polling with deadlines, and the pass/fail count.
+
+Standard library only. Every wait polls with a generous deadline: these tests run
+on slow 2-core machines next to other tests."""
+import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time, traceback
+
+DATA_ROOT = "/usr/share/datasets"
+PASSED = FAILED = 0
+
+
+def check(cond, what):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print(f"FAILED: {what}", file=sys.stderr, flush=True)
+    return cond
+
+
+def wait_until(pred, what, timeout=60.0, interval=0.05):
+    """Polls pred() until it returns something truthy; returns that, or None (and a
+    failed check) at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            check(False, f"timed out after {timeout:.0f} s waiting for {what}")
+            return None
+        time.sleep(interval)
+
+
+def args_for(cases):
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(cases))
+    p.add_argument("--ddpd", required=True)
+    p.add_argument("--trainer")
+    p.add_argument("--fake-trainer", required=True)
+    return p.parse_args()
+
+
+def fmnist_config(**over):
+    """A small real run: a few thousand Fashion-MNIST examples."""
+    cfg = {
+        "name": "fmnist-mlp",
+        "model": {"hidden": [128, 64]},
+        "data": {"train": {"images": "fashion-mnist/train-images-idx3-ubyte.gz",
+                           "labels": "fashion-mnist/train-labels-idx1-ubyte.gz"},
+                 "test": {"images": "fashion-mnist/t10k-images-idx3-ubyte.gz",
+                          "labels": "fashion-mnist/t10k-labels-idx1-ubyte.gz"},
+                 "limit": 3000, "test_limit": 1000},
+        "train": {"epochs": 2, "batch_size": 128},
+        "distributed": {"world_size": 2},
+    }
+    return merge(cfg, over)
+
+
+def merge(cfg, over):
+    """over: {"train.epochs": 3, ...}"""
+    cfg = json.loads(json.dumps(cfg))
+    for path, value in over.items():
+        node = cfg
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    return cfg
+
+
+def pids_under(directory):
+    """Processes whose command line mentions `directory` (trainers of its runs)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if directory in cmd and state != "Z":
+            found.append(int(name))
+    return found
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+
+class Server:
+    """One ddpd process. Use as a context manager."""
+
+    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3):
+        self.ddpd, self.trainer, self.slots = ddpd, trainer, slots
+        self.own_dir = state_dir is None
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="ddpd-test-")
+        self.extra_args, self.env, self.grace = list(extra_args), env, grace
+        self.proc = None
+        self.port = None
+        self.headers = {}  # sent with every request (a token)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type:
+            traceback.print_exception(exc_type, exc, tb)
+            check(False, f"exception: {exc}")
+            self.dump_log()
+        self.stop()
+        leftovers = pids_under(self.state_dir)
+        check(not leftovers, f"no process of a run is left after the server stopped (left: {leftovers})")
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        return True  # the exception was counted as a failure
+
+    def start(self, timeout=30):
+        cmd = [self.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.state_dir,
+               "--slots", str(self.slots), "--data-root", DATA_ROOT, "--cancel-grace", str(self.grace),
+               "--gpus", "none"]
+        if self.trainer:
+            cmd += ["--trainer", self.trainer]
+        cmd += self.extra_args
+        env = dict(os.environ, **(self.env or {}))
+        self.log_path = os.path.join(self.state_dir, "server.log")
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        line = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        text = line[0].decode() if line else ""
+        if "listening on http://" not in text:
+            self.dump_log()
+            raise RuntimeError(f"ddpd did not start: {text!r} (exit status {self.proc.poll()})")
+        self.port = int(text.strip().rsplit(":", 1)[1])
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if not self.proc or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            check(False, f"ddpd exits within {timeout} s of {sig!r}")
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL: the server dies without cleaning up (its trainers live on)."""
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+    def dump_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                sys.stderr.write("---- ddpd log ----\n" + f.read().decode(errors="replace")[-20000:] + "------------------\n")
+        except OSError:
+            pass
+
+    # ---- HTTP ----
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        hdrs = dict(self.headers, **(headers or {}))
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        elif isinstance(body, str):
+            body = body.encode()
+        conn.request(method, path, body=body, headers=hdrs)
+        r = conn.getresponse()
+        resp = Response(r.status, r.getheaders(), r.read())
+        conn.close()
+        return resp
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def submit(self, cfg):
+        r = self.post("/runs", cfg)
+        if not check(r.status == 201, f"POST /runs -> 201, got {r.status}: {r.body[:500]!r}"):
+            raise RuntimeError("submission refused")
+        return r.json()["id"]
+
+    def run(self, run_id):
+        r = self.get(f"/runs/{run_id}")
+        return r.json() if r.status == 200 else None
+
+    def wait_status(self, run_id, statuses, timeout=120):
+        statuses = {statuses} if isinstance(statuses, str) else set(statuses)
+
+        def done():
+            run = self.run(run_id)
+            return run if run and run["status"] in statuses else None
+
+        run = wait_until(done, f"run {run_id} to be {'/'.join(sorted(statuses))}", timeout)
+        if not run:
+            last = self.run(run_id)
+            print(f"run {run_id} is {last and last['status']}: {json.dumps(last)[:2000]}", file=sys.stderr)
+            self.dump_log()
+            self.dump_run_log(run_id)
+        return run
+
+    def dump_run_log(self, run_id):
+        r = self.get(f"/runs/{run_id}/logs?tail=40")
+        sys.stderr.write(f"---- run {run_id} log ----\n{r.body.decode(errors='replace')}\n")
+
+    def run_dir(self, run_id):
+        return os.path.join(self.state_dir, "runs", str(run_id))
+
+
+def main(cases, args):
+    """Runs one case; prints the count; exits non-zero on any failure."""
+    try:
+        cases[args.case](args)
+    except Exception:
+        traceback.print_exc()
+        check(False, f"case {args.case} raised")
+    print(f"{args.case}: {PASSED} passed, {FAILED} failed", flush=True)
+    sys.exit(1 if FAILED or not PASSED else 0)
