@@ -24,6 +24,7 @@ struct event_sink {
     int rank;
     long long seq;
     long long last_flush_ms;
+    int steps_sent; /* the first step goes out at once: it tells a watcher training started */
     char *buf;
     size_t len;
 };
@@ -126,8 +127,9 @@ void event_flush(event_sink *s) {
     s->last_flush_ms = unix_ms();
 }
 
-static int urgent(const char *type) {
-    return strcmp(type, "step") != 0 && strcmp(type, "heartbeat") != 0 && strcmp(type, "log") != 0;
+static int urgent(event_sink *s, const char *type) {
+    if (strcmp(type, "step") == 0) return s->steps_sent++ == 0;
+    return strcmp(type, "heartbeat") != 0 && strcmp(type, "log") != 0;
 }
 
 void event_emit(event_sink *s, const char *type, json_t *fields) {
@@ -157,7 +159,7 @@ void event_emit(event_sink *s, const char *type, json_t *fields) {
         s->len += n + 1;
     }
     free(line);
-    if (urgent(type) || now - s->last_flush_ms >= EVENT_FLUSH_MS) event_flush(s);
+    if (urgent(s, type) || now - s->last_flush_ms >= EVENT_FLUSH_MS) event_flush(s);
 }
 
 void event_sink_close(event_sink *s) {
