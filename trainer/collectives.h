@@ -18,6 +18,14 @@ struct coll_comm {
     int (*allreduce_avg_f32)(coll_comm *c, float *buf, size_t n);
     /* buf <- sum over ranks of buf, in the same fixed order (metrics, counts). */
     int (*allreduce_sum_f64)(coll_comm *c, double *buf, size_t n);
+    /* The sharded optimizer's pair (ZeRO stage 1). Reduce-scatter: afterwards this
+     * rank's share of buf (coll_share) holds the average over ranks, summed in the
+     * same fixed order as the all-reduce; the rest of buf is unspecified. All-gather:
+     * every rank's share of buf, from its owner, into every rank's buf. A peer may
+     * read buf until it enters its next collective call: do not write buf before
+     * your own next collective call has returned. */
+    int (*reduce_scatter_avg_f32)(coll_comm *c, float *buf, size_t n);
+    int (*allgather_f32)(coll_comm *c, float *buf, size_t n);
     /* buf on every rank <- buf on `root`. */
     int (*broadcast)(coll_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(coll_comm *c);
@@ -27,6 +35,11 @@ struct coll_comm {
     void *(*alloc)(coll_comm *c, size_t bytes);
     void *impl;
 };
+
+/* The share [*lo, *hi) of n floats that `rank` owns in reduce-scatter and
+ * all-gather: equal parts rounded up to whole cache lines (the last may be short or
+ * empty). The same for every backend. */
+void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi);
 
 /* --- cpu backend ---------------------------------------------------------------
  * The launcher creates the group before forking (an anonymous MAP_SHARED mapping:
@@ -42,5 +55,11 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank);
 void coll_cpu_group_abort(coll_cpu_group *g);
 /* Unmap (launcher, after all ranks have exited). */
 void coll_cpu_group_destroy(coll_cpu_group *g);
+/* Like coll_cpu_group_create with an explicit chunk size (the unit the all-reduce
+ * pipelines over; rounded to a multiple of 4 KiB): for benchmarks and tests. */
+coll_cpu_group *coll_cpu_group_create_tuned(int world_size, size_t arena_bytes,
+                                            size_t chunk_bytes);
+/* The group's chunk size in bytes (tests pick sizes around it). */
+size_t coll_cpu_group_chunk_bytes(const coll_cpu_group *g);
 
 #endif

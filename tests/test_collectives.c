@@ -1,0 +1,422 @@
+/* Tests of the cpu collectives (trainer/coll_cpu.c) with real forked rank
+ * processes, as the launcher runs them: all-reduce results compared bit for bit
+ * against a reference summed in the same fixed order, across world sizes 1-4, odd
+ * sizes, arena (zero-copy) and plain (staged) buffers, many calls back to back;
+ * f64 sums, broadcast from every root, barrier ordering, abort of a group whose rank
+ * died, and speed with more ranks than cores. Children report through their exit
+ * status and a shared page (their check counts and a hash of every result, so the
+ * parent can check that all ranks hold the same bits). */
+#include "check.h"
+#include "collectives.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 4
+#define MAX_OPS 256
+#define SMALL_CHUNK 4096 /* 1024 floats: many rounds for modest sizes */
+#define ARENA_BYTES ((size_t)24 << 20)
+
+/* --- shared report area and the fork runner ---------------------------------------- */
+
+typedef struct {
+    int passed[MAX_RANKS], failed[MAX_RANKS];
+    uint64_t hash[MAX_OPS][MAX_RANKS]; /* hash of each op's result, per rank */
+    int ops;                           /* ops recorded (set by rank 0) */
+    _Atomic int barrier_cells[MAX_RANKS];
+    _Atomic uint64_t abort_at_ns; /* when the parent aborted */
+} shared_area;
+
+static shared_area *shared;
+
+typedef struct {
+    size_t chunk_bytes; /* 0: the default */
+    int variant;        /* what a rank body does, per test */
+} run_opts;
+
+typedef void rank_body(coll_comm *c, const run_opts *o);
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t fnv1a(const void *p, size_t bytes) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ b[i]) * 1099511628211u;
+    return h;
+}
+
+static void record_hash(coll_comm *c, int op, const void *buf, size_t bytes) {
+    if (op >= MAX_OPS) return;
+    shared->hash[op][c->rank] = fnv1a(buf, bytes);
+    if (c->rank == 0 && op + 1 > shared->ops) shared->ops = op + 1;
+}
+
+static void child_main(coll_cpu_group *g, int rank, rank_body *body, const run_opts *o) {
+    alarm(60); /* a hung child must not hang the test */
+    check_passed = check_failed = 0;
+    coll_comm *c = coll_cpu_attach(g, rank);
+    if (!c) _exit(2);
+    body(c, o);
+    shared->passed[rank] = check_passed;
+    shared->failed[rank] = check_failed;
+    _exit(check_failed ? 1 : 0);
+}
+
+static shared_area *new_shared(void) {
+    void *m = mmap(NULL, sizeof(shared_area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED, "mmap of the report area");
+    return m;
+}
+
+/* Fork `world` ranks running `body`; the parent checks every exit status, adds the
+ * children's check counts, and checks that all ranks hashed the same results. */
+static void run_ranks(const char *what, int world, rank_body *body, const run_opts *o) {
+    coll_cpu_group *g = coll_cpu_group_create_tuned(world, ARENA_BYTES, o->chunk_bytes);
+    REQUIRE(g != NULL, "%s: group create", what);
+    shared = new_shared();
+    pid_t pids[MAX_RANKS];
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        REQUIRE(pids[r] >= 0, "fork");
+        if (pids[r] == 0) child_main(g, r, body, o);
+    }
+    for (int r = 0; r < world; r++) {
+        int st = 0;
+        waitpid(pids[r], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s world %d: rank %d ended with status 0x%x",
+              what, world, r, st);
+        check_passed += shared->passed[r];
+        check_failed += shared->failed[r];
+    }
+    int diverged = 0;
+    for (int op = 0; op < shared->ops; op++)
+        for (int r = 1; r < world; r++) diverged += shared->hash[op][r] != shared->hash[op][0];
+    CHECK(diverged == 0, "%s world %d: %d results differ between ranks", what, world, diverged);
+    munmap(shared, sizeof *shared);
+    coll_cpu_group_destroy(g);
+}
+
+/* --- inputs and references ------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15u;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+/* Values in [-256, 256) of widely varying magnitude, so that a different summation
+ * order gives different bits. */
+static double input_value(uint64_t seed, int rank, size_t i) {
+    uint64_t h = mix64(seed * 0x100000001b3u ^ ((uint64_t)rank << 48) ^ i);
+    double unit = (double)(int32_t)(h >> 32) / 2147483648.0;
+    return ldexp(unit, (int)(h & 15) - 7);
+}
+
+static void fill_f32(float *buf, size_t n, uint64_t seed, int rank) {
+    for (size_t i = 0; i < n; i++) buf[i] = (float)input_value(seed, rank, i);
+}
+
+/* The average every rank must hold: summed over ranks 0, 1, ..., W-1, times 1/W. */
+static void reference_avg_f32(float *ref, size_t n, uint64_t seed, int world) {
+    const float inv = 1.0f / (float)world;
+    for (size_t i = 0; i < n; i++) {
+        float acc = (float)input_value(seed, 0, i);
+        for (int k = 1; k < world; k++) acc += (float)input_value(seed, k, i);
+        ref[i] = acc * inv;
+    }
+}
+
+static void fill_f64(double *buf, size_t n, uint64_t seed, int rank) {
+    for (size_t i = 0; i < n; i++) buf[i] = input_value(seed, rank, i) * 1e-3 + (double)rank * 1e6;
+}
+
+static void reference_sum_f64(double *ref, size_t n, uint64_t seed, int world) {
+    for (size_t i = 0; i < n; i++) {
+        double acc = input_value(seed, 0, i) * 1e-3;
+        for (int k = 1; k < world; k++) acc += input_value(seed, k, i) * 1e-3 + (double)k * 1e6;
+        ref[i] = acc;
+    }
+}
+
+/* --- all-reduce of f32 ------------------------------------------------------------------ */
+
+enum source { FROM_ARENA, FROM_MALLOC, MIXED };
+static const char *source_name[] = {"arena", "malloc", "mixed"};
+
+/* A buffer of n floats: in the arena (at an offset that differs between ranks, so
+ * that offsets really are published rather than assumed equal), or malloc'd and
+ * misaligned by one float. `arena_buf` is this rank's arena block. */
+static float *pick_buffer(enum source s, int rank, float *arena_buf, float *heap_buf) {
+    int in_arena = s == FROM_ARENA || (s == MIXED && rank % 2 == 0);
+    return in_arena ? arena_buf + 3 * rank : heap_buf + 1;
+}
+
+/* One all-reduce, checked bit for bit against the reference. */
+static void check_avg_once(coll_comm *c, float *buf, size_t n, uint64_t seed, int op, const char *what) {
+    fill_f32(buf, n, seed, c->rank);
+    int rc = c->allreduce_avg_f32(c, buf, n);
+    CHECK(rc == 0, "%s: allreduce of %zu floats returned %d", what, n, rc);
+    float *ref = malloc((n + 1) * sizeof(float));
+    reference_avg_f32(ref, n, seed, c->world_size);
+    CHECK(memcmp(buf, ref, n * sizeof(float)) == 0, "%s: rank %d of %d, %zu floats differ from the reference",
+          what, c->rank, c->world_size, n);
+    record_hash(c, op, buf, n * sizeof(float));
+    free(ref);
+}
+
+static void body_avg_sizes(coll_comm *c, const run_opts *o) {
+    size_t ce = (o->chunk_bytes ? o->chunk_bytes : 256 * 1024) / sizeof(float);
+    size_t w = (size_t)c->world_size;
+    const size_t sizes[] = {0, 1, 7, 15, 16, 17, 63, 65, 1000, ce - 1, ce, ce + 1, ce * w + 3,
+                            3 * ce + 5, 1000003};
+    size_t nsizes = sizeof sizes / sizeof sizes[0];
+    float *arena = c->alloc(c, (1000003 + 64) * sizeof(float));
+    float *heap = malloc((1000003 + 64) * sizeof(float));
+    REQUIRE(arena && heap, "buffers");
+    int op = 0;
+    for (int s = FROM_ARENA; s <= MIXED; s++)
+        for (size_t i = 0; i < nsizes; i++, op++) {
+            char what[64];
+            snprintf(what, sizeof what, "avg %s n=%zu", source_name[s], sizes[i]);
+            check_avg_once(c, pick_buffer(s, c->rank, arena, heap), sizes[i], 1000 + op, op, what);
+        }
+    free(heap);
+}
+
+/* 50 buckets of different sizes, each checked, ranks skewed by small sleeps so that
+ * a fast rank runs ahead into the next call while others still read this one. */
+static void body_avg_buckets(coll_comm *c, const run_opts *o) {
+    (void)o;
+    float *arena = c->alloc(c, (300000 + 64) * sizeof(float));
+    float *heap = malloc((300000 + 64) * sizeof(float));
+    REQUIRE(arena && heap, "buffers");
+    for (int b = 0; b < 50; b++) {
+        size_t n = 1 + mix64(77 + (uint64_t)b) % 300000;
+        if (b % 7 == 3) n = 1 + b % 5;
+        if ((b + c->rank) % 5 == 0) usleep(200);
+        check_avg_once(c, pick_buffer((enum source)(b % 3), c->rank, arena, heap), n, 5000 + b, b, "bucket");
+    }
+    free(heap);
+}
+
+/* 50 buckets back to back with no pause between calls (distinct buffers, as the
+ * trainer's gradient buckets are), verified afterwards. */
+static void body_avg_burst(coll_comm *c, const run_opts *o) {
+    (void)o;
+    enum { BUCKETS = 50 };
+    float *bufs[BUCKETS];
+    size_t ns[BUCKETS];
+    for (int b = 0; b < BUCKETS; b++) {
+        ns[b] = 1 + mix64(991 + (uint64_t)b) % 40000;
+        int arena = (b % 2) == 0;
+        bufs[b] = arena ? c->alloc(c, ns[b] * sizeof(float)) : malloc(ns[b] * sizeof(float));
+        REQUIRE(bufs[b] != NULL, "bucket %d", b);
+        fill_f32(bufs[b], ns[b], 9000 + b, c->rank);
+    }
+    int failures = 0;
+    for (int b = 0; b < BUCKETS; b++) failures += c->allreduce_avg_f32(c, bufs[b], ns[b]) != 0;
+    CHECK(failures == 0, "%d of the back-to-back all-reduces failed", failures);
+    for (int b = 0; b < BUCKETS; b++) {
+        float *ref = malloc(ns[b] * sizeof(float));
+        reference_avg_f32(ref, ns[b], 9000 + b, c->world_size);
+        CHECK(memcmp(ref, bufs[b], ns[b] * sizeof(float)) == 0, "burst bucket %d (%zu floats) differs", b, ns[b]);
+        record_hash(c, b, bufs[b], ns[b] * sizeof(float));
+        free(ref);
+        if (b % 2) free(bufs[b]);
+    }
+}
+
+/* --- sum of f64, broadcast, barrier, alloc ---------------------------------------------- */
+
+static void body_sum_f64(coll_comm *c, const run_opts *o) {
+    (void)o;
+    const size_t sizes[] = {0, 1, 2, 5, 9, 1023, 100003};
+    double *arena = c->alloc(c, 100003 * sizeof(double));
+    REQUIRE(arena != NULL, "arena");
+    int op = 0;
+    for (int from_arena = 0; from_arena < 2; from_arena++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++, op++) {
+            size_t n = sizes[i];
+            double *buf = from_arena ? arena : malloc((n + 1) * sizeof(double));
+            double *ref = malloc((n + 1) * sizeof(double));
+            fill_f64(buf, n, 300 + op, c->rank);
+            CHECK(c->allreduce_sum_f64(c, buf, n) == 0, "sum_f64 n=%zu", n);
+            reference_sum_f64(ref, n, 300 + op, c->world_size);
+            CHECK(memcmp(buf, ref, n * sizeof(double)) == 0, "sum_f64 n=%zu (arena %d) differs", n, from_arena);
+            record_hash(c, op, buf, n * sizeof(double));
+            if (!from_arena) free(buf);
+            free(ref);
+        }
+}
+
+static unsigned char pattern_byte(int root, size_t i) { return (unsigned char)(mix64((uint64_t)root * 131 + i) >> 56); }
+
+static void body_broadcast(coll_comm *c, const run_opts *o) {
+    size_t chunk = o->chunk_bytes ? o->chunk_bytes : 256 * 1024;
+    const size_t sizes[] = {0, 1, 3, 63, 4097, chunk - 1, 2 * chunk + 13, 3000001};
+    unsigned char *buf = malloc(3000001 + 1);
+    unsigned char *want = malloc(3000001 + 1);
+    int op = 0;
+    for (int root = 0; root < c->world_size; root++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++, op++) {
+            size_t n = sizes[i];
+            for (size_t j = 0; j < n; j++) want[j] = pattern_byte(root + (int)i, j);
+            if (c->rank == root)
+                memcpy(buf, want, n);
+            else
+                memset(buf, 0xee, n);
+            CHECK(c->broadcast(c, buf, n, root) == 0, "broadcast root %d bytes %zu", root, n);
+            CHECK(memcmp(buf, want, n) == 0, "broadcast root %d bytes %zu: rank %d differs", root, n, c->rank);
+            record_hash(c, op, buf, n);
+        }
+    CHECK(c->broadcast(c, buf, 1, c->world_size) == -1, "broadcast with a bad root fails");
+    free(buf);
+    free(want);
+}
+
+/* Each round every rank writes a cell before the barrier; after it, every rank must
+ * see every cell of this round; a second barrier keeps the next writes out. Ranks
+ * are skewed by sleeps, so an early release would be seen. */
+static void body_barrier(coll_comm *c, const run_opts *o) {
+    (void)o;
+    int w = c->world_size, stale = 0, failed = 0;
+    for (int round = 1; round <= 300; round++) {
+        if ((round + c->rank) % 17 == 0) usleep(1000);
+        atomic_store_explicit(&shared->barrier_cells[c->rank], round * w + c->rank, memory_order_relaxed);
+        failed += c->barrier(c) != 0;
+        for (int s = 0; s < w; s++)
+            stale += atomic_load_explicit(&shared->barrier_cells[s], memory_order_relaxed) != round * w + s;
+        failed += c->barrier(c) != 0;
+    }
+    CHECK(failed == 0, "%d barriers failed", failed);
+    CHECK(stale == 0, "rank %d saw %d stale cells after a barrier", c->rank, stale);
+}
+
+static void body_alloc(coll_comm *c, const run_opts *o) {
+    (void)o;
+    char *a = c->alloc(c, 100), *b = c->alloc(c, 1);
+    CHECK(a && b && (uintptr_t)a % 64 == 0 && (uintptr_t)b % 64 == 0, "alloc is cache-line aligned");
+    CHECK(b >= a + 100, "allocations do not overlap");
+    CHECK(c->alloc(c, ARENA_BYTES) == NULL, "an exhausted arena gives NULL");
+    memset(a, c->rank, 100); /* each rank's arena is its own */
+    CHECK(c->barrier(c) == 0, "barrier");
+    CHECK(a[99] == (char)c->rank, "arena private to rank");
+    CHECK(strcmp(c->backend, "cpu") == 0, "backend name");
+}
+
+/* More ranks than cores: thousands of small all-reduces must stay fast (spinning
+ * alone would hand each barrier a scheduler time slice). */
+static void body_oversubscribed(coll_comm *c, const run_opts *o) {
+    (void)o;
+    float v[4];
+    uint64_t t0 = now_ns();
+    int failed = 0;
+    for (int i = 0; i < 2000; i++) {
+        for (int j = 0; j < 4; j++) v[j] = (float)(c->rank + j);
+        failed += c->allreduce_avg_f32(c, v, 4) != 0;
+    }
+    double s = (double)(now_ns() - t0) / 1e9;
+    CHECK(failed == 0, "small all-reduces failed");
+    CHECK(s < 5.0, "2000 small all-reduces over %d ranks took %.2f s", c->world_size, s);
+    if (c->rank == 0) printf("  oversubscribed: 2000 x 4-float all-reduce, %d ranks: %.3f s\n", c->world_size, s);
+}
+
+/* --- abort ------------------------------------------------------------------------------ */
+
+/* Ranks 0 and 1 wait in an all-reduce that rank 2 never enters (it exits); the
+ * parent aborts the group; the waiters must return -1 within 100 ms, and every later
+ * collective must fail at once. */
+static void abort_survivor(coll_cpu_group *g, int rank) {
+    alarm(30);
+    check_passed = check_failed = 0;
+    coll_comm *c = coll_cpu_attach(g, rank);
+    if (!c) _exit(2);
+    float *buf = c->alloc(c, 100000 * sizeof(float));
+    int rc = c->allreduce_avg_f32(c, buf, 100000);
+    uint64_t back = now_ns();
+    uint64_t at = atomic_load(&shared->abort_at_ns);
+    CHECK(rc == -1, "a pending all-reduce returns -1 after abort (got %d)", rc);
+    CHECK(at != 0 && back - at < 100000000u, "returned %.1f ms after the abort", (double)(back - at) / 1e6);
+    double d = 0;
+    CHECK(c->barrier(c) == -1, "barrier after abort");
+    CHECK(c->allreduce_sum_f64(c, &d, 1) == -1, "sum after abort");
+    CHECK(c->broadcast(c, &d, sizeof d, 0) == -1, "broadcast after abort");
+    CHECK(c->allreduce_avg_f32(c, buf, 10) == -1, "all-reduce after abort");
+    shared->passed[rank] = check_passed;
+    shared->failed[rank] = check_failed;
+    _exit(check_failed ? 1 : 0);
+}
+
+static void test_abort(unsigned delay_us) {
+    coll_cpu_group *g = coll_cpu_group_create(3, 1 << 20);
+    REQUIRE(g != NULL, "group");
+    shared = new_shared();
+    pid_t pids[3];
+    for (int r = 0; r < 3; r++) {
+        pids[r] = fork();
+        REQUIRE(pids[r] >= 0, "fork");
+        if (pids[r] == 0) {
+            if (r == 2) _exit(0); /* dies without entering a collective */
+            abort_survivor(g, r);
+        }
+    }
+    int st = 0;
+    waitpid(pids[2], &st, 0);
+    usleep(delay_us); /* let the survivors get into the all-reduce (and asleep) */
+    atomic_store(&shared->abort_at_ns, now_ns());
+    coll_cpu_group_abort(g);
+    for (int r = 0; r < 2; r++) {
+        waitpid(pids[r], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "abort (delay %u us): survivor %d status 0x%x", delay_us, r, st);
+        check_passed += shared->passed[r];
+        check_failed += shared->failed[r];
+    }
+    munmap(shared, sizeof *shared);
+    coll_cpu_group_destroy(g);
+}
+
+static void test_attach_validation(void) {
+    coll_cpu_group *g = coll_cpu_group_create(2, 4096);
+    REQUIRE(g != NULL, "group");
+    CHECK(coll_cpu_attach(g, 2) == NULL, "rank beyond the world is refused");
+    CHECK(coll_cpu_attach(g, -1) == NULL, "negative rank is refused");
+    CHECK(coll_cpu_group_create(0, 4096) == NULL, "world 0 is refused");
+    CHECK(coll_cpu_group_chunk_bytes(g) % 4096 == 0, "chunk is whole pages");
+    coll_cpu_group_destroy(g);
+}
+
+int main(void) {
+    alarm(300); /* the whole test must not hang */
+    setvbuf(stdout, NULL, _IONBF, 0);
+    test_attach_validation();
+    const run_opts dflt = {0, 0}, small = {SMALL_CHUNK, 0};
+    for (int w = 1; w <= MAX_RANKS; w++) {
+        run_ranks("avg sizes (default chunk)", w, body_avg_sizes, &dflt);
+        run_ranks("avg sizes (small chunk)", w, body_avg_sizes, &small);
+        run_ranks("avg buckets", w, body_avg_buckets, &small);
+        run_ranks("avg burst", w, body_avg_burst, &dflt);
+        run_ranks("avg burst (small chunk)", w, body_avg_burst, &small);
+        run_ranks("sum f64", w, body_sum_f64, &small);
+        run_ranks("broadcast", w, body_broadcast, &dflt);
+        run_ranks("broadcast (small chunk)", w, body_broadcast, &small);
+        run_ranks("barrier", w, body_barrier, &dflt);
+        run_ranks("alloc", w, body_alloc, &dflt);
+        printf("  world %d done (%d passed, %d failed so far)\n", w, check_passed, check_failed);
+    }
+    run_ranks("oversubscribed", 4, body_oversubscribed, &dflt);
+    test_abort(200000);
+    test_abort(1000);
+    test_abort(0);
+    return test_done("test_collectives");
+}
