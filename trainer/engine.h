@@ -60,5 +60,7 @@ typedef struct {
 
 /* NULL (and err) on failure. */
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen);
+/* The shared arena each rank's cpu engine needs for a model of this shape. */
+size_t engine_cpu_arena_bytes(const mlp_shape *s);
 
 #endif

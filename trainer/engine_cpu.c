@@ -1,5 +1,19 @@
-/* The cpu engine: the MLP on the BLAS, gradients averaged in buckets over the
- * shared-memory collectives while backward runs, optimizer on the host. See engine.h. */
+/* The cpu engine: the MLP on the BLAS, and data parallelism over the shared-memory
+ * collectives with the optimizer sharded over ranks (ZeRO stage 1):
+ *
+ *   backward  as soon as a bucket of gradients is complete, it is reduce-scattered:
+ *             each rank ends with the average over ranks of its own shard of the
+ *             bucket (coll_share), read in place from the peers' shared buffers;
+ *   update    each rank applies the optimizer to its shard only (right away, while
+ *             the shard is hot in cache, or after the global norm when clipping);
+ *   gather    the updated parameter shards are all-gathered, bucket by bucket.
+ *
+ * That moves the same bytes as all-reducing the gradients, and divides the
+ * optimizer's work (a quarter of a step on one rank) by the world size. Every
+ * element is updated with the same arithmetic whichever rank owns it, so results
+ * are bit-identical to an unsharded update. Parameters, gradients and optimizer
+ * state live in the group's shared arena; the optimizer state is gathered only for
+ * checkpoints (sync_to_host). See engine.h. */
 #include "engine.h"
 
 #include <math.h>
@@ -19,7 +33,13 @@ typedef struct {
     float *grads;
     uint8_t *labels;
     grad_buckets buckets;
+    double lr;          /* of the step in progress */
+    int defer_update;   /* clipping: update once the global norm is known */
 } cpu_engine;
+
+size_t engine_cpu_arena_bytes(const mlp_shape *s) {
+    return 4 * (s->n_params * sizeof(float) + 64); /* params, grads, two optimizer states */
+}
 
 static int cpu_init_params(engine *e, uint64_t seed) {
     if (e->comm->rank == 0) mlp_init_params(&e->shape, e->params, seed);
@@ -35,17 +55,68 @@ static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *ind
     }
 }
 
+/* This rank's shard [lo, hi) of a bucket. */
+static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *hi) {
+    coll_share(b->end - b->begin, e->comm->world_size, e->comm->rank, lo, hi);
+    *lo += b->begin;
+    *hi += b->begin;
+}
+
+/* bucket_ready_fn: reduce-scatter the bucket, then update this rank's shard. */
+static int on_bucket_ready(void *arg, const grad_bucket *b) {
+    cpu_engine *c = arg;
+    engine *e = &c->pub;
+    if (e->comm->reduce_scatter_avg_f32(e->comm, c->grads + b->begin, b->end - b->begin) != 0) return -1;
+    if (!c->defer_update) {
+        size_t lo, hi;
+        shard_of(e, b, &lo, &hi);
+        optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
+    }
+    return 0;
+}
+
+/* Clipping by global norm over sharded gradients, then the deferred update. */
+static int clip_and_update(cpu_engine *c) {
+    engine *e = &c->pub;
+    double sum = 0;
+    for (int k = 0; k < c->buckets.n_buckets; k++) {
+        size_t lo, hi;
+        shard_of(e, &c->buckets.bucket[k], &lo, &hi);
+        sum += grad_sum_squares(c->grads + lo, hi - lo);
+    }
+    if (e->comm->allreduce_sum_f64(e->comm, &sum, 1) != 0) return -1;
+    float coef = clip_coefficient(sum, e->cfg->train.grad_clip_norm);
+    for (int k = 0; k < c->buckets.n_buckets; k++) {
+        size_t lo, hi;
+        shard_of(e, &c->buckets.bucket[k], &lo, &hi);
+        if (coef < 1.0f) scale_grads(c->grads + lo, hi - lo, coef);
+        optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
+    }
+    return 0;
+}
+
+static int gather_buckets(engine *e, float *buf) {
+    cpu_engine *c = (cpu_engine *)e;
+    for (int k = 0; k < c->buckets.n_buckets; k++) {
+        const grad_bucket *b = &c->buckets.bucket[k];
+        if (e->comm->allgather_f32(e->comm, buf + b->begin, b->end - b->begin) != 0) return -1;
+    }
+    return 0;
+}
+
 static int cpu_step(engine *e, const size_t *indices, int rows, double lr, double *loss) {
     cpu_engine *c = (cpu_engine *)e;
     gather_inputs(c, c->train, indices, 0, rows);
     double loss_sum = 0;
     long correct = 0;
+    c->lr = lr;
     grad_buckets_begin(&c->buckets);
     mlp_forward_backward(&c->ws, e->params, c->grads, c->labels, rows, &loss_sum, &correct,
                          grad_buckets_layer_ready, &c->buckets);
     if (c->buckets.failed) return -1;
-    if (e->cfg->train.grad_clip_norm > 0) clip_grad_norm(c->grads, e->shape.n_params, e->cfg->train.grad_clip_norm);
-    optimizer_step(&e->opt, e->params, c->grads, lr);
+    if (c->defer_update && clip_and_update(c) != 0) return -1;
+    optimizer_step_done(&e->opt);
+    if (gather_buckets(e, e->params) != 0) return -1;
     *loss = loss_sum / rows;
     if (e->comm->world_size > 1) {
         if (e->comm->allreduce_sum_f64(e->comm, loss, 1) != 0) return -1;
@@ -66,28 +137,41 @@ static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     return 0;
 }
 
-static int cpu_sync(engine *e) {
-    (void)e; /* the host views are the state itself */
+/* Parameters are whole on every rank after each step; the optimizer state is
+ * current only on each rank's shards until gathered. */
+static int cpu_sync_to_host(engine *e) {
+    if (e->opt.state1 && gather_buckets(e, e->opt.state1) != 0) return -1;
+    if (e->opt.state2 && gather_buckets(e, e->opt.state2) != 0) return -1;
+    return 0;
+}
+
+static int cpu_sync_from_host(engine *e) {
+    (void)e; /* every rank loaded the whole state into its own views */
     return 0;
 }
 
 static void cpu_destroy(engine *e) {
     cpu_engine *c = (cpu_engine *)e;
     mlp_workspace_free(&c->ws);
-    optimizer_free(&e->opt);
-    free(e->params);
     free(c->labels);
-    free(c); /* grads live in the group's shared arena */
+    free(c); /* parameters, gradients and optimizer state live in the shared arena */
 }
 
 static const engine_ops cpu_ops = {
     .init_params = cpu_init_params,
     .step = cpu_step,
     .evaluate = cpu_evaluate,
-    .sync_to_host = cpu_sync,
-    .sync_from_host = cpu_sync,
+    .sync_to_host = cpu_sync_to_host,
+    .sync_from_host = cpu_sync_from_host,
     .destroy = cpu_destroy,
 };
+
+/* Zeroed float buffer of n elements in the shared arena. */
+static float *arena_floats(coll_comm *comm, size_t n) {
+    float *p = comm->alloc(comm, sizeof(float) * (n ? n : 1));
+    if (p) memset(p, 0, sizeof(float) * n);
+    return p;
+}
 
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     cpu_engine *c = calloc(1, sizeof *c);
@@ -106,15 +190,18 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     mlp_shape_init(&e->shape, d->rows * d->cols, p->cfg->model.hidden, p->cfg->model.n_hidden, d->num_classes,
                    p->cfg->model.activation);
     size_t n = e->shape.n_params;
-    e->params = malloc(sizeof(float) * n);
-    c->grads = p->comm->alloc(p->comm, sizeof(float) * n);
+    int states = optimizer_state_count(p->cfg);
+    float *state1 = NULL, *state2 = NULL;
+    int ok = (e->params = arena_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
+             (states < 1 || (state1 = arena_floats(p->comm, n))) && (states < 2 || (state2 = arena_floats(p->comm, n)));
+    optimizer_init_external(&e->opt, p->cfg, n, state1, state2);
     c->labels = malloc((size_t)p->max_rows);
-    if (!e->params || !c->grads || !c->labels || mlp_workspace_init(&c->ws, &e->shape, p->max_rows) != 0 ||
-        optimizer_init(&e->opt, p->cfg, n) != 0) {
+    if (!ok || !c->labels || mlp_workspace_init(&c->ws, &e->shape, p->max_rows) != 0) {
         snprintf(err, errlen, "out of memory for a model of %zu parameters and batches of %d", n, p->max_rows);
         cpu_destroy(e);
         return NULL;
     }
-    grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, p->comm, c->grads);
+    c->defer_update = p->cfg->train.grad_clip_norm > 0;
+    grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, on_bucket_ready, c);
     return e;
 }

@@ -1,10 +1,10 @@
 /* Gradient buckets: see grad_buckets.h. Layers are never split across buckets. */
 #include "grad_buckets.h"
 
-void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, coll_comm *comm, float *grads) {
+void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg) {
     b->n_buckets = 0;
-    b->comm = comm;
-    b->grads = grads;
+    b->ready = ready;
+    b->ready_arg = arg;
     b->failed = 0;
     double cap_bytes = (bucket_mb < GRAD_FIRST_BUCKET_MB ? bucket_mb : GRAD_FIRST_BUCKET_MB) * 1024 * 1024;
     grad_bucket *cur = NULL;
@@ -19,13 +19,15 @@ void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, co
     }
 }
 
-void grad_buckets_begin(grad_buckets *b) { b->next = 0; }
+void grad_buckets_begin(grad_buckets *b) {
+    b->next = 0;
+    b->failed = 0;
+}
 
 void grad_buckets_layer_ready(void *arg, int layer) {
     grad_buckets *b = arg;
     while (b->next < b->n_buckets && b->bucket[b->next].last_layer >= layer) {
-        grad_bucket *k = &b->bucket[b->next++];
-        if (b->failed || b->comm->world_size == 1) continue;
-        if (b->comm->allreduce_avg_f32(b->comm, b->grads + k->begin, k->end - k->begin) != 0) b->failed = 1;
+        const grad_bucket *k = &b->bucket[b->next++];
+        if (!b->failed && b->ready(b->ready_arg, k) != 0) b->failed = 1;
     }
 }

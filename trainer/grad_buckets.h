@@ -1,14 +1,13 @@
 /* Gradient buckets, as DDP does them: consecutive layers (in the order backward
  * produces them) grouped into buckets of about `bucket_mb`, the first one small
  * (1 MB, like DDP) so communication starts early. Backward reports each finished
- * layer; a bucket is all-reduced (averaged over ranks) as soon as its last layer is
- * done, while earlier layers' gradients are still being computed. */
+ * layer; a bucket is handed to the engine (to be reduced over ranks) as soon as its
+ * last layer is done, while earlier layers' gradients are still being computed. */
 #ifndef DDPD_GRAD_BUCKETS_H
 #define DDPD_GRAD_BUCKETS_H
 
 #include <stddef.h>
 
-#include "collectives.h"
 #include "mlp.h"
 
 #define GRAD_FIRST_BUCKET_MB 1.0
@@ -18,19 +17,22 @@ typedef struct {
     int last_layer;    /* the bucket is complete once backward has finished this layer */
 } grad_bucket;
 
+/* Called for each complete bucket, in order; non-zero marks the step failed. */
+typedef int (*bucket_ready_fn)(void *arg, const grad_bucket *b);
+
 typedef struct {
     grad_bucket bucket[MLP_MAX_LAYERS];
     int n_buckets;
-    int next;          /* the next bucket to launch in this step */
-    coll_comm *comm;
-    float *grads;
-    int failed;        /* a collective failed: the group was aborted */
+    int next;          /* the next bucket to hand over in this step */
+    bucket_ready_fn ready;
+    void *ready_arg;
+    int failed;
 } grad_buckets;
 
-void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, coll_comm *comm, float *grads);
+void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg);
 /* Call before each backward. */
 void grad_buckets_begin(grad_buckets *b);
-/* grad_ready_fn for mlp_forward_backward: launches every bucket that is complete. */
+/* grad_ready_fn for mlp_forward_backward: hands over every bucket now complete. */
 void grad_buckets_layer_ready(void *arg, int layer);
 
 #endif

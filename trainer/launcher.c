@@ -16,6 +16,7 @@
 
 #include "backend_select.h"
 #include "collectives.h"
+#include "engine.h"
 #include "events.h"
 #include "idx.h"
 #include "log.h"
@@ -236,7 +237,7 @@ static int start_and_supervise(launcher *L) {
     mlp_shape shape;
     mlp_shape_init(&shape, d->rows * d->cols, L->cfg.model.hidden, L->cfg.model.n_hidden, d->num_classes,
                    L->cfg.model.activation);
-    L->group = coll_cpu_group_create(L->world, shape.n_params * sizeof(float) + ARENA_SLACK);
+    L->group = coll_cpu_group_create(L->world, engine_cpu_arena_bytes(&shape) + ARENA_SLACK);
     L->board = run_board_create(L->world);
     L->ranks = calloc((size_t)L->world, sizeof *L->ranks);
     if (!L->group || !L->board || !L->ranks) {

@@ -8,7 +8,12 @@
 
 #include "cpu_kernels.h"
 
-int optimizer_init(optimizer *o, const run_config *cfg, size_t n_params) {
+int optimizer_state_count(const run_config *cfg) {
+    if (cfg->train.optimizer.type != OPT_SGD) return 2;
+    return cfg->train.optimizer.momentum != 0.0 ? 1 : 0;
+}
+
+void optimizer_init_external(optimizer *o, const run_config *cfg, size_t n_params, float *state1, float *state2) {
     memset(o, 0, sizeof *o);
     o->type = cfg->train.optimizer.type;
     o->momentum = cfg->train.optimizer.momentum;
@@ -18,16 +23,29 @@ int optimizer_init(optimizer *o, const run_config *cfg, size_t n_params) {
     o->eps = cfg->train.optimizer.eps;
     o->nesterov = cfg->train.optimizer.nesterov;
     o->n = n_params;
-    int needs1 = o->type != OPT_SGD || o->momentum != 0.0;
-    int needs2 = o->type != OPT_SGD;
-    if (needs1 && !(o->state1 = calloc(n_params ? n_params : 1, sizeof(float)))) return -1;
-    if (needs2 && !(o->state2 = calloc(n_params ? n_params : 1, sizeof(float)))) return -1;
+    o->state1 = state1;
+    o->state2 = state2;
+}
+
+int optimizer_init(optimizer *o, const run_config *cfg, size_t n_params) {
+    int states = optimizer_state_count(cfg);
+    size_t n = n_params ? n_params : 1;
+    float *s1 = states >= 1 ? calloc(n, sizeof(float)) : NULL;
+    float *s2 = states >= 2 ? calloc(n, sizeof(float)) : NULL;
+    optimizer_init_external(o, cfg, n_params, s1, s2);
+    o->owns_state = 1;
+    if ((states >= 1 && !s1) || (states >= 2 && !s2)) {
+        optimizer_free(o);
+        return -1;
+    }
     return 0;
 }
 
 void optimizer_free(optimizer *o) {
-    free(o->state1);
-    free(o->state2);
+    if (o->owns_state) {
+        free(o->state1);
+        free(o->state2);
+    }
     o->state1 = o->state2 = NULL;
 }
 
@@ -39,11 +57,11 @@ const char *optimizer_state1_name(const optimizer *o) {
 const char *optimizer_state2_name(const optimizer *o) { return o->state2 ? "exp_avg_sq" : NULL; }
 
 DDPD_VECTOR_CLONES
-static void sgd_step(optimizer *o, float *restrict p, float *restrict g, float lr) {
+static void sgd_range(optimizer *o, float *restrict p, const float *restrict g, float lr, size_t lo, size_t hi) {
     float wd = (float)o->weight_decay, mom = (float)o->momentum;
     float *restrict buf = o->state1;
     int first = o->step == 0;
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float d = g[i] + wd * p[i];
         if (buf) {
             buf[i] = first ? d : mom * buf[i] + d;
@@ -54,7 +72,7 @@ static void sgd_step(optimizer *o, float *restrict p, float *restrict g, float l
 }
 
 DDPD_VECTOR_CLONES
-static void adam_step(optimizer *o, float *restrict p, float *restrict g, double lr) {
+static void adam_range(optimizer *o, float *restrict p, const float *restrict g, double lr, size_t lo, size_t hi) {
     long t = o->step + 1;
     float b1 = (float)o->beta1, b2 = (float)o->beta2;
     double bias1 = 1.0 - pow(o->beta1, (double)t), bias2 = 1.0 - pow(o->beta2, (double)t);
@@ -62,7 +80,7 @@ static void adam_step(optimizer *o, float *restrict p, float *restrict g, double
     float l2 = o->type == OPT_ADAM ? (float)o->weight_decay : 0.0f;
     float decay = o->type == OPT_ADAMW ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
     float *restrict m = o->state1, *restrict v = o->state2;
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         float gi = g[i] + l2 * p[i];
         p[i] *= decay;
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
@@ -71,21 +89,38 @@ static void adam_step(optimizer *o, float *restrict p, float *restrict g, double
     }
 }
 
+void optimizer_update_range(optimizer *o, float *params, const float *grads, double lr, size_t lo, size_t hi) {
+    if (o->type == OPT_SGD) sgd_range(o, params, grads, (float)lr, lo, hi);
+    else adam_range(o, params, grads, lr, lo, hi);
+}
+
+void optimizer_step_done(optimizer *o) { o->step++; }
+
 void optimizer_step(optimizer *o, float *params, float *grads, double lr) {
-    if (o->type == OPT_SGD) sgd_step(o, params, grads, (float)lr);
-    else adam_step(o, params, grads, lr);
-    o->step++;
+    optimizer_update_range(o, params, grads, lr, 0, o->n);
+    optimizer_step_done(o);
 }
 
 DDPD_VECTOR_CLONES
-double clip_grad_norm(float *grads, size_t n, double max_norm) {
+double grad_sum_squares(const float *grads, size_t n) {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) sum += (double)grads[i] * grads[i];
-    double norm = sqrt(sum);
-    double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-        float c = (float)coef;
-        for (size_t i = 0; i < n; i++) grads[i] *= c;
-    }
-    return norm;
+    return sum;
+}
+
+float clip_coefficient(double sum_squares, double max_norm) {
+    double coef = max_norm / (sqrt(sum_squares) + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
+}
+
+DDPD_VECTOR_CLONES
+void scale_grads(float *grads, size_t n, float coef) {
+    for (size_t i = 0; i < n; i++) grads[i] *= coef;
+}
+
+double clip_grad_norm(float *grads, size_t n, double max_norm) {
+    double sum = grad_sum_squares(grads, n);
+    float coef = clip_coefficient(sum, max_norm);
+    if (coef < 1.0f) scale_grads(grads, n, coef);
+    return sqrt(sum);
 }
