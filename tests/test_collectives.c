@@ -237,6 +237,62 @@ static void body_avg_burst(coll_comm *c, const run_opts *o) {
     }
 }
 
+/* --- reduce-scatter and all-gather (the sharded optimizer) ----------------------------- */
+
+/* The shares partition [0, n) into whole cache lines, in rank order. */
+static void check_shares(size_t n, int world) {
+    size_t expect_lo = 0;
+    for (int r = 0; r < world; r++) {
+        size_t lo, hi;
+        coll_share(n, world, r, &lo, &hi);
+        CHECK(lo == expect_lo && hi >= lo && hi <= n, "share %d of %zu (world %d): [%zu, %zu)", r, n, world, lo, hi);
+        CHECK(lo == n || lo % 16 == 0, "share %d of %zu starts on a cache line (%zu)", r, n, lo);
+        expect_lo = hi;
+    }
+    CHECK(expect_lo == n, "shares of %zu (world %d) cover it: end at %zu", n, world, expect_lo);
+}
+
+/* Reduce-scatter then all-gather, over many buckets back to back, as the engine
+ * does each step: the own share after the reduce-scatter, and the whole buffer
+ * after the all-gather, must equal the reference bit for bit. Ranks are skewed
+ * so a fast rank reuses descriptors while a slow one still reads. */
+static void body_sharded(coll_comm *c, const run_opts *o) {
+    const size_t sizes[] = {1, 15, 16, 17, 33, 1000, 4097, 65536 + 5, 300001};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    int from_arena = o->variant == 0;
+    float *bufs[N];
+    for (int i = 0; i < N; i++) {
+        bufs[i] = from_arena ? c->alloc(c, sizes[i] * sizeof(float)) : malloc((sizes[i] + 1) * sizeof(float));
+        REQUIRE(bufs[i] != NULL, "buffer %d", i);
+        fill_f32(bufs[i], sizes[i], 700 + (uint64_t)i, c->rank);
+    }
+    for (int i = 0; i < N; i++) {
+        if ((i + c->rank) % 3 == 0) usleep(300);
+        CHECK(c->reduce_scatter_avg_f32(c, bufs[i], sizes[i]) == 0, "reduce-scatter of %zu", sizes[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        float *ref = malloc(sizes[i] * sizeof(float));
+        reference_avg_f32(ref, sizes[i], 700 + (uint64_t)i, c->world_size);
+        size_t lo, hi;
+        coll_share(sizes[i], c->world_size, c->rank, &lo, &hi);
+        CHECK(memcmp(bufs[i] + lo, ref + lo, (hi - lo) * sizeof(float)) == 0,
+              "reduce-scatter %zu: rank %d's share differs from the reference", sizes[i], c->rank);
+        /* Ranks update their shares (here: scale them), then gather. */
+        for (size_t k = lo; k < hi; k++) bufs[i][k] *= 2.0f;
+        for (size_t k = 0; k < sizes[i]; k++) ref[k] *= 2.0f;
+        if ((i + c->rank) % 4 == 1) usleep(300);
+        CHECK(c->allgather_f32(c, bufs[i], sizes[i]) == 0, "all-gather of %zu", sizes[i]);
+        CHECK(memcmp(bufs[i], ref, sizes[i] * sizeof(float)) == 0,
+              "all-gather %zu (%s): rank %d's buffer differs from the reference", sizes[i],
+              from_arena ? "arena" : "malloc", c->rank);
+        record_hash(c, i, bufs[i], sizes[i] * sizeof(float));
+        free(ref);
+        if (!from_arena) free(bufs[i]);
+    }
+    for (size_t n = 0; n < 200; n += 7) check_shares(n, c->world_size);
+    check_shares(1000003, c->world_size);
+}
+
 /* --- sum of f64, broadcast, barrier, alloc ---------------------------------------------- */
 
 static void body_sum_f64(coll_comm *c, const run_opts *o) {
@@ -408,6 +464,9 @@ int main(void) {
         run_ranks("avg burst", w, body_avg_burst, &dflt);
         run_ranks("avg burst (small chunk)", w, body_avg_burst, &small);
         run_ranks("sum f64", w, body_sum_f64, &small);
+        const run_opts sharded_arena = {SMALL_CHUNK, 0}, sharded_malloc = {SMALL_CHUNK, 1};
+        run_ranks("reduce-scatter/all-gather (arena)", w, body_sharded, &sharded_arena);
+        run_ranks("reduce-scatter/all-gather (malloc)", w, body_sharded, &sharded_malloc);
         run_ranks("broadcast", w, body_broadcast, &dflt);
         run_ranks("broadcast (small chunk)", w, body_broadcast, &small);
         run_ranks("barrier", w, body_barrier, &dflt);
