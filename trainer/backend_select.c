@@ -1,9 +1,86 @@
-/* Backend selection: see backend_select.h. This build has the cpu backend only;
- * the nccl backend slots in here. */
+/* Backend selection: see backend_select.h. In builds without CUDA only cpu exists;
+ * in CUDA builds the GPUs are counted from the driver's listing and
+ * CUDA_VISIBLE_DEVICES, then confirmed by a short-lived child process that asks
+ * CUDA itself (so the launcher never initialises CUDA before it forks). */
 #include "backend_select.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "ddpd_build_config.h"
+#include "cuda/gpu_devices.h"
+#if DDPD_HAVE_CUDA
+#include "cuda/gpu_probe.h"
+#endif
+
+int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu_note, char *why, size_t whylen) {
+    int enough = gpus >= world_size && gpus > 0;
+    switch (asked) {
+    case BACKEND_CPU:
+        snprintf(why, whylen, "backend cpu, as the config asks");
+        return BACKEND_CPU;
+    case BACKEND_AUTO:
+        if (enough)
+            snprintf(why, whylen, "backend auto picked nccl: %d usable GPU%s cover%s the %d rank%s, one GPU each (%s)",
+                     gpus, gpus > 1 ? "s" : "", gpus > 1 ? "" : "s", world_size, world_size > 1 ? "s" : "", gpu_note);
+        else if (gpus == 0)
+            snprintf(why, whylen, "backend auto picked cpu: no usable GPU (%s)", gpu_note);
+        else
+            snprintf(why, whylen,
+                     "backend auto picked cpu: %d ranks need %d GPUs (one each: two ranks never share a GPU) "
+                     "but %d %s usable (%s)",
+                     world_size, world_size, gpus, gpus > 1 ? "are" : "is", gpu_note);
+        return enough ? BACKEND_NCCL : BACKEND_CPU;
+    case BACKEND_NCCL:
+        if (enough) {
+            snprintf(why, whylen, "backend nccl, as the config asks: %d rank%s on %d usable GPU%s (%s)", world_size,
+                     world_size > 1 ? "s" : "", gpus, gpus > 1 ? "s" : "", gpu_note);
+            return BACKEND_NCCL;
+        }
+        if (gpus == 0)
+            snprintf(why, whylen,
+                     "backend nccl needs a GPU per rank but this host has no usable GPU (%s): set "
+                     "distributed.backend to \"cpu\" (or \"auto\", which falls back to cpu), or run on a host with "
+                     "NVIDIA GPUs",
+                     gpu_note);
+        else
+            snprintf(why, whylen,
+                     "backend nccl needs one GPU per rank (NCCL cannot put two ranks on one GPU): world_size %d "
+                     "but %d GPU%s usable (%s): lower distributed.world_size to %d, make more GPUs visible, or set "
+                     "distributed.backend to \"cpu\"",
+                     world_size, gpus, gpus > 1 ? "s are" : " is", gpu_note, gpus);
+        return -1;
+    }
+    snprintf(why, whylen, "unknown backend");
+    return -1;
+}
+
+#if DDPD_HAVE_CUDA
+int backend_select(const run_config *cfg, char *why, size_t whylen) {
+    backend_kind asked = cfg->distributed.backend;
+    int world = cfg->distributed.world_size;
+    if (asked == BACKEND_CPU) return backend_decide(asked, world, 0, "", why, whylen);
+    gpu_present present;
+    gpu_visible visible;
+    gpu_present_scan_host(&present);
+    gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &present, &visible);
+    int gpus = visible.count;
+    char note[640];
+    snprintf(note, sizeof note, "%s", visible.note);
+    if (gpus > 0) { /* the driver lists some: ask CUDA (in a child) how many it can use */
+        int usable = 0;
+        char probe_why[256];
+        if (gpu_probe_usable(&usable, probe_why, sizeof probe_why) != 0) {
+            snprintf(note, sizeof note, "%s; but CUDA cannot use them: %s", visible.note, probe_why);
+            gpus = 0;
+        } else if (usable != gpus) {
+            snprintf(note, sizeof note, "%s; CUDA reports %d usable", visible.note, usable);
+            gpus = usable;
+        }
+    }
+    return backend_decide(asked, world, gpus, note, why, whylen);
+}
+#else
 int backend_select(const run_config *cfg, char *why, size_t whylen) {
     switch (cfg->distributed.backend) {
     case BACKEND_CPU:
@@ -21,3 +98,4 @@ int backend_select(const run_config *cfg, char *why, size_t whylen) {
     snprintf(why, whylen, "unknown backend");
     return -1;
 }
+#endif

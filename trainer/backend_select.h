@@ -1,5 +1,8 @@
 /* Which collectives backend a run uses (`distributed.backend`), and why, in words
- * the run's log shows. */
+ * the run's log shows. `auto` picks nccl when the GPUs this process can see cover
+ * the world size (one rank per GPU: NCCL cannot put two ranks on one GPU), else
+ * cpu. GPUs are counted without initialising CUDA in the calling process (the
+ * launcher forks the ranks after this): see cuda/gpu_devices.h and cuda/gpu_probe.h. */
 #ifndef DDPD_BACKEND_SELECT_H
 #define DDPD_BACKEND_SELECT_H
 
@@ -10,5 +13,9 @@
 /* Returns the backend to use (BACKEND_CPU or BACKEND_NCCL) and writes why into
  * `why`; returns -1 (and `why` says what to do) when the asked backend cannot run. */
 int backend_select(const run_config *cfg, char *why, size_t whylen);
+
+/* The decision alone (pure, for tests): `gpus` usable GPUs are visible, and
+ * `gpu_note` says which or why none. */
+int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu_note, char *why, size_t whylen);
 
 #endif

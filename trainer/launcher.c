@@ -17,6 +17,7 @@
 #include "backend_select.h"
 #include "collectives.h"
 #include "engine.h"
+#include "ddpd_build_config.h"
 #include "events.h"
 #include "idx.h"
 #include "log.h"
@@ -26,6 +27,9 @@
 #include "rank.h"
 #include "run_board.h"
 #include "run_config.h"
+#if DDPD_HAVE_CUDA
+#include "cuda/coll_nccl.h" /* nccl hook */
+#endif
 
 #define PEER_STOP_GRACE_S 1.0  /* a rank died: the others get this long after SIGTERM */
 #define CANCEL_GRACE_S 3.0     /* canceled: the ranks get this long after SIGTERM */
@@ -47,6 +51,10 @@ typedef struct {
     run_board *board;
     rank_proc *ranks;
     int world;
+    int backend;            /* BACKEND_CPU or BACKEND_NCCL */
+#if DDPD_HAVE_CUDA
+    nccl_rendezvous nccl;   /* nccl hook: made before fork, inherited by the ranks */
+#endif
 } launcher;
 
 static void end_run(launcher *L, const char *status, const char *reason) {
@@ -146,9 +154,22 @@ static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_
         .resume = L->o->resume,
         .train = L->have_train ? &L->train : NULL,
         .test = &L->test,
-        .comm = coll_cpu_attach(L->group, rank),
         .board = L->board,
     };
+#if DDPD_HAVE_CUDA
+    /* nccl hook: the rank selects its GPU and joins the communicator; a failure is
+     * the rank's reason on the board, which the launcher reports. */
+    char device[128], why[512];
+    if (L->backend == BACKEND_NCCL) {
+        ctx.comm = coll_nccl_attach(&L->nccl, rank, L->board, device, sizeof device, why, sizeof why);
+        if (!ctx.comm) {
+            run_board_set_failure(L->board, rank, why);
+            _exit(EXIT_RUN_FAILED);
+        }
+        ctx.device = device;
+    }
+#endif
+    if (!ctx.comm) ctx.comm = coll_cpu_attach(L->group, rank);
     if (!ctx.comm) _exit(EXIT_RUN_FAILED);
     fflush(NULL);
     _exit(rank_main(&ctx));
@@ -237,7 +258,9 @@ static int start_and_supervise(launcher *L) {
     mlp_shape shape;
     mlp_shape_init(&shape, d->rows * d->cols, L->cfg.model.hidden, L->cfg.model.n_hidden, d->num_classes,
                    L->cfg.model.activation);
-    L->group = coll_cpu_group_create(L->world, engine_cpu_arena_bytes(&shape) + ARENA_SLACK);
+    /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
+    size_t arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
+    L->group = coll_cpu_group_create(L->world, arena);
     L->board = run_board_create(L->world);
     L->ranks = calloc((size_t)L->world, sizeof *L->ranks);
     if (!L->group || !L->board || !L->ranks) {
@@ -245,6 +268,13 @@ static int start_and_supervise(launcher *L) {
         end_run(L, "failed", reason);
         return EXIT_RUN_FAILED;
     }
+#if DDPD_HAVE_CUDA
+    /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
+    if (L->backend == BACKEND_NCCL && nccl_rendezvous_create(&L->nccl, L->world, reason, sizeof reason) != 0) {
+        end_run(L, "failed", reason);
+        return EXIT_RUN_FAILED;
+    }
+#endif
     sigset_t mask, old_mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -306,6 +336,7 @@ int launcher_run(const launcher_options *o) {
         end_run(&L, "failed", why);
         return EXIT_BAD_INPUT;
     }
+    L.backend = backend;
     log_msg(LOG_INFO, "run %s: %d rank%s, %s", L.run_id, L.world, L.world > 1 ? "s" : "", why);
     int rc = start_and_supervise(&L);
     if (L.have_train) idx_free(&L.train);

@@ -12,12 +12,17 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "ddpd_build_config.h"
 #include "engine.h"
 #include "events.h"
 #include "log.h"
 #include "lr_schedule.h"
 #include "progress.h"
 #include "sampler.h"
+#if DDPD_HAVE_CUDA
+#include "cuda/coll_nccl.h" /* nccl hooks */
+#include "cuda/engine_cuda.h"
+#endif
 
 #define SMOKE_TEST_STEPS 20
 #define SMOKE_TEST_EVAL 1000
@@ -72,11 +77,26 @@ static int fail(rank_state *s, const char *fmt, ...) {
     return 1;
 }
 
+/* nccl hook: why the group was aborted (the watchdog's or the GPU's reason), as
+ * ": <reason>", or "" (cpu: a peer died, and the launcher says which). */
+static const char *abort_detail(rank_state *s, char *buf, size_t n) {
+    buf[0] = '\0';
+#if DDPD_HAVE_CUDA
+    if (coll_is_nccl(s->x->comm) && coll_nccl_failure(s->x->comm)[0])
+        snprintf(buf, n, ": %s", coll_nccl_failure(s->x->comm));
+#else
+    (void)s;
+    (void)n;
+#endif
+    return buf;
+}
+
 static void send_hello(rank_state *s) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
+    const char *device = s->x->device ? s->x->device : "cpu"; /* the backend's device (nccl: "cuda:N NAME") */
     json_t *hello = json_pack("{s:i, s:s, s:s, s:i, s:i, s:I, s:I}", "pid", (int)getpid(), "host", host, "device",
-                              "cpu", "world_size", s->world, "epochs", s->epochs, "steps_per_epoch",
+                              device, "world_size", s->world, "epochs", s->epochs, "steps_per_epoch",
                               (json_int_t)s->steps_per_epoch, "total_steps",
                               (json_int_t)(s->steps_per_epoch * s->epochs));
     json_object_set_new(hello, "secret", s->x->secret ? json_string(s->x->secret) : json_null());
@@ -94,13 +114,18 @@ static int setup(rank_state *s) {
         .test = s->x->test,
         .max_rows = s->local_batch > EVAL_ROWS ? s->local_batch : EVAL_ROWS,
     };
+#if DDPD_HAVE_CUDA
+    if (coll_is_nccl(s->x->comm)) s->eng = engine_cuda_create(&p, err, sizeof err); /* nccl hook */
+    else
+#endif
     s->eng = engine_cpu_create(&p, err, sizeof err);
     if (!s->eng) return fail(s, "rank %d: %s", s->rank, err);
     if (s->x->train && sampler_init(&s->sampler, s->x->train->count, s->world, s->rank, cfg->seed) != 0)
         return fail(s, "rank %d: out of memory for the sampler", s->rank);
     /* Parameters start equal on every rank: rank 0 initialises, then broadcasts. */
     if (s->eng->ops->init_params(s->eng, cfg->seed) != 0)
-        return fail(s, "rank %d: the process group was aborted during the initial broadcast", s->rank);
+        return fail(s, "rank %d: the process group was aborted during the initial broadcast%s", s->rank,
+                    abort_detail(s, err, sizeof err));
     return 0;
 }
 
@@ -140,8 +165,15 @@ static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
 
 static void heartbeat(rank_state *s, double step_ms) {
     s->last_heartbeat = now_seconds();
-    event_emit(s->events, "heartbeat",
-               json_pack("{s:I, s:f}", "global_step", (json_int_t)s->pos.global_step, "step_ms", step_ms));
+    json_t *hb = json_pack("{s:I, s:f}", "global_step", (json_int_t)s->pos.global_step, "step_ms", step_ms);
+#if DDPD_HAVE_CUDA
+    size_t used, total; /* nccl hook: the GPU's memory in use */
+    if (s->eng && coll_is_nccl(s->x->comm) && engine_cuda_memory(s->eng, &used, &total) == 0) {
+        json_object_set_new(hb, "gpu_mem_used_bytes", json_integer((json_int_t)used));
+        json_object_set_new(hb, "gpu_mem_total_bytes", json_integer((json_int_t)total));
+    }
+#endif
+    event_emit(s->events, "heartbeat", hb);
 }
 
 /* One optimisation step; returns the loss averaged over ranks, or NAN when the
@@ -171,7 +203,10 @@ static int train_epoch(rank_state *s, int epoch) {
         double lr = lr_at(s->cfg, epoch, step, s->steps_per_epoch);
         int aborted = 0;
         double loss = train_step(s, step, lr, &aborted);
-        if (aborted) return fail(s, "rank %d: the process group was aborted", s->rank);
+        if (aborted) {
+            char why[600];
+            return fail(s, "rank %d: the process group was aborted%s", s->rank, abort_detail(s, why, sizeof why));
+        }
         if (!isfinite(loss))
             return fail(s, "loss became %s at epoch %d step %ld (global step %ld)", isnan(loss) ? "NaN" : "infinite",
                         epoch, step, s->pos.global_step);

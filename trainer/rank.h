@@ -21,6 +21,7 @@ typedef struct {
     const idx_dataset *test;
     coll_comm *comm;
     run_board *board;
+    const char *device;        /* the rank's device for its hello: "cpu", "cuda:0 NVIDIA H200" (NULL: "cpu") */
 } rank_context;
 
 /* Steps per epoch for this config and dataset size (the same on every rank). */

@@ -1,0 +1,51 @@
+# The GPU backend's tests. Everything that needs no GPU (the memory plan, GPU
+# discovery and the device-to-rank mapping, backend selection, and ddp-trainer
+# refusing `backend: nccl` where no GPU is visible) runs everywhere. The tests that
+# need a GPU (each kernel against its CPU reference, the cuda engine against the
+# cpu engine, whole runs) print "SKIPPED: no CUDA device (...)" and exit 77 on a
+# host without one, which ctest shows as skipped; scripts/gpu-check.sh runs them
+# on a GPU. Every name contains "gpu": `ctest -R gpu` runs them all.
+ddpd_c_test(test_gpu_memory_plan ${CMAKE_CURRENT_LIST_DIR}/test_gpu_memory_plan.c)
+ddpd_c_test(test_gpu_devices ${CMAKE_CURRENT_LIST_DIR}/test_gpu_devices.c)
+ddpd_c_test(test_gpu_backend_select ${CMAKE_CURRENT_LIST_DIR}/test_gpu_backend_select.c)
+ddpd_c_test(test_gpu_kernels ${CMAKE_CURRENT_LIST_DIR}/test_gpu_kernels.c)
+ddpd_c_test(test_gpu_engine ${CMAKE_CURRENT_LIST_DIR}/test_gpu_engine.c)
+set_tests_properties(test_gpu_kernels test_gpu_engine PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(GPU_E2E_CASES nccl_refused auto_picks_cpu losses_follow_cpu deterministic memory_refused resume
+    one_gpu_two_ranks two_ranks watchdog)
+foreach(case ${GPU_E2E_CASES})
+  add_test(NAME gpu_e2e_${case}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
+                   --trainer $<TARGET_FILE:ddp-trainer>)
+  set_tests_properties(gpu_e2e_${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()
+
+# The GPU backend's host code (cuda engine, mlp_cuda's cuBLAS calls, optim_cuda,
+# coll_nccl) run on a CPU stand-in for CUDA, cuBLAS, NCCL and the kernels
+# (gpu/fake_cuda.c): the same two test programs, so they run, and check the host
+# side against the CPU engine, on machines without a GPU too (CUDA builds only:
+# they compile against the toolkit's headers).
+if(DDPD_HAVE_CUDA)
+  foreach(t kernels engine)
+    add_executable(test_gpu_${t}_fake_cuda ${CMAKE_CURRENT_LIST_DIR}/test_gpu_${t}.c
+                                           ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c)
+    target_link_libraries(test_gpu_${t}_fake_cuda PRIVATE ddpd_trainer)
+    target_include_directories(test_gpu_${t}_fake_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    add_test(NAME test_gpu_${t}_fake_cuda COMMAND test_gpu_${t}_fake_cuda)
+    set_tests_properties(test_gpu_${t}_fake_cuda PROPERTIES TIMEOUT 300)
+  endforeach()
+
+  # ddp-trainer itself on the stand-in (two fake GPUs): the launcher's and the
+  # rank's nccl hooks, the watchdog thread, events, checkpoints and resume.
+  add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
+                                       ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_gpu_present.c)
+  target_link_libraries(ddp-trainer-fake-cuda PRIVATE ddpd_trainer -Wl,--wrap=gpu_present_scan_host)
+  foreach(case losses_follow_cpu deterministic memory_refused resume one_gpu_two_ranks two_ranks watchdog)
+    add_test(NAME gpu_e2e_fake_cuda_${case}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
+                     --trainer $<TARGET_FILE:ddp-trainer-fake-cuda> --fake-gpu)
+    set_tests_properties(gpu_e2e_fake_cuda_${case} PROPERTIES TIMEOUT 300)
+  endforeach()
+endif()

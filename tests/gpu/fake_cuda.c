@@ -1,0 +1,461 @@
+/* A CPU stand-in for the CUDA runtime, cuBLAS and NCCL (one rank), and for the
+ * kernels' launchers (kernels.h), so that the GPU backend's host code (the cuda
+ * engine, mlp_cuda's cuBLAS calls, optim_cuda, coll_nccl) runs on a machine
+ * without a GPU and can be held against the CPU engine there.
+ *
+ * Linked into a test executable, these definitions take the place of libcudart's,
+ * libcublas's and libnccl's, and of kernels.cu's launchers (the archive member is
+ * then never pulled in). Everything runs at once, in call order: streams and
+ * events are tokens, "device" memory is host memory. There are DDPD_FAKE_GPUS
+ * "GPUs" (default 2) and NCCL works between ranks forked after ncclGetUniqueId
+ * (the id points at a shared mapping the ranks inherit: slots and a barrier). cublasSgemm runs as the
+ * column-major GEMM it is (OpenBLAS, CblasColMajor), so the row-major trick in
+ * mlp_cuda.c is checked for real. Each kernel is transliterated from kernels.cu
+ * and optim_kernels.cu, thread structure included (the chunks of the bias
+ * gradient, the fixed trees of the loss and the norm), so the index arithmetic is
+ * checked too; what this cannot check is the CUDA itself (launch shapes, streams,
+ * the device's rounding), which the GPU tests do.
+ *
+ * For the watchdog's tests it can also hang: DDPD_FAKE_CUDA_HANG_AT=N makes the
+ * N-th wait (cudaEventSynchronize or cudaStreamSynchronize) block until
+ * ncclCommAbort is called (as NCCL's kernels do when a peer is gone), or for ever
+ * with DDPD_FAKE_CUDA_HANG_FOREVER=1 (a hung kernel); DDPD_FAKE_NCCL_ASYNC_ERROR_AT=N
+ * makes ncclCommGetAsyncError report a remote error from the N-th wait on, and that
+ * wait block until the abort. */
+#include <cblas.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <nccl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "cuda/kernels.h"
+
+#define FAKE_TOTAL_BYTES (80ull << 30) /* the device memory the fake reports */
+#define THREADS 256                    /* as the .cu files */
+
+static size_t fake_in_use;
+
+/* ---- hangs, for the watchdog's tests ------------------------------------------------ */
+
+static int waits, hang_at = -1, hang_forever, async_error_at = -1, configured;
+static atomic_int aborted, async_error;
+
+static int env_int(const char *name, int otherwise) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : otherwise;
+}
+
+static cudaError_t fake_wait(void) {
+    if (!configured) {
+        configured = 1;
+        hang_at = env_int("DDPD_FAKE_CUDA_HANG_AT", -1);
+        hang_forever = env_int("DDPD_FAKE_CUDA_HANG_FOREVER", 0);
+        async_error_at = env_int("DDPD_FAKE_NCCL_ASYNC_ERROR_AT", -1);
+    }
+    waits++;
+    if (waits == async_error_at) atomic_store(&async_error, 1);
+    if (waits == hang_at || waits == async_error_at) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        while (hang_forever || !atomic_load(&aborted)) nanosleep(&t, NULL);
+    }
+    return cudaSuccess;
+}
+
+/* ---- CUDA runtime ----------------------------------------------------------------- */
+
+static int current_device;
+/* As CUDA: the GPUs CUDA_VISIBLE_DEVICES leaves (counted simply: one per entry). */
+static int fake_gpus(void) {
+    int n = env_int("DDPD_FAKE_GPUS", 2);
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) return n;
+    int entries = 0;
+    for (const char *c = cvd; *c; c++)
+        if (*c != ',' && *c != ' ' && (c == cvd || c[-1] == ',')) entries++;
+    return entries < n ? entries : n;
+}
+cudaError_t cudaGetDeviceCount(int *count) { *count = fake_gpus(); return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= fake_gpus()) return cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) { *device = current_device; return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    (void)device;
+    memset(prop, 0, sizeof *prop);
+    strcpy(prop->name, "Fake CPU GPU");
+    return cudaSuccess;
+}
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake CUDA error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake"; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { *least = 0, *greatest = -5; return cudaSuccess; }
+cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(1); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) { (void)flags; return cudaStreamCreate(s); }
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int priority) {
+    (void)flags, (void)priority;
+    return cudaStreamCreate(s);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return fake_wait(); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+    (void)s, (void)e, (void)flags;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
+    (void)flags;
+    *e = (cudaEvent_t)malloc(1);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return fake_wait(); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+
+/* Allocations carry their size in front, for cudaMemGetInfo. */
+static void *fake_alloc(size_t bytes) {
+    size_t *p = aligned_alloc(256, 256 + ((bytes + 255) / 256) * 256);
+    if (!p) return NULL;
+    *p = bytes;
+    fake_in_use += bytes;
+    return (char *)p + 256;
+}
+static void fake_free(void *q) {
+    if (!q) return;
+    size_t *p = (size_t *)((char *)q - 256);
+    fake_in_use -= *p;
+    free(p);
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) { return (*p = fake_alloc(bytes)) ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return (*p = malloc(bytes ? bytes : 1)) ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFree(void *p) { fake_free(p); return cudaSuccess; }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+    *total = FAKE_TOTAL_BYTES;
+    *free_b = FAKE_TOTAL_BYTES - fake_in_use - (300ull << 20); /* a context's worth is taken */
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    (void)kind;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void *p, int value, size_t bytes) { memset(p, value, bytes); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
+    (void)s;
+    return cudaMemset(p, value, bytes);
+}
+
+/* ---- cuBLAS ------------------------------------------------------------------------ */
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)malloc(1); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t bytes) {
+    (void)h;
+    return w && bytes && (size_t)w % 256 == 0 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) { (void)h, (void)mode; return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "fake cuBLAS error"; }
+const char *cublasGetStatusName(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_FAKE"; }
+
+/* The column-major GEMM cuBLAS computes, with cuBLAS's argument checks. */
+cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                              float *C, int ldc) {
+    (void)h;
+    int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
+        ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- NCCL, between forked ranks -------------------------------------------------- */
+
+#define FAKE_MAX_RANKS 8
+#define FAKE_SLOT_BYTES (64ull << 20)
+
+typedef struct {
+    atomic_int arrived, generation;
+    int nranks;
+} fake_group;
+
+struct ncclComm {
+    fake_group *g;
+    int rank, nranks;
+};
+
+static char *slot(fake_group *g, int rank) { return (char *)g + 4096 + (size_t)rank * FAKE_SLOT_BYTES; }
+
+static void fake_barrier(fake_group *g, int nranks) {
+    int gen = atomic_load(&g->generation);
+    if (atomic_fetch_add(&g->arrived, 1) == nranks - 1) {
+        atomic_store(&g->arrived, 0);
+        atomic_fetch_add(&g->generation, 1);
+        return;
+    }
+    while (atomic_load(&g->generation) == gen) sched_yield();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    void *g = mmap(NULL, 4096 + FAKE_MAX_RANKS * FAKE_SLOT_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g == MAP_FAILED) return ncclSystemError;
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, &g, sizeof g);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+    if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    struct ncclComm *c = malloc(sizeof *c);
+    memcpy(&c->g, id.internal, sizeof c->g);
+    c->rank = rank, c->nranks = nranks;
+    fake_barrier(c->g, nranks); /* every rank has joined */
+    *comm = c;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    free(comm);
+    atomic_store(&aborted, 1);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
+    (void)comm;
+    *e = atomic_load(&async_error) ? ncclRemoteError : ncclSuccess;
+    return ncclSuccess;
+}
+const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "fake NCCL error"; }
+static size_t nccl_size(ncclDataType_t t) { return t == ncclDouble ? 8 : t == ncclFloat ? 4 : t == ncclUint8 ? 1 : 0; }
+
+/* Every rank's contribution in its slot, then each sums them in rank order. */
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t s) {
+    (void)s;
+    size_t bytes = count * nccl_size(t);
+    if (!nccl_size(t) || t == ncclUint8 || bytes > FAKE_SLOT_BYTES || (op != ncclSum && op != ncclAvg))
+        return ncclInvalidArgument;
+    memcpy(slot(comm->g, comm->rank), send, bytes);
+    fake_barrier(comm->g, comm->nranks);
+    for (size_t i = 0; i < count; i++) {
+        if (t == ncclFloat) {
+            float acc = 0.0f;
+            for (int r = 0; r < comm->nranks; r++) acc += ((const float *)slot(comm->g, r))[i];
+            ((float *)recv)[i] = op == ncclAvg ? acc / (float)comm->nranks : acc;
+        } else {
+            double acc = 0.0;
+            for (int r = 0; r < comm->nranks; r++) acc += ((const double *)slot(comm->g, r))[i];
+            ((double *)recv)[i] = op == ncclAvg ? acc / comm->nranks : acc;
+        }
+    }
+    fake_barrier(comm->g, comm->nranks); /* nobody refills a slot before everyone has read */
+    return ncclSuccess;
+}
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
+                           cudaStream_t s) {
+    (void)s;
+    size_t bytes = count * nccl_size(t);
+    if (!nccl_size(t) || bytes > FAKE_SLOT_BYTES || root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+    if (comm->rank == root) memcpy(slot(comm->g, root), send, bytes);
+    fake_barrier(comm->g, comm->nranks);
+    if (comm->rank != root) memcpy(recv, slot(comm->g, root), bytes);
+    fake_barrier(comm->g, comm->nranks);
+    return ncclSuccess;
+}
+
+/* ---- the kernels, transliterated ------------------------------------------------- */
+
+static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+static float gelu_grad(float x) {
+    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    return cdf + x * pdf;
+}
+static float activate(float x, int act) {
+    return act == KC_ACT_RELU ? (x > 0.0f ? x : 0.0f) : act == KC_ACT_TANH ? tanhf(x) : gelu(x);
+}
+
+cudaError_t k_u8_to_f32_gather_cuda(float *x, uint8_t *labels_out, const uint8_t *images, const uint8_t *labels,
+                                    const uint64_t *indices, size_t first, int rows, size_t pixels, float scale,
+                                    cudaStream_t stream) {
+    (void)stream;
+    size_t n = (size_t)(rows > 0 ? rows : 0) * pixels;
+    for (size_t i = 0; i < n; i++) {
+        size_t r = i / pixels, p = i - r * pixels;
+        size_t k = indices ? (size_t)indices[r] : first + r;
+        x[i] = (float)images[k * pixels + p] * scale;
+        if (p == 0 && labels) labels_out[r] = labels[k];
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_bias_act_forward_cuda(float *z, float *pre, const float *bias, int rows, int cols, int act,
+                                    int apply_act, cudaStream_t stream) {
+    (void)stream;
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    size_t n = (size_t)rows * (size_t)cols;
+    for (size_t i = 0; i < n; i++) {
+        float v = z[i] + bias[i % (size_t)cols];
+        if (apply_act) {
+            if (pre) pre[i] = v;
+            v = activate(v, act);
+        }
+        z[i] = v;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_act_backward_cuda(float *dz, const float *out, const float *pre, size_t n, int act, cudaStream_t stream) {
+    (void)stream;
+    for (size_t i = 0; i < n; i++) {
+        if (act == KC_ACT_RELU) dz[i] = out[i] > 0.0f ? dz[i] : 0.0f;
+        else if (act == KC_ACT_TANH) dz[i] *= 1.0f - out[i] * out[i];
+        else dz[i] *= gelu_grad(pre[i]);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_bias_grad_cuda(float *db, const float *dz, int rows, int cols, float *partials, cudaStream_t stream) {
+    (void)stream;
+    if (cols <= 0) return cudaSuccess;
+    if (rows < 0) rows = 0;
+    int chunk_rows = (rows + KC_BIAS_GRAD_MAX_CHUNKS - 1) / KC_BIAS_GRAD_MAX_CHUNKS;
+    if (chunk_rows < 32) chunk_rows = 32;
+    int chunks = (rows + chunk_rows - 1) / chunk_rows;
+    if (chunks > KC_BIAS_GRAD_MAX_CHUNKS) return cudaErrorInvalidValue; /* would overrun the planned scratch */
+    for (int c = 0; c < chunks; c++)
+        for (int j = 0; j < cols; j++) {
+            int b0 = c * chunk_rows, b1 = rows < b0 + chunk_rows ? rows : b0 + chunk_rows;
+            float s = 0.0f;
+            for (int b = b0; b < b1; b++) s += dz[(size_t)b * cols + j];
+            partials[(size_t)c * cols + j] = s;
+        }
+    for (int j = 0; j < cols; j++) {
+        float s = 0.0f;
+        for (int c = 0; c < chunks; c++) s += partials[(size_t)c * cols + j];
+        db[j] = s;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_softmax_xent_cuda(const float *logits, const uint8_t *labels, int rows, int cols, float *dlogits,
+                                float grad_scale, float *row_loss, int *row_hit, cudaStream_t stream) {
+    (void)stream;
+    for (int b = 0; b < rows; b++) {
+        const float *row = logits + (size_t)b * cols;
+        int argmax = 0;
+        float max = row[0];
+        for (int j = 1; j < cols; j++)
+            if (row[j] > max) max = row[j], argmax = j;
+        float sum = 0.0f;
+        for (int j = 0; j < cols; j++) sum += expf(row[j] - max);
+        float log_sum = logf(sum);
+        int y = labels[b];
+        row_loss[b] = log_sum - (row[y] - max);
+        row_hit[b] = argmax == y;
+        if (dlogits) {
+            float *drow = dlogits + (size_t)b * cols;
+            float inv_sum = 1.0f / sum;
+            for (int j = 0; j < cols; j++) drow[j] = expf(row[j] - max) * inv_sum * grad_scale;
+            drow[y] -= grad_scale;
+        }
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_loss_reduce_cuda(double *out, const float *row_loss, const int *row_hit, int rows, int accumulate,
+                               cudaStream_t stream) {
+    (void)stream;
+    double loss[THREADS];
+    long long hits[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        loss[t] = 0.0, hits[t] = 0;
+        for (int b = t; b < rows; b += THREADS) loss[t] += (double)row_loss[b], hits[t] += row_hit[b];
+    }
+    for (int half = THREADS / 2; half > 0; half /= 2)
+        for (int t = 0; t < half; t++) loss[t] += loss[t + half], hits[t] += hits[t + half];
+    if (accumulate) {
+        out[0] += loss[0];
+        out[1] += (double)hits[0];
+    } else {
+        out[0] = loss[0];
+        out[1] = (double)hits[0];
+        out[2] = rows > 0 ? loss[0] / rows : 0.0;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mom, int nesterov,
+                          int first, cudaStream_t stream) {
+    (void)stream;
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        if (buf) {
+            float b = first ? d : mom * buf[i] + d;
+            buf[i] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        p[i] -= lr * d;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float step_size,
+                           float bias2_sqrt, float eps, float l2, float decay, cudaStream_t stream) {
+    (void)stream;
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i];
+        float gi = g[i] + l2 * pi;
+        pi *= decay;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step_size * (mi / (sqrtf(vi) / bias2_sqrt + eps));
+    }
+    return cudaSuccess;
+}
+
+cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *partials, double *sumsq,
+                                cudaStream_t stream) {
+    (void)stream;
+    size_t threads = (size_t)KC_NORM_BLOCKS * THREADS;
+    for (int blk = 0; blk < KC_NORM_BLOCKS; blk++) { /* as sumsq_partial_kernel */
+        double s[THREADS];
+        for (int t = 0; t < THREADS; t++) {
+            s[t] = 0.0;
+            for (size_t i = (size_t)blk * THREADS + t; i < n; i += threads) s[t] += (double)g[i] * g[i];
+        }
+        for (int half = THREADS / 2; half > 0; half /= 2)
+            for (int t = 0; t < half; t++) s[t] += s[t + half];
+        partials[blk] = s[0];
+    }
+    double s[THREADS]; /* as sumsq_finish_kernel */
+    for (int t = 0; t < THREADS; t++) {
+        s[t] = 0.0;
+        for (int b = t; b < KC_NORM_BLOCKS; b += THREADS) s[t] += partials[b];
+    }
+    for (int half = THREADS / 2; half > 0; half /= 2)
+        for (int t = 0; t < half; t++) s[t] += s[t + half];
+    *sumsq = s[0];
+    double coef = max_norm / (sqrt(*sumsq) + 1e-6); /* as clip_scale_kernel */
+    if (coef < 1.0) {
+        float c = (float)coef;
+        for (size_t i = 0; i < n; i++) g[i] *= c;
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""End-to-end tests of ddp-trainer's GPU backend: the real binary on Fashion-MNIST.
+
+Usage: test_gpu_e2e.py CASE --trainer PATH.
+
+nccl_refused and auto_picks_cpu run on every host (CUDA_VISIBLE_DEVICES="" hides
+every GPU). The others need a GPU (two_ranks and watchdog: two); without one they
+print "SKIPPED: no CUDA device (...)" and exit 77, which ctest shows as skipped.
+With --fake-gpu the trainer is ddp-trainer-fake-cuda (two GPUs played by the CPU,
+tests/gpu/fake_cuda.c): the cases then run anywhere."""
+import argparse, glob, hashlib, json, os, signal, subprocess, sys, tempfile, time
+
+DATA = "/usr/share/datasets/fashion-mnist"
+SKIP = 77
+PASSED = FAILED = 0
+FAKE_GPU = False  # --fake-gpu
+
+
+def check(cond, what):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print(f"FAILED: {what}", file=sys.stderr)
+    return cond
+
+
+def skip(why):
+    print(f"SKIPPED: {why}")
+    sys.exit(SKIP)
+
+
+def config(**over):
+    cfg = {
+        "name": "gpu-e2e", "seed": 42,
+        "model": {"hidden": [128, 64]},
+        "data": {"train": {"images": f"{DATA}/train-images-idx3-ubyte.gz", "labels": f"{DATA}/train-labels-idx1-ubyte.gz"},
+                 "test": {"images": f"{DATA}/t10k-images-idx3-ubyte.gz", "labels": f"{DATA}/t10k-labels-idx1-ubyte.gz"},
+                 "limit": 4096, "test_limit": 1000},
+        "train": {"epochs": 2, "batch_size": 128, "optimizer": {"type": "adam", "lr": 0.001}},
+        "distributed": {"world_size": 1, "backend": "nccl"},
+        "checkpoint": {"every_epochs": 1, "keep": 2},
+    }
+    for path, value in over.items():  # "train.epochs": 3
+        node = cfg
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    return cfg
+
+
+class Run:
+    """One ddp-trainer process and its run directory."""
+
+    def __init__(self, trainer, workdir, name, cfg, env=None):
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.join(workdir, name + ".json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        self.proc = subprocess.Popen([trainer, "--config", path, "--run-dir", self.dir], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})))
+        self.stdout = self.stderr = ""
+
+    def wait(self, timeout=240):
+        self.stdout, self.stderr = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode
+
+    def events(self):
+        path = os.path.join(self.dir, "events.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def of_type(self, t):
+        return [e for e in self.events() if e["type"] == t]
+
+    def losses(self):
+        return {e["global_step"]: e["loss"] for e in self.of_type("step")}
+
+    def reason(self):
+        ends = self.of_type("end")
+        return ends[-1]["reason"] if ends else ""
+
+    def log(self):
+        path = os.path.join(self.dir, "trainer.log")
+        return open(path).read() if os.path.exists(path) else ""
+
+
+def visible_gpus():
+    """GPUs as CUDA would show them, counted without CUDA (as the launcher does)."""
+    if FAKE_GPU:
+        return 2, "two fake GPUs"
+    present = glob.glob("/proc/driver/nvidia/gpus/*") or [
+        p for p in glob.glob("/dev/nvidia*") if p[len("/dev/nvidia"):].isdigit()]
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return len(present), f"{len(present)} GPU(s) found by the driver"
+    if not cvd.strip():
+        return 0, "CUDA_VISIBLE_DEVICES is empty"
+    return min(len(present), len([t for t in cvd.split(",") if t.strip()])), f"CUDA_VISIBLE_DEVICES={cvd}"
+
+
+def need_gpus(n):
+    count, how = visible_gpus()
+    if count == 0:
+        skip(f"no CUDA device ({how}; no NVIDIA GPU in /proc/driver/nvidia/gpus or /dev/nvidiaN)")
+    if count < n:
+        skip(f"needs {n} GPUs, {count} visible ({how})")
+
+
+def run_gpu(trainer, work, name, cfg, env=None, timeout=240):
+    """A run that needs the nccl backend; SKIPPED when this build or host cannot give it."""
+    r = Run(trainer, work, name, cfg, env)
+    rc = r.wait(timeout)
+    if rc == 2 and "nccl" in r.stderr:
+        skip(f"no CUDA device ({r.stderr.strip().splitlines()[-1]})")
+    return r, rc
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# ---- on every host -------------------------------------------------------------------
+
+def case_nccl_refused(trainer, work):
+    """backend nccl where no GPU is visible: exit 2 at once, naming nccl and what to do, no rank forked."""
+    t0 = time.time()
+    r = Run(trainer, work, "refused", config(**{"distributed.world_size": 2}), env={"CUDA_VISIBLE_DEVICES": ""})
+    rc = r.wait(60)
+    check(rc == 2, f"exit code {rc}, expected 2; stderr: {r.stderr!r}")
+    check(time.time() - t0 < 20, "refused at once")
+    check("nccl" in r.stderr and "distributed.backend" in r.stderr, f"the message names nccl and what to do: {r.stderr!r}")
+    check(not [e for e in r.of_type("hello") if e["rank"] >= 0], "no rank was started")
+    check("started" not in r.log(), "no rank was forked")
+    check("nccl" in r.reason(), f"the run's end reason says why: {r.reason()!r}")
+    print(f"  refused: {r.stderr.strip()}")
+
+
+def case_auto_picks_cpu(trainer, work):
+    """backend auto without a visible GPU: cpu, and the log says so and why."""
+    cfg = config(**{"distributed.world_size": 2, "distributed.backend": "auto", "train.epochs": 1,
+                    "data.limit": 512, "data.test_limit": 200, "checkpoint.every_epochs": 0})
+    r = Run(trainer, work, "auto", cfg, env={"CUDA_VISIBLE_DEVICES": ""})
+    rc = r.wait(120)
+    check(rc == 0, f"exit code {rc}; stderr: {r.stderr[-2000:]!r}")
+    picked = [line for line in r.log().splitlines() if "backend auto picked" in line]
+    check(picked and "picked cpu" in picked[0], f"the log says auto picked cpu: {picked}")
+    hellos = [e for e in r.of_type("hello") if e["rank"] >= 0]
+    check(len(hellos) == 2 and all(e["device"] == "cpu" for e in hellos), f"ranks report device cpu: {hellos}")
+    if picked:
+        print(f"  {picked[0].split(': ', 1)[-1]}")
+
+
+# ---- with a GPU ------------------------------------------------------------------------
+
+def case_losses_follow_cpu(trainer, work):
+    """2 epochs on the GPU follow the same run on the CPU, step by step."""
+    need_gpus(1)
+    g, rc = run_gpu(trainer, work, "gpu", config())
+    check(rc == 0, f"gpu run exit code {rc}; stderr: {g.stderr[-2000:]!r}")
+    c = Run(trainer, work, "cpu", config(**{"distributed.backend": "cpu"}))
+    check(c.wait() == 0, f"cpu run failed: {c.stderr[-2000:]!r}")
+    gl, cl = g.losses(), c.losses()
+    check(len(gl) == len(cl) and len(gl) > 0, f"{len(gl)} gpu steps, {len(cl)} cpu steps")
+    rel = {k: abs(gl[k] - cl[k]) / abs(cl[k]) for k in cl if k in gl}
+    first = [rel[k] for k in sorted(rel)[:10]]
+    check(first and max(first) <= 1e-4, f"the first 10 steps within 1e-4: {first}")
+    check(rel and max(rel.values()) <= 1e-2, f"every step within 1e-2 (worst {max(rel.values()) if rel else None})")
+    ge, ce = g.of_type("epoch"), c.of_type("epoch")
+    check(len(ge) == 2 and len(ce) == 2, "two epochs each")
+    if len(ge) == 2 and len(ce) == 2:
+        check(abs(ge[-1]["test_acc"] - ce[-1]["test_acc"]) <= 0.02,
+              f"test accuracy {ge[-1]['test_acc']} vs {ce[-1]['test_acc']}")
+        print(f"  test accuracy gpu {ge[-1]['test_acc']:.4f}, cpu {ce[-1]['test_acc']:.4f}; "
+              f"step losses: worst relative difference {max(rel.values()):.2e}, first 10 steps {max(first):.2e}")
+    hello = [e for e in g.of_type("hello") if e["rank"] == 0]
+    check(hello and hello[0]["device"].startswith("cuda:"), f"hello names the GPU: {hello}")
+    beats = [e for e in g.of_type("heartbeat") if "gpu_mem_used_bytes" in e]
+    check(beats and beats[-1]["gpu_mem_used_bytes"] > 0, "heartbeats carry the GPU memory in use")
+    if hello:
+        print(f"  device: {hello[0]['device']}")
+
+
+def case_deterministic(trainer, work):
+    """The same GPU run twice: the same losses and the same checkpoint, bit for bit."""
+    need_gpus(1)
+    a, rc = run_gpu(trainer, work, "a", config())
+    check(rc == 0, f"first run: {a.stderr[-2000:]!r}")
+    b, rc = run_gpu(trainer, work, "b", config())
+    check(rc == 0, f"second run: {b.stderr[-2000:]!r}")
+    check(a.losses() and a.losses() == b.losses(), "the same losses")
+    ca = os.path.join(a.dir, "checkpoints", "epoch-0001.safetensors")
+    cb = os.path.join(b.dir, "checkpoints", "epoch-0001.safetensors")
+    check(os.path.exists(ca) and os.path.exists(cb) and sha(ca) == sha(cb), "the same final checkpoint")
+    print(f"  {len(a.losses())} step losses identical; checkpoints identical: {os.path.exists(ca) and sha(ca) == sha(cb)}")
+
+
+def case_memory_refused(trainer, work):
+    """A run that does not fit its share of the GPU fails before training, with both numbers."""
+    need_gpus(1)
+    cfg = config(**{"model.hidden": [4096, 4096], "distributed.gpu_memory_fraction": 0.001})
+    r, rc = run_gpu(trainer, work, "mem", cfg)
+    check(rc == 1, f"exit code {rc}, expected 1")
+    reason = r.reason()
+    check("needs " in reason and "its share is" in reason and "gpu_memory_fraction 0.001" in reason,
+          f"the reason has both numbers: {reason!r}")
+    check(not r.of_type("step"), "no step was taken")
+    print(f"  {reason}")
+
+
+def case_two_ranks(trainer, work):
+    """Two ranks on two GPUs follow one rank with the same global batch."""
+    need_gpus(2)
+    one, rc = run_gpu(trainer, work, "one", config(**{"checkpoint.every_epochs": 0}))
+    check(rc == 0, f"one rank: {one.stderr[-2000:]!r}")
+    two, rc = run_gpu(trainer, work, "two", config(**{"distributed.world_size": 2, "checkpoint.every_epochs": 0}))
+    check(rc == 0, f"two ranks: {two.stderr[-2000:]!r}")
+    l1, l2 = one.losses(), two.losses()
+    rel = [abs(l1[k] - l2[k]) / abs(l1[k]) for k in l1 if k in l2]
+    check(len(l1) == len(l2) and rel and max(rel) <= 5e-3, f"losses agree (worst {max(rel) if rel else None})")
+    devices = sorted(e["device"] for e in two.of_type("hello") if e["rank"] >= 0)
+    check(len(devices) == 2 and devices[0] != devices[1], f"one GPU per rank: {devices}")
+    print(f"  devices {devices}; worst relative loss difference {max(rel) if rel else float('nan'):.2e}")
+
+
+def case_watchdog(trainer, work):
+    """A rank that stops answering: the other's watchdog aborts NCCL and the run fails with a reason.
+
+    On two GPUs rank 1 is stopped (SIGSTOP). With --fake-gpu the stand-in hangs one
+    wait instead: released by the abort (NCCL's kernels), never released (a hung
+    kernel: the watchdog ends the process), or with NCCL reporting an error."""
+    if FAKE_GPU:
+        cfg = config(**{"train.epochs": 50, "checkpoint.every_epochs": 0})
+        for name, env, want in [
+            ("released", {"DDPD_FAKE_CUDA_HANG_AT": "30"}, "did not complete within 2 s"),
+            ("forever", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1"},
+             "did not complete within 2 s"),
+            ("async", {"DDPD_FAKE_NCCL_ASYNC_ERROR_AT": "30"}, "asynchronous error"),
+        ]:
+            t0 = time.time()
+            r = Run(trainer, work, "wd-" + name, cfg, env=dict(env, DDPD_COLLECTIVE_TIMEOUT_S="2"))
+            rc = r.wait(120)
+            took = time.time() - t0
+            check(rc == 1, f"{name}: exit code {rc}, expected 1; stderr {r.stderr[-1000:]!r}")
+            check(want in r.reason(), f"{name}: the reason says '{want}': {r.reason()!r}")
+            check(took < 40, f"{name}: the run ended after {took:.0f} s")
+            print(f"  {name}: ended after {took:.1f} s: {r.reason()}")
+    need_gpus(2)
+    cfg = config(**{"distributed.world_size": 2, "train.epochs": 200, "checkpoint.every_epochs": 0})
+    r = Run(trainer, work, "wd", cfg, env={"DDPD_COLLECTIVE_TIMEOUT_S": "5"})
+    deadline = time.time() + 120
+    while time.time() < deadline and not r.of_type("step") and r.proc.poll() is None:
+        time.sleep(0.1)
+    pids = {e["rank"]: e["pid"] for e in r.of_type("hello") if e["rank"] >= 0}
+    if r.proc.poll() is not None and r.proc.returncode == 2:
+        r.wait()
+        skip(f"no CUDA device ({r.stderr.strip().splitlines()[-1]})")
+    check(1 in pids, "rank 1 started")
+    t0 = time.time()
+    if 1 in pids:
+        os.kill(pids[1], signal.SIGSTOP)
+    rc = r.wait(120)
+    took = time.time() - t0
+    check(rc == 1, f"exit code {rc}, expected 1")
+    check("did not complete within 5 s" in r.reason(), f"the reason names the timeout: {r.reason()!r}")
+    check(took < 60, f"the run ended {took:.0f} s after rank 1 stopped")
+    print(f"  ended after {took:.1f} s: {r.reason()}")
+
+
+def case_resume(trainer, work):
+    """A run resumed from its epoch-0 checkpoint ends as the run that never stopped, bit for bit."""
+    need_gpus(1)
+    over = {"train.lr_schedule": {"type": "constant"}}
+    whole, rc = run_gpu(trainer, work, "whole", config(**over))
+    check(rc == 0, f"the whole run: {whole.stderr[-2000:]!r}")
+    first, rc = run_gpu(trainer, work, "resumed", config(**over, **{"train.epochs": 1}))
+    check(rc == 0, f"the first epoch: {first.stderr[-2000:]!r}")
+    cfg_path = os.path.join(work, "resumed.json")
+    with open(cfg_path, "w") as f:
+        json.dump(config(**over), f)
+    p = subprocess.run([trainer, "--config", cfg_path, "--run-dir", first.dir, "--resume"], capture_output=True,
+                       text=True, timeout=240)
+    check(p.returncode == 0, f"the resumed run: {p.stderr[-2000:]!r}")
+    a, b = whole.losses(), first.losses()
+    check(a and a == b, f"the same losses after the resume ({len(a)} vs {len(b)} steps)")
+    ca = os.path.join(whole.dir, "checkpoints", "epoch-0001.safetensors")
+    cb = os.path.join(first.dir, "checkpoints", "epoch-0001.safetensors")
+    check(os.path.exists(cb) and sha(ca) == sha(cb), "the same final checkpoint")
+    print(f"  resumed at epoch 1: {len(b)} step losses and the final checkpoint as the whole run's")
+
+
+def case_one_gpu_two_ranks(trainer, work):
+    """Two ranks and one visible GPU: nccl is refused (no fork), auto falls back to cpu."""
+    need_gpus(1)
+    env = {"CUDA_VISIBLE_DEVICES": "0"}
+    r = Run(trainer, work, "two", config(**{"distributed.world_size": 2}), env=env)
+    rc = r.wait(60)
+    if rc == 2 and "built without" in r.stderr:
+        skip(f"no CUDA device ({r.stderr.strip().splitlines()[-1]})")
+    check(rc == 2, f"exit code {rc}, expected 2")
+    check("two ranks on one GPU" in r.stderr and "world_size 2" in r.stderr, f"the reason: {r.stderr!r}")
+    check(not [e for e in r.of_type("hello") if e["rank"] >= 0], "no rank was started")
+    cfg = config(**{"distributed.world_size": 2, "distributed.backend": "auto", "train.epochs": 1,
+                    "data.limit": 512, "data.test_limit": 200, "checkpoint.every_epochs": 0})
+    a = Run(trainer, work, "auto", cfg, env=env)
+    check(a.wait(120) == 0, f"auto: {a.stderr[-2000:]!r}")
+    picked = [line for line in a.log().splitlines() if "backend auto picked" in line]
+    check(picked and "picked cpu" in picked[0] and "never share a GPU" in picked[0], f"auto says why: {picked}")
+    print(f"  refused: {r.reason()}")
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--fake-gpu", action="store_true", help="the trainer is ddp-trainer-fake-cuda")
+    a = ap.parse_args()
+    global FAKE_GPU
+    FAKE_GPU = a.fake_gpu
+    with tempfile.TemporaryDirectory(prefix="ddpd-gpu-e2e-") as work:
+        CASES[a.case](a.trainer, work)
+    print(f"gpu_e2e_{a.case}: {PASSED} passed, {FAILED} failed")
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+/* Backend selection (trainer/backend_select.c), on the CPU: the decision for each
+ * asked backend and GPU count, with the reason it gives; then the real selection
+ * on this host, and with CUDA_VISIBLE_DEVICES empty (no GPU on any host), where
+ * `auto` falls back to cpu and `nccl` is refused with what to do. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_select.h"
+#include "check.h"
+#include "cuda/gpu_devices.h"
+#include "ddpd_build_config.h"
+
+static void expect(backend_kind asked, int world, int gpus, int want, const char *has1, const char *has2) {
+    char why[1024];
+    int got = backend_decide(asked, world, gpus, "NOTE", why, sizeof why);
+    CHECK(got == want, "%s, world %d, %d GPUs: got %d, expected %d (%s)", backend_name(asked), world, gpus, got, want,
+          why);
+    CHECK(!has1 || strstr(why, has1), "reason lacks '%s': %s", has1, why);
+    CHECK(!has2 || strstr(why, has2), "reason lacks '%s': %s", has2, why);
+    if (asked != BACKEND_CPU) CHECK(strstr(why, "NOTE") != NULL, "the GPU note is in the reason: %s", why);
+}
+
+static void test_decide(void) {
+    expect(BACKEND_CPU, 4, 8, BACKEND_CPU, "as the config asks", NULL);
+    expect(BACKEND_AUTO, 2, 2, BACKEND_NCCL, "auto picked nccl", "one GPU each");
+    expect(BACKEND_AUTO, 1, 8, BACKEND_NCCL, "auto picked nccl", NULL);
+    expect(BACKEND_AUTO, 4, 0, BACKEND_CPU, "auto picked cpu", "no usable GPU");
+    expect(BACKEND_AUTO, 4, 2, BACKEND_CPU, "auto picked cpu", "never share a GPU");
+    expect(BACKEND_NCCL, 2, 2, BACKEND_NCCL, "backend nccl", NULL);
+    expect(BACKEND_NCCL, 1, 0, -1, "backend nccl", "distributed.backend to \"cpu\"");
+    expect(BACKEND_NCCL, 4, 2, -1, "NCCL cannot put two ranks on one GPU", "lower distributed.world_size to 2");
+}
+
+static int select_with(backend_kind asked, int world, char *why, size_t n) {
+    run_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.distributed.backend = asked;
+    cfg.distributed.world_size = world;
+    return backend_select(&cfg, why, n);
+}
+
+static void test_select_here(void) {
+    char why[1024];
+    gpu_present p;
+    int present = gpu_present_scan_host(&p);
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    int got = select_with(BACKEND_AUTO, 1, why, sizeof why);
+    printf("  here (%s; CUDA_VISIBLE_DEVICES %s): %s\n", p.source, cvd ? cvd : "unset", why);
+    if (!DDPD_HAVE_CUDA || present == 0) {
+        CHECK(got == BACKEND_CPU, "auto on a host without a GPU is cpu: %s", why);
+        CHECK(strstr(why, "auto picked cpu") != NULL, "with the reason: %s", why);
+    }
+
+    /* An empty CUDA_VISIBLE_DEVICES hides every GPU, on any host. */
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    got = select_with(BACKEND_AUTO, 2, why, sizeof why);
+    printf("  CUDA_VISIBLE_DEVICES='', auto: %s\n", why);
+    CHECK(got == BACKEND_CPU && strstr(why, "auto picked cpu"), "auto falls back to cpu: %s", why);
+    if (DDPD_HAVE_CUDA) CHECK(strstr(why, "CUDA_VISIBLE_DEVICES is set but empty") != NULL, "and says why: %s", why);
+    got = select_with(BACKEND_NCCL, 2, why, sizeof why);
+    printf("  CUDA_VISIBLE_DEVICES='', nccl: %s\n", why);
+    CHECK(got == -1, "nccl without a GPU is refused: %s", why);
+    CHECK(strstr(why, "nccl") && strstr(why, "distributed.backend"), "naming nccl and what to do: %s", why);
+    got = select_with(BACKEND_CPU, 2, why, sizeof why);
+    CHECK(got == BACKEND_CPU, "cpu is cpu: %s", why);
+    if (cvd) setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
+    else unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+int main(void) {
+    test_decide();
+    test_select_here();
+    return test_done("test_gpu_backend_select");
+}

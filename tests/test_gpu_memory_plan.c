@@ -1,0 +1,151 @@
+/* The GPU memory plan (trainer/cuda/memory_plan.c), on the CPU: its formula
+ * against sizes worked out by hand, the layout (aligned, disjoint, inside the
+ * arena), the resident-or-staged decision, and the refusal message with both
+ * numbers in it. */
+#include <string.h>
+
+#include "check.h"
+#include "cuda/memory_plan.h"
+
+#define GIB (1024.0 * 1024 * 1024)
+
+static size_t al(size_t n) { return (n + 255) / 256 * 256; }
+
+static memory_plan_input input(const mlp_shape *s, int max_rows, int train, int states) {
+    return (memory_plan_input){.shape = s, .max_rows = max_rows, .train = train, .n_opt_states = states,
+                               .pixels = 784, .train_count = 60000, .test_count = 10000};
+}
+
+/* Every region lies in the arena, starts on 256 bytes, and no two overlap. */
+static void check_layout(const memory_plan *p, const char *what) {
+    const memory_region *r = (const memory_region *)p;
+    size_t n = offsetof(memory_plan, data_resident) / sizeof(memory_region);
+    for (size_t i = 0; i < n; i++) {
+        if (!r[i].bytes) continue;
+        CHECK(r[i].offset % 256 == 0, "%s: region %zu at %zu is not aligned", what, i, r[i].offset);
+        CHECK(r[i].offset + r[i].bytes <= p->arena_bytes, "%s: region %zu ends past the arena", what, i);
+        for (size_t j = i + 1; j < n; j++) {
+            if (!r[j].bytes) continue;
+            int apart = r[i].offset + r[i].bytes <= r[j].offset || r[j].offset + r[j].bytes <= r[i].offset;
+            CHECK(apart, "%s: regions %zu and %zu overlap", what, i, j);
+        }
+    }
+}
+
+static void test_formula_mlp_4096(void) {
+    int hidden[] = {4096, 4096};
+    mlp_shape s;
+    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_RELU);
+    size_t P = 784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
+    REQUIRE(s.n_params == P, "n_params %zu", s.n_params);
+    memory_plan_input in = input(&s, 1024, 1, 2);
+    memory_plan p;
+    memory_plan_compute(&in, 0, &p);
+    check_layout(&p, "784-4096-4096-10 adam");
+    CHECK(p.data_resident, "resident when the share is not limited");
+    CHECK(p.model_bytes == 2 * al(P * 4), "params + grads: %zu", p.model_bytes);
+    CHECK(p.optimizer_bytes == 2 * al(P * 4), "adam keeps two states: %zu", p.optimizer_bytes);
+    size_t act = al(1024 * 784 * 4) + 2 * al(1024 * 4096 * 4) + al(1024 * 10 * 4) + 2 * al(1024 * 4096 * 4);
+    CHECK(p.activation_bytes == act, "activations %zu, expected %zu", p.activation_bytes, act);
+    size_t data = al(1024 * 8) + al(1024) + al(60000 * 784) + al(60000) + al(10000 * 784) + al(10000);
+    CHECK(p.data_bytes == data, "data %zu, expected %zu", p.data_bytes, data);
+    size_t scratch = al(256 * 4096 * 4) + al(1024 * 4) + al(1024 * 4) + al(512 * 8) + al(8 * 8) + al(32u << 20);
+    CHECK(p.scratch_bytes == scratch, "scratch %zu, expected %zu", p.scratch_bytes, scratch);
+    CHECK(p.arena_bytes == p.model_bytes + p.optimizer_bytes + p.activation_bytes + p.data_bytes + p.scratch_bytes,
+          "the arena is the sum of the kinds");
+    CHECK(p.total_bytes == p.arena_bytes + (4u << 20) + (320u << 20), "total = arena + staging + reserve");
+    char line[512];
+    memory_plan_describe(&p, line, sizeof line);
+    printf("  %s\n", line);
+    CHECK(strstr(line, "whole dataset resident") != NULL, "describe: %s", line);
+
+    memory_plan_input sgd = input(&s, 1024, 1, 0), eval = input(&s, 1024, 0, 2);
+    memory_plan ps, pe;
+    memory_plan_compute(&sgd, 0, &ps);
+    memory_plan_compute(&eval, 0, &pe);
+    CHECK(ps.optimizer_bytes == 0 && ps.opt_state[0].bytes == 0, "plain SGD has no state");
+    CHECK(pe.grads.bytes == 0 && pe.optimizer_bytes == 0 && pe.dz[0].bytes == 0 && pe.bias_partials.bytes == 0,
+          "eval mode needs no gradients, optimizer state or backward buffers");
+    check_layout(&pe, "eval");
+}
+
+static void test_gelu_keeps_pre_activations(void) {
+    int hidden[] = {300, 100};
+    mlp_shape s;
+    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_GELU);
+    memory_plan_input in = input(&s, 512, 1, 1);
+    memory_plan p;
+    memory_plan_compute(&in, 0, &p);
+    CHECK(p.pre[0].bytes == 512 * 300 * 4 && p.pre[1].bytes == 512 * 100 * 4, "gelu keeps hidden pre-activations");
+    CHECK(p.pre[2].bytes == 0, "not for the logits");
+    CHECK(p.dz[0].bytes == 512 * 784 * 4, "dz is as wide as the widest of input and layers");
+    CHECK(p.optimizer_bytes == al(s.n_params * 4), "sgd momentum keeps one state");
+    check_layout(&p, "gelu");
+}
+
+static void test_staged_when_the_dataset_does_not_fit(void) {
+    int hidden[] = {512, 256};
+    mlp_shape s;
+    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_RELU);
+    memory_plan_input in = input(&s, 128, 1, 2);
+    memory_plan resident, staged;
+    memory_plan_compute(&in, 0, &resident);
+    /* A share between the two sizes: the dataset (about 55 MB) must stay on the host. */
+    size_t share = resident.total_bytes - 20u * 1024 * 1024;
+    memory_plan_compute(&in, share, &staged);
+    CHECK(!staged.data_resident, "staged when the resident plan exceeds the share");
+    CHECK(staged.total_bytes <= share, "the staged plan fits: %zu > %zu", staged.total_bytes, share);
+    CHECK(staged.stage_images.bytes == 128 * 784 && staged.train_images.bytes == 0, "a batch of images staged");
+    check_layout(&staged, "staged");
+    memory_plan same;
+    memory_plan_compute(&in, resident.total_bytes, &same);
+    CHECK(same.data_resident, "resident when it just fits");
+}
+
+static void test_refusal_message(void) {
+    memory_plan p;
+    memset(&p, 0, sizeof p);
+    p.total_bytes = (size_t)(3.1 * GIB);
+    p.arena_bytes = p.total_bytes - (324u << 20);
+    p.coll_staging_bytes = 4u << 20;
+    p.runtime_reserve_bytes = 320u << 20;
+    char why[512];
+    size_t eight = (size_t)(8 * GIB);
+    int rc = memory_plan_check(&p, 0.25, eight, eight, why, sizeof why);
+    CHECK(rc == -1, "3.1 GiB does not fit a quarter of 8 GiB");
+    const char *want = "needs 3.1 GiB of GPU memory, its share is 2.0 GiB (gpu_memory_fraction 0.25 of 8.0 GiB)";
+    CHECK(strncmp(why, want, strlen(want)) == 0, "got: %s", why);
+    CHECK(strstr(why, "gpu_memory_fraction") && strstr(why, "batch_size"), "says what to change: %s", why);
+    printf("  refusal: %s\n", why);
+
+    CHECK(memory_plan_check(&p, 0.5, eight, eight, why, sizeof why) == 0, "fits half of 8 GiB: %s", why);
+    rc = memory_plan_check(&p, 1.0, eight, (size_t)(1.5 * GIB), why, sizeof why);
+    CHECK(rc == -1 && strstr(why, "is free on the device"), "too little free memory: %s", why);
+    printf("  refusal: %s\n", why);
+
+    /* Sizes that round alike get more digits rather than "needs 2.0 GiB, share 2.0 GiB". */
+    p.total_bytes = (size_t)(2.02 * GIB);
+    rc = memory_plan_check(&p, 0.25, eight, 0, why, sizeof why);
+    CHECK(rc == -1 && strstr(why, "needs 2.020 GiB") && strstr(why, "share is 2.000 GiB"), "got: %s", why);
+}
+
+static void test_format_bytes(void) {
+    char b[32];
+    memory_plan_format_bytes((size_t)(3.14 * GIB), b, sizeof b);
+    CHECK(strcmp(b, "3.1 GiB") == 0, "%s", b);
+    memory_plan_format_bytes(412u << 20, b, sizeof b);
+    CHECK(strcmp(b, "412 MiB") == 0, "%s", b);
+    memory_plan_format_bytes(96u << 10, b, sizeof b);
+    CHECK(strcmp(b, "96 KiB") == 0, "%s", b);
+    CHECK(memory_plan_share(0.25, (size_t)(8 * GIB)) == (size_t)(2 * GIB), "share");
+    CHECK(memory_plan_share(1.0, 12345) == 12345, "a share of 1 is the whole device");
+}
+
+int main(void) {
+    test_formula_mlp_4096();
+    test_gelu_keeps_pre_activations();
+    test_staged_when_the_dataset_does_not_fit();
+    test_refusal_message();
+    test_format_bytes();
+    return test_done("test_gpu_memory_plan");
+}

@@ -1,0 +1,415 @@
+/* The nccl collectives backend and its watchdog: see coll_nccl.h.
+ *
+ * Two threads touch a communicator: the rank's own thread (collectives, waits)
+ * and the watchdog. The rule that keeps them apart: the rank's thread makes every
+ * NCCL call holding `call_lock`, and the watchdog aborts (which frees the
+ * communicator) only holding it too; everything else they share is atomic. */
+#include "coll_nccl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_check.h"
+#include "memory_plan.h"
+
+#define WATCHDOG_TICK_MS 50
+#define ABORT_LOCK_WAIT_S 2    /* how long the watchdog waits for an NCCL call to return before it gives up aborting */
+#define EXIT_GRACE_S 10.0      /* after an abort, how long the rank's thread has to come back before the process exits */
+
+typedef struct {
+    coll_comm pub;
+    _Atomic(ncclComm_t) nccl;    /* NULL before joining and after an abort */
+    cudaStream_t stream;         /* the communication stream */
+    void *staging;               /* device: MEMORY_PLAN_COLL_STAGING bytes */
+    void *pinned;                /* host, page-locked: as many bytes, for host collectives */
+    pthread_mutex_t call_lock;
+    pthread_mutex_t reason_lock;
+    pthread_t watchdog;
+    atomic_int aborted;
+    atomic_llong blocked_since;  /* CLOCK_MONOTONIC ns when the rank's thread began a watched wait; 0: none */
+    _Atomic(const char *) blocked_what;
+    int watch_depth;             /* the rank's thread only */
+    double timeout_s;
+    int device;                  /* the rank's CUDA ordinal (the watchdog thread selects it too) */
+    run_board *board;
+    atomic_int has_reason;
+    char reason[640];
+} nccl_comm;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static nccl_comm *impl(coll_comm *c) { return (nccl_comm *)c->impl; }
+
+/* ---- failure reasons ------------------------------------------------------------ */
+
+static void set_reason(nccl_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_reason(nccl_comm *c, const char *fmt, ...) {
+    pthread_mutex_lock(&c->reason_lock);
+    if (!atomic_load(&c->has_reason)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->reason, sizeof c->reason, fmt, ap);
+        va_end(ap);
+        atomic_store(&c->has_reason, 1);
+    }
+    pthread_mutex_unlock(&c->reason_lock);
+}
+
+void coll_nccl_set_failure(coll_comm *c, const char *why) { set_reason(impl(c), "%s", why); }
+
+const char *coll_nccl_failure(coll_comm *c) {
+    nccl_comm *n = impl(c);
+    return atomic_load(&n->has_reason) ? n->reason : "";
+}
+
+/* ---- what the watchdog watches ---------------------------------------------------- */
+
+static void watch(nccl_comm *c, const char *what) {
+    if (c->watch_depth++ > 0) return;
+    atomic_store(&c->blocked_what, what);
+    atomic_store(&c->blocked_since, now_ns());
+}
+
+static void unwatch(nccl_comm *c) {
+    if (--c->watch_depth > 0) return;
+    atomic_store(&c->blocked_since, 0);
+}
+
+/* Before an NCCL call on the rank's thread: takes the call lock, refuses when the
+ * group was aborted, and watches the call (a blocked connection setup counts). */
+static int enter(nccl_comm *c, const char *what) {
+    pthread_mutex_lock(&c->call_lock);
+    if (atomic_load(&c->aborted) || !atomic_load(&c->nccl)) {
+        pthread_mutex_unlock(&c->call_lock);
+        set_reason(c, "the NCCL communicator was aborted");
+        return -1;
+    }
+    watch(c, what);
+    return 0;
+}
+
+static void leave(nccl_comm *c) {
+    unwatch(c);
+    pthread_mutex_unlock(&c->call_lock);
+}
+
+static int nccl_ok(nccl_comm *c, ncclResult_t r, const char *call) {
+    if (r == ncclSuccess) return 0;
+    set_reason(c, "%s: %s (NCCL error %d)", call, ncclGetErrorString(r), (int)r);
+    return -1;
+}
+
+static int cuda_ok(nccl_comm *c, cudaError_t e, const char *call) {
+    if (e == cudaSuccess) return 0;
+    set_reason(c, "%s: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    return -1;
+}
+
+/* ---- the watchdog --------------------------------------------------------------- */
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+}
+
+/* Ends the process when the rank's thread stays blocked after an abort. */
+static void exit_if_still_blocked(nccl_comm *c) {
+    long long since = atomic_load(&c->blocked_since);
+    if (!since || (double)(now_ns() - since) / 1e9 < c->timeout_s + EXIT_GRACE_S) return;
+    if (c->board) run_board_set_failure(c->board, c->pub.rank, c->reason);
+    fprintf(stderr, "rank %d: %s; the rank did not return from the GPU, ending it\n", c->pub.rank, c->reason);
+    _exit(1);
+}
+
+static void abort_group(nccl_comm *c) {
+    if (c->board) run_board_set_failure(c->board, c->pub.rank, c->reason);
+    atomic_store(&c->aborted, 1);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += ABORT_LOCK_WAIT_S;
+    /* When the rank's thread is stuck inside an NCCL call, the lock never comes and
+     * the communicator cannot be freed under it: exit_if_still_blocked ends it. */
+    if (pthread_mutex_timedlock(&c->call_lock, &deadline) == 0) {
+        ncclComm_t comm = atomic_exchange(&c->nccl, NULL);
+        if (comm) ncclCommAbort(comm); /* unblocks kernels waiting for peers */
+        pthread_mutex_unlock(&c->call_lock);
+    }
+}
+
+static void *watchdog_main(void *arg) {
+    nccl_comm *c = arg;
+    (void)cudaSetDevice(c->device); /* the current device is per thread; ncclCommAbort runs here */
+    for (;;) {
+        sleep_ms(WATCHDOG_TICK_MS);
+        if (atomic_load(&c->aborted)) {
+            exit_if_still_blocked(c);
+            continue;
+        }
+        ncclComm_t comm = atomic_load(&c->nccl);
+        ncclResult_t async = ncclSuccess;
+        if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress) {
+            set_reason(c, "NCCL reported an asynchronous error: %s (NCCL error %d); the communicator was aborted",
+                       ncclGetErrorString(async), (int)async);
+            abort_group(c);
+            continue;
+        }
+        long long since = atomic_load(&c->blocked_since);
+        if (since && (double)(now_ns() - since) / 1e9 > c->timeout_s) {
+            const char *what = atomic_load(&c->blocked_what);
+            set_reason(c, "%s did not complete within %.0f s (a rank stopped taking part, or the GPU hangs); "
+                          "the NCCL communicator was aborted",
+                       what ? what : "a GPU operation", c->timeout_s);
+            abort_group(c);
+        }
+    }
+    return NULL;
+}
+
+/* ---- waits ------------------------------------------------------------------------- */
+
+int coll_nccl_wait_event(coll_comm *pc, cudaEvent_t ev, const char *what) {
+    nccl_comm *c = impl(pc);
+    watch(c, what);
+    cudaError_t e = cudaEventSynchronize(ev);
+    unwatch(c);
+    if (atomic_load(&c->aborted)) return -1;
+    return cuda_ok(c, e, "cudaEventSynchronize");
+}
+
+int coll_nccl_wait_stream(coll_comm *pc, cudaStream_t s, const char *what) {
+    nccl_comm *c = impl(pc);
+    watch(c, what);
+    cudaError_t e = cudaStreamSynchronize(s);
+    unwatch(c);
+    if (atomic_load(&c->aborted)) return -1;
+    return cuda_ok(c, e, "cudaStreamSynchronize");
+}
+
+/* ---- device-side collectives (the engine's) -------------------------------------- */
+
+cudaStream_t coll_nccl_stream(coll_comm *c) { return impl(c)->stream; }
+
+static int wait_after(nccl_comm *c, cudaEvent_t after) {
+    return after ? cuda_ok(c, cudaStreamWaitEvent(c->stream, after, 0), "cudaStreamWaitEvent") : 0;
+}
+
+int coll_nccl_allreduce_avg_device(coll_comm *pc, float *dbuf, size_t n, cudaEvent_t after) {
+    nccl_comm *c = impl(pc);
+    if (wait_after(c, after) != 0) return -1;
+    if (pc->world_size == 1 || n == 0) return 0; /* the average over one rank is the buffer itself */
+    if (enter(c, "the all-reduce of a gradient bucket") != 0) return -1;
+    ncclResult_t r = ncclAllReduce(dbuf, dbuf, n, ncclFloat, ncclAvg, atomic_load(&c->nccl), c->stream);
+    leave(c);
+    return nccl_ok(c, r, "ncclAllReduce");
+}
+
+int coll_nccl_allreduce_sum_f64_device(coll_comm *pc, double *dbuf, size_t n, cudaEvent_t after) {
+    nccl_comm *c = impl(pc);
+    if (wait_after(c, after) != 0) return -1;
+    if (pc->world_size == 1 || n == 0) return 0;
+    if (enter(c, "the all-reduce of the loss") != 0) return -1;
+    ncclResult_t r = ncclAllReduce(dbuf, dbuf, n, ncclDouble, ncclSum, atomic_load(&c->nccl), c->stream);
+    leave(c);
+    return nccl_ok(c, r, "ncclAllReduce");
+}
+
+int coll_nccl_broadcast_device(coll_comm *pc, void *dbuf, size_t bytes, int root, cudaEvent_t after) {
+    nccl_comm *c = impl(pc);
+    if (wait_after(c, after) != 0) return -1;
+    if (pc->world_size == 1 || bytes == 0) return 0;
+    if (enter(c, "a broadcast") != 0) return -1;
+    ncclResult_t r = ncclBroadcast(dbuf, dbuf, bytes, ncclUint8, root, atomic_load(&c->nccl), c->stream);
+    leave(c);
+    return nccl_ok(c, r, "ncclBroadcast");
+}
+
+/* ---- coll_comm: host buffers staged through the device ---------------------------- */
+
+typedef enum { HOST_ALLREDUCE, HOST_BROADCAST } host_op;
+
+/* One collective over a host buffer of `count` elements, in chunks that fit the
+ * staging buffers: host -> pinned -> device, NCCL, device -> pinned -> host. */
+static int host_collective(nccl_comm *c, void *buf, size_t count, size_t elem, ncclDataType_t type,
+                           ncclRedOp_t op, host_op kind, int root, const char *what) {
+    size_t chunk = MEMORY_PLAN_COLL_STAGING / elem;
+    int sends = kind == HOST_ALLREDUCE || c->pub.rank == root;
+    int receives = kind == HOST_ALLREDUCE || c->pub.rank != root;
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t n = count - off < chunk ? count - off : chunk, bytes = n * elem;
+        char *host = (char *)buf + off * elem;
+        if (sends) {
+            memcpy(c->pinned, host, bytes);
+            if (cuda_ok(c, cudaMemcpyAsync(c->staging, c->pinned, bytes, cudaMemcpyHostToDevice, c->stream),
+                        "cudaMemcpyAsync") != 0)
+                return -1;
+        }
+        if (enter(c, what) != 0) return -1;
+        ncclComm_t comm = atomic_load(&c->nccl);
+        ncclResult_t r = kind == HOST_ALLREDUCE
+                             ? ncclAllReduce(c->staging, c->staging, n, type, op, comm, c->stream)
+                             : ncclBroadcast(c->staging, c->staging, n, type, root, comm, c->stream);
+        leave(c);
+        if (nccl_ok(c, r, kind == HOST_ALLREDUCE ? "ncclAllReduce" : "ncclBroadcast") != 0) return -1;
+        if (receives &&
+            cuda_ok(c, cudaMemcpyAsync(c->pinned, c->staging, bytes, cudaMemcpyDeviceToHost, c->stream),
+                    "cudaMemcpyAsync") != 0)
+            return -1;
+        if (coll_nccl_wait_stream(&c->pub, c->stream, what) != 0) return -1;
+        if (receives) memcpy(host, c->pinned, bytes);
+    }
+    return 0;
+}
+
+static int nccl_allreduce_avg_f32(coll_comm *pc, float *buf, size_t n) {
+    if (pc->world_size == 1) return 0;
+    return host_collective(impl(pc), buf, n, sizeof(float), ncclFloat, ncclAvg, HOST_ALLREDUCE, 0, "an all-reduce");
+}
+
+static int nccl_allreduce_sum_f64(coll_comm *pc, double *buf, size_t n) {
+    if (pc->world_size == 1) return 0;
+    return host_collective(impl(pc), buf, n, sizeof(double), ncclDouble, ncclSum, HOST_ALLREDUCE, 0,
+                           "an all-reduce");
+}
+
+/* The contract asks only that this rank's share end up averaged: averaging the
+ * whole buffer gives that, in the all-reduce's order, and NCCL's reduce-scatter
+ * would need equal shares, which coll_share's cache-line rounding does not give. */
+static int nccl_reduce_scatter_avg_f32(coll_comm *pc, float *buf, size_t n) {
+    return nccl_allreduce_avg_f32(pc, buf, n);
+}
+
+/* Each rank's share, broadcast by its owner (shares may differ in size). */
+static int nccl_allgather_f32(coll_comm *pc, float *buf, size_t n) {
+    if (pc->world_size == 1) return 0;
+    for (int k = 0; k < pc->world_size; k++) {
+        size_t lo, hi;
+        coll_share(n, pc->world_size, k, &lo, &hi);
+        if (hi > lo && host_collective(impl(pc), buf + lo, (hi - lo) * sizeof(float), 1, ncclUint8, ncclSum,
+                                       HOST_BROADCAST, k, "an all-gather") != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int nccl_broadcast(coll_comm *pc, void *buf, size_t bytes, int root) {
+    if (pc->world_size == 1) return 0;
+    return host_collective(impl(pc), buf, bytes, 1, ncclUint8, ncclSum, HOST_BROADCAST, root, "a broadcast");
+}
+
+static int nccl_barrier(coll_comm *pc) {
+    if (pc->world_size == 1) return 0;
+    float one = 1.0f; /* a barrier is a tiny all-reduce: nobody leaves before everyone came */
+    return host_collective(impl(pc), &one, 1, sizeof one, ncclFloat, ncclSum, HOST_ALLREDUCE, 0, "a barrier");
+}
+
+static void *nccl_alloc(coll_comm *pc, size_t bytes) {
+    (void)pc; /* host buffers: these collectives stage them */
+    return calloc(1, bytes ? bytes : 1);
+}
+
+int coll_is_nccl(const coll_comm *c) { return c && c->backend && strcmp(c->backend, "nccl") == 0; }
+
+/* ---- rendezvous and attach -------------------------------------------------------- */
+
+int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen) {
+    memset(rv, 0, sizeof *rv);
+    rv->world_size = world_size;
+    gpu_present_scan_host(&rv->present);
+    gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &rv->present, &rv->visible);
+    ncclResult_t r = ncclGetUniqueId(&rv->id); /* bootstrap listener only: no CUDA call */
+    if (r != ncclSuccess) {
+        snprintf(why, whylen, "ncclGetUniqueId: %s (NCCL error %d)", ncclGetErrorString(r), (int)r);
+        return -1;
+    }
+    return 0;
+}
+
+static double timeout_from_env(void) {
+    const char *s = getenv("DDPD_COLLECTIVE_TIMEOUT_S");
+    char *end;
+    double t = s ? strtod(s, &end) : 0;
+    return s && end != s && t > 0 ? t : COLL_NCCL_TIMEOUT_S;
+}
+
+coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
+                            char *why, size_t whylen) {
+    gpu_error ge = {{0}};
+    /* The first CUDA call of the process: the visible set is already restricted by
+     * CUDA_VISIBLE_DEVICES, so the rank's local rank is its device ordinal. */
+    if (gpu_check_cuda(&ge, cudaSetDevice(rank), "cudaSetDevice") != 0) {
+        snprintf(why, whylen, "rank %d cannot use CUDA device %d: %s", rank, rank, ge.msg);
+        return NULL;
+    }
+    struct cudaDeviceProp prop;
+    if (gpu_check_cuda(&ge, cudaGetDeviceProperties(&prop, rank), "cudaGetDeviceProperties") != 0) {
+        snprintf(why, whylen, "rank %d: %s", rank, ge.msg);
+        return NULL;
+    }
+    gpu_device_label(&rv->visible, &rv->present, rank, prop.name, device, devlen);
+
+    nccl_comm *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(why, whylen, "rank %d: out of memory", rank);
+        return NULL;
+    }
+    pthread_mutex_init(&c->call_lock, NULL);
+    pthread_mutex_init(&c->reason_lock, NULL);
+    c->timeout_s = timeout_from_env();
+    c->device = rank;
+    c->board = board;
+    c->pub = (coll_comm){
+        .rank = rank,
+        .world_size = rv->world_size,
+        .backend = "nccl",
+        .allreduce_avg_f32 = nccl_allreduce_avg_f32,
+        .allreduce_sum_f64 = nccl_allreduce_sum_f64,
+        .reduce_scatter_avg_f32 = nccl_reduce_scatter_avg_f32,
+        .allgather_f32 = nccl_allgather_f32,
+        .broadcast = nccl_broadcast,
+        .barrier = nccl_barrier,
+        .alloc = nccl_alloc,
+        .impl = c,
+    };
+    int least = 0, greatest = 0;
+    if (gpu_check_cuda(&ge, cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange") ||
+        /* high priority: bucket all-reduces get SMs promptly while backward's GEMMs run */
+        gpu_check_cuda(&ge, cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest),
+                       "cudaStreamCreateWithPriority") ||
+        gpu_check_cuda(&ge, cudaMalloc(&c->staging, MEMORY_PLAN_COLL_STAGING), "cudaMalloc") ||
+        gpu_check_cuda(&ge, cudaMallocHost(&c->pinned, MEMORY_PLAN_COLL_STAGING), "cudaMallocHost")) {
+        snprintf(why, whylen, "rank %d on %s: %s", rank, device, ge.msg);
+        return NULL; /* the process exits: its CUDA resources go with it */
+    }
+    int err = pthread_create(&c->watchdog, NULL, watchdog_main, c);
+    if (err != 0) {
+        snprintf(why, whylen, "rank %d: cannot start the NCCL watchdog: %s", rank, strerror(err));
+        return NULL;
+    }
+    pthread_detach(c->watchdog);
+
+    ncclComm_t comm = NULL;
+    pthread_mutex_lock(&c->call_lock);
+    watch(c, "joining the NCCL communicator (every rank must join)");
+    ncclResult_t r = ncclCommInitRank(&comm, rv->world_size, rv->id, rank);
+    unwatch(c);
+    if (r == ncclSuccess) atomic_store(&c->nccl, comm);
+    pthread_mutex_unlock(&c->call_lock);
+    if (r != ncclSuccess) {
+        snprintf(why, whylen, "rank %d on %s: ncclCommInitRank: %s (NCCL error %d)", rank, device,
+                 ncclGetErrorString(r), (int)r);
+        return NULL;
+    }
+    return &c->pub;
+}

@@ -1,0 +1,76 @@
+/* The nccl collectives backend: coll_comm (collectives.h) over NCCL, one GPU per
+ * rank, plus the device-side calls the cuda engine uses to average gradient
+ * buckets on a communication stream while backward runs, and a watchdog thread
+ * that turns a hang into a failed run with a reason.
+ *
+ * Rendezvous: the launcher calls nccl_rendezvous_create before it forks (it gets
+ * the ncclUniqueId, which starts NCCL's bootstrap listener in the launcher but
+ * does NOT initialise CUDA there); the struct reaches the ranks through the
+ * memory fork gives them (no file, no port of ours). Each rank then calls
+ * coll_nccl_attach, whose first CUDA call is cudaSetDevice(rank): the rank's
+ * local rank within CUDA_VISIBLE_DEVICES.
+ *
+ * The coll_comm calls take HOST buffers, as on the cpu backend, and stage them
+ * through a small device buffer (MEMORY_PLAN_COLL_STAGING bytes). Every wait on
+ * the GPU goes through coll_nccl_wait_* so the watchdog sees it: when one lasts
+ * longer than the timeout, or NCCL reports an asynchronous error, the watchdog
+ * aborts the communicator (ncclCommAbort), records why, and the waiting call
+ * returns -1; if the rank still does not come back, it exits the process with the
+ * reason on the run board, and the launcher brings the group down.
+ * CUDA builds only. */
+#ifndef DDPD_COLL_NCCL_H
+#define DDPD_COLL_NCCL_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stddef.h>
+
+#include "collectives.h"
+#include "gpu_devices.h"
+#include "run_board.h"
+
+/* A collective (or any GPU wait) that takes longer than this fails the run; the
+ * DDPD_COLLECTIVE_TIMEOUT_S environment variable overrides it (tests). */
+#define COLL_NCCL_TIMEOUT_S 60.0
+
+typedef struct {
+    ncclUniqueId id;
+    int world_size;
+    gpu_present present; /* the host's GPUs and which ones the ranks see, for device labels */
+    gpu_visible visible;
+} nccl_rendezvous;
+
+/* In the launcher, before fork. Never initialises CUDA. 0, or -1 and `why`. */
+int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen);
+
+/* In rank `rank`'s process, before any other CUDA call: selects the device,
+ * starts the watchdog and joins the communicator (blocks until every rank has
+ * joined). `device` gets "cuda:N NAME". `board` (may be NULL) gets the reason if
+ * the watchdog has to end the process. NULL and `why` on failure. */
+coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
+                            char *why, size_t whylen);
+
+/* True for a comm made by coll_nccl_attach. */
+int coll_is_nccl(const coll_comm *c);
+
+/* The communication stream (gradient buckets, the loss) of an nccl comm. */
+cudaStream_t coll_nccl_stream(coll_comm *c);
+
+/* Enqueue on the communication stream, after `after` (an event recorded on
+ * another stream; NULL: no wait): in-place average over ranks of a device buffer
+ * of floats / in-place sum of doubles / broadcast of bytes from `root`. 0 or -1. */
+int coll_nccl_allreduce_avg_device(coll_comm *c, float *dbuf, size_t n, cudaEvent_t after);
+int coll_nccl_allreduce_sum_f64_device(coll_comm *c, double *dbuf, size_t n, cudaEvent_t after);
+int coll_nccl_broadcast_device(coll_comm *c, void *dbuf, size_t bytes, int root, cudaEvent_t after);
+
+/* Watched waits (see above): 0, or -1 when the wait failed or the group was
+ * aborted (coll_nccl_failure says why). `what` names the wait in the reason. */
+int coll_nccl_wait_event(coll_comm *c, cudaEvent_t ev, const char *what);
+int coll_nccl_wait_stream(coll_comm *c, cudaStream_t s, const char *what);
+
+/* Records why this rank's GPU work failed (the first reason wins). */
+void coll_nccl_set_failure(coll_comm *c, const char *why);
+/* The recorded reason, "" if none. */
+const char *coll_nccl_failure(coll_comm *c);
+
+#endif

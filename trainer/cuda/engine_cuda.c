@@ -1,0 +1,441 @@
+/* The cuda engine: the twin of engine_cpu.c on one GPU. See engine.h.
+ *
+ * Memory: memory_plan.c lays out every device buffer before anything is
+ * allocated; the plan is checked against gpu_memory_fraction of the device, then
+ * ONE cudaMalloc holds it all. Nothing is allocated after create().
+ *
+ * Data: the uint8 dataset is resident on the device when the plan allows (it
+ * does for Fashion-MNIST: 47 MB); a step then copies only its indices (from
+ * pinned memory, asynchronously) and a gather kernel builds the float batch.
+ * Otherwise the batch's images are gathered on the host into pinned memory and
+ * copied asynchronously. Either way the pinned buffers are reused only after the
+ * event recorded behind their last copy (ev_staged) has passed.
+ *
+ * A step, on two streams (world_size > 1):
+ *   compute: indices -> gather -> forward -> softmax/loss -> [ev_loss_ready]
+ *            -> backward, layer by layer from the last; after the last layer of
+ *               each gradient bucket: [ev_bucket[k]]
+ *            -> wait [ev_comm_done] -> clip -> optimizer
+ *   comm:    wait ev_loss_ready -> all-reduce(sum) of the mean loss -> copy it
+ *               to pinned memory -> [ev_loss_copied]
+ *            -> for each bucket k: wait ev_bucket[k] -> all-reduce(avg) in place
+ *            -> [ev_comm_done]
+ * so the buckets' all-reduces run while backward computes the earlier layers, and
+ * the optimizer starts only once every bucket is averaged. The host waits only for
+ * ev_loss_copied (the step's loss), not for backward or the optimizer: it reports
+ * and prepares the next batch while the GPU finishes the step. With one rank there
+ * is nothing to average: the comm stream is not used and the loss is copied on the
+ * compute stream. Every wait goes through coll_nccl_wait_* (the watchdog). */
+#include "engine_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_nccl.h"
+#include "cuda_check.h"
+#include "grad_buckets.h"
+#include "kernels.h"
+#include "log.h"
+#include "memory_plan.h"
+#include "mlp_cuda.h"
+#include "optim_cuda.h"
+
+#define PIXEL_SCALE (1.0f / 255.0f) /* as engine_cpu.c */
+
+/* The scalars region (doubles): [0..2] the step's loss sum, hits and mean
+ * (k_loss_reduce_cuda), [3] the gradient norm squared, [4..5] evaluation sums. */
+#define SC_STEP 0
+#define SC_NORM 3
+#define SC_EVAL 4
+
+typedef struct {
+    engine pub;
+    const idx_dataset *train, *test;
+    memory_plan plan;
+    char *arena;
+    float *d_params, *d_grads, *d_state[2];
+    double *d_scalars, *d_norm_partials;
+    uint64_t *d_indices;
+    uint8_t *d_labels, *d_train_images, *d_train_labels, *d_test_images, *d_test_labels, *d_stage;
+    mlp_cuda mlp;
+    cudaStream_t stream; /* compute */
+    cublasHandle_t blas;
+    cudaEvent_t ev_staged, ev_loss_ready, ev_loss_copied, ev_comm_done, ev_eval;
+    cudaEvent_t ev_bucket[MLP_MAX_LAYERS];
+    uint64_t *pinned_indices;
+    uint8_t *pinned_images, *pinned_labels;
+    double *pinned_scalars;
+    grad_buckets buckets; /* launched by bucket_ready as backward completes them */
+    gpu_error ge;
+} cuda_engine;
+
+/* Hands the recorded CUDA failure to the comm (the rank reports it) and returns -1. */
+static int fail(cuda_engine *c) {
+    if (c->ge.msg[0]) coll_nccl_set_failure(c->pub.comm, c->ge.msg);
+    return -1;
+}
+
+static void *region(cuda_engine *c, memory_region r) { return r.bytes ? c->arena + r.offset : NULL; }
+
+/* Host <-> device copies outside the step (setup, checkpoints): on the compute
+ * stream, then waited for, so they are complete when this returns. The stream is
+ * drained first (a watched wait): a copy to pageable memory would otherwise block
+ * inside cudaMemcpyAsync, behind earlier work, where the watchdog cannot see it. */
+static int copy_and_wait(cuda_engine *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    if (bytes == 0) return 0;
+    if (coll_nccl_wait_stream(c->pub.comm, c->stream, "the GPU's work before a copy") != 0) return -1;
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(dst, src, bytes, kind, c->stream));
+    return coll_nccl_wait_stream(c->pub.comm, c->stream, "a copy between host and GPU");
+}
+
+static int cuda_init_params(engine *e, uint64_t seed) {
+    cuda_engine *c = (cuda_engine *)e;
+    size_t bytes = sizeof(float) * e->shape.n_params;
+    if (e->comm->rank == 0) {
+        mlp_init_params(&e->shape, e->params, seed);
+        if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0) return fail(c);
+    }
+    if (e->comm->world_size == 1) return 0;
+    if (coll_nccl_broadcast_device(e->comm, c->d_params, bytes, 0, NULL) != 0) return -1;
+    return coll_nccl_wait_stream(e->comm, coll_nccl_stream(e->comm), "the broadcast of the initial parameters");
+}
+
+/* Puts `rows` examples of `d` (indices[i], or first + i when indices is NULL)
+ * into the input activations and the batch labels, as floats in [0, 1]. */
+static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
+    size_t pixels = (size_t)d->rows * d->cols;
+    /* The pinned buffers may be rewritten once the copy out of them has finished. */
+    if (coll_nccl_wait_event(c->pub.comm, c->ev_staged, "a copy of a batch to the GPU") != 0) return -1;
+    if (c->plan.data_resident) {
+        int train = d == c->train;
+        const uint64_t *d_indices = NULL;
+        if (indices) {
+            for (int i = 0; i < rows; i++) c->pinned_indices[i] = (uint64_t)indices[i];
+            CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_indices, c->pinned_indices, sizeof(uint64_t) * (size_t)rows,
+                                             cudaMemcpyHostToDevice, c->stream));
+            CUDA_TRY(&c->ge, cudaEventRecord(c->ev_staged, c->stream));
+            d_indices = c->d_indices;
+        }
+        CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->mlp.act[0], c->d_labels,
+                                                 train ? c->d_train_images : c->d_test_images,
+                                                 train ? c->d_train_labels : c->d_test_labels, d_indices, first, rows,
+                                                 pixels, PIXEL_SCALE, c->stream));
+        return 0;
+    }
+    for (int i = 0; i < rows; i++) {
+        size_t k = indices ? indices[i] : first + (size_t)i;
+        memcpy(c->pinned_images + (size_t)i * pixels, d->images + k * pixels, pixels);
+        c->pinned_labels[i] = d->labels[k];
+    }
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_stage, c->pinned_images, pixels * (size_t)rows, cudaMemcpyHostToDevice,
+                                     c->stream));
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_labels, c->pinned_labels, (size_t)rows, cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_staged, c->stream));
+    CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->mlp.act[0], NULL, c->d_stage, NULL, NULL, 0, rows, pixels, PIXEL_SCALE,
+                                             c->stream));
+    return 0;
+}
+
+/* bucket_ready_fn (grad_buckets.h), called by grad_buckets_layer_ready as soon as
+ * backward has enqueued a bucket's last layer: an event on the compute stream,
+ * and the comm stream's all-reduce (average, in place) behind it. */
+static int bucket_ready(void *arg, const grad_bucket *b) {
+    cuda_engine *c = arg;
+    if (c->pub.comm->world_size == 1) return 0; /* nothing to average */
+    int k = (int)(b - c->buckets.bucket); /* which bucket: its event */
+    if (gpu_check_cuda(&c->ge, cudaEventRecord(c->ev_bucket[k], c->stream), "cudaEventRecord") != 0) return -1;
+    return coll_nccl_allreduce_avg_device(c->pub.comm, c->d_grads + b->begin, b->end - b->begin, c->ev_bucket[k]);
+}
+
+static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double lr) {
+    engine *e = &c->pub;
+    coll_comm *comm = e->comm;
+    double *sc = c->d_scalars + SC_STEP;
+    if (stage_batch(c, c->train, indices, 0, rows) != 0) return -1;
+    if (mlp_loss_cuda(&c->mlp, c->d_params, c->d_labels, rows, 1, sc, 0) != 0) return -1;
+    if (comm->world_size > 1) {
+        cudaStream_t comm_stream = coll_nccl_stream(comm);
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_ready, c->stream));
+        if (coll_nccl_allreduce_sum_f64_device(comm, sc + 2, 1, c->ev_loss_ready) != 0) return -1;
+        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double), cudaMemcpyDeviceToHost,
+                                         comm_stream));
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, comm_stream));
+    } else {
+        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double), cudaMemcpyDeviceToHost,
+                                         c->stream));
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, c->stream));
+    }
+    grad_buckets_begin(&c->buckets);
+    if (mlp_backward_cuda(&c->mlp, c->d_params, c->d_grads, rows, grad_buckets_layer_ready, &c->buckets) != 0 ||
+        c->buckets.failed)
+        return -1;
+    if (comm->world_size > 1) {
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_comm_done, coll_nccl_stream(comm)));
+        CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_comm_done, 0));
+    }
+    size_t n = e->shape.n_params;
+    if (e->cfg->train.grad_clip_norm > 0 &&
+        clip_grad_norm_cuda_step(c->d_grads, n, e->cfg->train.grad_clip_norm, c->d_norm_partials,
+                                 c->d_scalars + SC_NORM, c->stream, &c->ge) != 0)
+        return -1;
+    return optimizer_step_cuda(&e->opt, c->d_params, c->d_grads, c->d_state[0], c->d_state[1], lr, c->stream, &c->ge);
+}
+
+static int cuda_step(engine *e, const size_t *indices, int rows, double lr, double *loss) {
+    cuda_engine *c = (cuda_engine *)e;
+    if (rows < 1 || rows > c->mlp.max_rows) {
+        gpu_error_set(&c->ge, "a step of %d rows (the engine was planned for 1 to %d)", rows, c->mlp.max_rows);
+        return fail(c);
+    }
+    if (enqueue_step(c, indices, rows, lr) != 0) return fail(c);
+    if (coll_nccl_wait_event(e->comm, c->ev_loss_copied, "a training step") != 0) return -1;
+    *loss = c->pinned_scalars[SC_STEP + 2] / e->comm->world_size;
+    return 0;
+}
+
+static int cuda_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
+    cuda_engine *c = (cuda_engine *)e;
+    double *acc = c->d_scalars + SC_EVAL;
+    size_t max_rows = (size_t)c->mlp.max_rows;
+    if (gpu_check_cuda(&c->ge, cudaMemsetAsync(acc, 0, 2 * sizeof(double), c->stream), "cudaMemsetAsync") != 0)
+        return fail(c);
+    for (size_t i = begin; i < end; i += max_rows) {
+        int rows = (int)(end - i < max_rows ? end - i : max_rows);
+        if (stage_batch(c, c->test, NULL, i, rows) != 0 ||
+            mlp_loss_cuda(&c->mlp, c->d_params, c->d_labels, rows, 0, acc, 1) != 0)
+            return fail(c);
+    }
+    if (gpu_check_cuda(&c->ge,
+                       cudaMemcpyAsync(c->pinned_scalars + SC_EVAL, acc, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                                       c->stream),
+                       "cudaMemcpyAsync") != 0 ||
+        gpu_check_cuda(&c->ge, cudaEventRecord(c->ev_eval, c->stream), "cudaEventRecord") != 0)
+        return fail(c);
+    if (coll_nccl_wait_event(e->comm, c->ev_eval, "an evaluation") != 0) return -1;
+    sums[0] += c->pinned_scalars[SC_EVAL];
+    sums[1] += c->pinned_scalars[SC_EVAL + 1];
+    return 0;
+}
+
+static int cuda_sync_to_host(engine *e) {
+    cuda_engine *c = (cuda_engine *)e;
+    size_t bytes = sizeof(float) * e->shape.n_params;
+    if (copy_and_wait(c, e->params, c->d_params, bytes, cudaMemcpyDeviceToHost) != 0) return fail(c);
+    float *host_state[2] = {e->opt.state1, e->opt.state2};
+    for (int k = 0; k < 2; k++)
+        if (c->d_state[k] && host_state[k] &&
+            copy_and_wait(c, host_state[k], c->d_state[k], bytes, cudaMemcpyDeviceToHost) != 0)
+            return fail(c);
+    return 0;
+}
+
+static int cuda_sync_from_host(engine *e) {
+    cuda_engine *c = (cuda_engine *)e;
+    size_t bytes = sizeof(float) * e->shape.n_params;
+    if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0) return fail(c);
+    float *host_state[2] = {e->opt.state1, e->opt.state2};
+    for (int k = 0; k < 2; k++)
+        if (c->d_state[k] && host_state[k] &&
+            copy_and_wait(c, c->d_state[k], host_state[k], bytes, cudaMemcpyHostToDevice) != 0)
+            return fail(c);
+    return 0;
+}
+
+static void cuda_destroy(engine *e) {
+    cuda_engine *c = (cuda_engine *)e;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cudaEvent_t *events[] = {&c->ev_staged, &c->ev_loss_ready, &c->ev_loss_copied, &c->ev_comm_done, &c->ev_eval};
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+        if (*events[i]) cudaEventDestroy(*events[i]);
+    for (int k = 0; k < MLP_MAX_LAYERS; k++)
+        if (c->ev_bucket[k]) cudaEventDestroy(c->ev_bucket[k]);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaFree(c->arena);
+    cudaFreeHost(c->pinned_indices);
+    cudaFreeHost(c->pinned_images);
+    cudaFreeHost(c->pinned_labels);
+    cudaFreeHost(c->pinned_scalars);
+    optimizer_free(&e->opt);
+    free(e->params);
+    free(c);
+}
+
+int engine_cuda_memory(engine *e, size_t *used, size_t *total) {
+    size_t free_b = 0, total_b = 0;
+    (void)e;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return -1;
+    *used = total_b - free_b;
+    *total = total_b;
+    return 0;
+}
+
+int engine_cuda_data_resident(const engine *e) { return ((const cuda_engine *)e)->plan.data_resident; }
+
+static const engine_ops cuda_ops = {
+    .init_params = cuda_init_params,
+    .step = cuda_step,
+    .evaluate = cuda_evaluate,
+    .sync_to_host = cuda_sync_to_host,
+    .sync_from_host = cuda_sync_from_host,
+    .destroy = cuda_destroy,
+};
+
+/* Plans the memory and checks it against the device: 0, or -1 with the reason. */
+static int plan_memory(cuda_engine *c, const engine_params *p, char *err, size_t errlen) {
+    engine *e = &c->pub;
+    size_t free_b = 0, total_b = 0;
+    if (gpu_check_cuda(&c->ge, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo") != 0) {
+        snprintf(err, errlen, "%s", c->ge.msg);
+        return -1;
+    }
+    const idx_dataset *d = p->test;
+    const run_config *cfg = p->cfg;
+    memory_plan_input in = {
+        .shape = &e->shape,
+        .max_rows = p->max_rows,
+        .train = p->train != NULL,
+        .n_opt_states = optimizer_state_count(cfg),
+        .pixels = (size_t)d->rows * d->cols,
+        .train_count = p->train ? p->train->count : 0,
+        .test_count = d->count,
+    };
+    double fraction = cfg->distributed.gpu_memory_fraction;
+    memory_plan_compute(&in, memory_plan_share(fraction, total_b), &c->plan);
+    char why[512], line[512];
+    if (memory_plan_check(&c->plan, fraction, total_b, free_b, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s: %s", e->device, why);
+        return -1;
+    }
+    memory_plan_describe(&c->plan, line, sizeof line);
+    if (e->comm->rank == 0) log_msg(LOG_INFO, "%s", line);
+    return 0;
+}
+
+/* Points every device buffer into the arena, as the plan laid it out. */
+static void carve(cuda_engine *c) {
+    memory_plan *pl = &c->plan;
+    const mlp_shape *s = &c->pub.shape;
+    c->d_params = region(c, pl->params);
+    c->d_grads = region(c, pl->grads);
+    c->d_state[0] = region(c, pl->opt_state[0]);
+    c->d_state[1] = region(c, pl->opt_state[1]);
+    c->d_scalars = region(c, pl->scalars);
+    c->d_norm_partials = region(c, pl->norm_partials);
+    c->d_indices = region(c, pl->batch_indices);
+    c->d_labels = region(c, pl->batch_labels);
+    c->d_train_images = region(c, pl->train_images);
+    c->d_train_labels = region(c, pl->train_labels);
+    c->d_test_images = region(c, pl->test_images);
+    c->d_test_labels = region(c, pl->test_labels);
+    c->d_stage = region(c, pl->stage_images);
+    mlp_cuda *m = &c->mlp;
+    for (int l = 0; l <= s->n_layers; l++) m->act[l] = region(c, pl->act[l]);
+    for (int l = 0; l < s->n_layers; l++) m->pre[l] = region(c, pl->pre[l]);
+    m->dz = region(c, pl->dz[0]);
+    m->dz_next = region(c, pl->dz[1]);
+    m->bias_partials = region(c, pl->bias_partials);
+    m->row_loss = region(c, pl->row_loss);
+    m->row_hit = region(c, pl->row_hit);
+}
+
+/* Streams, cuBLAS, events, pinned buffers, and the resident dataset. */
+static int setup_device(cuda_engine *c, const engine_params *p) {
+    gpu_error *ge = &c->ge;
+    const run_config *cfg = p->cfg;
+    size_t rows = (size_t)p->max_rows;
+    CUDA_TRY(ge, cudaMalloc((void **)&c->arena, c->plan.arena_bytes));
+    carve(c);
+    CUDA_TRY(ge, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUBLAS_TRY(ge, cublasCreate(&c->blas));
+    CUBLAS_TRY(ge, cublasSetStream(c->blas, c->stream));
+    /* Our own workspace (in the plan): no allocation by cuBLAS later, and GEMMs
+     * that are deterministic on one stream. */
+    CUBLAS_TRY(ge, cublasSetWorkspace(c->blas, region(c, c->plan.cublas_workspace), c->plan.cublas_workspace.bytes));
+    CUBLAS_TRY(ge, cublasSetMathMode(c->blas, cfg->distributed.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                          : CUBLAS_DEFAULT_MATH));
+    cudaEvent_t *events[] = {&c->ev_staged, &c->ev_loss_ready, &c->ev_loss_copied, &c->ev_comm_done, &c->ev_eval};
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+        CUDA_TRY(ge, cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
+    for (int k = 0; k < c->buckets.n_buckets; k++)
+        CUDA_TRY(ge, cudaEventCreateWithFlags(&c->ev_bucket[k], cudaEventDisableTiming));
+    CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_indices, sizeof(uint64_t) * rows));
+    CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_scalars, sizeof(double) * MEMORY_PLAN_SCALARS));
+    if (!c->plan.data_resident) {
+        size_t pixels = (size_t)p->test->rows * p->test->cols;
+        CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_images, pixels * rows));
+        CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_labels, rows));
+    }
+    mlp_cuda *m = &c->mlp;
+    m->shape = &c->pub.shape;
+    m->max_rows = p->max_rows;
+    m->stream = c->stream;
+    m->blas = c->blas;
+    m->ge = ge;
+
+    CUDA_TRY(ge, cudaMemsetAsync(c->arena, 0, c->plan.arena_bytes, c->stream)); /* optimizer state starts at zero */
+    if (c->plan.data_resident) {
+        const idx_dataset *d = p->test;
+        size_t pixels = (size_t)d->rows * d->cols;
+        if (p->train) {
+            CUDA_TRY(ge, cudaMemcpyAsync(c->d_train_images, p->train->images, p->train->count * pixels,
+                                         cudaMemcpyHostToDevice, c->stream));
+            CUDA_TRY(ge, cudaMemcpyAsync(c->d_train_labels, p->train->labels, p->train->count, cudaMemcpyHostToDevice,
+                                         c->stream));
+        }
+        CUDA_TRY(ge, cudaMemcpyAsync(c->d_test_images, d->images, d->count * pixels, cudaMemcpyHostToDevice, c->stream));
+        CUDA_TRY(ge, cudaMemcpyAsync(c->d_test_labels, d->labels, d->count, cudaMemcpyHostToDevice, c->stream));
+    }
+    return coll_nccl_wait_stream(p->comm, c->stream, "the upload of the dataset");
+}
+
+engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
+    if (!coll_is_nccl(p->comm)) {
+        snprintf(err, errlen, "the cuda engine needs the nccl collectives backend");
+        return NULL;
+    }
+    cuda_engine *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    engine *e = &c->pub;
+    e->ops = &cuda_ops;
+    e->comm = p->comm;
+    e->cfg = p->cfg;
+    c->train = p->train;
+    c->test = p->test;
+    int ordinal = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&ordinal) == cudaSuccess && cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
+        snprintf(e->device, sizeof e->device, "cuda:%d %.100s", ordinal, prop.name);
+    else
+        snprintf(e->device, sizeof e->device, "cuda:%d", ordinal);
+    const idx_dataset *d = p->test;
+    mlp_shape_init(&e->shape, d->rows * d->cols, p->cfg->model.hidden, p->cfg->model.n_hidden, d->num_classes,
+                   p->cfg->model.activation);
+    size_t n = e->shape.n_params;
+    e->params = malloc(sizeof(float) * n);
+    if (!e->params || optimizer_init(&e->opt, p->cfg, n) != 0) {
+        snprintf(err, errlen, "out of memory for the host view of a model of %zu parameters", n);
+        cuda_destroy(e);
+        return NULL;
+    }
+    grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, bucket_ready, c);
+    if (plan_memory(c, p, err, errlen) != 0) {
+        cuda_destroy(e);
+        return NULL;
+    }
+    if (setup_device(c, p) != 0) {
+        const char *why = c->ge.msg[0] ? c->ge.msg : coll_nccl_failure(p->comm);
+        char size[32];
+        memory_plan_format_bytes(c->plan.arena_bytes, size, sizeof size);
+        snprintf(err, errlen, "cannot set up %s (planned %s): %s", e->device, size, why);
+        cuda_destroy(e);
+        return NULL;
+    }
+    return e;
+}

@@ -1,0 +1,141 @@
+/* The GPU memory plan: see memory_plan.h for the formula. */
+#include "memory_plan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static size_t align_up(size_t n) { return (n + MEMORY_PLAN_ALIGN - 1) / MEMORY_PLAN_ALIGN * MEMORY_PLAN_ALIGN; }
+
+/* Appends a region of `bytes` to the arena and counts it under `kind`. */
+static void take(memory_plan *pl, memory_region *r, size_t bytes, size_t *kind) {
+    r->offset = pl->arena_bytes;
+    r->bytes = bytes;
+    pl->arena_bytes += align_up(bytes);
+    *kind += align_up(bytes);
+}
+
+static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
+    const mlp_shape *s = in->shape;
+    size_t rows = (size_t)in->max_rows, f = sizeof(float), n = s->n_params;
+    memset(pl, 0, sizeof *pl);
+    pl->data_resident = resident;
+
+    take(pl, &pl->params, n * f, &pl->model_bytes);
+    take(pl, &pl->grads, in->train ? n * f : 0, &pl->model_bytes);
+    int states = in->train ? in->n_opt_states : 0;
+    for (int k = 0; k < 2; k++) take(pl, &pl->opt_state[k], k < states ? n * f : 0, &pl->optimizer_bytes);
+
+    size_t widest = (size_t)s->in_dim, widest_out = 1;
+    take(pl, &pl->act[0], rows * (size_t)s->in_dim * f, &pl->activation_bytes);
+    for (int l = 0; l < s->n_layers; l++) {
+        size_t out = (size_t)s->layer[l].out;
+        if (out > widest) widest = out;
+        if (out > widest_out) widest_out = out;
+        take(pl, &pl->act[l + 1], rows * out * f, &pl->activation_bytes);
+        int keeps_pre = s->act == ACT_GELU && l < s->n_layers - 1;
+        take(pl, &pl->pre[l], keeps_pre ? rows * out * f : 0, &pl->activation_bytes);
+    }
+    for (int k = 0; k < 2; k++) take(pl, &pl->dz[k], in->train ? rows * widest * f : 0, &pl->activation_bytes);
+
+    take(pl, &pl->bias_partials, in->train ? (size_t)MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS * widest_out * f : 0,
+         &pl->scratch_bytes);
+    take(pl, &pl->row_loss, rows * sizeof(float), &pl->scratch_bytes);
+    take(pl, &pl->row_hit, rows * sizeof(int), &pl->scratch_bytes);
+    take(pl, &pl->norm_partials, (size_t)MEMORY_PLAN_NORM_BLOCKS * sizeof(double), &pl->scratch_bytes);
+    take(pl, &pl->scalars, (size_t)MEMORY_PLAN_SCALARS * sizeof(double), &pl->scratch_bytes);
+    take(pl, &pl->batch_indices, rows * sizeof(uint64_t), &pl->data_bytes);
+    take(pl, &pl->batch_labels, rows, &pl->data_bytes);
+    if (resident) {
+        take(pl, &pl->train_images, in->train_count * in->pixels, &pl->data_bytes);
+        take(pl, &pl->train_labels, in->train_count, &pl->data_bytes);
+        take(pl, &pl->test_images, in->test_count * in->pixels, &pl->data_bytes);
+        take(pl, &pl->test_labels, in->test_count, &pl->data_bytes);
+    } else {
+        take(pl, &pl->stage_images, rows * in->pixels, &pl->data_bytes);
+    }
+    take(pl, &pl->cublas_workspace, MEMORY_PLAN_CUBLAS_WORKSPACE, &pl->scratch_bytes);
+
+    pl->coll_staging_bytes = MEMORY_PLAN_COLL_STAGING;
+    pl->runtime_reserve_bytes = MEMORY_PLAN_RUNTIME_RESERVE;
+    pl->total_bytes = pl->arena_bytes + pl->coll_staging_bytes + pl->runtime_reserve_bytes;
+}
+
+void memory_plan_compute(const memory_plan_input *in, size_t share_bytes, memory_plan *plan) {
+    layout(in, 1, plan);
+    if (share_bytes == 0 || plan->total_bytes <= share_bytes) return;
+    memory_plan staged;
+    layout(in, 0, &staged);
+    if (staged.total_bytes < plan->total_bytes) *plan = staged;
+}
+
+size_t memory_plan_share(double gpu_memory_fraction, size_t device_total) {
+    double share = gpu_memory_fraction * (double)device_total;
+    if (share <= 0) return 0;
+    if (share >= (double)device_total) return device_total;
+    return (size_t)share;
+}
+
+void memory_plan_format_bytes(size_t bytes, char *out, size_t outlen) {
+    double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024) snprintf(out, outlen, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(out, outlen, "%.0f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0) snprintf(out, outlen, "%.0f KiB", b / 1024.0);
+    else snprintf(out, outlen, "%zu bytes", bytes);
+}
+
+/* Formats two sizes that are compared in one sentence: when one decimal would make
+ * them read the same ("2.0 GiB" and "2.0 GiB"), both get three. */
+static void format_pair(size_t a, size_t b, char *fa, char *fb, size_t n) {
+    memory_plan_format_bytes(a, fa, n);
+    memory_plan_format_bytes(b, fb, n);
+    if (strcmp(fa, fb) == 0 && a != b) {
+        snprintf(fa, n, "%.3f GiB", (double)a / (1024.0 * 1024 * 1024));
+        snprintf(fb, n, "%.3f GiB", (double)b / (1024.0 * 1024 * 1024));
+    }
+}
+
+int memory_plan_check(const memory_plan *plan, double gpu_memory_fraction, size_t device_total, size_t device_free,
+                      char *why, size_t whylen) {
+    char need[32], share_s[32], total_s[32], free_s[32];
+    size_t share = memory_plan_share(gpu_memory_fraction, device_total);
+    memory_plan_format_bytes(device_total, total_s, sizeof total_s);
+    if (plan->total_bytes > share) {
+        format_pair(plan->total_bytes, share, need, share_s, sizeof need);
+        snprintf(why, whylen,
+                 "needs %s of GPU memory, its share is %s (gpu_memory_fraction %g of %s); "
+                 "lower train.batch_size or model.hidden, or raise distributed.gpu_memory_fraction",
+                 need, share_s, gpu_memory_fraction, total_s);
+        return -1;
+    }
+    /* The runtime reserve is already in use by the time the device reports its free
+     * memory: what must still be free is what the engine and coll_nccl allocate. */
+    size_t to_allocate = plan->arena_bytes + plan->coll_staging_bytes;
+    if (device_free > 0 && to_allocate > device_free) {
+        format_pair(to_allocate, device_free, need, free_s, sizeof need);
+        memory_plan_format_bytes(share, share_s, sizeof share_s);
+        snprintf(why, whylen,
+                 "needs %s of GPU memory, within its share of %s (gpu_memory_fraction %g of %s), "
+                 "but only %s is free on the device: other processes hold the rest",
+                 need, share_s, gpu_memory_fraction, total_s, free_s);
+        return -1;
+    }
+    if (whylen) why[0] = '\0';
+    return 0;
+}
+
+void memory_plan_describe(const memory_plan *plan, char *out, size_t outlen) {
+    char total[32], model[32], opt[32], act[32], data[32], scratch[32], reserve[32];
+    memory_plan_format_bytes(plan->total_bytes, total, sizeof total);
+    memory_plan_format_bytes(plan->model_bytes, model, sizeof model);
+    memory_plan_format_bytes(plan->optimizer_bytes, opt, sizeof opt);
+    memory_plan_format_bytes(plan->activation_bytes, act, sizeof act);
+    memory_plan_format_bytes(plan->data_bytes, data, sizeof data);
+    memory_plan_format_bytes(plan->scratch_bytes + plan->coll_staging_bytes, scratch, sizeof scratch);
+    memory_plan_format_bytes(plan->runtime_reserve_bytes, reserve, sizeof reserve);
+    snprintf(out, outlen,
+             "GPU memory plan: %s (parameters and gradients %s, optimizer state %s, activations %s, "
+             "data %s (%s), workspaces %s, CUDA/cuBLAS/NCCL reserve %s)",
+             total, model, opt, act, data, plan->data_resident ? "whole dataset resident" : "staged per batch",
+             scratch, reserve);
+}
