@@ -3,26 +3,41 @@
  * file, no port: nothing to clean up, nothing another job can collide with).
  *
  * Layout of the mapping (every part page-aligned):
- *   control block   barrier, abort flag (inside the barrier), per-rank descriptors
- *   staging slots   per rank, two chunks (double-buffered by round parity)
- *   result area     two chunks (same parity): the reduced shares of one chunk
+ *   control block   barrier (with the abort flag), two sets of per-rank descriptors
+ *   staging slots   per rank, two chunks (double-buffered by round parity): the
+ *                   data of a rank whose buffer is outside its arena
+ *   result area     two chunks (same parity): what broadcast passes through
  *   arenas          per rank, arena_bytes, handed out by coll_comm.alloc
  *
- * All-reduce (reduce-scatter + all-gather, pipelined over chunks):
- *   prologue  each rank publishes where its data is (its arena offset, or "staged")
- *             and, if staged, copies chunk 0 into its slot; BARRIER.
- *   round c   each rank reduces its cache-line-aligned 1/world share of chunk c,
- *             reading every rank's contribution in place (peer arena or peer slot)
- *             and summing in fixed order 0..W-1 into result[c%2]; a staged rank
- *             then copies chunk c+1 into its other slot; BARRIER; each rank copies
- *             result[c%2] (the whole chunk) into its buffer.
- * So a call costs 1 + (number of chunks) barriers. Why it is race-free: every round
- * (of all-reduce or broadcast) has one barrier between writing shared memory and
- * reading it, and rounds alternate between two buffers by a round counter that all
- * ranks advance alike. A buffer of parity p written in round q was last read in
- * round q-2, and every such read finished before its reader arrived at the barrier
- * of round q-1, which the writer has passed. A rank's own arena buffer is read by
- * peers only before the barrier of each round, and its owner writes it only after.
+ * Every all-reduce, reduce-scatter and all-gather starts the same way (publish):
+ * each rank writes where its buffer is (its arena offset, or STAGED) and its count
+ * into descriptor set (call number % 2), BARRIER, and reads everyone's. A set is
+ * rewritten two calls later, after the barrier of the call in between, which every
+ * reader of the old contents has passed: so calls need no trailing barrier for the
+ * descriptors' sake. All ranks see the same descriptors, so they all pick the same
+ * path below.
+ *
+ * All-reduce, every buffer in its arena (the trainer's case; "push", 2 barriers):
+ *   rank r reduces its cache-line-aligned 1/world share of the whole buffer, reading
+ *   every rank's buffer in place and summing in fixed order 0..W-1 (times 1/W) into
+ *   an L1 scratch block, and writes the block into every rank's buffer. Only rank r
+ *   touches share r of any buffer, so nothing needs double-buffering; BARRIER, and
+ *   all buffers are complete. Each element crosses between cores once each way.
+ * All-reduce, some buffer outside its arena (the same, chunked, through slots):
+ *   publish also copies a staged rank's chunk 0 into its slot. Then per chunk c:
+ *   reduce my share of chunk c from every rank's copy (arena buffer in place, or
+ *   slot[c%2]) and write it back over every copy; a staged rank copies chunk c+1
+ *   into its other slot; BARRIER; a staged rank copies its slot out to its buffer.
+ *   1 + (number of chunks) barriers.
+ *   Why reusing slots and results is race-free: every round (of this or of a
+ *   broadcast) has one barrier between writing shared memory and reading it, and
+ *   rounds alternate between two buffers by a round counter all ranks advance
+ *   alike. A buffer of parity p used in round q was last used in round q-2, and
+ *   every access of round q-2 finished before its rank arrived at the barrier of
+ *   round q-1, which the rank writing it in round q has passed.
+ * Reduce-scatter / all-gather (the sharded optimizer): in place between arena
+ *   buffers after publish, no further barrier (see collectives.h for what callers
+ *   may then write); outside the arenas, a chunked all-reduce / broadcasts.
  * The result does not depend on which rank reduced which share: the arithmetic per
  * element is the same everywhere, so all ranks end bit-identical. */
 #include "collectives.h"
@@ -37,8 +52,10 @@
 
 #define CACHE_LINE 64
 #define PAGE 4096
-#define DEFAULT_CHUNK_BYTES (256u * 1024)
-#define MAX_WORLD 1024
+/* Chunk of the staged all-reduce and of broadcast: 512 KiB measured best here
+ * (bench/allreduce.sh); the working set (slots + results) stays within L2. */
+#define DEFAULT_CHUNK_BYTES (512u * 1024)
+#define MAX_WORLD 256
 #define CPU_MAGIC 0x64647063u /* "ddpc" */
 /* Busy-wait budget of a barrier before sleeping: long enough to cover the skew
  * between ranks that each have a core, short when ranks outnumber cores. */
@@ -46,12 +63,14 @@
 #define SPIN_NS_OVERSUBSCRIBED 2000u
 /* Elements reduced at a time when world > 2, so the partial sums stay in L1. */
 #define REDUCE_BLOCK 2048
+/* Scratch block of the in-place paths: small enough to stay in L1. */
+#define SCRATCH_BYTES 8192
 #define STAGED UINT64_MAX
 
 /* What a rank publishes at the start of a call: where peers find its data. */
 typedef struct {
     _Alignas(CACHE_LINE) uint64_t src_off; /* offset in its arena, or STAGED */
-    uint64_t count;                        /* elements or bytes: must agree */
+    uint64_t count;                        /* elements: must agree */
 } rank_desc;
 
 typedef struct {
@@ -67,27 +86,30 @@ typedef struct {
     coll_comm pub;
     cpu_ctrl *ctrl;
     unsigned char *base;
-    uint64_t round; /* rounds done so far: same on every rank */
-    uint64_t shard_calls; /* reduce-scatter/all-gather calls so far: picks their descriptor set */
+    uint64_t round; /* slot/result rounds done so far: same on every rank */
+    uint64_t calls; /* publishing calls so far: picks the descriptor set */
     size_t arena_used;
     uint64_t spin_ns;
 } cpu_comm;
+
+/* One publishing call, as every rank sees it after publish(). */
+typedef struct {
+    unsigned char *buf;
+    size_t n, elem, chunk_elems;
+    uint64_t my_off;          /* STAGED or offset in my arena */
+    uint64_t offs[MAX_WORLD]; /* every rank's src_off */
+    int all_in_arenas;
+} call_plan;
 
 typedef void reduce_fn(void *dst, const void *const *srcs, int world, size_t n);
 
 /* --- layout ------------------------------------------------------------------- */
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-static rank_desc *desc_of(cpu_comm *c, int rank) {
-    return (rank_desc *)(c->base + c->ctrl->desc_off) + rank;
-}
-
-/* Reduce-scatter and all-gather publish into one of two further descriptor sets,
- * alternating by call: a set is rewritten two calls later, after a barrier every
- * reader of its previous contents has passed. */
-static rank_desc *shard_desc_of(cpu_comm *c, unsigned parity, int rank) {
-    return desc_of(c, (int)((1 + parity) * c->ctrl->world) + rank);
+static rank_desc *desc_of(cpu_comm *c, unsigned set, int rank) {
+    return (rank_desc *)(c->base + c->ctrl->desc_off) + set * c->ctrl->world + (unsigned)rank;
 }
 
 static unsigned char *slot_of(cpu_comm *c, int rank, unsigned parity) {
@@ -103,6 +125,11 @@ static unsigned char *arena_of(cpu_comm *c, int rank) {
     return c->base + c->ctrl->arenas_off + (size_t)rank * c->ctrl->arena_stride;
 }
 
+/* Rank k's buffer of this call (only when it is in k's arena). */
+static unsigned char *peer_buf(cpu_comm *c, const call_plan *p, int k) {
+    return arena_of(c, k) + p->offs[k];
+}
+
 /* Offset of [buf, buf+bytes) in this rank's arena, or STAGED if not inside it. */
 static uint64_t arena_offset(cpu_comm *c, const void *buf, size_t bytes) {
     uintptr_t lo = (uintptr_t)arena_of(c, c->pub.rank), p = (uintptr_t)buf;
@@ -111,16 +138,21 @@ static uint64_t arena_offset(cpu_comm *c, const void *buf, size_t bytes) {
     return p - lo;
 }
 
-/* Rank `rank`'s share [*lo, *hi) of a chunk of m elements: equal shares rounded up
- * to whole cache lines, so no two ranks write the same line of the result area. */
+/* Rank `rank`'s share [*lo, *hi) of m elements: equal shares rounded up to whole
+ * cache lines, so no two ranks write the same line (of an aligned buffer). */
 static void share_range(size_t m, size_t elem, int world, int rank, size_t *lo, size_t *hi) {
     size_t line = CACHE_LINE / elem;
     size_t per = round_up((m + (size_t)world - 1) / (size_t)world, line);
-    *lo = per * (size_t)rank < m ? per * (size_t)rank : m;
-    *hi = *lo + per < m ? *lo + per : m;
+    *lo = min_size(per * (size_t)rank, m);
+    *hi = min_size(*lo + per, m);
+}
+
+void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi) {
+    share_range(n, sizeof(float), world_size, rank, lo, hi);
 }
 
 static int sync_all(cpu_comm *c) { return futex_barrier_wait(&c->ctrl->barrier, c->spin_ns); }
+static int aborted(cpu_comm *c) { return futex_barrier_is_aborted(&c->ctrl->barrier); }
 
 /* --- reduction kernels (simple loops over restrict pointers: they vectorize) --- */
 
@@ -148,7 +180,7 @@ static void reduce_avg_f32(void *dst, const void *const *srcs, int world, size_t
         return;
     }
     for (size_t o = 0; o < n; o += REDUCE_BLOCK) {
-        size_t len = n - o < REDUCE_BLOCK ? n - o : REDUCE_BLOCK;
+        size_t len = min_size(n - o, REDUCE_BLOCK);
         add2_f32(d + o, f[0] + o, f[1] + o, len);
         for (int k = 2; k < world - 1; k++) acc_f32(d + o, f[k] + o, len);
         acc_scale_f32(d + o, f[world - 1] + o, s, len);
@@ -167,89 +199,128 @@ static void reduce_sum_f64(void *dst, const void *const *srcs, int world, size_t
     const double *const *f = (const double *const *)srcs;
     double *d = dst;
     for (size_t o = 0; o < n; o += REDUCE_BLOCK) {
-        size_t len = n - o < REDUCE_BLOCK ? n - o : REDUCE_BLOCK;
+        size_t len = min_size(n - o, REDUCE_BLOCK);
         add2_f64(d + o, f[0] + o, f[1] + o, len);
         for (int k = 2; k < world; k++) acc_f64(d + o, f[k] + o, len);
     }
 }
 
-/* --- all-reduce engine ------------------------------------------------------------ */
+/* --- publish: the common prologue ------------------------------------------------- */
 
-typedef struct {
-    unsigned char *buf;
-    size_t n, elem, chunk_elems;
-    uint64_t my_off;           /* STAGED or offset in my arena */
-    uint64_t offs[MAX_WORLD];  /* every rank's published src_off (only world used) */
-} allreduce_call;
-
-static void stage_chunk(cpu_comm *c, const allreduce_call *a, size_t start) {
-    size_t m = a->n - start < a->chunk_elems ? a->n - start : a->chunk_elems;
-    unsigned parity = (unsigned)(c->round & 1);
-    memcpy(slot_of(c, c->pub.rank, parity), a->buf + start * a->elem, m * a->elem);
+static void stage_chunk(cpu_comm *c, const call_plan *p, size_t start) {
+    size_t m = min_size(p->n - start, p->chunk_elems);
+    memcpy(slot_of(c, c->pub.rank, (unsigned)(c->round & 1)), p->buf + start * p->elem, m * p->elem);
 }
 
-/* Where rank k's element `start + lo` is this round: in place in its arena, or in
- * its staging slot for this round's parity. */
-static const void *source_of(cpu_comm *c, const allreduce_call *a, int k, size_t start, size_t lo) {
-    if (a->offs[k] == STAGED)
-        return slot_of(c, k, (unsigned)(c->round & 1)) + lo * a->elem;
-    return arena_of(c, k) + a->offs[k] + (start + lo) * a->elem;
+static void plan_call(cpu_comm *c, call_plan *p, void *buf, size_t n, size_t elem) {
+    p->buf = buf;
+    p->n = n;
+    p->elem = elem;
+    p->chunk_elems = c->ctrl->chunk_bytes / elem;
+    p->my_off = arena_offset(c, buf, n * elem);
 }
 
-/* Publish where my data is (and stage chunk 0), then learn where everyone's is.
- * -1 if aborted, or if the ranks disagree on the element count (a caller bug that
- * would otherwise desynchronise the rounds: every rank sees it and bails out). */
-static int allreduce_prologue(cpu_comm *c, allreduce_call *a) {
+/* Publish where my buffer is (staging chunk 0 if it is outside my arena and the
+ * call may go the chunked way), barrier, learn where everyone's is. -1 if aborted,
+ * or if the ranks disagree on the count (a caller bug that would otherwise
+ * desynchronise them: every rank sees it and fails alike). */
+static int publish(cpu_comm *c, call_plan *p, int may_stage) {
     int world = c->pub.world_size;
-    rank_desc *mine = desc_of(c, c->pub.rank);
-    mine->src_off = a->my_off;
-    mine->count = a->n;
-    if (a->my_off == STAGED) stage_chunk(c, a, 0);
+    unsigned set = (unsigned)(c->calls++ & 1);
+    rank_desc *mine = desc_of(c, set, c->pub.rank);
+    mine->src_off = p->my_off;
+    mine->count = p->n;
+    if (may_stage && p->my_off == STAGED) stage_chunk(c, p, 0);
     if (sync_all(c) != 0) return -1;
+    p->all_in_arenas = 1;
     for (int k = 0; k < world; k++) {
-        const rank_desc *d = desc_of(c, k);
-        if (d->count != a->n) {
+        const rank_desc *d = desc_of(c, set, k);
+        if (d->count != p->n) {
             errno = EINVAL;
             return -1;
         }
-        a->offs[k] = d->src_off;
+        p->offs[k] = d->src_off;
+        if (d->src_off == STAGED) p->all_in_arenas = 0;
     }
     return 0;
 }
 
-/* One round: reduce my share of the chunk at `start`, stage the next chunk if I am
- * staged, barrier, copy the whole reduced chunk back. */
-static int allreduce_round(cpu_comm *c, allreduce_call *a, size_t start, reduce_fn *reduce) {
-    int world = c->pub.world_size;
-    size_t m = a->n - start < a->chunk_elems ? a->n - start : a->chunk_elems;
-    size_t lo, hi;
-    share_range(m, a->elem, world, c->pub.rank, &lo, &hi);
-    unsigned char *result = result_of(c, (unsigned)(c->round & 1));
-    if (hi > lo) {
-        const void *srcs[MAX_WORLD];
-        for (int k = 0; k < world; k++) srcs[k] = source_of(c, a, k, start, lo);
-        reduce(result + lo * a->elem, srcs, world, hi - lo);
+/* Elements [lo, hi): reduce over the world's `srcs` (element i of rank k at
+ * srcs[k] + i * elem) and write the result to each of the `ndst` dsts, block by
+ * block through an L1 scratch, since a destination is usually also a source. */
+static void reduce_range(int world, size_t elem, unsigned char *const *srcs, unsigned char *const *dsts,
+                         int ndst, size_t lo, size_t hi, reduce_fn *reduce) {
+    size_t block = SCRATCH_BYTES / elem;
+    _Alignas(CACHE_LINE) unsigned char scratch[SCRATCH_BYTES];
+    const void *in[MAX_WORLD];
+    for (size_t o = lo; o < hi; o += block) {
+        size_t len = min_size(hi - o, block);
+        for (int k = 0; k < world; k++) in[k] = srcs[k] + o * elem;
+        reduce(scratch, in, world, len);
+        for (int d = 0; d < ndst; d++) memcpy(dsts[d] + o * elem, scratch, len * elem);
     }
+}
+
+/* Every rank's buffer of this call (all in their arenas). */
+static void arena_bufs(cpu_comm *c, const call_plan *p, unsigned char **bufs) {
+    for (int k = 0; k < c->pub.world_size; k++) bufs[k] = peer_buf(c, p, k);
+}
+
+/* --- all-reduce ------------------------------------------------------------------ */
+
+/* Every buffer in its arena: reduce my share, write it into every buffer, barrier. */
+static int allreduce_push(cpu_comm *c, const call_plan *p, reduce_fn *reduce) {
+    int world = c->pub.world_size;
+    unsigned char *bufs[MAX_WORLD];
+    size_t lo, hi;
+    arena_bufs(c, p, bufs);
+    share_range(p->n, p->elem, world, c->pub.rank, &lo, &hi);
+    reduce_range(world, p->elem, bufs, bufs, world, lo, hi, reduce);
+    return sync_all(c);
+}
+
+/* Where rank k's copy of the chunk at `start` is this round: in place in its arena
+ * buffer, or in its staging slot of this round's parity. */
+static unsigned char *chunk_of(cpu_comm *c, const call_plan *p, int k, size_t start) {
+    if (p->offs[k] == STAGED) return slot_of(c, k, (unsigned)(c->round & 1));
+    return peer_buf(c, p, k) + start * p->elem;
+}
+
+/* One round of the chunked path: reduce my share of the chunk at `start` and write
+ * it back over every rank's copy (arena buffer or slot: only I touch that share);
+ * stage the next chunk if I am staged; barrier; if staged, copy my slot out. */
+static int chunked_round(cpu_comm *c, const call_plan *p, size_t start, reduce_fn *reduce) {
+    int world = c->pub.world_size;
+    size_t m = min_size(p->n - start, p->chunk_elems), lo, hi;
+    unsigned char *chunks[MAX_WORLD];
+    for (int k = 0; k < world; k++) chunks[k] = chunk_of(c, p, k, start);
+    share_range(m, p->elem, world, c->pub.rank, &lo, &hi);
+    reduce_range(world, p->elem, chunks, chunks, world, lo, hi, reduce);
     c->round++;
-    if (a->my_off == STAGED && start + m < a->n) stage_chunk(c, a, start + m);
+    if (p->my_off == STAGED && start + m < p->n) stage_chunk(c, p, start + m);
     if (sync_all(c) != 0) return -1;
-    memcpy(a->buf + start * a->elem, result, m * a->elem);
+    if (p->my_off == STAGED) memcpy(p->buf + start * p->elem, chunks[c->pub.rank], m * p->elem);
     return 0;
+}
+
+static int allreduce_chunked(cpu_comm *c, const call_plan *p, reduce_fn *reduce) {
+    for (size_t start = 0; start < p->n; start += p->chunk_elems)
+        if (chunked_round(c, p, start, reduce) != 0) return -1;
+    return 0;
+}
+
+static call_plan *this_thread_plan(void) {
+    static _Thread_local call_plan plan; /* offs[] is big: keep it off the stack */
+    return &plan;
 }
 
 static int allreduce(cpu_comm *c, void *buf, size_t n, size_t elem, reduce_fn *reduce) {
-    if (futex_barrier_is_aborted(&c->ctrl->barrier)) return -1;
+    if (aborted(c)) return -1;
     if (n == 0 || c->pub.world_size == 1) return 0;
-    static _Thread_local allreduce_call a; /* big (offs[]): keep it off the stack */
-    a.buf = buf;
-    a.n = n;
-    a.elem = elem;
-    a.chunk_elems = c->ctrl->chunk_bytes / elem;
-    a.my_off = arena_offset(c, buf, n * elem);
-    if (allreduce_prologue(c, &a) != 0) return -1;
-    for (size_t start = 0; start < n; start += a.chunk_elems)
-        if (allreduce_round(c, &a, start, reduce) != 0) return -1;
-    return 0;
+    call_plan *p = this_thread_plan();
+    plan_call(c, p, buf, n, elem);
+    if (publish(c, p, 1) != 0) return -1;
+    return p->all_in_arenas ? allreduce_push(c, p, reduce) : allreduce_chunked(c, p, reduce);
 }
 
 static int cpu_allreduce_avg_f32(coll_comm *pub, float *buf, size_t n) {
@@ -260,78 +331,45 @@ static int cpu_allreduce_sum_f64(coll_comm *pub, double *buf, size_t n) {
     return allreduce((cpu_comm *)pub, buf, n, sizeof(double), reduce_sum_f64);
 }
 
-/* --- reduce-scatter and all-gather (the sharded optimizer) ------------------------ *
- * Both work in place on buffers in the ranks' arenas: publish (offset, count),
- * barrier, then read the peers' buffers directly. Reduce-scatter writes only this
- * rank's share of its own buffer while peers read only theirs (shares are whole
- * cache lines apart); all-gather reads the owners' shares and writes the others.
- * Buffers outside the arena fall back to the all-reduce or to broadcasts. */
+/* --- reduce-scatter and all-gather (the sharded optimizer) ------------------------ */
 
-void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi) {
-    share_range(n, sizeof(float), world_size, rank, lo, hi);
-}
-
-/* Publishes this rank's buffer and learns every rank's offset; -1 if aborted or the
- * ranks disagree (count, or a buffer outside an arena). */
-static int shard_prologue(cpu_comm *c, uint64_t my_off, size_t n, uint64_t *offs) {
-    unsigned parity = (unsigned)(c->shard_calls++ & 1);
-    rank_desc *mine = shard_desc_of(c, parity, c->pub.rank);
-    mine->src_off = my_off;
-    mine->count = n;
-    if (sync_all(c) != 0) return -1;
-    for (int k = 0; k < c->pub.world_size; k++) {
-        const rank_desc *d = shard_desc_of(c, parity, k);
-        if (d->count != n || d->src_off == STAGED) {
-            errno = EINVAL;
-            return -1;
-        }
-        offs[k] = d->src_off;
-    }
-    return 0;
-}
-
+/* In place: my share of my buffer <- the average of everyone's share. Peers read
+ * only their own shares of my buffer, so writing mine while they do is safe. */
 static int cpu_reduce_scatter_avg_f32(coll_comm *pub, float *buf, size_t n) {
     cpu_comm *c = (cpu_comm *)pub;
-    if (futex_barrier_is_aborted(&c->ctrl->barrier)) return -1;
+    if (aborted(c)) return -1;
     if (n == 0 || pub->world_size == 1) return 0;
-    uint64_t my_off = arena_offset(c, buf, n * sizeof(float));
-    if (my_off == STAGED) return cpu_allreduce_avg_f32(pub, buf, n);
-    static _Thread_local uint64_t offs[MAX_WORLD];
-    static _Thread_local float block[REDUCE_BLOCK];
-    if (shard_prologue(c, my_off, n, offs) != 0) return -1;
+    call_plan *p = this_thread_plan();
+    plan_call(c, p, buf, n, sizeof(float));
+    if (publish(c, p, 1) != 0) return -1;
+    if (!p->all_in_arenas) return allreduce_chunked(c, p, reduce_avg_f32); /* a superset */
+    unsigned char *bufs[MAX_WORLD], *mine = p->buf;
     size_t lo, hi;
+    arena_bufs(c, p, bufs);
     coll_share(n, pub->world_size, pub->rank, &lo, &hi);
-    const void *srcs[MAX_WORLD];
-    for (size_t o = lo; o < hi; o += REDUCE_BLOCK) {
-        size_t len = hi - o < REDUCE_BLOCK ? hi - o : REDUCE_BLOCK;
-        for (int k = 0; k < pub->world_size; k++) srcs[k] = arena_of(c, k) + offs[k] + o * sizeof(float);
-        reduce_avg_f32(block, srcs, pub->world_size, len); /* my own share is a source: reduce aside */
-        memcpy(buf + o, block, len * sizeof(float));
-    }
+    reduce_range(pub->world_size, sizeof(float), bufs, &mine, 1, lo, hi, reduce_avg_f32);
     return 0;
 }
 
 static int cpu_broadcast(coll_comm *pub, void *buf, size_t bytes, int root);
 
+/* Every share from its owner's buffer into mine (pull); outside the arenas, one
+ * broadcast per share. */
 static int cpu_allgather_f32(coll_comm *pub, float *buf, size_t n) {
     cpu_comm *c = (cpu_comm *)pub;
-    if (futex_barrier_is_aborted(&c->ctrl->barrier)) return -1;
+    if (aborted(c)) return -1;
     if (n == 0 || pub->world_size == 1) return 0;
-    uint64_t my_off = arena_offset(c, buf, n * sizeof(float));
-    size_t lo, hi;
-    if (my_off == STAGED) {
-        for (int k = 0; k < pub->world_size; k++) {
-            coll_share(n, pub->world_size, k, &lo, &hi);
-            if (cpu_broadcast(pub, buf + lo, (hi - lo) * sizeof(float), k) != 0) return -1;
-        }
-        return 0;
-    }
-    static _Thread_local uint64_t offs[MAX_WORLD];
-    if (shard_prologue(c, my_off, n, offs) != 0) return -1;
+    call_plan *p = this_thread_plan();
+    plan_call(c, p, buf, n, sizeof(float));
+    if (publish(c, p, 0) != 0) return -1;
     for (int k = 0; k < pub->world_size; k++) {
-        if (k == pub->rank) continue;
+        size_t lo, hi;
         coll_share(n, pub->world_size, k, &lo, &hi);
-        if (hi > lo) memcpy(buf + lo, arena_of(c, k) + offs[k] + lo * sizeof(float), (hi - lo) * sizeof(float));
+        if (!p->all_in_arenas) {
+            if (cpu_broadcast(pub, buf + lo, (hi - lo) * sizeof(float), k) != 0) return -1;
+        } else if (k != pub->rank && hi > lo) {
+            memcpy(buf + lo, peer_buf(c, p, k) + lo * sizeof(float), (hi - lo) * sizeof(float));
+        }
     }
     return 0;
 }
@@ -346,16 +384,16 @@ static int cpu_broadcast(coll_comm *pub, void *buf, size_t bytes, int root) {
         errno = EINVAL;
         return -1;
     }
-    if (futex_barrier_is_aborted(&c->ctrl->barrier)) return -1;
+    if (aborted(c)) return -1;
     if (pub->world_size == 1) return 0;
-    unsigned char *p = buf;
+    unsigned char *data = buf;
     for (size_t start = 0; start < bytes; start += c->ctrl->chunk_bytes) {
-        size_t m = bytes - start < c->ctrl->chunk_bytes ? bytes - start : c->ctrl->chunk_bytes;
+        size_t m = min_size(bytes - start, c->ctrl->chunk_bytes);
         unsigned char *area = result_of(c, (unsigned)(c->round & 1));
         c->round++;
-        if (pub->rank == root) memcpy(area, p + start, m);
+        if (pub->rank == root) memcpy(area, data + start, m);
         if (sync_all(c) != 0) return -1;
-        if (pub->rank != root) memcpy(p + start, area, m);
+        if (pub->rank != root) memcpy(data + start, area, m);
     }
     return 0;
 }
@@ -383,7 +421,7 @@ static size_t plan_layout(cpu_ctrl *k, int world, size_t arena_bytes, size_t chu
     k->arena_stride = round_up(arena_bytes, PAGE);
     if (k->arena_stride < arena_bytes || k->arena_stride > (SIZE_MAX / 2) / w) return 0;
     k->desc_off = round_up(sizeof(cpu_ctrl), PAGE);
-    k->slots_off = k->desc_off + round_up(3 * w * sizeof(rank_desc), PAGE);
+    k->slots_off = k->desc_off + round_up(2 * w * sizeof(rank_desc), PAGE);
     k->result_off = k->slots_off + w * 2 * chunk_bytes;
     k->arenas_off = k->result_off + 2 * chunk_bytes;
     k->map_bytes = k->arenas_off + w * k->arena_stride;

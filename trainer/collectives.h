@@ -55,8 +55,9 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank);
 void coll_cpu_group_abort(coll_cpu_group *g);
 /* Unmap (launcher, after all ranks have exited). */
 void coll_cpu_group_destroy(coll_cpu_group *g);
-/* Like coll_cpu_group_create with an explicit chunk size (the unit the all-reduce
- * pipelines over; rounded to a multiple of 4 KiB): for benchmarks and tests. */
+/* Like coll_cpu_group_create with an explicit chunk size (the unit that broadcast
+ * and the all-reduce of buffers outside the arenas pipeline over; rounded to a
+ * multiple of 4 KiB; 0: the default): for benchmarks and tests. */
 coll_cpu_group *coll_cpu_group_create_tuned(int world_size, size_t arena_bytes,
                                             size_t chunk_bytes);
 /* The group's chunk size in bytes (tests pick sizes around it). */
