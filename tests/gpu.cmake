@@ -10,6 +10,11 @@ ddpd_c_test(test_gpu_devices ${CMAKE_CURRENT_LIST_DIR}/test_gpu_devices.c)
 ddpd_c_test(test_gpu_backend_select ${CMAKE_CURRENT_LIST_DIR}/test_gpu_backend_select.c)
 ddpd_c_test(test_gpu_kernels ${CMAKE_CURRENT_LIST_DIR}/test_gpu_kernels.c)
 ddpd_c_test(test_gpu_engine ${CMAKE_CURRENT_LIST_DIR}/test_gpu_engine.c)
+if(DDPD_HAVE_CUDA) # the GPU build of the trainer: its backend selection and its engine
+  foreach(t backend_select kernels engine)
+    set_property(TARGET test_gpu_${t} PROPERTY LINK_LIBRARIES ddpd_trainer_nccl)
+  endforeach()
+endif()
 set_tests_properties(test_gpu_kernels test_gpu_engine PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
@@ -31,7 +36,7 @@ if(DDPD_HAVE_CUDA)
   foreach(t kernels engine)
     add_executable(test_gpu_${t}_fake_cuda ${CMAKE_CURRENT_LIST_DIR}/test_gpu_${t}.c
                                            ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c)
-    target_link_libraries(test_gpu_${t}_fake_cuda PRIVATE ddpd_trainer)
+    target_link_libraries(test_gpu_${t}_fake_cuda PRIVATE ddpd_trainer_nccl)
     target_include_directories(test_gpu_${t}_fake_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
     add_test(NAME test_gpu_${t}_fake_cuda COMMAND test_gpu_${t}_fake_cuda)
     set_tests_properties(test_gpu_${t}_fake_cuda PROPERTIES TIMEOUT 300)
@@ -41,11 +46,22 @@ if(DDPD_HAVE_CUDA)
   # rank's nccl hooks, the watchdog thread, events, checkpoints and resume.
   add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
                                        ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_gpu_present.c)
-  target_link_libraries(ddp-trainer-fake-cuda PRIVATE ddpd_trainer -Wl,--wrap=gpu_present_scan_host)
+  target_link_libraries(ddp-trainer-fake-cuda PRIVATE ddpd_trainer_nccl -Wl,--wrap=gpu_present_scan_host)
   foreach(case losses_follow_cpu deterministic memory_refused resume one_gpu_two_ranks two_ranks watchdog)
     add_test(NAME gpu_e2e_fake_cuda_${case}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
                      --trainer $<TARGET_FILE:ddp-trainer-fake-cuda> --fake-gpu)
     set_tests_properties(gpu_e2e_fake_cuda_${case} PROPERTIES TIMEOUT 300)
   endforeach()
+
+  # The hand-over: the lean ddp-trainer, seeing (fake) GPUs, execs ddp-trainer-nccl
+  # (here the stand-in build, named by DDPD_TRAINER_NCCL) with the same command line.
+  add_executable(ddp-trainer-lean-fake-gpu ${PROJECT_SOURCE_DIR}/trainer/main.c
+                                           ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_gpu_present.c)
+  target_link_libraries(ddp-trainer-lean-fake-gpu PRIVATE ddpd_trainer -Wl,--wrap=gpu_present_scan_host)
+  add_test(NAME gpu_e2e_handoff_to_nccl_build
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py two_ranks
+                   --trainer $<TARGET_FILE:ddp-trainer-lean-fake-gpu> --fake-gpu)
+  set_tests_properties(gpu_e2e_handoff_to_nccl_build PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "DDPD_TRAINER_NCCL=$<TARGET_FILE:ddp-trainer-fake-cuda>")
 endif()

@@ -46,7 +46,7 @@ static void test_select_here(void) {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     int got = select_with(BACKEND_AUTO, 1, why, sizeof why);
     printf("  here (%s; CUDA_VISIBLE_DEVICES %s): %s\n", p.source, cvd ? cvd : "unset", why);
-    if (!DDPD_HAVE_CUDA || present == 0) {
+    if (!DDPD_NCCL_BACKEND || present == 0) {
         CHECK(got == BACKEND_CPU, "auto on a host without a GPU is cpu: %s", why);
         CHECK(strstr(why, "auto picked cpu") != NULL, "with the reason: %s", why);
     }
@@ -56,7 +56,7 @@ static void test_select_here(void) {
     got = select_with(BACKEND_AUTO, 2, why, sizeof why);
     printf("  CUDA_VISIBLE_DEVICES='', auto: %s\n", why);
     CHECK(got == BACKEND_CPU && strstr(why, "auto picked cpu"), "auto falls back to cpu: %s", why);
-    if (DDPD_HAVE_CUDA) CHECK(strstr(why, "CUDA_VISIBLE_DEVICES is set but empty") != NULL, "and says why: %s", why);
+    if (DDPD_NCCL_BACKEND) CHECK(strstr(why, "CUDA_VISIBLE_DEVICES is set but empty") != NULL, "and says why: %s", why);
     got = select_with(BACKEND_NCCL, 2, why, sizeof why);
     printf("  CUDA_VISIBLE_DEVICES='', nccl: %s\n", why);
     CHECK(got == -1, "nccl without a GPU is refused: %s", why);

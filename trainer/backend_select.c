@@ -4,12 +4,15 @@
  * CUDA itself (so the launcher never initialises CUDA before it forks). */
 #include "backend_select.h"
 
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "ddpd_build_config.h"
 #include "cuda/gpu_devices.h"
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
 #include "cuda/gpu_probe.h"
 #endif
 
@@ -55,7 +58,7 @@ int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu
     return -1;
 }
 
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
 int backend_select(const run_config *cfg, char *why, size_t whylen) {
     backend_kind asked = cfg->distributed.backend;
     int world = cfg->distributed.world_size;
@@ -80,22 +83,50 @@ int backend_select(const run_config *cfg, char *why, size_t whylen) {
     }
     return backend_decide(asked, world, gpus, note, why, whylen);
 }
+int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
+    (void)cfg, (void)path, (void)pathlen; /* this is the GPU build */
+    return 0;
+}
 #else
-int backend_select(const run_config *cfg, char *why, size_t whylen) {
-    switch (cfg->distributed.backend) {
-    case BACKEND_CPU:
-        snprintf(why, whylen, "backend cpu, as the config asks");
-        return BACKEND_CPU;
-    case BACKEND_AUTO:
-        snprintf(why, whylen, "backend auto picked cpu: this ddp-trainer was built without the GPU (nccl) backend");
-        return BACKEND_CPU;
-    case BACKEND_NCCL:
-        snprintf(why, whylen,
-                 "backend nccl is not available: this ddp-trainer was built without the GPU (nccl) backend; "
-                 "set distributed.backend to \"cpu\" or \"auto\"");
-        return -1;
+/* ddp-trainer-nccl beside this executable, or $DDPD_TRAINER_NCCL; NULL if absent. */
+static const char *nccl_trainer(char *path, size_t pathlen) {
+    const char *env = getenv("DDPD_TRAINER_NCCL");
+    if (env && *env) {
+        snprintf(path, pathlen, "%s", env);
+    } else {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return NULL;
+        self[n] = '\0';
+        if (snprintf(path, pathlen, "%s/ddp-trainer-nccl", dirname(self)) >= (int)pathlen) return NULL;
     }
-    snprintf(why, whylen, "unknown backend");
-    return -1;
+    return access(path, X_OK) == 0 ? path : NULL;
+}
+
+int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
+    if (cfg->distributed.backend == BACKEND_CPU) return 0;
+    gpu_present present;
+    gpu_visible visible;
+    gpu_present_scan_host(&present);
+    gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &present, &visible);
+    return visible.count > 0 && nccl_trainer(path, pathlen) != NULL;
+}
+
+int backend_select(const run_config *cfg, char *why, size_t whylen) {
+    backend_kind asked = cfg->distributed.backend;
+    int world = cfg->distributed.world_size;
+    if (asked == BACKEND_CPU) return backend_decide(asked, world, 0, "", why, whylen);
+    /* Reached with GPUs only when ddp-trainer-nccl is missing (else backend_handoff). */
+    gpu_present present;
+    gpu_visible visible;
+    gpu_present_scan_host(&present);
+    gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &present, &visible);
+    char note[700];
+    if (visible.count > 0)
+        snprintf(note, sizeof note, "%s, but this ddp-trainer was built without the GPU backend (ddp-trainer-nccl)",
+                 visible.note);
+    else
+        snprintf(note, sizeof note, "%s", visible.note);
+    return backend_decide(asked, world, 0, note, why, whylen);
 }
 #endif

@@ -14,6 +14,15 @@
  * `why`; returns -1 (and `why` says what to do) when the asked backend cannot run. */
 int backend_select(const run_config *cfg, char *why, size_t whylen);
 
+/* The GPU backend lives in its own executable, ddp-trainer-nccl, so that CPU runs
+ * (and this binary's start-up) never load CUDA, cuBLAS and NCCL (0.4 s and 200 MB
+ * per start). In the lean ddp-trainer: when the config may use GPUs (nccl or auto),
+ * the driver lists a visible GPU, and ddp-trainer-nccl is installed beside it (or
+ * named by $DDPD_TRAINER_NCCL), writes its path and returns 1: the launcher then
+ * execs it with the same command line. Returns 0 otherwise, and always in
+ * ddp-trainer-nccl itself. */
+int backend_handoff(const run_config *cfg, char *path, size_t pathlen);
+
 /* The decision alone (pure, for tests): `gpus` usable GPUs are visible, and
  * `gpu_note` says which or why none. */
 int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu_note, char *why, size_t whylen);

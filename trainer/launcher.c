@@ -27,7 +27,7 @@
 #include "rank.h"
 #include "run_board.h"
 #include "run_config.h"
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
 #include "cuda/coll_nccl.h" /* nccl hook */
 #endif
 
@@ -52,7 +52,7 @@ typedef struct {
     rank_proc *ranks;
     int world;
     int backend;            /* BACKEND_CPU or BACKEND_NCCL */
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     nccl_rendezvous nccl;   /* nccl hook: made before fork, inherited by the ranks */
 #endif
 } launcher;
@@ -156,7 +156,7 @@ static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_
         .test = &L->test,
         .board = L->board,
     };
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     /* nccl hook: the rank selects its GPU and joins the communicator; a failure is
      * the rank's reason on the board, which the launcher reports. */
     char device[128], why[512];
@@ -268,7 +268,7 @@ static int start_and_supervise(launcher *L) {
         end_run(L, "failed", reason);
         return EXIT_RUN_FAILED;
     }
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
     if (L->backend == BACKEND_NCCL && nccl_rendezvous_create(&L->nccl, L->world, reason, sizeof reason) != 0) {
         end_run(L, "failed", reason);
@@ -309,6 +309,12 @@ int launcher_run(const launcher_options *o) {
     launcher L = {.o = o};
     if (load_config(&L) != 0) return EXIT_BAD_INPUT;
     L.world = L.cfg.distributed.world_size;
+    char nccl_path[4096];
+    if (backend_handoff(&L.cfg, nccl_path, sizeof nccl_path)) { /* a GPU run: the GPU build takes it */
+        execv(nccl_path, o->argv);
+        fprintf(stderr, "ddp-trainer: cannot start the GPU backend %s: %s\n", nccl_path, strerror(errno));
+        return EXIT_BAD_INPUT;
+    }
     if (mkdir_p(o->run_dir) != 0) {
         fprintf(stderr, "ddp-trainer: cannot create the run directory %s: %s\n", o->run_dir, strerror(errno));
         return EXIT_BAD_INPUT;

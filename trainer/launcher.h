@@ -11,6 +11,7 @@ typedef struct {
     const char *run_dir;
     const char *events_target; /* NULL: journal only */
     int resume;
+    char **argv; /* the command line, to hand the run over to ddp-trainer-nccl */
 } launcher_options;
 
 /* Exit codes of ddp-trainer. */

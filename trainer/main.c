@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
-    launcher_options o = {0};
+    launcher_options o = {.argv = argv};
     int c;
     while ((c = getopt_long(argc, argv, "c:d:e:rhV", opts, NULL)) != -1) {
         switch (c) {
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
         case 'e': o.events_target = optarg; break;
         case 'r': o.resume = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("ddp-trainer %s (cuda: %s)\n", DDPD_VERSION, DDPD_HAVE_CUDA ? "yes" : "no"); return 0;
+        case 'V': printf("ddp-trainer %s (nccl backend: %s)\n", DDPD_VERSION, DDPD_NCCL_BACKEND ? "yes" : "no"); return 0;
         default: usage(stderr); return EXIT_BAD_INPUT;
         }
     }

@@ -19,7 +19,7 @@
 #include "lr_schedule.h"
 #include "progress.h"
 #include "sampler.h"
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
 #include "cuda/coll_nccl.h" /* nccl hooks */
 #include "cuda/engine_cuda.h"
 #endif
@@ -81,7 +81,7 @@ static int fail(rank_state *s, const char *fmt, ...) {
  * ": <reason>", or "" (cpu: a peer died, and the launcher says which). */
 static const char *abort_detail(rank_state *s, char *buf, size_t n) {
     buf[0] = '\0';
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     if (coll_is_nccl(s->x->comm) && coll_nccl_failure(s->x->comm)[0])
         snprintf(buf, n, ": %s", coll_nccl_failure(s->x->comm));
 #else
@@ -114,7 +114,7 @@ static int setup(rank_state *s) {
         .test = s->x->test,
         .max_rows = s->local_batch > EVAL_ROWS ? s->local_batch : EVAL_ROWS,
     };
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     if (coll_is_nccl(s->x->comm)) s->eng = engine_cuda_create(&p, err, sizeof err); /* nccl hook */
     else
 #endif
@@ -166,7 +166,7 @@ static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
 static void heartbeat(rank_state *s, double step_ms) {
     s->last_heartbeat = now_seconds();
     json_t *hb = json_pack("{s:I, s:f}", "global_step", (json_int_t)s->pos.global_step, "step_ms", step_ms);
-#if DDPD_HAVE_CUDA
+#if DDPD_NCCL_BACKEND
     size_t used, total; /* nccl hook: the GPU's memory in use */
     if (s->eng && coll_is_nccl(s->x->comm) && engine_cuda_memory(s->eng, &used, &total) == 0) {
         json_object_set_new(hb, "gpu_mem_used_bytes", json_integer((json_int_t)used));

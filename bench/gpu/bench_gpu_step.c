@@ -10,7 +10,7 @@
 
 #include "ddpd_build_config.h"
 
-#if !DDPD_HAVE_CUDA
+#if !DDPD_NCCL_BACKEND
 int main(void) {
     printf("SKIPPED: no CUDA device (this build has no CUDA toolkit)\n");
     return 77;
