@@ -10,7 +10,7 @@ root=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build} scripts/build.sh
 bin=${BUILD_DIR:-build}/bin
 scripts/install-deps.sh --bench
-anchor="$root/../shared/anchors/torch_ddp_fmnist.py"
+anchor="${ANCHORS:-$root/../shared/anchors}/torch_ddp_fmnist.py"
 epochs=${EPOCHS:-2}
 quick=${1:-}
 work=$(mktemp -d)
@@ -45,8 +45,13 @@ PY
 
 theirs() { # world epochs
   if [[ -f "$anchor" ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    /usr/bin/python3 "$anchor" --model mlp --world "$1" --epochs "$2" --threads 1 --port $((29600 + RANDOM % 300)) 2>/dev/null |
-      python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(f"{d[\"samples_per_s\"]:.0f} {d[\"train_s\"]:.1f} {d[\"test_acc\"]:.4f}")'
+    /usr/bin/python3 "$anchor" --model mlp --world "$1" --epochs "$2" --threads 1 --port $((29600 + RANDOM % 300)) \
+      2>/dev/null | tail -1 > "$work/torch$1.json"
+    python3 - "$work/torch$1.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"{d['samples_per_s']:.0f} {d['train_s']:.1f} {d['test_acc']:.4f}")
+PY
   else
     echo "n/a n/a n/a"
   fi
