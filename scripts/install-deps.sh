@@ -1,31 +1,95 @@
 #!/usr/bin/env bash
-# Installs, from Debian's packages, everything ddpd needs to build and to run its
-# tests. Idempotent: when everything is already there it checks and says nothing.
-# Used by the README's commands, by CI and by the Dockerfile, so they cannot drift.
+# Installs, from Debian's packages (and npm's, for the dashboard), everything ddpd needs to
+# build and to run its tests. Idempotent: when everything is already there it checks
+# and says nothing. Used by the README's commands, by CI and by the Dockerfile, so they
+# cannot drift.
+#
+# It works on Debian 12 and on Ubuntu 24.04 (what NVIDIA's CUDA images are built on):
+# a package written "a|b" is whichever of the two is installed, or else the first the
+# archive has (Ubuntu 24.04 renamed libraries in its 64-bit time_t transition:
+# libcurl4t64 for libcurl4); one written "name?" is installed where the archive has
+# it and skipped, with a note, where it does not.
+#
+#   install-deps.sh            to build and test (the README's commands, CI, the
+#                              Docker image's build stage)
+#   install-deps.sh --bench    that, and the benchmarks' packages (PyTorch, wrk)
+#   install-deps.sh --runtime  only what the built binaries need to run (the Docker
+#                              image's runtime stage): no compiler, no npm
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
   libjansson-dev libopenblas-dev zlib1g-dev
   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
-  dataset-fashion-mnist
+  "dataset-fashion-mnist?"
   python3
+  # tests: promtool checks /metrics; the OpenAPI and Docker tests read JSON Schema and YAML
+  prometheus python3-jsonschema python3-yaml
 )
+# The dashboard's browser tests run Debian's chromium (driven by playwright-core,
+# which never downloads a browser); node and npm fetch uPlot and playwright-core.
+# A node from elsewhere (NodeSource) brings its own npm, which Debian's would clash with.
+packages+=("chromium?") # Ubuntu 24.04 has it only as a snap
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 # Extra packages for benchmarks only (PyTorch, wrk): `install-deps.sh --bench`.
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy wrk)
 fi
+if [[ "${1:-}" == "--runtime" ]]; then
+  packages=(
+    libjansson4 "libopenblas0-pthread|libopenblas0" zlib1g
+    "libmicrohttpd12t64|libmicrohttpd12" libsqlite3-0 "libcurl4t64|libcurl4"
+    curl ca-certificates
+  )
+fi
 
 missing=()
-for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "installed" ]] || missing+=("$p")
+installed() { [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" == "installed" ]]; }
+for spec in "${packages[@]}"; do
+  IFS='|' read -ra alternatives <<< "${spec%\?}"
+  found=0
+  for p in "${alternatives[@]}"; do
+    if installed "$p"; then found=1; break; fi
+  done
+  [[ $found -eq 1 ]] || missing+=("$spec")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  in_archive() { # (not `| grep -q`: with pipefail, grep's early exit fails the pipe)
+    local policy
+    policy=$(apt-cache policy "$1" 2>/dev/null) || return 1
+    [[ "$policy" == *"Candidate: "* && "$policy" != *"Candidate: (none)"* ]]
+  }
+  install=()
+  for spec in "${missing[@]}"; do
+    IFS='|' read -ra alternatives <<< "${spec%\?}"
+    pick=
+    for p in "${alternatives[@]}"; do
+      if in_archive "$p"; then pick=$p; break; fi
+    done
+    if [[ -n "$pick" ]]; then
+      install+=("$pick")
+    elif [[ "$spec" == *\? ]]; then
+      echo "install-deps: ${spec%\?} is not in this distribution's archive: skipped (see the README)" >&2
+    else
+      install+=("${alternatives[0]}") # apt says why it cannot
+    fi
+  done
+  if [[ ${#install[@]} -gt 0 ]]; then
+    echo "install-deps: installing ${install[*]}" >&2
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${install[@]}" >/dev/null
+  fi
+fi
+if [[ "${1:-}" == "--runtime" ]]; then exit 0; fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# From npm, as package-lock.json pins them: uPlot (the dashboard's charts, served by
+# ddpd at /vendor/uplot/) and playwright-core (the browser tests' driver).
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [[ ! -f "$root/node_modules/uplot/dist/uPlot.esm.js" || ! -f "$root/node_modules/playwright-core/package.json" ]]; then
+  echo "install-deps: npm ci (uplot, playwright-core)" >&2
+  (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi

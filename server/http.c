@@ -2,6 +2,7 @@
  * helpers: see http.h. */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -10,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth.h"
+#include "metrics.h"
+#include "server_log.h"
 #include "util.h"
 
 #define MAX_SEGMENTS 8
@@ -20,6 +24,12 @@ typedef struct {
     char id_text[32];
     buf_t body;
     bool too_large;
+    /* for the request's log line and its metrics, when it is over */
+    double started;   /* metrics_now() at its headers */
+    char method[16];
+    char path[256];
+    int status;       /* of the answer queued; 0: none was */
+    uint64_t bytes;   /* of its body */
 } request_state;
 
 static struct {
@@ -86,8 +96,19 @@ const char *rq_query(request *rq, const char *key) {
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *conn, response *rs, const char *allow,
-                                     bool unauthorized) {
+static enum MHD_Result send_response(struct MHD_Connection *conn, request_state *st, response *rs,
+                                     const char *allow, bool unauthorized) {
+    st->status = rs->status;
+    st->bytes = rs->len;
+    if (rs->stream) { /* a streamed response (sse.c): its headers are set */
+        struct MHD_Response *sr = rs->stream;
+        MHD_add_response_header(sr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        enum MHD_Result sret = MHD_queue_response(conn, (unsigned)rs->status, sr);
+        MHD_destroy_response(sr);
+        free(rs->body);
+        free(rs->location);
+        return sret;
+    }
     struct MHD_Response *r =
         MHD_create_response_from_buffer(rs->len, rs->body ? rs->body : "", rs->body ? MHD_RESPMEM_MUST_FREE
                                                                                     : MHD_RESPMEM_PERSISTENT);
@@ -107,11 +128,11 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, response *rs, 
     return ret;
 }
 
-static enum MHD_Result send_problem(struct MHD_Connection *conn, int status, const char *allow,
+static enum MHD_Result send_problem(struct MHD_Connection *conn, request_state *st, int status, const char *allow,
                                     const char *detail) {
     response rs = {0};
     reply_problem(&rs, status, NULL, "%s", detail);
-    return send_response(conn, &rs, allow, status == MHD_HTTP_UNAUTHORIZED);
+    return send_response(conn, st, &rs, allow, status == MHD_HTTP_UNAUTHORIZED);
 }
 
 /* ---- routing ---- */
@@ -191,16 +212,6 @@ static bool has_body(struct MHD_Connection *conn) {
     return te != NULL || (cl && strtoull(cl, NULL, 10) > 0);
 }
 
-static bool token_ok(struct MHD_Connection *conn) {
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) return false;
-    const char *given = auth + 7, *want = H.c.token;
-    size_t lg = strlen(given), lw = strlen(want);
-    unsigned char diff = lg != lw;
-    for (size_t i = 0; i < lg && i < lw; i++) diff |= (unsigned char)(given[i] ^ want[i]);
-    return diff == 0;
-}
-
 /* ---- the access handler: MHD calls it once with the headers, then once per body
  * chunk, then once more with no data: that last call dispatches. ---- */
 
@@ -214,38 +225,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
+        st->started = metrics_now();
+        snprintf(st->method, sizeof st->method, "%s", method);
+        snprintf(st->path, sizeof st->path, "%s", url);
         char path[1024];
         snprintf(path, sizeof path, "%s", url);
         size_t pl = strlen(path);
         if (pl > 1 && path[pl - 1] == '/') path[pl - 1] = '\0';
-        if (H.c.token && strcmp(path, "/healthz") != 0 && !token_ok(conn))
-            return send_problem(conn, MHD_HTTP_UNAUTHORIZED, NULL,
-                                "this server needs its token: send \"Authorization: Bearer <token>\" (ddpd serve --token)");
         char allow[256];
         st->route = find_route(method, path, st->id_text, allow, sizeof allow);
         if (!st->route) {
             char detail[1400];
             if (allow[0]) {
                 snprintf(detail, sizeof detail, "%s does not take %s; it takes %s", path, method, allow);
-                return send_problem(conn, MHD_HTTP_METHOD_NOT_ALLOWED, allow, detail);
+                return send_problem(conn, st, MHD_HTTP_METHOD_NOT_ALLOWED, allow, detail);
             }
-            snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /healthz)", path);
-            return send_problem(conn, MHD_HTTP_NOT_FOUND, NULL, detail);
+            snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
+            return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
         }
+        /* Reading is open; changing needs the token, when there is one (auth.h). */
+        if (H.c.token && auth_method_mutates(method) &&
+            !auth_bearer_ok(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                            H.c.token))
+            return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
+                                "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
+                                "(the token ddpd was started with: --token or DDPD_TOKEN)");
         if (has_body(conn) || st->route->json_body) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
             if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
                 char detail[256];
                 snprintf(detail, sizeof detail, "the request body is %s bytes; the limit is %u bytes (1 MiB)", cl,
                          HTTP_MAX_BODY);
-                return send_problem(conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
+                return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
             }
             const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
             if (!is_json_type(ct)) {
                 char detail[512];
                 snprintf(detail, sizeof detail, "the request body must be JSON, sent with \"Content-Type: application/json\" (got %s%.200s%s)",
                          ct ? "\"" : "", ct ? ct : "no Content-Type", ct ? "\"" : "");
-                return send_problem(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, detail);
+                return send_problem(conn, st, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, detail);
             }
         }
         return MHD_YES;
@@ -265,7 +283,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (st->too_large) {
         char detail[128];
         snprintf(detail, sizeof detail, "the request body is over the limit of %u bytes (1 MiB)", HTTP_MAX_BODY);
-        return send_problem(conn, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
+        return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
     }
     request rq = {.conn = conn,
                   .method = method,
@@ -276,15 +294,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     response rs = {0};
     st->route->handler(&rq, &rs);
     if (!rs.status) reply_problem(&rs, 500, NULL, "the handler gave no answer");
-    return send_response(conn, &rs, NULL, false);
+    return send_response(conn, st, &rs, NULL, false);
+}
+
+/* The request's one log line and its metrics. */
+static void account(struct MHD_Connection *conn, const request_state *st) {
+    double seconds = metrics_now() - st->started;
+    if (st->status) metrics_observe_request(st->route ? st->route->pattern : NULL, st->method, st->status, seconds);
+    char client[INET6_ADDRSTRLEN] = "";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, client, sizeof client);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client, sizeof client);
+    }
+    server_log_request(client, st->method, st->path, st->status, st->bytes, seconds * 1000.0);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)conn;
     (void)toe;
     request_state *st = *con_cls;
     if (st) {
+        account(conn, st);
         buf_free(&st->body);
         free(st);
         *con_cls = NULL;
@@ -335,7 +369,8 @@ int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
     struct sockaddr_storage ss;
     socklen_t sslen;
     if (resolve_listen(c->listen, &ss, &sslen, err, errlen) != 0) return -1;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    /* suspend/resume: server-sent event streams wait suspended, not in a thread (sse.h) */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     H.daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,

@@ -3,8 +3,10 @@
  * request bodies accumulated with a 1 MiB cap, and a small router. The router
  * answers 404 for unknown paths, 405 (with Allow) for known paths with the wrong
  * method, 413 for bodies past the cap (early, by Content-Length, and while
- * streaming), 415 for bodies that are not JSON, 401 without the token when one is
- * set. Errors are application/problem+json (RFC 9457). */
+ * streaming), 415 for bodies that are not JSON, 401 for a request that changes
+ * something (not GET or HEAD) without the token, when one is set (auth.h). Errors are
+ * application/problem+json (RFC 9457). When a request is over, it gets one log line
+ * (server_log.h) and is counted in /metrics (metrics.h). */
 #ifndef DDPD_HTTP_H
 #define DDPD_HTTP_H
 
@@ -36,6 +38,8 @@ typedef struct {
     size_t len;
     const char *content_type;
     char *location; /* malloc'd, or NULL */
+    void *stream;   /* a struct MHD_Response the handler built (server-sent events, sse.c):
+                       queued as it is, with status; body and content_type unused */
 } response;
 
 typedef void (*handler_fn)(request *rq, response *rs);

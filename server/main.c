@@ -15,17 +15,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "check_cmd.h"
 #include "datapaths.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
+#include "events_feed.h"
 #include "http.h"
 #include "ingest.h"
 #include "routes.h"
+#include "routes_static.h"
 #include "scheduler.h"
+#include "server_log.h"
+#include "sse.h"
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
@@ -33,7 +40,8 @@
 
 static const char USAGE[] =
     "usage: ddpd serve [options]\n"
-    "       ddpd version\n"
+    "       ddpd check [options]     is this host ready to serve? one verdict per part, nothing changed\n"
+    "       ddpd --version\n"
     "\n"
     "Serves the ddpd API: submit data-parallel training runs as JSON, follow them, cancel them.\n"
     "Every option can also be set with the environment variable shown (the flag wins).\n"
@@ -49,14 +57,27 @@ static const char USAGE[] =
     "                         number of cores)\n"
     "  --gpus LIST            GPUs to manage, e.g. 0,1 or none (DDPD_GPUS; default: all detected)\n"
     "  --trainer PATH         the ddp-trainer executable (DDPD_TRAINER; default: the one beside ddpd)\n"
-    "  --token TOKEN          require \"Authorization: Bearer TOKEN\" on every route but /healthz\n"
-    "                         (DDPD_TOKEN; default: none)\n"
+    "  --token TOKEN          require \"Authorization: Bearer TOKEN\" on every request that changes\n"
+    "                         something (POST, DELETE); reading stays open (DDPD_TOKEN; default: none)\n"
+    "  --insecure             without a token, listen on a non-loopback address all the same\n"
+    "                         (DDPD_INSECURE=1; default: refuse)\n"
+    "  --web-dir DIR          the dashboard's files, served at / (DDPD_WEB_DIR; default: installed\n"
+    "                         beside ddpd, else the source tree it was built from)\n"
     "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
     "  --cancel-grace SECONDS SIGTERM to a canceled run, SIGKILL this much later (DDPD_CANCEL_GRACE;\n"
-    "                         default 10)\n";
+    "                         default 10)\n"
+    "  --log-level LEVEL      debug, info, warn or error (DDPD_LOG_LEVEL; default info: a line per request)\n"
+    "  --log-file PATH        log there instead of stderr, rotated daily to PATH.YYYY-MM-DD and by size\n"
+    "                         to PATH.YYYY-MM-DD.N (DDPD_LOG_FILE)\n"
+    "  --log-max-bytes SIZE   rotate before the file passes SIZE, e.g. 100M; 0: no limit\n"
+    "                         (DDPD_LOG_MAX_BYTES; default 100M)\n"
+    "  --log-keep N           rotated files to keep; 0: all (DDPD_LOG_KEEP; default 14)\n";
 
 typedef struct {
     const char *listen, *state_dir, *trainer, *token, *gpus, *slots, *http_threads, *cancel_grace;
+    const char *web_dir;
+    const char *log_level, *log_file, *log_max_bytes, *log_keep;
+    bool insecure;
     const char *data_roots[64];
     int n_data_roots;
 } options;
@@ -87,6 +108,10 @@ static void parse_flags(int argc, char **argv, options *o) {
             fputs(USAGE, stdout);
             exit(0);
         }
+        if (strcmp(a, "--insecure") == 0) { /* the one flag without a value */
+            o->insecure = true;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
         char name[64];
         const char *eq = strchr(a, '=');
@@ -105,6 +130,11 @@ static void parse_flags(int argc, char **argv, options *o) {
         else if (strcmp(name, "--slots") == 0) o->slots = v;
         else if (strcmp(name, "--http-threads") == 0) o->http_threads = v;
         else if (strcmp(name, "--cancel-grace") == 0) o->cancel_grace = v;
+        else if (strcmp(name, "--web-dir") == 0) o->web_dir = v;
+        else if (strcmp(name, "--log-level") == 0) o->log_level = v;
+        else if (strcmp(name, "--log-file") == 0) o->log_file = v;
+        else if (strcmp(name, "--log-max-bytes") == 0) o->log_max_bytes = v;
+        else if (strcmp(name, "--log-keep") == 0) o->log_keep = v;
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == 64) die("at most 64 --data-root");
             o->data_roots[o->n_data_roots++] = v;
@@ -113,6 +143,11 @@ static void parse_flags(int argc, char **argv, options *o) {
 }
 
 static const char *env_or(const char *flag, const char *env) { return flag ? flag : getenv(env); }
+
+static bool insecure_set(const options *o) {
+    const char *e = getenv("DDPD_INSECURE");
+    return o->insecure || (e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0 || strcasecmp(e, "yes") == 0));
+}
 
 static void mkdir_p(const char *path, mode_t mode) {
     char tmp[PATH_MAX];
@@ -164,6 +199,15 @@ static int lock_state_dir(const char *state_dir) {
 static int serve(int argc, char **argv) {
     options o = {0};
     parse_flags(argc, argv, &o);
+    /* The log first, so that everything after goes where it was asked to (a setting
+     * ddpd refuses still goes to stderr, through die). */
+    server_log_config log_config;
+    char log_err[512];
+    if (server_log_parse_config(env_or(o.log_level, "DDPD_LOG_LEVEL"), env_or(o.log_file, "DDPD_LOG_FILE"),
+                                env_or(o.log_max_bytes, "DDPD_LOG_MAX_BYTES"), env_or(o.log_keep, "DDPD_LOG_KEEP"),
+                                &log_config, log_err, sizeof log_err) != 0 ||
+        server_log_setup(&log_config, log_err, sizeof log_err) != 0)
+        die("%s", log_err);
     const char *listen = env_or(o.listen, "DDPD_LISTEN");
     if (!listen || !*listen) listen = "127.0.0.1:8080";
     const char *sd = env_or(o.state_dir, "DDPD_STATE_DIR");
@@ -187,6 +231,17 @@ static int serve(int argc, char **argv) {
     int grace = grace_s && *grace_s ? parse_count("--cancel-grace", grace_s, 0, 3600) : 10;
     const char *token = env_or(o.token, "DDPD_TOKEN");
     if (token && !*token) token = NULL;
+    /* Without a token, only this host's users may reach it (auth.h). */
+    char listen_err[512];
+    int loopback = auth_listen_is_loopback(listen, listen_err, sizeof listen_err);
+    if (loopback == 0 && !token && !insecure_set(&o))
+        die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
+            "Set a token (--token or DDPD_TOKEN; e.g. DDPD_TOKEN=$(openssl rand -hex 16)), listen on 127.0.0.1, "
+            "or pass --insecure (DDPD_INSECURE=1) to serve without one",
+            listen);
+    if (loopback == 0 && !token)
+        log_warn("serving %s without a token (--insecure): anyone who can reach it can submit, cancel and delete runs",
+                 listen);
     const char *tr = env_or(o.trainer, "DDPD_TRAINER");
     char *trainer = tr && *tr ? xstrdup(tr) : default_trainer();
 
@@ -227,6 +282,7 @@ static int serve(int argc, char **argv) {
 
     char *db_path = xasprintf("%s/ddpd.db", state_dir);
     char *events_path = xasprintf("%s/events.sock", state_dir);
+    feed_init(); /* the live feed (sse.h): the store's writer records into it */
     if (store_open(db_path, err, sizeof err) != 0) die("%s", err);
     scheduler_config sc = {.trainer = trainer, .runs_dir = runs_dir, .events_path = events_path, .gpus = gpus,
                            .n_gpus = n_gpus, .slots = slots, .cancel_grace_ms = grace * 1000};
@@ -238,8 +294,16 @@ static int serve(int argc, char **argv) {
     if (data_roots_add(&runs_root, runs_dir, err, sizeof err) != 0) die("%s", err);
     routes_config rc = {.roots = &roots, .runs_dir = runs_dir, .runs_root = &runs_root};
     routes_init(&rc);
-    http_config hc = {.listen = listen, .threads = (unsigned)threads, .routes = api_routes,
-                      .n_routes = api_routes_count, .token = token};
+    /* The routes: the API's, the event streams', the dashboard's files. */
+    routes_static_init(o.web_dir);
+    size_t n_routes = api_routes_count + sse_routes_count + static_routes_count;
+    route *all_routes = xmalloc(n_routes * sizeof *all_routes);
+    memcpy(all_routes, api_routes, api_routes_count * sizeof *all_routes);
+    memcpy(all_routes + api_routes_count, sse_routes, sse_routes_count * sizeof *all_routes);
+    memcpy(all_routes + api_routes_count + sse_routes_count, static_routes, static_routes_count * sizeof *all_routes);
+    if (feed_start() != 0) die("cannot start the live feed's thread");
+    http_config hc = {.listen = listen, .threads = (unsigned)threads, .routes = all_routes,
+                      .n_routes = n_routes, .token = token};
     int port = 0;
     if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);
 
@@ -263,7 +327,10 @@ static int serve(int argc, char **argv) {
     sigwait(&stop, &sig);
     log_info("%s: shutting down", strsignal(sig));
 
+    sse_shutdown(); /* event streams end before the HTTP server stops */
     http_stop();
+    feed_stop();
+    free(all_routes);
     scheduler_shutdown();
     supervisor_stop();
     ingest_stop();
@@ -279,10 +346,62 @@ static int serve(int argc, char **argv) {
     return 0;
 }
 
+/* ddpd check: serve's settings, resolved the same way, checked without starting
+ * anything (check_cmd.c). */
+static int check(int argc, char **argv) {
+    options o = {0};
+    parse_flags(argc, argv, &o);
+    check_config c = {0};
+    c.listen = env_or(o.listen, "DDPD_LISTEN");
+    if (!c.listen || !*c.listen) c.listen = "127.0.0.1:8080";
+    c.token = env_or(o.token, "DDPD_TOKEN");
+    if (c.token && !*c.token) c.token = NULL;
+    c.insecure = insecure_set(&o);
+    const char *sd = env_or(o.state_dir, "DDPD_STATE_DIR");
+    char *state_dir = sd && *sd ? xstrdup(sd) : default_state_dir();
+    c.state_dir = state_dir;
+    const char *tr = env_or(o.trainer, "DDPD_TRAINER");
+    char *trainer = tr && *tr ? xstrdup(tr) : default_trainer();
+    c.trainer = trainer;
+    c.gpus = env_or(o.gpus, "DDPD_GPUS");
+    c.slots = env_or(o.slots, "DDPD_SLOTS");
+    c.log_level = env_or(o.log_level, "DDPD_LOG_LEVEL");
+    c.log_file = env_or(o.log_file, "DDPD_LOG_FILE");
+    c.log_max_bytes = env_or(o.log_max_bytes, "DDPD_LOG_MAX_BYTES");
+    c.log_keep = env_or(o.log_keep, "DDPD_LOG_KEEP");
+    const char *roots[64];
+    char *env_roots = NULL, *own = NULL;
+    int n = 0;
+    c.data_roots_given = true;
+    if (o.n_data_roots) {
+        for (int i = 0; i < o.n_data_roots; i++) roots[n++] = o.data_roots[i];
+    } else if (getenv("DDPD_DATA_ROOT") && *getenv("DDPD_DATA_ROOT")) {
+        env_roots = xstrdup(getenv("DDPD_DATA_ROOT"));
+        char *save = NULL;
+        for (char *d = strtok_r(env_roots, ":", &save); d && n < 64; d = strtok_r(NULL, ":", &save)) roots[n++] = d;
+    } else { /* the defaults: a missing one is skipped, as serve skips it */
+        c.data_roots_given = false;
+        roots[n++] = "/usr/share/datasets";
+        own = xasprintf("%s/datasets", state_dir);
+        if (access(own, F_OK) == 0) roots[n++] = own;
+    }
+    c.data_roots = roots;
+    c.n_data_roots = n;
+    int rc = ddpd_check(&c);
+    free(state_dir);
+    free(trainer);
+    free(env_roots);
+    free(own);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
-        printf("ddpd %s\n", DDPD_VERSION);
+        char line[256];
+        ddpd_version_line(line, sizeof line);
+        printf("%s\n", line);
         return 0;
     }
     if (argc >= 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

@@ -11,6 +11,8 @@
  *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
  *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
+ *   GET    /metrics                     Prometheus text format (metrics.c)
+ *   GET    /openapi.json                the API's description (openapi.c)
  */
 #include <errno.h>
 #include <ftw.h>
@@ -25,6 +27,8 @@
 #include "downsample.h"
 #include "ingest.h"
 #include "logtail.h"
+#include "metrics.h"
+#include "openapi.h"
 #include "routes.h"
 #include "run_config.h"
 #include "scheduler.h"
@@ -481,5 +485,7 @@ const route api_routes[] = {
     {"GET", "/runs/{id}/epochs", get_epochs, false},
     {"GET", "/runs/{id}/ranks", get_ranks, false},
     {"GET", "/runs/{id}/logs", get_logs, false},
+    {"GET", "/metrics", metrics_handle, false},
+    {"GET", "/openapi.json", openapi_handle, false},
 };
 const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events_feed.h"
+#include "metrics.h"
 #include "migrate.h"
 #include "util.h"
 
@@ -366,13 +368,19 @@ static void *writer_main(void *arg) {
         pthread_mutex_unlock(&S.mu);
 
         int64_t *results = xmalloc(n * sizeof *results);
+        double t0 = metrics_now();
         bool ok = run_stmt(ST_BEGIN) >= 0;
-        for (size_t i = 0; i < n; i++) results[i] = apply(&batch[i], &summary);
+        for (size_t i = 0; i < n; i++) {
+            results[i] = apply(&batch[i], &summary);
+            feed_record(&batch[i], results[i]); /* the live feed's events, in this transaction */
+        }
         write_summary(&summary);
         if (ok && run_stmt(ST_COMMIT) < 0) {
             run_stmt(ST_ROLLBACK);
             ok = false;
         }
+        metrics_observe_store_batch(metrics_now() - t0, n, ok);
+        feed_commit(ok); /* after the commit: a client reading the database sees what it is told */
         for (size_t i = 0; i < n; i++) store_op_free(&batch[i]);
 
         pthread_mutex_lock(&S.mu);
@@ -476,6 +484,7 @@ int store_open(const char *path, char *err, size_t errlen) {
             return -1;
         }
     }
+    if (feed_attach(S.db, err, errlen) != 0) return -1;
     if (pthread_create(&S.thread, NULL, writer_main, NULL) != 0) {
         snprintf(err, errlen, "cannot start the database writer thread");
         return -1;
@@ -494,6 +503,7 @@ void store_close(void) {
         pthread_join(S.thread, NULL);
         S.started = false;
     }
+    feed_detach();
     for (int i = 0; i < ST_COUNT; i++) {
         sqlite3_finalize(S.st[i]);
         S.st[i] = NULL;

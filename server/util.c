@@ -10,6 +10,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "server_log.h"
+
 int64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -140,13 +142,12 @@ void buf_free(buf_t *b) {
     b->len = b->cap = 0;
 }
 
+/* The lines go through server_log.c: levels, stderr or a rotated file. */
 void log_msg(const char *level, const char *fmt, ...) {
-    char when[32], line[2048];
-    format_iso8601(now_ms(), when);
+    log_level l = LOG_INFO;
+    if (log_level_parse(level, &l) != 0) l = LOG_INFO;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    server_log_vwrite(l, fmt, ap);
     va_end(ap);
-    /* One fprintf per line: stdio locks the stream, so lines from threads never mix. */
-    fprintf(stderr, "%s ddpd %s: %s\n", when, level, line);
 }

@@ -1,6 +1,7 @@
 /* Small helpers that every part of the server uses: clocks, ISO 8601 times for the
  * API, random secrets for the trainers, allocation that cannot fail, and the
- * server's own log lines (stderr, one line per event, with a UTC timestamp). */
+ * server's own log lines (one line per event, with a UTC timestamp and a level, to
+ * stderr or a rotated file: server_log.h). */
 #ifndef DDPD_SERVER_UTIL_H
 #define DDPD_SERVER_UTIL_H
 

@@ -32,8 +32,10 @@ def case_routes(a):
         r = s.request("HEAD", "/healthz")
         check(r.status == 200 and r.body == b"", f"HEAD /healthz: {r.status} {r.body!r}")
 
-        for path in ("/", "/nope", "/runs/1/nope", "/runs/1/cancel/x", "/healthz/x"):
+        for path in ("/nope", "/runs/1/nope", "/runs/1/cancel/x", "/healthz/x"):
             is_problem(s.get(path), 404)
+        r = s.get("/")  # the dashboard (tests/web/ tests it)
+        check(r.status == 200 and (r.header("Content-Type") or "").startswith("text/html"), f"GET / is the dashboard: {r.status}")
         r = s.get("/runs/abc")
         is_problem(r, 404)
         check("positive integers" in r.json()["detail"], f"404 for a non-numeric id says why: {r.body!r}")
@@ -229,11 +231,12 @@ def case_pagination_and_delete(a):
 def case_token(a):
     with Server(a.ddpd, a.fake_trainer, extra_args=["--token", "s3cret"]) as s:
         check(s.get("/healthz").status == 200, "healthz needs no token")
-        r = s.get("/runs")
+        check(s.get("/runs").status == 200, "reading needs no token")
+        r = s.post("/runs", {"name": "record"})
         is_problem(r, 401)
         check((r.header("WWW-Authenticate") or "").startswith("Bearer"), "WWW-Authenticate: Bearer")
-        check(s.get("/runs", headers={"Authorization": "Bearer wrong"}).status == 401, "a wrong token -> 401")
-        check(s.get("/runs", headers={"Authorization": "Bearer s3cret"}).status == 200, "the token -> 200")
+        check(s.post("/runs", {"name": "record"}, headers={"Authorization": "Bearer wrong"}).status == 401,
+              "a wrong token -> 401")
         s.headers = {"Authorization": "Bearer s3cret"}
         r = s.post("/runs", {"name": "record"})
         check(r.status == 201, f"submit with the token: {r.status}")
@@ -243,7 +246,8 @@ def case_token(a):
         check(not any(k.startswith("DDPD_") and k not in ("DDPD_RUN_ID", "DDPD_RUN_SECRET") for k in seen["env"]),
               f"the trainer gets none of the server's DDPD_* settings: {[k for k in seen['env'] if k.startswith('DDPD')]}")
     with Server(a.ddpd, a.fake_trainer, env={"DDPD_TOKEN": "from-env"}) as s:
-        check(s.get("/runs").status == 401 and s.get("/runs", headers={"Authorization": "Bearer from-env"}).status == 200,
+        check(s.request("DELETE", "/runs/1").status == 401 and
+              s.request("DELETE", "/runs/1", headers={"Authorization": "Bearer from-env"}).status == 404,
               "DDPD_TOKEN sets the token")
 
 

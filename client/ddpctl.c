@@ -1,0 +1,529 @@
+/* ddpctl: ddpd's command-line client. Submits runs (and follows them to their end
+ * with a progress bar), lists and shows them, prints their logs (following them),
+ * cancels them, and prints a metric series as a table or CSV. One libcurl request
+ * per command, except following, which reads the run's event stream. */
+#include <errno.h>
+#include <math.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_http.h"
+#include "ddpd_build_config.h"
+#include "follow.h"
+#include "format.h"
+
+static const char USAGE[] =
+    "usage: ddpctl [--server URL] [--token TOKEN] COMMAND ...\n"
+    "\n"
+    "  submit FILE [--follow]       submit a run config (FILE, or - for stdin); --follow: show its\n"
+    "                               progress until it ends (a progress bar on a terminal)\n"
+    "  list [--status S[,S]] [--limit N] [--json]\n"
+    "                               runs, newest first\n"
+    "  show ID [--json]             a run: status, reason, progress, epochs, devices\n"
+    "  logs ID [-f] [--tail N]      the run's log (the last N lines, 1000 by default);\n"
+    "                               -f: keep printing new lines until the run ends\n"
+    "  cancel ID                    cancel a queued or running run\n"
+    "  metrics ID [--key K] [--csv] [--max-points N]\n"
+    "                               a series (loss, lr or samples_per_s; loss by default)\n"
+    "  follow ID                    what submit --follow does, for a run submitted before\n"
+    "\n"
+    "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
+    "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN); needed to submit and\n"
+    "                 cancel when ddpd was started with --token\n"
+    "\n"
+    "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
+    "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
+    "5 the run was canceled, 130 interrupted while following (the run goes on).\n";
+
+typedef struct {
+    const char *positional[4];
+    int n_positional;
+    bool follow, csv, json;
+    const char *key, *status, *limit, *tail, *max_points;
+} args;
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "ddpctl: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (ddpctl --help)\n");
+    return EXIT_USAGE;
+}
+
+static const char *str_or(const char *s, const char *otherwise) { return s ? s : otherwise; }
+
+/* A run id argument: a positive integer. */
+static bool parse_id(const char *s, long long *id) {
+    char *end;
+    errno = 0;
+    *id = strtoll(s, &end, 10);
+    return *s && !*end && !errno && *id > 0;
+}
+
+/* ---- submit ---- */
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    if (f != stdin) fclose(f);
+    if (buf) buf[n < cap ? n : cap - 1] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int cmd_submit(const args *a) {
+    if (a->n_positional != 1) return usage_error("%s", "submit takes one FILE (a run config; - reads stdin)");
+    const char *file = a->positional[0];
+    size_t len;
+    char *body = read_file(file, &len);
+    if (!body) {
+        fprintf(stderr, "ddpctl: cannot read %s: %s\n", file, strerror(errno));
+        return EXIT_USAGE;
+    }
+    http_reply r;
+    char err[1024];
+    if (http_call("POST", "/runs", body, len, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        free(body);
+        return EXIT_UNREACHABLE;
+    }
+    free(body);
+    if (r.status != 201) {
+        char context[1100];
+        snprintf(context, sizeof context, "%s", file);
+        int rc = print_refusal(&r, context);
+        http_reply_free(&r);
+        return rc;
+    }
+    json_t *run = json_loadb(r.body, r.len, 0, NULL);
+    http_reply_free(&r);
+    long long id = json_integer_value(json_object_get(run, "id"));
+    const char *status = json_string_value(json_object_get(run, "status"));
+    json_int_t pos = json_integer_value(json_object_get(run, "queue_position"));
+    printf("run %lld submitted (%s): %s%s", id, str_or(json_string_value(json_object_get(run, "name")), ""),
+           status ? status : "?", pos > 0 ? "" : "\n");
+    if (pos > 0) printf(", position %lld in the queue\n", (long long)pos);
+    fflush(stdout);
+    json_decref(run);
+    if (!a->follow) return EXIT_OK;
+    return follow_run(id, isatty(STDOUT_FILENO));
+}
+
+static int cmd_follow(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "follow takes a run ID");
+    return follow_run(id, isatty(STDOUT_FILENO));
+}
+
+/* ---- list, show ---- */
+
+static void progress_cell(const json_t *run, char *out, size_t n) {
+    const json_t *p = json_object_get(run, "progress");
+    json_t *fr = json_object_get(p, "fraction");
+    json_int_t epochs = json_integer_value(json_object_get(p, "epochs"));
+    json_int_t epoch = json_integer_value(json_object_get(p, "epoch"));
+    if (!json_is_number(fr)) {
+        snprintf(out, n, "-");
+        return;
+    }
+    int percent = (int)lround(json_number_value(fr) * 100);
+    if (epochs > 0)
+        snprintf(out, n, "epoch %lld/%lld %3d%%", (long long)(epoch + 1 > epochs ? epochs : epoch + 1),
+                 (long long)epochs, percent);
+    else
+        snprintf(out, n, "%d%%", percent);
+}
+
+static void devices_cell(const json_t *run, char *out, size_t n) {
+    json_t *d = json_object_get(run, "devices");
+    out[0] = '\0';
+    size_t i;
+    json_t *v;
+    json_array_foreach(d, i, v) {
+        size_t used = strlen(out);
+        snprintf(out + used, n - used, "%s%s", i ? "," : "", json_string_value(v));
+    }
+    if (!out[0])
+        snprintf(out, n, "%lld %s", (long long)json_integer_value(json_object_get(run, "world_size")),
+                 str_or(json_string_value(json_object_get(run, "device_kind")), ""));
+}
+
+static double run_seconds(const json_t *run) {
+    const char *s = json_string_value(json_object_get(run, "started_at"));
+    if (!s) return NAN;
+    return iso_diff_s(s, json_string_value(json_object_get(run, "finished_at")));
+}
+
+static int cmd_list(const args *a) {
+    if (a->n_positional) return usage_error("list takes no argument (got \"%s\")", a->positional[0]);
+    char path[512];
+    snprintf(path, sizeof path, "/runs?limit=%s%s%s", a->limit ? a->limit : "50", a->status ? "&status=" : "",
+             a->status ? a->status : "");
+    int ec = 0;
+    json_t *page = get_json(path, &ec);
+    if (!page) return ec;
+    json_t *runs = json_object_get(page, "runs");
+    if (a->json) {
+        json_dumpf(page, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else if (json_array_size(runs) == 0) {
+        printf(a->status ? "no runs that are %s\n" : "no runs yet (submit one: ddpctl submit run.json)\n", a->status);
+    } else {
+        table t;
+        table_init(&t, 8);
+        const char *head[8] = {"ID", "NAME", "STATUS", "PROGRESS", "LOSS", "DEVICES", "STARTED", "DURATION"};
+        table_row(&t, head);
+        size_t i;
+        json_t *run;
+        json_array_foreach(runs, i, run) {
+            char id[24], prog[128], loss[32], dev[256], started[32], dur[32];
+            snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(run, "id")));
+            progress_cell(run, prog, sizeof prog);
+            fmt_num(json_object_get(json_object_get(run, "progress"), "loss"), loss, sizeof loss);
+            devices_cell(run, dev, sizeof dev);
+            fmt_time(json_string_value(json_object_get(run, "started_at")), started, sizeof started);
+            fmt_duration(run_seconds(run), dur, sizeof dur);
+            const char *row[8] = {id, json_string_value(json_object_get(run, "name")),
+                                  json_string_value(json_object_get(run, "status")), prog, loss, dev, started, dur};
+            table_row(&t, row);
+        }
+        table_print(&t, stdout);
+        table_free(&t);
+        if (json_is_string(json_object_get(page, "next")))
+            printf("(more: --limit %d, or --status to narrow)\n", (int)json_integer_value(json_object_get(page, "limit")) * 2);
+    }
+    json_decref(page);
+    return EXIT_OK;
+}
+
+static int cmd_show(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "show takes a run ID");
+    char path[64];
+    snprintf(path, sizeof path, "/runs/%lld", id);
+    int ec = 0;
+    json_t *run = get_json(path, &ec);
+    if (!run) return ec;
+    if (a->json) {
+        json_dumpf(run, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(run);
+        return EXIT_OK;
+    }
+    const json_t *p = json_object_get(run, "progress");
+    const char *status = json_string_value(json_object_get(run, "status"));
+    const char *reason = json_string_value(json_object_get(run, "reason"));
+    char dev[256], t1[32], t2[32], t3[32], dur[32], prog[128], loss[32], lr[32], sps[32], eta[32];
+    devices_cell(run, dev, sizeof dev);
+    fmt_time(json_string_value(json_object_get(run, "created_at")), t1, sizeof t1);
+    fmt_time(json_string_value(json_object_get(run, "started_at")), t2, sizeof t2);
+    fmt_time(json_string_value(json_object_get(run, "finished_at")), t3, sizeof t3);
+    fmt_duration(run_seconds(run), dur, sizeof dur);
+    progress_cell(run, prog, sizeof prog);
+    fmt_num(json_object_get(p, "loss"), loss, sizeof loss);
+    fmt_sci(json_object_get(p, "lr"), lr, sizeof lr);
+    fmt_thousands(json_object_get(p, "samples_per_s"), sps, sizeof sps);
+    fmt_duration(json_is_number(json_object_get(p, "eta_s")) ? json_number_value(json_object_get(p, "eta_s")) : NAN,
+                 eta, sizeof eta);
+    printf("run %lld (%s): %s\n", id, str_or(json_string_value(json_object_get(run, "name")), ""), status ? status : "?");
+    if (reason) printf("  reason:    %s\n", reason);
+    printf("  devices:   %s\n", dev);
+    printf("  submitted: %s   started: %s   finished: %s   (%s)\n", t1, t2, t3, dur);
+    printf("  progress:  %s, step %lld of %lld, ETA %s\n", prog,
+           (long long)json_integer_value(json_object_get(p, "global_step")),
+           (long long)json_integer_value(json_object_get(p, "total_steps")), eta);
+    printf("  latest:    loss %s, lr %s, %s samples/s\n", loss, lr, sps);
+    snprintf(path, sizeof path, "/runs/%lld/epochs", id);
+    json_t *ep = get_json(path, &ec);
+    json_t *epochs = json_object_get(ep, "epochs");
+    if (json_array_size(epochs)) {
+        printf("  epochs:\n");
+        table t;
+        table_init(&t, 7);
+        const char *head[7] = {"    EPOCH", "LR", "TRAIN LOSS", "TEST LOSS", "TEST ACC", "SECONDS", "SAMPLES/S"};
+        table_row(&t, head);
+        size_t i;
+        json_t *e;
+        json_array_foreach(epochs, i, e) {
+            char n[24], l[32], tl[32], vl[32], acc[32] = "-", s[32], sp[32];
+            snprintf(n, sizeof n, "    %lld", (long long)json_integer_value(json_object_get(e, "epoch")));
+            fmt_sci(json_object_get(e, "lr"), l, sizeof l);
+            fmt_num(json_object_get(e, "train_loss"), tl, sizeof tl);
+            fmt_num(json_object_get(e, "test_loss"), vl, sizeof vl);
+            if (json_is_number(json_object_get(e, "test_acc")))
+                snprintf(acc, sizeof acc, "%.1f%%", json_number_value(json_object_get(e, "test_acc")) * 100);
+            fmt_num(json_object_get(e, "seconds"), s, sizeof s);
+            fmt_thousands(json_object_get(e, "samples_per_s"), sp, sizeof sp);
+            const char *row[7] = {n, l, tl, vl, acc, s, sp};
+            table_row(&t, row);
+        }
+        table_print(&t, stdout);
+        table_free(&t);
+    }
+    json_t *ckpts = json_object_get(run, "checkpoints");
+    if (json_array_size(ckpts))
+        printf("  checkpoints: %zu, newest %s\n", json_array_size(ckpts),
+               str_or(json_string_value(json_object_get(json_array_get(ckpts, json_array_size(ckpts) - 1), "path")), "?"));
+    json_decref(ep);
+    json_decref(run);
+    return EXIT_OK;
+}
+
+/* ---- logs ---- */
+
+/* Splits text into lines (pointers into it; the text is modified). */
+static size_t split_lines(char *text, char ***out) {
+    size_t n = 0, cap = 64;
+    char **v = malloc(cap * sizeof *v);
+    for (char *p = text; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = '\0';
+        if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = p;
+        p = nl ? nl + 1 : NULL;
+    }
+    *out = v;
+    return n;
+}
+
+/* How many of `now`'s first lines the previous window `prev` already ended with. */
+static size_t overlap(char **prev, size_t np, char **now, size_t nn) {
+    for (size_t k = np < nn ? np : nn; k > 0; k--) {
+        bool same = true;
+        for (size_t i = 0; i < k && same; i++) same = strcmp(prev[np - k + i], now[i]) == 0;
+        if (same) return k;
+    }
+    return 0;
+}
+
+static int cmd_logs(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "logs takes a run ID");
+    long tail = a->tail ? atol(a->tail) : 1000;
+    if (tail < 1) return usage_error("--tail wants a positive number of lines (got \"%s\")", a->tail);
+    char *prev_text = NULL;
+    char **prev = NULL;
+    size_t np = 0;
+    int rc = EXIT_OK;
+    bool ended = false;
+    for (bool first = true;; first = false) {
+        char path[96];
+        /* following: a window wide enough to overlap the previous one */
+        snprintf(path, sizeof path, "/runs/%lld/logs?tail=%ld", id, first ? tail : 2000L);
+        http_reply r;
+        char err[1024];
+        if (http_call("GET", path, NULL, 0, &r, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpctl: %s\n", err);
+            rc = client_interrupted() ? EXIT_INTERRUPTED : EXIT_UNREACHABLE;
+            break;
+        }
+        if (r.status != 200) {
+            rc = print_refusal(&r, NULL);
+            http_reply_free(&r);
+            break;
+        }
+        char **now;
+        size_t nn = split_lines(r.body, &now);
+        for (size_t i = first ? 0 : overlap(prev, np, now, nn); i < nn; i++) puts(now[i]);
+        fflush(stdout);
+        free(prev_text), free(prev);
+        prev_text = r.body, prev = now, np = nn;
+        if (!a->follow || ended) break;
+        /* Until the run has ended; then one more read, for its last lines. */
+        snprintf(path, sizeof path, "/runs/%lld", id);
+        json_t *run = get_json(path, &rc);
+        if (!run) break;
+        const char *st = json_string_value(json_object_get(run, "status"));
+        ended = st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "canceled"));
+        json_decref(run);
+        for (int i = 0; i < 10 && !ended && !client_interrupted(); i++) usleep(100000);
+        if (client_interrupted()) {
+            rc = EXIT_INTERRUPTED;
+            break;
+        }
+    }
+    free(prev_text), free(prev);
+    return rc;
+}
+
+/* ---- cancel ---- */
+
+static int cmd_cancel(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "cancel takes a run ID");
+    char path[64], err[1024];
+    snprintf(path, sizeof path, "/runs/%lld/cancel", id);
+    http_reply r;
+    if (http_call("POST", path, NULL, 0, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return EXIT_UNREACHABLE;
+    }
+    if (r.status != 202 && r.status != 200) {
+        int rc = print_refusal(&r, NULL);
+        http_reply_free(&r);
+        return rc;
+    }
+    json_t *run = json_loadb(r.body, r.len, 0, NULL);
+    printf("run %lld: %s\n", id, str_or(json_string_value(json_object_get(run, "status")), "canceling"));
+    json_decref(run);
+    http_reply_free(&r);
+    return EXIT_OK;
+}
+
+/* ---- metrics ---- */
+
+static int cmd_metrics(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "metrics takes a run ID");
+    const char *key = a->key ? a->key : "loss";
+    char path[256];
+    snprintf(path, sizeof path, "/runs/%lld/metrics?key=%s%s%s", id, key, a->max_points ? "&max_points=" : "",
+             a->max_points ? a->max_points : "");
+    int ec = 0;
+    json_t *m = get_json(path, &ec);
+    if (!m) return ec;
+    json_t *points = json_object_get(m, "points");
+    size_t i;
+    json_t *pt;
+    if (a->csv) {
+        printf("step,%s,time\n", key);
+        json_array_foreach(points, i, pt) {
+            json_t *v = json_array_get(pt, 1);
+            long long ms = json_integer_value(json_array_get(pt, 2));
+            time_t s = (time_t)(ms / 1000);
+            struct tm tm;
+            gmtime_r(&s, &tm);
+            char when[40];
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+            printf("%lld,", (long long)json_integer_value(json_array_get(pt, 0)));
+            if (json_is_number(v)) { /* the shortest text that reads back as the same double */
+                char num[40];
+                for (int prec = 15; prec <= 17; prec++) {
+                    snprintf(num, sizeof num, "%.*g", prec, json_number_value(v));
+                    if (strtod(num, NULL) == json_number_value(v)) break;
+                }
+                fputs(num, stdout);
+            }
+            printf(",%s.%03lldZ\n", when, ms % 1000);
+        }
+    } else {
+        table t;
+        table_init(&t, 3);
+        char upper[32];
+        snprintf(upper, sizeof upper, "%s", key);
+        for (char *c = upper; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        const char *head[3] = {"STEP", upper, "TIME"};
+        table_row(&t, head);
+        json_array_foreach(points, i, pt) {
+            char s[24], v[32], when[48];
+            snprintf(s, sizeof s, "%lld", (long long)json_integer_value(json_array_get(pt, 0)));
+            json_t *val = json_array_get(pt, 1);
+            if (json_is_number(val)) snprintf(v, sizeof v, "%.6g", json_number_value(val));
+            else snprintf(v, sizeof v, "-");
+            long long ms = json_integer_value(json_array_get(pt, 2));
+            time_t sec = (time_t)(ms / 1000);
+            struct tm tm;
+            gmtime_r(&sec, &tm);
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+            const char *row[3] = {s, v, when};
+            table_row(&t, row);
+        }
+        table_print(&t, stdout);
+        table_free(&t);
+        if (json_is_true(json_object_get(m, "downsampled")))
+            fprintf(stderr, "(%zu of %lld points: downsampled to --max-points)\n", json_array_size(points),
+                    (long long)json_integer_value(json_object_get(m, "count")));
+        else if (!json_array_size(points))
+            fprintf(stderr, "(no points yet)\n");
+    }
+    json_decref(m);
+    return EXIT_OK;
+}
+
+/* ---- arguments ---- */
+
+int main(int argc, char **argv) {
+    const char *env_url = getenv("DDPD_URL"), *env_token = getenv("DDPD_TOKEN");
+    if (env_url && *env_url) CLIENT.base = env_url;
+    if (env_token && *env_token) CLIENT.token = env_token;
+    args a = {0};
+    const char *command = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help") || !strcmp(s, "help")) {
+            fputs(USAGE, stdout);
+            return EXIT_OK;
+        }
+        if (!strcmp(s, "--version") || !strcmp(s, "version")) {
+            printf("ddpctl %s\n", DDPD_VERSION);
+            return EXIT_OK;
+        }
+        const char **value = NULL;
+        if (!strcmp(s, "--server")) value = &CLIENT.base;
+        else if (!strcmp(s, "--token")) value = &CLIENT.token;
+        else if (!strcmp(s, "--key")) value = &a.key;
+        else if (!strcmp(s, "--status")) value = &a.status;
+        else if (!strcmp(s, "--limit")) value = &a.limit;
+        else if (!strcmp(s, "--tail")) value = &a.tail;
+        else if (!strcmp(s, "--max-points")) value = &a.max_points;
+        else if (!strcmp(s, "--follow") || !strcmp(s, "-f")) { a.follow = true; continue; }
+        else if (!strcmp(s, "--csv")) { a.csv = true; continue; }
+        else if (!strcmp(s, "--json")) { a.json = true; continue; }
+        else if (s[0] == '-' && s[1]) return usage_error("unknown option %s", s);
+        if (value) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", s);
+            *value = argv[++i];
+            continue;
+        }
+        if (!command) command = s;
+        else if (a.n_positional < 4) a.positional[a.n_positional++] = s;
+        else return usage_error("too many arguments (\"%s\")", s);
+    }
+    if (!command) {
+        fputs(USAGE, stderr);
+        return EXIT_USAGE;
+    }
+    /* "http://host:port/" -> "http://host:port"; a bare "host:port" gets http:// */
+    static char base[1024];
+    snprintf(base, sizeof base, "%s%s", strstr(CLIENT.base, "://") ? "" : "http://", CLIENT.base);
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/') base[--bl] = '\0';
+    CLIENT.base = base;
+    client_init();
+    static const struct {
+        const char *name;
+        int (*fn)(const args *);
+        const char *flags; /* which of f c j k s l t m it takes */
+    } commands[] = {
+        {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"},
+        {"logs", cmd_logs, "ft"},    {"cancel", cmd_cancel, ""}, {"metrics", cmd_metrics, "ckm"},
+        {"follow", cmd_follow, ""},
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        if (strcmp(command, commands[i].name) != 0) continue;
+        const char *f = commands[i].flags;
+        struct { bool set; char flag; const char *name; } given[] = {
+            {a.follow, 'f', "--follow/-f"}, {a.csv, 'c', "--csv"}, {a.json, 'j', "--json"}, {a.key != NULL, 'k', "--key"},
+            {a.status != NULL, 's', "--status"}, {a.limit != NULL, 'l', "--limit"}, {a.tail != NULL, 't', "--tail"},
+            {a.max_points != NULL, 'm', "--max-points"},
+        };
+        for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
+            if (given[g].set && !strchr(f, given[g].flag)) {
+                fprintf(stderr, "ddpctl: %s does not take %s (ddpctl --help)\n", command, given[g].name);
+                return EXIT_USAGE;
+            }
+        }
+        return commands[i].fn(&a);
+    }
+    return usage_error("unknown command \"%s\"", command);
+}

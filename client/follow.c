@@ -1,0 +1,265 @@
+/* Following a run: events in, a progress bar or plain lines out. See follow.h. */
+#include "follow.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_http.h"
+#include "format.h"
+#include "sse_reader.h"
+
+#define PLAIN_EVERY_S 10.0 /* plain progress lines, at most this often */
+#define RECONNECT_FOR_S 60.0
+#define IDLE_S 60L /* ddpd sends a heartbeat comment every 15 s */
+
+typedef struct {
+    int64_t id;
+    bool tty;
+    int64_t last_event_id;
+    bool bar_shown;
+    double last_plain;
+    json_t *progress; /* the newest step event */
+    int result;       /* -1 until the run ends */
+    bool heard;       /* an event came on this connection */
+} follower;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int term_cols(void) {
+    struct winsize w;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
+    return 100;
+}
+
+static void clear_bar(follower *f) {
+    if (f->tty && f->bar_shown) {
+        fputs("\r\033[K", stdout);
+        f->bar_shown = false;
+    }
+}
+
+/* "epoch 3/10 [#####-----]  34%  step 120/469  loss 0.4123  lr 1.00e-03  12,345 samples/s  ETA 1m23s" */
+static void progress_line(const json_t *p, bool with_bar, int cols, char *out, size_t outlen) {
+    json_int_t epoch = json_integer_value(json_object_get(p, "epoch"));
+    json_int_t epochs = json_integer_value(json_object_get(p, "epochs"));
+    json_int_t step = json_integer_value(json_object_get(p, "step"));
+    json_int_t spe = json_integer_value(json_object_get(p, "steps_per_epoch"));
+    double fraction = json_is_number(json_object_get(p, "fraction")) ? json_number_value(json_object_get(p, "fraction")) : NAN;
+    char loss[32], lr[32], sps[32], eta[32], bar[64] = "";
+    fmt_num(json_object_get(p, "loss"), loss, sizeof loss);
+    fmt_sci(json_object_get(p, "lr"), lr, sizeof lr);
+    fmt_thousands(json_object_get(p, "samples_per_s"), sps, sizeof sps);
+    fmt_duration(json_is_number(json_object_get(p, "eta_s")) ? json_number_value(json_object_get(p, "eta_s")) : NAN, eta,
+                 sizeof eta);
+    if (with_bar && isfinite(fraction)) {
+        int width = cols >= 110 ? 24 : cols >= 90 ? 16 : 10;
+        int filled = (int)lround(fraction * width);
+        char *b = bar;
+        *b++ = '[';
+        for (int i = 0; i < width; i++) *b++ = i < filled ? '#' : '-';
+        snprintf(b, sizeof bar - (size_t)(b - bar), "] %3d%%  ", (int)lround(fraction * 100));
+    } else if (isfinite(fraction)) {
+        snprintf(bar, sizeof bar, "%d%%  ", (int)lround(fraction * 100));
+    }
+    char ep[48] = "", st[48] = "";
+    if (epochs > 0) snprintf(ep, sizeof ep, "epoch %lld/%lld ", (long long)epoch + 1, (long long)epochs);
+    if (spe > 0) snprintf(st, sizeof st, "step %lld/%lld  ", (long long)step + 1, (long long)spe);
+    snprintf(out, outlen, "%s%s%sloss %s  lr %s  %s samples/s  ETA %s", ep, bar, st, loss, lr, sps, eta);
+    if (with_bar && (int)strlen(out) >= cols) out[cols - 1] = '\0';
+}
+
+static void draw(follower *f) {
+    if (!f->progress) return;
+    char line[512];
+    if (f->tty) {
+        progress_line(f->progress, true, term_cols(), line, sizeof line);
+        printf("\r\033[K%s", line);
+        f->bar_shown = true;
+        fflush(stdout);
+    } else if (mono_s() - f->last_plain >= PLAIN_EVERY_S) {
+        progress_line(f->progress, false, 1000, line, sizeof line);
+        printf("%s\n", line);
+        fflush(stdout);
+        f->last_plain = mono_s();
+    }
+}
+
+/* A line above the bar. */
+static void say(follower *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(follower *f, const char *fmt, ...) {
+    clear_bar(f);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    if (f->tty) draw(f);
+    fflush(stdout);
+}
+
+static int terminal_result(const char *status) {
+    if (strcmp(status, "succeeded") == 0) return EXIT_OK;
+    if (strcmp(status, "failed") == 0) return EXIT_RUN_FAILED;
+    if (strcmp(status, "canceled") == 0) return EXIT_RUN_CANCELED;
+    return -1;
+}
+
+static int on_event(void *cls, const char *event, const char *id, const char *data) {
+    follower *f = cls;
+    f->heard = true;
+    if (id) f->last_event_id = atoll(id);
+    json_t *d = json_loads(data, 0, NULL);
+    if (!d) return 0;
+    if (strcmp(event, "run") == 0) {
+        const char *status = json_string_value(json_object_get(d, "status"));
+        if (!status) status = "?";
+        const char *reason = json_string_value(json_object_get(d, "reason"));
+        json_t *devices = json_object_get(d, "devices");
+        if (strcmp(status, "starting") == 0 && json_array_size(devices)) {
+            char list[256] = "";
+            size_t i;
+            json_t *v;
+            json_array_foreach(devices, i, v) {
+                size_t used = strlen(list);
+                snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", json_string_value(v));
+            }
+            say(f, "run %lld starting on %s", (long long)f->id, list);
+        } else if (terminal_result(status) < 0) {
+            say(f, "run %lld %s", (long long)f->id, status);
+        }
+        int r = terminal_result(status);
+        if (r >= 0) {
+            if (f->tty) draw(f); /* the last progress, then the end on its own line */
+            clear_bar(f);
+            f->result = r;
+            (void)reason; /* the summary prints it */
+            json_decref(d);
+            return 1;
+        }
+    } else if (strcmp(event, "step") == 0) {
+        json_decref(f->progress);
+        f->progress = json_incref(d);
+        draw(f);
+    } else if (strcmp(event, "epoch") == 0) {
+        char tl[32], vl[32], lr[32], acc[32] = "—", secs[32];
+        fmt_num(json_object_get(d, "train_loss"), tl, sizeof tl);
+        fmt_num(json_object_get(d, "test_loss"), vl, sizeof vl);
+        fmt_sci(json_object_get(d, "lr"), lr, sizeof lr);
+        json_t *a = json_object_get(d, "test_acc");
+        if (json_is_number(a)) snprintf(acc, sizeof acc, "%.1f%%", json_number_value(a) * 100);
+        fmt_num(json_object_get(d, "seconds"), secs, sizeof secs);
+        json_int_t e = json_integer_value(json_object_get(d, "epoch"));
+        json_int_t epochs = json_integer_value(json_object_get(f->progress, "epochs"));
+        char of[32] = "";
+        if (epochs > 0) snprintf(of, sizeof of, "/%lld", (long long)epochs);
+        /* numbered from 1 here, as the trainer's own bar does (the API's epochs count from 0) */
+        say(f, "epoch %lld%s done in %s s: train loss %s, test loss %s, test accuracy %s, lr %s", (long long)e + 1, of,
+            secs, tl, vl, acc, lr);
+    } else if (strcmp(event, "rank") == 0) {
+        const char *state = json_string_value(json_object_get(d, "state"));
+        const char *detail = json_string_value(json_object_get(d, "detail"));
+        if (state && strcmp(state, "failed") == 0)
+            say(f, "rank %lld failed%s%s", (long long)json_integer_value(json_object_get(d, "rank")),
+                detail && *detail ? ": " : "", detail ? detail : "");
+    } else if (strcmp(event, "deleted") == 0) {
+        clear_bar(f);
+        fprintf(stderr, "ddpctl: run %lld was deleted\n", (long long)f->id);
+        f->result = EXIT_REFUSED;
+        json_decref(d);
+        return 1;
+    }
+    json_decref(d);
+    return 0;
+}
+
+/* The last word: how it ended, and why when it did not succeed. */
+static void summary(follower *f) {
+    char path[64];
+    snprintf(path, sizeof path, "/runs/%lld", (long long)f->id);
+    int ec = 0;
+    json_t *run = get_json(path, &ec);
+    if (!run) return;
+    const char *status = json_string_value(json_object_get(run, "status"));
+    const char *reason = json_string_value(json_object_get(run, "reason"));
+    char took[48] = "";
+    const char *started = json_string_value(json_object_get(run, "started_at"));
+    const char *finished = json_string_value(json_object_get(run, "finished_at"));
+    double secs = iso_diff_s(started, finished);
+    if (isfinite(secs)) {
+        char d[32];
+        fmt_duration(secs, d, sizeof d);
+        snprintf(took, sizeof took, " in %s", d);
+    }
+    if (status && strcmp(status, "succeeded") == 0) {
+        snprintf(path, sizeof path, "/runs/%lld/epochs", (long long)f->id);
+        json_t *ep = get_json(path, &ec);
+        json_t *last = json_array_get(json_object_get(ep, "epochs"), json_array_size(json_object_get(ep, "epochs")) - 1);
+        json_t *acc = json_object_get(last, "test_acc");
+        if (json_is_number(acc))
+            printf("run %lld succeeded%s: test accuracy %.1f%% after %lld epoch%s\n", (long long)f->id, took,
+                   json_number_value(acc) * 100, (long long)json_integer_value(json_object_get(last, "epoch")) + 1,
+                   json_integer_value(json_object_get(last, "epoch")) ? "s" : "");
+        else
+            printf("run %lld succeeded%s\n", (long long)f->id, took);
+        json_decref(ep);
+    } else {
+        printf("run %lld %s%s%s%s\n", (long long)f->id, status && strcmp(status, "canceled") == 0 ? "was canceled" : status,
+               took, reason ? ": " : "", reason ? reason : "");
+    }
+    fflush(stdout);
+    json_decref(run);
+}
+
+int follow_run(int64_t id, bool tty) {
+    follower f = {.id = id, .tty = tty, .last_event_id = 0, .result = -1, .last_plain = -1e9};
+    char path[64], err[1024];
+    snprintf(path, sizeof path, "/runs/%lld/events", (long long)id);
+    double broken_since = 0;
+    for (;;) {
+        long status = 0;
+        f.heard = false;
+        int rc = sse_read(path, f.last_event_id, IDLE_S, on_event, &f, &status, err, sizeof err);
+        if (f.result >= 0) break;
+        if (client_interrupted()) {
+            clear_bar(&f);
+            fprintf(stderr, "\nddpctl: stopped following; run %lld goes on (ddpctl cancel %lld stops it)\n",
+                    (long long)id, (long long)id);
+            json_decref(f.progress);
+            return EXIT_INTERRUPTED;
+        }
+        if (rc == SSE_REFUSED && status != 503) { /* no such run, or not allowed */
+            clear_bar(&f);
+            fprintf(stderr, "ddpctl: %s\n", err);
+            json_decref(f.progress);
+            return EXIT_REFUSED;
+        }
+        /* Broken, ended (the server stopped) or 503 (it is stopping): resume where
+         * the stream left off, for up to a minute from the break. */
+        if (f.heard || !broken_since) {
+            broken_since = mono_s();
+            clear_bar(&f);
+            fprintf(stderr, "ddpctl: %s; reconnecting\n", rc == SSE_BROKEN ? err : "the server ended the event stream");
+        }
+        if (mono_s() - broken_since > RECONNECT_FOR_S) {
+            fprintf(stderr, "ddpctl: gave up after %.0f s: %s\n", RECONNECT_FOR_S,
+                    rc == SSE_BROKEN ? err : "the server does not stream events");
+            json_decref(f.progress);
+            return EXIT_UNREACHABLE;
+        }
+        sleep(1);
+    }
+    json_decref(f.progress);
+    summary(&f);
+    return f.result;
+}

@@ -1,0 +1,28 @@
+/* Who may change things. With a token configured (--token, DDPD_TOKEN), every
+ * request that changes something (any method but GET and HEAD: submitting,
+ * canceling, deleting) must carry "Authorization: Bearer <token>"; reading stays
+ * open, so that /healthz, /metrics, the dashboard's views and curl need nothing.
+ * The comparison takes the same time whatever the token sent, so that timing
+ * tells an attacker nothing about the token's bytes.
+ *
+ * Without a token, ddpd listens only on a loopback address (where only this host's
+ * users reach it), unless told --insecure. */
+#ifndef DDPD_AUTH_H
+#define DDPD_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True for methods that change something: everything but GET, HEAD and OPTIONS. */
+bool auth_method_mutates(const char *method);
+
+/* True when `authorization` (the header's value, or NULL) is "Bearer <token>" (the
+ * scheme in any case, spaces after it). Constant time in the token's bytes. */
+bool auth_bearer_ok(const char *authorization, const char *token);
+
+/* Whether every address "HOST:PORT" ("[v6]:PORT", "localhost:8080") resolves to is a
+ * loopback address: 1 yes, 0 no (an empty host means every interface: no), -1 when
+ * it cannot be resolved (with a sentence in err). */
+int auth_listen_is_loopback(const char *listen, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,39 @@
+/* `ddpd check`: for a person setting up a box. It takes serve's options (and
+ * DDPD_* variables), changes nothing, and says in one line each whether the config,
+ * the state directory, the database, the data roots, the GPUs and the trainer are
+ * ready, and what to do when one is not:
+ *
+ *   ok    config      listen 127.0.0.1:8080 (loopback: no token needed); 2 CPU slots; log to stderr at info
+ *   ok    state dir   /var/lib/ddpd (writable; no ddpd is serving it)
+ *   ok    database    /var/lib/ddpd/ddpd.db: schema version 1 of 1, 12 runs, quick_check ok
+ *   ok    data roots  /usr/share/datasets (fashion-mnist: the 4 Fashion-MNIST files)
+ *   warn  GPUs        none found (no NVIDIA driver: libcuda.so.1 is not there): CPU runs only
+ *   ok    trainer     /opt/ddpd/bin/ddp-trainer: ddp-trainer 0.1.0 (cuda: yes)
+ *
+ * Exit status 0 when nothing failed (warnings are fine), 1 otherwise. */
+#ifndef DDPD_CHECK_CMD_H
+#define DDPD_CHECK_CMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    const char *listen;              /* resolved: flag, else env, else the default */
+    const char *token;               /* NULL: none */
+    bool insecure;
+    const char *state_dir;           /* as it will be used (may not exist yet) */
+    const char *const *data_roots;   /* as given, or the defaults */
+    int n_data_roots;
+    bool data_roots_given;           /* by flag or DDPD_DATA_ROOT: a missing one is an error */
+    const char *gpus;                /* NULL: detect */
+    const char *slots;               /* NULL: the number of cores */
+    const char *trainer;
+    const char *log_level, *log_file, *log_max_bytes, *log_keep; /* NULL: defaults */
+} check_config;
+
+int ddpd_check(const check_config *c);
+
+/* "ddpd 0.1.0 (cuda: yes; libmicrohttpd 0.9.75, SQLite 3.40.1, Jansson 2.14)" */
+void ddpd_version_line(char *out, size_t outlen);
+
+#endif

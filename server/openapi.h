@@ -1,0 +1,12 @@
+/* The API's own description, served at GET /openapi.json: schema/openapi.json, the
+ * OpenAPI 3.1 document, embedded in the binary at build time, so that what ddpd
+ * serves is what it was built with. It refers to the run-config schema by the URL
+ * ddpd serves that at, /schema/run-config.schema.json (routes_static.c). */
+#ifndef DDPD_OPENAPI_H
+#define DDPD_OPENAPI_H
+
+#include "http.h"
+
+void openapi_handle(request *rq, response *rs);
+
+#endif

@@ -1,0 +1,257 @@
+"""ddpctl against a real ddpd and the real trainer:
+
+  submit_follow  submit --follow: plain lines off a terminal, a progress bar on one
+                 (a pty), exit 0 when the run succeeds; follow of a failed run says
+                 why and exits 1
+  list_show      list (table, --status, --json), show (its epochs)
+  cancel         cancel a running run (follow then exits 5); cancel a finished one: 4
+  metrics_csv    metrics --csv: every step, the API's values; --max-points; --key lr
+  errors         a refused config names the field and the problem (exit 4); an
+                 unreachable server is one clear line (exit 3); usage (exit 2); the
+                 token: refused without it, accepted with --token and DDPD_TOKEN
+  logs           logs prints the trainer's log; logs -f follows it to the run's end
+
+Usage: test_ddpctl.py CASE --ddpd PATH --trainer PATH --ddpctl PATH"""
+import argparse, csv, io, json, os, pty, re, select, socket, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import ddpd_harness as H  # noqa: E402
+
+ENDS = ("succeeded", "failed", "canceled")
+
+
+def succeeded(s, rid, timeout=240):
+    """Waits for the run to end; it must have succeeded."""
+    run = s.wait_status(rid, ENDS, timeout)
+    H.check(run is not None and run["status"] == "succeeded",
+            f"run {rid} succeeded: {run and run['status']} {run and run['reason']}")
+    return run if run and run["status"] == "succeeded" else None
+from ddpd_harness import check, wait_until  # noqa: E402
+
+A = None
+
+
+def quick_run(**over):
+    return H.fmnist_config(**{"train.epochs": 3, "train.batch_size": 32, "data.limit": 3000,
+                              "train.lr_schedule": {"type": "step", "step_epochs": 1, "gamma": 0.3}, **over})
+
+
+def long_run():
+    return quick_run(**{"name": "long", "train.epochs": 500, "model.hidden": [512, 256]})
+
+
+def config_file(cfg):
+    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(cfg, f)
+    f.close()
+    return f.name
+
+
+def ctl(s, *args, env=None, timeout=300, server=True):
+    """Runs ddpctl; returns (exit status, stdout, stderr)."""
+    e = dict(os.environ)
+    e.pop("DDPD_TOKEN", None)
+    if server:
+        e["DDPD_URL"] = f"http://127.0.0.1:{s.port}"
+    e.update(env or {})
+    p = subprocess.run([A.ddpctl, *args], capture_output=True, text=True, env=e, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def ctl_pty(s, *args, timeout=300):
+    """Runs ddpctl on a pseudo-terminal; returns (exit status, everything it wrote)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["DDPD_URL"] = f"http://127.0.0.1:{s.port}"
+        os.execv(A.ddpctl, [A.ddpctl, *args])
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def run_id(out):
+    m = re.search(r"run (\d+) submitted", out)
+    return int(m.group(1)) if m else None
+
+
+def case_submit_follow(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        path = config_file(quick_run(name="followed"))
+        rc, out, err = ctl(s, "submit", path, "--follow")
+        rid = run_id(out)
+        check(rc == 0, f"submit --follow exits 0 when the run succeeds (got {rc}; stderr {err!r})")
+        check(rid is not None and (s.run(rid) or {}).get("status") == "succeeded", f"the run succeeded: {out[-300:]!r}")
+        check(re.search(r"run \d+ starting on cpu:0, cpu:1", out) is not None, "it says where the run started")
+        epochs = re.findall(r"^epoch (\d+)/3 done in .* test accuracy [\d.]+%, lr ([\d.e+-]+)$", out, re.M)
+        check([e[0] for e in epochs] == ["1", "2", "3"], f"a line per epoch: {epochs}")
+        check(len({e[1] for e in epochs}) == 3, f"the LR steps down each epoch: {[e[1] for e in epochs]}")
+        check(re.search(r"^run \d+ succeeded in \d+s: test accuracy [\d.]+% after 3 epochs$", out, re.M) is not None,
+              f"it ends with how the run went: {out.splitlines()[-1:]}")
+        check("\r" not in out and "\x1b[" not in out, "off a terminal: plain lines, no bar drawing")
+
+        rc, out = ctl_pty(s, "submit", path, "--follow")
+        check(rc == 0, f"on a terminal too, exit 0 (got {rc})")
+        check("\r\x1b[K" in out, "on a terminal the bar is redrawn in place")
+        bars = re.findall(r"epoch \d+/3 \[[#-]+\] +\d+%  step \d+/\d+  loss [\d.e+-]+  lr [\d.e+-]+  [\d,]+ samples/s  ETA \S+", out)
+        check(len(bars) >= 1, f"the bar shows epoch, step/total, loss, lr, samples/s and ETA: {out[:600]!r}")
+
+        bad = quick_run(name="bad-data")
+        bad["data"]["train"]["images"] = "fashion-mnist/train-labels-idx1-ubyte.gz"  # a labels file: the trainer refuses it
+        rc, out, err = ctl(s, "submit", config_file(bad), "--follow")
+        check(rc == 1, f"a failed run: exit 1 (got {rc})")
+        check(re.search(r"run \d+ failed in \d+s: cannot load the training data: .*labels file", out) is not None,
+              f"and why it failed: {out[-400:]!r}")
+        rc, out, err = ctl(s, "follow", str(run_id(out) or 0))
+        check(rc == 1 and "failed" in out, f"follow of a run that already failed: exit 1 ({rc})")
+
+
+def case_list_show(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rc, out, err = ctl(s, "list")
+        check(rc == 0 and "no runs yet" in out, f"an empty list says so: {out!r}")
+        ids = [s.submit(quick_run(name=f"r{i}")) for i in range(2)]
+        for i in ids:
+            succeeded(s, i)
+        rc, out, err = ctl(s, "list")
+        lines = out.splitlines()
+        check(rc == 0 and lines[0].split()[:4] == ["ID", "NAME", "STATUS", "PROGRESS"], f"list: a table: {lines[:1]}")
+        rows = [l.split() for l in lines[1:]]
+        check([r[0] for r in rows] == [str(i) for i in reversed(ids)], f"newest first: {rows}")
+        check(all(r[2] == "succeeded" and "cpu:0,cpu:1" in r for r in rows), f"status and devices: {rows}")
+        rc, out, err = ctl(s, "list", "--status", "failed")
+        check(rc == 0 and "no runs that are failed" in out, f"--status filters: {out!r}")
+        rc, out, err = ctl(s, "list", "--json")
+        check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == list(reversed(ids)), "list --json is the API's JSON")
+        rc, out, err = ctl(s, "show", str(ids[0]))
+        check(rc == 0 and out.startswith(f"run {ids[0]} (r0): succeeded"), f"show: {out[:200]!r}")
+        check(len(re.findall(r"^\s+\d+\s+[\d.]+e-0\d", out, re.M)) == 3, f"show lists the epochs: {out!r}")
+        rc, out, err = ctl(s, "show", str(ids[0]), "--json")
+        check(rc == 0 and json.loads(out)["config"]["name"] == "r0", "show --json")
+        rc, out, err = ctl(s, "show", "999")
+        check(rc == 4 and err.strip() == "ddpctl: there is no run 999 (GET /runs lists them)", f"show of no run: {rc} {err!r}")
+
+
+def case_cancel(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rc, out, err = ctl(s, "submit", config_file(long_run()))
+        rid = run_id(out)
+        check(rc == 0 and rid, f"submit without --follow returns at once: {out!r}")
+        wait_until(lambda: ((s.run(rid) or {}).get("progress") or {}).get("global_step"), "the run to take steps", 120)
+        rc, out, err = ctl(s, "cancel", str(rid))
+        check(rc == 0 and re.match(rf"run {rid}: cancel(ing|ed)", out), f"cancel: {rc} {out!r} {err!r}")
+        rc, out, err = ctl(s, "follow", str(rid))
+        check(rc == 5, f"follow of a canceled run exits 5 (got {rc})")
+        check(re.search(rf"run {rid} was canceled in \d+s: canceled by request", out) is not None, f"and says so: {out[-200:]!r}")
+        rc, out, err = ctl(s, "cancel", str(rid))
+        check(rc == 4 and "already finished (canceled)" in err, f"canceling a finished run: exit 4 and why: {rc} {err!r}")
+
+
+def case_metrics_csv(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rid = s.submit(quick_run())
+        run = succeeded(s, rid)
+        total = run["progress"]["total_steps"]
+        rc, out, err = ctl(s, "metrics", str(rid), "--csv")
+        rows = list(csv.reader(io.StringIO(out)))
+        check(rc == 0 and rows[0] == ["step", "loss", "time"], f"CSV with a header: {rows[:1]}")
+        api = s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]
+        check(len(rows) - 1 == total == len(api), f"every step: {len(rows) - 1} rows for {total} steps")
+        check(all(int(r[0]) == p[0] and float(r[1]) == p[1] for r, p in zip(rows[1:], api)),
+              "steps and values are the API's, exactly")
+        check(all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r[2]) for r in rows[1:]), "times are ISO 8601 UTC")
+        rc, out, err = ctl(s, "metrics", str(rid), "--csv", "--max-points", "10")
+        n = len(out.splitlines()) - 1
+        check(rc == 0 and 3 <= n <= 10, f"--max-points downsamples ({n} rows)")
+        rc, out, err = ctl(s, "metrics", str(rid), "--key", "lr", "--csv")
+        lrs = {float(r[1]) for r in list(csv.reader(io.StringIO(out)))[1:]}
+        check(rc == 0 and len(lrs) == 3, f"--key lr: the three LRs of the step schedule ({sorted(lrs)})")
+        rc, out, err = ctl(s, "metrics", str(rid))
+        check(rc == 0 and out.splitlines()[0].split() == ["STEP", "LOSS", "TIME"], "without --csv: a table")
+        rc, out, err = ctl(s, "metrics", str(rid), "--key", "accuracy")
+        check(rc == 4 and "use loss, lr or samples_per_s" in err, f"an unknown key: the server's words: {err!r}")
+
+
+def case_errors(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        bad = quick_run(**{"train.batch_size": 7, "model.activation": "sigmoid"})
+        path = config_file(bad)
+        rc, out, err = ctl(s, "submit", path)
+        check(rc == 4, f"a refused config exits 4 (got {rc})")
+        check("  /train/batch_size: must be a multiple of /distributed/world_size (2)" in err.splitlines(),
+              f"the field and the problem: {err!r}")
+        check(any(l.startswith("  /model/activation: must be one of") for l in err.splitlines()), "every field refused")
+        check(err.splitlines()[0].startswith(f"ddpctl: {path}: the server refused it (2 problems)"), f"{err.splitlines()[:1]}")
+        rc, out, err = ctl(s, "submit", "/nonexistent/run.json")
+        check(rc == 2 and "cannot read /nonexistent/run.json" in err, f"an unreadable file: exit 2 ({rc} {err!r})")
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        rc, out, err = ctl(s, "--server", f"http://127.0.0.1:{port}", "list", server=False)
+        lines = err.strip().splitlines()
+        check(rc == 3 and len(lines) == 1 and lines[0].startswith(f"ddpctl: cannot reach ddpd at http://127.0.0.1:{port}")
+              and "curl" not in err.lower() and "error" not in err.lower(),
+              f"an unreachable server is one clear line, exit 3: {rc} {err!r}")
+        rc, out, err = ctl(s, "list", env={"DDPD_URL": f"127.0.0.1:{port}"})
+        check(rc == 3 and len(err.strip().splitlines()) == 1, "DDPD_URL is the default server (a bare host:port works)")
+        rc, out, err = ctl(s, "frobnicate")
+        check(rc == 2 and "unknown command" in err, f"usage: exit 2 ({rc})")
+        rc, out, err = ctl(s, "list", "--csv")
+        check(rc == 2 and "list does not take --csv" in err, f"an option a command does not take: exit 2 ({err!r})")
+        rc, out, err = ctl(s, "--help")
+        check(rc == 0 and "Exit status" in out, "--help")
+
+    with H.Server(a.ddpd, a.trainer, extra_args=["--token", "s3cret"]) as s:
+        path = config_file(quick_run())
+        rc, out, err = ctl(s, "submit", path)
+        check(rc == 4 and "needs its token" in err and "--token" in err, f"no token: refused, and how to give it: {err!r}")
+        rc, out, err = ctl(s, "--token", "s3cret", "submit", path)
+        check(rc == 0 and run_id(out), f"--token: accepted ({rc} {err!r})")
+        rc, out, err = ctl(s, "submit", path, "--follow", env={"DDPD_TOKEN": "s3cret"})
+        check(rc == 0, f"DDPD_TOKEN: accepted and followed ({rc} {err!r})")
+        rc, out, err = ctl(s, "list")
+        check(rc == 0 and len(out.splitlines()) == 3, "reading needs no token")
+
+
+def case_logs(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rid = s.submit(quick_run())
+        succeeded(s, rid)
+        rc, out, err = ctl(s, "logs", str(rid))
+        check(rc == 0 and "launcher: run succeeded" in out and "epoch 2:" in out, f"logs: the trainer's log: {out[-300:]!r}")
+        rc, out2, err = ctl(s, "logs", str(rid), "--tail", "1")
+        check(rc == 0 and len(out2.splitlines()) == 1 and "run succeeded" in out2, f"--tail 1: {out2!r}")
+
+        rid = s.submit(quick_run(**{"train.epochs": 8, "model.hidden": [512, 256], "train.batch_size": 16}))
+        wait_until(lambda: (s.run(rid) or {}).get("status") == "running", "the run to start", 120)
+        rc, out, err = ctl(s, "logs", str(rid), "-f")
+        check(rc == 0, f"logs -f ends when the run does ({rc} {err!r})")
+        lines = out.splitlines()
+        check(lines and "run succeeded" in lines[-1], f"and prints the end: {lines[-2:]}")
+        check(len(lines) == len(set(lines)), "no line twice")
+        final = s.get(f"/runs/{rid}/logs?tail=10000").body.decode().splitlines()
+        check(lines == final, f"exactly the log ({len(lines)} lines vs {len(final)})")
+
+
+CASES = {"submit_follow": case_submit_follow, "list_show": case_list_show, "cancel": case_cancel,
+         "metrics_csv": case_metrics_csv, "errors": case_errors, "logs": case_logs}
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(CASES))
+    p.add_argument("--ddpd", required=True)
+    p.add_argument("--trainer", required=True)
+    p.add_argument("--ddpctl", required=True)
+    A = p.parse_args()
+    A.ddpd, A.trainer, A.ddpctl = (os.path.abspath(x) for x in (A.ddpd, A.trainer, A.ddpctl))
+    H.main(CASES, A)

@@ -1,0 +1,46 @@
+# Operations: the server's log, metrics, auth, OpenAPI description, `ddpd check`
+# and the Docker files. A C unit test of the pure logic; integration tests that
+# start a real ddpd on a free loopback port (tests/server/ddpd_harness.py) and check
+# /metrics with promtool, the token and the loopback rule, the log file and its
+# rotation, `ddpd check` and `--version`; a test that exercises every route of the
+# real server (the real trainer on Fashion-MNIST) and validates each answer against
+# schema/openapi.json; and a test of the Dockerfile and compose file (no Docker
+# engine needed). Each case is its own ctest test.
+if(NOT TARGET ddpd)
+  return()
+endif()
+
+add_executable(test_ops_units ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_units.c)
+target_link_libraries(test_ops_units PRIVATE ddpd_server)
+target_include_directories(test_ops_units PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+add_test(NAME test_ops_units COMMAND test_ops_units)
+
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+# The OpenAPI and Docker tests use Debian's python3-jsonschema and python3-yaml
+# (scripts/install-deps.sh installs them): Debian's interpreter has them, whatever
+# python3 comes first on PATH.
+find_program(DEBIAN_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT DEBIAN_PYTHON3)
+  set(DEBIAN_PYTHON3 ${Python3_EXECUTABLE})
+endif()
+
+set(ops_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py)
+if(TARGET ddp-trainer)
+  list(APPEND ops_args --trainer $<TARGET_FILE:ddp-trainer>)
+endif()
+
+set(OPS_SERVER_CASES metrics auth listen_rule event_socket log_file log_levels check version)
+foreach(case ${OPS_SERVER_CASES})
+  add_test(NAME ops_${case}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_server.py ${case} ${ops_args})
+  set_tests_properties(ops_${case} PROPERTIES TIMEOUT 180)
+endforeach()
+
+add_test(NAME ops_openapi
+         COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi.py responses ${ops_args}
+                 --openapi ${PROJECT_SOURCE_DIR}/schema/openapi.json --source ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_openapi PROPERTIES TIMEOUT 300)
+
+add_test(NAME ops_docker_files
+         COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_docker_files.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_docker_files PROPERTIES TIMEOUT 60)

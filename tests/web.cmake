@@ -1,0 +1,28 @@
+# Live updates and the dashboard, against a real ddpd running the real trainer on
+# Fashion-MNIST:
+#  - server-sent events (tests/web/test_sse.py, Python standard library): replay
+#    with Last-Event-ID, coalescing, hundreds of streams, shutdown;
+#  - the dashboard in headless Chromium (Debian's chromium, driven by npm's
+#    playwright-core, which never downloads a browser): node --test. Screenshots at
+#    1280 and 390 px are kept in <build>/test-artifacts/web/.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+if(TARGET ddpd AND TARGET ddp-trainer)
+  foreach(case replay coalesce many_streams shutdown)
+    add_test(NAME sse_${case}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/web/test_sse.py ${case}
+                     --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>)
+    set_tests_properties(sse_${case} PROPERTIES TIMEOUT 300)
+  endforeach()
+
+  find_program(NODE_EXECUTABLE node)
+  if(NODE_EXECUTABLE)
+    add_test(NAME web_dashboard
+             COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
+                     ${CMAKE_CURRENT_LIST_DIR}/web/dashboard.test.mjs
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(web_dashboard PROPERTIES TIMEOUT 900
+      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
+  else()
+    message(WARNING "node is not installed: the dashboard's browser tests are not registered (scripts/install-deps.sh installs it)")
+  endif()
+endif()

@@ -1,0 +1,129 @@
+// What the browser tests share: a real ddpd (the built binary, the real trainer,
+// Fashion-MNIST) on a loopback port with a temporary state dir, restartable on the
+// same port; headless Debian chromium driven by playwright-core (never a downloaded
+// browser), with the flags that keep it off the network; and polling with deadlines.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const DDPD = process.env.DDPD_BIN;
+export const TRAINER = process.env.DDP_TRAINER;
+export const ARTIFACTS = process.env.DDPD_TEST_ARTIFACTS || path.resolve('test-artifacts/web');
+export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+export class Server {
+  constructor(extraArgs = []) {
+    this.extraArgs = extraArgs;
+    this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ddpd-web-test-'));
+    this.port = 0;
+    this.proc = null;
+    this.log = '';
+  }
+
+  async start() {
+    if (!DDPD || !TRAINER) throw new Error('set DDPD_BIN and DDP_TRAINER (ctest does)');
+    const args = ['serve', '--listen', `127.0.0.1:${this.port}`, '--state-dir', this.stateDir, '--slots', '2',
+      '--data-root', '/usr/share/datasets', '--gpus', 'none', '--trainer', TRAINER, '--cancel-grace', '3', ...this.extraArgs];
+    this.proc = spawn(DDPD, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc.stderr.on('data', (d) => { this.log = (this.log + d).slice(-20000); });
+    const line = await new Promise((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`ddpd did not start: ${this.log}`)), 30000);
+      this.proc.stdout.on('data', (d) => {
+        out += d;
+        const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
+        if (m) { clearTimeout(timer); resolve(m); }
+      });
+      this.proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`ddpd exited (${code}): ${this.log}`)); });
+    });
+    this.port = Number(line[1]);
+    this.url = `http://127.0.0.1:${this.port}`;
+  }
+
+  async stop() {
+    if (!this.proc || this.proc.exitCode !== null) return;
+    const done = new Promise((resolve) => this.proc.once('exit', resolve));
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 30000);
+    await done;
+    clearTimeout(timer);
+  }
+
+  async api(method, p, body) {
+    const res = await fetch(this.url + p, {
+      method, headers: body ? { 'Content-Type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, json: text ? JSON.parse(text) : null };
+  }
+
+  cleanup() { fs.rmSync(this.stateDir, { recursive: true, force: true }); }
+}
+
+export async function launchBrowser() {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is not there: install Debian's chromium (scripts/install-deps.sh)`);
+  let chromium;
+  try {
+    ({ chromium } = await import('playwright-core'));
+  } catch {
+    throw new Error('playwright-core is not installed: run scripts/install-deps.sh (it runs npm ci at the top of the tree)');
+  }
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'ddpd-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  context.profileDir = profile;
+  return context;
+}
+
+export async function closeBrowser(context) {
+  await context.close();
+  fs.rmSync(context.profileDir, { recursive: true, force: true });
+}
+
+// Polls fn() until it returns something truthy; throws with `what` at the deadline.
+export async function until(fn, what, timeoutMs = 60000, everyMs = 100) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try { last = await fn(); } catch (e) { last = e; }
+    if (last && !(last instanceof Error)) return last;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what} (last: ${last})`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export function fmnist(over = {}) {
+  const cfg = {
+    name: 'fmnist-mlp',
+    model: { hidden: [512, 256] },
+    data: {
+      train: { images: 'fashion-mnist/train-images-idx3-ubyte.gz', labels: 'fashion-mnist/train-labels-idx1-ubyte.gz' },
+      test: { images: 'fashion-mnist/t10k-images-idx3-ubyte.gz', labels: 'fashion-mnist/t10k-labels-idx1-ubyte.gz' },
+      limit: 4000, test_limit: 1000,
+    },
+    train: { epochs: 5, batch_size: 16, lr_schedule: { type: 'step', step_epochs: 2, gamma: 0.3 } },
+    distributed: { world_size: 2 },
+  };
+  return merge(cfg, over);
+}
+
+function merge(a, b) {
+  for (const [k, v] of Object.entries(b)) {
+    if (v && typeof v === 'object' && !Array.isArray(v) && a[k] && typeof a[k] === 'object') merge(a[k], v);
+    else a[k] = v;
+  }
+  return a;
+}
+
+export async function screenshot(page, name) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}

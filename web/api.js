@@ -1,0 +1,63 @@
+// The dashboard's HTTP client: JSON requests to ddpd, the token (kept in
+// localStorage, sent as "Authorization: Bearer" on requests that change something),
+// and errors as the server words them (application/problem+json: detail, errors[]).
+
+const TOKEN_KEY = 'ddpd.token';
+
+export function getToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+
+export function setToken(token) {
+  try {
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch { /* private mode: the token lasts this page */ }
+}
+
+// An error the page can show as it is: `message` is a sentence; `errors` the
+// server's [{pointer, message}] for a refused config; `status` 0 when unreachable.
+export class ApiError extends Error {
+  constructor(status, message, errors = []) {
+    super(message);
+    this.status = status;
+    this.errors = errors;
+  }
+}
+
+const listeners = new Set();
+// Called with true/false as requests reach ddpd or fail to.
+export function onReachability(fn) { listeners.add(fn); return () => listeners.delete(fn); }
+function reachable(ok) { for (const fn of listeners) fn(ok); }
+
+export async function request(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token && method !== 'GET') headers.Authorization = `Bearer ${token}`;
+  let init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch {
+    reachable(false);
+    throw new ApiError(0, 'ddpd cannot be reached: is it running?');
+  }
+  reachable(true);
+  const type = res.headers.get('Content-Type') || '';
+  if (res.ok) {
+    if (res.status === 204) return null;
+    return type.includes('json') ? res.json() : res.text();
+  }
+  let problem = null;
+  try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
+  let message = (problem && problem.detail) || `${res.status} ${res.statusText}`;
+  if (res.status === 401) message = 'This server needs a token to change anything: set it with the Token button at the top.';
+  throw new ApiError(res.status, message, (problem && problem.errors) || []);
+}
+
+export const get = (path) => request('GET', path);
+export const post = (path, body) => request('POST', path, body);

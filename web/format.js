@@ -1,0 +1,74 @@
+// Small formatting and DOM helpers the pages share: numbers, durations, times,
+// status badges, and `h`, a tiny element builder.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export const LIVE = new Set(['queued', 'starting', 'running', 'canceling']);
+export const FINISHED = new Set(['succeeded', 'failed', 'canceled']);
+
+export function badge(status) {
+  return h('span', { class: `badge badge-${status}`, 'data-status': status }, status);
+}
+
+export function num(v, digits = 4) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  if (v !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e6)) return v.toExponential(2);
+  return Number(v.toPrecision(digits)).toString();
+}
+
+export function int(v) {
+  if (v === null || v === undefined) return '—';
+  return Math.round(v).toLocaleString('en-US');
+}
+
+export function pct(v) {
+  if (v === null || v === undefined) return '—';
+  return `${(v * 100).toFixed(1)}%`;
+}
+
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '—';
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60), r = s % 60;
+  if (m < 60) return `${m}m ${String(r).padStart(2, '0')}s`;
+  const hr = Math.floor(m / 60);
+  return `${hr}h ${String(m % 60).padStart(2, '0')}m`;
+}
+
+export function ago(iso) {
+  if (!iso) return '—';
+  const s = (Date.now() - Date.parse(iso)) / 1000;
+  if (s < 5) return 'just now';
+  if (s < 60) return `${Math.round(s)}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+// How long a run took, or has taken so far.
+export function runDuration(run) {
+  if (!run.started_at) return null;
+  const end = run.finished_at ? Date.parse(run.finished_at) : Date.now();
+  return (end - Date.parse(run.started_at)) / 1000;
+}
+
+export function devices(run) {
+  if (run.devices && run.devices.length) return run.devices.join(', ');
+  return `${run.world_size} × ${run.device_kind}`;
+}
