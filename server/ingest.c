@@ -191,6 +191,8 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         op.kind = OP_HEARTBEAT;
         op.u.heartbeat.global_step = get_int(ev, "global_step");
         op.u.heartbeat.step_ms = get_real(ev, "step_ms");
+        op.u.heartbeat.gpu_mem_used = get_int(ev, "gpu_mem_used_bytes");   /* nccl ranks only */
+        op.u.heartbeat.gpu_mem_total = get_int(ev, "gpu_mem_total_bytes");
     } else if (strcmp(type, "status") == 0) {
         op.kind = OP_STATUS;
         op.u.status.state = get_str(ev, "state");

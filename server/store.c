@@ -46,9 +46,12 @@ static const char *const SQL[ST_COUNT] = {
         "INSERT OR REPLACE INTO steps (run_id, global_step, epoch, step, loss, lr, samples_per_s, t)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_HEARTBEAT] =
-        "INSERT INTO ranks (run_id, rank, global_step, step_ms, last_seen) VALUES (?1, ?2, ?3, ?4, ?5)"
+        "INSERT INTO ranks (run_id, rank, global_step, step_ms, last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
         " ON CONFLICT (run_id, rank) DO UPDATE SET global_step = excluded.global_step,"
-        " step_ms = excluded.step_ms, last_seen = excluded.last_seen",
+        " step_ms = excluded.step_ms, last_seen = excluded.last_seen,"
+        " gpu_mem_used_bytes = coalesce(excluded.gpu_mem_used_bytes, gpu_mem_used_bytes),"
+        " gpu_mem_total_bytes = coalesce(excluded.gpu_mem_total_bytes, gpu_mem_total_bytes)",
     [ST_EPOCH] =
         "INSERT OR REPLACE INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
         " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -261,6 +264,8 @@ static int64_t apply(const store_op *op, batch_summary *b) {
         bind_int(st, 3, op->u.heartbeat.global_step);
         bind_real(st, 4, op->u.heartbeat.step_ms);
         sqlite3_bind_int64(st, 5, op->t);
+        bind_int(st, 6, op->u.heartbeat.gpu_mem_used);
+        bind_int(st, 7, op->u.heartbeat.gpu_mem_total);
         return run_stmt(ST_HEARTBEAT);
     case OP_EPOCH:
         st = S.st[ST_EPOCH];

@@ -45,7 +45,7 @@ typedef struct {
         struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
         struct { char *state, *detail; } status;
         struct { int64_t epoch, step, global_step; double loss, lr, samples_per_s; } step;
-        struct { int64_t global_step; double step_ms; } heartbeat;
+        struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; } checkpoint;
         struct { char *name, *config; int world_size; const char *device_kind; } insert;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ static const char *const QSQL[Q_COUNT] = {
     [Q_EPOCHS] = "SELECT epoch, lr, train_loss, test_loss, test_acc, seconds, samples_per_s, t"
                  " FROM epochs WHERE run_id = ?1 ORDER BY epoch",
     [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
-                " last_seen FROM ranks WHERE run_id = ?1 ORDER BY rank",
+                " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
 };
 
 typedef struct {
@@ -324,6 +325,20 @@ json_t *store_epochs_json(int64_t id) {
     return a;
 }
 
+/* A GPU rank's device as the trainer names it ("cuda:N NAME") with the memory its
+ * heartbeats report: {"index", "name", "memory_used_bytes", "memory_total_bytes"};
+ * null for a CPU rank. */
+static json_t *gpu_json(const char *device, sqlite3_stmt *st, int mem_col) {
+    int index, name_at = 0;
+    if (!device || sscanf(device, "cuda:%d %n", &index, &name_at) < 1) return json_null();
+    json_t *g = json_object();
+    json_object_set_new(g, "index", json_integer(index));
+    json_object_set_new(g, "name", name_at > 0 && device[name_at] ? json_string(device + name_at) : json_null());
+    json_object_set_new(g, "memory_used_bytes", col_json_int(st, mem_col));
+    json_object_set_new(g, "memory_total_bytes", col_json_int(st, mem_col + 1));
+    return g;
+}
+
 json_t *store_ranks_json(int64_t id) {
     sqlite3_stmt *st = stmt(Q_RANKS);
     if (!st) return NULL;
@@ -341,6 +356,7 @@ json_t *store_ranks_json(int64_t id) {
         json_object_set_new(r, "step_ms", col_json_real(st, 7));
         json_object_set_new(r, "connected_at", col_json_time(st, 8));
         json_object_set_new(r, "last_seen", col_json_time(st, 9));
+        json_object_set_new(r, "gpu", gpu_json((const char *)sqlite3_column_text(st, 1), st, 10));
         json_array_append_new(a, r);
     }
     done(st);

@@ -18,7 +18,7 @@ endif()
 
 # Each case is its own ctest test: they run in parallel, and a failure names the case.
 set(SERVER_API_CASES routes bad_configs pagination_and_delete token config_defaults)
-set(SERVER_INGEST_CASES secret_and_malformed downsampling exit_reasons cancel_and_grace shutdown queue_order)
+set(SERVER_INGEST_CASES secret_and_malformed gpu_ranks downsampling exit_reasons cancel_and_grace shutdown queue_order)
 set(SERVER_E2E_CASES fmnist_two_ranks cancel_mid_run rank_killed three_runs_two_slots stale_running
     server_killed_mid_run)
 foreach(case ${SERVER_API_CASES})

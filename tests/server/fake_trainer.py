@@ -45,13 +45,15 @@ class Conn:
             pass  # dropped by the server: what some scripts expect
 
     def hello(self, secret, **extra):
-        self.send(self.ev("hello", pid=os.getpid(), host="fake", device="cpu", world_size=1, secret=secret, **extra))
+        fields = dict(pid=os.getpid(), host="fake", device="cpu", world_size=1, secret=secret)
+        fields.update(extra)
+        self.send(self.ev("hello", **fields))
 
     def close(self):
         self.sock.close()
 
 
-def steps(cfg, events, run, secret, n, spike_at=None):
+def steps(cfg, events, run, secret, n, spike_at=None, gpu=False):
     world = cfg["distributed"]["world_size"]
     epochs = 2
     per_epoch = (n + epochs - 1) // epochs
@@ -60,6 +62,8 @@ def steps(cfg, events, run, secret, n, spike_at=None):
     ranks = [Conn(events, run, r) for r in range(world)]
     for r, c in enumerate(ranks):
         extra = {"epochs": epochs, "steps_per_epoch": per_epoch, "total_steps": n} if r == 0 else {}
+        if gpu:  # as the nccl backend's ranks say it
+            extra["device"] = f"cuda:{r + 4} NVIDIA H200"
         c.hello(secret, **extra)
         c.send(c.ev("status", state="training", detail="epoch 0"))
     batch = []
@@ -80,8 +84,9 @@ def steps(cfg, events, run, secret, n, spike_at=None):
         if batch:
             ranks[0].send(*batch)
             batch = []
-        for c in ranks:
-            c.send(c.ev("heartbeat", global_step=g, step_ms=1.5))
+        for r, c in enumerate(ranks):
+            mem = {"gpu_mem_used_bytes": (r + 1) * 2**30 + epoch, "gpu_mem_total_bytes": 150 * 2**30} if gpu else {}
+            c.send(c.ev("heartbeat", global_step=g, step_ms=1.5, **mem))
         ranks[0].send(ranks[0].ev("epoch", epoch=epoch, lr=0.001 * (0.5 ** epoch), train_loss=1.0 / (epoch + 1),
                                   test_loss=1.1 / (epoch + 1), test_acc=0.5 + epoch / 10, seconds=0.5,
                                   samples_per_s=1234.0))
@@ -126,6 +131,8 @@ def main():
 
     if name.startswith("steps-"):
         return steps(cfg, events, run, secret, int(name[6:]))
+    if name == "gpu":
+        return steps(cfg, events, run, secret, 10, gpu=True)
     if name == "spike":
         return steps(cfg, events, run, secret, 5000, spike_at=3217)
     if name == "record":

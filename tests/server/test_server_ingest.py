@@ -78,6 +78,21 @@ def case_downsampling(a):
               f"progress: {p}")
 
 
+def case_gpu_ranks(a):
+    with Server(a.ddpd, a.fake_trainer) as s:
+        rid = s.submit({"name": "gpu", "distributed": {"world_size": 2}, "train": {"batch_size": 128}})
+        s.wait_status(rid, "succeeded", timeout=60)
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        for r in (0, 1):
+            gpu = ranks[r]["gpu"]
+            check(gpu == {"index": r + 4, "name": "NVIDIA H200", "memory_used_bytes": (r + 1) * 2**30 + 1,
+                          "memory_total_bytes": 150 * 2**30}, f"rank {r}'s GPU, with its latest heartbeat: {gpu}")
+        cpu = s.submit({"name": "steps-4"})
+        s.wait_status(cpu, "succeeded", timeout=60)
+        ranks = s.get(f"/runs/{cpu}/ranks").json()["ranks"]
+        check(all(r["gpu"] is None for r in ranks), f"a CPU rank has no GPU: {ranks}")
+
+
 def case_exit_reasons(a):
     with Server(a.ddpd, a.fake_trainer) as s:
         expect = {
@@ -192,7 +207,7 @@ def case_queue_order(a):
         s.wait_status(behind, "canceled", timeout=30)
 
 
-CASES = {"secret_and_malformed": case_secret_and_malformed, "downsampling": case_downsampling,
+CASES = {"secret_and_malformed": case_secret_and_malformed, "gpu_ranks": case_gpu_ranks, "downsampling": case_downsampling,
          "exit_reasons": case_exit_reasons, "cancel_and_grace": case_cancel_and_grace, "shutdown": case_shutdown,
          "queue_order": case_queue_order}
 
