@@ -22,7 +22,9 @@ extern const unsigned long run_config_schema_json_len;
 
 /* The schema's enum strings, in the order of the C enums. */
 static const char *const run_mode_names[] = {"train", "eval"};
+static const char *const model_kind_names[] = {"mlp", "cnn"};
 static const char *const activation_names[] = {"relu", "gelu", "tanh"};
+static const char *const batch_norm_stats_names[] = {"per_rank", "sync"};
 static const char *const optimizer_names[] = {"sgd", "adam", "adamw"};
 static const char *const lr_schedule_names[] = {"constant", "step", "cosine"};
 static const char *const backend_names[] = {"auto", "cpu", "nccl"};
@@ -32,7 +34,11 @@ static const char *name_or_unknown(const char *const *names, size_t count, int i
 }
 
 const char *run_mode_name(run_mode m) { return name_or_unknown(run_mode_names, COUNT(run_mode_names), m); }
+const char *model_kind_name(model_kind m) { return name_or_unknown(model_kind_names, COUNT(model_kind_names), m); }
 const char *activation_name(activation_kind a) { return name_or_unknown(activation_names, COUNT(activation_names), a); }
+const char *batch_norm_stats_name(batch_norm_stats_kind s) {
+    return name_or_unknown(batch_norm_stats_names, COUNT(batch_norm_stats_names), s);
+}
 const char *optimizer_name(optimizer_kind o) { return name_or_unknown(optimizer_names, COUNT(optimizer_names), o); }
 const char *lr_schedule_name(lr_schedule_kind s) { return name_or_unknown(lr_schedule_names, COUNT(lr_schedule_names), s); }
 const char *backend_name(backend_kind b) { return name_or_unknown(backend_names, COUNT(backend_names), b); }
@@ -212,16 +218,45 @@ static int enum_at(json_t *doc, const char *pointer, const char *const *names, s
     return 0;
 }
 
-static void read_model(json_t *doc, run_config *c) {
-    json_t *hidden = value_at(doc, "/model/hidden");
+/* An array of integers into out[0..max), its length into *n. */
+static void read_int_list(json_t *doc, const char *pointer, int *out, int *n, int max) {
     size_t i;
-    json_t *width;
-    json_array_foreach(hidden, i, width) {
-        if (i >= RUN_CONFIG_MAX_HIDDEN) break;
-        c->model.hidden[i] = (int)json_integer_value(width);
-        c->model.n_hidden = (int)i + 1;
+    json_t *value;
+    *n = 0;
+    json_array_foreach(value_at(doc, pointer), i, value) {
+        if (i >= (size_t)max) break;
+        out[i] = (int)json_integer_value(value);
+        *n = (int)i + 1;
     }
+}
+
+static void read_conv_blocks(json_t *doc, run_config *c) {
+    size_t i;
+    json_t *block;
+    c->model.cnn.n_conv = 0;
+    json_array_foreach(value_at(doc, "/model/cnn/conv"), i, block) {
+        if (i >= RUN_CONFIG_MAX_CONV) break;
+        conv_block_config *b = &c->model.cnn.conv[i];
+        b->channels = (int)json_integer_value(json_object_get(block, "channels"));
+        b->kernel = (int)json_integer_value(json_object_get(block, "kernel"));
+        b->stride = (int)json_integer_value(json_object_get(block, "stride"));
+        b->padding = (int)json_integer_value(json_object_get(block, "padding"));
+        b->pool = (int)json_integer_value(json_object_get(block, "pool"));
+        b->batch_norm = json_is_true(json_object_get(block, "batch_norm"));
+        b->dropout = json_number_value(json_object_get(block, "dropout"));
+        c->model.cnn.n_conv = (int)i + 1;
+    }
+}
+
+static void read_model(json_t *doc, run_config *c) {
+    c->model.type = enum_at(doc, "/model/type", model_kind_names, COUNT(model_kind_names));
+    read_int_list(doc, "/model/hidden", c->model.hidden, &c->model.n_hidden, RUN_CONFIG_MAX_HIDDEN);
     c->model.activation = enum_at(doc, "/model/activation", activation_names, COUNT(activation_names));
+    read_conv_blocks(doc, c);
+    read_int_list(doc, "/model/cnn/fc", c->model.cnn.fc, &c->model.cnn.n_fc, RUN_CONFIG_MAX_HIDDEN);
+    c->model.cnn.dropout = number_at(doc, "/model/cnn/dropout");
+    c->model.cnn.batch_norm_stats =
+        enum_at(doc, "/model/cnn/batch_norm_stats", batch_norm_stats_names, COUNT(batch_norm_stats_names));
 }
 
 static void read_data(json_t *doc, run_config *c) {

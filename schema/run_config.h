@@ -10,23 +10,43 @@
 
 #include "validator.h"
 
-#define RUN_CONFIG_MAX_HIDDEN 16
+#define RUN_CONFIG_MAX_HIDDEN 16 /* also the most hidden fully connected layers of a cnn */
+#define RUN_CONFIG_MAX_CONV 8     /* convolution blocks of a cnn */
 #define RUN_CONFIG_PATH_MAX 1024
 
 typedef enum { RUN_MODE_TRAIN, RUN_MODE_EVAL } run_mode;
+typedef enum { MODEL_MLP, MODEL_CNN } model_kind;
 typedef enum { ACT_RELU, ACT_GELU, ACT_TANH } activation_kind;
+typedef enum { BN_STATS_PER_RANK, BN_STATS_SYNC } batch_norm_stats_kind;
 typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } optimizer_kind;
 typedef enum { LR_CONSTANT, LR_STEP, LR_COSINE } lr_schedule_kind;
 typedef enum { BACKEND_AUTO, BACKEND_CPU, BACKEND_NCCL } backend_kind;
+
+/* One convolution block of a cnn: conv2d, [batch norm], activation, [max-pool], [dropout]. */
+typedef struct {
+    int channels, kernel, stride, padding;
+    int pool;       /* max-pool window and stride; 1 = none */
+    bool batch_norm;
+    double dropout; /* 0 = none */
+} conv_block_config;
 
 typedef struct {
     char name[128];
     run_mode mode;
     uint64_t seed;
     struct {
-        int hidden[RUN_CONFIG_MAX_HIDDEN];
+        model_kind type;
+        int hidden[RUN_CONFIG_MAX_HIDDEN]; /* mlp */
         int n_hidden;
         activation_kind activation;
+        struct {
+            conv_block_config conv[RUN_CONFIG_MAX_CONV];
+            int n_conv;
+            int fc[RUN_CONFIG_MAX_HIDDEN]; /* hidden fully connected widths */
+            int n_fc;
+            double dropout;                /* after each hidden fully connected layer */
+            batch_norm_stats_kind batch_norm_stats;
+        } cnn;
     } model;
     struct {
         char train_images[RUN_CONFIG_PATH_MAX], train_labels[RUN_CONFIG_PATH_MAX];
@@ -84,7 +104,9 @@ int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs);
  * file are reported in `errs` too (pointer "" and a sentence naming the file). */
 int run_config_load_file(const char *path, run_config *out, json_t **doc_out, schema_errors *errs);
 
+const char *model_kind_name(model_kind m);
 const char *activation_name(activation_kind a);
+const char *batch_norm_stats_name(batch_norm_stats_kind s);
 const char *optimizer_name(optimizer_kind o);
 const char *lr_schedule_name(lr_schedule_kind s);
 const char *backend_name(backend_kind b);

@@ -3,8 +3,9 @@
 # one H200): builds with CUDA into build-gpu, runs the GPU tests (ctest -R gpu),
 # a whole ddp-trainer run on the GPU (backend nccl, world size 1, 3 epochs of
 # Fashion-MNIST), the same run through the REST server when build-gpu/bin/ddpd
-# exists, and the benchmark: samples/s of the MLP 784-4096-4096-10 at per-rank
-# batch 1024 and 8192 beside PyTorch's eager DDP (when python3 has torch with
+# exists, and the benchmarks: samples/s of the MLP 784-4096-4096-10 at per-rank
+# batch 1024 and 8192, and of the default CNN (model.type "cnn") at per-rank batch
+# 256 and 2048, each beside PyTorch's eager DDP (when python3 has torch with
 # CUDA), and the step's FLOP rate against the GPU's measured SGEMM peak.
 #   scripts/gpu-check.sh            exit status: 0 when every GPU test and run passed
 # BUILD_DIR overrides build-gpu; DATA the Fashion-MNIST directory; SERVER_RUN_TIMEOUT
@@ -65,11 +66,11 @@ for l in lines:
         print(f"  {names[m.group(1)]}: {m.group(2).strip()}")
 PY
 }
-figures "largest relative error|bit-identical|refusal:|test accuracy gpu|step losses identical|ended after|devices"
+figures "largest relative error|bit-identical|refusal:|test accuracy gpu|cnn: test accuracy|cnn, 2 GPUs|step losses identical|ended after|devices"
 if [ "$gpus" -gt 0 ]; then
   # On a GPU, only the tests that need two GPUs may skip (on a one-GPU machine).
   for t in test_gpu_kernels test_gpu_engine gpu_e2e_losses_follow_cpu gpu_e2e_deterministic gpu_e2e_memory_refused \
-           gpu_e2e_resume gpu_e2e_one_gpu_two_ranks; do
+           gpu_e2e_resume gpu_e2e_one_gpu_two_ranks gpu_e2e_cnn; do
     grep -E "Test +#[0-9]+: $t .*Skipped" "$log" >/dev/null && fail "$t was skipped on a host with a GPU"
   done
 else
@@ -162,16 +163,20 @@ PY
   server_pid=
 fi
 
-section "benchmark: MLP 784-4096-4096-10, Adam, per-rank batch 1024 and 8192"
-"$bin/bench_gpu_step" --batch 1024 --batch 8192 --data "$data" | tee "$work/ours.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "bench_gpu_step failed"
-if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  python3 bench/gpu/torch_mlp_ddp.py --batch 1024 --batch 8192 --data "$data" | tee "$work/torch.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "the PyTorch benchmark failed"
-else
-  echo "PyTorch with CUDA is not installed here (python3 -c 'import torch; torch.cuda.is_available()'): no comparison"
-fi
-python3 - "$work/ours.txt" "$work/torch.txt" <<'PY'
+benchmark() { # model target(ratio or "") batch...: ours beside PyTorch's, a table
+  local model=$1 target=$2
+  shift 2
+  local batches=()
+  for b in "$@"; do batches+=(--batch "$b"); done
+  "$bin/bench_gpu_step" --model "$model" "${batches[@]}" --data "$data" | tee "$work/ours-$model.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "bench_gpu_step --model $model failed"
+  if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    python3 bench/gpu/torch_mlp_ddp.py --model "$model" "${batches[@]}" --data "$data" | tee "$work/torch-$model.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "the PyTorch benchmark (--model $model) failed"
+  else
+    echo "PyTorch with CUDA is not installed here (python3 -c 'import torch; torch.cuda.is_available()'): no comparison"
+  fi
+  python3 - "$work/ours-$model.txt" "$work/torch-$model.txt" "$target" <<'PY'
 import json, sys
 def rows(path, tag):
     try:
@@ -179,6 +184,7 @@ def rows(path, tag):
     except OSError:
         return {}
 ours, torch = rows(sys.argv[1], "bench_gpu_step:"), rows(sys.argv[2], "torch_mlp_ddp:")
+target = float(sys.argv[3]) if sys.argv[3] else None
 print()
 print(f"{'batch':>6} {'ddp-trainer':>14} {'PyTorch DDP':>14} {'ratio':>7} {'TFLOP/s':>8} {'of SGEMM peak':>14}")
 for b in sorted(ours):
@@ -188,11 +194,18 @@ for b in sorted(ours):
     ratio_s = f"{ratio:.2f}x" if ratio else "n/a"
     print(f"{b:>6} {o['samples_per_s']:>12.0f}/s {theirs:>14} {ratio_s:>7} {o['tflops']:>8.1f} "
           f"{100 * o['efficiency']:>13.0f}%")
-    if ratio:
-        print(f"       target: at least 1.2x PyTorch's samples/s: {'met' if ratio >= 1.2 else 'MISSED'}")
+    if ratio and target:
+        print(f"       target: at least {target}x PyTorch's samples/s: {'met' if ratio >= target else 'MISSED'}")
 if ours:
     print(f"SGEMM peak (cuBLAS 8192^3, FP32): {next(iter(ours.values()))['sgemm_peak_tflops']:.1f} TFLOP/s")
 PY
+}
+
+section "benchmark: MLP 784-4096-4096-10, Adam, per-rank batch 1024 and 8192"
+benchmark mlp 1.2 1024 8192
+
+section "benchmark: the default CNN (conv 32, pool, conv 64, pool, fc 1024, fc 10), Adam, per-rank batch 256 and 2048"
+benchmark cnn "" 256 2048
 
 section "summary"
 figures "largest relative error"

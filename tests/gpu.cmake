@@ -19,7 +19,7 @@ set_tests_properties(test_gpu_kernels test_gpu_engine PROPERTIES SKIP_RETURN_COD
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(GPU_E2E_CASES nccl_refused auto_picks_cpu losses_follow_cpu deterministic memory_refused resume
-    one_gpu_two_ranks two_ranks watchdog)
+    one_gpu_two_ranks two_ranks watchdog cnn)
 foreach(case ${GPU_E2E_CASES})
   add_test(NAME gpu_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
@@ -27,7 +27,7 @@ foreach(case ${GPU_E2E_CASES})
   set_tests_properties(gpu_e2e_${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endforeach()
 
-# The GPU backend's host code (cuda engine, mlp_cuda's cuBLAS calls, optim_cuda,
+# The GPU backend's host code (cuda engine, model_cuda's cuBLAS calls, optim_cuda,
 # coll_nccl) run on a CPU stand-in for CUDA, cuBLAS, NCCL and the kernels
 # (gpu/fake_cuda.c): the same two test programs, so they run, and check the host
 # side against the CPU engine, on machines without a GPU too (CUDA builds only:
@@ -47,7 +47,7 @@ if(DDPD_HAVE_CUDA)
   add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
                                        ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_gpu_present.c)
   target_link_libraries(ddp-trainer-fake-cuda PRIVATE ddpd_trainer_nccl -Wl,--wrap=gpu_present_scan_host)
-  foreach(case losses_follow_cpu deterministic memory_refused resume one_gpu_two_ranks two_ranks watchdog)
+  foreach(case losses_follow_cpu deterministic memory_refused resume one_gpu_two_ranks two_ranks watchdog cnn)
     add_test(NAME gpu_e2e_fake_cuda_${case}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
                      --trainer $<TARGET_FILE:ddp-trainer-fake-cuda> --fake-gpu)

@@ -3,8 +3,9 @@
  * step losses and the parameters after SGD steps within 1e-4 relative, Adam and
  * AdamW losses, evaluation, the host views both ways, the same run twice giving
  * the same bits, the staged data path giving the resident path's bits, and the
- * memory plan refusing a share that is too small. Without a GPU it prints SKIPPED
- * and exits 77, which ctest reports as skipped. */
+ * memory plan refusing a share that is too small; and CNNs (the conv, pool, batch
+ * norm and dropout layers, the running statistics coming back to the host). Without
+ * a GPU it prints SKIPPED and exits 77, which ctest reports as skipped. */
 #include <stdio.h>
 
 #include "check.h"
@@ -76,6 +77,19 @@ static run_config config(activation_kind act, optimizer_kind opt, double momentu
     return c;
 }
 
+/* A small CNN: two conv blocks (the second with batch norm), fc 64 with dropout. */
+static run_config cnn_config(optimizer_kind opt, double momentum, int batch_norm, double dropout) {
+    run_config c = config(ACT_RELU, opt, momentum, 0);
+    c.model.type = MODEL_CNN;
+    c.model.cnn.conv[0] = (conv_block_config){8, 5, 1, 2, 2, false, 0};
+    c.model.cnn.conv[1] = (conv_block_config){16, 3, 1, 1, 2, batch_norm, 0};
+    c.model.cnn.n_conv = 2;
+    c.model.cnn.fc[0] = 64;
+    c.model.cnn.n_fc = 1;
+    c.model.cnn.dropout = dropout;
+    return c;
+}
+
 static engine *make(const run_config *cfg, coll_comm *comm, int gpu) {
     engine_params p = {.cfg = cfg, .comm = comm, .train = &train, .test = &test, .max_rows = 512};
     char err[1024] = "";
@@ -106,9 +120,9 @@ static double run_steps(engine *g, engine *c, double *gl, double *cl) {
     double worst_loss = 0;
     for (int k = 0; k < STEPS; k++) {
         const size_t *idx = s.indices + (size_t)k * BATCH;
-        REQUIRE(g->ops->step(g, idx, BATCH, lr, &gl[k]) == 0, "cuda step %d: %s", k, coll_nccl_failure(nccl_comm));
+        REQUIRE(g->ops->step(g, idx, BATCH, lr, k, &gl[k]) == 0, "cuda step %d: %s", k, coll_nccl_failure(nccl_comm));
         if (c) {
-            REQUIRE(c->ops->step(c, idx, BATCH, lr, &cl[k]) == 0, "cpu step %d", k);
+            REQUIRE(c->ops->step(c, idx, BATCH, lr, k, &cl[k]) == 0, "cpu step %d", k);
             double r = fabs(gl[k] - cl[k]) / fabs(cl[k]);
             if (!(r <= worst_loss)) worst_loss = r;
         }
@@ -117,8 +131,9 @@ static double run_steps(engine *g, engine *c, double *gl, double *cl) {
     return worst_loss;
 }
 
-static void test_against_cpu(activation_kind act, optimizer_kind opt, double momentum, double clip, const char *name) {
-    run_config cfg = config(act, opt, momentum, clip);
+static void against_cpu(const run_config *cfgp, const char *name) {
+    run_config cfg = *cfgp;
+    optimizer_kind opt = cfg.train.optimizer.type;
     engine *g = make(&cfg, nccl_comm, 1), *c = make(&cfg, cpu_comm, 0);
     size_t n = g->shape.n_params;
     REQUIRE(g->ops->sync_to_host(g) == 0, "sync_to_host");
@@ -143,10 +158,19 @@ static void test_against_cpu(activation_kind act, optimizer_kind opt, double mom
     double eval_err = fabs(gs[0] - cs[0]) / cs[0];
     CHECK(eval_err <= (opt == OPT_SGD ? TOL : 1e-3), "%s: test loss sums %.9g vs %.9g", name, gs[0], cs[0]);
     CHECK(fabs(gs[1] - cs[1]) <= 2, "%s: test hits %.0f vs %.0f", name, gs[1], cs[1]);
+    if (g->shape.n_stats) {
+        double stats_err = rel_error(g->stats, c->stats, g->shape.n_stats);
+        CHECK(stats_err <= 1e-3, "%s: batch norm running statistics differ by %.3g relative", name, stats_err);
+    }
     printf("  %-44s step losses %.2e, params %.2e, test loss %.2e (relative); losses %.4f -> %.4f\n", name, loss_err,
            param_err, eval_err, gl[0], gl[STEPS - 1]);
     g->ops->destroy(g);
     c->ops->destroy(c);
+}
+
+static void test_against_cpu(activation_kind act, optimizer_kind opt, double momentum, double clip, const char *name) {
+    run_config cfg = config(act, opt, momentum, clip);
+    against_cpu(&cfg, name);
 }
 
 /* The host views both ways: the cpu engine's state into the cuda engine. */
@@ -196,8 +220,8 @@ static void test_deterministic(double fraction, const char *name) {
 /* A gpu_memory_fraction between the staged and the resident plan's needs. */
 static double staging_fraction(void) {
     run_config cfg = config(ACT_GELU, OPT_ADAMW, 0, 1.0);
-    mlp_shape s;
-    mlp_shape_init(&s, 784, cfg.model.hidden, cfg.model.n_hidden, 10, cfg.model.activation);
+    model_shape s;
+    model_shape_mlp(&s, 784, cfg.model.hidden, cfg.model.n_hidden, 10, cfg.model.activation);
     memory_plan_input in = {.shape = &s, .max_rows = 512, .train = 1, .n_opt_states = 2, .pixels = 784,
                             .train_count = train.count, .test_count = test.count};
     memory_plan resident, staged;
@@ -246,6 +270,12 @@ int main(void) {
     test_against_cpu(ACT_GELU, OPT_SGD, 0, 0, "gelu, plain sgd");
     test_against_cpu(ACT_RELU, OPT_ADAM, 0, 0, "relu, adam");
     test_against_cpu(ACT_GELU, OPT_ADAMW, 0, 1.0, "gelu, adamw, clip 1");
+    run_config cnn = cnn_config(OPT_SGD, 0.9, 0, 0);
+    against_cpu(&cnn, "cnn: conv, pool, conv, pool, fc, sgd momentum");
+    cnn = cnn_config(OPT_SGD, 0.9, 1, 0.3);
+    against_cpu(&cnn, "cnn: + batch norm, dropout 0.3, sgd momentum");
+    cnn = cnn_config(OPT_ADAM, 0, 1, 0.3);
+    against_cpu(&cnn, "cnn: + batch norm, dropout 0.3, adam");
     test_sync_from_host();
     test_deterministic(1.0, "the same run twice");
     test_deterministic(staging_fraction(), "staged batches against the resident dataset");

@@ -1,6 +1,7 @@
 /* Each CUDA kernel against its CPU reference (trainer/cuda/kernels.h against
- * trainer/cpu_kernels.h, optim_cuda against optim.c, mlp_cuda's cuBLAS GEMMs
- * against mlp.c's BLAS), forward and backward, within 1e-4 relative (the largest
+ * trainer/cpu_kernels.h and trainer/cnn_kernels.h, optim_cuda against optim.c,
+ * model_cuda's cuBLAS GEMMs against model.c's BLAS, for MLPs and CNNs), forward and
+ * backward, within 1e-4 relative (the largest
  * difference over the largest reference magnitude of the buffer); and the
  * reductions bit-identical when run twice. Without a GPU it prints SKIPPED and
  * exits 77, which ctest reports as skipped. */
@@ -22,11 +23,13 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
+#include "cnn_kernels.h"
 #include "cpu_kernels.h"
 #include "cuda/kernels.h"
-#include "cuda/mlp_cuda.h"
+#include "cuda/memory_plan.h"
+#include "cuda/model_cuda.h"
 #include "cuda/optim_cuda.h"
-#include "mlp.h"
+#include "model.h"
 #include "optim.h"
 #include "rng.h"
 
@@ -216,82 +219,296 @@ static void test_softmax_xent(void) {
     free(logits), free(dl), free(gdl), free(labels);
 }
 
-static int ready_order[MLP_MAX_LAYERS], ready_count;
-static void record_ready(void *arg, int layer) {
-    (void)arg;
-    if (ready_count < MLP_MAX_LAYERS) ready_order[ready_count++] = layer;
+/* --- the convolutional layers' kernels against trainer/cnn_kernels.c -------------------- */
+
+/* im2col exactly, col2im within TOL, for shapes with stride and padding. */
+static void test_im2col(void) {
+    int cases[][7] = {/* C, rows, H(=W), k, stride, pad, examples in the chunk */
+                      {1, 6, 28, 5, 1, 2, 4}, {32, 3, 14, 5, 1, 2, 2}, {3, 4, 9, 4, 2, 2, 3}, {5, 2, 7, 3, 3, 0, 2}};
+    char what[128];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int C = cases[k][0], rows = cases[k][1], H = cases[k][2], W = H, kk = cases[k][3], s = cases[k][4];
+        int pad = cases[k][5], n = cases[k][6], b0 = rows - n;
+        int Ho = (H + 2 * pad - kk) / s + 1, Wo = (W + 2 * pad - kk) / s + 1;
+        size_t nx = (size_t)C * rows * H * W, ncol = (size_t)n * Ho * Wo * C * kk * kk;
+        float *x = randoms(nx, -1, 1), *g = randoms(ncol, -1, 1);
+        float *col = malloc(sizeof(float) * ncol), *gcol = malloc(sizeof(float) * ncol);
+        float *dx = calloc(nx, sizeof(float)), *gdx = malloc(sizeof(float) * nx);
+        float *padded = malloc(sizeof(float) * C * (H + 2 * pad) * (W + 2 * pad));
+        float *d_x = to_dev(x, sizeof(float) * nx), *d_col = dalloc(sizeof(float) * ncol), *d_dx = dalloc(sizeof(float) * nx);
+        k_im2col(x, C, rows, H, W, b0, n, kk, s, pad, Ho, Wo, col, padded);
+        CU(k_im2col_cuda(d_x, C, rows, H, W, b0, n, kk, s, pad, Ho, Wo, d_col, S));
+        get(gcol, d_col, sizeof(float) * ncol);
+        CHECK(memcmp(gcol, col, sizeof(float) * ncol) == 0, "im2col C%d %dx%d k%d s%d p%d: the patches differ", C, H, W,
+              kk, s, pad);
+        printf("  %-52s bit-identical\n", "im2col");
+        put(d_col, g, sizeof(float) * ncol);
+        k_col2im(g, C, rows, H, W, b0, n, kk, s, pad, Ho, Wo, dx, padded);
+        CU(k_col2im_cuda(d_col, C, rows, H, W, b0, n, kk, s, pad, Ho, Wo, d_dx, S));
+        get(gdx, d_dx, sizeof(float) * nx);
+        snprintf(what, sizeof what, "col2im C%d %dx%d k%d stride %d pad %d", C, H, W, kk, s, pad);
+        compare(what, gdx, dx, nx, TOL);
+        cudaFree(d_x), cudaFree(d_col), cudaFree(d_dx);
+        free(x), free(g), free(col), free(gcol), free(dx), free(gdx), free(padded);
+    }
 }
 
-/* mlp_cuda (cuBLAS GEMMs in the row-major trick + the kernels) against mlp.c. */
-static void test_mlp(int in_dim, const int *hidden, int n_hidden, int rows, activation_kind act, cublasHandle_t blas) {
-    mlp_shape s;
-    mlp_shape_init(&s, in_dim, hidden, n_hidden, 10, act);
-    size_t P = s.n_params;
+/* Max-pool (values and indices exactly), batch norm, dropout masks (exactly: the same
+ * counter-based draws), flatten, the per-channel bias gradient. */
+static void test_cnn_layer_kernels(void) {
+    int C = 16, rows = 9, H = 13, W = 13, k = 2, Ho = H / k, Wo = W / k;
+    size_t planes = (size_t)C * rows, n = (size_t)rows * H * W, nx = (size_t)C * n, ny = planes * Ho * Wo;
+    float *x = randoms(nx, -2, 2), *y = malloc(sizeof(float) * ny), *gy = malloc(sizeof(float) * ny);
+    int32_t *at = malloc(sizeof(int32_t) * ny), *gat = malloc(sizeof(int32_t) * ny);
+    float *d_x = to_dev(x, sizeof(float) * nx), *d_y = dalloc(sizeof(float) * ny);
+    int32_t *d_at = dalloc(sizeof(int32_t) * ny);
+    k_maxpool_forward(x, y, at, planes, H, W, k, Ho, Wo);
+    CU(k_maxpool_forward_cuda(d_x, d_y, d_at, planes, H, W, k, Ho, Wo, S));
+    get(gy, d_y, sizeof(float) * ny);
+    get(gat, d_at, sizeof(int32_t) * ny);
+    CHECK(!memcmp(gy, y, sizeof(float) * ny) && !memcmp(gat, at, sizeof(int32_t) * ny), "max-pool values and indices");
+    float *g = randoms(ny, -1, 1), *dx = malloc(sizeof(float) * nx), *gdx = malloc(sizeof(float) * nx);
+    float *d_g = to_dev(g, sizeof(float) * ny), *d_dx = dalloc(sizeof(float) * nx);
+    k_maxpool_backward(dx, g, at, planes, H, W, Ho, Wo);
+    CU(k_maxpool_backward_cuda(d_dx, d_g, d_at, planes, H, W, Ho, Wo, S));
+    get(gdx, d_dx, sizeof(float) * nx);
+    CHECK(!memcmp(gdx, dx, sizeof(float) * nx), "max-pool backward");
+    printf("  %-52s bit-identical\n", "max-pool 2x2 (odd input) forward, indices, backward");
+
+    /* batch norm: sums, statistics with the running update, forward, backward */
+    float *gamma = randoms((size_t)C, 0.5f, 1.5f), *beta = randoms((size_t)C, -0.5f, 0.5f);
+    float mean[16], invstd[16], rm[16], rv[16], gmean[16], ginvstd[16], grm[16], grv[16];
+    for (int c = 0; c < C; c++) rm[c] = 0.1f * c, rv[c] = 1.0f + 0.05f * c;
+    double sums[33], gsums[33];
+    k_batchnorm_sums(x, C, n, sums);
+    sums[2 * C] = (double)n;
+    k_batchnorm_stats(sums, C, sums[2 * C], 1e-5f, 0.1f, mean, invstd, rm, rv);
+    double *d_sums = dalloc(sizeof(double) * 33), *d_part = dalloc(sizeof(double) * 2 * KC_CHANNEL_MAX_CHUNKS * C);
+    float *d_gamma = to_dev(gamma, sizeof(float) * C), *d_beta = to_dev(beta, sizeof(float) * C);
+    float *d_mean = dalloc(sizeof(float) * C), *d_invstd = dalloc(sizeof(float) * C);
+    float *d_rm = dalloc(sizeof(float) * C), *d_rv = dalloc(sizeof(float) * C);
+    float rm0[16], rv0[16];
+    for (int c = 0; c < C; c++) rm0[c] = 0.1f * c, rv0[c] = 1.0f + 0.05f * c;
+    put(d_rm, rm0, sizeof(float) * C), put(d_rv, rv0, sizeof(float) * C);
+    CU(k_batchnorm_sums_cuda(d_x, C, n, d_sums, d_part, S));
+    CU(k_batchnorm_stats_cuda(d_sums, C, 1e-5f, 0.1f, d_mean, d_invstd, d_rm, d_rv, S));
+    get(gsums, d_sums, sizeof(double) * (2 * C + 1));
+    get(gmean, d_mean, sizeof(float) * C), get(ginvstd, d_invstd, sizeof(float) * C);
+    get(grm, d_rm, sizeof(float) * C), get(grv, d_rv, sizeof(float) * C);
+    CHECK(gsums[2 * C] == (double)n, "the count rides along with the sums");
+    compare("batch norm: batch mean", gmean, mean, (size_t)C, TOL);
+    compare("batch norm: batch 1/std", ginvstd, invstd, (size_t)C, TOL);
+    compare("batch norm: running mean", grm, rm, (size_t)C, TOL);
+    compare("batch norm: running variance (unbiased)", grv, rv, (size_t)C, TOL);
+    float *bn = malloc(sizeof(float) * nx), *gbn = malloc(sizeof(float) * nx), *d_bn = dalloc(sizeof(float) * nx);
+    k_batchnorm_forward(x, bn, gamma, beta, mean, invstd, C, n);
+    put(d_mean, mean, sizeof(float) * C), put(d_invstd, invstd, sizeof(float) * C); /* same statistics for both */
+    CU(k_batchnorm_forward_cuda(d_x, d_bn, d_gamma, d_beta, d_mean, d_invstd, C, n, S));
+    get(gbn, d_bn, sizeof(float) * nx);
+    compare("batch norm forward", gbn, bn, nx, TOL);
+    float *dy = randoms(nx, -1, 1), *d_dy = to_dev(dy, sizeof(float) * nx);
+    float dgamma[16], dbeta[16], gdgamma[16], gdbeta[16];
+    float *d_dgamma = dalloc(sizeof(float) * C), *d_dbeta = dalloc(sizeof(float) * C);
+    k_batchnorm_backward_sums(dy, x, mean, invstd, C, n, sums);
+    sums[2 * C] = (double)n;
+    for (int c = 0; c < C; c++) dgamma[c] = (float)sums[C + c], dbeta[c] = (float)sums[c];
+    k_batchnorm_backward(dx, dy, x, gamma, mean, invstd, sums, sums[2 * C], C, n);
+    CU(k_batchnorm_backward_sums_cuda(d_dy, d_x, d_mean, d_invstd, C, n, d_sums, d_part, d_dgamma, d_dbeta, S));
+    CU(k_batchnorm_backward_cuda(d_dx, d_dy, d_x, d_gamma, d_mean, d_invstd, d_sums, C, n, S));
+    get(gdgamma, d_dgamma, sizeof(float) * C), get(gdbeta, d_dbeta, sizeof(float) * C);
+    get(gdx, d_dx, sizeof(float) * nx);
+    compare("batch norm backward: gamma gradient", gdgamma, dgamma, (size_t)C, TOL);
+    compare("batch norm backward: beta gradient", gdbeta, dbeta, (size_t)C, TOL);
+    compare("batch norm backward: input gradient", gdx, dx, nx, TOL);
+    float db[16], gdb[16], *d_db = dalloc(sizeof(float) * C);
+    k_channel_bias_grad(db, dy, C, n);
+    CU(k_channel_bias_grad_cuda(d_db, d_dy, C, n, d_part, S));
+    get(gdb, d_db, sizeof(float) * C);
+    compare("per-channel bias gradient", gdb, db, (size_t)C, TOL);
+
+    /* dropout: the same masks bit for bit, channel-major and row-major */
+    uint64_t base[9], keys[9];
+    for (int b = 0; b < rows; b++) base[b] = rng_dropout_row_key(5, 77, 1000 + (uint64_t)b * 3), keys[b] = rng_dropout_layer_key(base[b], 4);
+    uint64_t *d_base = to_dev(base, sizeof base);
+    uint8_t *mask = malloc(nx), *gmask = malloc(nx), *d_mask = dalloc(nx);
+    for (int major = 1; major >= 0; major--) {
+        int CC = major ? C : C * H * W;
+        size_t plane = major ? (size_t)H * W : 1;
+        k_dropout_forward(bn, mask, x, keys, rows, CC, plane, major, 0.3f);
+        CU(k_dropout_forward_cuda(d_bn, d_mask, d_x, d_base, 4, rows, CC, plane, major, 0.3f, S));
+        get(gbn, d_bn, sizeof(float) * nx);
+        get(gmask, d_mask, nx);
+        CHECK(!memcmp(gmask, mask, nx) && !memcmp(gbn, bn, sizeof(float) * nx), "dropout %s: the same masks",
+              major ? "channel-major" : "row-major");
+        k_dropout_backward(dx, dy, mask, nx, 0.3f);
+        CU(k_dropout_backward_cuda(d_dx, d_dy, d_mask, nx, 0.3f, S));
+        get(gdx, d_dx, sizeof(float) * nx);
+        CHECK(!memcmp(gdx, dx, sizeof(float) * nx), "dropout backward");
+    }
+    printf("  %-52s bit-identical\n", "dropout masks (counter-based), forward, backward");
+    k_flatten(bn, x, C, rows, (size_t)H * W);
+    CU(k_flatten_cuda(d_bn, d_x, C, rows, (size_t)H * W, S));
+    get(gbn, d_bn, sizeof(float) * nx);
+    k_unflatten(dx, bn, C, rows, (size_t)H * W);
+    CU(k_unflatten_cuda(d_dx, d_bn, C, rows, (size_t)H * W, S));
+    get(gdx, d_dx, sizeof(float) * nx);
+    CHECK(!memcmp(gbn, bn, sizeof(float) * nx) && !memcmp(gdx, x, sizeof(float) * nx), "flatten and back");
+    printf("  %-52s bit-identical\n", "flatten, unflatten");
+    cudaFree(d_x), cudaFree(d_y), cudaFree(d_at), cudaFree(d_g), cudaFree(d_dx), cudaFree(d_sums), cudaFree(d_part);
+    cudaFree(d_gamma), cudaFree(d_beta), cudaFree(d_mean), cudaFree(d_invstd), cudaFree(d_rm), cudaFree(d_rv);
+    cudaFree(d_bn), cudaFree(d_dy), cudaFree(d_dgamma), cudaFree(d_dbeta), cudaFree(d_db), cudaFree(d_base),
+        cudaFree(d_mask);
+    free(x), free(y), free(gy), free(at), free(gat), free(g), free(dx), free(gdx), free(gamma), free(beta), free(bn),
+        free(gbn), free(dy), free(mask), free(gmask);
+}
+
+/* --- whole models: model_cuda (cuBLAS GEMMs in the row-major trick + the kernels) against model.c --- */
+
+static int ready_order[MODEL_MAX_LAYERS], ready_count;
+static void record_ready(void *arg, int layer) {
+    (void)arg;
+    if (ready_count < MODEL_MAX_LAYERS) ready_order[ready_count++] = layer;
+}
+
+/* One training step's forward and backward of `rows` examples on both, through the
+ * device layout the engine uses (the memory plan, carved as engine_cuda.c does). */
+static void test_model(const model_shape *s, int rows, const char *name, cublasHandle_t blas) {
+    size_t P = s->n_params, in_dim = (size_t)s->in_dim;
     float *params = malloc(sizeof(float) * P), *grads = malloc(sizeof(float) * P), *ggrads = malloc(sizeof(float) * P);
-    mlp_init_params(&s, params, 7);
+    float *stats = malloc(sizeof(float) * (s->n_stats + 1)), *gstats = malloc(sizeof(float) * (s->n_stats + 1));
+    model_init_params(s, params, stats, 7);
+    for (int l = 0; l < s->n_layers; l++) /* batch norm: gamma and beta that matter */
+        if (s->layer[l].kind == LAYER_BATCHNORM2D)
+            for (int c = 0; c < s->layer[l].out_c; c++)
+                params[s->layer[l].w_off + c] = rng_uniform(&R, 0.5f, 1.5f),
+                params[s->layer[l].b_off + c] = rng_uniform(&R, -0.5f, 0.5f);
     float *input = randoms((size_t)rows * in_dim, 0, 1);
     uint8_t *labels = malloc((size_t)rows);
-    for (int i = 0; i < rows; i++) labels[i] = (uint8_t)rng_below(&R, 10);
+    size_t *ids = malloc(sizeof(size_t) * (size_t)rows);
+    uint64_t *row_keys = malloc(sizeof(uint64_t) * (size_t)rows);
+    for (int i = 0; i < rows; i++) {
+        labels[i] = (uint8_t)rng_below(&R, 10);
+        ids[i] = (size_t)rng_below(&R, 60000);
+        row_keys[i] = rng_dropout_row_key(42, 3, ids[i]);
+    }
+    /* The device copies start from the same parameters and statistics. */
+    float *d_params = to_dev(params, sizeof(float) * P), *d_grads = dalloc(sizeof(float) * P);
+    float *d_stats = to_dev(stats, sizeof(float) * (s->n_stats + 1));
 
-    mlp_workspace w;
-    REQUIRE(mlp_workspace_init(&w, &s, rows) == 0, "workspace");
+    model_workspace w;
+    REQUIRE(model_workspace_init(&w, s, rows) == 0, "workspace");
     memcpy(w.act[0], input, sizeof(float) * rows * in_dim);
     double loss = 0;
     long correct = 0;
-    mlp_forward_backward(&w, params, grads, labels, rows, &loss, &correct, NULL, NULL);
+    model_pass pass = {.train = 1, .seed = 42, .global_step = 3, .example_ids = ids};
+    REQUIRE(model_forward_backward(&w, params, stats, grads, labels, rows, &pass, &loss, &correct, NULL, NULL) == 0,
+            "cpu forward_backward");
 
+    memory_plan_input in = {.shape = s, .max_rows = rows, .train = 1, .pixels = in_dim};
+    memory_plan plan;
+    memory_plan_compute(&in, 0, &plan);
+    char *arena = dalloc(plan.arena_bytes);
+#define AT(r) ((void *)((r).bytes ? arena + (r).offset : NULL))
     gpu_error ge = {{0}};
-    mlp_cuda m = {.shape = &s, .max_rows = rows, .stream = S, .blas = blas, .ge = &ge};
-    int widest = in_dim;
-    for (int l = 0; l < s.n_layers; l++) {
-        if (s.layer[l].out > widest) widest = s.layer[l].out;
-        m.act[l + 1] = dalloc(sizeof(float) * rows * s.layer[l].out);
-        if (act == ACT_GELU && l < s.n_layers - 1) m.pre[l] = dalloc(sizeof(float) * rows * s.layer[l].out);
+    model_cuda m = {.shape = s, .max_rows = rows, .stream = S, .blas = blas, .ge = &ge};
+    for (int l = 0; l <= s->n_layers; l++) m.act[l] = AT(plan.act[l]);
+    for (int l = 0; l < s->n_layers; l++) {
+        m.pre[l] = AT(plan.pre[l]), m.mask[l] = AT(plan.mask[l]), m.argmax[l] = AT(plan.argmax[l]);
+        m.bn_mean[l] = AT(plan.bn_mean[l]), m.bn_invstd[l] = AT(plan.bn_invstd[l]);
     }
-    m.act[0] = to_dev(input, sizeof(float) * rows * in_dim);
-    m.dz = dalloc(sizeof(float) * rows * widest);
-    m.dz_next = dalloc(sizeof(float) * rows * widest);
-    m.bias_partials = dalloc(sizeof(float) * KC_BIAS_GRAD_MAX_CHUNKS * widest);
-    m.row_loss = dalloc(sizeof(float) * rows);
-    m.row_hit = dalloc(sizeof(int) * rows);
-    float *d_params = to_dev(params, sizeof(float) * P), *d_grads = dalloc(sizeof(float) * P);
+    m.dz = AT(plan.dz[0]), m.dz_next = AT(plan.dz[1]), m.col = AT(plan.im2col);
+    m.bias_partials = AT(plan.bias_partials), m.channel_partials = AT(plan.channel_partials);
+    m.bn_sums = AT(plan.bn_sums), m.row_loss = AT(plan.row_loss), m.row_hit = AT(plan.row_hit);
+    uint64_t *d_keys = AT(plan.row_keys);
+    double *d_out = AT(plan.scalars), out[3];
+#undef AT
+    put(m.act[0], input, sizeof(float) * rows * in_dim);
+    if (d_keys) put(d_keys, row_keys, sizeof(uint64_t) * (size_t)rows);
     uint8_t *d_labels = to_dev(labels, (size_t)rows);
-    double *d_out = dalloc(sizeof(double) * 3), out[3];
+    model_cuda_pass gpass = {.train = 1, .row_keys = d_keys};
     ready_count = 0;
-    int ok = mlp_loss_cuda(&m, d_params, d_labels, rows, 1, d_out, 0) == 0 &&
-             mlp_backward_cuda(&m, d_params, d_grads, rows, record_ready, NULL) == 0;
-    REQUIRE(ok, "mlp_cuda: %s", ge.msg);
-    int last = s.n_layers;
-    float *logits = malloc(sizeof(float) * rows * 10);
-    get(logits, m.act[last], sizeof(float) * rows * 10);
+    int ok = model_loss_cuda(&m, d_params, d_stats, d_labels, rows, 1, d_out, 0, &gpass) == 0 &&
+             model_backward_cuda(&m, d_params, d_grads, rows, &gpass, record_ready, NULL) == 0;
+    REQUIRE(ok, "model_cuda: %s", ge.msg);
+    int last = s->n_layers;
+    float *logits = malloc(sizeof(float) * rows * s->num_classes);
+    get(logits, m.act[last], sizeof(float) * rows * s->num_classes);
     get(ggrads, d_grads, sizeof(float) * P);
     get(out, d_out, sizeof out);
+    get(gstats, d_stats, sizeof(float) * (s->n_stats + 1));
 
-    char what[128], dims[64];
-    int k = snprintf(dims, sizeof dims, "%d", in_dim);
-    for (int l = 0; l < n_hidden; l++) k += snprintf(dims + k, sizeof dims - (size_t)k, "-%d", hidden[l]);
-    snprintf(dims + k, sizeof dims - (size_t)k, "-10 x %d rows, %s", rows, act_name(act));
-    snprintf(what, sizeof what, "forward GEMMs, logits (%s)", dims);
-    compare(what, logits, w.act[last], (size_t)rows * 10, TOL);
-    snprintf(what, sizeof what, "loss (%s)", dims);
+    char what[160];
+    snprintf(what, sizeof what, "logits (%s)", name);
+    compare(what, logits, w.act[last], (size_t)rows * s->num_classes, TOL);
+    snprintf(what, sizeof what, "loss (%s)", name);
     compare_scalar(what, out[0], loss, TOL);
-    for (int l = s.n_layers - 1; l >= 0; l--) {
-        const mlp_layer *L = &s.layer[l];
-        snprintf(what, sizeof what, "backward GEMM dW, layer %d (%s)", l, dims);
-        compare(what, ggrads + L->w_off, grads + L->w_off, (size_t)L->in * L->out, TOL);
-        snprintf(what, sizeof what, "bias gradient, layer %d (%s)", l, dims);
-        compare(what, ggrads + L->b_off, grads + L->b_off, (size_t)L->out, TOL);
+    for (int l = s->n_layers - 1; l >= 0; l--) {
+        const model_layer *L = &s->layer[l];
+        if (L->kind == LAYER_DROPOUT) {
+            uint8_t *gm = malloc((size_t)rows * model_layer_out_size(s, l));
+            get(gm, m.mask[l], (size_t)rows * model_layer_out_size(s, l));
+            CHECK(!memcmp(gm, w.mask[l], (size_t)rows * model_layer_out_size(s, l)), "%s: layer %d: dropout masks",
+                  name, l);
+            free(gm);
+        }
+        if (!model_layer_has_params(s, l)) continue;
+        snprintf(what, sizeof what, "%s %d weight gradient (%s)", layer_kind_name(L->kind), l, name);
+        compare(what, ggrads + L->w_off, grads + L->w_off, L->n_w, TOL);
+        if (L->n_b) {
+            snprintf(what, sizeof what, "%s %d bias gradient (%s)", layer_kind_name(L->kind), l, name);
+            compare(what, ggrads + L->b_off, grads + L->b_off, L->n_b, TOL);
+        }
     }
-    int order_ok = ready_count == s.n_layers;
-    for (int i = 0; i < ready_count; i++) order_ok &= ready_order[i] == s.n_layers - 1 - i;
-    CHECK(order_ok, "ready() is called once per layer, from the last to the first");
+    if (s->n_stats) {
+        snprintf(what, sizeof what, "batch norm running statistics (%s)", name);
+        compare(what, gstats, stats, s->n_stats, TOL);
+    }
+    int order_ok = ready_count == s->n_param_layers;
+    for (int i = 0, l = s->n_layers - 1; i < ready_count; i++, l--) {
+        while (l >= 0 && !model_layer_has_params(s, l)) l--;
+        order_ok &= ready_order[i] == l;
+    }
+    CHECK(order_ok, "%s: ready() is called once per layer with parameters, from the last to the first", name);
 
-    for (int l = 0; l <= s.n_layers; l++) cudaFree(m.act[l]);
-    for (int l = 0; l < s.n_layers; l++) cudaFree(m.pre[l]);
-    cudaFree(m.dz), cudaFree(m.dz_next), cudaFree(m.bias_partials), cudaFree(m.row_loss), cudaFree(m.row_hit);
-    cudaFree(d_params), cudaFree(d_grads), cudaFree(d_labels), cudaFree(d_out);
-    mlp_workspace_free(&w);
-    free(params), free(grads), free(ggrads), free(input), free(labels), free(logits);
+    cudaFree(arena), cudaFree(d_params), cudaFree(d_grads), cudaFree(d_stats), cudaFree(d_labels);
+    model_workspace_free(&w);
+    free(params), free(grads), free(ggrads), free(stats), free(gstats), free(input), free(labels), free(ids),
+        free(row_keys), free(logits);
+}
+
+static void test_mlp(int in_dim, const int *hidden, int n_hidden, int rows, activation_kind act, cublasHandle_t blas) {
+    model_shape s;
+    model_shape_mlp(&s, in_dim, hidden, n_hidden, 10, act);
+    char name[96];
+    int k = snprintf(name, sizeof name, "%d", in_dim);
+    for (int l = 0; l < n_hidden; l++) k += snprintf(name + k, sizeof name - (size_t)k, "-%d", hidden[l]);
+    snprintf(name + k, sizeof name - (size_t)k, "-10 x %d rows, %s", rows, act_name(act));
+    test_model(&s, rows, name, blas);
+}
+
+/* CNNs: the default network, and one with stride, batch norm, dropout and gelu. */
+static void test_cnns(cublasHandle_t blas) {
+    run_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model.type = MODEL_CNN;
+    cfg.model.activation = ACT_RELU;
+    cfg.model.cnn.conv[0] = (conv_block_config){32, 5, 1, 2, 2, false, 0};
+    cfg.model.cnn.conv[1] = (conv_block_config){64, 5, 1, 2, 2, false, 0};
+    cfg.model.cnn.n_conv = 2;
+    cfg.model.cnn.fc[0] = 1024;
+    cfg.model.cnn.n_fc = 1;
+    model_shape s;
+    char err[256];
+    REQUIRE(model_shape_init(&s, &cfg, 1, 28, 28, 10, err, sizeof err) == 0, "%s", err);
+    test_model(&s, 64, "the default CNN, 64 rows", blas);
+
+    cfg.model.activation = ACT_GELU;
+    cfg.model.cnn.conv[0] = (conv_block_config){8, 3, 2, 1, 1, true, 0.2};
+    cfg.model.cnn.conv[1] = (conv_block_config){12, 3, 1, 1, 2, true, 0};
+    cfg.model.cnn.fc[0] = 40;
+    cfg.model.cnn.dropout = 0.5;
+    REQUIRE(model_shape_init(&s, &cfg, 1, 28, 28, 10, err, sizeof err) == 0, "%s", err);
+    test_model(&s, 50, "CNN, stride 2, batch norm, dropout, gelu", blas);
 }
 
 /* optimizer_step_cuda against optimizer_step: SGD (plain, momentum, nesterov,
@@ -436,6 +653,9 @@ int main(void) {
         test_mlp(50, small, 2, 29, (activation_kind)act, blas);
         test_mlp(784, wide, 2, 200, (activation_kind)act, blas);
     }
+    test_im2col();
+    test_cnn_layer_kernels();
+    test_cnns(blas);
     test_optimizers();
     test_clip();
     test_determinism();

@@ -1,5 +1,5 @@
 /* The GPU memory plan (trainer/cuda/memory_plan.c), on the CPU: its formula
- * against sizes worked out by hand, the layout (aligned, disjoint, inside the
+ * against sizes worked out by hand (MLPs and a CNN), the layout (aligned, disjoint, inside the
  * arena), the resident-or-staged decision, and the refusal message with both
  * numbers in it. */
 #include <string.h>
@@ -11,7 +11,7 @@
 
 static size_t al(size_t n) { return (n + 255) / 256 * 256; }
 
-static memory_plan_input input(const mlp_shape *s, int max_rows, int train, int states) {
+static memory_plan_input input(const model_shape *s, int max_rows, int train, int states) {
     return (memory_plan_input){.shape = s, .max_rows = max_rows, .train = train, .n_opt_states = states,
                                .pixels = 784, .train_count = 60000, .test_count = 10000};
 }
@@ -34,8 +34,8 @@ static void check_layout(const memory_plan *p, const char *what) {
 
 static void test_formula_mlp_4096(void) {
     int hidden[] = {4096, 4096};
-    mlp_shape s;
-    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_RELU);
+    model_shape s;
+    model_shape_mlp(&s, 784, hidden, 2, 10, ACT_RELU);
     size_t P = 784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
     REQUIRE(s.n_params == P, "n_params %zu", s.n_params);
     memory_plan_input in = input(&s, 1024, 1, 2);
@@ -71,8 +71,8 @@ static void test_formula_mlp_4096(void) {
 
 static void test_gelu_keeps_pre_activations(void) {
     int hidden[] = {300, 100};
-    mlp_shape s;
-    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_GELU);
+    model_shape s;
+    model_shape_mlp(&s, 784, hidden, 2, 10, ACT_GELU);
     memory_plan_input in = input(&s, 512, 1, 1);
     memory_plan p;
     memory_plan_compute(&in, 0, &p);
@@ -85,8 +85,8 @@ static void test_gelu_keeps_pre_activations(void) {
 
 static void test_staged_when_the_dataset_does_not_fit(void) {
     int hidden[] = {512, 256};
-    mlp_shape s;
-    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_RELU);
+    model_shape s;
+    model_shape_mlp(&s, 784, hidden, 2, 10, ACT_RELU);
     memory_plan_input in = input(&s, 128, 1, 2);
     memory_plan resident, staged;
     memory_plan_compute(&in, 0, &resident);
@@ -100,6 +100,60 @@ static void test_staged_when_the_dataset_does_not_fit(void) {
     memory_plan same;
     memory_plan_compute(&in, resident.total_bytes, &same);
     CHECK(same.data_resident, "resident when it just fits");
+}
+
+/* The default CNN: its conv activations, max-pool indices, per-channel scratch and the
+ * im2col chunk; bigger batches convolve in chunks of at most MEMORY_PLAN_IM2COL_BYTES. */
+static void test_cnn(void) {
+    run_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model.type = MODEL_CNN;
+    cfg.model.activation = ACT_RELU;
+    cfg.model.cnn.conv[0] = (conv_block_config){32, 5, 1, 2, 2, false, 0};
+    cfg.model.cnn.conv[1] = (conv_block_config){64, 5, 1, 2, 2, true, 0.25};
+    cfg.model.cnn.n_conv = 2;
+    cfg.model.cnn.fc[0] = 1024;
+    cfg.model.cnn.n_fc = 1;
+    model_shape s;
+    char err[256];
+    REQUIRE(model_shape_init(&s, &cfg, 1, 28, 28, 10, err, sizeof err) == 0, "%s", err);
+    /* conv 0, pool 1, conv 2, bn 3, act 4, pool 5, dropout 6, flatten 7, fc 8, fc 9 */
+    REQUIRE(s.n_layers == 10 && s.layer[3].kind == LAYER_BATCHNORM2D && s.layer[6].kind == LAYER_DROPOUT, "layers");
+    size_t rows = 256;
+    memory_plan_input in = input(&s, (int)rows, 1, 2);
+    memory_plan p;
+    memory_plan_compute(&in, 0, &p);
+    check_layout(&p, "cnn adam");
+    CHECK(p.act[1].bytes == rows * 32 * 28 * 28 * 4 && p.act[2].bytes == rows * 32 * 14 * 14 * 4,
+          "conv and pool outputs: %zu, %zu", p.act[1].bytes, p.act[2].bytes);
+    CHECK(p.argmax[1].bytes == rows * 32 * 14 * 14 * 4 && p.argmax[5].bytes == rows * 64 * 7 * 7 * 4,
+          "max-pool indices for training");
+    CHECK(p.mask[6].bytes == rows * 64 * 7 * 7 && p.row_keys.bytes == rows * 8, "dropout: a byte mask and row keys");
+    CHECK(p.bn_mean[3].bytes == 64 * 4 && p.stats.bytes == 2 * 64 * 4 && p.bn_sums.bytes == (2 * 64 + 1) * 8,
+          "batch norm: batch statistics, running statistics, sums");
+    CHECK(p.channel_partials.bytes == 2 * 64 * 64 * 8, "per-channel partials: %zu", p.channel_partials.bytes);
+    size_t col = rows * 14 * 14 * 32 * 25 * 4; /* conv 2's patches for the whole batch: 160 MiB */
+    CHECK(p.im2col.bytes == col, "im2col: the whole batch when it fits: %zu vs %zu", p.im2col.bytes, col);
+    CHECK(p.dz[0].bytes == rows * 32 * 28 * 28 * 4, "dz as wide as the widest layer");
+    CHECK(p.model_bytes == 2 * al(s.n_params * 4) + al(2 * 64 * 4), "parameters, gradients, running statistics");
+
+    memory_plan_input big = input(&s, 2048, 1, 2), eval = input(&s, 2048, 0, 2);
+    memory_plan pb, pe;
+    memory_plan_compute(&big, 0, &pb);
+    memory_plan_compute(&eval, 0, &pe);
+    int chunk = memory_plan_conv_chunk(&s.layer[2], 2048);
+    CHECK(chunk == (int)(MEMORY_PLAN_IM2COL_BYTES / (14 * 14 * 32 * 25 * 4)) && chunk < 2048,
+          "batch 2048: conv 2 in chunks of %d examples", chunk);
+    CHECK(pb.im2col.bytes <= MEMORY_PLAN_IM2COL_BYTES && pb.im2col.bytes >= MEMORY_PLAN_IM2COL_BYTES / 2,
+          "the chunk is capped: %zu", pb.im2col.bytes);
+    CHECK(pe.argmax[1].bytes == 0 && pe.mask[6].bytes == 0 && pe.row_keys.bytes == 0 && pe.dz[0].bytes == 0,
+          "evaluation keeps no indices, masks or gradients");
+    CHECK(pe.stats.bytes == 2 * 64 * 4, "but the running statistics");
+    check_layout(&pb, "cnn batch 2048");
+    check_layout(&pe, "cnn eval");
+    char line[512];
+    memory_plan_describe(&pb, line, sizeof line);
+    printf("  %s\n", line);
 }
 
 static void test_refusal_message(void) {
@@ -145,6 +199,7 @@ int main(void) {
     test_formula_mlp_4096();
     test_gelu_keeps_pre_activations();
     test_staged_when_the_dataset_does_not_fit();
+    test_cnn();
     test_refusal_message();
     test_format_bytes();
     return test_done("test_gpu_memory_plan");

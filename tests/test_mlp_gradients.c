@@ -5,22 +5,22 @@
 #include <string.h>
 
 #include "check.h"
-#include "mlp.h"
+#include "model.h"
 #include "rng.h"
 
 #define ROWS 6
 #define CLASSES 4
 
-static double loss_of(mlp_workspace *w, const float *params, const float *x, const uint8_t *y) {
+static double loss_of(model_workspace *w, const float *params, const float *x, const uint8_t *y) {
     memcpy(w->act[0], x, sizeof(float) * ROWS * w->shape->in_dim);
     double sum = 0;
     long correct = 0;
-    mlp_evaluate(w, params, y, ROWS, &sum, &correct);
+    model_evaluate(w, params, NULL, y, ROWS, &sum, &correct);
     return sum / ROWS;
 }
 
 typedef struct {
-    const mlp_shape *s;
+    const model_shape *s;
     int expected_next; /* layers must be reported last to first */
     int order_ok;
 } ready_log;
@@ -33,12 +33,12 @@ static void on_ready(void *arg, int layer) {
 
 static void check_activation(activation_kind act) {
     const int hidden[] = {7, 5};
-    mlp_shape s;
-    mlp_shape_init(&s, 9, hidden, 2, CLASSES, act);
-    mlp_workspace w;
-    REQUIRE(mlp_workspace_init(&w, &s, ROWS) == 0, "workspace");
+    model_shape s;
+    model_shape_mlp(&s, 9, hidden, 2, CLASSES, act);
+    model_workspace w;
+    REQUIRE(model_workspace_init(&w, &s, ROWS) == 0, "workspace");
     float *params = malloc(sizeof(float) * s.n_params), *grads = malloc(sizeof(float) * s.n_params);
-    mlp_init_params(&s, params, 7);
+    model_init_params(&s, params, NULL, 7);
     /* Scale weights up a little so activations leave the linear region. */
     for (size_t i = 0; i < s.n_params; i++) params[i] *= 2.0f;
     float x[ROWS * 9];
@@ -52,7 +52,8 @@ static void check_activation(activation_kind act) {
     double loss_sum = 0;
     long correct = 0;
     ready_log log = {&s, s.n_layers - 1, 1};
-    mlp_forward_backward(&w, params, grads, y, ROWS, &loss_sum, &correct, on_ready, &log);
+    model_pass pass = {.train = 1};
+    model_forward_backward(&w, params, NULL, grads, y, ROWS, &pass, &loss_sum, &correct, on_ready, &log);
     CHECK(log.order_ok && log.expected_next == -1, "layers reported last to first, each once");
     CHECK_NEAR(loss_sum / ROWS, loss_of(&w, params, x, y), 1e-6, 1e-7, "forward_backward loss = evaluate loss");
 
@@ -74,22 +75,22 @@ static void check_activation(activation_kind act) {
         }
     }
     CHECK(bad == 0, "%s: %d of %zu gradients disagree with finite differences", activation_name(act), bad, s.n_params);
-    mlp_workspace_free(&w);
+    model_workspace_free(&w);
     free(params);
     free(grads);
 }
 
 static void check_layout(void) {
     const int hidden[] = {512, 256};
-    mlp_shape s;
-    mlp_shape_init(&s, 784, hidden, 2, 10, ACT_RELU);
+    model_shape s;
+    model_shape_mlp(&s, 784, hidden, 2, 10, ACT_RELU);
     CHECK(s.n_params == 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10, "parameter count %zu", s.n_params);
-    CHECK(mlp_layer_begin(&s, 2) == 0, "last layer first in the buffer");
-    CHECK(mlp_layer_end(&s, 2) == mlp_layer_begin(&s, 1), "layers are contiguous");
-    CHECK(mlp_layer_end(&s, 0) == s.n_params, "first layer last");
+    CHECK(model_layer_begin(&s, 2) == 0, "last layer first in the buffer");
+    CHECK(model_layer_end(&s, 2) == model_layer_begin(&s, 1), "layers are contiguous");
+    CHECK(model_layer_end(&s, 0) == s.n_params, "first layer last");
     /* PyTorch's bound: 1/sqrt(fan_in) */
     float *p = malloc(sizeof(float) * s.n_params);
-    mlp_init_params(&s, p, 42);
+    model_init_params(&s, p, NULL, 42);
     float bound = 1.0f / sqrtf(784.0f), max = 0;
     double mean = 0;
     for (size_t i = s.layer[0].w_off; i < s.layer[0].b_off; i++) {

@@ -28,6 +28,14 @@ static json_t *json(const char *text) {
 /* Equal as JSON values, numbers by value (the schema writes 0 where the struct holds 0.0). */
 static bool same_value(const json_t *a, const json_t *b) {
     if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_is_object(a) && json_is_object(b)) {
+        if (json_object_size(a) != json_object_size(b)) return false;
+        const char *key;
+        json_t *member;
+        json_object_foreach((json_t *)a, key, member)
+            if (!same_value(member, json_object_get(b, key))) return false;
+        return true;
+    }
     if (json_is_array(a) && json_is_array(b)) {
         if (json_array_size(a) != json_array_size(b)) return false;
         for (size_t i = 0; i < json_array_size(a); i++)
@@ -53,8 +61,18 @@ static void test_empty_config_gives_the_defaults(void) {
     CHECK(violations == 0, "{} is valid");
     if (violations) print_errors(&errs);
     CHECK(!strcmp(c.name, "run") && c.mode == RUN_MODE_TRAIN && c.seed == 42, "top level");
-    CHECK(c.model.n_hidden == 2 && c.model.hidden[0] == 512 && c.model.hidden[1] == 256 && c.model.activation == ACT_RELU,
+    CHECK(c.model.type == MODEL_MLP && c.model.n_hidden == 2 && c.model.hidden[0] == 512 && c.model.hidden[1] == 256 &&
+              c.model.activation == ACT_RELU,
           "model");
+    /* The classic 2-conv network: 5x5 conv 32, pool, 5x5 conv 64, pool, fc 1024, fc (classes). */
+    const conv_block_config *k = c.model.cnn.conv;
+    CHECK(c.model.cnn.n_conv == 2 && k[0].channels == 32 && k[0].kernel == 5 && k[0].stride == 1 && k[0].padding == 2 &&
+              k[0].pool == 2 && !k[0].batch_norm && k[0].dropout == 0 && k[1].channels == 64 && k[1].kernel == 5 &&
+              k[1].stride == 1 && k[1].padding == 2 && k[1].pool == 2 && !k[1].batch_norm && k[1].dropout == 0,
+          "cnn conv blocks");
+    CHECK(c.model.cnn.n_fc == 1 && c.model.cnn.fc[0] == 1024 && c.model.cnn.dropout == 0 &&
+              c.model.cnn.batch_norm_stats == BN_STATS_PER_RANK,
+          "cnn fc, dropout, batch norm statistics");
     CHECK(!strcmp(c.data.train_images, "fashion-mnist/train-images-idx3-ubyte.gz") &&
               !strcmp(c.data.train_labels, "fashion-mnist/train-labels-idx1-ubyte.gz") &&
               !strcmp(c.data.test_images, "fashion-mnist/t10k-images-idx3-ubyte.gz") &&
@@ -86,18 +104,20 @@ static void test_empty_config_gives_the_defaults(void) {
 
 /* --- the schema and the struct, leaf by leaf ------------------------------------------------ */
 
-typedef enum { NOT_STORED, TEXT, INT, LONG, U64, REAL, BOOL, ENUM, INT_LIST } field_kind;
+typedef enum { NOT_STORED, TEXT, INT, LONG, U64, REAL, BOOL, ENUM, INT_LIST, CONV_LIST } field_kind;
 
 typedef struct {
     const char *pointer;
     field_kind kind;
-    size_t offset, size;           /* TEXT: the buffer; INT_LIST: the array */
+    size_t offset, size;           /* TEXT: the buffer; INT_LIST, CONV_LIST: the array */
     const char *(*enum_name)(int); /* ENUM */
-    size_t count_offset;           /* INT_LIST: where the count is */
+    size_t count_offset;           /* INT_LIST, CONV_LIST: where the count is */
     const char *companions;        /* set along with the leaf, so the rules between fields hold */
 } field;
 
 static const char *mode_of(int v) { return run_mode_name((run_mode)v); }
+static const char *model_of(int v) { return model_kind_name((model_kind)v); }
+static const char *bn_stats_of(int v) { return batch_norm_stats_name((batch_norm_stats_kind)v); }
 static const char *activation_of(int v) { return activation_name((activation_kind)v); }
 static const char *optimizer_of(int v) { return optimizer_name((optimizer_kind)v); }
 static const char *schedule_of(int v) { return lr_schedule_name((lr_schedule_kind)v); }
@@ -113,9 +133,13 @@ static const field fields[] = {
     {"/name", TEXT, AT(name), NULL, 0, NULL},
     {"/mode", ENUM, AT(mode), mode_of, 0, NULL},
     {"/seed", U64, AT(seed), NULL, 0, NULL},
-    {"/model/type", NOT_STORED, 0, 0, NULL, 0, NULL},
+    {"/model/type", ENUM, AT(model.type), model_of, 0, NULL},
     {"/model/hidden", INT_LIST, AT(model.hidden), NULL, offsetof(run_config, model.n_hidden), NULL},
     {"/model/activation", ENUM, AT(model.activation), activation_of, 0, NULL},
+    {"/model/cnn/conv", CONV_LIST, AT(model.cnn.conv), NULL, offsetof(run_config, model.cnn.n_conv), NULL},
+    {"/model/cnn/fc", INT_LIST, AT(model.cnn.fc), NULL, offsetof(run_config, model.cnn.n_fc), NULL},
+    {"/model/cnn/dropout", REAL, AT(model.cnn.dropout), NULL, 0, NULL},
+    {"/model/cnn/batch_norm_stats", ENUM, AT(model.cnn.batch_norm_stats), bn_stats_of, 0, NULL},
     {"/data/format", NOT_STORED, 0, 0, NULL, 0, NULL},
     {"/data/train/images", TEXT, AT(data.train_images), NULL, 0, NULL},
     {"/data/train/labels", TEXT, AT(data.train_labels), NULL, 0, NULL},
@@ -182,6 +206,19 @@ static json_t *field_value(const run_config *c, const field *f) {
         for (int k = 0; k < count && k < RUN_CONFIG_MAX_HIDDEN; k++) {
             memcpy(&i, base + k * sizeof(int), sizeof i);
             json_array_append_new(list, json_integer(i));
+        }
+        return list;
+    }
+    case CONV_LIST: {
+        int count;
+        memcpy(&count, (const char *)c + f->count_offset, sizeof count);
+        json_t *list = json_array();
+        for (int k = 0; k < count && k < RUN_CONFIG_MAX_CONV; k++) {
+            conv_block_config b;
+            memcpy(&b, base + k * sizeof b, sizeof b);
+            json_array_append_new(list, json_pack("{s:i, s:i, s:i, s:i, s:i, s:b, s:f}", "channels", b.channels, "kernel",
+                                                  b.kernel, "stride", b.stride, "padding", b.padding, "pool", b.pool,
+                                                  "batch_norm", b.batch_norm, "dropout", b.dropout));
         }
         return list;
     }
@@ -261,6 +298,16 @@ static json_t *other_value(const json_t *property) {
         char s[256];
         snprintf(s, sizeof s, "%sx", json_string_value(def));
         return json_string(s);
+    }
+    if (!strcmp(type, "array") && !strcmp(json_string_value(keyword(keyword(property, "items"), "type")), "object")) {
+        /* Objects: every item one wider, and one more item. */
+        json_t *list = json_deep_copy(def);
+        json_array_append_new(list, json_deep_copy(json_array_get(def, 0)));
+        size_t i;
+        json_t *item;
+        json_array_foreach(list, i, item)
+            json_object_set_new(item, "channels", json_integer(json_integer_value(json_object_get(item, "channels")) + 1));
+        return list;
     }
     if (!strcmp(type, "array")) {
         json_t *list = json_array();
@@ -364,7 +411,10 @@ static void test_every_leaf_lands_in_its_own_field(void) {
 /* One full config, read back field by field: the way a person writes one. */
 static void test_a_full_config(void) {
     json_t *doc = json("{'name': 'fmnist-sgd.2', 'mode': 'eval', 'seed': 7,"
-                       " 'model': {'type': 'mlp', 'hidden': [1024, 512, 128], 'activation': 'tanh'},"
+                       " 'model': {'type': 'cnn', 'hidden': [1024, 512, 128], 'activation': 'tanh',"
+                       "           'cnn': {'conv': [{'channels': 8, 'kernel': 3, 'stride': 2, 'padding': 1, 'pool': 3,"
+                       "                             'batch_norm': true, 'dropout': 0.25}, {'channels': 16}],"
+                       "                   'fc': [], 'dropout': 0.5, 'batch_norm_stats': 'sync'}},"
                        " 'data': {'format': 'idx', 'train': {'images': 'a/ti.gz', 'labels': 'a/tl.gz'},"
                        "          'test': {'images': 'a/vi', 'labels': 'a/vl'}, 'limit': 6000, 'test_limit': 1000},"
                        " 'train': {'epochs': 30, 'batch_size': 256, 'smoke_test': true, 'grad_clip_norm': 1.5,"
@@ -378,8 +428,18 @@ static void test_a_full_config(void) {
     run_config c;
     if (config_from(doc, &c, "full config")) {
         CHECK(!strcmp(c.name, "fmnist-sgd.2") && c.mode == RUN_MODE_EVAL && c.seed == 7, "top level");
-        CHECK(c.model.n_hidden == 3 && c.model.hidden[0] == 1024 && c.model.hidden[2] == 128 && c.model.activation == ACT_TANH,
+        CHECK(c.model.type == MODEL_CNN && c.model.n_hidden == 3 && c.model.hidden[0] == 1024 && c.model.hidden[2] == 128 &&
+                  c.model.activation == ACT_TANH,
               "model");
+        const conv_block_config *k = c.model.cnn.conv;
+        CHECK(c.model.cnn.n_conv == 2 && k[0].channels == 8 && k[0].kernel == 3 && k[0].stride == 2 && k[0].padding == 1 &&
+                  k[0].pool == 3 && k[0].batch_norm && k[0].dropout == 0.25,
+              "cnn: the first block as written");
+        CHECK(k[1].channels == 16 && k[1].kernel == 5 && k[1].stride == 1 && k[1].padding == 0 && k[1].pool == 1 &&
+                  !k[1].batch_norm && k[1].dropout == 0,
+              "cnn: the second block's unwritten fields take their defaults");
+        CHECK(c.model.cnn.n_fc == 0 && c.model.cnn.dropout == 0.5 && c.model.cnn.batch_norm_stats == BN_STATS_SYNC,
+              "cnn: no hidden fc, dropout, sync statistics");
         CHECK(!strcmp(c.data.train_images, "a/ti.gz") && !strcmp(c.data.train_labels, "a/tl.gz") &&
                   !strcmp(c.data.test_images, "a/vi") && !strcmp(c.data.test_labels, "a/vl") && c.data.limit == 6000 &&
                   c.data.test_limit == 1000,
@@ -426,14 +486,36 @@ static const bad_config bad_configs[] = {
     {"{'seed': -1}", "/seed", "must be at least 0 (got -1)"},
     {"{'seed': 1.5}", "/seed", "must be an integer (got number 1.5)"},
     {"{'model': 'mlp'}", "/model", "must be an object (got string \"mlp\")"},
-    {"{'model': {'type': 'cnn'}}", "/model/type", "must be one of: mlp (got \"cnn\")"},
+    {"{'model': {'type': 'resnet'}}", "/model/type", "must be one of: mlp, cnn (got \"resnet\")"},
     {"{'model': {'hidden': []}}", "/model/hidden", "must have at least 1 item (got 0)"},
     {"{'model': {'hidden': [8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,8]}}", "/model/hidden", "must have at most 16 items (got 17)"},
     {"{'model': {'hidden': [512, 0]}}", "/model/hidden/1", "must be at least 1 (got 0)"},
     {"{'model': {'hidden': [70000]}}", "/model/hidden/0", "must be at most 65536 (got 70000)"},
     {"{'model': {'hidden': 512}}", "/model/hidden", "must be an array (got number 512)"},
     {"{'model': {'activation': 'sigmoid'}}", "/model/activation", "must be one of: relu, gelu, tanh (got \"sigmoid\")"},
-    {"{'model': {'layers': 3}}", "/model/layers", "unknown field (allowed here: type, hidden, activation)"},
+    {"{'model': {'layers': 3}}", "/model/layers", "unknown field (allowed here: type, hidden, activation, cnn)"},
+    {"{'model': {'cnn': {'conv': []}}}", "/model/cnn/conv", "must have at least 1 item (got 0)"},
+    {"{'model': {'cnn': {'conv': [{'kernel': 3}]}}}", "/model/cnn/conv/0/channels", "is required"},
+    {"{'model': {'cnn': {'conv': [{'channels': 0}]}}}", "/model/cnn/conv/0/channels", "must be at least 1 (got 0)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8}, {'channels': 8, 'kernel': 16}]}}}", "/model/cnn/conv/1/kernel",
+     "must be at most 15 (got 16)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'stride': 0}]}}}", "/model/cnn/conv/0/stride",
+     "must be at least 1 (got 0)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'padding': -1}]}}}", "/model/cnn/conv/0/padding",
+     "must be at least 0 (got -1)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'pool': 0}]}}}", "/model/cnn/conv/0/pool", "must be at least 1 (got 0)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'dropout': 1}]}}}", "/model/cnn/conv/0/dropout",
+     "must be less than 1 (got 1)"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'batch_norm': 'yes'}]}}}", "/model/cnn/conv/0/batch_norm",
+     "must be a boolean (got string \"yes\")"},
+    {"{'model': {'cnn': {'conv': [{'channels': 8, 'groups': 2}]}}}", "/model/cnn/conv/0/groups",
+     "unknown field (allowed here: channels, kernel, stride, padding, pool, batch_norm, dropout)"},
+    {"{'model': {'cnn': {'fc': [0]}}}", "/model/cnn/fc/0", "must be at least 1 (got 0)"},
+    {"{'model': {'cnn': {'dropout': -0.1}}}", "/model/cnn/dropout", "must be at least 0 (got -0.1)"},
+    {"{'model': {'cnn': {'batch_norm_stats': 'global'}}}", "/model/cnn/batch_norm_stats",
+     "must be one of: per_rank, sync (got \"global\")"},
+    {"{'model': {'cnn': {'kernel': 3}}}", "/model/cnn/kernel",
+     "unknown field (allowed here: conv, fc, dropout, batch_norm_stats)"},
     {"{'data': {'format': 'csv'}}", "/data/format", "must be one of: idx (got \"csv\")"},
     {"{'data': {'limit': -5}}", "/data/limit", "must be at least 0 (got -5)"},
     {"{'data': {'test_limit': 'all'}}", "/data/test_limit", "must be an integer (got string \"all\")"},
@@ -687,7 +769,9 @@ static void check_enum_names(const char *pointer, const char *(*name)(int)) {
 
 static void test_enum_names_match_the_schema(void) {
     check_enum_names("/mode", mode_of);
+    check_enum_names("/model/type", model_of);
     check_enum_names("/model/activation", activation_of);
+    check_enum_names("/model/cnn/batch_norm_stats", bn_stats_of);
     check_enum_names("/train/optimizer/type", optimizer_of);
     check_enum_names("/train/lr_schedule/type", schedule_of);
     check_enum_names("/distributed/backend", backend_of);

@@ -1,12 +1,13 @@
-# Trainer tests: C unit tests of the model, optimizers, sampler and schedules, and
+# Trainer tests: C unit tests of the models (MLP and CNN gradients), optimizers, sampler and schedules, and
 # end-to-end tests that run the real ddp-trainer binary on Fashion-MNIST.
 ddpd_c_test(test_mlp_gradients ${CMAKE_CURRENT_LIST_DIR}/test_mlp_gradients.c)
+ddpd_c_test(test_cnn_gradients ${CMAKE_CURRENT_LIST_DIR}/test_cnn_gradients.c)
 ddpd_c_test(test_optim ${CMAKE_CURRENT_LIST_DIR}/test_optim.c)
 ddpd_c_test(test_sampler ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c)
 ddpd_c_test(test_lr_schedule ${CMAKE_CURRENT_LIST_DIR}/test_lr_schedule.c)
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-set(TRAINER_E2E_CASES determinism world_sizes resume lr_schedules bad_input rank_killed cancel
+set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel
     launcher_killed eval_mode smoke_and_progress)
 foreach(case ${TRAINER_E2E_CASES})
   add_test(NAME trainer_e2e_${case}
@@ -15,8 +16,20 @@ foreach(case ${TRAINER_E2E_CASES})
   set_tests_properties(trainer_e2e_${case} PROPERTIES TIMEOUT 300)
 endforeach()
 
+# The CNN (model.type "cnn"), end to end: a small network on ~1000 examples, seconds a case.
+set(TRAINER_CNN_E2E_CASES determinism world_sizes resume eval_mode dropout bad_shape)
+foreach(case ${TRAINER_CNN_E2E_CASES})
+  add_test(NAME trainer_cnn_e2e_${case}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_cnn_e2e.py ${case}
+                   --trainer $<TARGET_FILE:ddp-trainer>)
+  set_tests_properties(trainer_cnn_e2e_${case} PROPERTIES TIMEOUT 300)
+endforeach()
+
 ddpd_c_test(test_idx_cache ${CMAKE_CURRENT_LIST_DIR}/test_idx_cache.c)
 # The end-to-end tests share one dataset cache in the build tree (not the user's).
 foreach(case ${TRAINER_E2E_CASES})
   set_property(TEST trainer_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+endforeach()
+foreach(case ${TRAINER_CNN_E2E_CASES})
+  set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()

@@ -18,27 +18,60 @@
 #define CKPT_SUFFIX ".safetensors"
 
 typedef struct {
-    st_tensor t[MLP_MAX_LAYERS * 6];
-    char names[MLP_MAX_LAYERS * 6][96];
+    st_tensor t[MODEL_MAX_LAYERS * 10];
+    char names[MODEL_MAX_LAYERS * 10][96];
     size_t n;
 } tensor_list;
 
-static void add_tensor(tensor_list *tl, const char *prefix, const char *layer_name, const float *data, size_t d0,
-                       size_t d1, int ndim) {
-    size_t i = tl->n++;
-    snprintf(tl->names[i], sizeof tl->names[i], "%s%s", prefix, layer_name);
-    tl->t[i] = (st_tensor){.name = tl->names[i], .data = data, .shape = {d0, d1}, .ndim = ndim};
+/* One layer's tensors: its name and PyTorch shape, and where it lives. */
+typedef struct {
+    const char *suffix; /* "weight", "bias", "running_mean", "running_var" */
+    size_t offset, count;
+    int in_stats;       /* in the running statistics, not the parameter buffer */
+    size_t shape[4];
+    int ndim;
+} layer_tensor;
+
+/* The tensors of layer L (with parameters); returns how many. */
+static int layer_tensors(const model_layer *L, layer_tensor out[4]) {
+    int n = 0;
+    size_t k = (size_t)L->kernel;
+    switch (L->kind) {
+    case LAYER_LINEAR:
+        out[n++] = (layer_tensor){"weight", L->w_off, L->n_w, 0, {(size_t)L->out_c, (size_t)L->in_c}, 2};
+        break;
+    case LAYER_CONV2D:
+        out[n++] = (layer_tensor){"weight", L->w_off, L->n_w, 0, {(size_t)L->out_c, (size_t)L->in_c, k, k}, 4};
+        break;
+    default: out[n++] = (layer_tensor){"weight", L->w_off, L->n_w, 0, {L->n_w}, 1}; break;
+    }
+    if (L->n_b) out[n++] = (layer_tensor){"bias", L->b_off, L->n_b, 0, {L->n_b}, 1};
+    if (L->kind == LAYER_BATCHNORM2D) {
+        size_t C = (size_t)L->out_c;
+        out[n++] = (layer_tensor){"running_mean", L->stat_off, C, 1, {C}, 1};
+        out[n++] = (layer_tensor){"running_var", L->stat_off + C, C, 1, {C}, 1};
+    }
+    return n;
 }
 
-/* The tensors of one buffer laid out like the parameters (params, or a state). */
-static void add_buffer(tensor_list *tl, const mlp_shape *s, const char *prefix, const float *buf) {
-    char name[64];
+/* The tensors of one buffer laid out like the parameters (params, or an optimizer
+ * state), and the running statistics when `stats` is not NULL. */
+static void add_buffer(tensor_list *tl, const model_shape *s, const char *prefix, const float *buf,
+                       const float *stats) {
     for (int l = 0; l < s->n_layers; l++) {
-        const mlp_layer *L = &s->layer[l];
-        snprintf(name, sizeof name, "layers.%d.weight", l);
-        add_tensor(tl, prefix, name, buf + L->w_off, (size_t)L->out, (size_t)L->in, 2);
-        snprintf(name, sizeof name, "layers.%d.bias", l);
-        add_tensor(tl, prefix, name, buf + L->b_off, (size_t)L->out, 0, 1);
+        const model_layer *L = &s->layer[l];
+        if (!model_layer_has_params(s, l)) continue;
+        layer_tensor lt[4];
+        int n = layer_tensors(L, lt);
+        for (int k = 0; k < n; k++) {
+            if (lt[k].in_stats && !stats) continue;
+            size_t i = tl->n++;
+            snprintf(tl->names[i], sizeof tl->names[i], "%slayers.%d.%s", prefix, L->param_index, lt[k].suffix);
+            tl->t[i] = (st_tensor){.name = tl->names[i],
+                                   .data = (lt[k].in_stats ? stats : buf) + lt[k].offset,
+                                   .ndim = lt[k].ndim};
+            memcpy(tl->t[i].shape, lt[k].shape, sizeof lt[k].shape);
+        }
     }
 }
 
@@ -67,8 +100,8 @@ static void remove_old(const char *dir, int keep) {
     free(list);
 }
 
-int checkpoint_save(const char *run_dir, const run_config *cfg, const mlp_shape *s, const float *params,
-                    const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
+int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shape *s, const float *params,
+                    const float *stats, const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
                     size_t *bytes_out, char *err, size_t errlen) {
     char dir[2048];
     if (path_join(dir, sizeof dir, run_dir, CKPT_DIR) != 0) {
@@ -91,15 +124,15 @@ int checkpoint_save(const char *run_dir, const run_config *cfg, const mlp_shape 
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    add_buffer(tl, s, "", params);
+    add_buffer(tl, s, "", params, stats);
     char prefix[64];
     if (optimizer_state1_name(opt)) {
         snprintf(prefix, sizeof prefix, "optimizer.%s.", optimizer_state1_name(opt));
-        add_buffer(tl, s, prefix, opt->state1);
+        add_buffer(tl, s, prefix, opt->state1, NULL);
     }
     if (optimizer_state2_name(opt)) {
         snprintf(prefix, sizeof prefix, "optimizer.%s.", optimizer_state2_name(opt));
-        add_buffer(tl, s, prefix, opt->state2);
+        add_buffer(tl, s, prefix, opt->state2, NULL);
     }
 
     json_t *meta = json_object();
@@ -110,6 +143,7 @@ int checkpoint_save(const char *run_dir, const run_config *cfg, const mlp_shape 
     set_str(meta, "optimizer_step", "%lld", opt->step);
     set_str(meta, "sampler_seed", "%llu", (long long)cfg->seed);
     json_object_set_new(meta, "optimizer", json_string(optimizer_name(opt->type)));
+    json_object_set_new(meta, "model", json_string(model_kind_name(s->kind)));
     json_object_set_new(meta, "activation", json_string(activation_name(s->act)));
     int rc = safetensors_write(path_out, tl->t, tl->n, meta, err, errlen);
     json_decref(meta);
@@ -148,19 +182,21 @@ int checkpoint_find_latest(const char *run_dir, char *path, size_t path_len, cha
     return found;
 }
 
-static int load_buffer(const st_file *f, const mlp_shape *s, const char *prefix, float *buf, char *err,
-                       size_t errlen) {
+static int load_buffer(const st_file *f, const model_shape *s, const char *prefix, float *buf, float *stats,
+                       char *err, size_t errlen) {
     char name[128];
     for (int l = 0; l < s->n_layers; l++) {
-        const mlp_layer *L = &s->layer[l];
-        snprintf(name, sizeof name, "%slayers.%d.weight", prefix, l);
-        const float *w = st_get_f32(f, name, (size_t)L->out * L->in, err, errlen);
-        if (!w) return -1;
-        memcpy(buf + L->w_off, w, sizeof(float) * L->out * L->in);
-        snprintf(name, sizeof name, "%slayers.%d.bias", prefix, l);
-        const float *b = st_get_f32(f, name, (size_t)L->out, err, errlen);
-        if (!b) return -1;
-        memcpy(buf + L->b_off, b, sizeof(float) * L->out);
+        const model_layer *L = &s->layer[l];
+        if (!model_layer_has_params(s, l)) continue;
+        layer_tensor lt[4];
+        int n = layer_tensors(L, lt);
+        for (int k = 0; k < n; k++) {
+            if (lt[k].in_stats && !stats) continue;
+            snprintf(name, sizeof name, "%slayers.%d.%s", prefix, L->param_index, lt[k].suffix);
+            const float *v = st_get_f32(f, name, lt[k].count, err, errlen);
+            if (!v) return -1;
+            memcpy((lt[k].in_stats ? stats : buf) + lt[k].offset, v, sizeof(float) * lt[k].count);
+        }
     }
     return 0;
 }
@@ -170,8 +206,8 @@ static long meta_long(const st_file *f, const char *key, long fallback) {
     return v ? strtol(v, NULL, 10) : fallback;
 }
 
-int checkpoint_load(const char *path, const mlp_shape *s, float *params, optimizer *opt, ckpt_position *pos,
-                    char *err, size_t errlen) {
+int checkpoint_load(const char *path, const model_shape *s, float *params, float *stats, optimizer *opt,
+                    ckpt_position *pos, char *err, size_t errlen) {
     st_file f;
     if (st_open(path, &f, err, errlen) != 0) return -1;
     int rc = -1;
@@ -182,15 +218,21 @@ int checkpoint_load(const char *path, const mlp_shape *s, float *params, optimiz
                  format ? format : "missing");
         goto out;
     }
-    if (s->n_layers > 0) {
+    const char *saved_model = st_metadata(&f, "model"); /* older checkpoints: mlp */
+    if (saved_model && strcmp(saved_model, model_kind_name(s->kind)) != 0) {
+        snprintf(err, errlen, "%s holds a %s model but the config asks for a %s", path, saved_model,
+                 model_kind_name(s->kind));
+        goto out;
+    }
+    if (s->n_param_layers > 0) {
         char name[64];
-        snprintf(name, sizeof name, "layers.%d.weight", s->n_layers);
+        snprintf(name, sizeof name, "layers.%d.weight", s->n_param_layers);
         if (json_object_get(f.header, name)) {
             snprintf(err, errlen, "%s was made for a model with more layers than this config's", path);
             goto out;
         }
     }
-    if (load_buffer(&f, s, "", params, sub, sizeof sub) != 0) {
+    if (load_buffer(&f, s, "", params, stats, sub, sizeof sub) != 0) {
         snprintf(err, errlen, "%s does not fit this config's model: %s", path, sub);
         goto out;
     }
@@ -204,14 +246,14 @@ int checkpoint_load(const char *path, const mlp_shape *s, float *params, optimiz
         char prefix[64];
         if (optimizer_state1_name(opt)) {
             snprintf(prefix, sizeof prefix, "optimizer.%s.", optimizer_state1_name(opt));
-            if (load_buffer(&f, s, prefix, opt->state1, sub, sizeof sub) != 0) {
+            if (load_buffer(&f, s, prefix, opt->state1, NULL, sub, sizeof sub) != 0) {
                 snprintf(err, errlen, "%s: optimizer state does not fit: %s", path, sub);
                 goto out;
             }
         }
         if (optimizer_state2_name(opt)) {
             snprintf(prefix, sizeof prefix, "optimizer.%s.", optimizer_state2_name(opt));
-            if (load_buffer(&f, s, prefix, opt->state2, sub, sizeof sub) != 0) {
+            if (load_buffer(&f, s, prefix, opt->state2, NULL, sub, sizeof sub) != 0) {
                 snprintf(err, errlen, "%s: optimizer state does not fit: %s", path, sub);
                 goto out;
             }

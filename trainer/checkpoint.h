@@ -1,14 +1,17 @@
 /* Training checkpoints in safetensors files: the model (tensors named like
- * PyTorch's, "layers.0.weight" [out, in]), the optimizer state
- * ("optimizer.exp_avg.layers.0.weight", ...), and the position (epoch, global
- * step, optimizer step, sampler seed) in the metadata. Written by rank 0, atomically,
+ * PyTorch's, N counting the layers with parameters in forward order:
+ * "layers.0.weight" [out, in] for linear, [out, in, k, k] for conv2d, batch norm's
+ * weight and bias [C] and its running statistics "layers.N.running_mean" and
+ * "layers.N.running_var" [C]), the optimizer state
+ * ("optimizer.exp_avg.layers.0.weight", ...; none for running statistics), and the
+ * position (epoch, global step, optimizer step, sampler seed) in the metadata. Written by rank 0, atomically,
  * under <run_dir>/checkpoints/epoch-NNNN.safetensors, keeping the newest `keep`. */
 #ifndef DDPD_CHECKPOINT_H
 #define DDPD_CHECKPOINT_H
 
 #include <stddef.h>
 
-#include "mlp.h"
+#include "model.h"
 #include "optim.h"
 #include "run_config.h"
 
@@ -18,16 +21,16 @@ typedef struct {
     long global_step;   /* steps done so far */
 } ckpt_position;
 
-int checkpoint_save(const char *run_dir, const run_config *cfg, const mlp_shape *s, const float *params,
-                    const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
+int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shape *s, const float *params,
+                    const float *stats, const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
                     size_t *bytes_out, char *err, size_t errlen);
 
 /* The newest checkpoint of the run directory; -1 (and err) when there is none. */
 int checkpoint_find_latest(const char *run_dir, char *path, size_t path_len, char *err, size_t errlen);
 
-/* Loads a checkpoint into params (and opt, when non-NULL), checking that it was
- * made for this model shape (and optimizer). */
-int checkpoint_load(const char *path, const mlp_shape *s, float *params, optimizer *opt, ckpt_position *pos,
-                    char *err, size_t errlen);
+/* Loads a checkpoint into params and stats (and opt, when non-NULL), checking that
+ * it was made for this model shape (and optimizer). */
+int checkpoint_load(const char *path, const model_shape *s, float *params, float *stats, optimizer *opt,
+                    ckpt_position *pos, char *err, size_t errlen);
 
 #endif

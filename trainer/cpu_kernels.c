@@ -1,6 +1,7 @@
-/* CPU reference kernels of the MLP step: see cpu_kernels.h. Loops are written so
- * the compiler vectorises them (restrict, no aliasing), and every reduction runs
- * in a fixed order so results are bit-for-bit reproducible. */
+/* CPU reference kernels of the MLP step and the activations every model uses: see
+ * cpu_kernels.h. Loops are written so the compiler vectorises them (restrict, no
+ * aliasing), and every reduction runs in a fixed order so results are bit-for-bit
+ * reproducible. */
 #include "cpu_kernels.h"
 
 #include <math.h>
@@ -39,6 +40,30 @@ void k_bias_act_forward(float *restrict z, float *restrict pre, const float *res
             for (int j = 0; j < cols; j++) row[j] = gelu(row[j]);
             break;
         }
+    }
+}
+
+float k_act_grad(activation_kind act, float out, float pre) {
+    switch (act) {
+    case ACT_RELU: return out > 0.0f ? 1.0f : 0.0f;
+    case ACT_TANH: return 1.0f - out * out;
+    case ACT_GELU: return gelu_grad(pre);
+    }
+    return 1.0f;
+}
+
+DDPD_VECTOR_CLONES
+void k_act_forward(float *y, const float *x, size_t n, activation_kind act) {
+    switch (act) {
+    case ACT_RELU:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case ACT_TANH:
+        for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    case ACT_GELU:
+        for (size_t i = 0; i < n; i++) y[i] = gelu(x[i]);
+        break;
     }
 }
 

@@ -26,6 +26,13 @@ void k_u8_to_f32(float *x, const uint8_t *src, size_t n, float scale);
 void k_bias_act_forward(float *z, float *pre, const float *bias, int rows, int cols,
                         activation_kind act, int apply_act);
 
+/* y[i] = act(x[i]); y may be x. */
+void k_act_forward(float *y, const float *x, size_t n, activation_kind act);
+
+/* act'(.) of one element, from its output `out` (relu, tanh) or input `pre` (gelu):
+ * the factor k_act_backward multiplies by. */
+float k_act_grad(activation_kind act, float out, float pre);
+
 /* dz[i] *= act'(.) given the layer's output `out` (relu, tanh) or its input `pre` (gelu). */
 void k_act_backward(float *dz, const float *out, const float *pre, size_t n, activation_kind act);
 

@@ -1,10 +1,11 @@
-/* The compute engine of one rank: where the model's parameters live and how a
- * training step, an evaluation and the optimizer run there. The rank loop
+/* The compute engine of one rank: where the model's parameters (and batch norm's
+ * running statistics) live and how a training step, an evaluation and the optimizer
+ * run there. The rank loop
  * (rank.c) drives an engine and never touches device memory itself: `cpu`
  * (engine_cpu.c: the BLAS and shared-memory collectives) and, in CUDA builds,
  * `cuda` (cuBLAS kernels and NCCL) implement the same operations.
  *
- * Checkpoints and logs read the model through host views (`params`, `opt`), which
+ * Checkpoints and logs read the model through host views (`params`, `stats`, `opt`), which
  * an engine brings up to date on request (sync_to_host) and reads back after a
  * checkpoint was loaded into them (sync_from_host). */
 #ifndef DDPD_ENGINE_H
@@ -15,7 +16,7 @@
 
 #include "collectives.h"
 #include "idx.h"
-#include "mlp.h"
+#include "model.h"
 #include "optim.h"
 #include "run_config.h"
 
@@ -27,12 +28,17 @@ typedef struct {
     int (*init_params)(engine *e, uint64_t seed);
     /* One optimisation step on this rank's examples `indices[0..rows)` of the
      * training set with learning rate `lr`: forward, backward with the gradients
-     * averaged over ranks, clipping, optimizer update. *loss gets the batch loss
-     * averaged over ranks. Collective; -1 when the group was aborted. */
-    int (*step)(engine *e, const size_t *indices, int rows, double lr, double *loss);
-    /* Sums over test examples [begin, end) of this rank: sums[0] loss, sums[1] hits. */
+     * averaged over ranks, clipping, optimizer update. `global_step` (steps done
+     * before this one) keys the dropout masks. *loss gets the batch loss averaged
+     * over ranks. Collective; -1 when the group was aborted. */
+    int (*step)(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss);
+    /* Sums over test examples [begin, end) of this rank: sums[0] loss, sums[1] hits
+     * (batch norm with running statistics, no dropout). Collective (per-rank batch
+     * norm statistics: rank 0's are shared first, as in sync_to_host). */
     int (*evaluate)(engine *e, size_t begin, size_t end, double sums[2]);
-    /* Brings the host views (params, opt) up to date. Collective. */
+    /* Brings the host views (params, stats, opt) up to date. Collective: with
+     * per-rank batch norm statistics, every rank gets rank 0's running statistics
+     * (as DDP's broadcast_buffers), which evaluation then uses. */
     int (*sync_to_host)(engine *e);
     /* Takes the host views as the new state (after a checkpoint was loaded). */
     int (*sync_from_host)(engine *e);
@@ -42,8 +48,9 @@ typedef struct {
 struct engine {
     const engine_ops *ops;
     char device[128];   /* "cpu", "cuda:0 NVIDIA H200", ... */
-    mlp_shape shape;
+    model_shape shape;
     float *params;      /* host view of the parameters */
+    float *stats;       /* host view of batch norm's running statistics (NULL when none) */
     optimizer opt;      /* host view of the optimizer state */
     coll_comm *comm;
     const run_config *cfg;
@@ -61,6 +68,6 @@ typedef struct {
 /* NULL (and err) on failure. */
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen);
 /* The shared arena each rank's cpu engine needs for a model of this shape. */
-size_t engine_cpu_arena_bytes(const mlp_shape *s);
+size_t engine_cpu_arena_bytes(const model_shape *s);
 
 #endif

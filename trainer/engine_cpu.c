@@ -1,4 +1,4 @@
-/* The cpu engine: the MLP on the BLAS, and data parallelism over the shared-memory
+/* The cpu engine: the model (model.c) on the BLAS, and data parallelism over the shared-memory
  * collectives with the optimizer sharded over ranks (ZeRO stage 1):
  *
  *   backward  as soon as a bucket of gradients is complete, it is reduce-scattered:
@@ -13,7 +13,14 @@
  * element is updated with the same arithmetic whichever rank owns it, so results
  * are bit-identical to an unsharded update. Parameters, gradients and optimizer
  * state live in the group's shared arena; the optimizer state is gathered only for
- * checkpoints (sync_to_host). See engine.h. */
+ * checkpoints (sync_to_host).
+ *
+ * Batch norm's running statistics are each rank's own (private memory). With
+ * per_rank statistics, ranks normalise with their own batch and only rank 0's running
+ * statistics count: they are broadcast before evaluation and checkpoints, as DDP's
+ * broadcast_buffers does before each forward. With sync statistics, the batch sums
+ * are all-reduced in forward and backward (model.c), so every rank's are the same.
+ * See engine.h. */
 #include "engine.h"
 
 #include <math.h>
@@ -29,7 +36,7 @@
 typedef struct {
     engine pub;
     const idx_dataset *train, *test;
-    mlp_workspace ws;
+    model_workspace ws;
     float *grads;
     uint8_t *labels;
     grad_buckets buckets;
@@ -37,13 +44,26 @@ typedef struct {
     int defer_update;   /* clipping: update once the global norm is known */
 } cpu_engine;
 
-size_t engine_cpu_arena_bytes(const mlp_shape *s) {
+size_t engine_cpu_arena_bytes(const model_shape *s) {
     return 4 * (s->n_params * sizeof(float) + 64); /* params, grads, two optimizer states */
 }
 
 static int cpu_init_params(engine *e, uint64_t seed) {
-    if (e->comm->rank == 0) mlp_init_params(&e->shape, e->params, seed);
+    if (e->comm->rank == 0) model_init_params(&e->shape, e->params, e->stats, seed);
+    if (e->shape.n_stats && e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
     return e->comm->broadcast(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
+}
+
+/* model_pass.allreduce_sum for sync batch norm. */
+static int sum_over_ranks(void *arg, double *buf, size_t n) {
+    coll_comm *comm = arg;
+    return comm->allreduce_sum_f64(comm, buf, n);
+}
+
+/* Per-rank batch norm: every rank takes rank 0's running statistics. */
+static int share_rank0_stats(engine *e) {
+    if (!e->shape.n_stats || e->shape.sync_bn || e->comm->world_size == 1) return 0;
+    return e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0);
 }
 
 static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
@@ -104,15 +124,21 @@ static int gather_buckets(engine *e, float *buf) {
     return 0;
 }
 
-static int cpu_step(engine *e, const size_t *indices, int rows, double lr, double *loss) {
+static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss) {
     cpu_engine *c = (cpu_engine *)e;
     gather_inputs(c, c->train, indices, 0, rows);
     double loss_sum = 0;
     long correct = 0;
     c->lr = lr;
+    model_pass pass = {.train = 1, .seed = e->cfg->seed, .global_step = global_step, .example_ids = indices};
+    if (e->shape.sync_bn && e->comm->world_size > 1) {
+        pass.allreduce_sum = sum_over_ranks;
+        pass.allreduce_arg = e->comm;
+    }
     grad_buckets_begin(&c->buckets);
-    mlp_forward_backward(&c->ws, e->params, c->grads, c->labels, rows, &loss_sum, &correct,
-                         grad_buckets_layer_ready, &c->buckets);
+    if (model_forward_backward(&c->ws, e->params, e->stats, c->grads, c->labels, rows, &pass, &loss_sum, &correct,
+                               grad_buckets_layer_ready, &c->buckets) != 0)
+        return -1;
     if (c->buckets.failed) return -1;
     if (c->defer_update && clip_and_update(c) != 0) return -1;
     optimizer_step_done(&e->opt);
@@ -127,11 +153,12 @@ static int cpu_step(engine *e, const size_t *indices, int rows, double lr, doubl
 
 static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     cpu_engine *c = (cpu_engine *)e;
+    if (share_rank0_stats(e) != 0) return -1;
     for (size_t i = begin; i < end; i += (size_t)c->ws.max_rows) {
         int rows = (int)(end - i < (size_t)c->ws.max_rows ? end - i : (size_t)c->ws.max_rows);
         gather_inputs(c, c->test, NULL, i, rows);
         long correct = 0;
-        mlp_evaluate(&c->ws, e->params, c->labels, rows, &sums[0], &correct);
+        model_evaluate(&c->ws, e->params, e->stats, c->labels, rows, &sums[0], &correct);
         sums[1] += (double)correct;
     }
     return 0;
@@ -140,6 +167,7 @@ static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
 /* Parameters are whole on every rank after each step; the optimizer state is
  * current only on each rank's shards until gathered. */
 static int cpu_sync_to_host(engine *e) {
+    if (share_rank0_stats(e) != 0) return -1;
     if (e->opt.state1 && gather_buckets(e, e->opt.state1) != 0) return -1;
     if (e->opt.state2 && gather_buckets(e, e->opt.state2) != 0) return -1;
     return 0;
@@ -152,8 +180,9 @@ static int cpu_sync_from_host(engine *e) {
 
 static void cpu_destroy(engine *e) {
     cpu_engine *c = (cpu_engine *)e;
-    mlp_workspace_free(&c->ws);
+    model_workspace_free(&c->ws);
     free(c->labels);
+    free(e->stats);
     free(c); /* parameters, gradients and optimizer state live in the shared arena */
 }
 
@@ -187,8 +216,10 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     c->train = p->train;
     c->test = p->test;
     const idx_dataset *d = p->test;
-    mlp_shape_init(&e->shape, d->rows * d->cols, p->cfg->model.hidden, p->cfg->model.n_hidden, d->num_classes,
-                   p->cfg->model.activation);
+    if (model_shape_init(&e->shape, p->cfg, 1, d->rows, d->cols, d->num_classes, err, errlen) != 0) {
+        free(c);
+        return NULL;
+    }
     size_t n = e->shape.n_params;
     int states = optimizer_state_count(p->cfg);
     float *state1 = NULL, *state2 = NULL;
@@ -196,7 +227,8 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
              (states < 1 || (state1 = arena_floats(p->comm, n))) && (states < 2 || (state2 = arena_floats(p->comm, n)));
     optimizer_init_external(&e->opt, p->cfg, n, state1, state2);
     c->labels = malloc((size_t)p->max_rows);
-    if (!ok || !c->labels || mlp_workspace_init(&c->ws, &e->shape, p->max_rows) != 0) {
+    if (e->shape.n_stats) ok &= (e->stats = calloc(e->shape.n_stats, sizeof(float))) != NULL;
+    if (!ok || !c->labels || model_workspace_init(&c->ws, &e->shape, p->max_rows) != 0) {
         snprintf(err, errlen, "out of memory for a model of %zu parameters and batches of %d", n, p->max_rows);
         cpu_destroy(e);
         return NULL;

@@ -1,7 +1,7 @@
 /* Gradient buckets: see grad_buckets.h. Layers are never split across buckets. */
 #include "grad_buckets.h"
 
-void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg) {
+void grad_buckets_init(grad_buckets *b, const model_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg) {
     b->n_buckets = 0;
     b->ready = ready;
     b->ready_arg = arg;
@@ -9,12 +9,13 @@ void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, bu
     double cap_bytes = (bucket_mb < GRAD_FIRST_BUCKET_MB ? bucket_mb : GRAD_FIRST_BUCKET_MB) * 1024 * 1024;
     grad_bucket *cur = NULL;
     for (int l = s->n_layers - 1; l >= 0; l--) { /* backward order = buffer order */
+        if (!model_layer_has_params(s, l)) continue;
         if (!cur || (double)(cur->end - cur->begin) * sizeof(float) >= cap_bytes) {
             if (cur) cap_bytes = bucket_mb * 1024 * 1024;
             cur = &b->bucket[b->n_buckets++];
-            cur->begin = mlp_layer_begin(s, l);
+            cur->begin = model_layer_begin(s, l);
         }
-        cur->end = mlp_layer_end(s, l);
+        cur->end = model_layer_end(s, l);
         cur->last_layer = l;
     }
 }

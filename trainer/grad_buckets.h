@@ -1,5 +1,5 @@
-/* Gradient buckets, as DDP does them: consecutive layers (in the order backward
- * produces them) grouped into buckets of about `bucket_mb`, the first one small
+/* Gradient buckets, as DDP does them: consecutive layers with parameters (in the
+ * order backward produces them) grouped into buckets of about `bucket_mb`, the first one small
  * (1 MB, like DDP) so communication starts early. Backward reports each finished
  * layer; a bucket is handed to the engine (to be reduced over ranks) as soon as its
  * last layer is done, while earlier layers' gradients are still being computed. */
@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "mlp.h"
+#include "model.h"
 
 #define GRAD_FIRST_BUCKET_MB 1.0
 
@@ -21,7 +21,7 @@ typedef struct {
 typedef int (*bucket_ready_fn)(void *arg, const grad_bucket *b);
 
 typedef struct {
-    grad_bucket bucket[MLP_MAX_LAYERS];
+    grad_bucket bucket[MODEL_MAX_LAYERS];
     int n_buckets;
     int next;          /* the next bucket to hand over in this step */
     bucket_ready_fn ready;
@@ -29,10 +29,10 @@ typedef struct {
     int failed;
 } grad_buckets;
 
-void grad_buckets_init(grad_buckets *b, const mlp_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg);
+void grad_buckets_init(grad_buckets *b, const model_shape *s, double bucket_mb, bucket_ready_fn ready, void *arg);
 /* Call before each backward. */
 void grad_buckets_begin(grad_buckets *b);
-/* grad_ready_fn for mlp_forward_backward: hands over every bucket now complete. */
+/* grad_ready_fn for model_forward_backward: hands over every bucket now complete. */
 void grad_buckets_layer_ready(void *arg, int layer);
 
 #endif

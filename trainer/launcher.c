@@ -21,7 +21,7 @@
 #include "events.h"
 #include "idx.h"
 #include "log.h"
-#include "mlp.h"
+#include "model.h"
 #include "paths.h"
 #include "progress.h"
 #include "rank.h"
@@ -255,9 +255,11 @@ static int start_and_supervise(launcher *L) {
         return EXIT_RUN_FAILED;
     }
     const idx_dataset *d = &L->test;
-    mlp_shape shape;
-    mlp_shape_init(&shape, d->rows * d->cols, L->cfg.model.hidden, L->cfg.model.n_hidden, d->num_classes,
-                   L->cfg.model.activation);
+    model_shape shape;
+    if (model_shape_init(&shape, &L->cfg, 1, d->rows, d->cols, d->num_classes, reason, sizeof reason) != 0) {
+        end_run(L, "failed", reason);
+        return EXIT_RUN_FAILED;
+    }
     /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
     size_t arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
     L->group = coll_cpu_group_create(L->world, arena);

@@ -120,6 +120,11 @@ static int setup(rank_state *s) {
 #endif
     s->eng = engine_cpu_create(&p, err, sizeof err);
     if (!s->eng) return fail(s, "rank %d: %s", s->rank, err);
+    if (s->rank == 0) {
+        char layers[1024];
+        model_describe(&s->eng->shape, layers, sizeof layers);
+        log_msg(LOG_INFO, "model: %s (%zu parameters)", layers, s->eng->shape.n_params);
+    }
     if (s->x->train && sampler_init(&s->sampler, s->x->train->count, s->world, s->rank, cfg->seed) != 0)
         return fail(s, "rank %d: out of memory for the sampler", s->rank);
     /* Parameters start equal on every rank: rank 0 initialises, then broadcasts. */
@@ -132,7 +137,8 @@ static int setup(rank_state *s) {
 static int restore(rank_state *s, const char *path, int with_optimizer) {
     char err[1024];
     engine *e = s->eng;
-    if (checkpoint_load(path, &e->shape, e->params, with_optimizer ? &e->opt : NULL, &s->pos, err, sizeof err) != 0)
+    if (checkpoint_load(path, &e->shape, e->params, e->stats, with_optimizer ? &e->opt : NULL, &s->pos, err,
+                        sizeof err) != 0)
         return fail(s, "cannot load checkpoint: %s", err);
     if (e->ops->sync_from_host(e) != 0) return fail(s, "rank %d: cannot load the checkpoint's state", s->rank);
     if (s->rank == 0)
@@ -183,7 +189,7 @@ static double train_step(rank_state *s, long step, double lr, int *aborted) {
     long left = (long)s->sampler.num_samples - first;
     int rows = left < s->local_batch ? (int)left : s->local_batch;
     double loss;
-    if (s->eng->ops->step(s->eng, s->sampler.indices + first, rows, lr, &loss) != 0) {
+    if (s->eng->ops->step(s->eng, s->sampler.indices + first, rows, lr, s->pos.global_step, &loss) != 0) {
         *aborted = 1;
         return NAN;
     }
@@ -258,8 +264,8 @@ static int save_checkpoint(rank_state *s, int epoch) {
     set_status(s, "checkpointing", NULL);
     char path[2048], err[1024];
     size_t bytes = 0;
-    if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, &e->opt, s->pos, path, sizeof path, &bytes, err,
-                        sizeof err) != 0)
+    if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, sizeof path,
+                        &bytes, err, sizeof err) != 0)
         return fail(s, "cannot write checkpoint: %s", err);
     event_emit(s->events, "checkpoint",
                json_pack("{s:i, s:I, s:s, s:I}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,

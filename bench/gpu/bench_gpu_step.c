@@ -1,9 +1,10 @@
 /* The GPU step benchmark: samples/s of the cuda engine's training step (the very
- * code ddp-trainer runs: gather, forward, loss, backward, Adam) for an MLP at a
- * few per-rank batch sizes on one GPU, the FLOP rate that step achieves, and the
- * GPU's measured SGEMM peak (cuBLAS, 8192^3, FP32 as the trainer runs by default)
- * that rate is held against.
- *   bench_gpu_step [--batch N]... [--hidden 4096,4096] [--steps N] [--data DIR]
+ * code ddp-trainer runs: gather, forward, loss, backward, Adam) for an MLP, or the
+ * default CNN (--model cnn: 5x5 conv 32, pool, 5x5 conv 64, pool, fc 1024, fc 10),
+ * at a few per-rank batch sizes on one GPU, the FLOP rate that step achieves, and
+ * the GPU's measured SGEMM peak (cuBLAS, 8192^3, FP32 as the trainer runs by
+ * default) that rate is held against.
+ *   bench_gpu_step [--model mlp|cnn] [--batch N]... [--hidden 4096,4096] [--steps N] [--data DIR]
  * Prints one line per measurement and a JSON line per batch ("bench_gpu_step: {...}")
  * for scripts/gpu-check.sh. Without a GPU: SKIPPED, exit 77. */
 #include <stdio.h>
@@ -89,13 +90,19 @@ static double sgemm_peak(int dim, cublasMath_t mode) {
     return best;
 }
 
-/* FLOPs of one training step of `rows` examples: forward and the weight
- * gradients for every layer, the input gradient for all but the first. */
-static double step_flops(const mlp_shape *s, int rows) {
+/* FLOPs of one training step of `rows` examples (the GEMMs): forward and the
+ * weight gradients for every linear and conv2d layer, the input gradient for all
+ * but the first. */
+static double step_flops(const model_shape *s, int rows) {
     double f = 0;
     for (int l = 0; l < s->n_layers; l++) {
-        double mac = (double)rows * s->layer[l].in * s->layer[l].out;
-        f += 2 * mac * (l == 0 ? 2 : 3);
+        const model_layer *L = &s->layer[l];
+        double mac;
+        if (L->kind == LAYER_LINEAR) mac = (double)rows * L->in_c * L->out_c;
+        else if (L->kind == LAYER_CONV2D)
+            mac = (double)rows * L->out_h * L->out_w * L->out_c * L->in_c * L->kernel * L->kernel;
+        else continue;
+        f += 2 * mac * (l == s->first_trained ? 2 : 3);
     }
     return f;
 }
@@ -123,9 +130,11 @@ static idx_dataset load_or_synthesize(const char *dir) {
 
 int main(int argc, char **argv) {
     int batches[MAX_BATCHES], n_batches = 0, steps = 50, hidden[RUN_CONFIG_MAX_HIDDEN] = {4096, 4096}, n_hidden = 2;
+    int cnn = 0;
     const char *data_dir = "/usr/share/datasets/fashion-mnist";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc && n_batches < MAX_BATCHES) batches[n_batches++] = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) cnn = !strcmp(argv[++i], "cnn");
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) data_dir = argv[++i];
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) {
@@ -133,7 +142,8 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_hidden < RUN_CONFIG_MAX_HIDDEN; t = strtok(NULL, ","))
                 hidden[n_hidden++] = atoi(t);
         } else {
-            fprintf(stderr, "usage: bench_gpu_step [--batch N]... [--hidden 4096,4096] [--steps N] [--data DIR]\n");
+            fprintf(stderr, "usage: bench_gpu_step [--model mlp|cnn] [--batch N]... [--hidden 4096,4096] [--steps N] "
+                            "[--data DIR]\n");
             return 2;
         }
     }
@@ -166,6 +176,14 @@ int main(int argc, char **argv) {
         memcpy(cfg.model.hidden, hidden, sizeof hidden);
         cfg.model.n_hidden = n_hidden;
         cfg.model.activation = ACT_RELU;
+        if (cnn) { /* the schema's default: the classic 2-conv network */
+            cfg.model.type = MODEL_CNN;
+            cfg.model.cnn.conv[0] = (conv_block_config){32, 5, 1, 2, 2, false, 0};
+            cfg.model.cnn.conv[1] = (conv_block_config){64, 5, 1, 2, 2, false, 0};
+            cfg.model.cnn.n_conv = 2;
+            cfg.model.cnn.fc[0] = 1024;
+            cfg.model.cnn.n_fc = 1;
+        }
         cfg.train.batch_size = batch;
         cfg.train.optimizer.type = OPT_ADAM;
         cfg.train.optimizer.lr = 1e-3;
@@ -192,7 +210,7 @@ int main(int argc, char **argv) {
                 t0 = now_s();
             }
             if (k == per_epoch) sampler_set_epoch(&s, (int)++epoch), k = 0;
-            if (eng->ops->step(eng, s.indices + (size_t)k * batch, batch, 1e-3, &loss) != 0)
+            if (eng->ops->step(eng, s.indices + (size_t)k * batch, batch, 1e-3, i, &loss) != 0)
                 die("step", coll_nccl_failure(comm));
             k++;
         }
@@ -200,15 +218,16 @@ int main(int argc, char **argv) {
         double secs = now_s() - t0;
         double sps = steps * (double)batch / secs, tflops = step_flops(&eng->shape, batch) * steps / secs / 1e12;
         char dims[128];
-        int n = snprintf(dims, sizeof dims, "%d", eng->shape.in_dim);
-        for (int l = 0; l < eng->shape.n_layers; l++)
-            n += snprintf(dims + n, sizeof dims - (size_t)n, "-%d", eng->shape.layer[l].out);
-        printf("ddp-trainer step, MLP %s, Adam, batch %d: %.0f samples/s, %.2f ms/step, %.1f TFLOP/s "
+        int n = snprintf(dims, sizeof dims, "%s %d", cnn ? "CNN" : "MLP", eng->shape.in_dim);
+        for (int l = 0; l < eng->shape.n_layers && !cnn; l++)
+            n += snprintf(dims + n, sizeof dims - (size_t)n, "-%d", eng->shape.layer[l].out_c);
+        if (cnn) snprintf(dims + n, sizeof dims - (size_t)n, "-c32-c64-1024-10");
+        printf("ddp-trainer step, %s, Adam, batch %d: %.0f samples/s, %.2f ms/step, %.1f TFLOP/s "
                "(%.0f%% of the SGEMM peak), last loss %.4f\n",
                dims, batch, sps, secs / steps * 1e3, tflops, 100 * tflops / peak, loss);
-        printf("bench_gpu_step: {\"batch\": %d, \"samples_per_s\": %.1f, \"step_ms\": %.4f, \"tflops\": %.3f, "
-               "\"sgemm_peak_tflops\": %.3f, \"efficiency\": %.4f, \"device\": \"%s\"}\n",
-               batch, sps, secs / steps * 1e3, tflops, peak, tflops / peak, device);
+        printf("bench_gpu_step: {\"model\": \"%s\", \"batch\": %d, \"samples_per_s\": %.1f, \"step_ms\": %.4f, "
+               "\"tflops\": %.3f, \"sgemm_peak_tflops\": %.3f, \"efficiency\": %.4f, \"device\": \"%s\"}\n",
+               cnn ? "cnn" : "mlp", batch, sps, secs / steps * 1e3, tflops, peak, tflops / peak, device);
         sampler_free(&s);
         eng->ops->destroy(eng);
     }

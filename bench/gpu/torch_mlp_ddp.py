@@ -2,13 +2,16 @@
 """PyTorch's eager DDP on the model and GPU bench_gpu_step measures, for comparison.
 
 One process, world size 1, DistributedDataParallel over NCCL; the MLP 784-H-...-10
-with ReLU, cross-entropy, Adam (torch's default implementation); uint8 images
+with ReLU, or with --model cnn the default CNN (Conv2d(1, 32, 5, padding 2), ReLU,
+MaxPool2d(2), Conv2d(32, 64, 5, padding 2), ReLU, MaxPool2d(2), Linear(3136, 1024),
+ReLU, Linear(1024, 10): ddp-trainer's model.type "cnn" default, cuDNN with its
+autotuner on, as people run it), cross-entropy, Adam (torch's default implementation); uint8 images
 resident on the GPU, gathered and scaled to [0, 1] each step as ddp-trainer does;
 loss.item() every step (ddp-trainer reports every step's loss too). TF32 off, as
 ddp-trainer runs by default. Prints one JSON line per batch size:
-  torch_mlp_ddp: {"batch": 1024, "samples_per_s": ..., "step_ms": ...}
+  torch_mlp_ddp: {"model": "mlp", "batch": 1024, "samples_per_s": ..., "step_ms": ...}
 
-  torch_mlp_ddp.py [--batch N]... [--hidden 4096,4096] [--steps 50] [--data DIR]"""
+  torch_mlp_ddp.py [--model mlp|cnn] [--batch N]... [--hidden 4096,4096] [--steps 50] [--data DIR]"""
 import argparse, gzip, json, os, socket, sys, time
 
 
@@ -32,6 +35,7 @@ def free_port():
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     ap.add_argument("--batch", type=int, action="append")
     ap.add_argument("--hidden", default="4096,4096")
     ap.add_argument("--steps", type=int, default=50)
@@ -50,6 +54,7 @@ def main():
         sys.exit(77)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
     torch.cuda.set_device(0)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(free_port()))
@@ -69,11 +74,16 @@ def main():
 
     for batch in batches:
         torch.manual_seed(42)
-        layers, width = [], 784
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU()]
-            width = h
-        layers.append(nn.Linear(width, 10))
+        if a.model == "cnn":
+            layers = [nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                      nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Linear(1024, 10)]
+        else:
+            layers, width = [], 784
+            for h in hidden:
+                layers += [nn.Linear(width, h), nn.ReLU()]
+                width = h
+            layers.append(nn.Linear(width, 10))
         model = DDP(nn.Sequential(*layers).to(dev), device_ids=[0])
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
@@ -101,9 +111,10 @@ def main():
             loss = step()
         torch.cuda.synchronize()
         secs = time.perf_counter() - t0
-        print(f"PyTorch {torch.__version__} eager DDP, MLP 784-{'-'.join(map(str, hidden))}-10, Adam, batch {batch}: "
+        name = "CNN c32-c64-1024-10" if a.model == "cnn" else f"MLP 784-{'-'.join(map(str, hidden))}-10"
+        print(f"PyTorch {torch.__version__} eager DDP, {name}, Adam, batch {batch}: "
               f"{a.steps * batch / secs:.0f} samples/s, {secs / a.steps * 1e3:.2f} ms/step, last loss {loss:.4f}")
-        print("torch_mlp_ddp: " + json.dumps({"batch": batch, "samples_per_s": a.steps * batch / secs,
+        print("torch_mlp_ddp: " + json.dumps({"model": a.model, "batch": batch, "samples_per_s": a.steps * batch / secs,
                                               "step_ms": secs / a.steps * 1e3, "torch": torch.__version__}))
         del model, opt
         torch.cuda.empty_cache()

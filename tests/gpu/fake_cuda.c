@@ -1,6 +1,6 @@
 /* A CPU stand-in for the CUDA runtime, cuBLAS and NCCL (one rank), and for the
  * kernels' launchers (kernels.h), so that the GPU backend's host code (the cuda
- * engine, mlp_cuda's cuBLAS calls, optim_cuda, coll_nccl) runs on a machine
+ * engine, model_cuda's cuBLAS calls, optim_cuda, coll_nccl) runs on a machine
  * without a GPU and can be held against the CPU engine there.
  *
  * Linked into a test executable, these definitions take the place of libcudart's,
@@ -10,9 +10,10 @@
  * "GPUs" (default 2) and NCCL works between ranks forked after ncclGetUniqueId
  * (the id points at a shared mapping the ranks inherit: slots and a barrier). cublasSgemm runs as the
  * column-major GEMM it is (OpenBLAS, CblasColMajor), so the row-major trick in
- * mlp_cuda.c is checked for real. Each kernel is transliterated from kernels.cu
- * and optim_kernels.cu, thread structure included (the chunks of the bias
- * gradient, the fixed trees of the loss and the norm), so the index arithmetic is
+ * model_cuda.c is checked for real. Each kernel is transliterated from kernels.cu,
+ * cnn_kernels.cu and optim_kernels.cu, thread structure included (the chunks of the
+ * bias gradient and of the per-channel sums, the fixed trees of the loss and the
+ * norm), so the index arithmetic is
  * checked too; what this cannot check is the CUDA itself (launch shapes, streams,
  * the device's rounding), which the GPU tests do.
  *
@@ -457,5 +458,282 @@ cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *par
         float c = (float)coef;
         for (size_t i = 0; i < n; i++) g[i] *= c;
     }
+    return cudaSuccess;
+}
+
+/* ---- the convolutional layers' kernels (cnn_kernels.cu), transliterated ---------------- */
+
+cudaError_t k_im2col_cuda(const float *x, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
+                          int Ho, int Wo, float *colT, cudaStream_t stream) {
+    (void)stream;
+    size_t K = (size_t)C * k * k, positions = (size_t)Ho * Wo, total = (size_t)n * positions * K;
+    for (size_t i = 0; i < total; i++) {
+        size_t pos = i / K, j = i - pos * K;
+        size_t b = (size_t)b0 + pos / positions, o = pos % positions;
+        int oy = (int)(o / (size_t)Wo), ox = (int)(o % (size_t)Wo);
+        int c = (int)(j / ((size_t)k * k)), r = (int)(j % ((size_t)k * k)), ky = r / k, kx = r % k;
+        int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
+        colT[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[(((size_t)c * rows + b) * H + iy) * W + ix] : 0.0f;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_col2im_cuda(const float *colT, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
+                          int Ho, int Wo, float *dx, cudaStream_t stream) {
+    (void)stream;
+    size_t K = (size_t)C * k * k, plane = (size_t)H * W, nn = (size_t)n, total = (size_t)C * nn * plane;
+    for (size_t i = 0; i < total; i++) {
+        size_t c = i / (nn * plane), rest = i - c * nn * plane, bb = rest / plane, at = rest - bb * plane;
+        int iy = (int)(at / (size_t)W), ix = (int)(at % (size_t)W);
+        float s = 0.0f;
+        for (int ky = 0; ky < k; ky++) {
+            int ty = iy + pad - ky;
+            if (ty < 0 || ty % stride) continue;
+            int oy = ty / stride;
+            if (oy >= Ho) continue;
+            for (int kx = 0; kx < k; kx++) {
+                int tx = ix + pad - kx;
+                if (tx < 0 || tx % stride) continue;
+                int ox = tx / stride;
+                if (ox >= Wo) continue;
+                s += colT[(bb * Ho * Wo + (size_t)oy * Wo + ox) * K + (c * k + ky) * k + kx];
+            }
+        }
+        dx[((c * rows + b0 + bb) * H + iy) * W + ix] += s;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_channel_bias_act_forward_cuda(float *z, float *pre, const float *bias, int C, size_t n, int act,
+                                            int apply_act, cudaStream_t stream) {
+    (void)stream;
+    size_t total = (size_t)C * n;
+    if (!bias && !apply_act) return cudaSuccess;
+    for (size_t i = 0; i < total; i++) {
+        float v = z[i] + (bias ? bias[i / n] : 0.0f);
+        if (apply_act) {
+            if (pre) pre[i] = v;
+            v = activate(v, act);
+        }
+        z[i] = v;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_act_forward_cuda(float *y, const float *x, size_t n, int act, cudaStream_t stream) {
+    (void)stream;
+    for (size_t i = 0; i < n; i++) y[i] = activate(x[i], act);
+    return cudaSuccess;
+}
+
+/* channel_sums_kernel + channel_sums_finish_kernel: the same chunks and trees. */
+enum { SUM_A = 0, SUM_A_SQUARES = 1, SUM_A_XHAT = 2 };
+static int chunks_for(size_t n) {
+    size_t chunks = (n + 4 * THREADS - 1) / (4 * THREADS);
+    if (chunks > KC_CHANNEL_MAX_CHUNKS) chunks = KC_CHANNEL_MAX_CHUNKS;
+    return (int)(chunks ? chunks : 1);
+}
+static void channel_sums(double *sums, const float *a, const float *x, const float *mean, const float *invstd, int C,
+                         size_t n, int mode, double *partials, float *f0, float *f1) {
+    int chunks = chunks_for(n);
+    for (int c = 0; c < C; c++)
+        for (int chunk = 0; chunk < chunks; chunk++) {
+            double s0[THREADS], s1[THREADS];
+            size_t len = (n + (size_t)chunks - 1) / (size_t)chunks, begin = (size_t)chunk * len;
+            size_t end = begin + len < n ? begin + len : n;
+            const float *run = a + (size_t)c * n;
+            float m = mode == SUM_A_XHAT ? mean[c] : 0.0f, is = mode == SUM_A_XHAT ? invstd[c] : 0.0f;
+            for (int t = 0; t < THREADS; t++) {
+                double q0 = 0.0, q1 = 0.0;
+                for (size_t i = begin + (size_t)t; i < end; i += THREADS) {
+                    double v = (double)run[i];
+                    q0 += v;
+                    if (mode == SUM_A_SQUARES) q1 += v * v;
+                    else if (mode == SUM_A_XHAT) q1 += v * (double)((x[(size_t)c * n + i] - m) * is);
+                }
+                s0[t] = q0, s1[t] = q1;
+            }
+            for (int half = THREADS / 2; half > 0; half /= 2)
+                for (int t = 0; t < half; t++) s0[t] += s0[t + half], s1[t] += s1[t + half];
+            partials[(size_t)c * chunks + chunk] = s0[0];
+            partials[((size_t)C + c) * chunks + chunk] = s1[0];
+        }
+    if (sums) sums[2 * C] = (double)n;
+    for (int c = 0; c < C; c++) {
+        double q0 = 0.0, q1 = 0.0;
+        for (int k = 0; k < chunks; k++) q0 += partials[(size_t)c * chunks + k], q1 += partials[((size_t)C + c) * chunks + k];
+        if (sums) sums[c] = q0, sums[C + c] = q1;
+        if (f0) f0[c] = (float)q0;
+        if (f1) f1[c] = (float)q1;
+    }
+}
+
+cudaError_t k_channel_bias_grad_cuda(float *db, const float *dz, int C, size_t n, double *partials,
+                                     cudaStream_t stream) {
+    (void)stream;
+    channel_sums(NULL, dz, NULL, NULL, NULL, C, n, SUM_A, partials, db, NULL);
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_sums_cuda(const float *x, int C, size_t n, double *sums, double *partials,
+                                  cudaStream_t stream) {
+    (void)stream;
+    channel_sums(sums, x, NULL, NULL, NULL, C, n, SUM_A_SQUARES, partials, NULL, NULL);
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_backward_sums_cuda(const float *dy, const float *x, const float *mean, const float *invstd,
+                                           int C, size_t n, double *sums, double *partials, float *dgamma,
+                                           float *dbeta, cudaStream_t stream) {
+    (void)stream;
+    channel_sums(sums, dy, x, mean, invstd, C, n, SUM_A_XHAT, partials, dbeta, dgamma);
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_stats_cuda(const double *sums, int C, float eps, float momentum, float *mean, float *invstd,
+                                   float *running_mean, float *running_var, cudaStream_t stream) {
+    (void)stream;
+    double count = sums[2 * C];
+    for (int c = 0; c < C; c++) {
+        double m = sums[c] / count, var = sums[C + c] / count - m * m;
+        if (var < 0.0) var = 0.0;
+        mean[c] = (float)m;
+        invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+        if (running_mean) {
+            float unbiased = (float)(count > 1.0 ? var * count / (count - 1.0) : var);
+            running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * (float)m;
+            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+        }
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_running_cuda(const float *running_mean, const float *running_var, float eps, int C,
+                                     float *mean, float *invstd, cudaStream_t stream) {
+    (void)stream;
+    for (int c = 0; c < C; c++) {
+        mean[c] = running_mean[c];
+        invstd[c] = (float)(1.0 / sqrt((double)running_var[c] + (double)eps));
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_forward_cuda(const float *x, float *y, const float *gamma, const float *beta,
+                                     const float *mean, const float *invstd, int C, size_t n, cudaStream_t stream) {
+    (void)stream;
+    for (size_t i = 0; i < (size_t)C * n; i++) {
+        size_t c = i / n;
+        y[i] = gamma[c] * ((x[i] - mean[c]) * invstd[c]) + beta[c];
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_batchnorm_backward_cuda(float *dx, const float *dy, const float *x, const float *gamma,
+                                      const float *mean, const float *invstd, const double *sums, int C, size_t n,
+                                      cudaStream_t stream) {
+    (void)stream;
+    double count = sums[2 * C];
+    for (size_t i = 0; i < (size_t)C * n; i++) {
+        size_t c = i / n;
+        float m = mean[c], s = invstd[c], scale = gamma[c] * invstd[c];
+        float mean_dy = (float)(sums[c] / count), mean_dy_xhat = (float)(sums[C + c] / count);
+        float xhat = (x[i] - m) * s;
+        dx[i] = scale * (dy[i] - mean_dy - xhat * mean_dy_xhat);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_maxpool_forward_cuda(const float *x, float *y, int32_t *argmax, size_t planes, int H, int W, int k,
+                                   int Ho, int Wo, cudaStream_t stream) {
+    (void)stream;
+    size_t total = planes * (size_t)Ho * Wo;
+    for (size_t i = 0; i < total; i++) {
+        size_t p = i / ((size_t)Ho * Wo);
+        int o = (int)(i - p * (size_t)Ho * Wo), oy = o / Wo, ox = o % Wo;
+        const float *in = x + p * (size_t)H * W;
+        int first = oy * k * W + ox * k, best_at = first;
+        float best = in[first];
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                int at = first + ky * W + kx;
+                if (in[at] > best) best = in[at], best_at = at;
+            }
+        y[i] = best;
+        if (argmax) argmax[i] = best_at;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_maxpool_backward_cuda(float *dx, const float *dy, const int32_t *argmax, size_t planes, int H, int W,
+                                    int Ho, int Wo, cudaStream_t stream) {
+    (void)stream;
+    memset(dx, 0, sizeof(float) * planes * (size_t)H * W);
+    size_t total = planes * (size_t)Ho * Wo;
+    for (size_t i = 0; i < total; i++) {
+        size_t p = i / ((size_t)Ho * Wo);
+        dx[p * (size_t)H * W + (size_t)argmax[i]] = dy[i];
+    }
+    return cudaSuccess;
+}
+
+static uint64_t fake_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+cudaError_t k_dropout_forward_cuda(float *y, uint8_t *mask, const float *x, const uint64_t *row_base_keys, int layer,
+                                   int rows, int C, size_t plane, int channel_major, float p, cudaStream_t stream) {
+    (void)stream;
+    size_t R = (size_t)rows, CC = (size_t)C, total = R * CC * plane;
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < total; i++) {
+        size_t c, b, j;
+        if (channel_major) {
+            c = i / (R * plane);
+            size_t rest = i - c * R * plane;
+            b = rest / plane, j = rest - b * plane;
+        } else {
+            b = i / (CC * plane);
+            size_t rest = i - b * CC * plane;
+            c = rest / plane, j = rest - c * plane;
+        }
+        uint64_t key = fake_mix64(row_base_keys[b] ^ ((uint64_t)layer + 0x2545f4914f6cdd1dULL));
+        uint64_t counter = c * plane + j;
+        float u = (float)(fake_mix64(key ^ (counter * 0x9e3779b97f4a7c15ULL)) >> 40) * (1.0f / 16777216.0f);
+        int kept = u >= p;
+        mask[i] = (uint8_t)kept;
+        y[i] = kept ? x[i] * scale : 0.0f;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t k_dropout_backward_cuda(float *dx, const float *dy, const uint8_t *mask, size_t n, float p,
+                                    cudaStream_t stream) {
+    (void)stream;
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+    return cudaSuccess;
+}
+
+static void fake_flatten(float *y, const float *x, size_t C, size_t rows, size_t plane, int back) {
+    size_t total = C * rows * plane;
+    for (size_t i = 0; i < total; i++) {
+        size_t b = i / (C * plane), rest = i - b * C * plane, c = rest / plane, j = rest - c * plane;
+        size_t cnhw = (c * rows + b) * plane + j;
+        if (back) y[cnhw] = x[i];
+        else y[i] = x[cnhw];
+    }
+}
+
+cudaError_t k_flatten_cuda(float *y, const float *x, int C, int rows, size_t plane, cudaStream_t stream) {
+    (void)stream;
+    fake_flatten(y, x, (size_t)C, (size_t)rows, plane, 0);
+    return cudaSuccess;
+}
+
+cudaError_t k_unflatten_cuda(float *dx, const float *dy, int C, int rows, size_t plane, cudaStream_t stream) {
+    (void)stream;
+    fake_flatten(dx, dy, (size_t)C, (size_t)rows, plane, 1);
     return cudaSuccess;
 }

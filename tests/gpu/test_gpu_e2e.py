@@ -187,6 +187,58 @@ def case_losses_follow_cpu(trainer, work):
         print(f"  device: {hello[0]['device']}")
 
 
+CNN = {"type": "cnn", "cnn": {"conv": [{"channels": 8, "kernel": 5, "padding": 2, "pool": 2},
+                                       {"channels": 16, "kernel": 3, "padding": 1, "pool": 2, "batch_norm": True}],
+                              "fc": [64], "dropout": 0.3}}
+
+
+def case_cnn(trainer, work):
+    """A small CNN (conv, pool, batch norm, dropout) on the GPU follows the CPU step by step, repeats
+    bit for bit, and checkpoints the same tensors; on two GPUs, with sync batch norm, too."""
+    need_gpus(1)
+    over = {"model": CNN, "data.limit": 512, "data.test_limit": 300}
+    g, rc = run_gpu(trainer, work, "gpu", config(**over))
+    check(rc == 0, f"gpu run exit code {rc}; stderr: {g.stderr[-2000:]!r}")
+    again, rc = run_gpu(trainer, work, "gpu2", config(**over))
+    check(rc == 0 and g.losses() and again.losses() == g.losses(), "the same CNN run twice: the same losses")
+    c = Run(trainer, work, "cpu", config(**over, **{"distributed.backend": "cpu"}))
+    check(c.wait() == 0, f"cpu run failed: {c.stderr[-2000:]!r}")
+    gl, cl = g.losses(), c.losses()
+    rel = {k: abs(gl[k] - cl[k]) / abs(cl[k]) for k in cl if k in gl}
+    first = [rel[k] for k in sorted(rel)[:10]]
+    check(len(gl) == len(cl) == 8 and first and max(first) <= 1e-4, f"the first 10 steps within 1e-4: {first}")
+    check(rel and max(rel.values()) <= 1e-2, f"every step within 1e-2 (worst {max(rel.values()) if rel else None})")
+    ge, ce = g.of_type("epoch"), c.of_type("epoch")
+    if len(ge) == 2 and len(ce) == 2:
+        check(abs(ge[-1]["test_acc"] - ce[-1]["test_acc"]) <= 0.02,
+              f"test accuracy {ge[-1]['test_acc']} vs {ce[-1]['test_acc']}")
+        print(f"  cnn: test accuracy gpu {ge[-1]['test_acc']:.4f}, cpu {ce[-1]['test_acc']:.4f}; step losses: worst "
+              f"relative difference {max(rel.values()):.2e}, first 10 steps {max(first):.2e}")
+
+    def names(run):
+        path = os.path.join(run.dir, "checkpoints", "epoch-0001.safetensors")
+        if not os.path.exists(path):
+            return set()
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            return set(json.loads(f.read(n))) - {"__metadata__"}
+    check(names(g) and names(g) == names(c) and "layers.2.running_var" in names(g),
+          "the GPU's checkpoint holds the CPU's tensors, running statistics included")
+    if visible_gpus()[0] >= 2:
+        sync = json.loads(json.dumps(CNN))
+        sync["cnn"]["batch_norm_stats"] = "sync"
+        over2 = {"model": sync, "data.limit": 512, "data.test_limit": 300, "distributed.world_size": 2, "checkpoint.every_epochs": 0}
+        g2, rc = run_gpu(trainer, work, "gpu-sync", config(**over2))
+        check(rc == 0, f"two GPUs, sync batch norm: {g2.stderr[-2000:]!r}")
+        c2 = Run(trainer, work, "cpu-sync", config(**over2, **{"distributed.backend": "cpu"}))
+        check(c2.wait() == 0, f"cpu, sync batch norm: {c2.stderr[-2000:]!r}")
+        a, b = g2.losses(), c2.losses()
+        worst = max((abs(a[k] - b[k]) / abs(b[k]) for k in b if k in a), default=None)
+        check(worst is not None and len(a) == len(b) and worst <= 1e-2,
+              f"two GPUs with sync batch norm follow the CPU (worst {worst})")
+        print(f"  cnn, 2 GPUs, sync batch norm: worst relative loss difference to the CPU {worst:.2e}")
+
+
 def case_deterministic(trainer, work):
     """The same GPU run twice: the same losses and the same checkpoint, bit for bit."""
     need_gpus(1)

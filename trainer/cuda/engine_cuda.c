@@ -25,7 +25,14 @@
  * ev_loss_copied (the step's loss), not for backward or the optimizer: it reports
  * and prepares the next batch while the GPU finishes the step. With one rank there
  * is nothing to average: the comm stream is not used and the loss is copied on the
- * compute stream. Every wait goes through coll_nccl_wait_* (the watchdog). */
+ * compute stream. Every wait goes through coll_nccl_wait_* (the watchdog).
+ *
+ * Batch norm (cnn): with sync statistics, the per-channel sums go to the comm stream
+ * for an all-reduce in the middle of forward and backward, and the compute stream
+ * waits for it (ev_sync_ready, ev_sync_done); with per-rank statistics, rank 0's
+ * running statistics are broadcast before evaluation and checkpoints, as on the
+ * cpu engine. Dropout: the host makes each row's key (rng_dropout_row_key) and
+ * copies them with the batch's indices. */
 #include "engine_cuda.h"
 
 #include <cublas_v2.h>
@@ -40,8 +47,9 @@
 #include "kernels.h"
 #include "log.h"
 #include "memory_plan.h"
-#include "mlp_cuda.h"
+#include "model_cuda.h"
 #include "optim_cuda.h"
+#include "rng.h"
 
 #define PIXEL_SCALE (1.0f / 255.0f) /* as engine_cpu.c */
 
@@ -56,16 +64,16 @@ typedef struct {
     const idx_dataset *train, *test;
     memory_plan plan;
     char *arena;
-    float *d_params, *d_grads, *d_state[2];
+    float *d_params, *d_grads, *d_state[2], *d_stats;
     double *d_scalars, *d_norm_partials;
-    uint64_t *d_indices;
+    uint64_t *d_indices, *d_row_keys;
     uint8_t *d_labels, *d_train_images, *d_train_labels, *d_test_images, *d_test_labels, *d_stage;
-    mlp_cuda mlp;
+    model_cuda net;
     cudaStream_t stream; /* compute */
     cublasHandle_t blas;
-    cudaEvent_t ev_staged, ev_loss_ready, ev_loss_copied, ev_comm_done, ev_eval;
-    cudaEvent_t ev_bucket[MLP_MAX_LAYERS];
-    uint64_t *pinned_indices;
+    cudaEvent_t ev_staged, ev_loss_ready, ev_loss_copied, ev_comm_done, ev_eval, ev_sync_ready, ev_sync_done;
+    cudaEvent_t ev_bucket[MODEL_MAX_LAYERS];
+    uint64_t *pinned_indices, *pinned_row_keys;
     uint8_t *pinned_images, *pinned_labels;
     double *pinned_scalars;
     grad_buckets buckets; /* launched by bucket_ready as backward completes them */
@@ -93,22 +101,60 @@ static int copy_and_wait(cuda_engine *c, void *dst, const void *src, size_t byte
 
 static int cuda_init_params(engine *e, uint64_t seed) {
     cuda_engine *c = (cuda_engine *)e;
-    size_t bytes = sizeof(float) * e->shape.n_params;
+    size_t bytes = sizeof(float) * e->shape.n_params, stat_bytes = sizeof(float) * e->shape.n_stats;
     if (e->comm->rank == 0) {
-        mlp_init_params(&e->shape, e->params, seed);
-        if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0) return fail(c);
+        model_init_params(&e->shape, e->params, e->stats, seed);
+        if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0 ||
+            copy_and_wait(c, c->d_stats, e->stats, stat_bytes, cudaMemcpyHostToDevice) != 0)
+            return fail(c);
     }
     if (e->comm->world_size == 1) return 0;
     if (coll_nccl_broadcast_device(e->comm, c->d_params, bytes, 0, NULL) != 0) return -1;
+    if (stat_bytes && coll_nccl_broadcast_device(e->comm, c->d_stats, stat_bytes, 0, NULL) != 0) return -1;
     return coll_nccl_wait_stream(e->comm, coll_nccl_stream(e->comm), "the broadcast of the initial parameters");
+}
+
+/* model_cuda_pass.allreduce_sum (sync batch norm): the sums go through the comm
+ * stream, after the compute stream's work so far; the compute stream waits. */
+static int sum_over_ranks(void *arg, double *dbuf, size_t n) {
+    cuda_engine *c = arg;
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_ready, c->stream));
+    if (coll_nccl_allreduce_sum_f64_device(c->pub.comm, dbuf, n, c->ev_sync_ready) != 0) return -1;
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_done, coll_nccl_stream(c->pub.comm)));
+    CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_sync_done, 0));
+    return 0;
+}
+
+/* Per-rank batch norm: every rank takes rank 0's running statistics (device). */
+static int share_rank0_stats(cuda_engine *c) {
+    engine *e = &c->pub;
+    if (!e->shape.n_stats || e->shape.sync_bn || e->comm->world_size == 1) return 0;
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_ready, c->stream));
+    if (coll_nccl_broadcast_device(e->comm, c->d_stats, sizeof(float) * e->shape.n_stats, 0, c->ev_sync_ready) != 0)
+        return -1;
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_done, coll_nccl_stream(e->comm)));
+    CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_sync_done, 0));
+    return 0;
+}
+
+/* Dropout: each row's key, next to the batch's indices (before ev_staged). */
+static int stage_row_keys(cuda_engine *c, const size_t *indices, int rows, long global_step) {
+    if (!indices || !c->d_row_keys) return 0;
+    for (int i = 0; i < rows; i++)
+        c->pinned_row_keys[i] = rng_dropout_row_key(c->pub.cfg->seed, (uint64_t)global_step, (uint64_t)indices[i]);
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_row_keys, c->pinned_row_keys, sizeof(uint64_t) * (size_t)rows,
+                                     cudaMemcpyHostToDevice, c->stream));
+    return 0;
 }
 
 /* Puts `rows` examples of `d` (indices[i], or first + i when indices is NULL)
  * into the input activations and the batch labels, as floats in [0, 1]. */
-static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
+static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows,
+                       long global_step) {
     size_t pixels = (size_t)d->rows * d->cols;
     /* The pinned buffers may be rewritten once the copy out of them has finished. */
     if (coll_nccl_wait_event(c->pub.comm, c->ev_staged, "a copy of a batch to the GPU") != 0) return -1;
+    if (stage_row_keys(c, indices, rows, global_step) != 0) return -1;
     if (c->plan.data_resident) {
         int train = d == c->train;
         const uint64_t *d_indices = NULL;
@@ -119,7 +165,7 @@ static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indic
             CUDA_TRY(&c->ge, cudaEventRecord(c->ev_staged, c->stream));
             d_indices = c->d_indices;
         }
-        CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->mlp.act[0], c->d_labels,
+        CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->net.act[0], c->d_labels,
                                                  train ? c->d_train_images : c->d_test_images,
                                                  train ? c->d_train_labels : c->d_test_labels, d_indices, first, rows,
                                                  pixels, PIXEL_SCALE, c->stream));
@@ -134,7 +180,7 @@ static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indic
                                      c->stream));
     CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_labels, c->pinned_labels, (size_t)rows, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(&c->ge, cudaEventRecord(c->ev_staged, c->stream));
-    CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->mlp.act[0], NULL, c->d_stage, NULL, NULL, 0, rows, pixels, PIXEL_SCALE,
+    CUDA_TRY(&c->ge, k_u8_to_f32_gather_cuda(c->net.act[0], NULL, c->d_stage, NULL, NULL, 0, rows, pixels, PIXEL_SCALE,
                                              c->stream));
     return 0;
 }
@@ -150,12 +196,14 @@ static int bucket_ready(void *arg, const grad_bucket *b) {
     return coll_nccl_allreduce_avg_device(c->pub.comm, c->d_grads + b->begin, b->end - b->begin, c->ev_bucket[k]);
 }
 
-static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double lr) {
+static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double lr, long global_step) {
     engine *e = &c->pub;
     coll_comm *comm = e->comm;
     double *sc = c->d_scalars + SC_STEP;
-    if (stage_batch(c, c->train, indices, 0, rows) != 0) return -1;
-    if (mlp_loss_cuda(&c->mlp, c->d_params, c->d_labels, rows, 1, sc, 0) != 0) return -1;
+    model_cuda_pass pass = {.train = 1, .row_keys = c->d_row_keys};
+    if (e->shape.sync_bn && comm->world_size > 1) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
+    if (stage_batch(c, c->train, indices, 0, rows, global_step) != 0) return -1;
+    if (model_loss_cuda(&c->net, c->d_params, c->d_stats, c->d_labels, rows, 1, sc, 0, &pass) != 0) return -1;
     if (comm->world_size > 1) {
         cudaStream_t comm_stream = coll_nccl_stream(comm);
         CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_ready, c->stream));
@@ -169,7 +217,7 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
         CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, c->stream));
     }
     grad_buckets_begin(&c->buckets);
-    if (mlp_backward_cuda(&c->mlp, c->d_params, c->d_grads, rows, grad_buckets_layer_ready, &c->buckets) != 0 ||
+    if (model_backward_cuda(&c->net, c->d_params, c->d_grads, rows, &pass, grad_buckets_layer_ready, &c->buckets) != 0 ||
         c->buckets.failed)
         return -1;
     if (comm->world_size > 1) {
@@ -184,13 +232,13 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
     return optimizer_step_cuda(&e->opt, c->d_params, c->d_grads, c->d_state[0], c->d_state[1], lr, c->stream, &c->ge);
 }
 
-static int cuda_step(engine *e, const size_t *indices, int rows, double lr, double *loss) {
+static int cuda_step(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss) {
     cuda_engine *c = (cuda_engine *)e;
-    if (rows < 1 || rows > c->mlp.max_rows) {
-        gpu_error_set(&c->ge, "a step of %d rows (the engine was planned for 1 to %d)", rows, c->mlp.max_rows);
+    if (rows < 1 || rows > c->net.max_rows) {
+        gpu_error_set(&c->ge, "a step of %d rows (the engine was planned for 1 to %d)", rows, c->net.max_rows);
         return fail(c);
     }
-    if (enqueue_step(c, indices, rows, lr) != 0) return fail(c);
+    if (enqueue_step(c, indices, rows, lr, global_step) != 0) return fail(c);
     if (coll_nccl_wait_event(e->comm, c->ev_loss_copied, "a training step") != 0) return -1;
     *loss = c->pinned_scalars[SC_STEP + 2] / e->comm->world_size;
     return 0;
@@ -199,13 +247,15 @@ static int cuda_step(engine *e, const size_t *indices, int rows, double lr, doub
 static int cuda_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     cuda_engine *c = (cuda_engine *)e;
     double *acc = c->d_scalars + SC_EVAL;
-    size_t max_rows = (size_t)c->mlp.max_rows;
+    size_t max_rows = (size_t)c->net.max_rows;
+    model_cuda_pass eval = {.train = 0};
+    if (share_rank0_stats(c) != 0) return fail(c);
     if (gpu_check_cuda(&c->ge, cudaMemsetAsync(acc, 0, 2 * sizeof(double), c->stream), "cudaMemsetAsync") != 0)
         return fail(c);
     for (size_t i = begin; i < end; i += max_rows) {
         int rows = (int)(end - i < max_rows ? end - i : max_rows);
-        if (stage_batch(c, c->test, NULL, i, rows) != 0 ||
-            mlp_loss_cuda(&c->mlp, c->d_params, c->d_labels, rows, 0, acc, 1) != 0)
+        if (stage_batch(c, c->test, NULL, i, rows, 0) != 0 ||
+            model_loss_cuda(&c->net, c->d_params, c->d_stats, c->d_labels, rows, 0, acc, 1, &eval) != 0)
             return fail(c);
     }
     if (gpu_check_cuda(&c->ge,
@@ -223,7 +273,10 @@ static int cuda_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
 static int cuda_sync_to_host(engine *e) {
     cuda_engine *c = (cuda_engine *)e;
     size_t bytes = sizeof(float) * e->shape.n_params;
-    if (copy_and_wait(c, e->params, c->d_params, bytes, cudaMemcpyDeviceToHost) != 0) return fail(c);
+    if (share_rank0_stats(c) != 0) return fail(c);
+    if (copy_and_wait(c, e->params, c->d_params, bytes, cudaMemcpyDeviceToHost) != 0 ||
+        copy_and_wait(c, e->stats, c->d_stats, sizeof(float) * e->shape.n_stats, cudaMemcpyDeviceToHost) != 0)
+        return fail(c);
     float *host_state[2] = {e->opt.state1, e->opt.state2};
     for (int k = 0; k < 2; k++)
         if (c->d_state[k] && host_state[k] &&
@@ -235,7 +288,9 @@ static int cuda_sync_to_host(engine *e) {
 static int cuda_sync_from_host(engine *e) {
     cuda_engine *c = (cuda_engine *)e;
     size_t bytes = sizeof(float) * e->shape.n_params;
-    if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0) return fail(c);
+    if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0 ||
+        copy_and_wait(c, c->d_stats, e->stats, sizeof(float) * e->shape.n_stats, cudaMemcpyHostToDevice) != 0)
+        return fail(c);
     float *host_state[2] = {e->opt.state1, e->opt.state2};
     for (int k = 0; k < 2; k++)
         if (c->d_state[k] && host_state[k] &&
@@ -247,10 +302,11 @@ static int cuda_sync_from_host(engine *e) {
 static void cuda_destroy(engine *e) {
     cuda_engine *c = (cuda_engine *)e;
     if (c->stream) cudaStreamSynchronize(c->stream);
-    cudaEvent_t *events[] = {&c->ev_staged, &c->ev_loss_ready, &c->ev_loss_copied, &c->ev_comm_done, &c->ev_eval};
+    cudaEvent_t *events[] = {&c->ev_staged,   &c->ev_loss_ready,  &c->ev_loss_copied, &c->ev_comm_done,
+                             &c->ev_eval,     &c->ev_sync_ready,  &c->ev_sync_done};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
         if (*events[i]) cudaEventDestroy(*events[i]);
-    for (int k = 0; k < MLP_MAX_LAYERS; k++)
+    for (int k = 0; k < MODEL_MAX_LAYERS; k++)
         if (c->ev_bucket[k]) cudaEventDestroy(c->ev_bucket[k]);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -259,8 +315,10 @@ static void cuda_destroy(engine *e) {
     cudaFreeHost(c->pinned_images);
     cudaFreeHost(c->pinned_labels);
     cudaFreeHost(c->pinned_scalars);
+    cudaFreeHost(c->pinned_row_keys);
     optimizer_free(&e->opt);
     free(e->params);
+    free(e->stats);
     free(c);
 }
 
@@ -318,8 +376,10 @@ static int plan_memory(cuda_engine *c, const engine_params *p, char *err, size_t
 /* Points every device buffer into the arena, as the plan laid it out. */
 static void carve(cuda_engine *c) {
     memory_plan *pl = &c->plan;
-    const mlp_shape *s = &c->pub.shape;
+    const model_shape *s = &c->pub.shape;
     c->d_params = region(c, pl->params);
+    c->d_stats = region(c, pl->stats);
+    c->d_row_keys = region(c, pl->row_keys);
     c->d_grads = region(c, pl->grads);
     c->d_state[0] = region(c, pl->opt_state[0]);
     c->d_state[1] = region(c, pl->opt_state[1]);
@@ -332,12 +392,21 @@ static void carve(cuda_engine *c) {
     c->d_test_images = region(c, pl->test_images);
     c->d_test_labels = region(c, pl->test_labels);
     c->d_stage = region(c, pl->stage_images);
-    mlp_cuda *m = &c->mlp;
+    model_cuda *m = &c->net;
     for (int l = 0; l <= s->n_layers; l++) m->act[l] = region(c, pl->act[l]);
-    for (int l = 0; l < s->n_layers; l++) m->pre[l] = region(c, pl->pre[l]);
+    for (int l = 0; l < s->n_layers; l++) {
+        m->pre[l] = region(c, pl->pre[l]);
+        m->mask[l] = region(c, pl->mask[l]);
+        m->argmax[l] = region(c, pl->argmax[l]);
+        m->bn_mean[l] = region(c, pl->bn_mean[l]);
+        m->bn_invstd[l] = region(c, pl->bn_invstd[l]);
+    }
     m->dz = region(c, pl->dz[0]);
     m->dz_next = region(c, pl->dz[1]);
+    m->col = region(c, pl->im2col);
     m->bias_partials = region(c, pl->bias_partials);
+    m->channel_partials = region(c, pl->channel_partials);
+    m->bn_sums = region(c, pl->bn_sums);
     m->row_loss = region(c, pl->row_loss);
     m->row_hit = region(c, pl->row_hit);
 }
@@ -357,19 +426,21 @@ static int setup_device(cuda_engine *c, const engine_params *p) {
     CUBLAS_TRY(ge, cublasSetWorkspace(c->blas, region(c, c->plan.cublas_workspace), c->plan.cublas_workspace.bytes));
     CUBLAS_TRY(ge, cublasSetMathMode(c->blas, cfg->distributed.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                           : CUBLAS_DEFAULT_MATH));
-    cudaEvent_t *events[] = {&c->ev_staged, &c->ev_loss_ready, &c->ev_loss_copied, &c->ev_comm_done, &c->ev_eval};
+    cudaEvent_t *events[] = {&c->ev_staged,   &c->ev_loss_ready,  &c->ev_loss_copied, &c->ev_comm_done,
+                             &c->ev_eval,     &c->ev_sync_ready,  &c->ev_sync_done};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
         CUDA_TRY(ge, cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
     for (int k = 0; k < c->buckets.n_buckets; k++)
         CUDA_TRY(ge, cudaEventCreateWithFlags(&c->ev_bucket[k], cudaEventDisableTiming));
     CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_indices, sizeof(uint64_t) * rows));
     CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_scalars, sizeof(double) * MEMORY_PLAN_SCALARS));
+    if (c->d_row_keys) CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_row_keys, sizeof(uint64_t) * rows));
     if (!c->plan.data_resident) {
         size_t pixels = (size_t)p->test->rows * p->test->cols;
         CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_images, pixels * rows));
         CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_labels, rows));
     }
-    mlp_cuda *m = &c->mlp;
+    model_cuda *m = &c->net;
     m->shape = &c->pub.shape;
     m->max_rows = p->max_rows;
     m->stream = c->stream;
@@ -415,11 +486,14 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
     else
         snprintf(e->device, sizeof e->device, "cuda:%d", ordinal);
     const idx_dataset *d = p->test;
-    mlp_shape_init(&e->shape, d->rows * d->cols, p->cfg->model.hidden, p->cfg->model.n_hidden, d->num_classes,
-                   p->cfg->model.activation);
+    if (model_shape_init(&e->shape, p->cfg, 1, d->rows, d->cols, d->num_classes, err, errlen) != 0) {
+        free(c);
+        return NULL;
+    }
     size_t n = e->shape.n_params;
     e->params = malloc(sizeof(float) * n);
-    if (!e->params || optimizer_init(&e->opt, p->cfg, n) != 0) {
+    e->stats = malloc(sizeof(float) * (e->shape.n_stats + 1));
+    if (!e->params || !e->stats || optimizer_init(&e->opt, p->cfg, n) != 0) {
         snprintf(err, errlen, "out of memory for the host view of a model of %zu parameters", n);
         cuda_destroy(e);
         return NULL;

@@ -7,7 +7,8 @@
  * errors; faults in the kernel surface at the next synchronisation). Reductions
  * never use atomics: each has a fixed shape (fixed grid, fixed per-thread order,
  * fixed tree), so the same inputs give bit-identical results run after run.
- * Plain C interface; the kernels live in kernels.cu (the MLP's) and
+ * Plain C interface; the kernels live in kernels.cu (the MLP's),
+ * cnn_kernels.cu (the convolutional layers', twins of trainer/cnn_kernels.h) and
  * optim_kernels.cu (the optimizers' and the norm's). CUDA builds only. */
 #ifndef DDPD_CUDA_KERNELS_H
 #define DDPD_CUDA_KERNELS_H
@@ -79,6 +80,88 @@ cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t 
  * coef = max_norm / (sqrt(*sumsq) + 1e-6) when coef < 1. */
 cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *partials, double *sumsq,
                                 cudaStream_t stream);
+
+/* ---- the convolutional layers (cnn_kernels.cu; CPU twins in trainer/cnn_kernels.c) ----
+ * Tensors of the convolution part are channel-major, CNHW (see cnn_kernels.h). */
+
+/* Per-channel partial sums: at most this many chunks per channel (the scratch holds
+ * 2 x KC_CHANNEL_MAX_CHUNKS x C doubles). */
+#define KC_CHANNEL_MAX_CHUNKS 64
+
+/* k_im2col: colT [n * Ho * Wo][C * k * k] for examples [b0, b0 + n), one thread per
+ * entry (zero outside the input). */
+cudaError_t k_im2col_cuda(const float *x, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
+                          int Ho, int Wo, float *colT, cudaStream_t stream);
+
+/* k_col2im: dx (examples [b0, b0 + n)) += the patches of colT scattered back. One
+ * thread per input element gathers the entries that read it, in (ky, kx) order: no
+ * atomics. */
+cudaError_t k_col2im_cuda(const float *colT, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
+                          int Ho, int Wo, float *dx, cudaStream_t stream);
+
+/* k_channel_bias_act_forward: z[c][i] += bias[c] (bias may be NULL), then the
+ * activation as k_bias_act_forward_cuda. */
+cudaError_t k_channel_bias_act_forward_cuda(float *z, float *pre, const float *bias, int C, size_t n, int act,
+                                            int apply_act, cudaStream_t stream);
+
+/* k_channel_bias_grad: db[c] = sum of dz[c][0..n) in double (per-channel chunks with
+ * a fixed tree each, then the chunks in order, through `partials`). */
+cudaError_t k_channel_bias_grad_cuda(float *db, const float *dz, int C, size_t n, double *partials,
+                                     cudaStream_t stream);
+
+/* k_act_forward: y = act(x) (y may be x). */
+cudaError_t k_act_forward_cuda(float *y, const float *x, size_t n, int act, cudaStream_t stream);
+
+/* k_maxpool_forward (argmax may be NULL: evaluation) and k_maxpool_backward (dx is
+ * zeroed first; windows do not overlap, so each input gets at most one gradient). */
+cudaError_t k_maxpool_forward_cuda(const float *x, float *y, int32_t *argmax, size_t planes, int H, int W, int k,
+                                   int Ho, int Wo, cudaStream_t stream);
+cudaError_t k_maxpool_backward_cuda(float *dx, const float *dy, const int32_t *argmax, size_t planes, int H, int W,
+                                    int Ho, int Wo, cudaStream_t stream);
+
+/* k_batchnorm_sums: sums[c] = sum of x, sums[C + c] = sum of x^2 (double, fixed
+ * shape as k_channel_bias_grad_cuda); sums[2C] = n (the count, which a sync batch
+ * norm sums over ranks with the rest). */
+cudaError_t k_batchnorm_sums_cuda(const float *x, int C, size_t n, double *sums, double *partials,
+                                  cudaStream_t stream);
+
+/* k_batchnorm_stats with count = sums[2C]; the running statistics move when
+ * running_mean is not NULL. One thread per channel. */
+cudaError_t k_batchnorm_stats_cuda(const double *sums, int C, float eps, float momentum, float *mean, float *invstd,
+                                   float *running_mean, float *running_var, cudaStream_t stream);
+
+/* k_batchnorm_running: mean and invstd from the running statistics. */
+cudaError_t k_batchnorm_running_cuda(const float *running_mean, const float *running_var, float eps, int C,
+                                     float *mean, float *invstd, cudaStream_t stream);
+
+/* k_batchnorm_forward. */
+cudaError_t k_batchnorm_forward_cuda(const float *x, float *y, const float *gamma, const float *beta,
+                                     const float *mean, const float *invstd, int C, size_t n, cudaStream_t stream);
+
+/* k_batchnorm_backward_sums: sums[c] = sum of dy, sums[C + c] = sum of dy * xhat,
+ * sums[2C] = n; and this rank's gradients dgamma[c] = (float) sums[C + c], dbeta[c]
+ * = (float) sums[c] (as model.c writes them). */
+cudaError_t k_batchnorm_backward_sums_cuda(const float *dy, const float *x, const float *mean, const float *invstd,
+                                           int C, size_t n, double *sums, double *partials, float *dgamma,
+                                           float *dbeta, cudaStream_t stream);
+
+/* k_batchnorm_backward with count = sums[2C]. */
+cudaError_t k_batchnorm_backward_cuda(float *dx, const float *dy, const float *x, const float *gamma,
+                                      const float *mean, const float *invstd, const double *sums, int C, size_t n,
+                                      cudaStream_t stream);
+
+/* k_dropout_forward, with each row's key made on the device from the row's base key
+ * (rng_dropout_row_key, made by the host) and the layer (rng_dropout_layer_key). */
+cudaError_t k_dropout_forward_cuda(float *y, uint8_t *mask, const float *x, const uint64_t *row_base_keys, int layer,
+                                   int rows, int C, size_t plane, int channel_major, float p, cudaStream_t stream);
+
+/* k_dropout_backward (dx may be dy). */
+cudaError_t k_dropout_backward_cuda(float *dx, const float *dy, const uint8_t *mask, size_t n, float p,
+                                    cudaStream_t stream);
+
+/* k_flatten and k_unflatten. */
+cudaError_t k_flatten_cuda(float *y, const float *x, int C, int rows, size_t plane, cudaStream_t stream);
+cudaError_t k_unflatten_cuda(float *dx, const float *dy, int C, int rows, size_t plane, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -15,8 +15,15 @@ static void take(memory_plan *pl, memory_region *r, size_t bytes, size_t *kind) 
     *kind += align_up(bytes);
 }
 
+int memory_plan_conv_chunk(const model_layer *L, int max_rows) {
+    size_t per_example = sizeof(float) * (size_t)L->out_h * L->out_w * L->in_c * L->kernel * L->kernel;
+    size_t chunk = per_example ? MEMORY_PLAN_IM2COL_BYTES / per_example : (size_t)max_rows;
+    if (chunk < 1) chunk = 1;
+    return chunk < (size_t)max_rows ? (int)chunk : max_rows;
+}
+
 static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
-    const mlp_shape *s = in->shape;
+    const model_shape *s = in->shape;
     size_t rows = (size_t)in->max_rows, f = sizeof(float), n = s->n_params;
     memset(pl, 0, sizeof *pl);
     pl->data_resident = resident;
@@ -25,21 +32,41 @@ static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     take(pl, &pl->grads, in->train ? n * f : 0, &pl->model_bytes);
     int states = in->train ? in->n_opt_states : 0;
     for (int k = 0; k < 2; k++) take(pl, &pl->opt_state[k], k < states ? n * f : 0, &pl->optimizer_bytes);
+    take(pl, &pl->stats, s->n_stats * f, &pl->model_bytes);
 
-    size_t widest = (size_t)s->in_dim, widest_out = 1;
+    size_t widest = (size_t)s->in_dim, widest_out = 1, widest_c = 0, col = 0;
     take(pl, &pl->act[0], rows * (size_t)s->in_dim * f, &pl->activation_bytes);
     for (int l = 0; l < s->n_layers; l++) {
-        size_t out = (size_t)s->layer[l].out;
+        const model_layer *L = &s->layer[l];
+        size_t out = model_layer_out_size(s, l);
         if (out > widest) widest = out;
-        if (out > widest_out) widest_out = out;
+        if (L->kind == LAYER_LINEAR && out > widest_out) widest_out = out;
         take(pl, &pl->act[l + 1], rows * out * f, &pl->activation_bytes);
-        int keeps_pre = s->act == ACT_GELU && l < s->n_layers - 1;
+        int keeps_pre = (L->kind == LAYER_LINEAR || L->kind == LAYER_CONV2D) && L->act == ACT_GELU;
         take(pl, &pl->pre[l], keeps_pre ? rows * out * f : 0, &pl->activation_bytes);
+        take(pl, &pl->mask[l], in->train && L->kind == LAYER_DROPOUT ? rows * out : 0, &pl->activation_bytes);
+        take(pl, &pl->argmax[l], in->train && L->kind == LAYER_MAXPOOL2D ? rows * out * sizeof(int32_t) : 0,
+             &pl->activation_bytes);
+        size_t bn = L->kind == LAYER_BATCHNORM2D ? (size_t)L->out_c * f : 0;
+        take(pl, &pl->bn_mean[l], bn, &pl->activation_bytes);
+        take(pl, &pl->bn_invstd[l], bn, &pl->activation_bytes);
+        if (L->kind == LAYER_BATCHNORM2D || L->kind == LAYER_CONV2D)
+            if ((size_t)L->out_c > widest_c) widest_c = (size_t)L->out_c;
+        if (L->kind == LAYER_CONV2D) {
+            size_t chunk = (size_t)memory_plan_conv_chunk(L, in->max_rows) * L->out_h * L->out_w * L->in_c *
+                           L->kernel * L->kernel * f;
+            if (chunk > col) col = chunk;
+        }
     }
     for (int k = 0; k < 2; k++) take(pl, &pl->dz[k], in->train ? rows * widest * f : 0, &pl->activation_bytes);
 
+    take(pl, &pl->im2col, col, &pl->scratch_bytes);
     take(pl, &pl->bias_partials, in->train ? (size_t)MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS * widest_out * f : 0,
          &pl->scratch_bytes);
+    take(pl, &pl->channel_partials, 2 * (size_t)MEMORY_PLAN_CHANNEL_CHUNKS * widest_c * sizeof(double),
+         &pl->scratch_bytes);
+    take(pl, &pl->bn_sums, s->n_stats ? (2 * widest_c + 1) * sizeof(double) : 0, &pl->scratch_bytes);
+    take(pl, &pl->row_keys, in->train && s->has_dropout ? rows * sizeof(uint64_t) : 0, &pl->data_bytes);
     take(pl, &pl->row_loss, rows * sizeof(float), &pl->scratch_bytes);
     take(pl, &pl->row_hit, rows * sizeof(int), &pl->scratch_bytes);
     take(pl, &pl->norm_partials, (size_t)MEMORY_PLAN_NORM_BLOCKS * sizeof(double), &pl->scratch_bytes);
@@ -104,7 +131,7 @@ int memory_plan_check(const memory_plan *plan, double gpu_memory_fraction, size_
         format_pair(plan->total_bytes, share, need, share_s, sizeof need);
         snprintf(why, whylen,
                  "needs %s of GPU memory, its share is %s (gpu_memory_fraction %g of %s); "
-                 "lower train.batch_size or model.hidden, or raise distributed.gpu_memory_fraction",
+                 "lower train.batch_size or the model's size, or raise distributed.gpu_memory_fraction",
                  need, share_s, gpu_memory_fraction, total_s);
         return -1;
     }

@@ -7,10 +7,16 @@
  *
  *   total = arena + collective staging + runtime reserve
  *   arena = params + grads + optimizer states (0, 1 or 2 x params)
+ *         + batch norm's running statistics
  *         + activations (input, each layer's output, gelu's pre-activations,
- *           two gradient ping-pong buffers of the widest layer) for max_rows
- *         + reduction scratch (bias-gradient partials, per-row loss and hit,
- *           norm partials, scalars) + the batch (indices, labels)
+ *           dropout masks and max-pool indices when training, batch norm's batch
+ *           statistics, two gradient ping-pong buffers of the widest layer) for
+ *           max_rows
+ *         + the im2col chunk of the widest convolution (at most
+ *           MEMORY_PLAN_IM2COL_BYTES: bigger batches are convolved in chunks)
+ *         + reduction scratch (bias-gradient partials, per-channel partials and
+ *           sums, per-row loss and hit, norm partials, scalars) + the batch
+ *           (indices, labels, dropout keys)
  *         + the dataset (train and test images and labels, when resident) or a
  *           staging buffer of max_rows images (when it is not)
  *         + the cuBLAS workspace
@@ -20,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "mlp.h"
+#include "model.h"
 
 #define MEMORY_PLAN_ALIGN 256
 #define MEMORY_PLAN_CUBLAS_WORKSPACE (32u << 20)  /* cuBLAS's recommendation for Hopper */
@@ -29,9 +35,11 @@
 #define MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS 256      /* see k_bias_grad_cuda */
 #define MEMORY_PLAN_NORM_BLOCKS 512               /* see clip_grad_norm_cuda */
 #define MEMORY_PLAN_SCALARS 8                     /* doubles: step loss sum, hits, mean; eval sums */
+#define MEMORY_PLAN_CHANNEL_CHUNKS 64             /* see k_channel_sums_cuda */
+#define MEMORY_PLAN_IM2COL_BYTES (256u << 20)     /* the largest im2col chunk */
 
 typedef struct {
-    const mlp_shape *shape;
+    const model_shape *shape;
     int max_rows;          /* the largest batch step() or evaluate() gets */
     int train;             /* 1: gradients and optimizer state are needed; 0: eval mode */
     int n_opt_states;      /* 0 (plain SGD), 1 (SGD momentum), 2 (Adam, AdamW) */
@@ -46,10 +54,18 @@ typedef struct {
 
 typedef struct {
     memory_region params, grads, opt_state[2];
-    memory_region act[MLP_MAX_LAYERS + 1]; /* act[0]: input; act[l+1]: layer l's output */
-    memory_region pre[MLP_MAX_LAYERS];     /* gelu only: hidden layer l's pre-activation */
+    memory_region stats;                   /* batch norm's running statistics */
+    memory_region act[MODEL_MAX_LAYERS + 1]; /* act[0]: input; act[l+1]: layer l's output */
+    memory_region pre[MODEL_MAX_LAYERS];     /* gelu only: hidden layer l's pre-activation */
+    memory_region mask[MODEL_MAX_LAYERS];    /* dropout, training: one byte per element */
+    memory_region argmax[MODEL_MAX_LAYERS];  /* max-pool, training: int32 per output */
+    memory_region bn_mean[MODEL_MAX_LAYERS], bn_invstd[MODEL_MAX_LAYERS]; /* batch norm: floats per channel */
     memory_region dz[2];                   /* gradient ping-pong, max_rows x widest layer */
+    memory_region im2col;                  /* conv2d: one chunk's patches */
     memory_region bias_partials;           /* MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS x widest layer floats */
+    memory_region channel_partials;        /* 2 x MEMORY_PLAN_CHANNEL_CHUNKS x widest channels doubles */
+    memory_region bn_sums;                 /* 2 x widest channels + 1 doubles */
+    memory_region row_keys;                /* dropout: max_rows uint64 */
     memory_region row_loss, row_hit;       /* max_rows floats, max_rows ints */
     memory_region norm_partials;           /* MEMORY_PLAN_NORM_BLOCKS doubles */
     memory_region scalars;                 /* MEMORY_PLAN_SCALARS doubles */
@@ -65,6 +81,9 @@ typedef struct {
     size_t coll_staging_bytes, runtime_reserve_bytes;
     size_t total_bytes;                    /* what the run needs on its GPU */
 } memory_plan;
+
+/* Examples per im2col chunk of conv2d layer L on the GPU for batches of max_rows. */
+int memory_plan_conv_chunk(const model_layer *L, int max_rows);
 
 /* Lays out the plan. With `share_bytes` > 0 the dataset is kept resident when the
  * whole plan fits in the share, else staged batch by batch; 0 means resident. */

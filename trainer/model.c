@@ -1,0 +1,551 @@
+/* The network on the CPU: see model.h for the layers, the parameter layout (and why
+ * it is reversed) and the activation layouts. */
+#include "model.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnn_kernels.h"
+#include "cpu_kernels.h"
+#include "rng.h"
+
+#define RNG_STREAM_INIT 1
+/* An im2col chunk of about 1 MiB stays in L2 between being written and the GEMM. */
+#define IM2COL_CHUNK_FLOATS (1u << 18)
+
+const char *layer_kind_name(layer_kind k) {
+    static const char *const names[] = {"linear", "conv2d", "batchnorm2d", "activation", "maxpool2d", "dropout",
+                                        "flatten"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
+}
+
+/* --- shape -------------------------------------------------------------------------- */
+
+/* A layer whose input is the previous layer's output (or the model's input), its
+ * output the same size until the caller says otherwise. */
+static model_layer *add_layer(model_shape *s, layer_kind kind) {
+    model_layer *L = &s->layer[s->n_layers++];
+    memset(L, 0, sizeof *L);
+    L->kind = kind;
+    L->param_index = -1;
+    L->act = MODEL_NO_ACT;
+    if (s->n_layers == 1) {
+        L->in_c = s->in_c, L->in_h = s->in_h, L->in_w = s->in_w;
+        L->cnhw = s->kind == MODEL_CNN;
+    } else {
+        const model_layer *P = L - 1;
+        L->in_c = P->out_c, L->in_h = P->out_h, L->in_w = P->out_w;
+        L->cnhw = P->cnhw && P->kind != LAYER_FLATTEN;
+    }
+    L->out_c = L->in_c, L->out_h = L->in_h, L->out_w = L->in_w;
+    return L;
+}
+
+static void add_linear(model_shape *s, int out, int act) {
+    model_layer *L = add_layer(s, LAYER_LINEAR);
+    L->in_c = L->in_c * L->in_h * L->in_w, L->in_h = L->in_w = 1;
+    L->out_c = out, L->out_h = L->out_w = 1;
+    L->act = act;
+    L->n_w = (size_t)L->in_c * out;
+    L->n_b = (size_t)out;
+}
+
+static void add_dropout(model_shape *s, double p) {
+    if (p <= 0) return;
+    add_layer(s, LAYER_DROPOUT)->p = (float)p;
+    s->has_dropout = 1;
+}
+
+/* Numbers the layers with parameters, lays the parameters out in reverse layer order
+ * and the running statistics in forward order. */
+static void finish(model_shape *s) {
+    s->n_param_layers = 0;
+    s->first_trained = s->n_layers;
+    for (int l = 0; l < s->n_layers; l++) {
+        model_layer *L = &s->layer[l];
+        if (L->n_w == 0) continue;
+        L->param_index = s->n_param_layers++;
+        if (s->first_trained == s->n_layers) s->first_trained = l;
+    }
+    for (int l = 0; l + 1 < s->n_layers; l++)
+        if (s->layer[l].kind == LAYER_CONV2D && s->layer[l + 1].kind == LAYER_MAXPOOL2D)
+            s->layer[l].pool_fused = s->layer[l + 1].pool_fused = 1;
+    size_t off = 0;
+    for (int l = s->n_layers - 1; l >= 0; l--) {
+        model_layer *L = &s->layer[l];
+        L->w_off = off;
+        off += L->n_w;
+        L->b_off = off;
+        off += L->n_b;
+    }
+    s->n_params = off;
+    s->n_stats = 0;
+    for (int l = 0; l < s->n_layers; l++)
+        if (s->layer[l].kind == LAYER_BATCHNORM2D) {
+            s->layer[l].stat_off = s->n_stats;
+            s->n_stats += 2 * (size_t)s->layer[l].out_c;
+        }
+}
+
+void model_shape_mlp(model_shape *s, int in_dim, const int *hidden, int n_hidden, int num_classes,
+                     activation_kind act) {
+    memset(s, 0, sizeof *s);
+    s->kind = MODEL_MLP;
+    s->act = act;
+    s->in_c = in_dim, s->in_h = s->in_w = 1;
+    s->in_dim = in_dim;
+    s->num_classes = num_classes;
+    for (int l = 0; l < n_hidden; l++) add_linear(s, hidden[l], (int)act);
+    add_linear(s, num_classes, MODEL_NO_ACT);
+    finish(s);
+}
+
+int model_shape_init(model_shape *s, const run_config *cfg, int in_c, int in_h, int in_w, int num_classes, char *err,
+                     size_t errlen) {
+    if (cfg->model.type == MODEL_MLP) {
+        model_shape_mlp(s, in_c * in_h * in_w, cfg->model.hidden, cfg->model.n_hidden, num_classes,
+                        cfg->model.activation);
+        return 0;
+    }
+    memset(s, 0, sizeof *s);
+    s->kind = MODEL_CNN;
+    s->act = cfg->model.activation;
+    s->in_c = in_c, s->in_h = in_h, s->in_w = in_w;
+    s->in_dim = in_c * in_h * in_w;
+    s->num_classes = num_classes;
+    s->sync_bn = cfg->model.cnn.batch_norm_stats == BN_STATS_SYNC;
+    for (int i = 0; i < cfg->model.cnn.n_conv; i++) {
+        const conv_block_config *b = &cfg->model.cnn.conv[i];
+        model_layer *L = add_layer(s, LAYER_CONV2D);
+        int h = L->in_h, w = L->in_w;
+        if (h + 2 * b->padding < b->kernel || w + 2 * b->padding < b->kernel) {
+            snprintf(err, errlen,
+                     "/model/cnn/conv/%d: a %dx%d kernel does not fit its input of %dx%d pixels (padding %d): "
+                     "use fewer or smaller convolutions or pools, or more padding",
+                     i, b->kernel, b->kernel, h, w, b->padding);
+            return -1;
+        }
+        L->kernel = b->kernel, L->stride = b->stride, L->pad = b->padding;
+        L->out_c = b->channels;
+        L->out_h = (h + 2 * b->padding - b->kernel) / b->stride + 1;
+        L->out_w = (w + 2 * b->padding - b->kernel) / b->stride + 1;
+        L->act = b->batch_norm ? MODEL_NO_ACT : (int)s->act;
+        L->n_w = (size_t)L->out_c * L->in_c * b->kernel * b->kernel;
+        L->n_b = b->batch_norm ? 0 : (size_t)L->out_c; /* batch norm's beta does the bias's work */
+        size_t per_example = (size_t)L->out_h * L->out_w * L->in_c * b->kernel * b->kernel;
+        L->chunk_rows = per_example >= IM2COL_CHUNK_FLOATS ? 1 : (int)(IM2COL_CHUNK_FLOATS / per_example);
+        if (b->batch_norm) {
+            model_layer *N = add_layer(s, LAYER_BATCHNORM2D);
+            N->n_w = N->n_b = (size_t)N->out_c;
+            add_layer(s, LAYER_ACTIVATION)->act = (int)s->act;
+        }
+        if (b->pool > 1) {
+            model_layer *P = add_layer(s, LAYER_MAXPOOL2D);
+            if (P->in_h < b->pool || P->in_w < b->pool) {
+                snprintf(err, errlen,
+                         "/model/cnn/conv/%d: a %dx%d max-pool does not fit the convolution's output of %dx%d pixels: "
+                         "use fewer or smaller convolutions or pools",
+                         i, b->pool, b->pool, P->in_h, P->in_w);
+                return -1;
+            }
+            P->kernel = P->stride = b->pool;
+            P->out_h = P->in_h / b->pool, P->out_w = P->in_w / b->pool;
+        }
+        add_dropout(s, b->dropout);
+    }
+    model_layer *F = add_layer(s, LAYER_FLATTEN);
+    F->out_c = F->in_c * F->in_h * F->in_w, F->out_h = F->out_w = 1;
+    for (int i = 0; i < cfg->model.cnn.n_fc; i++) {
+        add_linear(s, cfg->model.cnn.fc[i], (int)s->act);
+        add_dropout(s, cfg->model.cnn.dropout);
+    }
+    add_linear(s, num_classes, MODEL_NO_ACT);
+    finish(s);
+    return 0;
+}
+
+size_t model_layer_begin(const model_shape *s, int l) { return s->layer[l].w_off; }
+size_t model_layer_end(const model_shape *s, int l) { return s->layer[l].b_off + s->layer[l].n_b; }
+int model_layer_has_params(const model_shape *s, int l) { return s->layer[l].n_w > 0; }
+
+size_t model_layer_out_size(const model_shape *s, int l) {
+    if (l < 0) return (size_t)s->in_dim;
+    const model_layer *L = &s->layer[l];
+    return (size_t)L->out_c * L->out_h * L->out_w;
+}
+
+static size_t layer_in_size(const model_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
+
+void model_describe(const model_shape *s, char *out, size_t outlen) {
+    size_t k = 0;
+    out[0] = '\0';
+    for (int l = 0; l < s->n_layers && k < outlen; l++) {
+        const model_layer *L = &s->layer[l];
+        const char *sep = l ? ", " : "";
+        int n = 0;
+        switch (L->kind) {
+        case LAYER_LINEAR: n = snprintf(out + k, outlen - k, "%slinear %d->%d", sep, L->in_c, L->out_c); break;
+        case LAYER_CONV2D:
+            n = snprintf(out + k, outlen - k, "%sconv2d %d->%d %dx%d/%d pad %d (%dx%d)", sep, L->in_c, L->out_c,
+                         L->kernel, L->kernel, L->stride, L->pad, L->out_h, L->out_w);
+            break;
+        case LAYER_BATCHNORM2D: n = snprintf(out + k, outlen - k, "%sbatchnorm2d %d", sep, L->out_c); break;
+        case LAYER_ACTIVATION: n = snprintf(out + k, outlen - k, "%s%s", sep, activation_name(L->act)); break;
+        case LAYER_MAXPOOL2D:
+            n = snprintf(out + k, outlen - k, "%smaxpool2d %d (%dx%d)", sep, L->kernel, L->out_h, L->out_w);
+            break;
+        case LAYER_DROPOUT: n = snprintf(out + k, outlen - k, "%sdropout %g", sep, (double)L->p); break;
+        case LAYER_FLATTEN: n = snprintf(out + k, outlen - k, "%sflatten %d", sep, L->out_c); break;
+        }
+        if (n > 0 && (L->kind == LAYER_LINEAR || L->kind == LAYER_CONV2D) && L->act != MODEL_NO_ACT &&
+            k + (size_t)n < outlen)
+            n += snprintf(out + k + n, outlen - k - n, " %s", activation_name(L->act));
+        if (n < 0) break;
+        k += (size_t)n;
+    }
+}
+
+/* --- initialisation ---------------------------------------------------------------------- */
+
+void model_init_params(const model_shape *s, float *params, float *stats, uint64_t seed) {
+    rng_state r;
+    rng_seed(&r, seed, RNG_STREAM_INIT);
+    for (int l = 0; l < s->n_layers; l++) { /* forward order, weight then bias, like PyTorch */
+        const model_layer *L = &s->layer[l];
+        if (L->kind == LAYER_BATCHNORM2D) {
+            for (int c = 0; c < L->out_c; c++) {
+                params[L->w_off + c] = 1.0f;
+                params[L->b_off + c] = 0.0f;
+                if (stats) {
+                    stats[L->stat_off + c] = 0.0f;
+                    stats[L->stat_off + L->out_c + c] = 1.0f;
+                }
+            }
+            continue;
+        }
+        if (L->n_w == 0) continue;
+        size_t fan_in = L->kind == LAYER_CONV2D ? (size_t)L->in_c * L->kernel * L->kernel : (size_t)L->in_c;
+        float bound = 1.0f / sqrtf((float)fan_in);
+        for (size_t i = 0; i < L->n_w; i++) params[L->w_off + i] = rng_uniform(&r, -bound, bound);
+        for (size_t i = 0; i < L->n_b; i++) params[L->b_off + i] = rng_uniform(&r, -bound, bound);
+    }
+}
+
+/* --- workspace ------------------------------------------------------------------------------ */
+
+int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows) {
+    memset(w, 0, sizeof *w);
+    w->shape = s;
+    w->max_rows = max_rows;
+    size_t rows = (size_t)max_rows, widest = (size_t)s->in_dim, col = 0, pad = 0, winners = 0, positions = 0,
+           patch = 0;
+    int widest_c = 1;
+    w->act[0] = malloc(sizeof(float) * rows * s->in_dim);
+    int ok = w->act[0] != NULL;
+    for (int l = 0; l < s->n_layers; l++) {
+        const model_layer *L = &s->layer[l];
+        size_t out = model_layer_out_size(s, l), n = rows * out;
+        if (out > widest) widest = out;
+        w->act[l + 1] = malloc(sizeof(float) * n);
+        ok &= w->act[l + 1] != NULL;
+        int fused_gelu = (L->kind == LAYER_LINEAR || L->kind == LAYER_CONV2D) && L->act == ACT_GELU;
+        if (fused_gelu) ok &= (w->pre[l] = malloc(sizeof(float) * n)) != NULL;
+        if (L->kind == LAYER_DROPOUT) ok &= (w->mask[l] = malloc(n)) != NULL;
+        if (L->kind == LAYER_MAXPOOL2D) ok &= (w->argmax[l] = malloc(sizeof(int32_t) * n)) != NULL;
+        if (L->kind == LAYER_BATCHNORM2D) {
+            ok &= (w->bn_mean[l] = malloc(sizeof(float) * L->out_c)) != NULL;
+            ok &= (w->bn_invstd[l] = malloc(sizeof(float) * L->out_c)) != NULL;
+        }
+        if ((L->kind == LAYER_BATCHNORM2D || L->kind == LAYER_CONV2D) && L->out_c > widest_c) widest_c = L->out_c;
+        if (L->kind == LAYER_CONV2D) {
+            size_t chunk = (size_t)L->chunk_rows * L->out_h * L->out_w * L->in_c * L->kernel * L->kernel;
+            size_t planes = (size_t)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
+            if (chunk > col) col = chunk;
+            if (planes > pad) pad = planes;
+            if (L->pool_fused) {
+                size_t per_example = model_layer_out_size(s, l + 1); /* a winner per pooled output */
+                size_t k2 = (size_t)L->in_c * L->kernel * L->kernel;
+                if (per_example > winners) winners = per_example;
+                if ((size_t)L->out_h * L->out_w + 1 > positions) positions = (size_t)L->out_h * L->out_w + 1;
+                if (k2 > patch) patch = k2;
+            }
+        }
+    }
+    w->dz = malloc(sizeof(float) * rows * widest);
+    w->dz_next = malloc(sizeof(float) * rows * widest);
+    w->bn_sums = malloc(sizeof(double) * (2 * (size_t)widest_c + 1));
+    w->row_keys = malloc(sizeof(uint64_t) * rows);
+    ok &= w->dz && w->dz_next && w->bn_sums && w->row_keys;
+    if (col)
+        ok &= (w->col = malloc(sizeof(float) * col)) != NULL && (w->pad = malloc(sizeof(float) * pad)) != NULL;
+    if (winners) {
+        conv_pool_scratch *k = &w->winners;
+        ok &= (k->pos_start = malloc(sizeof(int32_t) * positions)) != NULL &&
+              (k->channel = malloc(sizeof(int32_t) * winners)) != NULL &&
+              (k->grad = malloc(sizeof(float) * winners)) != NULL &&
+              (k->entry_pos = malloc(sizeof(int32_t) * winners)) != NULL &&
+              (k->order = malloc(sizeof(int32_t) * winners)) != NULL &&
+              (k->row = malloc(sizeof(float) * patch)) != NULL && (k->padded = malloc(sizeof(float) * pad)) != NULL;
+    }
+    if (!ok) model_workspace_free(w);
+    return ok ? 0 : -1;
+}
+
+void model_workspace_free(model_workspace *w) {
+    for (int l = 0; l <= MODEL_MAX_LAYERS; l++) free(w->act[l]);
+    for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
+        free(w->pre[l]);
+        free(w->mask[l]);
+        free(w->argmax[l]);
+        free(w->bn_mean[l]);
+        free(w->bn_invstd[l]);
+    }
+    free(w->bn_sums);
+    free(w->row_keys);
+    free(w->dz);
+    free(w->dz_next);
+    free(w->col);
+    free(w->pad);
+    conv_pool_scratch *k = &w->winners;
+    free(k->pos_start), free(k->channel), free(k->grad), free(k->entry_pos), free(k->order), free(k->row);
+    free(k->padded);
+    memset(w, 0, sizeof *w);
+}
+
+/* --- forward ---------------------------------------------------------------------------------- */
+
+static int sum_over_ranks(const model_pass *pass, double *buf, size_t n) {
+    if (!pass->allreduce_sum) return 0;
+    return pass->allreduce_sum(pass->allreduce_arg, buf, n);
+}
+
+/* Convolution as GEMMs over chunks of examples: out[co][b, oy, ox] = W[co] . patch. */
+static void conv_forward(model_workspace *w, const model_layer *L, const float *params, const float *in, float *out,
+                         int rows) {
+    int K = L->in_c * L->kernel * L->kernel, positions = L->out_h * L->out_w;
+    for (int b0 = 0; b0 < rows; b0 += L->chunk_rows) {
+        int n = rows - b0 < L->chunk_rows ? rows - b0 : L->chunk_rows;
+        k_im2col(in, L->in_c, rows, L->in_h, L->in_w, b0, n, L->kernel, L->stride, L->pad, L->out_h, L->out_w, w->col,
+                 w->pad);
+        /* out[:, chunk] [co x n*positions] = W [co x K] * colT^T, colT [n*positions x K] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L->out_c, n * positions, K, 1.0f, params + L->w_off, K,
+                    w->col, K, 0.0f, out + (size_t)b0 * positions, rows * positions);
+    }
+    k_channel_bias_act_forward(out, w->pre[(int)(L - w->shape->layer)], L->n_b ? params + L->b_off : NULL, L->out_c,
+                               (size_t)rows * positions, L->act == MODEL_NO_ACT ? ACT_RELU : (activation_kind)L->act,
+                               L->act != MODEL_NO_ACT);
+}
+
+static int batchnorm_forward(model_workspace *w, int l, const float *params, float *stats, const float *in,
+                             float *out, int rows, const model_pass *pass) {
+    const model_layer *L = &w->shape->layer[l];
+    int C = L->out_c;
+    size_t n = (size_t)rows * L->in_h * L->in_w;
+    float *running_mean = stats + L->stat_off, *running_var = stats + L->stat_off + C;
+    if (pass->train) {
+        double *sums = w->bn_sums;
+        k_batchnorm_sums(in, C, n, sums);
+        sums[2 * C] = (double)n;
+        if (w->shape->sync_bn && sum_over_ranks(pass, sums, 2 * (size_t)C + 1) != 0) return -1;
+        k_batchnorm_stats(sums, C, sums[2 * C], MODEL_BN_EPS, MODEL_BN_MOMENTUM, w->bn_mean[l], w->bn_invstd[l],
+                          running_mean, running_var);
+    } else {
+        k_batchnorm_running(running_mean, running_var, MODEL_BN_EPS, C, w->bn_mean[l], w->bn_invstd[l]);
+    }
+    k_batchnorm_forward(in, out, params + L->w_off, params + L->b_off, w->bn_mean[l], w->bn_invstd[l], C, n);
+    return 0;
+}
+
+static void dropout_forward(model_workspace *w, int l, const float *in, float *out, int rows, const model_pass *pass) {
+    const model_layer *L = &w->shape->layer[l];
+    size_t size = model_layer_out_size(w->shape, l);
+    if (!pass->train || !pass->example_ids) { /* evaluation: the identity */
+        memcpy(out, in, sizeof(float) * (size_t)rows * size);
+        return;
+    }
+    for (int b = 0; b < rows; b++)
+        w->row_keys[b] = rng_dropout_layer_key(
+            rng_dropout_row_key(pass->seed, (uint64_t)pass->global_step, pass->example_ids[b]), (uint64_t)l);
+    if (L->cnhw) k_dropout_forward(out, w->mask[l], in, w->row_keys, rows, L->in_c, (size_t)L->in_h * L->in_w, 1, L->p);
+    else k_dropout_forward(out, w->mask[l], in, w->row_keys, rows, (int)size, 1, 0, L->p);
+}
+
+int model_forward(model_workspace *w, const float *params, float *stats, int rows, const model_pass *pass) {
+    const model_shape *s = w->shape;
+    for (int l = 0; l < s->n_layers; l++) {
+        const model_layer *L = &s->layer[l];
+        const float *in = w->act[l];
+        float *out = w->act[l + 1];
+        switch (L->kind) {
+        case LAYER_LINEAR:
+            /* out[rows x out] = in[rows x in] * W^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, L->out_c, L->in_c, 1.0f, in, L->in_c,
+                        params + L->w_off, L->in_c, 0.0f, out, L->out_c);
+            k_bias_act_forward(out, w->pre[l], params + L->b_off, rows, L->out_c,
+                               L->act == MODEL_NO_ACT ? s->act : (activation_kind)L->act, L->act != MODEL_NO_ACT);
+            break;
+        case LAYER_CONV2D: conv_forward(w, L, params, in, out, rows); break;
+        case LAYER_BATCHNORM2D:
+            if (batchnorm_forward(w, l, params, stats, in, out, rows, pass) != 0) return -1;
+            break;
+        case LAYER_ACTIVATION:
+            k_act_forward(out, in, (size_t)rows * layer_in_size(L), (activation_kind)L->act);
+            break;
+        case LAYER_MAXPOOL2D:
+            k_maxpool_forward(in, out, w->argmax[l], (size_t)L->in_c * rows, L->in_h, L->in_w, L->kernel, L->out_h,
+                              L->out_w);
+            break;
+        case LAYER_DROPOUT: dropout_forward(w, l, in, out, rows, pass); break;
+        case LAYER_FLATTEN: k_flatten(out, in, L->in_c, rows, (size_t)L->in_h * L->in_w); break;
+        }
+    }
+    return 0;
+}
+
+/* --- backward --------------------------------------------------------------------------------- */
+
+/* dW = sum over chunks of dz[:, chunk] * colT; with need_dx, dx = col2im(dz^T W). */
+static void conv_backward(model_workspace *w, const model_layer *L, const float *params, float *grads, const float *in,
+                          const float *dz, float *dx, int rows, int need_dx) {
+    int K = L->in_c * L->kernel * L->kernel, positions = L->out_h * L->out_w;
+    if (need_dx) memset(dx, 0, sizeof(float) * (size_t)rows * layer_in_size(L));
+    for (int b0 = 0; b0 < rows; b0 += L->chunk_rows) {
+        int n = rows - b0 < L->chunk_rows ? rows - b0 : L->chunk_rows;
+        const float *dz_chunk = dz + (size_t)b0 * positions;
+        k_im2col(in, L->in_c, rows, L->in_h, L->in_w, b0, n, L->kernel, L->stride, L->pad, L->out_h, L->out_w, w->col,
+                 w->pad);
+        /* dW [co x K] (+)= dz[:, chunk] [co x n*positions] * colT [n*positions x K] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->out_c, K, n * positions, 1.0f, dz_chunk,
+                    rows * positions, w->col, K, b0 ? 1.0f : 0.0f, grads + L->w_off, K);
+        if (!need_dx) continue;
+        /* dcolT [n*positions x K] = dz[:, chunk]^T * W [co x K], then scattered back */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n * positions, K, L->out_c, 1.0f, dz_chunk,
+                    rows * positions, params + L->w_off, K, 0.0f, w->col, K);
+        k_col2im(w->col, L->in_c, rows, L->in_h, L->in_w, b0, n, L->kernel, L->stride, L->pad, L->out_h, L->out_w, dx,
+                 w->pad);
+    }
+    if (L->n_b) k_channel_bias_grad(grads + L->b_off, dz, L->out_c, (size_t)rows * positions);
+}
+
+/* conv2d -> activation -> max-pool: from the pool's gradient g, through the windows'
+ * winners only (k_conv_pool_backward); the activation's derivative is applied there. */
+static void conv_pool_backward(model_workspace *w, int l, const float *params, float *grads, const float *in,
+                               const float *g, float *dx, int rows, int need_dx) {
+    const model_layer *L = &w->shape->layer[l], *P = L + 1;
+    conv_geometry geo = {L->in_c, L->in_h, L->in_w, L->kernel, L->stride, L->pad, L->out_h, L->out_w};
+    int pooled = P->out_h * P->out_w;
+    double *db = w->bn_sums;
+    memset(grads + L->w_off, 0, sizeof(float) * L->n_w);
+    for (int c = 0; c < L->out_c; c++) db[c] = 0.0;
+    for (int b0 = 0; b0 < rows; b0 += L->chunk_rows) {
+        int n = rows - b0 < L->chunk_rows ? rows - b0 : L->chunk_rows;
+        k_im2col(in, L->in_c, rows, L->in_h, L->in_w, b0, n, L->kernel, L->stride, L->pad, L->out_h, L->out_w, w->col,
+                 w->pad);
+        k_conv_pool_backward(&geo, L->out_c, rows, b0, n, g, w->argmax[l + 1], pooled, w->act[l + 1], w->pre[l],
+                             L->act, w->col, params + L->w_off, grads + L->w_off, db, need_dx ? dx : NULL,
+                             &w->winners);
+    }
+    for (size_t c = 0; c < L->n_b; c++) grads[L->b_off + c] = (float)db[c];
+}
+
+static int batchnorm_backward(model_workspace *w, int l, const float *params, float *grads, const float *in,
+                              const float *dz, float *dx, int rows, const model_pass *pass, int need_dx,
+                              grad_ready_fn ready, void *ready_arg) {
+    const model_layer *L = &w->shape->layer[l];
+    int C = L->out_c;
+    size_t n = (size_t)rows * L->in_h * L->in_w;
+    double *sums = w->bn_sums;
+    k_batchnorm_backward_sums(dz, in, w->bn_mean[l], w->bn_invstd[l], C, n, sums);
+    for (int c = 0; c < C; c++) { /* this rank's gradients; averaged over ranks like any other */
+        grads[L->w_off + c] = (float)sums[C + c];
+        grads[L->b_off + c] = (float)sums[c];
+    }
+    if (need_dx) {
+        sums[2 * C] = (double)n;
+        if (w->shape->sync_bn && sum_over_ranks(pass, sums, 2 * (size_t)C + 1) != 0) return -1;
+        k_batchnorm_backward(dx, dz, in, params + L->w_off, w->bn_mean[l], w->bn_invstd[l], sums, sums[2 * C], C,
+                             n);
+    }
+    if (ready) ready(ready_arg, l); /* after the last read of gamma */
+    return 0;
+}
+
+int model_forward_backward(model_workspace *w, const float *params, float *stats, float *grads, const uint8_t *labels,
+                           int rows, const model_pass *pass, double *loss_sum, long *correct, grad_ready_fn ready,
+                           void *ready_arg) {
+    const model_shape *s = w->shape;
+    if (model_forward(w, params, stats, rows, pass) != 0) return -1;
+    int last = s->n_layers - 1;
+    k_softmax_xent(w->act[last + 1], labels, rows, s->num_classes, w->dz, 1.0f / (float)rows, loss_sum, correct);
+    for (int l = last; l >= s->first_trained; l--) {
+        const model_layer *L = &s->layer[l];
+        const float *in = w->act[l], *out = w->act[l + 1];
+        int need_dx = l > s->first_trained; /* no gradient is needed for the input */
+        size_t n_out = (size_t)rows * model_layer_out_size(s, l);
+        int swap = need_dx;
+        switch (L->kind) {
+        case LAYER_LINEAR:
+            if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
+            /* dW[out x in] = dz^T[out x rows] * in[rows x in];  db = column sums of dz */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->out_c, L->in_c, rows, 1.0f, w->dz, L->out_c, in,
+                        L->in_c, 0.0f, grads + L->w_off, L->in_c);
+            k_bias_grad(grads + L->b_off, w->dz, rows, L->out_c);
+            /* d(in)[rows x in] = dz[rows x out] * W[out x in] */
+            if (need_dx)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L->in_c, L->out_c, 1.0f, w->dz, L->out_c,
+                            params + L->w_off, L->in_c, 0.0f, w->dz_next, L->in_c);
+            if (ready) ready(ready_arg, l); /* after the last read of W: the engine may update it now */
+            break;
+        case LAYER_CONV2D:
+            if (L->pool_fused) { /* w->dz is the pool's output gradient */
+                conv_pool_backward(w, l, params, grads, in, w->dz, w->dz_next, rows, need_dx);
+            } else {
+                if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
+                conv_backward(w, L, params, grads, in, w->dz, w->dz_next, rows, need_dx);
+            }
+            if (ready) ready(ready_arg, l);
+            break;
+        case LAYER_BATCHNORM2D:
+            if (batchnorm_backward(w, l, params, grads, in, w->dz, w->dz_next, rows, pass, need_dx, ready, ready_arg) !=
+                0)
+                return -1;
+            break;
+        case LAYER_ACTIVATION: /* relu and tanh from the output, gelu from the input */
+            k_act_backward(w->dz, out, in, n_out, (activation_kind)L->act);
+            swap = 0;
+            break;
+        case LAYER_MAXPOOL2D:
+            if (L->pool_fused) { /* the convolution before takes the gradient as it is */
+                swap = 0;
+                break;
+            }
+            if (need_dx)
+                k_maxpool_backward(w->dz_next, w->dz, w->argmax[l], (size_t)L->in_c * rows, L->in_h, L->in_w,
+                                   L->out_h, L->out_w);
+            break;
+        case LAYER_DROPOUT:
+            k_dropout_backward(w->dz, w->dz, w->mask[l], n_out, L->p);
+            swap = 0;
+            break;
+        case LAYER_FLATTEN:
+            if (need_dx) k_unflatten(w->dz_next, w->dz, L->in_c, rows, (size_t)L->in_h * L->in_w);
+            break;
+        }
+        if (swap) {
+            float *t = w->dz;
+            w->dz = w->dz_next;
+            w->dz_next = t;
+        }
+    }
+    return 0;
+}
+
+void model_evaluate(model_workspace *w, const float *params, float *stats, const uint8_t *labels, int rows,
+                    double *loss_sum, long *correct) {
+    model_pass eval = {.train = 0};
+    model_forward(w, params, stats, rows, &eval); /* no collectives in evaluation: it cannot fail */
+    k_softmax_xent(w->act[w->shape->n_layers], labels, rows, w->shape->num_classes, NULL, 0.0f, loss_sum, correct);
+}
