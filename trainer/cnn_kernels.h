@@ -56,7 +56,8 @@ typedef struct {
     int32_t *channel;    /* C_out * pooled: each winner's channel ... */
     float *grad;         /* ... and its gradient gz */
     int32_t *entry_pos;  /* C_out * pooled: a winner's position, before grouping */
-    int32_t *order;      /* C_out * pooled: the winners grouped by position */
+    int32_t *order;      /* C_out * pooled: the winners' channels, grouped by position ... */
+    float *order_grad;   /* ... and their gradients */
     float *row;          /* C * k * k: one position's patch gradient */
     float *padded;       /* C * (H + 2 pad) * (W + 2 pad) */
 } conv_pool_scratch;

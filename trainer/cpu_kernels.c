@@ -12,11 +12,7 @@ void k_u8_to_f32(float *restrict x, const uint8_t *restrict src, size_t n, float
 }
 
 static inline float gelu(float x) { return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)); }
-static inline float gelu_grad(float x) {
-    float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
-    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; /* 1/sqrt(2 pi) */
-    return cdf + x * pdf;
-}
+static inline float gelu_grad(float x) { return k_act_grad(ACT_GELU, 0.0f, x); }
 
 DDPD_VECTOR_CLONES
 void k_bias_act_forward(float *restrict z, float *restrict pre, const float *restrict bias,
@@ -41,15 +37,6 @@ void k_bias_act_forward(float *restrict z, float *restrict pre, const float *res
             break;
         }
     }
-}
-
-float k_act_grad(activation_kind act, float out, float pre) {
-    switch (act) {
-    case ACT_RELU: return out > 0.0f ? 1.0f : 0.0f;
-    case ACT_TANH: return 1.0f - out * out;
-    case ACT_GELU: return gelu_grad(pre);
-    }
-    return 1.0f;
 }
 
 DDPD_VECTOR_CLONES

@@ -4,6 +4,7 @@
 #ifndef DDPD_CPU_KERNELS_H
 #define DDPD_CPU_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,19 @@ void k_bias_act_forward(float *z, float *pre, const float *bias, int rows, int c
 void k_act_forward(float *y, const float *x, size_t n, activation_kind act);
 
 /* act'(.) of one element, from its output `out` (relu, tanh) or input `pre` (gelu):
- * the factor k_act_backward multiplies by. */
-float k_act_grad(activation_kind act, float out, float pre);
+ * the factor k_act_backward multiplies by. Inline: it is called once per element. */
+static inline float k_act_grad(activation_kind act, float out, float pre) {
+    switch (act) {
+    case ACT_RELU: return out > 0.0f ? 1.0f : 0.0f;
+    case ACT_TANH: return 1.0f - out * out;
+    case ACT_GELU: {
+        float cdf = 0.5f * (1.0f + erff(pre * 0.70710678118654752440f));
+        float pdf = expf(-0.5f * pre * pre) * 0.3989422804014327f; /* 1/sqrt(2 pi) */
+        return cdf + pre * pdf;
+    }
+    }
+    return 1.0f;
+}
 
 /* dz[i] *= act'(.) given the layer's output `out` (relu, tanh) or its input `pre` (gelu). */
 void k_act_backward(float *dz, const float *out, const float *pre, size_t n, activation_kind act);

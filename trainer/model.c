@@ -288,6 +288,7 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
               (k->grad = malloc(sizeof(float) * winners)) != NULL &&
               (k->entry_pos = malloc(sizeof(int32_t) * winners)) != NULL &&
               (k->order = malloc(sizeof(int32_t) * winners)) != NULL &&
+              (k->order_grad = malloc(sizeof(float) * winners)) != NULL &&
               (k->row = malloc(sizeof(float) * patch)) != NULL && (k->padded = malloc(sizeof(float) * pad)) != NULL;
     }
     if (!ok) model_workspace_free(w);
@@ -310,7 +311,8 @@ void model_workspace_free(model_workspace *w) {
     free(w->col);
     free(w->pad);
     conv_pool_scratch *k = &w->winners;
-    free(k->pos_start), free(k->channel), free(k->grad), free(k->entry_pos), free(k->order), free(k->row);
+    free(k->pos_start), free(k->channel), free(k->grad), free(k->entry_pos), free(k->order), free(k->order_grad);
+    free(k->row);
     free(k->padded);
     memset(w, 0, sizeof *w);
 }
