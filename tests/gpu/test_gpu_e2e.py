@@ -10,6 +10,9 @@ With --fake-gpu the trainer is ddp-trainer-fake-cuda (two GPUs played by the CPU
 tests/gpu/fake_cuda.c): the cases then run anywhere."""
 import argparse, glob, hashlib, json, os, signal, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
+
 DATA = "/usr/share/datasets/fashion-mnist"
 SKIP = 77
 PASSED = FAILED = 0
@@ -42,13 +45,7 @@ def config(**over):
         "distributed": {"world_size": 1, "backend": "nccl"},
         "checkpoint": {"every_epochs": 1, "keep": 2},
     }
-    for path, value in over.items():  # "train.epochs": 3
-        node = cfg
-        keys = path.split(".")
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-    return cfg
+    return merge(cfg, over)
 
 
 class Run:

@@ -6,6 +6,9 @@ few thousand examples and checks what a user would see: the event journal, the
 exit status, stderr, the checkpoints, and that no process is left behind."""
 import argparse, hashlib, json, os, signal, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
+
 DATA = "/usr/share/datasets/fashion-mnist"
 PASSED = FAILED = 0
 
@@ -31,13 +34,7 @@ def config(**over):
         "distributed": {"world_size": 2},
         "checkpoint": {"every_epochs": 1, "keep": 2},
     }
-    for path, value in over.items():  # "train.epochs": 3
-        node = cfg
-        keys = path.split(".")
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-    return cfg
+    return merge(cfg, over)
 
 
 class Run:
