@@ -5,6 +5,7 @@ ddpd_c_test(test_cnn_gradients ${CMAKE_CURRENT_LIST_DIR}/test_cnn_gradients.c)
 ddpd_c_test(test_optim ${CMAKE_CURRENT_LIST_DIR}/test_optim.c)
 ddpd_c_test(test_sampler ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c)
 ddpd_c_test(test_lr_schedule ${CMAKE_CURRENT_LIST_DIR}/test_lr_schedule.c)
+ddpd_c_test(test_event_sink ${CMAKE_CURRENT_LIST_DIR}/test_event_sink.c)
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel

@@ -128,13 +128,24 @@ static int load_data(launcher *L, char *reason, size_t n) {
     return 0;
 }
 
+/* The run's secret, taken out of the environment: the ranks get it from memory, and
+ * the value in the process's environment block (which /proc shows) is blanked. */
+static const char *take_secret(void) {
+    static char secret[256];
+    char *v = getenv("DDPD_RUN_SECRET");
+    if (!v) return NULL;
+    snprintf(secret, sizeof secret, "%s", v);
+    memset(v, '-', strlen(v));
+    unsetenv("DDPD_RUN_SECRET");
+    return secret;
+}
+
 static void send_hello(launcher *L) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     json_t *hello = json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size",
                               L->world);
-    json_object_set_new(hello, "secret", L->secret ? json_string(L->secret) : json_null());
-    event_emit(L->events, "hello", hello);
+    event_emit(L->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
 static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_t *old_mask) {
@@ -324,12 +335,12 @@ int launcher_run(const launcher_options *o) {
     char run_dir_copy[2048], path[2048], err[1024], warning[1024], why[512];
     snprintf(run_dir_copy, sizeof run_dir_copy, "%s", o->run_dir);
     L.run_id = getenv("DDPD_RUN_ID") ? getenv("DDPD_RUN_ID") : basename(run_dir_copy);
-    L.secret = getenv("DDPD_RUN_SECRET");
+    L.secret = take_secret();
 
     snprintf(path, sizeof path, "%s/trainer.log", o->run_dir);
     log_open(path, "launcher");
     snprintf(path, sizeof path, "%s/events.jsonl", o->run_dir);
-    L.events = event_sink_open(o->events_target, path, L.run_id, EVENT_RANK_LAUNCHER, err, sizeof err, warning,
+    L.events = event_sink_open(o->events_target, path, L.run_id, EVENT_RANK_LAUNCHER, L.secret, err, sizeof err, warning,
                                sizeof warning);
     if (!L.events) {
         fprintf(stderr, "ddp-trainer: %s\n", err);

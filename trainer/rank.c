@@ -99,8 +99,7 @@ static void send_hello(rank_state *s) {
                               device, "world_size", s->world, "epochs", s->epochs, "steps_per_epoch",
                               (json_int_t)s->steps_per_epoch, "total_steps",
                               (json_int_t)(s->steps_per_epoch * s->epochs));
-    json_object_set_new(hello, "secret", s->x->secret ? json_string(s->x->secret) : json_null());
-    event_emit(s->events, "hello", hello);
+    event_emit(s->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
 static int setup(rank_state *s) {
@@ -298,7 +297,7 @@ int rank_main(const rank_context *x) {
     snprintf(who, sizeof who, "rank %d", x->rank);
     log_open(path, who);
     snprintf(path, sizeof path, "%s/events.jsonl", x->run_dir);
-    s.events = event_sink_open(x->events_target, path, x->run_id, x->rank, err, sizeof err, warning, sizeof warning);
+    s.events = event_sink_open(x->events_target, path, x->run_id, x->rank, x->secret, err, sizeof err, warning, sizeof warning);
     if (!s.events) return fail(&s, "%s", err);
     if (warning[0] && x->rank == 0) log_msg(LOG_WARN, "%s", warning);
     log_set_events(s.events);
