@@ -36,15 +36,15 @@ int main(void) {
     const char *images = DATA "/t10k-images-idx3-ubyte.gz", *labels = DATA "/t10k-labels-idx1-ubyte.gz";
 
     idx_dataset plain, miss, hit, limited;
-    REQUIRE(idx_load(images, labels, 0, &plain, err, sizeof err) == 0, "plain load: %s", err);
-    CHECK(idx_load_cached(images, labels, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    REQUIRE(idx_load(NULL, images, labels, 0, &plain, err, sizeof err) == 0, "plain load: %s", err);
+    CHECK(idx_load_cached(NULL, images, labels, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(strstr(note, "cached in") != NULL, "first load writes the cache: %s", note);
     CHECK(miss.mapping == NULL && same(&plain, &miss), "a miss returns the data");
     CHECK(count_files(cache) == 1, "one cache file, no temporary left: %d", count_files(cache));
-    CHECK(idx_load_cached(images, labels, 0, cache, &hit, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    CHECK(idx_load_cached(NULL, images, labels, 0, cache, &hit, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(hit.mapping != NULL && strstr(note, "mapped") != NULL, "second load maps the cache: %s", note);
     CHECK(same(&plain, &hit), "a hit returns the very same bytes");
-    CHECK(idx_load_cached(images, labels, 100, cache, &limited, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    CHECK(idx_load_cached(NULL, images, labels, 100, cache, &limited, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(limited.count == 100 && memcmp(limited.labels, plain.labels, 100) == 0, "limit on a hit");
     idx_free(&miss);
     idx_free(&hit);
@@ -56,24 +56,24 @@ int main(void) {
     snprintf(lab_copy, sizeof lab_copy, "%s/lab.gz", dir);
     snprintf(cmd, sizeof cmd, "cp %s %s && cp %s %s", images, img_copy, labels, lab_copy);
     REQUIRE(system(cmd) == 0, "copy");
-    CHECK(idx_load_cached(img_copy, lab_copy, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    CHECK(idx_load_cached(NULL, img_copy, lab_copy, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
     idx_free(&miss);
     CHECK(count_files(cache) == 2, "the copy has its own entry");
     snprintf(cmd, sizeof cmd, "touch -d '2001-01-01' %s", lab_copy);
     REQUIRE(system(cmd) == 0, "touch");
-    CHECK(idx_load_cached(img_copy, lab_copy, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    CHECK(idx_load_cached(NULL, img_copy, lab_copy, 0, cache, &miss, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(strstr(note, "cached in") != NULL, "a changed source is a miss: %s", note);
     idx_free(&miss);
 
     /* A damaged cache file is not trusted. */
     snprintf(cmd, sizeof cmd, "for f in %s/*.idxcache; do truncate -s 1000 $f; done", cache);
     REQUIRE(system(cmd) == 0, "truncate");
-    CHECK(idx_load_cached(images, labels, 0, cache, &hit, err, sizeof err, note, sizeof note) == 0, "%s", err);
+    CHECK(idx_load_cached(NULL, images, labels, 0, cache, &hit, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(hit.mapping == NULL && same(&plain, &hit), "a truncated cache file is reloaded from the source");
     idx_free(&hit);
 
     /* A missing source is reported as such, cache or not. */
-    CHECK(idx_load_cached(DATA "/nope.gz", labels, 0, cache, &hit, err, sizeof err, note, sizeof note) != 0 &&
+    CHECK(idx_load_cached(NULL, DATA "/nope.gz", labels, 0, cache, &hit, err, sizeof err, note, sizeof note) != 0 &&
               strstr(err, "nope.gz") != NULL,
           "missing file: %s", err);
     idx_free(&plain);

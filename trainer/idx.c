@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_UBYTE 0x08
@@ -22,6 +24,10 @@
 #define IDX_MAX_DIMS 3
 #define GZ_BUFFER_BYTES (256u * 1024u)
 #define MAX_READ_CALL (1u << 30) /* gzread takes an unsigned and returns an int */
+/* deflate never compresses better than about 1032:1, so a gzip file of N bytes holds
+ * at most this many times N once decompressed: a header claiming more is a lie, and
+ * is refused before anything is allocated for it. */
+#define GZIP_MAX_RATIO 1100u
 
 /* What one of the two files must hold. */
 typedef struct {
@@ -69,12 +75,13 @@ static const char *size_note(const idx_reader *r) {
     return gzdirect(r->gz) ? "" : " once decompressed";
 }
 
-/* zlib prefixes its messages with the path it was given; drop it, we print our own. */
+/* zlib prefixes its messages with the name it knows the file by ("<fd:N>" for a
+ * descriptor); drop it, we print our own. */
 static const char *zlib_message(const idx_reader *r, int *errnum) {
     const char *msg = gzerror(r->gz, errnum);
-    size_t n = strlen(r->path);
-    if (strncmp(msg, r->path, n) == 0 && strncmp(msg + n, ": ", 2) == 0) msg += n + 2;
-    return msg;
+    (void)r;
+    const char *sep = msg[0] == '<' ? strstr(msg, ">: ") : NULL;
+    return sep ? sep + 3 : msg;
 }
 
 /* After a short or failed read: if zlib saw an error (corrupt or cut-off gzip data,
@@ -214,23 +221,61 @@ static int read_header(const idx_reader *r, idx_header *h) {
 /* Reads one file: checks the header against `kind`, keeps the first `limit` records
  * (0 = all) in a fresh array *data (*kept_count of them), and checks that the file holds
  * exactly what its header says. */
-static int read_idx_file(const char *path, const idx_kind *kind, size_t limit, idx_header *h,
-                         uint8_t **data, size_t *kept_count, char *err, size_t errlen) {
+/* Before allocating what the header asks for: can a file of this size hold it? */
+static int check_size_claim(const idx_reader *r, const idx_header *h, uint64_t file_bytes, const char *what) {
+    uint64_t expected = h->header_bytes + h->data_bytes;
+    if (gzdirect(r->gz)) {
+        if (file_bytes < expected)
+            return fail(r->err, r->errlen, "%s: truncated: header says %s (%llu bytes) but the file holds %llu bytes",
+                        r->path, what, (unsigned long long)expected, (unsigned long long)file_bytes);
+        if (file_bytes > expected)
+            return fail(r->err, r->errlen,
+                        "%s: %llu bytes of trailing garbage after the data: header says %s (%llu bytes) but "
+                        "the file holds %llu bytes",
+                        r->path, (unsigned long long)(file_bytes - expected), what, (unsigned long long)expected,
+                        (unsigned long long)file_bytes);
+        return 0;
+    }
+    uint64_t most = file_bytes > UINT64_MAX / GZIP_MAX_RATIO ? UINT64_MAX : file_bytes * GZIP_MAX_RATIO;
+    if (expected > most)
+        return fail(r->err, r->errlen,
+                    "%s: truncated or corrupt: header says %s (%llu bytes) but a gzip file of %llu bytes cannot "
+                    "hold more than %llu once decompressed",
+                    r->path, what, (unsigned long long)expected, (unsigned long long)file_bytes,
+                    (unsigned long long)most);
+    return 0;
+}
+
+/* Reads one file: checks the header against `kind`, keeps the first `limit` records
+ * (0 = all) in a fresh array *data (*kept_count of them), and checks that the file holds
+ * exactly what its header says. */
+static int read_idx_file(const data_roots *roots, const char *path, const idx_kind *kind, size_t limit,
+                         idx_header *h, uint8_t **data, size_t *kept_count, char *err, size_t errlen) {
     *data = NULL;
     *kept_count = 0;
+    const char *name = data_display_name(roots, path);
+    int fd = data_open(roots, path, err, errlen);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail(err, errlen, "%s: cannot read: %s", name, strerror(errno));
+    }
     errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return fail(err, errlen, "%s: cannot open: %s", path,
-                    errno ? strerror(errno) : "out of memory");
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) {
+        close(fd);
+        return fail(err, errlen, "%s: cannot open: %s", name, errno ? strerror(errno) : "out of memory");
+    }
     gzbuffer(gz, GZ_BUFFER_BYTES);
-    idx_reader r = {gz, path, kind, err, errlen};
+    idx_reader r = {gz, name, kind, err, errlen};
 
     int rc = -1;
     uint8_t *kept = NULL;
     char what[96];
     if (read_header(&r, h) != 0) goto done;
     describe_dims(&r, h, what, sizeof what);
+    if (check_size_claim(&r, h, (uint64_t)st.st_size, what) != 0) goto done;
 
     uint64_t count = h->dims[0];
     uint64_t record_bytes = h->data_bytes / count;
@@ -238,7 +283,7 @@ static int read_idx_file(const char *path, const idx_kind *kind, size_t limit, i
     uint64_t kept_bytes = keep * record_bytes;
     kept = malloc(kept_bytes ? kept_bytes : 1);
     if (!kept) {
-        fail(err, errlen, "%s: cannot allocate %llu bytes for %s", path,
+        fail(err, errlen, "%s: cannot allocate %llu bytes for %s", name,
              (unsigned long long)kept_bytes, what);
         goto done;
     }
@@ -251,14 +296,14 @@ static int read_idx_file(const char *path, const idx_kind *kind, size_t limit, i
     uint64_t held = h->header_bytes + (uint64_t)got + (uint64_t)rest;
     if (held < expected) {
         fail(err, errlen, "%s: truncated: header says %s (%llu bytes) but the file holds %llu bytes%s",
-             path, what, (unsigned long long)expected, (unsigned long long)held, size_note(&r));
+             name, what, (unsigned long long)expected, (unsigned long long)held, size_note(&r));
         goto done;
     }
     if (held > expected) {
         fail(err, errlen,
              "%s: %llu bytes of trailing garbage after the data: header says %s (%llu bytes) but "
              "the file holds %llu bytes%s",
-             path, (unsigned long long)(held - expected), what, (unsigned long long)expected,
+             name, (unsigned long long)(held - expected), what, (unsigned long long)expected,
              (unsigned long long)held, size_note(&r));
         goto done;
     }
@@ -279,17 +324,17 @@ static int max_label_plus_one(const uint8_t *labels, size_t count) {
     return max + 1;
 }
 
-int idx_load(const char *images_path, const char *labels_path, size_t limit,
+int idx_load(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit,
              idx_dataset *out, char *err, size_t errlen) {
     idx_header images_header, labels_header;
     uint8_t *images = NULL, *labels = NULL;
     size_t images_kept = 0, labels_kept = 0;
     memset(out, 0, sizeof *out);
 
-    if (read_idx_file(images_path, &IMAGES, limit, &images_header, &images, &images_kept, err,
+    if (read_idx_file(roots, images_path, &IMAGES, limit, &images_header, &images, &images_kept, err,
                       errlen) != 0)
         return -1;
-    if (read_idx_file(labels_path, &LABELS, limit, &labels_header, &labels, &labels_kept, err,
+    if (read_idx_file(roots, labels_path, &LABELS, limit, &labels_header, &labels, &labels_kept, err,
                       errlen) != 0) {
         free(images);
         return -1;
@@ -298,7 +343,8 @@ int idx_load(const char *images_path, const char *labels_path, size_t limit,
         fail(err, errlen,
              "images file %s has %u examples but labels file %s has %u: the two files must "
              "describe the same examples",
-             images_path, images_header.dims[0], labels_path, labels_header.dims[0]);
+             data_display_name(roots, images_path), images_header.dims[0], data_display_name(roots, labels_path),
+             labels_header.dims[0]);
         free(images);
         free(labels);
         return -1;

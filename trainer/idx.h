@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data_open.h"
+
 typedef struct {
     uint8_t *images; /* count * rows * cols, row-major, one byte per pixel */
     uint8_t *labels; /* count */
@@ -14,14 +16,18 @@ typedef struct {
     int num_classes; /* max label + 1 */
     void *mapping;   /* set when images/labels point into a mapped cache file */
     size_t mapping_bytes;
+    char cache_path[4096]; /* that file, to explain a SIGBUS if it is cut short under the run */
 } idx_dataset;
 
-/* Loads an images file (magic 0x00000803, unsigned byte, 3 dims) and a labels file
+/* Every file is opened through data_open(roots, ...) (roots NULL: as given), and
+ * named in messages relative to its data root.
+ *
+ * Loads an images file (magic 0x00000803, unsigned byte, 3 dims) and a labels file
  * (0x00000801, 1 dim), keeping the first `limit` examples (0 = all). On failure
  * returns -1 and writes into `err` a sentence naming the file and what is wrong
  * ("train-images.gz: truncated: header says 60000 images of 28x28 (47040016 bytes) but
  * the file holds 1000 bytes"). */
-int idx_load(const char *images_path, const char *labels_path, size_t limit,
+int idx_load(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit,
              idx_dataset *out, char *err, size_t errlen);
 void idx_free(idx_dataset *d);
 
@@ -30,11 +36,16 @@ void idx_free(idx_dataset *d);
  * both files' identity (path, inode, size, mtime); later loads map that file, which
  * takes milliseconds instead of a decompression and shares the pages between ranks
  * and runs. Any cache problem falls back to idx_load (and says so in `note`). */
-int idx_load_cached(const char *images_path, const char *labels_path, size_t limit, const char *cache_dir,
+int idx_load_cached(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit, const char *cache_dir,
                     idx_dataset *out, char *err, size_t errlen, char *note, size_t notelen);
 
 /* The cache directory: $DDPD_CACHE_DIR, else $XDG_CACHE_HOME/ddpd, else
  * $HOME/.cache/ddpd; NULL when none is set. */
 const char *idx_default_cache_dir(char *buf, size_t buflen);
+
+/* After a rank died of SIGBUS: if `d` is mapped from a cache file that is now shorter
+ * than the mapping (truncated in place under the run), writes a sentence naming it
+ * into out and returns 1; else 0. */
+int idx_cache_explain_bus_error(const idx_dataset *d, char *out, size_t n);
 
 #endif

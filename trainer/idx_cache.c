@@ -32,11 +32,16 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static int file_identity(const char *path, uint64_t *h) {
+/* The file's identity (its name, inode and times), opened the way idx_load opens it. */
+static int file_identity(const data_roots *roots, const char *path, uint64_t *h) {
+    char err[512];
     struct stat st;
-    char real[4096];
-    if (stat(path, &st) != 0 || !realpath(path, real)) return -1;
-    *h = fnv1a(*h, real, strlen(real) + 1);
+    int fd = data_open(roots, path, err, sizeof err);
+    if (fd < 0) return -1;
+    int ok = fstat(fd, &st) == 0;
+    close(fd);
+    if (!ok) return -1;
+    *h = fnv1a(*h, path, strlen(path) + 1);
     *h = fnv1a(*h, &st.st_ino, sizeof st.st_ino);
     *h = fnv1a(*h, &st.st_dev, sizeof st.st_dev);
     *h = fnv1a(*h, &st.st_size, sizeof st.st_size);
@@ -84,7 +89,19 @@ static int map_cache(const char *path, uint64_t identity, size_t limit, idx_data
     out->num_classes = max_label_plus_one(out->labels, keep);
     out->mapping = map;
     out->mapping_bytes = (size_t)st.st_size;
+    snprintf(out->cache_path, sizeof out->cache_path, "%s", path);
     return 0;
+}
+
+int idx_cache_explain_bus_error(const idx_dataset *d, char *out, size_t n) {
+    struct stat st;
+    if (!d->mapping || !d->cache_path[0] || stat(d->cache_path, &st) != 0 || (size_t)st.st_size >= d->mapping_bytes)
+        return 0;
+    snprintf(out, n,
+             "the dataset cache file %s was cut short while the run was reading it (%zu bytes when mapped, %lld "
+             "now): delete it (the next run rebuilds it) and start the run again",
+             d->cache_path, d->mapping_bytes, (long long)st.st_size);
+    return 1;
 }
 
 static int write_all(int fd, const void *p, size_t n) {
@@ -119,12 +136,13 @@ static int write_cache(const char *dir, const char *path, uint64_t identity, con
     return 0;
 }
 
-int idx_load_cached(const char *images_path, const char *labels_path, size_t limit, const char *cache_dir,
-                    idx_dataset *out, char *err, size_t errlen, char *note, size_t notelen) {
+int idx_load_cached(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit,
+                    const char *cache_dir, idx_dataset *out, char *err, size_t errlen, char *note, size_t notelen) {
     if (note && notelen) note[0] = '\0';
     uint64_t identity = 0xcbf29ce484222325ULL;
-    if (!cache_dir || file_identity(images_path, &identity) != 0 || file_identity(labels_path, &identity) != 0)
-        return idx_load(images_path, labels_path, limit, out, err, errlen); /* it reports missing files */
+    if (!cache_dir || file_identity(roots, images_path, &identity) != 0 ||
+        file_identity(roots, labels_path, &identity) != 0)
+        return idx_load(roots, images_path, labels_path, limit, out, err, errlen); /* it reports missing files */
     char path[4096];
     snprintf(path, sizeof path, "%s/%016llx" CACHE_SUFFIX, cache_dir, (unsigned long long)identity);
     if (map_cache(path, identity, limit, out) == 0) {
@@ -132,7 +150,7 @@ int idx_load_cached(const char *images_path, const char *labels_path, size_t lim
         return 0;
     }
     /* A miss: load the whole dataset (so every limit can use the cache), keep a copy. */
-    if (idx_load(images_path, labels_path, 0, out, err, errlen) != 0) return -1;
+    if (idx_load(roots, images_path, labels_path, 0, out, err, errlen) != 0) return -1;
     if (write_cache(cache_dir, path, identity, out) != 0) {
         if (note) snprintf(note, notelen, "could not write the dataset cache in %s (%s)", cache_dir, strerror(errno));
     } else if (note) {

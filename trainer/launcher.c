@@ -96,7 +96,7 @@ static int load_data(launcher *L, char *reason, size_t n) {
     const char *cache = idx_default_cache_dir(cache_buf, sizeof cache_buf);
     double t0 = now_seconds();
     if (c->mode == RUN_MODE_TRAIN) {
-        if (idx_load_cached(c->data.train_images, c->data.train_labels, (size_t)c->data.limit, cache, &L->train, err,
+        if (idx_load_cached(&L->o->data_roots, c->data.train_images, c->data.train_labels, (size_t)c->data.limit, cache, &L->train, err,
                             sizeof err, note, sizeof note)) {
             snprintf(reason, n, "cannot load the training data: %s", err);
             return -1;
@@ -104,7 +104,7 @@ static int load_data(launcher *L, char *reason, size_t n) {
         L->have_train = 1;
     }
     if (note[0]) log_msg(LOG_INFO, "training data %s", note);
-    if (idx_load_cached(c->data.test_images, c->data.test_labels, (size_t)c->data.test_limit, cache, &L->test, err,
+    if (idx_load_cached(&L->o->data_roots, c->data.test_images, c->data.test_labels, (size_t)c->data.test_limit, cache, &L->test, err,
                         sizeof err, note, sizeof note)) {
         snprintf(reason, n, "cannot load the test data: %s", err);
         return -1;
@@ -191,7 +191,12 @@ static void describe_death(launcher *L, int rank, int status, char *out, size_t 
     char where[96] = "";
     int epoch = atomic_load(&slot->epoch);
     if (epoch >= 0) snprintf(where, sizeof where, " at epoch %d step %ld", epoch, atomic_load(&slot->step));
-    if (WIFSIGNALED(status))
+    char cause[1024];
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS &&
+        (idx_cache_explain_bus_error(&L->train, cause, sizeof cause) ||
+         idx_cache_explain_bus_error(&L->test, cause, sizeof cause)))
+        snprintf(out, n, "rank %d exited with signal %d (%s)%s: %s", rank, SIGBUS, strsignal(SIGBUS), where, cause);
+    else if (WIFSIGNALED(status))
         snprintf(out, n, "rank %d exited with signal %d (%s)%s", rank, WTERMSIG(status), strsignal(WTERMSIG(status)),
                  where);
     else if (slot->failure[0])
@@ -209,7 +214,7 @@ static void signal_ranks(launcher *L, int sig) {
 static int supervise(launcher *L, const sigset_t *mask) {
     int alive = L->world, canceled_by = 0, failed = 0;
     double kill_deadline = 0;
-    char reason[1024] = "";
+    char reason[2048] = "";
     while (alive > 0) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         siginfo_t info;

@@ -6,11 +6,14 @@
 #ifndef DDPD_LAUNCHER_H
 #define DDPD_LAUNCHER_H
 
+#include "data_open.h"
+
 typedef struct {
     const char *config_path;
     const char *run_dir;
     const char *events_target; /* NULL: journal only */
     int resume;
+    data_roots data_roots; /* --data-root: data files are opened beneath these (none: as given) */
     char **argv; /* the command line, to hand the run over to ddp-trainer-nccl */
 } launcher_options;
 

@@ -9,12 +9,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume]\n"
+            "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume] [--data-root DIR]...\n"
             "\n"
             "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
             "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
             "  --events PATH   also send events to a Unix socket, a file, or - (stdout)\n"
             "  --resume        continue from the newest checkpoint in DIR\n"
+            "  --data-root DIR open data files only beneath DIR (repeatable; ddpd passes its roots)\n"
             "  --version       print the version\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
@@ -24,17 +25,25 @@ int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
         {"events", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
+        {"data-root", required_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     launcher_options o = {.argv = argv};
+    char err[128];
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:rhV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:rD:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o.config_path = optarg; break;
         case 'd': o.run_dir = optarg; break;
         case 'e': o.events_target = optarg; break;
         case 'r': o.resume = 1; break;
+        case 'D':
+            if (data_roots_add(&o.data_roots, optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "ddp-trainer: --data-root %s: %s\n", optarg, err);
+                return EXIT_BAD_INPUT;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("ddp-trainer %s (nccl backend: %s)\n", DDPD_VERSION, DDPD_NCCL_BACKEND ? "yes" : "no"); return 0;
         default: usage(stderr); return EXIT_BAD_INPUT;

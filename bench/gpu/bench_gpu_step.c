@@ -112,7 +112,7 @@ static idx_dataset load_or_synthesize(const char *dir) {
     char images[1024], labels[1024], err[512];
     snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", dir);
-    if (idx_load(images, labels, 0, &d, err, sizeof err) == 0) {
+    if (idx_load(NULL, images, labels, 0, &d, err, sizeof err) == 0) {
         printf("data: Fashion-MNIST training set from %s (%zu examples)\n", dir, d.count);
         return d;
     }

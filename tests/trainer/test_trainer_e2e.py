@@ -4,7 +4,7 @@
 Usage: test_trainer_e2e.py CASE --trainer PATH. Each case runs the real binary on a
 few thousand examples and checks what a user would see: the event journal, the
 exit status, stderr, the checkpoints, and that no process is left behind."""
-import argparse, hashlib, json, os, signal, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, shutil, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
@@ -40,13 +40,13 @@ def config(**over):
 class Run:
     """One ddp-trainer process with its run directory."""
 
-    def __init__(self, trainer, workdir, name, cfg, resume=False, extra_env=None, tty=False):
+    def __init__(self, trainer, workdir, name, cfg, resume=False, extra_env=None, tty=False, args=()):
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.cfg_path = os.path.join(workdir, name + ".json")
         with open(self.cfg_path, "w") as f:
             json.dump(cfg, f)
-        cmd = [trainer, "--config", self.cfg_path, "--run-dir", self.dir] + (["--resume"] if resume else [])
+        cmd = [trainer, "--config", self.cfg_path, "--run-dir", self.dir] + (["--resume"] if resume else []) + list(args)
         env = dict(os.environ, **(extra_env or {}))
         if tty:  # a pseudo-terminal, as a person at a terminal has
             cmd = ["script", "-qfec", " ".join(cmd), "/dev/null"]
@@ -330,6 +330,57 @@ def case_smoke_and_progress(t, w):
     plain.wait()
     check("samples/s ETA" not in plain.stderr and "epoch 0: train loss" in plain.stderr,
           f"no bar but log lines when stderr is not a terminal: {plain.stderr[-300:]!r}")
+
+
+def case_cache_cut_short(t, w):
+    """A dataset cache file truncated in place under a running run: the rank dies of
+    SIGBUS, and the reason names the cache file and what to do."""
+    cache = os.path.join(w, "cache")
+    r = Run(t, w, "cut", long_config(), extra_env={"DDPD_CACHE_DIR": cache})
+    check(r.wait() == 0, f"a first run fills the cache: {r.stderr[-300:]}")
+    files = [os.path.join(cache, f) for f in os.listdir(cache) if f.endswith(".idxcache")] if os.path.isdir(cache) else []
+    check(len(files) == 2, f"the cache holds the training and the test set: {files}")
+    r = Run(t, w, "cut2", long_config(), extra_env={"DDPD_CACHE_DIR": cache})
+    r.wait_for(lambda r: len(r.of_type("step")) >= 3, "training to start")
+    for f in files:
+        os.truncate(f, 4096)
+    code = r.wait(timeout=60)
+    check(code == 1, f"the run fails (exit {code})")
+    end = r.of_type("end")
+    reason = end[-1]["reason"] if end else ""
+    check("signal 7 (Bus error)" in reason and "dataset cache file" in reason and "cut short" in reason
+          and "delete it" in reason, f"the reason names the cache and what to do: {reason!r}")
+    no_noise(r.stderr, "cache cut short")
+
+
+def case_data_root_swapped(t, w):
+    """--data-root: data files are opened beneath their root at open time; a data
+    directory swapped for a symlink out of the root is refused then, not followed."""
+    root, outside = os.path.join(w, "root"), os.path.join(w, "outside")
+    os.makedirs(os.path.join(root, "fm"))
+    os.makedirs(outside)
+    for name in os.listdir(DATA):
+        os.symlink(os.path.join(DATA, name), os.path.join(outside, name))
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                 "t10k-labels-idx1-ubyte.gz"):
+        shutil.copy(os.path.join(DATA, name), os.path.join(root, "fm", name))
+    inside = config(**{"data.train.images": f"{root}/fm/train-images-idx3-ubyte.gz",
+                       "data.train.labels": f"{root}/fm/train-labels-idx1-ubyte.gz",
+                       "data.test.images": f"{root}/fm/t10k-images-idx3-ubyte.gz",
+                       "data.test.labels": f"{root}/fm/t10k-labels-idx1-ubyte.gz",
+                       "train.epochs": 1})
+    ok = Run(t, w, "inside", inside, args=["--data-root", root])
+    check(ok.wait() == 0, f"files inside the root train: {ok.stderr[-300:]}")
+    os.rename(os.path.join(root, "fm"), os.path.join(w, "fm-moved"))
+    os.symlink(outside, os.path.join(root, "fm"))
+    bad = Run(t, w, "swapped", inside, args=["--data-root", root])
+    check(bad.wait() == 1, f"a swapped-in symlink fails the run (exit {bad.proc.returncode})")
+    end = bad.of_type("end")
+    reason = end[-1]["reason"] if end else ""
+    check("fm/train-images-idx3-ubyte.gz: leads out of its data root" in reason, f"the reason says why: {reason!r}")
+    check(root not in reason and outside not in reason, f"and shows no server path: {reason!r}")
+    check(not bad.of_type("step"), "nothing was trained from outside the root")
+    no_noise(bad.stderr, "data root swapped")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
