@@ -35,3 +35,10 @@ endforeach()
 foreach(case ${TRAINER_CNN_E2E_CASES})
   set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()
+
+# The `ddpd` Python module that command runs' scripts report through (python/ddpd),
+# against a real socket, with Debian's /usr/bin/python3 as the users' scripts run.
+foreach(case outside_ddpd points_in_order server_restarts full_queue_drops)
+  add_test(NAME reporter_${case} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/python/test_reporter.py ${case})
+  set_tests_properties(reporter_${case} PROPERTIES TIMEOUT 120)
+endforeach()

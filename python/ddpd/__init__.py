@@ -1,0 +1,244 @@
+"""ddpd's reporter for command runs: a training script tells ddpd how it is doing.
+
+    import ddpd
+    ddpd.log_step(global_step, loss=loss.item(), lr=scheduler.get_last_lr()[0])
+    ddpd.log_epoch(epoch, lr=lr, train_loss=tl, test_loss=vl, test_acc=acc)
+    ddpd.status("evaluating", "epoch 3")
+
+Standard library only. A call never blocks and never raises into the training loop:
+it appends to a bounded in-memory queue that a background thread sends to ddpd's
+event socket (only that thread ever waits on the socket) (and appends to the run's journal, from which a restarted server
+catches up). When the queue is full the point is dropped and counted
+(`ddpd.dropped()`). Outside ddpd (no DDPD_EVENTS_SOCKET in the environment) every
+call is a no-op, so the same script runs anywhere.
+
+The line protocol is in the repository's docs/events.md ("Reporting from a command
+run"); a C, Rust or JAX trainer can speak it directly.
+"""
+import atexit
+import collections
+import json
+import math
+import os
+import socket
+import threading
+import time
+
+__all__ = ["log_step", "log_epoch", "status", "dropped", "enabled", "flush"]
+
+QUEUE_MAX = 1_000_000       # points waiting to be sent; past this they are dropped
+SEND_EVERY_S = 0.1          # the sender's pace
+SEND_TIMEOUT_S = 5.0        # a server that takes nothing for this long is given up (the journal has it all)
+RECONNECT_EVERY_S = 1.0
+STATES = ("init", "loading", "training", "evaluating", "checkpointing", "done", "failed")
+
+
+def _number(v):
+    """A JSON number for a metric value; NaN and infinities become null."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return repr(f) if math.isfinite(f) else "null"
+
+
+def _values(metrics):
+    parts = []
+    for k, v in metrics.items():
+        num = _number(v)
+        if num is not None:
+            parts.append(json.dumps(str(k)) + ":" + num)
+    return "{" + ",".join(parts) + "}"
+
+
+class _Reporter:
+    def __init__(self, env):
+        self.socket_path = env["DDPD_EVENTS_SOCKET"]
+        self.journal_path = env.get("DDPD_EVENTS_JOURNAL")
+        self.run = env.get("DDPD_RUN_ID", "")
+        self.rank = int(env.get("RANK", "0") or 0)
+        self.world = int(env.get("WORLD_SIZE", "1") or 1)
+        self.secret = env.get("DDPD_RUN_SECRET")
+        self.queue = collections.deque()
+        self.lost = 0
+        self.seq = 0
+        self.sock = None
+        self.last_connect = 0.0
+        self.torn = False
+        self.journal = None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()  # the sender's, never taken by a caller
+        if self.journal_path:
+            try:
+                self.journal = open(self.journal_path, "ab", buffering=0)
+            except OSError:
+                self.journal = None
+        self.prefix = '{"run":%s,"rank":%d,' % (json.dumps(self.run), self.rank)
+        self.hello = self._line("hello", self._hello_fields(secret=None), time.time())
+        self.hello_with_secret = self._line("hello", self._hello_fields(secret=self.secret), time.time(), seq=0)
+        self._write_journal(self.hello)
+        self._connect(time.time())
+        self.thread = threading.Thread(target=self._run, name="ddpd-reporter", daemon=True)
+        self.thread.start()
+
+    def _hello_fields(self, secret):
+        fields = {"pid": os.getpid(), "host": socket.gethostname(), "device": os.environ.get("CUDA_VISIBLE_DEVICES")
+                  or "cpu", "world_size": self.world, "reporter": "python", "secret": secret}
+        return json.dumps(fields, separators=(",", ":"))[1:-1]
+
+    def _line(self, type_, body, t, seq=None):
+        if seq is None:
+            seq = self.seq
+            self.seq += 1
+        return ('%s"seq":%d,"t":%d,"type":"%s"%s%s}\n' % (
+            self.prefix, seq, int(t * 1000), type_, "," if body else "", body)).encode()
+
+    # --- the sender thread -----------------------------------------------------------
+
+    def _connect(self, now):
+        self.last_connect = now
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(SEND_TIMEOUT_S)
+            s.connect(self.socket_path)
+            s.sendall(self.hello_with_secret)  # a connection starts with the hello, which authenticates it
+        except OSError:
+            return
+        self.sock = s
+
+    def _send(self, data):
+        if self.sock is None:
+            return
+        try:
+            self.sock.sendall(data)
+        except OSError:  # gone, or stopped reading: the server catches up from the journal
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+
+    def _write_journal(self, data):
+        if self.journal is None:
+            return
+        try:
+            if self.torn:
+                self.journal.write(b"\n")
+                self.torn = False
+            n = self.journal.write(data)
+            if n != len(data):
+                self.torn = True
+        except OSError:
+            self.torn = True
+
+    def _drain(self):
+        with self.lock:
+            lines = []
+            q = self.queue
+            while q:
+                kind, a, b, t = q.popleft()
+                if kind == "step":
+                    body = '"global_step":%d,"values":%s' % (a, _values(b))
+                    lines.append(self._line("metric", body, t))
+                elif kind == "epoch":
+                    body = '"epoch":%d,"values":%s' % (a, _values(b))
+                    lines.append(self._line("metric", body, t))
+                else:
+                    body = '"state":%s,"detail":%s' % (json.dumps(a), json.dumps(b))
+                    lines.append(self._line("status", body, t))
+            now = time.time()
+            if self.sock is None and now - self.last_connect >= RECONNECT_EVERY_S:
+                self._connect(now)
+            if lines:
+                data = b"".join(lines)
+                self._write_journal(data)
+                self._send(data)
+
+    def _run(self):
+        while not self.stop.wait(SEND_EVERY_S):
+            try:
+                self._drain()
+            except Exception:  # never let reporting take the script down
+                pass
+
+    def put(self, item):
+        if len(self.queue) >= QUEUE_MAX:
+            self.lost += 1
+        else:
+            self.queue.append(item)
+
+    def close(self):
+        self.stop.set()
+        self._drain()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+_reporter = None
+_reporter_pid = None
+
+
+def _get():
+    """The process's reporter, made at the first call (and again in a forked child)."""
+    global _reporter, _reporter_pid
+    if _reporter_pid == os.getpid():
+        return _reporter
+    _reporter_pid = os.getpid()
+    _reporter = _Reporter(os.environ) if os.environ.get("DDPD_EVENTS_SOCKET") else None
+    return _reporter
+
+
+def enabled():
+    """True when this process runs under ddpd (its calls are sent)."""
+    return _get() is not None
+
+
+def log_step(global_step, **metrics):
+    """Reports metrics at a training step (global_step counts steps done, from 1).
+    `loss` and `lr` fill the run's loss and learning-rate series and its progress;
+    any other name becomes a series of its own (GET /runs/{id}/metrics?key=name).
+    Non-numeric values are skipped; NaN and infinities are kept as null."""
+    r = _reporter if _reporter_pid == os.getpid() else _get()
+    if r is not None:
+        r.put(("step", int(global_step), metrics, time.time()))
+
+
+def log_epoch(epoch, **metrics):
+    """Reports an epoch's figures (epochs count from 0): lr, train_loss, test_loss,
+    test_acc, seconds and samples_per_s fill the run's epoch table
+    (GET /runs/{id}/epochs); other names become per-epoch series."""
+    r = _get()
+    if r is not None:
+        r.put(("epoch", int(epoch), metrics, time.time()))
+
+
+def status(state, detail=""):
+    """This rank's state, one of init, loading, training, evaluating,
+    checkpointing, done, failed; detail is a sentence (for failed: why)."""
+    if state not in STATES:
+        raise ValueError(f"ddpd.status: state must be one of {', '.join(STATES)}, not {state!r}")
+    r = _get()
+    if r is not None:
+        r.put(("status", state, str(detail), time.time()))
+
+
+def dropped():
+    """How many points were dropped because the queue was full."""
+    r = _get()
+    return r.lost if r is not None else 0
+
+
+def flush():
+    """Sends what is queued now (at most SEND_TIMEOUT_S on a stalled server); runs at
+    exit by itself."""
+    r = _reporter if _reporter_pid == os.getpid() else None
+    if r is not None:
+        r._drain()
+
+
+@atexit.register
+def _at_exit():
+    r = _reporter if _reporter_pid == os.getpid() else None
+    if r is not None:
+        r.close()

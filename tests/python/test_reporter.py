@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The `ddpd` reporter module (python/ddpd) against a real Unix socket, as a command
+run's script uses it: a no-op outside ddpd; under ddpd every point reaches the socket
+in order after a hello that carries the secret, and the journal, without the secret;
+a server that goes away and comes back gets a new hello and the points after it,
+while the journal keeps everything; a full queue drops and counts, never blocks.
+
+Usage: test_reporter.py CASE"""
+import json, os, socket, subprocess, sys, tempfile, textwrap, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
+sys.path.insert(0, os.path.join(HERE, "..", "server"))
+import ddpd_harness  # noqa: E402
+from ddpd_harness import check  # noqa: E402
+
+
+class Listener:
+    """A socket server that keeps every byte each connection sent."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self.connections = []
+        self.peers = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            buf = bytearray()
+            self.connections.append(buf)
+            self.peers.append(c)
+            threading.Thread(target=self._read, args=(c, buf), daemon=True).start()
+
+    def _read(self, c, buf):
+        while True:
+            try:
+                b = c.recv(1 << 16)
+            except OSError:
+                return
+            if not b:
+                return
+            buf.extend(b)
+
+    def events(self, i):
+        return [json.loads(l) for l in bytes(self.connections[i]).decode().splitlines() if l.strip()]
+
+    def close(self):
+        """As a killed server does: the listener and every connection go."""
+        for c in self.peers:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        self.sock.close()
+        os.unlink(self.path)
+
+
+def run_script(body, env, timeout=60):
+    code = "import ddpd, os, sys, time\n" + textwrap.dedent(body)
+    full_env = dict(os.environ, PYTHONPATH=PYTHON_DIR, **env)
+    for k in [k for k in full_env if k.startswith("DDPD_") and k not in env]:
+        del full_env[k]
+    return subprocess.run(["/usr/bin/python3", "-c", code], env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def reporter_env(d):
+    return {"DDPD_EVENTS_SOCKET": os.path.join(d, "ingest.sock"), "DDPD_EVENTS_JOURNAL": os.path.join(d, "events.jsonl"),
+            "DDPD_RUN_ID": "12", "DDPD_RUN_SECRET": "s3cret", "RANK": "1", "WORLD_SIZE": "2"}
+
+
+def journal(d):
+    with open(os.path.join(d, "events.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def case_outside_ddpd(d):
+    p = run_script("""
+        print(ddpd.enabled())
+        ddpd.log_step(1, loss=0.5); ddpd.log_epoch(0, test_acc=0.9); ddpd.status("done")
+        print(ddpd.dropped())
+    """, {})
+    check(p.returncode == 0 and p.stdout.split() == ["False", "0"], f"every call is a no-op: {p.stdout!r} {p.stderr!r}")
+    check(not os.listdir(d), "and nothing is written anywhere")
+    p = run_script('ddpd.status("sleeping")', {})
+    check(p.returncode != 0 and "must be one of init, loading, training" in p.stderr,
+          f"a state that does not exist is refused, inside ddpd or not: {p.stderr[-200:]!r}")
+
+
+def case_points_in_order(d):
+    env = reporter_env(d)
+    srv = Listener(env["DDPD_EVENTS_SOCKET"])
+    p = run_script("""
+        for i in range(1, 20001):
+            ddpd.log_step(i, loss=1.0 / i, lr=1e-3, grad_norm=float("nan"), note="skipped")
+        ddpd.log_epoch(0, lr=1e-3, train_loss=0.5, test_loss=0.4, test_acc=0.875, top5=0.99)
+        ddpd.status("done", "finished")
+        print(ddpd.dropped())
+    """, env)
+    check(p.returncode == 0 and p.stdout.strip() == "0", f"the script ran, nothing dropped: {p.stdout!r} {p.stderr[-300:]!r}")
+    time.sleep(0.3)
+    check(len(srv.connections) == 1, f"one connection: {len(srv.connections)}")
+    ev = srv.events(0) if srv.connections else []
+    check(ev and ev[0]["type"] == "hello" and ev[0]["secret"] == "s3cret" and ev[0]["rank"] == 1
+          and ev[0]["world_size"] == 2 and ev[0]["run"] == "12", f"the hello comes first with the secret: {ev[:1]}")
+    steps = [e for e in ev if e["type"] == "metric" and "global_step" in e]
+    check([e["global_step"] for e in steps] == list(range(1, 20001)), "every step, in order")
+    check(steps and steps[-1]["values"] == {"loss": 1.0 / 20000, "lr": 1e-3, "grad_norm": None},
+          f"numbers exact, NaN as null, non-numbers skipped: {steps[-1:]}")
+    seqs = [e["seq"] for e in ev]
+    check(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "seq increases")
+    epochs = [e for e in ev if e["type"] == "metric" and "epoch" in e]
+    check(epochs and epochs[0]["values"]["top5"] == 0.99 and epochs[0]["values"]["test_acc"] == 0.875,
+          f"the epoch's figures: {epochs}")
+    check(ev and ev[-1]["type"] == "status" and ev[-1]["state"] == "done", f"then the status: {ev[-1:]}")
+    j = journal(d)
+    check(len(j) == len(ev) and all(e.get("secret") is None for e in j), "the journal has every event and no secret")
+    srv.close()
+
+
+def case_server_restarts(d):
+    env = reporter_env(d)
+    srv = Listener(env["DDPD_EVENTS_SOCKET"])
+    p = subprocess.Popen(["/usr/bin/python3", "-c", textwrap.dedent("""
+        import ddpd, sys, time
+        for i in range(1, 61):
+            ddpd.log_step(i, loss=float(i))
+            time.sleep(0.05)
+        """)], env=dict(os.environ, PYTHONPATH=PYTHON_DIR, **env))
+    time.sleep(1.0)
+    srv.close()  # the server dies ...
+    time.sleep(0.5)
+    srv2 = Listener(env["DDPD_EVENTS_SOCKET"])  # ... and a new one listens
+    check(p.wait(timeout=60) == 0, "the script never noticed")
+    time.sleep(0.3)
+    first = srv.events(0)
+    again = srv2.events(0) if srv2.connections else []
+    check(again and again[0]["type"] == "hello" and again[0]["secret"] == "s3cret" and again[0]["seq"] == 0,
+          f"the new connection starts with the original hello: {again[:1]}")
+    got = [e["global_step"] for e in first + again if e["type"] == "metric"]
+    check(got and got[-1] == 60 and got == sorted(got), f"points after the restart arrive: {got[-3:]}")
+    steps = [e["global_step"] for e in journal(d) if e["type"] == "metric"]
+    check(steps == list(range(1, 61)), "the journal holds all 60, for the server to catch up")
+    srv2.close()
+
+
+def case_full_queue_drops(d):
+    env = reporter_env(d)
+    env["DDPD_EVENTS_SOCKET"] = os.path.join(d, "nobody-listens.sock")
+    p = run_script("""
+        import ddpd
+        ddpd.QUEUE_MAX = 1000
+        t = time.time()
+        for i in range(200000):
+            ddpd.log_step(i, loss=0.1)
+        print(ddpd.dropped() > 0, time.time() - t < 30)
+    """, env)
+    check(p.returncode == 0 and p.stdout.split() == ["True", "True"], f"full queue: dropped and counted: {p.stdout!r}")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    case = sys.argv[1]
+    with tempfile.TemporaryDirectory(prefix="ddpd-reporter-") as d:
+        CASES[case](d)
+    print(f"reporter {case}: {ddpd_harness.PASSED} passed, {ddpd_harness.FAILED} failed")
+    sys.exit(1 if ddpd_harness.FAILED or not ddpd_harness.PASSED else 0)
