@@ -79,6 +79,7 @@ typedef struct {
         double bucket_mb;
         int threads_per_rank;
         bool allow_tf32;
+        double hang_timeout_s; /* 0 = never */
     } distributed;
     struct {
         int every_epochs; /* 0 = never */

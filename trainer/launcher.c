@@ -16,6 +16,7 @@
 
 #include "backend_select.h"
 #include "collectives.h"
+#include "comm_watch.h"
 #include "engine.h"
 #include "ddpd_build_config.h"
 #include "events.h"
@@ -180,7 +181,7 @@ static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_
         ctx.device = device;
     }
 #endif
-    if (!ctx.comm) ctx.comm = coll_cpu_attach(L->group, rank);
+    if (!ctx.comm) ctx.comm = comm_watch_wrap(coll_cpu_attach(L->group, rank), L->board, rank);
     if (!ctx.comm) _exit(EXIT_RUN_FAILED);
     fflush(NULL);
     _exit(rank_main(&ctx));
@@ -203,6 +204,68 @@ static void describe_death(launcher *L, int rank, int status, char *out, size_t 
         snprintf(out, n, "rank %d failed: %s", rank, slot->failure);
     else
         snprintf(out, n, "rank %d exited with code %d%s", rank, WEXITSTATUS(status), where);
+}
+
+/* The last line rank `rank` wrote to trainer.log (its message part), or "". */
+static void last_log_line(launcher *L, int rank, char *out, size_t n) {
+    char path[2048], tag[32], buf[65536];
+    out[0] = '\0';
+    snprintf(path, sizeof path, "%s/trainer.log", L->o->run_dir);
+    snprintf(tag, sizeof tag, " rank %d: ", rank);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : 0;
+    long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
+    size_t got = fseek(f, from, SEEK_SET) == 0 ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    fclose(f);
+    buf[got] = '\0';
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char *at = strstr(line, tag);
+        if (at) snprintf(out, n, "%s", at + strlen(tag));
+    }
+}
+
+/* The hang watch (distributed.hang_timeout_s): when a rank has made no progress
+ * (no step done, no collective entered) for that long, the run fails naming the
+ * ranks furthest behind: those with the fewest steps, then the fewest collectives
+ * entered; their peers are waiting for them inside a collective. 1 when it fired. */
+static int hang_detected(launcher *L, char *reason, size_t n) {
+    double limit_s = L->cfg.distributed.hang_timeout_s;
+    if (limit_s <= 0) return 0;
+    long long now = run_board_now_ms(), stalest = 0;
+    for (int r = 0; r < L->world; r++) {
+        long long idle = now - atomic_load(&L->board->slot[r].progress_ms);
+        if (L->ranks[r].running && idle > stalest) stalest = idle;
+    }
+    if (stalest < (long long)(limit_s * 1000)) return 0;
+    long best_steps = -1, best_colls = -1;
+    for (int r = 0; r < L->world; r++) {
+        if (!L->ranks[r].running) continue;
+        long steps = atomic_load(&L->board->slot[r].global_step), colls = atomic_load(&L->board->slot[r].collectives);
+        if (best_steps < 0 || steps < best_steps || (steps == best_steps && colls < best_colls))
+            best_steps = steps, best_colls = colls;
+    }
+    size_t len = 0;
+    int named = 0;
+    for (int r = 0; r < L->world && len < n; r++) {
+        rank_slot *slot = &L->board->slot[r];
+        if (!L->ranks[r].running || atomic_load(&slot->global_step) != best_steps ||
+            atomic_load(&slot->collectives) != best_colls)
+            continue;
+        char where[96] = "before its first step", line[256];
+        int epoch = atomic_load(&slot->epoch);
+        if (epoch >= 0)
+            snprintf(where, sizeof where, "last at epoch %d step %ld (global step %ld)", epoch,
+                     atomic_load(&slot->step), atomic_load(&slot->global_step));
+        last_log_line(L, r, line, sizeof line);
+        double idle_s = (double)(now - atomic_load(&slot->progress_ms)) / 1000.0;
+        len += (size_t)snprintf(reason + len, n - len, "%srank %d made no progress for %.0f s, %s, %s%s%s", named++ ? "; " : "",
+                                r, idle_s, where, line[0] ? "its last log line: \"" : "no log line from it", line,
+                                line[0] ? "\"" : "");
+    }
+    if (len < n)
+        snprintf(reason + len, n - len, " (distributed.hang_timeout_s is %g): stopping every rank", limit_s);
+    return 1;
 }
 
 static void signal_ranks(launcher *L, int sig) {
@@ -246,6 +309,13 @@ static int supervise(launcher *L, const sigset_t *mask) {
                     kill_deadline = now_seconds() + PEER_STOP_GRACE_S;
                 }
             }
+        }
+        if (!failed && !canceled_by && hang_detected(L, reason, sizeof reason)) {
+            failed = 1;
+            log_msg(LOG_ERROR, "%s", reason);
+            coll_cpu_group_abort(L->group);
+            signal_ranks(L, SIGTERM);
+            kill_deadline = now_seconds() + PEER_STOP_GRACE_S;
         }
         if (kill_deadline > 0 && now_seconds() >= kill_deadline) {
             signal_ranks(L, SIGKILL);

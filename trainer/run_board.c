@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <sys/mman.h>
+#include <time.h>
 
 static size_t board_bytes(int world_size) { return sizeof(run_board) + sizeof(rank_slot) * (size_t)world_size; }
 
@@ -10,7 +11,11 @@ run_board *run_board_create(int world_size) {
     run_board *b = mmap(NULL, board_bytes(world_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) return NULL;
     b->world_size = world_size;
-    for (int r = 0; r < world_size; r++) atomic_store(&b->slot[r].epoch, -1);
+    long long now = run_board_now_ms();
+    for (int r = 0; r < world_size; r++) {
+        atomic_store(&b->slot[r].epoch, -1);
+        atomic_store(&b->slot[r].progress_ms, now);
+    }
     return b;
 }
 
@@ -22,6 +27,18 @@ void run_board_set_position(run_board *b, int rank, int epoch, long step, long g
     atomic_store_explicit(&b->slot[rank].epoch, epoch, memory_order_relaxed);
     atomic_store_explicit(&b->slot[rank].step, step, memory_order_relaxed);
     atomic_store_explicit(&b->slot[rank].global_step, global_step, memory_order_relaxed);
+    atomic_store_explicit(&b->slot[rank].progress_ms, run_board_now_ms(), memory_order_relaxed);
+}
+
+void run_board_enter_collective(run_board *b, int rank) {
+    atomic_fetch_add_explicit(&b->slot[rank].collectives, 1, memory_order_relaxed);
+    atomic_store_explicit(&b->slot[rank].progress_ms, run_board_now_ms(), memory_order_relaxed);
+}
+
+long long run_board_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void run_board_set_failure(run_board *b, int rank, const char *why) {

@@ -1,6 +1,8 @@
 /* The run board: a small shared-memory table where each rank posts where it is
- * (epoch, step) and, when it fails on purpose, why. The launcher reads it to say
- * "rank 1 exited with signal 9 (Killed) at epoch 0 step 12" when a rank dies. */
+ * (epoch, step), how far it got (steps done, collectives entered, and when it last
+ * moved) and, when it fails on purpose, why. The launcher reads it to say "rank 1
+ * exited with signal 9 (Killed) at epoch 0 step 12" when a rank dies, and to name
+ * the rank that stopped moving when a run hangs. */
 #ifndef DDPD_RUN_BOARD_H
 #define DDPD_RUN_BOARD_H
 
@@ -10,6 +12,8 @@ typedef struct {
     atomic_int epoch;
     atomic_long step;
     atomic_long global_step;
+    atomic_long collectives;     /* collective calls entered */
+    atomic_llong progress_ms;    /* CLOCK_MONOTONIC ms of the last step done or collective entered */
     char failure[512]; /* written once, before the rank exits non-zero */
 } rank_slot;
 
@@ -23,5 +27,8 @@ run_board *run_board_create(int world_size);
 void run_board_destroy(run_board *b);
 void run_board_set_position(run_board *b, int rank, int epoch, long step, long global_step);
 void run_board_set_failure(run_board *b, int rank, const char *why);
+/* A collective call is being entered (the comm_watch wrapper calls it). */
+void run_board_enter_collective(run_board *b, int rank);
+long long run_board_now_ms(void);
 
 #endif

@@ -332,6 +332,29 @@ def case_smoke_and_progress(t, w):
           f"no bar but log lines when stderr is not a terminal: {plain.stderr[-300:]!r}")
 
 
+def case_hang_stopped_rank(t, w):
+    """A rank stopped (SIGSTOP) mid-run, with a 3 s hang timeout: the run fails within
+    seconds naming that rank, where it stopped and its last log line; its peer, waiting
+    in a collective, is stopped too, and no process is left."""
+    r = Run(t, w, "hang", merge(long_config(), {"distributed.hang_timeout_s": 3}))
+    r.wait_for(lambda r: len(r.of_type("step")) >= 5 and len(r.rank_pids()) == 2, "training to start")
+    pids = r.rank_pids()
+    os.kill(pids[1], signal.SIGSTOP)
+    t0 = time.time()
+    code = r.wait(timeout=60)
+    took = time.time() - t0
+    check(code == 1, f"the run fails (exit {code})")
+    check(took < 20, f"within seconds of the timeout ({took:.1f} s)")
+    end = r.of_type("end")
+    reason = end[-1]["reason"] if end else ""
+    check("rank 1 made no progress for" in reason and "rank 0" not in reason, f"the reason names rank 1 only: {reason!r}")
+    check("last at epoch 0 step" in reason and ("its last log line" in reason or "no log line from it" in reason)
+          and "hang_timeout_s is 3" in reason,
+          f"with where it stopped, its last words and the setting: {reason!r}")
+    check(all_gone(list(pids.values()) + [r.proc.pid], 5), "no process is left")
+    no_noise(r.stderr, "hang")
+
+
 def case_cache_cut_short(t, w):
     """A dataset cache file truncated in place under a running run: the rank dies of
     SIGBUS, and the reason names the cache file and what to do."""
