@@ -145,14 +145,26 @@ static int restore(rank_state *s, const char *path, int with_optimizer) {
     return 0;
 }
 
+/* Which checkpoint a run starts from: in eval mode, checkpoint.load (else the run's
+ * newest); a resumed train run, its own newest (else checkpoint.load, where it
+ * started from); a fresh train run, checkpoint.load when set. 1 when there is one,
+ * 0 when a fresh run has none, -1 when one is needed and missing (already failed). */
 static int find_checkpoint(rank_state *s, char *path, size_t n) {
     char err[1024];
-    if (s->cfg->checkpoint.load[0]) {
-        snprintf(path, n, "%s", s->cfg->checkpoint.load);
-        return 0;
+    const char *load = s->cfg->checkpoint.load;
+    int eval = s->cfg->mode == RUN_MODE_EVAL;
+    if (load[0] && (eval || !s->x->resume)) {
+        snprintf(path, n, "%s", load);
+        return 1;
     }
-    if (checkpoint_find_latest(s->x->run_dir, path, n, err, sizeof err) != 0) return fail(s, "%s", err);
-    return 0;
+    if (!eval && !s->x->resume) return 0;
+    if (checkpoint_find_latest(s->x->run_dir, path, n, err, sizeof err) == 0) return 1;
+    if (load[0]) {
+        snprintf(path, n, "%s", load);
+        return 1;
+    }
+    fail(s, "%s", err);
+    return -1;
 }
 
 /* Test loss and accuracy, each rank taking a contiguous shard, summed in rank order. */
@@ -274,7 +286,7 @@ static int save_checkpoint(rank_state *s, int epoch) {
 
 static int run_eval_mode(rank_state *s) {
     char path[2048];
-    if (find_checkpoint(s, path, sizeof path) != 0 || restore(s, path, 0) != 0) return 1;
+    if (find_checkpoint(s, path, sizeof path) != 1 || restore(s, path, 0) != 0) return 1;
     set_status(s, "evaluating", path);
     double test_loss, test_acc;
     if (evaluate(s, &test_loss, &test_acc) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
@@ -312,9 +324,8 @@ int rank_main(const rank_context *x) {
     if (x->cfg->mode == RUN_MODE_EVAL) {
         rc = run_eval_mode(&s);
     } else {
-        if (x->resume) {
-            if (find_checkpoint(&s, path, sizeof path) != 0 || restore(&s, path, 1) != 0) return 1;
-        }
+        int found = find_checkpoint(&s, path, sizeof path);
+        if (found < 0 || (found && restore(&s, path, 1) != 0)) return 1;
         progress_init(&s.bar, s.epochs, s.steps_per_epoch);
         s.last_heartbeat = now_seconds();
         for (int epoch = s.pos.next_epoch; epoch < s.epochs && rc == 0; epoch++) {

@@ -332,6 +332,22 @@ def case_smoke_and_progress(t, w):
           f"no bar but log lines when stderr is not a terminal: {plain.stderr[-300:]!r}")
 
 
+def case_train_from_checkpoint(t, w):
+    """A train run with checkpoint.load starts from that checkpoint (its weights,
+    optimizer state and position), and goes on exactly as the run that wrote it."""
+    a = Run(t, w, "a", config())
+    check(a.wait() == 0, f"run a: {a.stderr[-300:]}")
+    b = Run(t, w, "b", config(**{"checkpoint.load": a.checkpoint(0)}))
+    check(b.wait() == 0, f"run b: {b.stderr[-300:]}")
+    la, lb = losses(a), losses(b)
+    first_b = min(lb) if lb else None
+    check(first_b == max(k for k, e in ((e["global_step"], e) for e in a.of_type("step")) if e["epoch"] == 0) + 1,
+          f"b starts after a's epoch 0 (first step {first_b})")
+    check(lb and all(lb[k] == la[k] for k in lb), "and its losses are a's, bit for bit")
+    check([e["epoch"] for e in b.of_type("epoch")] == [1], f"b trains epoch 1 only: {b.of_type('epoch')}")
+    check(sha(b.checkpoint(1)) == sha(a.checkpoint(1)), "the final checkpoints are identical")
+
+
 def case_hang_stopped_rank(t, w):
     """A rank stopped (SIGSTOP) mid-run, with a 3 s hang timeout: the run fails within
     seconds naming that rank, where it stopped and its last log line; its peer, waiting
