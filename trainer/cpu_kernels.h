@@ -13,7 +13,7 @@
 /* Hot loops get an AVX2 clone beside the baseline one, picked at load time, so one
  * binary (and one Docker image) runs everywhere and uses wide vectors where it can.
  * Contraction into FMA stays off (-std=c11), so both clones round identically. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) /* clang 14 mis-links clones across files */
 #define DDPD_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DDPD_VECTOR_CLONES
