@@ -191,27 +191,23 @@ static void post_runs(request *rq, response *rs) {
                       "the request body is empty: send a run config, a JSON object");
         return;
     }
-    json_error_t jerr;
-    json_t *config = json_loadb(rq->body, rq->body_len, 0, &jerr);
-    if (!config) {
-        char *msg = xasprintf("not valid JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", msg),
-                      "the request body is %s", msg);
-        free(msg);
-        return;
-    }
-    if (!json_is_object(config)) {
-        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", "must be a JSON object"),
-                      "a run config is a JSON object, not %s",
-                      json_is_array(config) ? "an array" : json_is_string(config) ? "a string"
-                      : json_is_number(config) ? "a number" : "a literal");
-        json_decref(config);
-        return;
-    }
-
     /* Every violation at once: the schema's (defaults filled in), then this host's:
      * devices it can never give, files it will not let the trainer read. */
     schema_errors errs = {0};
+    json_t *config = run_config_parse(rq->body, rq->body_len, 0, NULL, &errs);
+    if (!config) {
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "the request body is %s", errs.items[0].message);
+        schema_errors_free(&errs);
+        return;
+    }
+    if (!json_is_object(config)) {
+        run_config_validate(config, &errs); /* "must be an object (got string \"x\")" */
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "a run config is a JSON object: %s",
+                      errs.count ? errs.items[0].message : "?");
+        schema_errors_free(&errs);
+        json_decref(config);
+        return;
+    }
     run_config_validate(config, &errs);
     json_t *for_trainer = json_deep_copy(config);
     pool_kind pool = POOL_CPU;

@@ -142,7 +142,8 @@ static int restore(rank_state *s, const char *path, int with_optimizer) {
         return fail(s, "cannot load checkpoint: %s", err);
     if (e->ops->sync_from_host(e) != 0) return fail(s, "rank %d: cannot load the checkpoint's state", s->rank);
     if (s->rank == 0)
-        log_msg(LOG_INFO, "loaded %s (epoch %d, global step %ld)", path, s->pos.next_epoch, s->pos.global_step);
+        log_msg(LOG_INFO, "loaded %s: it continues at epoch %d step %ld (global step %ld)", path, s->pos.next_epoch,
+                s->pos.next_step, s->pos.global_step);
     return 0;
 }
 
@@ -274,7 +275,7 @@ static int save_checkpoint(rank_state *s, int epoch) {
 }
 
 static int run_eval_mode(rank_state *s) {
-    char path[2048];
+    char path[RUN_CONFIG_PATH_MAX];
     if (find_checkpoint(s, path, sizeof path) != 0 || restore(s, path, 0) != 0) return 1;
     set_status(s, "evaluating", path);
     double test_loss, test_acc;
@@ -292,7 +293,7 @@ static int run_eval_mode(rank_state *s) {
 
 int rank_main(const rank_context *x) {
     rank_state s = {.x = x, .cfg = x->cfg, .rank = x->rank, .world = x->cfg->distributed.world_size};
-    char path[2048], err[1024], warning[1024], who[32];
+    char path[RUN_CONFIG_PATH_MAX], err[1024], warning[1024], who[32];
     openblas_set_num_threads(x->cfg->distributed.threads_per_rank);
     snprintf(path, sizeof path, "%s/trainer.log", x->run_dir);
     snprintf(who, sizeof who, "rank %d", x->rank);
