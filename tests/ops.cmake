@@ -4,8 +4,9 @@
 # /metrics with promtool, the token and the loopback rule, the log file and its
 # rotation, `ddpd check` and `--version`; a test that exercises every route of the
 # real server (the real trainer on Fashion-MNIST) and validates each answer against
-# schema/openapi.json; and a test of the Dockerfile and compose file (no Docker
-# engine needed). Each case is its own ctest test.
+# schema/openapi.json; the same document under a standard linter (npm's
+# @redocly/cli); and a test of the Dockerfile and compose file (no Docker engine
+# needed). Each case is its own ctest test.
 if(NOT TARGET ddpd)
   return()
 endif()
@@ -40,6 +41,12 @@ add_test(NAME ops_openapi
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi.py responses ${ops_args}
                  --openapi ${PROJECT_SOURCE_DIR}/schema/openapi.json --source ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_openapi PROPERTIES TIMEOUT 300)
+
+# schema/openapi.json under npm's @redocly/cli (installed by scripts/install-deps.sh):
+# lint clean, offline.
+add_test(NAME ops_openapi_lint
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi_lint.py --source ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_openapi_lint PROPERTIES TIMEOUT 180)
 
 add_test(NAME ops_docker_files
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_docker_files.py ${PROJECT_SOURCE_DIR})
