@@ -30,7 +30,7 @@ if(TARGET ddp-trainer)
   list(APPEND ops_args --trainer $<TARGET_FILE:ddp-trainer>)
 endif()
 
-set(OPS_SERVER_CASES metrics auth listen_rule event_socket log_file log_levels check version)
+set(OPS_SERVER_CASES metrics auth listen_rule busy_port event_socket log_file log_levels check version)
 foreach(case ${OPS_SERVER_CASES})
   add_test(NAME ops_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_server.py ${case} ${ops_args})
