@@ -96,6 +96,10 @@ int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
     (void)cfg, (void)path, (void)pathlen; /* this is the GPU build */
     return 0;
 }
+const char *backend_nccl_executable(char *path, size_t pathlen) {
+    (void)path, (void)pathlen;
+    return NULL;
+}
 #else
 /* ddp-trainer-nccl beside this executable, or $DDPD_TRAINER_NCCL; NULL if absent. */
 static const char *nccl_trainer(char *path, size_t pathlen) {
@@ -111,6 +115,8 @@ static const char *nccl_trainer(char *path, size_t pathlen) {
     }
     return access(path, X_OK) == 0 ? path : NULL;
 }
+
+const char *backend_nccl_executable(char *path, size_t pathlen) { return nccl_trainer(path, pathlen); }
 
 int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
     if (cfg->distributed.backend == BACKEND_CPU) return 0;

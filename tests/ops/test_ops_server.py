@@ -478,6 +478,21 @@ def case_check(a):
         check("fashion-mnist" in v.get("data roots", ("", ""))[1], f"the data root's Fashion-MNIST is seen: {v.get('data roots')}")
         if a.trainer:
             check("ddp-trainer" in v.get("trainer", ("", ""))[1], f"the trainer answers --version: {v.get('trainer')}")
+            # where GPU runs go, said truly: ddp-trainer-nccl beside it when it is built, else no
+            beside = os.path.join(os.path.dirname(os.path.abspath(a.trainer)), "ddp-trainer-nccl")
+            line = v.get("trainer", ("", ""))[1]
+            if os.access(beside, os.X_OK):
+                check(f"(nccl backend: {beside}), which starts" in line, f"the GPU backend beside it is named: {line}")
+            else:
+                check("(nccl backend: no;" in line, f"no GPU backend, said so: {line}")
+            broken = os.path.join(base, "ddp-trainer-nccl")
+            with open(broken, "w") as f:
+                f.write("#!/bin/sh\necho 'error while loading shared libraries: libnccl.so.2' >&2\nexit 127\n")
+            os.chmod(broken, 0o755)
+            rc, v2, out = run_check(a, *common, env={"DDPD_TRAINER_NCCL": broken})
+            verdict = v2.get("trainer", ("", ""))
+            check(rc == 0 and verdict[0] == "warn" and f"{broken} cannot start: error while loading shared libraries" in verdict[1]
+                  and "GPU runs will fail" in verdict[1], f"a GPU backend that cannot start is a warning that says why: {verdict}")
 
         # each part failing, one at a time, with a reason
         for args, env, part, needle in (
