@@ -4,7 +4,7 @@
 Usage: test_trainer_e2e.py CASE --trainer PATH. Each case runs the real binary on a
 few thousand examples and checks what a user would see: the event journal, the
 exit status, stderr, the checkpoints, and that no process is left behind."""
-import argparse, hashlib, json, os, signal, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, re, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
@@ -325,7 +325,10 @@ def case_smoke_and_progress(t, w):
     check(len(steps) == 20 and {e["epoch"] for e in steps} == {0}, f"one short epoch: {len(steps)} steps")
     check(len(r.of_type("epoch")) == 1, "evaluated once")
     out = r.stdout + r.stderr
-    check("epoch 1/1 |" in out and "samples/s ETA" in out and "20/20" in out, f"a progress bar on the terminal: {out[-400:]!r}")
+    check("epoch 0 (1 of 1) |" in out and "samples/s ETA" in out and "20/20" in out,
+          f"a progress bar on the terminal, the epoch numbered from 0: {out[-400:]!r}")
+    check("epoch 0 (1 of 1) done in" in out and re.search(r"epoch \d+/\d+", out) is None,
+          f"and its summary line too, never counted from 1: {out[-400:]!r}")
     plain = Run(t, w, "plain", config(**{"train.smoke_test": True}))
     plain.wait()
     check("samples/s ETA" not in plain.stderr and "epoch 0: train loss" in plain.stderr,
