@@ -360,8 +360,16 @@ def run(a):
         check(r.status == 200 and r.body.count(b"\n") <= 5 and r.body, "the log's tail")
         req("GET", "/runs/{id}/logs", f"/runs/{rid}/logs?tail=0")
         check(s.get(f"/runs/{rid}").json()["checkpoints"], "the run has checkpoints")
+        r = req("GET", "/runs/{id}/checkpoints", f"/runs/{rid}/checkpoints")
+        files = r.json()["checkpoints"] if r.status == 200 else []
+        on_disk = sorted(f for f in os.listdir(os.path.join(s.state_dir, "runs", str(rid), "checkpoints"))
+                         if f.endswith(".safetensors"))
+        check([f["file"] for f in files] == on_disk == ["epoch-0000.safetensors", "epoch-0001.safetensors"],
+              f"the checkpoint files are the ones on disk: {[f['file'] for f in files]} vs {on_disk}")
+        check([f["epoch"] for f in files] == [0, 1] and all(f["bytes"] == os.path.getsize(f["path"]) for f in files),
+              f"with their epochs and sizes: {files}")
         for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
-                     "/runs/999999/logs", "/runs/abc"):
+                     "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):
             tpl = "/runs/{id}" + path[len("/runs/999999"):] if path.startswith("/runs/999999") else "/runs/{id}"
             req("GET", tpl, path)
 
