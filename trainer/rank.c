@@ -41,6 +41,8 @@ typedef struct {
     ckpt_position pos;
     progress_bar bar;
     double last_heartbeat;
+    double beat_seconds; /* the steps' time since the last heartbeat, and how many: */
+    long beat_steps;     /* a heartbeat reports their mean, not one step's noise */
 } rank_state;
 
 int rank_epochs(const run_config *cfg) { return cfg->train.smoke_test ? 1 : cfg->train.epochs; }
@@ -170,9 +172,14 @@ static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
     return 0;
 }
 
-static void heartbeat(rank_state *s, double step_ms) {
+/* step_ms is this rank's mean step time since its previous heartbeat (null when it
+ * took no step since): one step's time on a busy host is mostly noise. */
+static void heartbeat(rank_state *s) {
     s->last_heartbeat = now_seconds();
-    json_t *hb = json_pack("{s:I, s:f}", "global_step", (json_int_t)s->pos.global_step, "step_ms", step_ms);
+    json_t *hb = json_pack("{s:I}", "global_step", (json_int_t)s->pos.global_step);
+    json_object_set_new(hb, "step_ms", s->beat_steps ? json_real(s->beat_seconds / (double)s->beat_steps * 1e3) : json_null());
+    s->beat_seconds = 0;
+    s->beat_steps = 0;
 #if DDPD_NCCL_BACKEND
     size_t used, total; /* nccl hook: the GPU's memory in use */
     if (s->eng && coll_is_nccl(s->x->comm) && engine_cuda_memory(s->eng, &used, &total) == 0) {
@@ -231,7 +238,9 @@ static int train_epoch(rank_state *s, int epoch) {
                                  "samples_per_s", samples_per_s));
             progress_update(&s->bar, epoch, step, loss, lr, samples_per_s);
         }
-        if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s, (now - ts) * 1e3);
+        s->beat_seconds += now - ts;
+        s->beat_steps++;
+        if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s);
     }
     double seconds = now_seconds() - t0;
     if (s->x->comm->barrier(s->x->comm) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
@@ -323,7 +332,7 @@ int rank_main(const rank_context *x) {
             rc = train_epoch(&s, epoch);
             if (rc == 0) rc = save_checkpoint(&s, epoch);
         }
-        if (rc == 0) heartbeat(&s, 0);
+        if (rc == 0) heartbeat(&s);
     }
     if (rc != 0) return rc;
     s.eng->ops->destroy(s.eng);

@@ -335,6 +335,24 @@ def case_smoke_and_progress(t, w):
           f"no bar but log lines when stderr is not a terminal: {plain.stderr[-300:]!r}")
 
 
+def case_heartbeats(t, w):
+    """A heartbeat's step_ms is the rank's mean step time since its previous one, so
+    that one slow step (a busy host) does not make a rank look like a straggler: the
+    steps between two heartbeats cannot have taken longer than the time between them."""
+    r = Run(t, w, "beats", config(**{"model.hidden": [512, 256], "data.limit": 4000, "train.batch_size": 16,
+                                     "train.epochs": 12, "checkpoint.every_epochs": 0}))  # 3000 steps: seconds
+    check(r.wait() == 0, f"the run exits 0: {r.stderr[-300:]}")
+    for rank in (0, 1):
+        beats = r.of_type("heartbeat", rank)
+        check(len(beats) >= 2, f"rank {rank}: heartbeats about once a second, and one at the end: {len(beats)}")
+        pairs = list(zip(beats, beats[1:]))
+        check(all(b["step_ms"] is None or b["step_ms"] > 0 for b in beats), f"rank {rank}: positive step times: {beats[:3]}")
+        over = [(a["t"], b["t"], b["global_step"] - a["global_step"], b["step_ms"]) for a, b in pairs
+                if b["step_ms"] is not None and b["global_step"] > a["global_step"]
+                and b["step_ms"] * (b["global_step"] - a["global_step"]) > (b["t"] - a["t"]) + 2]
+        check(not over, f"rank {rank}: each step_ms is the mean of the steps since the previous heartbeat: {over[:3]}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
