@@ -22,7 +22,7 @@ static const char USAGE[] =
     "  submit FILE [--follow]       submit a run config (FILE, or - for stdin); --follow: show its\n"
     "                               progress until it ends (a progress bar on a terminal)\n"
     "  list [--status S[,S]] [--limit N] [--json]\n"
-    "                               runs, newest first\n"
+    "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
     "  show ID [--json]             a run: status, reason, progress, epochs, devices\n"
     "  logs ID [-f] [--tail N]      the run's log (the last N lines, 1000 by default);\n"
     "                               -f: keep printing new lines until the run ends\n"
@@ -137,11 +137,13 @@ static void progress_cell(const json_t *run, char *out, size_t n) {
         return;
     }
     int percent = (int)lround(json_number_value(fr) * 100);
-    if (epochs > 0)
-        snprintf(out, n, "epoch %lld/%lld %3d%%", (long long)(epoch + 1 > epochs ? epochs : epoch + 1),
-                 (long long)epochs, percent);
-    else
+    if (epochs > 0) {
+        char ep[64];
+        fmt_epoch(epoch, epochs, ep, sizeof ep);
+        snprintf(out, n, "%s %3d%%", ep, percent);
+    } else {
         snprintf(out, n, "%d%%", percent);
+    }
 }
 
 static void devices_cell(const json_t *run, char *out, size_t n) {
@@ -181,7 +183,8 @@ static int cmd_list(const args *a) {
     } else {
         table t;
         table_init(&t, 8);
-        const char *head[8] = {"ID", "NAME", "STATUS", "PROGRESS", "LOSS", "DEVICES", "STARTED", "DURATION"};
+        /* STEP LOSS: the newest step's (averaged over the ranks); show ID has each epoch's mean */
+        const char *head[8] = {"ID", "NAME", "STATUS", "PROGRESS", "STEP LOSS", "DEVICES", "STARTED", "DURATION"};
         table_row(&t, head);
         size_t i;
         json_t *run;
@@ -242,7 +245,7 @@ static int cmd_show(const args *a) {
     printf("  progress:  %s, step %lld of %lld, ETA %s\n", prog,
            (long long)json_integer_value(json_object_get(p, "global_step")),
            (long long)json_integer_value(json_object_get(p, "total_steps")), eta);
-    printf("  latest:    loss %s, lr %s, %s samples/s\n", loss, lr, sps);
+    printf("  latest:    step loss %s, lr %s, %s samples/s\n", loss, lr, sps);
     snprintf(path, sizeof path, "/runs/%lld/epochs", id);
     json_t *ep = get_json(path, &ec);
     json_t *epochs = json_object_get(ep, "epochs");
@@ -250,6 +253,7 @@ static int cmd_show(const args *a) {
         printf("  epochs:\n");
         table t;
         table_init(&t, 7);
+        /* numbered from 0, as everywhere; TRAIN LOSS is the epoch's mean over its steps */
         const char *head[7] = {"    EPOCH", "LR", "TRAIN LOSS", "TEST LOSS", "TEST ACC", "SECONDS", "SAMPLES/S"};
         table_row(&t, head);
         size_t i;

@@ -49,7 +49,7 @@ static void clear_bar(follower *f) {
     }
 }
 
-/* "epoch 3/10 [#####-----]  34%  step 120/469  loss 0.4123  lr 1.00e-03  12,345 samples/s  ETA 1m23s" */
+/* "epoch 2 (3 of 10) [#####-----]  34%  step 120/469  loss 0.4123  lr 1.00e-03  12,345 samples/s  ETA 1m23s" */
 static void progress_line(const json_t *p, bool with_bar, int cols, char *out, size_t outlen) {
     json_int_t epoch = json_integer_value(json_object_get(p, "epoch"));
     json_int_t epochs = json_integer_value(json_object_get(p, "epochs"));
@@ -62,8 +62,21 @@ static void progress_line(const json_t *p, bool with_bar, int cols, char *out, s
     fmt_thousands(json_object_get(p, "samples_per_s"), sps, sizeof sps);
     fmt_duration(json_is_number(json_object_get(p, "eta_s")) ? json_number_value(json_object_get(p, "eta_s")) : NAN, eta,
                  sizeof eta);
+    char ep[64] = "", st[48] = "";
+    if (epochs > 0) {
+        fmt_epoch(epoch, epochs, ep, sizeof ep - 1);
+        strcat(ep, " ");
+    }
+    if (spe > 0) snprintf(st, sizeof st, "step %lld/%lld  ", (long long)step + 1, (long long)spe);
+    char rest[256];
+    snprintf(rest, sizeof rest, "%sloss %s  lr %s  %s samples/s  ETA %s", st, loss, lr, sps, eta);
+    /* the bar takes what the terminal has left, from 24 cells down to 6 (or none) */
+    int width = 0;
     if (with_bar && isfinite(fraction)) {
-        int width = cols >= 110 ? 24 : cols >= 90 ? 16 : 10;
+        int room = cols - 1 - (int)strlen(ep) - (int)strlen(rest) - (int)strlen("[] 100%  ");
+        width = room >= 24 ? 24 : room >= 6 ? room : 0;
+    }
+    if (width > 0) {
         int filled = (int)lround(fraction * width);
         char *b = bar;
         *b++ = '[';
@@ -72,10 +85,7 @@ static void progress_line(const json_t *p, bool with_bar, int cols, char *out, s
     } else if (isfinite(fraction)) {
         snprintf(bar, sizeof bar, "%d%%  ", (int)lround(fraction * 100));
     }
-    char ep[48] = "", st[48] = "";
-    if (epochs > 0) snprintf(ep, sizeof ep, "epoch %lld/%lld ", (long long)epoch + 1, (long long)epochs);
-    if (spe > 0) snprintf(st, sizeof st, "step %lld/%lld  ", (long long)step + 1, (long long)spe);
-    snprintf(out, outlen, "%s%s%sloss %s  lr %s  %s samples/s  ETA %s", ep, bar, st, loss, lr, sps, eta);
+    snprintf(out, outlen, "%s%s%s", ep, bar, rest);
     if (with_bar && (int)strlen(out) >= cols) out[cols - 1] = '\0';
 }
 
@@ -159,13 +169,10 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
         json_t *a = json_object_get(d, "test_acc");
         if (json_is_number(a)) snprintf(acc, sizeof acc, "%.1f%%", json_number_value(a) * 100);
         fmt_num(json_object_get(d, "seconds"), secs, sizeof secs);
-        json_int_t e = json_integer_value(json_object_get(d, "epoch"));
-        json_int_t epochs = json_integer_value(json_object_get(f->progress, "epochs"));
-        char of[32] = "";
-        if (epochs > 0) snprintf(of, sizeof of, "/%lld", (long long)epochs);
-        /* numbered from 1 here, as the trainer's own bar does (the API's epochs count from 0) */
-        say(f, "epoch %lld%s done in %s s: train loss %s, test loss %s, test accuracy %s, lr %s", (long long)e + 1, of,
-            secs, tl, vl, acc, lr);
+        char ep[64];
+        fmt_epoch(json_integer_value(json_object_get(d, "epoch")), json_integer_value(json_object_get(f->progress, "epochs")),
+                  ep, sizeof ep);
+        say(f, "%s done in %s s: train loss %s, test loss %s, test accuracy %s, lr %s", ep, secs, tl, vl, acc, lr);
     } else if (strcmp(event, "rank") == 0) {
         const char *state = json_string_value(json_object_get(d, "state"));
         const char *detail = json_string_value(json_object_get(d, "detail"));

@@ -112,3 +112,10 @@ void table_free(table *t) {
     free(t->cells);
     memset(t, 0, sizeof *t);
 }
+
+void fmt_epoch(long long epoch, long long epochs, char *out, size_t n) {
+    if (epoch < 0) epoch = 0;
+    if (epochs > 0 && epoch > epochs - 1) epoch = epochs - 1; /* a finished run's progress may point past the last */
+    if (epochs > 0) snprintf(out, n, "epoch %lld (%lld of %lld)", epoch, epoch + 1, epochs);
+    else snprintf(out, n, "epoch %lld", epoch);
+}

@@ -13,6 +13,9 @@ void fmt_num(const json_t *v, char *out, size_t n);       /* 0.4123 */
 void fmt_sci(const json_t *v, char *out, size_t n);       /* 1.00e-03 */
 void fmt_thousands(const json_t *v, char *out, size_t n); /* 12,345 */
 void fmt_duration(double seconds, char *out, size_t n);   /* 45s, 1m23s, 2h05m; NaN: "-" */
+/* Epochs are numbered from 0, as the API numbers them; the count follows:
+ * "epoch 5 (6 of 10)", or "epoch 5" when `epochs` is unknown (0). */
+void fmt_epoch(long long epoch, long long epochs, char *out, size_t n);
 /* "2024-06-01T12:00:03.123Z" -> "2024-06-01 12:00:03"; NULL: "-" */
 void fmt_time(const char *iso, char *out, size_t n);
 /* Seconds from one ISO 8601 UTC time to another (`to` NULL: now); NaN when unknown. */

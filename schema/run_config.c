@@ -165,22 +165,6 @@ static void check_cosine_schedule(json_t *doc, schema_errors *errs) {
                           "must be less than /train/epochs (%" JSON_INTEGER_FORMAT ") for the cosine schedule", epochs);
 }
 
-/* The schema counts characters; the struct holds bytes. */
-static void check_fits(json_t *doc, schema_errors *errs, const char *pointer, size_t capacity) {
-    const char *s = usable_string(doc, errs, pointer);
-    if (s && strlen(s) >= capacity)
-        schema_errors_add(errs, pointer, "must be at most %zu bytes long in UTF-8 (got %zu)", capacity - 1, strlen(s));
-}
-
-static void check_string_sizes(json_t *doc, schema_errors *errs) {
-    check_fits(doc, errs, "/name", sizeof(((run_config *)0)->name));
-    check_fits(doc, errs, "/data/train/images", RUN_CONFIG_PATH_MAX);
-    check_fits(doc, errs, "/data/train/labels", RUN_CONFIG_PATH_MAX);
-    check_fits(doc, errs, "/data/test/images", RUN_CONFIG_PATH_MAX);
-    check_fits(doc, errs, "/data/test/labels", RUN_CONFIG_PATH_MAX);
-    check_fits(doc, errs, "/checkpoint/load", RUN_CONFIG_PATH_MAX);
-}
-
 int run_config_validate(json_t *doc, schema_errors *errs) {
     size_t before = errs->count;
     const json_t *schema = run_config_schema();
@@ -194,7 +178,6 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
         check_batch_divides_among_ranks(doc, errs);
         check_sgd_only_options(doc, errs);
         check_cosine_schedule(doc, errs);
-        check_string_sizes(doc, errs);
     }
     return (int)(errs->count - before);
 }
@@ -322,6 +305,50 @@ int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
 }
 
 /* ---------------------------------------------------------------------------------
+ * Parsing. Jansson refuses a few documents for reasons of its own that JSON allows:
+ * a top-level string or number (without JSON_DECODE_ANY), "\u0000" in a string
+ * (without JSON_ALLOW_NUL), an integer beyond 64 bits. Those are parsed anyway, so
+ * that the schema judges them and the message names the field ("/seed: must be at
+ * most ..."), not the document. */
+
+/* Whether validating `doc` leaves an error: for the fallback parse below. */
+static int violations_of(json_t *doc) {
+    schema_errors errs = {0};
+    json_t *copy = json_deep_copy(doc);
+    int n = run_config_validate(copy, &errs);
+    json_decref(copy);
+    schema_errors_free(&errs);
+    return n;
+}
+
+json_t *run_config_parse(const char *bytes, size_t len, size_t flags, const char *source, schema_errors *errs) {
+    json_error_t error;
+    flags |= JSON_DECODE_ANY | JSON_ALLOW_NUL;
+    json_t *doc = json_loadb(bytes, len, flags, &error);
+    if (!doc && json_error_code(&error) == json_error_numeric_overflow) {
+        /* An integer too big for 64 bits: read every integer as a real (those the
+         * schema wants as integers are rewritten as integers when they fit), and let
+         * the schema's bounds name it. A document that passes anyway (no bound
+         * catches the big one) keeps the parse error. */
+        json_error_t again;
+        doc = json_loadb(bytes, len, flags | JSON_DECODE_INT_AS_REAL, &again);
+        if (doc && violations_of(doc) == 0) {
+            json_decref(doc);
+            doc = NULL;
+        }
+    }
+    if (!doc) {
+        if (source)
+            schema_errors_add(errs, "", "%s is not valid JSON: %s at line %d, column %d", source, error.text,
+                              error.line, error.column);
+        else
+            schema_errors_add(errs, "", "not valid JSON: %s at line %d, column %d", error.text, error.line,
+                              error.column);
+    }
+    return doc;
+}
+
+/* ---------------------------------------------------------------------------------
  * Files. */
 
 static void report_unreadable(const char *path, int error_number, schema_errors *errs) {
@@ -363,14 +390,9 @@ int run_config_load_file(const char *path, run_config *out, json_t **doc_out, sc
     size_t len = 0;
     char *bytes = read_whole_file(path, &len, errs);
     if (!bytes) return 1;
-    json_error_t error;
-    json_t *doc = json_loadb(bytes, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &error);
+    json_t *doc = run_config_parse(bytes, len, JSON_REJECT_DUPLICATES, path, errs);
     free(bytes);
-    if (!doc) {
-        schema_errors_add(errs, "", "%s: invalid JSON at line %d column %d: %s", path, error.line, error.column,
-                          error.text);
-        return 1;
-    }
+    if (!doc) return 1;
     int violations = run_config_from_json(doc, out, errs);
     if (doc_out) *doc_out = doc;
     else json_decref(doc);

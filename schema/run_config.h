@@ -12,7 +12,10 @@
 
 #define RUN_CONFIG_MAX_HIDDEN 16 /* also the most hidden fully connected layers of a cnn */
 #define RUN_CONFIG_MAX_CONV 8     /* convolution blocks of a cnn */
-#define RUN_CONFIG_PATH_MAX 1024
+/* Bytes for a path: the schema allows 1023 characters, and a character is at most 4
+ * bytes in UTF-8, so every path the schema allows fits (as do the absolute paths
+ * the server resolves them to: PATH_MAX is 4096). */
+#define RUN_CONFIG_PATH_MAX 4096
 
 typedef enum { RUN_MODE_TRAIN, RUN_MODE_EVAL } run_mode;
 typedef enum { MODEL_MLP, MODEL_CNN } model_kind;
@@ -100,6 +103,13 @@ int run_config_validate(json_t *doc, schema_errors *errs);
 /* Validates `doc` (filling defaults) and, when it is valid, fills `out`.
  * Returns 0 on success, else the number of violations (listed in `errs`). */
 int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs);
+
+/* Parses a config's text (`flags`: Jansson's, e.g. JSON_REJECT_DUPLICATES). Any JSON
+ * value parses, and so do strings holding "\u0000" and integers beyond 64 bits, so
+ * that the schema can name the field at fault; what is not JSON at all gets one error
+ * at "" ("not valid JSON: ... at line L, column C", after `source`, a file name, when
+ * given). Returns the document (the caller owns it) or NULL. */
+json_t *run_config_parse(const char *bytes, size_t len, size_t flags, const char *source, schema_errors *errs);
 
 /* Reads a JSON file and does run_config_from_json. Parse errors and an unreadable
  * file are reported in `errs` too (pointer "" and a sentence naming the file). */

@@ -19,7 +19,10 @@
  *     alternation); \d, \w and lookarounds do not work.
  *   - A value of the wrong type gets one error (its type) and nothing else is checked
  *     at that point, so that a person sees the message that matters.
- *   - An integral real outside the 64-bit integer range is not an integer here.
+ *   - An integral real outside the 64-bit integer range (1e20) is an integer, as the
+ *     standard says, but one no reader can hold: it is refused, by the schema's bound
+ *     when one rejects it ("must be at most ..."), else as out of the 64-bit range.
+ *   - A string containing U+0000 (a document parsed with JSON_ALLOW_NUL) is refused.
  *   - $ref fragments are JSON pointers without percent-decoding; remote refs are not
  *     fetched.
  * Annotation keywords (title, description, $schema, $id, examples, ...) and unknown
@@ -396,10 +399,11 @@ static const char *type_phrase(const char *name) {
     return name;
 }
 
-/* Integral, finite and within json_int_t. */
-static bool real_is_integral(double d) {
-    return isfinite(d) && d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
-}
+/* Finite with no fractional part: an integer, as JSON Schema counts them (1e20 is one). */
+static bool real_is_integral(double d) { return isfinite(d) && d == floor(d); }
+
+/* Within json_int_t, so that it can be rewritten as one. */
+static bool real_fits_integer(double d) { return d >= -9223372036854775808.0 && d < 9223372036854775808.0; }
 
 static bool has_type(const json_t *value, const char *name) {
     if (!strcmp(name, "integer"))
@@ -442,6 +446,16 @@ static void report_wrong_type(validation *v, const json_t *type, const json_t *v
     free(t.s);
 }
 
+/* Whether one of the schema's numeric bounds rejects `d`. */
+static bool bound_rejects(const json_t *schema, double d) {
+    const json_t *b;
+    if (json_is_number(b = json_object_get(schema, "maximum")) && d > json_number_value(b)) return true;
+    if (json_is_number(b = json_object_get(schema, "exclusiveMaximum")) && d >= json_number_value(b)) return true;
+    if (json_is_number(b = json_object_get(schema, "minimum")) && d < json_number_value(b)) return true;
+    if (json_is_number(b = json_object_get(schema, "exclusiveMinimum")) && d <= json_number_value(b)) return true;
+    return false;
+}
+
 /* Returns false, having reported it, when the value is of none of the listed types. */
 static bool check_type(validation *v, const json_t *schema, slot *at) {
     const json_t *type = json_object_get(schema, "type");
@@ -459,9 +473,20 @@ static bool check_type(validation *v, const json_t *schema, slot *at) {
         report_wrong_type(v, type, at->value);
         return false;
     }
-    /* 2.0 where an integer is wanted becomes 2, so that readers can take it as one. */
-    if (json_is_real(at->value) && at->parent && type_listed(type, "integer") && !type_listed(type, "number"))
-        replace_in_slot(at, json_integer((json_int_t)json_real_value(at->value)));
+    if (json_is_real(at->value) && type_listed(type, "integer") && !type_listed(type, "number")) {
+        double d = json_real_value(at->value);
+        if (!real_fits_integer(d)) {
+            /* 1e20 is an integer to JSON Schema but none that a reader can hold: the
+             * schema's bound says so when it has one, else the 64-bit range does. */
+            if (bound_rejects(schema, d)) return true;
+            char got[40];
+            format_double(d, got, sizeof got);
+            report(v, "must be an integer from -9223372036854775808 to 9223372036854775807 (got %s)", got);
+            return false;
+        }
+        /* 2.0 where an integer is wanted becomes 2, so that readers can take it as one. */
+        if (at->parent) replace_in_slot(at, json_integer((json_int_t)d));
+    }
     return true;
 }
 
@@ -578,6 +603,19 @@ static void check_pattern(validation *v, const json_t *schema, const json_t *val
 
 static void check_string(validation *v, const json_t *schema, const json_t *value) {
     if (!json_is_string(value)) return;
+    /* A document parsed with JSON_ALLOW_NUL may carry "\u0000": no file name, name or
+     * enum value can hold one, and C readers would cut the string there. */
+    const char *nul = memchr(json_string_value(value), '\0', json_string_length(value));
+    if (nul) {
+        char message[96];
+        snprintf(message, sizeof message, "must not contain the character \\u0000 (NUL; at character %zu)",
+                 utf8_length(json_string_value(value), (size_t)(nul - json_string_value(value))) + 1);
+        /* once, although a $ref or allOf may bring the value here more than once */
+        for (size_t i = 0; i < v->errs->count; i++)
+            if (!strcmp(v->errs->items[i].pointer, v->where.s) && !strcmp(v->errs->items[i].message, message)) return;
+        report(v, "%s", message);
+        return;
+    }
     size_t length = utf8_length(json_string_value(value), json_string_length(value));
     check_length(v, schema, "minLength", true, length);
     check_length(v, schema, "maxLength", false, length);

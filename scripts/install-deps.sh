@@ -87,9 +87,11 @@ fi
 if [[ "${1:-}" == "--runtime" ]]; then exit 0; fi
 
 # From npm, as package-lock.json pins them: uPlot (the dashboard's charts, served by
-# ddpd at /vendor/uplot/) and playwright-core (the browser tests' driver).
+# ddpd at /vendor/uplot/), playwright-core (the browser tests' driver) and
+# @redocly/cli (the OpenAPI linter the tests run, offline once installed).
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [[ ! -f "$root/node_modules/uplot/dist/uPlot.esm.js" || ! -f "$root/node_modules/playwright-core/package.json" ]]; then
-  echo "install-deps: npm ci (uplot, playwright-core)" >&2
+if [[ ! -f "$root/node_modules/uplot/dist/uPlot.esm.js" || ! -f "$root/node_modules/playwright-core/package.json" ||
+      ! -x "$root/node_modules/.bin/redocly" ]]; then
+  echo "install-deps: npm ci (uplot, playwright-core, @redocly/cli)" >&2
   (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi

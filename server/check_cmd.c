@@ -388,12 +388,40 @@ static void check_trainer(const check_config *c, int n_gpus) {
         say(V_FAIL, "trainer", "%s %s%s%s", c->trainer, how, first[0] ? ": " : "", first);
         return;
     }
-    bool cuda = strstr(first, "cuda: yes") != NULL;
-    if (n_gpus > 0 && !cuda)
-        say(V_WARN, "trainer", "%s: %s: built without CUDA, so runs on this host's GPUs will fail; rebuild where the CUDA toolkit is",
-            c->trainer, first);
-    else
+    /* Where GPU runs go, as its --version says: "(nccl backend: built in)" (it is
+     * ddp-trainer-nccl), "(nccl backend: PATH)" (it hands GPU runs to PATH, which must
+     * start), "(nccl backend: no; ...)". */
+    char nccl[256] = "";
+    const char *tag = strstr(first, "(nccl backend: ");
+    if (tag) {
+        snprintf(nccl, sizeof nccl, "%s", tag + strlen("(nccl backend: "));
+        char *close_paren = strrchr(nccl, ')');
+        if (close_paren) *close_paren = '\0';
+    }
+    if (nccl[0] == '/') {
+        char *nout = NULL;
+        char *nargv[] = {nccl, "--version", NULL};
+        int nws = run_capture(nargv, &nout, 20);
+        char nfirst[256];
+        snprintf(nfirst, sizeof nfirst, "%s", nout ? nout : "");
+        nfirst[strcspn(nfirst, "\n")] = '\0';
+        free(nout);
+        if (nws >= 0 && WIFEXITED(nws) && WEXITSTATUS(nws) == 0) {
+            say(V_OK, "trainer", "%s: %s, which starts", c->trainer, first);
+        } else {
+            char how[128];
+            if (nws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
+            else if (WIFEXITED(nws) && WEXITSTATUS(nws) == 127) snprintf(how, sizeof how, "cannot start");
+            else describe_wait_status(nws, how, sizeof how);
+            say(V_WARN, "trainer", "%s: %s, but %s %s%s%s: GPU runs will fail (is the CUDA runtime with cuBLAS and NCCL installed?)",
+                c->trainer, first, nccl, how, nfirst[0] ? ": " : "", nfirst);
+        }
+    } else if (n_gpus > 0 && strncmp(nccl, "built in", 8) != 0) {
+        say(V_WARN, "trainer", "%s: %s: this host's GPUs cannot be used; build where the CUDA toolkit (cuBLAS, NCCL) is, "
+            "and install ddp-trainer-nccl beside it", c->trainer, first);
+    } else {
         say(V_OK, "trainer", "%s: %s", c->trainer, first);
+    }
 }
 
 int ddpd_check(const check_config *c) {

@@ -3,6 +3,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "metrics.h"
@@ -364,25 +367,56 @@ static int resolve_listen(const char *listen, struct sockaddr_storage *ss, sockl
     return 0;
 }
 
+/* The listening socket, bound here rather than by MHD, so that a port that cannot be
+ * had gets one message saying why and what to do (MHD would first log its own
+ * "Failed to bind to port 0"). Returns the socket, or -1 with *err set. */
+static int listen_socket(const char *listen_at, const struct sockaddr_storage *ss, socklen_t sslen, char *err,
+                         size_t errlen) {
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(errno));
+        return -1;
+    }
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on); /* a restart need not wait out TIME_WAIT */
+    if (ss->ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    if (bind(fd, (const struct sockaddr *)ss, sslen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        const char *hint = e == EADDRINUSE ? ": another program (another ddpd?) has that port; stop it, or give "
+                                             "this one another: --listen HOST:PORT (DDPD_LISTEN)"
+                           : e == EACCES ? ": ports below 1024 need root (or CAP_NET_BIND_SERVICE); use a port "
+                                           "above 1023: --listen HOST:PORT (DDPD_LISTEN)"
+                           : e == EADDRNOTAVAIL ? ": that is not an address of this host (--listen 127.0.0.1:PORT "
+                                                  "for this host only, 0.0.0.0:PORT for every interface)"
+                           : "";
+        snprintf(err, errlen, "cannot listen on %s: %s%s", listen_at, strerror(e), hint);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
     H.c = *c;
     struct sockaddr_storage ss;
     socklen_t sslen;
     if (resolve_listen(c->listen, &ss, &sslen, err, errlen) != 0) return -1;
+    int fd = listen_socket(c->listen, &ss, sslen, err, errlen);
+    if (fd < 0) return -1;
     /* suspend/resume: server-sent event streams wait suspended, not in a thread (sse.h) */
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     H.daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                                 MHD_OPTION_THREAD_POOL_SIZE, c->threads,
                                 MHD_OPTION_CONNECTION_LIMIT, 4096u,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-                                MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                 MHD_OPTION_END);
     if (!H.daemon) {
-        snprintf(err, errlen, "cannot listen on %s (in use? try another --listen port)", c->listen);
+        close(fd);
+        snprintf(err, errlen, "cannot serve on %s: the HTTP server did not start (see the line before)", c->listen);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(H.daemon, MHD_DAEMON_INFO_BIND_PORT);

@@ -8,12 +8,14 @@
  *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
  *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
  *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
+ *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
  *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
  *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
  *   GET    /metrics                     Prometheus text format (metrics.c)
  *   GET    /openapi.json                the API's description (openapi.c)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -191,27 +193,23 @@ static void post_runs(request *rq, response *rs) {
                       "the request body is empty: send a run config, a JSON object");
         return;
     }
-    json_error_t jerr;
-    json_t *config = json_loadb(rq->body, rq->body_len, 0, &jerr);
-    if (!config) {
-        char *msg = xasprintf("not valid JSON: %s at line %d, column %d", jerr.text, jerr.line, jerr.column);
-        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", msg),
-                      "the request body is %s", msg);
-        free(msg);
-        return;
-    }
-    if (!json_is_object(config)) {
-        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", "must be a JSON object"),
-                      "a run config is a JSON object, not %s",
-                      json_is_array(config) ? "an array" : json_is_string(config) ? "a string"
-                      : json_is_number(config) ? "a number" : "a literal");
-        json_decref(config);
-        return;
-    }
-
     /* Every violation at once: the schema's (defaults filled in), then this host's:
      * devices it can never give, files it will not let the trainer read. */
     schema_errors errs = {0};
+    json_t *config = run_config_parse(rq->body, rq->body_len, 0, NULL, &errs);
+    if (!config) {
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "the request body is %s", errs.items[0].message);
+        schema_errors_free(&errs);
+        return;
+    }
+    if (!json_is_object(config)) {
+        run_config_validate(config, &errs); /* "must be an object (got string \"x\")" */
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "a run config is a JSON object: %s",
+                      errs.count ? errs.items[0].message : "?");
+        schema_errors_free(&errs);
+        json_decref(config);
+        return;
+    }
     run_config_validate(config, &errs);
     json_t *for_trainer = json_deep_copy(config);
     pool_kind pool = POOL_CPU;
@@ -454,6 +452,51 @@ static void get_ranks(request *rq, response *rs) {
     reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "ranks", a));
 }
 
+/* ---- GET /runs/{id}/checkpoints: the files in its checkpoints/ directory now ---- */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "file")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "file")));
+}
+
+static void get_checkpoints(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!existing_run(rq, rs, &id, &b)) return;
+    char *dir = xasprintf("%s/%lld/checkpoints", R.runs_dir, (long long)id);
+    json_t *files = json_array();
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        const char *suffix = ".safetensors";
+        if (n <= strlen(suffix) || strcmp(e->d_name + n - strlen(suffix), suffix) != 0) continue; /* *.tmp.PID: being written */
+        char *path = xasprintf("%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            char when[32];
+            format_iso8601((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000, when);
+            int epoch = -1;
+            char tail;
+            bool numbered = sscanf(e->d_name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' && epoch >= 0;
+            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o}", "file", e->d_name, "path", path, "bytes",
+                                                   (json_int_t)sb.st_size, "modified_at", when, "epoch",
+                                                   numbered ? json_integer(epoch) : json_null()));
+        }
+        free(path);
+    }
+    if (d) closedir(d);
+    size_t n = json_array_size(files);
+    json_t **items = xmalloc((n ? n : 1) * sizeof *items);
+    for (size_t i = 0; i < n; i++) items[i] = json_incref(json_array_get(files, i));
+    qsort(items, n, sizeof *items, by_name);
+    json_array_clear(files);
+    for (size_t i = 0; i < n; i++) json_array_append_new(files, items[i]);
+    free(items);
+    reply_json(rs, 200, json_pack("{s:I,s:s,s:o}", "run", (json_int_t)id, "dir", dir, "checkpoints", files));
+    free(dir);
+}
+
 /* ---- GET /runs/{id}/logs ---- */
 
 static void get_logs(request *rq, response *rs) {
@@ -484,6 +527,7 @@ const route api_routes[] = {
     {"GET", "/runs/{id}/metrics", get_metrics, false},
     {"GET", "/runs/{id}/epochs", get_epochs, false},
     {"GET", "/runs/{id}/ranks", get_ranks, false},
+    {"GET", "/runs/{id}/checkpoints", get_checkpoints, false},
     {"GET", "/runs/{id}/logs", get_logs, false},
     {"GET", "/metrics", metrics_handle, false},
     {"GET", "/openapi.json", openapi_handle, false},

@@ -153,5 +153,7 @@ const route static_routes[] = {
     {"GET", "/ui/{id}", get_ui, false},
     {"GET", "/vendor/uplot/{id}", get_uplot, false},
     {"GET", "/schema/run-config.schema.json", get_schema, false},
+    /* where /openapi.json's relative reference to it resolves */
+    {"GET", "/run-config.schema.json", get_schema, false},
 };
 const size_t static_routes_count = sizeof static_routes / sizeof *static_routes;

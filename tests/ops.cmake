@@ -4,8 +4,9 @@
 # /metrics with promtool, the token and the loopback rule, the log file and its
 # rotation, `ddpd check` and `--version`; a test that exercises every route of the
 # real server (the real trainer on Fashion-MNIST) and validates each answer against
-# schema/openapi.json; and a test of the Dockerfile and compose file (no Docker
-# engine needed). Each case is its own ctest test.
+# schema/openapi.json; the same document under a standard linter (npm's
+# @redocly/cli); the README's samples against the real binaries; and a test of the Dockerfile and compose file (no Docker engine
+# needed). Each case is its own ctest test.
 if(NOT TARGET ddpd)
   return()
 endif()
@@ -29,7 +30,7 @@ if(TARGET ddp-trainer)
   list(APPEND ops_args --trainer $<TARGET_FILE:ddp-trainer>)
 endif()
 
-set(OPS_SERVER_CASES metrics auth listen_rule event_socket log_file log_levels check version)
+set(OPS_SERVER_CASES metrics auth listen_rule busy_port event_socket log_file log_levels check version)
 foreach(case ${OPS_SERVER_CASES})
   add_test(NAME ops_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_server.py ${case} ${ops_args})
@@ -40,6 +41,22 @@ add_test(NAME ops_openapi
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi.py responses ${ops_args}
                  --openapi ${PROJECT_SOURCE_DIR}/schema/openapi.json --source ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_openapi PROPERTIES TIMEOUT 300)
+
+# schema/openapi.json under npm's @redocly/cli (installed by scripts/install-deps.sh):
+# lint clean, offline.
+add_test(NAME ops_openapi_lint
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi_lint.py --source ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_openapi_lint PROPERTIES TIMEOUT 180)
+
+# The README against the build: its `ddpd check` sample against the real output of
+# the installed binaries (cmake --install into a temporary prefix), the binaries it
+# names, and a checkpoint read as its PyTorch section says.
+foreach(case check_sample binaries checkpoint_layout)
+  add_test(NAME readme_${case}
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_readme.py ${case}
+                   --source ${PROJECT_SOURCE_DIR} --build ${CMAKE_BINARY_DIR} --cmake ${CMAKE_COMMAND})
+  set_tests_properties(readme_${case} PROPERTIES TIMEOUT 300)
+endforeach()
 
 add_test(NAME ops_docker_files
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_docker_files.py ${PROJECT_SOURCE_DIR})

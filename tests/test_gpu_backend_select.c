@@ -1,7 +1,8 @@
 /* Backend selection (trainer/backend_select.c), on the CPU: the decision for each
  * asked backend and GPU count, with the reason it gives; then the real selection
  * on this host, and with CUDA_VISIBLE_DEVICES empty (no GPU on any host), where
- * `auto` falls back to cpu and `nccl` is refused with what to do. */
+ * `auto` falls back to cpu and `nccl` is refused with what to do; under ddpd (which
+ * empties it for a run on CPU slots) the reason names the placement. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,14 @@ static void test_select_here(void) {
     CHECK(strstr(why, "nccl") && strstr(why, "distributed.backend"), "naming nccl and what to do: %s", why);
     got = select_with(BACKEND_CPU, 2, why, sizeof why);
     CHECK(got == BACKEND_CPU, "cpu is cpu: %s", why);
+
+    /* ddpd empties it for a run it placed on CPU slots: said as that, not as a warning. */
+    setenv("DDPD_RUN_ID", "7", 1);
+    got = select_with(BACKEND_AUTO, 2, why, sizeof why);
+    printf("  under ddpd, CUDA_VISIBLE_DEVICES='', auto: %s\n", why);
+    CHECK(got == BACKEND_CPU && strstr(why, "ddpd gave this run CPU slots") != NULL, "the placement is named: %s", why);
+    CHECK(strstr(why, "set but empty") == NULL, "not as a setting that hides every GPU: %s", why);
+    unsetenv("DDPD_RUN_ID");
     if (cvd) setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
     else unsetenv("CUDA_VISIBLE_DEVICES");
 }

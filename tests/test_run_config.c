@@ -594,16 +594,18 @@ static void test_bad_configs(void) {
     }
 }
 
-static void test_too_long_strings(void) {
-    char long_path[1200 * 2 + 64];
+/* maxLength counts characters, as JSON Schema does, and the struct holds whatever the
+ * schema allows: 1023 four-byte characters in a path are read whole. */
+static void test_string_lengths_are_characters(void) {
+    char long_path[1100 * 4 + 64];
     struct {
         const char *pointer, *message;
         const char *unit;
         int count;
     } cases[] = {
         {"/data/train/images", "must be at most 1023 characters long (got 1100)", "a", 1100},
-        {"/data/test/labels", "must be at most 1023 bytes long in UTF-8 (got 1200)", "\xc3\xa9", 600}, /* 600 x 'é' */
-        {"/checkpoint/load", "must be at most 1023 bytes long in UTF-8 (got 1024)", "\xc3\xa9", 512},
+        {"/data/test/labels", "must be at most 1023 characters long (got 1024)", "\xc3\xa9", 1024},       /* 'é' */
+        {"/checkpoint/load", "must be at most 1023 characters long (got 1024)", "\xf0\x9f\x98\x80", 1024}, /* an emoji */
         {"/name", "must be at most 127 characters long (got 128)", "n", 128},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -621,13 +623,140 @@ static void test_too_long_strings(void) {
         schema_errors_free(&errs);
         json_decref(doc);
     }
-    /* The longest that fits is read whole. */
-    memset(long_path, 'p', 1023);
-    long_path[1023] = '\0';
+    /* The longest the schema allows fits, in characters of every width. */
+    const char *units[] = {"p", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"}; /* p, é, €, an emoji */
+    const char *pointers[] = {"/data/train/images", "/data/train/labels", "/data/test/images", "/data/test/labels",
+                              "/checkpoint/load"};
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+        long_path[0] = '\0';
+        for (int i = 0; i < 1023; i++) strcat(long_path, units[u]);
+        json_t *doc = json("{}");
+        for (size_t p = 0; p < sizeof pointers / sizeof pointers[0]; p++) set_at(doc, pointers[p], json_string(long_path));
+        char what[64];
+        snprintf(what, sizeof what, "1023 characters of %zu bytes", strlen(units[u]));
+        run_config c;
+        if (config_from(doc, &c, what)) {
+            CHECK(!strcmp(c.data.train_images, long_path) && !strcmp(c.data.train_labels, long_path) &&
+                      !strcmp(c.data.test_images, long_path) && !strcmp(c.data.test_labels, long_path) &&
+                      !strcmp(c.checkpoint.load, long_path),
+                  "%s: every path is read whole", what);
+        }
+        json_decref(doc);
+    }
+    memset(long_path, 'n', 127);
+    long_path[127] = '\0';
     json_t *doc = json("{}");
-    set_at(doc, "/data/train/labels", json_string(long_path));
+    set_at(doc, "/name", json_string(long_path));
     run_config c;
-    if (config_from(doc, &c, "1023-byte path")) CHECK(strlen(c.data.train_labels) == 1023, "read whole");
+    if (config_from(doc, &c, "a 127-character name")) CHECK(strlen(c.name) == 127, "the name is read whole");
+    json_decref(doc);
+}
+
+/* Every integer and every number has both bounds, and what lies beyond them is refused
+ * at its field, however it is written: 1e20, an integer beyond 64 bits, 1e300. */
+static void check_bounded(const json_t *node, const char *pointer) {
+    const char *type = json_string_value(json_object_get(node, "type"));
+    if (type && (!strcmp(type, "integer") || !strcmp(type, "number"))) {
+        CHECK(json_object_get(node, "maximum") || json_object_get(node, "exclusiveMaximum"), "%s has a maximum", pointer);
+        CHECK(json_object_get(node, "minimum") || json_object_get(node, "exclusiveMinimum"), "%s has a minimum", pointer);
+    }
+    const char *key;
+    json_t *child;
+    json_object_foreach((json_t *)node, key, child) {
+        if (!json_is_object(child) && !json_is_array(child)) continue;
+        char path[256];
+        if (json_is_array(child)) {
+            for (size_t i = 0; i < json_array_size(child); i++) {
+                snprintf(path, sizeof path, "%s/%s/%zu", pointer, key, i);
+                if (json_is_object(json_array_get(child, i))) check_bounded(json_array_get(child, i), path);
+            }
+        } else {
+            snprintf(path, sizeof path, "%s/%s", pointer, key);
+            check_bounded(child, path);
+        }
+    }
+}
+
+/* One error, exactly this one, from parsing and validating `text`. */
+static void expect_parsed_error(const char *text, const char *pointer, const char *message) {
+    schema_errors errs = {0};
+    json_t *doc = run_config_parse(text, strlen(text), 0, NULL, &errs);
+    if (doc) run_config_validate(doc, &errs);
+    bool exact = errs.count == 1 && !strcmp(errs.items[0].pointer, pointer) && !strcmp(errs.items[0].message, message);
+    CHECK(exact, "%s: expected exactly \"%s: %s\"", text, pointer, message);
+    if (!exact) print_errors(&errs);
+    for (size_t i = 0; i < errs.count; i++)
+        CHECK(!strstr(errs.items[i].message, "JSON_"), "%s: no message names a Jansson flag: %s", text, errs.items[i].message);
+    schema_errors_free(&errs);
+    json_decref(doc);
+}
+
+static void test_numbers_beyond_the_bounds(void) {
+    check_bounded(run_config_schema(), "");
+    static const struct {
+        const char *field, *max_message;
+    } integers[] = {
+        {"{'seed': %s}", "/seed: must be at most 9007199254740991"},
+        {"{'data': {'limit': %s}}", "/data/limit: must be at most 4294967295"},
+        {"{'data': {'test_limit': %s}}", "/data/test_limit: must be at most 4294967295"},
+        {"{'train': {'lr_schedule': {'step_epochs': %s}}}", "/train/lr_schedule/step_epochs: must be at most 10000"},
+        {"{'checkpoint': {'every_epochs': %s}}", "/checkpoint/every_epochs: must be at most 10000"},
+        {"{'checkpoint': {'keep': %s}}", "/checkpoint/keep: must be at most 10000"},
+    };
+    static const struct {
+        const char *written, *shown;
+    } huge[] = {{"1e20", "1e+20"}, {"18446744073709551616", "1.8446744073709552e+19"}, {"99999999999999999999999", "1e+23"}};
+    for (size_t i = 0; i < sizeof integers / sizeof integers[0]; i++) {
+        for (size_t k = 0; k < sizeof huge / sizeof huge[0]; k++) {
+            char tmpl[128], text[256], pointer[128], message[160];
+            snprintf(tmpl, sizeof tmpl, "%s", integers[i].field);
+            for (char *c = tmpl; *c; c++)
+                if (*c == '\'') *c = '"';
+            snprintf(text, sizeof text, tmpl, huge[k].written);
+            const char *colon = strchr(integers[i].max_message, ':');
+            snprintf(pointer, sizeof pointer, "%.*s", (int)(colon - integers[i].max_message), integers[i].max_message);
+            snprintf(message, sizeof message, "%s (got %s)", colon + 2, huge[k].shown);
+            expect_parsed_error(text, pointer, message);
+        }
+    }
+    /* The largest allowed values are read exactly. */
+    json_t *doc = json("{'seed': 9007199254740991, 'data': {'limit': 4294967295, 'test_limit': 4294967295},"
+                       " 'checkpoint': {'every_epochs': 10000, 'keep': 10000}}");
+    run_config c;
+    if (config_from(doc, &c, "the largest integers"))
+        CHECK(c.seed == 9007199254740991ULL && c.data.limit == 4294967295L && c.checkpoint.keep == 10000,
+              "read exactly: seed %llu, limit %ld", (unsigned long long)c.seed, c.data.limit);
+    json_decref(doc);
+    /* Floats that had no upper bound. */
+    expect_parsed_error("{\"train\": {\"grad_clip_norm\": 1e300}}", "/train/grad_clip_norm", "must be at most 1000000 (got 1e+300)");
+    expect_parsed_error("{\"train\": {\"optimizer\": {\"weight_decay\": 1e300}}}", "/train/optimizer/weight_decay",
+                        "must be at most 1 (got 1e+300)");
+    expect_parsed_error("{\"train\": {\"optimizer\": {\"eps\": 1e300}}}", "/train/optimizer/eps", "must be at most 1 (got 1e+300)");
+    expect_parsed_error("{\"train\": {\"lr_schedule\": {\"warmup_epochs\": 1e300}}}", "/train/lr_schedule/warmup_epochs",
+                        "must be at most 10000 (got 1e+300)");
+    expect_parsed_error("{\"train\": {\"lr_schedule\": {\"min_lr\": 1e300}}}", "/train/lr_schedule/min_lr",
+                        "must be at most 10 (got 1e+300)");
+    /* A big integer where a number is wanted is named too. */
+    expect_parsed_error("{\"train\": {\"optimizer\": {\"lr\": 100000000000000000000000}}}", "/train/optimizer/lr",
+                        "must be at most 10 (got 1e+23)");
+    /* One big integer among ordinary ones: the others are still integers to the schema. */
+    expect_parsed_error("{\"seed\": 18446744073709551616, \"train\": {\"epochs\": 3, \"batch_size\": 64}}", "/seed",
+                        "must be at most 9007199254740991 (got 1.8446744073709552e+19)");
+}
+
+/* What Jansson refuses on its own terms is named as the schema would name it. */
+static void test_parse_messages(void) {
+    expect_parsed_error("{\"name\": \"a\\u0000b\"}", "/name", "must not contain the character \\u0000 (NUL; at character 2)");
+    expect_parsed_error("{\"data\": {\"train\": {\"images\": \"x\\u0000\"}}}", "/data/train/images",
+                        "must not contain the character \\u0000 (NUL; at character 2)");
+    expect_parsed_error("\"a run\"", "", "must be an object (got string \"a run\")");
+    expect_parsed_error("42", "", "must be an object (got number 42)");
+    expect_parsed_error("null", "", "must be an object (got null)");
+    expect_parsed_error("[1]", "", "must be an object (got an array)");
+    expect_parsed_error("{\"seed\": }", "", "not valid JSON: unexpected token near '}' at line 1, column 10");
+    schema_errors errs = {0};
+    json_t *doc = run_config_parse("{}", 2, 0, NULL, &errs);
+    CHECK(doc && json_is_object(doc) && errs.count == 0, "{} parses");
     json_decref(doc);
 }
 
@@ -715,15 +844,15 @@ static void test_load_file(void) {
     expect_load_error(temp_dir, expected);
 
     char *path = write_temp_file("broken.json", "{\n  \"name\": \"a\",\n  \"seed\": \n}\n");
-    snprintf(expected, sizeof expected, "%s: invalid JSON at line 4 column 1: unexpected token near '}'", path);
+    snprintf(expected, sizeof expected, "%s is not valid JSON: unexpected token near '}' at line 4, column 1", path);
     expect_load_error(path, expected);
 
     path = write_temp_file("empty.json", "");
-    snprintf(expected, sizeof expected, "%s: invalid JSON at line 1 column 0: unexpected token near end of file", path);
+    snprintf(expected, sizeof expected, "%s is not valid JSON: unexpected token near end of file at line 1, column 0", path);
     expect_load_error(path, expected);
 
     path = write_temp_file("twice.json", "{\"seed\": 1, \"seed\": 2}");
-    snprintf(expected, sizeof expected, "%s: invalid JSON at line 1 column 18: duplicate object key near '\"seed\"'", path);
+    snprintf(expected, sizeof expected, "%s is not valid JSON: duplicate object key near '\"seed\"' at line 1, column 18", path);
     expect_load_error(path, expected);
 
     /* A file that parses but is invalid: the violations, and the document for the caller. */
@@ -847,7 +976,9 @@ int main(void) {
     test_every_leaf_lands_in_its_own_field();
     test_a_full_config();
     test_bad_configs();
-    test_too_long_strings();
+    test_string_lengths_are_characters();
+    test_numbers_beyond_the_bounds();
+    test_parse_messages();
     test_all_violations_at_once();
     test_rules_between_fields_that_hold();
     test_enum_names_match_the_schema();

@@ -85,7 +85,8 @@ static void test_type_messages(void) {
     EXPECT_VALID("{'type': 'number'}", "3");
     EXPECT_VALID("{'type': 'number'}", "3.5");
     EXPECT_ERRORS("{'type': 'integer'}", "3.5", {"", "must be an integer (got number 3.5)"});
-    EXPECT_ERRORS("{'type': 'integer'}", "1e300", {"", "must be an integer (got number 1e+300)"});
+    EXPECT_ERRORS("{'type': 'integer'}", "1e300",
+                  {"", "must be an integer from -9223372036854775808 to 9223372036854775807 (got 1e+300)"});
     /* A value of the wrong type gets its type error and nothing else. */
     EXPECT_ERRORS("{'type': 'integer', 'minimum': 5, 'enum': [7], 'maxLength': 0}", "'xy'",
                   {"", "must be an integer (got string \"xy\")"});
@@ -111,6 +112,32 @@ static void test_integral_real_becomes_integer(void) {
 
     doc = VALIDATED("{'properties': {'n': {'type': ['integer', 'number']}}}", "{'n': 2.0}");
     CHECK(json_is_real(json_object_get(doc, "n")), "a real stays a real where a number is allowed too");
+    json_decref(doc);
+}
+
+/* Integers beyond 64 bits: JSON Schema counts 1e20 as an integer; none that a reader
+ * can hold, so the bound that rejects it speaks, or else the 64-bit range. */
+static void test_huge_integral_reals(void) {
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'minimum': 0, 'maximum': 100}}}", "{'n': 1e20}",
+                  {"/n", "must be at most 100 (got 1e+20)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'minimum': 0, 'maximum': 100}}}", "{'n': -1e20}",
+                  {"/n", "must be at least 0 (got -1e+20)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'exclusiveMaximum': 100}}}", "{'n': 1e19}",
+                  {"/n", "must be less than 100 (got 1e+19)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'minimum': 0}}}", "{'n': 1e20}",
+                  {"/n", "must be an integer from -9223372036854775808 to 9223372036854775807 (got 1e+20)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer'}}}", "{'n': 18446744073709551616.0}",
+                  {"/n", "must be an integer from -9223372036854775808 to 9223372036854775807 (got 1.8446744073709552e+19)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'maximum': 100}}}", "{'n': 1.5e20}",
+                  {"/n", "must be at most 100 (got 1.5e+20)"});
+    EXPECT_ERRORS("{'properties': {'n': {'type': 'integer', 'maximum': 100}}}", "{'n': 1.5}",
+                  {"/n", "must be an integer (got number 1.5)"});
+    /* A number (not integer) field keeps its reals, however big. */
+    EXPECT_ERRORS("{'properties': {'x': {'type': 'number', 'maximum': 10}}}", "{'x': 1e300}",
+                  {"/x", "must be at most 10 (got 1e+300)"});
+    json_t *doc = VALIDATED("{'properties': {'n': {'type': 'integer', 'maximum': 9007199254740991}}}",
+                            "{'n': 9007199254740991.0}");
+    CHECK(json_integer_value(json_object_get(doc, "n")) == 9007199254740991LL, "the largest bound is read exactly");
     json_decref(doc);
 }
 
@@ -153,6 +180,25 @@ static void test_string_length_in_code_points(void) {
     EXPECT_VALID("{'maxLength': 2}", "'h\u00e9'");           /* 3 bytes, 2 characters */
     EXPECT_VALID("{'maxLength': 1}", "'\\ud83d\\ude00'");   /* one emoji, 4 bytes */
     EXPECT_VALID("{'minLength': 5}", "12");                  /* strings only */
+}
+
+/* "\u0000" (parsed with JSON_ALLOW_NUL) is refused where it is, with its position. */
+static void test_nul_in_strings(void) {
+    json_t *schema = json("{'properties': {'name': {'type': 'string', 'pattern': '^[a-z]*$'}, 'free': {}}}");
+    json_error_t error;
+    json_t *doc = json_loads("{\"name\": \"ab\\u0000cd\", \"free\": \"\\u0000\"}", JSON_ALLOW_NUL, &error);
+    REQUIRE(doc, "parses with JSON_ALLOW_NUL: %s", error.text);
+    schema_errors errs = {0};
+    schema_validate(schema, doc, &errs);
+    bool ok = errs.count == 2 && has_error(&errs, "/name", "must not contain the character \\u0000 (NUL; at character 3)") &&
+              has_error(&errs, "/free", "must not contain the character \\u0000 (NUL; at character 1)");
+    CHECK(ok, "each string with a NUL is named, and the pattern is not judged on a cut string");
+    if (!ok) print_errors(&errs);
+    for (size_t i = 0; i < errs.count; i++)
+        CHECK(!strstr(errs.items[i].message, "JSON_ALLOW_NUL"), "no message names Jansson's flag");
+    schema_errors_free(&errs);
+    json_decref(doc);
+    json_decref(schema);
 }
 
 static void test_pattern(void) {
@@ -449,9 +495,11 @@ static void test_error_list_format_and_json(void) {
 int main(void) {
     test_type_messages();
     test_integral_real_becomes_integer();
+    test_huge_integral_reals();
     test_number_bounds();
     test_multiple_of();
     test_string_length_in_code_points();
+    test_nul_in_strings();
     test_pattern();
     test_long_values_are_cut_short_in_messages();
     test_enum_and_const();

@@ -9,8 +9,9 @@ ddpd_c_test(test_event_sink ${CMAKE_CURRENT_LIST_DIR}/test_event_sink.c)
 ddpd_c_test(test_data_open ${CMAKE_CURRENT_LIST_DIR}/test_data_open.c)
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
-set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel cache_cut_short data_root_swapped hang_stopped_rank train_from_checkpoint
-    launcher_killed eval_mode smoke_and_progress)
+set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel
+    launcher_killed eval_mode smoke_and_progress heartbeats cache_cut_short data_root_swapped hang_stopped_rank
+    train_from_checkpoint)
 foreach(case ${TRAINER_E2E_CASES})
   add_test(NAME trainer_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py ${case}

@@ -16,6 +16,15 @@
 #include "cuda/gpu_probe.h"
 #endif
 
+/* What to say about the visible GPUs. ddpd gives a run it placed on CPU slots an empty
+ * CUDA_VISIBLE_DEVICES (with its run id in DDPD_RUN_ID): that is the placement, not
+ * a setting to warn about. */
+static const char *visible_note(const gpu_visible *v) {
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd && !*cvd && getenv("DDPD_RUN_ID")) return "ddpd gave this run CPU slots";
+    return v->note;
+}
+
 int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu_note, char *why, size_t whylen) {
     int enough = gpus >= world_size && gpus > 0;
     switch (asked) {
@@ -69,7 +78,7 @@ int backend_select(const run_config *cfg, char *why, size_t whylen) {
     gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &present, &visible);
     int gpus = visible.count;
     char note[640];
-    snprintf(note, sizeof note, "%s", visible.note);
+    snprintf(note, sizeof note, "%s", visible_note(&visible));
     if (gpus > 0) { /* the driver lists some: ask CUDA (in a child) how many it can use */
         int usable = 0;
         char probe_why[256];
@@ -87,6 +96,10 @@ int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
     (void)cfg, (void)path, (void)pathlen; /* this is the GPU build */
     return 0;
 }
+const char *backend_nccl_executable(char *path, size_t pathlen) {
+    (void)path, (void)pathlen;
+    return NULL;
+}
 #else
 /* ddp-trainer-nccl beside this executable, or $DDPD_TRAINER_NCCL; NULL if absent. */
 static const char *nccl_trainer(char *path, size_t pathlen) {
@@ -102,6 +115,8 @@ static const char *nccl_trainer(char *path, size_t pathlen) {
     }
     return access(path, X_OK) == 0 ? path : NULL;
 }
+
+const char *backend_nccl_executable(char *path, size_t pathlen) { return nccl_trainer(path, pathlen); }
 
 int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
     if (cfg->distributed.backend == BACKEND_CPU) return 0;
@@ -126,7 +141,7 @@ int backend_select(const run_config *cfg, char *why, size_t whylen) {
         snprintf(note, sizeof note, "%s, but this ddp-trainer was built without the GPU backend (ddp-trainer-nccl)",
                  visible.note);
     else
-        snprintf(note, sizeof note, "%s", visible.note);
+        snprintf(note, sizeof note, "%s", visible_note(&visible));
     return backend_decide(asked, world, 0, note, why, whylen);
 }
 #endif

@@ -23,6 +23,11 @@ int backend_select(const run_config *cfg, char *why, size_t whylen);
  * ddp-trainer-nccl itself. */
 int backend_handoff(const run_config *cfg, char *path, size_t pathlen);
 
+/* The ddp-trainer-nccl that backend_handoff would exec ($DDPD_TRAINER_NCCL, else the
+ * one beside this executable): its path in `path`, or NULL when there is none, and
+ * always NULL in ddp-trainer-nccl itself. For --version. */
+const char *backend_nccl_executable(char *path, size_t pathlen);
+
 /* The decision alone (pure, for tests): `gpus` usable GPUs are visible, and
  * `gpu_note` says which or why none. */
 int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu_note, char *why, size_t whylen);

@@ -225,10 +225,27 @@ static void last_log_line(launcher *L, int rank, char *out, size_t n) {
     }
 }
 
+/* How telling a stalled process's state is: stopped (SIGSTOP, a debugger) 2, busy
+ * on a CPU (an endless loop) 1, asleep (waiting, as peers in a collective do) 0. */
+static int stall_evidence(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    char state = close_paren && close_paren[1] ? close_paren[2] : '?';
+    return state == 'T' || state == 't' ? 2 : state == 'R' ? 1 : 0;
+}
+
 /* The hang watch (distributed.hang_timeout_s): when a rank has made no progress
  * (no step done, no collective entered) for that long, the run fails naming the
  * ranks furthest behind: those with the fewest steps, then the fewest collectives
- * entered; their peers are waiting for them inside a collective. 1 when it fired. */
+ * entered; their peers are waiting for them inside a collective. Ranks stuck inside
+ * the same collective tie on both counts: among them, a stopped process, else a
+ * busy one, is the one holding the others up. 1 when it fired. */
 static int hang_detected(launcher *L, char *reason, size_t n) {
     double limit_s = L->cfg.distributed.hang_timeout_s;
     if (limit_s <= 0) return 0;
@@ -245,13 +262,19 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
         if (best_steps < 0 || steps < best_steps || (steps == best_steps && colls < best_colls))
             best_steps = steps, best_colls = colls;
     }
+    int behind[L->world], evidence[L->world], strongest = 0;
+    for (int r = 0; r < L->world; r++) {
+        rank_slot *slot = &L->board->slot[r];
+        behind[r] = L->ranks[r].running && atomic_load(&slot->global_step) == best_steps &&
+                    atomic_load(&slot->collectives) == best_colls;
+        evidence[r] = behind[r] ? stall_evidence(L->ranks[r].pid) : 0;
+        if (evidence[r] > strongest) strongest = evidence[r];
+    }
     size_t len = 0;
     int named = 0;
     for (int r = 0; r < L->world && len < n; r++) {
         rank_slot *slot = &L->board->slot[r];
-        if (!L->ranks[r].running || atomic_load(&slot->global_step) != best_steps ||
-            atomic_load(&slot->collectives) != best_colls)
-            continue;
+        if (!behind[r] || evidence[r] < strongest) continue;
         char where[96] = "before its first step", line[256];
         int epoch = atomic_load(&slot->epoch);
         if (epoch >= 0)

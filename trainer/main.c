@@ -4,8 +4,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend_select.h"
 #include "ddpd_build_config.h"
 #include "launcher.h"
+
+/* One line: the version and where GPU runs go. ddpd check reads it ("nccl backend: no"
+ * means this trainer cannot run on GPUs). */
+static void print_version(void) {
+#if DDPD_NCCL_BACKEND
+    printf("ddp-trainer-nccl %s (nccl backend: built in)\n", DDPD_VERSION);
+#else
+    char nccl[4096];
+    if (backend_nccl_executable(nccl, sizeof nccl))
+        printf("ddp-trainer %s (nccl backend: %s)\n", DDPD_VERSION, nccl);
+    else
+        printf("ddp-trainer %s (nccl backend: no; GPU runs need ddp-trainer-nccl beside it)\n", DDPD_VERSION);
+#endif
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -45,7 +60,7 @@ int main(int argc, char **argv) {
             }
             break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("ddp-trainer %s (nccl backend: %s)\n", DDPD_VERSION, DDPD_NCCL_BACKEND ? "yes" : "no"); return 0;
+        case 'V': print_version(); return 0;
         default: usage(stderr); return EXIT_BAD_INPUT;
         }
     }

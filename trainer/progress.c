@@ -53,8 +53,9 @@ void progress_update(progress_bar *p, int epoch, long step, double loss, double 
     long remaining = p->steps_per_epoch - done + (long)(p->epochs - epoch - 1) * p->steps_per_epoch;
     char eta[32];
     format_eta(eta, sizeof eta, per_step * (double)remaining);
-    fprintf(stderr, "\r\033[Kepoch %d/%d |%s| %ld/%ld loss %.4f lr %.2e %.0f samples/s ETA %s", epoch + 1,
-            p->epochs, bar, done, p->steps_per_epoch, loss, lr, samples_per_s, eta);
+    /* epochs numbered from 0, as everywhere; the count after it */
+    fprintf(stderr, "\r\033[Kepoch %d (%d of %d) |%s| %ld/%ld loss %.4f lr %.2e %.0f samples/s ETA %s", epoch,
+            epoch + 1, p->epochs, bar, done, p->steps_per_epoch, loss, lr, samples_per_s, eta);
     fflush(stderr);
     log_set_bar_active(1);
 }
@@ -62,8 +63,8 @@ void progress_update(progress_bar *p, int epoch, long step, double loss, double 
 void progress_epoch_end(progress_bar *p, int epoch, double train_loss, double test_loss, double test_acc,
                         double seconds) {
     if (!p->enabled) return;
-    fprintf(stderr, "\r\033[Kepoch %d/%d done in %.1fs: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
-            epoch + 1, p->epochs, seconds, train_loss, test_loss, test_acc);
+    fprintf(stderr, "\r\033[Kepoch %d (%d of %d) done in %.1fs: train loss %.4f, test loss %.4f, test accuracy %.4f\n",
+            epoch, epoch + 1, p->epochs, seconds, train_loss, test_loss, test_acc);
     fflush(stderr);
     log_set_bar_active(0);
 }

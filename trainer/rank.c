@@ -41,6 +41,8 @@ typedef struct {
     ckpt_position pos;
     progress_bar bar;
     double last_heartbeat;
+    double beat_seconds; /* the steps' time since the last heartbeat, and how many: */
+    long beat_steps;     /* a heartbeat reports their mean, not one step's noise */
 } rank_state;
 
 int rank_epochs(const run_config *cfg) { return cfg->train.smoke_test ? 1 : cfg->train.epochs; }
@@ -141,7 +143,8 @@ static int restore(rank_state *s, const char *path, int with_optimizer) {
         return fail(s, "cannot load checkpoint: %s", err);
     if (e->ops->sync_from_host(e) != 0) return fail(s, "rank %d: cannot load the checkpoint's state", s->rank);
     if (s->rank == 0)
-        log_msg(LOG_INFO, "loaded %s (epoch %d, global step %ld)", path, s->pos.next_epoch, s->pos.global_step);
+        log_msg(LOG_INFO, "loaded %s: it continues at epoch %d step %ld (global step %ld)", path, s->pos.next_epoch,
+                s->pos.next_step, s->pos.global_step);
     return 0;
 }
 
@@ -180,9 +183,14 @@ static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
     return 0;
 }
 
-static void heartbeat(rank_state *s, double step_ms) {
+/* step_ms is this rank's mean step time since its previous heartbeat (null when it
+ * took no step since): one step's time on a busy host is mostly noise. */
+static void heartbeat(rank_state *s) {
     s->last_heartbeat = now_seconds();
-    json_t *hb = json_pack("{s:I, s:f}", "global_step", (json_int_t)s->pos.global_step, "step_ms", step_ms);
+    json_t *hb = json_pack("{s:I}", "global_step", (json_int_t)s->pos.global_step);
+    json_object_set_new(hb, "step_ms", s->beat_steps ? json_real(s->beat_seconds / (double)s->beat_steps * 1e3) : json_null());
+    s->beat_seconds = 0;
+    s->beat_steps = 0;
 #if DDPD_NCCL_BACKEND
     size_t used, total; /* nccl hook: the GPU's memory in use */
     if (s->eng && coll_is_nccl(s->x->comm) && engine_cuda_memory(s->eng, &used, &total) == 0) {
@@ -241,7 +249,9 @@ static int train_epoch(rank_state *s, int epoch) {
                                  "samples_per_s", samples_per_s));
             progress_update(&s->bar, epoch, step, loss, lr, samples_per_s);
         }
-        if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s, (now - ts) * 1e3);
+        s->beat_seconds += now - ts;
+        s->beat_steps++;
+        if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s);
     }
     double seconds = now_seconds() - t0;
     if (s->x->comm->barrier(s->x->comm) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
@@ -285,7 +295,7 @@ static int save_checkpoint(rank_state *s, int epoch) {
 }
 
 static int run_eval_mode(rank_state *s) {
-    char path[2048];
+    char path[RUN_CONFIG_PATH_MAX];
     if (find_checkpoint(s, path, sizeof path) != 1 || restore(s, path, 0) != 0) return 1;
     set_status(s, "evaluating", path);
     double test_loss, test_acc;
@@ -303,7 +313,7 @@ static int run_eval_mode(rank_state *s) {
 
 int rank_main(const rank_context *x) {
     rank_state s = {.x = x, .cfg = x->cfg, .rank = x->rank, .world = x->cfg->distributed.world_size};
-    char path[2048], err[1024], warning[1024], who[32];
+    char path[RUN_CONFIG_PATH_MAX], err[1024], warning[1024], who[32];
     openblas_set_num_threads(x->cfg->distributed.threads_per_rank);
     snprintf(path, sizeof path, "%s/trainer.log", x->run_dir);
     snprintf(who, sizeof who, "rank %d", x->rank);
@@ -332,7 +342,7 @@ int rank_main(const rank_context *x) {
             rc = train_epoch(&s, epoch);
             if (rc == 0) rc = save_checkpoint(&s, epoch);
         }
-        if (rc == 0) heartbeat(&s, 0);
+        if (rc == 0) heartbeat(&s);
     }
     if (rc != 0) return rc;
     s.eng->ops->destroy(s.eng);

@@ -1,5 +1,6 @@
 // The dashboard's entry point: the header (connection state, the token), the
-// "connection lost" banner, and the router: #/ runs, #/runs/{id} a run, #/submit.
+// "connection lost" banner, and the router: #/ runs (#/?compare=3,5 with runs 3 and 5
+// overlaid), #/runs/{id} a run, #/submit.
 import { getToken, onReachability, setToken } from './api.js';
 import { h } from './format.js';
 import { onConnectionState } from './live.js';
@@ -22,7 +23,7 @@ function route() {
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === (hash.startsWith('#/submit') ? '#/submit' : '#/'));
   if ((m = /^#\/runs\/(\d+)$/.exec(hash))) unmount = mountRun(main, Number(m[1]));
   else if (hash === '#/submit') unmount = mountSubmit(main);
-  else if (hash === '#/' || hash === '#') unmount = mountRuns(main);
+  else if (hash === '#/' || hash === '#' || hash.startsWith('#/?')) unmount = mountRuns(main);
   else {
     main.append(h('div', { class: 'empty' }, h('h2', {}, 'Nothing here'), h('a', { class: 'button', href: '#/' }, 'All runs')));
     unmount = null;

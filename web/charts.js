@@ -50,12 +50,21 @@ export function mountChart(uPlot, el, make, data) {
   };
 }
 
-// Axis number format: short, and readable on a log scale.
-export function tick(v) {
-  if (v === null) return '';
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(0);
-  return String(Number(v.toPrecision(3)));
+// An axis's ticks in one format: when one needs scientific notation all get it (with
+// the same mantissa digits), else all have the same decimals ("0.0010", "0.0008"
+// never beside "8e-4"). For uPlot's axes: values: (u, vs) => ticks(vs).
+export function ticks(vs) {
+  const xs = vs.filter((v) => v !== null && Number.isFinite(v));
+  const nonzero = xs.filter((v) => v !== 0).map(Math.abs);
+  if (!nonzero.length) return vs.map((v) => (v === null ? '' : String(v)));
+  const sci = Math.min(...nonzero) < 1e-3 || Math.max(...nonzero) >= 1e5;
+  let digits = 0; // the most decimals any tick needs, at 3 significant digits
+  for (const v of xs) {
+    const short = Number(v.toPrecision(3));
+    const mantissa = sci ? short.toExponential().split('e')[0] : String(short);
+    digits = Math.max(digits, mantissa.includes('.') ? mantissa.split('.')[1].length : 0);
+  }
+  return vs.map((v) => (v === null ? '' : v === 0 ? '0' : sci ? v.toExponential(digits) : v.toFixed(digits)));
 }
 
 // A loss sparkline: `values` in step order; the newest point is marked.

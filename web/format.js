@@ -31,6 +31,35 @@ export function num(v, digits = 4) {
   return Number(v.toPrecision(digits)).toString();
 }
 
+// Epochs are numbered from 0, as the API numbers them; the count follows:
+// "epoch 5 (6 of 10)" (a finished run's progress may point one past the last).
+export function epochText(epoch, epochs) {
+  if (epoch === null || epoch === undefined) return epochs ? `epoch — (of ${epochs})` : 'epoch —';
+  const e = epochs ? Math.min(Math.max(epoch, 0), epochs - 1) : Math.max(epoch, 0);
+  return epochs ? `epoch ${e} (${e + 1} of ${epochs})` : `epoch ${e}`;
+}
+
+// One format for a whole column, so that its numbers read alike: fixed with the same
+// decimals (enough for `digits` significant ones in the smallest), or, when some are
+// tiny or huge, all in scientific notation with the same mantissa. Returns v -> text.
+export function columnFormat(values, digits = 4) {
+  const xs = values.filter((v) => typeof v === 'number' && Number.isFinite(v));
+  const nonzero = xs.filter((v) => v !== 0).map(Math.abs);
+  if (!nonzero.length) return (v) => (typeof v === 'number' && Number.isFinite(v) ? String(v) : '—');
+  const lo = Math.min(...nonzero), hi = Math.max(...nonzero);
+  if (lo < 1e-3 || hi >= 1e6) return (v) => (typeof v === 'number' && Number.isFinite(v) ? v.toExponential(digits - 1) : '—');
+  const decimals = Math.min(8, Math.max(0, digits - 1 - Math.floor(Math.log10(lo))));
+  return (v) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(decimals) : '—');
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined) return '—';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0, v = n;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : 1)} ${units[i]}`;
+}
+
 export function int(v) {
   if (v === null || v === undefined) return '—';
   return Math.round(v).toLocaleString('en-US');

@@ -1,23 +1,25 @@
-// A run's page (#/runs/{id}): status (and a failed run's reason), progress, cancel;
-// the loss curve (uPlot; log scale, EMA smoothing, x by step or epoch; fetched
-// downsampled with max_points, so a million-step run loads as fast as a short one);
-// the per-epoch LR (stepped, so a step decay shows), test loss and accuracy per
-// epoch; the rank grid (stragglers and silent ranks marked); the log tail; the
-// config. Kept live by /runs/{id}/events.
+// A run's page (#/runs/{id}): status (and a failed run's reason), its best and final
+// test metrics, progress, cancel; the loss curve (uPlot; log scale, EMA smoothing, x
+// by step or epoch; fetched downsampled with max_points, so a million-step run loads
+// as fast as a short one); the per-epoch LR (stepped, so a step decay shows; a log
+// axis on request, where later decays would look like 0), test loss and accuracy
+// per epoch; the epochs table (each column's numbers formatted alike); the
+// checkpoint files on disk; the rank grid (stragglers and silent ranks marked); the
+// log tail; the config. Kept live by /runs/{id}/events.
 import { ApiError, get, post } from './api.js';
-import { chartMessage, COLORS, ema, loadUPlot, mountChart, tick } from './charts.js';
-import { ago, badge, devices, duration, FINISHED, h, int, LIVE, num, pct, runDuration } from './format.js';
+import { chartMessage, COLORS, ema, loadUPlot, mountChart, ticks } from './charts.js';
+import { ago, badge, bytes, columnFormat, devices, duration, epochText, FINISHED, h, int, LIVE, num, pct, runDuration } from './format.js';
 import { subscribe } from './live.js';
-import { rankMarks } from './ranks.js';
+import { addSample, rankMarks } from './ranks.js';
 
 const MAX_POINTS = 2000; // what the loss chart fetches: about its width in pixels, twice
 const LOG_LINES = 200;
 
 export function mountRun(root, id) {
   let disposed = false;
-  let run = null, epochs = [], ranks = [];
+  let run = null, epochs = [], ranks = [], checkpoints = null;
   const loss = { steps: [], values: [] };
-  const view = { log: false, smoothing: 0.6, x: 'step' };
+  const view = { log: false, smoothing: 0.6, x: 'step', lrLog: false };
   let uPlot = null, lossChart = null, lrChart = null, evalChart = null;
   const timers = [];
 
@@ -31,12 +33,16 @@ export function mountRun(root, id) {
   const progressEl = h('div', { class: 'progress big', id: 'run-progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100 }, progressBar);
   const progressText = h('div', { class: 'progress-text', id: 'run-progress-text' });
   const facts = h('dl', { class: 'facts', id: 'run-facts' });
+  const summary = h('dl', { class: 'summary', id: 'run-summary' });
   const lossEl = h('div', { class: 'chart', id: 'loss-chart', dataset: { points: '0' } });
   const lrEl = h('div', { class: 'chart small', id: 'lr-chart', dataset: { points: '0' } });
   const evalEl = h('div', { class: 'chart small', id: 'eval-chart', dataset: { points: '0' } });
   const epochsBody = h('tbody');
   const epochsTable = h('table', { class: 'epochs', id: 'epochs-table' },
-    h('thead', {}, h('tr', {}, ['Epoch', 'LR', 'Train loss', 'Test loss', 'Test acc', 'Time', 'Samples/s'].map((t) => h('th', {}, t)))), epochsBody);
+    h('thead', {}, h('tr', {}, ['Epoch', 'LR', 'Train loss', 'Test loss', 'Test acc', 'Time (s)', 'Samples/s'].map((t) => h('th', {}, t)))), epochsBody);
+  const epochsScroll = h('div', { class: 'scroll-x', id: 'epochs-scroll' }, epochsTable);
+  const scrollHint = h('p', { class: 'scroll-hint muted', id: 'epochs-scroll-hint', hidden: true }, 'More columns: scroll the table sideways →');
+  const checkpointsEl = h('div', { id: 'checkpoints' }, h('p', { class: 'muted' }, 'Loading…'));
   const ranksEl = h('div', { class: 'ranks', id: 'ranks' });
   const logEl = h('pre', { class: 'log', id: 'run-log' }, 'Loading…');
   const configEl = h('pre', { class: 'config', id: 'run-config' });
@@ -47,13 +53,14 @@ export function mountRun(root, id) {
   const smoothOut = h('output', {}, String(view.smoothing));
   const xAxis = h('select', { id: 'opt-x', onchange: () => { view.x = xAxis.value; drawLoss(true); } },
     h('option', { value: 'step' }, 'step'), h('option', { value: 'epoch' }, 'epoch'));
+  const lrLog = h('input', { type: 'checkbox', id: 'opt-lr-log', onchange: () => { view.lrLog = lrLog.checked; renderEpochs(true); } });
 
   const card = (heading, ...body) => h('section', { class: 'card' }, h('h2', {}, heading), ...body);
   root.append(
     h('p', {}, h('a', { href: '#/' }, '← Runs')),
     h('div', { class: 'page-head' }, h('div', { class: 'title-line' }, title, statusSlot), h('div', { class: 'actions' }, actionMsg, cancelBtn)),
     reasonBox,
-    h('section', { class: 'card' }, progressEl, progressText, facts),
+    h('section', { class: 'card' }, summary, progressEl, progressText, facts),
     card('Loss',
       h('div', { class: 'controls' },
         h('label', {}, logScale, ' log scale'),
@@ -61,9 +68,10 @@ export function mountRun(root, id) {
         h('label', {}, 'x axis ', xAxis)),
       lossEl),
     h('div', { class: 'two' },
-      card('Learning rate per epoch', lrEl),
+      card('Learning rate per epoch', h('div', { class: 'controls' }, h('label', {}, lrLog, ' log scale')), lrEl),
       card('Test loss and accuracy per epoch', evalEl)),
-    card('Epochs', h('div', { class: 'scroll-x' }, epochsTable)),
+    card('Epochs', scrollHint, epochsScroll),
+    card('Checkpoints', checkpointsEl),
     card('Ranks', ranksEl),
     card('Log', logEl),
     card('Config', h('p', {}, h('a', { href: '#/submit', onclick: resubmit }, 'Edit and submit as a new run')), configEl));
@@ -94,19 +102,94 @@ export function mountRun(root, id) {
     progressEl.dataset.fraction = String(fraction);
     const spe = stepsPerEpoch();
     const parts = [];
-    if (p.epochs) parts.push(`epoch ${Math.min((p.epoch ?? 0) + 1, p.epochs)} of ${p.epochs}`);
+    if (p.epochs) parts.push(epochText(p.epoch ?? 0, p.epochs));
     if (spe && p.step !== null && p.step !== undefined) parts.push(`step ${int(p.step + 1)} of ${int(spe)}`);
     if (p.total_steps) parts.push(`${int(p.global_step ?? 0)} / ${int(p.total_steps)} steps`);
     parts.push(`${Math.round(fraction * 100)}%`);
     progressText.textContent = run.status === 'queued' ? `Queued${run.queue_position ? `: position ${run.queue_position}` : ''}, waiting for devices` : parts.join(' · ');
     const fact = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
     facts.replaceChildren(
-      ...fact('Loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...fact('Samples/s', int(p.samples_per_s)),
+      ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...fact('Samples/s', int(p.samples_per_s)),
       ...fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—'), ...fact('Devices', devices(run)),
       ...fact('Submitted', h('span', { title: run.created_at || '' }, ago(run.created_at))),
       ...fact('Duration', h('span', { class: 'duration' }, duration(runDuration(run)))),
       ...fact('Exit', run.exit_signal ? `signal ${run.exit_signal}` : run.exit_code ?? '—'));
     configEl.textContent = JSON.stringify(run.config, null, 2);
+    renderCheckpoints();
+  }
+
+  // ---- the summary: best and final test metrics ----
+  function renderSummary() {
+    const tested = epochs.filter((e) => e.test_loss !== null || e.test_acc !== null);
+    if (!tested.length) {
+      summary.replaceChildren(h('div', { class: 'summary-none muted' },
+        run && run.status === 'queued' ? 'Test metrics appear when the first epoch ends.' : 'No epoch has been evaluated yet.'));
+      summary.dataset.epochs = '0';
+      return;
+    }
+    const last = tested[tested.length - 1];
+    const best = (key, better) => tested.filter((e) => e[key] !== null).reduce((a, e) => (!a || better(e[key], a[key]) ? e : a), null);
+    const bestAcc = best('test_acc', (x, y) => x > y), bestLoss = best('test_loss', (x, y) => x < y);
+    const done = run && FINISHED.has(run.status);
+    const item = (label, value, epoch, id) => [h('dt', {}, label),
+      h('dd', { id, dataset: { epoch: epoch === undefined ? '' : String(epoch) } }, value,
+        epoch === undefined ? null : h('span', { class: 'muted' }, ` epoch ${epoch}`))];
+    summary.dataset.epochs = String(tested.length);
+    summary.replaceChildren(
+      ...item('Best test accuracy', pct(bestAcc && bestAcc.test_acc), bestAcc ? bestAcc.epoch : undefined, 'summary-best-acc'),
+      ...item(done ? 'Final test accuracy' : 'Latest test accuracy', pct(last.test_acc), last.epoch, 'summary-final-acc'),
+      ...item('Best test loss', num(bestLoss && bestLoss.test_loss), bestLoss ? bestLoss.epoch : undefined, 'summary-best-loss'),
+      ...item(done ? 'Final test loss' : 'Latest test loss', num(last.test_loss), last.epoch, 'summary-final-loss'));
+  }
+
+  // ---- checkpoints: the files on disk (GET /runs/{id}/checkpoints) ----
+  async function loadCheckpoints() {
+    try {
+      const r = await get(`/runs/${id}/checkpoints`);
+      if (disposed) return;
+      checkpoints = r.checkpoints;
+      renderCheckpoints();
+    } catch (e) {
+      if (!disposed && !checkpoints) checkpointsEl.replaceChildren(h('p', { class: 'muted' }, e.message));
+    }
+  }
+
+  function renderCheckpoints() {
+    if (!checkpoints) return;
+    const reported = (run && run.checkpoints) || [];
+    const onDisk = new Set(checkpoints.map((c) => c.file));
+    const removed = reported.filter((c) => c.path && !onDisk.has(c.path.split('/').pop()));
+    const stepOf = new Map(reported.map((c) => [c.path && c.path.split('/').pop(), c.global_step]));
+    const cfg = run && run.config && run.config.checkpoint;
+    const rows = checkpoints.map((c) => h('tr', { 'data-file': c.file },
+      h('td', { class: 'ckpt-file' }, h('code', { title: c.path }, c.file),
+        h('div', { class: 'ckpt-when muted' }, `written ${ago(c.modified_at)}`)), // on a phone, in place of the last column
+      h('td', { class: 'num' }, c.epoch ?? '—'),
+      h('td', { class: 'num' }, stepOf.has(c.file) ? int(stepOf.get(c.file)) : '—'),
+      h('td', { class: 'num' }, bytes(c.bytes)),
+      h('td', { class: 'when' }, h('span', { title: c.modified_at }, ago(c.modified_at)))));
+    const parts = [];
+    if (rows.length) {
+      parts.push(h('div', { class: 'scroll-x' }, h('table', { class: 'checkpoints', id: 'checkpoints-table' },
+        h('thead', {}, h('tr', {}, ['File', 'Epoch', 'Step', 'Size', 'Written'].map((t) => h('th', { class: t === 'Written' ? 'when' : undefined }, t)))),
+        h('tbody', {}, rows))));
+    } else {
+      parts.push(h('p', { class: 'muted', id: 'checkpoints-none' }, cfg && cfg.every_epochs === 0
+        ? 'This run writes no checkpoints (checkpoint.every_epochs is 0).'
+        : run && LIVE.has(run.status) ? 'The first checkpoint is written when an epoch ends.' : 'No checkpoint file is in the run\'s directory.'));
+    }
+    if (removed.length) {
+      parts.push(h('p', { class: 'muted', id: 'checkpoints-removed' },
+        `${removed.length} older checkpoint${removed.length > 1 ? 's were' : ' was'} removed`,
+        cfg && cfg.keep ? ` (checkpoint.keep is ${cfg.keep}: the newest ${cfg.keep} stay)` : '', '.'));
+    }
+    if (rows.length) {
+      parts.push(h('p', { class: 'muted small' }, 'To evaluate one, submit a run with ', h('code', {}, '"mode": "eval"'),
+        ' and ', h('code', {}, `"checkpoint": {"load": "${id}/checkpoints/${checkpoints[checkpoints.length - 1].file}"}`), '.'));
+    }
+    checkpointsEl.dataset.files = String(checkpoints.length);
+    checkpointsEl.dataset.removed = String(removed.length);
+    checkpointsEl.replaceChildren(...parts);
   }
 
   async function loadRun() {
@@ -197,7 +280,7 @@ export function mountRun(root, id) {
         { label: 'loss', stroke: view.smoothing > 0 ? 'rgba(37,99,235,0.28)' : COLORS[0], width: 1, value: (u, v) => num(v) },
         { label: `EMA ${view.smoothing}`, stroke: COLORS[0], width: 2, show: view.smoothing > 0, value: (u, v) => num(v) },
       ],
-      axes: [{ label: byEpoch ? 'epoch' : 'step' }, { values: (u, vs) => vs.map(tick), size: 60 }],
+      axes: [{ label: byEpoch ? 'epoch' : 'step' }, { values: (u, vs) => ticks(vs), size: 60 }],
       legend: { live: true },
     }), lossData());
   }
@@ -225,11 +308,19 @@ export function mountRun(root, id) {
     } catch { /* stays as it was */ }
   }
 
-  function renderEpochs() {
+  function renderEpochs(rebuildLr = false) {
+    // each column's numbers in one format: "1.00e-3" and "3.00e-4", never "0.001" above "3.00e-4"
+    const f = {
+      lr: columnFormat(epochs.map((e) => e.lr), 3), train: columnFormat(epochs.map((e) => e.train_loss), 4),
+      test: columnFormat(epochs.map((e) => e.test_loss), 4), secs: columnFormat(epochs.map((e) => e.seconds), 3),
+    };
     epochsBody.replaceChildren(...epochs.map((e) => h('tr', {},
-      h('td', {}, e.epoch), h('td', { class: 'lr' }, num(e.lr, 3)), h('td', {}, num(e.train_loss)), h('td', {}, num(e.test_loss)),
-      h('td', {}, pct(e.test_acc)), h('td', {}, e.seconds === null ? '—' : `${num(e.seconds, 3)} s`), h('td', {}, int(e.samples_per_s)))));
-    if (!epochs.length) epochsBody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No epoch has finished yet.')));
+      h('td', {}, e.epoch), h('td', { class: 'lr' }, f.lr(e.lr)), h('td', { class: 'train-loss' }, f.train(e.train_loss)),
+      h('td', { class: 'test-loss' }, f.test(e.test_loss)), h('td', { class: 'test-acc' }, pct(e.test_acc)),
+      h('td', { class: 'seconds' }, f.secs(e.seconds)), h('td', { class: 'sps' }, int(e.samples_per_s)))));
+    if (!epochs.length) epochsBody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted empty-row' }, 'No epoch has finished yet.')));
+    renderSummary();
+    markScroll();
     lrEl.dataset.points = String(epochs.length);
     lrEl.dataset.distinctLr = String(new Set(epochs.map((e) => e.lr)).size);
     evalEl.dataset.points = String(epochs.length);
@@ -245,13 +336,16 @@ export function mountRun(root, id) {
     // The LR an epoch ran at holds until the next epoch: drawn as steps, with one
     // more point so the last epoch has its width.
     const lrX = [...xs, xs[xs.length - 1] + 1], lrY = [...epochs.map((e) => e.lr), epochs[epochs.length - 1].lr];
+    lrEl.dataset.log = String(view.lrLog);
+    if (lrChart && rebuildLr) { lrChart.destroy(); lrChart = null; }
     if (lrChart) lrChart.setData([lrX, lrY]);
     else lrChart = mountChart(uPlot, lrEl, (width) => ({
       width, height: 200,
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: view.lrLog && lrY.every((v) => v > 0) ? { distr: 3, log: 10 } : {} },
       series: [{ label: 'epoch' }, { label: 'lr', stroke: COLORS[3], width: 2, paths: uPlot.paths.stepped({ align: 1 }), points: { show: true }, value: (u, v) => num(v, 3) }],
-      axes: [{ label: 'epoch', incrs: [1, 2, 5, 10, 20, 50, 100] }, { values: (u, vs) => vs.map(tick), size: 60 }],
+      axes: [{ label: 'epoch', incrs: [1, 2, 5, 10, 20, 50, 100] }, { values: (u, vs) => ticks(vs), size: 60 }],
     }), [lrX, lrY]);
+    lrEl.dataset.distr = String(lrChart.plot.scales.y.distr || 1);
     const evalData = [xs, epochs.map((e) => e.test_loss), epochs.map((e) => e.train_loss), epochs.map((e) => (e.test_acc === null ? null : e.test_acc * 100))];
     if (evalChart) evalChart.setData(evalData);
     else evalChart = mountChart(uPlot, evalEl, (width) => ({
@@ -261,7 +355,7 @@ export function mountRun(root, id) {
         { label: 'test loss', stroke: COLORS[1], width: 2, points: { show: true }, value: (u, v) => num(v) },
         { label: 'train loss', stroke: COLORS[0], width: 1, dash: [4, 4], value: (u, v) => num(v) },
         { label: 'test acc %', stroke: COLORS[2], width: 2, scale: 'acc', points: { show: true }, value: (u, v) => (v === null ? '' : `${v.toFixed(1)}%`) }],
-      axes: [{ label: 'epoch', incrs: [1, 2, 5, 10, 20, 50, 100] }, { values: (u, vs) => vs.map(tick), size: 50 },
+      axes: [{ label: 'epoch', incrs: [1, 2, 5, 10, 20, 50, 100] }, { values: (u, vs) => ticks(vs), size: 50 },
         { scale: 'acc', side: 1, grid: { show: false }, values: (u, vs) => vs.map((v) => `${v}%`), size: 50 }],
     }), evalData);
   }
@@ -271,7 +365,10 @@ export function mountRun(root, id) {
     try {
       const r = await get(`/runs/${id}/ranks`);
       if (disposed) return;
-      ranks = r.ranks;
+      // keep the step times heard so far: the straggler rule judges a window of them
+      const before = new Map(ranks.map((x) => [x.rank, x.samples || []]));
+      ranks = r.ranks.map((x) => ({ ...x, samples: before.get(x.rank) || [] }));
+      for (const x of ranks) if (!x.samples.length) addSample(x, x.step_ms);
       renderRanks();
     } catch { /* stays */ }
   }
@@ -289,18 +386,20 @@ export function mountRun(root, id) {
     }
     const live = run && LIVE.has(run.status);
     const marks = rankMarks(ranks, live, Date.now());
+    const stepMs = columnFormat(ranks.map((r) => r.step_ms || null), 3);
     ranksEl.replaceChildren(...ranks.map((r) => {
       const m = marks.get(r.rank) || [];
       const device = (run && run.devices && run.devices[r.rank]) || r.device || '—';
       // A run that ended without the rank saying so (canceled, a peer died): it stopped where it was.
       const stopped = run && FINISHED.has(run.status) && !['done', 'failed'].includes(r.state);
       const state = stopped ? 'stopped' : r.state;
-      return h('div', { class: `rank ${m.join(' ')}`, 'data-rank': r.rank, 'data-state': state || '' },
+      return h('div', { class: `rank ${m.join(' ')}`, 'data-rank': r.rank, 'data-state': state || '', 'data-samples': (r.samples || []).length,
+        'data-window': (r.samples || []).map((v) => v.toFixed(2)).join(' ') },
         h('div', { class: 'rank-head' }, h('strong', {}, `rank ${r.rank}`), h('span', { class: `state state-${state}` }, state || '—')),
         stopped && r.state ? h('div', { class: 'muted' }, `last said: ${r.state}`) : null,
         h('div', { class: 'rank-device' }, device, r.device && r.device !== device ? ` (${r.device})` : ''),
         h('div', {}, `step ${int(r.global_step)}`),
-        h('div', {}, `step time ${r.step_ms ? `${num(r.step_ms, 3)} ms` : '—'}`),
+        h('div', {}, `step time ${r.step_ms ? `${stepMs(r.step_ms)} ms` : '—'}`),
         h('div', { class: 'muted' }, `seen ${ago(r.last_seen)}`),
         m.length ? h('div', { class: 'rank-marks' }, m.map((k) => h('span', { class: `mark mark-${k}` }, k))) : null,
         r.detail ? h('div', { class: 'muted rank-detail', title: r.detail }, r.detail) : null);
@@ -322,11 +421,11 @@ export function mountRun(root, id) {
 
   // ---- live ----
   const close = subscribe(`/runs/${id}/events`, {
-    ready: () => { loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); },
+    ready: () => { loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); },
     run: (d) => {
       if (run) { run.status = d.status; if (d.reason !== undefined) run.reason = d.reason; renderRun(); }
       loadRun();
-      if (FINISHED.has(d.status)) { loadLoss(); loadEpochs(); loadRanks(); loadLog(); } // the whole story, at the end
+      if (FINISHED.has(d.status)) { loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); } // the whole story, at the end
     },
     step: (d) => {
       if (!run || FINISHED.has(run.status)) return;
@@ -352,9 +451,11 @@ export function mountRun(root, id) {
       const r = rankFor(d.rank);
       r.global_step = d.global_step;
       r.step_ms = d.step_ms;
+      addSample(r, d.step_ms);
       r.last_seen = new Date(d.t).toISOString();
       renderRanks();
     },
+    checkpoint: () => { loadRun(); loadCheckpoints(); },
     deleted: () => { reasonBox.hidden = false; reasonBox.className = 'note-box'; reasonBox.textContent = 'This run was deleted.'; },
   });
 
@@ -368,13 +469,23 @@ export function mountRun(root, id) {
 
   loadUPlot().then((u) => { uPlot = u; if (!disposed) { drawLoss(true); renderEpochs(); } })
     .catch((e) => { for (const el of [lossEl, lrEl, evalEl]) chartMessage(el, e.message); });
-  loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog();
+  loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints();
+
+  // An epochs table wider than its card scrolls sideways: say so, not only by a cut edge.
+  function markScroll() {
+    const over = epochsScroll.scrollWidth > epochsScroll.clientWidth + 1;
+    epochsScroll.classList.toggle('overflowing', over);
+    scrollHint.hidden = !over;
+  }
+  const scrollObserver = new ResizeObserver(markScroll);
+  scrollObserver.observe(epochsScroll);
 
   function dispose() {
     if (disposed) return;
     disposed = true;
     close();
     timers.forEach(clearInterval);
+    scrollObserver.disconnect();
     for (const c of [lossChart, lrChart, evalChart]) if (c) c.destroy();
   }
   return dispose;

@@ -1,22 +1,35 @@
 // The runs list (#/): every run, newest first, with its status, a progress bar, a
-// loss sparkline, devices, when it started and how long it took; kept live by
-// /events (new runs appear, statuses and progress move, deleted runs go).
+// loss sparkline and the newest step's loss (one format for the column), devices,
+// when it started and how long it took; kept live by /events (new runs appear,
+// statuses and progress move, deleted runs go). Ticking two or more runs overlays
+// them on one chart (compare.js); the selection is in the address (#/?compare=3,5),
+// so that a comparison can be reloaded and shared.
 import { get } from './api.js';
 import { ema, sparkline } from './charts.js';
-import { ago, badge, devices, duration, FINISHED, h, LIVE, num, runDuration } from './format.js';
+import { colorOf, mountCompare } from './compare.js';
+import { ago, badge, columnFormat, devices, duration, epochText, FINISHED, h, LIVE, runDuration } from './format.js';
 import { subscribe } from './live.js';
 
 const SPARK_POINTS = 60;
 const SPARK_RUNS = 40; // sparklines fetched for the newest this many runs
 
+// The runs #/?compare=3,5 names.
+function selectionInHash() {
+  const m = /[?&]compare=([0-9,]+)/.exec(location.hash);
+  return new Set(m ? m[1].split(',').filter(Boolean).map(Number) : []);
+}
+
 export function mountRuns(root) {
   const rows = new Map(); // id -> { run, tr, spark: [] }
+  const selected = selectionInHash();
   let disposed = false;
   const status = h('p', { class: 'muted', id: 'runs-status' }, 'Loading…');
   const tbody = h('tbody');
   const table = h('table', { class: 'runs', id: 'runs-table', hidden: true },
-    h('thead', {}, h('tr', {}, ['Run', 'Status', 'Progress', 'Loss', 'Devices', 'Started', 'Duration'].map((t) => h('th', {}, t)))),
+    h('thead', {}, h('tr', {}, [h('th', { class: 'pick', title: 'Tick two or more to compare them' }, 'Compare'),
+      ...['Run', 'Status', 'Progress', 'Step loss', 'Devices', 'Started', 'Duration'].map((t) => h('th', {}, t))])),
     tbody);
+  const hint = h('p', { class: 'muted small', id: 'compare-hint', hidden: true });
   const empty = h('div', { class: 'empty', id: 'runs-empty', hidden: true },
     h('h2', {}, 'No runs yet'),
     h('p', {}, 'Submit a training run from the form, or with ', h('code', {}, 'ddpctl submit run.json'), '.'),
@@ -24,28 +37,60 @@ export function mountRuns(root) {
   const more = h('p', { class: 'muted', hidden: true }, 'The newest 200 runs are shown; ddpctl list --limit N shows more.');
   root.append(
     h('div', { class: 'page-head' }, h('h1', {}, 'Runs'), h('a', { class: 'button primary', href: '#/submit' }, 'New run')),
-    status, empty, table, more);
+    status, empty);
+  const compare = mountCompare(root);
+  compare.panel.addEventListener('clear', () => { selected.clear(); selectionChanged(); for (const e of rows.values()) render(e); });
+  root.append(hint, table, more);
 
   function cell(label, ...content) { return h('td', { 'data-label': label }, ...content); }
+
+  function selectedRuns() { return [...rows.values()].filter((e) => selected.has(e.run.id)).sort((a, b) => b.run.id - a.run.id).map((e) => e.run); }
+
+  function selectionChanged() {
+    const ids = [...selected].sort((a, b) => a - b);
+    const want = ids.length ? `#/?compare=${ids.join(',')}` : '#/';
+    if (location.hash !== want) history.replaceState(null, '', want);
+    const chosen = selectedRuns();
+    compare.show(chosen);
+    hint.hidden = chosen.length !== 1;
+    hint.textContent = 'Tick another run to overlay their curves on one chart.';
+    for (const e of rows.values()) if (e.tr) e.tr.style.removeProperty('--pick');
+    chosen.forEach((r, i) => { const e = rows.get(r.id); if (e && e.tr) e.tr.style.setProperty('--pick', colorOf(i)); });
+  }
+
+  // The step loss column in one format, whatever row changed.
+  function formatLossColumn() {
+    const fmt = columnFormat([...rows.values()].map((e) => (e.run.progress || {}).loss), 4);
+    for (const e of rows.values()) {
+      const el = e.tr && e.tr.querySelector('.loss-value');
+      if (el) el.textContent = fmt((e.run.progress || {}).loss);
+    }
+  }
 
   function render(entry) {
     const { run } = entry;
     const p = run.progress || {};
     const fraction = p.fraction ?? (run.status === 'succeeded' ? 1 : 0);
-    const tr = h('tr', { class: `run-row status-${run.status}`, 'data-run': run.id },
+    const pick = h('input', { type: 'checkbox', class: 'pick-run', 'aria-label': `compare run ${run.id}`, checked: selected.has(run.id),
+      onchange: () => { if (pick.checked) selected.add(run.id); else selected.delete(run.id); tr.classList.toggle('picked', pick.checked); selectionChanged(); } });
+    const tr = h('tr', { class: `run-row status-${run.status}${selected.has(run.id) ? ' picked' : ''}`, 'data-run': run.id },
+      cell('Compare', h('label', { class: 'pick' }, pick)),
       cell('Run', h('a', { href: `#/runs/${run.id}`, class: 'run-link' }, `#${run.id}`), ' ', h('span', { class: 'run-name' }, run.name || '')),
       cell('Status', badge(run.status),
         run.reason && run.status !== 'succeeded' ? h('div', { class: 'reason-short', title: run.reason }, run.reason) : null),
       cell('Progress', h('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': Math.round(fraction * 100) },
         h('div', { class: `bar bar-${run.status}`, style: `width:${(fraction * 100).toFixed(1)}%` })),
         h('div', { class: 'progress-text' },
-          p.epochs ? `epoch ${Math.min((p.epoch ?? 0) + 1, p.epochs)}/${p.epochs} · ` : '', `${Math.round(fraction * 100)}%`)),
-      cell('Loss', h('span', { class: 'spark-wrap' }, sparkline(ema(entry.spark, 0.7))), h('span', { class: 'loss-value' }, num(p.loss))),
+          p.epochs ? `${epochText(p.epoch ?? 0, p.epochs)} · ` : '', `${Math.round(fraction * 100)}%`)),
+      cell('Step loss', h('span', { class: 'spark-wrap' }, sparkline(ema(entry.spark, 0.7))), h('span', { class: 'loss-value' }, '')),
       cell('Devices', devices(run)),
       cell('Started', h('span', { title: run.started_at || '' }, run.started_at ? ago(run.started_at) : run.status === 'queued' ? 'waiting' : '—')),
       cell('Duration', h('span', { class: 'duration' }, duration(runDuration(run)))));
+    const pickIndex = selectedRuns().findIndex((r) => r.id === run.id);
+    if (pickIndex >= 0) tr.style.setProperty('--pick', colorOf(pickIndex)); // its line's colour on the chart
     if (entry.tr) entry.tr.replaceWith(tr);
     entry.tr = tr;
+    formatLossColumn();
     return tr;
   }
 
@@ -93,12 +138,13 @@ export function mountRuns(root) {
         const entry = rows.get(run.id);
         if (entry) { entry.run = run; render(entry); } else add(run, false);
       }
-      for (const [id, entry] of rows) if (!seen.has(id)) { entry.tr.remove(); rows.delete(id); }
+      for (const [id, entry] of rows) if (!seen.has(id)) { entry.tr.remove(); rows.delete(id); selected.delete(id); }
       // keep newest first
       [...rows.values()].sort((a, b) => b.run.id - a.run.id).forEach((e) => tbody.append(e.tr));
       showEmpty();
       more.hidden = !page.next;
       [...rows.values()].slice(0, SPARK_RUNS).forEach(loadSpark);
+      selectionChanged();
     } catch (e) {
       status.hidden = false;
       status.textContent = e.message;
@@ -106,6 +152,7 @@ export function mountRuns(root) {
     }
   }
 
+  const refreshing = new Set(); // runs whose overlay is due to be fetched again
   load();
   const close = subscribe('/events', {
     ready: () => load(), // (re)connected: fetched again, so nothing between is missed
@@ -113,11 +160,14 @@ export function mountRuns(root) {
       const entry = rows.get(d.run);
       if (entry) { entry.run = { ...entry.run, status: d.status, reason: d.reason ?? entry.run.reason }; render(entry); }
       refreshRun(d.run);
+      if (entry && FINISHED.has(d.status)) { loadSpark(entry); compare.refresh(d.run); } // its whole curve, at the end
     },
     deleted: (d) => {
       const entry = rows.get(d.run);
       if (entry) { entry.tr.remove(); rows.delete(d.run); showEmpty(); }
+      if (selected.delete(d.run)) selectionChanged();
     },
+    epoch: (d) => compare.refresh(d.run),
     step: (d) => {
       const entry = rows.get(d.run);
       if (!entry || FINISHED.has(entry.run.status)) return;
@@ -127,6 +177,10 @@ export function mountRuns(root) {
         if (entry.spark.length > 2 * SPARK_POINTS) entry.spark = entry.spark.filter((_, i) => i % 2 === 1);
       }
       render(entry);
+      if (selected.has(d.run) && !refreshing.has(d.run)) { // the overlay follows, every 2 s at most
+        refreshing.add(d.run);
+        setTimeout(() => { refreshing.delete(d.run); if (!disposed) compare.refresh(d.run); }, 2000);
+      }
     },
   });
 
@@ -139,5 +193,5 @@ export function mountRuns(root) {
     }
   }, 1000);
 
-  return () => { disposed = true; close(); clearInterval(timer); };
+  return () => { disposed = true; close(); clearInterval(timer); compare.dispose(); };
 }

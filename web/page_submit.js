@@ -1,7 +1,10 @@
 // Submitting a run (#/submit): a JSON editor prefilled with the defaults of the
 // schema the server validates with (GET /schema/run-config.schema.json), the
-// description of the field under the caret, and the server's validation errors shown
-// next to the line of the field each names (and listed above the editor).
+// description of the field under the caret, and the server's validation errors: next
+// to the line of the field each names on a wide screen; on a phone, where a note
+// would cover the lines below it and take their taps, the line is marked in the
+// gutter and the error shows under the editor while the caret is on it (and all are
+// listed above the editor).
 import { ApiError, get, post } from './api.js';
 import { h } from './format.js';
 import { lineOf, pointerAtLine } from './json_lines.js';
@@ -70,7 +73,10 @@ export function mountSubmit(root) {
     const n = lines();
     text.style.height = `${n * LINE_PX + 2 * PAD_PX + 16}px`; // grows with the text: errors stay by their line
     const bad = new Set(errors.map((e) => e.line));
-    gutter.replaceChildren(...Array.from({ length: n }, (_, i) => h('div', { class: bad.has(i) ? 'bad' : '' }, String(i + 1))));
+    gutter.replaceChildren(...Array.from({ length: n }, (_, i) => h('div', {
+      class: bad.has(i) ? 'bad' : '', title: bad.has(i) ? 'the server refused this line: tap to see why' : undefined,
+      onclick: bad.has(i) ? () => goToLine(i) : undefined,
+    }, String(i + 1))));
     layer.replaceChildren(...errors.map((e) => h('div', {
       class: 'field-error', 'data-pointer': e.pointer, style: `top:${PAD_PX + e.line * LINE_PX}px`, role: 'alert',
     }, h('strong', {}, e.pointer || '(the document)'), ' ', e.message)));
@@ -82,11 +88,19 @@ export function mountSubmit(root) {
     errors = [];
     summary.hidden = true;
     layout();
+    showHelp();
   }
 
   function showHelp() {
-    if (!schema) return;
     const line = text.value.slice(0, text.selectionStart).split('\n').length - 1;
+    const here = errors.filter((e) => e.line === line);
+    help.classList.toggle('has-error', here.length > 0);
+    if (here.length) { // the caret is on a line the server refused
+      help.replaceChildren(...here.map((e) => h('span', { class: 'help-error', 'data-pointer': e.pointer },
+        h('strong', {}, e.pointer || '(the document)'), ' ', e.message, ' ')));
+      return;
+    }
+    if (!schema) return;
     const ptr = pointerAtLine(text.value, line);
     const node = ptr ? schemaAt(schema, ptr) : null;
     if (!node || !node.description) { help.textContent = ' '; return; }
@@ -106,6 +120,7 @@ export function mountSubmit(root) {
     });
     summary.hidden = false;
     summary.className = 'error-box';
+    showHelp();
     summary.replaceChildren(
       h('strong', {}, errors.length > 1 ? `The server refused the config: ${errors.length} problems.` : 'The server refused the config.'),
       h('ul', {}, errors.map((e) => h('li', {}, h('a', { href: '#/submit', onclick: (ev) => { ev.preventDefault(); goToLine(e.line); } },
@@ -115,9 +130,12 @@ export function mountSubmit(root) {
 
   function goToLine(line) {
     const starts = text.value.split('\n').slice(0, line).reduce((n, l) => n + l.length + 1, 0);
-    text.focus();
+    text.focus({ preventScroll: true });
     text.setSelectionRange(starts, starts);
-    text.scrollIntoView({ block: 'center' });
+    // the line itself into view (the editor grows with its text: it may be taller than the window)
+    const lineTop = text.getBoundingClientRect().top + window.scrollY + PAD_PX + line * LINE_PX;
+    window.scrollTo({ top: Math.max(0, lineTop - window.innerHeight / 3) });
+    showHelp();
   }
 
   async function submit() {

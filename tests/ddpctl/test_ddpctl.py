@@ -93,9 +93,13 @@ def case_submit_follow(a):
         check(rc == 0, f"submit --follow exits 0 when the run succeeds (got {rc}; stderr {err!r})")
         check(rid is not None and (s.run(rid) or {}).get("status") == "succeeded", f"the run succeeded: {out[-300:]!r}")
         check(re.search(r"run \d+ starting on cpu:0, cpu:1", out) is not None, "it says where the run started")
-        epochs = re.findall(r"^epoch (\d+)/3 done in .* test accuracy [\d.]+%, lr ([\d.e+-]+)$", out, re.M)
-        check([e[0] for e in epochs] == ["1", "2", "3"], f"a line per epoch: {epochs}")
-        check(len({e[1] for e in epochs}) == 3, f"the LR steps down each epoch: {[e[1] for e in epochs]}")
+        epochs = re.findall(r"^epoch (\d+) \((\d+) of 3\) done in .* test accuracy [\d.]+%, lr ([\d.e+-]+)$", out, re.M)
+        check([e[:2] for e in epochs] == [("0", "1"), ("1", "2"), ("2", "3")],
+              f"a line per epoch, numbered from 0 as the API numbers them, the count after: {epochs}")
+        api = [e["epoch"] for e in s.get(f"/runs/{rid}/epochs").json()["epochs"]] if rid else []
+        check([int(e[0]) for e in epochs] == api, f"the same numbers as GET /runs/{{id}}/epochs: {api}")
+        check(len({e[2] for e in epochs}) == 3, f"the LR steps down each epoch: {[e[2] for e in epochs]}")
+        check(re.search(r"epoch \d+/\d+", out) is None, f"no epoch counted from 1 (\"epoch 3/3\"): {out[-400:]!r}")
         check(re.search(r"^run \d+ succeeded in \d+s: test accuracy [\d.]+% after 3 epochs$", out, re.M) is not None,
               f"it ends with how the run went: {out.splitlines()[-1:]}")
         check("\r" not in out and "\x1b[" not in out, "off a terminal: plain lines, no bar drawing")
@@ -103,7 +107,8 @@ def case_submit_follow(a):
         rc, out = ctl_pty(s, "submit", path, "--follow")
         check(rc == 0, f"on a terminal too, exit 0 (got {rc})")
         check("\r\x1b[K" in out, "on a terminal the bar is redrawn in place")
-        bars = re.findall(r"epoch \d+/3 \[[#-]+\] +\d+%  step \d+/\d+  loss [\d.e+-]+  lr [\d.e+-]+  [\d,]+ samples/s  ETA \S+", out)
+        bars = re.findall(r"epoch (\d+) \((\d+) of 3\) \[[#-]+\] +\d+%  step \d+/\d+  loss [\d.e+-]+  lr [\d.e+-]+  [\d,]+ samples/s  ETA \S+", out)
+        check(all(int(n) + 1 == int(c) for n, c in bars), f"the bar's epoch is numbered from 0, its count from 1: {bars[:5]}")
         check(len(bars) >= 1, f"the bar shows epoch, step/total, loss, lr, samples/s and ETA: {out[:600]!r}")
 
         bad = quick_run(name="bad-data")
@@ -126,16 +131,26 @@ def case_list_show(a):
         rc, out, err = ctl(s, "list")
         lines = out.splitlines()
         check(rc == 0 and lines[0].split()[:4] == ["ID", "NAME", "STATUS", "PROGRESS"], f"list: a table: {lines[:1]}")
+        check("STEP LOSS" in lines[0], f"the loss column says it is the newest step's: {lines[0]!r}")
         rows = [l.split() for l in lines[1:]]
         check([r[0] for r in rows] == [str(i) for i in reversed(ids)], f"newest first: {rows}")
         check(all(r[2] == "succeeded" and "cpu:0,cpu:1" in r for r in rows), f"status and devices: {rows}")
+        for i, line in zip(reversed(ids), lines[1:]):
+            p = s.run(i)["progress"]
+            want = f"epoch {p['epoch']} ({p['epoch'] + 1} of {p['epochs']}) 100%"
+            check(p["epoch"] == 2 and want in line, f"progress numbered as the API numbers it ({want!r}): {line!r}")
+            check(f"{p['loss']:.4g}".rstrip("0").rstrip(".") in line or f"{p['loss']:.4f}".rstrip("0") in line,
+                  f"the step loss is the API's newest step's ({p['loss']}): {line!r}")
         rc, out, err = ctl(s, "list", "--status", "failed")
         check(rc == 0 and "no runs that are failed" in out, f"--status filters: {out!r}")
         rc, out, err = ctl(s, "list", "--json")
         check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == list(reversed(ids)), "list --json is the API's JSON")
         rc, out, err = ctl(s, "show", str(ids[0]))
         check(rc == 0 and out.startswith(f"run {ids[0]} (r0): succeeded"), f"show: {out[:200]!r}")
-        check(len(re.findall(r"^\s+\d+\s+[\d.]+e-0\d", out, re.M)) == 3, f"show lists the epochs: {out!r}")
+        check([int(n) for n in re.findall(r"^\s+(\d+)\s+[\d.]+e-0\d", out, re.M)] == [0, 1, 2],
+              f"show lists the epochs, numbered from 0: {out!r}")
+        check(re.search(r"^  progress:  epoch 2 \(3 of 3\) 100%", out, re.M) is not None, f"and its progress so: {out!r}")
+        check(re.search(r"^  latest:    step loss ", out, re.M) is not None, f"the loss it shows is the newest step's: {out!r}")
         rc, out, err = ctl(s, "show", str(ids[0]), "--json")
         check(rc == 0 and json.loads(out)["config"]["name"] == "r0", "show --json")
         rc, out, err = ctl(s, "show", "999")
@@ -229,6 +244,9 @@ def case_logs(a):
         succeeded(s, rid)
         rc, out, err = ctl(s, "logs", str(rid))
         check(rc == 0 and "launcher: run succeeded" in out and "epoch 2:" in out, f"logs: the trainer's log: {out[-300:]!r}")
+        check("ddpd gave this run CPU slots" in out and "set but empty" not in out,
+              f"a CPU run's log names its placement, with no warning about CUDA_VISIBLE_DEVICES: "
+              f"{[l for l in out.splitlines() if 'backend' in l]}")
         rc, out2, err = ctl(s, "logs", str(rid), "--tail", "1")
         check(rc == 0 and len(out2.splitlines()) == 1 and "run succeeded" in out2, f"--tail 1: {out2!r}")
 

@@ -30,6 +30,9 @@ TOKEN = "openapi-test-token-0123456789abcdef"
 # refused while the server shuts down (503), a database that cannot be read (500 is
 # "default" anyway).
 UNREACHABLE = {("get", "/events", "503"), ("get", "/runs/{id}/events", "503")}
+# The one reference outside the document: relative, so that it resolves offline (the
+# file beside schema/openapi.json) and online (ddpd serves it beside /openapi.json).
+RUN_CONFIG_REF = "run-config.schema.json"
 
 
 def pointer_escape(s):
@@ -64,7 +67,7 @@ class Validator:
 
     def __init__(self, doc, run_config_schema):
         self.doc = doc
-        rc_url = BASE + "schema/run-config.schema.json"
+        rc_url = BASE + RUN_CONFIG_REF  # where the relative reference resolves from BASE/openapi.json
         try:
             from referencing import Registry, Resource
             from referencing.jsonschema import DRAFT202012
@@ -231,15 +234,17 @@ def run(a):
                     except (KeyError, IndexError, ValueError):
                         check(False, f"{where}: $ref {ref} resolves")
                 else:
-                    check(ref == "/schema/run-config.schema.json", f"{where}: the one outside reference is the run-config schema: {ref}")
+                    check(ref == RUN_CONFIG_REF, f"{where}: the one outside reference is the run-config schema: {ref}")
             for k, v in node.items():
                 walk(v, f"{where}/{k}")
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 walk(v, f"{where}/{i}")
     walk(doc, "")
-    check(doc["components"]["schemas"]["RunConfig"].get("$ref") == "/schema/run-config.schema.json",
+    check(doc["components"]["schemas"]["RunConfig"].get("$ref") == RUN_CONFIG_REF,
           "request bodies and stored configs reuse the run-config schema")
+    check(os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(a.openapi)), RUN_CONFIG_REF)),
+          f"the reference resolves in the repository: {RUN_CONFIG_REF} is beside {a.openapi}")
     for template, item in doc["paths"].items():
         params = {p.get("name") for p in item.get("parameters", [])} | {
             deref(doc, p, template)[0]["name"] for p in item.get("parameters", [])}
@@ -253,6 +258,9 @@ def run(a):
                 if m in ("post", "put", "patch", "delete"):
                     check(op.get("security") == [{"bearer": []}, {}], f"{m.upper()} {template}: documents the token")
                     check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
+                else:
+                    check(op.get("security") == [], f"{m.upper()} {template}: declares that it needs no token (security: [])")
+                check(any(st.startswith("4") for st in op.get("responses", {})), f"{m.upper()} {template}: documents a 4xx")
 
     documented = {(m, normalize(t)) for t, item in doc["paths"].items() for m in METHODS if m in item}
     served = route_tables(a.source)
@@ -285,8 +293,16 @@ def run(a):
         check(r.status == 200 and json.loads(r.body) == doc, "GET /openapi.json serves schema/openapi.json")
         r = req("GET", "/schema/run-config.schema.json", "/schema/run-config.schema.json")
         check(r.status == 200 and json.loads(r.body) == rc_schema, "and the run-config schema it refers to")
+        r = req("GET", "/run-config.schema.json", "/" + RUN_CONFIG_REF)
+        check(r.status == 200 and json.loads(r.body) == rc_schema, "at the URL the reference resolves to from /openapi.json")
         req("GET", "/healthz", "/healthz")
         req("GET", "/metrics", "/metrics")
+        # a body over 1 MiB is refused on any route (the 4xx every operation documents)
+        for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json"):
+            big = raw_exchange(s.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                        f"Content-Length: 2097152\r\n\r\n{{").encode())
+            c.response("GET", path, big, f"GET {path} with a 2 MiB body")
+            check(big.status == 413, f"GET {path} with a 2 MiB body: 413, got {big.status}")
 
         # ---- a real run ----
         r = req("POST", "/runs", "/runs", body=good_config, headers=auth)
@@ -344,8 +360,16 @@ def run(a):
         check(r.status == 200 and r.body.count(b"\n") <= 5 and r.body, "the log's tail")
         req("GET", "/runs/{id}/logs", f"/runs/{rid}/logs?tail=0")
         check(s.get(f"/runs/{rid}").json()["checkpoints"], "the run has checkpoints")
+        r = req("GET", "/runs/{id}/checkpoints", f"/runs/{rid}/checkpoints")
+        files = r.json()["checkpoints"] if r.status == 200 else []
+        on_disk = sorted(f for f in os.listdir(os.path.join(s.state_dir, "runs", str(rid), "checkpoints"))
+                         if f.endswith(".safetensors"))
+        check([f["file"] for f in files] == on_disk == ["epoch-0000.safetensors", "epoch-0001.safetensors"],
+              f"the checkpoint files are the ones on disk: {[f['file'] for f in files]} vs {on_disk}")
+        check([f["epoch"] for f in files] == [0, 1] and all(f["bytes"] == os.path.getsize(f["path"]) for f in files),
+              f"with their epochs and sizes: {files}")
         for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
-                     "/runs/999999/logs", "/runs/abc"):
+                     "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):
             tpl = "/runs/{id}" + path[len("/runs/999999"):] if path.startswith("/runs/999999") else "/runs/{id}"
             req("GET", tpl, path)
 

@@ -255,6 +255,32 @@ def case_listen_rule(a):
                 check("without a token" not in log, f"{what}: no warning")
 
 
+def case_busy_port(a):
+    """A port another program holds: one message, the right one, and what to do."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        p, state = start_raw(a, ["--listen", f"127.0.0.1:{port}"])
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        err = err.decode(errors="replace")
+        check(p.returncode != 0 and b"listening" not in out, f"a busy port: ddpd exits ({p.returncode}) without listening")
+        trouble = [l for l in err.splitlines() if " info: " not in l]
+        check(len(trouble) == 1, f"one line says what went wrong (no library's line before it): {trouble}")
+        check(trouble and f"cannot listen on 127.0.0.1:{port}: Address already in use" in trouble[0]
+              and "--listen" in trouble[0] and "DDPD_LISTEN" in trouble[0],
+              f"it names the address, the cause and what to do: {trouble}")
+        check("Failed to bind" not in err and "port 0" not in err, f"no \"Failed to bind to port 0\": {err[-600:]!r}")
+        shutil.rmtree(state, ignore_errors=True)
+    finally:
+        holder.close()
+
+
 def case_event_socket(a):
     # a state dir ddpd makes itself is its user's alone
     base = tempfile.mkdtemp(prefix="ddpd-ops-")
@@ -452,6 +478,21 @@ def case_check(a):
         check("fashion-mnist" in v.get("data roots", ("", ""))[1], f"the data root's Fashion-MNIST is seen: {v.get('data roots')}")
         if a.trainer:
             check("ddp-trainer" in v.get("trainer", ("", ""))[1], f"the trainer answers --version: {v.get('trainer')}")
+            # where GPU runs go, said truly: ddp-trainer-nccl beside it when it is built, else no
+            beside = os.path.join(os.path.dirname(os.path.abspath(a.trainer)), "ddp-trainer-nccl")
+            line = v.get("trainer", ("", ""))[1]
+            if os.access(beside, os.X_OK):
+                check(f"(nccl backend: {beside}), which starts" in line, f"the GPU backend beside it is named: {line}")
+            else:
+                check("(nccl backend: no;" in line, f"no GPU backend, said so: {line}")
+            broken = os.path.join(base, "ddp-trainer-nccl")
+            with open(broken, "w") as f:
+                f.write("#!/bin/sh\necho 'error while loading shared libraries: libnccl.so.2' >&2\nexit 127\n")
+            os.chmod(broken, 0o755)
+            rc, v2, out = run_check(a, *common, env={"DDPD_TRAINER_NCCL": broken})
+            verdict = v2.get("trainer", ("", ""))
+            check(rc == 0 and verdict[0] == "warn" and f"{broken} cannot start: error while loading shared libraries" in verdict[1]
+                  and "GPU runs will fail" in verdict[1], f"a GPU backend that cannot start is a warning that says why: {verdict}")
 
         # each part failing, one at a time, with a reason
         for args, env, part, needle in (
@@ -518,7 +559,7 @@ def case_version(a):
         check(flag in text, f"--help mentions {flag}")
 
 
-CASES = {"metrics": case_metrics, "auth": case_auth, "listen_rule": case_listen_rule,
+CASES = {"metrics": case_metrics, "auth": case_auth, "listen_rule": case_listen_rule, "busy_port": case_busy_port,
          "event_socket": case_event_socket, "log_file": case_log_file, "log_levels": case_log_levels,
          "check": case_check, "version": case_version}
 

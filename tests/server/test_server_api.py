@@ -160,6 +160,29 @@ def case_bad_configs(a):
             check(all(e.get("message") for e in p.get("errors", [])), f"{what}: every error has a message")
             check(pointer in p["detail"] or pointer == "", f"{what}: the detail names {pointer}: {p['detail']}")
 
+        # what Jansson refuses on its own terms is named as the schema names it: the field,
+        # never "not valid JSON" for JSON, never Jansson's flags
+        exact = [
+            ('{"seed": 18446744073709551616}', "/seed", "must be at most 9007199254740991 (got 1.8446744073709552e+19)"),
+            ('{"seed": 1e20}', "/seed", "must be at most 9007199254740991 (got 1e+20)"),
+            ('{"checkpoint": {"keep": 1e20}}', "/checkpoint/keep", "must be at most 10000 (got 1e+20)"),
+            ('{"train": {"grad_clip_norm": 1e300}}', "/train/grad_clip_norm", "must be at most 1000000 (got 1e+300)"),
+            ('{"name": "a\\u0000b"}', "/name", "must not contain the character \\u0000 (NUL; at character 2)"),
+            ('"train"', "", 'must be an object (got string "train")'),
+            ("42", "", "must be an object (got number 42)"),
+            ("null", "", "must be an object (got null)"),
+        ]
+        for body, pointer, message in exact:
+            r = s.post("/runs", body=body, headers={"Content-Type": "application/json"})
+            if not is_problem(r, 400):
+                continue
+            p = r.json()
+            got = [(e.get("pointer"), e.get("message")) for e in p.get("errors", [])]
+            check(got == [(pointer, message)], f"{body}: exactly {pointer!r}: {message!r}; got {got}")
+            check("not valid JSON" not in p["detail"] and "JSON_" not in p["detail"],
+                  f"{body}: the detail says what is wrong: {p['detail']}")
+            check(message in p["detail"], f"{body}: the detail has the message: {p['detail']}")
+
         # every violation at once
         r = s.post("/runs", merge(good, {"train.epochs": 0, "train.batch_size": "x", "data.test.labels": "../x",
                                          "distributed.world_size": 9, "bogus": True}))

@@ -4,7 +4,7 @@
 Usage: test_trainer_e2e.py CASE --trainer PATH. Each case runs the real binary on a
 few thousand examples and checks what a user would see: the event journal, the
 exit status, stderr, the checkpoints, and that no process is left behind."""
-import argparse, hashlib, json, os, shutil, signal, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, re, shutil, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
@@ -325,7 +325,10 @@ def case_smoke_and_progress(t, w):
     check(len(steps) == 20 and {e["epoch"] for e in steps} == {0}, f"one short epoch: {len(steps)} steps")
     check(len(r.of_type("epoch")) == 1, "evaluated once")
     out = r.stdout + r.stderr
-    check("epoch 1/1 |" in out and "samples/s ETA" in out and "20/20" in out, f"a progress bar on the terminal: {out[-400:]!r}")
+    check("epoch 0 (1 of 1) |" in out and "samples/s ETA" in out and "20/20" in out,
+          f"a progress bar on the terminal, the epoch numbered from 0: {out[-400:]!r}")
+    check("epoch 0 (1 of 1) done in" in out and re.search(r"epoch \d+/\d+", out) is None,
+          f"and its summary line too, never counted from 1: {out[-400:]!r}")
     plain = Run(t, w, "plain", config(**{"train.smoke_test": True}))
     plain.wait()
     check("samples/s ETA" not in plain.stderr and "epoch 0: train loss" in plain.stderr,
@@ -420,6 +423,22 @@ def case_data_root_swapped(t, w):
     check(root not in reason and outside not in reason, f"and shows no server path: {reason!r}")
     check(not bad.of_type("step"), "nothing was trained from outside the root")
     no_noise(bad.stderr, "data root swapped")
+def case_heartbeats(t, w):
+    """A heartbeat's step_ms is the rank's mean step time since its previous one, so
+    that one slow step (a busy host) does not make a rank look like a straggler: the
+    steps between two heartbeats cannot have taken longer than the time between them."""
+    r = Run(t, w, "beats", config(**{"model.hidden": [512, 256], "data.limit": 4000, "train.batch_size": 16,
+                                     "train.epochs": 12, "checkpoint.every_epochs": 0}))  # 3000 steps: seconds
+    check(r.wait() == 0, f"the run exits 0: {r.stderr[-300:]}")
+    for rank in (0, 1):
+        beats = r.of_type("heartbeat", rank)
+        check(len(beats) >= 2, f"rank {rank}: heartbeats about once a second, and one at the end: {len(beats)}")
+        pairs = list(zip(beats, beats[1:]))
+        check(all(b["step_ms"] is None or b["step_ms"] > 0 for b in beats), f"rank {rank}: positive step times: {beats[:3]}")
+        over = [(a["t"], b["t"], b["global_step"] - a["global_step"], b["step_ms"]) for a, b in pairs
+                if b["step_ms"] is not None and b["global_step"] > a["global_step"]
+                and b["step_ms"] * (b["global_step"] - a["global_step"]) > (b["t"] - a["t"]) + 2]
+        check(not over, f"rank {rank}: each step_ms is the mean of the steps since the previous heartbeat: {over[:3]}")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -1,14 +1,18 @@
 // The dashboard in headless Chromium (Debian's, driven by playwright-core) against a
 // real ddpd with the real trainer: the empty list; a run submitted from the form
-// that moves live to succeeded, with the loss curve drawn and the LR's step decay
-// visible, while the runs list (another tab) follows it; cancel; a bad config's
-// field error next to its field; a failed run's reason; the connection lost and
-// found again. Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS.
+// that moves live to succeeded, with the loss curve drawn, the LR's step decay
+// visible (and on a log axis), its best and final test metrics, its epochs numbered
+// from 0 with each column's numbers alike, and its checkpoint files as they are on
+// disk, while the runs list (another tab) follows it; runs overlaid on one chart
+// from the runs list; cancel, after a healthy run has gone unmarked by the
+// straggler rule; a bad config's field error by its field (and, at 390 px, off the
+// text); a failed run's reason; the connection lost and found again. Screenshots at
+// 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
 //
 // Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER set).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { closeBrowser, fmnist, launchBrowser, screenshot, Server, until } from './ddpd_server.mjs';
+import { closeBrowser, elementShot, fmnist, launchBrowser, screenshot, Server, until } from './ddpd_server.mjs';
 
 let server, browser;
 let passed = 0, failed = 0;
@@ -62,6 +66,32 @@ async function shots(page, name) {
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
+// The texts of a table column's cells.
+async function column(page, selector) { return page.$$eval(selector, (tds) => tds.map((td) => td.textContent.trim())); }
+
+// Numbers formatted alike: all scientific with the same mantissa, or all with the same decimals.
+function alike(texts, what) {
+  const shape = (t) => (/e[-+]?\d+$/.test(t) ? `sci ${t.split('e')[0].split('.')[1]?.length ?? 0}` : `fixed ${t.split('.')[1]?.length ?? 0}`);
+  assert.ok(texts.length > 0, `${what}: some numbers`);
+  assert.equal(new Set(texts.map(shape)).size, 1, `${what}: one format for the column: ${texts.join(' ')}`);
+}
+
+// Every element's text on one line: nothing in it wrapped (its text's line boxes share one top).
+async function oneLine(page, selector) {
+  return page.$$eval(selector, (els) => els.every((el) => {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size <= 1;
+  }));
+}
+
+async function finished(id, timeout = 180000) {
+  return until(async () => {
+    const r = (await server.api('GET', `/runs/${id}`)).json;
+    return ['succeeded', 'failed', 'canceled'].includes(r.status) ? r : null;
+  }, `run ${id} to finish`, timeout, 200);
+}
+
 it('the runs list says plainly that there are no runs', async () => {
   const page = await open('#/');
   await page.waitForSelector('#runs-empty:not([hidden])');
@@ -113,6 +143,38 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   assert.equal(await page.getAttribute('#lr-chart', 'data-distinct-lr'), '3', 'the LR steps down twice in 5 epochs (every 2)');
   const lrs = await page.$$eval('#epochs-table tbody td.lr', (tds) => tds.map((td) => Number(td.textContent)));
   assert.deepEqual(lrs.map((v) => v.toPrecision(2)), ['0.0010', '0.0010', '0.00030', '0.00030', '0.000090'], 'the epochs table shows the decay');
+  // one epoch numbering: from 0, as the API; the count after it
+  assert.deepEqual(await column(page, '#epochs-table tbody td:first-child'), ['0', '1', '2', '3', '4'], 'epochs numbered from 0');
+  assert.match(await page.textContent('#run-progress-text'), /^epoch 4 \(5 of 5\) · /, 'the progress line: "epoch 4 (5 of 5)"');
+  // each column's numbers alike ("1.00e-3" above "3.00e-4", never "0.001")
+  alike(await column(page, '#epochs-table tbody td.lr'), 'LR');
+  alike(await column(page, '#epochs-table tbody td.train-loss'), 'train loss');
+  alike(await column(page, '#epochs-table tbody td.test-loss'), 'test loss');
+  alike(await column(page, '#epochs-table tbody td.seconds'), 'time');
+  // the summary: best and final test metrics, as the epochs say
+  const eps = (await server.api('GET', `/runs/${id}/epochs`)).json.epochs;
+  const bestAcc = eps.reduce((a, e) => (e.test_acc > a.test_acc ? e : a));
+  const bestLoss = eps.reduce((a, e) => (e.test_loss < a.test_loss ? e : a));
+  const lastEp = eps[eps.length - 1];
+  const dd = (sel) => page.evaluate((s) => ({ text: document.querySelector(s).textContent, epoch: document.querySelector(s).dataset.epoch }), sel);
+  assert.deepEqual(await dd('#summary-best-acc'), { text: `${(bestAcc.test_acc * 100).toFixed(1)}% epoch ${bestAcc.epoch}`, epoch: String(bestAcc.epoch) });
+  assert.deepEqual(await dd('#summary-final-acc'), { text: `${(lastEp.test_acc * 100).toFixed(1)}% epoch 4`, epoch: '4' });
+  assert.equal((await dd('#summary-best-loss')).epoch, String(bestLoss.epoch), 'the best test loss names its epoch');
+  assert.match(await page.textContent('#run-summary'), /Final test accuracy/, 'a finished run says final');
+  // the checkpoint files, as they are on disk (checkpoint.keep 2: the newest two of five)
+  const files = (await server.api('GET', `/runs/${id}/checkpoints`)).json.checkpoints.map((c) => c.file);
+  assert.deepEqual(files, ['epoch-0003.safetensors', 'epoch-0004.safetensors']);
+  await until(() => page.evaluate(() => document.getElementById('checkpoints').dataset.files === '2'), 'the checkpoint list');
+  assert.deepEqual(await page.$$eval('#checkpoints-table tbody tr', (trs) => trs.map((tr) => tr.dataset.file)), files, 'the list is the files on disk');
+  assert.match(await page.textContent('#checkpoints-removed'), /3 older checkpoints were removed \(checkpoint\.keep is 2/);
+  assert.match(await page.textContent('#checkpoints'), new RegExp(`"load": "${id}/checkpoints/epoch-0004.safetensors"`), 'how to evaluate one');
+  // the LR on a log axis, where the later decays would be flat at 0 on a linear one
+  await page.check('#opt-lr-log');
+  await until(() => page.evaluate(() => document.getElementById('lr-chart').dataset.log === 'true' && !!document.querySelector('#lr-chart canvas')),
+    'the LR chart on a log axis');
+  assert.equal(await page.getAttribute('#lr-chart', 'data-distr'), '3', 'uPlot draws the LR on a log (base 10) scale');
+  await page.uncheck('#opt-lr-log');
+  await until(() => page.evaluate(() => document.getElementById('lr-chart').dataset.distr === '1'), 'and back on a linear one');
   assert.ok(await page.$('#eval-chart canvas'), 'test loss and accuracy are drawn');
   assert.equal(await page.$$eval('#ranks .rank', (r) => r.length), 2, 'a tile per rank');
   assert.match(await page.textContent('#run-log'), /run succeeded/);
@@ -127,6 +189,20 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   await page.uncheck('#opt-log');
   await page.selectOption('#opt-x', 'step');
   await shots(page, 'run-succeeded');
+  // at 390 px: the epochs table fits without a hidden sideways scroll, nothing wraps
+  // inside a number, and the checkpoint list reads
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForTimeout(500);
+  const scroll = await page.evaluate(() => { const el = document.getElementById('epochs-scroll'); return { sw: el.scrollWidth, cw: el.clientWidth, hint: !document.getElementById('epochs-scroll-hint').hidden }; });
+  assert.ok(scroll.sw <= scroll.cw + 1 || scroll.hint, `the epochs table fits at 390 px, or says it scrolls: ${JSON.stringify(scroll)}`);
+  assert.ok(scroll.sw <= scroll.cw + 1, `at 390 px the epochs table fits its card: ${JSON.stringify(scroll)}`);
+  assert.ok(await oneLine(page, '#epochs-table tbody td'), 'no number in the epochs table wraps ("3.00e-/4")');
+  assert.ok(await oneLine(page, '#checkpoints-table td.num'), 'nor in the checkpoint list');
+  await elementShot(page.locator('#checkpoints').locator('xpath=ancestor::section[1]'), 'checkpoints-390');
+  await elementShot(page.locator('#epochs-table').locator('xpath=ancestor::section[1]'), 'epochs-390');
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.waitForTimeout(300);
+  await elementShot(page.locator('#checkpoints').locator('xpath=ancestor::section[1]'), 'checkpoints-1280');
   assert.deepEqual(page.errors, []);
 
   // The list followed it without a reload.
@@ -135,9 +211,103 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   await until(() => list.evaluate((n) => Number(document.querySelector(`tr[data-run="${n}"] svg.spark`)?.dataset.points) > 10, id),
     'its loss sparkline');
   assert.match(await list.textContent(`tr[data-run="${id}"]`), /cpu:0, cpu:1/);
+  assert.match(await list.textContent(`tr[data-run="${id}"] .progress-text`), /^epoch 4 \(5 of 5\) · 100%$/, 'the list numbers epochs as the API');
   await shots(list, 'runs-list');
   assert.deepEqual(list.errors, []);
   await list.close();
+  await page.close();
+});
+
+it('the runs list overlays the selected runs on one chart, with the metrics they share', async () => {
+  const made = [];
+  for (const [name, lr] of [['cmp-slow', 0.0005], ['cmp-fast', 0.003]]) {
+    const { status, json } = await server.api('POST', '/runs', fmnist({ name, train: { epochs: 3, optimizer: { lr } } }));
+    assert.equal(status, 201);
+    made.push(json.id);
+  }
+  const bad = fmnist({ name: 'cmp-bad' });
+  bad.data.train.images = 'fashion-mnist/train-labels-idx1-ubyte.gz'; // fails before its first step
+  const badId = (await server.api('POST', '/runs', bad)).json.id;
+  for (const id of [...made, badId]) await finished(id);
+  const [a, b] = made;
+
+  const page = await open('#/');
+  await page.waitForSelector(`tr[data-run="${b}"] .pick-run`);
+  assert.ok(await page.isHidden('#compare'), 'no chart before two runs are ticked');
+  await page.check(`tr[data-run="${a}"] .pick-run`);
+  assert.ok(await page.isHidden('#compare') && await page.isVisible('#compare-hint'), 'one ticked: a hint, no chart');
+  await page.check(`tr[data-run="${b}"] .pick-run`);
+  await page.waitForSelector('#compare:not([hidden]) #compare-chart canvas');
+  await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.series === '2'), 'two lines');
+  assert.equal(await page.getAttribute('#compare-chart', 'data-metric'), 'loss', 'the loss first');
+  const steps = (await server.api('GET', `/runs/${a}`)).json.progress.total_steps;
+  assert.equal(Number(await page.getAttribute('#compare-chart', 'data-points')), 2 * steps, 'every step of both runs');
+  assert.deepEqual(await page.$$eval('#compare-legend li', (lis) => lis.map((li) => Number(li.dataset.run))), [b, a], 'a legend entry per run');
+  assert.match(page.url(), new RegExp(`#/\\?compare=${a},${b}$`), 'the selection is in the address');
+  const offered = await page.$$eval('#compare-metric option', (os) => os.map((o) => o.value));
+  assert.deepEqual(offered.sort(), ['loss', 'lr', 'samples_per_s', 'test_acc', 'test_loss', 'train_loss'], 'every metric both have');
+  assert.equal(await page.textContent('#compare-title'), 'Compare 2 runs');
+  await shots(page, 'compare-loss');
+
+  // any common metric: test accuracy per epoch, a point per epoch and run
+  await page.selectOption('#compare-metric', 'test_acc');
+  await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.metric === 'test_acc'
+    && document.getElementById('compare-chart').dataset.points === '6'), 'test accuracy, 3 epochs of 2 runs');
+  assert.ok(await page.isHidden('#compare-x'), 'per-epoch metrics have no step axis to choose');
+  await page.selectOption('#compare-metric', 'loss');
+  await page.selectOption('#compare-x', 'epoch');
+  await page.check('#compare-log');
+  await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.metric === 'loss'), 'back to the loss');
+  assert.match(await page.textContent('#compare-chart'), /epoch/, 'by epoch');
+  await shots(page, 'compare-loss-by-epoch');
+
+  // a run without steps or epochs in the selection: nothing is common
+  await page.check(`tr[data-run="${badId}"] .pick-run`);
+  await until(async () => /no metric in common/.test(await page.textContent('#compare-chart')), 'no common metric');
+  assert.equal(await page.getAttribute('#compare-chart', 'data-series'), '0');
+  await page.uncheck(`tr[data-run="${badId}"] .pick-run`);
+  await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.series === '2'), 'two lines again');
+
+  // the address brings the comparison back
+  await page.goto(`${server.url}/#/?compare=${a},${b}`);
+  await page.reload();
+  await until(() => page.evaluate(() => document.getElementById('compare-chart')?.dataset.series === '2'), 'the comparison after a reload');
+  assert.equal(await page.isChecked(`tr[data-run="${a}"] .pick-run`), true);
+  // the list's step loss column: one format
+  alike((await column(page, '#runs-table tbody .loss-value')).filter((t) => t !== '—'), 'the step loss column');
+  await page.click('#compare-clear');
+  assert.ok(await page.isHidden('#compare'), 'cleared');
+  assert.match(page.url(), /#\/$/, 'and the address with it');
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+it('the straggler rule judges a window of step times, not one heartbeat', async () => {
+  const page = await open('#/');
+  await page.waitForLoadState('load');
+  const marks = await page.evaluate(async () => {
+    const { rankMarks, addSample, WINDOW } = await import('/ui/ranks.js');
+    const now = Date.now(), seen = new Date(now).toISOString();
+    const rank = (n, times) => { const r = { rank: n, state: 'training', last_seen: seen }; for (const t of times) addSample(r, t); return r; };
+    const healthy = [4.6, 4.7, 4.5, 4.8, 4.6, 4.7];
+    const out = {};
+    // one heartbeat of 8.2 ms against 4.6 ms (what flagged rank 0 before): no mark
+    out.spike = [...rankMarks([rank(0, [...healthy.slice(0, 5), 8.2]), rank(1, healthy)], true, now)];
+    // too few step times to judge
+    out.early = [...rankMarks([rank(0, [14, 15]), rank(1, [4.6, 4.7])], true, now)];
+    // a rank slow step after step: marked
+    out.slow = [...rankMarks([rank(0, healthy), rank(1, [14, 15, 13.5, 14.2, 14.8, 15.1])], true, now)];
+    // the window forgets: a rank that was slow and has caught up is not marked
+    out.recovered = [...rankMarks([rank(0, [...Array(WINDOW)].map(() => 4.6)), rank(1, [14, 14, 14, ...Array(WINDOW).fill(4.7)])], true, now)];
+    // a finished run marks nothing
+    out.finished = [...rankMarks([rank(0, healthy), rank(1, [14, 15, 13.5, 14.2, 14.8])], false, now)];
+    return out;
+  });
+  assert.deepEqual(marks.spike, [], 'one slow heartbeat is no straggler');
+  assert.deepEqual(marks.early, [], 'nor are two');
+  assert.deepEqual(marks.slow, [[1, ['straggler']]], 'a rank slower at every step is one');
+  assert.deepEqual(marks.recovered, [], 'and stops being one when it catches up');
+  assert.deepEqual(marks.finished, [], 'a finished run has no stragglers');
   await page.close();
 });
 
@@ -164,11 +334,28 @@ it('a bad config shows the server\'s error next to the field it names', async ()
   assert.deepEqual(bad, [line + 1], 'the line is marked in the gutter');
   assert.match(await page.textContent('#submit-errors'), /\/train\/batch_size/);
   await shots(page, 'submit-error');
-  // At 390 px it sits just under its line.
+  // At 390 px no note covers the text or takes the taps meant for it: the gutter marks
+  // the line, and with the caret on it the reason shows, in view, under the editor.
   await page.setViewportSize({ width: 390, height: 844 });
-  const area2 = await (await page.$('#config-text')).boundingBox();
-  const box2 = await err.boundingBox();
-  assert.ok(Math.abs(box2.y - (area2.y + 8 + (line + 1) * 20)) < 12, 'under its line at 390 px');
+  await page.waitForTimeout(300);
+  assert.ok(!(await err.isVisible()), 'no note over the text at 390 px');
+  for (const l of [line, line + 1]) {
+    const hit = await page.evaluate((n) => {
+      const t = document.getElementById('config-text').getBoundingClientRect();
+      window.scrollTo(0, t.top + window.scrollY + 8 + n * 20 + 10 - 200); // the line's middle at y = 200
+      const el = document.elementFromPoint(document.getElementById('config-text').getBoundingClientRect().left + 60, 200);
+      return el ? el.id || el.className || el.tagName : null;
+    }, l);
+    assert.equal(hit, 'config-text', `a tap on line ${l + 1} reaches the editor`);
+  }
+  await page.click('#submit-errors a');
+  const help = await page.waitForSelector('#field-help.has-error');
+  assert.match(await help.textContent(), /\/train\/batch_size must be a multiple of \/distributed\/world_size \(2\)/);
+  const hb = await help.boundingBox();
+  assert.ok(hb.y >= 0 && hb.y + hb.height <= 844, `the reason is in view (${hb.y})`);
+  const caretLine = await page.evaluate(() => { const t = document.getElementById('config-text'); return t.value.slice(0, t.selectionStart).split('\n').length - 1; });
+  assert.equal(caretLine, line, 'the caret is on the refused line');
+  await screenshot(page, 'submit-error-390-caret');
   assert.equal((await server.api('GET', '/runs')).json.runs.length, before_, 'nothing was submitted');
   assert.deepEqual(page.errors, []);
   await page.close();
@@ -180,6 +367,15 @@ it('a run is canceled from its page', async () => {
   const page = await open(`#/runs/${json.id}`);
   await until(() => page.evaluate(() => Number(document.getElementById('run-progress').dataset.fraction) > 0),
     'the run to make progress', 120000);
+  // A healthy 2-rank CPU run, judged over a window of heartbeats: no rank is a straggler.
+  let seenMarked = false;
+  await until(async () => {
+    const s = await page.evaluate(() => ({ marked: document.querySelectorAll('#ranks .rank.straggler').length,
+      samples: [...document.querySelectorAll('#ranks .rank')].map((r) => Number(r.dataset.samples)) }));
+    seenMarked ||= s.marked > 0;
+    return s.samples.length === 2 && s.samples.every((n) => n >= 6);
+  }, 'six heartbeats from each rank', 60000, 100);
+  assert.equal(seenMarked, false, 'a healthy run never has a straggler mark');
   await page.click('#cancel-run'); // the confirm() is accepted
   await until(() => page.evaluate(() => document.querySelector('#run-status .badge')?.dataset.status === 'canceled'),
     'the page to show it canceled', 60000);

@@ -121,6 +121,17 @@ function merge(a, b) {
   return a;
 }
 
+// One element (a card) at the page's current width: `${name}.png` in ARTIFACTS.
+export async function elementShot(locator, name) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await locator.screenshot({ path: file });
+  return file;
+}
+
+// The whole page. The page keeps an EventSource open (live updates), so it never
+// goes idle: wait for what should be drawn (a selector, a data- attribute), then
+// take the picture; see tests/web/README.md for screenshots by hand.
 export async function screenshot(page, name) {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   const file = path.join(ARTIFACTS, `${name}.png`);

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The README against what the build really does, so that its samples cannot drift:
+
+  check_sample  `cmake --install` into a temporary /usr/local, a home of its own with
+                a database ddpd serve made, then the README's `ddpd check --data-root
+                /usr/share/datasets`: its output must be the README's sample line for
+                line, once the temporary directory's prefix is taken off and what
+                belongs to the host is set aside (library versions, core and run
+                counts; the GPUs line on a host that has GPUs; the GPU backend's words
+                in a build without CUDA).
+  binaries      every build/bin/NAME the README names is built, and `cmake --install`
+                puts each in bin/.
+  checkpoint_layout  a real checkpoint read as "A checkpoint in PyTorch" says (a
+                ModuleList `layers` of nn.Linear [out, in], pixels / 255, relu between),
+                evaluated by hand in plain Python (no PyTorch needed): the trainer's own
+                test loss and accuracy, and not when the pixels are not scaled.
+
+Usage: test_readme.py CASE --source REPO --build BUILD_DIR --cmake CMAKE"""
+import argparse, gzip, json, math, operator, os, re, shutil, signal, struct, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import ddpd_harness  # noqa: E402
+from ddpd_harness import check  # noqa: E402
+
+
+def readme(a):
+    with open(os.path.join(a.source, "README.md")) as f:
+        return f.read()
+
+
+def check_sample_lines(text):
+    """The lines of the README's `$ ddpd check ...` sample (command first), unindented."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("$ ddpd check"):
+            sample = [line.strip()]
+            for more in lines[i + 1:]:
+                if not more.startswith("    "):
+                    break
+                sample.append(more[4:])
+            return sample
+    return []
+
+
+def install(a, prefix):
+    p = subprocess.run([a.cmake, "--install", a.build, "--prefix", prefix], capture_output=True, timeout=300)
+    check(p.returncode == 0, f"cmake --install --prefix {prefix}: {p.stderr.decode()[-1000:]}")
+    return p.returncode == 0
+
+
+def clean_env(home):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_") and k != "XDG_STATE_HOME"}
+    e["HOME"] = home
+    return e
+
+
+def host_has_gpu():
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")
+
+
+def normalize(line, build_has_cuda):
+    line = re.sub(r"(libmicrohttpd|SQLite|Jansson) [0-9][0-9.]*", r"\1 V", line)
+    line = re.sub(r"\b\d+ (CPU slots?|slots?|runs?)\b", lambda m: "N " + m.group(1).rstrip("s"), line)
+    if not build_has_cuda:
+        line = line.replace("cuda: no;", "cuda: yes;")
+        line = re.sub(r"\(nccl backend: [^)]*\)(, which starts)?", "(nccl backend: ...)", line)
+    return line
+
+
+def case_check_sample(a):
+    sample = check_sample_lines(readme(a))
+    if not check(len(sample) >= 9, f"the README has the ddpd check sample: {sample}"):
+        return
+    command, expected = sample[0], sample[1:]
+    check(command == "$ ddpd check --data-root /usr/share/datasets", f"the sample's command: {command}")
+    base = tempfile.mkdtemp(prefix="ddpd-readme-")
+    try:
+        prefix = os.path.join(base, "usr", "local")
+        home = os.path.join(base, "home", "me")
+        os.makedirs(home)
+        if not install(a, prefix):
+            return
+        ddpd = os.path.join(prefix, "bin", "ddpd")
+        # a database, made by the installed ddpd serving this home's default state dir
+        serve = subprocess.Popen([ddpd, "serve", "--listen", "127.0.0.1:0", "--gpus", "none"], cwd=base,
+                                 env=clean_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = serve.stdout.readline().decode()
+        check("listening on" in line, f"the installed ddpd serves: {line!r}")
+        serve.send_signal(signal.SIGTERM)
+        serve.communicate(timeout=60)
+        p = subprocess.run(command[2:].split(), cwd=base, env=dict(clean_env(home), PATH=f"{prefix}/bin:/usr/bin:/bin"),
+                           capture_output=True, timeout=120)
+        real = p.stdout.decode(errors="replace").replace(base, "").splitlines()
+        check(p.returncode == 0, f"ddpd check exits 0 as the sample's does: {p.returncode}\n{p.stderr.decode()[-500:]}")
+        build_has_cuda = bool(real) and "cuda: yes;" in real[0]
+        if not build_has_cuda:
+            print("note: this build has no CUDA: the GPU backend's words are not compared", flush=True)
+        skip = set()
+        if host_has_gpu():
+            print("note: this host has GPUs: its GPUs line (and the summary's counts) are not compared", flush=True)
+            skip = {i for i, l in enumerate(expected) if l.startswith("warn  GPUs") or l.startswith("ddpd check:")}
+        check(len(real) == len(expected), f"as many lines as the sample ({len(expected)}): got {len(real)}:\n" +
+              "\n".join(real))
+        for i, (want, got) in enumerate(zip(expected, real)):
+            if i in skip:
+                continue
+            w, g = normalize(want, build_has_cuda), normalize(got, build_has_cuda)
+            check(w == g, f"README sample line {i + 1} matches the real output:\n  README: {want}\n  real:   {got}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def case_binaries(a):
+    text = readme(a)
+    named = sorted(set(re.findall(r"build/bin/([A-Za-z0-9_-]+)", text)))
+    check({"ddpd", "ddpctl", "ddp-trainer"} <= set(named), f"the README says where ddpd, ddp-trainer and ddpctl are: {named}")
+    for name in named:
+        check(os.access(os.path.join(a.build, "bin", name), os.X_OK), f"build/bin/{name}, which the README names, is built")
+    base = tempfile.mkdtemp(prefix="ddpd-install-")
+    try:
+        if install(a, base):
+            for name in named:
+                check(os.access(os.path.join(base, "bin", name), os.X_OK), f"cmake --install puts {name} in bin/")
+            check(os.path.isfile(os.path.join(base, "share", "ddpd", "web", "index.html")),
+                  "and the dashboard in share/ddpd/web, where the installed ddpd looks")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- a checkpoint as the README's PyTorch snippet reads it ----
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def safetensors(path):
+    """name -> (shape, list of floats) of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        check(t["dtype"] == "F32", f"{name} is float32: {t['dtype']}")
+        out[name] = (t["shape"], list(struct.unpack(f"<{(e - b) // 4}f", data[8 + n + b:8 + n + e])))
+    return out
+
+
+def idx(path, count):
+    with gzip.open(path, "rb") as f:
+        magic, n = struct.unpack(">II", f.read(8))
+        dims = [struct.unpack(">I", f.read(4))[0] for _ in range((magic & 0xFF) - 1)]
+        size = 1
+        for d in dims:
+            size *= d
+        return [f.read(size) for _ in range(min(count, n))]
+
+
+def evaluate(layers, images, labels, scale):
+    """Mean cross-entropy and accuracy of the README's MLP: x = pixels * scale, then
+    layers[i] = (weight rows [out][in], bias), relu between them, in plain Python."""
+    total, right = 0.0, 0
+    for image, label in zip(images, labels):
+        x = [p * scale for p in image]
+        for i, (rows, bias) in enumerate(layers):
+            x = [sum(map(operator.mul, row, x)) + b for row, b in zip(rows, bias)]
+            if i < len(layers) - 1:
+                x = [v if v > 0 else 0.0 for v in x]
+        top = max(x)
+        total += top + math.log(sum(math.exp(v - top) for v in x)) - x[label]
+        right += x.index(top) == label
+    return total / len(images), right / len(images)
+
+
+def case_checkpoint_layout(a):
+    test_n = 200
+    config = {"name": "layout", "model": {"type": "mlp", "hidden": [32, 16], "activation": "relu"},
+              "data": {"train": {"images": f"{FMNIST}/train-images-idx3-ubyte.gz", "labels": f"{FMNIST}/train-labels-idx1-ubyte.gz"},
+                       "test": {"images": f"{FMNIST}/t10k-images-idx3-ubyte.gz", "labels": f"{FMNIST}/t10k-labels-idx1-ubyte.gz"},
+                       "limit": 1024, "test_limit": test_n},
+              "train": {"epochs": 1, "batch_size": 64}, "distributed": {"world_size": 1, "backend": "cpu"}}
+    base = tempfile.mkdtemp(prefix="ddpd-layout-")
+    try:
+        cfg_path = os.path.join(base, "run.json")
+        with open(cfg_path, "w") as f:
+            json.dump(config, f)
+        run_dir = os.path.join(base, "run")
+        p = subprocess.run([os.path.join(a.build, "bin", "ddp-trainer"), "--config", cfg_path, "--run-dir", run_dir],
+                           capture_output=True, timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+        if not check(p.returncode == 0, f"the trainer trains: {p.stderr.decode()[-800:]}"):
+            return
+        with open(os.path.join(run_dir, "events.jsonl")) as f:
+            epoch = [e for e in map(json.loads, f) if e.get("type") == "epoch"][-1]
+        t = safetensors(os.path.join(run_dir, "checkpoints", "epoch-0000.safetensors"))
+        model = {k: v for k, v in t.items() if k.startswith("layers.")}
+        sizes = [784, 32, 16, 10]
+        want = {}
+        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+            want[f"layers.{i}.weight"] = [n_out, n_in]
+            want[f"layers.{i}.bias"] = [n_out]
+        check({k: v[0] for k, v in model.items()} == want,
+              f"a ModuleList of nn.Linear: layers.N.weight [out, in], layers.N.bias: {sorted((k, v[0]) for k, v in model.items())}")
+        check(all(k.startswith("layers.") or k.startswith("optimizer.") for k in t), f"the rest is the optimizer's: {sorted(t)}")
+        if set(model) != set(want):
+            return
+        layers = []
+        for i in range(len(sizes) - 1):
+            shape, w = model[f"layers.{i}.weight"]
+            layers.append(([w[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])], model[f"layers.{i}.bias"][1]))
+        images = idx(f"{FMNIST}/t10k-images-idx3-ubyte.gz", test_n)
+        labels = list(b"".join(idx(f"{FMNIST}/t10k-labels-idx1-ubyte.gz", test_n)))
+        loss, acc = evaluate(layers, images, labels, 1 / 255)
+        check(abs(loss - epoch["test_loss"]) < 1e-4 and abs(acc - epoch["test_acc"]) < 1e-9,
+              f"read as the README says (pixels / 255, relu between layers), the checkpoint gives the trainer's test loss "
+              f"{epoch['test_loss']:.6f} and accuracy {epoch['test_acc']}: {loss:.6f}, {acc}")
+        raw, _ = evaluate(layers, images, labels, 1.0)
+        check(abs(raw - epoch["test_loss"]) > 1e-2, f"and read otherwise (raw bytes) it does not: {raw:.4f}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+CASES = {"check_sample": case_check_sample, "binaries": case_binaries, "checkpoint_layout": case_checkpoint_layout}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--cmake", required=True)
+    args = ap.parse_args()
+    ddpd_harness.main(CASES, args)
