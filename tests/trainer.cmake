@@ -37,9 +37,14 @@ foreach(case ${TRAINER_CNN_E2E_CASES})
   set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()
 
-# The `ddpd` Python module that command runs' scripts report through (python/ddpd),
-# against a real socket, with Debian's /usr/bin/python3 as the users' scripts run.
-foreach(case outside_ddpd points_in_order server_restarts full_queue_drops)
-  add_test(NAME reporter_${case} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/python/test_reporter.py ${case})
+# The reporters command runs' scripts report through: the `ddpd` Python module
+# (reporter/python/ddpd), run with Debian's /usr/bin/python3 as users' scripts are,
+# and the C header (reporter/c/ddpd_report.h), both against a real socket.
+add_executable(report_c_demo ${CMAKE_CURRENT_LIST_DIR}/reporter/report_c_demo.c)
+target_include_directories(report_c_demo PRIVATE ${PROJECT_SOURCE_DIR}/reporter/c)
+target_link_libraries(report_c_demo PRIVATE m)
+foreach(case outside_ddpd points_in_order server_restarts full_queue_drops c_header)
+  add_test(NAME reporter_${case} COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/reporter/test_reporter.py ${case}
+                                         --c-demo $<TARGET_FILE:report_c_demo>)
   set_tests_properties(reporter_${case} PROPERTIES TIMEOUT 120)
 endforeach()

@@ -12,8 +12,8 @@ catches up). When the queue is full the point is dropped and counted
 (`ddpd.dropped()`). Outside ddpd (no DDPD_EVENTS_SOCKET in the environment) every
 call is a no-op, so the same script runs anywhere.
 
-The line protocol is in the repository's docs/events.md ("Reporting from a command
-run"); a C, Rust or JAX trainer can speak it directly.
+The line protocol is in the repository's reporter/README.md; a C, Rust or JAX
+trainer can speak it directly (reporter/c/ddpd_report.h does, for C).
 """
 import atexit
 import collections

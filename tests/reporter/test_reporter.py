@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""The `ddpd` reporter module (python/ddpd) against a real Unix socket, as a command
-run's script uses it: a no-op outside ddpd; under ddpd every point reaches the socket
+"""The reporters of command runs against a real Unix socket, as a script uses them:
+the `ddpd` Python module (reporter/python/ddpd) and the C header
+(reporter/c/ddpd_report.h, through tests/reporter/report_c_demo.c). a no-op outside ddpd; under ddpd every point reaches the socket
 in order after a hello that carries the secret, and the journal, without the secret;
 a server that goes away and comes back gets a new hello and the points after it,
 while the journal keeps everything; a full queue drops and counts, never blocks.
 
-Usage: test_reporter.py CASE"""
+Usage: test_reporter.py CASE [--c-demo PATH]"""
 import json, os, socket, subprocess, sys, tempfile, textwrap, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
+PYTHON_DIR = os.path.join(HERE, "..", "..", "reporter", "python")
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 import ddpd_harness  # noqa: E402
 from ddpd_harness import check  # noqa: E402
@@ -167,10 +168,31 @@ def case_full_queue_drops(d):
     check(p.returncode == 0 and p.stdout.split() == ["True", "True"], f"full queue: dropped and counted: {p.stdout!r}")
 
 
+def case_c_header(d):
+    env = reporter_env(d)
+    srv = Listener(env["DDPD_EVENTS_SOCKET"])
+    p = subprocess.run([C_DEMO, "5000"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout.split() == ["1", "0"], f"the C program ran, nothing dropped: {p.stdout!r}")
+    time.sleep(0.3)
+    ev = srv.events(0) if srv.connections else []
+    check(ev and ev[0]["type"] == "hello" and ev[0]["secret"] == "s3cret" and ev[0]["rank"] == 1, f"hello first: {ev[:1]}")
+    steps = [e for e in ev if e["type"] == "metric" and "global_step" in e]
+    check([e["global_step"] for e in steps] == list(range(1, 5001)), "every step, in order")
+    check(steps and steps[-1]["values"] == {"loss": 1.0 / 5000, "lr": 1e-3, 'grad "norm"': None},
+          f"exact numbers, NaN as null, names escaped: {steps[-1:]}")
+    check(ev and ev[-1]["type"] == "status" and ev[-1]["detail"] == "finished", f"the status last: {ev[-1:]}")
+    j = journal(d)
+    check(len(j) == len(ev) and all(e.get("secret") is None for e in j), "the journal has every event and no secret")
+    p = subprocess.run([C_DEMO, "10"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout.split() == ["0", "0"], f"outside ddpd: a no-op: {p.stdout!r}")
+    srv.close()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
     case = sys.argv[1]
+    C_DEMO = sys.argv[sys.argv.index("--c-demo") + 1] if "--c-demo" in sys.argv else None
     with tempfile.TemporaryDirectory(prefix="ddpd-reporter-") as d:
         CASES[case](d)
     print(f"reporter {case}: {ddpd_harness.PASSED} passed, {ddpd_harness.FAILED} failed")
