@@ -116,6 +116,7 @@ export function mountRun(root, id) {
       ...fact('Exit', run.exit_signal ? `signal ${run.exit_signal}` : run.exit_code ?? '—'));
     configEl.textContent = JSON.stringify(run.config, null, 2);
     renderCheckpoints();
+    renderSummary(); // "Latest" becomes "Final" when the status does, whichever event came first
   }
 
   // ---- the summary: best and final test metrics ----

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """schema/openapi.json against the real server: the document is OpenAPI 3.1 whose
 every $ref resolves; it names exactly the routes the router serves (read from the
-route tables in server/*.c); ddpd serves it (and the run-config schema it refers to)
+route tables in server/**/*.c); ddpd serves it (and the run-config schema it refers to)
 as they are in the repository; and every route is exercised on a real ddpd with the
 real trainer training Fashion-MNIST (a small data.limit), each answer's status,
 content type, required headers and body validated against the document, until
@@ -202,9 +202,9 @@ def dechunk(data):
 
 
 def route_tables(source):
-    """(method, normalized path) of every route in server/*.c's route tables."""
+    """(method, normalized path) of every route in server/**/*.c's route tables."""
     found = set()
-    for path in glob.glob(os.path.join(source, "server", "*.c")):
+    for path in glob.glob(os.path.join(source, "server", "**", "*.c"), recursive=True):
         with open(path) as f:
             text = f.read()
         for m in re.finditer(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,', text):
@@ -264,7 +264,7 @@ def run(a):
 
     documented = {(m, normalize(t)) for t, item in doc["paths"].items() for m in METHODS if m in item}
     served = route_tables(a.source)
-    check(len(served) >= 10, f"the route tables were found in server/*.c: {len(served)}")
+    check(len(served) >= 10, f"the route tables were found in server/**/*.c: {len(served)}")
     check(served - documented == set(), f"every route the server has is documented; missing: {sorted(served - documented)}")
     check(documented - served == set(), f"every documented route exists; not served: {sorted(documented - served)}")
 

@@ -23,7 +23,7 @@
 #include "check.h"
 #include "metrics.h"
 #include "server_log.h"
-#include "util.h"
+#include "base.h"
 
 #define DAY_MS 86400000LL
 

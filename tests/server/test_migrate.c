@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "migrate.h"
+#include "migrations.h"
 
 static int user_version(sqlite3 *db) {
     sqlite3_stmt *st;

@@ -299,8 +299,9 @@ def case_config_defaults(a):
               f"the trainer gets canonical absolute paths: {given['train']['images']}")
         check(given["test"]["labels"].startswith("/"), "all four")
         check(seen["argv"][1:] == ["--config", os.path.join(s.run_dir(run["id"]), "config.json"), "--run-dir",
-                                   s.run_dir(run["id"]), "--events", os.path.join(s.state_dir, "events.sock")],
-              f"the command line of the contract: {seen['argv']}")
+                                   s.run_dir(run["id"]), "--events", os.path.join(s.state_dir, "events.sock"),
+                                   "--data-root", os.path.realpath(DATA_ROOT)],
+              f"the command line of the contract, the server's data roots last: {seen['argv']}")
         env = seen["env"]
         check(env.get("DDPD_RUN_ID") == str(run["id"]), f"DDPD_RUN_ID: {env.get('DDPD_RUN_ID')}")
         check(len(env.get("DDPD_RUN_SECRET", "")) == 64 and all(c in "0123456789abcdef" for c in env["DDPD_RUN_SECRET"]),

@@ -1,0 +1,422 @@
+/* libmicrohttpd set-up, body accumulation with its cap, routing, and the reply
+ * helpers: see http.h. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "hostport.h"
+#include "base.h"
+
+#define MAX_SEGMENTS 8
+
+/* Per request, kept by MHD between calls of the access handler. */
+typedef struct {
+    const route *route;
+    char id_text[32];
+    buf_t body;
+    bool too_large;
+    /* for the request's log line and its metrics, when it is over */
+    double started;   /* mono_s() at its headers */
+    char method[16];
+    char path[256];
+    int status;       /* of the answer queued; 0: none was */
+    uint64_t bytes;   /* of its body */
+} request_state;
+
+static struct {
+    struct MHD_Daemon *daemon;
+    http_config c;
+} H;
+
+/* ---- replies ---- */
+
+void reply_json(response *rs, int status, json_t *o) {
+    size_t n = json_dumpb(o, NULL, 0, JSON_FLAGS);
+    char *s = xmalloc(n + 1);
+    json_dumpb(o, s, n, JSON_FLAGS);
+    s[n] = '\n'; /* curl-friendly */
+    json_decref(o);
+    rs->status = status;
+    rs->body = s;
+    rs->len = n + 1;
+    rs->content_type = "application/json";
+}
+
+void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
+    size_t n = json_dumpb(o, NULL, 0, JSON_FLAGS);
+    size_t rlen = strlen(raw_members);
+    /* {...} -> {...,raw}\n; {} -> {raw}\n */
+    char *s = xmalloc(n + rlen + 4);
+    json_dumpb(o, s, n, JSON_FLAGS);
+    json_decref(o);
+    size_t at = n - 1; /* the closing brace */
+    if (at > 1) s[at++] = ',';
+    memcpy(s + at, raw_members, rlen);
+    at += rlen;
+    s[at++] = '}';
+    s[at++] = '\n';
+    free(raw_members);
+    rs->status = status;
+    rs->body = s;
+    rs->len = at;
+    rs->content_type = "application/json";
+}
+
+void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...) {
+    char detail[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    const char *title = MHD_get_reason_phrase_for((unsigned)status);
+    json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title && *title ? title : "Error",
+                          "status", status, "detail", detail);
+    if (errors) json_object_set_new(o, "errors", errors);
+    reply_json(rs, status, o);
+    rs->content_type = "application/problem+json";
+}
+
+void reply_text(response *rs, int status, char *text, size_t len, const char *content_type) {
+    rs->status = status;
+    rs->body = text;
+    rs->len = len;
+    rs->content_type = content_type;
+}
+
+const char *rq_query(request *rq, const char *key) {
+    return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, request_state *st, response *rs,
+                                     const char *allow, bool unauthorized) {
+    st->status = rs->status;
+    st->bytes = rs->len;
+    if (rs->stream) { /* a streamed response (sse.c): its headers are set */
+        struct MHD_Response *sr = rs->stream;
+        MHD_add_response_header(sr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        enum MHD_Result sret = MHD_queue_response(conn, (unsigned)rs->status, sr);
+        MHD_destroy_response(sr);
+        free(rs->body);
+        free(rs->location);
+        return sret;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(rs->len, rs->body ? rs->body : "", rs->body ? MHD_RESPMEM_MUST_FREE
+                                                                                    : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(rs->body);
+        free(rs->location);
+        return MHD_NO;
+    }
+    if (rs->content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (rs->location) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (unauthorized) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ddpd\"");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)rs->status, r);
+    MHD_destroy_response(r);
+    free(rs->location);
+    return ret;
+}
+
+static enum MHD_Result send_problem(struct MHD_Connection *conn, request_state *st, int status, const char *allow,
+                                    const char *detail) {
+    response rs = {0};
+    reply_problem(&rs, status, NULL, "%s", detail);
+    return send_response(conn, st, &rs, allow, status == MHD_HTTP_UNAUTHORIZED);
+}
+
+/* ---- routing ---- */
+
+static int split_path(const char *path, char segs[MAX_SEGMENTS][128]) {
+    int n = 0;
+    const char *p = path;
+    while (*p == '/') p++;
+    while (*p) {
+        if (n == MAX_SEGMENTS) return -1;
+        size_t len = strcspn(p, "/");
+        if (len >= 128) return -1;
+        memcpy(segs[n], p, len);
+        segs[n][len] = '\0';
+        n++;
+        p += len;
+        if (*p == '/') p++;
+        if (*p == '/') return -1; /* "//" */
+    }
+    return n;
+}
+
+static bool pattern_matches(const char *pattern, char segs[MAX_SEGMENTS][128], int n, char *id_out) {
+    char psegs[MAX_SEGMENTS][128];
+    int pn = split_path(pattern, psegs);
+    if (pn != n) return false;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(psegs[i], "{id}") == 0) {
+            if (id_out) {
+                size_t l = strlen(segs[i]);
+                if (l > 31) l = 31; /* no run id is that long: it will not parse */
+                memcpy(id_out, segs[i], l);
+                id_out[l] = '\0';
+            }
+        } else if (strcmp(psegs[i], segs[i]) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool method_is(const char *m, const char *route_method) {
+    return strcmp(m, route_method) == 0 || (strcmp(route_method, "GET") == 0 && strcmp(m, "HEAD") == 0);
+}
+
+/* The route for this method and path; else *allow lists the methods the path takes
+ * (405) or stays empty (404). */
+static const route *find_route(const char *method, const char *path, char *id_text, char *allow, size_t allow_len) {
+    char segs[MAX_SEGMENTS][128];
+    allow[0] = '\0';
+    int n = split_path(path, segs);
+    if (n < 0) return NULL;
+    for (size_t i = 0; i < H.c.n_routes; i++) {
+        const route *r = &H.c.routes[i];
+        if (!pattern_matches(r->pattern, segs, n, id_text)) continue;
+        if (method_is(method, r->method)) return r;
+        size_t used = strlen(allow);
+        snprintf(allow + used, allow_len - used, "%s%s%s", used ? ", " : "", r->method,
+                 strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+    }
+    return NULL;
+}
+
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ') ct++;
+    size_t n = strcspn(ct, ";");
+    while (n && ct[n - 1] == ' ') n--;
+    if (n == 16 && strncasecmp(ct, "application/json", 16) == 0) return true;
+    /* application/<something>+json */
+    return n > 17 && strncasecmp(ct, "application/", 12) == 0 && strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+static bool has_body(struct MHD_Connection *conn) {
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    return te != NULL || (cl && strtoull(cl, NULL, 10) > 0);
+}
+
+/* ---- the access handler: MHD calls it once with the headers, then once per body
+ * chunk, then once more with no data: that last call dispatches. ---- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)cls;
+    (void)version;
+    request_state *st = *con_cls;
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st) return MHD_NO;
+        *con_cls = st;
+        st->started = mono_s();
+        snprintf(st->method, sizeof st->method, "%s", method);
+        snprintf(st->path, sizeof st->path, "%s", url);
+        char path[1024];
+        snprintf(path, sizeof path, "%s", url);
+        size_t pl = strlen(path);
+        if (pl > 1 && path[pl - 1] == '/') path[pl - 1] = '\0';
+        char allow[256];
+        st->route = find_route(method, path, st->id_text, allow, sizeof allow);
+        if (!st->route) {
+            char detail[1400];
+            if (allow[0]) {
+                snprintf(detail, sizeof detail, "%s does not take %s; it takes %s", path, method, allow);
+                return send_problem(conn, st, MHD_HTTP_METHOD_NOT_ALLOWED, allow, detail);
+            }
+            snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
+            return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
+        }
+        /* Reading is open; changing needs the token, when there is one (auth.h). */
+        if (H.c.token && auth_method_mutates(method) &&
+            !auth_bearer_ok(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                            H.c.token))
+            return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
+                                "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
+                                "(the token ddpd was started with: --token or DDPD_TOKEN)");
+        if (has_body(conn) || st->route->json_body) {
+            const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
+                char detail[256];
+                snprintf(detail, sizeof detail, "the request body is %s bytes; the limit is %u bytes (1 MiB)", cl,
+                         HTTP_MAX_BODY);
+                return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
+            }
+            const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+            if (!is_json_type(ct)) {
+                char detail[512];
+                snprintf(detail, sizeof detail, "the request body must be JSON, sent with \"Content-Type: application/json\" (got %s%.200s%s)",
+                         ct ? "\"" : "", ct ? ct : "no Content-Type", ct ? "\"" : "");
+                return send_problem(conn, st, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, detail);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!st->too_large) {
+            if (st->body.len + *upload_data_size > HTTP_MAX_BODY) {
+                st->too_large = true; /* keep reading (and dropping) so that the 413 can be sent */
+                buf_free(&st->body);
+            } else {
+                buf_append(&st->body, upload_data, *upload_data_size);
+            }
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (st->too_large) {
+        char detail[128];
+        snprintf(detail, sizeof detail, "the request body is over the limit of %u bytes (1 MiB)", HTTP_MAX_BODY);
+        return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
+    }
+    request rq = {.conn = conn,
+                  .method = method,
+                  .path = url,
+                  .id_text = st->id_text,
+                  .body = st->body.data ? st->body.data : "",
+                  .body_len = st->body.len};
+    response rs = {0};
+    st->route->handler(&rq, &rs);
+    if (!rs.status) reply_problem(&rs, 500, NULL, "the handler gave no answer");
+    return send_response(conn, st, &rs, NULL, false);
+}
+
+/* The request is over: the hook hears of it (its log line and its metrics). */
+static void account(struct MHD_Connection *conn, const request_state *st) {
+    if (!H.c.request_done) return;
+    double seconds = mono_s() - st->started;
+    char client[INET6_ADDRSTRLEN] = "";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, client, sizeof client);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, client, sizeof client);
+    }
+    http_done d = {.client = client, .method = st->method, .path = st->path,
+                   .route = st->route ? st->route->pattern : NULL, .status = st->status, .bytes = st->bytes,
+                   .seconds = seconds};
+    H.c.request_done(&d);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)toe;
+    request_state *st = *con_cls;
+    if (st) {
+        account(conn, st);
+        buf_free(&st->body);
+        free(st);
+        *con_cls = NULL;
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n') line[--n] = '\0';
+    log_warn("http: %s", line);
+}
+
+/* "host:port", "[v6]:port": getaddrinfo, first address. */
+static int resolve_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *err, size_t errlen) {
+    char host[256], port[16];
+    if (parse_host_port("--listen", listen, host, sizeof host, port, sizeof port, err, errlen) != 0) return -1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (rc != 0 || !res) {
+        snprintf(err, errlen, "--listen %s: %s", listen, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* The listening socket, bound here rather than by MHD, so that a port that cannot be
+ * had gets one message saying why and what to do (MHD would first log its own
+ * "Failed to bind to port 0"). Returns the socket, or -1 with *err set. */
+static int listen_socket(const char *listen_at, const struct sockaddr_storage *ss, socklen_t sslen, char *err,
+                         size_t errlen) {
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(errno));
+        return -1;
+    }
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on); /* a restart need not wait out TIME_WAIT */
+    if (ss->ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    if (bind(fd, (const struct sockaddr *)ss, sslen) != 0 || listen(fd, 1024) != 0) {
+        int e = errno;
+        const char *hint = e == EADDRINUSE ? ": another program (another ddpd?) has that port; stop it, or give "
+                                             "this one another: --listen HOST:PORT (DDPD_LISTEN)"
+                           : e == EACCES ? ": ports below 1024 need root (or CAP_NET_BIND_SERVICE); use a port "
+                                           "above 1023: --listen HOST:PORT (DDPD_LISTEN)"
+                           : e == EADDRNOTAVAIL ? ": that is not an address of this host (--listen 127.0.0.1:PORT "
+                                                  "for this host only, 0.0.0.0:PORT for every interface)"
+                           : "";
+        snprintf(err, errlen, "cannot listen on %s: %s%s", listen_at, strerror(e), hint);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
+    H.c = *c;
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    if (resolve_listen(c->listen, &ss, &sslen, err, errlen) != 0) return -1;
+    int fd = listen_socket(c->listen, &ss, sslen, err, errlen);
+    if (fd < 0) return -1;
+    /* suspend/resume: server-sent event streams wait suspended, not in a thread (sse.h) */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    H.daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
+                                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                                MHD_OPTION_THREAD_POOL_SIZE, c->threads,
+                                MHD_OPTION_CONNECTION_LIMIT, 4096u,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                MHD_OPTION_END);
+    if (!H.daemon) {
+        close(fd);
+        snprintf(err, errlen, "cannot serve on %s: the HTTP server did not start (see the line before)", c->listen);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(H.daemon, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = info ? info->port : 0;
+    return 0;
+}
+
+void http_stop(void) {
+    if (H.daemon) {
+        MHD_stop_daemon(H.daemon);
+        H.daemon = NULL;
+    }
+}

@@ -1,0 +1,89 @@
+/* The HTTP side of ddpd: libmicrohttpd with an internal thread pool, each thread
+ * with its own epoll (the mode its manual recommends for many concurrent clients),
+ * request bodies accumulated with a 1 MiB cap, and a small router. The router
+ * answers 404 for unknown paths, 405 (with Allow) for known paths with the wrong
+ * method, 413 for bodies past the cap (early, by Content-Length, and while
+ * streaming), 415 for bodies that are not JSON, 401 for a request that changes
+ * something (not GET or HEAD) without the token, when one is set (auth.h). Errors are
+ * application/problem+json (RFC 9457). When a request is over, the request_done hook
+ * hears of it (main.c: its log line and its count in /metrics). */
+#ifndef DDPD_HTTP_H
+#define DDPD_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+
+#define HTTP_MAX_BODY (1u << 20)
+
+struct MHD_Connection;
+
+typedef struct {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;
+    const char *id_text; /* the {id} segment, when the route has one */
+    const char *body;
+    size_t body_len;
+} request;
+
+typedef struct {
+    int status;
+    char *body; /* malloc'd */
+    size_t len;
+    const char *content_type;
+    char *location; /* malloc'd, or NULL */
+    void *stream;   /* a struct MHD_Response the handler built (server-sent events, sse.c):
+                       queued as it is, with status; body and content_type unused */
+} response;
+
+typedef void (*handler_fn)(request *rq, response *rs);
+
+typedef struct {
+    const char *method;  /* "GET" also answers HEAD */
+    const char *pattern; /* "/runs/{id}/metrics" */
+    handler_fn handler;
+    bool json_body;      /* the handler reads a JSON body: 415 without application/json */
+} route;
+
+/* A request that is over. `route` is the matched route's pattern, or NULL; status
+ * 0: no answer was queued (the client left). */
+typedef struct {
+    const char *client, *method, *path, *route;
+    int status;
+    uint64_t bytes;
+    double seconds;
+} http_done;
+
+typedef struct {
+    const char *listen;  /* "127.0.0.1:8080", "[::1]:0", "localhost:8080" */
+    unsigned threads;
+    const route *routes;
+    size_t n_routes;
+    const char *token;   /* NULL: no authentication */
+    void (*request_done)(const http_done *d);
+} http_config;
+
+/* Starts serving. *port_out gets the bound port (useful with port 0). */
+int http_start(const http_config *c, int *port_out, char *err, size_t errlen);
+void http_stop(void);
+
+/* A query-string argument, or NULL. */
+const char *rq_query(request *rq, const char *key);
+
+/* Replies; `o` is taken (decref'd). */
+void reply_json(response *rs, int status, json_t *o);
+/* The same, with more members written as they are: `raw_members` is JSON text of
+ * the form "key":value,"key2":value2 (taken, freed). */
+void reply_json_raw(response *rs, int status, json_t *o, char *raw_members);
+/* A problem document: {"type": "about:blank", "title", "status", "detail"}, plus
+ * "errors": [{"pointer", "message"}] when `errors` is given (taken). */
+void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Takes `text` (malloc'd). */
+void reply_text(response *rs, int status, char *text, size_t len, const char *content_type);
+
+#endif

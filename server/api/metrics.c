@@ -1,0 +1,74 @@
+/* The /metrics collector: see metrics.h. */
+#include "metrics.h"
+
+#include <stdint.h>
+
+#include "base.h"
+#include "ddpd_build_config.h"
+#include "feed.h"
+#include "ingest.h"
+#include "prom.h"
+#include "run_status.h"
+#include "scheduler.h"
+#include "store_read.h"
+
+static double start_time_s;
+
+__attribute__((constructor)) static void note_start_time(void) { start_time_s = (double)now_ms() / 1000.0; }
+
+void metrics_render(buf_t *b) {
+    prom_family(b, "ddpd_build_info", "gauge", "Always 1: the version of ddpd and whether it was built with the CUDA backend.");
+    prom_sample_u(b, "ddpd_build_info",
+                  (const char *[]){"version", DDPD_VERSION, "cuda", DDPD_HAVE_CUDA ? "yes" : "no", NULL}, 1);
+    prom_family(b, "ddpd_start_time_seconds", "gauge", "When this ddpd process started, in unix seconds.");
+    prom_sample_d(b, "ddpd_start_time_seconds", NULL, start_time_s);
+
+    int64_t runs[RUN_STATUS_COUNT];
+    if (store_count_by_status(runs) == 0) {
+        prom_family(b, "ddpd_runs", "gauge", "Runs in the store, by status.");
+        for (int i = 0; i < RUN_STATUS_COUNT; i++)
+            prom_sample_u(b, "ddpd_runs", (const char *[]){"status", run_status_name((run_status)i), NULL},
+                          (uint64_t)runs[i]);
+    } else {
+        log_warn("metrics: the store could not be read for ddpd_runs");
+    }
+
+    scheduler_snapshot s;
+    scheduler_take_snapshot(&s);
+    prom_family(b, "ddpd_queue_length", "gauge", "Runs queued, waiting for devices.");
+    prom_sample_u(b, "ddpd_queue_length", NULL, (uint64_t)s.queued);
+    prom_family(b, "ddpd_active_runs", "gauge", "Runs given devices and not finished (starting, running, canceling).");
+    prom_sample_u(b, "ddpd_active_runs", NULL, (uint64_t)s.active);
+    prom_family(b, "ddpd_devices", "gauge", "Devices this server manages, by kind (cpu: CPU slots, gpu: GPUs) and state.");
+    prom_sample_u(b, "ddpd_devices", (const char *[]){"kind", "cpu", "state", "in_use", NULL},
+                  (uint64_t)(s.cpu_slots - s.cpu_free));
+    prom_sample_u(b, "ddpd_devices", (const char *[]){"kind", "cpu", "state", "free", NULL}, (uint64_t)s.cpu_free);
+    prom_sample_u(b, "ddpd_devices", (const char *[]){"kind", "gpu", "state", "in_use", NULL},
+                  (uint64_t)(s.gpus - s.gpu_free));
+    prom_sample_u(b, "ddpd_devices", (const char *[]){"kind", "gpu", "state", "free", NULL}, (uint64_t)s.gpu_free);
+
+    ingest_counters ing;
+    ingest_take_counters(&ing);
+    prom_family(b, "ddpd_ingest_events_total", "counter", "Events ingested from trainers over the event socket.");
+    prom_sample_u(b, "ddpd_ingest_events_total", NULL, ing.events);
+    prom_family(b, "ddpd_ingest_lines_total", "counter", "Lines read from the event socket (a line holds one event or an array).");
+    prom_sample_u(b, "ddpd_ingest_lines_total", NULL, ing.lines);
+    prom_family(b, "ddpd_ingest_malformed_lines_total", "counter", "Event lines skipped because they were not valid events.");
+    prom_sample_u(b, "ddpd_ingest_malformed_lines_total", NULL, ing.malformed);
+    prom_family(b, "ddpd_ingest_dropped_connections_total", "counter",
+                "Event connections dropped (no hello, or the wrong secret).");
+    prom_sample_u(b, "ddpd_ingest_dropped_connections_total", NULL, ing.dropped_connections);
+    prom_family(b, "ddpd_ingest_connections", "gauge", "Trainer processes connected to the event socket now.");
+    prom_sample_u(b, "ddpd_ingest_connections", NULL, ing.connections);
+    prom_family(b, "ddpd_event_streams", "gauge", "Server-sent event streams open now (GET /events, /runs/{id}/events).");
+    prom_sample_u(b, "ddpd_event_streams", NULL, (uint64_t)feed_subscribers());
+
+    metrics_sink_render(b);
+}
+
+void metrics_handle(request *rq, response *rs) {
+    (void)rq;
+    buf_t b = {0};
+    metrics_render(&b);
+    reply_text(rs, 200, b.data, b.len, "text/plain; version=0.0.4; charset=utf-8");
+}

@@ -1,0 +1,384 @@
+/* The handlers of the API: one function per route, each reading what it needs from
+ * the store (or asking the scheduler) and answering JSON or a problem.
+ *
+ *   GET    /healthz                     liveness, devices, ingest counters
+ *   POST   /runs                        submit a run config -> 201, Location
+ *   GET    /runs?status=&limit=&before= newest first; "next" is the next page's URL
+ *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
+ *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
+ *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
+ *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
+ *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
+ *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
+ *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
+ *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
+ *   GET    /metrics                     Prometheus text format (metrics.c)
+ *   GET    /openapi.json                the API's description (openapi.c)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base.h"
+#include "ddpd_build_config.h"
+#include "downsample.h"
+#include "ingest.h"
+#include "logtail.h"
+#include "metrics.h"
+#include "openapi.h"
+#include "params.h"
+#include "routes.h"
+#include "run_config.h"
+#include "runs.h"
+#include "scheduler.h"
+#include "state_layout.h"
+#include "store_read.h"
+
+static int64_t started_at;
+
+void routes_init(void) { started_at = now_ms(); }
+
+/* Answers with the run as GET /runs/{id} shows it. */
+static void reply_run(response *rs, int status, int64_t id) {
+    char *raw = NULL;
+    json_t *run = store_run_json(id, &raw);
+    if (!run) {
+        reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id);
+        return;
+    }
+    if (strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0)
+        json_object_set_new(run, "queue_position", json_integer(scheduler_queue_position(id)));
+    reply_json_raw(rs, status, run, raw);
+}
+
+/* ---- GET /healthz ---- */
+
+static void get_healthz(request *rq, response *rs) {
+    (void)rq;
+    scheduler_snapshot sc;
+    ingest_counters ing;
+    scheduler_take_snapshot(&sc);
+    ingest_take_counters(&ing);
+    json_t *o = json_pack("{s:s,s:s,s:I}", "status", "ok", "version", DDPD_VERSION, "uptime_s",
+                          (json_int_t)((now_ms() - started_at) / 1000));
+    json_object_set_new(o, "devices",
+                        json_pack("{s:{s:i,s:i},s:{s:i,s:i},s:i,s:i}", "cpu", "slots", sc.cpu_slots, "free",
+                                  sc.cpu_free, "gpu", "count", sc.gpus, "free", sc.gpu_free, "queued", sc.queued,
+                                  "active", sc.active));
+    json_object_set_new(o, "ingest",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I}", "connections", (json_int_t)ing.connections, "lines",
+                                  (json_int_t)ing.lines, "events", (json_int_t)ing.events, "malformed",
+                                  (json_int_t)ing.malformed, "dropped_connections",
+                                  (json_int_t)ing.dropped_connections));
+    reply_json(rs, 200, o);
+}
+
+/* ---- POST /runs ---- */
+
+static void invalid_config(response *rs, schema_errors *errs) {
+    char *first = xasprintf("%s: %s", errs->items[0].pointer[0] ? errs->items[0].pointer : "(the document)",
+                            errs->items[0].message);
+    if (errs->count == 1)
+        reply_problem(rs, 400, schema_errors_to_json(errs), "the run config is invalid: %s", first);
+    else
+        reply_problem(rs, 400, schema_errors_to_json(errs),
+                      "the run config has %zu problems, listed in \"errors\"; the first: %s", errs->count, first);
+    free(first);
+}
+
+static void post_runs(request *rq, response *rs) {
+    size_t i = 0;
+    while (i < rq->body_len && strchr(" \t\r\n", rq->body[i])) i++;
+    if (i == rq->body_len) {
+        reply_problem(rs, 400, json_pack("[{s:s,s:s}]", "pointer", "", "message", "the request body is empty"),
+                      "the request body is empty: send a run config, a JSON object");
+        return;
+    }
+    /* Every violation at once: the schema's (defaults filled in), then this host's:
+     * devices it can never give, files it will not let the trainer read. */
+    schema_errors errs = {0};
+    json_t *config = run_config_parse(rq->body, rq->body_len, 0, NULL, &errs);
+    if (!config) {
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "the request body is %s", errs.items[0].message);
+        schema_errors_free(&errs);
+        return;
+    }
+    if (!json_is_object(config)) {
+        run_config_validate(config, &errs); /* "must be an object (got string \"x\")" */
+        reply_problem(rs, 400, schema_errors_to_json(&errs), "a run config is a JSON object: %s",
+                      errs.count ? errs.items[0].message : "?");
+        schema_errors_free(&errs);
+        json_decref(config);
+        return;
+    }
+    char err[1024];
+    int64_t id = runs_submit(config, &errs, err, sizeof err);
+    if (id == 0) invalid_config(rs, &errs);
+    else if (id < 0) reply_problem(rs, 500, NULL, "%s", err);
+    else {
+        rs->location = xasprintf("/runs/%lld", (long long)id);
+        reply_run(rs, 201, id);
+    }
+    schema_errors_free(&errs);
+    json_decref(config);
+}
+
+/* ---- GET /runs ---- */
+
+static void get_runs(request *rq, response *rs) {
+    int64_t limit = 50, before = 0;
+    if (!param_query_int(rq, rs, "limit", 1, 1000, &limit) || !param_query_int(rq, rs, "before", 1, INT64_MAX, &before)) return;
+    const char *status = rq_query(rq, "status");
+    char *statuses = NULL;
+    if (status && *status) {
+        json_t *a = json_array();
+        char *copy = xstrdup(status), *save = NULL;
+        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+            run_status known;
+            if (!run_status_parse(s, &known)) {
+                reply_problem(rs, 400, NULL,
+                              "status \"%.60s\" is not one: use queued, starting, running, canceling, succeeded, failed or canceled (comma-separated for several)",
+                              s);
+                free(copy);
+                json_decref(a);
+                return;
+            }
+            json_array_append_new(a, json_string(s));
+        }
+        free(copy);
+        statuses = json_dumps(a, JSON_FLAGS);
+        json_decref(a);
+    }
+    int64_t next_before = 0;
+    json_t *page = store_runs_page(statuses, before, (int)limit, &next_before);
+    free(statuses);
+    if (!page) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    json_object_set_new(page, "limit", json_integer(limit));
+    if (next_before) {
+        char *next = status && *status
+                         ? xasprintf("/runs?limit=%lld&before=%lld&status=%s", (long long)limit, (long long)next_before, status)
+                         : xasprintf("/runs?limit=%lld&before=%lld", (long long)limit, (long long)next_before);
+        json_object_set_new(page, "next", json_string(next));
+        free(next);
+    } else {
+        json_object_set_new(page, "next", json_null());
+    }
+    reply_json(rs, 200, page);
+}
+
+/* ---- GET /runs/{id} ---- */
+
+static void get_run(request *rq, response *rs) {
+    int64_t id;
+    if (param_run_id(rq, rs, &id)) reply_run(rs, 200, id);
+}
+
+/* ---- POST /runs/{id}/cancel ---- */
+
+static void cancel_run(request *rq, response *rs) {
+    int64_t id;
+    if (!param_run_id(rq, rs, &id)) return;
+    run_status st = RUN_QUEUED;
+    switch (runs_cancel(id, &st)) {
+    case RUNS_DONE: reply_run(rs, 202, id); return;
+    case RUNS_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
+    case RUNS_FINISHED:
+        reply_problem(rs, 409, NULL, "run %lld has already finished (%s): there is nothing to cancel", (long long)id,
+                      run_status_name(st));
+        return;
+    case RUNS_SETTING_UP: reply_problem(rs, 409, NULL, "run %lld is being set up; try again in a moment", (long long)id); return;
+    default: reply_problem(rs, 500, NULL, "the database could not be read; see the server's log"); return;
+    }
+}
+
+/* ---- DELETE /runs/{id} ---- */
+
+static void delete_run(request *rq, response *rs) {
+    int64_t id;
+    if (!param_run_id(rq, rs, &id)) return;
+    run_status st = RUN_QUEUED;
+    switch (runs_delete(id, &st)) {
+    case RUNS_DONE: reply_text(rs, 204, NULL, 0, NULL); return;
+    case RUNS_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
+    case RUNS_NOT_FINISHED:
+        reply_problem(rs, 409, NULL, "run %lld is %s: cancel it first (POST /runs/%lld/cancel), then delete it",
+                      (long long)id, run_status_name(st), (long long)id);
+        return;
+    case RUNS_CHANGED:
+        reply_problem(rs, 409, NULL, "run %lld could not be deleted: it changed meanwhile; try again", (long long)id);
+        return;
+    default: reply_problem(rs, 500, NULL, "the database could not be read; see the server's log"); return;
+    }
+}
+
+/* ---- GET /runs/{id}/metrics ---- */
+
+/* The shortest of %.15g..%.17g that reads back as the same double. */
+static void append_number(buf_t *b, double v) {
+    if (!isfinite(v)) {
+        buf_append(b, "null", 4);
+        return;
+    }
+    char s[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    buf_append(b, s, strlen(s));
+}
+
+static void get_metrics(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    const char *key = rq_query(rq, "key");
+    if (!key) key = "loss";
+    int k = -1;
+    for (int i = 0; i < METRIC_COUNT; i++)
+        if (strcmp(key, metric_names[i]) == 0) k = i;
+    if (k < 0) {
+        reply_problem(rs, 400, NULL, "key \"%.60s\" is not a series this server keeps: use loss, lr or samples_per_s", key);
+        return;
+    }
+    int64_t max_points = 0, after = NO_INT;
+    if (!param_query_int(rq, rs, "max_points", 3, 10000000, &max_points) ||
+        !param_query_int(rq, rs, "after", -1, INT64_MAX, &after))
+        return;
+    int64_t first = 0, last = 0;
+    downsampler d;
+    int found = store_series_range(id, after, &first, &last);
+    ds_init(&d, first, last, (size_t)max_points);
+    if (found < 0 || (found > 0 && store_series_scan(id, (metric_key)k, after, &d) != 0)) {
+        ds_free(&d);
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    ds_finish(&d);
+    /* Written by hand: a series can hold a million points. */
+    buf_t out = {0};
+    buf_printf(&out, "{\"run\":%lld,\"key\":\"%s\",\"count\":%zu,\"downsampled\":%s,\"points\":[", (long long)id,
+               metric_names[k], d.count, d.n_out < d.count ? "true" : "false");
+    for (size_t i = 0; i < d.n_out; i++) {
+        buf_printf(&out, "%s[%lld,", i ? "," : "", (long long)d.out[i].step);
+        append_number(&out, d.out[i].value);
+        buf_printf(&out, ",%lld]", (long long)d.out[i].t);
+    }
+    buf_printf(&out, "]}\n");
+    ds_free(&d);
+    reply_text(rs, 200, out.data, out.len, "application/json");
+}
+
+/* ---- GET /runs/{id}/epochs, /ranks ---- */
+
+static void get_epochs(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_epochs_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "epochs", a));
+}
+
+static void get_ranks(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_ranks_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "ranks", a));
+}
+
+/* ---- GET /runs/{id}/checkpoints: the files in its checkpoints/ directory now ---- */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "file")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "file")));
+}
+
+static void get_checkpoints(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS);
+    json_t *files = json_array();
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        const char *suffix = ".safetensors";
+        if (n <= strlen(suffix) || strcmp(e->d_name + n - strlen(suffix), suffix) != 0) continue; /* *.tmp.PID: being written */
+        char *path = xasprintf("%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            char when[32];
+            format_iso8601((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000, when);
+            int epoch = -1;
+            char tail;
+            bool numbered = sscanf(e->d_name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' && epoch >= 0;
+            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o}", "file", e->d_name, "path", path, "bytes",
+                                                   (json_int_t)sb.st_size, "modified_at", when, "epoch",
+                                                   numbered ? json_integer(epoch) : json_null()));
+        }
+        free(path);
+    }
+    if (d) closedir(d);
+    size_t n = json_array_size(files);
+    json_t **items = xmalloc((n ? n : 1) * sizeof *items);
+    for (size_t i = 0; i < n; i++) items[i] = json_incref(json_array_get(files, i));
+    qsort(items, n, sizeof *items, by_name);
+    json_array_clear(files);
+    for (size_t i = 0; i < n; i++) json_array_append_new(files, items[i]);
+    free(items);
+    reply_json(rs, 200, json_pack("{s:I,s:s,s:o}", "run", (json_int_t)id, "dir", dir, "checkpoints", files));
+    free(dir);
+}
+
+/* ---- GET /runs/{id}/logs ---- */
+
+static void get_logs(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    int64_t tail = 1000;
+    if (!param_query_int(rq, rs, "tail", 1, 1000000, &tail)) return;
+    char *path = layout_run_path(id, RUN_FILE_LOG);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = logtail_read(path, (size_t)tail, &text, &len);
+    free(path);
+    if (rc != 0 && errno != ENOENT) {
+        reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(errno));
+        return;
+    }
+    reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
+}
+
+const route api_routes[] = {
+    {"GET", "/healthz", get_healthz, false},
+    {"POST", "/runs", post_runs, true},
+    {"GET", "/runs", get_runs, false},
+    {"GET", "/runs/{id}", get_run, false},
+    {"DELETE", "/runs/{id}", delete_run, false},
+    {"POST", "/runs/{id}/cancel", cancel_run, false},
+    {"GET", "/runs/{id}/metrics", get_metrics, false},
+    {"GET", "/runs/{id}/epochs", get_epochs, false},
+    {"GET", "/runs/{id}/ranks", get_ranks, false},
+    {"GET", "/runs/{id}/checkpoints", get_checkpoints, false},
+    {"GET", "/runs/{id}/logs", get_logs, false},
+    {"GET", "/metrics", metrics_handle, false},
+    {"GET", "/openapi.json", openapi_handle, false},
+};
+const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

@@ -1,0 +1,14 @@
+/* Allocation that cannot fail: out of memory, the server says so and aborts (there
+ * is no useful way on for a service whose every part allocates). */
+#ifndef DDPD_BASE_ALLOC_H
+#define DDPD_BASE_ALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t n);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s); /* NULL stays NULL */
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,13 @@
+/* The base layer in one include: allocation that cannot fail, growable buffers,
+ * clocks and times, missing values in JSON, and the one logging API. Every layer
+ * above may use it; it uses nothing of theirs. */
+#ifndef DDPD_BASE_H
+#define DDPD_BASE_H
+
+#include "alloc.h"
+#include "buf.h"
+#include "clock.h"
+#include "json_values.h"
+#include "server_log.h"
+
+#endif

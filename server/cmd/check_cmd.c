@@ -1,0 +1,441 @@
+/* ddpd check: one verdict per part a box needs, changing nothing. See check_cmd.h. */
+#include "check_cmd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "ddpd_build_config.h"
+#include "devices.h"
+#include "migrations.h"
+#include "server_log.h"
+#include "supervisor.h"
+#include "base.h"
+
+typedef enum { V_OK, V_WARN, V_FAIL } verdict;
+
+static int counts[3];
+
+static void say(verdict v, const char *part, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(verdict v, const char *part, const char *fmt, ...) {
+    static const char *const words[] = {"ok", "warn", "FAIL"};
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("%-5s %-11s %s\n", words[v], part, line);
+    fflush(stdout);
+    counts[v]++;
+}
+
+void ddpd_version_line(char *out, size_t outlen) {
+    snprintf(out, outlen, "ddpd %s (cuda: %s; libmicrohttpd %s, SQLite %s, Jansson %s)", DDPD_VERSION,
+             DDPD_HAVE_CUDA ? "yes" : "no", MHD_get_version(), sqlite3_libversion(), JANSSON_VERSION);
+}
+
+/* ---- config ---- */
+
+static int check_config_part(const check_config *c, int *slots_out) {
+    char err[512];
+    buf_t b = {0};
+    verdict v = V_OK;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int slots = (int)(cores < 1 ? 1 : cores);
+    *slots_out = slots;
+    int lb = auth_listen_is_loopback(c->listen, err, sizeof err);
+    if (lb < 0) {
+        say(V_FAIL, "config", "%s", err);
+        return -1;
+    }
+    if (lb) {
+        buf_printf(&b, "listen %s (loopback%s)", c->listen, c->token ? "; token set" : ": no token needed");
+    } else if (c->token) {
+        buf_printf(&b, "listen %s (every interface it names; token set: changes need it)", c->listen);
+        if (strlen(c->token) < 16) {
+            v = V_WARN;
+            buf_printf(&b, "; the token is short (%zu characters): use 32 random ones, e.g. openssl rand -hex 16",
+                       strlen(c->token));
+        }
+    } else if (c->insecure) {
+        v = V_WARN;
+        buf_printf(&b, "listen %s with --insecure and no token: anyone who reaches it can submit, cancel and delete runs",
+                   c->listen);
+    } else {
+        say(V_FAIL, "config",
+            "listen %s is not a loopback address and there is no token: ddpd serve would refuse; set --token "
+            "(DDPD_TOKEN), or --insecure to serve without one, or listen on 127.0.0.1",
+            c->listen);
+        buf_free(&b);
+        return -1;
+    }
+    if (c->slots && *c->slots) {
+        char *end;
+        errno = 0;
+        long s = strtol(c->slots, &end, 10);
+        if (*end || errno || s < 0 || s > 4096) {
+            say(V_FAIL, "config", "--slots must be an integer from 0 to 4096 (got \"%s\")", c->slots);
+            buf_free(&b);
+            return -1;
+        }
+        slots = (int)s;
+    }
+    *slots_out = slots;
+    buf_printf(&b, "; %d CPU slot%s", slots, slots == 1 ? "" : "s");
+    server_log_config lc;
+    if (server_log_parse_config(c->log_level, c->log_file, c->log_max_bytes, c->log_keep, &lc, err, sizeof err) != 0) {
+        say(V_FAIL, "config", "%s", err);
+        buf_free(&b);
+        return -1;
+    }
+    if (lc.file) {
+        int fd = open(lc.file, O_WRONLY | O_APPEND | O_CLOEXEC);
+        bool exists = fd >= 0 || errno != ENOENT;
+        if (fd >= 0) close(fd);
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", lc.file);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        if ((exists && fd < 0) || (!exists && access(slash ? (dir[0] ? dir : "/") : ".", W_OK) != 0)) {
+            say(V_FAIL, "config", "the log file %s cannot be written: %s", lc.file, strerror(errno));
+            buf_free(&b);
+            return -1;
+        }
+        buf_printf(&b, "; log to %s at %s", lc.file, log_level_name(lc.level));
+        if (lc.max_bytes) buf_printf(&b, ", rotated daily and past %llu bytes", (unsigned long long)lc.max_bytes);
+        else buf_printf(&b, ", rotated daily");
+        if (lc.keep) buf_printf(&b, ", %d kept", lc.keep);
+    } else {
+        buf_printf(&b, "; log to stderr at %s", log_level_name(lc.level));
+    }
+    say(v, "config", "%s", b.data);
+    buf_free(&b);
+    return 0;
+}
+
+/* ---- state dir and database ---- */
+
+static void check_state_dir(const check_config *c) {
+    struct stat sb;
+    if (stat(c->state_dir, &sb) != 0) {
+        if (errno != ENOENT) {
+            say(V_FAIL, "state dir", "%s: %s", c->state_dir, strerror(errno));
+            return;
+        }
+        /* The nearest existing ancestor must let us create it. */
+        char up[PATH_MAX];
+        snprintf(up, sizeof up, "%s", c->state_dir);
+        for (;;) {
+            char *slash = strrchr(up, '/');
+            if (!slash) {
+                snprintf(up, sizeof up, ".");
+                break;
+            }
+            if (slash == up) {
+                up[1] = '\0';
+                break;
+            }
+            *slash = '\0';
+            if (stat(up, &sb) == 0) break;
+        }
+        if (access(up, W_OK | X_OK) != 0)
+            say(V_FAIL, "state dir", "%s does not exist and %s is not writable by this user: create it, or use --state-dir",
+                c->state_dir, up);
+        else
+            say(V_OK, "state dir", "%s does not exist yet: ddpd serve creates it (mode 0700)", c->state_dir);
+        return;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        say(V_FAIL, "state dir", "%s is not a directory", c->state_dir);
+        return;
+    }
+    if (access(c->state_dir, W_OK | X_OK) != 0) {
+        say(V_FAIL, "state dir", "%s is not writable by this user (uid %d): chown it, or use --state-dir", c->state_dir,
+            (int)getuid());
+        return;
+    }
+    char *sock = xasprintf("%s/events.sock", c->state_dir);
+    size_t sock_len = strlen(sock);
+    free(sock);
+    if (sock_len >= sizeof ((struct sockaddr_un *)0)->sun_path) {
+        say(V_FAIL, "state dir", "%s is too long a path for the event socket (%zu bytes; a Unix socket's path is at most %zu): use a shorter --state-dir",
+            c->state_dir, sock_len, sizeof ((struct sockaddr_un *)0)->sun_path - 1);
+        return;
+    }
+    /* Is a ddpd serving it? Its lock says (taken shared for an instant, then let go). */
+    char *lock = xasprintf("%s/ddpd.lock", c->state_dir);
+    char serving[64] = "no ddpd is serving it";
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+            char pid[32] = "";
+            ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+            pid[n > 0 ? n : 0] = '\0';
+            pid[strcspn(pid, "\n")] = '\0';
+            snprintf(serving, sizeof serving, "a ddpd%s%s%s is serving it", *pid ? " (pid " : "", pid, *pid ? ")" : "");
+        } else {
+            flock(fd, LOCK_UN);
+        }
+        close(fd);
+    }
+    free(lock);
+    say(V_OK, "state dir", "%s (writable; %s)", c->state_dir, serving);
+}
+
+static void check_database(const check_config *c) {
+    char *path = xasprintf("%s/ddpd.db", c->state_dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        say(V_OK, "database", "%s: none yet; ddpd serve creates it (schema version %d)", path, ddpd_migrations_count);
+        free(path);
+        return;
+    }
+    sqlite3 *db = NULL;
+    /* Read-write without create: nothing here writes, but a WAL database's readers
+     * need its -shm file, which a read-only connection may be unable to make. */
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        say(V_FAIL, "database", "%s cannot be opened: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        free(path);
+        return;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    char quick[256] = "?";
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        snprintf(quick, sizeof quick, "%s", (const char *)sqlite3_column_text(st, 0));
+    else
+        snprintf(quick, sizeof quick, "%s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    long long runs = -1;
+    if (version >= 1 && sqlite3_prepare_v2(db, "SELECT count(*) FROM runs", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        runs = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    if (version < 0)
+        say(V_FAIL, "database", "%s is not an SQLite database ddpd can read (%s)", path, quick);
+    else if (strcmp(quick, "ok") != 0)
+        say(V_FAIL, "database", "%s is damaged: quick_check says \"%s\"; move it aside (ddpd serve starts a new one)",
+            path, quick);
+    else if (version > ddpd_migrations_count)
+        say(V_FAIL, "database", "%s is at schema version %d, newer than this ddpd's %d: it belongs to a newer ddpd",
+            path, version, ddpd_migrations_count);
+    else if (version < ddpd_migrations_count)
+        say(V_OK, "database", "%s: schema version %d, migrated to %d when ddpd serve starts; %lld runs; quick_check ok",
+            path, version, ddpd_migrations_count, runs < 0 ? 0 : runs);
+    else
+        say(V_OK, "database", "%s: schema version %d of %d, %lld runs, quick_check ok", path, version,
+            ddpd_migrations_count, runs);
+    free(path);
+}
+
+/* ---- data roots ---- */
+
+static void check_data_roots(const check_config *c) {
+    static const char *const FMNIST[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    buf_t b = {0};
+    int usable = 0;
+    verdict v = V_OK;
+    for (int i = 0; i < c->n_data_roots; i++) {
+        const char *root = c->data_roots[i];
+        struct stat sb;
+        if (i) buf_printf(&b, "; ");
+        if (stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(root, R_OK | X_OK) != 0) {
+            bool missing = stat(root, &sb) != 0;
+            buf_printf(&b, "%s: %s", root, missing ? "not there" : "not a readable directory");
+            if (c->data_roots_given) v = V_FAIL;
+            continue;
+        }
+        usable++;
+        int found = 0;
+        for (size_t k = 0; k < 4; k++) {
+            char *f = xasprintf("%s/fashion-mnist/%s", root, FMNIST[k]);
+            found += access(f, R_OK) == 0;
+            free(f);
+        }
+        if (found == 4) buf_printf(&b, "%s (fashion-mnist/: the 4 Fashion-MNIST files)", root);
+        else if (found) buf_printf(&b, "%s (fashion-mnist/ has %d of the 4 files)", root, found);
+        else buf_printf(&b, "%s", root);
+    }
+    if (!usable) {
+        say(V_FAIL, "data roots", "%s%sno data root can be read: runs could read no data; give --data-root DIR "
+            "(Debian: apt-get install dataset-fashion-mnist puts Fashion-MNIST under /usr/share/datasets)",
+            b.data ? b.data : "", b.data ? ": " : "");
+    } else {
+        say(v, "data roots", "%s", b.data);
+    }
+    buf_free(&b);
+}
+
+/* ---- GPUs and the trainer ---- */
+
+/* Runs `argv` with stdout in *out (malloc'd), for at most timeout_s. Returns its
+ * wait status, or -1 (exec failed, or it was killed for taking too long). */
+static int run_capture(char *const argv[], char **out, int timeout_s) {
+    int fds[2];
+    *out = NULL;
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    buf_t b = {0};
+    int64_t deadline = mono_ms() + (int64_t)timeout_s * 1000;
+    bool timed_out = false;
+    for (;;) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            timed_out = r == 0;
+            break;
+        }
+        char chunk[4096];
+        ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (b.len < 65536) buf_append(&b, chunk, (size_t)n);
+    }
+    close(fds[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+    *out = b.data ? b.data : xstrdup("");
+    return timed_out ? -1 : ws;
+}
+
+static void check_gpus(const check_config *c, int slots, int *n_gpus_out) {
+    char **ids = NULL;
+    int n = c->gpus ? devices_parse_list(c->gpus, &ids) : devices_detect_gpus(&ids);
+    *n_gpus_out = n;
+    buf_t b = {0};
+    for (int i = 0; i < n; i++) buf_printf(&b, "%s%s", i ? ", " : "", ids[i]);
+    if (n > 0) {
+        say(V_OK, "GPUs", "%d GPU%s (%s)%s", n, n == 1 ? "" : "s", b.data, c->gpus ? " as --gpus names them" : "");
+    } else if (slots == 0) {
+        say(V_FAIL, "GPUs", "no GPUs%s and --slots 0: this server could never run anything",
+            c->gpus ? " (--gpus none)" : " found");
+    } else if (c->gpus) {
+        say(V_OK, "GPUs", "none (--gpus %s): CPU runs only, %d slot%s", c->gpus, slots, slots == 1 ? "" : "s");
+    } else {
+        struct stat sb;
+        bool driver = stat("/dev/nvidiactl", &sb) == 0 || stat("/proc/driver/nvidia", &sb) == 0;
+        say(V_WARN, "GPUs", "none found (%s): CPU runs only, %d slot%s",
+            driver ? "the NVIDIA driver is loaded but libcuda reports no device (CUDA_VISIBLE_DEVICES?)"
+                   : "no NVIDIA driver here; in a container, run it with --gpus all",
+            slots, slots == 1 ? "" : "s");
+    }
+    for (int i = 0; i < n; i++) free(ids[i]);
+    free(ids);
+    buf_free(&b);
+}
+
+static void check_trainer(const check_config *c, int n_gpus) {
+    if (access(c->trainer, X_OK) != 0) {
+        say(V_FAIL, "trainer", "%s: %s: give --trainer PATH (it is built beside ddpd as ddp-trainer)", c->trainer,
+            errno == ENOENT ? "not there" : "not executable");
+        return;
+    }
+    char *out = NULL;
+    char *argv[] = {(char *)c->trainer, "--version", NULL};
+    int ws = run_capture(argv, &out, 20);
+    char first[256];
+    snprintf(first, sizeof first, "%s", out ? out : "");
+    first[strcspn(first, "\n")] = '\0';
+    free(out);
+    if (ws < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        char how[128];
+        if (ws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
+        else if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
+            snprintf(how, sizeof how, "could not be run (not a program for this machine, or a library it needs is missing)");
+        else describe_wait_status(ws, how, sizeof how);
+        say(V_FAIL, "trainer", "%s %s%s%s", c->trainer, how, first[0] ? ": " : "", first);
+        return;
+    }
+    /* Where GPU runs go, as its --version says: "(nccl backend: built in)" (it is
+     * ddp-trainer-nccl), "(nccl backend: PATH)" (it hands GPU runs to PATH, which must
+     * start), "(nccl backend: no; ...)". */
+    char nccl[256] = "";
+    const char *tag = strstr(first, "(nccl backend: ");
+    if (tag) {
+        snprintf(nccl, sizeof nccl, "%s", tag + strlen("(nccl backend: "));
+        char *close_paren = strrchr(nccl, ')');
+        if (close_paren) *close_paren = '\0';
+    }
+    if (nccl[0] == '/') {
+        char *nout = NULL;
+        char *nargv[] = {nccl, "--version", NULL};
+        int nws = run_capture(nargv, &nout, 20);
+        char nfirst[256];
+        snprintf(nfirst, sizeof nfirst, "%s", nout ? nout : "");
+        nfirst[strcspn(nfirst, "\n")] = '\0';
+        free(nout);
+        if (nws >= 0 && WIFEXITED(nws) && WEXITSTATUS(nws) == 0) {
+            say(V_OK, "trainer", "%s: %s, which starts", c->trainer, first);
+        } else {
+            char how[128];
+            if (nws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
+            else if (WIFEXITED(nws) && WEXITSTATUS(nws) == 127) snprintf(how, sizeof how, "cannot start");
+            else describe_wait_status(nws, how, sizeof how);
+            say(V_WARN, "trainer", "%s: %s, but %s %s%s%s: GPU runs will fail (is the CUDA runtime with cuBLAS and NCCL installed?)",
+                c->trainer, first, nccl, how, nfirst[0] ? ": " : "", nfirst);
+        }
+    } else if (n_gpus > 0 && strncmp(nccl, "built in", 8) != 0) {
+        say(V_WARN, "trainer", "%s: %s: this host's GPUs cannot be used; build where the CUDA toolkit (cuBLAS, NCCL) is, "
+            "and install ddp-trainer-nccl beside it", c->trainer, first);
+    } else {
+        say(V_OK, "trainer", "%s: %s", c->trainer, first);
+    }
+}
+
+int ddpd_check(const check_config *c) {
+    char version[256];
+    ddpd_version_line(version, sizeof version);
+    printf("%s: checking this host\n", version);
+    int slots = 0, n_gpus = 0;
+    check_config_part(c, &slots);
+    check_state_dir(c);
+    check_database(c);
+    check_data_roots(c);
+    check_gpus(c, slots, &n_gpus);
+    check_trainer(c, n_gpus);
+    printf("ddpd check: %d ok, %d warning%s, %d failed\n", counts[V_OK], counts[V_WARN], counts[V_WARN] == 1 ? "" : "s",
+           counts[V_FAIL]);
+    return counts[V_FAIL] ? 1 : 0;
+}

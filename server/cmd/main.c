@@ -1,0 +1,268 @@
+/* ddpd: the data-parallel training service. This file only wires the parts together:
+ * `ddpd serve` reads its settings (cmd/settings.c), takes the state directory's lock,
+ * and starts the parts in dependency order, handing each the hooks through which it
+ * reaches the parts above it: the store (its observer: the live feed), the
+ * supervisor (its starts, exits and ticks go to the scheduler), the event socket
+ * (hellos and ends go to the scheduler), the scheduler (which recovers runs a
+ * previous server left behind), and last the HTTP API (each finished request goes to
+ * the log and the metrics). SIGTERM or SIGINT stops them in reverse: no new requests,
+ * active runs canceled ("the server shut down"; queued runs stay queued for the next
+ * start), events drained, database closed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "base.h"
+#include "check_cmd.h"
+#include "datapaths.h"
+#include "ddpd_build_config.h"
+#include "devices.h"
+#include "feed.h"
+#include "http.h"
+#include "ingest.h"
+#include "metrics_sink.h"
+#include "routes.h"
+#include "routes_static.h"
+#include "runs.h"
+#include "scheduler.h"
+#include "settings.h"
+#include "sse.h"
+#include "state_layout.h"
+#include "store.h"
+#include "store_read.h"
+#include "supervisor.h"
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ddpd: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+static int parse_count(const char *what, const char *s, int min, int max) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max) die("%s must be an integer from %d to %d (got \"%s\")", what, min, max, s);
+    return (int)v;
+}
+
+static void mkdir_p(const char *path, mode_t mode) {
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, mode) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
+}
+
+/* One server per state directory: the lock lives as long as the process. */
+static int lock_state_dir(const char *state_dir) {
+    char *path = xstrdup(layout_lock_path());
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) die("cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        die("another ddpd%s%s%s is serving %s: stop it, or use another --state-dir", *pid ? " (pid " : "", pid,
+            *pid ? ")" : "", state_dir);
+    }
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "%d\n", (int)getpid());
+    free(path);
+    return fd;
+}
+
+/* ---- the hooks: how the lower parts reach the upper ones ---- */
+
+/* A trainer is gone: what it wrote to the event socket is all there, so ingest reads
+ * it first (its `end` event carries the reason), then the scheduler finishes the run. */
+static void on_child_exited(pid_t pid, int wstatus) {
+    ingest_sync();
+    scheduler_child_exited(pid, wstatus);
+}
+
+static void on_request_done(const http_done *d) {
+    if (d->status) metrics_observe_request(d->route, d->method, d->status, d->seconds);
+    server_log_request(d->client, d->method, d->path, d->status, d->bytes, d->seconds * 1000.0);
+}
+
+static const store_observer FEED_OBSERVES_STORE = {feed_attach, feed_detach, feed_record, feed_commit};
+static const supervisor_hooks SUPERVISOR_REPORTS = {scheduler_spawned, on_child_exited, scheduler_tick};
+static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event};
+
+static int serve(int argc, char **argv) {
+    settings o;
+    settings_read(argc, argv, &o);
+    /* The log first, so that everything after goes where it was asked to (a setting
+     * ddpd refuses still goes to stderr, through die). */
+    server_log_config log_config;
+    char log_err[512];
+    if (server_log_parse_config(o.log_level, o.log_file, o.log_max_bytes, o.log_keep, &log_config, log_err,
+                                sizeof log_err) != 0 ||
+        server_log_setup(&log_config, log_err, sizeof log_err) != 0)
+        die("%s", log_err);
+    mkdir_p(o.state_dir, 0700);
+    char state_dir[PATH_MAX];
+    if (!realpath(o.state_dir, state_dir)) die("state dir %s: %s", o.state_dir, strerror(errno));
+    state_layout_init(state_dir);
+    mkdir_p(layout_runs_dir(), 0755);
+    int lock_fd = lock_state_dir(state_dir);
+
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    int slots = o.slots && *o.slots ? parse_count("--slots", o.slots, 0, 4096) : (int)cores;
+    int threads = o.http_threads && *o.http_threads ? parse_count("--http-threads", o.http_threads, 1, 256)
+                                                    : (int)(cores < 2 ? 2 : cores > 16 ? 16 : cores);
+    int grace = o.cancel_grace && *o.cancel_grace ? parse_count("--cancel-grace", o.cancel_grace, 0, 3600) : 10;
+    /* Without a token, only this host's users may reach it (auth.h). */
+    char listen_err[512];
+    int loopback = auth_listen_is_loopback(o.listen, listen_err, sizeof listen_err);
+    if (loopback == 0 && !o.token && !o.insecure)
+        die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
+            "Set a token (--token or DDPD_TOKEN; e.g. DDPD_TOKEN=$(openssl rand -hex 16)), listen on 127.0.0.1, "
+            "or pass --insecure (DDPD_INSECURE=1) to serve without one",
+            o.listen);
+    if (loopback == 0 && !o.token)
+        log_warn("serving %s without a token (--insecure): anyone who can reach it can submit, cancel and delete runs",
+                 o.listen);
+
+    /* data roots: as given (a bad one is fatal), or the defaults (a missing one is skipped) */
+    data_roots roots = {0};
+    char err[1024];
+    for (int i = 0; i < o.n_data_roots; i++)
+        if (data_roots_add(&roots, o.data_roots[i], err, sizeof err) != 0 && o.data_roots_given) die("%s", err);
+
+    /* GPUs: before any thread exists (detection forks). */
+    char **gpus = NULL;
+    int n_gpus = o.gpus ? devices_parse_list(o.gpus, &gpus) : devices_detect_gpus(&gpus);
+    if (slots == 0 && n_gpus == 0) die("--slots 0 and no GPUs: this server could never run anything");
+
+    /* Signals: SIGTERM/SIGINT/SIGHUP are taken by sigwait below, SIGCHLD by the
+     * supervisor's signalfd; block them in every thread (threads inherit this mask). */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    feed_init(); /* the live feed (sse.h): it observes the store's writer */
+    if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, err, sizeof err) != 0) die("%s", err);
+    scheduler_config sc = {.trainer = o.trainer, .data_roots = (const char *const *)roots.roots,
+                           .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
+                           .cancel_grace_ms = grace * 1000};
+    scheduler_init(&sc);
+    if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
+    if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
+    scheduler_recover();
+    data_roots runs_root = {0};
+    if (data_roots_add(&runs_root, layout_runs_dir(), err, sizeof err) != 0) die("%s", err);
+    runs_config rc = {.data_roots = &roots, .runs_root = &runs_root};
+    runs_init(&rc);
+    routes_init();
+    /* The routes: the API's, the event streams', the dashboard's files. */
+    routes_static_init(o.web_dir);
+    size_t n_routes = api_routes_count + sse_routes_count + static_routes_count;
+    route *all_routes = xmalloc(n_routes * sizeof *all_routes);
+    memcpy(all_routes, api_routes, api_routes_count * sizeof *all_routes);
+    memcpy(all_routes + api_routes_count, sse_routes, sse_routes_count * sizeof *all_routes);
+    memcpy(all_routes + api_routes_count + sse_routes_count, static_routes, static_routes_count * sizeof *all_routes);
+    if (feed_start() != 0) die("cannot start the live feed's thread");
+    http_config hc = {.listen = o.listen, .threads = (unsigned)threads, .routes = all_routes,
+                      .n_routes = n_routes, .token = o.token, .request_done = on_request_done};
+    int port = 0;
+    if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);
+
+    char *roots_text = data_roots_list(&roots);
+    log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
+             DDPD_VERSION, state_dir, roots_text, slots, n_gpus, o.trainer, threads);
+    free(roots_text);
+    if (access(o.trainer, X_OK) != 0)
+        log_warn("the trainer %s is not there or not executable (%s): runs will fail to start until it is (--trainer)",
+                 o.trainer, strerror(errno));
+    const char *colon = strrchr(o.listen, ':');
+    printf("ddpd: listening on http://%.*s:%d\n", (int)(colon - o.listen), o.listen, port);
+    fflush(stdout);
+
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    log_info("%s: shutting down", strsignal(sig));
+
+    sse_shutdown(); /* event streams end before the HTTP server stops */
+    http_stop();
+    feed_stop();
+    free(all_routes);
+    scheduler_shutdown();
+    supervisor_stop();
+    ingest_stop();
+    store_read_release();
+    store_close();
+    unlink(layout_socket_path());
+    close(lock_fd);
+    log_info("stopped");
+    data_roots_free(&roots);
+    data_roots_free(&runs_root);
+    devices_free_list(gpus, n_gpus);
+    state_layout_free();
+    settings_free(&o);
+    return 0;
+}
+
+/* ddpd check: serve's settings, resolved the same way, checked without starting
+ * anything (check_cmd.c). */
+static int check(int argc, char **argv) {
+    settings o;
+    settings_read(argc, argv, &o);
+    check_config c = {
+        .listen = o.listen, .token = o.token, .insecure = o.insecure, .state_dir = o.state_dir,
+        .data_roots = o.data_roots, .n_data_roots = o.n_data_roots, .data_roots_given = o.data_roots_given,
+        .gpus = o.gpus, .slots = o.slots, .trainer = o.trainer, .log_level = o.log_level, .log_file = o.log_file,
+        .log_max_bytes = o.log_max_bytes, .log_keep = o.log_keep,
+    };
+    int rc = ddpd_check(&c);
+    settings_free(&o);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
+    if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
+        char line[256];
+        ddpd_version_line(line, sizeof line);
+        printf("%s\n", line);
+        return 0;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(SETTINGS_USAGE, stdout);
+        return 0;
+    }
+    fputs(SETTINGS_USAGE, stderr);
+    return 2;
+}

@@ -1,0 +1,167 @@
+/* Reading ddpd's settings: see settings.h. */
+#include "settings.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base.h"
+
+const char SETTINGS_USAGE[] =
+    "usage: ddpd serve [options]\n"
+    "       ddpd check [options]     is this host ready to serve? one verdict per part, nothing changed\n"
+    "       ddpd --version\n"
+    "\n"
+    "Serves the ddpd API: submit data-parallel training runs as JSON, follow them, cancel them.\n"
+    "Every option can also be set with the environment variable shown (the flag wins).\n"
+    "\n"
+    "  --listen HOST:PORT     where to serve HTTP (DDPD_LISTEN; default 127.0.0.1:8080;\n"
+    "                         port 0 picks a free port, printed on start-up)\n"
+    "  --state-dir DIR        database, event socket and run directories (DDPD_STATE_DIR;\n"
+    "                         default $XDG_STATE_HOME/ddpd, else ~/.local/state/ddpd)\n"
+    "  --data-root DIR        where run configs may read data from; repeatable (DDPD_DATA_ROOT,\n"
+    "                         colon-separated; default /usr/share/datasets and, if it exists,\n"
+    "                         <state-dir>/datasets)\n"
+    "  --slots N              CPU slots for CPU runs, one rank each (DDPD_SLOTS; default: the\n"
+    "                         number of cores)\n"
+    "  --gpus LIST            GPUs to manage, e.g. 0,1 or none (DDPD_GPUS; default: all detected)\n"
+    "  --trainer PATH         the ddp-trainer executable (DDPD_TRAINER; default: the one beside ddpd)\n"
+    "  --token TOKEN          require \"Authorization: Bearer TOKEN\" on every request that changes\n"
+    "                         something (POST, DELETE); reading stays open (DDPD_TOKEN; default: none)\n"
+    "  --insecure             without a token, listen on a non-loopback address all the same\n"
+    "                         (DDPD_INSECURE=1; default: refuse)\n"
+    "  --web-dir DIR          the dashboard's files, served at / (DDPD_WEB_DIR; default: installed\n"
+    "                         beside ddpd, else the source tree it was built from)\n"
+    "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
+    "  --cancel-grace SECONDS SIGTERM to a canceled run, SIGKILL this much later (DDPD_CANCEL_GRACE;\n"
+    "                         default 10)\n"
+    "  --log-level LEVEL      debug, info, warn or error (DDPD_LOG_LEVEL; default info: a line per request)\n"
+    "  --log-file PATH        log there instead of stderr, rotated daily to PATH.YYYY-MM-DD and by size\n"
+    "                         to PATH.YYYY-MM-DD.N (DDPD_LOG_FILE)\n"
+    "  --log-max-bytes SIZE   rotate before the file passes SIZE, e.g. 100M; 0: no limit\n"
+    "                         (DDPD_LOG_MAX_BYTES; default 100M)\n"
+    "  --log-keep N           rotated files to keep; 0: all (DDPD_LOG_KEEP; default 14)\n";
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ddpd: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+static void parse_flags(int argc, char **argv, settings *o) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(SETTINGS_USAGE, stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--insecure") == 0) { /* the one flag without a value */
+            o->insecure = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
+        char name[64];
+        const char *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n >= sizeof name) die("unknown option %s (see ddpd --help)", a);
+        memcpy(name, a, n);
+        name[n] = '\0';
+        if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else die("%s needs a value (see ddpd --help)", name);
+        if (strcmp(name, "--listen") == 0) o->listen = v;
+        else if (strcmp(name, "--state-dir") == 0) o->state_dir = v;
+        else if (strcmp(name, "--trainer") == 0) o->trainer = v;
+        else if (strcmp(name, "--token") == 0) o->token = v;
+        else if (strcmp(name, "--gpus") == 0) o->gpus = v;
+        else if (strcmp(name, "--slots") == 0) o->slots = v;
+        else if (strcmp(name, "--http-threads") == 0) o->http_threads = v;
+        else if (strcmp(name, "--cancel-grace") == 0) o->cancel_grace = v;
+        else if (strcmp(name, "--web-dir") == 0) o->web_dir = v;
+        else if (strcmp(name, "--log-level") == 0) o->log_level = v;
+        else if (strcmp(name, "--log-file") == 0) o->log_file = v;
+        else if (strcmp(name, "--log-max-bytes") == 0) o->log_max_bytes = v;
+        else if (strcmp(name, "--log-keep") == 0) o->log_keep = v;
+        else if (strcmp(name, "--data-root") == 0) {
+            if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
+            o->data_roots[o->n_data_roots++] = v;
+        } else die("unknown option %s (see ddpd --help)", name);
+    }
+}
+
+static const char *env_or(const char *flag, const char *env) { return flag ? flag : getenv(env); }
+
+static char *default_state_dir(void) {
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg) return xasprintf("%s/ddpd", xdg);
+    if (home && *home) return xasprintf("%s/.local/state/ddpd", home);
+    return xstrdup("ddpd-state");
+}
+
+static char *default_trainer(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return xstrdup("ddp-trainer");
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    return xasprintf("%s/ddp-trainer", exe);
+}
+
+static bool truthy(const char *e) {
+    return e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0 || strcasecmp(e, "yes") == 0);
+}
+
+void settings_read(int argc, char **argv, settings *s) {
+    memset(s, 0, sizeof *s);
+    parse_flags(argc, argv, s);
+    s->listen = env_or(s->listen, "DDPD_LISTEN");
+    if (!s->listen || !*s->listen) s->listen = "127.0.0.1:8080";
+    const char *sd = env_or(s->state_dir, "DDPD_STATE_DIR");
+    s->state_dir = s->storage_[2] = sd && *sd ? xstrdup(sd) : default_state_dir();
+    const char *tr = env_or(s->trainer, "DDPD_TRAINER");
+    s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : default_trainer();
+    s->token = env_or(s->token, "DDPD_TOKEN");
+    if (s->token && !*s->token) s->token = NULL;
+    s->insecure = s->insecure || truthy(getenv("DDPD_INSECURE"));
+    s->gpus = env_or(s->gpus, "DDPD_GPUS");
+    s->slots = env_or(s->slots, "DDPD_SLOTS");
+    s->http_threads = env_or(s->http_threads, "DDPD_HTTP_THREADS");
+    s->cancel_grace = env_or(s->cancel_grace, "DDPD_CANCEL_GRACE");
+    s->web_dir = env_or(s->web_dir, "DDPD_WEB_DIR");
+    s->log_level = env_or(s->log_level, "DDPD_LOG_LEVEL");
+    s->log_file = env_or(s->log_file, "DDPD_LOG_FILE");
+    s->log_max_bytes = env_or(s->log_max_bytes, "DDPD_LOG_MAX_BYTES");
+    s->log_keep = env_or(s->log_keep, "DDPD_LOG_KEEP");
+    /* data roots: flags, else the environment (colon-separated), else the defaults */
+    s->data_roots_given = true;
+    if (s->n_data_roots) return;
+    const char *env = getenv("DDPD_DATA_ROOT");
+    if (env && *env) {
+        s->storage_[0] = xstrdup(env);
+        char *save = NULL;
+        for (char *d = strtok_r(s->storage_[0], ":", &save); d && s->n_data_roots < SETTINGS_MAX_ROOTS;
+             d = strtok_r(NULL, ":", &save))
+            s->data_roots[s->n_data_roots++] = d;
+        return;
+    }
+    s->data_roots_given = false;
+    s->data_roots[s->n_data_roots++] = "/usr/share/datasets";
+    s->storage_[1] = xasprintf("%s/datasets", s->state_dir);
+    if (access(s->storage_[1], F_OK) == 0) s->data_roots[s->n_data_roots++] = s->storage_[1];
+}
+
+void settings_free(settings *s) {
+    for (int i = 0; i < 4; i++) free(s->storage_[i]);
+    memset(s, 0, sizeof *s);
+}

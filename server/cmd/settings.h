@@ -1,0 +1,33 @@
+/* ddpd's settings, as `serve` and `check` both read them: each flag, else its DDPD_*
+ * environment variable, else a default that suits a laptop. One place, so the two
+ * commands can never disagree about what a setting means. */
+#ifndef DDPD_CMD_SETTINGS_H
+#define DDPD_CMD_SETTINGS_H
+
+#include <stdbool.h>
+
+#define SETTINGS_MAX_ROOTS 64
+
+typedef struct {
+    const char *listen;          /* default 127.0.0.1:8080 */
+    const char *state_dir;       /* as given or the default (may not exist yet) */
+    const char *trainer;         /* default: the ddp-trainer beside this ddpd */
+    const char *token;           /* NULL: none (an empty value is none) */
+    bool insecure;
+    const char *gpus, *slots, *http_threads, *cancel_grace, *web_dir; /* NULL: defaults */
+    const char *log_level, *log_file, *log_max_bytes, *log_keep;       /* NULL: defaults */
+    const char *data_roots[SETTINGS_MAX_ROOTS];
+    int n_data_roots;
+    bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
+    char *storage_[4];           /* what the above point into, freed by settings_free */
+} settings;
+
+/* argv[2..]: the options after the command. Prints usage and exits 0 for --help;
+ * exits 2 with a line naming the mistake for a bad option. */
+void settings_read(int argc, char **argv, settings *s);
+void settings_free(settings *s);
+
+/* The usage text, for --help and mistakes. */
+extern const char SETTINGS_USAGE[];
+
+#endif

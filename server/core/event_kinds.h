@@ -1,0 +1,115 @@
+/* Every kind of change ddpd makes to its store, in one table: the events trainers
+ * report (hello, status, step, heartbeat, epoch, checkpoint) and the run-life ops of
+ * the server's own (insert, starting, running, canceling, finish, delete).
+ *
+ * One entry per kind says everything about it: the event type it is on the socket
+ * and how its fields are read from one (ingest), the SQL that applies it and how it
+ * is bound (the store's writer), and what the live feed publishes for it (a durable
+ * SSE event, or coalesced progress). Ingest's dispatch, the writer's apply and the
+ * feed's record are loops over this table: a new event kind is one entry here, its
+ * migration, and its place in schema/openapi.json and schema/events.schema.json. */
+#ifndef DDPD_CORE_EVENT_KINDS_H
+#define DDPD_CORE_EVENT_KINDS_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    /* ingested events (ints may be NO_INT, doubles NaN: stored as NULL) */
+    OP_HELLO,
+    OP_STATUS,
+    OP_STEP,
+    OP_HEARTBEAT,
+    OP_EPOCH,
+    OP_CHECKPOINT,
+    /* run life */
+    OP_RUN_INSERT,    /* result: the new run's id */
+    OP_RUN_STARTING,
+    OP_RUN_RUNNING,
+    OP_RUN_CANCELING,
+    OP_RUN_FINISH,
+    OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
+    OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
+    OP_KIND_COUNT
+} store_op_kind;
+
+typedef struct store_wait store_wait;
+
+/* One change. Strings are malloc'd and owned by the op once queued. */
+typedef struct {
+    store_op_kind kind;
+    int64_t run_id;
+    int rank;
+    int64_t t; /* unix ms: when it happened */
+    union {
+        struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
+        struct { char *state, *detail; } status;
+        struct { int64_t epoch, step, global_step; double loss, lr, samples_per_s; } step;
+        struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
+        struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
+        struct { int64_t epoch, global_step, bytes; char *path; } checkpoint;
+        struct { char *name, *config; int world_size; const char *device_kind; } insert;
+        struct { char *devices; int64_t pid; } starting;
+        struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
+    } u;
+    store_wait *wait; /* set by store_submit_wait */
+} store_op;
+
+/* What the live feed knows of a live run, from its hello and its first step: enough
+ * to say how far it is and how long it has left. */
+typedef struct {
+    int64_t run_id, total_steps, epochs, steps_per_epoch, first_gs, first_t;
+} run_facts;
+
+/* The batch summaries the writer folds an op into (one UPDATE per run or rank per
+ * transaction, not per op). */
+#define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
+#define SUMMARY_SEEN 2u     /* the rank's last_seen */
+
+#define OP_MAX_SQL 6
+
+typedef struct {
+    store_op_kind kind;
+    /* The event's type on the socket; NULL for the server's own ops. */
+    const char *event;
+    /* Socket -> op: reads the event's own fields into *op (run, rank and t are set).
+     * Returns NULL, or why the event is skipped ("a step event without ..."). */
+    const char *(*parse)(const json_t *ev, store_op *op);
+    /* The statements it runs, prepared once by the writer; apply binds and runs them
+     * inside the writer's transaction and returns the op's result. */
+    const char *sql[OP_MAX_SQL];
+    int64_t (*apply)(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
+    unsigned summary;
+    /* The feed: a durable SSE event (sse_event, with sse_data's JSON, or none when it
+     * returns NULL), recorded in the same transaction; ends_run: the run's progress
+     * and facts go. */
+    const char *sse_event;
+    json_t *(*sse_data)(const store_op *op, int64_t result);
+    bool (*ends_run)(const store_op *op, int64_t result);
+    /* Coalesced progress (the newest per run and rank, sent ~10 times a second):
+     * its SSE event name and data. progress_rank: whose newest it is (-1: the run's;
+     * below -1: this op publishes none). */
+    const char *progress_event;
+    json_t *(*progress_data)(const store_op *op, const run_facts *facts);
+    int (*progress_rank)(const store_op *op);
+    /* What the feed learns of the run (hello: its sizes; step: the first one). */
+    void (*learn)(const store_op *op, run_facts *facts);
+    void (*free_fields)(store_op *op);
+} op_kind_desc;
+
+extern const op_kind_desc OP_KINDS[OP_KIND_COUNT];
+
+/* The kind whose socket event type is `type`; NULL when none is. */
+const op_kind_desc *op_kind_for_event(const char *type);
+
+/* Frees an op's strings (ops that were never queued, or once applied). */
+void store_op_free(store_op *op);
+
+/* Reading an event's fields: NO_INT / NaN / NULL when absent or of another type. */
+int64_t event_int(const json_t *ev, const char *key);
+double event_real(const json_t *ev, const char *key);
+char *event_str(const json_t *ev, const char *key); /* malloc'd */
+
+#endif

@@ -1,0 +1,39 @@
+/* Ingest: the Unix stream socket the trainers report to. Every trainer process (the
+ * launcher and each rank) opens its own connection; its first event must be a
+ * `hello` with the run's secret, or the connection is dropped. Lines are JSON: one
+ * event, or an array of events. A malformed line is logged and skipped; the rest of
+ * the connection's lines still count. Events become store ops, queued to the
+ * writer in batches (one submit per read, not per event).
+ *
+ * One thread, epoll, non-blocking sockets, a line buffer per connection. */
+#ifndef DDPD_INGEST_H
+#define DDPD_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What ingest asks of the part that knows the runs (the scheduler, wired by main.c):
+ * hello: does the secret open a connection for this run and rank (and the run counts
+ * as running once a rank has said hello)? end: the launcher's last word. */
+typedef struct {
+    bool (*hello)(int64_t run_id, const char *secret, int rank);
+    void (*end)(int64_t run_id, const char *status, const char *reason);
+} ingest_hooks;
+
+/* Binds `path` (mode 0600; a stale socket file is replaced) and starts the thread. */
+int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t errlen);
+void ingest_stop(void);
+
+/* Returns once ingest has accepted every pending connection and read everything
+ * already written to the socket (and queued it to the store). The reaper calls it
+ * after a trainer exits, so the trainer's last words are read before its end is. */
+void ingest_sync(void);
+
+/* Counters for /healthz and /metrics. */
+typedef struct {
+    uint64_t connections, lines, events, malformed, dropped_connections;
+} ingest_counters;
+void ingest_take_counters(ingest_counters *out);
+
+#endif

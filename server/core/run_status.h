@@ -1,0 +1,30 @@
+/* A run's life: queued -> starting -> running -> succeeded | failed | canceled, with
+ * canceling on the way to canceled. The one list of statuses: the store's CHECK
+ * constraint (migrations/0001_init.sql) and the API's enum (schema/openapi.json) are
+ * held against it by tests/server/test_run_status.c. */
+#ifndef DDPD_CORE_RUN_STATUS_H
+#define DDPD_CORE_RUN_STATUS_H
+
+#include <stdbool.h>
+
+typedef enum {
+    RUN_QUEUED,
+    RUN_STARTING,
+    RUN_RUNNING,
+    RUN_CANCELING,
+    RUN_SUCCEEDED,
+    RUN_FAILED,
+    RUN_CANCELED,
+    RUN_STATUS_COUNT
+} run_status;
+
+/* "queued", ... */
+const char *run_status_name(run_status s);
+/* false when `s` names no status. */
+bool run_status_parse(const char *s, run_status *out);
+/* succeeded, failed, canceled: it never changes again. */
+bool run_status_is_final(run_status s);
+/* starting, running, canceling: it holds devices and has processes. */
+bool run_status_is_active(run_status s);
+
+#endif

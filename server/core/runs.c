@@ -1,0 +1,157 @@
+/* Submitting, canceling and deleting runs: see runs.h. */
+#include "runs.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "run_config.h"
+#include "scheduler.h"
+#include "state_layout.h"
+#include "store.h"
+#include "store_read.h"
+
+static runs_config R;
+
+void runs_init(const runs_config *c) { R = *c; }
+
+/* Which pool a config runs on and whether it can ever fit this host. */
+static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
+    const json_t *dist = json_object_get(config, "distributed");
+    const json_t *ws = json_object_get(dist, "world_size");
+    const char *backend = json_string_value(json_object_get(dist, "backend"));
+    if (!backend) backend = "auto";
+    bool have_gpus = scheduler_capacity(POOL_GPU) > 0;
+    if (strcmp(backend, "nccl") == 0 && !have_gpus) {
+        schema_errors_add(errs, "/distributed/backend",
+                          "\"nccl\" needs GPUs and this server manages none: use \"cpu\" or \"auto\"");
+        return false;
+    }
+    *pool = strcmp(backend, "cpu") == 0 ? POOL_CPU : strcmp(backend, "nccl") == 0 ? POOL_GPU
+                                                     : have_gpus ? POOL_GPU : POOL_CPU;
+    if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
+    json_int_t n = json_integer_value(ws);
+    int cap = scheduler_capacity(*pool);
+    if (n > cap) {
+        schema_errors_add(errs, "/distributed/world_size",
+                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d",
+                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap);
+        return false;
+    }
+    *world_size = (int)n;
+    return true;
+}
+
+/* Writes config.json through a temporary file: the trainer never reads half of one. */
+static int write_config_file(int64_t id, const json_t *config, char *err, size_t errlen) {
+    char *path = layout_run_path(id, RUN_FILE_CONFIG), *tmp = xasprintf("%s.tmp", path);
+    int rc = json_dump_file(config, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+    if (rc) snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+static int make_run_dir(int64_t id, char *err, size_t errlen) {
+    char *dir = layout_run_dir(id);
+    int rc = mkdir(dir, 0755);
+    if (rc != 0 && errno == EEXIST) {
+        /* Left by a database that was reset: keep it, out of the way. */
+        char *aside = xasprintf("%s.stale-%lld", dir, (long long)now_ms());
+        if (rename(dir, aside) == 0) rc = mkdir(dir, 0755);
+        free(aside);
+    }
+    if (rc != 0) snprintf(err, errlen, "cannot create the run directory %s: %s", dir, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errlen) {
+    /* Every violation at once: the schema's (defaults filled in), then this host's. */
+    run_config_validate(config, errs);
+    json_t *for_trainer = json_deep_copy(config);
+    pool_kind pool = POOL_CPU;
+    int world_size = 0;
+    bool placed = placement(config, &pool, &world_size, errs);
+    datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
+    /* checkpoint.load: a checkpoint of an earlier run ("12/checkpoints/..."), never an
+     * arbitrary file. "" means the newest in its own run directory. */
+    const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
+    if (load && *load)
+        datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", errs);
+    if (errs->count || !placed) {
+        if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
+        json_decref(for_trainer);
+        return 0;
+    }
+
+    store_op ins = {.kind = OP_RUN_INSERT, .t = now_ms()};
+    ins.u.insert.name = xstrdup(json_string_value(json_object_get(config, "name")));
+    ins.u.insert.config = json_dumps(config, JSON_FLAGS);
+    ins.u.insert.world_size = world_size;
+    ins.u.insert.device_kind = pool_name(pool);
+    int64_t id = store_submit_wait(&ins);
+    if (id <= 0) {
+        snprintf(err, errlen, "the run could not be stored (a database error; see the server's log)");
+        json_decref(for_trainer);
+        return -1;
+    }
+    char why[1024];
+    bool ready = make_run_dir(id, why, sizeof why) == 0 && write_config_file(id, for_trainer, why, sizeof why) == 0;
+    json_decref(for_trainer);
+    if (!ready) {
+        store_op fin = {.kind = OP_RUN_FINISH, .run_id = id, .t = now_ms()};
+        fin.u.finish.status = run_status_name(RUN_FAILED);
+        fin.u.finish.reason = xstrdup(why);
+        fin.u.finish.exit_code = fin.u.finish.exit_signal = NO_INT;
+        store_submit_wait(&fin);
+        snprintf(err, errlen, "run %lld was stored but cannot start: %s", (long long)id, why);
+        return -1;
+    }
+    scheduler_submit(id, world_size, pool);
+    return id;
+}
+
+runs_result runs_cancel(int64_t id, run_status *status) {
+    run_brief b;
+    int found = store_get_brief(id, &b);
+    if (found < 0) return RUNS_STORE_ERROR;
+    if (!found) return RUNS_NOT_FOUND;
+    if (scheduler_cancel(id, "canceled by request") != CANCEL_NOT_LIVE) {
+        store_sync();
+        return RUNS_DONE;
+    }
+    store_sync(); /* it may have just finished: read its final state */
+    if (store_get_brief(id, &b) != 1) return RUNS_NOT_FOUND;
+    *status = b.status;
+    return run_status_is_final(b.status) ? RUNS_FINISHED : RUNS_SETTING_UP;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)ftw;
+    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+    if (rc != 0) log_warn("deleting %s: %s", path, strerror(errno));
+    return 0;
+}
+
+runs_result runs_delete(int64_t id, run_status *status) {
+    run_brief b;
+    int found = store_get_brief(id, &b);
+    if (found < 0) return RUNS_STORE_ERROR;
+    if (!found) return RUNS_NOT_FOUND;
+    *status = b.status;
+    if (!run_status_is_final(b.status)) return RUNS_NOT_FINISHED;
+    store_op op = {.kind = OP_RUN_DELETE, .run_id = id, .t = now_ms()};
+    if (store_submit_wait(&op) != 1) return RUNS_CHANGED;
+    char *dir = layout_run_dir(id);
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+    log_info("run %lld deleted", (long long)id);
+    return RUNS_DONE;
+}

@@ -1,0 +1,41 @@
+/* What the API does to runs, top to bottom in one place: submit (the config checked
+ * against the schema and against this host — devices it can never give, files it
+ * will not let the trainer read — then stored, its directory and config.json
+ * written, and queued), cancel, and delete (the store's rows and the directory). */
+#ifndef DDPD_CORE_RUNS_H
+#define DDPD_CORE_RUNS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datapaths.h"
+#include "run_status.h"
+#include "validator.h"
+
+typedef struct {
+    const data_roots *data_roots; /* where configs may read data */
+    const data_roots *runs_root;  /* the runs directory as a root: where checkpoint.load may point */
+} runs_config;
+
+void runs_init(const runs_config *c);
+
+/* A parsed config (an object; defaults not yet filled). Returns the new run's id;
+ * 0 when the config is refused (every violation in errs); -1 when it could not be
+ * stored or set up (a sentence in err: the server's fault, not the config's). */
+int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errlen);
+
+typedef enum {
+    RUNS_DONE,          /* canceled (queued), signaled (started), or deleted */
+    RUNS_NOT_FOUND,
+    RUNS_FINISHED,      /* nothing to cancel or already finished; *status says how */
+    RUNS_SETTING_UP,    /* its POST is still writing its config: try again */
+    RUNS_NOT_FINISHED,  /* delete: cancel it first; *status says how it is */
+    RUNS_CHANGED,       /* delete: it changed meanwhile */
+    RUNS_STORE_ERROR,
+} runs_result;
+
+runs_result runs_cancel(int64_t id, run_status *status);
+runs_result runs_delete(int64_t id, run_status *status);
+
+#endif

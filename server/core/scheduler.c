@@ -1,0 +1,514 @@
+/* The device pool, the FIFO queue and the life of unfinished runs: see scheduler.h. */
+#include "scheduler.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "logtail.h"
+#include "secret.h"
+#include "run_status.h"
+#include "state_layout.h"
+#include "store.h"
+#include "store_read.h"
+#include "supervisor.h"
+
+typedef struct live_run {
+    int64_t id;
+    int world_size;
+    pool_kind pool;
+    run_status status;  /* queued, starting, running, canceling */
+    int *devices;       /* indices into the pool, once started */
+    pid_t pid;          /* 0 while its start is queued to the supervisor */
+    char secret[65];
+    char *cancel_reason;  /* set once canceled */
+    int64_t kill_at;      /* mono ms: SIGKILL then */
+    bool killed;
+    char *end_status, *end_reason; /* from the launcher's `end` event */
+    char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
+    struct live_run *next;
+} live_run;
+
+static struct {
+    scheduler_config c;
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a run finished */
+    live_run *runs;         /* unfinished runs, in submission order */
+    int64_t *owner[2];      /* per pool and device: the run using it, or 0 */
+    bool shutting_down;
+} K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+
+const char *pool_name(pool_kind pool) { return pool == POOL_GPU ? "gpu" : "cpu"; }
+const char *pool_unit(pool_kind pool) { return pool == POOL_GPU ? "GPUs" : "CPU slots"; }
+
+int scheduler_capacity(pool_kind pool) { return pool == POOL_GPU ? K.c.n_gpus : K.c.slots; }
+
+void scheduler_init(const scheduler_config *c) {
+    K.c = *c;
+    K.owner[POOL_CPU] = calloc((size_t)(c->slots > 0 ? c->slots : 1), sizeof(int64_t));
+    K.owner[POOL_GPU] = calloc((size_t)(c->n_gpus > 0 ? c->n_gpus : 1), sizeof(int64_t));
+}
+
+static int free_devices(pool_kind pool) {
+    int n = 0;
+    for (int i = 0; i < scheduler_capacity(pool); i++) n += K.owner[pool][i] == 0;
+    return n;
+}
+
+static live_run *find(int64_t id) {
+    for (live_run *r = K.runs; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+static void unlink_run(live_run *r) {
+    for (live_run **p = &K.runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+    }
+}
+
+static void free_run(live_run *r) {
+    free(r->devices);
+    free(r->cancel_reason);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->devices_json);
+    free(r);
+}
+
+static void release_devices(live_run *r) {
+    if (!r->devices) return;
+    for (int i = 0; i < r->world_size; i++) {
+        if (K.owner[r->pool][r->devices[i]] == r->id) K.owner[r->pool][r->devices[i]] = 0;
+    }
+}
+
+/* Queues the run's final state and forgets it. Devices go back to the pool. */
+static void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code,
+                          int64_t exit_signal) {
+    store_op op = {.kind = OP_RUN_FINISH, .run_id = r->id, .t = now_ms()};
+    op.u.finish.status = run_status_name(status);
+    op.u.finish.reason = xstrdup(reason);
+    op.u.finish.exit_code = exit_code;
+    op.u.finish.exit_signal = exit_signal;
+    store_submit_now(&op);
+    log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
+    release_devices(r);
+    unlink_run(r);
+    free_run(r);
+    pthread_cond_broadcast(&K.changed);
+}
+
+static void schedule_locked(void);
+
+/* SIGTERM to a started run's process group; SIGKILL after the grace period (tick). */
+static void signal_cancel_locked(live_run *r) {
+    r->status = RUN_CANCELING;
+    r->kill_at = mono_ms() + K.c.cancel_grace_ms;
+    if (kill(-r->pid, SIGTERM) != 0 && errno != ESRCH)
+        log_warn("run %lld: SIGTERM to process group %d: %s", (long long)r->id, (int)r->pid, strerror(errno));
+    store_op op = {.kind = OP_RUN_CANCELING, .run_id = r->id, .t = now_ms()};
+    store_submit_now(&op);
+    log_info("run %lld canceling: SIGTERM sent to process group %d", (long long)r->id, (int)r->pid);
+}
+
+/* The server's DDPD_* settings stay with the server (the token among them), but for
+ * the ones the trainer reads too: passed on by name. */
+static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S"};
+
+/* Gives the run devices and asks the supervisor to start its trainer; the supervisor
+ * answers through scheduler_spawned. */
+static void start_locked(live_run *r) {
+    r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
+    buf_t names = {0}, json = {0}, visible = {0};
+    buf_printf(&json, "[");
+    for (int i = 0, k = 0; k < r->world_size; i++) {
+        if (K.owner[r->pool][i]) continue;
+        K.owner[r->pool][i] = r->id;
+        r->devices[k] = i;
+        const char *label = r->pool == POOL_GPU ? K.c.gpus[i] : NULL;
+        char name[160];
+        if (label) snprintf(name, sizeof name, "gpu:%s", label);
+        else snprintf(name, sizeof name, "cpu:%d", i);
+        buf_printf(&names, "%s%s", k ? ", " : "", name);
+        /* device names are digits, letters, '-' and ':' (GPU UUIDs): no escaping needed */
+        buf_printf(&json, "%s\"%s\"", k ? "," : "", name);
+        if (label) buf_printf(&visible, "%s%s", k ? "," : "", label);
+        k++;
+    }
+    buf_printf(&json, "]");
+    r->devices_json = json.data;
+    r->status = RUN_STARTING;
+    if (random_hex(r->secret, 32) != 0) {
+        char err[256];
+        snprintf(err, sizeof err, "cannot make a secret for the run: getrandom failed: %s", strerror(errno));
+        buf_free(&names);
+        buf_free(&visible);
+        finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+        return;
+    }
+    char *run_dir = layout_run_dir(r->id), *config = layout_run_path(r->id, RUN_FILE_CONFIG);
+    char *log = layout_run_path(r->id, RUN_FILE_LOG);
+    const char *argv[8 + 2 * 64] = {K.c.trainer, "--config", config, "--run-dir", run_dir, "--events",
+                                    layout_socket_path()};
+    int argc = 7;
+    for (int i = 0; i < K.c.n_data_roots && i < 64; i++) {
+        argv[argc++] = "--data-root";
+        argv[argc++] = K.c.data_roots[i];
+    }
+    argv[argc] = NULL;
+    char *env[4 + sizeof PASSED_ON / sizeof *PASSED_ON] = {
+        xasprintf("DDPD_RUN_ID=%lld", (long long)r->id), xasprintf("DDPD_RUN_SECRET=%s", r->secret),
+        xasprintf("CUDA_VISIBLE_DEVICES=%s", visible.data ? visible.data : "")};
+    int envc = 3;
+    for (size_t i = 0; i < sizeof PASSED_ON / sizeof *PASSED_ON; i++)
+        if (getenv(PASSED_ON[i])) env[envc++] = xasprintf("%s=%s", PASSED_ON[i], getenv(PASSED_ON[i]));
+    env[envc] = NULL;
+    char *drop[] = {"DDPD_", NULL};
+    char *banner = xasprintf("starting %s for run %lld on %s", K.c.trainer, (long long)r->id, names.data);
+    spawn_request req = {.run_id = r->id, .program = K.c.trainer, .argv = (char *const *)argv, .env_set = env,
+                         .env_drop = drop, .cwd = run_dir, .log_path = log, .log_banner = banner};
+    supervisor_request_spawn(&req);
+    log_info("run %lld starting on %s", (long long)r->id, names.data);
+    for (int i = 0; i < envc; i++) free(env[i]);
+    free(banner);
+    free(run_dir);
+    free(config);
+    free(log);
+    buf_free(&names);
+    buf_free(&visible);
+}
+
+void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
+    (void)group;
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    if (!r) { /* gone meanwhile (cannot happen: a starting run waits for its pid) */
+        if (pid > 0) kill(-pid, SIGKILL);
+    } else if (pid < 0) {
+        finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+        schedule_locked();
+    } else {
+        r->pid = pid;
+        store_op op = {.kind = OP_RUN_STARTING, .run_id = r->id, .t = now_ms()};
+        op.u.starting.devices = xstrdup(r->devices_json);
+        op.u.starting.pid = pid;
+        store_submit_now(&op);
+        log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
+        if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was queued */
+    }
+    pthread_mutex_unlock(&K.mu);
+}
+
+/* Starts every queued run that fits, in order; per pool, the first run that does
+ * not fit blocks those behind it (no starvation of big runs). */
+static void schedule_locked(void) {
+    if (K.shutting_down) return;
+    bool blocked[2] = {false, false};
+    live_run *next;
+    for (live_run *r = K.runs; r; r = next) {
+        next = r->next; /* start_locked may finish (free) r */
+        if (r->status != RUN_QUEUED || blocked[r->pool]) continue;
+        if (free_devices(r->pool) >= r->world_size) start_locked(r);
+        else blocked[r->pool] = true;
+    }
+}
+
+static live_run *add_queued(int64_t id, int world_size, pool_kind pool) {
+    live_run *r = calloc(1, sizeof *r);
+    if (!r) abort();
+    r->id = id;
+    r->world_size = world_size;
+    r->pool = pool;
+    r->status = RUN_QUEUED;
+    live_run **p = &K.runs;
+    while (*p && (*p)->id < id) p = &(*p)->next; /* ids are submission order */
+    r->next = *p;
+    *p = r;
+    return r;
+}
+
+void scheduler_submit(int64_t id, int world_size, pool_kind pool) {
+    pthread_mutex_lock(&K.mu);
+    add_queued(id, world_size, pool);
+    log_info("run %lld queued: needs %d %s", (long long)id, world_size, pool_unit(pool));
+    schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+}
+
+cancel_result scheduler_cancel(int64_t id, const char *reason) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    cancel_result res = CANCEL_NOT_LIVE;
+    if (!r) {
+        res = CANCEL_NOT_LIVE;
+    } else if (r->status == RUN_QUEUED) {
+        finish_locked(r, RUN_CANCELED, reason, NO_INT, NO_INT);
+        schedule_locked(); /* it may have been blocking the runs behind it */
+        res = CANCEL_DONE;
+    } else if (r->cancel_reason) {
+        res = CANCEL_ALREADY;
+    } else {
+        r->cancel_reason = xstrdup(reason);
+        if (r->pid > 0) signal_cancel_locked(r); /* else when its start is done (scheduler_spawned) */
+        res = CANCEL_SIGNALED;
+    }
+    pthread_mutex_unlock(&K.mu);
+    return res;
+}
+
+int scheduler_queue_position(int64_t id) {
+    pthread_mutex_lock(&K.mu);
+    int pos = 0, n = 0;
+    pool_kind pool = POOL_CPU;
+    live_run *me = find(id);
+    if (me && me->status == RUN_QUEUED) {
+        pool = me->pool;
+        for (live_run *r = K.runs; r; r = r->next) {
+            if (r->pool == pool && r->status == RUN_QUEUED) n++;
+            if (r == me) {
+                pos = n;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&K.mu);
+    return pos;
+}
+
+bool scheduler_hello(int64_t id, const char *secret, int rank) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    bool ok = r && r->pid > 0 && secret_equal(secret, r->secret);
+    if (ok && rank >= 0 && r->status == RUN_STARTING) {
+        r->status = RUN_RUNNING;
+        store_op op = {.kind = OP_RUN_RUNNING, .run_id = id, .t = now_ms()};
+        store_submit_now(&op);
+        log_info("run %lld running", (long long)id);
+    }
+    pthread_mutex_unlock(&K.mu);
+    return ok;
+}
+
+void scheduler_end_event(int64_t id, const char *status, const char *reason) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    if (r) {
+        free(r->end_status);
+        free(r->end_reason);
+        r->end_status = xstrdup(status);
+        r->end_reason = reason && *reason ? xstrdup(reason) : NULL;
+    }
+    pthread_mutex_unlock(&K.mu);
+}
+
+/* The reason a person reads when the trainer's end gave none. */
+static char *derive_reason(live_run *r, int wstatus) {
+    char how[128];
+    describe_wait_status(wstatus, how, sizeof how);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2) {
+        /* 2: invalid config or usage, said in the log before any rank started */
+        char *log_path = layout_run_path(r->id, RUN_FILE_LOG);
+        char *last = logtail_last_line(log_path, 400);
+        free(log_path);
+        char *reason = last ? xasprintf("the trainer refused the run: %s", last)
+                            : xasprintf("ddp-trainer %s (invalid config or usage); see its log", how);
+        free(last);
+        return reason;
+    }
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) > 128) {
+        int sig = WEXITSTATUS(wstatus) - 128;
+        return xasprintf("ddp-trainer stopped on signal %d (%s) that the server did not send", sig, strsignal(sig));
+    }
+    char *log_path = layout_run_path(r->id, RUN_FILE_LOG);
+    char *last = WIFEXITED(wstatus) ? logtail_last_line(log_path, 400) : NULL;
+    free(log_path);
+    char *reason = last ? xasprintf("ddp-trainer %s; its last log line: %s", how, last)
+                        : xasprintf("ddp-trainer %s", how);
+    free(last);
+    return reason;
+}
+
+void scheduler_child_exited(pid_t pid, int wstatus) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = K.runs;
+    while (r && !(r->pid == pid && r->status != RUN_QUEUED)) r = r->next;
+    if (!r) {
+        pthread_mutex_unlock(&K.mu);
+        return;
+    }
+    /* No process of the run may outlive it: the ranks die with the launcher
+     * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
+    if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)r->id, (int)pid);
+
+    int64_t code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT;
+    int64_t sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT;
+    run_status status;
+    char *reason = NULL;
+    if (code == 0) {
+        status = RUN_SUCCEEDED;
+    } else if (r->cancel_reason) {
+        status = RUN_CANCELED;
+        reason = xstrdup(r->cancel_reason);
+    } else {
+        status = RUN_FAILED;
+        reason = r->end_reason ? xstrdup(r->end_reason) : derive_reason(r, wstatus);
+    }
+    finish_locked(r, status, reason, code, sig);
+    free(reason);
+    schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+}
+
+void scheduler_tick(void) {
+    pthread_mutex_lock(&K.mu);
+    int64_t now = mono_ms();
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->cancel_reason && !r->killed && now >= r->kill_at) {
+            r->killed = true;
+            log_info("run %lld: still running %d ms after SIGTERM: SIGKILL to process group %d",
+                     (long long)r->id, K.c.cancel_grace_ms, (int)r->pid);
+            kill(-r->pid, SIGKILL);
+        }
+    }
+    pthread_mutex_unlock(&K.mu);
+}
+
+/* ---- start-up recovery ---- */
+
+/* Does /proc/<pid>/cmdline contain the argument `arg`? */
+static bool cmdline_has(pid_t pid, const char *arg) {
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, arg) == 0) return true;
+    return false;
+}
+
+/* Kills the processes of process group `pgid` that belong to `run_dir` (a pid may
+ * have been reused: only processes started for that run directory are touched).
+ * Returns how many. */
+static int kill_leftovers(pid_t pgid, const char *run_dir) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int killed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        char path[64], stat[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "re");
+        if (!f) continue;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        char *rp = strrchr(stat, ')'); /* the command name may hold spaces */
+        int ppid, pgrp;
+        char state;
+        if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || pgrp != (int)pgid) continue;
+        if (cmdline_has(pid, run_dir) && kill(pid, SIGKILL) == 0) killed++;
+    }
+    closedir(d);
+    return killed;
+}
+
+void scheduler_recover(void) {
+    run_brief *runs = NULL;
+    int n = store_list_unfinished(&runs);
+    if (n < 0) {
+        log_error("cannot read unfinished runs from the database");
+        return;
+    }
+    pthread_mutex_lock(&K.mu);
+    for (int i = 0; i < n; i++) {
+        run_brief *b = &runs[i];
+        pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
+        if (b->status == RUN_QUEUED) {
+            live_run *r = add_queued(b->id, b->world_size, pool);
+            if (b->world_size > scheduler_capacity(pool)) {
+                char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
+                                         pool_unit(pool), scheduler_capacity(pool));
+                finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+                free(reason);
+            }
+            continue;
+        }
+        int killed = 0;
+        if (b->pid != NO_INT && b->pid > 1) {
+            char *run_dir = layout_run_dir(b->id);
+            killed = kill_leftovers((pid_t)b->pid, run_dir);
+            free(run_dir);
+        }
+        bool canceling = b->status == RUN_CANCELING;
+        char *reason = xasprintf("%s%s", canceling ? "the server stopped while the run was being canceled"
+                                                   : "the server stopped while the run was active",
+                                 killed ? "; its leftover processes were killed" : "");
+        live_run *r = add_queued(b->id, b->world_size, pool);
+        r->status = b->status;
+        finish_locked(r, canceling ? RUN_CANCELED : RUN_FAILED, reason, NO_INT, NO_INT);
+        free(reason);
+    }
+    free(runs);
+    schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+    store_sync();
+}
+
+void scheduler_shutdown(void) {
+    pthread_mutex_lock(&K.mu);
+    K.shutting_down = true;
+    int active = 0;
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) continue; /* stays queued for the next start */
+        active++;
+        if (r->cancel_reason) continue;
+        r->cancel_reason = xstrdup("the server shut down");
+        if (r->pid > 0) signal_cancel_locked(r);
+    }
+    if (active) log_info("shutting down: canceling %d active run(s)", active);
+    /* The reaper keeps running: it SIGKILLs after the grace period and finishes them. */
+    int64_t deadline = mono_ms() + K.c.cancel_grace_ms + 5000;
+    for (;;) {
+        active = 0;
+        for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED;
+        if (!active || mono_ms() >= deadline) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&K.changed, &K.mu, &ts);
+    }
+    if (active) log_warn("%d run(s) did not end in time; they stay as they are", active);
+    pthread_mutex_unlock(&K.mu);
+}
+
+void scheduler_take_snapshot(scheduler_snapshot *out) {
+    pthread_mutex_lock(&K.mu);
+    *out = (scheduler_snapshot){.cpu_slots = K.c.slots, .cpu_free = free_devices(POOL_CPU), .gpus = K.c.n_gpus,
+                                .gpu_free = free_devices(POOL_GPU)};
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) out->queued++;
+        else out->active++;
+    }
+    pthread_mutex_unlock(&K.mu);
+}

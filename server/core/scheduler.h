@@ -1,0 +1,76 @@
+/* The scheduler owns the devices and the life of every unfinished run in memory.
+ *
+ * Devices come in two pools: GPUs (given to a run through CUDA_VISIBLE_DEVICES) and
+ * CPU slots (for CPU runs, one rank each). A run needs world_size devices of one
+ * pool; runs wait in submission order (FIFO per pool: a big run at the head is not
+ * overtaken by smaller ones behind it) until enough are free, and no device is ever
+ * given to two runs.
+ *
+ * State changes happen here, under one lock, and are queued to the store's writer
+ * in the same order: queued -> starting (devices given, trainer started) -> running
+ * (its first rank said hello) -> succeeded | failed | canceled, with canceling on the
+ * way to canceled. */
+#ifndef DDPD_SCHEDULER_H
+#define DDPD_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum { POOL_CPU, POOL_GPU } pool_kind;
+
+typedef struct {
+    const char *trainer;
+    const char *const *data_roots; /* passed to the trainer (--data-root), which opens data beneath them */
+    int n_data_roots;
+    char **gpus;             /* GPU ids, as CUDA_VISIBLE_DEVICES names them */
+    int n_gpus;
+    int slots;               /* CPU slots */
+    int cancel_grace_ms;     /* SIGTERM, then SIGKILL this much later */
+} scheduler_config;
+
+void scheduler_init(const scheduler_config *c);
+
+/* At start-up: a run a previous server left starting/running/canceling is finished
+ * (failed: "the server stopped while the run was active"; leftover processes of it
+ * are killed); queued runs are queued again, in order. */
+void scheduler_recover(void);
+
+/* How many devices of the pool this server has. */
+int scheduler_capacity(pool_kind pool);
+const char *pool_name(pool_kind pool);      /* "cpu", "gpu" */
+const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
+
+/* Queues a run that is already in the store as queued (its config.json written). */
+void scheduler_submit(int64_t id, int world_size, pool_kind pool);
+
+typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
+/* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL
+ * after the grace period). CANCEL_NOT_LIVE: no such unfinished run. */
+cancel_result scheduler_cancel(int64_t id, const char *reason);
+
+/* 1-based position in the queue of its pool, or 0 when not queued. */
+int scheduler_queue_position(int64_t id);
+
+/* Ingest's hooks (ingest.h): a connection's hello, true when the secret is the run's
+ * (the run then counts as running once a rank has said hello); the launcher's `end`. */
+bool scheduler_hello(int64_t id, const char *secret, int rank);
+void scheduler_end_event(int64_t id, const char *status, const char *reason);
+
+/* The supervisor's hooks (supervisor.h): a start it was asked for is done (pid, or -1
+ * and why not); a child was reaped; about every 100 ms (kills after grace periods). */
+void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err);
+void scheduler_child_exited(pid_t pid, int wstatus);
+void scheduler_tick(void);
+
+/* Shutting down: no more starts; active runs are canceled ("the server shut down")
+ * and waited for (queued runs stay queued for the next start). */
+void scheduler_shutdown(void);
+
+/* For /healthz and /metrics: devices in all and free, runs queued and active. */
+typedef struct {
+    int cpu_slots, cpu_free, gpus, gpu_free, queued, active;
+} scheduler_snapshot;
+void scheduler_take_snapshot(scheduler_snapshot *out);
+
+#endif

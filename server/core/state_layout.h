@@ -1,0 +1,33 @@
+/* Where ddpd keeps things in its state directory, in one place:
+ *
+ *   DIR/ddpd.db            the store (SQLite, WAL beside it)
+ *   DIR/ddpd.lock          one server per state directory (flock)
+ *   DIR/events.sock        the event socket the trainers report to
+ *   DIR/runs/ID/           a run's directory: config.json (what the trainer reads),
+ *                          trainer.log, events.jsonl (the journal), checkpoints/
+ *
+ * state_layout_init once, at start-up; then any thread may ask. */
+#ifndef DDPD_CORE_STATE_LAYOUT_H
+#define DDPD_CORE_STATE_LAYOUT_H
+
+#include <stdint.h>
+
+typedef enum { RUN_FILE_CONFIG, RUN_FILE_LOG, RUN_FILE_JOURNAL, RUN_FILE_CHECKPOINTS } run_file;
+
+/* `state_dir` is an absolute path (realpath'd). */
+void state_layout_init(const char *state_dir);
+void state_layout_free(void);
+
+const char *layout_state_dir(void);
+const char *layout_db_path(void);
+const char *layout_lock_path(void);
+const char *layout_socket_path(void);
+const char *layout_runs_dir(void);
+
+/* malloc'd: DIR/runs/ID, and a file (or folder) in it. */
+char *layout_run_dir(int64_t id);
+char *layout_run_path(int64_t id, run_file which);
+/* The file's name in a run directory ("config.json", ...). */
+const char *layout_run_file_name(run_file which);
+
+#endif

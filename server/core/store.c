@@ -1,0 +1,352 @@
+/* The store's writer: one thread, one connection, a queue of ops applied in batched
+ * transactions. See store.h for why. */
+#include "store.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "metrics_sink.h"
+#include "migrations.h"
+
+/* Past this many queued ops, store_submit waits: about 40 MB of queue. */
+#define QUEUE_MAX 262144
+
+struct store_wait {
+    bool done;
+    int64_t result;
+};
+
+/* The writer's own statements; each op kind's are in OP_KINDS (event_kinds.c). */
+enum { ST_PROGRESS, ST_SEEN, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT };
+
+static const char *const SQL[ST_COUNT] = {
+    [ST_PROGRESS] =
+        "UPDATE runs SET epoch = ?2, step = ?3, global_step = ?4, loss = ?5, lr = ?6,"
+        " samples_per_s = ?7, last_step_at = ?8, first_step_at = coalesce(first_step_at, ?9),"
+        " first_global_step = coalesce(first_global_step, ?10) WHERE id = ?1",
+    [ST_SEEN] = "UPDATE ranks SET last_seen = max(coalesce(last_seen, 0), ?3) WHERE run_id = ?1 AND rank = ?2",
+    [ST_BEGIN] = "BEGIN",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+};
+
+static struct {
+    char *path;
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    sqlite3_stmt *op_st[OP_KIND_COUNT][OP_MAX_SQL];
+    store_observer observer;
+    pthread_t thread;
+    bool started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake, space, committed;
+    store_op *ops; /* the queue */
+    size_t n, cap;
+    bool stopping;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
+       .space = PTHREAD_COND_INITIALIZER,
+       .committed = PTHREAD_COND_INITIALIZER};
+
+
+/* ---- binding helpers: NO_INT and NaN become NULL ---- */
+
+static void bind_int(sqlite3_stmt *st, int i, int64_t v) {
+    if (v == NO_INT) sqlite3_bind_null(st, i);
+    else sqlite3_bind_int64(st, i, v);
+}
+
+static void bind_real(sqlite3_stmt *st, int i, double v) {
+    if (isfinite(v)) sqlite3_bind_double(st, i, v);
+    else sqlite3_bind_null(st, i);
+}
+
+/* Runs a bound statement to completion; returns the rows it changed, or -1. */
+static int64_t run_stmt(int which) {
+    sqlite3_stmt *st = S.st[which];
+    int rc = sqlite3_step(st);
+    int64_t changes = rc == SQLITE_DONE ? sqlite3_changes(S.db) : -1;
+    if (rc != SQLITE_DONE)
+        log_error("database write failed (%s): %s", SQL[which], sqlite3_errmsg(S.db));
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return changes;
+}
+
+/* ---- per-batch summaries: progress (runs) and last-seen (ranks) ---- */
+
+typedef struct {
+    int64_t run_id;
+    const store_op *first, *last; /* step ops */
+} progress_entry;
+
+typedef struct {
+    int64_t run_id, t;
+    int rank;
+} seen_entry;
+
+typedef struct {
+    progress_entry *progress;
+    size_t n_progress, cap_progress;
+    seen_entry *seen;
+    size_t n_seen, cap_seen;
+} batch_summary;
+
+static void note_step(batch_summary *b, const store_op *op) {
+    for (size_t i = 0; i < b->n_progress; i++) {
+        if (b->progress[i].run_id == op->run_id) {
+            if (op->u.step.global_step >= b->progress[i].last->u.step.global_step) b->progress[i].last = op;
+            return;
+        }
+    }
+    if (b->n_progress == b->cap_progress) {
+        b->cap_progress = b->cap_progress ? 2 * b->cap_progress : 8;
+        b->progress = xrealloc(b->progress, b->cap_progress * sizeof *b->progress);
+    }
+    b->progress[b->n_progress++] = (progress_entry){op->run_id, op, op};
+}
+
+static void note_seen(batch_summary *b, const store_op *op) {
+    if (op->rank < 0) return;
+    for (size_t i = 0; i < b->n_seen; i++) {
+        if (b->seen[i].run_id == op->run_id && b->seen[i].rank == op->rank) {
+            if (op->t > b->seen[i].t) b->seen[i].t = op->t;
+            return;
+        }
+    }
+    if (b->n_seen == b->cap_seen) {
+        b->cap_seen = b->cap_seen ? 2 * b->cap_seen : 8;
+        b->seen = xrealloc(b->seen, b->cap_seen * sizeof *b->seen);
+    }
+    b->seen[b->n_seen++] = (seen_entry){op->run_id, op->t, op->rank};
+}
+
+static void write_summary(batch_summary *b) {
+    for (size_t i = 0; i < b->n_progress; i++) {
+        const store_op *first = b->progress[i].first, *last = b->progress[i].last;
+        sqlite3_stmt *st = S.st[ST_PROGRESS];
+        sqlite3_bind_int64(st, 1, last->run_id);
+        bind_int(st, 2, last->u.step.epoch);
+        bind_int(st, 3, last->u.step.step);
+        bind_int(st, 4, last->u.step.global_step);
+        bind_real(st, 5, last->u.step.loss);
+        bind_real(st, 6, last->u.step.lr);
+        bind_real(st, 7, last->u.step.samples_per_s);
+        sqlite3_bind_int64(st, 8, last->t);
+        sqlite3_bind_int64(st, 9, first->t);
+        bind_int(st, 10, first->u.step.global_step);
+        run_stmt(ST_PROGRESS);
+    }
+    for (size_t i = 0; i < b->n_seen; i++) {
+        sqlite3_stmt *st = S.st[ST_SEEN];
+        sqlite3_bind_int64(st, 1, b->seen[i].run_id);
+        sqlite3_bind_int(st, 2, b->seen[i].rank);
+        sqlite3_bind_int64(st, 3, b->seen[i].t);
+        run_stmt(ST_SEEN);
+    }
+    b->n_progress = b->n_seen = 0;
+}
+
+/* ---- applying one op: its kind's entry in OP_KINDS ---- */
+
+static int64_t apply(const store_op *op, batch_summary *b) {
+    const op_kind_desc *d = &OP_KINDS[op->kind];
+    int64_t result = d->apply(S.db, S.op_st[op->kind], op);
+    if (d->summary & SUMMARY_PROGRESS) note_step(b, op);
+    if (d->summary & SUMMARY_SEEN) note_seen(b, op);
+    return result;
+}
+
+/* ---- the writer thread ---- */
+
+static void *writer_main(void *arg) {
+    (void)arg;
+    store_op *batch = NULL;
+    size_t batch_cap = 0;
+    batch_summary summary = {0};
+    pthread_mutex_lock(&S.mu);
+    for (;;) {
+        while (S.n == 0 && !S.stopping) pthread_cond_wait(&S.wake, &S.mu);
+        if (S.n == 0 && S.stopping) break;
+        /* Take the whole queue; hand the queue our empty array (no copying). */
+        store_op *ops = S.ops;
+        size_t n = S.n, cap = S.cap;
+        S.ops = batch;
+        S.cap = batch_cap;
+        S.n = 0;
+        batch = ops;
+        batch_cap = cap;
+        pthread_cond_broadcast(&S.space);
+        pthread_mutex_unlock(&S.mu);
+
+        int64_t *results = xmalloc(n * sizeof *results);
+        double t0 = mono_s();
+        bool ok = run_stmt(ST_BEGIN) >= 0;
+        for (size_t i = 0; i < n; i++) {
+            results[i] = apply(&batch[i], &summary);
+            if (S.observer.record) S.observer.record(&batch[i], results[i]); /* the feed's events, in this transaction */
+        }
+        write_summary(&summary);
+        if (ok && run_stmt(ST_COMMIT) < 0) {
+            run_stmt(ST_ROLLBACK);
+            ok = false;
+        }
+        metrics_observe_store_batch(mono_s() - t0, n, ok);
+        if (S.observer.commit) S.observer.commit(ok); /* after the commit: a client reading the database sees what it is told */
+        for (size_t i = 0; i < n; i++) store_op_free(&batch[i]);
+
+        pthread_mutex_lock(&S.mu);
+        bool woke = false;
+        for (size_t i = 0; i < n; i++) {
+            if (batch[i].wait) {
+                batch[i].wait->result = ok ? results[i] : -1;
+                batch[i].wait->done = true;
+                woke = true;
+            }
+        }
+        if (woke) pthread_cond_broadcast(&S.committed);
+        free(results);
+    }
+    pthread_mutex_unlock(&S.mu);
+    free(batch);
+    free(summary.progress);
+    free(summary.seen);
+    return NULL;
+}
+
+static void enqueue_locked(const store_op *ops, size_t n) {
+    if (S.n + n > S.cap) {
+        size_t cap = S.cap ? S.cap : 1024;
+        while (cap < S.n + n) cap *= 2;
+        S.ops = xrealloc(S.ops, cap * sizeof *S.ops);
+        S.cap = cap;
+    }
+    memcpy(S.ops + S.n, ops, n * sizeof *ops);
+    S.n += n;
+    pthread_cond_signal(&S.wake);
+}
+
+void store_submit(const store_op *ops, size_t n) {
+    if (!n) return;
+    pthread_mutex_lock(&S.mu);
+    while (S.n >= QUEUE_MAX && !S.stopping) pthread_cond_wait(&S.space, &S.mu);
+    enqueue_locked(ops, n);
+    pthread_mutex_unlock(&S.mu);
+}
+
+void store_submit_now(const store_op *op) {
+    pthread_mutex_lock(&S.mu);
+    enqueue_locked(op, 1);
+    pthread_mutex_unlock(&S.mu);
+}
+
+int64_t store_submit_wait(const store_op *op) {
+    store_wait w = {false, 0};
+    store_op copy = *op;
+    copy.wait = &w;
+    pthread_mutex_lock(&S.mu);
+    enqueue_locked(&copy, 1);
+    while (!w.done) pthread_cond_wait(&S.committed, &S.mu);
+    pthread_mutex_unlock(&S.mu);
+    return w.result;
+}
+
+void store_sync(void) {
+    store_op op = {.kind = OP_SYNC};
+    store_submit_wait(&op);
+}
+
+/* ---- opening and closing ---- */
+
+static int exec_pragma(const char *sql, char *err, size_t errlen) {
+    char *msg = NULL;
+    if (sqlite3_exec(S.db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", sql, msg ? msg : sqlite3_errmsg(S.db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+int store_open(const char *path, const store_observer *observer, char *err, size_t errlen) {
+    if (observer) S.observer = *observer;
+    /* No allocation statistics: they take a process-wide mutex on every malloc,
+     * which the HTTP threads' connections would contend for. */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    S.path = xstrdup(path);
+    if (sqlite3_open_v2(path, &S.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open the database %s: %s", path, S.db ? sqlite3_errmsg(S.db) : "out of memory");
+        return -1;
+    }
+    sqlite3_busy_timeout(S.db, 5000);
+    /* WAL: readers never wait on this writer. synchronous=NORMAL: a power cut may lose
+     * the last transactions, never the database. */
+    if (exec_pragma("PRAGMA journal_mode = WAL", err, errlen) ||
+        exec_pragma("PRAGMA synchronous = NORMAL", err, errlen) ||
+        exec_pragma("PRAGMA cache_size = -65536", err, errlen) ||
+        exec_pragma("PRAGMA temp_store = MEMORY", err, errlen))
+        return -1;
+    char merr[512];
+    if (migrate_apply(S.db, ddpd_migrations, ddpd_migrations_count, merr, sizeof merr) < 0) {
+        snprintf(err, errlen, "%s: %s", path, merr);
+        return -1;
+    }
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(S.db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &S.st[i], NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "preparing \"%s\": %s", SQL[i], sqlite3_errmsg(S.db));
+            return -1;
+        }
+    }
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        for (int i = 0; i < OP_MAX_SQL && OP_KINDS[k].sql[i]; i++) {
+            if (sqlite3_prepare_v3(S.db, OP_KINDS[k].sql[i], -1, SQLITE_PREPARE_PERSISTENT, &S.op_st[k][i], NULL) !=
+                SQLITE_OK) {
+                snprintf(err, errlen, "preparing \"%s\": %s", OP_KINDS[k].sql[i], sqlite3_errmsg(S.db));
+                return -1;
+            }
+        }
+    }
+    if (S.observer.attach && S.observer.attach(S.db, err, errlen) != 0) return -1;
+    if (pthread_create(&S.thread, NULL, writer_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the database writer thread");
+        return -1;
+    }
+    S.started = true;
+    return 0;
+}
+
+void store_close(void) {
+    if (S.started) {
+        pthread_mutex_lock(&S.mu);
+        S.stopping = true;
+        pthread_cond_broadcast(&S.wake);
+        pthread_cond_broadcast(&S.space);
+        pthread_mutex_unlock(&S.mu);
+        pthread_join(S.thread, NULL);
+        S.started = false;
+    }
+    if (S.observer.detach) S.observer.detach();
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        for (int i = 0; i < OP_MAX_SQL; i++) {
+            sqlite3_finalize(S.op_st[k][i]);
+            S.op_st[k][i] = NULL;
+        }
+    }
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(S.st[i]);
+        S.st[i] = NULL;
+    }
+    if (S.db) {
+        sqlite3_close(S.db);
+        S.db = NULL;
+    }
+    free(S.ops);
+    S.ops = NULL;
+    S.n = S.cap = 0;
+}

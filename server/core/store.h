@@ -1,0 +1,50 @@
+/* The run store: SQLite in WAL mode, schema from migrations/.
+ *
+ * Writes: one writer thread owns the only connection that writes. Everything that
+ * changes the database (ingested events, run state changes, inserts, deletes) is a
+ * store_op queued to it; it applies whatever has queued up in one transaction, in
+ * queue order, so ingest keeps up with thousands of steps per second and a run's
+ * final status is always written after the events that preceded it.
+ *
+ * Reads (store_read.c): every reading thread has its own connection; with WAL a
+ * reader sees the last committed transaction and never waits on the writer. */
+#ifndef DDPD_STORE_H
+#define DDPD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "event_kinds.h"
+
+/* What the store tells its observer (the live feed, wired by main.c): attach once,
+ * on the writer's connection after the migrations (the observer prepares what it
+ * writes inside the writer's transactions); record for each op applied, inside the
+ * transaction, with apply's result; commit after COMMIT (true) or ROLLBACK. */
+typedef struct {
+    int (*attach)(sqlite3 *db, char *err, size_t errlen);
+    void (*detach)(void);
+    void (*record)(const store_op *op, int64_t result);
+    void (*commit)(bool committed);
+} store_observer;
+
+/* Opens (creating) the database, applies the migrations, starts the writer.
+ * `observer` may be NULL. */
+int store_open(const char *path, const store_observer *observer, char *err, size_t errlen);
+/* Applies what is queued, stops the writer, closes the database. */
+void store_close(void);
+
+/* Queues ingested events (taking their strings). Blocks while the writer is far
+ * behind, so that a flood of events slows its senders instead of eating memory. */
+void store_submit(const store_op *ops, size_t n);
+/* Queues one op and never blocks: run state changes, from any thread. */
+void store_submit_now(const store_op *op);
+/* Queues one op and waits until it is committed. Returns its result (see above),
+ * or -1 when the transaction failed. */
+int64_t store_submit_wait(const store_op *op);
+/* Waits until everything queued before the call is committed. */
+void store_sync(void);
+
+#endif

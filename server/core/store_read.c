@@ -1,0 +1,356 @@
+/* Reading the run store: per-thread connections and the queries behind the GET
+ * routes. See store_read.h. */
+#include "store_read.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "state_layout.h"
+#include "views.h"
+
+const char *const metric_names[METRIC_COUNT] = {"loss", "lr", "samples_per_s"};
+
+#define RUN_COLUMNS                                                                          \
+    "id, name, status, reason, config, world_size, device_kind, devices, pid, exit_code,"    \
+    " exit_signal, created_at, started_at, finished_at, epochs, total_steps, steps_per_epoch," \
+    " epoch, step, global_step, loss, lr, samples_per_s, first_step_at, first_global_step,"   \
+    " last_step_at"
+enum {
+    C_ID, C_NAME, C_STATUS, C_REASON, C_CONFIG, C_WORLD_SIZE, C_DEVICE_KIND, C_DEVICES, C_PID,
+    C_EXIT_CODE, C_EXIT_SIGNAL, C_CREATED_AT, C_STARTED_AT, C_FINISHED_AT, C_EPOCHS,
+    C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
+    C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT,
+    C_CHECKPOINTS /* Q_RUN only */
+};
+
+enum {
+    Q_BRIEF, Q_UNFINISHED, Q_RUN, Q_PAGE, Q_RANGE,
+    Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
+};
+
+static const char *const QSQL[Q_COUNT] = {
+    [Q_BRIEF] = "SELECT id, status, world_size, device_kind, pid FROM runs WHERE id = ?1",
+    [Q_UNFINISHED] =
+        "SELECT id, status, world_size, device_kind, pid FROM runs"
+        " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
+    /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
+     * come as JSON text built by SQLite */
+    [Q_RUN] = "SELECT " RUN_COLUMNS ", (SELECT json_group_array(json_object('epoch', epoch, 'global_step',"
+              " global_step, 'path', path, 'bytes', bytes, 'created_at',"
+              " strftime('%Y-%m-%dT%H:%M:%fZ', t / 1000.0, 'unixepoch')))"
+              " FROM (SELECT * FROM checkpoints WHERE run_id = ?1 ORDER BY global_step))"
+              " FROM runs WHERE id = ?1",
+    [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
+               " WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))"
+               " AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3",
+    [Q_RANGE] = "SELECT min(global_step), max(global_step) FROM steps"
+                " WHERE run_id = ?1 AND global_step > ?2",
+    [Q_SERIES_LOSS] = "SELECT global_step, loss, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
+                      " ORDER BY global_step",
+    [Q_SERIES_LR] = "SELECT global_step, lr, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
+                    " ORDER BY global_step",
+    [Q_SERIES_SPS] = "SELECT global_step, samples_per_s, t FROM steps WHERE run_id = ?1"
+                     " AND global_step > ?2 ORDER BY global_step",
+    [Q_EPOCHS] = "SELECT epoch, lr, train_loss, test_loss, test_acc, seconds, samples_per_s, t"
+                 " FROM epochs WHERE run_id = ?1 ORDER BY epoch",
+    [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
+                " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
+    [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
+};
+
+typedef struct {
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_COUNT];
+} reader;
+
+static pthread_key_t reader_key;
+static pthread_once_t reader_once = PTHREAD_ONCE_INIT;
+
+static void reader_free(void *p) {
+    reader *r = p;
+    if (!r) return;
+    for (int i = 0; i < Q_COUNT; i++) sqlite3_finalize(r->q[i]);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+static void make_key(void) { pthread_key_create(&reader_key, reader_free); }
+
+void store_read_release(void) {
+    pthread_once(&reader_once, make_key);
+    reader_free(pthread_getspecific(reader_key));
+    pthread_setspecific(reader_key, NULL);
+}
+
+/* This thread's statement `which`, reset and ready to bind; NULL on error. */
+static sqlite3_stmt *stmt(int which) {
+    pthread_once(&reader_once, make_key);
+    reader *r = pthread_getspecific(reader_key);
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return NULL;
+        if (sqlite3_open_v2(layout_db_path(), &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+            log_error("cannot open the database for reading: %s", r->db ? sqlite3_errmsg(r->db) : "out of memory");
+            reader_free(r);
+            return NULL;
+        }
+        /* A reader only waits when WAL recovery runs (start-up after a crash). */
+        sqlite3_busy_timeout(r->db, 5000);
+        sqlite3_exec(r->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+        pthread_setspecific(reader_key, r);
+    }
+    if (!r->q[which] &&
+        sqlite3_prepare_v3(r->db, QSQL[which], -1, SQLITE_PREPARE_PERSISTENT, &r->q[which], NULL) != SQLITE_OK) {
+        log_error("preparing \"%s\": %s", QSQL[which], sqlite3_errmsg(r->db));
+        return NULL;
+    }
+    sqlite3_reset(r->q[which]);
+    sqlite3_clear_bindings(r->q[which]);
+    return r->q[which];
+}
+
+static void done(sqlite3_stmt *st) {
+    sqlite3_reset(st); /* ends the read transaction: the WAL can be checkpointed past it */
+}
+
+static int64_t col_int(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NO_INT : sqlite3_column_int64(st, i);
+}
+static double col_real(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+static json_t *col_json_int(sqlite3_stmt *st, int i) { return json_int_or_null(col_int(st, i)); }
+static json_t *col_json_real(sqlite3_stmt *st, int i) { return json_real_or_null(col_real(st, i)); }
+static json_t *col_json_text(sqlite3_stmt *st, int i) {
+    const char *s = (const char *)sqlite3_column_text(st, i);
+    return s ? json_string(s) : json_null();
+}
+static json_t *col_json_time(sqlite3_stmt *st, int i) { return json_time(col_int(st, i)); }
+
+static void fill_brief(sqlite3_stmt *st, run_brief *b) {
+    memset(b, 0, sizeof *b);
+    b->id = sqlite3_column_int64(st, 0);
+    const char *s = (const char *)sqlite3_column_text(st, 1);
+    if (!run_status_parse(s, &b->status)) b->status = RUN_FAILED; /* the schema's CHECK allows no other */
+    b->world_size = sqlite3_column_int(st, 2);
+    s = (const char *)sqlite3_column_text(st, 3);
+    snprintf(b->device_kind, sizeof b->device_kind, "%s", s ? s : "");
+    b->pid = col_int(st, 4);
+}
+
+int store_get_brief(int64_t id, run_brief *out) {
+    sqlite3_stmt *st = stmt(Q_BRIEF);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (found == 1) fill_brief(st, out);
+    done(st);
+    return found;
+}
+
+int store_list_unfinished(run_brief **out) {
+    sqlite3_stmt *st = stmt(Q_UNFINISHED);
+    if (!st) return -1;
+    size_t n = 0, cap = 16;
+    run_brief *v = xmalloc(cap * sizeof *v);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) v = xrealloc(v, (cap *= 2) * sizeof *v);
+        fill_brief(st, &v[n++]);
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return (int)n;
+}
+
+/* progress: the shared view (lib/views.c) of the run's progress columns. */
+static json_t *progress_json(sqlite3_stmt *st, run_status status) {
+    progress_facts p = {
+        .epoch = col_int(st, C_EPOCH), .epochs = col_int(st, C_EPOCHS), .step = col_int(st, C_STEP),
+        .global_step = col_int(st, C_GLOBAL_STEP), .total_steps = col_int(st, C_TOTAL_STEPS),
+        .first_global_step = col_int(st, C_FIRST_GLOBAL_STEP), .first_step_at = col_int(st, C_FIRST_STEP_AT),
+        .last_step_at = col_int(st, C_LAST_STEP_AT), .loss = col_real(st, C_LOSS), .lr = col_real(st, C_LR),
+        .samples_per_s = col_real(st, C_SAMPLES_PER_S), .succeeded = status == RUN_SUCCEEDED,
+        .live = status == RUN_RUNNING || status == RUN_STARTING,
+    };
+    return view_progress(&p);
+}
+
+static json_t *run_row_json(sqlite3_stmt *st) {
+    const char *status = (const char *)sqlite3_column_text(st, C_STATUS);
+    if (!status) status = "";
+    run_status rs = RUN_FAILED;
+    run_status_parse(status, &rs);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(sqlite3_column_int64(st, C_ID)));
+    json_object_set_new(o, "name", col_json_text(st, C_NAME));
+    json_object_set_new(o, "status", json_string(status));
+    json_object_set_new(o, "reason", col_json_text(st, C_REASON));
+    json_object_set_new(o, "world_size", col_json_int(st, C_WORLD_SIZE));
+    json_object_set_new(o, "device_kind", col_json_text(st, C_DEVICE_KIND));
+    const char *devices = (const char *)sqlite3_column_text(st, C_DEVICES);
+    json_t *dv = devices ? json_loads(devices, 0, NULL) : NULL;
+    json_object_set_new(o, "devices", dv ? dv : json_array());
+    json_object_set_new(o, "pid", col_json_int(st, C_PID));
+    json_object_set_new(o, "exit_code", col_json_int(st, C_EXIT_CODE));
+    json_object_set_new(o, "exit_signal", col_json_int(st, C_EXIT_SIGNAL));
+    json_object_set_new(o, "created_at", col_json_time(st, C_CREATED_AT));
+    json_object_set_new(o, "started_at", col_json_time(st, C_STARTED_AT));
+    json_object_set_new(o, "finished_at", col_json_time(st, C_FINISHED_AT));
+    json_object_set_new(o, "progress", progress_json(st, rs));
+    return o;
+}
+
+json_t *store_run_json(int64_t id, char **raw_members) {
+    sqlite3_stmt *st = stmt(Q_RUN);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *o = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        o = run_row_json(st);
+        const char *cfg = (const char *)sqlite3_column_text(st, C_CONFIG);
+        const char *ckpts = (const char *)sqlite3_column_text(st, C_CHECKPOINTS);
+        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%s", cfg ? cfg : "null", ckpts ? ckpts : "[]");
+    }
+    done(st);
+    return o;
+}
+
+json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, int64_t *next_before) {
+    sqlite3_stmt *st = stmt(Q_PAGE);
+    if (!st) return NULL;
+    if (statuses_json) sqlite3_bind_text(st, 1, statuses_json, -1, SQLITE_STATIC);
+    if (before > 0) sqlite3_bind_int64(st, 2, before);
+    sqlite3_bind_int(st, 3, limit + 1); /* one more: is there a next page? */
+    json_t *runs = json_array();
+    int n = 0, rc;
+    *next_before = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == limit) {
+            *next_before = json_integer_value(json_object_get(json_array_get(runs, (size_t)n - 1), "id"));
+            break;
+        }
+        json_array_append_new(runs, run_row_json(st));
+        n++;
+    }
+    done(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        json_decref(runs);
+        return NULL;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "runs", runs);
+    return o;
+}
+
+int store_series_range(int64_t id, int64_t after, int64_t *first, int64_t *last) {
+    sqlite3_stmt *st = stmt(Q_RANGE);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, after == NO_INT ? INT64_MIN : after);
+    int found = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        found = sqlite3_column_type(st, 0) != SQLITE_NULL;
+        if (found) {
+            *first = sqlite3_column_int64(st, 0);
+            *last = sqlite3_column_int64(st, 1);
+        }
+    }
+    done(st);
+    return found;
+}
+
+int store_series_scan(int64_t id, metric_key key, int64_t after, downsampler *d) {
+    static const int which[METRIC_COUNT] = {Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS};
+    sqlite3_stmt *st = stmt(which[key]);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, after == NO_INT ? INT64_MIN : after);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ds_add(d, sqlite3_column_int64(st, 0), col_real(st, 1), sqlite3_column_int64(st, 2));
+    done(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+json_t *store_epochs_json(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_EPOCHS);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *a = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *e = json_object();
+        json_object_set_new(e, "epoch", col_json_int(st, 0));
+        json_object_set_new(e, "lr", col_json_real(st, 1));
+        json_object_set_new(e, "train_loss", col_json_real(st, 2));
+        json_object_set_new(e, "test_loss", col_json_real(st, 3));
+        json_object_set_new(e, "test_acc", col_json_real(st, 4));
+        json_object_set_new(e, "seconds", col_json_real(st, 5));
+        json_object_set_new(e, "samples_per_s", col_json_real(st, 6));
+        json_object_set_new(e, "finished_at", col_json_time(st, 7));
+        json_array_append_new(a, e);
+    }
+    done(st);
+    return a;
+}
+
+/* A GPU rank's device as the trainer names it ("cuda:N NAME") with the memory its
+ * heartbeats report: {"index", "name", "memory_used_bytes", "memory_total_bytes"};
+ * null for a CPU rank. */
+static json_t *gpu_json(const char *device, sqlite3_stmt *st, int mem_col) {
+    int index, name_at = 0;
+    if (!device || sscanf(device, "cuda:%d %n", &index, &name_at) < 1) return json_null();
+    json_t *g = json_object();
+    json_object_set_new(g, "index", json_integer(index));
+    json_object_set_new(g, "name", name_at > 0 && device[name_at] ? json_string(device + name_at) : json_null());
+    json_object_set_new(g, "memory_used_bytes", col_json_int(st, mem_col));
+    json_object_set_new(g, "memory_total_bytes", col_json_int(st, mem_col + 1));
+    return g;
+}
+
+json_t *store_ranks_json(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_RANKS);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *a = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *r = json_object();
+        json_object_set_new(r, "rank", col_json_int(st, 0));
+        json_object_set_new(r, "device", col_json_text(st, 1));
+        json_object_set_new(r, "pid", col_json_int(st, 2));
+        json_object_set_new(r, "host", col_json_text(st, 3));
+        json_object_set_new(r, "state", col_json_text(st, 4));
+        json_object_set_new(r, "detail", col_json_text(st, 5));
+        json_object_set_new(r, "global_step", col_json_int(st, 6));
+        json_object_set_new(r, "step_ms", col_json_real(st, 7));
+        json_object_set_new(r, "connected_at", col_json_time(st, 8));
+        json_object_set_new(r, "last_seen", col_json_time(st, 9));
+        json_object_set_new(r, "gpu", gpu_json((const char *)sqlite3_column_text(st, 1), st, 10));
+        json_array_append_new(a, r);
+    }
+    done(st);
+    return a;
+}
+
+int store_count_by_status(int64_t counts[RUN_STATUS_COUNT]) {
+    for (int i = 0; i < RUN_STATUS_COUNT; i++) counts[i] = 0;
+    sqlite3_stmt *st = stmt(Q_BY_STATUS);
+    if (!st) return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        run_status s;
+        if (run_status_parse((const char *)sqlite3_column_text(st, 0), &s)) counts[s] = sqlite3_column_int64(st, 1);
+    }
+    done(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}

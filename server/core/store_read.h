@@ -1,0 +1,56 @@
+/* Reading the run store, from any thread. Each thread gets its own SQLite
+ * connection (opened on first use, closed when the thread ends), with its prepared
+ * statements; in WAL mode it sees the last committed state and never waits on the
+ * writer. Results come back as the API's JSON shapes. */
+#ifndef DDPD_STORE_READ_H
+#define DDPD_STORE_READ_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "downsample.h"
+#include "run_status.h"
+
+typedef struct {
+    int64_t id;
+    run_status status;
+    int world_size;
+    char device_kind[8];
+    int64_t pid; /* NO_INT if never started */
+} run_brief;
+
+typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
+extern const char *const metric_names[METRIC_COUNT];
+
+/* 1 found, 0 no such run, -1 database error. */
+int store_get_brief(int64_t id, run_brief *out);
+/* Runs not yet finished (queued, starting, running, canceling), oldest first.
+ * Returns how many (*out malloc'd), or -1. */
+int store_list_unfinished(run_brief **out);
+
+/* A run as GET /runs/{id} shows it; NULL when there is no such run. Its config and
+ * checkpoints come apart, in *raw_members (malloc'd): the JSON text of the members
+ * "config" (as stored: it never changes after submission) and "checkpoints" (built
+ * by SQLite), to be written as they are, not decoded and encoded again. */
+json_t *store_run_json(int64_t id, char **raw_members);
+/* Newest first. statuses: a JSON array text of statuses, or NULL for all; before:
+ * only ids below it (0: no bound). Returns {"runs": [...]} and sets *next_before to
+ * the cursor for the next page (0 when this is the last page). */
+json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, int64_t *next_before);
+
+/* The steps a series holds after `after` (NO_INT: all): first and last step and
+ * count. Returns 0 when there are none, 1 when there are, -1 on error. */
+int store_series_range(int64_t id, int64_t after, int64_t *first, int64_t *last);
+/* Feeds the series' points after `after`, in step order, to the downsampler. */
+int store_series_scan(int64_t id, metric_key key, int64_t after, downsampler *d);
+
+json_t *store_epochs_json(int64_t id);
+/* Runs per status, counts[RUN_STATUS_COUNT]. 0, or -1 on a database error. */
+int store_count_by_status(int64_t counts[RUN_STATUS_COUNT]);
+json_t *store_ranks_json(int64_t id);
+
+/* Closes this thread's connection now (also done at thread exit). */
+void store_read_release(void);
+
+#endif

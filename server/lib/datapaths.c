@@ -1,0 +1,142 @@
+/* Resolving a submitted config's file paths inside the data roots: see datapaths.h. */
+#include "datapaths.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base.h"
+
+int data_roots_add(data_roots *r, const char *dir, char *err, size_t errlen) {
+    char real[PATH_MAX];
+    struct stat sb;
+    if (!realpath(dir, real) || stat(real, &sb) != 0) {
+        snprintf(err, errlen, "data root %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "data root %s is not a directory", dir);
+        return -1;
+    }
+    r->roots = xrealloc(r->roots, (size_t)(r->n + 1) * sizeof *r->roots);
+    r->roots[r->n++] = xstrdup(real);
+    return 0;
+}
+
+void data_roots_free(data_roots *r) {
+    for (int i = 0; i < r->n; i++) free(r->roots[i]);
+    free(r->roots);
+    r->roots = NULL;
+    r->n = 0;
+}
+
+char *data_roots_list(const data_roots *r) {
+    buf_t b = {0};
+    for (int i = 0; i < r->n; i++) buf_printf(&b, "%s%s", i ? ", " : "", r->roots[i]);
+    if (!r->n) buf_printf(&b, "(none)");
+    return b.data;
+}
+
+/* Does `rel`, read segment by segment, climb above its starting directory? */
+static bool climbs_out(const char *rel) {
+    int depth = 0;
+    const char *p = rel;
+    while (*p) {
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) return true;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n;
+        if (*p == '/') p++;
+    }
+    return false;
+}
+
+static bool inside(const char *path, const char *root) {
+    size_t n = strlen(root);
+    if (strcmp(root, "/") == 0) return true;
+    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Walks a JSON pointer of plain object keys ("/data/train/images"). */
+static json_t *at_pointer(const json_t *doc, const char *pointer) {
+    json_t *cur = (json_t *)doc;
+    char key[256];
+    const char *p = pointer;
+    while (cur && *p == '/') {
+        p++;
+        size_t n = strcspn(p, "/");
+        if (n >= sizeof key) return NULL;
+        memcpy(key, p, n);
+        key[n] = '\0';
+        cur = json_is_object(cur) ? json_object_get(cur, key) : NULL;
+        p += n;
+    }
+    return cur;
+}
+
+void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
+                             json_t *resolved, const char *pointer, schema_errors *errs) {
+    const json_t *v = at_pointer(config, pointer);
+    if (!json_is_string(v)) return;
+    const char *rel = json_string_value(v);
+    char *list = data_roots_list(roots);
+    if (rel[0] == '\0') {
+        schema_errors_add(errs, pointer, "must name a file (a path relative to one of the %s: %s)", what, list);
+    } else if (rel[0] == '/') {
+        schema_errors_add(errs, pointer, "must be a path relative to one of the %s (%s), not an absolute path: \"%s\"",
+                          what, list, rel);
+    } else if (climbs_out(rel)) {
+        schema_errors_add(errs, pointer, "\"%s\" escapes the %s (%s) with \"..\": name a file inside",
+                          rel, what, list);
+    } else {
+        bool found = false;
+        char *escaped_to = NULL, *not_file = NULL;
+        for (int i = 0; i < roots->n && !found; i++) {
+            char *joined = xasprintf("%s/%s", roots->roots[i], rel);
+            char real[PATH_MAX];
+            struct stat sb;
+            if (realpath(joined, real)) {
+                bool in_a_root = false; /* a symlink from one root into another is fine */
+                for (int k = 0; k < roots->n; k++) in_a_root |= inside(real, roots->roots[k]);
+                if (!in_a_root) {
+                    if (!escaped_to) escaped_to = xstrdup(real);
+                } else if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode) || access(real, R_OK) != 0) {
+                    if (!not_file) not_file = xstrdup(real);
+                } else {
+                    json_t *slot = at_pointer(resolved, pointer);
+                    if (slot) json_string_set(slot, real);
+                    found = true;
+                }
+            }
+            free(joined);
+        }
+        if (!found) {
+            if (escaped_to)
+                schema_errors_add(errs, pointer, "\"%s\" leads out of the %s (%s) to %s (a symlink?): name a file inside",
+                                  rel, what, list, escaped_to);
+            else if (not_file)
+                schema_errors_add(errs, pointer, "%s is not a readable regular file", not_file);
+            else
+                schema_errors_add(errs, pointer, "no file \"%s\" in the %s (%s)", rel, what, list);
+        }
+        free(escaped_to);
+        free(not_file);
+    }
+    free(list);
+}
+
+void datapaths_resolve_config(const data_roots *roots, const json_t *config, json_t *resolved,
+                              schema_errors *errs) {
+    static const char *const fields[] = {"/data/train/images", "/data/train/labels",
+                                         "/data/test/images", "/data/test/labels"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+        datapaths_resolve_field(roots, "data roots", config, resolved, fields[i], errs);
+}

@@ -1,0 +1,36 @@
+/* Where a submitted run may read files from. Paths in a submitted config are
+ * relative to the server's data roots (the first root that holds the file wins);
+ * the trainer gets them as absolute, canonical paths. Absolute paths, paths whose
+ * ".." climbs out of a root, symlinks that lead out of every root (into another
+ * root is fine: nothing outside the roots is read), and missing files are refused,
+ * each with the JSON pointer of the offending field. */
+#ifndef DDPD_DATAPATHS_H
+#define DDPD_DATAPATHS_H
+
+#include <jansson.h>
+
+#include "validator.h"
+
+typedef struct {
+    char **roots; /* canonical (realpath) directories */
+    int n;
+} data_roots;
+
+/* Adds `dir` (made canonical). -1 with a sentence in err when it is not a directory. */
+int data_roots_add(data_roots *r, const char *dir, char *err, size_t errlen);
+void data_roots_free(data_roots *r);
+/* "/usr/share/datasets, /srv/data": for messages. malloc'd. */
+char *data_roots_list(const data_roots *r);
+
+/* Resolves the string at `pointer` in `config` (a path relative to one of `roots`)
+ * and writes the canonical absolute path at the same place in `resolved`. Fields
+ * that are absent or not strings are left alone (the schema reports those). A
+ * violation is appended to `errs`. `what` names the roots in messages ("data roots"). */
+void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
+                             json_t *resolved, const char *pointer, schema_errors *errs);
+
+/* The four data files of a run config (/data/train/images, ...). */
+void datapaths_resolve_config(const data_roots *roots, const json_t *config, json_t *resolved,
+                              schema_errors *errs);
+
+#endif

@@ -1,0 +1,15 @@
+/* "HOST:PORT" as --listen (and a node's address) is written: "127.0.0.1:8080",
+ * "[::1]:0", "localhost:8080", ":8080" (every interface). One parser for every
+ * place that reads one. */
+#ifndef DDPD_LIB_HOSTPORT_H
+#define DDPD_LIB_HOSTPORT_H
+
+#include <stddef.h>
+
+/* Splits `text` into host (brackets of an IPv6 address removed; "" for every
+ * interface) and port (the digits after the last colon; may be empty when
+ * `port_optional`). 0, or -1 with a sentence in err naming `what` ("--listen"). */
+int parse_host_port(const char *what, const char *text, char *host, size_t hostlen, char *port, size_t portlen,
+                    char *err, size_t errlen);
+
+#endif
