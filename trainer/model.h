@@ -146,7 +146,8 @@ int model_forward(model_workspace *w, const float *params, float *stats, int row
 
 /* Forward + loss + backward of one batch (pass->train must be set). The loss is
  * averaged over `rows` (the rank's batch); *loss_sum gets the summed loss, *correct
- * the hits. Gradients are written (not accumulated) into `grads`; `ready` may be NULL. */
+ * the hits, both complete before the first `ready` call. Gradients are written (not
+ * accumulated) into `grads`; `ready` may be NULL. */
 int model_forward_backward(model_workspace *w, const float *params, float *stats, float *grads,
                            const uint8_t *labels, int rows, const model_pass *pass, double *loss_sum, long *correct,
                            grad_ready_fn ready, void *ready_arg);
