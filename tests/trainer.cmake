@@ -17,7 +17,7 @@ foreach(case ${TRAINER_E2E_CASES})
 endforeach()
 
 # The CNN (model.type "cnn"), end to end: a small network on ~1000 examples, seconds a case.
-set(TRAINER_CNN_E2E_CASES determinism world_sizes resume eval_mode dropout bad_shape)
+set(TRAINER_CNN_E2E_CASES determinism world_sizes resume eval_mode dropout conv_backends bad_shape)
 foreach(case ${TRAINER_CNN_E2E_CASES})
   add_test(NAME trainer_cnn_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_cnn_e2e.py ${case}
@@ -31,5 +31,6 @@ foreach(case ${TRAINER_E2E_CASES})
   set_property(TEST trainer_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()
 foreach(case ${TRAINER_CNN_E2E_CASES})
-  set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+  set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
+               "DDPD_BUILT_WITH_ONEDNN=${DDPD_HAVE_ONEDNN}")
 endforeach()

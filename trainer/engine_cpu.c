@@ -36,8 +36,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "conv_dnnl.h"
 #include "cpu_kernels.h"
 #include "grad_buckets.h"
+#include "log.h"
 
 #define PIXEL_SCALE (1.0f / 255.0f)
 
@@ -303,6 +305,27 @@ static float *shared_floats(coll_comm *comm, size_t n) {
     return comm->alloc_shared(comm, sizeof(float) * (n ? n : 1));
 }
 
+/* The convolutions' forward on oneDNN where this build has it and DDPD_CPU_CONV (the
+ * environment: "onednn", the default, or "im2col", the reference) does not ask for
+ * im2col; where oneDNN cannot take a layer, im2col runs it, said once. */
+static void use_onednn(cpu_engine *c, const run_config *cfg) {
+    engine *e = &c->pub;
+    const char *asked = getenv("DDPD_CPU_CONV");
+    if (e->shape.kind != MODEL_CNN) return;
+    if (asked && strcmp(asked, "im2col") != 0 && strcmp(asked, "onednn") != 0 && e->comm->rank == 0)
+        log_msg(LOG_WARN, "DDPD_CPU_CONV=%s is neither \"onednn\" nor \"im2col\": taken as onednn", asked);
+    if (!conv_dnnl_wanted()) {
+        if (e->comm->rank == 0) log_msg(LOG_INFO, "convolutions through im2col + GEMM (DDPD_CPU_CONV=im2col)");
+        return;
+    }
+    char why[256];
+    conv_dnnl_set_threads(cfg->distributed.threads_per_rank);
+    int rc = model_workspace_use_onednn(&c->ws, why, sizeof why);
+    if (e->comm->rank != 0) return;
+    if (rc != 0) log_msg(LOG_WARN, "convolutions through im2col + GEMM: %s", why);
+    else log_msg(LOG_INFO, "convolutions on oneDNN (%s)", model_workspace_conv_impl(&c->ws));
+}
+
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     if (!p->comm->alloc_shared || !p->comm->reduce_scatter_avg_f32_ex) {
         snprintf(err, errlen, "the cpu engine needs the cpu collectives (shared memory), not %s", p->comm->backend);
@@ -338,6 +361,7 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
         cpu_destroy(e);
         return NULL;
     }
+    use_onednn(c, p->cfg);
     c->defer_update = p->cfg->train.grad_clip_norm > 0;
     grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, on_bucket_ready, c);
     return e;
