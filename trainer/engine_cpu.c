@@ -109,10 +109,18 @@ static int share_rank0_stats(engine *e) {
     return e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0);
 }
 
+/* Rows fetched ahead while converting: a shuffled batch reads its images from all
+ * over the dataset, each a cache and TLB miss the prefetcher cannot guess. */
+#define INPUT_PREFETCH_ROWS 4
+
 static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
     size_t pixels = (size_t)d->rows * d->cols;
     for (int i = 0; i < rows; i++) {
         size_t k = indices ? indices[i] : first + (size_t)i;
+        if (indices && i + INPUT_PREFETCH_ROWS < rows) {
+            const uint8_t *ahead = d->images + indices[i + INPUT_PREFETCH_ROWS] * pixels;
+            for (size_t o = 0; o < pixels; o += 64) __builtin_prefetch(ahead + o);
+        }
         k_u8_to_f32(c->ws.act[0] + (size_t)i * pixels, d->images + k * pixels, pixels, PIXEL_SCALE);
         c->labels[i] = d->labels[k];
     }
