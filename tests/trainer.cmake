@@ -8,7 +8,7 @@ ddpd_c_test(test_lr_schedule ${CMAKE_CURRENT_LIST_DIR}/test_lr_schedule.c)
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel
-    launcher_killed eval_mode smoke_and_progress)
+    launcher_killed eval_mode smoke_and_progress step_profile)
 foreach(case ${TRAINER_E2E_CASES})
   add_test(NAME trainer_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py ${case}

@@ -274,7 +274,7 @@ static void cpu_step_profile(engine *e, char *out, size_t n) {
     out[0] = '\0';
     if (t->steps) {
         double per = 1e-6 / (double)t->steps;
-        size_t k = (size_t)snprintf(out, n, "%.3f ms/step over %llu steps, %.1f synchronisations/step:",
+        size_t k = (size_t)snprintf(out, n, "%.3f ms/step over %llu steps, %.2f synchronisations/step:",
                                     (double)t->step_ns * per, (unsigned long long)t->steps,
                                     (double)t->syncs / (double)t->steps);
         for (int p = 0; p < PH_COUNT && k < n; p++)
