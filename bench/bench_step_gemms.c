@@ -1,10 +1,11 @@
 /* Times the GEMMs of one MLP training step alone (forward, weight gradients, input
  * gradients but the first layer's, exactly the calls the trainer makes), single
  * threaded, and prints the samples/s they would allow: the ceiling for the step.
- * usage: bench_step_gemms BATCH IN H1 [H2 ...] CLASSES */
+ * usage: bench_step_gemms [--seconds S] BATCH IN H1 [H2 ...] CLASSES   (S: 3 by default) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -20,8 +21,13 @@ static float *filled(size_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: bench_step_gemms BATCH IN H1 [H2 ...] CLASSES\n");
+    double seconds = 3.0;
+    if (argc > 2 && strcmp(argv[1], "--seconds") == 0) {
+        seconds = atof(argv[2]);
+        argc -= 2, argv += 2;
+    }
+    if (argc < 4 || seconds <= 0) {
+        fprintf(stderr, "usage: bench_step_gemms [--seconds S] BATCH IN H1 [H2 ...] CLASSES\n");
         return 2;
     }
     openblas_set_num_threads(1);
@@ -41,7 +47,7 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L; l++) flops += 2.0 * B * dims[l] * dims[l + 1] * (l == 0 ? 2 : 3);
     int iters = 0;
     double t0 = now(), best = 1e9;
-    while (now() - t0 < 3.0 || iters < 20) {
+    while (now() - t0 < seconds || iters < 20) {
         double s = now();
         for (int l = 0; l < L; l++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, dims[l + 1], dims[l], 1, a[l], dims[l], w[l],

@@ -2,3 +2,8 @@
 add_executable(bench_step_gemms ${CMAKE_CURRENT_LIST_DIR}/bench_step_gemms.c)
 target_include_directories(bench_step_gemms PRIVATE ${CBLAS_INCLUDE_DIR})
 target_link_libraries(bench_step_gemms PRIVATE ${OPENBLAS_LIBRARY} ${MATH_LIBRARY})
+
+# A rank's step alone (forward, backward, optimizer; no data, no collectives): the
+# ceiling bench/cnn.sh holds ddp-trainer against.
+add_executable(bench_step_compute ${CMAKE_CURRENT_LIST_DIR}/bench_step_compute.c)
+target_link_libraries(bench_step_compute PRIVATE ddpd_trainer)

@@ -1,85 +1,67 @@
 #!/usr/bin/env bash
-# Trainer benchmark, side by side in one run: ddp-trainer against PyTorch's DDP (the
-# anchor script in ../shared/anchors, Debian's python3-torch) on the MLP 784-512-256-10,
-# batch 128, Adam, one thread per rank, full Fashion-MNIST; plus the GEMMs-alone
-# ceiling and the accuracy after 10 epochs. Prints a table with the ratios.
-#   bench/trainer.sh [--quick]    (--quick: 1 epoch per measurement, no 10-epoch run)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-BUILD_DIR=${BUILD_DIR:-build} scripts/build.sh
-bin=${BUILD_DIR:-build}/bin
-scripts/install-deps.sh --bench
-anchor="${ANCHORS:-$root/../shared/anchors}/torch_ddp_fmnist.py"
-epochs=${EPOCHS:-2}
+# Trainer benchmark, side by side in one run, on the MLP 784-512-256-10, batch 128,
+# Adam, one thread per rank, Fashion-MNIST:
+#   the ceiling   the step's GEMMs alone (bench_step_gemms): one process at batch 128,
+#                 and two side by side at 64 each (what two ranks could do at most);
+#                 and the whole step alone (bench_step_compute: GEMMs and all, no
+#                 collectives, no data) at 128
+#   ddpd          ddp-trainer with 1 and 2 ranks
+#   PyTorch       DDP over gloo, the anchor script (../shared/anchors; ANCHORS
+#                 overrides), Debian's python3-torch with 1 and 2 ranks
+# REPS (3) repetitions of each, interleaved so that a noisy minute hits all alike;
+# then min / median / max of each, the ratios against the targets, and where ddpd's
+# steps spent their time; last (not in --quick), test accuracy after 10 epochs.
+#   bench/trainer.sh [--quick]   (--quick: 1 epoch of 30000 examples a measurement,
+#                                 1.5 s ceilings, no 10-epoch run: a few minutes)
+# EPOCHS (2) and LIMIT (0: all 60000) set ddpd's and PyTorch's measurements. The
+# figures mean something only on a quiet machine: the load average is printed beside
+# each one.
+source "$(dirname "$0")/bench_lib.sh"
 quick=${1:-}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-data=/usr/share/datasets/fashion-mnist
+reps=${REPS:-3}
+epochs=${EPOCHS:-2}
+limit=${LIMIT:-0}
+seconds=3
+if [[ "$quick" == "--quick" ]]; then
+  epochs=${EPOCHS:-1} limit=${LIMIT:-30000} seconds=1.5
+fi
+mlp='{"hidden": [512, 256]}'
+bench_config "$mlp" 1 1 0 > "$work/step.json"
 
-config() { # world epochs
-  cat <<JSON
-{"name": "bench", "model": {"hidden": [512, 256]},
- "data": {"train": {"images": "$data/train-images-idx3-ubyte.gz", "labels": "$data/train-labels-idx1-ubyte.gz"},
-          "test": {"images": "$data/t10k-images-idx3-ubyte.gz", "labels": "$data/t10k-labels-idx1-ubyte.gz"}},
- "train": {"epochs": $2, "batch_size": 128, "optimizer": {"type": "adam", "lr": 0.001}},
- "distributed": {"world_size": $1, "threads_per_rank": 1}, "checkpoint": {"every_epochs": 0}}
-JSON
-}
-
-ours() { # world epochs -> "samples_per_s train_seconds test_acc"
-  config "$1" "$2" > "$work/c$1.json"
-  rm -rf "$work/r$1"
-  local t0=$(date +%s.%N)
-  "$bin/ddp-trainer" --config "$work/c$1.json" --run-dir "$work/r$1" 2>/dev/null
-  local t1=$(date +%s.%N)
-  python3 - "$work/r$1/events.jsonl" "$t0" "$t1" <<'PY'
-import json, sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
-ep = [e for e in ev if e["type"] == "epoch"]
-secs = sum(e["seconds"] for e in ep)
-samples = sum(e["samples_per_s"] * e["seconds"] for e in ep)
-print(f"{samples / secs:.0f} {secs:.1f} {ep[-1]['test_acc']:.4f} {float(sys.argv[3]) - float(sys.argv[2]):.1f}")
-PY
-}
-
-theirs() { # world epochs
-  if [[ -f "$anchor" ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    /usr/bin/python3 "$anchor" --model mlp --world "$1" --epochs "$2" --threads 1 --port $((29600 + RANDOM % 300)) \
-      2>/dev/null | tail -1 > "$work/torch$1.json"
-    python3 - "$work/torch$1.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print(f"{d['samples_per_s']:.0f} {d['train_s']:.1f} {d['test_acc']:.4f}")
-PY
-  else
-    echo "n/a n/a n/a"
-  fi
-}
-
-echo "== GEMMs alone (the step's 8 GEMMs, 1 thread): the ceiling"
-"$bin/bench_step_gemms" 128 784 512 256 10 | tee "$work/gemm1.json"
-"$bin/bench_step_gemms" 64 784 512 256 10 | tee "$work/gemm2.json"
-gemm1=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["gemm_only_samples_per_s"]))' "$work/gemm1.json")
-
-echo "== samples/s, MLP 784-512-256-10, batch 128, Adam, 1 thread per rank, $epochs epoch(s)"
-read o1 o1s o1acc o1wall < <(ours 1 "$epochs")
-read t1 t1s t1acc < <(theirs 1 "$epochs")
-read o2 o2s o2acc o2wall < <(ours 2 "$epochs")
-read t2 t2s t2acc < <(theirs 2 "$epochs")
-python3 - "$o1" "$t1" "$o2" "$t2" "$gemm1" <<'PY'
-import sys
-o1, t1, o2, t2, g = [None if v == "n/a" else float(v) for v in sys.argv[1:]]
-def r(a, b): return f"{a / b:.2f}x" if a and b else "n/a"
-print(f"{'':28}{'ddpd':>10}{'torch DDP':>12}{'ddpd/torch':>12}")
-print(f"{'1 rank samples/s':28}{o1:>10.0f}{t1 or 0:>12.0f}{r(o1, t1):>12}")
-print(f"{'2 ranks samples/s':28}{o2:>10.0f}{t2 or 0:>12.0f}{r(o2, t2):>12}")
-print(f"{'2 ranks / 1 rank':28}{r(o2, o1):>10}{r(t2, t1):>12}")
-print(f"1 rank vs GEMMs alone ({g:.0f} samples/s): {o1 / g:.0%}")
-PY
+echo "== MLP 784-512-256-10, batch 128, Adam, 1 thread per rank; $epochs epoch(s) of $([[ $limit -gt 0 ]] && echo "$limit" || echo 60000) examples a run, $reps repetitions (load now: $(loadavg))"
+for rep in $(seq "$reps"); do
+  measure_ceiling "GEMMs alone, 1 process" "$rep" 1 gemm_only_samples_per_s \
+    "$bin/bench_step_gemms" --seconds "$seconds" 128 784 512 256 10
+  measure_ceiling "GEMMs alone, 2 processes" "$rep" 2 gemm_only_samples_per_s \
+    "$bin/bench_step_gemms" --seconds "$seconds" 64 784 512 256 10
+  measure_ceiling "step alone, 1 process" "$rep" 1 samples_per_s "$bin/bench_step_compute" "$work/step.json" 128 "$seconds"
+  measure_ddpd "ddpd, 1 rank" "$rep" "$mlp" 1 "$epochs" "$limit"
+  measure_ddpd "ddpd, 2 ranks" "$rep" "$mlp" 2 "$epochs" "$limit"
+  measure_torch "PyTorch DDP, 1 rank" "$rep" mlp 1 "$epochs" "$limit"
+  measure_torch "PyTorch DDP, 2 ranks" "$rep" mlp 2 "$epochs" "$limit"
+done
+echo
+python3 "$root/bench/summarize.py" "$results" \
+  --ratio "ddpd 2 ranks / 1 rank=ddpd, 2 ranks/ddpd, 1 rank>=1.8" \
+  --ratio "ddpd 2 ranks / two-process GEMM ceiling=ddpd, 2 ranks/GEMMs alone, 2 processes>=0.9" \
+  --ratio "ddpd 1 rank / its GEMMs alone=ddpd, 1 rank/GEMMs alone, 1 process>=0.9" \
+  --ratio "ddpd 1 rank / its whole step alone=ddpd, 1 rank/step alone, 1 process" \
+  --ratio "two-process GEMM ceiling / one process=GEMMs alone, 2 processes/GEMMs alone, 1 process" \
+  --ratio "ddpd / PyTorch DDP, 1 rank=ddpd, 1 rank/PyTorch DDP, 1 rank" \
+  --ratio "ddpd / PyTorch DDP, 2 ranks=ddpd, 2 ranks/PyTorch DDP, 2 ranks"
 
 if [[ "$quick" != "--quick" ]]; then
-  echo "== quality: 10 epochs, 2 ranks, test accuracy and time"
-  read q qs qacc qwall < <(ours 2 10)
-  echo "ddpd: test accuracy $qacc after 10 epochs; $qs s training, $qwall s wall in all ($q samples/s)"
+  echo
+  echo "== quality: 10 epochs, 2 ranks, all 60000 examples"
+  bench_config "$mlp" 2 10 0 | python3 -c 'import json,sys; c=json.load(sys.stdin); c["data"]["test_limit"]=0; print(json.dumps(c))' > "$work/q.json"
+  t0=$(date +%s.%N)
+  "$bin/ddp-trainer" --config "$work/q.json" --run-dir "$work/q" > /dev/null 2>&1
+  t1=$(date +%s.%N)
+  python3 - "$work/q/events.jsonl" "$t0" "$t1" <<'PY'
+import json, sys
+ep = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "epoch"]
+secs = sum(e["seconds"] for e in ep)
+print(f"ddpd: test accuracy {ep[-1]['test_acc']:.4f} after {len(ep)} epochs; {secs:.1f} s training, "
+      f"{float(sys.argv[3]) - float(sys.argv[2]):.1f} s wall in all")
+PY
 fi

@@ -20,6 +20,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libjansson-dev libopenblas-dev zlib1g-dev
+  # oneDNN: the CNN's convolutions (2.x on Debian 12, 3.x on Ubuntu 24.04; both work)
+  libdnnl-dev
   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
   "dataset-fashion-mnist?"
   python3
@@ -38,7 +40,7 @@ if [[ "${1:-}" == "--bench" ]]; then
 fi
 if [[ "${1:-}" == "--runtime" ]]; then
   packages=(
-    libjansson4 "libopenblas0-pthread|libopenblas0" zlib1g
+    libjansson4 "libopenblas0-pthread|libopenblas0" zlib1g "libdnnl3|libdnnl2"
     "libmicrohttpd12t64|libmicrohttpd12" libsqlite3-0 "libcurl4t64|libcurl4"
     curl ca-certificates
   )

@@ -5,17 +5,24 @@
  * CNNs; the order in which layers report their gradients (a growing prefix of the
  * gradient buffer, as the buckets need); the layout and initialisation of the default
  * network; the im2col/col2im pair as adjoints; and dropout's masks as a pure function
- * of (seed, step, example, element). */
+ * of (seed, step, example, element). Where the build has oneDNN, the gradient checks
+ * run again with the convolutions' forward on it, and its forward is held against
+ * im2col + GEMM (the reference) within float rounding, and against itself bit for bit
+ * (run again, after its primitives were evicted and rebuilt). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "cnn_kernels.h"
+#include "conv_dnnl.h"
+#include "ddpd_build_config.h"
 #include "model.h"
 #include "rng.h"
 
 #define CLASSES 4
+
+static int with_onednn; /* nets run their convolutions' forward on oneDNN */
 
 /* A cnn config: conv blocks given as {channels, kernel, stride, padding, pool, bn, dropout}. */
 static run_config cnn_config(const conv_block_config *blocks, int n_blocks, const int *fc, int n_fc,
@@ -46,6 +53,7 @@ static void net_init(net *n, const run_config *cfg, int in_c, int hw, int rows, 
     char err[256];
     REQUIRE(model_shape_init(&n->s, cfg, in_c, hw, hw, CLASSES, err, sizeof err) == 0, "shape: %s", err);
     REQUIRE(model_workspace_init(&n->w, &n->s, rows) == 0, "workspace");
+    if (with_onednn) REQUIRE(model_workspace_use_onednn(&n->w, err, sizeof err) == 0, "oneDNN: %s", err);
     n->rows = rows;
     n->params = malloc(sizeof(float) * n->s.n_params);
     n->grads = malloc(sizeof(float) * n->s.n_params);
@@ -470,6 +478,82 @@ static void test_default_network(void) {
           "28 -> 24 -> 12 -> 8 -> 4 leaves no room for a third 5x5: %s", err);
 }
 
+/* One convolution's forward output (act[1]) for the first `rows` examples. */
+static void conv_output(net *n, int rows, float *out) {
+    memcpy(n->w.act[0], n->x, sizeof(float) * (size_t)rows * n->s.in_dim);
+    model_pass eval = {.train = 0};
+    REQUIRE(model_forward(&n->w, n->params, n->stats, rows, &eval) == 0, "forward");
+    memcpy(out, n->w.act[1], sizeof(float) * (size_t)rows * model_layer_out_size(&n->s, 0));
+}
+
+/* oneDNN's convolution forward against im2col + GEMM: many geometries (one input
+ * channel, stride, padding, no bias before batch norm, a generic kernel), batch sizes
+ * from 1 up; within float rounding of each other, and bit-identical to itself when
+ * run again, also after more batch sizes than it caches pushed its primitive out. */
+static void test_onednn_matches_im2col(void) {
+    if (!DDPD_HAVE_ONEDNN) {
+        printf("  oneDNN: not in this build (the im2col path runs every convolution)\n");
+        return;
+    }
+    const struct {
+        int in_c, hw, channels, kernel, stride, pad, bn;
+    } cases[] = {{1, 28, 32, 5, 1, 2, 0}, {32, 14, 64, 5, 1, 2, 0}, {3, 9, 8, 3, 2, 1, 0}, {4, 10, 6, 3, 1, 0, 1},
+                 {2, 11, 5, 4, 3, 0, 0},  {16, 7, 16, 1, 1, 0, 0}, {5, 8, 24, 3, 1, 1, 1}};
+    const int row_counts[] = {1, 7, 33};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t r = 0; r < sizeof row_counts / sizeof row_counts[0]; r++) {
+            int rows = row_counts[r];
+            conv_block_config block = {cases[i].channels, cases[i].kernel, cases[i].stride, cases[i].pad, 1,
+                                       cases[i].bn != 0, 0};
+            run_config cfg = cnn_config(&block, 1, NULL, 0, ACT_TANH, 0, 0);
+            net ref, dn;
+            with_onednn = 0;
+            net_init(&ref, &cfg, cases[i].in_c, cases[i].hw, rows, 20 + i);
+            with_onednn = 1;
+            net_init(&dn, &cfg, cases[i].in_c, cases[i].hw, rows, 20 + i);
+            with_onednn = 0;
+            size_t size = (size_t)rows * model_layer_out_size(&ref.s, 0);
+            float *a = malloc(sizeof(float) * size), *b = malloc(sizeof(float) * size),
+                  *again = malloc(sizeof(float) * size);
+            conv_output(&ref, rows, a);
+            conv_output(&dn, rows, b);
+            double worst = 0, scale = 0;
+            size_t differ = 0;
+            for (size_t k = 0; k < size; k++) {
+                double d = fabs((double)a[k] - b[k]);
+                if (d > worst) worst = d;
+                if (fabs(a[k]) > scale) scale = fabs(a[k]);
+                differ += a[k] != b[k];
+            }
+            char what[160];
+            snprintf(what, sizeof what, "conv %d->%d k%d s%d p%d%s on %dx%d, %d rows", cases[i].in_c,
+                     cases[i].channels, cases[i].kernel, cases[i].stride, cases[i].pad, cases[i].bn ? " (no bias)" : "",
+                     cases[i].hw, cases[i].hw, rows);
+            CHECK(worst <= 1e-6 * (scale + 1.0), "%s: oneDNN and im2col differ by %.3g (of %.3g)", what, worst, scale);
+            for (int extra = rows - 1; extra >= 1 && rows > 1; extra--) conv_output(&dn, extra, again); /* evicts */
+            conv_output(&dn, rows, again);
+            CHECK(memcmp(b, again, sizeof(float) * size) == 0, "%s: oneDNN gives other bits when run again", what);
+            if (r == 0)
+                printf("  oneDNN %-48s %.2e of %.2e, %zu of %zu elements not bit-equal to im2col\n", what, worst, scale,
+                       differ, size);
+            free(a), free(b), free(again);
+            net_free(&ref);
+            net_free(&dn);
+        }
+}
+
+/* The gradient checks, with the convolutions' forward on oneDNN (backward is shared). */
+static void test_gradients_on_onednn(void) {
+    if (!DDPD_HAVE_ONEDNN) return;
+    with_onednn = 1;
+    printf("  with the convolutions' forward on oneDNN:\n");
+    test_conv_stride_padding();
+    test_maxpool();
+    test_batchnorm();
+    test_whole_cnns();
+    with_onednn = 0;
+}
+
 int main(void) {
     test_default_network();
     test_im2col_adjoint();
@@ -480,5 +564,7 @@ int main(void) {
     test_whole_cnns();
     test_pool_fused_matches_dense();
     test_sync_batchnorm();
+    test_onednn_matches_im2col();
+    test_gradients_on_onednn();
     return test_done("test_cnn_gradients");
 }

@@ -2,8 +2,9 @@
  * processes, as the launcher runs them: all-reduce results compared bit for bit
  * against a reference summed in the same fixed order, across world sizes 1-4, odd
  * sizes, arena (zero-copy) and plain (staged) buffers, many calls back to back;
- * f64 sums, broadcast from every root, barrier ordering, abort of a group whose rank
- * died, and speed with more ranks than cores. Children report through their exit
+ * f64 sums, broadcast from every root, barrier ordering, the extended reduce-scatter
+ * (side sums, the consumer), the shared arena, abort of a group whose rank died, and
+ * speed with more ranks than cores. Children report through their exit
  * status and a shared page (their check counts and a hash of every result, so the
  * parent can check that all ranks hold the same bits). */
 #include "check.h"
@@ -297,6 +298,67 @@ static void body_sharded(coll_comm *c, const run_opts *o) {
     check_shares(1000003, c->world_size);
 }
 
+/* The extended reduce-scatter: what the consumer is handed, piece by piece. */
+typedef struct {
+    const float *buf, *ref;
+    size_t next, pieces, bad_order, bad_values;
+} consume_log;
+
+static void log_piece(void *arg, size_t lo, size_t hi) {
+    consume_log *l = arg;
+    if (lo != l->next || hi <= lo) l->bad_order++;
+    if (memcmp(l->buf + lo, l->ref + lo, (hi - lo) * sizeof(float)) != 0) l->bad_values++;
+    l->next = hi;
+    l->pieces++;
+}
+
+/* reduce_scatter_avg_f32_ex over many buckets: the own share as the plain
+ * reduce-scatter gives it, handed to the consumer in order and already reduced when
+ * handed over, covering the share exactly; side sums (0 to COLL_MAX_SIDE_SUMS)
+ * totalled in rank order on every rank, bit for bit; side sums alone (n = 0). */
+static void body_sharded_ex(coll_comm *c, const run_opts *o) {
+    const size_t sizes[] = {0, 1, 15, 17, 1000, 16384 * 2 + 3, 16384 * 5, 300001};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    int from_arena = o->variant == 0 || (o->variant == 2 && c->rank % 2 == 0);
+    for (int i = 0; i < N; i++) {
+        size_t n = sizes[i], m = (size_t)i % (COLL_MAX_SIDE_SUMS + 1);
+        float *buf = from_arena ? c->alloc(c, (n + 1) * sizeof(float)) : malloc((n + 1) * sizeof(float));
+        float *ref = malloc((n + 1) * sizeof(float));
+        REQUIRE(buf && ref, "buffers");
+        fill_f32(buf, n, 1300 + (uint64_t)i, c->rank);
+        reference_avg_f32(ref, n, 1300 + (uint64_t)i, c->world_size);
+        double side[COLL_MAX_SIDE_SUMS], want[COLL_MAX_SIDE_SUMS];
+        fill_f64(side, m, 1400 + (uint64_t)i, c->rank);
+        reference_sum_f64(want, m, 1400 + (uint64_t)i, c->world_size);
+        size_t lo, hi;
+        coll_share(n, c->world_size, c->rank, &lo, &hi);
+        consume_log log = {.buf = buf, .ref = ref, .next = lo};
+        if ((i + c->rank) % 3 == 0) usleep(300);
+        int rc = c->reduce_scatter_avg_f32_ex(c, buf, n, side, m, log_piece, &log);
+        CHECK(rc == 0, "reduce-scatter ex of %zu with %zu side sums returned %d", n, m, rc);
+        CHECK(memcmp(buf + lo, ref + lo, (hi - lo) * sizeof(float)) == 0, "ex %zu: rank %d's share differs", n,
+              c->rank);
+        CHECK(log.bad_order == 0 && log.next == hi, "ex %zu: the pieces run through [%zu, %zu) in order (ended at %zu)",
+              n, lo, hi, log.next);
+        CHECK(log.bad_values == 0, "ex %zu: %zu pieces were handed over before they held their average", n,
+              log.bad_values);
+        CHECK((hi > lo) == (log.pieces > 0), "ex %zu: %zu pieces for a share of %zu", n, log.pieces, hi - lo);
+        CHECK(memcmp(side, want, m * sizeof(double)) == 0, "ex %zu: the %zu side sums differ from the rank-order sums",
+              n, m);
+        record_hash(c, i, side, m * sizeof(double));
+        if (!from_arena) free(buf);
+        free(ref);
+    }
+    double one = (double)c->rank + 0.25; /* no consumer, no buffer: the sums alone */
+    CHECK(c->reduce_scatter_avg_f32_ex(c, NULL, 0, &one, 1, NULL, NULL) == 0, "side sums alone");
+    double expect = 0.25;
+    for (int k = 1; k < c->world_size; k++) expect += (double)k + 0.25;
+    CHECK(one == expect, "side sums alone: %.17g, want %.17g", one, expect);
+    double many[COLL_MAX_SIDE_SUMS + 1] = {0};
+    CHECK(c->reduce_scatter_avg_f32_ex(c, NULL, 0, many, COLL_MAX_SIDE_SUMS + 1, NULL, NULL) == -1,
+          "more than COLL_MAX_SIDE_SUMS side sums are refused");
+}
+
 /* --- sum of f64, broadcast, barrier, alloc ---------------------------------------------- */
 
 static void body_sum_f64(coll_comm *c, const run_opts *o) {
@@ -374,6 +436,32 @@ static void body_alloc(coll_comm *c, const run_opts *o) {
     CHECK(c->barrier(c) == 0, "barrier");
     CHECK(a[99] == (char)c->rank, "arena private to rank");
     CHECK(strcmp(c->backend, "cpu") == 0, "backend name");
+}
+
+/* The shared arena: the same zeroed blocks on every rank, written by each in its own
+ * share and read whole by all after a barrier; exhausted, NULL. */
+static void body_alloc_shared(coll_comm *c, const run_opts *o) {
+    (void)o;
+    enum { N = 100003 };
+    float *a = c->alloc_shared(c, N * sizeof(float));
+    char *b = c->alloc_shared(c, 1);
+    REQUIRE(a && b, "shared blocks");
+    CHECK((uintptr_t)a % 64 == 0 && (uintptr_t)b % 64 == 0 && (char *)b >= (char *)(a + N), "aligned, disjoint");
+    shared->hash[0][c->rank] = (uint64_t)(uintptr_t)a; /* the same address on every rank */
+    shared->hash[1][c->rank] = (uint64_t)(uintptr_t)b;
+    if (c->rank == 0) shared->ops = 2;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < N; i++) nonzero += a[i] != 0.0f;
+    CHECK(nonzero == 0, "a fresh shared block is zero (%zu are not)", nonzero);
+    CHECK(c->barrier(c) == 0, "barrier");
+    size_t lo, hi;
+    coll_share(N, c->world_size, c->rank, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a[i] = (float)i * 0.5f;
+    CHECK(c->barrier(c) == 0, "barrier");
+    size_t wrong = 0;
+    for (size_t i = 0; i < N; i++) wrong += a[i] != (float)i * 0.5f;
+    CHECK(wrong == 0, "rank %d sees every rank's share (%zu wrong)", c->rank, wrong);
+    CHECK(c->alloc_shared(c, ARENA_BYTES) == NULL, "an exhausted shared arena gives NULL");
 }
 
 /* More ranks than cores: thousands of small all-reduces must stay fast (spinning
@@ -479,10 +567,14 @@ int main(void) {
         run_ranks("reduce-scatter/all-gather (arena)", w, body_sharded, &sharded_arena);
         run_ranks("reduce-scatter/all-gather (malloc)", w, body_sharded, &sharded_malloc);
         run_ranks("reduce-scatter/all-gather (mixed)", w, body_sharded, &sharded_mixed);
+        run_ranks("reduce-scatter ex (arena)", w, body_sharded_ex, &sharded_arena);
+        run_ranks("reduce-scatter ex (malloc)", w, body_sharded_ex, &sharded_malloc);
+        run_ranks("reduce-scatter ex (mixed)", w, body_sharded_ex, &sharded_mixed);
         run_ranks("broadcast", w, body_broadcast, &dflt);
         run_ranks("broadcast (small chunk)", w, body_broadcast, &small);
         run_ranks("barrier", w, body_barrier, &dflt);
         run_ranks("alloc", w, body_alloc, &dflt);
+        run_ranks("alloc shared", w, body_alloc_shared, &dflt);
         printf("  world %d done (%d passed, %d failed so far)\n", w, check_passed, check_failed);
     }
     run_ranks("oversubscribed", 4, body_oversubscribed, &dflt);

@@ -11,7 +11,7 @@ ddpd_c_test(test_data_open ${CMAKE_CURRENT_LIST_DIR}/test_data_open.c)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(TRAINER_E2E_CASES determinism world_sizes world_sizes_buckets resume lr_schedules bad_input rank_killed cancel
     launcher_killed eval_mode smoke_and_progress heartbeats cache_cut_short data_root_swapped hang_stopped_rank
-    train_from_checkpoint)
+    train_from_checkpoint step_profile)
 foreach(case ${TRAINER_E2E_CASES})
   add_test(NAME trainer_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py ${case}
@@ -20,7 +20,7 @@ foreach(case ${TRAINER_E2E_CASES})
 endforeach()
 
 # The CNN (model.type "cnn"), end to end: a small network on ~1000 examples, seconds a case.
-set(TRAINER_CNN_E2E_CASES determinism world_sizes resume eval_mode dropout bad_shape)
+set(TRAINER_CNN_E2E_CASES determinism world_sizes resume eval_mode dropout conv_backends bad_shape)
 foreach(case ${TRAINER_CNN_E2E_CASES})
   add_test(NAME trainer_cnn_e2e_${case}
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/trainer/test_cnn_e2e.py ${case}
@@ -34,7 +34,8 @@ foreach(case ${TRAINER_E2E_CASES})
   set_property(TEST trainer_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()
 foreach(case ${TRAINER_CNN_E2E_CASES})
-  set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+  set_property(TEST trainer_cnn_e2e_${case} APPEND PROPERTY ENVIRONMENT "DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
+               "DDPD_BUILT_WITH_ONEDNN=${DDPD_HAVE_ONEDNN}")
 endforeach()
 
 # The reporters command runs' scripts report through: the `ddpd` Python module

@@ -180,10 +180,14 @@ void k_maxpool_backward(float *dx, const float *dy, const int32_t *argmax, size_
 
 /* --- conv2d -> activation -> max-pool, backward, through the winners --------------------- */
 
-/* y[0..K) += sum over the listed rows i of a[i] * x[rows[i]][0..K), each element's terms
- * added in list order. The sums stay in registers a tile of 64 (then 8) floats at a
- * time and y is written once, rather than read and written for every row (which also
- * runs into 4K aliasing between y and the rows). */
+/* y[k..end) += sum over the listed rows i of a[i] * x[rows[i]][k..end) (rows of K
+ * floats), each element's terms added in list order. The sums stay in registers a tile of 64 (then 32, then 8) floats
+ * at a time and y is written once, rather than read and written for every row (which
+ * also runs into 4K aliasing between y and the rows). With `overread`, x may be read up
+ * to 31 floats past `end` (the values there are loaded, never used), so a short row
+ * (a small kernel's K = 25) takes one pass over the rows, not four. (Going through K
+ * in column blocks, every row's block before the next, so that the blocks stay in L1,
+ * measured slower here: the sums per block are too short.) */
 typedef float v8sf __attribute__((vector_size(32)));
 /* The same, at any float's alignment, for loads and stores straight from the buffers. */
 typedef float v8sf_u __attribute__((vector_size(32), aligned(4), may_alias));
@@ -192,9 +196,9 @@ typedef float v8sf_u __attribute__((vector_size(32), aligned(4), may_alias));
 
 static inline __attribute__((always_inline)) void accumulate_rows(float *restrict y, const float *restrict x, int K,
                                                                   const int32_t *restrict rows,
-                                                                  const float *restrict a, int n) {
-    int k = 0;
-    for (; k + 64 <= K; k += 64) { /* eight independent sums: loads, not add latency, set the pace */
+                                                                  const float *restrict a, int n, int k, int end,
+                                                                  int overread) {
+    for (; k + 64 <= end; k += 64) { /* eight independent sums: loads, not add latency, set the pace */
         v8sf s0 = LOAD8(y + k), s1 = LOAD8(y + k + 8), s2 = LOAD8(y + k + 16), s3 = LOAD8(y + k + 24);
         v8sf s4 = LOAD8(y + k + 32), s5 = LOAD8(y + k + 40), s6 = LOAD8(y + k + 48), s7 = LOAD8(y + k + 56);
         for (int i = 0; i < n; i++) {
@@ -206,7 +210,21 @@ static inline __attribute__((always_inline)) void accumulate_rows(float *restric
         STORE8(y + k, s0), STORE8(y + k + 8, s1), STORE8(y + k + 16, s2), STORE8(y + k + 24, s3);
         STORE8(y + k + 32, s4), STORE8(y + k + 40, s5), STORE8(y + k + 48, s6), STORE8(y + k + 56, s7);
     }
-    for (; k + 8 <= K; k += 8) {
+    if (k + 32 <= end || (k < end && overread)) { /* up to 32 more in one pass, read past the end when allowed */
+        float tail[32] = {0};
+        int m = end - k < 32 ? end - k : 32;
+        memcpy(tail, y + k, sizeof(float) * (size_t)m);
+        v8sf s0 = LOAD8(tail), s1 = LOAD8(tail + 8), s2 = LOAD8(tail + 16), s3 = LOAD8(tail + 24);
+        for (int i = 0; i < n; i++) {
+            const float *r = x + (size_t)rows[i] * K + k;
+            v8sf g = {a[i], a[i], a[i], a[i], a[i], a[i], a[i], a[i]};
+            s0 += g * LOAD8(r), s1 += g * LOAD8(r + 8), s2 += g * LOAD8(r + 16), s3 += g * LOAD8(r + 24);
+        }
+        STORE8(tail, s0), STORE8(tail + 8, s1), STORE8(tail + 16, s2), STORE8(tail + 24, s3);
+        memcpy(y + k, tail, sizeof(float) * (size_t)m);
+        k += m;
+    }
+    for (; k + 8 <= end; k += 8) {
         v8sf s = LOAD8(y + k);
         for (int i = 0; i < n; i++) {
             v8sf g = {a[i], a[i], a[i], a[i], a[i], a[i], a[i], a[i]};
@@ -214,7 +232,7 @@ static inline __attribute__((always_inline)) void accumulate_rows(float *restric
         }
         STORE8(y + k, s);
     }
-    for (; k < K; k++) {
+    for (; k < end; k++) {
         float s = y[k];
         for (int i = 0; i < n; i++) s += a[i] * x[(size_t)rows[i] * K + k];
         y[k] = s;
@@ -230,6 +248,33 @@ static inline __attribute__((always_inline)) void scatter_row(const float *restr
             for (int kx = 0; kx < k; kx++) dst[kx] += row[kx];
             row += k;
         }
+}
+
+/* One plane's winners: gz = g * act'(the winner's output, or its pre-activation for
+ * gelu) for each window, appended as entries of channel c (the count moves on only
+ * when gz is not zero: no branch), and summed into *bias in window order (the zeros
+ * change no bit: x + 0 is x). Returns the new entry count. */
+static inline __attribute__((always_inline)) int gather_winners(const float *restrict gp, const int32_t *restrict ap,
+                                                                const float *restrict op, const float *restrict pp,
+                                                                int pooled, int act, int c, conv_pool_scratch *s,
+                                                                int entries, double *bias) {
+    double sum = *bias;
+    for (int o = 0; o < pooled; o++) {
+        int pos = ap[o];
+        float gz = gp[o];
+        if (act == ACT_RELU) { /* g where the output is positive, else 0: by a mask, not a branch */
+            uint32_t bits;
+            memcpy(&bits, &gz, sizeof bits);
+            bits &= -(uint32_t)(op[pos] > 0.0f);
+            memcpy(&gz, &bits, sizeof gz);
+        }
+        else if (act >= 0) gz *= k_act_grad((activation_kind)act, op[pos], pp ? pp[pos] : 0.0f);
+        sum += (double)gz;
+        s->channel[entries] = c, s->grad[entries] = gz, s->entry_pos[entries] = pos;
+        entries += gz != 0.0f;
+    }
+    *bias = sum;
+    return entries;
 }
 
 DDPD_VECTOR_CLONES
@@ -248,20 +293,19 @@ void k_conv_pool_backward(const conv_geometry *geo, int C_out, int rows, int b0,
             const int32_t *ap = argmax + plane * pooled;
             int first = entries;
             double bias = 0.0;
-            for (int o = 0; o < pooled; o++) {
-                if (gp[o] == 0.0f) continue;
-                int pos = ap[o];
-                float gz = act < 0 ? gp[o]
-                                   : gp[o] * k_act_grad((activation_kind)act, op[pos],
-                                                        pre ? pre[plane * positions + pos] : 0.0f);
-                if (gz == 0.0f) continue;
-                bias += (double)gz;
-                s->channel[entries] = c, s->grad[entries] = gz, s->entry_pos[entries] = pos;
-                entries++;
+            /* Without branches: an entry is written for every window and kept (the count
+             * moves on) only when gz is not zero. Adding the zeros to the bias sum
+             * changes no bit (x + 0 is x), so the sum is the kept winners' sum in order. */
+            const float *pp = pre ? pre + plane * positions : NULL;
+            switch (act) { /* one loop per activation, so none branches inside */
+            case -1: entries = gather_winners(gp, ap, op, pp, pooled, -1, c, s, entries, &bias); break;
+            case ACT_RELU: entries = gather_winners(gp, ap, op, pp, pooled, ACT_RELU, c, s, entries, &bias); break;
+            default: entries = gather_winners(gp, ap, op, pp, pooled, act, c, s, entries, &bias); break;
             }
             db[c] += bias;
             /* dW[c] += sum of gz * patch over the channel's winners */
-            accumulate_rows(dW + (size_t)c * K, patches, K, s->entry_pos + first, s->grad + first, entries - first);
+            accumulate_rows(dW + (size_t)c * K, patches, K, s->entry_pos + first, s->grad + first, entries - first, 0,
+                            K, 1);
         }
         if (!dx) continue;
         /* Group the winners by position (a stable counting sort: channels stay in order). */
@@ -280,15 +324,16 @@ void k_conv_pool_backward(const conv_geometry *geo, int C_out, int rows, int b0,
         for (int p = 0; p < positions; p++) {
             int count = start[p + 1] - start[p];
             if (!count) continue;
-            memset(s->row, 0, sizeof(float) * (size_t)K);
+            float *row = s->row;
+            memset(row, 0, sizeof(float) * (size_t)K);
             /* the position's patch gradient: sum of gz * W[c] over its winners */
-            accumulate_rows(s->row, W, K, order + start[p], s->order_grad + start[p], count);
+            accumulate_rows(row, W, K, order + start[p], s->order_grad + start[p], count, 0, K, 0);
             int oy = p / geo->Wo, ox = p % geo->Wo;
             float *at = s->padded + (size_t)oy * geo->stride * Wp + (size_t)ox * geo->stride;
             switch (geo->k) {
-            case 3: scatter_row(s->row, geo->C, Hp, Wp, 3, at); break;
-            case 5: scatter_row(s->row, geo->C, Hp, Wp, 5, at); break;
-            default: scatter_row(s->row, geo->C, Hp, Wp, geo->k, at); break;
+            case 3: scatter_row(row, geo->C, Hp, Wp, 3, at); break;
+            case 5: scatter_row(row, geo->C, Hp, Wp, 5, at); break;
+            default: scatter_row(row, geo->C, Hp, Wp, geo->k, at); break;
             }
         }
         for (int c = 0; c < geo->C; c++)

@@ -7,6 +7,8 @@
  *   staging slots   per rank, two chunks (double-buffered by round parity): the
  *                   data of a rank whose buffer is outside its arena
  *   result area     two chunks (same parity): what broadcast passes through
+ *   shared arena    arena_bytes, handed out by coll_comm.alloc_shared: one copy
+ *                   that every rank reads and writes (in disjoint shares)
  *   arenas          per rank, arena_bytes, handed out by coll_comm.alloc
  *
  * Every all-reduce, reduce-scatter and all-gather starts the same way (publish):
@@ -37,7 +39,11 @@
  *   round q-1, which the rank writing it in round q has passed.
  * Reduce-scatter / all-gather (the sharded optimizer): in place between arena
  *   buffers after publish, no further barrier (see collectives.h for what callers
- *   may then write); outside the arenas, a chunked all-reduce / broadcasts.
+ *   may then write); outside the arenas, a chunked all-reduce / broadcasts. The
+ *   extended reduce-scatter also carries a few doubles in the descriptors, which
+ *   every rank totals in rank order right after publish's barrier (the step's loss
+ *   needs no all-reduce of its own), and hands the reduced share to a consumer
+ *   piece by piece (the optimizer updates it while it is in cache).
  * The result does not depend on which rank reduced which share: the arithmetic per
  * element is the same everywhere, so all ranks end bit-identical. */
 #include "collectives.h"
@@ -48,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CACHE_LINE 64
@@ -65,19 +72,25 @@
 #define REDUCE_BLOCK 2048
 /* Scratch block of the in-place paths: small enough to stay in L1. */
 #define SCRATCH_BYTES 8192
+/* A reduce-scatter hands its result to the consumer (the optimizer) in pieces of
+ * this many floats (64 KiB): still in L2 when consumed, few enough calls per step. */
+#define CONSUME_PIECE 16384
 #define STAGED UINT64_MAX
 
-/* What a rank publishes at the start of a call: where peers find its data. */
+/* What a rank publishes at the start of a call: where peers find its data, and the
+ * small sums that travel beside a reduce-scatter. */
 typedef struct {
     _Alignas(CACHE_LINE) uint64_t src_off; /* offset in its arena, or STAGED */
     uint64_t count;                        /* elements: must agree */
+    uint64_t side_count;                   /* side sums: must agree */
+    double side[COLL_MAX_SIDE_SUMS];
 } rank_desc;
 
 typedef struct {
     uint32_t magic;
     uint32_t world;
     size_t chunk_bytes, arena_bytes, map_bytes;
-    size_t desc_off, slots_off, result_off, arenas_off, arena_stride;
+    size_t desc_off, slots_off, result_off, shared_off, arenas_off, arena_stride;
     futex_barrier barrier;
 } cpu_ctrl;
 
@@ -88,7 +101,7 @@ typedef struct {
     unsigned char *base;
     uint64_t round; /* slot/result rounds done so far: same on every rank */
     uint64_t calls; /* publishing calls so far: picks the descriptor set */
-    size_t arena_used;
+    size_t arena_used, shared_used;
     uint64_t spin_ns;
 } cpu_comm;
 
@@ -99,6 +112,8 @@ typedef struct {
     uint64_t my_off;          /* STAGED or offset in my arena */
     uint64_t offs[MAX_WORLD]; /* every rank's src_off */
     int all_in_arenas;
+    double *side;             /* side sums in, their totals over ranks out (side_count of them) */
+    size_t side_count;
 } call_plan;
 
 typedef void reduce_fn(void *dst, const void *const *srcs, int world, size_t n);
@@ -120,6 +135,8 @@ static unsigned char *slot_of(cpu_comm *c, int rank, unsigned parity) {
 static unsigned char *result_of(cpu_comm *c, unsigned parity) {
     return c->base + c->ctrl->result_off + parity * c->ctrl->chunk_bytes;
 }
+
+static unsigned char *shared_area(cpu_comm *c) { return c->base + c->ctrl->shared_off; }
 
 static unsigned char *arena_of(cpu_comm *c, int rank) {
     return c->base + c->ctrl->arenas_off + (size_t)rank * c->ctrl->arena_stride;
@@ -151,7 +168,20 @@ void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi) {
     share_range(n, sizeof(float), world_size, rank, lo, hi);
 }
 
-static int sync_all(cpu_comm *c) { return futex_barrier_wait(&c->ctrl->barrier, c->spin_ns); }
+static uint64_t clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The barrier every synchronisation goes through, counted with the time spent in it. */
+static int sync_all(cpu_comm *c) {
+    uint64_t t0 = clock_ns();
+    int rc = futex_barrier_wait(&c->ctrl->barrier, c->spin_ns);
+    c->pub.wait_ns += clock_ns() - t0;
+    c->pub.syncs++;
+    return rc;
+}
 static int aborted(cpu_comm *c) { return futex_barrier_is_aborted(&c->ctrl->barrier); }
 
 /* --- reduction kernels (simple loops over restrict pointers: they vectorize) --- */
@@ -218,29 +248,39 @@ static void plan_call(cpu_comm *c, call_plan *p, void *buf, size_t n, size_t ele
     p->elem = elem;
     p->chunk_elems = c->ctrl->chunk_bytes / elem;
     p->my_off = arena_offset(c, buf, n * elem);
+    p->side = NULL;
+    p->side_count = 0;
 }
 
 /* Publish where my buffer is (staging chunk 0 if it is outside my arena and the
- * call may go the chunked way), barrier, learn where everyone's is. -1 if aborted,
- * or if the ranks disagree on the count (a caller bug that would otherwise
- * desynchronise them: every rank sees it and fails alike). */
+ * call may go the chunked way) and my side sums, barrier, learn where everyone's
+ * buffer is and total the side sums in rank order. -1 if aborted, or if the ranks
+ * disagree on a count (a caller bug that would otherwise desynchronise them: every
+ * rank sees it and fails alike). */
 static int publish(cpu_comm *c, call_plan *p, int may_stage) {
     int world = c->pub.world_size;
     unsigned set = (unsigned)(c->calls++ & 1);
     rank_desc *mine = desc_of(c, set, c->pub.rank);
     mine->src_off = p->my_off;
     mine->count = p->n;
+    mine->side_count = p->side_count;
+    for (size_t i = 0; i < p->side_count; i++) mine->side[i] = p->side[i];
     if (may_stage && p->my_off == STAGED) stage_chunk(c, p, 0);
     if (sync_all(c) != 0) return -1;
     p->all_in_arenas = 1;
     for (int k = 0; k < world; k++) {
         const rank_desc *d = desc_of(c, set, k);
-        if (d->count != p->n) {
+        if (d->count != p->n || d->side_count != p->side_count) {
             errno = EINVAL;
             return -1;
         }
         p->offs[k] = d->src_off;
         if (d->src_off == STAGED) p->all_in_arenas = 0;
+    }
+    for (size_t i = 0; i < p->side_count; i++) { /* ((s0 + s1) + s2) + ...: reduce_sum_f64's order */
+        double total = desc_of(c, set, 0)->side[i];
+        for (int k = 1; k < world; k++) total += desc_of(c, set, k)->side[i];
+        p->side[i] = total;
     }
     return 0;
 }
@@ -351,6 +391,48 @@ static int cpu_reduce_scatter_avg_f32(coll_comm *pub, float *buf, size_t n) {
     return 0;
 }
 
+/* Hands my share [lo, hi) of a reduce-scatter to `consume` piece by piece (pieces
+ * of CONSUME_PIECE elements), reducing each piece first when `bufs` is given (in
+ * place between arenas), or taking it as it is (already reduced). */
+static void reduce_and_consume(cpu_comm *c, unsigned char *const *bufs, unsigned char *mine, size_t lo, size_t hi,
+                               coll_consume_fn consume, void *arg) {
+    for (size_t o = lo; o < hi; o += CONSUME_PIECE) {
+        size_t end = min_size(hi, o + CONSUME_PIECE);
+        if (bufs) reduce_range(c->pub.world_size, sizeof(float), bufs, &mine, 1, o, end, reduce_avg_f32);
+        if (consume) consume(arg, o, end);
+    }
+}
+
+static int cpu_reduce_scatter_avg_f32_ex(coll_comm *pub, float *buf, size_t n, double *sums, size_t m,
+                                         coll_consume_fn consume, void *arg) {
+    cpu_comm *c = (cpu_comm *)pub;
+    if (aborted(c)) return -1;
+    if (m > COLL_MAX_SIDE_SUMS) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t lo, hi;
+    coll_share(n, pub->world_size, pub->rank, &lo, &hi);
+    if (pub->world_size == 1 || (n == 0 && m == 0)) {
+        reduce_and_consume(c, NULL, NULL, lo, hi, consume, arg);
+        return 0;
+    }
+    call_plan *p = this_thread_plan();
+    plan_call(c, p, buf, n, sizeof(float));
+    p->side = sums;
+    p->side_count = m;
+    if (publish(c, p, 1) != 0) return -1;
+    if (!p->all_in_arenas) {
+        if (n && allreduce_chunked(c, p, reduce_avg_f32) != 0) return -1; /* a superset */
+        reduce_and_consume(c, NULL, NULL, lo, hi, consume, arg);
+        return 0;
+    }
+    unsigned char *bufs[MAX_WORLD];
+    arena_bufs(c, p, bufs);
+    reduce_and_consume(c, bufs, p->buf, lo, hi, consume, arg);
+    return 0;
+}
+
 static int cpu_broadcast(coll_comm *pub, void *buf, size_t bytes, int root);
 
 /* Every share from its owner's buffer into mine (pull); outside the arenas, one
@@ -410,6 +492,18 @@ static void *cpu_alloc(coll_comm *pub, size_t bytes) {
     return p;
 }
 
+/* Bump allocation in the shared arena: every rank makes the same calls, so every
+ * rank gets the same block. The mapping starts zeroed; nothing is cleared here, as
+ * a rank that got its block first may already be writing it. */
+static void *cpu_alloc_shared(coll_comm *pub, size_t bytes) {
+    cpu_comm *c = (cpu_comm *)pub;
+    size_t need = round_up(bytes ? bytes : 1, CACHE_LINE);
+    if (need < bytes || need > c->ctrl->arena_bytes - c->shared_used) return NULL;
+    void *p = shared_area(c) + c->shared_used;
+    c->shared_used += need;
+    return p;
+}
+
 /* --- group lifetime -------------------------------------------------------------- */
 
 /* Fill in the offsets of every part of the mapping; 0 on size overflow. */
@@ -419,11 +513,12 @@ static size_t plan_layout(cpu_ctrl *k, int world, size_t arena_bytes, size_t chu
     k->chunk_bytes = chunk_bytes;
     k->arena_bytes = arena_bytes;
     k->arena_stride = round_up(arena_bytes, PAGE);
-    if (k->arena_stride < arena_bytes || k->arena_stride > (SIZE_MAX / 2) / w) return 0;
+    if (k->arena_stride < arena_bytes || k->arena_stride > (SIZE_MAX / 2) / (w + 1)) return 0;
     k->desc_off = round_up(sizeof(cpu_ctrl), PAGE);
     k->slots_off = k->desc_off + round_up(2 * w * sizeof(rank_desc), PAGE);
     k->result_off = k->slots_off + w * 2 * chunk_bytes;
-    k->arenas_off = k->result_off + 2 * chunk_bytes;
+    k->shared_off = k->result_off + 2 * chunk_bytes;
+    k->arenas_off = k->shared_off + k->arena_stride;
     k->map_bytes = k->arenas_off + w * k->arena_stride;
     return k->map_bytes;
 }
@@ -472,9 +567,11 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank) {
     c->pub.allreduce_sum_f64 = cpu_allreduce_sum_f64;
     c->pub.reduce_scatter_avg_f32 = cpu_reduce_scatter_avg_f32;
     c->pub.allgather_f32 = cpu_allgather_f32;
+    c->pub.reduce_scatter_avg_f32_ex = cpu_reduce_scatter_avg_f32_ex;
     c->pub.broadcast = cpu_broadcast;
     c->pub.barrier = cpu_barrier;
     c->pub.alloc = cpu_alloc;
+    c->pub.alloc_shared = cpu_alloc_shared;
     c->pub.impl = c;
     return &c->pub;
 }

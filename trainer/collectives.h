@@ -1,5 +1,5 @@
 /* Collectives behind one small interface, with one backend per transport: `cpu`
- * (shared memory between the rank processes of one host) now, `nccl` later.
+ * (shared memory between the rank processes of one host) and `nccl` (GPUs).
  * Every call is collective: all ranks of the group call it in the same order.
  * Calls return 0, or -1 when the group was aborted (a peer died): the caller then
  * stops training and exits non-zero. */
@@ -7,8 +7,16 @@
 #define DDPD_COLLECTIVES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct coll_comm coll_comm;
+
+/* The most doubles reduce_scatter_avg_f32_ex carries beside its buffer. */
+#define COLL_MAX_SIDE_SUMS 8
+
+/* Called by reduce_scatter_avg_f32_ex on [lo, hi) (offsets into its buffer) of the
+ * rank's share, once that piece holds its average. */
+typedef void (*coll_consume_fn)(void *arg, size_t lo, size_t hi);
 
 struct coll_comm {
     int rank, world_size;
@@ -26,6 +34,14 @@ struct coll_comm {
      * your own next collective call has returned. */
     int (*reduce_scatter_avg_f32)(coll_comm *c, float *buf, size_t n);
     int (*allgather_f32)(coll_comm *c, float *buf, size_t n);
+    /* reduce_scatter_avg_f32 with two extras that save a training step separate
+     * synchronisations: sums[0..m) (m <= COLL_MAX_SIDE_SUMS; sums may be NULL when m
+     * is 0) come back summed over ranks in rank order, exactly as allreduce_sum_f64
+     * sums them, on every rank; and `consume` (may be NULL) is called on consecutive
+     * pieces of this rank's share, in order, each as soon as it holds its average,
+     * while it is still in cache. NULL where a backend lacks it. */
+    int (*reduce_scatter_avg_f32_ex)(coll_comm *c, float *buf, size_t n, double *sums, size_t m,
+                                     coll_consume_fn consume, void *arg);
     /* buf on every rank <- buf on `root`. */
     int (*broadcast)(coll_comm *c, void *buf, size_t bytes, int root);
     int (*barrier)(coll_comm *c);
@@ -33,6 +49,16 @@ struct coll_comm {
      * peers read it in place without a staging copy). Never freed separately:
      * it lives as long as the group. NULL when the arena is exhausted. */
     void *(*alloc)(coll_comm *c, size_t bytes);
+    /* Memory that all ranks of the group share as one copy, at the same address in
+     * every rank: for state the ranks update in disjoint shares and all read (the
+     * sharded optimizer's parameters and moments need no all-gather then). Every
+     * rank calls it in the same order with the same sizes and gets the same block;
+     * zeroed when first handed out; never freed separately. NULL where the backend
+     * has no such memory, or when it is exhausted. */
+    void *(*alloc_shared)(coll_comm *c, size_t bytes);
+    /* Counters a backend may keep (0 where it does not): how long this rank waited
+     * for its peers inside collectives, and how many times it synchronised with them. */
+    uint64_t wait_ns, syncs;
     void *impl;
 };
 
@@ -46,7 +72,9 @@ void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi);
  * no name, no file, no port); each rank attaches after fork. */
 typedef struct coll_cpu_group coll_cpu_group;
 
-/* `arena_bytes` per rank for coll_comm.alloc. NULL (errno set) on failure. */
+/* `arena_bytes` per rank for coll_comm.alloc, and as many again for
+ * coll_comm.alloc_shared (pages nobody touches cost no memory). NULL (errno set) on
+ * failure. */
 coll_cpu_group *coll_cpu_group_create(int world_size, size_t arena_bytes);
 /* In the rank process, after fork. The returned comm lives until process exit. */
 coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank);

@@ -16,33 +16,49 @@ static coll_comm *enter(coll_comm *c) {
     return w->inner;
 }
 
+/* The backend's counters, seen through the wrapper as they are after the call. */
+static int leave(coll_comm *c, const coll_comm *in, int rc) {
+    c->wait_ns = in->wait_ns;
+    c->syncs = in->syncs;
+    return rc;
+}
+
 static int w_allreduce_avg_f32(coll_comm *c, float *buf, size_t n) {
     coll_comm *in = enter(c);
-    return in->allreduce_avg_f32(in, buf, n);
+    return leave(c, in, in->allreduce_avg_f32(in, buf, n));
 }
 static int w_allreduce_sum_f64(coll_comm *c, double *buf, size_t n) {
     coll_comm *in = enter(c);
-    return in->allreduce_sum_f64(in, buf, n);
+    return leave(c, in, in->allreduce_sum_f64(in, buf, n));
 }
 static int w_reduce_scatter_avg_f32(coll_comm *c, float *buf, size_t n) {
     coll_comm *in = enter(c);
-    return in->reduce_scatter_avg_f32(in, buf, n);
+    return leave(c, in, in->reduce_scatter_avg_f32(in, buf, n));
 }
 static int w_allgather_f32(coll_comm *c, float *buf, size_t n) {
     coll_comm *in = enter(c);
-    return in->allgather_f32(in, buf, n);
+    return leave(c, in, in->allgather_f32(in, buf, n));
 }
 static int w_broadcast(coll_comm *c, void *buf, size_t bytes, int root) {
     coll_comm *in = enter(c);
-    return in->broadcast(in, buf, bytes, root);
+    return leave(c, in, in->broadcast(in, buf, bytes, root));
 }
 static int w_barrier(coll_comm *c) {
     coll_comm *in = enter(c);
-    return in->barrier(in);
+    return leave(c, in, in->barrier(in));
+}
+static int w_reduce_scatter_avg_f32_ex(coll_comm *c, float *buf, size_t n, double *sums, size_t m,
+                                       coll_consume_fn consume, void *arg) {
+    coll_comm *in = enter(c);
+    return leave(c, in, in->reduce_scatter_avg_f32_ex(in, buf, n, sums, m, consume, arg));
 }
 static void *w_alloc(coll_comm *c, size_t bytes) {
     coll_comm *in = ((watched *)c)->inner;
     return in->alloc(in, bytes);
+}
+static void *w_alloc_shared(coll_comm *c, size_t bytes) {
+    coll_comm *in = ((watched *)c)->inner;
+    return in->alloc_shared(in, bytes);
 }
 
 coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int rank) {
@@ -60,6 +76,9 @@ coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int rank) {
     w->pub.broadcast = w_broadcast;
     w->pub.barrier = w_barrier;
     w->pub.alloc = w_alloc;
+    /* the optional calls stay NULL where the backend lacks them */
+    w->pub.reduce_scatter_avg_f32_ex = inner->reduce_scatter_avg_f32_ex ? w_reduce_scatter_avg_f32_ex : NULL;
+    w->pub.alloc_shared = inner->alloc_shared ? w_alloc_shared : NULL;
     w->pub.impl = w;
     return &w->pub;
 }

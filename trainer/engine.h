@@ -40,8 +40,13 @@ typedef struct {
      * per-rank batch norm statistics, every rank gets rank 0's running statistics
      * (as DDP's broadcast_buffers), which evaluation then uses. */
     int (*sync_to_host)(engine *e);
-    /* Takes the host views as the new state (after a checkpoint was loaded). */
+    /* Takes the host views as the new state (after a checkpoint was loaded). Called
+     * by every rank (it may be collective). */
     int (*sync_from_host)(engine *e);
+    /* Where this rank's training steps spent their time since the last call, as one
+     * line of "phase ms" per step into `out` ("" when no step ran), then counts
+     * afresh. Optional: NULL where an engine does not time its steps. */
+    void (*step_profile)(engine *e, char *out, size_t n);
     void (*destroy)(engine *e);
 } engine_ops;
 

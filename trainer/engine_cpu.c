@@ -1,57 +1,100 @@
 /* The cpu engine: the model (model.c) on the BLAS, and data parallelism over the shared-memory
- * collectives with the optimizer sharded over ranks (ZeRO stage 1):
+ * collectives with the optimizer sharded over ranks (ZeRO stage 1) and one copy of the
+ * parameters and optimizer state for the whole group:
  *
  *   backward  as soon as a bucket of gradients is complete, it is reduce-scattered:
  *             each rank ends with the average over ranks of its own shard of the
  *             bucket (coll_share), read in place from the peers' shared buffers;
- *   update    each rank applies the optimizer to its shard only (right away, while
- *             the shard is hot in cache, or after the global norm when clipping);
- *   gather    the updated parameter shards are all-gathered, bucket by bucket.
+ *   update    each rank applies the optimizer to its shard only, piece by piece as
+ *             the reduce-scatter hands the shard over, while it is hot in cache (or
+ *             after the global norm when clipping), in the shared parameters;
+ *   settle    one barrier, before the parameters are next read (the next step's
+ *             forward, evaluation, a checkpoint): every shard is updated.
  *
- * That moves the same bytes as all-reducing the gradients, and divides the
- * optimizer's work (a quarter of a step on one rank) by the world size. Every
- * element is updated with the same arithmetic whichever rank owns it, so results
- * are bit-identical to an unsharded update. Parameters, gradients and optimizer
- * state live in the group's shared arena; the optimizer state is gathered only for
- * checkpoints (sync_to_host).
+ * Parameters and optimizer state live in the group's shared arena (alloc_shared),
+ * each rank writing only its shards of them, so no all-gather copies them back: a
+ * step moves each gradient between cores once and synchronises once per bucket plus
+ * once to settle. The step's loss travels in the last bucket's reduce-scatter (its
+ * side sums) rather than in an all-reduce of its own. That divides the optimizer's
+ * work (a quarter of a step on one rank) by the world size. Every element is updated
+ * with the same arithmetic whichever rank owns it, so results are bit-identical to
+ * an unsharded update. The gradients are each rank's own (its arena).
  *
  * Batch norm's running statistics are each rank's own (private memory). With
  * per_rank statistics, ranks normalise with their own batch and only rank 0's running
  * statistics count: they are broadcast before evaluation and checkpoints, as DDP's
  * broadcast_buffers does before each forward. With sync statistics, the batch sums
  * are all-reduced in forward and backward (model.c), so every rank's are the same.
- * See engine.h. */
+ *
+ * Each rank times its steps by phase (step_profile): the rank loop logs where the
+ * time went once an epoch. See engine.h. */
 #include "engine.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "conv_dnnl.h"
 #include "cpu_kernels.h"
 #include "grad_buckets.h"
+#include "log.h"
 
 #define PIXEL_SCALE (1.0f / 255.0f)
+
+/* Where a rank's steps spend their time (nanoseconds, summed over steps). */
+enum { PH_INPUTS, PH_COMPUTE, PH_WAIT, PH_REDUCE, PH_UPDATE, PH_OTHER, PH_COUNT };
+static const char *const phase_names[PH_COUNT] = {"inputs", "forward+backward", "waiting for peers",
+                                                  "reduce-scatter", "optimizer", "other"};
+
+typedef struct {
+    uint64_t ns[PH_COUNT];
+    uint64_t steps, step_ns, syncs;
+    uint64_t in_buckets_ns, bucket_wait_ns, update_ns; /* of the step in progress */
+} step_timer;
 
 typedef struct {
     engine pub;
     const idx_dataset *train, *test;
     model_workspace ws;
-    float *grads;
+    float *grads;       /* this rank's own */
     uint8_t *labels;
     grad_buckets buckets;
     double lr;          /* of the step in progress */
+    const double *loss_sum; /* of the step in progress: complete before the first bucket */
+    int rows;
+    double loss_mean;   /* this rank's batch loss (its mean), then summed over ranks */
     int defer_update;   /* clipping: update once the global norm is known */
+    int unsettled;      /* shards were updated since the last settle barrier */
+    const grad_bucket *updating; /* the bucket whose shard the consumer updates */
+    step_timer timer;
 } cpu_engine;
 
+static uint64_t clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 size_t engine_cpu_arena_bytes(const model_shape *s) {
-    return 4 * (s->n_params * sizeof(float) + 64); /* params, grads, two optimizer states */
+    /* a rank's arena: its gradients; the shared one: parameters and two optimizer states */
+    return 3 * (s->n_params * sizeof(float) + 64);
+}
+
+/* After ranks updated their shards: wait until all have, before anyone reads them. */
+static int settle(cpu_engine *c) {
+    if (!c->unsettled) return 0;
+    c->unsettled = 0;
+    return c->pub.comm->barrier(c->pub.comm);
 }
 
 static int cpu_init_params(engine *e, uint64_t seed) {
+    cpu_engine *c = (cpu_engine *)e;
     if (e->comm->rank == 0) model_init_params(&e->shape, e->params, e->stats, seed);
     if (e->shape.n_stats && e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
-    return e->comm->broadcast(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
+    c->unsettled = e->comm->world_size > 1; /* rank 0 wrote the shared parameters */
+    return settle(c);
 }
 
 /* model_pass.allreduce_sum for sync batch norm. */
@@ -66,10 +109,18 @@ static int share_rank0_stats(engine *e) {
     return e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0);
 }
 
+/* Rows fetched ahead while converting: a shuffled batch reads its images from all
+ * over the dataset, each a cache and TLB miss the prefetcher cannot guess. */
+#define INPUT_PREFETCH_ROWS 4
+
 static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
     size_t pixels = (size_t)d->rows * d->cols;
     for (int i = 0; i < rows; i++) {
         size_t k = indices ? indices[i] : first + (size_t)i;
+        if (indices && i + INPUT_PREFETCH_ROWS < rows) {
+            const uint8_t *ahead = d->images + indices[i + INPUT_PREFETCH_ROWS] * pixels;
+            for (size_t o = 0; o < pixels; o += 64) __builtin_prefetch(ahead + o);
+        }
         k_u8_to_f32(c->ws.act[0] + (size_t)i * pixels, d->images + k * pixels, pixels, PIXEL_SCALE);
         c->labels[i] = d->labels[k];
     }
@@ -82,17 +133,34 @@ static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *
     *hi += b->begin;
 }
 
-/* bucket_ready_fn: reduce-scatter the bucket, then update this rank's shard. */
+static void update_range(cpu_engine *c, size_t lo, size_t hi) {
+    uint64_t t0 = clock_ns();
+    optimizer_update_range(&c->pub.opt, c->pub.params, c->grads, c->lr, lo, hi);
+    c->timer.update_ns += clock_ns() - t0;
+}
+
+/* coll_consume_fn: a piece of this rank's shard of the bucket is reduced: update it. */
+static void update_piece(void *arg, size_t lo, size_t hi) {
+    cpu_engine *c = arg;
+    update_range(c, c->updating->begin + lo, c->updating->begin + hi);
+}
+
+/* bucket_ready_fn: reduce-scatter the bucket and update this rank's shard as it comes
+ * (unless clipping defers that); the last bucket carries the loss. */
 static int on_bucket_ready(void *arg, const grad_bucket *b) {
     cpu_engine *c = arg;
     engine *e = &c->pub;
-    if (e->comm->reduce_scatter_avg_f32(e->comm, c->grads + b->begin, b->end - b->begin) != 0) return -1;
-    if (!c->defer_update) {
-        size_t lo, hi;
-        shard_of(e, b, &lo, &hi);
-        optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
-    }
-    return 0;
+    coll_comm *comm = e->comm;
+    uint64_t t0 = clock_ns(), w0 = comm->wait_ns;
+    int last = b == &c->buckets.bucket[c->buckets.n_buckets - 1];
+    if (last) c->loss_mean = *c->loss_sum / c->rows;
+    c->updating = b;
+    int rc = comm->reduce_scatter_avg_f32_ex(comm, c->grads + b->begin, b->end - b->begin, &c->loss_mean,
+                                             last ? 1 : 0, c->defer_update ? NULL : update_piece, c);
+    if (!c->defer_update) c->unsettled = comm->world_size > 1;
+    c->timer.in_buckets_ns += clock_ns() - t0;
+    c->timer.bucket_wait_ns += comm->wait_ns - w0;
+    return rc;
 }
 
 /* Clipping by global norm over sharded gradients, then the deferred update. */
@@ -110,50 +178,72 @@ static int clip_and_update(cpu_engine *c) {
         size_t lo, hi;
         shard_of(e, &c->buckets.bucket[k], &lo, &hi);
         if (coef < 1.0f) scale_grads(c->grads + lo, hi - lo, coef);
-        optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
+        update_range(c, lo, hi);
     }
+    c->unsettled = e->comm->world_size > 1;
     return 0;
 }
 
-static int gather_buckets(engine *e, float *buf) {
-    cpu_engine *c = (cpu_engine *)e;
-    for (int k = 0; k < c->buckets.n_buckets; k++) {
-        const grad_bucket *b = &c->buckets.bucket[k];
-        if (e->comm->allgather_f32(e->comm, buf + b->begin, b->end - b->begin) != 0) return -1;
-    }
-    return 0;
+/* Adds one step's phases to the timer. Waiting is what the collectives counted; the
+ * reduce-scatters' own work is the time in their calls beyond waiting and updates;
+ * forward+backward is the rest of the pass, less any collectives inside it (sync
+ * batch norm's); other is what is left (clipping's norm, the step's bookkeeping). */
+static void account_step(step_timer *t, uint64_t start, uint64_t inputs_end, uint64_t fb_ns, uint64_t fb_waited,
+                         uint64_t end, uint64_t waited, uint64_t syncs) {
+    uint64_t outside = t->in_buckets_ns + (fb_waited - t->bucket_wait_ns);
+    uint64_t ph[PH_COUNT] = {0};
+    ph[PH_INPUTS] = inputs_end - start;
+    ph[PH_COMPUTE] = fb_ns > outside ? fb_ns - outside : 0;
+    ph[PH_WAIT] = waited;
+    ph[PH_UPDATE] = t->update_ns;
+    uint64_t in_calls = t->bucket_wait_ns + t->update_ns;
+    ph[PH_REDUCE] = t->in_buckets_ns > in_calls ? t->in_buckets_ns - in_calls : 0;
+    uint64_t total = end - start, known = 0;
+    for (int p = 0; p < PH_OTHER; p++) known += ph[p];
+    ph[PH_OTHER] = total > known ? total - known : 0;
+    for (int p = 0; p < PH_COUNT; p++) t->ns[p] += ph[p];
+    t->step_ns += total;
+    t->syncs += syncs;
+    t->steps++;
 }
 
 static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss) {
     cpu_engine *c = (cpu_engine *)e;
+    coll_comm *comm = e->comm;
+    step_timer *t = &c->timer;
+    uint64_t start = clock_ns(), w0 = comm->wait_ns, s0 = comm->syncs;
+    t->in_buckets_ns = t->bucket_wait_ns = t->update_ns = 0;
     gather_inputs(c, c->train, indices, 0, rows);
+    uint64_t inputs_end = clock_ns();
+    if (settle(c) != 0) return -1; /* the last step's updates (ranks were gathering inputs meanwhile) */
     double loss_sum = 0;
     long correct = 0;
     c->lr = lr;
+    c->loss_sum = &loss_sum;
+    c->rows = rows;
     model_pass pass = {.train = 1, .seed = e->cfg->seed, .global_step = global_step, .example_ids = indices};
-    if (e->shape.sync_bn && e->comm->world_size > 1) {
+    if (e->shape.sync_bn && comm->world_size > 1) {
         pass.allreduce_sum = sum_over_ranks;
-        pass.allreduce_arg = e->comm;
+        pass.allreduce_arg = comm;
     }
     grad_buckets_begin(&c->buckets);
+    uint64_t fb_start = clock_ns(), fb_w0 = comm->wait_ns;
     if (model_forward_backward(&c->ws, e->params, e->stats, c->grads, c->labels, rows, &pass, &loss_sum, &correct,
                                grad_buckets_layer_ready, &c->buckets) != 0)
         return -1;
+    uint64_t fb_ns = clock_ns() - fb_start, fb_waited = comm->wait_ns - fb_w0;
     if (c->buckets.failed) return -1;
     if (c->defer_update && clip_and_update(c) != 0) return -1;
     optimizer_step_done(&e->opt);
-    if (gather_buckets(e, e->params) != 0) return -1;
-    *loss = loss_sum / rows;
-    if (e->comm->world_size > 1) {
-        if (e->comm->allreduce_sum_f64(e->comm, loss, 1) != 0) return -1;
-        *loss /= e->comm->world_size;
-    }
+    *loss = c->loss_mean; /* the sum over ranks of their batch means, from the last bucket */
+    if (comm->world_size > 1) *loss /= comm->world_size;
+    account_step(t, start, inputs_end, fb_ns, fb_waited, clock_ns(), comm->wait_ns - w0, comm->syncs - s0);
     return 0;
 }
 
 static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     cpu_engine *c = (cpu_engine *)e;
-    if (share_rank0_stats(e) != 0) return -1;
+    if (settle(c) != 0 || share_rank0_stats(e) != 0) return -1;
     for (size_t i = begin; i < end; i += (size_t)c->ws.max_rows) {
         int rows = (int)(end - i < (size_t)c->ws.max_rows ? end - i : (size_t)c->ws.max_rows);
         gather_inputs(c, c->test, NULL, i, rows);
@@ -164,18 +254,33 @@ static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     return 0;
 }
 
-/* Parameters are whole on every rank after each step; the optimizer state is
- * current only on each rank's shards until gathered. */
+/* The host views are the shared state itself: complete once settled. */
 static int cpu_sync_to_host(engine *e) {
-    if (share_rank0_stats(e) != 0) return -1;
-    if (e->opt.state1 && gather_buckets(e, e->opt.state1) != 0) return -1;
-    if (e->opt.state2 && gather_buckets(e, e->opt.state2) != 0) return -1;
-    return 0;
+    if (settle((cpu_engine *)e) != 0) return -1;
+    return share_rank0_stats(e);
 }
 
+/* Every rank loaded the same checkpoint into the shared state (the same bytes):
+ * nobody may read it, or update a shard of it, before all have finished. */
 static int cpu_sync_from_host(engine *e) {
-    (void)e; /* every rank loaded the whole state into its own views */
-    return 0;
+    cpu_engine *c = (cpu_engine *)e;
+    c->unsettled = e->comm->world_size > 1;
+    return settle(c);
+}
+
+static void cpu_step_profile(engine *e, char *out, size_t n) {
+    cpu_engine *c = (cpu_engine *)e;
+    step_timer *t = &c->timer;
+    out[0] = '\0';
+    if (t->steps) {
+        double per = 1e-6 / (double)t->steps;
+        size_t k = (size_t)snprintf(out, n, "%.3f ms/step over %llu steps, %.2f synchronisations/step:",
+                                    (double)t->step_ns * per, (unsigned long long)t->steps,
+                                    (double)t->syncs / (double)t->steps);
+        for (int p = 0; p < PH_COUNT && k < n; p++)
+            k += (size_t)snprintf(out + k, n - k, "%s %s %.3f", p ? "," : "", phase_names[p], (double)t->ns[p] * per);
+    }
+    memset(t, 0, sizeof *t);
 }
 
 static void cpu_destroy(engine *e) {
@@ -183,7 +288,7 @@ static void cpu_destroy(engine *e) {
     model_workspace_free(&c->ws);
     free(c->labels);
     free(e->stats);
-    free(c); /* parameters, gradients and optimizer state live in the shared arena */
+    free(c); /* parameters, gradients and optimizer state live in the group's arenas */
 }
 
 static const engine_ops cpu_ops = {
@@ -192,17 +297,48 @@ static const engine_ops cpu_ops = {
     .evaluate = cpu_evaluate,
     .sync_to_host = cpu_sync_to_host,
     .sync_from_host = cpu_sync_from_host,
+    .step_profile = cpu_step_profile,
     .destroy = cpu_destroy,
 };
 
-/* Zeroed float buffer of n elements in the shared arena. */
+/* Zeroed float buffer of n elements in this rank's arena. */
 static float *arena_floats(coll_comm *comm, size_t n) {
     float *p = comm->alloc(comm, sizeof(float) * (n ? n : 1));
     if (p) memset(p, 0, sizeof(float) * n);
     return p;
 }
 
+/* Float buffer of n elements in the shared arena (zero: the group's memory is fresh). */
+static float *shared_floats(coll_comm *comm, size_t n) {
+    return comm->alloc_shared(comm, sizeof(float) * (n ? n : 1));
+}
+
+/* The convolutions' forward on oneDNN where this build has it and DDPD_CPU_CONV (the
+ * environment: "onednn", the default, or "im2col", the reference) does not ask for
+ * im2col; where oneDNN cannot take a layer, im2col runs it, said once. */
+static void use_onednn(cpu_engine *c, const run_config *cfg) {
+    engine *e = &c->pub;
+    const char *asked = getenv("DDPD_CPU_CONV");
+    if (e->shape.kind != MODEL_CNN) return;
+    if (asked && strcmp(asked, "im2col") != 0 && strcmp(asked, "onednn") != 0 && e->comm->rank == 0)
+        log_msg(LOG_WARN, "DDPD_CPU_CONV=%s is neither \"onednn\" nor \"im2col\": taken as onednn", asked);
+    if (!conv_dnnl_wanted()) {
+        if (e->comm->rank == 0) log_msg(LOG_INFO, "convolutions through im2col + GEMM (DDPD_CPU_CONV=im2col)");
+        return;
+    }
+    char why[256];
+    conv_dnnl_set_threads(cfg->distributed.threads_per_rank);
+    int rc = model_workspace_use_onednn(&c->ws, why, sizeof why);
+    if (e->comm->rank != 0) return;
+    if (rc != 0) log_msg(LOG_WARN, "convolutions through im2col + GEMM: %s", why);
+    else log_msg(LOG_INFO, "convolutions on oneDNN (%s)", model_workspace_conv_impl(&c->ws));
+}
+
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
+    if (!p->comm->alloc_shared || !p->comm->reduce_scatter_avg_f32_ex) {
+        snprintf(err, errlen, "the cpu engine needs the cpu collectives (shared memory), not %s", p->comm->backend);
+        return NULL;
+    }
     cpu_engine *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errlen, "out of memory");
@@ -223,8 +359,8 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     size_t n = e->shape.n_params;
     int states = optimizer_state_count(p->cfg);
     float *state1 = NULL, *state2 = NULL;
-    int ok = (e->params = arena_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
-             (states < 1 || (state1 = arena_floats(p->comm, n))) && (states < 2 || (state2 = arena_floats(p->comm, n)));
+    int ok = (e->params = shared_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
+             (states < 1 || (state1 = shared_floats(p->comm, n))) && (states < 2 || (state2 = shared_floats(p->comm, n)));
     optimizer_init_external(&e->opt, p->cfg, n, state1, state2);
     c->labels = malloc((size_t)p->max_rows);
     if (e->shape.n_stats) ok &= (e->stats = calloc(e->shape.n_stats, sizeof(float))) != NULL;
@@ -233,6 +369,7 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
         cpu_destroy(e);
         return NULL;
     }
+    use_onednn(c, p->cfg);
     c->defer_update = p->cfg->train.grad_clip_norm > 0;
     grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, on_bucket_ready, c);
     return e;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cnn_kernels.h"
+#include "conv_dnnl.h"
 #include "cpu_kernels.h"
 #include "rng.h"
 
@@ -280,7 +281,8 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
     w->row_keys = malloc(sizeof(uint64_t) * rows);
     ok &= w->dz && w->dz_next && w->bn_sums && w->row_keys;
     if (col)
-        ok &= (w->col = malloc(sizeof(float) * col)) != NULL && (w->pad = malloc(sizeof(float) * pad)) != NULL;
+        ok &= (w->col = calloc(col + K_IM2COL_SLACK, sizeof(float))) != NULL &&
+              (w->pad = malloc(sizeof(float) * pad)) != NULL;
     if (winners) {
         conv_pool_scratch *k = &w->winners;
         ok &= (k->pos_start = malloc(sizeof(int32_t) * positions)) != NULL &&
@@ -295,9 +297,29 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
     return ok ? 0 : -1;
 }
 
+int model_workspace_use_onednn(model_workspace *w, char *err, size_t errlen) {
+    const model_shape *s = w->shape;
+    for (int l = 0; l < s->n_layers; l++) {
+        const model_layer *L = &s->layer[l];
+        if (L->kind != LAYER_CONV2D || w->conv_dnnl[l]) continue;
+        conv_dnnl_shape cs = {L->in_c, L->in_h, L->in_w, L->out_c, L->out_h, L->out_w, L->kernel, L->stride, L->pad,
+                              L->n_b > 0};
+        w->conv_dnnl[l] = conv_dnnl_create(&cs, w->max_rows, err, errlen);
+        if (!w->conv_dnnl[l]) return -1;
+    }
+    return 0;
+}
+
+const char *model_workspace_conv_impl(const model_workspace *w) {
+    for (int l = 0; l < w->shape->n_layers; l++)
+        if (w->conv_dnnl[l]) return conv_dnnl_impl(w->conv_dnnl[l]);
+    return NULL;
+}
+
 void model_workspace_free(model_workspace *w) {
     for (int l = 0; l <= MODEL_MAX_LAYERS; l++) free(w->act[l]);
     for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
+        conv_dnnl_free(w->conv_dnnl[l]);
         free(w->pre[l]);
         free(w->mask[l]);
         free(w->argmax[l]);
@@ -324,10 +346,18 @@ static int sum_over_ranks(const model_pass *pass, double *buf, size_t n) {
     return pass->allreduce_sum(pass->allreduce_arg, buf, n);
 }
 
-/* Convolution as GEMMs over chunks of examples: out[co][b, oy, ox] = W[co] . patch. */
+/* Convolution, on oneDNN when the workspace has it for this layer (bias included),
+ * else as GEMMs over chunks of examples: out[co][b, oy, ox] = W[co] . patch. */
 static void conv_forward(model_workspace *w, const model_layer *L, const float *params, const float *in, float *out,
                          int rows) {
-    int K = L->in_c * L->kernel * L->kernel, positions = L->out_h * L->out_w;
+    int l = (int)(L - w->shape->layer), K = L->in_c * L->kernel * L->kernel, positions = L->out_h * L->out_w;
+    const float *bias = L->n_b ? params + L->b_off : NULL;
+    if (w->conv_dnnl[l] && conv_dnnl_forward(w->conv_dnnl[l], in, params + L->w_off, bias, out, rows) == 0) {
+        if (L->act != MODEL_NO_ACT)
+            k_channel_bias_act_forward(out, w->pre[l], NULL, L->out_c, (size_t)rows * positions,
+                                       (activation_kind)L->act, 1);
+        return;
+    }
     for (int b0 = 0; b0 < rows; b0 += L->chunk_rows) {
         int n = rows - b0 < L->chunk_rows ? rows - b0 : L->chunk_rows;
         k_im2col(in, L->in_c, rows, L->in_h, L->in_w, b0, n, L->kernel, L->stride, L->pad, L->out_h, L->out_w, w->col,
@@ -336,9 +366,8 @@ static void conv_forward(model_workspace *w, const model_layer *L, const float *
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L->out_c, n * positions, K, 1.0f, params + L->w_off, K,
                     w->col, K, 0.0f, out + (size_t)b0 * positions, rows * positions);
     }
-    k_channel_bias_act_forward(out, w->pre[(int)(L - w->shape->layer)], L->n_b ? params + L->b_off : NULL, L->out_c,
-                               (size_t)rows * positions, L->act == MODEL_NO_ACT ? ACT_RELU : (activation_kind)L->act,
-                               L->act != MODEL_NO_ACT);
+    k_channel_bias_act_forward(out, w->pre[l], bias, L->out_c, (size_t)rows * positions,
+                               L->act == MODEL_NO_ACT ? ACT_RELU : (activation_kind)L->act, L->act != MODEL_NO_ACT);
 }
 
 static int batchnorm_forward(model_workspace *w, int l, const float *params, float *stats, const float *in,

@@ -129,9 +129,17 @@ typedef struct {
     float *dz, *dz_next;              /* gradient w.r.t. a layer's output, ping-pong */
     float *col, *pad;                 /* conv2d: im2col chunk (or its gradient), one example's padded planes */
     conv_pool_scratch winners;        /* conv2d + max-pool backward (pool_fused) */
+    struct conv_dnnl *conv_dnnl[MODEL_MAX_LAYERS]; /* conv2d forward on oneDNN (NULL: im2col + GEMM) */
 } model_workspace;
 
 int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows);
+/* Runs the convolutions' forward on oneDNN (conv_dnnl.h) rather than im2col + GEMM,
+ * which stays the reference; backward is the same either way. -1 and `err` when
+ * oneDNN is not built in or cannot run a layer (the workspace then keeps im2col for
+ * the layers it could not take). */
+int model_workspace_use_onednn(model_workspace *w, char *err, size_t errlen);
+/* The oneDNN implementation the convolutions run ("jit:avx512_core"), NULL if none. */
+const char *model_workspace_conv_impl(const model_workspace *w);
 void model_workspace_free(model_workspace *w);
 
 /* Called during backward as soon as layer l's gradients are complete and backward
@@ -146,7 +154,8 @@ int model_forward(model_workspace *w, const float *params, float *stats, int row
 
 /* Forward + loss + backward of one batch (pass->train must be set). The loss is
  * averaged over `rows` (the rank's batch); *loss_sum gets the summed loss, *correct
- * the hits. Gradients are written (not accumulated) into `grads`; `ready` may be NULL. */
+ * the hits, both complete before the first `ready` call. Gradients are written (not
+ * accumulated) into `grads`; `ready` may be NULL. */
 int model_forward_backward(model_workspace *w, const float *params, float *stats, float *grads,
                            const uint8_t *labels, int rows, const model_pass *pass, double *loss_sum, long *correct,
                            grad_ready_fn ready, void *ready_arg);

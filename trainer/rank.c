@@ -254,6 +254,11 @@ static int train_epoch(rank_state *s, int epoch) {
         if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s);
     }
     double seconds = now_seconds() - t0;
+    if (s->eng->ops->step_profile) {
+        char profile[512];
+        s->eng->ops->step_profile(s->eng, profile, sizeof profile);
+        if (profile[0]) log_msg(LOG_INFO, "epoch %d steps: %s", epoch, profile);
+    }
     if (s->x->comm->barrier(s->x->comm) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
 
     set_status(s, "evaluating", detail);

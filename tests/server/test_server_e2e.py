@@ -136,7 +136,10 @@ def case_three_runs_two_slots(a):
         ids = [s.submit(dict(cfg, name=f"r{i}")) for i in range(3)]
         samples = []
         def all_done():
-            runs = [s.run(i) for i in ids]
+            # one GET /runs is one read of the store: a consistent sample (three GETs
+            # one after another could see a run end and the next start between them)
+            listed = {r["id"]: r for r in s.get("/runs?limit=10").json()["runs"]}
+            runs = [listed[i] for i in ids]
             samples.append([r["status"] for r in runs])
             return runs if all(r["status"] in ("succeeded", "failed", "canceled") for r in runs) else None
         runs = wait_until(all_done, "three runs to finish", timeout=300, interval=0.02)

@@ -164,6 +164,38 @@ def case_dropout(t, w):
     check(worst < 1e-5, f"dropout masks do not depend on the world size (worst {worst:.2e})")
 
 
+def case_conv_backends(t, w):
+    # The convolutions' forward on oneDNN (the default, where the build has it) and on
+    # im2col + GEMM (DDPD_CPU_CONV=im2col, the reference): the same training up to
+    # float rounding, each deterministic, and the log says which ran.
+    built = os.environ.get("DDPD_BUILT_WITH_ONEDNN") == "1"
+    cfg = config(**{"distributed.world_size": 2})
+    runs = {name: [Run(t, w, f"{name}{i}", cfg, extra_env=env) for i in range(2)]
+            for name, env in (("onednn", {}), ("im2col", {"DDPD_CPU_CONV": "im2col"}))}
+    for name, pair in runs.items():
+        for r in pair:
+            check(r.wait() == 0, f"{name} run exits 0: {r.stderr}")
+        check(losses(pair[0]) == losses(pair[1]), f"{name}: bit-identical losses run to run")
+        check(sha(pair[0].checkpoint(1)) == sha(pair[1].checkpoint(1)), f"{name}: bit-identical weights run to run")
+    logs = {name: "\n".join(e.get("msg", "") for e in pair[0].of_type("log")) for name, pair in runs.items()}
+    check("im2col + GEMM (DDPD_CPU_CONV=im2col)" in logs["im2col"] and "oneDNN" not in logs["im2col"],
+          f"the im2col run says so: {logs['im2col'][:400]}")
+    a, b = losses(runs["onednn"][0]), losses(runs["im2col"][0])
+    check(sorted(a) == sorted(b) == list(range(1, 17)), "16 steps each")
+    if built:
+        check("convolutions on oneDNN (" in logs["onednn"], f"the default run says oneDNN: {logs['onednn'][:400]}")
+        worst = worst_relative(a, b)
+        print(f"oneDNN vs im2col: largest relative loss difference over 16 steps {worst:.2e}")
+        check(worst < 1e-4, f"oneDNN follows im2col (worst {worst:.2e})")
+        check(a != b, "the two paths really differ in rounding (else the test shows nothing)")
+    else:
+        check(a == b, "without oneDNN both runs take im2col")
+    bogus = Run(t, w, "bogus", config(**{"train.epochs": 1}), extra_env={"DDPD_CPU_CONV": "fast"})
+    check(bogus.wait() == 0, bogus.stderr)
+    check(any("DDPD_CPU_CONV=fast is neither" in e.get("msg", "") for e in bogus.of_type("log")),
+          "an unknown DDPD_CPU_CONV is named in a warning")
+
+
 def case_bad_shape(t, w):
     m = {"type": "cnn", "cnn": {"conv": [{"channels": 4, "kernel": 5, "pool": 2}, {"channels": 4, "kernel": 5,
                                                                                    "pool": 2},

@@ -317,6 +317,49 @@ def case_eval_mode(t, w):
     check(missing.wait() == 1 and "no checkpoint" in missing.stderr, f"no checkpoint: {missing.stderr!r}")
 
 
+def step_profiles(run):
+    """rank -> [(epoch, ms/step, steps, syncs/step, {phase: ms/step})] from the log events."""
+    out = {}
+    for e in run.of_type("log"):
+        m = re.fullmatch(r"epoch (\d+) steps: ([0-9.]+) ms/step over (\d+) steps, ([0-9.]+) synchronisations/step: (.*)",
+                         e.get("msg", ""))
+        if m:
+            phases = {k: float(v) for k, v in (p.strip().rsplit(" ", 1) for p in m.group(5).split(","))}
+            out.setdefault(e["rank"], []).append((int(m.group(1)), float(m.group(2)), int(m.group(3)),
+                                                  float(m.group(4)), phases))
+    return out
+
+
+def case_step_profile(t, w):
+    # Each rank logs, once an epoch, where its steps spent their time, phase by phase;
+    # the phases add up to the step. The synchronisations per step are the design's:
+    # none on 1 rank; on 2, one per gradient bucket (the loss rides in the last) and
+    # one to settle the updated shards (parameters are one shared copy: no all-gather).
+    # A regression to an all-gather or a separate loss all-reduce shows as more.
+    names = ["inputs", "forward+backward", "waiting for peers", "reduce-scatter", "optimizer", "other"]
+    for world, bucket_mb, syncs in ((1, 25, 0.0), (2, 25, 2.0), (2, 0.002, 4.0)):
+        cfg = config(**{"distributed.world_size": world, "distributed.bucket_mb": bucket_mb, "train.epochs": 2,
+                        "checkpoint.every_epochs": 0})
+        r = Run(t, w, f"prof{world}_{bucket_mb}", cfg)
+        check(r.wait() == 0, f"world {world} exits 0: {r.stderr}")
+        prof = step_profiles(r)
+        check(sorted(prof) == list(range(world)), f"world {world}: every rank logs its steps: {sorted(prof)}")
+        for rank, epochs in prof.items():
+            check([e[0] for e in epochs] == [0, 1], f"rank {rank}: one profile an epoch: {epochs}")
+            for epoch, ms, steps, per_step, phases in epochs:
+                what = f"world {world}, {bucket_mb} MB buckets, rank {rank}, epoch {epoch}"
+                check(steps == 16 and list(phases) == names, f"{what}: 16 steps, the phases {list(phases)}")
+                # (an epoch's first step finds the parameters settled already, by evaluation)
+                want = syncs - (1 / 16 if world > 1 else 0)
+                check(abs(per_step - want) < 0.006, f"{what}: {per_step} synchronisations a step, want {want:.2f}")
+                total = sum(phases.values())
+                check(ms > 0 and abs(total - ms) <= 0.02 * ms + 0.002, f"{what}: phases add to {total}, step {ms}")
+                # (how the step splits depends on the machine's load: only signs are checked)
+                check(phases["forward+backward"] > 0 and min(phases.values()) >= 0,
+                      f"{what}: compute measured, no phase negative: {phases}")
+                check(world > 1 or phases["waiting for peers"] == 0, f"{what}: one rank waits for nobody")
+
+
 def case_smoke_and_progress(t, w):
     r = Run(t, w, "smoke", config(**{"train.smoke_test": True, "data.limit": 0, "data.test_limit": 0,
                                      "train.epochs": 10}), tty=True)
