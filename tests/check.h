@@ -1,6 +1,6 @@
 /* A tiny test harness for the C unit tests: CHECK keeps going and counts failures,
  * REQUIRE stops the test; test_done() prints "N passed, N failed" and returns the
- * exit code ctest reads. */
+ * exit code ctest reads: 1 on a failure, and on a test that checked nothing. */
 #ifndef DDPD_CHECK_H
 #define DDPD_CHECK_H
 
@@ -37,7 +37,8 @@ static int check_passed, check_failed;
 
 static inline int test_done(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);
-    return check_failed ? 1 : 0;
+    if (!check_passed && !check_failed) fprintf(stderr, "%s: FAILED: made no check\n", name);
+    return check_failed || !check_passed ? 1 : 0;
 }
 
 #endif

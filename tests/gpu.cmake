@@ -17,15 +17,8 @@ if(DDPD_HAVE_CUDA) # the GPU build of the trainer: its backend selection and its
 endif()
 set_tests_properties(test_gpu_kernels test_gpu_engine PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
-set(GPU_E2E_CASES nccl_refused auto_picks_cpu losses_follow_cpu deterministic memory_refused resume
-    one_gpu_two_ranks two_ranks watchdog cnn)
-foreach(case ${GPU_E2E_CASES})
-  add_test(NAME gpu_e2e_${case}
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
-                   --trainer $<TARGET_FILE:ddp-trainer>)
-  set_tests_properties(gpu_e2e_${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
-endforeach()
+ddpd_py_cases(gpu_e2e_ ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ARGS --trainer $<TARGET_FILE:ddp-trainer>
+              SKIP_RETURN_CODE 77)
 
 # The GPU backend's host code (cuda engine, model_cuda's cuBLAS calls, optim_cuda,
 # coll_nccl) run on a CPU stand-in for CUDA, cuBLAS, NCCL and the kernels
@@ -34,12 +27,8 @@ endforeach()
 # they compile against the toolkit's headers).
 if(DDPD_HAVE_CUDA)
   foreach(t kernels engine)
-    add_executable(test_gpu_${t}_fake_cuda ${CMAKE_CURRENT_LIST_DIR}/test_gpu_${t}.c
-                                           ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c)
-    target_link_libraries(test_gpu_${t}_fake_cuda PRIVATE ddpd_trainer_nccl)
-    target_include_directories(test_gpu_${t}_fake_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-    add_test(NAME test_gpu_${t}_fake_cuda COMMAND test_gpu_${t}_fake_cuda)
-    set_tests_properties(test_gpu_${t}_fake_cuda PROPERTIES TIMEOUT 300)
+    ddpd_c_test(test_gpu_${t}_fake_cuda ${CMAKE_CURRENT_LIST_DIR}/test_gpu_${t}.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
+                LIBS ddpd_trainer_nccl TIMEOUT 300)
   endforeach()
 
   # ddp-trainer itself on the stand-in (two fake GPUs): the launcher's and the
@@ -47,12 +36,9 @@ if(DDPD_HAVE_CUDA)
   add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
                                        ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_gpu_present.c)
   target_link_libraries(ddp-trainer-fake-cuda PRIVATE ddpd_trainer_nccl -Wl,--wrap=gpu_present_scan_host)
-  foreach(case losses_follow_cpu deterministic memory_refused resume one_gpu_two_ranks two_ranks watchdog cnn)
-    add_test(NAME gpu_e2e_fake_cuda_${case}
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py ${case}
-                     --trainer $<TARGET_FILE:ddp-trainer-fake-cuda> --fake-gpu)
-    set_tests_properties(gpu_e2e_fake_cuda_${case} PROPERTIES TIMEOUT 300)
-  endforeach()
+  # (the two cases about hosts without a GPU are not for it)
+  ddpd_py_cases(gpu_e2e_fake_cuda_ ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_e2e.py
+                ARGS --trainer $<TARGET_FILE:ddp-trainer-fake-cuda> --fake-gpu EXCLUDE nccl_refused auto_picks_cpu)
 
   # The hand-over: the lean ddp-trainer, seeing (fake) GPUs, execs ddp-trainer-nccl
   # (here the stand-in build, named by DDPD_TRAINER_NCCL) with the same command line.

@@ -11,12 +11,8 @@ if(NOT TARGET ddpd)
   return()
 endif()
 
-add_executable(test_ops_units ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_units.c)
-target_link_libraries(test_ops_units PRIVATE ddpd_server)
-target_include_directories(test_ops_units PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-add_test(NAME test_ops_units COMMAND test_ops_units)
+ddpd_c_test(test_ops_units ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_units.c LIBS ddpd_server)
 
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
 # The OpenAPI and Docker tests use Debian's python3-jsonschema and python3-yaml
 # (scripts/install-deps.sh installs them): Debian's interpreter has them, whatever
 # python3 comes first on PATH.
@@ -30,12 +26,7 @@ if(TARGET ddp-trainer)
   list(APPEND ops_args --trainer $<TARGET_FILE:ddp-trainer>)
 endif()
 
-set(OPS_SERVER_CASES metrics auth listen_rule busy_port event_socket log_file log_levels check version)
-foreach(case ${OPS_SERVER_CASES})
-  add_test(NAME ops_${case}
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_server.py ${case} ${ops_args})
-  set_tests_properties(ops_${case} PROPERTIES TIMEOUT 180)
-endforeach()
+ddpd_py_cases(ops_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_server.py ARGS ${ops_args} TIMEOUT 180)
 
 add_test(NAME ops_openapi
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi.py responses ${ops_args}
@@ -51,13 +42,14 @@ set_tests_properties(ops_openapi_lint PROPERTIES TIMEOUT 180)
 # The README against the build: its `ddpd check` sample against the real output of
 # the installed binaries (cmake --install into a temporary prefix), the binaries it
 # names, and a checkpoint read as its PyTorch section says.
-foreach(case check_sample binaries checkpoint_layout)
-  add_test(NAME readme_${case}
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_readme.py ${case}
-                   --source ${PROJECT_SOURCE_DIR} --build ${CMAKE_BINARY_DIR} --cmake ${CMAKE_COMMAND})
-  set_tests_properties(readme_${case} PROPERTIES TIMEOUT 300)
-endforeach()
+ddpd_py_cases(readme_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_readme.py
+              ARGS --source ${PROJECT_SOURCE_DIR} --build ${CMAKE_BINARY_DIR} --cmake ${CMAKE_COMMAND})
 
 add_test(NAME ops_docker_files
          COMMAND ${DEBIAN_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/test_docker_files.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_docker_files PROPERTIES TIMEOUT 60)
+
+# scripts/build.sh exits non-zero when compiling fails (a planted error in a small
+# project built by the very script), and 0 when it does not.
+ddpd_py_cases(build_script_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_build_script.py ARGS --source ${PROJECT_SOURCE_DIR}
+              TIMEOUT 240)

@@ -5,14 +5,9 @@
 #  - the dashboard in headless Chromium (Debian's chromium, driven by npm's
 #    playwright-core, which never downloads a browser): node --test. Screenshots at
 #    1280 and 390 px are kept in <build>/test-artifacts/web/.
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
 if(TARGET ddpd AND TARGET ddp-trainer)
-  foreach(case replay coalesce many_streams shutdown)
-    add_test(NAME sse_${case}
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/web/test_sse.py ${case}
-                     --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>)
-    set_tests_properties(sse_${case} PROPERTIES TIMEOUT 300)
-  endforeach()
+  ddpd_py_cases(sse_ ${CMAKE_CURRENT_LIST_DIR}/web/test_sse.py
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>)
 
   find_program(NODE_EXECUTABLE node)
   if(NODE_EXECUTABLE)

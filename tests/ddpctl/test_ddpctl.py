@@ -26,7 +26,7 @@ def succeeded(s, rid, timeout=240):
     H.check(run is not None and run["status"] == "succeeded",
             f"run {rid} succeeded: {run and run['status']} {run and run['reason']}")
     return run if run and run["status"] == "succeeded" else None
-from ddpd_harness import check, wait_until  # noqa: E402
+from ddpd_harness import check, cases_in, wait_until  # noqa: E402
 
 A = None
 
@@ -261,8 +261,7 @@ def case_logs(a):
         check(lines == final, f"exactly the log ({len(lines)} lines vs {len(final)})")
 
 
-CASES = {"submit_follow": case_submit_follow, "list_show": case_list_show, "cancel": case_cancel,
-         "metrics_csv": case_metrics_csv, "errors": case_errors, "logs": case_logs}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

@@ -13,20 +13,13 @@ import argparse, glob, hashlib, json, os, signal, subprocess, sys, tempfile, tim
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402  (the one pass/fail count)
+from checks import check, cases_in  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
 SKIP = 77
-PASSED = FAILED = 0
 FAKE_GPU = False  # --fake-gpu
-
-
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAILED: {what}", file=sys.stderr)
-    return cond
 
 
 def skip(why):
@@ -364,7 +357,7 @@ def case_one_gpu_two_ranks(trainer, work):
     print(f"  refused: {r.reason()}")
 
 
-CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+CASES = cases_in(globals())
 
 
 def main():
@@ -377,8 +370,7 @@ def main():
     FAKE_GPU = a.fake_gpu
     with tempfile.TemporaryDirectory(prefix="ddpd-gpu-e2e-") as work:
         CASES[a.case](a.trainer, work)
-    print(f"gpu_e2e_{a.case}: {PASSED} passed, {FAILED} failed")
-    sys.exit(1 if FAILED else 0)
+    checks.finish(f"gpu_e2e_{a.case}")
 
 
 if __name__ == "__main__":

@@ -25,17 +25,9 @@ that names both Debian's and Ubuntu's packages where they differ.
 Usage: test_docker_files.py REPO"""
 import json, os, re, shlex, subprocess, sys
 
-PASSED = FAILED = 0
-
-
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAILED: {what}", file=sys.stderr, flush=True)
-    return cond
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402  (the one pass/fail count)
+from checks import check  # noqa: E402
 
 
 def parse_dockerfile(text):
@@ -285,5 +277,4 @@ if __name__ == "__main__":
         import traceback
         traceback.print_exc()
         check(False, "the test raised")
-    print(f"docker files: {PASSED} passed, {FAILED} failed", flush=True)
-    sys.exit(1 if FAILED or not PASSED else 0)
+    checks.finish("docker files")

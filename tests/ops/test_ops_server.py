@@ -11,7 +11,7 @@ Usage: test_ops_server.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"
 import datetime, glob, os, re, shutil, socket, sqlite3, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
-from ddpd_harness import Server, check, wait_until, args_for, main, DATA_ROOT  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, DATA_ROOT  # noqa: E402
 
 LINE_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ddpd (debug|info|warning|error): ")
 REQUEST_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ddpd (info|warning): http (\S+) ([A-Z]+) (\S+) "
@@ -559,9 +559,7 @@ def case_version(a):
         check(flag in text, f"--help mentions {flag}")
 
 
-CASES = {"metrics": case_metrics, "auth": case_auth, "listen_rule": case_listen_rule, "busy_port": case_busy_port,
-         "event_socket": case_event_socket, "log_file": case_log_file, "log_levels": case_log_levels,
-         "check": case_check, "version": case_version}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     main(CASES, args_for(CASES))

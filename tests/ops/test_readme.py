@@ -20,7 +20,7 @@ import argparse, gzip, json, math, operator, os, re, shutil, signal, struct, sub
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness  # noqa: E402
-from ddpd_harness import check  # noqa: E402
+from ddpd_harness import check, cases_in  # noqa: E402
 
 
 def readme(a):
@@ -220,7 +220,7 @@ def case_checkpoint_layout(a):
         shutil.rmtree(base, ignore_errors=True)
 
 
-CASES = {"check_sample": case_check_sample, "binaries": case_binaries, "checkpoint_layout": case_checkpoint_layout}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(HERE, "..", "..", "reporter", "python")
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 import ddpd_harness  # noqa: E402
-from ddpd_harness import check  # noqa: E402
+from ddpd_harness import check, cases_in  # noqa: E402
 
 
 class Listener:
@@ -26,6 +26,7 @@ class Listener:
         self.sock.listen(8)
         self.connections = []
         self.peers = []
+        self.ended = []  # per connection: set once its reader saw the end
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -35,20 +36,29 @@ class Listener:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            buf = bytearray()
+            buf, ended = bytearray(), threading.Event()
+            self.ended.append(ended)
             self.connections.append(buf)
             self.peers.append(c)
-            threading.Thread(target=self._read, args=(c, buf), daemon=True).start()
+            threading.Thread(target=self._read, args=(c, buf, ended), daemon=True).start()
 
-    def _read(self, c, buf):
-        while True:
-            try:
+    def _read(self, c, buf, ended):
+        try:
+            while True:
                 b = c.recv(1 << 16)
-            except OSError:
-                return
-            if not b:
-                return
-            buf.extend(b)
+                if not b:
+                    return
+                buf.extend(b)
+        except OSError:
+            return
+        finally:
+            ended.set()
+
+    def drained(self, timeout=30):
+        """Waits until every connection so far has been read to its end (the writer
+        exited or closed it): events() then sees whole lines only."""
+        deadline = time.monotonic() + timeout
+        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in list(self.ended))
 
     def events(self, i):
         return [json.loads(l) for l in bytes(self.connections[i]).decode().splitlines() if l.strip()]
@@ -108,7 +118,7 @@ def case_points_in_order(d):
         print(ddpd.dropped())
     """, env)
     check(p.returncode == 0 and p.stdout.strip() == "0", f"the script ran, nothing dropped: {p.stdout!r} {p.stderr[-300:]!r}")
-    time.sleep(0.3)
+    check(srv.drained(), "the connection was read to its end")
     check(len(srv.connections) == 1, f"one connection: {len(srv.connections)}")
     ev = srv.events(0) if srv.connections else []
     check(ev and ev[0]["type"] == "hello" and ev[0]["secret"] == "s3cret" and ev[0]["rank"] == 1
@@ -142,7 +152,7 @@ def case_server_restarts(d):
     time.sleep(0.5)
     srv2 = Listener(env["DDPD_EVENTS_SOCKET"])  # ... and a new one listens
     check(p.wait(timeout=60) == 0, "the script never noticed")
-    time.sleep(0.3)
+    check(srv.drained() and srv2.drained(), "both connections were read to their end")
     first = srv.events(0)
     again = srv2.events(0) if srv2.connections else []
     check(again and again[0]["type"] == "hello" and again[0]["secret"] == "s3cret" and again[0]["seq"] == 0,
@@ -173,7 +183,7 @@ def case_c_header(d):
     srv = Listener(env["DDPD_EVENTS_SOCKET"])
     p = subprocess.run([C_DEMO, "5000"], env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and p.stdout.split() == ["1", "0"], f"the C program ran, nothing dropped: {p.stdout!r}")
-    time.sleep(0.3)
+    check(srv.drained(), "the connection was read to its end")
     ev = srv.events(0) if srv.connections else []
     check(ev and ev[0]["type"] == "hello" and ev[0]["secret"] == "s3cret" and ev[0]["rank"] == 1, f"hello first: {ev[:1]}")
     steps = [e for e in ev if e["type"] == "metric" and "global_step" in e]
@@ -188,12 +198,11 @@ def case_c_header(d):
     srv.close()
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     case = sys.argv[1]
     C_DEMO = sys.argv[sys.argv.index("--c-demo") + 1] if "--c-demo" in sys.argv else None
     with tempfile.TemporaryDirectory(prefix="ddpd-reporter-") as d:
         CASES[case](d)
-    print(f"reporter {case}: {ddpd_harness.PASSED} passed, {ddpd_harness.FAILED} failed")
-    sys.exit(1 if ddpd_harness.FAILED or not ddpd_harness.PASSED else 0)
+    ddpd_harness.checks.finish(f"reporter {case}")

@@ -6,18 +6,11 @@ Standard library only. Every wait polls with a generous deadline: these tests ru
 on slow 2-core machines next to other tests."""
 import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time, traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402  (the one pass/fail count)
+from checks import check, cases_in  # noqa: E402,F401  (re-exported for the tests)
+
 DATA_ROOT = "/usr/share/datasets"
-PASSED = FAILED = 0
-
-
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAILED: {what}", file=sys.stderr, flush=True)
-    return cond
 
 
 def wait_until(pred, what, timeout=60.0, interval=0.05):
@@ -245,5 +238,4 @@ def main(cases, args):
     except Exception:
         traceback.print_exc()
         check(False, f"case {args.case} raised")
-    print(f"{args.case}: {PASSED} passed, {FAILED} failed", flush=True)
-    sys.exit(1 if FAILED or not PASSED else 0)
+    checks.finish(args.case)

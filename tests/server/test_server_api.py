@@ -8,7 +8,7 @@ Usage: test_server_api.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"
 import http.client, json, os, shutil, socket, sqlite3, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, wait_until, args_for, main, fmnist_config, merge, DATA_ROOT  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, merge, DATA_ROOT  # noqa: E402
 
 
 def is_problem(r, status):
@@ -320,8 +320,7 @@ def case_config_defaults(a):
         check(s.get(f"/runs/{run['id']}/logs?tail=1").body.count(b"\n") <= 1, "tail=1 is one line")
 
 
-CASES = {"routes": case_routes, "bad_configs": case_bad_configs, "pagination_and_delete": case_pagination_and_delete,
-         "token": case_token, "config_defaults": case_config_defaults}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     main(CASES, args_for(CASES))

@@ -8,7 +8,7 @@ Usage: test_server_e2e.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
 import json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, wait_until, args_for, main, fmnist_config, pids_under, DATA_ROOT  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, pids_under, DATA_ROOT  # noqa: E402
 
 # Long enough to act on mid-run (the full training set, many epochs), canceled or
 # killed long before it ends.
@@ -218,9 +218,7 @@ def case_server_killed_mid_run(a):
     shutil.rmtree(s1.state_dir, ignore_errors=True)
 
 
-CASES = {"fmnist_two_ranks": case_fmnist_two_ranks, "cancel_mid_run": case_cancel_mid_run,
-         "rank_killed": case_rank_killed, "three_runs_two_slots": case_three_runs_two_slots,
-         "stale_running": case_stale_running, "server_killed_mid_run": case_server_killed_mid_run}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     args = args_for(CASES)

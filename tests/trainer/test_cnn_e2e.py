@@ -8,7 +8,8 @@ import argparse, json, os, signal, struct, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_trainer_e2e as e2e  # noqa: E402
-from test_trainer_e2e import Run, check, losses, sha, all_gone, no_noise  # noqa: E402
+import checks  # noqa: E402
+from test_trainer_e2e import Run, check, cases_in, losses, sha, all_gone, no_noise  # noqa: E402
 
 SMALL = {"type": "cnn", "cnn": {"conv": [{"channels": 4, "kernel": 5, "padding": 2, "pool": 2},
                                          {"channels": 8, "kernel": 5, "padding": 2, "pool": 2}],
@@ -211,7 +212,7 @@ def case_bad_shape(t, w):
         check(needle in r.stderr, f"names {needle}: {r.stderr!r}")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
@@ -224,5 +225,4 @@ if __name__ == "__main__":
         sys.exit(1)
     with tempfile.TemporaryDirectory(prefix=f"ddpd-cnn-e2e-{a.case}-") as work:
         CASES[a.case](os.path.abspath(a.trainer), work)
-    print(f"cnn_e2e {a.case}: {e2e.PASSED} passed, {e2e.FAILED} failed")
-    sys.exit(1 if e2e.FAILED or not e2e.PASSED else 0)
+    checks.finish(f"cnn_e2e {a.case}")

@@ -9,18 +9,11 @@ import argparse, hashlib, json, os, re, shutil, signal, subprocess, sys, tempfil
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import merge  # noqa: E402  (dotted config overrides)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402  (the one pass/fail count)
+from checks import check, cases_in  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
-PASSED = FAILED = 0
-
-
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAILED: {what}", file=sys.stderr)
-    return cond
 
 
 def config(**over):
@@ -484,7 +477,7 @@ def case_heartbeats(t, w):
         check(not over, f"rank {rank}: each step_ms is the mean of the steps since the previous heartbeat: {over[:3]}")
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
@@ -496,5 +489,4 @@ if __name__ == "__main__":
         sys.exit(1)
     with tempfile.TemporaryDirectory(prefix=f"ddpd-e2e-{a.case}-") as work:
         CASES[a.case](os.path.abspath(a.trainer), work)
-    print(f"trainer_e2e {a.case}: {PASSED} passed, {FAILED} failed")
-    sys.exit(1 if FAILED or not PASSED else 0)
+    checks.finish(f"trainer_e2e {a.case}")

@@ -26,7 +26,7 @@ def succeeded(s, rid, timeout=240):
     H.check(run is not None and run["status"] == "succeeded",
             f"run {rid} succeeded: {run and run['status']} {run and run['reason']}")
     return run if run and run["status"] == "succeeded" else None
-from ddpd_harness import check, wait_until  # noqa: E402
+from ddpd_harness import check, cases_in, wait_until  # noqa: E402
 from sse_client import Stream  # noqa: E402
 
 HEARTBEAT_ENV = {"DDPD_SSE_HEARTBEAT_S": "1"}
@@ -283,7 +283,7 @@ def case_shutdown(a):
         check(ended == len(streams), "every stream ended")
 
 
-CASES = {"replay": case_replay, "coalesce": case_coalesce, "many_streams": case_many_streams, "shutdown": case_shutdown}
+CASES = cases_in(globals())
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""No include cycle in server/, trainer/, schema/ or client/.
+
+A module is a source file's stem in its folder (feed.c and feed.h are the module
+server/core/feed); module A depends on module B when a file of A includes B's
+header with #include "...". The test finds every strongly connected set of modules
+(Tarjan) and fails on any with more than one module, or a module that depends on
+itself, naming one cycle through it, file by file. A quoted include that names no
+header of these trees fails too: it would hide a dependency.
+
+Usage: test_include_cycles.py CASE --source REPO"""
+import argparse, os, re, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402
+from checks import check, cases_in  # noqa: E402
+
+TREES = ("server", "trainer", "schema", "client")
+SOURCES = (".c", ".h", ".cu", ".cuh")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def modules(root):
+    """{relative path of a file: its module}, and {header path: module}."""
+    files = {}
+    for tree in TREES:
+        for d, _, names in os.walk(os.path.join(root, tree)):
+            for n in names:
+                if n.endswith(SOURCES):
+                    rel = os.path.relpath(os.path.join(d, n), root)
+                    files[rel] = os.path.splitext(rel)[0]
+    return files
+
+
+def resolve(root, files, src, name):
+    """The file a quoted include names: beside the includer, else beneath the
+    includer's tree, else in any tree (the layers give each folder as an include
+    directory); None when no such header exists."""
+    here = os.path.normpath(os.path.join(os.path.dirname(src), name))
+    if here in files:
+        return here
+    tree = src.split(os.sep)[0]
+    for first in (True, False):
+        hits = sorted(f for f in files if f.endswith(os.sep + name) and (f.split(os.sep)[0] == tree) == first)
+        if hits:
+            return hits[0]
+    return None
+
+
+def graph(root):
+    files = modules(root)
+    edges, unknown = {}, []
+    for src, mod in files.items():
+        with open(os.path.join(root, src), errors="replace") as f:
+            text = f.read()
+        for name in INCLUDE.findall(text):
+            target = resolve(root, files, src, name)
+            if target is None:
+                # generated at configure time into the build tree (ddpd_build_config.h)
+                if not name.endswith("build_config.h"):
+                    unknown.append(f"{src}: #include \"{name}\"")
+                continue
+            if files[target] != mod:
+                edges.setdefault(mod, {}).setdefault(files[target], (src, name))
+    return set(files.values()), edges, unknown
+
+
+def strongly_connected(nodes, edges):
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def one_cycle(comp, edges):
+    """A cycle inside a strongly connected set, as 'file includes "h"' steps."""
+    members = set(comp)
+    start = sorted(comp)[0]
+    path, seen = [start], {start}
+    while True:
+        nxt = sorted(w for w in edges.get(path[-1], {}) if w in members)
+        back = [w for w in nxt if w in path]
+        if back:
+            cyc = path[path.index(back[0]):] + [back[0]]
+            break
+        w = next(w for w in nxt if w not in seen)
+        seen.add(w)
+        path.append(w)
+    return [f"{edges[a][b][0]} includes \"{edges[a][b][1]}\"" for a, b in zip(cyc, cyc[1:])]
+
+
+def find_cycles(root):
+    nodes, edges, unknown = graph(root)
+    return [c for c in strongly_connected(nodes, edges) if len(c) > 1], edges, unknown, nodes
+
+
+def case_no_cycles(a):
+    cycles, edges, unknown, nodes = find_cycles(a.source)
+    check(len(nodes) > 50 and sum(len(v) for v in edges.values()) > 100,
+          f"the include graph was read: {len(nodes)} modules, {sum(len(v) for v in edges.values())} edges")
+    check(not unknown, "every quoted include names a header of the trees: " + "; ".join(unknown))
+    for comp in cycles:
+        check(False, f"an include cycle among {len(comp)} modules: " + " -> ".join(one_cycle(comp, edges)))
+    check(not cycles, f"no include cycle ({len(cycles)} found)")
+
+
+def case_finds_a_planted_cycle(a):
+    # The detector itself, on a copy of one layer's folder with one upward include
+    # planted: the cycle it makes is found and named.
+    import shutil, tempfile
+    with tempfile.TemporaryDirectory(prefix="ddpd-cycles-") as d:
+        shutil.copytree(os.path.join(a.source, "server"), os.path.join(d, "server"))
+        victim = os.path.join(d, "server", "base", "clock.c")
+        with open(victim, "a") as f:
+            f.write('\n#include "store.h"\n')
+        cycles, edges, _, _ = find_cycles(d)
+        named = [" -> ".join(one_cycle(c, edges)) for c in cycles]
+        check(len(cycles) == 1 and "server/base/clock.c includes \"store.h\"" in named[0],
+              f"the planted include makes one cycle, and it is named: {named}")
+
+
+CASES = cases_in(globals())
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args()
+    CASES[args.case](args)
+    checks.finish(f"include_cycles {args.case}")
