@@ -6,6 +6,7 @@
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
+ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
 
 set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py)
 if(TARGET ddp-trainer)
