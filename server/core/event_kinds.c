@@ -226,9 +226,11 @@ static int64_t apply_heartbeat(sqlite3 *db, sqlite3_stmt *const *st, const store
 
 static json_t *progress_heartbeat(const store_op *op, const run_facts *f) {
     (void)f;
-    return json_pack("{s:I,s:i,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "rank", op->rank, "global_step",
+    return json_pack("{s:I,s:i,s:o,s:o,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "rank", op->rank, "global_step",
                      json_int_or_null(op->u.heartbeat.global_step), "step_ms",
-                     json_real_or_null(op->u.heartbeat.step_ms), "t", json_int_or_null(op->t));
+                     json_real_or_null(op->u.heartbeat.step_ms), "gpu_mem_used_bytes",
+                     json_int_or_null(op->u.heartbeat.gpu_mem_used), "gpu_mem_total_bytes",
+                     json_int_or_null(op->u.heartbeat.gpu_mem_total), "t", json_int_or_null(op->t));
 }
 
 static int heartbeat_rank(const store_op *op) { return op->rank >= 0 ? op->rank : -2; /* the launcher's: none */ }

@@ -9,6 +9,8 @@ import json, os, signal, sqlite3, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, pids_under  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "web"))
+from sse_client import Stream  # noqa: E402
 
 
 def steps_of(s, run_id, query=""):
@@ -80,8 +82,22 @@ def case_downsampling(a):
 
 def case_gpu_ranks(a):
     with Server(a.ddpd, a.fake_trainer) as s:
+        live = Stream(s.port, "/events")
         rid = s.submit({"name": "gpu", "distributed": {"world_size": 2}, "train": {"batch_size": 128}})
         s.wait_status(rid, "succeeded", timeout=60)
+        # the live heartbeats carry the GPU's memory too (the newest per rank is sent)
+        beats = {}
+
+        def both_ranks(e):
+            if e.event == "heartbeat" and e.data and e.data.get("run") == rid:
+                beats[e.data["rank"]] = e.data
+            return len(beats) == 2
+        live.events_until(both_ranks, timeout=20)
+        live.close()
+        for r in (0, 1):
+            hb = beats.get(r, {})
+            check(hb.get("gpu_mem_total_bytes") == 150 * 2**30 and (hb.get("gpu_mem_used_bytes") or 0) > r * 2**30,
+                  f"rank {r}'s live heartbeat has its GPU's memory: {hb}")
         ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
         for r in (0, 1):
             gpu = ranks[r]["gpu"]
