@@ -21,6 +21,16 @@ config's name:
 """
 import json, os, signal, socket, sys, time
 
+try:
+    import jsonschema
+except ImportError:
+    sys.stderr.write("fake_trainer: needs python3-jsonschema (scripts/install-deps.sh installs it)\n")
+    sys.exit(70)
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schema", "events.schema.json")
+with open(SCHEMA_PATH) as f:
+    EVENT_SCHEMA = jsonschema.Draft202012Validator(json.load(f))
+
 
 class Conn:
     def __init__(self, path, run, rank):
@@ -35,6 +45,14 @@ class Conn:
         return e
 
     def send(self, *events):
+        # what it sends as well-formed must be: held against schema/events.schema.json
+        # (the malformed lines of the scripts go through raw())
+        for e in events:
+            problem = next(iter(EVENT_SCHEMA.iter_errors(e)), None)
+            if problem is not None:
+                sys.stderr.write(f"fake_trainer: event {json.dumps(e)[:200]} breaks schema/events.schema.json: "
+                                 f"{problem.message}\n")
+                os._exit(70)
         line = json.dumps(events[0] if len(events) == 1 else list(events))
         self.raw(line)
 
@@ -169,7 +187,7 @@ def main():
         nohello = Conn(events, run, 0)
         nohello.send(nohello.ev("step", epoch=0, step=0, global_step=1001, loss=5.0, lr=0.1, samples_per_s=1.0))
         nosecret = Conn(events, run, 0)
-        nosecret.send(nosecret.ev("hello", pid=os.getpid()))
+        nosecret.raw(json.dumps(nosecret.ev("hello", pid=os.getpid())))  # no secret, no host: not well-formed
         nosecret.send(nosecret.ev("step", epoch=0, step=0, global_step=1002, loss=5.0, lr=0.1, samples_per_s=1.0))
         otherrun = Conn(events, str(int(run) + 1000), 0)
         otherrun.hello(secret)

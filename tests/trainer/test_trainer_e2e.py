@@ -353,6 +353,24 @@ def case_step_profile(t, w):
                 check(world > 1 or phases["waiting for peers"] == 0, f"{what}: one rank waits for nobody")
 
 
+def case_events_follow_schema(t, w):
+    # Every event the real trainer journals, from its ranks and its launcher, follows
+    # schema/events.schema.json (the form of docs/events.md the server relies on).
+    import jsonschema
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schema",
+                           "events.schema.json")) as f:
+        v = jsonschema.Draft202012Validator(json.load(f))
+    r = Run(t, w, "schema", config(**{"distributed.world_size": 2, "train.epochs": 2}))
+    check(r.wait() == 0, f"exits 0: {r.stderr}")
+    ev = r.events()
+    types = {e["type"] for e in ev}
+    check({"hello", "status", "step", "heartbeat", "epoch", "checkpoint", "end"} <= types,
+          f"every kind of event was sent: {sorted(types)}")
+    bad = [(e, next(iter(v.iter_errors(e))).message) for e in ev if not v.is_valid(e)]
+    check(not bad, f"{len(bad)} of {len(ev)} events break the schema, the first: {bad[:1]}")
+    check(not v.is_valid(dict(ev[0], type="step")), "and the schema refuses a step without its fields")
+
+
 def case_smoke_and_progress(t, w):
     r = Run(t, w, "smoke", config(**{"train.smoke_test": True, "data.limit": 0, "data.test_limit": 0,
                                      "train.epochs": 10}), tty=True)
