@@ -8,6 +8,8 @@
  * default differs from what the struct gets for {}. */
 #include "run_config.h"
 
+#include "command_run.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -173,12 +175,14 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
                           schema_parse_error);
         return 1;
     }
+    command_run_check_given(doc, errs); /* before the defaults hide what was given */
     schema_validate(schema, doc, errs);
-    if (json_is_object(doc)) {
+    if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);
         check_sgd_only_options(doc, errs);
         check_cosine_schedule(doc, errs);
     }
+    command_run_drop_foreign_defaults(doc);
     return (int)(errs->count - before);
 }
 
@@ -292,6 +296,11 @@ static void read_checkpoint(json_t *doc, run_config *c) {
 int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
     int violations = run_config_validate(doc, errs);
     if (violations) return violations;
+    if (command_run_is(doc)) {
+        schema_errors_add(errs, "/command",
+                          "is a command run: ddp-trainer trains the built-in models; a command run is started by ddpd (ddp-run)");
+        return 1;
+    }
     memset(out, 0, sizeof *out);
     copy_string_at(doc, "/name", out->name, sizeof out->name);
     out->mode = enum_at(doc, "/mode", run_mode_names, COUNT(run_mode_names));

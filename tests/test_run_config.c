@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "command_run.h"
 #include "run_config.h"
 
 static json_t *json(const char *text) {
@@ -343,9 +344,22 @@ static bool config_from(json_t *doc, run_config *c, const char *what) {
     return violations == 0;
 }
 
+/* A command run's fields: ddp-run reads them from the JSON, ddp-trainer (and its
+ * struct) never sees them (it refuses a command run); and their absence is what
+ * makes a run a built-in one, so they have no default. */
+static const char *const COMMAND_RUN_FIELDS[] = {"/command", "/working_dir", "/env", "/distributed/isolate_devices"};
+
+static bool command_run_field(const char *pointer) {
+    for (size_t i = 0; i < sizeof COMMAND_RUN_FIELDS / sizeof *COMMAND_RUN_FIELDS; i++)
+        if (!strcmp(pointer, COMMAND_RUN_FIELDS[i])) return true;
+    return false;
+}
+
 static void test_every_schema_leaf_has_a_field(void) {
     json_t *leaves = json_array();
     collect_leaves(run_config_schema(), "", leaves);
+    for (size_t k = json_array_size(leaves); k-- > 0;)
+        if (command_run_field(json_string_value(json_array_get(leaves, k)))) json_array_remove(leaves, k);
     size_t i;
     json_t *leaf;
     json_array_foreach(leaves, i, leaf)
@@ -479,7 +493,20 @@ typedef struct {
 
 static const bad_config bad_configs[] = {
     {"[]", "", "must be an object (got an array)"},
-    {"{'epochs': 5}", "/epochs", "unknown field (allowed here: name, mode, seed, model, data, train, distributed, checkpoint)"},
+    {"{'command': []}", "/command", "must have at least 1 item (got 0)"},
+    {"{'command': ['']}", "/command/0", "must be at least 1 character long (got 0)"},
+    {"{'command': ['python3', 5]}", "/command/1", "must be a string (got number 5)"},
+    {"{'command': 'python3 train.py'}", "/command", "must be an array (got string \"python3 train.py\")"},
+    {"{'command': ['python3'], 'model': {'hidden': [8]}}", "", "/model belongs to the built-in models: a command run (with /command) cannot have it"},
+    {"{'command': ['python3'], 'distributed': {'bucket_mb': 4}}", "/distributed", "bucket_mb applies to the built-in models only, not to a command run"},
+    {"{'command': ['python3'], 'env': {'RANK': '3'}}", "/env", "cannot set RANK: ddpd sets it for every rank (see the schema's env)"},
+    {"{'command': ['python3'], 'env': {'DDPD_RUN_SECRET': 'x'}}", "/env", "cannot set DDPD_RUN_SECRET: ddpd sets it for every rank (see the schema's env)"},
+    {"{'command': ['python3'], 'env': {'1X': 'y'}}", "/env", "\"1X\" is not a variable name (letters, digits and '_', not starting with a digit)"},
+    {"{'command': ['python3'], 'env': {'X': 1}}", "/env/X", "must be a string (got number 1)"},
+    {"{'working_dir': 'p'}", "", "/working_dir applies to command runs only (a config with /command)"},
+    {"{'distributed': {'isolate_devices': true}}", "/distributed", "isolate_devices applies to command runs only (a config with /command)"},
+    {"{'command': ['python3', 'train.py']}", "/command", "is a command run: ddp-trainer trains the built-in models; a command run is started by ddpd (ddp-run)"},
+    {"{'epochs': 5}", "/epochs", "unknown field (allowed here: name, mode, seed, command, working_dir, env, model, data, train, distributed, checkpoint)"},
     {"{'name': ''}", "/name", "must be at least 1 character long (got 0)"},
     {"{'name': 'my run'}", "/name", "must match the pattern ^[A-Za-z0-9._-]*$ (got \"my run\")"},
     {"{'name': 5}", "/name", "must be a string (got number 5)"},
@@ -567,12 +594,47 @@ static const bad_config bad_configs[] = {
     {"{'distributed': {'threads_per_rank': 0}}", "/distributed/threads_per_rank", "must be at least 1 (got 0)"},
     {"{'distributed': {'allow_tf32': 1}}", "/distributed/allow_tf32", "must be a boolean (got number 1)"},
     {"{'distributed': {'nodes': 2}}", "/distributed/nodes",
-     "unknown field (allowed here: world_size, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s)"},
+     "unknown field (allowed here: world_size, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, isolate_devices)"},
     {"{'checkpoint': {'keep': 0}}", "/checkpoint/keep", "must be at least 1 (got 0)"},
     {"{'checkpoint': {'every_epochs': -1}}", "/checkpoint/every_epochs", "must be at least 0 (got -1)"},
     {"{'checkpoint': {'path': 'x'}}", "/checkpoint/path", "unknown field (allowed here: every_epochs, keep, load)"},
     {"{'checkpoint': {'load': null}}", "/checkpoint/load", "must be a string (got null)"},
 };
+
+/* A command run validates as one: the built-in sections the defaults would add are
+ * dropped, its own fields kept; a built-in run gets no command-run default. */
+static void test_command_run_shape(void) {
+    json_t *doc = json("{'name': 'mine', 'command': ['python3', 'train.py', ''], 'working_dir': 'p',"
+                       " 'env': {'MY_FLAG': '1'}, 'distributed': {'world_size': 2, 'isolate_devices': true}}");
+    schema_errors errs = {0};
+    CHECK(run_config_validate(doc, &errs) == 0, "a command run is valid");
+    print_errors(&errs);
+    CHECK(command_run_is(doc), "and is one");
+    const char *gone[] = {"mode", "seed", "model", "data", "train", "checkpoint"};
+    for (size_t i = 0; i < sizeof gone / sizeof *gone; i++)
+        CHECK(!json_object_get(doc, gone[i]), "no /%s default in a command run", gone[i]);
+    json_t *dist = json_object_get(doc, "distributed");
+    CHECK(json_integer_value(json_object_get(dist, "threads_per_rank")) == 1 &&
+              json_is_string(json_object_get(dist, "backend")) && json_is_true(json_object_get(dist, "isolate_devices")) &&
+              !json_object_get(dist, "bucket_mb") && !json_object_get(dist, "hang_timeout_s"),
+          "its distributed section: world_size, backend, threads_per_rank, isolate_devices only");
+    CHECK(json_array_size(json_object_get(doc, "command")) == 3 &&
+              !strcmp(json_string_value(json_object_get(json_object_get(doc, "env"), "MY_FLAG")), "1"),
+          "command and env as given");
+    schema_errors_free(&errs);
+    json_decref(doc);
+    doc = json("{}");
+    CHECK(run_config_validate(doc, &errs) == 0 && !json_object_get(doc, "command") && !json_object_get(doc, "env") &&
+              !json_object_get(doc, "working_dir") &&
+              !json_object_get(json_object_get(doc, "distributed"), "isolate_devices"),
+          "a built-in run gets no command-run field");
+    schema_errors_free(&errs);
+    json_decref(doc);
+    CHECK(command_run_owns_variable("MASTER_PORT") && command_run_owns_variable("TORCHELASTIC_ERROR_FILE") &&
+              command_run_owns_variable("DDPD_X") && !command_run_owns_variable("MY_FLAG") &&
+              !command_run_owns_variable("RANKS"),
+          "the variables ddpd owns");
+}
 
 static void test_bad_configs(void) {
     size_t n = sizeof bad_configs / sizeof bad_configs[0];
@@ -912,7 +974,8 @@ static void lint_schema_node(const json_t *node, const char *pointer) {
     if (pointer[0]) {
         CHECK(json_is_string(json_object_get(node, "description")), "%s has a description", pointer);
         CHECK(keyword(node, "type"), "%s has a type", pointer);
-        CHECK(keyword(node, "default"), "%s has a default", pointer);
+        CHECK(keyword(node, "default") || (command_run_field(pointer) && strcmp(pointer, "/distributed/isolate_devices")),
+              "%s has a default", pointer);
     }
     const json_t *properties = json_object_get(node, "properties");
     if (!properties) return;
@@ -976,6 +1039,7 @@ int main(void) {
     test_every_leaf_lands_in_its_own_field();
     test_a_full_config();
     test_bad_configs();
+    test_command_run_shape();
     test_string_lengths_are_characters();
     test_numbers_beyond_the_bounds();
     test_parse_messages();
