@@ -169,6 +169,20 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
         json_t *a = json_object_get(d, "test_acc");
         if (json_is_number(a)) snprintf(acc, sizeof acc, "%.1f%%", json_number_value(a) * 100);
         fmt_num(json_object_get(d, "seconds"), secs, sizeof secs);
+        if (!json_is_integer(json_object_get(f->progress, "epochs"))) {
+            /* A replay (the run went ahead of us): the coalesced progress that tells the
+             * epoch count may not have come; the run's record has it from the hello. */
+            char path[64];
+            int ec = 0;
+            snprintf(path, sizeof path, "/runs/%lld", (long long)f->id);
+            json_t *run = get_json(path, &ec);
+            json_t *p = json_object_get(run, "progress");
+            if (json_is_integer(json_object_get(p, "epochs"))) {
+                json_decref(f->progress);
+                f->progress = json_incref(p);
+            }
+            json_decref(run);
+        }
         char ep[64];
         fmt_epoch(json_integer_value(json_object_get(d, "epoch")), json_integer_value(json_object_get(f->progress, "epochs")),
                   ep, sizeof ep);

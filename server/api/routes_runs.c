@@ -115,6 +115,13 @@ static void post_runs(request *rq, response *rs) {
         json_decref(config);
         return;
     }
+    const char *forbidden = runs_forbidden(config);
+    if (forbidden) {
+        reply_problem(rs, 403, NULL, "%s", forbidden);
+        schema_errors_free(&errs);
+        json_decref(config);
+        return;
+    }
     char err[1024];
     int64_t id = runs_submit(config, &errs, err, sizeof err);
     if (id == 0) invalid_config(rs, &errs);
@@ -243,28 +250,51 @@ static void get_metrics(request *rq, response *rs) {
     int k = -1;
     for (int i = 0; i < METRIC_COUNT; i++)
         if (strcmp(key, metric_names[i]) == 0) k = i;
-    if (k < 0) {
-        reply_problem(rs, 400, NULL, "key \"%.60s\" is not a series this server keeps: use loss, lr or samples_per_s", key);
+    json_t *keys = store_series_keys(id);
+    if (!keys) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
         return;
     }
+    bool known = k >= 0;
+    size_t ki;
+    json_t *kv;
+    json_array_foreach(keys, ki, kv) known = known || strcmp(json_string_value(kv), key) == 0;
+    if (!known) {
+        char *list = json_dumps(keys, JSON_COMPACT);
+        reply_problem(rs, 400, NULL, "key \"%.60s\" is not a series of run %lld: its series are %s", key, (long long)id,
+                      list);
+        free(list);
+        json_decref(keys);
+        return;
+    }
+    const char *name = k >= 0 ? NULL : key; /* a series the run reported itself */
     int64_t max_points = 0, after = NO_INT;
     if (!param_query_int(rq, rs, "max_points", 3, 10000000, &max_points) ||
-        !param_query_int(rq, rs, "after", -1, INT64_MAX, &after))
+        !param_query_int(rq, rs, "after", -1, INT64_MAX, &after)) {
+        json_decref(keys);
         return;
+    }
     int64_t first = 0, last = 0;
     downsampler d;
-    int found = store_series_range(id, after, &first, &last);
+    int found = store_series_range(id, name, after, &first, &last);
     ds_init(&d, first, last, (size_t)max_points);
-    if (found < 0 || (found > 0 && store_series_scan(id, (metric_key)k, after, &d) != 0)) {
+    if (found < 0 || (found > 0 && store_series_scan(id, (metric_key)(k < 0 ? 0 : k), name, after, &d) != 0)) {
         ds_free(&d);
+        json_decref(keys);
         reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
         return;
     }
     ds_finish(&d);
     /* Written by hand: a series can hold a million points. */
     buf_t out = {0};
-    buf_printf(&out, "{\"run\":%lld,\"key\":\"%s\",\"count\":%zu,\"downsampled\":%s,\"points\":[", (long long)id,
-               metric_names[k], d.count, d.n_out < d.count ? "true" : "false");
+    json_t *key_value = json_string(key);
+    char *key_json = json_dumps(key_value, JSON_ENCODE_ANY), *keys_json = json_dumps(keys, JSON_COMPACT);
+    json_decref(key_value);
+    json_decref(keys);
+    buf_printf(&out, "{\"run\":%lld,\"key\":%s,\"keys\":%s,\"count\":%zu,\"downsampled\":%s,\"points\":[",
+               (long long)id, key_json, keys_json, d.count, d.n_out < d.count ? "true" : "false");
+    free(key_json);
+    free(keys_json);
     for (size_t i = 0; i < d.n_out; i++) {
         buf_printf(&out, "%s[%lld,", i ? "," : "", (long long)d.out[i].step);
         append_number(&out, d.out[i].value);

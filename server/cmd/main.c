@@ -31,6 +31,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "metrics_sink.h"
+#include "ports.h"
 #include "routes.h"
 #include "routes_static.h"
 #include "runs.h"
@@ -169,7 +170,13 @@ static int serve(int argc, char **argv) {
 
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
     if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, err, sizeof err) != 0) die("%s", err);
-    scheduler_config sc = {.trainer = o.trainer, .data_roots = (const char *const *)roots.roots,
+    int port_lo = 0, port_hi = 0;
+    if (port_range_parse(o.port_range, &port_lo, &port_hi, err, sizeof err) != 0) die("%s", err);
+    data_roots work_roots = {0};
+    for (int i = 0; i < o.n_work_roots; i++)
+        if (data_roots_add(&work_roots, o.work_roots[i], err, sizeof err) != 0) die("--work-root: %s", err);
+    scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
+                           .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
                            .cancel_grace_ms = grace * 1000};
     scheduler_init(&sc);
@@ -178,7 +185,8 @@ static int serve(int argc, char **argv) {
     scheduler_recover();
     data_roots runs_root = {0};
     if (data_roots_add(&runs_root, layout_runs_dir(), err, sizeof err) != 0) die("%s", err);
-    runs_config rc = {.data_roots = &roots, .runs_root = &runs_root};
+    runs_config rc = {.data_roots = &roots, .runs_root = &runs_root, .work_roots = &work_roots,
+                      .allow_commands = o.allow_commands};
     runs_init(&rc);
     routes_init();
     /* The routes: the API's, the event streams', the dashboard's files. */
@@ -198,6 +206,16 @@ static int serve(int argc, char **argv) {
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
              DDPD_VERSION, state_dir, roots_text, slots, n_gpus, o.trainer, threads);
     free(roots_text);
+    if (o.allow_commands) {
+        char *wr = data_roots_list(&work_roots);
+        log_warn("command runs are on (--allow-commands): submitted programs run as this server's user; work roots: "
+                 "%s; MASTER_PORTs %d-%d; runner %s", work_roots.n ? wr : "none (runs work in their run directory)",
+                 port_lo, port_hi, o.runner);
+        free(wr);
+        if (access(o.runner, X_OK) != 0)
+            log_warn("the runner %s is not there or not executable (%s): command runs will fail to start (--runner)",
+                     o.runner, strerror(errno));
+    }
     if (access(o.trainer, X_OK) != 0)
         log_warn("the trainer %s is not there or not executable (%s): runs will fail to start until it is (--trainer)",
                  o.trainer, strerror(errno));
@@ -228,6 +246,7 @@ static int serve(int argc, char **argv) {
     log_info("stopped");
     data_roots_free(&roots);
     data_roots_free(&runs_root);
+    data_roots_free(&work_roots);
     devices_free_list(gpus, n_gpus);
     state_layout_free();
     settings_free(&o);

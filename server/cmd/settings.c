@@ -31,6 +31,13 @@ const char SETTINGS_USAGE[] =
     "                         number of cores)\n"
     "  --gpus LIST            GPUs to manage, e.g. 0,1 or none (DDPD_GPUS; default: all detected)\n"
     "  --trainer PATH         the ddp-trainer executable (DDPD_TRAINER; default: the one beside ddpd)\n"
+    "  --allow-commands       accept command runs: configs with \"command\", the user's own program run\n"
+    "                         once per rank AS THE SERVER'S USER (DDPD_ALLOW_COMMANDS=1; default: refuse)\n"
+    "  --work-root DIR        where a command run's working_dir may lie; repeatable (DDPD_WORK_ROOT,\n"
+    "                         colon-separated; default: none, so command runs work in their run directory)\n"
+    "  --port-range LO-HI     MASTER_PORTs leased to command runs (DDPD_PORT_RANGE; default 29600-29999)\n"
+    "  --runner PATH          the ddp-run executable that starts command runs (DDPD_RUNNER; default:\n"
+    "                         the one beside ddpd)\n"
     "  --token TOKEN          require \"Authorization: Bearer TOKEN\" on every request that changes\n"
     "                         something (POST, DELETE); reading stays open (DDPD_TOKEN; default: none)\n"
     "  --insecure             without a token, listen on a non-loopback address all the same\n"
@@ -65,8 +72,12 @@ static void parse_flags(int argc, char **argv, settings *o) {
             fputs(SETTINGS_USAGE, stdout);
             exit(0);
         }
-        if (strcmp(a, "--insecure") == 0) { /* the one flag without a value */
+        if (strcmp(a, "--insecure") == 0) { /* the flags without a value */
             o->insecure = true;
+            continue;
+        }
+        if (strcmp(a, "--allow-commands") == 0) {
+            o->allow_commands = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
@@ -92,9 +103,14 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--log-file") == 0) o->log_file = v;
         else if (strcmp(name, "--log-max-bytes") == 0) o->log_max_bytes = v;
         else if (strcmp(name, "--log-keep") == 0) o->log_keep = v;
+        else if (strcmp(name, "--port-range") == 0) o->port_range = v;
+        else if (strcmp(name, "--runner") == 0) o->runner = v;
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
             o->data_roots[o->n_data_roots++] = v;
+        } else if (strcmp(name, "--work-root") == 0) {
+            if (o->n_work_roots == SETTINGS_MAX_ROOTS) die("at most %d --work-root", SETTINGS_MAX_ROOTS);
+            o->work_roots[o->n_work_roots++] = v;
         } else die("unknown option %s (see ddpd --help)", name);
     }
 }
@@ -108,14 +124,23 @@ static char *default_state_dir(void) {
     return xstrdup("ddpd-state");
 }
 
-static char *default_trainer(void) {
+/* `program` beside this ddpd's executable. */
+static char *beside_ddpd(const char *program) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return xstrdup("ddp-trainer");
+    if (n <= 0) return xstrdup(program);
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    return xasprintf("%s/ddp-trainer", exe);
+    return xasprintf("%s/%s", exe, program);
+}
+
+/* A colon-separated list into `dirs` (its storage kept in *storage). */
+static void split_roots(const char *list, char **storage, const char **dirs, int *n) {
+    *storage = xstrdup(list);
+    char *save = NULL;
+    for (char *d = strtok_r(*storage, ":", &save); d && *n < SETTINGS_MAX_ROOTS; d = strtok_r(NULL, ":", &save))
+        dirs[(*n)++] = d;
 }
 
 static bool truthy(const char *e) {
@@ -130,7 +155,14 @@ void settings_read(int argc, char **argv, settings *s) {
     const char *sd = env_or(s->state_dir, "DDPD_STATE_DIR");
     s->state_dir = s->storage_[2] = sd && *sd ? xstrdup(sd) : default_state_dir();
     const char *tr = env_or(s->trainer, "DDPD_TRAINER");
-    s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : default_trainer();
+    s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : beside_ddpd("ddp-trainer");
+    const char *ru = env_or(s->runner, "DDPD_RUNNER");
+    s->runner = s->storage_[4] = ru && *ru ? xstrdup(ru) : beside_ddpd("ddp-run");
+    s->allow_commands = s->allow_commands || truthy(getenv("DDPD_ALLOW_COMMANDS"));
+    s->port_range = env_or(s->port_range, "DDPD_PORT_RANGE");
+    if (!s->port_range || !*s->port_range) s->port_range = "29600-29999";
+    const char *wr = getenv("DDPD_WORK_ROOT");
+    if (!s->n_work_roots && wr && *wr) split_roots(wr, &s->storage_[5], s->work_roots, &s->n_work_roots);
     s->token = env_or(s->token, "DDPD_TOKEN");
     if (s->token && !*s->token) s->token = NULL;
     s->insecure = s->insecure || truthy(getenv("DDPD_INSECURE"));
@@ -148,11 +180,7 @@ void settings_read(int argc, char **argv, settings *s) {
     if (s->n_data_roots) return;
     const char *env = getenv("DDPD_DATA_ROOT");
     if (env && *env) {
-        s->storage_[0] = xstrdup(env);
-        char *save = NULL;
-        for (char *d = strtok_r(s->storage_[0], ":", &save); d && s->n_data_roots < SETTINGS_MAX_ROOTS;
-             d = strtok_r(NULL, ":", &save))
-            s->data_roots[s->n_data_roots++] = d;
+        split_roots(env, &s->storage_[0], s->data_roots, &s->n_data_roots);
         return;
     }
     s->data_roots_given = false;
@@ -162,6 +190,6 @@ void settings_read(int argc, char **argv, settings *s) {
 }
 
 void settings_free(settings *s) {
-    for (int i = 0; i < 4; i++) free(s->storage_[i]);
+    for (size_t i = 0; i < sizeof s->storage_ / sizeof *s->storage_; i++) free(s->storage_[i]);
     memset(s, 0, sizeof *s);
 }

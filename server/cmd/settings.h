@@ -12,6 +12,11 @@ typedef struct {
     const char *listen;          /* default 127.0.0.1:8080 */
     const char *state_dir;       /* as given or the default (may not exist yet) */
     const char *trainer;         /* default: the ddp-trainer beside this ddpd */
+    const char *runner;          /* default: the ddp-run beside this ddpd (command runs) */
+    bool allow_commands;         /* command runs accepted */
+    const char *port_range;      /* "LO-HI": MASTER_PORTs for command runs */
+    const char *work_roots[SETTINGS_MAX_ROOTS]; /* where a command run's working_dir may lie */
+    int n_work_roots;
     const char *token;           /* NULL: none (an empty value is none) */
     bool insecure;
     const char *gpus, *slots, *http_threads, *cancel_grace, *web_dir; /* NULL: defaults */
@@ -19,7 +24,7 @@ typedef struct {
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
-    char *storage_[4];           /* what the above point into, freed by settings_free */
+    char *storage_[6];           /* what the above point into, freed by settings_free */
 } settings;
 
 /* argv[2..]: the options after the command. Prints usage and exits 0 for --help;

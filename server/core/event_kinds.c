@@ -165,6 +165,16 @@ static const char *parse_step(const json_t *ev, store_op *op) {
 }
 
 static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(op->u.step.series, key, value) {
+        sqlite3_bind_int64(st[1], 1, op->run_id);
+        bind_text(st[1], 2, key);
+        sqlite3_bind_int64(st[1], 3, op->u.step.global_step);
+        bind_real(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
+        sqlite3_bind_int64(st[1], 5, op->t);
+        run(db, st[1]);
+    }
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->u.step.global_step);
     bind_int(st[0], 3, op->u.step.epoch);
@@ -174,6 +184,63 @@ static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
     bind_real(st[0], 7, op->u.step.samples_per_s);
     sqlite3_bind_int64(st[0], 8, op->t);
     return run(db, st[0]);
+}
+
+static void free_step(store_op *op) { json_decref(op->u.step.series); }
+
+/* ---- metric: what a command run's script reports (reporter/README.md) ---- */
+
+/* values[name] as a double: NaN when null or absent. */
+static double value_real(const json_t *values, const char *name) {
+    const json_t *v = json_object_get(values, name);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static const char *parse_metric(const json_t *ev, store_op *op) {
+    const json_t *values = json_object_get(ev, "values");
+    if (!json_is_object(values)) return "a metric event without a values object";
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)values, key, value) {
+        if (!json_is_number(value) && !json_is_null(value)) return "a metric value that is not a number or null";
+        if (!*key || strlen(key) > 128) return "a metric name that is empty or longer than 128 bytes";
+    }
+    int64_t global_step = event_int(ev, "global_step"), epoch = event_int(ev, "epoch");
+    if ((global_step == NO_INT) == (epoch == NO_INT))
+        return "a metric event needs exactly one of an integer global_step and an integer epoch";
+    if (epoch != NO_INT) {
+        op->kind = OP_EPOCH;
+        op->u.epoch.epoch = epoch;
+        op->u.epoch.lr = value_real(values, "lr");
+        op->u.epoch.train_loss = value_real(values, "train_loss");
+        op->u.epoch.test_loss = value_real(values, "test_loss");
+        op->u.epoch.test_acc = value_real(values, "test_acc");
+        op->u.epoch.seconds = value_real(values, "seconds");
+        op->u.epoch.samples_per_s = value_real(values, "samples_per_s");
+        return NULL;
+    }
+    if (global_step < 1) return "a metric event's global_step counts steps done: from 1";
+    if (op->rank != 0) { /* the series keep rank 0's points; another rank's step is its progress */
+        op->kind = OP_HEARTBEAT;
+        op->u.heartbeat.global_step = global_step;
+        op->u.heartbeat.step_ms = NAN;
+        op->u.heartbeat.gpu_mem_used = op->u.heartbeat.gpu_mem_total = NO_INT;
+        return NULL;
+    }
+    op->kind = OP_STEP;
+    op->u.step.global_step = global_step;
+    op->u.step.epoch = op->u.step.step = NO_INT;
+    op->u.step.loss = value_real(values, "loss");
+    op->u.step.lr = value_real(values, "lr");
+    op->u.step.samples_per_s = value_real(values, "samples_per_s");
+    json_t *series = NULL;
+    json_object_foreach((json_t *)values, key, value) {
+        if (!strcmp(key, "loss") || !strcmp(key, "lr") || !strcmp(key, "samples_per_s")) continue;
+        if (!series) series = json_object();
+        json_object_set(series, key, value);
+    }
+    op->u.step.series = series;
+    return NULL;
 }
 
 static void learn_step(const store_op *op, run_facts *f) {
@@ -311,6 +378,7 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     sqlite3_bind_int(st[0], 3, op->u.insert.world_size);
     bind_text(st[0], 4, op->u.insert.device_kind);
     sqlite3_bind_int64(st[0], 5, op->t);
+    bind_text(st[0], 6, op->u.insert.command ? "command" : "builtin");
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -438,9 +506,14 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_step,
         .sql = {"INSERT OR REPLACE INTO steps (run_id, global_step, epoch, step, loss, lr, samples_per_s, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
-        .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step,
+        .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
+    },
+    [OP_METRIC] = {
+        /* never queued as itself: parse turns it into a step, epoch or heartbeat op */
+        .kind = OP_METRIC, .event = "metric", .parse = parse_metric, .progress_rank = run_wide,
     },
     [OP_HEARTBEAT] = {
         .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_heartbeat,
@@ -468,8 +541,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
-        .sql = {"INSERT INTO runs (name, status, config, world_size, device_kind, created_at)"
-                " VALUES (?1, 'queued', ?2, ?3, ?4, ?5)"},
+        .sql = {"INSERT INTO runs (name, status, config, world_size, device_kind, created_at, kind)"
+                " VALUES (?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {

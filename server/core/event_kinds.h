@@ -7,7 +7,9 @@
  * is bound (the store's writer), and what the live feed publishes for it (a durable
  * SSE event, or coalesced progress). Ingest's dispatch, the writer's apply and the
  * feed's record are loops over this table: a new event kind is one entry here, its
- * migration, and its place in schema/openapi.json and schema/events.schema.json. */
+ * migration, and its place in schema/openapi.json and schema/events.schema.json.
+ * A kind's parse may hand the op to another kind (a reporter's `metric` becomes a
+ * step, an epoch or, from a rank other than 0, a heartbeat): it sets op->kind. */
 #ifndef DDPD_CORE_EVENT_KINDS_H
 #define DDPD_CORE_EVENT_KINDS_H
 
@@ -24,6 +26,7 @@ typedef enum {
     OP_HEARTBEAT,
     OP_EPOCH,
     OP_CHECKPOINT,
+    OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
     /* run life */
     OP_RUN_INSERT,    /* result: the new run's id */
     OP_RUN_STARTING,
@@ -46,11 +49,15 @@ typedef struct {
     union {
         struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
         struct { char *state, *detail; } status;
-        struct { int64_t epoch, step, global_step; double loss, lr, samples_per_s; } step;
+        struct {
+            int64_t epoch, step, global_step;
+            double loss, lr, samples_per_s;
+            json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
+        } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; } checkpoint;
-        struct { char *name, *config; int world_size; const char *device_kind; } insert;
+        struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
         struct { char *devices; int64_t pid; } starting;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
     } u;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "command_run.h"
 #include "run_config.h"
 #include "scheduler.h"
 #include "state_layout.h"
@@ -19,6 +20,13 @@
 static runs_config R;
 
 void runs_init(const runs_config *c) { R = *c; }
+
+const char *runs_forbidden(const json_t *config) {
+    if (command_run_is(config) && !R.allow_commands)
+        return "command runs are off on this server: they run the user's program as the server's user. "
+               "An operator turns them on with ddpd serve --allow-commands (DDPD_ALLOW_COMMANDS=1)";
+    return NULL;
+}
 
 /* Which pool a config runs on and whether it can ever fit this host. */
 static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
@@ -79,6 +87,10 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     int world_size = 0;
     bool placed = placement(config, &pool, &world_size, errs);
     datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
+    bool command = command_run_is(config);
+    /* a command run's working_dir: beneath a work root ("" is its own run directory) */
+    const char *wd = json_string_value(json_object_get(config, "working_dir"));
+    if (command && wd && *wd) datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", errs);
     /* checkpoint.load: a checkpoint of an earlier run ("12/checkpoints/..."), never an
      * arbitrary file. "" means the newest in its own run directory. */
     const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
@@ -95,6 +107,7 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     ins.u.insert.config = json_dumps(config, JSON_FLAGS);
     ins.u.insert.world_size = world_size;
     ins.u.insert.device_kind = pool_name(pool);
+    ins.u.insert.command = command;
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         snprintf(err, errlen, "the run could not be stored (a database error; see the server's log)");
@@ -113,7 +126,7 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
         snprintf(err, errlen, "run %lld was stored but cannot start: %s", (long long)id, why);
         return -1;
     }
-    scheduler_submit(id, world_size, pool);
+    scheduler_submit(id, world_size, pool, command);
     return id;
 }
 

@@ -6,6 +6,7 @@
 #define DDPD_CORE_RUNS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,9 +17,15 @@
 typedef struct {
     const data_roots *data_roots; /* where configs may read data */
     const data_roots *runs_root;  /* the runs directory as a root: where checkpoint.load may point */
+    const data_roots *work_roots; /* where a command run's working_dir may lie */
+    bool allow_commands;          /* command runs accepted (ddpd serve --allow-commands) */
 } runs_config;
 
 void runs_init(const runs_config *c);
+
+/* Why the server refuses even to look at `config` (403: a command run on a server
+ * that does not allow them); NULL when it may. */
+const char *runs_forbidden(const json_t *config);
 
 /* A parsed config (an object; defaults not yet filled). Returns the new run's id;
  * 0 when the config is refused (every violation in errs); -1 when it could not be

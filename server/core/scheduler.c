@@ -14,6 +14,7 @@
 
 #include "base.h"
 #include "logtail.h"
+#include "ports.h"
 #include "secret.h"
 #include "run_status.h"
 #include "state_layout.h"
@@ -25,6 +26,8 @@ typedef struct live_run {
     int64_t id;
     int world_size;
     pool_kind pool;
+    bool command;       /* a command run: ddp-run starts it */
+    int port;           /* its MASTER_PORT while started (command runs), else 0 */
     run_status status;  /* queued, starting, running, canceling */
     int *devices;       /* indices into the pool, once started */
     pid_t pid;          /* 0 while its start is queued to the supervisor */
@@ -44,6 +47,7 @@ static struct {
     live_run *runs;         /* unfinished runs, in submission order */
     int64_t *owner[2];      /* per pool and device: the run using it, or 0 */
     bool shutting_down;
+    int next_port;          /* where the next lease looks first */
 } K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
 const char *pool_name(pool_kind pool) { return pool == POOL_GPU ? "gpu" : "cpu"; }
@@ -127,6 +131,24 @@ static void signal_cancel_locked(live_run *r) {
  * the ones the trainer reads too: passed on by name. */
 static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S"};
 
+/* A MASTER_PORT for a command run: in the range, held by no live run, free on the
+ * host now (a bind succeeds); taken round the range so a port just released is not
+ * the next one given. 0 when none is. */
+static int lease_port_locked(void) {
+    int span = K.c.port_hi - K.c.port_lo + 1;
+    if (K.next_port < K.c.port_lo || K.next_port > K.c.port_hi) K.next_port = K.c.port_lo;
+    for (int i = 0; i < span; i++) {
+        int port = K.c.port_lo + (K.next_port - K.c.port_lo + i) % span;
+        bool held = false;
+        for (live_run *o = K.runs; o && !held; o = o->next) held = o->port == port;
+        if (!held && port_is_free(port)) {
+            K.next_port = port + 1;
+            return port;
+        }
+    }
+    return 0;
+}
+
 /* Gives the run devices and asks the supervisor to start its trainer; the supervisor
  * answers through scheduler_spawned. */
 static void start_locked(live_run *r) {
@@ -158,12 +180,31 @@ static void start_locked(live_run *r) {
         finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
         return;
     }
+    char port_text[16] = "";
+    if (r->command) {
+        r->port = lease_port_locked();
+        if (!r->port) {
+            char err[256];
+            snprintf(err, sizeof err, "no free port for MASTER_PORT in --port-range %d-%d (all held by runs or by "
+                     "other programs)", K.c.port_lo, K.c.port_hi);
+            buf_free(&names);
+            buf_free(&visible);
+            finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+            return;
+        }
+        snprintf(port_text, sizeof port_text, "%d", r->port);
+    }
+    const char *program = r->command ? K.c.runner : K.c.trainer;
     char *run_dir = layout_run_dir(r->id), *config = layout_run_path(r->id, RUN_FILE_CONFIG);
     char *log = layout_run_path(r->id, RUN_FILE_LOG);
-    const char *argv[8 + 2 * 64] = {K.c.trainer, "--config", config, "--run-dir", run_dir, "--events",
-                                    layout_socket_path()};
+    const char *argv[10 + 2 * 64] = {program, "--config", config, "--run-dir", run_dir, "--events",
+                                     layout_socket_path()};
     int argc = 7;
-    for (int i = 0; i < K.c.n_data_roots && i < 64; i++) {
+    if (r->command) {
+        argv[argc++] = "--master-port";
+        argv[argc++] = port_text;
+    }
+    for (int i = 0; !r->command && i < K.c.n_data_roots && i < 64; i++) {
         argv[argc++] = "--data-root";
         argv[argc++] = K.c.data_roots[i];
     }
@@ -176,8 +217,10 @@ static void start_locked(live_run *r) {
         if (getenv(PASSED_ON[i])) env[envc++] = xasprintf("%s=%s", PASSED_ON[i], getenv(PASSED_ON[i]));
     env[envc] = NULL;
     char *drop[] = {"DDPD_", NULL};
-    char *banner = xasprintf("starting %s for run %lld on %s", K.c.trainer, (long long)r->id, names.data);
-    spawn_request req = {.run_id = r->id, .program = K.c.trainer, .argv = (char *const *)argv, .env_set = env,
+    char *banner = r->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d", program, (long long)r->id,
+                                          names.data, r->port)
+                              : xasprintf("starting %s for run %lld on %s", program, (long long)r->id, names.data);
+    spawn_request req = {.run_id = r->id, .program = program, .argv = (char *const *)argv, .env_set = env,
                          .env_drop = drop, .cwd = run_dir, .log_path = log, .log_banner = banner};
     supervisor_request_spawn(&req);
     log_info("run %lld starting on %s", (long long)r->id, names.data);
@@ -239,9 +282,9 @@ static live_run *add_queued(int64_t id, int world_size, pool_kind pool) {
     return r;
 }
 
-void scheduler_submit(int64_t id, int world_size, pool_kind pool) {
+void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command) {
     pthread_mutex_lock(&K.mu);
-    add_queued(id, world_size, pool);
+    add_queued(id, world_size, pool)->command = command;
     log_info("run %lld queued: needs %d %s", (long long)id, world_size, pool_unit(pool));
     schedule_locked();
     pthread_mutex_unlock(&K.mu);
@@ -315,6 +358,7 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason) {
 
 /* The reason a person reads when the trainer's end gave none. */
 static char *derive_reason(live_run *r, int wstatus) {
+    const char *who = r->command ? "ddp-run" : "ddp-trainer";
     char how[128];
     describe_wait_status(wstatus, how, sizeof how);
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2) {
@@ -323,19 +367,19 @@ static char *derive_reason(live_run *r, int wstatus) {
         char *last = logtail_last_line(log_path, 400);
         free(log_path);
         char *reason = last ? xasprintf("the trainer refused the run: %s", last)
-                            : xasprintf("ddp-trainer %s (invalid config or usage); see its log", how);
+                            : xasprintf("%s %s (invalid config or usage); see its log", who, how);
         free(last);
         return reason;
     }
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) > 128) {
         int sig = WEXITSTATUS(wstatus) - 128;
-        return xasprintf("ddp-trainer stopped on signal %d (%s) that the server did not send", sig, strsignal(sig));
+        return xasprintf("%s stopped on signal %d (%s) that the server did not send", who, sig, strsignal(sig));
     }
     char *log_path = layout_run_path(r->id, RUN_FILE_LOG);
     char *last = WIFEXITED(wstatus) ? logtail_last_line(log_path, 400) : NULL;
     free(log_path);
-    char *reason = last ? xasprintf("ddp-trainer %s; its last log line: %s", how, last)
-                        : xasprintf("ddp-trainer %s", how);
+    char *reason = last ? xasprintf("%s %s; its last log line: %s", who, how, last)
+                        : xasprintf("%s %s", who, how);
     free(last);
     return reason;
 }
@@ -442,6 +486,7 @@ void scheduler_recover(void) {
         pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
         if (b->status == RUN_QUEUED) {
             live_run *r = add_queued(b->id, b->world_size, pool);
+            r->command = b->command;
             if (b->world_size > scheduler_capacity(pool)) {
                 char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
                                          pool_unit(pool), scheduler_capacity(pool));

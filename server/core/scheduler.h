@@ -21,6 +21,8 @@ typedef enum { POOL_CPU, POOL_GPU } pool_kind;
 
 typedef struct {
     const char *trainer;
+    const char *runner;      /* ddp-run: starts a command run's ranks */
+    int port_lo, port_hi;    /* MASTER_PORTs leased to command runs */
     const char *const *data_roots; /* passed to the trainer (--data-root), which opens data beneath them */
     int n_data_roots;
     char **gpus;             /* GPU ids, as CUDA_VISIBLE_DEVICES names them */
@@ -41,8 +43,9 @@ int scheduler_capacity(pool_kind pool);
 const char *pool_name(pool_kind pool);      /* "cpu", "gpu" */
 const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
 
-/* Queues a run that is already in the store as queued (its config.json written). */
-void scheduler_submit(int64_t id, int world_size, pool_kind pool);
+/* Queues a run that is already in the store as queued (its config.json written).
+ * command: a command run (started by the runner, with a MASTER_PORT of its own). */
+void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command);
 
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
 /* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL

@@ -30,13 +30,13 @@ enum {
 
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_RUN, Q_PAGE, Q_RANGE,
-    Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
+    Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
 };
 
 static const char *const QSQL[Q_COUNT] = {
-    [Q_BRIEF] = "SELECT id, status, world_size, device_kind, pid FROM runs WHERE id = ?1",
+    [Q_BRIEF] = "SELECT id, status, world_size, device_kind, pid, kind FROM runs WHERE id = ?1",
     [Q_UNFINISHED] =
-        "SELECT id, status, world_size, device_kind, pid FROM runs"
+        "SELECT id, status, world_size, device_kind, pid, kind FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
     /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
      * come as JSON text built by SQLite */
@@ -56,6 +56,11 @@ static const char *const QSQL[Q_COUNT] = {
                     " ORDER BY global_step",
     [Q_SERIES_SPS] = "SELECT global_step, samples_per_s, t FROM steps WHERE run_id = ?1"
                      " AND global_step > ?2 ORDER BY global_step",
+    [Q_NAMED_RANGE] = "SELECT min(global_step), max(global_step) FROM series"
+                      " WHERE run_id = ?1 AND key = ?3 AND global_step > ?2",
+    [Q_NAMED_SERIES] = "SELECT global_step, value, t FROM series WHERE run_id = ?1 AND key = ?3"
+                       " AND global_step > ?2 ORDER BY global_step",
+    [Q_NAMED_KEYS] = "SELECT DISTINCT key FROM series WHERE run_id = ?1 ORDER BY key",
     [Q_EPOCHS] = "SELECT epoch, lr, train_loss, test_loss, test_acc, seconds, samples_per_s, t"
                  " FROM epochs WHERE run_id = ?1 ORDER BY epoch",
     [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
@@ -141,6 +146,8 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     s = (const char *)sqlite3_column_text(st, 3);
     snprintf(b->device_kind, sizeof b->device_kind, "%s", s ? s : "");
     b->pid = col_int(st, 4);
+    s = (const char *)sqlite3_column_text(st, 5);
+    b->command = s && strcmp(s, "command") == 0;
 }
 
 int store_get_brief(int64_t id, run_brief *out) {
@@ -253,11 +260,12 @@ json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, in
     return o;
 }
 
-int store_series_range(int64_t id, int64_t after, int64_t *first, int64_t *last) {
-    sqlite3_stmt *st = stmt(Q_RANGE);
+int store_series_range(int64_t id, const char *name, int64_t after, int64_t *first, int64_t *last) {
+    sqlite3_stmt *st = stmt(name ? Q_NAMED_RANGE : Q_RANGE);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, after == NO_INT ? INT64_MIN : after);
+    if (name) sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
     int found = -1;
     if (sqlite3_step(st) == SQLITE_ROW) {
         found = sqlite3_column_type(st, 0) != SQLITE_NULL;
@@ -270,17 +278,34 @@ int store_series_range(int64_t id, int64_t after, int64_t *first, int64_t *last)
     return found;
 }
 
-int store_series_scan(int64_t id, metric_key key, int64_t after, downsampler *d) {
+int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d) {
     static const int which[METRIC_COUNT] = {Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS};
-    sqlite3_stmt *st = stmt(which[key]);
+    sqlite3_stmt *st = stmt(name ? Q_NAMED_SERIES : which[key]);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, after == NO_INT ? INT64_MIN : after);
+    if (name) sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         ds_add(d, sqlite3_column_int64(st, 0), col_real(st, 1), sqlite3_column_int64(st, 2));
     done(st);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+json_t *store_series_keys(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_NAMED_KEYS);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *a = json_array();
+    for (int i = 0; i < METRIC_COUNT; i++) json_array_append_new(a, json_string(metric_names[i]));
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) json_array_append_new(a, col_json_text(st, 0));
+    done(st);
+    if (rc != SQLITE_DONE) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
 }
 
 json_t *store_epochs_json(int64_t id) {

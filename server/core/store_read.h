@@ -17,7 +17,8 @@ typedef struct {
     run_status status;
     int world_size;
     char device_kind[8];
-    int64_t pid; /* NO_INT if never started */
+    int64_t pid;  /* NO_INT if never started */
+    bool command; /* a command run (ddp-run starts it), else a built-in model's (ddp-trainer) */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
@@ -39,11 +40,15 @@ json_t *store_run_json(int64_t id, char **raw_members);
  * the cursor for the next page (0 when this is the last page). */
 json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, int64_t *next_before);
 
-/* The steps a series holds after `after` (NO_INT: all): first and last step and
- * count. Returns 0 when there are none, 1 when there are, -1 on error. */
-int store_series_range(int64_t id, int64_t after, int64_t *first, int64_t *last);
-/* Feeds the series' points after `after`, in step order, to the downsampler. */
-int store_series_scan(int64_t id, metric_key key, int64_t after, downsampler *d);
+/* The steps a series holds after `after` (NO_INT: all): its first and last step.
+ * name NULL: the steps table's (loss, lr, samples_per_s); else the named series a
+ * command run reported. Returns 0 when there are none, 1 when there are, -1 on error. */
+int store_series_range(int64_t id, const char *name, int64_t after, int64_t *first, int64_t *last);
+/* Feeds the series' points after `after`, in step order, to the downsampler: the
+ * steps table's `key` when name is NULL, else the named series. */
+int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d);
+/* The names of a run's series: loss, lr, samples_per_s, then those it reported. */
+json_t *store_series_keys(int64_t id);
 
 json_t *store_epochs_json(int64_t id);
 /* Runs per status, counts[RUN_STATUS_COUNT]. 0, or -1 on a database error. */

@@ -82,20 +82,25 @@ static json_t *at_pointer(const json_t *doc, const char *pointer) {
     return cur;
 }
 
-void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
-                             json_t *resolved, const char *pointer, schema_errors *errs) {
+/* A file (want_dir false) or a directory beneath the roots: see the header. */
+static void resolve(const data_roots *roots, const char *what, const json_t *config, json_t *resolved,
+                    const char *pointer, bool want_dir, schema_errors *errs) {
     const json_t *v = at_pointer(config, pointer);
     if (!json_is_string(v)) return;
     const char *rel = json_string_value(v);
+    const char *thing = want_dir ? "directory" : "file";
     char *list = data_roots_list(roots);
-    if (rel[0] == '\0') {
-        schema_errors_add(errs, pointer, "must name a file (a path relative to one of the %s: %s)", what, list);
+    if (roots->n == 0) {
+        schema_errors_add(errs, pointer, "cannot be used: this server has no %s (ddpd serve --%s DIR)", what,
+                          want_dir ? "work-root" : "data-root");
+    } else if (rel[0] == '\0') {
+        schema_errors_add(errs, pointer, "must name a %s (a path relative to one of the %s: %s)", thing, what, list);
     } else if (rel[0] == '/') {
         schema_errors_add(errs, pointer, "must be a path relative to one of the %s (%s), not an absolute path: \"%s\"",
                           what, list, rel);
     } else if (climbs_out(rel)) {
-        schema_errors_add(errs, pointer, "\"%s\" escapes the %s (%s) with \"..\": name a file inside",
-                          rel, what, list);
+        schema_errors_add(errs, pointer, "\"%s\" escapes the %s (%s) with \"..\": name a %s inside",
+                          rel, what, list, thing);
     } else {
         bool found = false;
         char *escaped_to = NULL, *not_file = NULL;
@@ -108,7 +113,8 @@ void datapaths_resolve_field(const data_roots *roots, const char *what, const js
                 for (int k = 0; k < roots->n; k++) in_a_root |= inside(real, roots->roots[k]);
                 if (!in_a_root) {
                     if (!escaped_to) escaped_to = xstrdup(real);
-                } else if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode) || access(real, R_OK) != 0) {
+                } else if (stat(real, &sb) != 0 || !(want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) ||
+                           access(real, want_dir ? R_OK | X_OK : R_OK) != 0) {
                     if (!not_file) not_file = xstrdup(real);
                 } else {
                     json_t *slot = at_pointer(resolved, pointer);
@@ -120,17 +126,28 @@ void datapaths_resolve_field(const data_roots *roots, const char *what, const js
         }
         if (!found) {
             if (escaped_to)
-                schema_errors_add(errs, pointer, "\"%s\" leads out of the %s (%s) to %s (a symlink?): name a file inside",
-                                  rel, what, list, escaped_to);
+                schema_errors_add(errs, pointer, "\"%s\" leads out of the %s (%s) to %s (a symlink?): name a %s inside",
+                                  rel, what, list, escaped_to, thing);
             else if (not_file)
-                schema_errors_add(errs, pointer, "%s is not a readable regular file", not_file);
+                schema_errors_add(errs, pointer, "%s is not a readable %s", not_file,
+                                  want_dir ? "directory" : "regular file");
             else
-                schema_errors_add(errs, pointer, "no file \"%s\" in the %s (%s)", rel, what, list);
+                schema_errors_add(errs, pointer, "no %s \"%s\" in the %s (%s)", thing, rel, what, list);
         }
         free(escaped_to);
         free(not_file);
     }
     free(list);
+}
+
+void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
+                             json_t *resolved, const char *pointer, schema_errors *errs) {
+    resolve(roots, what, config, resolved, pointer, false, errs);
+}
+
+void datapaths_resolve_dir(const data_roots *roots, const char *what, const json_t *config, json_t *resolved,
+                           const char *pointer, schema_errors *errs) {
+    resolve(roots, what, config, resolved, pointer, true, errs);
 }
 
 void datapaths_resolve_config(const data_roots *roots, const json_t *config, json_t *resolved,

@@ -29,6 +29,10 @@ char *data_roots_list(const data_roots *r);
 void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
                              json_t *resolved, const char *pointer, schema_errors *errs);
 
+/* The same for a directory (a command run's working_dir; "." is the root itself). */
+void datapaths_resolve_dir(const data_roots *roots, const char *what, const json_t *config, json_t *resolved,
+                           const char *pointer, schema_errors *errs);
+
 /* The four data files of a run config (/data/train/images, ...). */
 void datapaths_resolve_config(const data_roots *roots, const json_t *config, json_t *resolved,
                               schema_errors *errs);
