@@ -10,6 +10,14 @@ foreach(server_test test_downsample test_migrate)
   add_test(NAME ${server_test} COMMAND ${server_test})
 endforeach()
 
+# C unit tests of the core modules through their public headers, on real parts: a
+# SQLite file in a fresh temporary directory, the event socket, the supervisor's
+# real child processes (a shell script as the trainer).
+foreach(core_test test_store)
+  ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c)
+  target_link_libraries(${core_test} PRIVATE ddpd_server)
+endforeach()
+
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py)
 if(TARGET ddp-trainer)
