@@ -1,5 +1,6 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations), then integration tests in Python (standard library only) that start a
+# migrations) and of the core modules (store, ingest parsing, feed, scheduler),
+# then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the event socket with a scripted trainer, and end-to-end runs of the real
 # ddp-trainer on Fashion-MNIST.

@@ -42,12 +42,15 @@
 
 static const char *FAKE_TRAINER =
     "#!/bin/sh\n"
-    "# Stands in for ddp-trainer: notes its arguments and secret, then waits in its run\n"
-    "# directory until the test writes the exit status it is to end with into ./stop.\n"
+    "# Stands in for ddp-trainer: says hello in its log, notes its arguments and secret\n"
+    "# (the secret last: once it is there, the rest is), then waits in its run\n"
+    "# directory (./ready says so) until the test writes the exit status it is to end\n"
+    "# with into ./stop.\n"
+    "echo \"fake trainer: run $DDPD_RUN_ID\"\n"
     "printf '%s\\n' \"$@\" > args\n"
     "printf '%s' \"$DDPD_RUN_SECRET\" > secret.tmp && mv secret.tmp secret\n"
-    "echo \"fake trainer: run $DDPD_RUN_ID\"\n"
     "if [ -e ignore-sigterm ]; then trap 'echo \"fake trainer: SIGTERM ignored\"' TERM; fi\n"
+    ": > ready\n"
     "while [ ! -s stop ]; do sleep 0.02; done\n"
     "code=$(cat stop)\n"
     "echo \"fake trainer: told to exit $code\"\n"
@@ -265,6 +268,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     CHECK(!started(f), "f did not overtake d");
 
     /* cancel the started c: SIGTERM (which its trainer ignores), then SIGKILL */
+    WAIT_UNTIL(run_has_file(c, "ready"), "run %lld's trainer is set to ignore SIGTERM", (long long)c);
     CHECK(scheduler_cancel(c, "canceled by the test") == CANCEL_SIGNALED, "canceling a started run signals it");
     CHECK(scheduler_cancel(c, "twice") == CANCEL_ALREADY, "a second cancel: already canceling");
     CHECK(status_of(c) == RUN_CANCELING, "run %lld is canceling", (long long)c);
