@@ -1,5 +1,6 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations), then integration tests in Python (standard library only) that start a
+# migrations) and of the core modules (store, ingest parsing, feed, scheduler),
+# then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the event socket with a scripted trainer, and end-to-end runs of the real
 # ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
@@ -7,6 +8,13 @@
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
+
+# C unit tests of the core modules through their public headers, on real parts: a
+# SQLite file in a fresh temporary directory, the event socket, the supervisor's
+# real child processes (a shell script as the trainer).
+foreach(core_test test_store test_ingest_parse test_feed test_scheduler)
+  ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c LIBS ddpd_server)
+endforeach()
 
 set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py)
 if(TARGET ddp-trainer)

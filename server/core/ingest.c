@@ -214,6 +214,8 @@ static bool consume_lines(conn *c, op_vec *ops, bool at_eof) {
         if (!nl) break;
         size_t end = (size_t)(nl - c->buf);
         if (c->skipping) c->skipping = false; /* the end of an over-long line */
+        else if (end - start >= MAX_LINE) /* whole in the buffer, but over the limit all the same */
+            note_malformed(c, "a line longer than 16 MiB", c->buf + start, 80);
         else if (!handle_line(c, c->buf + start, end - start, ops)) return false;
         start = end + 1;
     }

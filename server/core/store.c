@@ -276,6 +276,7 @@ static int exec_pragma(const char *sql, char *err, size_t errlen) {
 
 int store_open(const char *path, const store_observer *observer, char *err, size_t errlen) {
     if (observer) S.observer = *observer;
+    S.stopping = false; /* a store closed before may be opened again */
     /* No allocation statistics: they take a process-wide mutex on every malloc,
      * which the HTTP threads' connections would contend for. */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);

@@ -110,6 +110,8 @@ def steps(cfg, events, run, secret, n, spike_at=None, gpu=False):
                                   samples_per_s=1234.0))
         ranks[0].send(ranks[0].ev("checkpoint", epoch=epoch, global_step=g, path=f"ckpt-{epoch}.safetensors",
                                   bytes=1000 + epoch))
+    if gpu:  # as a real run lasts: the live feed sends the newest heartbeats (about ten times a second)
+        time.sleep(1.0)
     for c in ranks:
         c.send(c.ev("status", state="done", detail=""))
         c.close()
