@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 client_config CLIENT = {"http://127.0.0.1:8080", NULL};
 
@@ -46,6 +47,21 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *cls) {
     b->len += add;
     b->data[b->len] = '\0';
     return add;
+}
+
+/* The one response header ddpctl reads beyond the content type: X-Next-Offset. */
+static size_t on_header(char *ptr, size_t size, size_t n, void *cls) {
+    http_reply *out = cls;
+    size_t len = size * n;
+    static const char name[] = "x-next-offset:";
+    if (len > sizeof name - 1 && strncasecmp(ptr, name, sizeof name - 1) == 0) {
+        char value[32];
+        size_t vl = len - (sizeof name - 1) < sizeof value - 1 ? len - (sizeof name - 1) : sizeof value - 1;
+        memcpy(value, ptr + sizeof name - 1, vl);
+        value[vl] = '\0';
+        out->next_offset = atoll(value);
+    }
+    return len;
 }
 
 static int on_progress(void *cls, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
@@ -91,6 +107,7 @@ void describe_transport_error(int code, const char *detail, char *err, size_t er
 int http_call(const char *method, const char *path, const char *body, size_t body_len, http_reply *out, char *err,
               size_t errlen) {
     memset(out, 0, sizeof *out);
+    out->next_offset = -1;
     CURL *c = curl_easy_init();
     if (!c) {
         snprintf(err, errlen, "cannot start libcurl");
@@ -122,6 +139,8 @@ int http_call(const char *method, const char *path, const char *body, size_t bod
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);

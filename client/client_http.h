@@ -34,6 +34,7 @@ typedef struct {
     char *body; /* NUL-terminated */
     size_t len;
     char content_type[128];
+    long long next_offset; /* X-Next-Offset (GET /runs/{id}/logs), -1 when absent */
 } http_reply;
 
 /* Sends the request. 0: an answer came (any status); -1: none did, and err holds

@@ -24,7 +24,8 @@ static const char USAGE[] =
     "  list [--status S[,S]] [--limit N] [--json]\n"
     "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
     "  show ID [--json]             a run: status, reason, progress, epochs, devices\n"
-    "  logs ID [-f] [--tail N]      the run's log (the last N lines, 1000 by default);\n"
+    "  logs ID [-f] [--tail N] [--rank R]  the run's log (the last N lines, 1000 by default; a\n"
+    "                               command run's rank R alone with --rank);\n"
     "                               -f: keep printing new lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
@@ -43,7 +44,7 @@ typedef struct {
     const char *positional[4];
     int n_positional;
     bool follow, csv, json;
-    const char *key, *status, *limit, *tail, *max_points;
+    const char *key, *status, *limit, *tail, *max_points, *rank;
 } args;
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -285,45 +286,24 @@ static int cmd_show(const args *a) {
 
 /* ---- logs ---- */
 
-/* Splits text into lines (pointers into it; the text is modified). */
-static size_t split_lines(char *text, char ***out) {
-    size_t n = 0, cap = 64;
-    char **v = malloc(cap * sizeof *v);
-    for (char *p = text; p && *p;) {
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = '\0';
-        if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
-        v[n++] = p;
-        p = nl ? nl + 1 : NULL;
-    }
-    *out = v;
-    return n;
-}
-
-/* How many of `now`'s first lines the previous window `prev` already ended with. */
-static size_t overlap(char **prev, size_t np, char **now, size_t nn) {
-    for (size_t k = np < nn ? np : nn; k > 0; k--) {
-        bool same = true;
-        for (size_t i = 0; i < k && same; i++) same = strcmp(prev[np - k + i], now[i]) == 0;
-        if (same) return k;
-    }
-    return 0;
-}
-
 static int cmd_logs(const args *a) {
     long long id;
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "logs takes a run ID");
     long tail = a->tail ? atol(a->tail) : 1000;
     if (tail < 1) return usage_error("--tail wants a positive number of lines (got \"%s\")", a->tail);
-    char *prev_text = NULL;
-    char **prev = NULL;
-    size_t np = 0;
+    long rank = -1;
+    if (a->rank && (rank = atol(a->rank)) < 0) return usage_error("--rank wants a rank number (got \"%s\")", a->rank);
+    char rank_q[32] = "";
+    if (rank >= 0) snprintf(rank_q, sizeof rank_q, "&rank=%ld", rank);
     int rc = EXIT_OK;
     bool ended = false;
-    for (bool first = true;; first = false) {
-        char path[96];
-        /* following: a window wide enough to overlap the previous one */
-        snprintf(path, sizeof path, "/runs/%lld/logs?tail=%ld", id, first ? tail : 2000L);
+    long long next = -1;
+    for (;;) {
+        char path[128];
+        /* the last lines first; then, following, the bytes after them (the server
+         * says where the next read starts: nothing is missed or printed twice) */
+        if (next < 0) snprintf(path, sizeof path, "/runs/%lld/logs?tail=%ld%s", id, tail, rank_q);
+        else snprintf(path, sizeof path, "/runs/%lld/logs?offset=%lld%s", id, next, rank_q);
         http_reply r;
         char err[1024];
         if (http_call("GET", path, NULL, 0, &r, err, sizeof err) != 0) {
@@ -336,13 +316,15 @@ static int cmd_logs(const args *a) {
             http_reply_free(&r);
             break;
         }
-        char **now;
-        size_t nn = split_lines(r.body, &now);
-        for (size_t i = first ? 0 : overlap(prev, np, now, nn); i < nn; i++) puts(now[i]);
+        fwrite(r.body, 1, r.len, stdout);
+        if (r.len && r.body[r.len - 1] != '\n' && next < 0) putchar('\n');
         fflush(stdout);
-        free(prev_text), free(prev);
-        prev_text = r.body, prev = now, np = nn;
-        if (!a->follow || ended) break;
+        long long was = next;
+        next = r.next_offset >= 0 ? r.next_offset : (next < 0 ? 0 : next) + (long long)r.len;
+        bool more = next > was && was >= 0 && r.len >= (1 << 20) / 2; /* a big backlog: read on at once */
+        http_reply_free(&r);
+        if (!a->follow || (ended && !more)) break;
+        if (more) continue;
         /* Until the run has ended; then one more read, for its last lines. */
         snprintf(path, sizeof path, "/runs/%lld", id);
         json_t *run = get_json(path, &rc);
@@ -356,7 +338,6 @@ static int cmd_logs(const args *a) {
             break;
         }
     }
-    free(prev_text), free(prev);
     return rc;
 }
 
@@ -479,6 +460,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--status")) value = &a.status;
         else if (!strcmp(s, "--limit")) value = &a.limit;
         else if (!strcmp(s, "--tail")) value = &a.tail;
+        else if (!strcmp(s, "--rank")) value = &a.rank;
         else if (!strcmp(s, "--max-points")) value = &a.max_points;
         else if (!strcmp(s, "--follow") || !strcmp(s, "-f")) { a.follow = true; continue; }
         else if (!strcmp(s, "--csv")) { a.csv = true; continue; }
@@ -507,10 +489,10 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m it takes */
+        const char *flags; /* which of f c j k s l t m r it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"},
-        {"logs", cmd_logs, "ft"},    {"cancel", cmd_cancel, ""}, {"metrics", cmd_metrics, "ckm"},
+        {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
@@ -519,7 +501,7 @@ int main(int argc, char **argv) {
         struct { bool set; char flag; const char *name; } given[] = {
             {a.follow, 'f', "--follow/-f"}, {a.csv, 'c', "--csv"}, {a.json, 'j', "--json"}, {a.key != NULL, 'k', "--key"},
             {a.status != NULL, 's', "--status"}, {a.limit != NULL, 'l', "--limit"}, {a.tail != NULL, 't', "--tail"},
-            {a.max_points != NULL, 'm', "--max-points"},
+            {a.max_points != NULL, 'm', "--max-points"}, {a.rank != NULL, 'r', "--rank"},
         };
         for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
             if (given[g].set && !strchr(f, given[g].flag)) {

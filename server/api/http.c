@@ -109,6 +109,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, request_state 
         MHD_destroy_response(sr);
         free(rs->body);
         free(rs->location);
+        free(rs->header_value);
         return sret;
     }
     struct MHD_Response *r =
@@ -117,16 +118,19 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, request_state 
     if (!r) {
         free(rs->body);
         free(rs->location);
+        free(rs->header_value);
         return MHD_NO;
     }
     if (rs->content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (rs->location) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
+    if (rs->header_name && rs->header_value) MHD_add_response_header(r, rs->header_name, rs->header_value);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (unauthorized) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ddpd\"");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)rs->status, r);
     MHD_destroy_response(r);
     free(rs->location);
+    free(rs->header_value);
     return ret;
 }
 

@@ -36,6 +36,8 @@ typedef struct {
     size_t len;
     const char *content_type;
     char *location; /* malloc'd, or NULL */
+    const char *header_name; /* one more header (X-Next-Offset), or NULL */
+    char *header_value;      /* malloc'd */
     void *stream;   /* a struct MHD_Response the handler built (server-sent events, sse.c):
                        queued as it is, with status; body and content_type unused */
 } response;

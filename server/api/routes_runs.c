@@ -382,17 +382,37 @@ static void get_logs(request *rq, response *rs) {
     int64_t id;
     run_brief b;
     if (!param_existing_run(rq, rs, &id, &b)) return;
-    int64_t tail = 1000;
-    if (!param_query_int(rq, rs, "tail", 1, 1000000, &tail)) return;
-    char *path = layout_run_path(id, RUN_FILE_LOG);
-    char *text = NULL;
-    size_t len = 0;
-    int rc = logtail_read(path, (size_t)tail, &text, &len);
-    free(path);
-    if (rc != 0 && errno != ENOENT) {
-        reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(errno));
+    int64_t tail = 1000, rank = -1, offset = -1;
+    if (!param_query_int(rq, rs, "tail", 1, 1000000, &tail) || !param_query_int(rq, rs, "rank", 0, 63, &rank) ||
+        !param_query_int(rq, rs, "offset", 0, INT64_MAX, &offset))
+        return;
+    if (rank >= 0 && !b.command) {
+        reply_problem(rs, 400, NULL, "run %lld runs a built-in model: its ranks share one log (leave out rank=)",
+                      (long long)id);
         return;
     }
+    if (rank >= b.world_size) {
+        reply_problem(rs, 400, NULL, "run %lld has ranks 0 to %d: there is no rank %lld", (long long)id,
+                      b.world_size - 1, (long long)rank);
+        return;
+    }
+    char *path = rank >= 0 ? layout_rank_log_path(id, (int)rank) : layout_run_path(id, RUN_FILE_LOG);
+    char *text = NULL;
+    size_t len = 0;
+    long long next = 0, size = 0;
+    /* offset=: whole lines from that byte on, and where the next read starts (so that
+     * a follower misses nothing and repeats nothing); else the last `tail` lines */
+    int rc = offset >= 0 ? logtail_read_from(path, offset, 1 << 20, &text, &len, &next, &size)
+                         : logtail_read(path, (size_t)tail, &text, &len, &next);
+    int read_errno = errno;
+    free(path);
+    if (rc != 0 && read_errno != ENOENT) {
+        reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(read_errno));
+        return;
+    }
+    if (rc != 0) next = offset >= 0 ? offset : 0; /* no log yet */
+    rs->header_name = "X-Next-Offset";
+    rs->header_value = xasprintf("%lld", next);
     reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
 }
 

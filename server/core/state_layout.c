@@ -46,4 +46,11 @@ char *layout_run_path(int64_t id, run_file which) {
     return xasprintf("%s/%lld/%s", S.runs, (long long)id, RUN_FILES[which]);
 }
 
+char *layout_rank_log_path(int64_t id, int rank) {
+    char *dir = layout_run_dir(id);
+    char *p = xasprintf("%s/ranks/rank-%d.log", dir, rank);
+    free(dir);
+    return p;
+}
+
 const char *layout_run_file_name(run_file which) { return RUN_FILES[which]; }

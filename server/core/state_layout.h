@@ -27,6 +27,8 @@ const char *layout_runs_dir(void);
 /* malloc'd: DIR/runs/ID, and a file (or folder) in it. */
 char *layout_run_dir(int64_t id);
 char *layout_run_path(int64_t id, run_file which);
+/* A command run's rank's own log: <run dir>/ranks/rank-N.log (malloc'd). */
+char *layout_rank_log_path(int64_t id, int rank);
 /* The file's name in a run directory ("config.json", ...). */
 const char *layout_run_file_name(run_file which);
 

@@ -12,9 +12,50 @@
 
 #include "base.h"
 
-int logtail_read(const char *path, size_t n, char **out, size_t *len) {
+int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
+                      long long *size) {
     *out = NULL;
     *len = 0;
+    *next = offset;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return -1;
+    }
+    *size = (long long)sb.st_size;
+    if (offset >= *size) {
+        close(fd);
+        return 0;
+    }
+    size_t want = (size_t)(*size - offset) < max ? (size_t)(*size - offset) : max;
+    char *data = xmalloc(want + 1);
+    ssize_t got = pread(fd, data, want, (off_t)offset);
+    close(fd);
+    if (got <= 0) {
+        free(data);
+        return got < 0 ? -1 : 0;
+    }
+    size_t keep = (size_t)got;
+    char *nl = memrchr(data, '\n', keep);
+    if (nl) keep = (size_t)(nl - data) + 1;
+    else if ((size_t)got < max) keep = 0; /* a line still being written: wait for its end */
+    if (!keep) {
+        free(data);
+        return 0;
+    }
+    data[keep] = '\0';
+    *out = data;
+    *len = keep;
+    *next = offset + (long long)keep;
+    return 0;
+}
+
+int logtail_read(const char *path, size_t n, char **out, size_t *len, long long *end_offset) {
+    *out = NULL;
+    *len = 0;
+    *end_offset = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat sb;
@@ -23,6 +64,7 @@ int logtail_read(const char *path, size_t n, char **out, size_t *len) {
         return -1;
     }
     off_t end = sb.st_size, start = end;
+    *end_offset = (long long)end;
     size_t newlines = 0;
     char chunk[65536];
     /* Walk back chunk by chunk until n line breaks are behind us (a newline that ends
@@ -60,7 +102,8 @@ int logtail_read(const char *path, size_t n, char **out, size_t *len) {
 char *logtail_last_line(const char *path, size_t maxlen) {
     char *text;
     size_t len;
-    if (logtail_read(path, 8, &text, &len) != 0 || !text) return NULL;
+    long long end;
+    if (logtail_read(path, 8, &text, &len, &end) != 0 || !text) return NULL;
     char *result = NULL;
     /* the last non-blank line of the (up to) eight */
     char *e = text + len;

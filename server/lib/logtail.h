@@ -6,8 +6,16 @@
 #include <stddef.h>
 
 /* The last `n` lines (a final line without its newline counts). *out is malloc'd
- * (NULL and 0 when the file is empty). 0, or -1 with errno (ENOENT: no log yet). */
-int logtail_read(const char *path, size_t n, char **out, size_t *len);
+ * (NULL and 0 when the file is empty); *end_offset: the file's size they end at
+ * (where logtail_read_from goes on). 0, or -1 with errno (ENOENT: no log yet). */
+int logtail_read(const char *path, size_t n, char **out, size_t *len, long long *end_offset);
+
+/* Whole lines from byte `offset` on, at most `max` bytes of them (a line longer
+ * than `max` comes in pieces); *next is where the following read starts (the
+ * offset after the last newline returned), *size the file's size now. An offset
+ * past the end reads nothing. 0, or -1 with errno. */
+int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
+                      long long *size);
 
 /* The last line that is not blank, trimmed and cut to `maxlen` bytes; NULL if none. */
 char *logtail_last_line(const char *path, size_t maxlen);

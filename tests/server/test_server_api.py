@@ -320,6 +320,37 @@ def case_config_defaults(a):
         check(s.get(f"/runs/{run['id']}/logs?tail=1").body.count(b"\n") <= 1, "tail=1 is one line")
 
 
+def case_logs_offsets(a):
+    # GET /runs/{id}/logs?offset=: whole lines from a byte on and X-Next-Offset, so a
+    # follower reads on without gaps or repeats; the tail says where it ends too.
+    with Server(a.ddpd, a.fake_trainer) as s:
+        rid = s.submit({"name": "steps-20"})
+        s.wait_status(rid, "succeeded", timeout=60)
+        path = os.path.join(s.run_dir(rid), "trainer.log")
+        whole = open(path, "rb").read()
+        r = s.get(f"/runs/{rid}/logs?tail=2")
+        check(r.status == 200 and r.header("X-Next-Offset") == str(len(whole)),
+              f"the tail ends at the file's size: {r.header('X-Next-Offset')} of {len(whole)}")
+        got, offset, reads = b"", 0, 0
+        while reads < 100:
+            r = s.get(f"/runs/{rid}/logs?offset={offset}")
+            reads += 1
+            nxt = int(r.header("X-Next-Offset") or -1)
+            check(r.status == 200 and nxt == offset + len(r.body), f"offset {offset}: next {nxt}, {len(r.body)} bytes")
+            if not r.body:
+                break
+            got += r.body
+            offset = nxt
+        check(got == whole and whole.count(b"\n") >= 1, f"read on from offsets: the whole log, once ({len(got)} bytes)")
+        r = s.get(f"/runs/{rid}/logs?offset={len(whole) + 100}")
+        check(r.status == 200 and r.body == b"", "past the end: nothing")
+        r = s.get(f"/runs/{rid}/logs?rank=0")
+        check(r.status == 400 and "built-in model" in r.json().get("detail", ""),
+              f"rank= on a built-in run: 400 saying why: {r.status} {r.body[:200]!r}")
+        r = s.get(f"/runs/{rid}/logs?offset=-5")
+        check(r.status == 400, f"a negative offset: 400 ({r.status})")
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
