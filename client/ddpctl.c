@@ -21,6 +21,10 @@ static const char USAGE[] =
     "\n"
     "  submit FILE [--follow]       submit a run config (FILE, or - for stdin); --follow: show its\n"
     "                               progress until it ends (a progress bar on a terminal)\n"
+    "  run [-n N] [--name X] [--workdir DIR] [--env K=V]... [--follow] -- PROGRAM ARGS...\n"
+    "                               a command run: PROGRAM once per rank (N ranks, 1 by default)\n"
+    "                               with torchrun's environment; DIR: under one of the server's\n"
+    "                               --work-root (default: the run's own directory)\n"
     "  list [--status S[,S]] [--limit N] [--json]\n"
     "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
     "  show ID [--json]             a run: status, reason, progress, epochs, devices\n"
@@ -45,6 +49,11 @@ typedef struct {
     int n_positional;
     bool follow, csv, json;
     const char *key, *status, *limit, *tail, *max_points, *rank;
+    const char *nproc, *name, *workdir; /* run */
+    const char *env[64];
+    int n_env;
+    char **command; /* run: what follows -- */
+    int n_command;
 } args;
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -82,15 +91,10 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static int cmd_submit(const args *a) {
-    if (a->n_positional != 1) return usage_error("%s", "submit takes one FILE (a run config; - reads stdin)");
-    const char *file = a->positional[0];
-    size_t len;
-    char *body = read_file(file, &len);
-    if (!body) {
-        fprintf(stderr, "ddpctl: cannot read %s: %s\n", file, strerror(errno));
-        return EXIT_USAGE;
-    }
+/* POSTs a run config (`what` names it in a refusal), says what became of it, and
+ * follows it when asked. Takes `body`. */
+static int post_run(char *body, size_t len, const char *what, bool follow) {
+    const char *file = what;
     http_reply r;
     char err[1024];
     if (http_call("POST", "/runs", body, len, &r, err, sizeof err) != 0) {
@@ -116,8 +120,54 @@ static int cmd_submit(const args *a) {
     if (pos > 0) printf(", position %lld in the queue\n", (long long)pos);
     fflush(stdout);
     json_decref(run);
-    if (!a->follow) return EXIT_OK;
+    if (!follow) return EXIT_OK;
     return follow_run(id, isatty(STDOUT_FILENO));
+}
+
+static int cmd_submit(const args *a) {
+    if (a->n_positional != 1) return usage_error("%s", "submit takes one FILE (a run config; - reads stdin)");
+    const char *file = a->positional[0];
+    size_t len;
+    char *body = read_file(file, &len);
+    if (!body) {
+        fprintf(stderr, "ddpctl: cannot read %s: %s\n", file, strerror(errno));
+        return EXIT_USAGE;
+    }
+    return post_run(body, len, file, a->follow);
+}
+
+/* ddpctl run [-n N] [--name X] [--workdir DIR] [--env K=V]... [-f] -- PROGRAM ARGS...:
+ * a command run, as torchrun's command line says it. */
+static int cmd_run(const args *a) {
+    if (a->n_command == 0) return usage_error("%s", "run takes its program after --: ddpctl run -n 2 -- python3 train.py");
+    if (a->n_positional) return usage_error("unexpected \"%s\" before -- (the program goes after it)", a->positional[0]);
+    json_t *cfg = json_object(), *argv = json_array(), *env = json_object();
+    for (int i = 0; i < a->n_command; i++) json_array_append_new(argv, json_string(a->command[i]));
+    json_object_set_new(cfg, "command", argv);
+    if (a->name) json_object_set_new(cfg, "name", json_string(a->name));
+    if (a->workdir) json_object_set_new(cfg, "working_dir", json_string(a->workdir));
+    for (int i = 0; i < a->n_env; i++) {
+        const char *eq = strchr(a->env[i], '=');
+        if (!eq || eq == a->env[i]) {
+            json_decref(cfg);
+            json_decref(env);
+            return usage_error("--env wants NAME=VALUE (got \"%s\")", a->env[i]);
+        }
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - a->env[i]), a->env[i]);
+        json_object_set_new(env, name, json_string(eq + 1));
+    }
+    if (json_object_size(env)) json_object_set(cfg, "env", env);
+    json_decref(env);
+    long n = a->nproc ? atol(a->nproc) : 1;
+    if (n < 1) {
+        json_decref(cfg);
+        return usage_error("-n wants a number of ranks, at least 1 (got \"%s\")", a->nproc);
+    }
+    json_object_set_new(cfg, "distributed", json_pack("{s:i}", "world_size", (int)n));
+    char *body = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    return post_run(body, strlen(body), "the command run", a->follow);
 }
 
 static int cmd_follow(const args *a) {
@@ -461,6 +511,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--limit")) value = &a.limit;
         else if (!strcmp(s, "--tail")) value = &a.tail;
         else if (!strcmp(s, "--rank")) value = &a.rank;
+        else if (!strcmp(s, "-n") || !strcmp(s, "--nproc")) value = &a.nproc;
+        else if (!strcmp(s, "--name")) value = &a.name;
+        else if (!strcmp(s, "--workdir")) value = &a.workdir;
+        else if (!strcmp(s, "--env")) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", s);
+            if (a.n_env == 64) return usage_error("%s", "at most 64 --env");
+            a.env[a.n_env++] = argv[++i];
+            continue;
+        } else if (!strcmp(s, "--")) { /* the rest is the program and its arguments (ddpctl run) */
+            a.command = argv + i + 1;
+            a.n_command = argc - i - 1;
+            break;
+        }
         else if (!strcmp(s, "--max-points")) value = &a.max_points;
         else if (!strcmp(s, "--follow") || !strcmp(s, "-f")) { a.follow = true; continue; }
         else if (!strcmp(s, "--csv")) { a.csv = true; continue; }
@@ -489,11 +552,11 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m r it takes */
+        const char *flags; /* which of f c j k s l t m r n N w e it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"},
         {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"metrics", cmd_metrics, "ckm"},
-        {"follow", cmd_follow, ""},
+        {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNwe"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(command, commands[i].name) != 0) continue;
@@ -502,6 +565,8 @@ int main(int argc, char **argv) {
             {a.follow, 'f', "--follow/-f"}, {a.csv, 'c', "--csv"}, {a.json, 'j', "--json"}, {a.key != NULL, 'k', "--key"},
             {a.status != NULL, 's', "--status"}, {a.limit != NULL, 'l', "--limit"}, {a.tail != NULL, 't', "--tail"},
             {a.max_points != NULL, 'm', "--max-points"}, {a.rank != NULL, 'r', "--rank"},
+            {a.nproc != NULL, 'n', "-n/--nproc"}, {a.name != NULL, 'N', "--name"}, {a.workdir != NULL, 'w', "--workdir"},
+            {a.n_env > 0, 'e', "--env"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
         };
         for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
             if (given[g].set && !strchr(f, given[g].flag)) {
