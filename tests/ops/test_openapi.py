@@ -312,6 +312,8 @@ def run(a):
         check(r.header("Location") == f"/runs/{rid}", f"Location: {r.header('Location')}")
         req("POST", "/runs", "/runs", "POST /runs without the token", body=good_config)
         req("POST", "/runs", "/runs", "POST /runs with a bad config", body=bad_config, headers=auth)
+        req("POST", "/runs", "/runs", "POST /runs with a command on a server without --allow-commands",
+            body={"command": ["python3", "train.py"]}, headers=auth)
         req("POST", "/runs", "/runs", "POST /runs with a body that is not JSON", body="{not json",
             headers=dict(auth, **{"Content-Type": "application/json"}))
         req("POST", "/runs", "/runs", "POST /runs as text/plain", body="{}", headers=dict(auth, **{"Content-Type": "text/plain"}))
