@@ -4,10 +4,10 @@ the torchrun environment of every rank (whole allocation or one GPU each), the r
 output in ranks/rank-N.log and prefixed on the launcher's stdout, gang failure (the
 first failing rank named with its last line or its TORCHELASTIC_ERROR_FILE message, the
 others stopped, nothing left running), a command that cannot run, cancel by SIGTERM,
-refused configs, and a real 2-rank PyTorch DDP script (Debian's python3-torch, gloo)
+refused configs, the installed copy finding the installed reporter, and a real 2-rank PyTorch DDP script (Debian's python3-torch, gloo)
 reporting through `import ddpd` to a socket.
 
-Usage: test_ddp_run.py CASE --ddp-run PATH"""
+Usage: test_ddp_run.py CASE --ddp-run PATH --cmake CMAKE --build BUILD_DIR"""
 import json, os, signal, socket, subprocess, sys, tempfile, textwrap, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -436,6 +436,29 @@ def case_bad_config(d):
           f"isolate_devices with fewer GPUs than ranks: {p.stderr!r}")
 
 
+def case_installed(d):
+    """`cmake --install`: the reporter lands in share/ddpd/reporter/python, and the
+    installed ddp-run puts that copy (not the source tree's) on the ranks' PYTHONPATH."""
+    prefix = os.path.join(d, "prefix")
+    p = subprocess.run([CMAKE, "--install", BUILD, "--prefix", prefix], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"cmake --install: {p.stderr[-500:]!r}")
+    installed = os.path.join(prefix, "share", "ddpd", "reporter", "python")
+    check(os.path.isfile(os.path.join(installed, "ddpd", "__init__.py")), "the reporter is installed")
+    check(not os.path.exists(os.path.join(installed, "ddpd", "__pycache__")), "without a __pycache__")
+    global DDP_RUN
+    DDP_RUN = os.path.join(prefix, "bin", "ddp-run")
+    check(os.access(DDP_RUN, os.X_OK), "ddp-run is installed in bin/")
+    dump = script(d, "dump_env.py", DUMP_ENV)
+    out = os.path.join(d, "out")
+    os.makedirs(out)
+    L = Launch(d, [PYTHON, dump, out], 1)
+    check(L.wait() == 0, f"the installed ddp-run ran the rank: {L.stderr[-300:]!r}")
+    e = dumped_envs(out, 1)[0]
+    check(e["PYTHONPATH"].split(":")[0] == os.path.realpath(installed),
+          f"the installed reporter first on PYTHONPATH: {e['PYTHONPATH']!r}")
+    check(e["ddpd_module"].startswith(os.path.realpath(installed) + os.sep), f"`import ddpd`: {e['ddpd_module']}")
+
+
 DDP_SCRIPT = """
     # The tutorial's shape on the CPU: env:// rendezvous, gloo, DistributedSampler, DDP.
     import os, torch, torch.distributed as dist
@@ -520,6 +543,8 @@ CASES = cases_in(globals())
 if __name__ == "__main__":
     case = sys.argv[1]
     DDP_RUN = sys.argv[sys.argv.index("--ddp-run") + 1]
+    CMAKE = sys.argv[sys.argv.index("--cmake") + 1]
+    BUILD = sys.argv[sys.argv.index("--build") + 1]
     with tempfile.TemporaryDirectory(prefix="ddp-run-") as d:
         CASES[case](d)
     checks.finish(f"ddp-run {case}")
