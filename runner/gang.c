@@ -18,6 +18,7 @@
 #include "log.h"
 #include "rank_output.h"
 #include "rank_spawn.h"
+#include "utf8_text.h"
 
 #define DRAIN_AFTER_EXIT_S 2.0 /* a rank's children may hold its pipe open after it exits */
 
@@ -203,6 +204,7 @@ static void compose_result(gang *g, gang_result *res) {
     if (g->spawn_failure[0]) {
         res->outcome = GANG_FAILED;
         snprintf(res->reason, sizeof res->reason, "%s", g->spawn_failure);
+        utf8_repair(res->reason);
     } else if (g->first_failed >= 0) {
         int r = g->first_failed;
         char how[128], words[1024] = "", path[4096];
@@ -212,6 +214,7 @@ static void compose_result(gang *g, gang_result *res) {
             snprintf(words, sizeof words, "%s", g->ranks[r].out.last_line);
         res->outcome = GANG_FAILED;
         snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", r, how, words[0] ? ": " : "", words);
+        utf8_repair(res->reason); /* clipped to fit: no sequence cut in two */
     } else if (g->canceled_by) {
         res->outcome = GANG_CANCELED;
         res->signal = g->canceled_by;

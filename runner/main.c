@@ -21,6 +21,7 @@
 #include "log.h"
 #include "paths.h"
 #include "rank_env.h"
+#include "utf8_text.h"
 
 #define EXIT_SUCCEEDED 0
 #define EXIT_FAILED 1
@@ -123,6 +124,7 @@ static void command_line(const command_config *c, char *out, size_t n) {
     out[0] = '\0';
     for (int i = 0; i < c->argc && len < n; i++)
         len += (size_t)snprintf(out + len, n - len, "%s%s", i ? " " : "", c->argv[i]);
+    utf8_repair(out); /* a long command is clipped */
 }
 
 static int run(const options *o, const command_config *cfg) {

@@ -2,6 +2,7 @@
  * one write, so lines of different ranks (and the launcher's own log lines, when
  * stdout is the run's log) never mix within a line. */
 #include "rank_output.h"
+#include "utf8_text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,7 @@ static void remember_if_not_blank(rank_output *o, const char *line, size_t n) {
     size_t keep = n - lead < sizeof o->last_line ? n - lead : sizeof o->last_line - 1;
     memcpy(o->last_line, line + lead, keep);
     o->last_line[keep] = '\0';
+    utf8_repair(o->last_line); /* it may end a reason, in JSON */
 }
 
 /* Appends "[rank N] line\n" to out (which has room: see emit_lines). */

@@ -55,7 +55,7 @@ class Launch:
             argv += ["--events", events]
         # its own session, as ddpd starts it: ddpd cancels by signalling the group
         self.p = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  start_new_session=True)
+                                  errors="replace", start_new_session=True)
         self.stdout = self.stderr = None
 
     def wait(self, timeout=120):
@@ -252,6 +252,25 @@ def case_rank_fails(d):
           f"the sleeping rank {sleeper} is gone")
     check(wait_until(lambda: not L.left_running(), 30), f"no process of the run is left: {L.left_running()}")
     launcher_events_ok(L, "failed")
+
+
+def case_reason_is_valid_text(d):
+    """The last line of a rank is bytes: one that is not UTF-8, and one clipped in the
+    middle of a character, still make a valid reason (JSON needs UTF-8)."""
+    s = script(d, "bytes.py", """
+        import os, sys
+        sys.stdout.buffer.write(b"bad \\xff!: " + "\\u00e9".encode() * 300 + b"\\n")
+        sys.exit(5)
+    """)
+    L = Launch(d, [PYTHON, s], 1)
+    check(L.wait() == 1, f"failed: {L.stderr[-300:]!r}")
+    end = L.end()
+    want = "rank 0 exited with status 5: bad ?!: " + "\u00e9" * 251
+    check(end.get("status") == "failed" and end.get("reason") == want,
+          f"the bad byte became ?, the clipped last character was dropped: {end.get('reason', '')[:40]!r}... "
+          f"({len(end.get('reason', '').encode())} bytes)")
+    with open(os.path.join(L.run_dir, "ranks", "rank-0.log"), "rb") as f:
+        check(f.read() == b"bad \xff!: " + "\u00e9".encode() * 300 + b"\n", "the rank's log keeps its bytes as they were")
 
 
 def case_stubborn_rank_killed(d):
