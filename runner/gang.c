@@ -199,6 +199,14 @@ static void supervise(gang *g, int sfd) {
     free(fds);
 }
 
+/* Nothing of the run outlives it: whatever is left in a rank's process group (a
+ * process it started that let go of its output) is killed. */
+static void sweep_groups(gang *g) {
+    for (int r = 0; r < g->started; r++)
+        if (kill(-g->ranks[r].pid, SIGKILL) == 0)
+            log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", r);
+}
+
 static void compose_result(gang *g, gang_result *res) {
     res->reason[0] = '\0';
     if (g->spawn_failure[0]) {
@@ -243,6 +251,7 @@ void gang_run(const gang_params *p, gang_result *res) {
         if (g.started && !g.spawn_failure[0])
             log_msg(LOG_INFO, "started %d rank%s", g.started, g.started > 1 ? "s" : "");
         supervise(&g, sfd);
+        sweep_groups(&g);
         compose_result(&g, res);
     }
     if (sfd >= 0) close(sfd);

@@ -254,6 +254,21 @@ def case_rank_fails(d):
     launcher_events_ok(L, "failed")
 
 
+def case_leftovers_killed(d):
+    """A process a rank started and left behind (its output let go, so no pipe tells)
+    does not outlive the run, which still succeeds."""
+    s = script(d, "leave.py", """
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print("left a sleeper behind")
+    """)
+    L = Launch(d, [PYTHON, s], 2)
+    check(L.wait() == 0 and L.end().get("status") == "succeeded", f"succeeded: {L.end()} {L.stderr[-300:]!r}")
+    check("left processes behind in its process group: killed them" in L.stderr, f"and said so: {L.stderr[-400:]!r}")
+    check(wait_until(lambda: not L.left_running(), 30), f"the sleepers are gone: {L.left_running()}")
+
+
 def case_reason_is_valid_text(d):
     """The last line of a rank is bytes: one that is not UTF-8, and one clipped in the
     middle of a character, still make a valid reason (JSON needs UTF-8)."""
