@@ -568,6 +568,13 @@ def case_torch_ddp_gloo(d):
     check(all(e.get("secret") is None for e in j), "no secret in the journal")
     check({e["rank"] for e in j} == {-1, 0, 1}, "the journal has every process's events")
     launcher_events_ok(L, "succeeded")
+    # the launcher's own events follow schema/events.schema.json, as ddp-trainer's do
+    import jsonschema
+    with open(os.path.join(HERE, "..", "..", "schema", "events.schema.json")) as f:
+        v = jsonschema.Draft202012Validator(json.load(f))
+    mine = [e for e in j if e["rank"] == -1]
+    bad = [(e, next(iter(v.iter_errors(e))).message) for e in mine if not v.is_valid(e)]
+    check(mine and not bad, f"{len(bad)} of the launcher's {len(mine)} events break the schema, the first: {bad[:1]}")
     check(not L.left_running(), f"nothing left: {L.left_running()}")
     srv.close()
 
