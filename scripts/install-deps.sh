@@ -12,7 +12,7 @@
 #
 #   install-deps.sh            to build and test (the README's commands, CI, the
 #                              Docker image's build stage)
-#   install-deps.sh --bench    that, and the benchmarks' packages (PyTorch, wrk)
+#   install-deps.sh --bench    that, and the benchmarks' packages (wrk)
 #   install-deps.sh --runtime  only what the built binaries need to run (the Docker
 #                              image's runtime stage): no compiler, no npm
 set -euo pipefail
@@ -27,6 +27,8 @@ packages=(
   python3
   # tests: promtool checks /metrics; the OpenAPI and Docker tests read JSON Schema and YAML
   prometheus python3-jsonschema python3-yaml
+  # tests: command runs launch a real PyTorch DDP script (gloo on the CPU) with /usr/bin/python3
+  python3-torch python3-numpy
 )
 # The dashboard's browser tests run Debian's chromium (driven by playwright-core,
 # which never downloads a browser); node and npm fetch uPlot and playwright-core.
@@ -34,9 +36,9 @@ packages=(
 packages+=("chromium?") # Ubuntu 24.04 has it only as a snap
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
-# Extra packages for benchmarks only (PyTorch, wrk): `install-deps.sh --bench`.
+# Extra packages for benchmarks only (wrk): `install-deps.sh --bench`.
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy wrk)
+  packages+=(wrk)
 fi
 if [[ "${1:-}" == "--runtime" ]]; then
   packages=(

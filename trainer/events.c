@@ -88,7 +88,7 @@ static int write_all(int fd, const char *p, size_t n) {
 }
 
 static void drop_target(event_sink *s, const char *why) {
-    fprintf(stderr, "ddp-trainer: lost the event %s (%s): events go to the journal%s\n",
+    fprintf(stderr, "%s: lost the event %s (%s): events go to the journal%s\n", program_invocation_short_name,
             s->target_is_socket ? "socket" : "target", why, s->socket_path ? " until the server is back" : " only");
     if (s->target_fd != STDOUT_FILENO) close(s->target_fd);
     s->target_fd = -1;
@@ -164,7 +164,7 @@ static void journal_write(event_sink *s, const char *p, size_t n) {
         ssize_t w = write(s->journal_fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            fprintf(stderr, "ddp-trainer: cannot append to the event journal: %s\n",
+            fprintf(stderr, "%s: cannot append to the event journal: %s\n", program_invocation_short_name,
                     w < 0 ? strerror(errno) : "nothing written");
             s->journal_torn = 1;
             return;
@@ -236,7 +236,7 @@ static void try_reconnect(event_sink *s, long long now) {
     if (fd < 0) return;
     s->target_fd = fd;
     target_write(s, s->hello_line, strlen(s->hello_line));
-    if (s->target_fd >= 0) fprintf(stderr, "ddp-trainer: reconnected to the event socket\n");
+    if (s->target_fd >= 0) fprintf(stderr, "%s: reconnected to the event socket\n", program_invocation_short_name);
 }
 
 void event_flush(event_sink *s) {

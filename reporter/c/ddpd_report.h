@@ -7,14 +7,15 @@
  *     ddpd_report_step(global_step, m, 2);
  *     ddpd_report_epoch(epoch, (ddpd_metric[]){{"test_acc", acc}}, 1);
  *     ddpd_report_status("evaluating", "epoch 3");
- *     ddpd_report_flush(); // at the end (or let exit lose at most 200 ms of points)
+ *     ddpd_report_close(); // at the end (exit() does it too)
  *
  * A call never blocks and never fails the program: lines are buffered and written
  * every 200 ms (or 64 KiB) to the run's journal and, without waiting, to the
  * server's socket; what the socket does not take at once waits (up to 1 MiB), past
  * which the connection is dropped and retried a second later, hello first (the
  * server then catches up from the journal). Outside ddpd (no DDPD_EVENTS_SOCKET)
- * every call is a no-op. Call it from one thread, and include this header in one
+ * every call is a no-op. At exit (or ddpd_report_close) what is buffered is written
+ * and the socket gets up to 2 s to take what still waits. Call it from one thread, and include this header in one
  * source file of the program (its state is per file). */
 #ifndef DDPD_REPORT_H
 #define DDPD_REPORT_H
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +87,11 @@ static inline void ddpd_report_drop_socket_(void) {
     ddpd_report_.pending_len = 0;
 }
 
-/* Sends what the socket takes now, keeping the rest; -1 when the connection broke. */
+/* Sends what the socket takes now, keeping the rest; -1 when the connection broke.
+ * While earlier bytes still wait in pending, new ones queue behind them (sent ahead,
+ * they would cut a waiting line in two). */
 static inline int ddpd_report_send_(const char *p, size_t n) {
-    while (n > 0) {
+    while (n > 0 && ddpd_report_.pending_len == 0) {
         ssize_t w = send(ddpd_report_.sock, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -125,6 +129,8 @@ static inline size_t ddpd_report_line_(char *out, size_t cap, const char *type, 
     return n > 0 && len + (size_t)n < cap ? len + (size_t)n : 0;
 }
 
+static inline void ddpd_report_at_exit_(void);
+
 static inline int ddpd_report_on_(void) {
     if (ddpd_report_.state) return ddpd_report_.state > 0;
     const char *sock = getenv("DDPD_EVENTS_SOCKET");
@@ -156,6 +162,7 @@ static inline int ddpd_report_on_(void) {
     ddpd_report_.hello_len = ddpd_report_line_(ddpd_report_.hello, sizeof ddpd_report_.hello, "hello", body, 0);
     ddpd_report_.seq = 1;
     ddpd_report_.state = 1;
+    atexit(ddpd_report_at_exit_);
     ddpd_report_.last_flush_ms = ddpd_report_ms_();
     ddpd_report_connect_(ddpd_report_.last_flush_ms);
     return 1;
@@ -182,6 +189,21 @@ static inline void ddpd_report_flush(void) {
     if (ddpd_report_.sock >= 0 && ddpd_report_send_(ddpd_report_.buf, ddpd_report_.len) != 0) ddpd_report_drop_socket_();
     ddpd_report_.len = 0;
 }
+
+/* Writes what is buffered, then gives the socket up to 2 s to take what waits (the
+ * journal has it all anyway). Later calls still work. */
+static inline void ddpd_report_close(void) {
+    if (ddpd_report_.state <= 0) return;
+    ddpd_report_flush();
+    long long deadline = ddpd_report_ms_() + 2000;
+    while (ddpd_report_.sock >= 0 && ddpd_report_.pending_len && ddpd_report_ms_() < deadline) {
+        struct pollfd p = {.fd = ddpd_report_.sock, .events = POLLOUT};
+        if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
+        ddpd_report_flush();
+    }
+}
+
+static inline void ddpd_report_at_exit_(void) { ddpd_report_close(); }
 
 static inline void ddpd_report_add_(const char *type, const char *body) {
     char line[4096];

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No include cycle in server/, trainer/, schema/ or client/.
+"""No include cycle in server/, trainer/, runner/, schema/ or client/.
 
 A module is a source file's stem in its folder (feed.c and feed.h are the module
 server/core/feed); module A depends on module B when a file of A includes B's
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 
-TREES = ("server", "trainer", "schema", "client")
+TREES = ("server", "trainer", "runner", "schema", "client")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

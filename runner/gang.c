@@ -1,0 +1,260 @@
+/* The gang's supervision: see gang.h. One poll loop over a signalfd (SIGCHLD and the
+ * cancel signals, blocked) and every rank's output pipe. */
+#include "gang.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error_file.h"
+#include "events.h"
+#include "log.h"
+#include "rank_output.h"
+#include "rank_spawn.h"
+#include "utf8_text.h"
+
+#define DRAIN_AFTER_EXIT_S 2.0 /* a rank's children may hold its pipe open after it exits */
+
+typedef struct {
+    pid_t pid; /* also its process group; 0: never started */
+    int running;
+    int status;
+    rank_output out;
+} gang_rank;
+
+typedef struct {
+    const gang_params *p;
+    gang_rank *ranks;
+    int started, alive;
+    int first_failed; /* -1: none (yet) */
+    int first_status;
+    int canceled_by;
+    char spawn_failure[1024];
+    double kill_at;  /* 0: no SIGKILL due */
+    double drain_until;
+} gang;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int stopping(const gang *g) { return g->first_failed >= 0 || g->canceled_by || g->spawn_failure[0]; }
+
+/* Signals every rank's process group that may still have members. */
+static void signal_groups(gang *g, int sig) {
+    for (int r = 0; r < g->started; r++)
+        if (g->ranks[r].running || g->ranks[r].out.fd >= 0) kill(-g->ranks[r].pid, sig);
+}
+
+static void begin_stop(gang *g) {
+    signal_groups(g, SIGTERM);
+    g->kill_at = now_s() + g->p->grace_s;
+}
+
+static void describe_end(int status, char *out, size_t n) {
+    if (WIFSIGNALED(status)) {
+        const char *abbrev = sigabbrev_np(WTERMSIG(status));
+        snprintf(out, n, "was killed by signal %d (SIG%s: %s)", WTERMSIG(status), abbrev ? abbrev : "?",
+                 strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
+    }
+}
+
+static void reap(gang *g) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int r = 0; r < g->started; r++) {
+            gang_rank *k = &g->ranks[r];
+            if (k->pid != pid || !k->running) continue;
+            k->running = 0;
+            k->status = status;
+            g->alive--;
+            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (ok || stopping(g)) continue;
+            g->first_failed = r;
+            g->first_status = status;
+            char how[128];
+            describe_end(status, how, sizeof how);
+            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks", r, how);
+            begin_stop(g);
+        }
+    }
+}
+
+static void on_signal(gang *g, int sig) {
+    if (sig == SIGCHLD) {
+        reap(g);
+        return;
+    }
+    if (stopping(g)) {
+        if (g->canceled_by && g->kill_at > 0) { /* asked again: no more grace */
+            log_msg(LOG_WARN, "received SIG%s again: killing every rank now", sigabbrev_np(sig));
+            g->kill_at = now_s();
+        }
+        return;
+    }
+    g->canceled_by = sig;
+    log_msg(LOG_WARN, "received SIG%s: stopping every rank (SIGKILL after %g s)", sigabbrev_np(sig), g->p->grace_s);
+    begin_stop(g);
+}
+
+static void start_ranks(gang *g, const sigset_t *child_mask) {
+    const gang_params *p = g->p;
+    for (int r = 0; r < p->cfg->world_size && !stopping(g); r++) {
+        char err_path[4096];
+        error_file_path(err_path, sizeof err_path, p->run_dir, r);
+        unlink(err_path); /* left by an earlier attempt in this directory */
+        char **env = rank_env_build(p->env, r);
+        if (!env) {
+            snprintf(g->spawn_failure, sizeof g->spawn_failure, "cannot start rank %d: out of memory", r);
+            break;
+        }
+        rank_command cmd = {.argv = p->cfg->argv, .env = env, .working_dir = p->working_dir, .child_mask = child_mask};
+        int fd = -1;
+        char why[1024];
+        pid_t pid = rank_spawn(&cmd, &fd, why, sizeof why);
+        rank_env_free(env);
+        if (pid < 0) {
+            snprintf(g->spawn_failure, sizeof g->spawn_failure, "%s", why);
+            log_msg(LOG_ERROR, "rank %d: %s", r, why);
+            break;
+        }
+        gang_rank *k = &g->ranks[r];
+        k->pid = pid;
+        k->running = 1;
+        if (rank_output_open(&k->out, r, fd, p->run_dir) != 0)
+            log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", r, strerror(errno));
+        g->started++;
+        g->alive++;
+    }
+    if (g->spawn_failure[0] && g->started) begin_stop(g);
+}
+
+static int open_outputs(const gang *g) {
+    int n = 0;
+    for (int r = 0; r < g->started; r++) n += g->ranks[r].out.fd >= 0;
+    return n;
+}
+
+/* Deadlines: SIGKILL after the grace; after every rank exited, pipes still held by
+ * their children are given a little while, then those children are killed. */
+static void handle_deadlines(gang *g) {
+    double now = now_s();
+    if (g->kill_at > 0 && now >= g->kill_at) {
+        log_msg(LOG_WARN, "sending SIGKILL to the ranks still running");
+        signal_groups(g, SIGKILL);
+        g->kill_at = 0;
+    }
+    if (g->alive > 0 || !open_outputs(g)) return;
+    if (g->drain_until == 0) g->drain_until = now + DRAIN_AFTER_EXIT_S;
+    if (now < g->drain_until) return;
+    for (int r = 0; r < g->started; r++) {
+        gang_rank *k = &g->ranks[r];
+        if (k->out.fd < 0) continue;
+        log_msg(LOG_WARN, "rank %d exited but processes it started still hold its output: killing them", r);
+        kill(-k->pid, SIGKILL);
+        rank_output_close(&k->out);
+    }
+}
+
+static int poll_timeout_ms(const gang *g) {
+    double now = now_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
+    if (g->kill_at > 0 && g->kill_at < until) until = g->kill_at;
+    if (g->alive == 0 && g->drain_until > 0 && g->drain_until < until) until = g->drain_until;
+    double ms = (until - now) * 1000.0;
+    return ms < 0 ? 0 : (int)ms + 1;
+}
+
+static void supervise(gang *g, int sfd) {
+    int n = g->started;
+    struct pollfd *fds = calloc((size_t)n + 1, sizeof *fds);
+    while (g->alive > 0 || open_outputs(g) > 0) {
+        fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        for (int r = 0; r < n; r++) fds[r + 1] = (struct pollfd){.fd = g->ranks[r].out.fd, .events = POLLIN};
+        if (poll(fds, (nfds_t)n + 1, poll_timeout_ms(g)) < 0 && errno != EINTR) {
+            log_msg(LOG_ERROR, "poll: %s", strerror(errno));
+            break;
+        }
+        if (fds[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) on_signal(g, (int)si.ssi_signo);
+        }
+        for (int r = 0; r < n; r++)
+            if (fds[r + 1].fd >= 0 && (fds[r + 1].revents & (POLLIN | POLLHUP | POLLERR))) rank_output_read(&g->ranks[r].out);
+        reap(g); /* signals coalesce; a pipe's end often comes first */
+        handle_deadlines(g);
+        event_flush(g->p->events); /* the sink's timed flush and its reconnects */
+    }
+    free(fds);
+}
+
+/* Nothing of the run outlives it: whatever is left in a rank's process group (a
+ * process it started that let go of its output) is killed. */
+static void sweep_groups(gang *g) {
+    for (int r = 0; r < g->started; r++)
+        if (kill(-g->ranks[r].pid, SIGKILL) == 0)
+            log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", r);
+}
+
+static void compose_result(gang *g, gang_result *res) {
+    res->reason[0] = '\0';
+    if (g->spawn_failure[0]) {
+        res->outcome = GANG_FAILED;
+        snprintf(res->reason, sizeof res->reason, "%s", g->spawn_failure);
+        utf8_repair(res->reason);
+    } else if (g->first_failed >= 0) {
+        int r = g->first_failed;
+        char how[128], words[1024] = "", path[4096];
+        describe_end(g->first_status, how, sizeof how);
+        error_file_path(path, sizeof path, g->p->run_dir, r);
+        if (!error_file_message(path, words, sizeof words))
+            snprintf(words, sizeof words, "%s", g->ranks[r].out.last_line);
+        res->outcome = GANG_FAILED;
+        snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", r, how, words[0] ? ": " : "", words);
+        utf8_repair(res->reason); /* clipped to fit: no sequence cut in two */
+    } else if (g->canceled_by) {
+        res->outcome = GANG_CANCELED;
+        res->signal = g->canceled_by;
+        snprintf(res->reason, sizeof res->reason, "canceled by SIG%s", sigabbrev_np(g->canceled_by));
+    } else {
+        res->outcome = GANG_SUCCEEDED;
+    }
+}
+
+void gang_run(const gang_params *p, gang_result *res) {
+    gang g = {.p = p, .first_failed = -1};
+    g.ranks = calloc((size_t)p->cfg->world_size, sizeof *g.ranks);
+    sigset_t mask, old_mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old_mask);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (!g.ranks || sfd < 0) {
+        res->outcome = GANG_FAILED;
+        snprintf(res->reason, sizeof res->reason, "cannot supervise the ranks: %s", strerror(errno));
+    } else {
+        start_ranks(&g, &old_mask);
+        if (g.started && !g.spawn_failure[0])
+            log_msg(LOG_INFO, "started %d rank%s", g.started, g.started > 1 ? "s" : "");
+        supervise(&g, sfd);
+        sweep_groups(&g);
+        compose_result(&g, res);
+    }
+    if (sfd >= 0) close(sfd);
+    free(g.ranks);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+}

@@ -1,0 +1,222 @@
+/* ddp-run: the launcher of a command run (a run config with `command`), which ddpd
+ * starts instead of ddp-trainer. It runs the user's command once per rank with
+ * torchrun's environment, supervises the ranks as a gang (gang.h), copies their
+ * output into the run's logs, and reports as rank -1 through the run's event sink:
+ * a hello first, an `end` last. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "command_config.h"
+#include "ddpd_build_config.h"
+#include "events.h"
+#include "gang.h"
+#include "log.h"
+#include "paths.h"
+#include "rank_env.h"
+#include "utf8_text.h"
+
+#define EXIT_SUCCEEDED 0
+#define EXIT_FAILED 1
+#define EXIT_BAD_INPUT 2
+#define DEFAULT_GRACE_S 10.0
+
+typedef struct {
+    const char *config_path, *run_dir, *events, *master_port;
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
+            "\n"
+            "Runs a command run's `command` once per rank (distributed.world_size), with\n"
+            "torchrun's environment, as one gang: a rank that fails stops the others.\n"
+            "\n"
+            "  --config FILE       the run config (command, working_dir, env, distributed)\n"
+            "  --run-dir DIR       the run's directory: events.jsonl, trainer.log, ranks/rank-N.log\n"
+            "  --master-port PORT  MASTER_PORT of every rank (free, leased by ddpd)\n"
+            "  --events SOCKET     ddpd's event socket, also handed to the ranks' reporters\n"
+            "                      (absent or -: the journal only)\n"
+            "  --version           print the version\n"
+            "\n"
+            "environment: DDPD_RUN_ID, DDPD_RUN_SECRET, CUDA_VISIBLE_DEVICES (the run's GPUs),\n"
+            "DDPD_CANCEL_GRACE_S (seconds between SIGTERM and SIGKILL, default 10)\n"
+            "\n"
+            "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
+}
+
+static int parse_args(int argc, char **argv, options *o) {
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
+        {"events", required_argument, 0, 'e'}, {"master-port", required_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "c:d:e:p:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->config_path = optarg; break;
+        case 'd': o->run_dir = optarg; break;
+        case 'e': o->events = optarg; break;
+        case 'p': o->master_port = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    const char *missing = !o->config_path ? "--config" : !o->run_dir ? "--run-dir" : !o->master_port ? "--master-port" : NULL;
+    if (optind < argc) fprintf(stderr, "ddp-run: unexpected argument '%s'\n", argv[optind]);
+    else if (missing) fprintf(stderr, "ddp-run: %s is required\n", missing);
+    if (optind < argc || missing) {
+        usage(stderr);
+        return -1;
+    }
+    if (o->events && strcmp(o->events, "-") == 0) o->events = NULL;
+    /* The ranks' reporters connect to it too, so it must be the server's socket (the
+     * sink would take another path for a file to write). */
+    struct stat st;
+    errno = 0;
+    if (o->events && (stat(o->events, &st) != 0 || !S_ISSOCK(st.st_mode))) {
+        fprintf(stderr, "ddp-run: --events %s: %s\n", o->events,
+                errno == ENOENT ? "no such socket" : "not a Unix socket (give ddpd's event socket, or -)");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_port(const char *s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || end == s || *end || v < 1 || v > 65535 ? -1 : (int)v;
+}
+
+static double grace_seconds(void) {
+    const char *s = getenv("DDPD_CANCEL_GRACE_S");
+    if (!s || !s[0]) return DEFAULT_GRACE_S;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || v < 0 || v > 3600) {
+        fprintf(stderr, "ddp-run: DDPD_CANCEL_GRACE_S=%s is not a number of seconds (0 to 3600): using %g\n", s,
+                DEFAULT_GRACE_S);
+        return DEFAULT_GRACE_S;
+    }
+    return v;
+}
+
+static void send_hello(event_sink *events, int world_size) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    event_emit(events, "hello",
+               json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size", world_size));
+}
+
+/* The command as one line, for the log. */
+static void command_line(const command_config *c, char *out, size_t n) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < c->argc && len < n; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", i ? " " : "", c->argv[i]);
+    utf8_repair(out); /* a long command is clipped */
+}
+
+static int run(const options *o, const command_config *cfg) {
+    int port = parse_port(o->master_port);
+    if (port < 0) {
+        fprintf(stderr, "ddp-run: --master-port %s is not a port (1 to 65535)\n", o->master_port);
+        return EXIT_BAD_INPUT;
+    }
+    const char *devices = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "";
+    int gpus = rank_env_device_count(devices);
+    if (cfg->isolate_devices && gpus > 0 && gpus < cfg->world_size) {
+        fprintf(stderr,
+                "ddp-run: /distributed/isolate_devices: each of the %d ranks needs a GPU of its own, but "
+                "CUDA_VISIBLE_DEVICES=%s has %d\n",
+                cfg->world_size, devices, gpus);
+        return EXIT_BAD_INPUT;
+    }
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
+    if (mkdir_p(path) != 0) {
+        fprintf(stderr, "ddp-run: cannot create %s: %s\n", path, strerror(errno));
+        return EXIT_BAD_INPUT;
+    }
+    /* Absolute paths from here on: the ranks start in another directory. */
+    char run_dir[PATH_MAX], events_abs[PATH_MAX], run_dir_copy[PATH_MAX];
+    if (!realpath(o->run_dir, run_dir)) {
+        fprintf(stderr, "ddp-run: cannot resolve %s: %s\n", o->run_dir, strerror(errno));
+        return EXIT_BAD_INPUT;
+    }
+    const char *events_target = o->events && realpath(o->events, events_abs) ? events_abs : o->events;
+    snprintf(run_dir_copy, sizeof run_dir_copy, "%s", run_dir);
+    const char *run_id = getenv("DDPD_RUN_ID") && getenv("DDPD_RUN_ID")[0] ? getenv("DDPD_RUN_ID") : basename(run_dir_copy);
+
+    snprintf(path, sizeof path, "%s/trainer.log", run_dir);
+    log_open(path, "launcher");
+    char err[1024], warning[1024];
+    snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
+    event_sink *events = event_sink_open(events_target, path, run_id, EVENT_RANK_LAUNCHER, getenv("DDPD_RUN_SECRET"), err,
+                                         sizeof err, warning, sizeof warning);
+    if (!events) {
+        fprintf(stderr, "ddp-run: %s\n", err);
+        log_close();
+        return EXIT_BAD_INPUT;
+    }
+    log_set_events(events);
+    send_hello(events, cfg->world_size);
+    if (warning[0]) log_msg(LOG_WARN, "%s", warning);
+
+    const char *reporter = rank_env_reporter_dir();
+    if (!reporter) log_msg(LOG_WARN, "the ddpd Python reporter was not found: `import ddpd` will fail in the ranks");
+    const char *working_dir = cfg->working_dir ? cfg->working_dir : run_dir;
+    char line[2048];
+    command_line(cfg, line, sizeof line);
+    log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s", run_id, cfg->world_size,
+            cfg->world_size > 1 ? "s" : "", line, working_dir, port, gpus ? ", CUDA_VISIBLE_DEVICES " : "",
+            gpus ? devices : "");
+    rank_env_params env = {
+        .run_id = run_id,
+        .run_dir = run_dir,
+        .events_socket = events_target,
+        .reporter_dir = reporter,
+        .devices = devices,
+        .master_port = port,
+        .world_size = cfg->world_size,
+        .isolate_devices = cfg->isolate_devices,
+        .threads_per_rank = cfg->threads_per_rank,
+        .config_env = cfg->env,
+    };
+    gang_params gp = {.cfg = cfg, .env = &env, .run_dir = run_dir, .working_dir = working_dir,
+                      .grace_s = grace_seconds(), .events = events};
+    gang_result res;
+    gang_run(&gp, &res);
+
+    static const char *const STATUS[] = {[GANG_SUCCEEDED] = "succeeded", [GANG_FAILED] = "failed",
+                                         [GANG_CANCELED] = "canceled"};
+    if (res.outcome == GANG_SUCCEEDED) log_msg(LOG_INFO, "run succeeded");
+    else log_msg(LOG_ERROR, "run %s: %s", STATUS[res.outcome], res.reason);
+    log_set_events(NULL);
+    event_emit(events, "end", json_pack("{s:s, s:s}", "status", STATUS[res.outcome], "reason", res.reason));
+    event_sink_close(events);
+    log_close();
+    if (res.outcome == GANG_CANCELED) return 128 + res.signal;
+    return res.outcome == GANG_SUCCEEDED ? EXIT_SUCCEEDED : EXIT_FAILED;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    if (parse_args(argc, argv, &o) != 0) return EXIT_BAD_INPUT;
+    command_config cfg;
+    if (command_config_load(o.config_path, &cfg, stderr) != 0) return EXIT_BAD_INPUT;
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout must not kill the launcher (the ranks get it back) */
+    int rc = run(&o, &cfg);
+    command_config_free(&cfg);
+    return rc;
+}

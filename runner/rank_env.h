@@ -1,0 +1,38 @@
+/* Each rank's environment: the launcher's own, the config's `env`, and the torchrun
+ * contract (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT, TORCHELASTIC_*, ...) plus
+ * what the `ddpd` reporter needs (DDPD_EVENTS_SOCKET, DDPD_EVENTS_JOURNAL, the
+ * reporter on PYTHONPATH). The variables ddpd sets are its own: a config's `env`
+ * may not set them (rank_env_reserved). */
+#ifndef DDPD_RANK_ENV_H
+#define DDPD_RANK_ENV_H
+
+typedef struct {
+    const char *run_id;
+    const char *run_dir;
+    const char *events_socket;   /* NULL: no socket (the reporter stays off) */
+    const char *reporter_dir;    /* NULL: not found, PYTHONPATH as inherited */
+    const char *devices;         /* CUDA_VISIBLE_DEVICES as the server gave it ("" on CPU) */
+    int master_port;
+    int world_size;
+    int isolate_devices;
+    int threads_per_rank;
+    char *const *config_env;     /* "NAME=value", NULL-terminated (may be NULL) */
+} rank_env_params;
+
+/* 1 when ddpd sets `name` for every rank (a config may not). */
+int rank_env_reserved(const char *name);
+
+/* The number of entries in a CUDA_VISIBLE_DEVICES list ("" -> 0). */
+int rank_env_device_count(const char *devices);
+
+/* The environment of rank `rank` (malloc'd "NAME=value" strings, NULL-terminated;
+ * free with rank_env_free), or NULL when out of memory. */
+char **rank_env_build(const rank_env_params *p, int rank);
+void rank_env_free(char **env);
+
+/* The `ddpd` Python reporter's directory: beside an installed ddp-run
+ * (<exe dir>/../share/ddpd/reporter/python), else the source tree's. NULL when
+ * neither exists. */
+const char *rank_env_reporter_dir(void);
+
+#endif

@@ -1,0 +1,6 @@
+# ddp-run, the launcher of command runs, run directly (no server) on real processes,
+# and with Debian's python3-torch (gloo) for a real DDP script; the ranks run
+# /usr/bin/python3, as users' scripts do.
+ddpd_py_cases(ddp_run_ ${CMAKE_CURRENT_LIST_DIR}/runner/test_ddp_run.py PYTHON /usr/bin/python3
+              ARGS --ddp-run $<TARGET_FILE:ddp-run> --cmake ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR}
+              TIMEOUT 300)
