@@ -9,11 +9,13 @@ static const char *const BUILTIN_SECTIONS[] = {"mode", "seed", "model", "data", 
 static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32", "hang_timeout_s"};
 static const char *const COMMAND_FIELDS[] = {"working_dir", "env"};
 
-/* What every rank of a command run is given (the torchrun contract and ddpd's own). */
+/* What every rank of a command run is given (the torchrun contract and ddpd's own;
+ * ddp-run keeps the same list, runner/rank_env.c). PYTHONPATH is not among them: a
+ * config's goes after the reporter's directory. */
 static const char *const OWNED[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
     "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-    "PYTHONUNBUFFERED", "PYTHONPATH", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"};
+    "PYTHONUNBUFFERED", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"};
 static const char *const OWNED_PREFIXES[] = {"TORCHELASTIC_", "DDPD_"};
 
 #define COUNT(a) (sizeof(a) / sizeof *(a))

@@ -334,7 +334,9 @@ bool scheduler_hello(int64_t id, const char *secret, int rank) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find(id);
     bool ok = r && r->pid > 0 && secret_equal(secret, r->secret);
-    if (ok && rank >= 0 && r->status == RUN_STARTING) {
+    /* running: a rank has said hello; for a command run, ddp-run has (its ranks are
+     * started, and a script need not report at all) */
+    if (ok && (rank >= 0 || r->command) && r->status == RUN_STARTING) {
         r->status = RUN_RUNNING;
         store_op op = {.kind = OP_RUN_RUNNING, .run_id = id, .t = now_ms()};
         store_submit_now(&op);

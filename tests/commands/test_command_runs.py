@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Command runs end to end: a real ddpd (--allow-commands, a work root) starts the
+user's script through ddp-run, once per rank, and serves what it reports.
+
+The script is tests/commands/ddp_fmnist.py, in the DDP tutorial's shape, on Debian's
+python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`:
+  torch_two_ranks    succeeded; torchrun's variables on each rank; a loss point per
+                     step and the LR per epoch in the API, a series of its own; both
+                     ranks' logs; the same final loss as the script launched by hand
+  ports_differ       two command runs at once get different MASTER_PORTs
+  rank_exits_3       one rank exits 3 mid-run: the run fails naming that rank and its
+                     line; the other (blocked in an all-reduce) is stopped
+  cancel             a running command run canceled: no process left
+  ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
+
+Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
+import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+import ddpd_harness  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, pids_under  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "ddp_fmnist.py")
+REPORTER = os.path.join(HERE, "..", "..", "reporter", "python")
+TORCHRUN_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+                 "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                 "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+                 "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+                 "OMP_NUM_THREADS", "PYTHONUNBUFFERED"]
+
+
+def free_port_range(width=40):
+    """LO-HI of ports free now, away from torchrun's 29400 and 29500: each test's
+    server leases from its own range (tests run side by side, each with a server)."""
+    for _ in range(50):
+        with socket.socket() as t:
+            t.bind(("127.0.0.1", 0))
+            lo = t.getsockname()[1]
+        if lo + width <= 65535 and not (lo <= 29500 <= lo + width or lo <= 29400 <= lo + width):
+            return lo, lo + width
+    return 40000, 40000 + width
+
+
+def procs_in(directory):
+    """Processes working inside `directory` (the ranks of a run whose working_dir it holds)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if (cwd == directory or cwd.startswith(directory + "/")) and state != "Z":
+            found.append(int(name))
+    return found
+
+
+class WorkRoot:
+    """A work root with the script in a project folder of it."""
+
+    def __enter__(self):
+        self.root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-work-"))
+        self.ports = free_port_range()
+        os.mkdir(os.path.join(self.root, "proj"))
+        shutil.copy(SCRIPT, os.path.join(self.root, "proj", "ddp_fmnist.py"))
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def server(self, a, slots=2):
+        return Server(a.ddpd, None, slots=slots, extra_args=["--allow-commands", "--work-root", self.root,
+                                                             "--runner", a.runner,
+                                                             "--port-range", "%d-%d" % self.ports])
+
+
+def command(*args):
+    return ["/usr/bin/python3", "ddp_fmnist.py", *args]
+
+
+def case_torch_two_ranks(a):
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "tutorial", "command": command("--epochs", "6"), "working_dir": "proj",
+                        "env": {"MY_FLAG": "on"}, "distributed": {"world_size": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed"), timeout=240)
+        if not check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}"):
+            s.dump_log(rid)
+            return
+        proj = os.path.join(w.root, "proj")
+        envs = {r: json.load(open(os.path.join(proj, f"env-rank-{r}.json"))) for r in (0, 1)}
+        for r, e in envs.items():
+            missing = [k for k in TORCHRUN_VARS if not e.get(k)]
+            check(not missing, f"rank {r}: every torchrun variable set (missing {missing})")
+            check(e["RANK"] == str(r) and e["LOCAL_RANK"] == str(r) and e["WORLD_SIZE"] == "2" and
+                  e["LOCAL_WORLD_SIZE"] == "2" and e["GROUP_RANK"] == "0" and e["ROLE_NAME"] == "default" and
+                  e["MASTER_ADDR"] == "127.0.0.1" and e["TORCHELASTIC_RUN_ID"] == str(rid) and
+                  e["DDPD_RUN_ID"] == str(rid) and e["OMP_NUM_THREADS"] == "1" and e["MY_FLAG"] == "on",
+                  f"rank {r}: the values are right: {e}")
+            check(e["cwd"] == os.path.realpath(proj), f"rank {r} works in the working_dir: {e['cwd']}")
+            check(e["CUDA_VISIBLE_DEVICES"] == "", f"CPU slots: no GPU visible ({e['CUDA_VISIBLE_DEVICES']!r})")
+        port = int(envs[0]["MASTER_PORT"])
+        check(envs[1]["MASTER_PORT"] == str(port) and w.ports[0] <= port <= w.ports[1],
+              f"one MASTER_PORT for the run, from the server's --port-range {w.ports}: {port}")
+        loss = s.get(f"/runs/{rid}/metrics?key=loss").json()
+        steps = [p[0] for p in loss["points"]]
+        # 2000 examples over 2 ranks in batches of 64: 16 steps an epoch, 6 epochs
+        check(steps == list(range(1, 97)), f"a loss point per step: {len(steps)} points, {steps[:3]}...{steps[-3:]}")
+        check("grad_steps" in loss["keys"], f"the script's own series is listed: {loss['keys']}")
+        own = s.get(f"/runs/{rid}/metrics?key=grad_steps").json()
+        check([p[1] for p in own["points"]] == [float(i) for i in range(1, 97)], "and served")
+        epochs = s.get(f"/runs/{rid}/epochs").json()["epochs"]
+        lrs = [e["lr"] for e in epochs]
+        check([e["epoch"] for e in epochs] == list(range(6)) and lrs[:5] == [1e-3] * 5 and abs(lrs[5] - 3e-4) < 1e-12,
+              f"the LR per epoch, times 0.3 at epoch 5: {lrs}")
+        run = s.run(rid)
+        check(run["progress"]["global_step"] == 96 and run["progress"]["loss"] == loss["points"][-1][1],
+              f"progress follows the reported steps: {run['progress']}")
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        check(set(ranks) >= {0, 1}, f"both ranks said hello: {sorted(ranks)}")
+        for r in (0, 1):
+            log = s.get(f"/runs/{rid}/logs?rank={r}&offset=0").body.decode()
+            check(r != 0 or "final loss" in log, f"rank {r}'s own log: {log[-200:]!r}")
+        whole = s.get(f"/runs/{rid}/logs").body.decode()
+        check("[rank 0] final loss" in whole, f"the run's log has the ranks' lines, prefixed: {whole[-300:]!r}")
+        final = re.search(r"final loss (\S+)", whole)
+        # the same script launched by hand with the same environment
+        by_hand = tempfile.mkdtemp(prefix="ddpd-by-hand-")
+        try:
+            shutil.copy(SCRIPT, by_hand)
+            with socket.socket() as t:
+                t.bind(("127.0.0.1", 0))
+                hand_port = t.getsockname()[1]
+            procs = []
+            for r in (0, 1):
+                env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(hand_port), OMP_NUM_THREADS="1", PYTHONPATH=REPORTER)
+                for k in list(env):
+                    if k.startswith("DDPD_"):
+                        del env[k]
+                procs.append(subprocess.Popen(command("--epochs", "6"), cwd=by_hand, env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            outs = [p.communicate(timeout=240)[0] for p in procs]
+            hand = re.search(r"final loss (\S+)", outs[0])
+            check(final and hand and final.group(1) == hand.group(1),
+                  f"the same final loss as by hand: {final and final.group(1)} vs {hand and hand.group(1)} {outs[0][-300:]!r}")
+        finally:
+            shutil.rmtree(by_hand, ignore_errors=True)
+
+
+def case_ports_differ(a):
+    with WorkRoot() as w, w.server(a, slots=2) as s:
+        sleeper = ["/usr/bin/python3", "-c", "import os, time; print(os.environ['MASTER_PORT'], flush=True); time.sleep(60)"]
+        ids = [s.submit({"name": f"p{i}", "command": sleeper, "distributed": {"world_size": 1}}) for i in range(2)]
+        for rid in ids:
+            s.wait_status(rid, "running", timeout=60)
+        ports = []
+        for rid in ids:
+            out = wait_until(lambda: re.search(r"\[rank 0\] (\d+)", s.get(f"/runs/{rid}/logs").body.decode()),
+                             f"run {rid}'s port line", timeout=60)
+            ports.append(int(out.group(1)) if out else None)
+        check(None not in ports and ports[0] != ports[1], f"two runs at once, two ports: {ports}")
+        for rid in ids:
+            s.post(f"/runs/{rid}/cancel")
+        for rid in ids:
+            s.wait_status(rid, "canceled", timeout=60)
+
+
+def case_rank_exits_3(a):
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "dies", "command": command("--epochs", "6", "--fail-rank", "1", "--fail-at", "20"),
+                        "working_dir": "proj", "distributed": {"world_size": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed"), timeout=240)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed", f"the run failed: {run and run['status']}")
+        check("rank 1" in reason and "status 3" in reason and "planted failure at step 20" in reason,
+              f"the reason names the rank, its status and its line: {reason!r}")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)) and not procs_in(w.root), "the ranks to be gone", 30)
+              is not None, "the other rank (blocked in an all-reduce) was stopped: no process left")
+
+
+def case_cancel(a):
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "long", "command": command("--epochs", "500"), "working_dir": "proj",
+                        "distributed": {"world_size": 2}})
+        wait_until(lambda: s.get(f"/runs/{rid}/metrics?key=loss").json()["count"] > 3, "steps reported", 120)
+        r = s.post(f"/runs/{rid}/cancel")
+        check(r.status == 202, f"cancel: 202 ({r.status})")
+        run = s.wait_status(rid, "canceled", timeout=60)
+        check(run and run["status"] == "canceled", f"canceled: {run and run['status']}")
+        check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+def case_ddpctl_run(a):
+    with WorkRoot() as w, w.server(a) as s:
+        env = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
+        p = subprocess.run([a.ddpctl, "run", "-n", "2", "--name", "from-ddpctl", "--workdir", "proj", "--follow",
+                            "--", *command("--epochs", "2")], env=env, capture_output=True, text=True, timeout=240)
+        check(p.returncode == 0, f"ddpctl run --follow exits 0 when the run succeeds: {p.returncode} {p.stderr[-300:]!r}")
+        m = re.search(r"run (\d+) submitted", p.stdout)
+        rid = int(m.group(1)) if m else None
+        check(rid and s.run(rid)["status"] == "succeeded" and s.run(rid)["config"]["command"][1] == "ddp_fmnist.py",
+              f"the run is the command given: {p.stdout[-300:]!r}")
+        p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "0"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 0 and "final loss" in p.stdout, f"ddpctl logs --rank 0: {p.stdout[-200:]!r}")
+
+
+CASES = cases_in(globals())
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--ddpd", required=True)
+    ap.add_argument("--runner", required=True)
+    ap.add_argument("--ddpctl", required=True)
+    args = ap.parse_args()
+    args.ddpd, args.runner, args.ddpctl = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.ddpctl))
+    ddpd_harness.main(CASES, args)
