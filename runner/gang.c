@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,39 @@ static void sweep_groups(gang *g) {
             log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", r);
 }
 
+/* Words with which collective libraries report that a peer went away (gloo, NCCL,
+ * a TCP store): a rank that says one of them failed because another did. */
+static bool lost_a_peer(const char *line) {
+    static const char *const SIGNS[] = {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
+                                        "communicator was aborted", "NCCL communicator", "ProcessGroupGloo",
+                                        "failed to recv", "failed to send", "Socket Timeout"};
+    for (size_t i = 0; i < sizeof SIGNS / sizeof *SIGNS; i++)
+        if (strstr(line, SIGNS[i])) return true;
+    return false;
+}
+
+/* Whether rank r ended on its own with a failure (not by the stop it was sent). */
+static bool failed_on_its_own(const gang_rank *k) {
+    if (WIFEXITED(k->status)) return WEXITSTATUS(k->status) != 0;
+    return WIFSIGNALED(k->status) && WTERMSIG(k->status) != SIGTERM && WTERMSIG(k->status) != SIGKILL;
+}
+
+/* The rank to blame. Two ranks that die together may be reaped in either order: when
+ * the first one reaped only says that it lost a peer, and another rank failed on its
+ * own with other words, that other one is the cause. */
+static void blame(gang *g) {
+    int r = g->first_failed;
+    if (!lost_a_peer(g->ranks[r].out.last_line)) return;
+    for (int o = 0; o < g->started; o++) {
+        const gang_rank *k = &g->ranks[o];
+        if (o != r && !k->running && failed_on_its_own(k) && !lost_a_peer(k->out.last_line)) {
+            g->first_failed = o;
+            g->first_status = k->status;
+            return;
+        }
+    }
+}
+
 static void compose_result(gang *g, gang_result *res) {
     res->reason[0] = '\0';
     if (g->spawn_failure[0]) {
@@ -214,6 +248,7 @@ static void compose_result(gang *g, gang_result *res) {
         snprintf(res->reason, sizeof res->reason, "%s", g->spawn_failure);
         utf8_repair(res->reason);
     } else if (g->first_failed >= 0) {
+        blame(g);
         int r = g->first_failed;
         char how[128], words[1024] = "", path[4096];
         describe_end(g->first_status, how, sizeof how);

@@ -68,7 +68,8 @@ void command_run_check_given(const json_t *doc, schema_errors *errs) {
         for (size_t i = 0; i < COUNT(COMMAND_FIELDS); i++)
             if (json_object_get(doc, COMMAND_FIELDS[i]))
                 schema_errors_add(errs, "", "/%s applies to command runs only (a config with /command)", COMMAND_FIELDS[i]);
-        if (json_is_object(dist) && json_object_get(dist, "isolate_devices"))
+        /* (false is the default, and what a form filled from the schema's defaults sends) */
+        if (json_is_object(dist) && json_is_true(json_object_get(dist, "isolate_devices")))
             schema_errors_add(errs, "/distributed", "isolate_devices applies to command runs only (a config with /command)");
     }
 }

@@ -2,8 +2,8 @@
 # migrations) and of the core modules (store, ingest parsing, feed, scheduler),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
-# errors, the event socket with a scripted trainer, and end-to-end runs of the real
-# ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
+# errors, the cheap reads (cached answers, ETags), the event socket with a scripted
+# trainer, and end-to-end runs of the real ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
@@ -24,3 +24,5 @@ ddpd_py_cases(server_api_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_api.py AR
 ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest.py ARGS ${server_test_args}
               TIMEOUT 180)
 ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py ARGS ${server_test_args} TIMEOUT 300)
+ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py ARGS ${server_test_args}
+              TIMEOUT 120)

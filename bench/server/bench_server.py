@@ -10,8 +10,15 @@
            the same run with no load (alternating, to spread the machine's noise).
   latency  POST /runs to the first step event of a 2-rank CPU run, with the server's
            part (POST to trainer started) and the trainer's (to hello, to first step).
+  get      GET /runs/{id} of a finished run (config and checkpoints in its answer)
+           under 64 connections (wrk), plain and with If-None-Match (304s): the
+           server's own CPU per request (its utime+stime from /proc/PID/stat around
+           each wrk), requests/s and p99 latency, the two alternating; with
+           --baseline-ddpd, the plain GET of another ddpd build (one from before the
+           cache) measured in the same rounds, and the ratios.
 
-Usage: bench_server.py [--build DIR] [--only ingest,wrk,latency] [--steps N]"""
+Usage: bench_server.py [--build DIR] [--only ingest,wrk,latency,get] [--steps N]
+                       [--baseline-ddpd PATH]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -36,12 +43,14 @@ class Server:
         self.port = int(line.strip().rsplit(":", 1)[1])
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
-    def req(self, method, path, body=None):
+    def req(self, method, path, body=None, headers=None, with_headers=False):
         hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        hdrs.update(headers or {})
         self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
         r = self.conn.getresponse()
         data = r.read()
-        return r.status, (json.loads(data) if data and r.getheader("Content-Type", "").startswith("application") else data)
+        out = (r.status, (json.loads(data) if data and r.getheader("Content-Type", "").startswith("application") else data))
+        return out + (dict(r.getheaders()),) if with_headers else out
 
     def submit(self, cfg):
         status, run = self.req("POST", "/runs", cfg)
@@ -196,10 +205,106 @@ def bench_latency(a):
     print("  (target: under 300 ms)")
 
 
+def cpu_seconds(pid):
+    """A process's utime + stime so far (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk_to_ms(text):
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", text)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[m.group(2)] if m else float("nan")
+
+
+def wrk_get(server, path, seconds, threads, headers=()):
+    """wrk on one path, 64 connections: (requests, requests/s, p50 ms, p99 ms, server CPU s,
+    non-2xx/3xx answers, socket errors)."""
+    cmd = ["wrk", f"-t{threads}", "-c64", f"-d{seconds}s", "--latency"]
+    for h in headers:
+        cmd += ["-H", h]
+    before = cpu_seconds(server.proc.pid)
+    out = subprocess.run(cmd + [f"http://127.0.0.1:{server.port}{path}"], capture_output=True, text=True,
+                         timeout=seconds + 60).stdout
+    cpu = cpu_seconds(server.proc.pid) - before
+    n = re.search(r"(\d+) requests in", out)
+    rps = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    lat = {p: re.search(rf"\s{p}%\s+([\d.]+\w+)", out) for p in ("50", "99")}
+    bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", out)
+    errs = re.search(r"Socket errors:.*", out)
+    if not n or not rps:
+        sys.exit(f"wrk said nothing useful:\n{out}")
+    return {"n": int(n.group(1)), "rps": float(rps.group(1)), "p50": wrk_to_ms(lat["50"].group(1)) if lat["50"] else float("nan"),
+            "p99": wrk_to_ms(lat["99"].group(1)) if lat["99"] else float("nan"), "cpu": cpu,
+            "bad": int(bad.group(1)) if bad else 0, "errors": errs.group(0) if errs else ""}
+
+
+def finished_run(s):
+    """A small real run, finished: its answer holds a config and two checkpoints."""
+    rid = s.submit({"name": "get-bench", "data": {"train": FMNIST, "limit": 2048, "test_limit": 500},
+                    "train": {"epochs": 2, "batch_size": 128}, "distributed": {"world_size": 1},
+                    "checkpoint": {"every_epochs": 1}})
+    s.wait(rid, lambda r: r["status"] == "succeeded", interval=0.1)
+    return rid
+
+
+def bench_get(a):
+    if not shutil.which("wrk"):
+        print("get: wrk is not installed (scripts/install-deps.sh --bench); skipped")
+        return
+    trainer = os.path.join(a.build, "bin", "ddp-trainer")
+    servers = [("this build", Server(a.ddpd, trainer, slots=1))]
+    if a.baseline_ddpd:
+        servers.append(("baseline", Server(os.path.abspath(a.baseline_ddpd), trainer, slots=1)))
+    rows = {}
+    try:
+        runs = {name: finished_run(s) for name, s in servers}
+        s0, rid = servers[0][1], runs["this build"]
+        status, body, hdrs = s0.req("GET", f"/runs/{rid}", with_headers=True)
+        tag = hdrs.get("ETag")
+        size = len(json.dumps(body))
+        if status != 200 or not tag:
+            sys.exit(f"get: GET /runs/{rid} -> {status}, ETag {tag}: this build has no ETag")
+        status304 = s0.req("GET", f"/runs/{rid}", headers={"If-None-Match": tag})[0]
+        if status304 != 304:
+            sys.exit(f"get: If-None-Match with the current tag -> {status304}, not 304")
+        modes = [("this build", "plain", s0, [])] + [("this build", "If-None-Match", s0, [f"If-None-Match: {tag}"])]
+        if a.baseline_ddpd:
+            modes.append(("baseline", "plain", servers[1][1], []))
+        for _ in range(a.get_rounds):  # alternating, to spread the machine's noise over all
+            for name, mode, s, headers in modes:
+                rows.setdefault((name, mode), []).append(
+                    wrk_get(s, f"/runs/{runs[name]}", a.get_seconds, a.wrk_threads, headers))
+    finally:
+        for _, s in servers:
+            s.close()
+    load = os.getloadavg()
+    print(f"get: GET /runs/{{id}} of a finished run ({size} bytes of JSON: config, 2 checkpoints), 64 connections,"
+          f" {a.wrk_threads} wrk thread(s), {a.get_seconds} s each, {a.get_rounds} rounds alternating;"
+          f" {os.cpu_count()} cores; load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    med = {}
+    for (name, mode), rs in rows.items():
+        per = [1e6 * r["cpu"] / r["n"] for r in rs]
+        med[(name, mode)] = statistics.median(per)
+        print(f"  {name:10s} {mode:14s} server CPU {statistics.median(per):6.1f} µs/request (min {min(per):.1f}, max"
+              f" {max(per):.1f});  {statistics.median(r['rps'] for r in rs):8,.0f} requests/s;"
+              f"  p50 {statistics.median(r['p50'] for r in rs):6.2f} ms, p99 {statistics.median(r['p99'] for r in rs):6.2f} ms"
+              f" (worst p99 {max(r['p99'] for r in rs):.2f})")
+        for r in rs:
+            if r["bad"] or r["errors"]:
+                print(f"    non-2xx/3xx {r['bad']}; {r['errors']}")
+    plain, cond = med[("this build", "plain")], med[("this build", "If-None-Match")]
+    print(f"  If-None-Match (304) / plain (200): {cond / plain:.2f}x the CPU per request (target: at most 20 µs each)")
+    if ("baseline", "plain") in med:
+        base = med[("baseline", "plain")]
+        print(f"  this build / baseline, plain GET: {plain / base:.2f}x the CPU per request"
+              f" ({base / plain:.1f}x fewer µs); 304s: {cond / base:.2f}x")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    p.add_argument("--only", default="ingest,wrk,latency")
+    p.add_argument("--only", default="ingest,wrk,latency,get")
     p.add_argument("--steps", type=int, default=1000000, help="ingest: step events per run")
     p.add_argument("--repeat", type=int, default=3, help="ingest: runs")
     p.add_argument("--pairs", type=int, default=2, help="wrk: (no load, load) pairs")
@@ -207,11 +312,14 @@ def main():
     p.add_argument("--world", type=int, default=2, help="wrk: ranks of the training run")
     p.add_argument("--wrk-threads", type=int, default=2)
     p.add_argument("--repeat-latency", type=int, default=7)
+    p.add_argument("--get-seconds", type=int, default=10, help="get: seconds of each wrk")
+    p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
+    p.add_argument("--baseline-ddpd", help="get: another ddpd binary to compare with (same trainer)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")
     for part in a.only.split(","):
-        {"ingest": bench_ingest, "wrk": bench_wrk, "latency": bench_latency}[part](a)
+        {"ingest": bench_ingest, "wrk": bench_wrk, "latency": bench_latency, "get": bench_get}[part](a)
         sys.stdout.flush()
 
 

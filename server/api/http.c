@@ -94,8 +94,57 @@ void reply_text(response *rs, int status, char *text, size_t len, const char *co
     rs->content_type = content_type;
 }
 
+void reply_not_modified(response *rs, const char *etag) {
+    rs->status = 304;
+    rs->body = NULL;
+    rs->len = 0;
+    rs->content_type = NULL;
+    snprintf(rs->etag, sizeof rs->etag, "%s", etag);
+}
+
 const char *rq_query(request *rq, const char *key) {
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *rq_header(request *rq, const char *name) {
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+/* If-None-Match: "*" or a comma-separated list of entity tags, each maybe W/-prefixed.
+ * A request may send the header more than once: each is looked at. */
+static enum MHD_Result match_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    const char **want = cls;
+    if (!*want || strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) != 0 || !value) return MHD_YES;
+    size_t n = strlen(*want);
+    for (const char *p = value; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        if (!*p) break;
+        if (*p == '*') {
+            *want = NULL;
+            return MHD_NO;
+        }
+        if (p[0] == 'W' && p[1] == '/') p += 2;
+        const char *end = p;
+        if (*p == '"') { /* an opaque tag: quotes and what they hold (no commas in ours) */
+            end = strchr(p + 1, '"');
+            end = end ? end + 1 : p + strlen(p);
+        } else {
+            end = p + strcspn(p, ", \t");
+        }
+        if ((size_t)(end - p) == n && memcmp(p, *want, n) == 0) {
+            *want = NULL; /* matched */
+            return MHD_NO;
+        }
+        p = end;
+    }
+    return MHD_YES;
+}
+
+bool rq_if_none_match(request *rq, const char *etag) {
+    const char *want = etag;
+    MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, match_one, &want);
+    return want == NULL;
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *conn, request_state *st, response *rs,
@@ -122,7 +171,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, request_state 
         return MHD_NO;
     }
     if (rs->content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rs->content_type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, rs->etag[0] ? "no-cache" : "no-store");
+    if (rs->etag[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, rs->etag);
     if (rs->location) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, rs->location);
     if (rs->header_name && rs->header_value) MHD_add_response_header(r, rs->header_name, rs->header_value);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);

@@ -40,6 +40,8 @@ typedef struct {
     char *header_value;      /* malloc'd */
     void *stream;   /* a struct MHD_Response the handler built (server-sent events, sse.c):
                        queued as it is, with status; body and content_type unused */
+    char etag[96];  /* the ETag header, quotes included, when not empty; then the answer is
+                       Cache-Control: no-cache (kept, revalidated) rather than no-store */
 } response;
 
 typedef void (*handler_fn)(request *rq, response *rs);
@@ -75,6 +77,11 @@ void http_stop(void);
 
 /* A query-string argument, or NULL. */
 const char *rq_query(request *rq, const char *key);
+/* A request header, or NULL. */
+const char *rq_header(request *rq, const char *name);
+/* Whether the request's If-None-Match names `etag` (or is "*"): RFC 9110's weak
+ * comparison, so W/"x" matches "x". */
+bool rq_if_none_match(request *rq, const char *etag);
 
 /* Replies; `o` is taken (decref'd). */
 void reply_json(response *rs, int status, json_t *o);
@@ -85,6 +92,8 @@ void reply_json_raw(response *rs, int status, json_t *o, char *raw_members);
  * "errors": [{"pointer", "message"}] when `errors` is given (taken). */
 void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* 304 Not Modified: no body, the current ETag. */
+void reply_not_modified(response *rs, const char *etag);
 /* Takes `text` (malloc'd). */
 void reply_text(response *rs, int status, char *text, size_t len, const char *content_type);
 

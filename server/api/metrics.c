@@ -8,6 +8,7 @@
 #include "feed.h"
 #include "ingest.h"
 #include "prom.h"
+#include "run_cache.h"
 #include "run_status.h"
 #include "scheduler.h"
 #include "store_read.h"
@@ -62,6 +63,18 @@ void metrics_render(buf_t *b) {
     prom_sample_u(b, "ddpd_ingest_connections", NULL, ing.connections);
     prom_family(b, "ddpd_event_streams", "gauge", "Server-sent event streams open now (GET /events, /runs/{id}/events).");
     prom_sample_u(b, "ddpd_event_streams", NULL, (uint64_t)feed_subscribers());
+
+    run_cache_stats rc;
+    run_cache_take_stats(&rc);
+    prom_family(b, "ddpd_run_answers_total", "counter",
+                "GET /runs/{id} answers (200 or 304), by where they came from: the cache (the run unchanged since"
+                " its answer was built) or built from the store.");
+    prom_sample_u(b, "ddpd_run_answers_total", (const char *[]){"source", "cache", NULL}, rc.served);
+    prom_sample_u(b, "ddpd_run_answers_total", (const char *[]){"source", "built", NULL}, rc.built);
+    prom_family(b, "ddpd_run_cache_runs", "gauge", "Runs whose GET /runs/{id} answer is cached now.");
+    prom_sample_u(b, "ddpd_run_cache_runs", NULL, rc.runs);
+    prom_family(b, "ddpd_run_cache_bytes", "gauge", "Bytes of cached GET /runs/{id} answers now.");
+    prom_sample_u(b, "ddpd_run_cache_bytes", NULL, rc.bytes);
 
     metrics_sink_render(b);
 }

@@ -14,6 +14,10 @@
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
  *   GET    /metrics                     Prometheus text format (metrics.c)
  *   GET    /openapi.json                the API's description (openapi.c)
+ *
+ * GET /runs/{id} and GET /runs carry an ETag made of the store's versions
+ * (run_versions.h) and answer 304 to an If-None-Match that names it; GET /runs/{id}
+ * serves its answer from run_cache.h while the run's version is unchanged.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,7 +36,9 @@
 #include "openapi.h"
 #include "params.h"
 #include "routes.h"
+#include "run_cache.h"
 #include "run_config.h"
+#include "run_versions.h"
 #include "runs.h"
 #include "scheduler.h"
 #include "state_layout.h"
@@ -42,17 +48,27 @@ static int64_t started_at;
 
 void routes_init(void) { started_at = now_ms(); }
 
-/* Answers with the run as GET /runs/{id} shows it. */
-static void reply_run(response *rs, int status, int64_t id) {
+/* Answers with the run as GET /runs/{id} shows it, built from the store; false (and
+ * a 404) when there is none. *queued: the answer is a queued run's, at
+ * *queue_position. */
+static bool build_run(response *rs, int status, int64_t id, bool *queued, int *queue_position) {
     char *raw = NULL;
     json_t *run = store_run_json(id, &raw);
     if (!run) {
         reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id);
-        return;
+        return false;
     }
-    if (strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0)
-        json_object_set_new(run, "queue_position", json_integer(scheduler_queue_position(id)));
+    *queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
+    *queue_position = *queued ? scheduler_queue_position(id) : 0;
+    if (*queued) json_object_set_new(run, "queue_position", json_integer(*queue_position));
     reply_json_raw(rs, status, run, raw);
+    return true;
+}
+
+static void reply_run(response *rs, int status, int64_t id) {
+    bool queued;
+    int pos;
+    build_run(rs, status, id, &queued, &pos);
 }
 
 /* ---- GET /healthz ---- */
@@ -160,6 +176,15 @@ static void get_runs(request *rq, response *rs) {
         statuses = json_dumps(a, JSON_FLAGS);
         json_decref(a);
     }
+    /* The page follows from the URL and the store: the store's version tags it. */
+    char etag[96];
+    snprintf(etag, sizeof etag, "\"%016llx-runs-%llu\"", (unsigned long long)run_versions_identity(),
+             (unsigned long long)runs_version()); /* before the database is read */
+    if (rq_if_none_match(rq, etag)) {
+        free(statuses);
+        reply_not_modified(rs, etag);
+        return;
+    }
     int64_t next_before = 0;
     json_t *page = store_runs_page(statuses, before, (int)limit, &next_before);
     free(statuses);
@@ -178,13 +203,67 @@ static void get_runs(request *rq, response *rs) {
         json_object_set_new(page, "next", json_null());
     }
     reply_json(rs, 200, page);
+    snprintf(rs->etag, sizeof rs->etag, "%s", etag);
 }
 
-/* ---- GET /runs/{id} ---- */
+/* ---- GET /runs/{id}: from the cache while the run's version holds ---- */
+
+/* The tag of run `id`'s answer under `version`: this server life's identity, the
+ * run, its version, and a queued run's place in the queue (which moves as other runs
+ * start or leave, with no change to this one). */
+static void run_etag(char out[96], int64_t id, const run_cache_entry *e) {
+    if (e->queued)
+        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version, e->queue_position);
+    else
+        snprintf(out, 96, "\"%016llx-%lld-%llu\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version);
+}
+
+/* A cached answer whose place in the queue is still the scheduler's. */
+static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cache_entry *e) {
+    if (!run_cache_get(id, version, want_body, e)) return false;
+    if (!e->queued || scheduler_queue_position(id) == e->queue_position) return true;
+    free(e->body);
+    e->body = NULL;
+    return false;
+}
 
 static void get_run(request *rq, response *rs) {
     int64_t id;
-    if (param_run_id(rq, rs, &id)) reply_run(rs, 200, id);
+    if (!param_run_id(rq, rs, &id)) return;
+    uint64_t version = run_version(id); /* before the database is read: see run_versions.h */
+    bool conditional = rq_header(rq, "If-None-Match") != NULL;
+    run_cache_entry e;
+    char etag[96];
+    /* A conditional request first asks for the tag alone: a match needs no copy of the body. */
+    if (conditional && cached_answer(id, version, false, &e)) {
+        run_etag(etag, id, &e);
+        if (rq_if_none_match(rq, etag)) {
+            run_cache_note(true);
+            reply_not_modified(rs, etag);
+            return;
+        }
+    }
+    if (cached_answer(id, version, true, &e)) {
+        run_cache_note(true);
+        reply_text(rs, 200, e.body, e.len, "application/json");
+    } else {
+        e = (run_cache_entry){.version = version};
+        if (!build_run(rs, 200, id, &e.queued, &e.queue_position)) {
+            run_cache_forget(id); /* gone (deleted): nothing of it is kept */
+            return;
+        }
+        run_cache_note(false);
+        run_cache_put(id, &e, rs->body, rs->len);
+    }
+    run_etag(etag, id, &e);
+    if (rq_if_none_match(rq, etag)) {
+        free(rs->body);
+        reply_not_modified(rs, etag);
+        return;
+    }
+    snprintf(rs->etag, sizeof rs->etag, "%s", etag);
 }
 
 /* ---- POST /runs/{id}/cancel ---- */

@@ -1,7 +1,8 @@
 /* ddpd: the data-parallel training service. This file only wires the parts together:
  * `ddpd serve` reads its settings (cmd/settings.c), takes the state directory's lock,
  * and starts the parts in dependency order, handing each the hooks through which it
- * reaches the parts above it: the store (its observer: the live feed), the
+ * reaches the parts above it: the store (its observer: the live feed; and the cache
+ * of GET /runs/{id}'s answers, told of deleted runs), the
  * supervisor (its starts, exits and ticks go to the scheduler), the event socket
  * (hellos and ends go to the scheduler), the scheduler (which recovers runs a
  * previous server left behind), and last the HTTP API (each finished request goes to
@@ -34,6 +35,7 @@
 #include "ports.h"
 #include "routes.h"
 #include "routes_static.h"
+#include "run_cache.h"
 #include "runs.h"
 #include "scheduler.h"
 #include "settings.h"
@@ -108,6 +110,7 @@ static void on_request_done(const http_done *d) {
 
 static const store_observer FEED_OBSERVES_STORE = {feed_attach, feed_detach, feed_record, feed_commit};
 static const supervisor_hooks SUPERVISOR_REPORTS = {scheduler_spawned, on_child_exited, scheduler_tick};
+static const store_cache_hooks CACHE_FORGETS_DELETED = {run_cache_forget};
 static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event};
 
 static int serve(int argc, char **argv) {
@@ -169,7 +172,7 @@ static int serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
-    if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, err, sizeof err) != 0) die("%s", err);
+    if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, &CACHE_FORGETS_DELETED, err, sizeof err) != 0) die("%s", err);
     int port_lo = 0, port_hi = 0;
     if (port_range_parse(o.port_range, &port_lo, &port_hi, err, sizeof err) != 0) die("%s", err);
     data_roots work_roots = {0};
@@ -241,6 +244,7 @@ static int serve(int argc, char **argv) {
     ingest_stop();
     store_read_release();
     store_close();
+    run_cache_clear(); /* after the writer: it may still tell of a deletion */
     unlink(layout_socket_path());
     close(lock_fd);
     log_info("stopped");

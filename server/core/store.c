@@ -12,6 +12,7 @@
 #include "base.h"
 #include "metrics_sink.h"
 #include "migrations.h"
+#include "run_versions.h"
 
 /* Past this many queued ops, store_submit waits: about 40 MB of queue. */
 #define QUEUE_MAX 262144
@@ -41,6 +42,7 @@ static struct {
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *op_st[OP_KIND_COUNT][OP_MAX_SQL];
     store_observer observer;
+    store_cache_hooks cache;
     pthread_t thread;
     bool started;
 
@@ -163,6 +165,23 @@ static int64_t apply(const store_op *op, batch_summary *b) {
     return result;
 }
 
+/* ---- versions: after a commit, every run the batch touched ---- */
+
+/* The run an op changed: its own, or the one it created; 0 for none (a sync). */
+static int64_t touched_run(const store_op *op, int64_t result) {
+    if (op->kind == OP_RUN_INSERT) return result > 0 ? result : 0;
+    return op->run_id;
+}
+
+/* Bumped whatever the outcome: a failed BEGIN leaves the ops applied one by one. */
+static void bump_versions(const store_op *batch, const int64_t *results, size_t n, int64_t *ids) {
+    for (size_t i = 0; i < n; i++) ids[i] = touched_run(&batch[i], results[i]);
+    run_versions_bump(ids, n);
+    if (!S.cache.run_deleted) return;
+    for (size_t i = 0; i < n; i++)
+        if (batch[i].kind == OP_RUN_DELETE && results[i] == 1) S.cache.run_deleted(batch[i].run_id);
+}
+
 /* ---- the writer thread ---- */
 
 static void *writer_main(void *arg) {
@@ -185,7 +204,7 @@ static void *writer_main(void *arg) {
         pthread_cond_broadcast(&S.space);
         pthread_mutex_unlock(&S.mu);
 
-        int64_t *results = xmalloc(n * sizeof *results);
+        int64_t *results = xmalloc(2 * n * sizeof *results); /* and the runs touched, for the versions */
         double t0 = mono_s();
         bool ok = run_stmt(ST_BEGIN) >= 0;
         for (size_t i = 0; i < n; i++) {
@@ -198,6 +217,9 @@ static void *writer_main(void *arg) {
             ok = false;
         }
         metrics_observe_store_batch(mono_s() - t0, n, ok);
+        /* after the commit, before anyone hears of it (the feed's clients, the waiters):
+         * a GET prompted by an event never finds the old version (run_versions.h) */
+        bump_versions(batch, results, n, results + n);
         if (S.observer.commit) S.observer.commit(ok); /* after the commit: a client reading the database sees what it is told */
         for (size_t i = 0; i < n; i++) store_op_free(&batch[i]);
 
@@ -274,9 +296,12 @@ static int exec_pragma(const char *sql, char *err, size_t errlen) {
     return 0;
 }
 
-int store_open(const char *path, const store_observer *observer, char *err, size_t errlen) {
+int store_open(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+               size_t errlen) {
     if (observer) S.observer = *observer;
     S.stopping = false; /* a store closed before may be opened again */
+    if (cache) S.cache = *cache;
+    run_versions_reset();
     /* No allocation statistics: they take a process-wide mutex on every malloc,
      * which the HTTP threads' connections would contend for. */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);

@@ -7,7 +7,11 @@
  * final status is always written after the events that preceded it.
  *
  * Reads (store_read.c): every reading thread has its own connection; with WAL a
- * reader sees the last committed transaction and never waits on the writer. */
+ * reader sees the last committed transaction and never waits on the writer.
+ *
+ * Versions (run_versions.h): after each commit, the writer bumps the version of
+ * every run the batch touched, so that what is cached of a run is known current
+ * without a query. */
 #ifndef DDPD_STORE_H
 #define DDPD_STORE_H
 
@@ -30,9 +34,17 @@ typedef struct {
     void (*commit)(bool committed);
 } store_observer;
 
+/* What the store tells the answers cached above it (api/run_cache.c, wired by
+ * main.c), after each commit and after the runs' versions (run_versions.h) are
+ * bumped: a run is gone, its cached answer can go too. */
+typedef struct {
+    void (*run_deleted)(int64_t run_id);
+} store_cache_hooks;
+
 /* Opens (creating) the database, applies the migrations, starts the writer.
- * `observer` may be NULL. */
-int store_open(const char *path, const store_observer *observer, char *err, size_t errlen);
+ * `observer` and `cache` may be NULL. */
+int store_open(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+               size_t errlen);
 /* Applies what is queued, stops the writer, closes the database. */
 void store_close(void);
 

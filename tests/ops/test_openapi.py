@@ -340,9 +340,14 @@ def run(a):
             return
 
         # ---- every read of a finished run ----
-        req("GET", "/runs/{id}", f"/runs/{rid}")
+        r = req("GET", "/runs/{id}", f"/runs/{rid}")
+        r = req("GET", "/runs/{id}", f"/runs/{rid}", "GET /runs/{id} with its ETag",
+                headers={"If-None-Match": r.header("ETag") or '"none"'})
+        check(r.status == 304, f"GET /runs/{{id}} with its ETag: 304, got {r.status}")
         r = req("GET", "/runs", "/runs")
         check(any(x["id"] == rid for x in r.json()["runs"]), "the run is listed")
+        r = req("GET", "/runs", "/runs", "GET /runs with its ETag", headers={"If-None-Match": r.header("ETag") or '"none"'})
+        check(r.status == 304, f"GET /runs with its ETag: 304, got {r.status}")
         req("GET", "/runs", "/runs?status=succeeded,failed&limit=1")
         req("GET", "/runs", "/runs?status=nope")
         req("GET", "/runs", "/runs?limit=0")

@@ -254,6 +254,32 @@ def case_rank_fails(d):
     launcher_events_ok(L, "failed")
 
 
+def case_blame_the_cause(d):
+    """Two ranks that fail together, the first reaped only saying it lost its peer
+    (as gloo does when the peer died): the reason names the rank that failed on its
+    own, with its words."""
+    s = script(d, "peer.py", """
+        import os, signal, sys, time
+        if os.environ["RANK"] == "0":
+            time.sleep(1.0)  # rank 1 is set up by then
+            print("RuntimeError: [gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:4242",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
+        told = []
+        signal.signal(signal.SIGTERM, lambda *_: told.append(1))  # its own end comes a moment later, by itself
+        while not told:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        print("ValueError: the real cause", file=sys.stderr, flush=True)
+        sys.exit(3)
+    """)
+    L = Launch(d, [PYTHON, s], 2)
+    rc = L.wait(timeout=120)
+    end = L.end()
+    check(rc == 1 and end.get("reason") == "rank 1 exited with status 3: ValueError: the real cause",
+          f"the cause is named, not the rank that lost its peer: {rc} {end}")
+
+
 def case_leftovers_killed(d):
     """A process a rank started and left behind (its output let go, so no pipe tells)
     does not outlive the run, which still succeeds."""

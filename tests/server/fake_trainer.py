@@ -17,6 +17,9 @@ config's name:
   exit1-end      an `end` event with a reason, exit 1
   exit1-noend    a line on stderr, exit 1, no `end`
   killself       hello, then SIGKILL to itself
+  hold           hellos, then silence: writes hold.json (the event socket, the run's
+                 secret) to the run dir so that a test sends the run's events itself,
+                 when it chooses; SIGTERM -> end canceled, exit 143
   record         writes what it was given (argv, env, cwd, pgid) to fake.json; steps-5
 """
 import json, os, signal, socket, sys, time
@@ -120,7 +123,7 @@ def steps(cfg, events, run, secret, n, spike_at=None, gpu=False):
     return 0
 
 
-def wait_forever(run, events, secret, ignore_term):
+def wait_forever(run, events, secret, ignore_term, silent=False, run_dir=None):
     launcher = Conn(events, run, -1)
     launcher.hello(secret)
     rank = Conn(events, run, 0)
@@ -133,6 +136,12 @@ def wait_forever(run, events, secret, ignore_term):
             launcher.send(launcher.ev("end", status="canceled", reason="stopped by SIGTERM"))
             os._exit(128 + sig)
         signal.signal(signal.SIGTERM, on_term)
+    if silent:
+        with open(os.path.join(run_dir, "hold.json.tmp"), "w") as f:
+            json.dump({"events": events, "secret": secret, "run": run}, f)
+        os.rename(os.path.join(run_dir, "hold.json.tmp"), os.path.join(run_dir, "hold.json"))
+        while True:
+            signal.pause()
     g = 0
     while True:
         g += 1
@@ -206,6 +215,8 @@ def main():
         return 0
     if name == "sleep":
         return wait_forever(run, events, secret, ignore_term=False)
+    if name == "hold":
+        return wait_forever(run, events, secret, ignore_term=False, silent=True, run_dir=run_dir)
     if name == "ignore-term":
         return wait_forever(run, events, secret, ignore_term=True)
     if name == "exit2":

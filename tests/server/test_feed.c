@@ -396,7 +396,7 @@ int main(void) {
     char err[512];
     feed_init();
     static const store_observer feed_observes_store = {feed_attach, feed_detach, feed_record, feed_commit};
-    REQUIRE(store_open(layout_db_path(), &feed_observes_store, err, sizeof err) == 0, "store_open: %s", err);
+    REQUIRE(store_open(layout_db_path(), &feed_observes_store, NULL, err, sizeof err) == 0, "store_open: %s", err);
 
     test_order_and_resume();
     test_ring_bound();

@@ -494,7 +494,7 @@ int main(void) {
     REQUIRE(server_log_parse_config("info", log_path, "0", "0", &lc, err, sizeof err) == 0 &&
                 server_log_setup(&lc, err, sizeof err) == 0,
             "logging to %s: %s", log_path, err);
-    REQUIRE(store_open(layout_db_path(), NULL, err, sizeof err) == 0, "store_open: %s", err);
+    REQUIRE(store_open(layout_db_path(), NULL, NULL, err, sizeof err) == 0, "store_open: %s", err);
     test_socket(log_path);
     store_read_release();
     store_close();

@@ -338,7 +338,7 @@ int main(void) {
     REQUIRE(mkdir(data_root, 0755) == 0, "mkdir %s", data_root);
 
     char err[512];
-    REQUIRE(store_open(layout_db_path(), NULL, err, sizeof err) == 0, "store_open: %s", err);
+    REQUIRE(store_open(layout_db_path(), NULL, NULL, err, sizeof err) == 0, "store_open: %s", err);
     const char *roots[] = {data_root};
     scheduler_config sc = {.trainer = trainer, .data_roots = roots, .n_data_roots = 1, .gpus = NULL, .n_gpus = 0,
                            .slots = 2, .cancel_grace_ms = GRACE_MS};

@@ -386,7 +386,7 @@ static int64_t test_lists(int64_t a) {
  * store again and finds what the first process left. */
 static int reopened(int64_t a, int64_t c) {
     char err[512];
-    int rc = store_open(layout_db_path(), NULL, err, sizeof err);
+    int rc = store_open(layout_db_path(), NULL, NULL, err, sizeof err);
     REQUIRE(rc == 0, "reopening the store: %s", err);
     run_brief br;
     CHECK(store_get_brief(a, &br) == 1 && br.status == RUN_SUCCEEDED && br.pid == 4242,
@@ -431,7 +431,7 @@ int main(void) {
     close(go[0]);
 
     char err[512];
-    int rc = store_open(layout_db_path(), NULL, err, sizeof err);
+    int rc = store_open(layout_db_path(), NULL, NULL, err, sizeof err);
     if (rc != 0) kill(child, SIGKILL);
     REQUIRE(rc == 0, "store_open: %s", err);
     int64_t a = test_life();
