@@ -6,7 +6,7 @@
 
 /* The built-in models' top-level sections, and the distributed fields only they use. */
 static const char *const BUILTIN_SECTIONS[] = {"mode", "seed", "model", "data", "train", "checkpoint"};
-static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32", "hang_timeout_s"};
+static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32"};
 static const char *const COMMAND_FIELDS[] = {"working_dir", "env"};
 
 /* What every rank of a command run is given (the torchrun contract and ddpd's own;
@@ -72,6 +72,15 @@ void command_run_check_given(const json_t *doc, schema_errors *errs) {
         if (json_is_object(dist) && json_is_true(json_object_get(dist, "isolate_devices")))
             schema_errors_add(errs, "/distributed", "isolate_devices applies to command runs only (a config with /command)");
     }
+}
+
+void command_run_fill_own_defaults(json_t *doc) {
+    if (!command_run_is(doc)) return;
+    json_t *dist = json_object_get(doc, "distributed");
+    if (!dist) json_object_set_new(doc, "distributed", dist = json_object());
+    /* A script's steps may be far apart and it may report none: no hang watch unless asked */
+    if (json_is_object(dist) && !json_object_get(dist, "hang_timeout_s"))
+        json_object_set_new(dist, "hang_timeout_s", json_integer(0));
 }
 
 void command_run_drop_foreign_defaults(json_t *doc) {

@@ -20,6 +20,10 @@ bool command_run_is(const json_t *doc);
  * itself. Each as a violation at its pointer. */
 void command_run_check_given(const json_t *doc, schema_errors *errs);
 
+/* Before defaults are filled: a command run's own defaults where they differ from a
+ * built-in run's (distributed.hang_timeout_s: 0, off). */
+void command_run_fill_own_defaults(json_t *doc);
+
 /* After defaults are filled: drops what the defaults added that does not apply to
  * the kind of run (a command run keeps name, command, working_dir, env and its
  * distributed fields; a built-in run loses distributed.isolate_devices). */

@@ -176,6 +176,7 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
         return 1;
     }
     command_run_check_given(doc, errs); /* before the defaults hide what was given */
+    command_run_fill_own_defaults(doc);
     schema_validate(schema, doc, errs);
     if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);

@@ -616,8 +616,9 @@ static void test_command_run_shape(void) {
     json_t *dist = json_object_get(doc, "distributed");
     CHECK(json_integer_value(json_object_get(dist, "threads_per_rank")) == 1 &&
               json_is_string(json_object_get(dist, "backend")) && json_is_true(json_object_get(dist, "isolate_devices")) &&
-              !json_object_get(dist, "bucket_mb") && !json_object_get(dist, "hang_timeout_s"),
-          "its distributed section: world_size, backend, threads_per_rank, isolate_devices only");
+              !json_object_get(dist, "bucket_mb") && json_integer_value(json_object_get(dist, "hang_timeout_s")) == 0 &&
+              json_is_integer(json_object_get(dist, "hang_timeout_s")),
+          "its distributed section: world_size, backend, threads_per_rank, isolate_devices, hang_timeout_s 0 (off)");
     CHECK(json_array_size(json_object_get(doc, "command")) == 3 &&
               !strcmp(json_string_value(json_object_get(json_object_get(doc, "env"), "MY_FLAG")), "1"),
           "command and env as given");

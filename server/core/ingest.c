@@ -162,6 +162,8 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         store_op_free(&op);
         return EV_SKIP;
     }
+    if (I.hooks.progress && (op.kind == OP_STEP || op.kind == OP_HEARTBEAT))
+        I.hooks.progress(op.run_id, op.rank, op.kind == OP_STEP ? op.u.step.global_step : op.u.heartbeat.global_step);
     push(ops, &op);
     return EV_OK;
 }

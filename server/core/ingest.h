@@ -19,6 +19,8 @@
 typedef struct {
     bool (*hello)(int64_t run_id, const char *secret, int rank);
     void (*end)(int64_t run_id, const char *status, const char *reason);
+    /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
+    void (*progress)(int64_t run_id, int rank, int64_t global_step);
 } ingest_hooks;
 
 /* Binds `path` (mode 0600; a stale socket file is replaced) and starts the thread. */

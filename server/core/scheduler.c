@@ -33,6 +33,10 @@ typedef struct live_run {
     pid_t pid;          /* 0 while its start is queued to the supervisor */
     char secret[65];
     char *cancel_reason;  /* set once canceled */
+    char *fail_reason;    /* set once the server stopped it (a hang): it fails with this */
+    double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
+    int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
+    int64_t *last_step;        /* and its global step then */
     int64_t kill_at;      /* mono ms: SIGKILL then */
     bool killed;
     char *end_status, *end_reason; /* from the launcher's `end` event */
@@ -85,6 +89,9 @@ static void unlink_run(live_run *r) {
 static void free_run(live_run *r) {
     free(r->devices);
     free(r->cancel_reason);
+    free(r->fail_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
     free(r->end_status);
     free(r->end_reason);
     free(r->devices_json);
@@ -196,6 +203,14 @@ static void start_locked(live_run *r) {
     }
     const char *program = r->command ? K.c.runner : K.c.trainer;
     char *run_dir = layout_run_dir(r->id), *config = layout_run_path(r->id, RUN_FILE_CONFIG);
+    if (r->command) { /* the hang watch is the server's: the ranks report to it, not to ddp-run */
+        json_t *cfg = json_load_file(config, 0, NULL);
+        r->hang_timeout_s = json_number_value(json_object_get(json_object_get(cfg, "distributed"), "hang_timeout_s"));
+        json_decref(cfg);
+        r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
+        r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
+        if (!r->last_progress_ms || !r->last_step) abort();
+    }
     char *log = layout_run_path(r->id, RUN_FILE_LOG);
     const char *argv[10 + 2 * 64] = {program, "--config", config, "--run-dir", run_dir, "--events",
                                      layout_socket_path()};
@@ -407,6 +422,9 @@ void scheduler_child_exited(pid_t pid, int wstatus) {
     } else if (r->cancel_reason) {
         status = RUN_CANCELED;
         reason = xstrdup(r->cancel_reason);
+    } else if (r->fail_reason) {
+        status = RUN_FAILED;
+        reason = xstrdup(r->fail_reason);
     } else {
         status = RUN_FAILED;
         reason = r->end_reason ? xstrdup(r->end_reason) : derive_reason(r, wstatus);
@@ -417,11 +435,49 @@ void scheduler_child_exited(pid_t pid, int wstatus) {
     pthread_mutex_unlock(&K.mu);
 }
 
+/* Command runs only: a rank that has reported and then says nothing for
+ * hang_timeout_s stops the run, which fails naming the ranks furthest behind. */
+static void watch_hang_locked(live_run *r, int64_t now) {
+    if (!r->last_progress_ms || r->hang_timeout_s <= 0 || r->fail_reason || r->cancel_reason || r->pid <= 0) return;
+    int64_t limit = (int64_t)(r->hang_timeout_s * 1000);
+    bool hung = false;
+    int64_t behind = INT64_MAX;
+    for (int k = 0; k < r->world_size; k++) {
+        if (!r->last_progress_ms[k]) continue;
+        if (now - r->last_progress_ms[k] > limit) hung = true;
+        if (r->last_step[k] < behind) behind = r->last_step[k];
+    }
+    if (!hung) return;
+    buf_t who = {0};
+    int n = 0;
+    for (int k = 0; k < r->world_size; k++)
+        if (r->last_progress_ms[k] && r->last_step[k] == behind) buf_printf(&who, "%s%d", n++ ? ", " : "", k);
+    r->fail_reason = xasprintf("no progress for %.0f s (distributed.hang_timeout_s): rank%s %s furthest behind, at "
+                               "step %lld; the run was stopped", r->hang_timeout_s, n > 1 ? "s" : "", who.data,
+                               (long long)behind);
+    buf_free(&who);
+    r->kill_at = now + K.c.cancel_grace_ms;
+    log_warn("run %lld: %s: SIGTERM to process group %d", (long long)r->id, r->fail_reason, (int)r->pid);
+    if (kill(-r->pid, SIGTERM) != 0 && errno != ESRCH)
+        log_warn("run %lld: SIGTERM to process group %d: %s", (long long)r->id, (int)r->pid, strerror(errno));
+}
+
+void scheduler_progress(int64_t id, int rank, int64_t global_step) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    if (r && r->last_progress_ms && rank >= 0 && rank < r->world_size) {
+        r->last_progress_ms[rank] = mono_ms();
+        if (global_step != NO_INT) r->last_step[rank] = global_step;
+    }
+    pthread_mutex_unlock(&K.mu);
+}
+
 void scheduler_tick(void) {
     pthread_mutex_lock(&K.mu);
     int64_t now = mono_ms();
     for (live_run *r = K.runs; r; r = r->next) {
-        if (r->cancel_reason && !r->killed && now >= r->kill_at) {
+        watch_hang_locked(r, now);
+        if ((r->cancel_reason || r->fail_reason) && !r->killed && now >= r->kill_at) {
             r->killed = true;
             log_info("run %lld: still running %d ms after SIGTERM: SIGKILL to process group %d",
                      (long long)r->id, K.c.cancel_grace_ms, (int)r->pid);

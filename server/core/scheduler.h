@@ -59,6 +59,9 @@ int scheduler_queue_position(int64_t id);
  * (the run then counts as running once a rank has said hello); the launcher's `end`. */
 bool scheduler_hello(int64_t id, const char *secret, int rank);
 void scheduler_end_event(int64_t id, const char *status, const char *reason);
+/* A rank's progress (ingest's hook): the hang watch of command runs
+ * (distributed.hang_timeout_s) counts from each rank's first report. */
+void scheduler_progress(int64_t id, int rank, int64_t global_step);
 
 /* The supervisor's hooks (supervisor.h): a start it was asked for is done (pid, or -1
  * and why not); a child was reaped; about every 100 ms (kills after grace periods). */

@@ -11,6 +11,7 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   rank_exits_3       one rank exits 3 mid-run: the run fails naming that rank and its
                      line; the other (blocked in an all-reduce) is stopped
   cancel             a running command run canceled: no process left
+  hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
@@ -192,6 +193,34 @@ def case_cancel(a):
         run = s.wait_status(rid, "canceled", timeout=60)
         check(run and run["status"] == "canceled", f"canceled: {run and run['status']}")
         check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+def case_hang_named(a):
+    # distributed.hang_timeout_s: rank 1 reports three steps and then goes quiet
+    # (SIGSTOP: it hangs as a rank stuck in a collective does); rank 0 keeps going.
+    # The run fails within seconds naming rank 1 and its last step; nothing is left.
+    script = ("import os, signal, time, ddpd\n"
+              "rank = int(os.environ['RANK'])\n"
+              "for step in range(1, 100000):\n"
+              "    ddpd.log_step(step, loss=1.0 / step)\n"
+              "    if rank == 1 and step == 3:\n"
+              "        ddpd.flush()\n"
+              "        os.kill(os.getpid(), signal.SIGSTOP)\n"
+              "    time.sleep(0.05)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "hangs", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2, "hang_timeout_s": 3}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=90)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and "rank 1" in reason and "step 3" in reason
+              and "hang_timeout_s" in reason, f"failed, naming rank 1 at step 3: {run and run['status']} {reason!r}")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
+              "no process left")
+        cfg = s.run(rid)["config"]["distributed"]
+        check(cfg["hang_timeout_s"] == 3, f"the timeout stored as given: {cfg}")
+        other = s.post("/runs", {"command": ["true"]}).json()
+        check(other.get("config", {}).get("distributed", {}).get("hang_timeout_s") == 0,
+              f"a command run's default: off ({other.get('config')})")
 
 
 def case_ddpctl_run(a):
