@@ -3,10 +3,13 @@
  * launcher and as rank 0, then sends N step events (N from the config's name,
  * "ingest-N") as fast as the event socket takes them, one event per line, written
  * in 64 KiB batches as the real trainer batches them; then the launcher's `end`.
+ * With a name "metric-N" it sends what a command run's reporter sends instead:
+ * `metric` events with loss, lr and a series of the script's own (acc).
  * It writes bench.json in the run directory: when the first and last events were
  * sent (unix ms), so that bench_server.py can time the ingest to the last commit. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +62,10 @@ int main(int argc, char **argv) {
     }
     json_t *cfg = json_load_file(config, 0, NULL);
     const char *name = cfg ? json_string_value(json_object_get(cfg, "name")) : NULL;
-    long n = name && !strncmp(name, "ingest-", 7) ? atol(name + 7) : 0;
+    bool metric = name && !strncmp(name, "metric-", 7);
+    long n = name && (metric || !strncmp(name, "ingest-", 7)) ? atol(name + 7) : 0;
     if (n <= 0) {
-        fprintf(stderr, "bench_ingest_trainer: the config's name must be ingest-N\n");
+        fprintf(stderr, "bench_ingest_trainer: the config's name must be ingest-N or metric-N\n");
         return 2;
     }
     char line[512];
@@ -82,10 +86,16 @@ int main(int argc, char **argv) {
     long long t0 = unix_ms();
     for (long g = 1; g <= n; g++) {
         double loss = 2.0 / (1.0 + (double)g / 1000.0) + 0.001 * (double)(g % 7);
-        len = snprintf(line, sizeof line,
-                       "{\"run\":\"%s\",\"rank\":0,\"seq\":%ld,\"t\":%lld,\"type\":\"step\",\"epoch\":0,\"step\":%ld,"
-                       "\"global_step\":%ld,\"loss\":%.17g,\"lr\":0.001,\"samples_per_s\":%.17g}\n",
-                       run, g, t0 + g / 1000, g - 1, g, loss, 50000.0 + (double)(g % 100));
+        if (metric)
+            len = snprintf(line, sizeof line,
+                           "{\"run\":\"%s\",\"rank\":0,\"seq\":%ld,\"t\":%lld,\"type\":\"metric\",\"global_step\":%ld,"
+                           "\"values\":{\"loss\":%.17g,\"lr\":0.001,\"acc\":%.17g}}\n",
+                           run, g, t0 + g / 1000, g, loss, 1.0 - loss / 3.0);
+        else
+            len = snprintf(line, sizeof line,
+                           "{\"run\":\"%s\",\"rank\":0,\"seq\":%ld,\"t\":%lld,\"type\":\"step\",\"epoch\":0,\"step\":%ld,"
+                           "\"global_step\":%ld,\"loss\":%.17g,\"lr\":0.001,\"samples_per_s\":%.17g}\n",
+                           run, g, t0 + g / 1000, g - 1, g, loss, 50000.0 + (double)(g % 100));
         if (used + (size_t)len > sizeof buf) {
             write_all(rank0, buf, used);
             used = 0;

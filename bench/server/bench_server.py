@@ -17,7 +17,7 @@
            --baseline-ddpd, the plain GET of another ddpd build (one from before the
            cache) measured in the same rounds, and the ratios.
 
-Usage: bench_server.py [--build DIR] [--only ingest,wrk,latency,get] [--steps N]
+Usage: bench_server.py [--build DIR] [--only ingest,metric,wrk,latency,get] [--steps N]
                        [--baseline-ddpd PATH]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
@@ -79,12 +79,14 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def bench_ingest(a):
+def bench_ingest(a, kind="ingest"):
+    """kind "ingest": the built-in trainer's step events; "metric": a command run's
+    reporter's metric events (loss, lr and a series of its own: 3 points each)."""
     s = Server(a.ddpd, os.path.join(a.build, "bin", "bench_ingest_trainer"), slots=1)
     try:
         results = []
         for _ in range(a.repeat):
-            rid = s.submit({"name": f"ingest-{a.steps}"})
+            rid = s.submit({"name": f"{kind}-{a.steps}"})
             run = s.wait(rid, lambda r: (r["progress"]["global_step"] or 0) >= a.steps, interval=0.005)
             done = time.time()
             with open(os.path.join(s.dir, "runs", str(rid), "bench.json")) as f:
@@ -100,7 +102,8 @@ def bench_ingest(a):
     finally:
         s.close()
     best = max(results)
-    print(f"ingest: {a.steps} step events ({3 * a.steps} metric points) per run, {a.repeat} runs")
+    what = "step" if kind == "ingest" else "reporter metric"
+    print(f"{kind}: {a.steps} {what} events ({3 * a.steps} metric points) per run, {a.repeat} runs")
     for pts, evs, took, send_took in results:
         print(f"  {pts:12,.0f} metric points/s  ({evs:10,.0f} step events/s; {took:.2f} s from first send to last commit;"
               f" the sender finished after {send_took:.2f} s)")
@@ -304,7 +307,7 @@ def bench_get(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    p.add_argument("--only", default="ingest,wrk,latency,get")
+    p.add_argument("--only", default="ingest,metric,wrk,latency,get")
     p.add_argument("--steps", type=int, default=1000000, help="ingest: step events per run")
     p.add_argument("--repeat", type=int, default=3, help="ingest: runs")
     p.add_argument("--pairs", type=int, default=2, help="wrk: (no load, load) pairs")
@@ -319,7 +322,8 @@ def main():
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")
     for part in a.only.split(","):
-        {"ingest": bench_ingest, "wrk": bench_wrk, "latency": bench_latency, "get": bench_get}[part](a)
+        {"ingest": bench_ingest, "metric": lambda a: bench_ingest(a, "metric"), "wrk": bench_wrk,
+         "latency": bench_latency, "get": bench_get}[part](a)
         sys.stdout.flush()
 
 
