@@ -17,7 +17,7 @@
            --baseline-ddpd, the plain GET of another ddpd build (one from before the
            cache) measured in the same rounds, and the ratios.
 
-Usage: bench_server.py [--build DIR] [--only ingest,metric,wrk,latency,get] [--steps N]
+Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,get] [--steps N]
                        [--baseline-ddpd PATH]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
@@ -31,11 +31,11 @@ def iso_s(t):
 
 
 class Server:
-    def __init__(self, ddpd, trainer, slots=2):
+    def __init__(self, ddpd, trainer, slots=2, extra=()):
         self.dir = tempfile.mkdtemp(prefix="ddpd-bench-")
         self.log = open(os.path.join(self.dir, "server.log"), "wb")
         self.proc = subprocess.Popen([ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.dir,
-                                      "--slots", str(slots), "--gpus", "none", "--trainer", trainer],
+                                      "--slots", str(slots), "--gpus", "none", "--trainer", trainer, *extra],
                                      stdout=subprocess.PIPE, stderr=self.log)
         line = self.proc.stdout.readline().decode()
         if "listening on" not in line:
@@ -208,6 +208,35 @@ def bench_latency(a):
     print("  (target: under 300 ms)")
 
 
+def bench_command_latency(a):
+    """A command run: POST /runs -> ddp-run started (the server's share, from the
+    run's started_at) and -> every rank's process started (the ranks write their
+    start time; a 2-rank run of a program that only does that)."""
+    runner = os.path.join(a.build, "bin", "ddp-run")
+    s = Server(a.ddpd, os.path.join(a.build, "bin", "ddp-trainer"), slots=2,
+               extra=["--allow-commands", "--runner", runner])
+    rows = []
+    mark = "import os, time; open('start-%s' % os.environ['RANK'], 'w').write(repr(time.time()))"
+    try:
+        for i in range(a.repeat_latency):
+            t_post = time.time()
+            rid = s.submit({"name": f"cmd-{i}", "command": ["/usr/bin/python3", "-S", "-c", mark],
+                            "distributed": {"world_size": 2}})
+            run = s.wait(rid, lambda r: r["status"] in ("succeeded", "failed"))
+            if run["status"] != "succeeded":
+                sys.exit(f"command latency: run {rid} {run['status']}: {run['reason']}")
+            rd = os.path.join(s.dir, "runs", str(rid))
+            starts = [float(open(os.path.join(rd, f"start-{r}")).read()) for r in (0, 1)]
+            rows.append({"server": iso_s(run["started_at"]) - t_post, "ranks": max(starts) - t_post})
+    finally:
+        s.close()
+    print(f"command latency: POST /runs of a 2-rank command run, {len(rows)} runs")
+    for k, what in (("server", "POST sent -> ddp-run started (ddpd's share; target under 5 ms)"),
+                    ("ranks", "POST sent -> both ranks running (python3 -S started, its first line)")):
+        v = sorted(r[k] * 1000 for r in rows)
+        print(f"  {what:66s} median {statistics.median(v):7.1f} ms  (min {v[0]:.1f}, max {v[-1]:.1f})")
+
+
 def cpu_seconds(pid):
     """A process's utime + stime so far (/proc/PID/stat fields 14 and 15)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -307,7 +336,7 @@ def bench_get(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    p.add_argument("--only", default="ingest,metric,wrk,latency,get")
+    p.add_argument("--only", default="ingest,metric,command,wrk,latency,get")
     p.add_argument("--steps", type=int, default=1000000, help="ingest: step events per run")
     p.add_argument("--repeat", type=int, default=3, help="ingest: runs")
     p.add_argument("--pairs", type=int, default=2, help="wrk: (no load, load) pairs")
@@ -322,7 +351,8 @@ def main():
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")
     for part in a.only.split(","):
-        {"ingest": bench_ingest, "metric": lambda a: bench_ingest(a, "metric"), "wrk": bench_wrk,
+        {"ingest": bench_ingest, "metric": lambda a: bench_ingest(a, "metric"), "command": bench_command_latency,
+         "wrk": bench_wrk,
          "latency": bench_latency, "get": bench_get}[part](a)
         sys.stdout.flush()
 
