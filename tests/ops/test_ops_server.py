@@ -544,6 +544,53 @@ def case_check(a):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def foreign_database(path, user_version):
+    """An SQLite file of someone else's: a table of its own, no runs table."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("INSERT INTO notes (body) VALUES ('not ddpd')")
+    db.execute(f"PRAGMA user_version = {user_version}")
+    db.commit()
+    db.close()
+
+
+def case_check_odd_databases(a):
+    """`ddpd check` on a 0-byte ddpd.db and on foreign SQLite files: a verdict line,
+    the summary, no crash (it used to finalize a statement twice and die of it)."""
+    trainer = a.trainer or a.fake_trainer
+    base = tempfile.mkdtemp(prefix="ddpd-ops-check-db-")
+    try:
+        def check_on(name, make):
+            state = os.path.join(base, name)
+            os.makedirs(state)
+            path = os.path.join(state, "ddpd.db")
+            make(path)
+            before = open(path, "rb").read()
+            p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--data-root", DATA_ROOT, "--trainer", trainer,
+                                "--gpus", "none", "--slots", "2"], capture_output=True, timeout=120,
+                               env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+            out = p.stdout.decode(errors="replace")
+            check(p.returncode in (0, 1), f"{name}: ddpd check exits 0 or 1, not by a signal: {p.returncode}\n"
+                                          f"{out}{p.stderr.decode(errors='replace')[-2000:]}")
+            check(re.search(r"^ddpd check: \d+ ok, \d+ warnings?, \d+ failed$", out, re.M) is not None,
+                  f"{name}: the summary line is printed:\n{out}")
+            m = re.search(r"^(ok|warn|FAIL)\s+database\s+(.*)$", out, re.M)
+            check(m is not None and path in m.group(2), f"{name}: a database verdict naming {path}:\n{out}")
+            check(open(path, "rb").read() == before, f"{name}: check changed nothing in the file")
+            return p.returncode, (m.group(1), m.group(2)) if m else ("missing", "")
+
+        rc, (verdict, line) = check_on("zero-bytes", lambda p: open(p, "wb").close())
+        check(rc == 0 and verdict == "ok" and "empty (0 bytes)" in line and "creates the schema" in line,
+              f"a 0-byte database (no runs beside it) is ok: serve creates the schema in it: {verdict} {line}")
+        for uv in (0, 99):
+            rc, (verdict, line) = check_on(f"foreign-{uv}", lambda p, uv=uv: foreign_database(p, uv))
+            check(rc == 1 and verdict == "FAIL" and "not ddpd's" in line and "notes" in line
+                  and "no runs table" in line and "--state-dir" in line,
+                  f"a foreign database at user_version {uv} FAILs, naming its tables and what to do: {verdict} {line}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def case_version(a):
     for arg in ("--version", "version"):
         p = subprocess.run([a.ddpd, arg], capture_output=True, timeout=30)
