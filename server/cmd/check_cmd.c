@@ -200,9 +200,11 @@ static void check_state_dir(const check_config *c) {
 
 static void check_database(const check_config *c) {
     char *path = xasprintf("%s/ddpd.db", c->state_dir);
+    char *runs = xasprintf("%s/runs", c->state_dir);
     db_report r;
-    db_inspect(path, &r); /* the verdict serve goes by */
+    db_inspect(path, runs, &r); /* the verdict serve goes by */
     say(db_refuses(r.state) ? V_FAIL : V_OK, "database", "%s", r.line);
+    free(runs);
     free(path);
 }
 

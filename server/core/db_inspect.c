@@ -1,6 +1,7 @@
 /* Looks at a state directory's database without changing it: see db_inspect.h. */
 #include "db_inspect.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <sqlite3.h>
@@ -29,6 +30,20 @@ static bool first_text(sqlite3 *db, const char *sql, char *out, size_t outlen) {
     }
     sqlite3_finalize(st);
     return ok;
+}
+
+/* quick_check's answer in one short line: its lines joined by "; ", cut at ~200 characters. */
+static void one_line(char *text, size_t len) {
+    buf_t b = {0};
+    for (const char *r = text; *r && b.len < 200; r++) {
+        if (*r == '\n' || *r == '\r') {
+            if (b.len && r[1] && r[1] != '\n') buf_printf(&b, "; ");
+            continue;
+        }
+        buf_append(&b, r, 1);
+    }
+    snprintf(text, len, "%s%s", b.data ? b.data : "", b.len >= 200 ? "..." : "");
+    buf_free(&b);
 }
 
 /* The names of the database's own tables, ", "-separated into *names; their count,
@@ -63,31 +78,68 @@ static void report(db_report *out, db_state s, const char *fmt, ...) {
     out->state = s;
 }
 
-/* The verdict on an open database. */
-static void classify(sqlite3 *db, const char *path, long long size, db_report *out) {
+/* How many run directories (named by a number) `runs_dir` holds; the lowest and
+ * highest ids in *lo, *hi. */
+static int count_run_dirs(const char *runs_dir, long long *lo, long long *hi) {
+    DIR *d = opendir(runs_dir);
+    int n = 0;
+    *lo = *hi = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
+        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
+        struct stat sb;
+        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+        if (!dir) continue;
+        if (!n || id < *lo) *lo = id;
+        if (!n || id > *hi) *hi = id;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A database that is none or empty beside run directories: their history is not in it. */
+static void look_for_lost_runs(const char *path, const char *runs_dir, const char *what, db_report *out) {
+    long long lo, hi;
+    int n = runs_dir ? count_run_dirs(runs_dir, &lo, &hi) : 0;
+    if (!n) return;
+    char ids[96];
+    if (n == 1) snprintf(ids, sizeof ids, "run directory (%lld)", lo);
+    else snprintf(ids, sizeof ids, "run directories (ids %lld to %lld)", lo, hi);
+    report(out, DB_LOST,
+           "%s %s, but %s holds %d %s: their history is not in it, and ddpd serve would start an empty one beside "
+           "them. Restore ddpd.db from a backup, or move %s aside to start a new history",
+           path, what, runs_dir, n, ids, runs_dir);
+}
+
+/* The verdict on an open database; `restore` says what to do with a broken one. */
+static void classify(sqlite3 *db, const char *path, long long size, const char *restore, db_report *out) {
     const int known = ddpd_migrations_count;
     char text[512];
     if (!first_text(db, "PRAGMA user_version", text, sizeof text)) {
         report(out, DB_UNREADABLE,
-               "%s is not an SQLite database ddpd can read (%s): restore it from a backup, or move it aside "
-               "(ddpd serve then starts a new one)",
-               path, text);
+               "%s is not an SQLite database ddpd can read (%s): %s", path, text, restore);
         return;
     }
     out->version = (int)strtol(text, NULL, 10);
     if (!first_text(db, "PRAGMA quick_check", text, sizeof text) || strcmp(text, "ok") != 0) {
+        one_line(text, sizeof text);
         report(out, DB_DAMAGED,
-               "%s is damaged: quick_check says \"%s\"; restore it from a backup, or move it aside (ddpd serve "
-               "then starts a new one; sqlite3's .recover may save what is left)",
-               path, text);
+               "%s is damaged: quick_check says \"%s\"; %s (sqlite3's .recover may save what is left)", path,
+               text, restore);
         return;
     }
     buf_t tables = {0};
     bool has_runs = false;
     int n_tables = table_names(db, &tables, &has_runs);
     if (n_tables < 0) {
-        report(out, DB_DAMAGED, "%s is damaged: its list of tables cannot be read (%s); restore it from a backup",
-               path, sqlite3_errmsg(db));
+        report(out, DB_DAMAGED, "%s is damaged: its list of tables cannot be read (%s); %s", path, sqlite3_errmsg(db),
+               restore);
     } else if (out->version == 0 && n_tables == 0) {
         if (size == 0)
             report(out, DB_EMPTY, "%s is empty (0 bytes): ddpd serve creates the schema (version %d) in it", path, known);
@@ -121,14 +173,16 @@ static void classify(sqlite3 *db, const char *path, long long size, db_report *o
     buf_free(&tables);
 }
 
-void db_inspect(const char *path, db_report *out) {
+void db_inspect(const char *path, const char *runs_dir, db_report *out) {
     const int known = ddpd_migrations_count;
     out->version = -1;
     out->runs = -1;
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        if (errno == ENOENT) report(out, DB_NONE, "%s: none yet; ddpd serve creates it (schema version %d)", path, known);
-        else report(out, DB_UNREADABLE, "%s cannot be read: %s", path, strerror(errno));
+        if (errno == ENOENT) {
+            report(out, DB_NONE, "%s: none yet; ddpd serve creates it (schema version %d)", path, known);
+            look_for_lost_runs(path, runs_dir, "is missing", out);
+        } else report(out, DB_UNREADABLE, "%s cannot be read: %s", path, strerror(errno));
         return;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -144,8 +198,17 @@ void db_inspect(const char *path, db_report *out) {
         return;
     }
     sqlite3_busy_timeout(db, 5000);
-    classify(db, path, sb.st_size, out);
+    long long lo, hi;
+    char *restore = runs_dir && count_run_dirs(runs_dir, &lo, &hi)
+                        ? xasprintf("restore it from a backup, or move it and %s aside to start a new history", runs_dir)
+                        : xstrdup("restore it from a backup, or move it aside (ddpd serve then starts a new one)");
+    classify(db, path, sb.st_size, restore, out);
+    free(restore);
     sqlite3_close(db);
+    if (out->state == DB_EMPTY)
+        look_for_lost_runs(path, runs_dir, sb.st_size == 0 ? "is empty (0 bytes)" : "has no tables", out);
 }
 
-bool db_refuses(db_state s) { return s == DB_UNREADABLE || s == DB_DAMAGED || s == DB_FOREIGN || s == DB_NEWER; }
+bool db_refuses(db_state s) {
+    return s == DB_UNREADABLE || s == DB_DAMAGED || s == DB_FOREIGN || s == DB_NEWER || s == DB_LOST;
+}

@@ -11,6 +11,8 @@
  *   damaged  PRAGMA quick_check fails
  *   foreign  an SQLite database, but not ddpd's (tables of its own, no `runs`)
  *   newer    ddpd's schema, newer than this ddpd's migrations
+ *   lost     none or empty, but the runs directory holds run directories: their
+ *            history is gone, and serve would start an empty one beside them
  *
  * Each verdict comes with one sentence naming the file, and for a refusal, what to do. */
 #ifndef DDPD_CORE_DB_INSPECT_H
@@ -18,7 +20,8 @@
 
 #include <stdbool.h>
 
-typedef enum { DB_NONE, DB_EMPTY, DB_CURRENT, DB_OLDER, DB_UNREADABLE, DB_DAMAGED, DB_FOREIGN, DB_NEWER } db_state;
+typedef enum { DB_NONE, DB_EMPTY, DB_CURRENT, DB_OLDER, DB_UNREADABLE, DB_DAMAGED, DB_FOREIGN, DB_NEWER,
+               DB_LOST } db_state;
 
 typedef struct {
     db_state state;
@@ -27,8 +30,9 @@ typedef struct {
     char line[1536];  /* "PATH: schema version 4 of 4, 12 runs, quick_check ok", or what is wrong and what to do */
 } db_report;
 
-/* Looks at the database at `path`. */
-void db_inspect(const char *path, db_report *out);
+/* Looks at the database at `path`, and at `runs_dir` (the state directory's runs/)
+ * when it is none or empty. */
+void db_inspect(const char *path, const char *runs_dir, db_report *out);
 
 /* Whether serve must refuse to start on it. */
 bool db_refuses(db_state s);
