@@ -26,7 +26,9 @@ typedef struct {
  * (0x00000801, 1 dim), keeping the first `limit` examples (0 = all). On failure
  * returns -1 and writes into `err` a sentence naming the file and what is wrong
  * ("train-images.gz: truncated: header says 60000 images of 28x28 (47040016 bytes) but
- * the file holds 1000 bytes"). */
+ * the file holds 1000 bytes"). A header is held against the file before anything is
+ * allocated for it: at most 10^8 examples of at most 10^6 pixels, a plain file's exact
+ * size, and a gzipped file's data read into a buffer that grows only as it arrives. */
 int idx_load(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit,
              idx_dataset *out, char *err, size_t errlen);
 void idx_free(idx_dataset *d);
