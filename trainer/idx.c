@@ -394,6 +394,7 @@ void idx_free(idx_dataset *d) {
     if (!d) return;
     if (d->mapping) {
         munmap(d->mapping, d->mapping_bytes);
+        close(d->cache_fd);
     } else {
         free(d->images);
         free(d->labels);
