@@ -1,6 +1,8 @@
 /* The decompressed-dataset cache: a miss loads and writes it, a hit maps the same
  * bytes, `limit` applies to both, a changed source file is a new key, and a damaged
- * cache file is ignored (the data comes from the source again). */
+ * cache file is ignored (the data comes from the source again); a SIGBUS is blamed on a
+ * mapped cache file only when that file changed. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +48,15 @@ int main(void) {
     CHECK(same(&plain, &hit), "a hit returns the very same bytes");
     CHECK(idx_load_cached(NULL, images, labels, 100, cache, &limited, err, sizeof err, note, sizeof note) == 0, "%s", err);
     CHECK(limited.count == 100 && memcmp(limited.labels, plain.labels, 100) == 0, "limit on a hit");
+    /* A SIGBUS is blamed on the cache only when the file mapped changed under it. */
+    char why[2048] = "";
+    CHECK(idx_cache_explain_bus_error(&hit, why, sizeof why) == 0, "an unchanged cache is not blamed: %s", why);
+    CHECK(idx_cache_explain_bus_error(&miss, why, sizeof why) == 0, "nor data that is not mapped: %s", why);
+    struct timespec later[2] = {{0, UTIME_OMIT}, {1, 0}}; /* mtime: 1970, so surely not what it was */
+    CHECK(utimensat(AT_FDCWD, hit.cache_path, later, 0) == 0, "touch %s", hit.cache_path);
+    CHECK(idx_cache_explain_bus_error(&hit, why, sizeof why) == 1 && strstr(why, hit.cache_path) &&
+              strstr(why, "rewritten in place while the run was reading it") && strstr(why, "delete it"),
+          "a cache file modified after it was mapped is named: %s", why);
     idx_free(&miss);
     idx_free(&hit);
     idx_free(&limited);

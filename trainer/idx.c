@@ -28,6 +28,14 @@
  * at most this many times N once decompressed: a header claiming more is a lie, and
  * is refused before anything is allocated for it. */
 #define GZIP_MAX_RATIO 1100u
+/* What one file may claim at all, whatever its size: a header beyond this is refused
+ * before anything is read or allocated (Fashion-MNIST is 60000 of 28x28). */
+#define IDX_MAX_COUNT 100000000u /* examples */
+#define IDX_MAX_PIXELS 1000000u  /* rows * cols of one image */
+/* A gzipped file's data is read into a buffer that grows as the data arrives (from
+ * this size, doubling), so a header that lies within the ratio above costs no more
+ * memory than the data that is really there. */
+#define GZ_FIRST_CHUNK (16u << 20)
 
 /* What one of the two files must hold. */
 typedef struct {
@@ -215,12 +223,14 @@ static int read_header(const idx_reader *r, idx_header *h) {
                   (k->ndims == 3 && (h->dims[1] > INT32_MAX || h->dims[2] > INT32_MAX));
     if (too_big)
         return fail(r->err, r->errlen, "%s: header says %s: too large to load", r->path, what);
+    char pixels_note[64];
+    snprintf(pixels_note, sizeof pixels_note, ", of at most %u pixels each", IDX_MAX_PIXELS);
+    if (h->dims[0] > IDX_MAX_COUNT || (k->ndims == 3 && (uint64_t)h->dims[1] * h->dims[2] > IDX_MAX_PIXELS))
+        return fail(r->err, r->errlen, "%s: header says %s: too large to load (at most %u %s%s)", r->path, what,
+                    IDX_MAX_COUNT, k->noun, k->ndims == 3 ? pixels_note : "");
     return 0;
 }
 
-/* Reads one file: checks the header against `kind`, keeps the first `limit` records
- * (0 = all) in a fresh array *data (*kept_count of them), and checks that the file holds
- * exactly what its header says. */
 /* Before allocating what the header asks for: can a file of this size hold it? */
 static int check_size_claim(const idx_reader *r, const idx_header *h, uint64_t file_bytes, const char *what) {
     uint64_t expected = h->header_bytes + h->data_bytes;
@@ -244,6 +254,34 @@ static int check_size_claim(const idx_reader *r, const idx_header *h, uint64_t f
                     r->path, what, (unsigned long long)expected, (unsigned long long)file_bytes,
                     (unsigned long long)most);
     return 0;
+}
+
+/* Reads up to len bytes into a fresh *out; returns how many arrived, or -1 (reported).
+ * A plain file's size was checked against its header, so it gets len at once; a
+ * gzipped one gets a buffer that grows only while data keeps arriving. */
+static int64_t read_growing(const idx_reader *r, uint8_t **out, uint64_t len, const char *what) {
+    uint64_t cap = gzdirect(r->gz) || len < GZ_FIRST_CHUNK ? len : GZ_FIRST_CHUNK;
+    uint64_t got = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        uint8_t *grown = realloc(buf, cap ? cap : 1);
+        if (!grown) {
+            free(buf);
+            return fail(r->err, r->errlen, "%s: cannot allocate %llu bytes for %s", r->path,
+                        (unsigned long long)cap, what);
+        }
+        buf = grown;
+        int64_t n = read_bytes(r, buf + got, cap - got);
+        if (n < 0) {
+            free(buf);
+            return -1;
+        }
+        got += (uint64_t)n;
+        if (got < cap || cap == len) break; /* the data ended, or all of it is here */
+        cap = cap > len / 2 ? len : cap * 2;
+    }
+    *out = buf;
+    return (int64_t)got;
 }
 
 /* Reads one file: checks the header against `kind`, keeps the first `limit` records
@@ -281,13 +319,7 @@ static int read_idx_file(const data_roots *roots, const char *path, const idx_ki
     uint64_t record_bytes = h->data_bytes / count;
     uint64_t keep = (limit == 0 || limit > count) ? count : limit;
     uint64_t kept_bytes = keep * record_bytes;
-    kept = malloc(kept_bytes ? kept_bytes : 1);
-    if (!kept) {
-        fail(err, errlen, "%s: cannot allocate %llu bytes for %s", name,
-             (unsigned long long)kept_bytes, what);
-        goto done;
-    }
-    int64_t got = read_bytes(&r, kept, kept_bytes);
+    int64_t got = read_growing(&r, &kept, kept_bytes, what);
     if (got < 0) goto done;
     int64_t rest = count_remaining_bytes(&r);
     if (rest < 0) goto done;
@@ -362,6 +394,7 @@ void idx_free(idx_dataset *d) {
     if (!d) return;
     if (d->mapping) {
         munmap(d->mapping, d->mapping_bytes);
+        close(d->cache_fd);
     } else {
         free(d->images);
         free(d->labels);

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "data_open.h"
 
@@ -17,6 +18,8 @@ typedef struct {
     void *mapping;   /* set when images/labels point into a mapped cache file */
     size_t mapping_bytes;
     char cache_path[4096]; /* that file, to explain a SIGBUS if it is cut short under the run */
+    int cache_fd;          /* it, held open (only when mapping is set): its size and time now, whatever its name */
+    struct timespec cache_mtime; /* its modification time when mapped */
 } idx_dataset;
 
 /* Every file is opened through data_open(roots, ...) (roots NULL: as given), and
@@ -26,7 +29,9 @@ typedef struct {
  * (0x00000801, 1 dim), keeping the first `limit` examples (0 = all). On failure
  * returns -1 and writes into `err` a sentence naming the file and what is wrong
  * ("train-images.gz: truncated: header says 60000 images of 28x28 (47040016 bytes) but
- * the file holds 1000 bytes"). */
+ * the file holds 1000 bytes"). A header is held against the file before anything is
+ * allocated for it: at most 10^8 examples of at most 10^6 pixels, a plain file's exact
+ * size, and a gzipped file's data read into a buffer that grows only as it arrives. */
 int idx_load(const data_roots *roots, const char *images_path, const char *labels_path, size_t limit,
              idx_dataset *out, char *err, size_t errlen);
 void idx_free(idx_dataset *d);
@@ -44,8 +49,9 @@ int idx_load_cached(const data_roots *roots, const char *images_path, const char
 const char *idx_default_cache_dir(char *buf, size_t buflen);
 
 /* After a rank died of SIGBUS: if `d` is mapped from a cache file that is now shorter
- * than the mapping (truncated in place under the run), writes a sentence naming it
- * into out and returns 1; else 0. */
+ * than the mapping or was modified after it was mapped (cut short or rewritten in place
+ * under the run, whether or not its name is still there), writes a sentence naming it
+ * and what to do into out and returns 1; else 0 (the SIGBUS had another cause). */
 int idx_cache_explain_bus_error(const idx_dataset *d, char *out, size_t n);
 
 #endif

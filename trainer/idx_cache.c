@@ -5,6 +5,7 @@
  * cost milliseconds, which is most of the time from submitting a run to its first
  * step. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,8 +77,10 @@ static int map_cache(const char *path, uint64_t identity, size_t limit, idx_data
              memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.identity == identity && h.rows > 0 && h.cols > 0 &&
              (uint64_t)st.st_size == sizeof h + h.count * h.rows * h.cols + h.count;
     void *map = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-    close(fd);
-    if (map == MAP_FAILED) return -1;
+    if (map == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
     size_t keep = (limit && limit < h.count) ? limit : h.count;
     uint8_t *base = (uint8_t *)map + sizeof h;
     memset(out, 0, sizeof *out);
@@ -90,17 +93,29 @@ static int map_cache(const char *path, uint64_t identity, size_t limit, idx_data
     out->mapping = map;
     out->mapping_bytes = (size_t)st.st_size;
     snprintf(out->cache_path, sizeof out->cache_path, "%s", path);
+    out->cache_fd = fd; /* kept: a SIGBUS is explained from the file mapped, not from whatever has its name then */
+    out->cache_mtime = st.st_mtim;
     return 0;
 }
 
 int idx_cache_explain_bus_error(const idx_dataset *d, char *out, size_t n) {
-    struct stat st;
-    if (!d->mapping || !d->cache_path[0] || stat(d->cache_path, &st) != 0 || (size_t)st.st_size >= d->mapping_bytes)
-        return 0;
-    snprintf(out, n,
-             "the dataset cache file %s was cut short while the run was reading it (%zu bytes when mapped, %lld "
-             "now): delete it (the next run rebuilds it) and start the run again",
-             d->cache_path, d->mapping_bytes, (long long)st.st_size);
+    struct stat now, named;
+    if (!d->mapping || !d->cache_path[0] || fstat(d->cache_fd, &now) != 0) return 0;
+    bool shorter = (size_t)now.st_size < d->mapping_bytes;
+    bool modified = now.st_mtim.tv_sec != d->cache_mtime.tv_sec || now.st_mtim.tv_nsec != d->cache_mtime.tv_nsec;
+    if (!shorter && !modified) return 0;
+    /* Is the file mapped still the one by that name? */
+    bool same = stat(d->cache_path, &named) == 0 && named.st_dev == now.st_dev && named.st_ino == now.st_ino;
+    char how[160];
+    if (shorter)
+        snprintf(how, sizeof how, "was cut short while the run was reading it (%zu bytes when mapped, %lld now)",
+                 d->mapping_bytes, (long long)now.st_size);
+    else
+        snprintf(how, sizeof how, "was rewritten in place while the run was reading it (modified after it was mapped)");
+    snprintf(out, n, "the dataset cache file %s %s%s: %s", d->cache_path, how,
+             same ? "" : "; it has since been removed or replaced",
+             same ? "delete it (the next run rebuilds it) and start the run again"
+                  : "start the run again (it rebuilds the cache if need be)");
     return 1;
 }
 

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "db_inspect.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
-#include "migrations.h"
 #include "server_log.h"
 #include "supervisor.h"
 #include "base.h"
@@ -200,53 +200,11 @@ static void check_state_dir(const check_config *c) {
 
 static void check_database(const check_config *c) {
     char *path = xasprintf("%s/ddpd.db", c->state_dir);
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        say(V_OK, "database", "%s: none yet; ddpd serve creates it (schema version %d)", path, ddpd_migrations_count);
-        free(path);
-        return;
-    }
-    sqlite3 *db = NULL;
-    /* Read-write without create: nothing here writes, but a WAL database's readers
-     * need its -shm file, which a read-only connection may be unable to make. */
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        say(V_FAIL, "database", "%s cannot be opened: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
-        free(path);
-        return;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt *st = NULL;
-    int version = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        version = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    char quick[256] = "?";
-    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        snprintf(quick, sizeof quick, "%s", (const char *)sqlite3_column_text(st, 0));
-    else
-        snprintf(quick, sizeof quick, "%s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    long long runs = -1;
-    if (version >= 1 && sqlite3_prepare_v2(db, "SELECT count(*) FROM runs", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        runs = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    if (version < 0)
-        say(V_FAIL, "database", "%s is not an SQLite database ddpd can read (%s)", path, quick);
-    else if (strcmp(quick, "ok") != 0)
-        say(V_FAIL, "database", "%s is damaged: quick_check says \"%s\"; move it aside (ddpd serve starts a new one)",
-            path, quick);
-    else if (version > ddpd_migrations_count)
-        say(V_FAIL, "database", "%s is at schema version %d, newer than this ddpd's %d: it belongs to a newer ddpd",
-            path, version, ddpd_migrations_count);
-    else if (version < ddpd_migrations_count)
-        say(V_OK, "database", "%s: schema version %d, migrated to %d when ddpd serve starts; %lld runs; quick_check ok",
-            path, version, ddpd_migrations_count, runs < 0 ? 0 : runs);
-    else
-        say(V_OK, "database", "%s: schema version %d of %d, %lld runs, quick_check ok", path, version,
-            ddpd_migrations_count, runs);
+    char *runs = xasprintf("%s/runs", c->state_dir);
+    db_report r;
+    db_inspect(path, runs, &r); /* the verdict serve goes by */
+    say(db_refuses(r.state) ? V_FAIL : V_OK, "database", "%s", r.line);
+    free(runs);
     free(path);
 }
 

@@ -1,5 +1,6 @@
 /* ddpd: the data-parallel training service. This file only wires the parts together:
  * `ddpd serve` reads its settings (cmd/settings.c), takes the state directory's lock,
+ * refuses a database it must not touch (core/db_inspect.c),
  * and starts the parts in dependency order, handing each the hooks through which it
  * reaches the parts above it: the store (its observer: the live feed; and the cache
  * of GET /runs/{id}'s answers, told of deleted runs), the
@@ -26,6 +27,7 @@
 #include "base.h"
 #include "check_cmd.h"
 #include "datapaths.h"
+#include "db_inspect.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
 #include "feed.h"
@@ -130,6 +132,11 @@ static int serve(int argc, char **argv) {
     state_layout_init(state_dir);
     mkdir_p(layout_runs_dir(), 0755);
     int lock_fd = lock_state_dir(state_dir);
+    /* A database that is damaged, not ddpd's, newer, or gone beside run directories:
+     * refuse before anything writes to it (ddpd check says the same). */
+    db_report db_verdict;
+    db_inspect(layout_db_path(), layout_runs_dir(), &db_verdict);
+    if (db_refuses(db_verdict.state)) die("%s", db_verdict.line);
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;

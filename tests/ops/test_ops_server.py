@@ -8,7 +8,7 @@ and by day, only the newest files kept), log levels, `ddpd check` and
 `ddpd --version`.
 
 Usage: test_ops_server.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import datetime, glob, os, re, shutil, socket, sqlite3, stat, subprocess, sys, tempfile, time
+import datetime, glob, os, re, shutil, signal, socket, sqlite3, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, DATA_ROOT  # noqa: E402
@@ -540,6 +540,159 @@ def case_check(a):
                 pass
         rc, v2, out = run_check(a, *common)
         check(rc == 1 and v2.get("database", ("", ""))[0] == "FAIL", f"a damaged database FAILs: {v2.get('database')}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def foreign_database(path, user_version):
+    """An SQLite file of someone else's: a table of its own, no runs table."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("INSERT INTO notes (body) VALUES ('not ddpd')")
+    db.execute(f"PRAGMA user_version = {user_version}")
+    db.commit()
+    db.close()
+
+
+def case_check_odd_databases(a):
+    """`ddpd check` on a 0-byte ddpd.db and on foreign SQLite files: a verdict line,
+    the summary, no crash (it used to finalize a statement twice and die of it)."""
+    trainer = a.trainer or a.fake_trainer
+    base = tempfile.mkdtemp(prefix="ddpd-ops-check-db-")
+    try:
+        def check_on(name, make):
+            state = os.path.join(base, name)
+            os.makedirs(state)
+            path = os.path.join(state, "ddpd.db")
+            make(path)
+            before = open(path, "rb").read()
+            p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--data-root", DATA_ROOT, "--trainer", trainer,
+                                "--gpus", "none", "--slots", "2"], capture_output=True, timeout=120,
+                               env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+            out = p.stdout.decode(errors="replace")
+            check(p.returncode in (0, 1), f"{name}: ddpd check exits 0 or 1, not by a signal: {p.returncode}\n"
+                                          f"{out}{p.stderr.decode(errors='replace')[-2000:]}")
+            check(re.search(r"^ddpd check: \d+ ok, \d+ warnings?, \d+ failed$", out, re.M) is not None,
+                  f"{name}: the summary line is printed:\n{out}")
+            m = re.search(r"^(ok|warn|FAIL)\s+database\s+(.*)$", out, re.M)
+            check(m is not None and path in m.group(2), f"{name}: a database verdict naming {path}:\n{out}")
+            check(open(path, "rb").read() == before, f"{name}: check changed nothing in the file")
+            return p.returncode, (m.group(1), m.group(2)) if m else ("missing", "")
+
+        rc, (verdict, line) = check_on("zero-bytes", lambda p: open(p, "wb").close())
+        check(rc == 0 and verdict == "ok" and "empty (0 bytes)" in line and "creates the schema" in line,
+              f"a 0-byte database (no runs beside it) is ok: serve creates the schema in it: {verdict} {line}")
+        for uv in (0, 99):
+            rc, (verdict, line) = check_on(f"foreign-{uv}", lambda p, uv=uv: foreign_database(p, uv))
+            check(rc == 1 and verdict == "FAIL" and "not ddpd's" in line and "notes" in line
+                  and "no runs table" in line and "--state-dir" in line,
+                  f"a foreign database at user_version {uv} FAILs, naming its tables and what to do: {verdict} {line}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def damage_pages(path, page_size=4096):
+    """Garbage over every page but the first (the header and the schema's page stay
+    whole, so SQLite opens it and only its integrity check finds the damage)."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        for off in range(page_size, size, page_size):
+            f.seek(off)
+            f.write(bytes((i * 37 + off) & 0xFF for i in range(page_size)))
+
+
+def serve_refusal(a, state):
+    """`ddpd serve` on `state`: (exit status, stderr lines, stdout). One that starts
+    (expected or not) is stopped by SIGTERM once it says it listens."""
+    p = subprocess.Popen([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--data-root", DATA_ROOT,
+                          "--trainer", a.fake_trainer, "--gpus", "none", "--slots", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+    first = p.stdout.readline()  # its "listening on" line, or nothing when it exits
+    if b"listening on" in first:
+        p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    return p.returncode, err.decode(errors="replace").splitlines(), (first + out).decode(errors="replace")
+
+
+def case_serve_refuses_bad_database(a):
+    """serve goes by check's verdict on the database: a damaged one, someone else's, a
+    newer one, and an empty or missing one beside run directories each make it refuse
+    with one line naming the file and what to do, leaving the files as they were; a
+    fresh state dir and a 0-byte database with no runs still start."""
+    base = tempfile.mkdtemp(prefix="ddpd-ops-serve-db-")
+    try:
+        # a real history: one run, then the server stops
+        good = os.path.join(base, "good")
+        os.makedirs(good)
+        with Server(a.ddpd, a.fake_trainer, state_dir=good) as s:
+            rid = s.submit({"name": "steps-5"})
+            check(s.wait_status(rid, "succeeded", timeout=60) is not None, "the fake trainer's run succeeds")
+        check(os.path.isdir(os.path.join(good, "runs", str(rid))), f"its run directory runs/{rid} is there")
+
+        def refused(name, prepare, needles):
+            state = os.path.join(base, name)
+            shutil.copytree(good, state, ignore=shutil.ignore_patterns("events.sock", "server.log", "ddpd.db-*"))
+            db = os.path.join(state, "ddpd.db")
+            prepare(db)
+            before = open(db, "rb").read() if os.path.exists(db) else None
+            rc, err, out = serve_refusal(a, state)
+            check(rc != 0 and rc > 0, f"{name}: serve exits non-zero (not by a signal): {rc}")
+            check("listening" not in out, f"{name}: it never listened: {out!r}")
+            check(len(err) == 1, f"{name}: one line on stderr: {err}")
+            line = err[0] if err else ""
+            check(line.startswith("ddpd: ") and db in line and all(n in line for n in needles),
+                  f"{name}: the line names {db} and says {needles}: {line!r}")
+            after = open(db, "rb").read() if os.path.exists(db) else None
+            check(after == before, f"{name}: the database file is as it was")
+            check(os.path.isdir(os.path.join(state, "runs", str(rid))), f"{name}: the run directory is still there")
+            # ddpd check says the same
+            p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--data-root", DATA_ROOT,
+                                "--trainer", a.fake_trainer, "--gpus", "none"], capture_output=True, timeout=120)
+            m = re.search(r"^FAIL\s+database\s+(.*)$", p.stdout.decode(errors="replace"), re.M)
+            check(p.returncode == 1 and m is not None and line.endswith(m.group(1)),
+                  f"{name}: ddpd check FAILs the database with the same sentence: {m.group(1) if m else p.stdout!r}")
+
+        refused("damaged", damage_pages, ["damaged", "quick_check", "backup", "runs aside"])
+        refused("garbage", lambda db: open(db, "r+b").write(b"this is not a database" * 10),
+                ["not an SQLite database", "backup"])
+
+        def newer(db):
+            c = sqlite3.connect(db)
+            c.execute("PRAGMA user_version = 999")
+            c.commit()
+            c.close()
+        refused("newer", newer, ["schema version 999", "newer ddpd"])
+
+        def foreign(uv):
+            def make(db):
+                os.unlink(db)
+                foreign_database(db, uv)
+            return make
+        refused("foreign-0", foreign(0), ["not ddpd's", "notes", "--state-dir"])
+        refused("foreign-99", foreign(99), ["not ddpd's", "notes", "--state-dir"])
+        runs = "runs aside to start a new history"
+        refused("zero-bytes-beside-runs", lambda db: open(db, "wb").close(),
+                ["is empty (0 bytes)", f"run directory ({rid})", "Restore ddpd.db from a backup", runs])
+        refused("missing-beside-runs", os.unlink, ["is missing", f"run directory ({rid})", runs])
+
+        # these still start: a fresh state dir (there or not), a 0-byte database with no runs
+        fresh = os.path.join(base, "fresh")
+        os.makedirs(fresh)
+        with Server(a.ddpd, a.fake_trainer, state_dir=fresh) as s:
+            check(s.get("/runs").json()["runs"] == [], "a fresh, empty state dir starts with no runs")
+        rc, err, out = serve_refusal(a, os.path.join(base, "not-yet", "state"))
+        check("listening on" in out and rc == 0, f"a state dir that does not exist yet is made, and it starts: "
+                                                  f"{rc} {out!r} {err}")
+        empty = os.path.join(base, "empty-db")
+        os.makedirs(empty)
+        open(os.path.join(empty, "ddpd.db"), "wb").close()
+        with Server(a.ddpd, a.fake_trainer, state_dir=empty) as s:
+            rid = s.submit({"name": "steps-5"})
+            check(s.wait_status(rid, "succeeded", timeout=60) is not None, "a 0-byte database with no runs starts and works")
+        # and the good one still starts, with its run
+        with Server(a.ddpd, a.fake_trainer, state_dir=good) as s:
+            check(s.run(rid) is not None and s.run(rid)["status"] == "succeeded", "the good history starts as it was")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -1,0 +1,214 @@
+/* Looks at a state directory's database without changing it: see db_inspect.h. */
+#include "db_inspect.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base.h"
+#include "migrations.h"
+
+/* One row's first column as text into out; false when the statement cannot be
+ * prepared or stepped (then out holds SQLite's message). */
+static bool first_text(sqlite3 *db, const char *sql, char *out, size_t outlen) {
+    sqlite3_stmt *st = NULL;
+    bool ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+    int rc = ok ? sqlite3_step(st) : SQLITE_ERROR;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(out, outlen, "%s", t ? (const char *)t : "");
+    } else if (rc == SQLITE_DONE) {
+        out[0] = '\0';
+    } else {
+        snprintf(out, outlen, "%s", sqlite3_errmsg(db));
+        ok = false;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* quick_check's answer in one short line: its lines joined by "; ", cut at ~200 characters. */
+static void one_line(char *text, size_t len) {
+    buf_t b = {0};
+    for (const char *r = text; *r && b.len < 200; r++) {
+        if (*r == '\n' || *r == '\r') {
+            if (b.len && r[1] && r[1] != '\n') buf_printf(&b, "; ");
+            continue;
+        }
+        buf_append(&b, r, 1);
+    }
+    snprintf(text, len, "%s%s", b.data ? b.data : "", b.len >= 200 ? "..." : "");
+    buf_free(&b);
+}
+
+/* The names of the database's own tables, ", "-separated into *names; their count,
+ * or -1 when sqlite_master cannot be read. */
+static int table_names(sqlite3 *db, buf_t *names, bool *has_runs) {
+    sqlite3_stmt *st = NULL;
+    *has_runs = false;
+    if (sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+                               "ESCAPE '\\' ORDER BY name", -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return -1;
+    }
+    int n = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name) continue;
+        if (strcmp(name, "runs") == 0) *has_runs = true;
+        if (n < 8) buf_printf(names, "%s%s", n ? ", " : "", name);
+        else if (n == 8) buf_printf(names, ", ...");
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? n : -1;
+}
+
+static void report(db_report *out, db_state s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void report(db_report *out, db_state s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->line, sizeof out->line, fmt, ap);
+    va_end(ap);
+    out->state = s;
+}
+
+/* How many run directories (named by a number) `runs_dir` holds; the lowest and
+ * highest ids in *lo, *hi. */
+static int count_run_dirs(const char *runs_dir, long long *lo, long long *hi) {
+    DIR *d = opendir(runs_dir);
+    int n = 0;
+    *lo = *hi = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
+        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
+        struct stat sb;
+        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+        if (!dir) continue;
+        if (!n || id < *lo) *lo = id;
+        if (!n || id > *hi) *hi = id;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A database that is none or empty beside run directories: their history is not in it. */
+static void look_for_lost_runs(const char *path, const char *runs_dir, const char *what, db_report *out) {
+    long long lo, hi;
+    int n = runs_dir ? count_run_dirs(runs_dir, &lo, &hi) : 0;
+    if (!n) return;
+    char ids[96];
+    if (n == 1) snprintf(ids, sizeof ids, "run directory (%lld)", lo);
+    else snprintf(ids, sizeof ids, "run directories (ids %lld to %lld)", lo, hi);
+    report(out, DB_LOST,
+           "%s %s, but %s holds %d %s: their history is not in it, and ddpd serve would start an empty one beside "
+           "them. Restore ddpd.db from a backup, or move %s aside to start a new history",
+           path, what, runs_dir, n, ids, runs_dir);
+}
+
+/* The verdict on an open database; `restore` says what to do with a broken one. */
+static void classify(sqlite3 *db, const char *path, long long size, const char *restore, db_report *out) {
+    const int known = ddpd_migrations_count;
+    char text[512];
+    if (!first_text(db, "PRAGMA user_version", text, sizeof text)) {
+        report(out, DB_UNREADABLE,
+               "%s is not an SQLite database ddpd can read (%s): %s", path, text, restore);
+        return;
+    }
+    out->version = (int)strtol(text, NULL, 10);
+    if (!first_text(db, "PRAGMA quick_check", text, sizeof text) || strcmp(text, "ok") != 0) {
+        one_line(text, sizeof text);
+        report(out, DB_DAMAGED,
+               "%s is damaged: quick_check says \"%s\"; %s (sqlite3's .recover may save what is left)", path,
+               text, restore);
+        return;
+    }
+    buf_t tables = {0};
+    bool has_runs = false;
+    int n_tables = table_names(db, &tables, &has_runs);
+    if (n_tables < 0) {
+        report(out, DB_DAMAGED, "%s is damaged: its list of tables cannot be read (%s); %s", path, sqlite3_errmsg(db),
+               restore);
+    } else if (out->version == 0 && n_tables == 0) {
+        if (size == 0)
+            report(out, DB_EMPTY, "%s is empty (0 bytes): ddpd serve creates the schema (version %d) in it", path, known);
+        else
+            report(out, DB_EMPTY, "%s has no tables yet: ddpd serve creates the schema (version %d) in it", path, known);
+    } else if (!has_runs || out->version == 0) {
+        /* ddpd's schema always has a runs table and sets user_version with it. */
+        report(out, DB_FOREIGN,
+               "%s is an SQLite database but not ddpd's (schema version %d; tables %s%s): is --state-dir the right "
+               "directory? Move the file aside, or use another --state-dir",
+               path, out->version, tables.data ? tables.data : "none", has_runs ? "" : "; no runs table");
+    } else {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            out->runs = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        long long runs = out->runs < 0 ? 0 : out->runs;
+        if (out->version > known)
+            report(out, DB_NEWER,
+                   "%s is at schema version %d, newer than this ddpd's %d: it belongs to a newer ddpd; run that one, "
+                   "or use another --state-dir",
+                   path, out->version, known);
+        else if (out->version < known)
+            report(out, DB_OLDER, "%s: schema version %d, migrated to %d when ddpd serve starts; %lld runs; quick_check ok",
+                   path, out->version, known, runs);
+        else
+            report(out, DB_CURRENT, "%s: schema version %d of %d, %lld runs, quick_check ok", path, out->version, known,
+                   runs);
+    }
+    buf_free(&tables);
+}
+
+void db_inspect(const char *path, const char *runs_dir, db_report *out) {
+    const int known = ddpd_migrations_count;
+    out->version = -1;
+    out->runs = -1;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) {
+            report(out, DB_NONE, "%s: none yet; ddpd serve creates it (schema version %d)", path, known);
+            look_for_lost_runs(path, runs_dir, "is missing", out);
+        } else report(out, DB_UNREADABLE, "%s cannot be read: %s", path, strerror(errno));
+        return;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        report(out, DB_UNREADABLE, "%s is not a file: move it aside (ddpd serve then starts a new database)", path);
+        return;
+    }
+    sqlite3 *db = NULL;
+    /* Read-write without create: nothing here writes, but a WAL database's readers
+     * need its -shm file, which a read-only connection may be unable to make. */
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        report(out, DB_UNREADABLE, "%s cannot be opened: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    long long lo, hi;
+    char *restore = runs_dir && count_run_dirs(runs_dir, &lo, &hi)
+                        ? xasprintf("restore it from a backup, or move it and %s aside to start a new history", runs_dir)
+                        : xstrdup("restore it from a backup, or move it aside (ddpd serve then starts a new one)");
+    classify(db, path, sb.st_size, restore, out);
+    free(restore);
+    sqlite3_close(db);
+    if (out->state == DB_EMPTY)
+        look_for_lost_runs(path, runs_dir, sb.st_size == 0 ? "is empty (0 bytes)" : "has no tables", out);
+}
+
+bool db_refuses(db_state s) {
+    return s == DB_UNREADABLE || s == DB_DAMAGED || s == DB_FOREIGN || s == DB_NEWER || s == DB_LOST;
+}

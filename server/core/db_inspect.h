@@ -1,0 +1,40 @@
+/* What a state directory's database is, looked at before anything opens it for real:
+ * the one verdict `ddpd check` prints and `ddpd serve` goes by (serve refuses to start
+ * on what check FAILs). It only reads: nothing is created, migrated or repaired.
+ *
+ *   none     not there: serve creates it
+ *   empty    an SQLite file with no tables at schema version 0 (a 0-byte file is
+ *            one): serve creates the schema in it
+ *   current  ddpd's schema, this ddpd's version
+ *   older    ddpd's schema, an older version: serve migrates it
+ *   unreadable  not an SQLite database, or it cannot be opened
+ *   damaged  PRAGMA quick_check fails
+ *   foreign  an SQLite database, but not ddpd's (tables of its own, no `runs`)
+ *   newer    ddpd's schema, newer than this ddpd's migrations
+ *   lost     none or empty, but the runs directory holds run directories: their
+ *            history is gone, and serve would start an empty one beside them
+ *
+ * Each verdict comes with one sentence naming the file, and for a refusal, what to do. */
+#ifndef DDPD_CORE_DB_INSPECT_H
+#define DDPD_CORE_DB_INSPECT_H
+
+#include <stdbool.h>
+
+typedef enum { DB_NONE, DB_EMPTY, DB_CURRENT, DB_OLDER, DB_UNREADABLE, DB_DAMAGED, DB_FOREIGN, DB_NEWER,
+               DB_LOST } db_state;
+
+typedef struct {
+    db_state state;
+    int version;      /* PRAGMA user_version; -1 when it could not be read */
+    long long runs;   /* rows in `runs`; -1 when there is no such table */
+    char line[1536];  /* "PATH: schema version 4 of 4, 12 runs, quick_check ok", or what is wrong and what to do */
+} db_report;
+
+/* Looks at the database at `path`, and at `runs_dir` (the state directory's runs/)
+ * when it is none or empty. */
+void db_inspect(const char *path, const char *runs_dir, db_report *out);
+
+/* Whether serve must refuse to start on it. */
+bool db_refuses(db_state s);
+
+#endif
