@@ -86,10 +86,12 @@ def command(*args):
 def case_torch_two_ranks(a):
     with WorkRoot() as w, w.server(a) as s:
         rid = s.submit({"name": "tutorial", "command": command("--epochs", "6"), "working_dir": "proj",
-                        "env": {"MY_FLAG": "on"}, "distributed": {"world_size": 2}})
+                        "env": {"MY_FLAG": "on"},
+                        # a hang (none is expected) then fails with the rank named instead of waiting out the test
+                        "distributed": {"world_size": 2, "hang_timeout_s": 90}})
         run = s.wait_status(rid, ("succeeded", "failed"), timeout=240)
         if not check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}"):
-            s.dump_log(rid)
+            s.dump_run_log(rid)
             return
         proj = os.path.join(w.root, "proj")
         envs = {r: json.load(open(os.path.join(proj, f"env-rank-{r}.json"))) for r in (0, 1)}
