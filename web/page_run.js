@@ -487,7 +487,9 @@ export function mountRun(root, id) {
     deleted: () => { reasonBox.hidden = false; reasonBox.className = 'note-box'; reasonBox.textContent = 'This run was deleted.'; },
   });
 
-  timers.push(setInterval(() => { if (run && LIVE.has(run.status)) loadLog(); }, 2000));
+  // the log, and a command run's own series: read on every 2 s while the run is live
+  // (a burst of steps before the event stream is open has no step event to say so)
+  timers.push(setInterval(() => { if (run && LIVE.has(run.status)) { loadLog(); if (commandShown) series.poke(); } }, 2000));
   timers.push(setInterval(() => {
     if (!run || !LIVE.has(run.status)) return;
     const d = root.querySelector('.duration');

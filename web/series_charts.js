@@ -2,7 +2,8 @@
 // beyond loss and lr (from the `keys` that every /runs/{id}/metrics answer lists;
 // samples_per_s only once it has a value). Kept live: refresh() asks each series for
 // the points after the last one it has (?after=), one round at a time; a series grown
-// past twice what a chart draws is fetched again, downsampled (?max_points=).
+// past twice what a chart draws is fetched again, downsampled (?max_points=). The page
+// calls poke() on step events and every 2 s while the run is live.
 import { get } from './api.js';
 import { chartMessage, COLORS, loadUPlot, mountChart, ticks } from './charts.js';
 import { h, int, num } from './format.js';
