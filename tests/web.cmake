@@ -4,8 +4,9 @@
 #    with Last-Event-ID, coalescing, hundreds of streams, shutdown;
 #  - the dashboard in headless Chromium (Debian's chromium, driven by npm's
 #    playwright-core, which never downloads a browser): node --test. Screenshots at
-#    1280 and 390 px are kept in <build>/test-artifacts/web/.
-if(TARGET ddpd AND TARGET ddp-trainer)
+#    1280 and 390 px are kept in <build>/test-artifacts/web/. Its command-run cases
+#    run ddp-run and Debian's python3-torch (gloo, CPU).
+if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
   ddpd_py_cases(sse_ ${CMAKE_CURRENT_LIST_DIR}/web/test_sse.py
                 ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>)
 
@@ -16,7 +17,7 @@ if(TARGET ddpd AND TARGET ddp-trainer)
                      ${CMAKE_CURRENT_LIST_DIR}/web/dashboard.test.mjs
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(web_dashboard PROPERTIES TIMEOUT 900
-      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
+      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
   else()
     message(WARNING "node is not installed: the dashboard's browser tests are not registered (scripts/install-deps.sh installs it)")
   endif()

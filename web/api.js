@@ -1,6 +1,7 @@
 // The dashboard's HTTP client: JSON requests to ddpd, the token (kept in
 // localStorage, sent as "Authorization: Bearer" on requests that change something),
-// and errors as the server words them (application/problem+json: detail, errors[]).
+// and errors as the server words them (application/problem+json: detail, errors[]);
+// getText for an answer whose headers say something (the logs' next offset).
 
 const TOKEN_KEY = 'ddpd.token';
 
@@ -30,7 +31,8 @@ const listeners = new Set();
 export function onReachability(fn) { listeners.add(fn); return () => listeners.delete(fn); }
 function reachable(ok) { for (const fn of listeners) fn(ok); }
 
-export async function request(method, path, body) {
+// The response of a request that succeeded (res.ok); else throws an ApiError.
+async function send(method, path, body) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
   if (token && method !== 'GET') headers.Authorization = `Bearer ${token}`;
@@ -47,16 +49,25 @@ export async function request(method, path, body) {
     throw new ApiError(0, 'ddpd cannot be reached: is it running?');
   }
   reachable(true);
+  if (res.ok) return res;
   const type = res.headers.get('Content-Type') || '';
-  if (res.ok) {
-    if (res.status === 204) return null;
-    return type.includes('json') ? res.json() : res.text();
-  }
   let problem = null;
   try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
   let message = (problem && problem.detail) || `${res.status} ${res.statusText}`;
   if (res.status === 401) message = 'This server needs a token to change anything: set it with the Token button at the top.';
   throw new ApiError(res.status, message, (problem && problem.errors) || []);
+}
+
+export async function request(method, path, body) {
+  const res = await send(method, path, body);
+  if (res.status === 204) return null;
+  return (res.headers.get('Content-Type') || '').includes('json') ? res.json() : res.text();
+}
+
+// A GET whose headers matter too (the logs' X-Next-Offset): { text, headers }.
+export async function getText(path) {
+  const res = await send('GET', path);
+  return { text: await res.text(), headers: res.headers };
 }
 
 export const get = (path) => request('GET', path);

@@ -5,15 +5,20 @@
 // axis on request, where later decays would look like 0), test loss and accuracy
 // per epoch; the epochs table (each column's numbers formatted alike); the
 // checkpoint files on disk; the rank grid (stragglers and silent ranks marked); the
-// log tail; the config. Kept live by /runs/{id}/events.
+// log, followed from where it was (log_panel.js); the config. A command run (the
+// user's own script) shows its command (command_view.js), a chart per series it
+// reported (series_charts.js) and a log per rank, and none of the built-in model's
+// test summary or checkpoints. Kept live by /runs/{id}/events.
 import { ApiError, get, post } from './api.js';
 import { chartMessage, COLORS, ema, loadUPlot, mountChart, ticks } from './charts.js';
 import { ago, badge, bytes, columnFormat, devices, duration, epochText, FINISHED, h, int, LIVE, num, pct, runDuration } from './format.js';
 import { subscribe } from './live.js';
 import { addSample, rankMarks } from './ranks.js';
+import { commandFacts, isCommandRun } from './command_view.js';
+import { logPanel } from './log_panel.js';
+import { seriesCharts } from './series_charts.js';
 
 const MAX_POINTS = 2000; // what the loss chart fetches: about its width in pixels, twice
-const LOG_LINES = 200;
 
 export function mountRun(root, id) {
   let disposed = false;
@@ -44,7 +49,10 @@ export function mountRun(root, id) {
   const scrollHint = h('p', { class: 'scroll-hint muted', id: 'epochs-scroll-hint', hidden: true }, 'More columns: scroll the table sideways →');
   const checkpointsEl = h('div', { id: 'checkpoints' }, h('p', { class: 'muted' }, 'Loading…'));
   const ranksEl = h('div', { class: 'ranks', id: 'ranks' });
-  const logEl = h('pre', { class: 'log', id: 'run-log' }, 'Loading…');
+  const log = logPanel(id);
+  const series = seriesCharts(id);
+  const commandCard = h('section', { class: 'card', id: 'command-card', hidden: true }, h('h2', {}, 'Command'));
+  let commandShown = false;
   const configEl = h('pre', { class: 'config', id: 'run-config' });
 
   const logScale = h('input', { type: 'checkbox', id: 'opt-log', onchange: () => { view.log = logScale.checked; drawLoss(true); } });
@@ -56,24 +64,27 @@ export function mountRun(root, id) {
   const lrLog = h('input', { type: 'checkbox', id: 'opt-lr-log', onchange: () => { view.lrLog = lrLog.checked; renderEpochs(true); } });
 
   const card = (heading, ...body) => h('section', { class: 'card' }, h('h2', {}, heading), ...body);
+  const checkpointsCard = card('Checkpoints', checkpointsEl);
   root.append(
     h('p', {}, h('a', { href: '#/' }, '← Runs')),
     h('div', { class: 'page-head' }, h('div', { class: 'title-line' }, title, statusSlot), h('div', { class: 'actions' }, actionMsg, cancelBtn)),
     reasonBox,
     h('section', { class: 'card' }, summary, progressEl, progressText, facts),
+    commandCard,
     card('Loss',
       h('div', { class: 'controls' },
         h('label', {}, logScale, ' log scale'),
         h('label', {}, 'smoothing ', smooth, ' ', smoothOut),
         h('label', {}, 'x axis ', xAxis)),
       lossEl),
+    series.card,
     h('div', { class: 'two' },
       card('Learning rate per epoch', h('div', { class: 'controls' }, h('label', {}, lrLog, ' log scale')), lrEl),
       card('Test loss and accuracy per epoch', evalEl)),
     card('Epochs', scrollHint, epochsScroll),
-    card('Checkpoints', checkpointsEl),
+    checkpointsCard,
     card('Ranks', ranksEl),
-    card('Log', logEl),
+    card('Log', log.controls, log.pre),
     card('Config', h('p', {}, h('a', { href: '#/submit', onclick: resubmit }, 'Edit and submit as a new run')), configEl));
 
   // ---- the run ----
@@ -95,33 +106,56 @@ export function mountRun(root, id) {
       reasonBox.replaceChildren(h('strong', {}, run.status === 'failed' ? 'Failed: ' : run.status === 'canceled' ? 'Canceled: ' : 'Note: '), run.reason);
     } else reasonBox.hidden = true;
     const p = run.progress || {};
+    const command = isCommandRun(run);
+    // a script that does not say how many steps it has: a step count, no percentage
+    const open = command && !p.total_steps && p.fraction === null && LIVE.has(run.status);
     const fraction = p.fraction ?? (run.status === 'succeeded' ? 1 : 0);
-    progressBar.style.width = `${(fraction * 100).toFixed(1)}%`;
-    progressBar.className = `bar bar-${run.status}`;
-    progressEl.setAttribute('aria-valuenow', Math.round(fraction * 100));
+    progressBar.style.width = open ? '100%' : `${(fraction * 100).toFixed(1)}%`;
+    progressBar.className = `bar bar-${run.status}${open ? ' bar-open' : ''}`;
+    if (open) progressEl.removeAttribute('aria-valuenow');
+    else progressEl.setAttribute('aria-valuenow', Math.round(fraction * 100));
     progressEl.dataset.fraction = String(fraction);
     const spe = stepsPerEpoch();
     const parts = [];
     if (p.epochs) parts.push(epochText(p.epoch ?? 0, p.epochs));
+    else if (command && p.epoch !== null && p.epoch !== undefined) parts.push(epochText(p.epoch));
     if (spe && p.step !== null && p.step !== undefined) parts.push(`step ${int(p.step + 1)} of ${int(spe)}`);
     if (p.total_steps) parts.push(`${int(p.global_step ?? 0)} / ${int(p.total_steps)} steps`);
-    parts.push(`${Math.round(fraction * 100)}%`);
+    else if (command) parts.push(p.global_step ? `${int(p.global_step)} steps reported` : 'no step reported');
+    if (!open) parts.push(`${Math.round(fraction * 100)}%`);
     progressText.textContent = run.status === 'queued' ? `Queued${run.queue_position ? `: position ${run.queue_position}` : ''}, waiting for devices` : parts.join(' · ');
     const fact = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
+    // a command run's samples/s and ETA only when its script gives what they come from
+    const sps = !command || (p.samples_per_s !== null && p.samples_per_s !== undefined);
+    const eta = !command || Boolean(p.total_steps);
     facts.replaceChildren(
-      ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...fact('Samples/s', int(p.samples_per_s)),
-      ...fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—'), ...fact('Devices', devices(run)),
+      ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...(sps ? fact('Samples/s', int(p.samples_per_s)) : []),
+      ...(eta ? fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—') : []), ...fact('Devices', devices(run)),
       ...fact('Submitted', h('span', { title: run.created_at || '' }, ago(run.created_at))),
       ...fact('Duration', h('span', { class: 'duration' }, duration(runDuration(run)))),
       ...fact('Exit', run.exit_signal ? `signal ${run.exit_signal}` : run.exit_code ?? '—'));
     configEl.textContent = JSON.stringify(run.config, null, 2);
+    if (command) renderCommand();
     renderCheckpoints();
     renderSummary(); // "Latest" becomes "Final" when the status does, whichever event came first
+  }
+
+  // ---- a command run: what it runs, its ranks' logs, its own series ----
+  function renderCommand() {
+    if (!commandShown) {
+      commandShown = true;
+      commandCard.hidden = false;
+      checkpointsCard.hidden = true; // ddpd writes none for a command run; its script keeps its own
+      series.refresh();
+    }
+    commandCard.replaceChildren(h('h2', {}, 'Command'), commandFacts(run.config));
+    log.setRanks(run.world_size || (run.config.distributed && run.config.distributed.world_size) || 1);
   }
 
   // ---- the summary: best and final test metrics ----
   function renderSummary() {
     const tested = epochs.filter((e) => e.test_loss !== null || e.test_acc !== null);
+    summary.hidden = isCommandRun(run) && !tested.length; // a script need not test at all
     if (!tested.length) {
       summary.replaceChildren(h('div', { class: 'summary-none muted' },
         run && run.status === 'queued' ? 'Test metrics appear when the first epoch ends.' : 'No epoch has been evaluated yet.'));
@@ -407,32 +441,25 @@ export function mountRun(root, id) {
     }));
   }
 
-  // ---- log ----
-  async function loadLog() {
-    try {
-      const text = await get(`/runs/${id}/logs?tail=${LOG_LINES}`);
-      if (disposed) return;
-      const atBottom = logEl.scrollTop + logEl.clientHeight >= logEl.scrollHeight - 8;
-      logEl.textContent = text || '(the log is empty)';
-      if (atBottom) logEl.scrollTop = logEl.scrollHeight;
-    } catch (e) {
-      if (!disposed) logEl.textContent = e.message;
-    }
-  }
+  const loadLog = () => log.poll();
 
   // ---- live ----
   const close = subscribe(`/runs/${id}/events`, {
-    ready: () => { loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); },
+    ready: () => { loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); if (commandShown) series.refresh(); },
     run: (d) => {
       if (run) { run.status = d.status; if (d.reason !== undefined) run.reason = d.reason; renderRun(); }
       loadRun();
-      if (FINISHED.has(d.status)) { loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); } // the whole story, at the end
+      if (FINISHED.has(d.status)) { // the whole story, at the end
+        loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints();
+        if (commandShown) series.refresh();
+      }
     },
     step: (d) => {
       if (!run || FINISHED.has(run.status)) return;
       run.progress = { ...run.progress, ...d };
       renderRun();
       appendStep(d);
+      if (commandShown) series.poke();
     },
     epoch: (d) => {
       const i = epochs.findIndex((e) => e.epoch === d.epoch);
@@ -460,7 +487,9 @@ export function mountRun(root, id) {
     deleted: () => { reasonBox.hidden = false; reasonBox.className = 'note-box'; reasonBox.textContent = 'This run was deleted.'; },
   });
 
-  timers.push(setInterval(() => { if (run && LIVE.has(run.status)) loadLog(); }, 2000));
+  // the log, and a command run's own series: read on every 2 s while the run is live
+  // (a burst of steps before the event stream is open has no step event to say so)
+  timers.push(setInterval(() => { if (run && LIVE.has(run.status)) { loadLog(); if (commandShown) series.poke(); } }, 2000));
   timers.push(setInterval(() => {
     if (!run || !LIVE.has(run.status)) return;
     const d = root.querySelector('.duration');
@@ -487,6 +516,8 @@ export function mountRun(root, id) {
     close();
     timers.forEach(clearInterval);
     scrollObserver.disconnect();
+    log.dispose();
+    series.dispose();
     for (const c of [lossChart, lrChart, evalChart]) if (c) c.destroy();
   }
   return dispose;

@@ -5,7 +5,7 @@ variables, a DistributedSampler with set_epoch, DDP around a small MLP, Adam, th
 LR times 0.3 every 5 epochs, a barrier, destroy_process_group. It trains on the
 first --limit Fashion-MNIST images and reports through `import ddpd` (a no-op
 outside ddpd). It writes what it saw of its environment to env-rank-N.json and
-prints its final loss as "final loss X" (rank 0).
+prints a line per epoch (each rank) and its final loss as "final loss X" (rank 0).
 
 Test hooks: --fail-rank R --fail-at STEP makes rank R print a line and exit 3 at
 that global step (the other rank is then blocked in an all-reduce)."""
@@ -78,6 +78,7 @@ def main():
             total, n, last = total + mean, n + 1, mean
             ddpd.log_step(step, loss=mean, lr=lr, grad_steps=float(step))
         ddpd.log_epoch(epoch, lr=lr, train_loss=total / n)
+        print(f"rank {rank}: epoch {epoch} done, {n} steps", flush=True)  # each rank's log has lines of its own
         sched.step()
     dist.barrier()
     if rank == 0:

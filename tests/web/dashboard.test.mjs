@@ -6,13 +6,17 @@
 // disk, while the runs list (another tab) follows it; runs overlaid on one chart
 // from the runs list; cancel, after a healthy run has gone unmarked by the
 // straggler rule; a bad config's field error by its field (and, at 390 px, off the
-// text); a failed run's reason; the connection lost and found again. Screenshots at
-// 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
+// text); a failed run's reason; a command run (the user's torch script, 2 ranks): its
+// command, a chart per series it reported, each rank's own log, and a log and a chart
+// that follow a live run without gaps or repeats; the connection lost and found again.
+// Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
 //
-// Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER set).
+// Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER, DDP_RUN set).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { closeBrowser, elementShot, fmnist, launchBrowser, screenshot, Server, until } from './ddpd_server.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { closeBrowser, commandWorkRoot, elementShot, fmnist, launchBrowser, screenshot, Server, TORCH_SCRIPT, until } from './ddpd_server.mjs';
 
 let server, browser;
 let passed = 0, failed = 0;
@@ -179,6 +183,11 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   assert.equal(await page.$$eval('#ranks .rank', (r) => r.length), 2, 'a tile per rank');
   assert.match(await page.textContent('#run-log'), /run succeeded/);
   assert.match(await page.textContent('#run-config'), /"from-the-form"/);
+  // a built-in run: none of a command run's parts
+  for (const sel of ['#command-card', '#series-card', '#log-controls']) assert.ok(await page.isHidden(sel), `no ${sel} on a built-in run`);
+  assert.ok(await page.isVisible('#checkpoints') && await page.isVisible('#run-summary'), 'its checkpoints and test summary');
+  assert.deepEqual(await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent)),
+    ['Step loss', 'LR', 'Samples/s', 'ETA', 'Devices', 'Submitted', 'Duration', 'Exit'], 'every fact of a built-in run');
 
   // The chart's controls: log scale, smoothing, x by epoch.
   await page.check('#opt-log');
@@ -403,6 +412,127 @@ it('a failed run shows its reason plainly', async () => {
   assert.match(await list.textContent(`tr[data-run="${json.id}"] .reason-short`), /cannot load the training data/);
   await list.close();
   await page.close();
+});
+
+// A server that runs command runs, in a work root holding `files`; fn(cmdServer, work).
+async function withCommands(files, fn) {
+  const work = await commandWorkRoot(files);
+  const s = new Server(work.args);
+  const was = server;
+  await s.start();
+  server = s; // open() and finished() talk to it; its log is printed when a case fails
+  try { await fn(s, work); } catch (e) {
+    process.stderr.write(`---- ddpd log (command runs) ----\n${s.log.slice(-4000)}\n`);
+    throw e;
+  } finally {
+    server = was;
+    await s.stop();
+    s.cleanup();
+    work.cleanup();
+  }
+}
+
+// The text of a log, as the API has it from its first byte.
+async function wholeLog(s, id, rank) {
+  const res = await fetch(`${s.url}/runs/${id}/logs?${rank === undefined ? '' : `rank=${rank}&`}offset=0`);
+  return res.text();
+}
+
+it('a command run shows its command, a chart per series its script reported, and each rank\'s own log', async () => {
+  const script = fs.readFileSync(TORCH_SCRIPT, 'utf8');
+  await withCommands({ 'proj/ddp_fmnist.py': script }, async (s) => {
+    const { status, json } = await s.api('POST', '/runs', { name: 'my-torch-script', command: ['/usr/bin/python3', 'ddp_fmnist.py', '--epochs', '2'],
+      working_dir: 'proj', env: { MY_FLAG: 'on', OTHER_FLAG: 'a value' }, distributed: { world_size: 2 } });
+    assert.equal(status, 201, JSON.stringify(json));
+    const page = await open(`#/runs/${json.id}`);
+    const run = await finished(json.id, 240000);
+    assert.equal(run.status, 'succeeded', `the script ran: ${run.reason}`);
+    await until(() => page.evaluate(() => document.querySelector('#run-status .badge')?.dataset.status === 'succeeded'), 'the page to show it succeeded');
+
+    // what it runs, and none of the built-in model's summary
+    assert.equal(await page.textContent('#run-command'), '/usr/bin/python3 ddp_fmnist.py --epochs 2');
+    assert.equal(await page.textContent('#run-working-dir'), 'proj');
+    assert.deepEqual(await page.$$eval('#run-env .env-name', (els) => els.map((e) => e.textContent)), ['MY_FLAG', 'OTHER_FLAG'], 'env: the names');
+    assert.doesNotMatch(await page.textContent('#command-card'), /a value/, 'not the values');
+    assert.ok(await page.isHidden('#run-summary'), 'no test summary: the script tests nothing');
+    assert.ok(await page.isHidden('#checkpoints'), 'no checkpoint list: ddpd writes none for a command run');
+    const facts = await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent));
+    assert.deepEqual(facts, ['Step loss', 'LR', 'Devices', 'Submitted', 'Duration', 'Exit'], 'no samples/s or ETA it cannot know');
+    assert.match(await page.textContent('#run-progress-text'), /32 steps reported · 100%/);
+
+    // a chart for its own series, every point of it; loss and lr on their own charts
+    const own = (await s.api('GET', `/runs/${json.id}/metrics?key=grad_steps`)).json;
+    assert.equal(own.count, 32, '16 steps an epoch, 2 epochs');
+    await until(() => page.evaluate(() => document.querySelector('[data-series-key="grad_steps"]')?.dataset.points === '32'), 'the grad_steps chart');
+    assert.ok(await page.$('[data-series-key="grad_steps"] canvas'), 'drawn by uPlot');
+    assert.equal(await page.getAttribute('#series-charts', 'data-keys'), 'grad_steps', 'one chart per series beyond loss and lr (samples_per_s: none reported)');
+    await until(() => page.evaluate(() => document.getElementById('loss-chart').dataset.points === '32'), 'the loss chart');
+
+    // the log: all ranks, then rank 1's own lines only, then rank 0's
+    const all = await wholeLog(s, json.id);
+    await until(async () => (await page.textContent('#run-log')) === all, 'the run\'s whole log on the page');
+    assert.match(all, /\[rank 1\] rank 1: epoch 1 done/);
+    assert.deepEqual(await page.$$eval('#log-rank option', (os) => os.map((o) => o.textContent)), ['All ranks', 'Rank 0', 'Rank 1']);
+    await page.selectOption('#log-rank', '1');
+    const one = await wholeLog(s, json.id, 1);
+    await until(async () => (await page.textContent('#run-log')) === one, 'rank 1\'s log on the page');
+    const lines = one.trim().split('\n');
+    assert.deepEqual(lines, ['rank 1: epoch 0 done, 16 steps', 'rank 1: epoch 1 done, 16 steps'], 'rank 1 wrote two lines');
+    await shots(page, 'command-run');
+    await page.selectOption('#log-rank', '0');
+    await until(async () => /final loss/.test(await page.textContent('#run-log')), 'rank 0\'s log');
+    assert.doesNotMatch(await page.textContent('#run-log'), /rank 1|\[rank|launcher/, 'rank 0\'s own lines only');
+    await page.selectOption('#log-rank', 'all');
+    await until(async () => (await page.textContent('#run-log')) === all, 'all ranks again');
+
+    // argv with spaces and quotes reads back as a shell would take it
+    const joined = await page.evaluate(async () => (await import('/ui/command_view.js')).shellJoin(['python3', 'train.py', '--name', 'two words', "it's", '', '--lr=1e-3']));
+    assert.equal(joined, "python3 train.py --name 'two words' 'it'\\''s' '' --lr=1e-3");
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
+// Reports 5 steps and 5 log lines a rank, then waits for a file "go" in its directory,
+// then 5 more: what the page shows while it waits is what it had live.
+const GATED = `import os, time
+import ddpd
+rank = int(os.environ["RANK"])
+def steps(first, word):
+    for s in range(first, first + 5):
+        print(f"rank {rank}: {word} {s}", flush=True)
+        ddpd.log_step(s, loss=1.0 / s, grad_norm=s * 0.5)
+steps(1, "before")
+while not os.path.exists("go"):
+    time.sleep(0.05)
+steps(6, "after")
+`;
+
+it('a live command run: its log is read on from where it was, its series chart grows', async () => {
+  await withCommands({ 'gate/gated.py': GATED }, async (s, work) => {
+    const { json } = await s.api('POST', '/runs', { name: 'gated', command: ['/usr/bin/python3', 'gated.py'], working_dir: 'gate', distributed: { world_size: 2 } });
+    const page = await open('#/');
+    const reads = [];
+    page.on('request', (r) => { if (r.url().includes(`/runs/${json.id}/logs`)) reads.push(new URL(r.url()).search); });
+    await page.goto(`${s.url}/#/runs/${json.id}`);
+    await until(() => page.evaluate(() => document.querySelector('[data-series-key="grad_norm"]')?.dataset.points === '5'), 'the first 5 points, live', 120000);
+    await until(async () => /\[rank 1\] rank 1: before 5/.test(await page.textContent('#run-log')), 'the first lines, live');
+    assert.equal((await s.api('GET', `/runs/${json.id}`)).json.status, 'running', 'the script is waiting');
+    fs.writeFileSync(path.join(work.root, 'gate', 'go'), '');
+    await finished(json.id, 120000);
+    await until(() => page.evaluate(() => document.querySelector('[data-series-key="grad_norm"]')?.dataset.points === '10'), 'the chart grew to 10 points');
+    const all = await wholeLog(s, json.id);
+    await until(async () => (await page.textContent('#run-log')) === all, 'the page\'s log is the whole log, once');
+    for (const r of [0, 1]) for (const w of ['before 1', 'after 10']) assert.equal(all.split(`[rank ${r}] rank ${r}: ${w}\n`).length, 2, `rank ${r}'s "${w}" once`);
+    // read on from an offset, the one each answer gave: after the first (the tail), offsets only, never backwards
+    assert.match(reads[0], /tail=/, `the first read takes the tail: ${reads[0]}`);
+    const offsets = reads.slice(1).map((q) => Number(new URLSearchParams(q).get('offset')));
+    assert.ok(offsets.length >= 2 && offsets.every((o) => Number.isInteger(o)), `later reads ask for an offset: ${reads.join(' ')}`);
+    assert.ok(offsets.every((o, i) => i === 0 || o >= offsets[i - 1]), `offsets never go back: ${offsets.join(' ')}`);
+    assert.equal(Number(await page.getAttribute('#run-log', 'data-offset')), Buffer.byteLength(all), 'the page read up to the end of the log');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
 });
 
 it('with a token, the dashboard sends the one the user enters', async () => {

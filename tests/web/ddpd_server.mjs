@@ -1,14 +1,19 @@
 // What the browser tests share: a real ddpd (the built binary, the real trainer,
 // Fashion-MNIST) on a loopback port with a temporary state dir, restartable on the
-// same port; headless Debian chromium driven by playwright-core (never a downloaded
-// browser), with the flags that keep it off the network; and polling with deadlines.
+// same port; a work root for command runs (the user's own script, through ddp-run);
+// headless Debian chromium driven by playwright-core (never a downloaded browser),
+// with the flags that keep it off the network; and polling with deadlines.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const DDPD = process.env.DDPD_BIN;
 export const TRAINER = process.env.DDP_TRAINER;
+export const RUNNER = process.env.DDP_RUN; // ddp-run: command runs
+export const TORCH_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'commands', 'ddp_fmnist.py');
 export const ARTIFACTS = process.env.DDPD_TEST_ARTIFACTS || path.resolve('test-artifacts/web');
 export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
@@ -59,6 +64,37 @@ export class Server {
   }
 
   cleanup() { fs.rmSync(this.stateDir, { recursive: true, force: true }); }
+}
+
+// A port free now with `width` above it, away from torchrun's 29400 and 29500: each
+// server leases MASTER_PORTs from its own range (other tests run servers beside it).
+async function freePortRange(width = 40) {
+  for (let i = 0; i < 50; i++) {
+    const lo = await new Promise((resolve, reject) => {
+      const s = net.createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+    });
+    if (lo + width <= 65535 && !(lo <= 29500 && 29500 <= lo + width) && !(lo <= 29400 && 29400 <= lo + width)) return [lo, lo + width];
+  }
+  return [40000, 40000 + width];
+}
+
+// A temporary work root for command runs, with `files` ({ 'dir/name': text }) in it, and
+// the flags a server needs to run them there: { root, args, cleanup() }.
+export async function commandWorkRoot(files = {}) {
+  if (!RUNNER) throw new Error('set DDP_RUN to ddp-run (ctest does)');
+  const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'ddpd-web-work-')));
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(root, name)), { recursive: true });
+    fs.writeFileSync(path.join(root, name), text);
+  }
+  const [lo, hi] = await freePortRange();
+  return {
+    root,
+    args: ['--allow-commands', '--runner', RUNNER, '--work-root', root, '--port-range', `${lo}-${hi}`],
+    cleanup() { fs.rmSync(root, { recursive: true, force: true }); },
+  };
 }
 
 export async function launchBrowser() {
