@@ -73,18 +73,34 @@ void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
     rs->content_type = "application/json";
 }
 
-void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...) {
+static void reply_problem_v(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+static void reply_problem_v(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, va_list ap) {
     char detail[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
     const char *title = MHD_get_reason_phrase_for((unsigned)status);
     json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title && *title ? title : "Error",
                           "status", status, "detail", detail);
-    if (errors) json_object_set_new(o, "errors", errors);
+    if (errors) {
+        json_object_set_new(o, "errors", errors);
+        json_object_set_new(o, "error_count", json_integer((json_int_t)error_count));
+    }
     reply_json(rs, status, o);
     rs->content_type = "application/problem+json";
+}
+
+void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_problem_v(rs, status, errors, errors ? json_array_size(errors) : 0, fmt, ap);
+    va_end(ap);
+}
+
+void reply_problem_counted(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_problem_v(rs, status, errors, error_count, fmt, ap);
+    va_end(ap);
 }
 
 void reply_text(response *rs, int status, char *text, size_t len, const char *content_type) {
