@@ -7,7 +7,7 @@ request framing (duplicate or conflicting length headers, unknown transfer codin
 checked on raw sockets.
 
 Usage: test_server_hostile.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import json, os, sys
+import json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, args_for, main, fmnist_config  # noqa: E402
@@ -52,6 +52,104 @@ def case_errors_capped(a):
         check(r.status == 400 and p.get("error_count") == len(p.get("errors", [])) == 2,
               f"two problems: both listed and error_count 2: {p}")
         check(s.get("/runs").json().get("runs") == [], "nothing was stored")
+
+
+def refused_start(a, extra, env=None):
+    """ddpd serve that is expected to refuse: (exit status, stdout, stderr)."""
+    state = tempfile.mkdtemp(prefix="ddpd-test-")
+    try:
+        p = subprocess.run([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--gpus", "none"] + extra,
+                           capture_output=True, timeout=60, env=dict(os.environ, **(env or {})))
+        return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def ddpd_check(a, extra, env=None):
+    """ddpd check: (exit status, its config line)."""
+    state = tempfile.mkdtemp(prefix="ddpd-test-")
+    try:
+        p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--gpus", "none"] + extra, capture_output=True,
+                           timeout=60, env=dict(os.environ, **(env or {})))
+        out = p.stdout.decode(errors="replace")
+        config = [line for line in out.splitlines() if line.split()[1:2] == ["config"]]
+        return p.returncode, config[0] if config else out
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def case_token_file(a):
+    """--token-file (and DDPD_TOKEN_FILE): the token is read from a file only its
+    owner can read, and never appears on the command line; a file others can read is
+    refused naming its mode; --token still works and warns."""
+    token = "t0k-" + os.urandom(12).hex()
+    work = tempfile.mkdtemp(prefix="ddpd-token-")
+    try:
+        path = os.path.join(work, "token")
+        with open(path, "w") as f:
+            f.write(token + "\n")  # as `openssl rand -hex 16 > file` writes it
+        os.chmod(path, 0o600)
+        for extra, env, what in ((["--token-file", path], {}, "--token-file"), ([], {"DDPD_TOKEN_FILE": path}, "DDPD_TOKEN_FILE")):
+            with Server(a.ddpd, a.fake_trainer, extra_args=extra, env=env) as s:
+                with open(f"/proc/{s.proc.pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+                check(token.encode() not in cmdline, f"{what}: the token is not in /proc/PID/cmdline")
+                r = s.post("/runs", {"name": "record"})
+                check(r.status == 401, f"{what}: without the token: 401, got {r.status}")
+                check(s.post("/runs", {"name": "record"}, headers={"Authorization": "Bearer " + token + "x"}).status == 401,
+                      f"{what}: a wrong token: 401")
+                r = s.post("/runs", {"name": "record"}, headers={"Authorization": "Bearer " + token})
+                check(r.status == 201, f"{what}: with the file's token (its line end not part of it): 201, got {r.status} {r.body[:200]!r}")
+                if r.status == 201:
+                    s.wait_status(r.json()["id"], "succeeded", timeout=60)
+                s.stop()
+                with open(s.log_path) as f:
+                    log = f.read()
+                check(token not in log, f"{what}: the token is not in the log")
+                check("can be read by every user" not in log, f"{what}: no warning about the command line: {log[-400:]!r}")
+
+        for mode in (0o644, 0o640, 0o604, 0o620):
+            os.chmod(path, mode)
+            rc, out, err = refused_start(a, ["--token-file", path])
+            check(rc == 2 and "listening" not in out, f"mode {mode:04o}: ddpd refuses to start (exit 2), got {rc}: {out!r}")
+            check(f"has mode {mode:04o}" in err and "chmod 600" in err and path in err,
+                  f"mode {mode:04o}: the line names the file, its mode and what to do: {err[-300:]!r}")
+            rc, out = ddpd_check(a, ["--token-file", path])
+            check(rc == 1 and f"has mode {mode:04o}" in out and out.startswith("FAIL"),
+                  f"mode {mode:04o}: ddpd check fails on it too ({rc}): {out[:300]!r}")
+        os.chmod(path, 0o600)
+
+        with open(path, "w") as f:
+            f.write("\n")
+        rc, _, err = refused_start(a, ["--token-file", path])
+        check(rc == 2 and "is empty" in err, f"an empty token file: refused ({rc}): {err[-300:]!r}")
+        with open(path, "w") as f:
+            f.write("two words\n")
+        rc, _, err = refused_start(a, ["--token-file", path])
+        check(rc == 2 and "space or control character" in err, f"a token with a space: refused ({rc}): {err[-300:]!r}")
+        rc, _, err = refused_start(a, ["--token-file", os.path.join(work, "missing")])
+        check(rc == 2 and "cannot be opened: No such file or directory" in err, f"a missing file: refused ({rc}): {err[-300:]!r}")
+        rc, _, err = refused_start(a, ["--token-file", work])
+        check(rc == 2 and "is not a regular file" in err, f"a directory: refused ({rc}): {err[-300:]!r}")
+        rc, _, err = refused_start(a, ["--token-file", path, "--token", "x"])
+        check(rc == 2 and "not both" in err, f"--token and --token-file: refused ({rc}): {err[-300:]!r}")
+        rc, _, err = refused_start(a, [], env={"DDPD_TOKEN_FILE": path, "DDPD_TOKEN": "x"})
+        check(rc == 2 and "both set" in err, f"DDPD_TOKEN and DDPD_TOKEN_FILE: refused ({rc}): {err[-300:]!r}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    with Server(a.ddpd, a.fake_trainer, extra_args=["--token", token]) as s:
+        check(s.request("DELETE", "/runs/1").status == 401 and
+              s.request("DELETE", "/runs/1", headers={"Authorization": "Bearer " + token}).status == 404,
+              "--token still sets the token")
+        s.stop()
+        with open(s.log_path) as f:
+            log = f.read()
+        check("can be read by every user of this host" in log and "--token-file" in log and "DDPD_TOKEN" in log,
+              f"--token: the log warns and says what to use instead: {log[-600:]!r}")
+    rc, out = ddpd_check(a, ["--token", token])
+    check(rc == 0 and out.startswith("warn") and "--token-file" in out,
+          f"ddpd check warns about --token: {out[:400]!r}")
 
 
 CASES = cases_in(globals())
