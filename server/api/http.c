@@ -3,6 +3,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -23,7 +24,7 @@
 /* Per request, kept by MHD between calls of the access handler. */
 typedef struct {
     const route *route;
-    char id_text[32];
+    char id_text[128]; /* the whole {id} segment (a path's segments are shorter) */
     buf_t body;
     bool too_large;
     /* for the request's log line and its metrics, when it is over */
@@ -78,6 +79,13 @@ static void reply_problem_v(response *rs, int status, json_t *errors, size_t err
 static void reply_problem_v(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, va_list ap) {
     char detail[2048];
     vsnprintf(detail, sizeof detail, fmt, ap);
+    /* The detail quotes what the request carried: bytes that are not UTF-8 become
+     * '?', so that the body is JSON whatever was sent. */
+    json_t *probe = json_string(detail);
+    if (!probe)
+        for (char *c = detail; *c; c++)
+            if ((unsigned char)*c >= 0x80) *c = '?';
+    json_decref(probe);
     const char *title = MHD_get_reason_phrase_for((unsigned)status);
     json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title && *title ? title : "Error",
                           "status", status, "detail", detail);
@@ -209,6 +217,30 @@ static enum MHD_Result send_problem(struct MHD_Connection *conn, request_state *
 
 /* ---- routing ---- */
 
+/* The path and the query's names and values, percent-decoded in place as MHD would,
+ * except "%00": it stays as it was written, so that a NUL can never end a path early
+ * ("/runs/1%00" is not run 1, "/ui/index.html%00.js" is not index.html). Returns the
+ * new length. */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    char *out = s;
+    for (const char *in = s; *in;) {
+        if (in[0] == '%' && isxdigit((unsigned char)in[1]) && isxdigit((unsigned char)in[2])) {
+            char hex[3] = {in[1], in[2], '\0'};
+            char c = (char)strtol(hex, NULL, 16);
+            if (c != '\0') {
+                *out++ = c;
+                in += 3;
+                continue;
+            }
+        }
+        *out++ = *in++;
+    }
+    *out = '\0';
+    return (size_t)(out - s);
+}
+
 static int split_path(const char *path, char segs[MAX_SEGMENTS][128]) {
     int n = 0;
     const char *p = path;
@@ -233,9 +265,8 @@ static bool pattern_matches(const char *pattern, char segs[MAX_SEGMENTS][128], i
     if (pn != n) return false;
     for (int i = 0; i < n; i++) {
         if (strcmp(psegs[i], "{id}") == 0) {
-            if (id_out) {
-                size_t l = strlen(segs[i]);
-                if (l > 31) l = 31; /* no run id is that long: it will not parse */
+            if (id_out) { /* whole: split_path keeps segments under 128 bytes */
+                size_t l = strnlen(segs[i], 127);
                 memcpy(id_out, segs[i], l);
                 id_out[l] = '\0';
             }
@@ -473,6 +504,7 @@ int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
                                 MHD_OPTION_CONNECTION_LIMIT, 4096u,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
                                 MHD_OPTION_END);
     if (!H.daemon) {
         close(fd);

@@ -7,7 +7,7 @@ request framing (duplicate or conflicting length headers, unknown transfer codin
 checked on raw sockets.
 
 Usage: test_server_hostile.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import json, os, shutil, subprocess, sys, tempfile
+import http.client, json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, args_for, main, fmnist_config  # noqa: E402
@@ -150,6 +150,62 @@ def case_token_file(a):
     rc, out = ddpd_check(a, ["--token", token])
     check(rc == 0 and out.startswith("warn") and "--token-file" in out,
           f"ddpd check warns about --token: {out[:400]!r}")
+
+
+def status_and_detail(s, method, path):
+    """(status, the problem's detail or "") without reading a stream's body."""
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        if (r.getheader("Content-Type") or "").startswith("text/event-stream"):
+            return r.status, "(an event stream)"
+        body = r.read()
+        try:
+            detail = json.loads(body).get("detail", "") if r.status >= 400 else ""
+        except ValueError:
+            detail = "(not JSON) " + body[:100].decode(errors="replace")
+        return r.status, detail
+    finally:
+        conn.close()
+
+
+# Other spellings of run N ("{}" is N): each one is no run at all.
+NON_CANONICAL_IDS = ["{}%00", "0{}", "00{}", "%20{}", "{}%20", "+{}", "%2B{}", "{}%00x", "{}%0A", "%09{}", "-{}", "{}.0",
+                     "{}e0", "0x{}", "{}%FF", "%C3%A9{}"]
+RUN_ROUTES = [("GET", "/runs/{}"), ("DELETE", "/runs/{}"), ("POST", "/runs/{}/cancel"), ("GET", "/runs/{}/metrics"),
+              ("GET", "/runs/{}/epochs"), ("GET", "/runs/{}/ranks"), ("GET", "/runs/{}/checkpoints"),
+              ("GET", "/runs/{}/logs"), ("GET", "/runs/{}/events")]
+
+
+def case_canonical_ids_and_paths(a):
+    """Run 1 exists; every other spelling of its id (a NUL, leading zeros, spaces, a
+    sign) is no run at all, on every /runs/{id} route, DELETE included; a static path
+    with a NUL in it is no file."""
+    with Server(a.ddpd, a.fake_trainer) as s:
+        # a run of its own for each spelling, so that one that deletes its run cannot
+        # hide what the next would do
+        ids = [s.submit({"name": "record"}) for _ in NON_CANONICAL_IDS]
+        for rid in ids:
+            s.wait_status(rid, "succeeded", timeout=120)
+        for rid, spelling in zip(ids, NON_CANONICAL_IDS):
+            for method, template in RUN_ROUTES:
+                path = template.format(spelling.format(rid))
+                status, detail = status_and_detail(s, method, path)
+                check(status == 404 and detail.startswith("there is no run"),
+                      f"{method} {path}: 404 \"there is no run ...\", got {status} {detail!r}")
+            check(s.get(f"/runs/{rid}").status == 200, f"run {rid} is still there after DELETE /runs/{spelling.format(rid)}")
+        check(s.get("/runs?limit=5%00").status == 400, "a NUL in a query value is no number: 400")
+        # the canonical spellings still work
+        check(s.get("/runs/1").status == 200 and s.get("/runs/1/epochs").status == 200, "GET /runs/1 and its epochs: 200")
+        check(s.get("/ui/index.html").status == 200 and s.get("/ui/app.js").status == 200, "/ui/index.html, /ui/app.js: 200")
+        for path in ("/ui/index.html%00.js", "/ui/index.html%00", "/ui/app.js%00.css", "/ui/%00index.html",
+                     "/ui/index.html%2500.js", "/ui/%FF", "/vendor/uplot/uPlot.esm.js%00.css", "/ui/" + "index.html" + "x" * 40):
+            status, detail = status_and_detail(s, "GET", path)
+            check(status == 404, f"GET {path}: 404, got {status} {detail!r}")
+        r = s.request("DELETE", "/runs/1")
+        check(r.status == 204 and s.get("/runs/1").status == 404 and s.get("/runs/2").status == 200,
+              f"DELETE /runs/1 (its own spelling) deletes it, and only it: {r.status}")
 
 
 CASES = cases_in(globals())
