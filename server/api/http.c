@@ -215,6 +215,77 @@ static enum MHD_Result send_problem(struct MHD_Connection *conn, request_state *
     return send_response(conn, st, &rs, allow, status == MHD_HTTP_UNAUTHORIZED);
 }
 
+/* ---- framing: where the body ends must be beyond doubt ----
+ * Behind a proxy, a request the proxy and ddpd would split differently can smuggle
+ * a second request past the proxy. So: at most one Content-Length, never together
+ * with Transfer-Encoding, and no transfer coding but a single "chunked" (the one
+ * libmicrohttpd decodes). A Content-Length that is not a number libmicrohttpd refuses
+ * itself, before ddpd sees the request. */
+
+typedef struct {
+    int content_lengths, transfer_encodings;
+    int chunked, others; /* transfer codings named, over every Transfer-Encoding header */
+    char other[64];      /* the first coding that is not chunked */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_lengths++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0) return MHD_YES;
+    f->transfer_encodings++;
+    for (const char *p = value ? value : ""; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t trimmed = n;
+        while (trimmed && strchr(" \t", p[trimmed - 1])) trimmed--;
+        if (trimmed == 7 && strncasecmp(p, "chunked", 7) == 0) f->chunked++;
+        else if (trimmed) {
+            if (!f->others++) snprintf(f->other, sizeof f->other, "%.*s", (int)(trimmed < 60 ? trimmed : 60), p);
+        }
+        p += n;
+    }
+    return MHD_YES;
+}
+
+/* 0 when the framing is sound; else the status to answer (400 or 501) with a detail. */
+static int framing_problem(struct MHD_Connection *conn, char *detail, size_t size) {
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_lengths > 1) {
+        snprintf(detail, size, "the request has %d Content-Length headers: send one, so that where the body ends is "
+                               "beyond doubt", f.content_lengths);
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    if (f.content_lengths && f.transfer_encodings) {
+        snprintf(detail, size, "the request has both Content-Length and Transfer-Encoding: send one of them, so that "
+                               "where the body ends is beyond doubt");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    if (f.others) {
+        snprintf(detail, size, "the transfer coding \"%s\" is not supported: send the body as it is, with "
+                               "Content-Length, or with \"Transfer-Encoding: chunked\" alone", f.other);
+        return MHD_HTTP_NOT_IMPLEMENTED;
+    }
+    if (f.transfer_encodings && f.chunked != 1) {
+        snprintf(detail, size, "the request's Transfer-Encoding %s: send \"Transfer-Encoding: chunked\" once",
+                 f.chunked ? "applies chunked more than once" : "names no coding");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    return 0;
+}
+
+/* A framing problem: answered, and the connection closed after it, since where this
+ * request ends (and so where a next one would start) is unknown. */
+static enum MHD_Result send_framing_problem(struct MHD_Connection *conn, request_state *st, int status,
+                                            const char *detail) {
+    response rs = {0};
+    reply_problem(&rs, status, NULL, "%s", detail);
+    rs.header_name = MHD_HTTP_HEADER_CONNECTION;
+    rs.header_value = xstrdup("close");
+    return send_response(conn, st, &rs, NULL, false);
+}
+
 /* ---- routing ---- */
 
 /* The path and the query's names and values, percent-decoded in place as MHD would,
@@ -331,6 +402,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st->started = mono_s();
         snprintf(st->method, sizeof st->method, "%s", method);
         snprintf(st->path, sizeof st->path, "%s", url);
+        char framing_detail[300];
+        int framing_status = framing_problem(conn, framing_detail, sizeof framing_detail);
+        if (framing_status) return send_framing_problem(conn, st, framing_status, framing_detail);
         char path[1024];
         snprintf(path, sizeof path, "%s", url);
         size_t pl = strlen(path);

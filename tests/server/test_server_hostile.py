@@ -7,7 +7,7 @@ request framing (duplicate or conflicting length headers, unknown transfer codin
 checked on raw sockets.
 
 Usage: test_server_hostile.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import http.client, json, os, shutil, subprocess, sys, tempfile
+import http.client, json, os, shutil, socket, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, args_for, main, fmnist_config  # noqa: E402
@@ -206,6 +206,98 @@ def case_canonical_ids_and_paths(a):
         r = s.request("DELETE", "/runs/1")
         check(r.status == 204 and s.get("/runs/1").status == 404 and s.get("/runs/2").status == 200,
               f"DELETE /runs/1 (its own spelling) deletes it, and only it: {r.status}")
+
+
+def raw_exchange(port, data, timeout=30):
+    """Sends bytes as they are; returns (what came back until the server closed,
+    whether it closed before the timeout)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out, closed = b"", False
+    try:
+        sock.sendall(data)
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            out += chunk
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    finally:
+        sock.close()
+    return out, closed
+
+
+def parse_one(raw):
+    """(status, headers {lower name: value}, body, what follows it) of the first reply."""
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        return None, {}, b"", raw
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    n = int(headers.get("content-length", "0") or 0)
+    return status, headers, rest[:n], rest[n:]
+
+
+def case_strict_framing(a):
+    """Two Content-Length headers, or Content-Length with Transfer-Encoding: 400 before
+    the body is used, the connection closed, and a request smuggled after it never
+    runs; a transfer coding other than chunked: 501 with a problem body."""
+    body = b'{"name": "record"}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    smuggled = b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body), body)
+    head = b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    refused = [
+        ("two equal Content-Length", head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(body), len(body)) + body, 400,
+         "2 Content-Length headers"),
+        ("two different Content-Length", head + b"Content-Length: %d\r\nContent-Length: 0\r\n\r\n" % len(body) + body, 400,
+         "2 Content-Length headers"),
+        ("Content-Length and chunked", head + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, 400,
+         "both Content-Length and Transfer-Encoding"),
+        ("chunked and Content-Length", head + b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n" % len(chunked) + chunked, 400,
+         "both Content-Length and Transfer-Encoding"),
+        ("chunked twice", head + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, 400,
+         "chunked more than once"),
+        ("gzip", head + b"Transfer-Encoding: gzip\r\n\r\n" + body, 501, 'transfer coding "gzip" is not supported'),
+        ("gzip, chunked", head + b"Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked, 501, '"gzip" is not supported'),
+        ("chunked, identity", head + b"Transfer-Encoding: chunked, identity\r\n\r\n" + chunked, 501, '"identity" is not supported'),
+        ("a GET with two Content-Length", b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n", 400,
+         "2 Content-Length headers"),
+        ("a GET with gzip", b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, '"gzip" is not supported'),
+    ]
+    with Server(a.ddpd, a.fake_trainer) as s:
+        for what, request, want, words in refused:
+            raw, closed = raw_exchange(s.port, request + smuggled)
+            status, headers, reply, after = parse_one(raw)
+            check(status == want, f"{what}: {want}, got {status}: {raw[:300]!r}")
+            check(headers.get("content-type", "").startswith("application/problem+json"),
+                  f"{what}: a problem+json body, got {headers.get('content-type')!r}")
+            try:
+                detail = json.loads(reply).get("detail", "")
+            except ValueError:
+                detail = None
+            check(detail is not None and words in detail and json.loads(reply).get("status") == want,
+                  f"{what}: the detail says what is wrong ({words!r}): {reply[:300]!r}")
+            check(closed and after == b"", f"{what}: the connection is closed after that one answer (closed {closed}, then {after[:200]!r})")
+        r = s.get("/runs")
+        check(r.status == 200 and r.json().get("runs") == [], f"no refused or smuggled request stored a run: {r.body[:300]!r}")
+        # what is sound still works: one Content-Length, or chunked alone (any case)
+        for what, request in (("Content-Length", head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body),
+                              ("chunked", head + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked),
+                              ("Chunked", head + b"Transfer-Encoding: Chunked\r\nConnection: close\r\n\r\n" + chunked)):
+            raw, _ = raw_exchange(s.port, request)
+            status, _, reply, _ = parse_one(raw)
+            check(status == 201, f"a body with {what}: 201, got {status}: {raw[:300]!r}")
+        check(len(s.get("/runs").json().get("runs", [])) == 3, "those three are the runs stored")
+        check(s.get("/healthz").status == 200, "the server still answers")
 
 
 CASES = cases_in(globals())
