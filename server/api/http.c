@@ -426,7 +426,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                             H.c.token))
             return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
                                 "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
-                                "(the token ddpd was started with: --token or DDPD_TOKEN)");
+                                "(the token ddpd was started with: --token-file, DDPD_TOKEN or --token)");
         if (has_body(conn) || st->route->json_body) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
             if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {

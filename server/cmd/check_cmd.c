@@ -83,8 +83,8 @@ static int check_config_part(const check_config *c, int *slots_out) {
                    c->listen);
     } else {
         say(V_FAIL, "config",
-            "listen %s is not a loopback address and there is no token: ddpd serve would refuse; set --token "
-            "(DDPD_TOKEN), or --insecure to serve without one, or listen on 127.0.0.1",
+            "listen %s is not a loopback address and there is no token: ddpd serve would refuse; set a token "
+            "(--token-file PATH or DDPD_TOKEN), or --insecure to serve without one, or listen on 127.0.0.1",
             c->listen);
         buf_free(&b);
         return -1;

@@ -138,7 +138,7 @@ static int serve(int argc, char **argv) {
                                                     : (int)(cores < 2 ? 2 : cores > 16 ? 16 : cores);
     int grace = o.cancel_grace && *o.cancel_grace ? parse_count("--cancel-grace", o.cancel_grace, 0, 3600) : 10;
     if (o.token_error[0]) die("%s", o.token_error);
-    if (o.token_on_command_line)
+    if (o.token && o.token_on_command_line)
         log_warn("the token given with --token can be read by every user of this host (ps, /proc/%d/cmdline): "
                  "put it in a file only you can read and pass --token-file PATH (DDPD_TOKEN_FILE), or set DDPD_TOKEN",
                  (int)getpid());
