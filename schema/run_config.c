@@ -168,7 +168,7 @@ static void check_cosine_schedule(json_t *doc, schema_errors *errs) {
 }
 
 int run_config_validate(json_t *doc, schema_errors *errs) {
-    size_t before = errs->count;
+    size_t before = schema_errors_total(errs);
     const json_t *schema = run_config_schema();
     if (!schema) {
         schema_errors_add(errs, "", "cannot be checked: the built-in run config schema is broken (%s)",
@@ -184,7 +184,7 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
         check_cosine_schedule(doc, errs);
     }
     command_run_drop_foreign_defaults(doc);
-    return (int)(errs->count - before);
+    return (int)(schema_errors_total(errs) - before);
 }
 
 /* ---------------------------------------------------------------------------------

@@ -29,7 +29,8 @@
  * keywords are ignored.
  *
  * Every violation is reported, each at the JSON pointer (RFC 6901) of the value at
- * fault with a sentence a person can act on. The schema is only read, never changed,
+ * fault with a sentence a person can act on; beyond the first SCHEMA_ERRORS_KEPT they
+ * are only counted. The schema is only read, never changed,
  * so one parsed schema can serve many threads at once. */
 #include "validator.h"
 
@@ -105,6 +106,10 @@ static char *text_take(text *t) {
  * The error list. */
 
 void schema_errors_add(schema_errors *errs, const char *pointer, const char *fmt, ...) {
+    if (errs->count >= SCHEMA_ERRORS_KEPT) {
+        errs->dropped++;
+        return;
+    }
     if (errs->count == errs->cap) {
         size_t cap = errs->cap ? errs->cap * 2 : 8;
         schema_error *items = realloc(errs->items, cap * sizeof *items);
@@ -131,6 +136,8 @@ void schema_errors_free(schema_errors *errs) {
     *errs = (schema_errors){0};
 }
 
+size_t schema_errors_total(const schema_errors *errs) { return errs->count + errs->dropped; }
+
 /* One error per line, "pointer: message" (just the message when the pointer is the
  * whole document, ""); lines are joined with '\n', with none after the last. */
 char *schema_errors_format(const schema_errors *errs) {
@@ -140,6 +147,9 @@ char *schema_errors_format(const schema_errors *errs) {
         if (errs->items[i].pointer[0]) text_appendf(&t, "%s: ", errs->items[i].pointer);
         text_append(&t, errs->items[i].message);
     }
+    if (errs->dropped)
+        text_appendf(&t, "\n(and %zu more: %zu violations in all, the first %zu listed)", errs->dropped,
+                     schema_errors_total(errs), errs->count);
     return text_take(&t);
 }
 
@@ -309,6 +319,10 @@ static void validate(validation *v, const json_t *schema, slot *at);
 
 static void report(validation *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(validation *v, const char *fmt, ...) {
+    if (v->errs->count >= SCHEMA_ERRORS_KEPT) { /* only counted: no message to format */
+        v->errs->dropped++;
+        return;
+    }
     char *message;
     va_list ap;
     va_start(ap, fmt);
@@ -372,7 +386,7 @@ static size_t try_branch(validation *v, const json_t *schema, const json_t *valu
     json_t *copy = json_deep_copy(value);
     slot top = {.value = copy};
     validate(&trial, schema, &top);
-    size_t count = errs.count;
+    size_t count = schema_errors_total(&errs);
     if (first_error && count) {
         text t = {0};
         const schema_error *e = &errs.items[0];
@@ -911,7 +925,7 @@ static void validate(validation *v, const json_t *schema, slot *at) {
 }
 
 int schema_validate(const json_t *schema, json_t *instance, schema_errors *errs) {
-    size_t before = errs->count;
+    size_t before = schema_errors_total(errs);
     if (!schema) {
         schema_errors_add(errs, "", "cannot be checked: there is no schema");
         return 1;
@@ -925,5 +939,5 @@ int schema_validate(const json_t *schema, json_t *instance, schema_errors *errs)
     slot top = {.value = instance};
     validate(&v, schema, &top);
     free(v.where.s);
-    return (int)(errs->count - before);
+    return (int)(schema_errors_total(errs) - before);
 }

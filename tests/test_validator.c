@@ -492,6 +492,33 @@ static void test_error_list_format_and_json(void) {
     CHECK(errs.count == 0 && errs.items == NULL, "freed list is empty and reusable");
 }
 
+/* Beyond SCHEMA_ERRORS_KEPT the violations are counted, not kept: a document with
+ * thousands of bad items costs a counter. */
+static void test_errors_are_capped(void) {
+    json_t *schema = json("{'type': 'array', 'items': {'minimum': 1}, 'anyOf': [{'items': {'minimum': 1}}]}");
+    json_t *value = json_array();
+    for (int i = 0; i < 5000; i++) json_array_append_new(value, json_integer(0));
+    schema_errors errs = {0};
+    int found = schema_validate(schema, value, &errs);
+    CHECK(found == 5001, "every violation is counted (5000 items and the anyOf), got %d", found);
+    CHECK(errs.count == SCHEMA_ERRORS_KEPT && errs.dropped == 5001 - SCHEMA_ERRORS_KEPT,
+          "the first %d are kept, the rest counted: kept %zu, dropped %zu", SCHEMA_ERRORS_KEPT, errs.count, errs.dropped);
+    CHECK(schema_errors_total(&errs) == 5001, "the total is every one (%zu)", schema_errors_total(&errs));
+    CHECK(!strcmp(errs.items[0].pointer, "/0") && !strcmp(errs.items[99].pointer, "/99"), "the first ones are kept, in order");
+    json_t *list = schema_errors_to_json(&errs);
+    CHECK(json_array_size(list) == SCHEMA_ERRORS_KEPT, "only those kept go to JSON (%zu)", json_array_size(list));
+    json_decref(list);
+    char *text = schema_errors_format(&errs);
+    CHECK(strstr(text, "(and 4901 more: 5001 violations in all, the first 100 listed)") != NULL,
+          "the text says how many more: ...%s", text + (strlen(text) > 120 ? strlen(text) - 120 : 0));
+    free(text);
+    CHECK(schema_validate(schema, value, &errs) == 5001, "a second pass over a full list still counts its own");
+    schema_errors_free(&errs);
+    CHECK(errs.count == 0 && errs.dropped == 0, "freed list is empty");
+    json_decref(schema);
+    json_decref(value);
+}
+
 int main(void) {
     test_type_messages();
     test_integral_real_becomes_integer();
@@ -511,6 +538,7 @@ int main(void) {
     test_all_any_one_of();
     test_combinators_fill_defaults_of_the_chosen_branch();
     test_not_if_then_else_and_boolean_schemas();
+    test_errors_are_capped();
     test_defaults_fill_absent_members();
     test_defaults_are_deep_copies();
     test_nested_defaults_fill();

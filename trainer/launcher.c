@@ -78,6 +78,7 @@ static int load_config(launcher *L) {
         for (size_t i = 0; i < errs.count; i++)
             fprintf(stderr, "  %s%s%s\n", errs.items[i].pointer, errs.items[i].pointer[0] ? ": " : "",
                     errs.items[i].message);
+        if (errs.dropped) fprintf(stderr, "  (and %zu more: %zu violations in all)\n", errs.dropped, schema_errors_total(&errs));
         schema_errors_free(&errs);
         json_decref(doc);
         return -1;

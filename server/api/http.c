@@ -3,6 +3,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -23,7 +24,7 @@
 /* Per request, kept by MHD between calls of the access handler. */
 typedef struct {
     const route *route;
-    char id_text[32];
+    char id_text[128]; /* the whole {id} segment (a path's segments are shorter) */
     buf_t body;
     bool too_large;
     /* for the request's log line and its metrics, when it is over */
@@ -73,18 +74,41 @@ void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
     rs->content_type = "application/json";
 }
 
-void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...) {
+static void reply_problem_v(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+static void reply_problem_v(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, va_list ap) {
     char detail[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
+    /* The detail quotes what the request carried: bytes that are not UTF-8 become
+     * '?', so that the body is JSON whatever was sent. */
+    json_t *probe = json_string(detail);
+    if (!probe)
+        for (char *c = detail; *c; c++)
+            if ((unsigned char)*c >= 0x80) *c = '?';
+    json_decref(probe);
     const char *title = MHD_get_reason_phrase_for((unsigned)status);
     json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title && *title ? title : "Error",
                           "status", status, "detail", detail);
-    if (errors) json_object_set_new(o, "errors", errors);
+    if (errors) {
+        json_object_set_new(o, "errors", errors);
+        json_object_set_new(o, "error_count", json_integer((json_int_t)error_count));
+    }
     reply_json(rs, status, o);
     rs->content_type = "application/problem+json";
+}
+
+void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_problem_v(rs, status, errors, errors ? json_array_size(errors) : 0, fmt, ap);
+    va_end(ap);
+}
+
+void reply_problem_counted(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    reply_problem_v(rs, status, errors, error_count, fmt, ap);
+    va_end(ap);
 }
 
 void reply_text(response *rs, int status, char *text, size_t len, const char *content_type) {
@@ -191,7 +215,102 @@ static enum MHD_Result send_problem(struct MHD_Connection *conn, request_state *
     return send_response(conn, st, &rs, allow, status == MHD_HTTP_UNAUTHORIZED);
 }
 
+/* ---- framing: where the body ends must be beyond doubt ----
+ * Behind a proxy, a request the proxy and ddpd would split differently can smuggle
+ * a second request past the proxy. So: at most one Content-Length, never together
+ * with Transfer-Encoding, and no transfer coding but a single "chunked" (the one
+ * libmicrohttpd decodes). A Content-Length that is not a number libmicrohttpd refuses
+ * itself, before ddpd sees the request. */
+
+typedef struct {
+    int content_lengths, transfer_encodings;
+    int chunked, others; /* transfer codings named, over every Transfer-Encoding header */
+    char other[64];      /* the first coding that is not chunked */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_lengths++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0) return MHD_YES;
+    f->transfer_encodings++;
+    for (const char *p = value ? value : ""; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t trimmed = n;
+        while (trimmed && strchr(" \t", p[trimmed - 1])) trimmed--;
+        if (trimmed == 7 && strncasecmp(p, "chunked", 7) == 0) f->chunked++;
+        else if (trimmed) {
+            if (!f->others++) snprintf(f->other, sizeof f->other, "%.*s", (int)(trimmed < 60 ? trimmed : 60), p);
+        }
+        p += n;
+    }
+    return MHD_YES;
+}
+
+/* 0 when the framing is sound; else the status to answer (400 or 501) with a detail. */
+static int framing_problem(struct MHD_Connection *conn, char *detail, size_t size) {
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_lengths > 1) {
+        snprintf(detail, size, "the request has %d Content-Length headers: send one, so that where the body ends is "
+                               "beyond doubt", f.content_lengths);
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    if (f.content_lengths && f.transfer_encodings) {
+        snprintf(detail, size, "the request has both Content-Length and Transfer-Encoding: send one of them, so that "
+                               "where the body ends is beyond doubt");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    if (f.others) {
+        snprintf(detail, size, "the transfer coding \"%s\" is not supported: send the body as it is, with "
+                               "Content-Length, or with \"Transfer-Encoding: chunked\" alone", f.other);
+        return MHD_HTTP_NOT_IMPLEMENTED;
+    }
+    if (f.transfer_encodings && f.chunked != 1) {
+        snprintf(detail, size, "the request's Transfer-Encoding %s: send \"Transfer-Encoding: chunked\" once",
+                 f.chunked ? "applies chunked more than once" : "names no coding");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    return 0;
+}
+
+/* A framing problem: answered, and the connection closed after it, since where this
+ * request ends (and so where a next one would start) is unknown. */
+static enum MHD_Result send_framing_problem(struct MHD_Connection *conn, request_state *st, int status,
+                                            const char *detail) {
+    response rs = {0};
+    reply_problem(&rs, status, NULL, "%s", detail);
+    rs.header_name = MHD_HTTP_HEADER_CONNECTION;
+    rs.header_value = xstrdup("close");
+    return send_response(conn, st, &rs, NULL, false);
+}
+
 /* ---- routing ---- */
+
+/* The path and the query's names and values, percent-decoded in place as MHD would,
+ * except "%00": it stays as it was written, so that a NUL can never end a path early
+ * ("/runs/1%00" is not run 1, "/ui/index.html%00.js" is not index.html). Returns the
+ * new length. */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls;
+    (void)conn;
+    char *out = s;
+    for (const char *in = s; *in;) {
+        if (in[0] == '%' && isxdigit((unsigned char)in[1]) && isxdigit((unsigned char)in[2])) {
+            char hex[3] = {in[1], in[2], '\0'};
+            char c = (char)strtol(hex, NULL, 16);
+            if (c != '\0') {
+                *out++ = c;
+                in += 3;
+                continue;
+            }
+        }
+        *out++ = *in++;
+    }
+    *out = '\0';
+    return (size_t)(out - s);
+}
 
 static int split_path(const char *path, char segs[MAX_SEGMENTS][128]) {
     int n = 0;
@@ -217,9 +336,8 @@ static bool pattern_matches(const char *pattern, char segs[MAX_SEGMENTS][128], i
     if (pn != n) return false;
     for (int i = 0; i < n; i++) {
         if (strcmp(psegs[i], "{id}") == 0) {
-            if (id_out) {
-                size_t l = strlen(segs[i]);
-                if (l > 31) l = 31; /* no run id is that long: it will not parse */
+            if (id_out) { /* whole: split_path keeps segments under 128 bytes */
+                size_t l = strnlen(segs[i], 127);
                 memcpy(id_out, segs[i], l);
                 id_out[l] = '\0';
             }
@@ -284,6 +402,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st->started = mono_s();
         snprintf(st->method, sizeof st->method, "%s", method);
         snprintf(st->path, sizeof st->path, "%s", url);
+        char framing_detail[300];
+        int framing_status = framing_problem(conn, framing_detail, sizeof framing_detail);
+        if (framing_status) return send_framing_problem(conn, st, framing_status, framing_detail);
         char path[1024];
         snprintf(path, sizeof path, "%s", url);
         size_t pl = strlen(path);
@@ -305,7 +426,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                             H.c.token))
             return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
                                 "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
-                                "(the token ddpd was started with: --token or DDPD_TOKEN)");
+                                "(the token ddpd was started with: --token-file, DDPD_TOKEN or --token)");
         if (has_body(conn) || st->route->json_body) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
             if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
@@ -457,6 +578,7 @@ int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
                                 MHD_OPTION_CONNECTION_LIMIT, 4096u,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
                                 MHD_OPTION_END);
     if (!H.daemon) {
         close(fd);

@@ -89,9 +89,13 @@ void reply_json(response *rs, int status, json_t *o);
  * the form "key":value,"key2":value2 (taken, freed). */
 void reply_json_raw(response *rs, int status, json_t *o, char *raw_members);
 /* A problem document: {"type": "about:blank", "title", "status", "detail"}, plus
- * "errors": [{"pointer", "message"}] when `errors` is given (taken). */
+ * "errors": [{"pointer", "message"}] and "error_count" (their number) when `errors`
+ * is given (taken). */
 void reply_problem(response *rs, int status, json_t *errors, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same when `errors` lists only the first of `error_count` violations. */
+void reply_problem_counted(response *rs, int status, json_t *errors, size_t error_count, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* 304 Not Modified: no body, the current ETag. */
 void reply_not_modified(response *rs, const char *etag);
 /* Takes `text` (malloc'd). */

@@ -8,7 +8,7 @@
 
 bool param_run_id(request *rq, response *rs, int64_t *id) {
     if (!parse_run_id(rq->id_text, id)) {
-        reply_problem(rs, 404, NULL, "there is no run \"%s\": run ids are positive integers", rq->id_text);
+        reply_problem(rs, 404, NULL, "there is no run \"%.60s\": run ids are positive integers without leading zeros", rq->id_text);
         return false;
     }
     return true;

@@ -98,11 +98,16 @@ static void get_healthz(request *rq, response *rs) {
 static void invalid_config(response *rs, schema_errors *errs) {
     char *first = xasprintf("%s: %s", errs->items[0].pointer[0] ? errs->items[0].pointer : "(the document)",
                             errs->items[0].message);
-    if (errs->count == 1)
+    size_t total = schema_errors_total(errs);
+    if (total == 1)
         reply_problem(rs, 400, schema_errors_to_json(errs), "the run config is invalid: %s", first);
-    else
+    else if (!errs->dropped)
         reply_problem(rs, 400, schema_errors_to_json(errs),
-                      "the run config has %zu problems, listed in \"errors\"; the first: %s", errs->count, first);
+                      "the run config has %zu problems, listed in \"errors\"; the first: %s", total, first);
+    else
+        reply_problem_counted(rs, 400, schema_errors_to_json(errs), total,
+                              "the run config has %zu violations; the first %zu are listed in \"errors\"; the first: %s",
+                              total, errs->count, first);
     free(first);
 }
 

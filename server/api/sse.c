@@ -119,7 +119,7 @@ static void get_events(request *rq, response *rs) { serve(rq, rs, 0); }
 static void get_run_events(request *rq, response *rs) {
     int64_t id;
     if (!parse_run_id(rq->id_text, &id)) {
-        reply_problem(rs, 404, NULL, "there is no run \"%s\": run ids are positive integers", rq->id_text);
+        reply_problem(rs, 404, NULL, "there is no run \"%.60s\": run ids are positive integers without leading zeros", rq->id_text);
         return;
     }
     run_brief b;

@@ -59,6 +59,10 @@ static int check_config_part(const check_config *c, int *slots_out) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int slots = (int)(cores < 1 ? 1 : cores);
     *slots_out = slots;
+    if (c->token_error && c->token_error[0]) {
+        say(V_FAIL, "config", "%s", c->token_error);
+        return -1;
+    }
     int lb = auth_listen_is_loopback(c->listen, err, sizeof err);
     if (lb < 0) {
         say(V_FAIL, "config", "%s", err);
@@ -79,11 +83,18 @@ static int check_config_part(const check_config *c, int *slots_out) {
                    c->listen);
     } else {
         say(V_FAIL, "config",
-            "listen %s is not a loopback address and there is no token: ddpd serve would refuse; set --token "
-            "(DDPD_TOKEN), or --insecure to serve without one, or listen on 127.0.0.1",
+            "listen %s is not a loopback address and there is no token: ddpd serve would refuse; set a token "
+            "(--token-file PATH or DDPD_TOKEN), or --insecure to serve without one, or listen on 127.0.0.1",
             c->listen);
         buf_free(&b);
         return -1;
+    }
+    if (c->token && c->token_on_command_line) {
+        v = V_WARN;
+        buf_printf(&b, "; the --token on the command line is readable by every user of this host (ps): "
+                       "use --token-file PATH (chmod 600) or DDPD_TOKEN");
+    } else if (c->token && c->token_file) {
+        buf_printf(&b, "; the token from %s", c->token_file);
     }
     if (c->slots && *c->slots) {
         char *end;

@@ -20,6 +20,9 @@
 typedef struct {
     const char *listen;              /* resolved: flag, else env, else the default */
     const char *token;               /* NULL: none */
+    const char *token_file;          /* where it was read from, or NULL */
+    bool token_on_command_line;      /* --token T: readable by every local user */
+    const char *token_error;         /* non-empty: why the token cannot be used */
     bool insecure;
     const char *state_dir;           /* as it will be used (may not exist yet) */
     const char *const *data_roots;   /* as given, or the defaults */

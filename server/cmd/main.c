@@ -144,12 +144,20 @@ static int serve(int argc, char **argv) {
     int threads = o.http_threads && *o.http_threads ? parse_count("--http-threads", o.http_threads, 1, 256)
                                                     : (int)(cores < 2 ? 2 : cores > 16 ? 16 : cores);
     int grace = o.cancel_grace && *o.cancel_grace ? parse_count("--cancel-grace", o.cancel_grace, 0, 3600) : 10;
+    if (o.token_error[0]) die("%s", o.token_error);
+    if (o.token && o.token_on_command_line)
+        log_warn("the token given with --token can be read by every user of this host (ps, /proc/%d/cmdline): "
+                 "put it in a file only you can read and pass --token-file PATH (DDPD_TOKEN_FILE), or set DDPD_TOKEN",
+                 (int)getpid());
+    else if (o.token_file)
+        log_info("the token is read from %s", o.token_file);
     /* Without a token, only this host's users may reach it (auth.h). */
     char listen_err[512];
     int loopback = auth_listen_is_loopback(o.listen, listen_err, sizeof listen_err);
     if (loopback == 0 && !o.token && !o.insecure)
         die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
-            "Set a token (--token or DDPD_TOKEN; e.g. DDPD_TOKEN=$(openssl rand -hex 16)), listen on 127.0.0.1, "
+            "Set a token (--token-file PATH or DDPD_TOKEN; e.g. openssl rand -hex 16 >PATH; chmod 600 PATH), "
+            "listen on 127.0.0.1, "
             "or pass --insecure (DDPD_INSECURE=1) to serve without one",
             o.listen);
     if (loopback == 0 && !o.token)
@@ -270,7 +278,9 @@ static int check(int argc, char **argv) {
     settings o;
     settings_read(argc, argv, &o);
     check_config c = {
-        .listen = o.listen, .token = o.token, .insecure = o.insecure, .state_dir = o.state_dir,
+        .listen = o.listen, .token = o.token, .token_file = o.token_file,
+        .token_on_command_line = o.token_on_command_line, .token_error = o.token_error,
+        .insecure = o.insecure, .state_dir = o.state_dir,
         .data_roots = o.data_roots, .n_data_roots = o.n_data_roots, .data_roots_given = o.data_roots_given,
         .gpus = o.gpus, .slots = o.slots, .trainer = o.trainer, .log_level = o.log_level, .log_file = o.log_file,
         .log_max_bytes = o.log_max_bytes, .log_keep = o.log_keep,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "secret.h"
 
 const char SETTINGS_USAGE[] =
     "usage: ddpd serve [options]\n"
@@ -38,8 +39,12 @@ const char SETTINGS_USAGE[] =
     "  --port-range LO-HI     MASTER_PORTs leased to command runs (DDPD_PORT_RANGE; default 29600-29999)\n"
     "  --runner PATH          the ddp-run executable that starts command runs (DDPD_RUNNER; default:\n"
     "                         the one beside ddpd)\n"
-    "  --token TOKEN          require \"Authorization: Bearer TOKEN\" on every request that changes\n"
-    "                         something (POST, DELETE); reading stays open (DDPD_TOKEN; default: none)\n"
+    "  --token-file PATH      require \"Authorization: Bearer TOKEN\" on every request that changes\n"
+    "                         something (POST, DELETE), TOKEN being the file's one line; reading stays\n"
+    "                         open. The file must be readable by its owner only (chmod 600)\n"
+    "                         (DDPD_TOKEN_FILE; or the token itself in DDPD_TOKEN; default: none)\n"
+    "  --token TOKEN          the same with the token on the command line, where every local user\n"
+    "                         can read it (ps): prefer --token-file or DDPD_TOKEN\n"
     "  --insecure             without a token, listen on a non-loopback address all the same\n"
     "                         (DDPD_INSECURE=1; default: refuse)\n"
     "  --web-dir DIR          the dashboard's files, served at / (DDPD_WEB_DIR; default: installed\n"
@@ -93,7 +98,8 @@ static void parse_flags(int argc, char **argv, settings *o) {
         if (strcmp(name, "--listen") == 0) o->listen = v;
         else if (strcmp(name, "--state-dir") == 0) o->state_dir = v;
         else if (strcmp(name, "--trainer") == 0) o->trainer = v;
-        else if (strcmp(name, "--token") == 0) o->token = v;
+        else if (strcmp(name, "--token") == 0) o->token = v, o->token_on_command_line = true;
+        else if (strcmp(name, "--token-file") == 0) o->token_file = v;
         else if (strcmp(name, "--gpus") == 0) o->gpus = v;
         else if (strcmp(name, "--slots") == 0) o->slots = v;
         else if (strcmp(name, "--http-threads") == 0) o->http_threads = v;
@@ -147,6 +153,32 @@ static bool truthy(const char *e) {
     return e && (strcmp(e, "1") == 0 || strcasecmp(e, "true") == 0 || strcasecmp(e, "yes") == 0);
 }
 
+/* The token: --token or --token-file (not both), else DDPD_TOKEN_FILE or DDPD_TOKEN
+ * (not both); a file is read here, so that serve and check judge the same one. */
+static void read_token(settings *s) {
+    if (s->token && s->token_file) {
+        snprintf(s->token_error, sizeof s->token_error, "give --token or --token-file, not both");
+        s->token = NULL;
+        return;
+    }
+    if (!s->token && !s->token_file) {
+        const char *file = getenv("DDPD_TOKEN_FILE"), *token = getenv("DDPD_TOKEN");
+        if (file && *file && token && *token) {
+            snprintf(s->token_error, sizeof s->token_error,
+                     "DDPD_TOKEN and DDPD_TOKEN_FILE are both set: unset one (the file is the safer place)");
+            return;
+        }
+        s->token_file = file && *file ? file : NULL;
+        s->token = token;
+    }
+    if (s->token_file) {
+        char *token;
+        if (secret_read_file(s->token_file, &token, s->token_error, sizeof s->token_error) != 0) return;
+        s->token = s->storage_[6] = token;
+    }
+    if (s->token && !*s->token) s->token = NULL;
+}
+
 void settings_read(int argc, char **argv, settings *s) {
     memset(s, 0, sizeof *s);
     parse_flags(argc, argv, s);
@@ -163,8 +195,7 @@ void settings_read(int argc, char **argv, settings *s) {
     if (!s->port_range || !*s->port_range) s->port_range = "29600-29999";
     const char *wr = getenv("DDPD_WORK_ROOT");
     if (!s->n_work_roots && wr && *wr) split_roots(wr, &s->storage_[5], s->work_roots, &s->n_work_roots);
-    s->token = env_or(s->token, "DDPD_TOKEN");
-    if (s->token && !*s->token) s->token = NULL;
+    read_token(s);
     s->insecure = s->insecure || truthy(getenv("DDPD_INSECURE"));
     s->gpus = env_or(s->gpus, "DDPD_GPUS");
     s->slots = env_or(s->slots, "DDPD_SLOTS");

@@ -18,13 +18,16 @@ typedef struct {
     const char *work_roots[SETTINGS_MAX_ROOTS]; /* where a command run's working_dir may lie */
     int n_work_roots;
     const char *token;           /* NULL: none (an empty value is none) */
+    const char *token_file;      /* where the token was read from (--token-file, DDPD_TOKEN_FILE), or NULL */
+    bool token_on_command_line;  /* --token T: every local user can read it (ps, /proc/PID/cmdline) */
+    char token_error[512];       /* "": fine; else why the token cannot be used (serve refuses, check fails) */
     bool insecure;
     const char *gpus, *slots, *http_threads, *cancel_grace, *web_dir; /* NULL: defaults */
     const char *log_level, *log_file, *log_max_bytes, *log_keep;       /* NULL: defaults */
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
-    char *storage_[6];           /* what the above point into, freed by settings_free */
+    char *storage_[7];           /* what the above point into, freed by settings_free */
 } settings;
 
 /* argv[2..]: the options after the command. Prints usage and exits 0 for --help;

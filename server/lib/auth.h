@@ -1,4 +1,4 @@
-/* Who may change things. With a token configured (--token, DDPD_TOKEN), every
+/* Who may change things. With a token configured (--token-file, DDPD_TOKEN, --token), every
  * request that changes something (any method but GET and HEAD: submitting,
  * canceling, deleting) must carry "Authorization: Bearer <token>"; reading stays
  * open, so that /healthz, /metrics, the dashboard's views and curl need nothing.

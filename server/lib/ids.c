@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 bool parse_run_id(const char *text, int64_t *out) {
-    if (!text || !isdigit((unsigned char)text[0])) return false;
+    /* one spelling per id: "01" is not run 1 */
+    if (!text || !isdigit((unsigned char)text[0]) || text[0] == '0') return false;
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);

@@ -6,7 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A positive decimal integer with nothing else around it (no sign, no spaces). */
+/* A positive decimal integer with nothing else around it (no sign, no spaces, no
+ * leading zeros): one spelling per id. */
 bool parse_run_id(const char *text, int64_t *out);
 
 #endif
