@@ -39,6 +39,7 @@ typedef struct live_run {
     int64_t *last_step;        /* and its global step then */
     int64_t kill_at;      /* mono ms: SIGKILL then */
     bool killed;
+    bool said_hello;      /* a hello came before the supervisor said the trainer started */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
     struct live_run *next;
@@ -248,6 +249,14 @@ static void start_locked(live_run *r) {
     buf_free(&visible);
 }
 
+/* Running: its first hello has come, and the trainer's start is stored. */
+static void mark_running_locked(live_run *r) {
+    r->status = RUN_RUNNING;
+    store_op op = {.kind = OP_RUN_RUNNING, .run_id = r->id, .t = now_ms()};
+    store_submit_now(&op);
+    log_info("run %lld running", (long long)r->id);
+}
+
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
     (void)group;
     pthread_mutex_lock(&K.mu);
@@ -265,6 +274,7 @@ void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
         store_submit_now(&op);
         log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
         if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was queued */
+        else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
     }
     pthread_mutex_unlock(&K.mu);
 }
@@ -348,14 +358,14 @@ int scheduler_queue_position(int64_t id) {
 bool scheduler_hello(int64_t id, const char *secret, int rank) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find(id);
-    bool ok = r && r->pid > 0 && secret_equal(secret, r->secret);
+    /* A started run (its secret made, its trainer asked for): the trainer may say hello
+     * before the supervisor has told us its pid, so the secret alone decides. */
+    bool ok = r && r->status != RUN_QUEUED && r->secret[0] && secret_equal(secret, r->secret);
     /* running: a rank has said hello; for a command run, ddp-run has (its ranks are
      * started, and a script need not report at all) */
     if (ok && (rank >= 0 || r->command) && r->status == RUN_STARTING) {
-        r->status = RUN_RUNNING;
-        store_op op = {.kind = OP_RUN_RUNNING, .run_id = id, .t = now_ms()};
-        store_submit_now(&op);
-        log_info("run %lld running", (long long)id);
+        if (r->pid > 0) mark_running_locked(r);
+        else r->said_hello = true; /* running once its start is stored (scheduler_spawned) */
     }
     pthread_mutex_unlock(&K.mu);
     return ok;
