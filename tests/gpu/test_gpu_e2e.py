@@ -63,7 +63,7 @@ class Run:
         if not os.path.exists(path):
             return []
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]  # whole lines only: the last may be being written
 
     def of_type(self, t):
         return [e for e in self.events() if e["type"] == t]

@@ -55,7 +55,9 @@ class Run:
         if not os.path.exists(path):
             return []
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            # whole lines only: the trainer may be writing the last one now (a reader
+            # skips a line not yet ended, as docs/events.md says)
+            return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
     def of_type(self, type_, rank=None):
         return [e for e in self.events() if e["type"] == type_ and (rank is None or e["rank"] == rank)]
