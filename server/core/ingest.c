@@ -162,8 +162,6 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         store_op_free(&op);
         return EV_SKIP;
     }
-    if (I.hooks.progress && (op.kind == OP_STEP || op.kind == OP_HEARTBEAT))
-        I.hooks.progress(op.run_id, op.rank, op.kind == OP_STEP ? op.u.step.global_step : op.u.heartbeat.global_step);
     push(ops, &op);
     return EV_OK;
 }
@@ -237,6 +235,20 @@ static bool consume_lines(conn *c, op_vec *ops, bool at_eof) {
 
 /* Reads what the socket has now, up to `budget` bytes. Returns false when the
  * connection is done (end of stream, error, or dropped) and has been closed. */
+/* Tells the scheduler each rank's newest progress in a read's ops: once a rank and
+ * read, not once an event (a read holds thousands of steps). */
+static void report_progress(const op_vec *ops) {
+    if (!I.hooks.progress) return;
+    uint64_t told = 0; /* ranks 0..63 already told */
+    for (size_t i = ops->n; i-- > 0;) {
+        const store_op *op = &ops->v[i];
+        if ((op->kind != OP_STEP && op->kind != OP_HEARTBEAT) || op->rank < 0) continue;
+        if (op->rank < 64 && (told >> op->rank & 1)) continue;
+        if (op->rank < 64) told |= 1ull << op->rank;
+        I.hooks.progress(op->run_id, op->rank, op->kind == OP_STEP ? op->u.step.global_step : op->u.heartbeat.global_step);
+    }
+}
+
 static bool read_conn(conn *c, size_t budget) {
     op_vec ops = {0};
     bool open = true;
@@ -264,6 +276,7 @@ static bool read_conn(conn *c, size_t budget) {
         open = false;
         break;
     }
+    report_progress(&ops);
     store_submit(ops.v, ops.n);
     free(ops.v);
     /* Keep the buffer small between bursts. */
