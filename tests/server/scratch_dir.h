@@ -1,5 +1,5 @@
-/* A fresh temporary directory for one C test of the server (mkdtemp), and its
- * removal with everything in it when the test is done. */
+/* A fresh temporary directory for one C test of the server (mkdtemp), its removal
+ * with everything in it when the test is done, and reading a file of it whole. */
 #ifndef DDPD_TESTS_SCRATCH_DIR_H
 #define DDPD_TESTS_SCRATCH_DIR_H
 
@@ -37,6 +37,22 @@ static inline void scratch_dir_remove(const char *path) {
         closedir(d);
     }
     rmdir(path);
+}
+
+/* The whole file as a NUL-terminated string (malloc'd), or NULL when it cannot be read. */
+static inline char *scratch_read_file(const char *path) {
+    FILE *f = fopen(path, "re");
+    if (!f) return NULL;
+    size_t len = 0, cap = 4096;
+    char *data = malloc(cap);
+    size_t n;
+    while (data && (n = fread(data + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len - 1 == 0) data = realloc(data, cap *= 2);
+    }
+    fclose(f);
+    if (data) data[len] = '\0';
+    return data;
 }
 
 #endif

@@ -246,16 +246,6 @@ static bool closed_by_server(int fd) {
     return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "re");
-    if (!f) return NULL;
-    buf_t b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_append(&b, chunk, n);
-    fclose(f);
-    return b.data ? b.data : xstrdup("");
-}
 
 static void test_socket(const char *log_path) {
     char err[512];
@@ -392,7 +382,7 @@ static void test_socket(const char *log_path) {
     CHECK(after.connections == 2, "the two good connections are open: %llu", (unsigned long long)after.connections);
 
     /* what the log says about each bad line */
-    char *log = read_file(log_path);
+    char *log = scratch_read_file(log_path);
     REQUIRE(log, "reading the log %s", log_path);
     char who[160];
     snprintf(who, sizeof who, "run %lld rank 0: ", (long long)run);

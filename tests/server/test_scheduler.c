@@ -56,16 +56,6 @@ static const char *FAKE_TRAINER =
     "echo \"fake trainer: told to exit $code\"\n"
     "exit \"$code\"\n";
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "re");
-    if (!f) return NULL;
-    buf_t b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_append(&b, chunk, n);
-    fclose(f);
-    return b.data ? b.data : xstrdup("");
-}
 
 static bool write_file(const char *path, const char *text) {
     char *tmp = xasprintf("%s.tmp", path);
@@ -189,7 +179,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
 
     /* how the trainer was started */
     WAIT_UNTIL(run_has_file(a, "secret") && run_has_file(a, "args"), "run %lld's trainer is up", (long long)a);
-    char *args_path = run_dir_file(a, "args"), *args = read_file(args_path);
+    char *args_path = run_dir_file(a, "args"), *args = scratch_read_file(args_path);
     char *config = layout_run_path(a, RUN_FILE_CONFIG), *dir = layout_run_dir(a);
     char *want = xasprintf("--config\n%s\n--run-dir\n%s\n--events\n%s\n--data-root\n%s\n", config, dir,
                            layout_socket_path(), data_root);
@@ -199,7 +189,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     free(config);
     free(dir);
     free(want);
-    char *log_path = layout_run_path(a, RUN_FILE_LOG), *log = read_file(log_path);
+    char *log_path = layout_run_path(a, RUN_FILE_LOG), *log = scratch_read_file(log_path);
     char *banner = xasprintf("ddpd: starting %s for run %lld on cpu:0", trainer, (long long)a);
     CHECK(log && strstr(log, banner) && strstr(log, "fake trainer: run "), "the run's log has the banner and the trainer's output: %s",
           or_none(log));
@@ -208,7 +198,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     free(log_path);
 
     /* a hello needs the run's secret */
-    char *secret_path = run_dir_file(a, "secret"), *secret = read_file(secret_path);
+    char *secret_path = run_dir_file(a, "secret"), *secret = scratch_read_file(secret_path);
     free(secret_path);
     CHECK(secret && strlen(secret) == 64, "the trainer got a 64-hex-digit secret: %s", or_none(secret));
     CHECK(!scheduler_hello(a, "not-the-secret", 0), "a wrong secret is refused");
@@ -280,7 +270,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
           or_none(jstr(j, "reason")), (long long)jint(j, "exit_signal"));
     json_decref(j);
     log_path = layout_run_path(c, RUN_FILE_LOG);
-    log = read_file(log_path);
+    log = scratch_read_file(log_path);
     CHECK(log && strstr(log, "fake trainer: SIGTERM ignored"), "its trainer got SIGTERM first: %s", or_none(log));
     free(log);
     free(log_path);
