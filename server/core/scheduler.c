@@ -194,7 +194,7 @@ static void start_locked(live_run *r) {
         if (!r->port) {
             char err[256];
             snprintf(err, sizeof err, "no free port for MASTER_PORT in --port-range %d-%d (all held by runs or by "
-                     "other programs)", K.c.port_lo, K.c.port_hi);
+                     "other programs): an operator can give ddpd serve a wider --port-range", K.c.port_lo, K.c.port_hi);
             buf_free(&names);
             buf_free(&visible);
             finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
