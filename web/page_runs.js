@@ -49,7 +49,10 @@ export function mountRuns(root) {
   function selectionChanged() {
     const ids = [...selected].sort((a, b) => a - b);
     const want = ids.length ? `#/?compare=${ids.join(',')}` : '#/';
-    if (location.hash !== want) history.replaceState(null, '', want);
+    // only while the address is still this list's: a list that finishes loading after
+    // the user went on (to a run, the form) must not take the address back
+    const here = location.hash || '#/';
+    if (!disposed && (here === '#/' || here === '#' || here.startsWith('#/?')) && here !== want) history.replaceState(null, '', want);
     const chosen = selectedRuns();
     compare.show(chosen);
     hint.hidden = chosen.length !== 1;

@@ -395,6 +395,32 @@ it('a run is canceled from its page', async () => {
   await page.close();
 });
 
+// The address changes before the page hears of it (hashchange is a task of its own): a
+// runs list that finishes loading in between must leave the new address alone. Played
+// out slowly: the list's answer held back, the address moved without the event, then
+// the answer let through, then the event.
+it('a run opened while the runs list is still loading stays open', async () => {
+  const id = (await server.api('GET', '/runs?limit=1')).json.runs[0]?.id ?? (await server.api('POST', '/runs', fmnist({ name: 'to-open' }))).json.id;
+  const page = await browser.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(e.message));
+  let release, asked = false;
+  const held = new Promise((r) => { release = r; });
+  await page.route((url) => url.pathname === '/runs' && url.searchParams.has('limit'), async (route) => { asked = true; await held; await route.continue(); });
+  await page.goto(`${server.url}/#/`);
+  await until(() => asked, 'the list to ask for the runs');
+  await page.evaluate((to) => history.pushState(null, '', to), `#/runs/${id}`);
+  const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/runs');
+  release();
+  await answered;
+  await until(() => page.evaluate((n) => document.body.innerText.includes(`#${n} `), id), 'the list to show its rows');
+  assert.equal(await page.evaluate(() => location.hash), `#/runs/${id}`, 'the list left the address alone');
+  await page.evaluate(() => window.dispatchEvent(new HashChangeEvent('hashchange')));
+  await page.waitForSelector('#run-status .badge');
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
 it('a failed run shows its reason plainly', async () => {
   const cfg = fmnist({ name: 'bad-data' });
   cfg.data.train.images = 'fashion-mnist/train-labels-idx1-ubyte.gz'; // a labels file: the trainer refuses it
