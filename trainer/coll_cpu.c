@@ -239,6 +239,7 @@ static void reduce_sum_f64(void *dst, const void *const *srcs, int world, size_t
 
 static void stage_chunk(cpu_comm *c, const call_plan *p, size_t start) {
     size_t m = min_size(p->n - start, p->chunk_elems);
+    if (m == 0) return; /* an empty call may pass no buffer at all (NULL + 0 is undefined) */
     memcpy(slot_of(c, c->pub.rank, (unsigned)(c->round & 1)), p->buf + start * p->elem, m * p->elem);
 }
 

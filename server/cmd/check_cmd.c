@@ -46,8 +46,9 @@ static void say(verdict v, const char *part, const char *fmt, ...) {
 }
 
 void ddpd_version_line(char *out, size_t outlen) {
-    snprintf(out, outlen, "ddpd %s (cuda: %s; libmicrohttpd %s, SQLite %s, Jansson %s)", DDPD_VERSION,
-             DDPD_HAVE_CUDA ? "yes" : "no", MHD_get_version(), sqlite3_libversion(), JANSSON_VERSION);
+    snprintf(out, outlen, "ddpd %s (cuda: %s; %slibmicrohttpd %s, SQLite %s, Jansson %s)", DDPD_VERSION,
+             DDPD_HAVE_CUDA ? "yes" : "no", DDPD_SANITIZED ? "sanitizers: address,undefined; " : "",
+             MHD_get_version(), sqlite3_libversion(), JANSSON_VERSION);
 }
 
 /* ---- config ---- */

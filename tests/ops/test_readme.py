@@ -60,6 +60,7 @@ def host_has_gpu():
 
 def normalize(line, build_has_cuda):
     line = re.sub(r"(libmicrohttpd|SQLite|Jansson) [0-9][0-9.]*", r"\1 V", line)
+    line = line.replace("sanitizers: address,undefined; ", "")  # the sanitizer build says so
     line = re.sub(r"\b\d+ (CPU slots?|slots?|runs?)\b", lambda m: "N " + m.group(1).rstrip("s"), line)
     if not build_has_cuda:
         line = line.replace("cuda: no;", "cuda: yes;")

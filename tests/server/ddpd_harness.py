@@ -82,6 +82,39 @@ def pids_under(directory):
     return found
 
 
+SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+_sanitized = {}
+
+
+def sanitized(ddpd):
+    """Is this ddpd the sanitizer build (its version line says "sanitizers: ...")?"""
+    if ddpd not in _sanitized:
+        out = subprocess.run([ddpd, "version"], capture_output=True, text=True, timeout=60).stdout
+        _sanitized[ddpd] = "sanitizers:" in out
+    return _sanitized[ddpd]
+
+
+def sanitizer_reports(state_dir):
+    """The server's log and its runs' trainer logs that hold a sanitizer's report:
+    [(path, the report's first line)]."""
+    found = []
+    logs = [os.path.join(state_dir, "server.log")]
+    runs = os.path.join(state_dir, "runs")
+    if os.path.isdir(runs):
+        logs += [os.path.join(runs, r, "trainer.log") for r in sorted(os.listdir(runs))]
+    for path in logs:
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if any(mark in line for mark in SANITIZER_REPORTS):
+                found.append((path, line.strip()[:300]))
+                break
+    return found
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status, self.headers, self.body = status, headers, body
@@ -117,7 +150,12 @@ class Server:
             traceback.print_exception(exc_type, exc, tb)
             check(False, f"exception: {exc}")
             self.dump_log()
-        self.stop()
+        running = self.proc is not None and self.proc.poll() is None
+        code = self.stop()
+        if running:  # stopped here, by SIGTERM: a clean shutdown
+            check(code == 0, f"ddpd exits 0 on SIGTERM, exited {code}")
+        reports = sanitizer_reports(self.state_dir)
+        check(not reports, f"no sanitizer report in the server's or its trainers' logs: {reports}")
         leftovers = pids_under(self.state_dir)
         check(not leftovers, f"no process of a run is left after the server stopped (left: {leftovers})")
         for pid in leftovers:
