@@ -2,17 +2,16 @@
  * transactions. See store.h for why. */
 #include "store.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 
 #include "base.h"
+#include "disk_space.h"
 #include "metrics_sink.h"
 #include "migrations.h"
 #include "run_versions.h"
@@ -525,8 +524,22 @@ static int exec_pragma(const char *sql, char *err, size_t errlen) {
     return 0;
 }
 
+static int open_and_start(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+                          size_t errlen);
+
 int store_open(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
                size_t errlen) {
+    int rc = open_and_start(path, observer, cache, err, errlen);
+    char why[1024];
+    /* SQLite says "disk I/O error" or "database or disk is full": say where, and what to do */
+    if (rc != 0 && disk_space_explain(path, why, sizeof why))
+        snprintf(err, errlen, "%s: the database %s cannot be written; free some space there, or use another --state-dir",
+                 why, path);
+    return rc;
+}
+
+static int open_and_start(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+                          size_t errlen) {
     if (observer) S.observer = *observer;
     S.stopping = false; /* a store closed before may be opened again */
     S.health = (store_health){.writable = true};
