@@ -28,3 +28,7 @@ ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
               TIMEOUT 180)
+# A real full disk: the state dir on a small tmpfs of its own (mounting needs root;
+# skipped with a message where it cannot be mounted).
+ddpd_py_cases(server_full_disk_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_full_disk.py ARGS ${server_test_args}
+              TIMEOUT 300 SKIP_RETURN_CODE 77)
