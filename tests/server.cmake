@@ -12,7 +12,7 @@ ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c L
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
 # real child processes (a shell script as the trainer).
-foreach(core_test test_store test_ingest_parse test_feed test_scheduler)
+foreach(core_test test_store test_store_faults test_ingest_parse test_feed test_scheduler)
   ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c LIBS ddpd_server)
 endforeach()
 
@@ -28,3 +28,7 @@ ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
               TIMEOUT 180)
+# A real full disk: the state dir on a small tmpfs of its own (mounting needs root;
+# skipped with a message where it cannot be mounted).
+ddpd_py_cases(server_full_disk_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_full_disk.py ARGS ${server_test_args}
+              TIMEOUT 300 SKIP_RETURN_CODE 77)

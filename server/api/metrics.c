@@ -11,6 +11,7 @@
 #include "run_cache.h"
 #include "run_status.h"
 #include "scheduler.h"
+#include "store.h"
 #include "store_read.h"
 
 static double start_time_s;
@@ -63,6 +64,24 @@ void metrics_render(buf_t *b) {
     prom_sample_u(b, "ddpd_ingest_connections", NULL, ing.connections);
     prom_family(b, "ddpd_event_streams", "gauge", "Server-sent event streams open now (GET /events, /runs/{id}/events).");
     prom_sample_u(b, "ddpd_event_streams", NULL, (uint64_t)feed_subscribers());
+
+    store_health sh;
+    store_health_take(&sh);
+    prom_family(b, "ddpd_store_writable", "gauge",
+                "1 while the store's writer can write to the database; 0 while a batch it cannot commit (a full disk,"
+                " an I/O error) is kept and retried (GET /healthz says why, with 503).");
+    prom_sample_u(b, "ddpd_store_writable", NULL, sh.writable ? 1 : 0);
+    prom_family(b, "ddpd_store_pending_writes", "gauge",
+                "Writes (events, run changes) queued or kept by the store's writer and not yet committed.");
+    prom_sample_u(b, "ddpd_store_pending_writes", NULL, sh.pending);
+    prom_family(b, "ddpd_store_unwritable_seconds", "gauge",
+                "How long the database has not been writable, in seconds; 0 while it is.");
+    prom_sample_d(b, "ddpd_store_unwritable_seconds", NULL,
+                  sh.writable ? 0.0 : (double)(now_ms() - sh.since_ms) / 1000.0);
+    prom_family(b, "ddpd_store_refused_writes_total", "counter",
+                "Writes a caller waited for and was told failed because the database could not be written (a new run,"
+                " a deletion): nothing of them was kept.");
+    prom_sample_u(b, "ddpd_store_refused_writes_total", NULL, sh.refused_total);
 
     run_cache_stats rc;
     run_cache_take_stats(&rc);

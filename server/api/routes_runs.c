@@ -1,7 +1,7 @@
 /* The handlers of the API: one function per route, each reading what it needs from
  * the store (or asking the scheduler) and answering JSON or a problem.
  *
- *   GET    /healthz                     liveness, devices, ingest counters
+ *   GET    /healthz                     liveness, devices, ingest counters, the store (503 when it cannot write)
  *   POST   /runs                        submit a run config -> 201, Location
  *   GET    /runs?status=&limit=&before= newest first; "next" is the next page's URL
  *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
@@ -42,6 +42,7 @@
 #include "runs.h"
 #include "scheduler.h"
 #include "state_layout.h"
+#include "store.h"
 #include "store_read.h"
 
 static int64_t started_at;
@@ -71,14 +72,43 @@ static void reply_run(response *rs, int status, int64_t id) {
     build_run(rs, status, id, &queued, &pos);
 }
 
+/* A write the store refused: 503 naming why while the database cannot be written
+ * (store.h), else 500. */
+static void reply_store_refused(response *rs, const char *what) {
+    char why[1024];
+    if (store_unwritable(why, sizeof why)) reply_problem(rs, 503, NULL, "%s: %s", what, why);
+    else reply_problem(rs, 500, NULL, "%s: a database error; see the server's log", what);
+}
+
 /* ---- GET /healthz ---- */
 
+/* The store's part of /healthz: whether it can write, and what waits. */
+static json_t *store_health_json(const store_health *h) {
+    json_t *o = json_pack("{s:b,s:I,s:I,s:I}", "writable", h->writable, "pending", (json_int_t)h->pending,
+                          "failed_attempts", (json_int_t)h->failed_total, "refused", (json_int_t)h->refused_total);
+    if (!h->writable) {
+        char since[32];
+        format_iso8601(h->since_ms, since);
+        json_object_set_new(o, "reason", json_string(h->reason));
+        json_object_set_new(o, "since", json_string(since));
+        json_object_set_new(o, "attempts", json_integer((json_int_t)h->attempts));
+        json_object_set_new(o, "events_held", json_boolean(h->events_held));
+    }
+    return o;
+}
+
+/* 200 {"status": "ok", ...}; while the database cannot be written, 503: a problem
+ * (its detail names the reason) with the same members besides. */
 static void get_healthz(request *rq, response *rs) {
     (void)rq;
     scheduler_snapshot sc;
     ingest_counters ing;
+    store_health sh;
+    char why[1024];
     scheduler_take_snapshot(&sc);
     ingest_take_counters(&ing);
+    bool unwritable = store_unwritable(why, sizeof why);
+    store_health_take(&sh);
     json_t *o = json_pack("{s:s,s:s,s:I}", "status", "ok", "version", DDPD_VERSION, "uptime_s",
                           (json_int_t)((now_ms() - started_at) / 1000));
     json_object_set_new(o, "devices",
@@ -90,7 +120,17 @@ static void get_healthz(request *rq, response *rs) {
                                   (json_int_t)ing.lines, "events", (json_int_t)ing.events, "malformed",
                                   (json_int_t)ing.malformed, "dropped_connections",
                                   (json_int_t)ing.dropped_connections));
-    reply_json(rs, 200, o);
+    json_object_set_new(o, "store", store_health_json(&sh));
+    if (!unwritable) {
+        reply_json(rs, 200, o);
+        return;
+    }
+    json_object_set_new(o, "type", json_string("about:blank"));
+    json_object_set_new(o, "title", json_string("Service Unavailable"));
+    json_object_set_new(o, "status", json_integer(503));
+    json_object_set_new(o, "detail", json_string(why));
+    reply_json(rs, 503, o);
+    rs->content_type = "application/problem+json";
 }
 
 /* ---- POST /runs ---- */
@@ -146,7 +186,11 @@ static void post_runs(request *rq, response *rs) {
     char err[1024];
     int64_t id = runs_submit(config, &errs, err, sizeof err);
     if (id == 0) invalid_config(rs, &errs);
-    else if (id < 0) reply_problem(rs, 500, NULL, "%s", err);
+    else if (id < 0) {
+        store_health sh;
+        store_health_take(&sh);
+        reply_problem(rs, sh.writable ? 500 : 503, NULL, "%s", err);
+    }
     else {
         rs->location = xasprintf("/runs/%lld", (long long)id);
         reply_run(rs, 201, id);
@@ -305,7 +349,12 @@ static void delete_run(request *rq, response *rs) {
     case RUNS_CHANGED:
         reply_problem(rs, 409, NULL, "run %lld could not be deleted: it changed meanwhile; try again", (long long)id);
         return;
-    default: reply_problem(rs, 500, NULL, "the database could not be read; see the server's log"); return;
+    default: {
+        char what[96];
+        snprintf(what, sizeof what, "run %lld was not deleted", (long long)id);
+        reply_store_refused(rs, what);
+        return;
+    }
     }
 }
 

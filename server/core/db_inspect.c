@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base.h"
+#include "disk_space.h"
 #include "migrations.h"
 
 /* One row's first column as text into out; false when the statement cannot be
@@ -173,7 +174,23 @@ static void classify(sqlite3 *db, const char *path, long long size, const char *
     buf_free(&tables);
 }
 
+/* A database that could not be opened or read on a full file system: the space's
+ * fault, said so (SQLite only says "disk I/O error"). */
+static void blame_space(const char *path, db_report *out) {
+    char why[1024];
+    if ((out->state != DB_UNREADABLE && out->state != DB_DAMAGED) || !disk_space_explain(path, why, sizeof why)) return;
+    report(out, DB_NO_SPACE, "%s: %s cannot be opened to be read; free some space there, or use another --state-dir", why,
+           path);
+}
+
+static void inspect(const char *path, const char *runs_dir, db_report *out);
+
 void db_inspect(const char *path, const char *runs_dir, db_report *out) {
+    inspect(path, runs_dir, out);
+    blame_space(path, out);
+}
+
+static void inspect(const char *path, const char *runs_dir, db_report *out) {
     const int known = ddpd_migrations_count;
     out->version = -1;
     out->runs = -1;
@@ -210,5 +227,5 @@ void db_inspect(const char *path, const char *runs_dir, db_report *out) {
 }
 
 bool db_refuses(db_state s) {
-    return s == DB_UNREADABLE || s == DB_DAMAGED || s == DB_FOREIGN || s == DB_NEWER || s == DB_LOST;
+    return s == DB_UNREADABLE || s == DB_DAMAGED || s == DB_FOREIGN || s == DB_NEWER || s == DB_LOST || s == DB_NO_SPACE;
 }

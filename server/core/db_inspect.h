@@ -13,6 +13,8 @@
  *   newer    ddpd's schema, newer than this ddpd's migrations
  *   lost     none or empty, but the runs directory holds run directories: their
  *            history is gone, and serve would start an empty one beside them
+ *   nospace  it cannot be opened or read and its file system has no space left
+ *            (SQLite says "disk I/O error"): not the file's fault
  *
  * Each verdict comes with one sentence naming the file, and for a refusal, what to do. */
 #ifndef DDPD_CORE_DB_INSPECT_H
@@ -21,7 +23,7 @@
 #include <stdbool.h>
 
 typedef enum { DB_NONE, DB_EMPTY, DB_CURRENT, DB_OLDER, DB_UNREADABLE, DB_DAMAGED, DB_FOREIGN, DB_NEWER,
-               DB_LOST } db_state;
+               DB_LOST, DB_NO_SPACE } db_state;
 
 typedef struct {
     db_state state;

@@ -9,6 +9,7 @@
 #include "base.h"
 #include "run_status.h"
 #include "views.h"
+#include "write_fault.h"
 
 /* ---- reading events ---- */
 
@@ -51,9 +52,16 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s) {
 
 /* Runs a bound statement to completion; returns the rows it changed, or -1. */
 static int64_t run(sqlite3 *db, sqlite3_stmt *st) {
+    if (write_fault_noted()) { /* the batch is rolled back and retried: nothing more runs (write_fault.h) */
+        sqlite3_clear_bindings(st);
+        return -1;
+    }
     int rc = sqlite3_step(st);
     int64_t changes = rc == SQLITE_DONE ? sqlite3_changes(db) : -1;
-    if (rc != SQLITE_DONE) log_error("database write failed (%s): %s", sqlite3_sql(st), sqlite3_errmsg(db));
+    if (rc != SQLITE_DONE) {
+        if (!write_fault_is(rc)) log_error("database write failed (%s): %s", sqlite3_sql(st), sqlite3_errmsg(db));
+        write_fault_note(db, rc);
+    }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return changes;

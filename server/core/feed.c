@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "write_fault.h"
+
 #define PROGRESS_TICK_MS 100 /* the ticker's period: progress reaches a subscriber at most ~10 times a second */
 #define PROGRESS_GAP_MS 90   /* ... and never twice within this (a durable event's wake-up brings none) */
 #define REPLAY_PAGE 256      /* rows per read when replaying from the table */
@@ -106,7 +108,7 @@ static void record(const char *type, json_t *data, int64_t t, bool ends_run) {
     int64_t run_id = json_integer_value(json_object_get(data, "run"));
     char *text = json_dumps(data, EVENT_JSON);
     json_decref(data);
-    if (!text || !F.insert) {
+    if (!text || !F.insert || write_fault_noted()) { /* a faulted batch is retried whole (write_fault.h) */
         free(text);
         return;
     }
@@ -119,7 +121,10 @@ static void record(const char *type, json_t *data, int64_t t, bool ends_run) {
     sqlite3_reset(F.insert);
     sqlite3_clear_bindings(F.insert);
     if (rc != SQLITE_DONE) {
-        log_error("events feed: cannot record a %s event of run %lld: %s", type, (long long)run_id, sqlite3_errmsg(F.db));
+        write_fault_note(F.db, rc);
+        if (!write_fault_noted())
+            log_error("events feed: cannot record a %s event of run %lld: %s", type, (long long)run_id,
+                      sqlite3_errmsg(F.db));
         free(text);
         return;
     }

@@ -110,7 +110,11 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     ins.u.insert.command = command;
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
-        snprintf(err, errlen, "the run could not be stored (a database error; see the server's log)");
+        char why[768];
+        if (store_unwritable(why, sizeof why))
+            snprintf(err, errlen, "the run was not stored (submit it again once the database can be written): %s", why);
+        else
+            snprintf(err, errlen, "the run could not be stored (a database error; see the server's log)");
         json_decref(for_trainer);
         return -1;
     }
@@ -161,7 +165,9 @@ runs_result runs_delete(int64_t id, run_status *status) {
     *status = b.status;
     if (!run_status_is_final(b.status)) return RUNS_NOT_FINISHED;
     store_op op = {.kind = OP_RUN_DELETE, .run_id = id, .t = now_ms()};
-    if (store_submit_wait(&op) != 1) return RUNS_CHANGED;
+    int64_t deleted = store_submit_wait(&op);
+    if (deleted < 0) return RUNS_STORE_ERROR; /* the database cannot be written: nothing was deleted */
+    if (deleted != 1) return RUNS_CHANGED;
     char *dir = layout_run_dir(id);
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);

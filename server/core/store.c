@@ -8,14 +8,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base.h"
+#include "disk_space.h"
 #include "metrics_sink.h"
 #include "migrations.h"
 #include "run_versions.h"
+#include "write_fault.h"
 
-/* Past this many queued ops, store_submit waits: about 40 MB of queue. */
+/* Past this many ops not yet written (queued, or kept by the writer after a fault),
+ * store_submit waits: about 40 MB. */
 #define QUEUE_MAX 262144
+/* A batch that met a storage fault is tried again after RETRY_FIRST_S, doubling to
+ * RETRY_MAX_S; a retry takes the first RETRY_PROBE_OPS ops (in order) so that an
+ * outage costs little, and once they commit the rest follows at once. */
+#define RETRY_FIRST_S 0.05
+#define RETRY_MAX_S 2.0
+#define RETRY_PROBE_OPS 1000
+/* While it cannot write: the log says so again this often. */
+#define FAULT_LOG_EVERY_S 30.0
+/* Stopping while it cannot write: how long the writer still tries before it gives up
+ * (and says what is lost). */
+#define STOP_GIVE_UP_S 5.0
 
 struct store_wait {
     bool done;
@@ -51,10 +66,16 @@ static struct {
     store_op *ops; /* the queue */
     size_t n, cap;
     bool stopping;
+    size_t kept;        /* ops the writer holds and has not committed: its batch */
+    size_t held;        /* store_submit callers waiting for room */
+    store_health health;
+    int fault_code;         /* the last fault's SQLite code: what store_unwritable advises */
+    double fault_logged_at; /* mono_s */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .space = PTHREAD_COND_INITIALIZER,
-       .committed = PTHREAD_COND_INITIALIZER};
+       .committed = PTHREAD_COND_INITIALIZER,
+       .health = {.writable = true}};
 
 
 /* ---- binding helpers: NO_INT and NaN become NULL ---- */
@@ -72,10 +93,18 @@ static void bind_real(sqlite3_stmt *st, int i, double v) {
 /* Runs a bound statement to completion; returns the rows it changed, or -1. */
 static int64_t run_stmt(int which) {
     sqlite3_stmt *st = S.st[which];
+    if (which != ST_ROLLBACK && write_fault_noted()) { /* the batch is retried whole (write_fault.h) */
+        sqlite3_clear_bindings(st);
+        return -1;
+    }
     int rc = sqlite3_step(st);
     int64_t changes = rc == SQLITE_DONE ? sqlite3_changes(S.db) : -1;
-    if (rc != SQLITE_DONE)
-        log_error("database write failed (%s): %s", SQL[which], sqlite3_errmsg(S.db));
+    if (rc != SQLITE_DONE && which != ST_ROLLBACK) {
+        if (!write_fault_is(rc)) log_error("database write failed (%s): %s", SQL[which], sqlite3_errmsg(S.db));
+        /* a BEGIN or COMMIT that fails is a fault whatever its code: the batch is kept */
+        bool txn = which == ST_BEGIN || which == ST_COMMIT;
+        write_fault_note(S.db, txn && !write_fault_is(rc) ? SQLITE_IOERR : rc);
+    }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return changes;
@@ -182,54 +211,207 @@ static void bump_versions(const store_op *batch, const int64_t *results, size_t 
         if (batch[i].kind == OP_RUN_DELETE && results[i] == 1) S.cache.run_deleted(batch[i].run_id);
 }
 
+/* ---- faults: what the writer cannot write, kept and retried ---- */
+
+/* Under the lock: the first failed attempt of an outage, or one more. */
+static void note_fault_locked(size_t kept, double now) {
+    store_health *h = &S.health;
+    const char *why = write_fault_message();
+    if (h->writable) {
+        h->writable = false;
+        h->since_ms = now_ms();
+        h->attempts = 0;
+        snprintf(h->reason, sizeof h->reason, "%s", *why ? why : "the transaction failed");
+        log_error("the database %s cannot be written: %s; %zu writes are kept, in order, and tried again until it "
+                  "can be (GET /healthz says 503 meanwhile)",
+                  S.path, h->reason, kept + S.n);
+        S.fault_logged_at = now;
+    } else if (*why) {
+        snprintf(h->reason, sizeof h->reason, "%s", why);
+    }
+    h->attempts++;
+    h->failed_total++;
+    S.fault_code = write_fault_code();
+    if (now - S.fault_logged_at >= FAULT_LOG_EVERY_S) {
+        log_warn("the database %s still cannot be written after %lld s: %s; %zu writes waiting%s", S.path,
+                 (long long)((now_ms() - h->since_ms) / 1000), h->reason, kept + S.n,
+                 S.held ? "; new events wait (the queue is full)" : "");
+        S.fault_logged_at = now;
+    }
+}
+
+/* Under the lock: a commit went through. */
+static void note_written_locked(size_t written) {
+    store_health *h = &S.health;
+    if (h->writable) return;
+    log_info("the database %s can be written again after %.1f s: the %zu writes that waited are being written", S.path,
+             (double)(now_ms() - h->since_ms) / 1000.0, written + S.kept + S.n);
+    h->writable = true;
+    h->reason[0] = '\0';
+    h->attempts = 0;
+    h->since_ms = 0;
+}
+
+/* What a caller waited for and can ask again (a new run, a deletion, a sync): told
+ * "failed" at once while the database cannot be written, and not kept. Everything
+ * else (the run state changes above all) is kept and written once it can be. */
+static bool refusable(const store_op *op) {
+    return op->kind == OP_RUN_INSERT || op->kind == OP_RUN_DELETE || op->kind == OP_SYNC;
+}
+
+/* Under the lock, after a failed attempt: every waiter in the batch is answered -1;
+ * the refusable ops it waited for leave the batch. Returns the batch's new length. */
+static size_t answer_waiters_failed_locked(store_op *batch, size_t n, bool *woke) {
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        store_op *op = &batch[i];
+        if (op->wait) {
+            op->wait->result = -1;
+            op->wait->done = true;
+            *woke = true;
+            bool drop = refusable(op);
+            op->wait = NULL;
+            if (drop) {
+                S.health.refused_total++;
+                store_op_free(op);
+                continue;
+            }
+        }
+        batch[kept++] = *op;
+    }
+    return kept;
+}
+
+/* Sleeps `seconds` (under the lock) unless a stop is asked meanwhile. */
+static void backoff_locked(double seconds) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + (long long)(seconds * 1e9);
+    until.tv_sec += ns / 1000000000LL;
+    until.tv_nsec = ns % 1000000000LL;
+    bool was_stopping = S.stopping;
+    while (S.stopping == was_stopping) {
+        if (pthread_cond_timedwait(&S.wake, &S.mu, &until) != 0) break; /* ETIMEDOUT */
+    }
+}
+
 /* ---- the writer thread ---- */
+
+/* Applies batch[0..n) in one transaction. True when it committed; false after a
+ * storage fault (write_fault.h), rolled back: nothing of it is in the database. */
+static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_summary *summary) {
+    write_fault_clear();
+    bool ok = run_stmt(ST_BEGIN) >= 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        results[i] = apply(&batch[i], summary);
+        if (S.observer.record) S.observer.record(&batch[i], results[i]); /* the feed's events, in this transaction */
+        /* SQLite may roll the transaction back on a fault: then nothing more may run */
+        if (write_fault_noted() || sqlite3_get_autocommit(S.db)) ok = false;
+    }
+    write_summary(summary);
+    if (ok && run_stmt(ST_COMMIT) < 0) ok = false;
+    if (!ok) {
+        if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
+        if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
+    }
+    summary->n_progress = summary->n_seen = 0;
+    return ok;
+}
+
+/* Under the lock: the queue joins the writer's batch (after what it kept). */
+static void take_queue_locked(store_op **batch, size_t *n, size_t *cap) {
+    if (*n == 0) { /* take the whole queue; hand the queue our empty array (no copying) */
+        store_op *ops = S.ops;
+        size_t qn = S.n, qcap = S.cap;
+        S.ops = *batch;
+        S.cap = *cap;
+        *batch = ops;
+        *n = qn;
+        *cap = qcap;
+    } else if (S.n) {
+        if (*n + S.n > *cap) {
+            while (*cap < *n + S.n) *cap = *cap ? 2 * *cap : 1024;
+            *batch = xrealloc(*batch, *cap * sizeof **batch);
+        }
+        memcpy(*batch + *n, S.ops, S.n * sizeof *S.ops);
+        *n += S.n;
+    }
+    S.n = 0;
+    S.kept = *n;
+}
 
 static void *writer_main(void *arg) {
     (void)arg;
     store_op *batch = NULL;
-    size_t batch_cap = 0;
+    size_t n = 0, batch_cap = 0; /* n > 0 between attempts: a batch kept after a fault */
     batch_summary summary = {0};
+    double backoff = 0, give_up_at = 0;
     pthread_mutex_lock(&S.mu);
     for (;;) {
-        while (S.n == 0 && !S.stopping) pthread_cond_wait(&S.wake, &S.mu);
-        if (S.n == 0 && S.stopping) break;
-        /* Take the whole queue; hand the queue our empty array (no copying). */
-        store_op *ops = S.ops;
-        size_t n = S.n, cap = S.cap;
-        S.ops = batch;
-        S.cap = batch_cap;
-        S.n = 0;
-        batch = ops;
-        batch_cap = cap;
+        while (S.n == 0 && n == 0 && !S.stopping) pthread_cond_wait(&S.wake, &S.mu);
+        if (S.n == 0 && n == 0) break; /* stopping, and everything is written */
+        take_queue_locked(&batch, &n, &batch_cap);
         pthread_cond_broadcast(&S.space);
         pthread_mutex_unlock(&S.mu);
 
-        int64_t *results = xmalloc(2 * n * sizeof *results); /* and the runs touched, for the versions */
+        /* after a fault, a few ops first: once they commit, the rest */
+        size_t m = backoff > 0 && n > RETRY_PROBE_OPS ? RETRY_PROBE_OPS : n;
+        int64_t *results = xmalloc(2 * m * sizeof *results); /* and the runs touched, for the versions */
         double t0 = mono_s();
-        bool ok = run_stmt(ST_BEGIN) >= 0;
-        for (size_t i = 0; i < n; i++) {
-            results[i] = apply(&batch[i], &summary);
-            if (S.observer.record) S.observer.record(&batch[i], results[i]); /* the feed's events, in this transaction */
+        bool ok = attempt(batch, m, results, &summary);
+        metrics_observe_store_batch(mono_s() - t0, m, ok);
+        if (ok) {
+            /* after the commit, before anyone hears of it (the feed's clients, the waiters):
+             * a GET prompted by an event never finds the old version (run_versions.h) */
+            bump_versions(batch, results, m, results + m);
+            if (S.observer.commit) S.observer.commit(true); /* a client reading the database sees what it is told */
+        } else if (S.observer.commit) {
+            S.observer.commit(false);
         }
-        write_summary(&summary);
-        if (ok && run_stmt(ST_COMMIT) < 0) {
-            run_stmt(ST_ROLLBACK);
-            ok = false;
-        }
-        metrics_observe_store_batch(mono_s() - t0, n, ok);
-        /* after the commit, before anyone hears of it (the feed's clients, the waiters):
-         * a GET prompted by an event never finds the old version (run_versions.h) */
-        bump_versions(batch, results, n, results + n);
-        if (S.observer.commit) S.observer.commit(ok); /* after the commit: a client reading the database sees what it is told */
-        for (size_t i = 0; i < n; i++) store_op_free(&batch[i]);
 
         pthread_mutex_lock(&S.mu);
         bool woke = false;
-        for (size_t i = 0; i < n; i++) {
-            if (batch[i].wait) {
-                batch[i].wait->result = ok ? results[i] : -1;
-                batch[i].wait->done = true;
-                woke = true;
+        if (ok) {
+            for (size_t i = 0; i < m; i++) {
+                if (batch[i].wait) {
+                    batch[i].wait->result = results[i];
+                    batch[i].wait->done = true;
+                    woke = true;
+                }
+                store_op_free(&batch[i]);
+            }
+            memmove(batch, batch + m, (n - m) * sizeof *batch);
+            n -= m;
+            S.kept = n;
+            note_written_locked(m);
+            backoff = 0;
+            give_up_at = 0;
+        } else {
+            double now = mono_s();
+            n = answer_waiters_failed_locked(batch, n, &woke);
+            S.kept = n;
+            note_fault_locked(n, now);
+            if (S.stopping && give_up_at == 0) give_up_at = now + STOP_GIVE_UP_S;
+            if (S.stopping && now >= give_up_at) {
+                log_error("stopping: the database %s still cannot be written (%s): %zu writes are lost", S.path,
+                          S.health.reason, n + S.n);
+                for (size_t i = 0; i < n; i++) store_op_free(&batch[i]);
+                n = 0;
+                S.kept = 0;
+                for (size_t i = 0; i < S.n; i++) {
+                    if (S.ops[i].wait) {
+                        S.ops[i].wait->result = -1;
+                        S.ops[i].wait->done = true;
+                        woke = true;
+                    }
+                    store_op_free(&S.ops[i]);
+                }
+                S.n = 0;
+            } else {
+                backoff = backoff > 0 ? (2 * backoff > RETRY_MAX_S ? RETRY_MAX_S : 2 * backoff) : RETRY_FIRST_S;
+                if (woke) pthread_cond_broadcast(&S.committed); /* before the sleep: nobody waits on it */
+                woke = false;
+                backoff_locked(backoff);
             }
         }
         if (woke) pthread_cond_broadcast(&S.committed);
@@ -257,7 +439,9 @@ static void enqueue_locked(const store_op *ops, size_t n) {
 void store_submit(const store_op *ops, size_t n) {
     if (!n) return;
     pthread_mutex_lock(&S.mu);
-    while (S.n >= QUEUE_MAX && !S.stopping) pthread_cond_wait(&S.space, &S.mu);
+    S.held++;
+    while (S.n + S.kept >= QUEUE_MAX && !S.stopping) pthread_cond_wait(&S.space, &S.mu);
+    S.held--;
     enqueue_locked(ops, n);
     pthread_mutex_unlock(&S.mu);
 }
@@ -273,6 +457,12 @@ int64_t store_submit_wait(const store_op *op) {
     store_op copy = *op;
     copy.wait = &w;
     pthread_mutex_lock(&S.mu);
+    if (!S.health.writable && refusable(op)) { /* told at once: nothing is kept of it */
+        S.health.refused_total++;
+        pthread_mutex_unlock(&S.mu);
+        store_op_free(&copy);
+        return -1;
+    }
     enqueue_locked(&copy, 1);
     while (!w.done) pthread_cond_wait(&S.committed, &S.mu);
     pthread_mutex_unlock(&S.mu);
@@ -282,6 +472,44 @@ int64_t store_submit_wait(const store_op *op) {
 void store_sync(void) {
     store_op op = {.kind = OP_SYNC};
     store_submit_wait(&op);
+}
+
+void store_health_take(store_health *out) {
+    pthread_mutex_lock(&S.mu);
+    *out = S.health;
+    out->pending = S.kept + S.n;
+    out->events_held = S.held > 0 && S.n + S.kept >= QUEUE_MAX;
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* What a person can do about a fault of this kind. */
+static const char *advice(int code) {
+    switch (code & 0xff) {
+    case SQLITE_FULL: return "free space on its disk";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return "another process holds its lock: stop it";
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN: return "make its directory writable for ddpd";
+    case SQLITE_NOMEM: return "free memory";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return "stop ddpd and run ddpd check";
+    default: return "check its disk";
+    }
+}
+
+bool store_unwritable(char *why, size_t len) {
+    store_health h;
+    store_health_take(&h);
+    if (h.writable) return false;
+    pthread_mutex_lock(&S.mu);
+    int code = S.fault_code;
+    pthread_mutex_unlock(&S.mu);
+    snprintf(why, len,
+             "the database cannot be written: %s (%s); %llu writes waiting, retried for %lld s%s: %s, and they are "
+             "written in order",
+             h.reason, S.path ? S.path : "?", (unsigned long long)h.pending, (long long)((now_ms() - h.since_ms) / 1000),
+             h.events_held ? "; new events wait (the queue is full)" : "", advice(code));
+    return true;
 }
 
 /* ---- opening and closing ---- */
@@ -296,10 +524,26 @@ static int exec_pragma(const char *sql, char *err, size_t errlen) {
     return 0;
 }
 
+static int open_and_start(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+                          size_t errlen);
+
 int store_open(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
                size_t errlen) {
+    int rc = open_and_start(path, observer, cache, err, errlen);
+    char why[1024];
+    /* SQLite says "disk I/O error" or "database or disk is full": say where, and what to do */
+    if (rc != 0 && disk_space_explain(path, why, sizeof why))
+        snprintf(err, errlen, "%s: the database %s cannot be written; free some space there, or use another --state-dir",
+                 why, path);
+    return rc;
+}
+
+static int open_and_start(const char *path, const store_observer *observer, const store_cache_hooks *cache, char *err,
+                          size_t errlen) {
     if (observer) S.observer = *observer;
     S.stopping = false; /* a store closed before may be opened again */
+    S.health = (store_health){.writable = true};
+    S.kept = S.held = 0;
     if (cache) S.cache = *cache;
     run_versions_reset();
     /* No allocation statistics: they take a process-wide mutex on every malloc,

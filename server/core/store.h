@@ -11,7 +11,16 @@
  *
  * Versions (run_versions.h): after each commit, the writer bumps the version of
  * every run the batch touched, so that what is cached of a run is known current
- * without a query. */
+ * without a query.
+ *
+ * Faults (write_fault.h): a batch that cannot be committed because the database
+ * cannot be written (a full disk, an I/O error, its lock held by another process) is
+ * rolled back and kept, in order, and tried again after 50 ms, doubling to 2 s; what
+ * is queued meanwhile joins it behind. Run state changes are never dropped. What a
+ * caller waits for and can ask again (a new run, a deletion, a sync) is answered
+ * -1 at once instead, and not kept. Ingested events wait in store_submit while
+ * QUEUE_MAX ops are not yet written, so that memory stays bounded (the trainers keep
+ * their journals). store_health_take says all this to /healthz and /metrics. */
 #ifndef DDPD_STORE_H
 #define DDPD_STORE_H
 
@@ -54,9 +63,29 @@ void store_submit(const store_op *ops, size_t n);
 /* Queues one op and never blocks: run state changes, from any thread. */
 void store_submit_now(const store_op *op);
 /* Queues one op and waits until it is committed. Returns its result (see above),
- * or -1 when the transaction failed. */
+ * or -1 when the transaction failed (see Faults above). */
 int64_t store_submit_wait(const store_op *op);
-/* Waits until everything queued before the call is committed. */
+/* Waits until everything queued before the call is committed (or, while the
+ * database cannot be written, returns at once). */
 void store_sync(void);
+
+/* Whether the writer can write, for /healthz and /metrics. */
+typedef struct {
+    bool writable;           /* false from a failed attempt until a commit goes through */
+    char reason[256];        /* why not, SQLite's words: "database or disk is full" */
+    int64_t since_ms;        /* unix ms of this outage's first failed attempt */
+    uint64_t attempts;       /* failed attempts in this outage */
+    uint64_t pending;        /* writes not yet written: the batch kept and the queue */
+    bool events_held;        /* the queue is full: ingested events wait */
+    uint64_t failed_total;   /* failed attempts since start */
+    uint64_t refused_total;  /* waited-for ops answered "failed" (not kept) since start */
+} store_health;
+
+void store_health_take(store_health *out);
+/* While the database cannot be written: one sentence for a person into why ("the
+ * database cannot be written: database or disk is full (PATH); 1234 writes waiting,
+ * retried for 12 s: free space on its disk, and they are written in order"), and
+ * true. False (why untouched) when it can be written. */
+bool store_unwritable(char *why, size_t len);
 
 #endif

@@ -28,8 +28,10 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 TOKEN = "openapi-test-token-0123456789abcdef"
 # Statuses a route documents that this test cannot bring about on purpose: a stream
 # refused while the server shuts down (503), a database that cannot be read (500 is
-# "default" anyway).
-UNREACHABLE = {("get", "/events", "503"), ("get", "/runs/{id}/events", "503")}
+# "default" anyway), a database that cannot be written (503: tests/server/
+# test_server_full_disk.py fills a real disk and validates those against this document).
+UNREACHABLE = {("get", "/events", "503"), ("get", "/runs/{id}/events", "503"), ("get", "/healthz", "503"),
+               ("post", "/runs", "503"), ("delete", "/runs/{id}", "503")}
 # The one reference outside the document: relative, so that it resolves offline (the
 # file beside schema/openapi.json) and online (ddpd serves it beside /openapi.json).
 RUN_CONFIG_REF = "run-config.schema.json"

@@ -132,8 +132,9 @@ class Response:
 class Server:
     """One ddpd process. Use as a context manager."""
 
-    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3):
+    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3, log_dir=None):
         self.ddpd, self.trainer, self.slots = ddpd, trainer, slots
+        self.log_dir = log_dir  # where server.log goes (default: the state dir)
         self.own_dir = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="ddpd-test-")
         self.extra_args, self.env, self.grace = list(extra_args), env, grace
@@ -175,7 +176,7 @@ class Server:
             cmd += ["--trainer", self.trainer]
         cmd += self.extra_args
         env = dict(os.environ, **(self.env or {}))
-        self.log_path = os.path.join(self.state_dir, "server.log")
+        self.log_path = os.path.join(self.log_dir or self.state_dir, "server.log")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
         line = []

@@ -19,7 +19,8 @@ config's name:
   killself       hello, then SIGKILL to itself
   hold           hellos, then silence: writes hold.json (the event socket, the run's
                  secret) to the run dir so that a test sends the run's events itself,
-                 when it chooses; SIGTERM -> end canceled, exit 143
+                 when it chooses; SIGTERM -> end canceled, exit 143; SIGUSR1 -> exit 0
+                 (the test has sent the run's `end` itself)
   record         writes what it was given (argv, env, cwd, pgid) to fake.json; steps-5
 """
 import json, os, signal, socket, sys, time
@@ -137,6 +138,7 @@ def wait_forever(run, events, secret, ignore_term, silent=False, run_dir=None):
             os._exit(128 + sig)
         signal.signal(signal.SIGTERM, on_term)
     if silent:
+        signal.signal(signal.SIGUSR1, lambda sig, frame: os._exit(0))
         with open(os.path.join(run_dir, "hold.json.tmp"), "w") as f:
             json.dump({"events": events, "secret": secret, "run": run}, f)
         os.rename(os.path.join(run_dir, "hold.json.tmp"), os.path.join(run_dir, "hold.json"))
