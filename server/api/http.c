@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,8 @@ typedef struct {
 static struct {
     struct MHD_Daemon *daemon;
     http_config c;
-} H;
+    int listen_fd;
+} H = {.listen_fd = -1};
 
 /* ---- replies ---- */
 
@@ -389,6 +392,12 @@ static bool has_body(struct MHD_Connection *conn) {
 /* ---- the access handler: MHD calls it once with the headers, then once per body
  * chunk, then once more with no data: that last call dispatches. ---- */
 
+/* The connection's conn_guard record (its socket context). */
+static conn_track *connection_track(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -399,6 +408,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
         *con_cls = st;
+        conn_guard_headers_in(connection_track(conn));
         st->started = mono_s();
         snprintf(st->method, sizeof st->method, "%s", method);
         snprintf(st->path, sizeof st->path, "%s", url);
@@ -503,15 +513,63 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(st);
         *con_cls = NULL;
     }
+    conn_guard_answered(connection_track(conn));
+}
+
+/* A connection begins (the accept thread admitted it) or ends. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ca = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = conn_guard_opened(fd ? fd->connect_fd : -1, ca ? ca->client_addr : NULL);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_guard_closed(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The accept thread's hand-over (conn_guard.h). */
+static bool admit(int fd, const struct sockaddr *sa, socklen_t len) {
+    return MHD_add_connection(H.daemon, fd, sa, len) == MHD_YES;
+}
+
+/* libmicrohttpd's messages. Most are about one client (a request cut short, a bad
+ * header), so a flood of clients would be a flood of lines: each message (by its
+ * format) is logged at most once per minute, with how often it came meanwhile. */
+#define MHD_LOG_KINDS 64
+static struct {
+    pthread_mutex_t mu;
+    const char *fmt[MHD_LOG_KINDS];
+    log_limit limit[MHD_LOG_KINDS];
+} mhd_log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static log_limit *mhd_log_limit(const char *fmt) {
+    pthread_mutex_lock(&mhd_log.mu);
+    log_limit *l = NULL;
+    for (int i = 0; i < MHD_LOG_KINDS && !l; i++) {
+        if (mhd_log.fmt[i] == fmt) l = &mhd_log.limit[i];
+        else if (!mhd_log.fmt[i]) {
+            mhd_log.fmt[i] = fmt;
+            l = &mhd_log.limit[i];
+        }
+    }
+    pthread_mutex_unlock(&mhd_log.mu);
+    return l;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
+    log_limit *l = mhd_log_limit(fmt);
+    uint64_t skipped = 0;
+    if (l && !log_limit_now(l, 60000, &skipped)) return;
     char line[1024];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n') line[--n] = '\0';
-    log_warn("http: %s", line);
+    if (skipped) log_warn("http: %s (and %llu times more in the last minute or so)", line, (unsigned long long)skipped);
+    else log_warn("http: %s", line);
 }
 
 /* "host:port", "[v6]:port": getaddrinfo, first address. */
@@ -568,16 +626,22 @@ int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
     if (resolve_listen(c->listen, &ss, &sslen, err, errlen) != 0) return -1;
     int fd = listen_socket(c->listen, &ss, sslen, err, errlen);
     if (fd < 0) return -1;
-    /* suspend/resume: server-sent event streams wait suspended, not in a thread (sse.h) */
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* suspend/resume: server-sent event streams wait suspended, not in a thread (sse.h).
+     * No listening socket: conn_guard's thread accepts and hands connections over. */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     MHD_USE_NO_LISTEN_SOCKET;
+    /* conn_guard holds the real caps. libmicrohttpd splits its own limit among its
+     * threads, and a thread past its share drops a connection without telling anyone:
+     * each share is above conn_guard's total, so that never happens. */
+    unsigned threads = c->threads ? c->threads : 1;
+    unsigned mhd_limit = (c->limits.max_connections + c->limits.reserved + 64) * threads;
     H.daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL,
                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-                                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                                 MHD_OPTION_THREAD_POOL_SIZE, c->threads,
-                                MHD_OPTION_CONNECTION_LIMIT, 4096u,
-                                MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+                                MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                                MHD_OPTION_CONNECTION_TIMEOUT, c->idle_timeout_s,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
                                 MHD_OPTION_END);
     if (!H.daemon) {
@@ -585,14 +649,28 @@ int http_start(const http_config *c, int *port_out, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot serve on %s: the HTTP server did not start (see the line before)", c->listen);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(H.daemon, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = info ? info->port : 0;
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    *port_out = 0;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        *port_out = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                      : ((struct sockaddr_in *)&bound)->sin_port);
+    if (conn_guard_start(fd, &c->limits, admit, err, errlen) != 0) {
+        MHD_stop_daemon(H.daemon);
+        H.daemon = NULL;
+        close(fd);
+        return -1;
+    }
+    H.listen_fd = fd;
     return 0;
 }
 
 void http_stop(void) {
+    conn_guard_stop(); /* no new connections; those open close through on_connection */
     if (H.daemon) {
         MHD_stop_daemon(H.daemon);
         H.daemon = NULL;
     }
+    if (H.listen_fd >= 0) close(H.listen_fd);
+    H.listen_fd = -1;
 }

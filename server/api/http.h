@@ -6,7 +6,10 @@
  * streaming), 415 for bodies that are not JSON, 401 for a request that changes
  * something (not GET or HEAD) without the token, when one is set (auth.h). Errors are
  * application/problem+json (RFC 9457). When a request is over, the request_done hook
- * hears of it (main.c: its log line and its count in /metrics). */
+ * hears of it (main.c: its log line and its count in /metrics). Connections come
+ * through conn_guard.h's accept thread (its caps and the header deadline); a
+ * connection idle for idle_timeout_s is closed by libmicrohttpd. Its repeated
+ * messages (one per misbehaving client) are logged at most once per interval. */
 #ifndef DDPD_HTTP_H
 #define DDPD_HTTP_H
 
@@ -16,6 +19,7 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "conn_guard.h"
 
 #define HTTP_MAX_BODY (1u << 20)
 
@@ -69,6 +73,8 @@ typedef struct {
     size_t n_routes;
     const char *token;   /* NULL: no authentication */
     void (*request_done)(const http_done *d);
+    conn_guard_limits limits; /* connections per address and in all, the header deadline */
+    unsigned idle_timeout_s;  /* a connection that sends and reads nothing for this long is closed */
 } http_config;
 
 /* Starts serving. *port_out gets the bound port (useful with port 0). */

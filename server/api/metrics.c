@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "conn_guard.h"
 #include "ddpd_build_config.h"
 #include "feed.h"
 #include "ingest.h"
@@ -12,6 +13,7 @@
 #include "run_status.h"
 #include "scheduler.h"
 #include "store.h"
+#include "sse.h"
 #include "store_read.h"
 
 static double start_time_s;
@@ -64,6 +66,34 @@ void metrics_render(buf_t *b) {
     prom_sample_u(b, "ddpd_ingest_connections", NULL, ing.connections);
     prom_family(b, "ddpd_event_streams", "gauge", "Server-sent event streams open now (GET /events, /runs/{id}/events).");
     prom_sample_u(b, "ddpd_event_streams", NULL, (uint64_t)feed_subscribers());
+    sse_counters sc;
+    sse_take_counters(&sc);
+    prom_family(b, "ddpd_event_streams_refused_total", "counter",
+                "Event streams refused with 503, by the cap they were over (per_address: --max-streams-per-address, "
+                "total: --max-streams).");
+    prom_sample_u(b, "ddpd_event_streams_refused_total", (const char *[]){"cap", "per_address", NULL},
+                  sc.refused_per_address);
+    prom_sample_u(b, "ddpd_event_streams_refused_total", (const char *[]){"cap", "total", NULL}, sc.refused_total);
+
+    conn_guard_counters cg;
+    conn_guard_take_counters(&cg);
+    prom_family(b, "ddpd_http_connections", "gauge", "HTTP connections open now.");
+    prom_sample_u(b, "ddpd_http_connections", NULL, cg.open);
+    prom_family(b, "ddpd_http_client_addresses", "gauge", "Client addresses holding HTTP connections now.");
+    prom_sample_u(b, "ddpd_http_client_addresses", NULL, cg.addresses);
+    prom_family(b, "ddpd_http_connections_refused_total", "counter",
+                "HTTP connections turned away at accept (a 503), by why: per_address (--max-connections-per-address), "
+                "total (--max-connections and the loopback reserve), no_fds (the process was out of file "
+                "descriptors).");
+    prom_sample_u(b, "ddpd_http_connections_refused_total", (const char *[]){"reason", "per_address", NULL},
+                  cg.refused_per_address);
+    prom_sample_u(b, "ddpd_http_connections_refused_total", (const char *[]){"reason", "total", NULL},
+                  cg.refused_total);
+    prom_sample_u(b, "ddpd_http_connections_refused_total", (const char *[]){"reason", "no_fds", NULL},
+                  cg.refused_no_fds);
+    prom_family(b, "ddpd_http_header_timeouts_total", "counter",
+                "HTTP connections closed for not sending a request's headers within --header-timeout.");
+    prom_sample_u(b, "ddpd_http_header_timeouts_total", NULL, cg.header_timeouts);
 
     store_health sh;
     store_health_take(&sh);

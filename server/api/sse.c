@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_counts.h"
 #include "feed.h"
 #include "ids.h"
 #include "store_read.h"
@@ -22,7 +24,29 @@ typedef struct {
     struct MHD_Connection *conn;
     buf_t out; /* read from the feed, not yet given to MHD */
     size_t sent;
+    addr_key client; /* its place in S.streams */
 } sse_client;
+
+/* Open streams, per client address and in all (sse_set_limits). */
+static struct {
+    addr_counts *streams;
+    unsigned max, per_address;
+} S;
+
+void sse_set_limits(unsigned max_streams, unsigned per_address) {
+    addr_counts_free(S.streams);
+    S.max = max_streams;
+    S.per_address = per_address;
+    S.streams = addr_counts_new(per_address, max_streams, 0);
+}
+
+static atomic_ullong refused_per_address, refused_total;
+
+void sse_take_counters(sse_counters *out) {
+    out->open = S.streams ? addr_counts_total(S.streams) : 0;
+    out->refused_per_address = atomic_load(&refused_per_address);
+    out->refused_total = atomic_load(&refused_total);
+}
 
 /* Called by the feed under its lock. */
 static void client_park(feed_sub *s) { MHD_suspend_connection(((sse_client *)s)->conn); }
@@ -53,6 +77,7 @@ static ssize_t client_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* The response is gone: the client left, the server stops, or it was never sent. */
 static void client_free(void *cls) {
     sse_client *c = cls;
+    if (S.streams) addr_counts_put(S.streams, &c->client);
     feed_unsubscribe(&c->sub);
     buf_free(&c->out);
     free(c);
@@ -84,11 +109,31 @@ static void serve(request *rq, response *rs, int64_t run_id) {
         reply_problem(rs, 503, NULL, "the server is shutting down");
         return;
     }
+    /* A stream holds its connection for as long as the client likes: counted and
+     * capped, per address and in all, so that streams cannot take every connection. */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    addr_key client = addr_key_of(ci ? ci->client_addr : NULL);
+    unsigned held = 0;
+    addr_take taken = S.streams ? addr_counts_take(S.streams, &client, &held) : ADDR_TAKEN;
+    if (taken != ADDR_TAKEN) {
+        atomic_fetch_add(taken == ADDR_OVER_ADDRESS ? &refused_per_address : &refused_total, 1);
+        if (taken == ADDR_OVER_ADDRESS)
+            reply_problem(rs, 503, NULL, "too many event streams from this address (%u); close some or raise "
+                                         "--max-streams-per-address", held);
+        else
+            reply_problem(rs, 503, NULL, "too many event streams open (%u, the server's limit); close some or raise "
+                                         "--max-streams", S.max);
+        rs->header_name = "Retry-After";
+        rs->header_value = xstrdup("5");
+        return;
+    }
     sse_client *c = calloc(1, sizeof *c);
     if (!c) {
+        if (S.streams) addr_counts_put(S.streams, &client);
         reply_problem(rs, 503, NULL, "out of memory");
         return;
     }
+    c->client = client;
     c->conn = rq->conn;
     c->sub.run_id = run_id;
     c->sub.park = client_park;

@@ -13,11 +13,16 @@
  * send when they reconnect) or ?last_event_id=N (for a first connection that wants
  * the history: 0 replays everything the server has for the run). The stream begins
  * with `retry:` and an `event: ready` whose data says the newest event id; a first
- * connection's `ready` carries that id, so that a reconnect resumes from it. */
+ * connection's `ready` carries that id, so that a reconnect resumes from it.
+ *
+ * A stream holds its connection as long as its client wants: streams are counted
+ * per client address and in all, and one past a cap is a 503 problem that names the
+ * cap (and its flag) and says Retry-After. */
 #ifndef DDPD_SSE_H
 #define DDPD_SSE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "http.h"
 
@@ -26,5 +31,15 @@ extern const size_t sse_routes_count;
 
 /* Shutting down, before http_stop: every stream ends, new ones get 503. */
 void sse_shutdown(void);
+
+/* At start-up: at most max_streams open streams, per_address of them from one
+ * client address (--max-streams, --max-streams-per-address). Without it: no cap. */
+void sse_set_limits(unsigned max_streams, unsigned per_address);
+
+typedef struct {
+    unsigned open;
+    uint64_t refused_per_address, refused_total;
+} sse_counters;
+void sse_take_counters(sse_counters *out);
 
 #endif

@@ -1,6 +1,7 @@
 /* The base layer in one include: allocation that cannot fail, growable buffers,
- * clocks and times, missing values in JSON, and the one logging API. Every layer
- * above may use it; it uses nothing of theirs. */
+ * clocks and times, missing values in JSON, and the one logging API (with its
+ * once-per-interval limiter). Every layer above may use it; it uses nothing of
+ * theirs. */
 #ifndef DDPD_BASE_H
 #define DDPD_BASE_H
 
@@ -8,6 +9,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "json_values.h"
+#include "log_limit.h"
 #include "server_log.h"
 
 #endif

@@ -26,6 +26,7 @@
 #include "auth.h"
 #include "base.h"
 #include "check_cmd.h"
+#include "conn_limits.h"
 #include "datapaths.h"
 #include "db_inspect.h"
 #include "ddpd_build_config.h"
@@ -174,6 +175,15 @@ static int serve(int argc, char **argv) {
     char **gpus = NULL;
     int n_gpus = o.gpus ? devices_parse_list(o.gpus, &gpus) : devices_detect_gpus(&gpus);
     if (slots == 0 && n_gpus == 0) die("--slots 0 and no GPUs: this server could never run anything");
+    /* Connection limits, sized to the descriptors there are (a run: its ranks'
+     * connections, its pipes and logs). */
+    conn_plan limits;
+    if (conn_plan_make(&o, (unsigned)threads, 8u * (unsigned)(slots + n_gpus) + 16, &limits, err, sizeof err) != 0)
+        die("%s", err);
+    if (limits.fd_need > limits.fd_limit)
+        log_warn("these connection limits can take about %llu file descriptors and this process may open %llu "
+                 "(ulimit -n): raise the limit (ulimit -n, LimitNOFILE=) or lower --max-connections, "
+                 "--reserved-connections or --max-streams", limits.fd_need, limits.fd_limit);
 
     /* Signals: SIGTERM/SIGINT/SIGHUP are taken by sigwait below, SIGCHLD by the
      * supervisor's signalfd; block them in every thread (threads inherit this mask). */
@@ -215,8 +225,10 @@ static int serve(int argc, char **argv) {
     memcpy(all_routes + api_routes_count, sse_routes, sse_routes_count * sizeof *all_routes);
     memcpy(all_routes + api_routes_count + sse_routes_count, static_routes, static_routes_count * sizeof *all_routes);
     if (feed_start() != 0) die("cannot start the live feed's thread");
+    sse_set_limits(limits.max_streams, limits.streams_per_address);
     http_config hc = {.listen = o.listen, .threads = (unsigned)threads, .routes = all_routes,
-                      .n_routes = n_routes, .token = o.token, .request_done = on_request_done};
+                      .n_routes = n_routes, .token = o.token, .request_done = on_request_done,
+                      .limits = limits.http, .idle_timeout_s = limits.idle_timeout_s};
     int port = 0;
     if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);
 
@@ -224,6 +236,9 @@ static int serve(int argc, char **argv) {
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
              DDPD_VERSION, state_dir, roots_text, slots, n_gpus, o.trainer, threads);
     free(roots_text);
+    char limits_text[400];
+    conn_plan_describe(&limits, limits_text, sizeof limits_text);
+    log_info("HTTP: %s", limits_text);
     if (o.allow_commands) {
         char *wr = data_roots_list(&work_roots);
         log_warn("command runs are on (--allow-commands): submitted programs run as this server's user; work roots: "

@@ -52,6 +52,22 @@ const char SETTINGS_USAGE[] =
     "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
     "  --cancel-grace SECONDS SIGTERM to a canceled run, SIGKILL this much later (DDPD_CANCEL_GRACE;\n"
     "                         default 10)\n"
+    "  --max-connections N    HTTP connections open at once, every client together\n"
+    "                         (DDPD_MAX_CONNECTIONS; default: from the file descriptor limit, at most 4096)\n"
+    "  --reserved-connections N  more connections that only this host (loopback) may use once the\n"
+    "                         others are taken, for /healthz and an operator (DDPD_RESERVED_CONNECTIONS;\n"
+    "                         default 16)\n"
+    "  --max-connections-per-address N  HTTP connections of one client address\n"
+    "                         (DDPD_MAX_CONNECTIONS_PER_ADDRESS; default 64; a proxy in front is one address)\n"
+    "  --header-timeout SECONDS  a connection that has not sent a request's headers this long after\n"
+    "                         it opened (or after its previous answer) is closed (DDPD_HEADER_TIMEOUT;\n"
+    "                         default 10)\n"
+    "  --idle-timeout SECONDS a connection that sends and reads nothing this long is closed\n"
+    "                         (DDPD_IDLE_TIMEOUT; default 30)\n"
+    "  --max-streams N        event streams (GET /events, /runs/{id}/events) open at once\n"
+    "                         (DDPD_MAX_STREAMS; default: from the file descriptor limit, at most 1024)\n"
+    "  --max-streams-per-address N  event streams of one client address\n"
+    "                         (DDPD_MAX_STREAMS_PER_ADDRESS; default 16)\n"
     "  --log-level LEVEL      debug, info, warn or error (DDPD_LOG_LEVEL; default info: a line per request)\n"
     "  --log-file PATH        log there instead of stderr, rotated daily to PATH.YYYY-MM-DD and by size\n"
     "                         to PATH.YYYY-MM-DD.N (DDPD_LOG_FILE)\n"
@@ -110,6 +126,13 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--log-max-bytes") == 0) o->log_max_bytes = v;
         else if (strcmp(name, "--log-keep") == 0) o->log_keep = v;
         else if (strcmp(name, "--port-range") == 0) o->port_range = v;
+        else if (strcmp(name, "--max-connections") == 0) o->max_connections = v;
+        else if (strcmp(name, "--max-connections-per-address") == 0) o->max_connections_per_address = v;
+        else if (strcmp(name, "--reserved-connections") == 0) o->reserved_connections = v;
+        else if (strcmp(name, "--header-timeout") == 0) o->header_timeout = v;
+        else if (strcmp(name, "--idle-timeout") == 0) o->idle_timeout = v;
+        else if (strcmp(name, "--max-streams") == 0) o->max_streams = v;
+        else if (strcmp(name, "--max-streams-per-address") == 0) o->max_streams_per_address = v;
         else if (strcmp(name, "--runner") == 0) o->runner = v;
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
@@ -206,6 +229,13 @@ void settings_read(int argc, char **argv, settings *s) {
     s->log_file = env_or(s->log_file, "DDPD_LOG_FILE");
     s->log_max_bytes = env_or(s->log_max_bytes, "DDPD_LOG_MAX_BYTES");
     s->log_keep = env_or(s->log_keep, "DDPD_LOG_KEEP");
+    s->max_connections = env_or(s->max_connections, "DDPD_MAX_CONNECTIONS");
+    s->max_connections_per_address = env_or(s->max_connections_per_address, "DDPD_MAX_CONNECTIONS_PER_ADDRESS");
+    s->reserved_connections = env_or(s->reserved_connections, "DDPD_RESERVED_CONNECTIONS");
+    s->header_timeout = env_or(s->header_timeout, "DDPD_HEADER_TIMEOUT");
+    s->idle_timeout = env_or(s->idle_timeout, "DDPD_IDLE_TIMEOUT");
+    s->max_streams = env_or(s->max_streams, "DDPD_MAX_STREAMS");
+    s->max_streams_per_address = env_or(s->max_streams_per_address, "DDPD_MAX_STREAMS_PER_ADDRESS");
     /* data roots: flags, else the environment (colon-separated), else the defaults */
     s->data_roots_given = true;
     if (s->n_data_roots) return;

@@ -24,6 +24,9 @@ typedef struct {
     bool insecure;
     const char *gpus, *slots, *http_threads, *cancel_grace, *web_dir; /* NULL: defaults */
     const char *log_level, *log_file, *log_max_bytes, *log_keep;       /* NULL: defaults */
+    /* connection limits (conn_limits.h); NULL: defaults */
+    const char *max_connections, *max_connections_per_address, *reserved_connections, *header_timeout,
+        *idle_timeout, *max_streams, *max_streams_per_address;
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */

@@ -410,6 +410,9 @@ feed_result feed_read(feed_sub *s, buf_t *out, size_t budget) {
         int64_t upto = F.base;
         pthread_mutex_unlock(&F.mu);
         int rows = replay_from_table(s, upto, out, budget);
+        /* Caught up with what the table alone had: its connection goes now, not when
+         * the stream ends (a thousand streams that replayed would hold a thousand). */
+        if (rows > 0 && s->cursor >= upto) replay_close(s);
         if (rows > 0) return FEED_DATA;
         if (rows < 0) return FEED_CLOSED; /* the client reconnects and tries again */
         replay_close(s);

@@ -32,6 +32,7 @@
 #define SWEEP_BUDGET (64u << 20)
 #define MAX_LINE (16u << 20) /* a longer line is skipped, not buffered */
 #define MALFORMED_LOGGED_PER_CONN 10
+#define ACCEPT_PAUSE_MS 250 /* accept failed for want of descriptors: not again before this */
 
 typedef struct conn {
     int fd;
@@ -62,6 +63,10 @@ static struct {
     pthread_cond_t synced;
     uint64_t sync_asked, sync_served;
     atomic_ulong n_conns, n_lines, n_events, n_malformed, n_dropped;
+    /* out of file descriptors: the listening socket out of the epoll set until then */
+    bool accept_paused;
+    int64_t accept_resume_ms;
+    log_limit accept_log;
 } I = {.listen_fd = -1, .epoll_fd = -1, .wake_fd = -1,
        .mu = PTHREAD_MUTEX_INITIALIZER, .synced = PTHREAD_COND_INITIALIZER};
 
@@ -289,12 +294,44 @@ static bool read_conn(conn *c, size_t budget) {
     return open;
 }
 
+/* accept failed for want of file descriptors (or memory): the listening socket stays
+ * readable, and epoll is level-triggered, so accepting again at once would spin.
+ * The socket is left out of the epoll set for a moment (the trainers wait in the
+ * backlog meanwhile), and the failure is logged once per interval, not per try. */
+static void pause_accepting(int err) {
+    if (!I.accept_paused) epoll_ctl(I.epoll_fd, EPOLL_CTL_DEL, I.listen_fd, NULL);
+    I.accept_paused = true;
+    I.accept_resume_ms = mono_ms() + ACCEPT_PAUSE_MS;
+    uint64_t skipped = 0;
+    if (log_limit_now(&I.accept_log, 10000, &skipped))
+        log_error("event socket: accept: %s (%lu trainer connections open; %llu more failures since the last such "
+                  "line): new trainer connections wait until descriptors are free; raise the server's limit "
+                  "(ulimit -n, LimitNOFILE=)", strerror(err), atomic_load(&I.n_conns), (unsigned long long)skipped);
+}
+
+static void resume_accepting(void) {
+    if (!I.accept_paused || mono_ms() < I.accept_resume_ms) return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_marker};
+    epoll_ctl(I.epoll_fd, EPOLL_CTL_ADD, I.listen_fd, &ev);
+    I.accept_paused = false;
+}
+
 static void accept_all(void) {
+    if (I.accept_paused) return;
     for (;;) {
         int fd = accept4(I.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) log_warn("event socket: accept: %s", strerror(errno));
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED) continue;
+            if (e == EAGAIN || e == EWOULDBLOCK) return;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                pause_accepting(e);
+                return;
+            }
+            uint64_t skipped = 0;
+            if (log_limit_now(&I.accept_log, 10000, &skipped))
+                log_warn("event socket: accept: %s (%llu more since the last such line)", strerror(e),
+                         (unsigned long long)skipped);
             return;
         }
         conn *c = calloc(1, sizeof *c);
@@ -328,7 +365,13 @@ static void *ingest_main(void *arg) {
     (void)arg;
     struct epoll_event evs[64];
     while (!atomic_load(&I.stopping)) {
-        int n = epoll_wait(I.epoll_fd, evs, 64, 1000);
+        resume_accepting();
+        int timeout = 1000;
+        if (I.accept_paused) {
+            int64_t left = I.accept_resume_ms - mono_ms();
+            timeout = left < 1 ? 1 : left < 1000 ? (int)left : 1000;
+        }
+        int n = epoll_wait(I.epoll_fd, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log_error("event socket: epoll_wait: %s", strerror(errno));
             break;
