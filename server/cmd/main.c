@@ -118,6 +118,10 @@ static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event, s
 static int serve(int argc, char **argv) {
     settings o;
     settings_read(argc, argv, &o);
+    /* Everything this server and its trainers create is this user's only: the state
+     * directory holds the runs' configs, logs, journals and checkpoints, and the
+     * database (a command run's program inherits it too; docs/security.md). */
+    umask(077);
     /* The log first, so that everything after goes where it was asked to (a setting
      * ddpd refuses still goes to stderr, through die). */
     server_log_config log_config;
@@ -130,7 +134,9 @@ static int serve(int argc, char **argv) {
     char state_dir[PATH_MAX];
     if (!realpath(o.state_dir, state_dir)) die("state dir %s: %s", o.state_dir, strerror(errno));
     state_layout_init(state_dir);
-    mkdir_p(layout_runs_dir(), 0755);
+    char tighten_err[PATH_MAX + 256];
+    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
+    mkdir_p(layout_runs_dir(), 0700);
     int lock_fd = lock_state_dir(state_dir);
     /* A database that is damaged, not ddpd's, newer, or gone beside run directories:
      * refuse before anything writes to it (ddpd check says the same). */
