@@ -202,7 +202,7 @@ static int serve(int argc, char **argv) {
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
-                           .cancel_grace_ms = grace * 1000};
+                           .cancel_grace_ms = grace * 1000, .run_ended = ingest_run_ended};
     scheduler_init(&sc);
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
