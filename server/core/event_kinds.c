@@ -581,7 +581,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_DELETE] = {
         .kind = OP_RUN_DELETE,
         .sql = {"DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled')",
-                "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM epochs WHERE run_id = ?1",
+                "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
+                "DELETE FROM epochs WHERE run_id = ?1",
                 "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
                 "DELETE FROM events WHERE run_id = ?1"},
         .apply = apply_delete, .sse_event = "deleted", .sse_data = sse_delete, .ends_run = delete_ends_run,
