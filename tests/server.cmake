@@ -28,3 +28,11 @@ ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
               TIMEOUT 180)
+# What another local process can get at: the state dir's modes, the secret, the event
+# socket's binding to live runs, data paths at open time (the real trainer and runner).
+set(server_secret_args ${server_test_args})
+if(TARGET ddp-run)
+  list(APPEND server_secret_args --runner $<TARGET_FILE:ddp-run>)
+endif()
+ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
+              TIMEOUT 300)
