@@ -32,3 +32,11 @@ ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hosti
 # skipped with a message where it cannot be mounted).
 ddpd_py_cases(server_full_disk_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_full_disk.py ARGS ${server_test_args}
               TIMEOUT 300 SKIP_RETURN_CODE 77)
+# What another local process can get at: the state dir's modes, the secret, the event
+# socket's binding to live runs, data paths at open time (the real trainer and runner).
+set(server_secret_args ${server_test_args})
+if(TARGET ddp-run)
+  list(APPEND server_secret_args --runner $<TARGET_FILE:ddp-run>)
+endif()
+ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
+              TIMEOUT 300)

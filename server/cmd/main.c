@@ -119,6 +119,10 @@ static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event, s
 static int serve(int argc, char **argv) {
     settings o;
     settings_read(argc, argv, &o);
+    /* Everything this server and its trainers create is this user's only: the state
+     * directory holds the runs' configs, logs, journals and checkpoints, and the
+     * database (a command run's program inherits it too; docs/security.md). */
+    umask(077);
     /* The log first, so that everything after goes where it was asked to (a setting
      * ddpd refuses still goes to stderr, through die). */
     server_log_config log_config;
@@ -131,7 +135,9 @@ static int serve(int argc, char **argv) {
     char state_dir[PATH_MAX];
     if (!realpath(o.state_dir, state_dir)) die("state dir %s: %s", o.state_dir, strerror(errno));
     state_layout_init(state_dir);
-    mkdir_p(layout_runs_dir(), 0755);
+    char tighten_err[PATH_MAX + 256];
+    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
+    mkdir_p(layout_runs_dir(), 0700);
     int lock_fd = lock_state_dir(state_dir);
     /* A database that is damaged, not ddpd's, newer, or gone beside run directories:
      * refuse before anything writes to it (ddpd check says the same). */
@@ -206,7 +212,7 @@ static int serve(int argc, char **argv) {
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
-                           .cancel_grace_ms = grace * 1000};
+                           .cancel_grace_ms = grace * 1000, .run_ended = ingest_run_ended};
     scheduler_init(&sc);
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);

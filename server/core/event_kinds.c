@@ -88,7 +88,9 @@ static const char *parse_hello(const json_t *ev, store_op *op) {
     return NULL;
 }
 
+/* The rows it changed (0: refused, the run is finished or gone). */
 static int64_t apply_hello(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    int64_t changed = 0;
     if (op->rank >= 0) {
         sqlite3_bind_int64(st[0], 1, op->run_id);
         sqlite3_bind_int(st[0], 2, op->rank);
@@ -96,21 +98,22 @@ static int64_t apply_hello(sqlite3 *db, sqlite3_stmt *const *st, const store_op 
         bind_text(st[0], 4, op->u.hello.host);
         bind_text(st[0], 5, op->u.hello.device);
         sqlite3_bind_int64(st[0], 6, op->t);
-        run(db, st[0]);
+        changed = run(db, st[0]);
+        if (changed <= 0) return changed;
     }
     if (op->u.hello.total_steps != NO_INT || op->u.hello.epochs != NO_INT || op->u.hello.steps_per_epoch != NO_INT) {
         sqlite3_bind_int64(st[1], 1, op->run_id);
         bind_int(st[1], 2, op->u.hello.total_steps);
         bind_int(st[1], 3, op->u.hello.epochs);
         bind_int(st[1], 4, op->u.hello.steps_per_epoch);
-        run(db, st[1]);
+        int64_t n = run(db, st[1]);
+        if (n < 0 || op->rank < 0) changed = n;
     }
-    return 0;
+    return changed;
 }
 
 static json_t *sse_hello(const store_op *op, int64_t result) {
-    (void)result;
-    if (op->rank < 0) return NULL;
+    if (op->rank < 0 || result <= 0) return NULL;
     json_t *d = rank_event(op, "init", NULL);
     json_object_del(d, "detail");
     json_object_set_new(d, "device", json_string_or_null(op->u.hello.device));
@@ -150,7 +153,7 @@ static int64_t apply_status(sqlite3 *db, sqlite3_stmt *const *st, const store_op
 }
 
 static json_t *sse_status(const store_op *op, int64_t result) {
-    if (op->rank < 0 || result < 0) return NULL;
+    if (op->rank < 0 || result <= 0) return NULL;
     return rank_event(op, op->u.status.state, op->u.status.detail);
 }
 
@@ -338,7 +341,7 @@ static int64_t apply_epoch(sqlite3 *db, sqlite3_stmt *const *st, const store_op 
 }
 
 static json_t *sse_epoch(const store_op *op, int64_t result) {
-    if (result < 0) return NULL;
+    if (result <= 0) return NULL;
     return json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
                      (json_int_t)op->u.epoch.epoch, "lr", json_real_or_null(op->u.epoch.lr), "train_loss",
                      json_real_or_null(op->u.epoch.train_loss), "test_loss", json_real_or_null(op->u.epoch.test_loss),
@@ -369,7 +372,7 @@ static int64_t apply_checkpoint(sqlite3 *db, sqlite3_stmt *const *st, const stor
 }
 
 static json_t *sse_checkpoint(const store_op *op, int64_t result) {
-    if (result < 0) return NULL;
+    if (result <= 0) return NULL;
     return json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
                      json_int_or_null(op->u.checkpoint.epoch), "global_step", (json_int_t)op->u.checkpoint.global_step,
                      "path", json_string_or_null(op->u.checkpoint.path), "bytes",
@@ -492,21 +495,27 @@ static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 
 /* ---- the table ---- */
 
+/* A trainer's event changes a run that exists and is not finished: none recreates
+ * the rows of a deleted run, or adds to a finished one (what a connection that
+ * outlived its run still sends; ingest.h). Bound as ?1, the run's id. */
+#define RUN_IS_LIVE " WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled'))"
+
 const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HELLO] = {
         .kind = OP_HELLO, .event = "hello", .parse = parse_hello,
         .sql = {"INSERT INTO ranks (run_id, rank, pid, host, device, state, connected_at, last_seen)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, 'init', ?6, ?6)"
+                " SELECT ?1, ?2, ?3, ?4, ?5, 'init', ?6, ?6" RUN_IS_LIVE
                 " ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
                 " device = excluded.device, connected_at = excluded.connected_at, last_seen = excluded.last_seen",
                 "UPDATE runs SET total_steps = coalesce(?2, total_steps), epochs = coalesce(?3, epochs),"
-                " steps_per_epoch = coalesce(?4, steps_per_epoch) WHERE id = ?1"},
+                " steps_per_epoch = coalesce(?4, steps_per_epoch)"
+                " WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')"},
         .apply = apply_hello, .sse_event = "rank", .sse_data = sse_hello, .learn = learn_hello,
         .free_fields = free_hello,
     },
     [OP_STATUS] = {
         .kind = OP_STATUS, .event = "status", .parse = parse_status,
-        .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) VALUES (?1, ?2, ?3, ?4, ?5)"
+        .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) SELECT ?1, ?2, ?3, ?4, ?5" RUN_IS_LIVE
                 " ON CONFLICT (run_id, rank) DO UPDATE SET state = excluded.state, detail = excluded.detail,"
                 " last_seen = excluded.last_seen"},
         .apply = apply_status, .sse_event = "rank", .sse_data = sse_status, .free_fields = free_status,
@@ -514,8 +523,9 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_step,
         .sql = {"INSERT OR REPLACE INTO steps (run_id, global_step, epoch, step, loss, lr, samples_per_s, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
+                " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8" RUN_IS_LIVE,
+                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) SELECT ?1, ?2, ?3, ?4, ?5"
+                RUN_IS_LIVE},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },
@@ -526,7 +536,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HEARTBEAT] = {
         .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_heartbeat,
         .sql = {"INSERT INTO ranks (run_id, rank, global_step, step_ms, last_seen, gpu_mem_used_bytes,"
-                " gpu_mem_total_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                " gpu_mem_total_bytes) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7" RUN_IS_LIVE
                 " ON CONFLICT (run_id, rank) DO UPDATE SET global_step = excluded.global_step,"
                 " step_ms = excluded.step_ms, last_seen = excluded.last_seen,"
                 " gpu_mem_used_bytes = coalesce(excluded.gpu_mem_used_bytes, gpu_mem_used_bytes),"
@@ -537,13 +547,13 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_EPOCH] = {
         .kind = OP_EPOCH, .event = "epoch", .parse = parse_epoch,
         .sql = {"INSERT OR REPLACE INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
-                " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+                " samples_per_s, t) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9" RUN_IS_LIVE},
         .apply = apply_epoch, .summary = SUMMARY_SEEN, .sse_event = "epoch", .sse_data = sse_epoch,
     },
     [OP_CHECKPOINT] = {
         .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint,
         .sql = {"INSERT OR REPLACE INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+                " SELECT ?1, ?2, ?3, ?4, ?5, ?6" RUN_IS_LIVE},
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,
     },
@@ -579,7 +589,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_DELETE] = {
         .kind = OP_RUN_DELETE,
         .sql = {"DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled')",
-                "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM epochs WHERE run_id = ?1",
+                "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
+                "DELETE FROM epochs WHERE run_id = ?1",
                 "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
                 "DELETE FROM events WHERE run_id = ?1"},
         .apply = apply_delete, .sse_event = "deleted", .sse_data = sse_delete, .ends_run = delete_ends_run,

@@ -75,7 +75,7 @@ typedef struct {
 #define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
 #define SUMMARY_SEEN 2u     /* the rank's last_seen */
 
-#define OP_MAX_SQL 6
+#define OP_MAX_SQL 7
 
 typedef struct {
     store_op_kind kind;

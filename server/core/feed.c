@@ -160,11 +160,11 @@ static void note_progress(const store_op *op) {
 /* One applied op: its kind's durable event, its progress, what it tells of the run. */
 void feed_record(const store_op *op, int64_t result) {
     const op_kind_desc *d = &OP_KINDS[op->kind];
-    if (d->learn && op->run_id > 0) d->learn(op, facts_for(op->run_id));
+    if (d->learn && op->run_id > 0 && result > 0) d->learn(op, facts_for(op->run_id));
     json_t *data = d->sse_data ? d->sse_data(op, result) : NULL;
     bool ends = d->ends_run && d->ends_run(op, result);
     if (data) record(d->sse_event, data, op->t, ends);
-    if (d->progress_data && result >= 0 && d->progress_rank(op) >= -1) note_progress(op);
+    if (d->progress_data && result > 0 && d->progress_rank(op) >= -1) note_progress(op);
 }
 
 /* Under the lock. Takes `frame`. */

@@ -62,6 +62,9 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t synced;
     uint64_t sync_asked, sync_served;
+    /* runs that ended, whose connections the thread closes (ingest_run_ended) */
+    int64_t *ended;
+    size_t n_ended, cap_ended;
     atomic_ulong n_conns, n_lines, n_events, n_malformed, n_dropped;
     /* out of file descriptors: the listening socket out of the epoll set until then */
     bool accept_paused;
@@ -351,6 +354,44 @@ static void accept_all(void) {
     }
 }
 
+/* Closes the connections of the runs that ended since the last call. */
+static void close_ended_runs(void) {
+    pthread_mutex_lock(&I.mu);
+    int64_t *ended = I.ended;
+    size_t n = I.n_ended;
+    I.ended = NULL;
+    I.n_ended = I.cap_ended = 0;
+    pthread_mutex_unlock(&I.mu);
+    for (size_t i = 0; i < n; i++) {
+        int closed = 0;
+        conn *next;
+        for (conn *c = I.conns; c; c = next) {
+            next = c->next;
+            if (!c->authed || c->run_id != ended[i]) continue;
+            close_conn(c);
+            closed++;
+        }
+        if (closed)
+            log_info("event socket: run %lld has ended: closed its %d remaining connection%s", (long long)ended[i],
+                     closed, closed == 1 ? "" : "s");
+    }
+    free(ended);
+}
+
+void ingest_run_ended(int64_t run_id) {
+    if (!I.started) return;
+    pthread_mutex_lock(&I.mu);
+    if (I.n_ended == I.cap_ended) {
+        I.cap_ended = I.cap_ended ? 2 * I.cap_ended : 16;
+        I.ended = xrealloc(I.ended, I.cap_ended * sizeof *I.ended);
+    }
+    I.ended[I.n_ended++] = run_id;
+    pthread_mutex_unlock(&I.mu);
+    uint64_t one = 1;
+    ssize_t w = write(I.wake_fd, &one, sizeof one);
+    (void)w;
+}
+
 /* Everything that is readable now, on every connection (and new connections). */
 static void sweep(void) {
     accept_all();
@@ -390,6 +431,7 @@ static void *ingest_main(void *arg) {
                 read_conn(p, READ_BUDGET); /* may close and free it: p is not used after */
             }
         }
+        if (sync_wanted) close_ended_runs();
         if (sync_wanted) {
             pthread_mutex_lock(&I.mu);
             uint64_t asked = I.sync_asked;
@@ -471,6 +513,9 @@ void ingest_stop(void) {
         pthread_mutex_unlock(&I.mu);
     }
     while (I.conns) close_conn(I.conns);
+    free(I.ended);
+    I.ended = NULL;
+    I.n_ended = I.cap_ended = 0;
     if (I.listen_fd >= 0) close(I.listen_fd);
     if (I.epoll_fd >= 0) close(I.epoll_fd);
     if (I.wake_fd >= 0) close(I.wake_fd);

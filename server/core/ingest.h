@@ -32,6 +32,13 @@ void ingest_stop(void);
  * after a trainer exits, so the trainer's last words are read before its end is. */
 void ingest_sync(void);
 
+/* A run is finished or deleted: every connection that said hello for it is closed
+ * (what it had not yet sent is not read), and no later hello opens one (the hello
+ * hook says no). Any thread; the ingest thread closes them on its next wake-up.
+ * Events of the run that were read before are refused by the store (event_kinds.c:
+ * trainer events change only runs that exist and are not finished). */
+void ingest_run_ended(int64_t run_id);
+
 /* Counters for /healthz and /metrics. */
 typedef struct {
     uint64_t connections, lines, events, malformed, dropped_connections;

@@ -67,11 +67,11 @@ static int write_config_file(int64_t id, const json_t *config, char *err, size_t
 
 static int make_run_dir(int64_t id, char *err, size_t errlen) {
     char *dir = layout_run_dir(id);
-    int rc = mkdir(dir, 0755);
+    int rc = mkdir(dir, 0700);
     if (rc != 0 && errno == EEXIST) {
         /* Left by a database that was reset: keep it, out of the way. */
         char *aside = xasprintf("%s.stale-%lld", dir, (long long)now_ms());
-        if (rename(dir, aside) == 0) rc = mkdir(dir, 0755);
+        if (rename(dir, aside) == 0) rc = mkdir(dir, 0700);
         free(aside);
     }
     if (rc != 0) snprintf(err, errlen, "cannot create the run directory %s: %s", dir, strerror(errno));

@@ -115,6 +115,7 @@ static void finish_locked(live_run *r, run_status status, const char *reason, in
     op.u.finish.exit_code = exit_code;
     op.u.finish.exit_signal = exit_signal;
     store_submit_now(&op);
+    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
     release_devices(r);
     unlink_run(r);

@@ -29,6 +29,9 @@ typedef struct {
     int n_gpus;
     int slots;               /* CPU slots */
     int cancel_grace_ms;     /* SIGTERM, then SIGKILL this much later */
+    /* a run is finished (its final state queued to the store): its event connections
+     * go (ingest_run_ended, wired by main.c); may be NULL */
+    void (*run_ended)(int64_t id);
 } scheduler_config;
 
 void scheduler_init(const scheduler_config *c);

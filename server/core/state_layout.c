@@ -1,7 +1,13 @@
 /* The state directory's layout: see state_layout.h. */
 #include "state_layout.h"
 
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base.h"
 
@@ -54,3 +60,44 @@ char *layout_rank_log_path(int64_t id, int rank) {
 }
 
 const char *layout_run_file_name(run_file which) { return RUN_FILES[which]; }
+
+/* ---- tightening: this user's only ---- */
+
+static struct {
+    long tightened, refused;
+} T;
+
+static int tighten_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & 077)) return 0;
+    if (chmod(path, st->st_mode & 07700) == 0) {
+        T.tightened++;
+    } else if (T.refused++ < 5) {
+        log_warn("state dir: cannot take group and other access off %s (mode %04o, owner uid %d): %s", path,
+                 (unsigned)(st->st_mode & 07777), (int)st->st_uid, strerror(errno));
+    }
+    return 0;
+}
+
+int layout_tighten(char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(S.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "state dir %s: %s", S.dir, errno ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        if (chmod(S.dir, 0700) != 0) {
+            snprintf(err, errlen, "state dir %s is mode %04o (others may read the database and the runs) and cannot "
+                     "be made 0700: %s", S.dir, (unsigned)(st.st_mode & 07777), strerror(errno));
+            return -1;
+        }
+        log_warn("state dir %s was mode %04o: others could read the database and the runs; it is now 0700", S.dir,
+                 (unsigned)(st.st_mode & 07777));
+    }
+    T.tightened = T.refused = 0;
+    nftw(S.dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT);
+    if (T.tightened)
+        log_warn("state dir %s: %ld file(s) and directories in it were readable by others; they are now this user's "
+                 "only", S.dir, T.tightened);
+    if (T.refused > 5) log_warn("state dir %s: %ld more entries could not be tightened", S.dir, T.refused - 5);
+    return 0;
+}

@@ -10,6 +10,7 @@
 #ifndef DDPD_CORE_STATE_LAYOUT_H
 #define DDPD_CORE_STATE_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { RUN_FILE_CONFIG, RUN_FILE_LOG, RUN_FILE_JOURNAL, RUN_FILE_CHECKPOINTS } run_file;
@@ -31,5 +32,13 @@ char *layout_run_path(int64_t id, run_file which);
 char *layout_rank_log_path(int64_t id, int rank);
 /* The file's name in a run directory ("config.json", ...). */
 const char *layout_run_file_name(run_file which);
+
+/* Makes the state directory and everything in it this user's only: group and other
+ * bits are taken off every directory and file (symlinks are not followed). Logs a
+ * warning naming the state directory's old mode when it was looser, and how many
+ * entries beneath it were tightened. Returns -1 (and err) when the state directory
+ * itself cannot be tightened; an entry beneath it that cannot be (another user's)
+ * is logged and skipped. */
+int layout_tighten(char *err, size_t errlen);
 
 #endif

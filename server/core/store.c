@@ -189,6 +189,7 @@ static void write_summary(batch_summary *b) {
 static int64_t apply(const store_op *op, batch_summary *b) {
     const op_kind_desc *d = &OP_KINDS[op->kind];
     int64_t result = d->apply(S.db, S.op_st[op->kind], op);
+    if (result <= 0) return result; /* refused (a finished or deleted run's event): nothing to sum up */
     if (d->summary & SUMMARY_PROGRESS) note_step(b, op);
     if (d->summary & SUMMARY_SEEN) note_seen(b, op);
     return result;

@@ -177,7 +177,8 @@ class Server:
         cmd += self.extra_args
         env = dict(os.environ, **(self.env or {}))
         self.log_path = os.path.join(self.log_dir or self.state_dir, "server.log")
-        self.log = open(self.log_path, "ab")
+        # this user's only, as the server keeps its state dir (it would tighten it, with a warning)
+        self.log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
         line = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)

@@ -6,7 +6,9 @@
  * as the API's JSON: statuses, progress, series, epochs, ranks, checkpoints, times
  * in order, exit codes and reasons. Ops on a run that does not exist (or is in the
  * wrong state) change nothing; an op the database refuses loses nothing else; a
- * store opened again after closing keeps everything and never reuses an id. */
+ * trainer's events for a finished or deleted run change nothing (a connection that
+ * outlived its run); a store opened again after closing keeps everything and never
+ * reuses an id. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -382,9 +384,95 @@ static int64_t test_lists(int64_t a) {
     return c;
 }
 
+/* One of each event a trainer sends, for run `id` at global step `g`; their results. */
+static void trainer_events(int64_t id, int64_t g, int64_t results[6]) {
+    store_op ops[6] = {
+        {.kind = OP_HELLO, .run_id = id, .rank = 0, .t = T0 + 40000 + g},
+        {.kind = OP_STATUS, .run_id = id, .rank = 0, .t = T0 + 40001 + g},
+        {.kind = OP_STEP, .run_id = id, .rank = 0, .t = T0 + 40002 + g},
+        {.kind = OP_HEARTBEAT, .run_id = id, .rank = 1, .t = T0 + 40003 + g},
+        {.kind = OP_EPOCH, .run_id = id, .rank = 0, .t = T0 + 40004 + g},
+        {.kind = OP_CHECKPOINT, .run_id = id, .rank = 0, .t = T0 + 40005 + g},
+    };
+    ops[0].u.hello = (__typeof__(ops[0].u.hello)){.pid = 7, .total_steps = 100 * g, .epochs = NO_INT,
+                                              .steps_per_epoch = NO_INT, .host = xstrdup("h"), .device = xstrdup("cpu")};
+    ops[1].u.status.state = xstrdup("training");
+    ops[2].u.step = (__typeof__(ops[2].u.step)){.epoch = 0, .step = g - 1, .global_step = g, .loss = 0.5, .lr = 0.1,
+                                            .samples_per_s = 10, .series = json_pack("{s:f}", "grad_norm", 1.5)};
+    ops[3].u.heartbeat = (__typeof__(ops[3].u.heartbeat)){.global_step = g, .step_ms = 2.0, .gpu_mem_used = NO_INT,
+                                                      .gpu_mem_total = NO_INT};
+    ops[4].u.epoch = (__typeof__(ops[4].u.epoch)){.epoch = g, .lr = 0.1, .train_loss = 0.4, .test_loss = 0.5,
+                                              .test_acc = 0.8, .seconds = 1, .samples_per_s = 10};
+    ops[5].u.checkpoint = (__typeof__(ops[5].u.checkpoint)){.epoch = g, .global_step = g, .bytes = 10,
+                                                        .path = xasprintf("checkpoints/ckpt-%lld.safetensors", (long long)g)};
+    for (int i = 0; i < 6; i++) results[i] = store_submit_wait(&ops[i]);
+}
+
+/* Rows anything holds of run `id` (ranks, steps, series, epochs, checkpoints, events),
+ * through a connection of its own. */
+static int64_t rows_of(int64_t id) {
+    sqlite3 *db = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(layout_db_path(), &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        const char *sql = "SELECT (SELECT count(*) FROM ranks WHERE run_id = ?1) + (SELECT count(*) FROM steps WHERE"
+                          " run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1) + (SELECT count(*) FROM"
+                          " epochs WHERE run_id = ?1) + (SELECT count(*) FROM checkpoints WHERE run_id = ?1) +"
+                          " (SELECT count(*) FROM events WHERE run_id = ?1)";
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, id);
+            if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+        }
+        if (!st) fprintf(stderr, "rows_of: %s\n", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+/* A trainer's events change a run that exists and is not finished only: those of a
+ * connection that outlived its run are refused, and none recreates a deleted run's
+ * rows. Returns the run's id (the newest). */
+static int64_t test_events_of_ended_runs(void) {
+    int64_t e = insert_run("epsilon", "{}", 2, "cpu", T0 + 39000);
+    CHECK(starting(e, "[\"cpu:0\",\"cpu:1\"]", 31, T0 + 39001) == 1 && by_id(OP_RUN_RUNNING, e, T0 + 39002) == 1,
+          "run %lld is running", (long long)e);
+    int64_t res[6];
+    trainer_events(e, 1, res);
+    CHECK(res[0] == 1 && res[1] == 1 && res[2] == 1 && res[3] == 1 && res[4] == 1 && res[5] == 1,
+          "a running run takes each of a trainer's events: %lld %lld %lld %lld %lld %lld", (long long)res[0],
+          (long long)res[1], (long long)res[2], (long long)res[3], (long long)res[4], (long long)res[5]);
+    int64_t live_rows = rows_of(e);
+    CHECK(live_rows == 6, "its two ranks, step, series point, epoch and checkpoint are stored: %lld rows",
+          (long long)live_rows);
+    CHECK(finish(e, "failed", "rank 1 died", 1, NO_INT, T0 + 39500) == 1, "the run fails");
+    int64_t after_finish = rows_of(e);
+    trainer_events(e, 2, res);
+    CHECK(res[0] == 0 && res[1] == 0 && res[2] == 0 && res[3] == 0 && res[4] == 0 && res[5] == 0,
+          "a finished run's events are refused: %lld %lld %lld %lld %lld %lld", (long long)res[0], (long long)res[1],
+          (long long)res[2], (long long)res[3], (long long)res[4], (long long)res[5]);
+    CHECK(rows_of(e) == after_finish, "and add nothing: %lld rows, %lld before", (long long)rows_of(e),
+          (long long)after_finish);
+    json_t *doc = run_doc(e);
+    CHECK(doc && jint(json_object_get(doc, "progress"), "total_steps") == 100 &&
+              jint(json_object_get(doc, "progress"), "global_step") == 1,
+          "the finished run's sizes and progress are as its live trainer left them");
+    json_decref(doc);
+    CHECK(by_id(OP_RUN_DELETE, e, T0 + 39600) == 1 && rows_of(e) == 0, "deleted: no rows left (%lld)",
+          (long long)rows_of(e));
+    trainer_events(e, 3, res);
+    CHECK(res[0] == 0 && res[1] == 0 && res[2] == 0 && res[3] == 0 && res[4] == 0 && res[5] == 0,
+          "a deleted run's events are refused: %lld %lld %lld %lld %lld %lld", (long long)res[0], (long long)res[1],
+          (long long)res[2], (long long)res[3], (long long)res[4], (long long)res[5]);
+    run_brief br;
+    CHECK(rows_of(e) == 0 && store_get_brief(e, &br) == 0, "and recreate nothing of it: %lld rows",
+          (long long)rows_of(e));
+    return e;
+}
+
 /* In a process of its own (the store is opened once per process): opens the closed
  * store again and finds what the first process left. */
-static int reopened(int64_t a, int64_t c) {
+static int reopened(int64_t a, int64_t c, int64_t newest) {
     char err[512];
     int rc = store_open(layout_db_path(), NULL, NULL, err, sizeof err);
     REQUIRE(rc == 0, "reopening the store: %s", err);
@@ -402,7 +490,8 @@ static int reopened(int64_t a, int64_t c) {
     CHECK(store_list_unfinished(&un) == 1 && un[0].id == c, "the queued run is still queued");
     free(un);
     int64_t d = insert_run("delta", "{}", 1, "cpu", T0 + 30000);
-    CHECK(d == c + 1, "ids go on after the newest, never reused: %lld after %lld", (long long)d, (long long)c);
+    CHECK(d == newest + 1, "ids go on after the newest, never reused: %lld after %lld", (long long)d,
+          (long long)newest);
     CHECK(by_id(OP_RUN_DELETE, d, T0 + 30001) == 0, "a queued run is not deleted");
     store_read_release();
     store_close();
@@ -422,9 +511,9 @@ int main(void) {
     REQUIRE(child >= 0, "fork: %s", strerror(errno));
     if (child == 0) {
         close(go[1]);
-        int64_t ids[2];
+        int64_t ids[3];
         if (read(go[0], ids, sizeof ids) != (ssize_t)sizeof ids) _exit(3);
-        int code = reopened(ids[0], ids[1]);
+        int code = reopened(ids[0], ids[1], ids[2]);
         fflush(stdout);
         _exit(code);
     }
@@ -437,10 +526,11 @@ int main(void) {
     int64_t a = test_life();
     test_unknown_run(a);
     int64_t c = test_lists(a);
+    int64_t newest = test_events_of_ended_runs();
     store_read_release();
     store_close();
 
-    int64_t ids[2] = {a, c};
+    int64_t ids[3] = {a, c, newest};
     CHECK(write(go[1], ids, sizeof ids) == (ssize_t)sizeof ids, "telling the reopening process");
     close(go[1]);
     int status = 0;

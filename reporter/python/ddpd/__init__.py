@@ -70,7 +70,9 @@ class _Reporter:
         self.lock = threading.Lock()  # the sender's, never taken by a caller
         if self.journal_path:
             try:
-                self.journal = open(self.journal_path, "ab", buffering=0)
+                # the server's user only, whatever the script's umask (as the C reporter)
+                fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                self.journal = os.fdopen(fd, "ab", buffering=0)
             except OSError:
                 self.journal = None
         self.prefix = '{"run":%s,"rank":%d,' % (json.dumps(self.run), self.rank)
