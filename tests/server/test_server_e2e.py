@@ -2,7 +2,8 @@
 """End-to-end tests of ddpd with the real ddp-trainer on Fashion-MNIST (from
 /usr/share/datasets), submitted over HTTP to a real server on a loopback port:
 a 2-rank run that succeeds, cancel mid-run, a rank killed with SIGKILL, three runs on
-two slots, a stale run at start-up, and a server killed mid-run.
+two slots, the checkpoints listed being the ones on disk, a stale run at start-up, and a
+server killed mid-run.
 
 Usage: test_server_e2e.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
 import json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, time
@@ -216,6 +217,19 @@ def case_server_killed_mid_run(a):
         run = s2.wait_status(again, "succeeded", timeout=240)
         check(run is not None and again > rid, "the new server runs new runs, with new ids")
     shutil.rmtree(s1.state_dir, ignore_errors=True)
+
+
+def case_checkpoints_kept(a):
+    """Without any restart: with keep 2, the API lists the two checkpoints on disk, not
+    the ones keep deleted."""
+    with Server(a.ddpd, a.trainer, slots=2) as s:
+        rid = s.submit(fmnist_config(**{"train.epochs": 4, "checkpoint.every_epochs": 1, "checkpoint.keep": 2}))
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=240)
+        if not check(run and run["status"] == "succeeded", f"the run succeeds: {run and run['status']}"):
+            return
+        listed = [(c["epoch"], os.path.basename(c["path"])) for c in run["checkpoints"]]
+        check(listed == [(2, "epoch-0002.safetensors"), (3, "epoch-0003.safetensors")], f"the newest two: {listed}")
+        check(all(os.path.exists(c["path"]) for c in run["checkpoints"]), "each listed one is on disk")
 
 
 CASES = cases_in(globals())
