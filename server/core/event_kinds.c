@@ -419,6 +419,8 @@ static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_
     bind_text(st[0], 2, op->u.starting.devices);
     sqlite3_bind_int64(st[0], 3, op->u.starting.pid);
     sqlite3_bind_int64(st[0], 4, op->t);
+    bind_int(st[0], 5, op->u.starting.pid_start_time);
+    bind_text(st[0], 6, op->u.starting.secret);
     return run(db, st[0]);
 }
 
@@ -431,7 +433,10 @@ static json_t *sse_starting(const store_op *op, int64_t result) {
     return d;
 }
 
-static void free_starting(store_op *op) { free(op->u.starting.devices); }
+static void free_starting(store_op *op) {
+    free(op->u.starting.devices);
+    free(op->u.starting.secret);
+}
 
 static int64_t apply_by_id(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
@@ -566,8 +571,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_STARTING] = {
         .kind = OP_RUN_STARTING,
-        .sql = {"UPDATE runs SET status = 'starting', devices = ?2, pid = ?3, started_at = ?4"
-                " WHERE id = ?1 AND status = 'queued'"},
+        .sql = {"UPDATE runs SET status = 'starting', devices = ?2, pid = ?3, started_at = ?4, pid_start_time = ?5,"
+                " secret = ?6 WHERE id = ?1 AND status = 'queued'"},
         .apply = apply_starting, .sse_event = "run", .sse_data = sse_starting, .free_fields = free_starting,
     },
     [OP_RUN_RUNNING] = {
