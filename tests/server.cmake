@@ -13,7 +13,7 @@ ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c L
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
 # real child processes (a shell script as the trainer).
-foreach(core_test test_store test_ingest_parse test_feed test_scheduler)
+foreach(core_test test_store test_ingest_parse test_feed test_scheduler test_journal_replay)
   ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c LIBS ddpd_server)
 endforeach()
 

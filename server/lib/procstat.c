@@ -21,8 +21,8 @@ int proc_stat_read(pid_t pid, proc_stat *out) {
     uint64_t start;
     /* after state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
      * utime stime cutime cstime priority nice num_threads itrealvalue starttime */
-    if (sscanf(rp + 1, " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %" SCNu64, &state,
-               &ppid, &pgrp, &start) != 4)
+    if (sscanf(rp + 1, " %c %d %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %" SCNu64,
+               &state, &ppid, &pgrp, &start) != 4)
         return -1;
     *out = (proc_stat){.state = state, .ppid = ppid, .pgrp = pgrp, .start_time = start};
     return 0;
