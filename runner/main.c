@@ -202,12 +202,16 @@ static int run(const options *o, const command_config *cfg) {
                                          [GANG_CANCELED] = "canceled"};
     if (res.outcome == GANG_SUCCEEDED) log_msg(LOG_INFO, "run succeeded");
     else log_msg(LOG_ERROR, "run %s: %s", STATUS[res.outcome], res.reason);
+    int exit_code = res.outcome == GANG_CANCELED    ? 128 + res.signal
+                    : res.outcome == GANG_SUCCEEDED ? EXIT_SUCCEEDED
+                                                    : EXIT_FAILED;
     log_set_events(NULL);
-    event_emit(events, "end", json_pack("{s:s, s:s}", "status", STATUS[res.outcome], "reason", res.reason));
+    /* with the exit status: a server that is not its parent (restarted meanwhile) reads it here */
+    event_emit(events, "end", json_pack("{s:s, s:s, s:i}", "status", STATUS[res.outcome], "reason", res.reason,
+                                        "exit_code", exit_code));
     event_sink_close(events);
     log_close();
-    if (res.outcome == GANG_CANCELED) return 128 + res.signal;
-    return res.outcome == GANG_SUCCEEDED ? EXIT_SUCCEEDED : EXIT_FAILED;
+    return exit_code;
 }
 
 int main(int argc, char **argv) {

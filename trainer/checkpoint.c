@@ -81,7 +81,7 @@ static void set_str(json_t *meta, const char *key, const char *fmt, long long v)
     json_object_set_new(meta, key, json_string(buf));
 }
 
-static void remove_old(const char *dir, int keep) {
+static void remove_old(const char *dir, int keep, json_t *removed) {
     struct dirent **list;
     int n = scandir(dir, &list, NULL, alphasort);
     if (n < 0) return;
@@ -93,7 +93,8 @@ static void remove_old(const char *dir, int keep) {
                       strcmp(name + len - strlen(CKPT_SUFFIX), CKPT_SUFFIX) == 0;
         if (is_ckpt && ++kept > keep) {
             char path[4096];
-            if (path_join(path, sizeof path, dir, name) == 0) unlink(path);
+            if (path_join(path, sizeof path, dir, name) == 0 && unlink(path) == 0 && removed)
+                json_array_append_new(removed, json_string(path));
         }
         free(list[i]);
     }
@@ -102,7 +103,7 @@ static void remove_old(const char *dir, int keep) {
 
 int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shape *s, const float *params,
                     const float *stats, const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
-                    size_t *bytes_out, char *err, size_t errlen) {
+                    size_t *bytes_out, json_t *removed, char *err, size_t errlen) {
     char dir[2048];
     if (path_join(dir, sizeof dir, run_dir, CKPT_DIR) != 0) {
         snprintf(err, errlen, "the run directory's path is too long");
@@ -151,7 +152,7 @@ int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shap
     if (rc != 0) return -1;
     struct stat st;
     *bytes_out = stat(path_out, &st) == 0 ? (size_t)st.st_size : 0;
-    remove_old(dir, cfg->checkpoint.keep);
+    remove_old(dir, cfg->checkpoint.keep, removed);
     return 0;
 }
 

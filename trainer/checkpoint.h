@@ -9,6 +9,7 @@
 #ifndef DDPD_CHECKPOINT_H
 #define DDPD_CHECKPOINT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "model.h"
@@ -21,9 +22,12 @@ typedef struct {
     long global_step;   /* steps done so far */
 } ckpt_position;
 
+/* Writes the checkpoint, then deletes the oldest beyond checkpoint.keep; the paths it
+ * deleted are appended to `removed` (a JSON array; may be NULL), for the checkpoint
+ * event, so that what the server lists is what is on disk. */
 int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shape *s, const float *params,
                     const float *stats, const optimizer *opt, ckpt_position pos, char *path_out, size_t path_len,
-                    size_t *bytes_out, char *err, size_t errlen);
+                    size_t *bytes_out, json_t *removed, char *err, size_t errlen);
 
 /* The newest checkpoint of the run directory; -1 (and err) when there is none. */
 int checkpoint_find_latest(const char *run_dir, char *path, size_t path_len, char *err, size_t errlen);

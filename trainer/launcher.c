@@ -58,12 +58,15 @@ typedef struct {
 #endif
 } launcher;
 
-static void end_run(launcher *L, const char *status, const char *reason) {
+/* The run's last event, with the exit status the launcher exits with next: a server
+ * that is not its parent (one restarted meanwhile) learns it from the journal. */
+static void end_run(launcher *L, const char *status, const char *reason, int exit_code) {
     if (reason && reason[0]) log_msg(strcmp(status, "succeeded") ? LOG_ERROR : LOG_INFO, "run %s: %s", status, reason);
     else log_msg(LOG_INFO, "run %s", status);
     if (L->events) {
         log_set_events(NULL);
-        event_emit(L->events, "end", json_pack("{s:s, s:s}", "status", status, "reason", reason ? reason : ""));
+        event_emit(L->events, "end", json_pack("{s:s, s:s, s:i}", "status", status, "reason", reason ? reason : "",
+                                               "exit_code", exit_code));
         event_sink_close(L->events);
         L->events = NULL;
     }
@@ -347,27 +350,27 @@ static int supervise(launcher *L, const sigset_t *mask) {
         }
     }
     if (canceled_by && !failed) {
-        end_run(L, "canceled", reason);
+        end_run(L, "canceled", reason, 128 + canceled_by);
         return 128 + canceled_by;
     }
     if (failed) {
-        end_run(L, "failed", reason);
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
-    end_run(L, "succeeded", NULL);
+    end_run(L, "succeeded", NULL, EXIT_RUN_SUCCEEDED);
     return EXIT_RUN_SUCCEEDED;
 }
 
 static int start_and_supervise(launcher *L) {
     char reason[1024];
     if (load_data(L, reason, sizeof reason) != 0) {
-        end_run(L, "failed", reason);
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
     const idx_dataset *d = &L->test;
     model_shape shape;
     if (model_shape_init(&shape, &L->cfg, 1, d->rows, d->cols, d->num_classes, reason, sizeof reason) != 0) {
-        end_run(L, "failed", reason);
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
     /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
@@ -377,13 +380,13 @@ static int start_and_supervise(launcher *L) {
     L->ranks = calloc((size_t)L->world, sizeof *L->ranks);
     if (!L->group || !L->board || !L->ranks) {
         snprintf(reason, sizeof reason, "cannot create the shared memory for %d ranks: %s", L->world, strerror(errno));
-        end_run(L, "failed", reason);
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
 #if DDPD_NCCL_BACKEND
     /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
     if (L->backend == BACKEND_NCCL && nccl_rendezvous_create(&L->nccl, L->world, reason, sizeof reason) != 0) {
-        end_run(L, "failed", reason);
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
 #endif
@@ -406,7 +409,7 @@ static int start_and_supervise(launcher *L) {
             coll_cpu_group_abort(L->group);
             signal_ranks(L, SIGKILL);
             while (wait(NULL) > 0) {}
-            end_run(L, "failed", reason);
+            end_run(L, "failed", reason, EXIT_RUN_FAILED);
             return EXIT_RUN_FAILED;
         }
         L->ranks[r] = (rank_proc){.pid = pid, .running = 1};
@@ -451,7 +454,7 @@ int launcher_run(const launcher_options *o) {
 
     int backend = backend_select(&L.cfg, why, sizeof why);
     if (backend < 0) {
-        end_run(&L, "failed", why);
+        end_run(&L, "failed", why, EXIT_BAD_INPUT);
         return EXIT_BAD_INPUT;
     }
     L.backend = backend;

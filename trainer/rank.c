@@ -290,12 +290,15 @@ static int save_checkpoint(rank_state *s, int epoch) {
     set_status(s, "checkpointing", NULL);
     char path[2048], err[1024];
     size_t bytes = 0;
+    json_t *removed = json_array();
     if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, sizeof path,
-                        &bytes, err, sizeof err) != 0)
+                        &bytes, removed, err, sizeof err) != 0) {
+        json_decref(removed);
         return fail(s, "cannot write checkpoint: %s", err);
+    }
     event_emit(s->events, "checkpoint",
-               json_pack("{s:i, s:I, s:s, s:I}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
-                         "path", path, "bytes", (json_int_t)bytes));
+               json_pack("{s:i, s:I, s:s, s:I, s:o}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
+                         "path", path, "bytes", (json_int_t)bytes, "removed", removed));
     return 0;
 }
 

@@ -358,6 +358,11 @@ static const char *parse_checkpoint(const json_t *ev, store_op *op) {
     op->u.checkpoint.epoch = event_int(ev, "epoch");
     op->u.checkpoint.bytes = event_int(ev, "bytes");
     op->u.checkpoint.path = event_str(ev, "path");
+    json_t *removed = json_object_get(ev, "removed");
+    if (removed && !json_is_array(removed)) return "a checkpoint event whose removed is not an array of paths";
+    for (size_t i = 0; i < json_array_size(removed); i++)
+        if (!json_is_string(json_array_get(removed, i))) return "a checkpoint event whose removed is not an array of paths";
+    op->u.checkpoint.removed = json_incref(removed);
     return NULL;
 }
 
@@ -368,18 +373,31 @@ static int64_t apply_checkpoint(sqlite3 *db, sqlite3_stmt *const *st, const stor
     bind_text(st[0], 4, op->u.checkpoint.path);
     bind_int(st[0], 5, op->u.checkpoint.bytes);
     sqlite3_bind_int64(st[0], 6, op->t);
-    return run(db, st[0]);
+    int64_t changed = run(db, st[0]);
+    if (changed > 0 && json_array_size(op->u.checkpoint.removed)) { /* the older ones its `keep` deleted from disk */
+        char *paths = json_dumps(op->u.checkpoint.removed, JSON_COMPACT);
+        sqlite3_bind_int64(st[1], 1, op->run_id);
+        bind_text(st[1], 2, paths);
+        run(db, st[1]);
+        free(paths);
+    }
+    return changed;
 }
 
 static json_t *sse_checkpoint(const store_op *op, int64_t result) {
-    if (result <= 0) return NULL;
-    return json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
+    if (result <= 0) return NULL; /* a finished or deleted run's: refused */
+    json_t *d = json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
                      json_int_or_null(op->u.checkpoint.epoch), "global_step", (json_int_t)op->u.checkpoint.global_step,
                      "path", json_string_or_null(op->u.checkpoint.path), "bytes",
                      json_int_or_null(op->u.checkpoint.bytes), "t", json_int_or_null(op->t));
+    json_object_set_new(d, "removed", op->u.checkpoint.removed ? json_deep_copy(op->u.checkpoint.removed) : json_array());
+    return d;
 }
 
-static void free_checkpoint(store_op *op) { free(op->u.checkpoint.path); }
+static void free_checkpoint(store_op *op) {
+    free(op->u.checkpoint.path);
+    json_decref(op->u.checkpoint.removed);
+}
 
 /* ---- run life: insert (queued), starting, running, canceling, finish, delete ---- */
 
@@ -412,6 +430,8 @@ static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_
     bind_text(st[0], 2, op->u.starting.devices);
     sqlite3_bind_int64(st[0], 3, op->u.starting.pid);
     sqlite3_bind_int64(st[0], 4, op->t);
+    bind_int(st[0], 5, op->u.starting.pid_start_time);
+    bind_text(st[0], 6, op->u.starting.secret);
     return run(db, st[0]);
 }
 
@@ -424,7 +444,10 @@ static json_t *sse_starting(const store_op *op, int64_t result) {
     return d;
 }
 
-static void free_starting(store_op *op) { free(op->u.starting.devices); }
+static void free_starting(store_op *op) {
+    free(op->u.starting.devices);
+    free(op->u.starting.secret);
+}
 
 static int64_t apply_by_id(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
@@ -553,7 +576,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_CHECKPOINT] = {
         .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint,
         .sql = {"INSERT OR REPLACE INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
-                " SELECT ?1, ?2, ?3, ?4, ?5, ?6" RUN_IS_LIVE},
+                " SELECT ?1, ?2, ?3, ?4, ?5, ?6" RUN_IS_LIVE,
+                "DELETE FROM checkpoints WHERE run_id = ?1 AND path IN (SELECT value FROM json_each(?2))"},
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,
     },
@@ -565,8 +589,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_STARTING] = {
         .kind = OP_RUN_STARTING,
-        .sql = {"UPDATE runs SET status = 'starting', devices = ?2, pid = ?3, started_at = ?4"
-                " WHERE id = ?1 AND status = 'queued'"},
+        .sql = {"UPDATE runs SET status = 'starting', devices = ?2, pid = ?3, started_at = ?4, pid_start_time = ?5,"
+                " secret = ?6 WHERE id = ?1 AND status = 'queued'"},
         .apply = apply_starting, .sse_event = "run", .sse_data = sse_starting, .free_fields = free_starting,
     },
     [OP_RUN_RUNNING] = {

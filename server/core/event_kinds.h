@@ -56,9 +56,9 @@ typedef struct {
         } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
-        struct { int64_t epoch, global_step, bytes; char *path; } checkpoint;
+        struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
         struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
-        struct { char *devices; int64_t pid; } starting;
+        struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
     } u;
     store_wait *wait; /* set by store_submit_wait */

@@ -40,6 +40,7 @@ typedef struct conn {
     size_t len, cap;
     bool skipping; /* inside a line longer than MAX_LINE */
     bool authed;
+    bool journal_fed; /* its run's events come from its journal: only hellos count */
     int64_t run_id;
     int rank;
     unsigned malformed;
@@ -122,6 +123,8 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     c->authed = true;
     c->run_id = run_id;
     c->rank = (int)rank;
+    c->journal_fed = I.hooks.journal_fed && I.hooks.journal_fed(run_id);
+    if (c->journal_fed) return EV_OK;
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
     push(ops, &op);
@@ -155,6 +158,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         return EV_SKIP;
     }
     if (strcmp(type, "hello") == 0) return handle_hello(c, ev, ops, t); /* a second hello: re-checked */
+    if (c->journal_fed) return EV_OK; /* read from the journal, in order, instead */
     if (strcmp(type, "end") == 0) {
         const char *status = json_string_value(json_object_get(ev, "status"));
         const char *reason = json_string_value(json_object_get(ev, "reason"));

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "journal_replay.h"
 #include "logtail.h"
 #include "ports.h"
+#include "procstat.h"
 #include "secret.h"
 #include "run_status.h"
 #include "state_layout.h"
@@ -42,6 +44,13 @@ typedef struct live_run {
     bool said_hello;      /* a hello came before the supervisor said the trainer started */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
+    /* adopted: started by a previous server, taken back at start-up. Not this server's
+     * child: its exit is seen in /proc (pid and start time), its events are read from
+     * its journal (ingest ignores what its processes send), and its end is the
+     * journal's `end`. */
+    bool adopted;
+    uint64_t start_time;
+    journal_replay *journal;
     struct live_run *next;
 } live_run;
 
@@ -96,13 +105,14 @@ static void free_run(live_run *r) {
     free(r->end_status);
     free(r->end_reason);
     free(r->devices_json);
+    journal_replay_close(r->journal);
     free(r);
 }
 
 static void release_devices(live_run *r) {
     if (!r->devices) return;
-    for (int i = 0; i < r->world_size; i++) {
-        if (K.owner[r->pool][r->devices[i]] == r->id) K.owner[r->pool][r->devices[i]] = 0;
+    for (int i = 0; i < r->world_size; i++) { /* -1: an adopted run's device this server does not have */
+        if (r->devices[i] >= 0 && K.owner[r->pool][r->devices[i]] == r->id) K.owner[r->pool][r->devices[i]] = 0;
     }
 }
 
@@ -158,6 +168,18 @@ static int lease_port_locked(void) {
     return 0;
 }
 
+/* A command run's hang watch is the server's: the ranks report to it, not to ddp-run. */
+static void watch_hangs_of(live_run *r) {
+    char *config = layout_run_path(r->id, RUN_FILE_CONFIG);
+    json_t *cfg = json_load_file(config, 0, NULL);
+    free(config);
+    r->hang_timeout_s = json_number_value(json_object_get(json_object_get(cfg, "distributed"), "hang_timeout_s"));
+    json_decref(cfg);
+    r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
+    r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
+    if (!r->last_progress_ms || !r->last_step) abort();
+}
+
 /* Gives the run devices and asks the supervisor to start its trainer; the supervisor
  * answers through scheduler_spawned. */
 static void start_locked(live_run *r) {
@@ -205,14 +227,7 @@ static void start_locked(live_run *r) {
     }
     const char *program = r->command ? K.c.runner : K.c.trainer;
     char *run_dir = layout_run_dir(r->id), *config = layout_run_path(r->id, RUN_FILE_CONFIG);
-    if (r->command) { /* the hang watch is the server's: the ranks report to it, not to ddp-run */
-        json_t *cfg = json_load_file(config, 0, NULL);
-        r->hang_timeout_s = json_number_value(json_object_get(json_object_get(cfg, "distributed"), "hang_timeout_s"));
-        json_decref(cfg);
-        r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
-        r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
-        if (!r->last_progress_ms || !r->last_step) abort();
-    }
+    if (r->command) watch_hangs_of(r);
     char *log = layout_run_path(r->id, RUN_FILE_LOG);
     const char *argv[10 + 2 * 64] = {program, "--config", config, "--run-dir", run_dir, "--events",
                                      layout_socket_path()};
@@ -269,9 +284,12 @@ void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
         schedule_locked();
     } else {
         r->pid = pid;
+        proc_stat ps; /* not reaped yet (the supervisor's thread reaps after this): /proc has it */
         store_op op = {.kind = OP_RUN_STARTING, .run_id = r->id, .t = now_ms()};
         op.u.starting.devices = xstrdup(r->devices_json);
         op.u.starting.pid = pid;
+        op.u.starting.pid_start_time = proc_stat_read(pid, &ps) == 0 ? (int64_t)ps.start_time : NO_INT;
+        op.u.starting.secret = xstrdup(r->secret);
         store_submit_now(&op);
         log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
         if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was queued */
@@ -483,10 +501,19 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_unlock(&K.mu);
 }
 
+static bool watch_adopted_locked(live_run *r);
+
 void scheduler_tick(void) {
     pthread_mutex_lock(&K.mu);
     int64_t now = mono_ms();
-    for (live_run *r = K.runs; r; r = r->next) {
+    bool finished = false;
+    live_run *next;
+    for (live_run *r = K.runs; r; r = next) {
+        next = r->next; /* watch_adopted_locked may finish (free) r */
+        if (r->adopted && watch_adopted_locked(r)) {
+            finished = true;
+            continue;
+        }
         watch_hang_locked(r, now);
         if ((r->cancel_reason || r->fail_reason) && !r->killed && now >= r->kill_at) {
             r->killed = true;
@@ -495,6 +522,7 @@ void scheduler_tick(void) {
             kill(-r->pid, SIGKILL);
         }
     }
+    if (finished) schedule_locked();
     pthread_mutex_unlock(&K.mu);
 }
 
@@ -542,6 +570,139 @@ static int kill_leftovers(pid_t pgid, const char *run_dir) {
     return killed;
 }
 
+/* ---- runs a previous server started: taken back, or finished from their journal ---- */
+
+/* The journal's hook: a rank of an adopted command run made progress (hang watch). */
+static void journal_progress(void *ctx, int rank, int64_t global_step) {
+    live_run *r = ctx;
+    if (!r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
+    r->last_progress_ms[rank] = mono_ms();
+    if (global_step != NO_INT) r->last_step[rank] = global_step;
+}
+
+/* "its journal ends at step 812 without an end event" (malloc'd). */
+static char *journal_ending(const live_run *r) {
+    const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
+    if (!o || o->last_step == NO_INT) return xstrdup("its journal has no step and no end event");
+    return xasprintf("its journal ends at step %lld without an end event", (long long)o->last_step);
+}
+
+/* The end a run's journal gives it, once its processes are gone (adopted or not):
+ * the journal's `end`, unless the server had canceled or stopped it; without an
+ * `end`, failed with `gone` (what became of its processes) and where its journal
+ * ends. */
+static void finish_from_journal_locked(live_run *r, const char *gone) {
+    if (r->journal) journal_replay_read(r->journal, true, 0);
+    const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
+    run_status said = RUN_FAILED;
+    bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
+    int64_t code = ended ? o->exit_code : NO_INT;
+    if (ended && code == NO_INT) code = said == RUN_SUCCEEDED ? 0 : said == RUN_FAILED ? 1 : NO_INT;
+    if (ended && said == RUN_SUCCEEDED) {
+        finish_locked(r, RUN_SUCCEEDED, NULL, code, NO_INT);
+    } else if (r->cancel_reason) {
+        char *reason = xstrdup(r->cancel_reason);
+        finish_locked(r, RUN_CANCELED, reason, code, NO_INT);
+        free(reason);
+    } else if (r->fail_reason) {
+        char *reason = xstrdup(r->fail_reason);
+        finish_locked(r, RUN_FAILED, reason, code, NO_INT);
+        free(reason);
+    } else if (ended) {
+        char *reason = o->reason ? xstrdup(o->reason) : NULL;
+        finish_locked(r, said, reason, code, NO_INT);
+        free(reason);
+    } else {
+        char *ending = journal_ending(r);
+        char *reason = xasprintf("%s; %s", gone, ending);
+        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+        free(ending);
+        free(reason);
+    }
+}
+
+/* An adopted run, each tick: its journal's new lines; once its launcher is gone, its
+ * end. True when it finished (r is freed). */
+static bool watch_adopted_locked(live_run *r) {
+    if (r->journal) journal_replay_read(r->journal, false, 4 << 20);
+    if (proc_is_alive(r->pid, r->start_time)) return false;
+    char *run_dir = layout_run_dir(r->id);
+    if (kill_leftovers(r->pid, run_dir)) log_info("run %lld: killed what was left of process group %d", (long long)r->id, (int)r->pid);
+    free(run_dir);
+    char *gone = xasprintf("its launcher (pid %d) exited while the server was not its parent", (int)r->pid);
+    finish_from_journal_locked(r, gone);
+    free(gone);
+    return true;
+}
+
+/* An adopted run's devices, as the store has them ("cpu:3", "gpu:UUID"), taken
+ * from the pool again; one this server no longer has is -1. */
+static void take_devices_locked(live_run *r, const json_t *names) {
+    r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
+    for (int k = 0; k < r->world_size; k++) {
+        const char *name = json_string_value(json_array_get(names, (size_t)k));
+        int found = -1;
+        for (int i = 0; name && found < 0 && i < scheduler_capacity(r->pool); i++) {
+            char mine[160];
+            if (r->pool == POOL_GPU) snprintf(mine, sizeof mine, "gpu:%s", K.c.gpus[i]);
+            else snprintf(mine, sizeof mine, "cpu:%d", i);
+            if (strcmp(mine, name) == 0 && K.owner[r->pool][i] == 0) found = i;
+        }
+        if (found >= 0) K.owner[r->pool][found] = r->id;
+        else log_warn("run %lld: its device %s is not one this server has free: it is not counted", (long long)r->id,
+                      name ? name : "(none)");
+        r->devices[k] = found;
+    }
+    r->devices_json = json_dumps(names, JSON_COMPACT);
+}
+
+/* A run the previous server had started (starting, running, canceling). Its launcher
+ * still alive (the pid, its start time as stored at spawn, and its command line
+ * naming the run's directory): adopted, its journal replayed from where the store
+ * is, and supervised on. Gone: its journal is replayed to the end and says how it
+ * ended. */
+static void recover_started_locked(const run_brief *b, pool_kind pool) {
+    run_process rp = {.pid_start_time = NO_INT};
+    if (store_get_run_process(b->id, &rp) < 0) log_error("run %lld: cannot read its process from the database", (long long)b->id);
+    char *run_dir = layout_run_dir(b->id), *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
+    pid_t pid = b->pid != NO_INT && b->pid > 1 ? (pid_t)b->pid : 0;
+    bool recorded = rp.pid_start_time != NO_INT && rp.secret[0];
+    bool alive = pid && recorded && proc_is_alive(pid, (uint64_t)rp.pid_start_time) && cmdline_has(pid, run_dir);
+    live_run *r = add_queued(b->id, b->world_size, pool);
+    r->command = b->command;
+    r->status = b->status;
+    r->pid = pid;
+    if (alive && r->command) watch_hangs_of(r);
+    r->journal = journal_replay_open(b->id, journal, journal_progress, r);
+    if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
+    if (alive) {
+        r->adopted = true;
+        r->start_time = (uint64_t)rp.pid_start_time;
+        snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
+        take_devices_locked(r, rp.devices);
+        if (r->journal) journal_replay_read(r->journal, false, 0);
+        log_info("run %lld: taken back after the restart: its launcher (pid %d) is alive; %lld event(s) replayed "
+                 "from its journal, which feeds it from now on", (long long)r->id, (int)pid,
+                 r->journal ? (long long)journal_replay_outcome(r->journal)->replayed : 0LL);
+        if (b->status == RUN_CANCELING) { /* canceled before the restart: its SIGTERM again, its SIGKILL on time */
+            r->cancel_reason = xstrdup("canceled before the server restarted");
+            signal_cancel_locked(r);
+        }
+    } else {
+        int killed = pid ? kill_leftovers(pid, run_dir) : 0;
+        const char *gone = !killed  ? "the server restarted and the run's processes were gone"
+                           : recorded ? "the server restarted and the run's launcher was gone: what was left of its "
+                                        "processes was killed"
+                                      : "the server restarted and could not take the run's processes back (their "
+                                        "start time was not recorded): they were killed";
+        if (b->status == RUN_CANCELING) r->cancel_reason = xstrdup("the server stopped while the run was being canceled");
+        finish_from_journal_locked(r, gone);
+    }
+    json_decref(rp.devices);
+    free(journal);
+    free(run_dir);
+}
+
 void scheduler_recover(void) {
     run_brief *runs = NULL;
     int n = store_list_unfinished(&runs);
@@ -553,36 +714,31 @@ void scheduler_recover(void) {
     for (int i = 0; i < n; i++) {
         run_brief *b = &runs[i];
         pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
-        if (b->status == RUN_QUEUED) {
-            live_run *r = add_queued(b->id, b->world_size, pool);
-            r->command = b->command;
-            if (b->world_size > scheduler_capacity(pool)) {
-                char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
-                                         pool_unit(pool), scheduler_capacity(pool));
-                finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
-                free(reason);
-            }
+        if (b->status != RUN_QUEUED) {
+            recover_started_locked(b, pool);
             continue;
         }
-        int killed = 0;
-        if (b->pid != NO_INT && b->pid > 1) {
-            char *run_dir = layout_run_dir(b->id);
-            killed = kill_leftovers((pid_t)b->pid, run_dir);
-            free(run_dir);
-        }
-        bool canceling = b->status == RUN_CANCELING;
-        char *reason = xasprintf("%s%s", canceling ? "the server stopped while the run was being canceled"
-                                                   : "the server stopped while the run was active",
-                                 killed ? "; its leftover processes were killed" : "");
         live_run *r = add_queued(b->id, b->world_size, pool);
-        r->status = b->status;
-        finish_locked(r, canceling ? RUN_CANCELED : RUN_FAILED, reason, NO_INT, NO_INT);
-        free(reason);
+        r->command = b->command;
+        if (b->world_size > scheduler_capacity(pool)) {
+            char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
+                                     pool_unit(pool), scheduler_capacity(pool));
+            finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+            free(reason);
+        }
     }
     free(runs);
     schedule_locked();
     pthread_mutex_unlock(&K.mu);
     store_sync();
+}
+
+bool scheduler_journal_fed(int64_t id) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find(id);
+    bool fed = r && r->adopted;
+    pthread_mutex_unlock(&K.mu);
+    return fed;
 }
 
 void scheduler_shutdown(void) {

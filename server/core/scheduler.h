@@ -36,10 +36,19 @@ typedef struct {
 
 void scheduler_init(const scheduler_config *c);
 
-/* At start-up: a run a previous server left starting/running/canceling is finished
- * (failed: "the server stopped while the run was active"; leftover processes of it
- * are killed); queued runs are queued again, in order. */
+/* At start-up: queued runs are queued again, in order. A run a previous server left
+ * starting/running/canceling is taken back when its launcher is still alive (the pid
+ * and the start time stored at spawn): its journal (events.jsonl) is replayed from
+ * where the store is, and from then on it is fed from its journal and supervised
+ * through /proc (it is not this server's child); its end is the journal's `end`.
+ * When its processes are gone, its journal is replayed to the end: its `end` says
+ * how it ended (with its exit code); without one it fails, saying that its
+ * processes were gone and at which step its journal ends. */
 void scheduler_recover(void);
+
+/* Ingest's hook: the run is fed from its journal (an adopted run), so what its
+ * processes send on the socket is not stored again. */
+bool scheduler_journal_fed(int64_t id);
 
 /* How many devices of the pool this server has. */
 int scheduler_capacity(pool_kind pool);

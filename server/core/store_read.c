@@ -29,7 +29,7 @@ enum {
 };
 
 enum {
-    Q_BRIEF, Q_UNFINISHED, Q_RUN, Q_PAGE, Q_RANGE,
+    Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
 };
 
@@ -38,6 +38,8 @@ static const char *const QSQL[Q_COUNT] = {
     [Q_UNFINISHED] =
         "SELECT id, status, world_size, device_kind, pid, kind FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
+    [Q_PROCESS] = "SELECT pid_start_time, secret, devices FROM runs WHERE id = ?1",
+    [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
     /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
      * come as JSON text built by SQLite */
     [Q_RUN] = "SELECT " RUN_COLUMNS ", (SELECT json_group_array(json_object('epoch', epoch, 'global_step',"
@@ -172,6 +174,43 @@ int store_list_unfinished(run_brief **out) {
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) v = xrealloc(v, (cap *= 2) * sizeof *v);
         fill_brief(st, &v[n++]);
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return (int)n;
+}
+
+int store_get_run_process(int64_t id, run_process *out) {
+    sqlite3_stmt *st = stmt(Q_PROCESS);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (found == 1) {
+        out->pid_start_time = col_int(st, 0);
+        const char *secret = (const char *)sqlite3_column_text(st, 1);
+        const char *devices = (const char *)sqlite3_column_text(st, 2);
+        snprintf(out->secret, sizeof out->secret, "%s", secret ? secret : "");
+        out->devices = devices ? json_loads(devices, 0, NULL) : NULL;
+    }
+    done(st);
+    return found;
+}
+
+int store_ranks_last_seen(int64_t id, rank_seen **out) {
+    sqlite3_stmt *st = stmt(Q_RANKS_SEEN);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    size_t n = 0, cap = 8;
+    rank_seen *v = xmalloc(cap * sizeof *v);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) v = xrealloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = (rank_seen){.rank = sqlite3_column_int(st, 0), .last_seen = sqlite3_column_int64(st, 1)};
     }
     done(st);
     if (rc != SQLITE_DONE) {

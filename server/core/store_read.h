@@ -30,6 +30,25 @@ int store_get_brief(int64_t id, run_brief *out);
  * Returns how many (*out malloc'd), or -1. */
 int store_list_unfinished(run_brief **out);
 
+/* What a restarted server needs to take a started run back (scheduler_recover): the
+ * launcher's start time (NO_INT when not recorded: started by an older ddpd), the run's
+ * secret ("" when not recorded) and its devices (a JSON array, NULL when none; the
+ * caller decrefs). 1 found, 0 no such run, -1 database error. */
+typedef struct {
+    int64_t pid_start_time;
+    char secret[80];
+    json_t *devices;
+} run_process;
+int store_get_run_process(int64_t id, run_process *out);
+
+/* Per rank of the run, the time (unix ms) of the newest event of it the store holds:
+ * what a journal replay skips up to. Returns how many (*out malloc'd), or -1. */
+typedef struct {
+    int rank;
+    int64_t last_seen;
+} rank_seen;
+int store_ranks_last_seen(int64_t id, rank_seen **out);
+
 /* A run as GET /runs/{id} shows it; NULL when there is no such run. Its config and
  * checkpoints come apart, in *raw_members (malloc'd): the JSON text of the members
  * "config" (as stored: it never changes after submission) and "checkpoints" (built

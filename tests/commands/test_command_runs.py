@@ -12,6 +12,7 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
                      line; the other (blocked in an all-reduce) is stopped
   cancel             a running command run canceled: no process left
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
+  server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
@@ -195,6 +196,33 @@ def case_cancel(a):
         run = s.wait_status(rid, "canceled", timeout=60)
         check(run and run["status"] == "canceled", f"canceled: {run and run['status']}")
         check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+def case_server_killed(a):
+    """The server SIGKILLed mid-run and started again on the same state: the run (taken
+    back alive, or ended meanwhile) ends succeeded with every step and epoch its
+    script reported, from the journal ddp-run and the reporter keep."""
+    with WorkRoot() as w:
+        s1 = w.server(a)
+        s1.own_dir = False
+        s1.start()
+        try:
+            rid = s1.submit({"name": "restarted", "command": command("--epochs", "6"), "working_dir": "proj",
+                             "distributed": {"world_size": 2}})
+            wait_until(lambda: s1.get(f"/runs/{rid}/metrics?key=loss").json()["count"] >= 3, "steps reported", 120)
+        finally:
+            s1.kill()
+        s2 = w.server(a)
+        s2.state_dir, s2.own_dir = s1.state_dir, True
+        with s2:
+            run = s2.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=240)
+            check(run and run["status"] == "succeeded" and run["exit_code"] == 0,
+                  f"succeeded: {run and (run['status'], run['reason'], run['exit_code'])}")
+            steps = [p[0] for p in s2.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+            check(steps == list(range(1, 97)), f"a loss point per step: {len(steps)} points, {steps[:3]}...{steps[-3:]}")
+            epochs = [e["epoch"] for e in s2.get(f"/runs/{rid}/epochs").json()["epochs"]]
+            check(epochs == list(range(6)), f"every epoch: {epochs}")
+            check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
 
 
 def case_hang_named(a):

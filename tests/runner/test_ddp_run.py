@@ -409,6 +409,7 @@ def case_cancel(d):
     rc = L.wait(timeout=120)
     check(rc == 128 + signal.SIGTERM, f"the launcher exits 128+SIGTERM: {rc} {L.stderr[-300:]!r}")
     check(L.end().get("status") == "canceled" and L.end().get("reason") == "canceled by SIGTERM", f"{L.end()}")
+    check(L.end().get("exit_code") == rc, f"the end event carries the exit status {rc}: {L.end()}")
     check(wait_until(lambda: not L.left_running(), 30), f"every rank is gone: {L.left_running()}")
     launcher_events_ok(L, "canceled")
 

@@ -271,6 +271,7 @@ def case_rank_killed(t, w):
     check("rank 1 exited with signal 9 (Killed) at epoch 0 step" in r.stderr, f"reason names the rank: {r.stderr!r}")
     end = r.of_type("end")
     check(end and end[-1]["status"] == "failed" and "rank 1" in end[-1]["reason"], f"end event: {end}")
+    check(end and end[-1].get("exit_code") == code, f"the end event carries the exit status: {end}")
     check(all_gone(list(pids.values()) + [r.proc.pid], 2), "no process is left")
     no_noise(r.stderr, "rank killed")
 
@@ -285,7 +286,7 @@ def case_cancel(t, w):
     check(code == 128 + signal.SIGTERM, f"exit 143 (got {code})")
     check(time.time() - t0 < 4, f"every rank stopped within seconds ({time.time() - t0:.1f} s)")
     end = r.of_type("end")
-    check(end and end[-1]["status"] == "canceled", f"end event: {end}")
+    check(end and end[-1]["status"] == "canceled" and end[-1].get("exit_code") == code, f"end event: {end}")
     check(all_gone(pids.values(), 2), "no rank is left")
 
 

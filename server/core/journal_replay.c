@@ -1,0 +1,167 @@
+/* Replaying a run's journal into the store: see journal_replay.h. */
+#include "journal_replay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "event_kinds.h"
+#include "ids.h"
+#include "store.h"
+#include "store_read.h"
+
+#define SUBMIT_BATCH 4096
+#define MAX_LINE (16 << 20) /* as ingest: a longer line is no event */
+
+struct journal_replay {
+    int64_t run_id;
+    char *path;
+    FILE *f;
+    off_t offset; /* the first byte not yet read: the start of a line */
+    rank_seen *seen;
+    int n_seen;
+    journal_progress_fn progress;
+    void *ctx;
+    journal_outcome out;
+    store_op *ops;
+    size_t n_ops;
+};
+
+journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
+    journal_replay *j = calloc(1, sizeof *j);
+    if (!j) abort();
+    j->n_seen = store_ranks_last_seen(run_id, &j->seen);
+    if (j->n_seen < 0) {
+        free(j);
+        return NULL;
+    }
+    j->run_id = run_id;
+    j->path = xstrdup(path);
+    j->progress = progress;
+    j->ctx = ctx;
+    j->out.exit_code = j->out.last_step = NO_INT;
+    j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
+    return j;
+}
+
+/* Does the store already hold this event of `rank` (journaled at t)? */
+static bool already_stored(const journal_replay *j, int rank, int64_t t) {
+    for (int i = 0; i < j->n_seen; i++)
+        if (j->seen[i].rank == rank) return t != NO_INT && t < j->seen[i].last_seen;
+    return false;
+}
+
+static void flush_ops(journal_replay *j) {
+    store_submit(j->ops, j->n_ops);
+    j->n_ops = 0;
+}
+
+static void note_end(journal_replay *j, const json_t *ev) {
+    const char *status = json_string_value(json_object_get(ev, "status"));
+    const char *reason = json_string_value(json_object_get(ev, "reason"));
+    j->out.ended = true;
+    snprintf(j->out.status, sizeof j->out.status, "%s", status ? status : "");
+    free(j->out.reason);
+    j->out.reason = reason && *reason ? xstrdup(reason) : NULL;
+    j->out.exit_code = event_int(ev, "exit_code");
+}
+
+/* One event of the journal: queued as an op unless the store has it already. */
+static void replay_event(journal_replay *j, const json_t *ev) {
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    int64_t rank = event_int(ev, "rank"), t = event_int(ev, "t"), run_id;
+    const json_t *run = json_object_get(ev, "run");
+    bool ours = json_is_integer(run) ? json_integer_value(run) == j->run_id
+                                     : json_is_string(run) && parse_run_id(json_string_value(run), &run_id) &&
+                                           run_id == j->run_id;
+    if (!type || !ours || rank == NO_INT || rank < -1 || rank > 1 << 20) {
+        j->out.skipped++;
+        return;
+    }
+    if (strcmp(type, "end") == 0) {
+        note_end(j, ev);
+        return;
+    }
+    if (rank < 0) return; /* the launcher's other events change nothing the store keeps */
+    const op_kind_desc *d = op_kind_for_event(type);
+    if (!d || already_stored(j, (int)rank, t)) return;
+    store_op op = {.kind = d->kind, .run_id = j->run_id, .rank = (int)rank, .t = t == NO_INT ? now_ms() : t};
+    if (d->parse(ev, &op)) { /* not a well-formed event of its kind */
+        store_op_free(&op);
+        j->out.skipped++;
+        return;
+    }
+    if (op.kind == OP_STEP || op.kind == OP_HEARTBEAT) {
+        int64_t gs = op.kind == OP_STEP ? op.u.step.global_step : op.u.heartbeat.global_step;
+        if (gs != NO_INT && (j->out.last_step == NO_INT || gs > j->out.last_step)) j->out.last_step = gs;
+        if (j->progress) j->progress(j->ctx, op.rank, gs);
+    }
+    j->ops[j->n_ops++] = op;
+    j->out.replayed++;
+    if (j->n_ops == SUBMIT_BATCH) flush_ops(j);
+}
+
+static void replay_line(journal_replay *j, const char *line, size_t len) {
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
+    if (!len) return;
+    json_t *doc = len < MAX_LINE ? json_loadb(line, len, 0, NULL) : NULL;
+    if (!doc) { /* a torn piece, closed by a later write's newline */
+        j->out.skipped++;
+        return;
+    }
+    size_t n = json_is_array(doc) ? json_array_size(doc) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *ev = json_is_array(doc) ? json_array_get(doc, i) : doc;
+        if (json_is_object(ev)) replay_event(j, ev);
+        else j->out.skipped++;
+    }
+    json_decref(doc);
+}
+
+void journal_replay_read(journal_replay *j, bool final, int64_t budget) {
+    if (!j->f) {
+        j->f = fopen(j->path, "re");
+        if (!j->f) {
+            if (errno != ENOENT) log_warn("run %lld: cannot read its journal %s: %s", (long long)j->run_id, j->path,
+                                          strerror(errno));
+            return;
+        }
+    }
+    clearerr(j->f);
+    if (fseeko(j->f, j->offset, SEEK_SET) != 0) return;
+    char *line = NULL;
+    size_t cap = 0;
+    int64_t got = 0;
+    ssize_t n;
+    while ((budget <= 0 || got < budget) && (n = getline(&line, &cap, j->f)) > 0) {
+        if (line[n - 1] != '\n') { /* the last line, not whole (yet) */
+            if (final) {
+                j->out.skipped++;
+                j->offset += n;
+                log_warn("run %lld: the last line of its journal is torn (%zd bytes without a newline): skipped",
+                         (long long)j->run_id, n);
+            }
+            break;
+        }
+        j->offset += n;
+        got += n;
+        replay_line(j, line, (size_t)n);
+    }
+    free(line);
+    flush_ops(j);
+}
+
+const journal_outcome *journal_replay_outcome(const journal_replay *j) { return &j->out; }
+
+void journal_replay_close(journal_replay *j) {
+    if (!j) return;
+    if (j->f) fclose(j->f);
+    for (size_t i = 0; i < j->n_ops; i++) store_op_free(&j->ops[i]);
+    free(j->ops);
+    free(j->seen);
+    free(j->path);
+    free(j->out.reason);
+    free(j);
+}

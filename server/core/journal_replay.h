@@ -1,0 +1,50 @@
+/* Journal replay: reading a run's events.jsonl into the store, for a run that a
+ * previous server started (scheduler_recover) and whose socket events it lost.
+ *
+ * Every process of a run appends its events to the journal as it sends them, so, per
+ * rank, the store holds a prefix of what that rank journaled: the replay skips a
+ * rank's events older than the newest the store has of it (ranks.last_seen) and
+ * queues the rest to the store's writer in journal order, parsed by the same table
+ * as ingest's (event_kinds.c). It reads on as the journal grows (an adopted run is
+ * fed from its journal until it ends). Only whole lines are read: a last line without
+ * its newline may still be being written, and once the run is over it is a torn line,
+ * skipped; a line that is not JSON (a torn piece that a later write closed) is
+ * skipped and counted, never parsed as an event.
+ *
+ * The launcher's `end` is not an op: the replay keeps its status, reason and exit
+ * code for the scheduler, which finishes the run. */
+#ifndef DDPD_CORE_JOURNAL_REPLAY_H
+#define DDPD_CORE_JOURNAL_REPLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct journal_replay journal_replay;
+
+/* What the journal said so far. */
+typedef struct {
+    bool ended;        /* it has the launcher's `end` */
+    char status[16];   /* its status: succeeded, failed, canceled */
+    char *reason;      /* its reason (NULL when empty) */
+    int64_t exit_code; /* its exit_code, NO_INT when it has none */
+    int64_t last_step; /* the newest global_step any rank journaled, NO_INT when none */
+    int64_t replayed;  /* events queued to the store */
+    int64_t skipped;   /* lines skipped: torn or not an event */
+} journal_outcome;
+
+/* A rank reported progress (its step or heartbeat), for the hang watch. */
+typedef void (*journal_progress_fn)(void *ctx, int rank, int64_t global_step);
+
+/* Opens the replay of run `run_id`'s journal at `path` (a missing file is an empty
+ * journal, read again later). NULL when the store cannot say what it holds. */
+journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx);
+
+/* Reads the whole lines added since the last call and queues their events. final:
+ * the journal's writers are gone, so a last line without a newline is torn (skipped);
+ * otherwise it is left for the next call. Reads at most about `budget` bytes (0: all). */
+void journal_replay_read(journal_replay *j, bool final, int64_t budget);
+
+const journal_outcome *journal_replay_outcome(const journal_replay *j);
+void journal_replay_close(journal_replay *j);
+
+#endif
