@@ -3,7 +3,7 @@
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the cheap reads (cached answers, ETags), hostile and careless clients, the event socket with a scripted
-# trainer, and end-to-end runs of the real ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
+# trainer, resuming runs (POST /runs/{id}/resume), and end-to-end runs of the real ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
@@ -24,6 +24,8 @@ ddpd_py_cases(server_api_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_api.py AR
 ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest.py ARGS ${server_test_args}
               TIMEOUT 180)
 ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py ARGS ${server_test_args} TIMEOUT 300)
+ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume.py ARGS ${server_test_args}
+              TIMEOUT 420)
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py ARGS ${server_test_args}
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
