@@ -281,6 +281,54 @@ def case_refusals(a):
         is_problem(s.post(f"/runs/{ok}/resume"), 404, f"there is no run {ok}")
 
 
+def plant_checkpoint(path, next_epoch, global_step):
+    """A safetensors file with no tensors and ddpd's position metadata: what the
+    server reads of a checkpoint (the fake trainer loads nothing)."""
+    header = json.dumps({"__metadata__": {"format": "ddpd-checkpoint-1", "next_epoch": str(next_epoch),
+                                          "next_step": "0", "global_step": str(global_step)}}).encode()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+
+
+def case_queued_resume_survives_restart(a):
+    """A resumed run still queued when the server stops is started with --resume by
+    the next server; deleting it deletes its resumes."""
+    state = tempfile.mkdtemp(prefix="ddpd-test-")
+    try:
+        with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state) as s:
+            holder = s.submit({"name": "sleep"})
+            wait_until(lambda: s.run(holder)["status"] == "running", "the slot to be taken", 60)
+            rid = s.submit({"name": "record"})
+            check(s.post(f"/runs/{rid}/cancel").status == 202, "canceled while queued")
+            ckpt = os.path.join(s.run_dir(rid), "checkpoints", "epoch-0002.safetensors")
+            plant_checkpoint(ckpt, 3, 30)
+            r = s.post(f"/runs/{rid}/resume")
+            body = r.json() if r.status == 202 else {}
+            check(r.status == 202 and body.get("status") == "queued" and body.get("queue_position") == 1,
+                  f"queued again, behind the running run: {r.status} {body.get('status')} {body.get('queue_position')}")
+            res = (body.get("resumes") or [{}])[0]
+            check(res.get("from_checkpoint") == ckpt and res.get("from_epoch") == 2 and res.get("from_global_step") == 30
+                  and res.get("prior_status") == "canceled", f"from the planted checkpoint's position: {res}")
+            check(body.get("progress", {}).get("global_step") == 30, f"its progress is the checkpoint's: {body.get('progress')}")
+        with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state) as s:
+            run = s.wait_status(rid, FINAL, timeout=60)
+            check(run and run["status"] == "succeeded", f"the next server starts it: {run and run['status']}")
+            with open(os.path.join(s.run_dir(rid), "fake.json")) as f:
+                argv = json.load(f)["argv"]
+            check("--resume" in argv and argv.index("--resume") < argv.index("--data-root"),
+                  f"with --resume on its trainer's command line: {argv}")
+            check(len(run["resumes"]) == 1, f"its history survived the restart: {run['resumes']}")
+            check(s.request("DELETE", f"/runs/{rid}").status == 204, "delete it")
+            import sqlite3
+            db = sqlite3.connect(os.path.join(state, "ddpd.db"))
+            left = db.execute("SELECT count(*) FROM run_resumes WHERE run_id = ?", (rid,)).fetchone()[0]
+            db.close()
+            check(left == 0, f"its resumes went with it: {left} left")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def case_env_passed_on(a):
     """The trainer gets the DDPD_* settings it reads (by name), none of the others."""
     passed = {"DDPD_CACHE_DIR": "/tmp/ddpd-cache-test", "DDPD_COLLECTIVE_TIMEOUT_S": "7", "DDPD_CPU_CONV": "im2col",
