@@ -281,6 +281,52 @@ def case_refusals(a):
         is_problem(s.post(f"/runs/{ok}/resume"), 404, f"there is no run {ok}")
 
 
+def case_train_from_checkpoint(a):
+    """checkpoint.load on a train run: it starts from that checkpoint (weights,
+    optimizer state, position) and goes on as the run that wrote it did; one that
+    does not fit the config is refused at submission, naming the misfit."""
+    base = fmnist_config(**{"name": "a", "data.limit": 2048, "data.test_limit": 200, "train.epochs": 2})
+    with Server(a.ddpd, a.trainer, slots=2) as s:
+        first = s.submit(base)
+        run = s.wait_status(first, FINAL, timeout=180)
+        if not check(run and run["status"] == "succeeded", f"the first run succeeds: {run and run['reason']}"):
+            return
+        spe = run["progress"]["total_steps"] // 2
+        ckpt = f"{first}/checkpoints/epoch-0000.safetensors"
+        n_runs = len(s.get("/runs").json()["runs"])
+        for over, pointer, words in (
+                ({"model.hidden": [64, 64]}, "/checkpoint/load", "does not fit model.hidden: its hidden layer 0 is 128 wide, the config's is 64"),
+                ({"model.hidden": [128]}, "/checkpoint/load", "made for a model with 2 hidden layers, but model.hidden has 1"),
+                ({"model.hidden": [128, 64, 32]}, "/checkpoint/load", "made for a model with 2 hidden layers, but model.hidden has 3"),
+                ({"train.optimizer": {"type": "sgd"}}, "/checkpoint/load", "holds adam optimizer state but train.optimizer.type is sgd"),
+                ({"model.type": "cnn"}, "/checkpoint/load", "holds a mlp model but model.type is cnn"),
+                ({"train.epochs": 1}, "/train/epochs", "already holds 1 epochs: nothing is left to train"),
+                ({"checkpoint.load": f"{first}/config.json"}, "/checkpoint/load", "is not a safetensors file")):
+            cfg = fmnist_config(**dict({"name": "misfit", "checkpoint.load": ckpt}, **over))
+            r = s.post("/runs", cfg)
+            errors = r.json().get("errors", []) if r.status == 400 else []
+            hit = [e for e in errors if e.get("pointer") == pointer and words in e.get("message", "")]
+            check(r.status == 400 and hit, f"{over}: 400 at {pointer} saying {words!r}: {r.status} {errors or r.body[:300]}")
+        check(len(s.get("/runs").json()["runs"]) == n_runs, "nothing refused was stored")
+        ev = s.submit(fmnist_config(**{"name": "eval", "mode": "eval", "checkpoint.load": ckpt,
+                                       "train.optimizer": {"type": "sgd"}}))
+        check(s.wait_status(ev, FINAL, timeout=120)["status"] == "succeeded",
+              "an eval run takes the weights only: its optimizer is not held against the checkpoint")
+
+        second = s.submit(dict(base, name="b", checkpoint={"load": ckpt}))
+        run = s.wait_status(second, FINAL, timeout=180)
+        if not check(run and run["status"] == "succeeded", f"the run from the checkpoint succeeds: {run and run['reason']}"):
+            return
+        mine = losses(s, second)
+        check([p[0] for p in mine] == list(range(spe + 1, 2 * spe + 1)),
+              f"it starts after the checkpoint's epoch 0: steps {mine[:1]}...{mine[-1:]}")
+        check(mine == losses(s, first)[spe:], "and its losses are the first run's, bit for bit")
+        check([e[0] for e in epochs_of(s, second)] == [1], f"it trains epoch 1 only: {epochs_of(s, second)}")
+        last = os.path.join("checkpoints", "epoch-0001.safetensors")
+        check(sha(os.path.join(s.run_dir(second), last)) == sha(os.path.join(s.run_dir(first), last)),
+              "the final checkpoints are identical")
+
+
 def plant_checkpoint(path, next_epoch, global_step):
     """A safetensors file with no tensors and ddpd's position metadata: what the
     server reads of a checkpoint (the fake trainer loads nothing)."""
