@@ -32,13 +32,15 @@ static const char USAGE[] =
     "                               command run's rank R alone with --rank);\n"
     "                               -f: keep printing new lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
+    "  resume ID [--follow]         continue a failed or canceled run from its newest checkpoint\n"
+    "                               (same ID); --follow: show its progress until it ends\n"
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
     "                               a series (loss, lr or samples_per_s; loss by default)\n"
     "  follow ID                    what submit --follow does, for a run submitted before\n"
     "\n"
     "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
     "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN); needed to submit and\n"
-    "                 cancel when ddpd was started with --token\n"
+    "                 cancel or resume when ddpd was started with --token\n"
     "\n"
     "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
     "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
@@ -415,6 +417,37 @@ static int cmd_cancel(const args *a) {
     return EXIT_OK;
 }
 
+/* ---- resume ---- */
+
+static int cmd_resume(const args *a) {
+    long long id;
+    if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "resume takes a run ID");
+    char path[64], err[1024];
+    snprintf(path, sizeof path, "/runs/%lld/resume", id);
+    http_reply r;
+    if (http_call("POST", path, NULL, 0, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return EXIT_UNREACHABLE;
+    }
+    if (r.status != 202) {
+        int rc = print_refusal(&r, NULL);
+        http_reply_free(&r);
+        return rc;
+    }
+    json_t *run = json_loadb(r.body, r.len, 0, NULL);
+    http_reply_free(&r);
+    json_t *resumes = json_object_get(run, "resumes");
+    json_t *last = json_array_get(resumes, json_array_size(resumes) ? json_array_size(resumes) - 1 : 0);
+    printf("run %lld resumed from %s (after epoch %lld, step %lld): %s\n", id,
+           str_or(json_string_value(json_object_get(last, "from_checkpoint")), "its newest checkpoint"),
+           (long long)json_integer_value(json_object_get(last, "from_epoch")),
+           (long long)json_integer_value(json_object_get(last, "from_global_step")),
+           str_or(json_string_value(json_object_get(run, "status")), "queued"));
+    fflush(stdout);
+    json_decref(run);
+    return a->follow ? follow_run(id, isatty(STDOUT_FILENO)) : EXIT_OK;
+}
+
 /* ---- metrics ---- */
 
 static int cmd_metrics(const args *a) {
@@ -555,7 +588,7 @@ int main(int argc, char **argv) {
         const char *flags; /* which of f c j k s l t m r n N w e it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"},
-        {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"metrics", cmd_metrics, "ckm"},
+        {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNwe"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {

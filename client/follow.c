@@ -28,6 +28,8 @@ typedef struct {
     json_t *progress; /* the newest step event */
     int result;       /* -1 until the run ends */
     bool heard;       /* an event came on this connection */
+    size_t resumes_left; /* a resumed run: its resumes still to come in the replay; what came before the
+                            last one is an earlier attempt's (its end is not this one's) */
 } follower;
 
 static double mono_s(void) {
@@ -131,6 +133,11 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
     if (id) f->last_event_id = atoll(id);
     json_t *d = json_loads(data, 0, NULL);
     if (!d) return 0;
+    if (f->resumes_left) { /* an earlier attempt's events: passed over */
+        if (strcmp(event, "run") == 0 && json_object_get(d, "resumed")) f->resumes_left--;
+        json_decref(d);
+        return 0;
+    }
     if (strcmp(event, "run") == 0) {
         const char *status = json_string_value(json_object_get(d, "status"));
         if (!status) status = "?";
@@ -245,6 +252,11 @@ static void summary(follower *f) {
 int follow_run(int64_t id, bool tty) {
     follower f = {.id = id, .tty = tty, .last_event_id = 0, .result = -1, .last_plain = -1e9};
     char path[64], err[1024];
+    snprintf(path, sizeof path, "/runs/%lld", (long long)id);
+    int ec = 0;
+    json_t *now = get_json(path, &ec); /* a resumed run is followed from its last resume */
+    f.resumes_left = json_array_size(json_object_get(now, "resumes"));
+    json_decref(now);
     snprintf(path, sizeof path, "/runs/%lld/events", (long long)id);
     double broken_since = 0;
     for (;;) {

@@ -1,5 +1,6 @@
 /* Following a run to its end over its event stream (GET /runs/{id}/events, from its
- * first event, so nothing between submitting and following is missed): on a
+ * first event, so nothing between submitting and following is missed; a resumed
+ * run's from its last resume, what came before being an earlier attempt's): on a
  * terminal, a progress bar redrawn in place (epoch, step/total, loss, lr,
  * samples/s, ETA) with the epochs and status changes printed above it; elsewhere,
  * plain lines (each status change and epoch, and progress every 10 s). A broken

@@ -3,7 +3,7 @@
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the cheap reads (cached answers, ETags), hostile and careless clients, the event socket with a scripted
-# trainer, end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
+# trainer, resuming runs (POST /runs/{id}/resume), end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
 # under a live run. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
@@ -27,6 +27,8 @@ ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest
 ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py ARGS ${server_test_args} TIMEOUT 300)
 ddpd_py_cases(server_restart_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_restart.py ARGS ${server_test_args}
               TIMEOUT 300)
+ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume.py ARGS ${server_test_args}
+              TIMEOUT 420)
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py ARGS ${server_test_args}
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}

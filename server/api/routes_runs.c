@@ -11,6 +11,7 @@
  *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
  *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
  *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
+ *   POST   /runs/{id}/resume            continue a failed or canceled run from its newest checkpoint -> 202
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
  *   GET    /metrics                     Prometheus text format (metrics.c)
  *   GET    /openapi.json                the API's description (openapi.c)
@@ -38,6 +39,7 @@
 #include "routes.h"
 #include "run_cache.h"
 #include "run_config.h"
+#include "run_resume.h"
 #include "run_versions.h"
 #include "runs.h"
 #include "scheduler.h"
@@ -333,6 +335,20 @@ static void cancel_run(request *rq, response *rs) {
     }
 }
 
+/* ---- POST /runs/{id}/resume ---- */
+
+static void resume_run(request *rq, response *rs) {
+    int64_t id;
+    if (!param_run_id(rq, rs, &id)) return;
+    char why[2048] = "";
+    switch (runs_resume(id, why, sizeof why)) {
+    case RESUME_QUEUED: reply_run(rs, 202, id); return;
+    case RESUME_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
+    case RESUME_REFUSED: reply_problem(rs, 409, NULL, "%s", why); return;
+    default: reply_problem(rs, 500, NULL, "the database could not be read or written; see the server's log"); return;
+    }
+}
+
 /* ---- DELETE /runs/{id} ---- */
 
 static void delete_run(request *rq, response *rs) {
@@ -556,6 +572,7 @@ const route api_routes[] = {
     {"GET", "/runs/{id}", get_run, false},
     {"DELETE", "/runs/{id}", delete_run, false},
     {"POST", "/runs/{id}/cancel", cancel_run, false},
+    {"POST", "/runs/{id}/resume", resume_run, false},
     {"GET", "/runs/{id}/metrics", get_metrics, false},
     {"GET", "/runs/{id}/epochs", get_epochs, false},
     {"GET", "/runs/{id}/ranks", get_ranks, false},

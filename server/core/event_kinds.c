@@ -509,6 +509,39 @@ static bool delete_ends_run(const store_op *op, int64_t result) {
     return result == 1;
 }
 
+/* A failed or canceled built-in run queued again from a checkpoint (POST
+ * /runs/{id}/resume): the resume is recorded with what the run was, the run is
+ * queued, and what it recorded past the checkpoint goes (the trainer does those
+ * steps again: one point per step). Its progress is the checkpoint's. */
+static int64_t apply_resume(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    sqlite3_bind_int64(st[0], 2, op->t);
+    bind_text(st[0], 3, op->u.resume.from_checkpoint);
+    bind_int(st[0], 4, op->u.resume.from_epoch);
+    bind_int(st[0], 5, op->u.resume.from_global_step);
+    int64_t n = run(db, st[0]);
+    int64_t gs = op->u.resume.from_global_step == NO_INT ? 0 : op->u.resume.from_global_step;
+    int64_t epoch = op->u.resume.from_epoch == NO_INT ? -1 : op->u.resume.from_epoch;
+    for (int i = 1; n == 1 && i < OP_MAX_SQL && st[i]; i++) {
+        sqlite3_bind_int64(st[i], 1, op->run_id);
+        sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
+        run(db, st[i]);
+    }
+    return n;
+}
+
+static json_t *sse_resume(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
+    json_object_set_new(d, "resumed", json_pack("{s:o,s:o,s:o}", "from_checkpoint",
+                                                json_string_or_null(op->u.resume.from_checkpoint), "from_epoch",
+                                                json_int_or_null(op->u.resume.from_epoch), "from_global_step",
+                                                json_int_or_null(op->u.resume.from_global_step)));
+    return d;
+}
+
+static void free_resume(store_op *op) { free(op->u.resume.from_checkpoint); }
+
 static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     (void)db;
     (void)st;
@@ -618,6 +651,26 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
                 "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
                 "DELETE FROM events WHERE run_id = ?1"},
         .apply = apply_delete, .sse_event = "deleted", .sse_data = sse_delete, .ends_run = delete_ends_run,
+    },
+    [OP_RUN_RESUME] = {
+        .kind = OP_RUN_RESUME,
+        .sql = {"INSERT INTO run_resumes (run_id, n, at, from_checkpoint, from_epoch, from_global_step, prior_status,"
+                " prior_reason, prior_exit_code, prior_exit_signal)"
+                " SELECT id, (SELECT count(*) + 1 FROM run_resumes WHERE run_id = ?1), ?2, ?3, ?4, ?5, status, reason,"
+                " exit_code, exit_signal FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled') AND kind = 'builtin'",
+                /* ?2: the checkpoint's global step */
+                "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"
+                " finished_at = NULL, devices = NULL, pid = NULL, first_step_at = NULL, first_global_step = NULL,"
+                " last_step_at = NULL, samples_per_s = NULL, global_step = ?2,"
+                " epoch = (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?2),"
+                " step = (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?2),"
+                " loss = (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?2),"
+                " lr = (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?2) WHERE id = ?1",
+                "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
+                "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the checkpoint's epoch */
+                "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
+                "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2"},
+        .apply = apply_resume, .sse_event = "run", .sse_data = sse_resume, .free_fields = free_resume,
     },
     [OP_SYNC] = {.kind = OP_SYNC, .apply = apply_nothing},
 };

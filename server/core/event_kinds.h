@@ -1,6 +1,6 @@
 /* Every kind of change ddpd makes to its store, in one table: the events trainers
  * report (hello, status, step, heartbeat, epoch, checkpoint) and the run-life ops of
- * the server's own (insert, starting, running, canceling, finish, delete).
+ * the server's own (insert, starting, running, canceling, finish, delete, resume).
  *
  * One entry per kind says everything about it: the event type it is on the socket
  * and how its fields are read from one (ingest), the SQL that applies it and how it
@@ -34,6 +34,7 @@ typedef enum {
     OP_RUN_CANCELING,
     OP_RUN_FINISH,
     OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
+    OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_KIND_COUNT
 } store_op_kind;
@@ -60,6 +61,7 @@ typedef struct {
         struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
         struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
+        struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
     } u;
     store_wait *wait; /* set by store_submit_wait */
 } store_op;

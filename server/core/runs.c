@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "ckpt_fit.h"
 #include "command_run.h"
 #include "run_config.h"
 #include "scheduler.h"
@@ -92,10 +93,15 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     const char *wd = json_string_value(json_object_get(config, "working_dir"));
     if (command && wd && *wd) datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", errs);
     /* checkpoint.load: a checkpoint of an earlier run ("12/checkpoints/..."), never an
-     * arbitrary file. "" means the newest in its own run directory. */
+     * arbitrary file, and one the run can load (ckpt_fit.h). "" means the newest in its
+     * own run directory. */
     const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
-    if (load && *load)
+    if (load && *load) {
+        size_t before = schema_errors_total(errs);
         datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", errs);
+        const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
+        if (schema_errors_total(errs) == before && resolved) ckpt_fit_check(config, resolved, errs);
+    }
     if (errs->count || !placed) {
         if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
         json_decref(for_trainer);

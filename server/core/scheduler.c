@@ -29,6 +29,7 @@ typedef struct live_run {
     int world_size;
     pool_kind pool;
     bool command;       /* a command run: ddp-run starts it */
+    bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */
     int port;           /* its MASTER_PORT while started (command runs), else 0 */
     run_status status;  /* queued, starting, running, canceling */
     int *devices;       /* indices into the pool, once started */
@@ -147,8 +148,11 @@ static void signal_cancel_locked(live_run *r) {
 }
 
 /* The server's DDPD_* settings stay with the server (the token among them), but for
- * the ones the trainer reads too: passed on by name. */
-static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S"};
+ * the ones the trainer reads too, passed on by name: where the dataset cache lies,
+ * the GPU collectives' timeout, the CPU convolutions' implementation, and which
+ * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names). */
+static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S", "DDPD_CPU_CONV",
+                                        "DDPD_TRAINER_NCCL"};
 
 /* A MASTER_PORT for a command run: in the range, held by no live run, free on the
  * host now (a bind succeeds); taken round the range so a port just released is not
@@ -236,6 +240,7 @@ static void start_locked(live_run *r) {
         argv[argc++] = "--master-port";
         argv[argc++] = port_text;
     }
+    if (r->resume) argv[argc++] = "--resume";
     for (int i = 0; !r->command && i < K.c.n_data_roots && i < 64; i++) {
         argv[argc++] = "--data-root";
         argv[argc++] = K.c.data_roots[i];
@@ -330,6 +335,23 @@ void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command) 
     pthread_mutex_lock(&K.mu);
     add_queued(id, world_size, pool)->command = command;
     log_info("run %lld queued: needs %d %s", (long long)id, world_size, pool_unit(pool));
+    schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+}
+
+void scheduler_resume(int64_t id, int world_size, pool_kind pool) {
+    live_run *r = calloc(1, sizeof *r);
+    if (!r) abort();
+    r->id = id;
+    r->world_size = world_size;
+    r->pool = pool;
+    r->status = RUN_QUEUED;
+    r->resume = true;
+    pthread_mutex_lock(&K.mu);
+    live_run **p = &K.runs;
+    while (*p) p = &(*p)->next; /* at the back of the queue: it is queued now */
+    *p = r;
+    log_info("run %lld queued again (resumed): needs %d %s", (long long)id, world_size, pool_unit(pool));
     schedule_locked();
     pthread_mutex_unlock(&K.mu);
 }
@@ -720,6 +742,7 @@ void scheduler_recover(void) {
         }
         live_run *r = add_queued(b->id, b->world_size, pool);
         r->command = b->command;
+        r->resume = b->resumes > 0; /* queued by POST /runs/{id}/resume: starts with --resume */
         if (b->world_size > scheduler_capacity(pool)) {
             char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
                                      pool_unit(pool), scheduler_capacity(pool));

@@ -59,6 +59,11 @@ const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
  * command: a command run (started by the runner, with a MASTER_PORT of its own). */
 void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command);
 
+/* Queues again a built-in run that the store has just turned from failed or canceled
+ * to queued (runs_resume): at the back of its pool's queue; its trainer is started
+ * with --resume (it continues from the newest checkpoint in its run directory). */
+void scheduler_resume(int64_t id, int world_size, pool_kind pool);
+
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
 /* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL
  * after the grace period). CANCEL_NOT_LIVE: no such unfinished run. */

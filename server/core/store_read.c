@@ -25,7 +25,7 @@ enum {
     C_EXIT_CODE, C_EXIT_SIGNAL, C_CREATED_AT, C_STARTED_AT, C_FINISHED_AT, C_EPOCHS,
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT,
-    C_CHECKPOINTS /* Q_RUN only */
+    C_CHECKPOINTS, C_RESUMES /* Q_RUN only */
 };
 
 enum {
@@ -33,10 +33,13 @@ enum {
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
 };
 
+#define BRIEF_COLUMNS \
+    "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)"
+
 static const char *const QSQL[Q_COUNT] = {
-    [Q_BRIEF] = "SELECT id, status, world_size, device_kind, pid, kind FROM runs WHERE id = ?1",
+    [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
     [Q_UNFINISHED] =
-        "SELECT id, status, world_size, device_kind, pid, kind FROM runs"
+        "SELECT " BRIEF_COLUMNS " FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
     [Q_PROCESS] = "SELECT pid_start_time, secret, devices FROM runs WHERE id = ?1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
@@ -45,7 +48,11 @@ static const char *const QSQL[Q_COUNT] = {
     [Q_RUN] = "SELECT " RUN_COLUMNS ", (SELECT json_group_array(json_object('epoch', epoch, 'global_step',"
               " global_step, 'path', path, 'bytes', bytes, 'created_at',"
               " strftime('%Y-%m-%dT%H:%M:%fZ', t / 1000.0, 'unixepoch')))"
-              " FROM (SELECT * FROM checkpoints WHERE run_id = ?1 ORDER BY global_step))"
+              " FROM (SELECT * FROM checkpoints WHERE run_id = ?1 ORDER BY global_step)),"
+              " (SELECT json_group_array(json_object('at', strftime('%Y-%m-%dT%H:%M:%fZ', at / 1000.0, 'unixepoch'),"
+              " 'from_checkpoint', from_checkpoint, 'from_epoch', from_epoch, 'from_global_step', from_global_step,"
+              " 'prior_status', prior_status, 'prior_reason', prior_reason))"
+              " FROM (SELECT * FROM run_resumes WHERE run_id = ?1 ORDER BY n))"
               " FROM runs WHERE id = ?1",
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
                " WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))"
@@ -152,6 +159,7 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     b->pid = col_int(st, 4);
     s = (const char *)sqlite3_column_text(st, 5);
     b->command = s && strcmp(s, "command") == 0;
+    b->resumes = sqlite3_column_int(st, 6);
 }
 
 int store_get_brief(int64_t id, run_brief *out) {
@@ -268,7 +276,9 @@ json_t *store_run_json(int64_t id, char **raw_members) {
         o = run_row_json(st);
         const char *cfg = (const char *)sqlite3_column_text(st, C_CONFIG);
         const char *ckpts = (const char *)sqlite3_column_text(st, C_CHECKPOINTS);
-        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%s", cfg ? cfg : "null", ckpts ? ckpts : "[]");
+        const char *resumes = (const char *)sqlite3_column_text(st, C_RESUMES);
+        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%s,\"resumes\":%s", cfg ? cfg : "null",
+                                 ckpts ? ckpts : "[]", resumes ? resumes : "[]");
     }
     done(st);
     return o;

@@ -19,6 +19,7 @@ typedef struct {
     char device_kind[8];
     int64_t pid;  /* NO_INT if never started */
     bool command; /* a command run (ddp-run starts it), else a built-in model's (ddp-trainer) */
+    int resumes;  /* how often it was resumed (POST /runs/{id}/resume): its trainer continues from a checkpoint */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
@@ -49,10 +50,11 @@ typedef struct {
 } rank_seen;
 int store_ranks_last_seen(int64_t id, rank_seen **out);
 
-/* A run as GET /runs/{id} shows it; NULL when there is no such run. Its config and
- * checkpoints come apart, in *raw_members (malloc'd): the JSON text of the members
- * "config" (as stored: it never changes after submission) and "checkpoints" (built
- * by SQLite), to be written as they are, not decoded and encoded again. */
+/* A run as GET /runs/{id} shows it; NULL when there is no such run. Its config,
+ * checkpoints and resumes come apart, in *raw_members (malloc'd): the JSON text of
+ * the members "config" (as stored: it never changes after submission),
+ * "checkpoints" and "resumes" (built by SQLite), to be written as they are, not
+ * decoded and encoded again. */
 json_t *store_run_json(int64_t id, char **raw_members);
 /* Newest first. statuses: a JSON array text of statuses, or NULL for all; before:
  * only ids below it (0: no bound). Returns {"runs": [...]} and sets *next_before to

@@ -5,6 +5,8 @@
                  why and exits 1
   list_show      list (table, --status, --json), show (its epochs)
   cancel         cancel a running run (follow then exits 5); cancel a finished one: 4
+  resume         resume a canceled run (--follow to its end, exit 0); resuming a
+                 succeeded run or none: exit 4 and why
   metrics_csv    metrics --csv: every step, the API's values; --max-points; --key lr
   errors         a refused config names the field and the problem (exit 4); an
                  unreachable server is one clear line (exit 3); usage (exit 2); the
@@ -170,6 +172,31 @@ def case_cancel(a):
         check(re.search(rf"run {rid} was canceled in \d+s: canceled by request", out) is not None, f"and says so: {out[-200:]!r}")
         rc, out, err = ctl(s, "cancel", str(rid))
         check(rc == 4 and "already finished (canceled)" in err, f"canceling a finished run: exit 4 and why: {rc} {err!r}")
+
+
+def case_resume(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rc, out, err = ctl(s, "submit", config_file(quick_run(**{"name": "resumed", "train.epochs": 8})))
+        rid = run_id(out)
+        check(rc == 0 and rid, f"submitted: {out!r}")
+        wait_until(lambda: s.get(f"/runs/{rid}/checkpoints").json()["checkpoints"] or s.run(rid)["status"] in ENDS,
+                   "its first checkpoint", 120, interval=0.01)
+        rc, out, err = ctl(s, "cancel", str(rid))
+        run = s.wait_status(rid, ENDS, 60)
+        if not check(run and run["status"] == "canceled", f"canceled mid-run: {run and run['status']}"):
+            return
+        rc, out, err = ctl(s, "resume", str(rid), "--follow")
+        check(rc == 0, f"resume --follow exits 0 once the run succeeds: {rc} {out[-300:]!r} {err!r}")
+        check(re.match(rf"run {rid} resumed from \S+/checkpoints/epoch-\d{{4}}\.safetensors \(after epoch \d+, step \d+\): "
+                       r"(queued|starting|running)", out) is not None, f"it says from where: {out[:300]!r}")
+        check(s.run(rid)["status"] == "succeeded" and len(s.run(rid)["resumes"]) == 1, "the run succeeded, resumed once")
+        rc, out, err = ctl(s, "resume", str(rid))
+        check(rc == 4 and f"only a failed or canceled run can be resumed; run {rid} is succeeded" in err,
+              f"resuming a succeeded run: exit 4 and why: {rc} {err!r}")
+        rc, out, err = ctl(s, "resume", "99999")
+        check(rc == 4 and "there is no run 99999" in err, f"no such run: exit 4: {rc} {err!r}")
+        rc, out, err = ctl(s, "resume")
+        check(rc == 2 and "resume takes a run ID" in err, f"usage: exit 2: {rc} {err!r}")
 
 
 def case_metrics_csv(a):

@@ -391,9 +391,18 @@ def run(a):
         long_id = r.json()["id"] if r.status == 201 else None
         if long_id and s.wait_status(long_id, "running", timeout=120):
             req("DELETE", "/runs/{id}", f"/runs/{long_id}", "delete a live run", headers=auth)
+            req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a live run", headers=auth)
+            wait_until(lambda: s.get(f"/runs/{long_id}/checkpoints").json()["checkpoints"], "a checkpoint", 120)
             req("POST", "/runs/{id}/cancel", f"/runs/{long_id}/cancel", "cancel a live run", headers=auth)
             s.wait_status(long_id, "canceled", timeout=120)
             req("GET", "/runs/{id}", f"/runs/{long_id}", "a canceled run")
+            req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume without the token")
+            req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a canceled run", headers=auth)
+            req("GET", "/runs/{id}", f"/runs/{long_id}", "a resumed run")
+            req("POST", "/runs/{id}/cancel", f"/runs/{long_id}/cancel", "cancel the resumed run", headers=auth)
+            s.wait_status(long_id, "canceled", timeout=120)
+        req("POST", "/runs/{id}/resume", "/runs/999999/resume", headers=auth)
+        req("POST", "/runs/{id}/resume", f"/runs/{rid}/resume", "resume a succeeded run", headers=auth)
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete without the token")
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete a finished run", headers=auth)
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete it again", headers=auth)

@@ -1,0 +1,108 @@
+/* Resuming a failed or canceled run: see run_resume.h. */
+#include "run_resume.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "ckpt_header.h"
+#include "run_status.h"
+#include "scheduler.h"
+#include "state_layout.h"
+#include "store.h"
+#include "store_read.h"
+
+/* The checkpoint a resumed trainer starts from, as its --resume picks it: the
+ * newest in the run directory, else the config's checkpoint.load (where the run
+ * started from). NULL (and why) when there is none. */
+static char *checkpoint_to_resume(int64_t id, const json_t *cfg, char *why, size_t whylen) {
+    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS);
+    char *path = ckpt_newest(dir);
+    free(dir);
+    if (path) return path;
+    const json_t *ck = json_object_get(cfg, "checkpoint");
+    const char *load = json_string_value(json_object_get(ck, "load"));
+    if (load && *load) return xstrdup(load);
+    json_int_t every = json_integer_value(json_object_get(ck, "every_epochs"));
+    snprintf(why, whylen,
+             "run %lld has no checkpoint to resume from; its config's checkpoint.every_epochs is %lld (%s)",
+             (long long)id, (long long)every,
+             every == 0 ? "it writes none: submit the run again with checkpoint.every_epochs of 1 or more"
+                        : "it ended before its first checkpoint: submit it again (POST /runs)");
+    return NULL;
+}
+
+resume_result runs_resume(int64_t id, char *why, size_t whylen) {
+    run_brief b;
+    int found = store_get_brief(id, &b);
+    if (found < 0) return RESUME_STORE_ERROR;
+    if (!found) return RESUME_NOT_FOUND;
+    if (b.command) {
+        snprintf(why, whylen,
+                 "run %lld is a command run: ddpd cannot continue the user's program from a checkpoint; submit it "
+                 "again (POST /runs) and let the script load its own checkpoint", (long long)id);
+        return RESUME_REFUSED;
+    }
+    if (b.status != RUN_FAILED && b.status != RUN_CANCELED) {
+        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s", (long long)id,
+                 run_status_name(b.status));
+        return RESUME_REFUSED;
+    }
+    /* The config as its trainer reads it (paths resolved), which --resume reads again. */
+    char *cfg_path = layout_run_path(id, RUN_FILE_CONFIG);
+    json_error_t je;
+    json_t *cfg = json_load_file(cfg_path, 0, &je);
+    if (!cfg) {
+        snprintf(why, whylen, "run %lld cannot be resumed: its config %s cannot be read (%s)", (long long)id, cfg_path,
+                 je.text);
+        free(cfg_path);
+        return RESUME_REFUSED;
+    }
+    free(cfg_path);
+    resume_result res = RESUME_REFUSED;
+    char *ckpt = NULL;
+    const char *mode = json_string_value(json_object_get(cfg, "mode"));
+    pool_kind pool = strcmp(b.device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
+    ckpt_header h = {0};
+    char err[1024];
+    if (mode && strcmp(mode, "eval") == 0) {
+        snprintf(why, whylen, "run %lld is an eval run (mode eval): there is no training to continue; submit it again "
+                 "(POST /runs)", (long long)id);
+        goto out;
+    }
+    if (b.world_size > scheduler_capacity(pool)) {
+        snprintf(why, whylen, "run %lld needs %d %s but this server now has %d", (long long)id, b.world_size,
+                 pool_unit(pool), scheduler_capacity(pool));
+        goto out;
+    }
+    if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
+    if (ckpt_header_read(ckpt, &h, err, sizeof err) != 0 || h.next_epoch < 1 || h.global_step < 0) {
+        snprintf(why, whylen, "run %lld cannot be resumed from %s: %s; delete that file to resume from the one "
+                 "before it, or submit the run again", (long long)id, ckpt,
+                 h.header ? "it holds no position to continue from (next_epoch, global_step)" : err);
+        goto out;
+    }
+    store_op op = {.kind = OP_RUN_RESUME, .run_id = id, .t = now_ms()};
+    op.u.resume.from_checkpoint = xstrdup(ckpt);
+    op.u.resume.from_epoch = h.next_epoch - 1;
+    op.u.resume.from_global_step = h.global_step;
+    int64_t done = store_submit_wait(&op);
+    if (done < 0) {
+        res = RESUME_STORE_ERROR;
+    } else if (done == 0) {
+        snprintf(why, whylen, "run %lld changed meanwhile (resumed or deleted by another request); GET /runs/%lld says "
+                 "how it is", (long long)id, (long long)id);
+    } else {
+        log_info("run %lld resumed from %s (epoch %lld, global step %lld)", (long long)id, ckpt,
+                 (long long)(h.next_epoch - 1), (long long)h.global_step);
+        scheduler_resume(id, b.world_size, pool);
+        res = RESUME_QUEUED;
+    }
+out:
+    ckpt_header_free(&h);
+    free(ckpt);
+    json_decref(cfg);
+    return res;
+}

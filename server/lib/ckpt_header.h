@@ -1,0 +1,33 @@
+/* What the server reads of a checkpoint without loading it: the newest one in a
+ * directory (the rule the trainer's --resume uses: names sort by epoch), and a
+ * safetensors file's header (its tensors' shapes and ddpd's metadata: the model,
+ * the optimizer, the position it continues from). For POST /runs/{id}/resume and
+ * for checking a checkpoint.load at submission; the trainer reads the tensors. */
+#ifndef DDPD_LIB_CKPT_HEADER_H
+#define DDPD_LIB_CKPT_HEADER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The newest "epoch-NNNN.safetensors" in dir: its path (malloc'd), or NULL when
+ * there is none (or dir cannot be read). */
+char *ckpt_newest(const char *dir);
+
+typedef struct {
+    json_t *header;           /* the whole header: {"name": {"dtype", "shape", ...}, "__metadata__": {...}} */
+    const char *format;       /* "ddpd-checkpoint-1"; NULL when missing */
+    const char *model;        /* "mlp", "cnn"; NULL: an older checkpoint (mlp) */
+    const char *optimizer;    /* "adam", ...; NULL when missing */
+    int64_t next_epoch, next_step, global_step; /* -1 when missing */
+} ckpt_header;
+
+/* Reads path's header (the length is checked against the file's size first). 0, or
+ * -1 with why in err ("... is not a safetensors file: ..."). */
+int ckpt_header_read(const char *path, ckpt_header *out, char *err, size_t errlen);
+/* The shape of tensor `name`: its number of dimensions (dims[0..3] set), or -1 when
+ * there is no such tensor. */
+int ckpt_tensor_shape(const ckpt_header *h, const char *name, int64_t dims[4]);
+void ckpt_header_free(ckpt_header *h);
+
+#endif
