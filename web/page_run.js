@@ -192,8 +192,6 @@ export function mountRun(root, id) {
   function renderCheckpoints() {
     if (!checkpoints) return;
     const reported = (run && run.checkpoints) || [];
-    const onDisk = new Set(checkpoints.map((c) => c.file));
-    const removed = reported.filter((c) => c.path && !onDisk.has(c.path.split('/').pop()));
     const stepOf = new Map(reported.map((c) => [c.path && c.path.split('/').pop(), c.global_step]));
     const cfg = run && run.config && run.config.checkpoint;
     const rows = checkpoints.map((c) => h('tr', { 'data-file': c.file },
@@ -213,17 +211,18 @@ export function mountRun(root, id) {
         ? 'This run writes no checkpoints (checkpoint.every_epochs is 0).'
         : run && LIVE.has(run.status) ? 'The first checkpoint is written when an epoch ends.' : 'No checkpoint file is in the run\'s directory.'));
     }
-    if (removed.length) {
-      parts.push(h('p', { class: 'muted', id: 'checkpoints-removed' },
-        `${removed.length} older checkpoint${removed.length > 1 ? 's were' : ' was'} removed`,
-        cfg && cfg.keep ? ` (checkpoint.keep is ${cfg.keep}: the newest ${cfg.keep} stay)` : '', '.'));
+    // the run lists only what is on disk (the trainer says which ones checkpoint.keep removed)
+    const keeping = Boolean(cfg && cfg.keep && checkpoints.length >= cfg.keep);
+    if (keeping) {
+      parts.push(h('p', { class: 'muted', id: 'checkpoints-kept' },
+        `checkpoint.keep is ${cfg.keep}: the newest ${cfg.keep} stay, older ones are removed as new ones are written.`));
     }
     if (rows.length) {
       parts.push(h('p', { class: 'muted small' }, 'To evaluate one, submit a run with ', h('code', {}, '"mode": "eval"'),
         ' and ', h('code', {}, `"checkpoint": {"load": "${id}/checkpoints/${checkpoints[checkpoints.length - 1].file}"}`), '.'));
     }
     checkpointsEl.dataset.files = String(checkpoints.length);
-    checkpointsEl.dataset.removed = String(removed.length);
+    checkpointsEl.dataset.kept = String(keeping);
     checkpointsEl.replaceChildren(...parts);
   }
 

@@ -122,7 +122,7 @@ static int serve(int argc, char **argv) {
     settings_read(argc, argv, &o);
     /* Everything this server and its trainers create is this user's only: the state
      * directory holds the runs' configs, logs, journals and checkpoints, and the
-     * database (a command run's program inherits it too; docs/security.md). */
+     * database (a command run's program inherits it too; the README's Security part). */
     umask(077);
     /* The log first, so that everything after goes where it was asked to (a setting
      * ddpd refuses still goes to stderr, through die). */
@@ -136,8 +136,6 @@ static int serve(int argc, char **argv) {
     char state_dir[PATH_MAX];
     if (!realpath(o.state_dir, state_dir)) die("state dir %s: %s", o.state_dir, strerror(errno));
     state_layout_init(state_dir);
-    char tighten_err[PATH_MAX + 256];
-    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
     mkdir_p(layout_runs_dir(), 0700);
     int lock_fd = lock_state_dir(state_dir);
     /* A database that is damaged, not ddpd's, newer, or gone beside run directories:
@@ -145,6 +143,9 @@ static int serve(int argc, char **argv) {
     db_report db_verdict;
     db_inspect(layout_db_path(), layout_runs_dir(), &db_verdict);
     if (db_refuses(db_verdict.state)) die("%s", db_verdict.line);
+    /* then the state dir this user's only (a refusal above stays one line) */
+    char tighten_err[PATH_MAX + 256];
+    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;

@@ -271,7 +271,7 @@ def case_start_full(a):
     try:
         with Tmpfs("8m") as disk:
             fresh, made = os.path.join(disk.dir, "fresh"), os.path.join(disk.dir, "made")
-            os.mkdir(fresh)
+            os.mkdir(fresh, 0o700)  # this user's only, as ddpd keeps it: no tightening warning
             rc, err = start(a, made, logs)  # an earlier server makes its database, and stops
             check(rc is None and os.path.exists(os.path.join(made, "ddpd.db")), f"a server starts on {made}: {err}")
             if not disk.fill():

@@ -170,7 +170,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   assert.deepEqual(files, ['epoch-0003.safetensors', 'epoch-0004.safetensors']);
   await until(() => page.evaluate(() => document.getElementById('checkpoints').dataset.files === '2'), 'the checkpoint list');
   assert.deepEqual(await page.$$eval('#checkpoints-table tbody tr', (trs) => trs.map((tr) => tr.dataset.file)), files, 'the list is the files on disk');
-  assert.match(await page.textContent('#checkpoints-removed'), /3 older checkpoints were removed \(checkpoint\.keep is 2/);
+  assert.match(await page.textContent('#checkpoints-kept'), /checkpoint\.keep is 2: the newest 2 stay/);
   assert.match(await page.textContent('#checkpoints'), new RegExp(`"load": "${id}/checkpoints/epoch-0004.safetensors"`), 'how to evaluate one');
   // the LR on a log axis, where the later decays would be flat at 0 on a linear one
   await page.check('#opt-lr-log');

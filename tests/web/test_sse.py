@@ -82,7 +82,12 @@ def case_replay(a):
         done = {e.data["rank"] for e in full if e.event == "rank" and e.data["state"] == "done"}
         check(done == {0, 1}, f"both ranks' states arrive, to done: {done}")
         ckpts = s.run(rid)["checkpoints"]
-        check(len([e for e in full if e.event == "checkpoint"]) == len(ckpts) == 4, "every checkpoint")
+        written = [e.data for e in full if e.event == "checkpoint"]
+        removed = {p for d in written for p in d.get("removed", [])}
+        kept = [d["path"] for d in written if d["path"] not in removed]
+        check(len(written) == 4, f"every checkpoint written: {len(written)}")
+        check(sorted(c["path"] for c in ckpts) == sorted(kept),
+              f"the run lists the ones its checkpoint.keep left: {[c['path'] for c in ckpts]} vs {kept}")
 
         # The reconnect: exactly what was missed, by header and by query.
         for how in ("header", "query"):
@@ -201,7 +206,9 @@ def run_seconds(run):
 
 def case_many_streams(a):
     N = 300
-    with H.Server(a.ddpd, a.trainer, env=HEARTBEAT_ENV) as s:
+    # all from one address (127.0.0.1): above the per-address caps, which guard against one client
+    caps = ["--max-streams-per-address", str(N + 16), "--max-connections-per-address", str(N + 64)]
+    with H.Server(a.ddpd, a.trainer, env=HEARTBEAT_ENV, extra_args=caps) as s:
         cfg = small_run(**{"model.hidden": [256, 128], "data.limit": 4000, "train.batch_size": 16, "train.epochs": 3})
         base_id = s.submit(cfg)
         base = succeeded(s, base_id)
