@@ -134,8 +134,6 @@ static int serve(int argc, char **argv) {
     char state_dir[PATH_MAX];
     if (!realpath(o.state_dir, state_dir)) die("state dir %s: %s", o.state_dir, strerror(errno));
     state_layout_init(state_dir);
-    char tighten_err[PATH_MAX + 256];
-    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
     mkdir_p(layout_runs_dir(), 0700);
     int lock_fd = lock_state_dir(state_dir);
     /* A database that is damaged, not ddpd's, newer, or gone beside run directories:
@@ -143,6 +141,9 @@ static int serve(int argc, char **argv) {
     db_report db_verdict;
     db_inspect(layout_db_path(), layout_runs_dir(), &db_verdict);
     if (db_refuses(db_verdict.state)) die("%s", db_verdict.line);
+    /* only a state dir it will serve is tightened (one it refuses is left as found) */
+    char tighten_err[PATH_MAX + 256];
+    if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
