@@ -1,14 +1,16 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations) and of the core modules (store, ingest parsing, feed, scheduler),
+# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
-# errors, the cheap reads (cached answers, ETags), hostile and careless clients, the event socket with a scripted
+# errors, the cheap reads (cached answers, ETags), hostile and careless clients, connection limits (floods,
+# slowloris, stream caps, running out of descriptors), the event socket with a scripted
 # trainer, resuming runs (POST /runs/{id}/resume), end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
 # under a live run. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
+ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
@@ -45,3 +47,5 @@ if(TARGET ddp-run)
 endif()
 ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
               TIMEOUT 300)
+ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
+              TIMEOUT 180)

@@ -132,9 +132,10 @@ class Response:
 class Server:
     """One ddpd process. Use as a context manager."""
 
-    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3, log_dir=None):
+    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3, log_dir=None, preexec_fn=None):
         self.ddpd, self.trainer, self.slots = ddpd, trainer, slots
         self.log_dir = log_dir  # where server.log goes (default: the state dir)
+        self.preexec_fn = preexec_fn  # run in the child before ddpd (a lower ulimit -n)
         self.own_dir = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="ddpd-test-")
         self.extra_args, self.env, self.grace = list(extra_args), env, grace
@@ -179,7 +180,7 @@ class Server:
         self.log_path = os.path.join(self.log_dir or self.state_dir, "server.log")
         # this user's only, as the server keeps its state dir (it would tighten it, with a warning)
         self.log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env, preexec_fn=self.preexec_fn)
         line = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
