@@ -1,13 +1,15 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations) and of the core modules (store, ingest parsing, feed, scheduler),
+# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
-# errors, the cheap reads (cached answers, ETags), hostile and careless clients, the event socket with a scripted
+# errors, the cheap reads (cached answers, ETags), hostile and careless clients, connection limits (floods,
+# slowloris, stream caps, running out of descriptors), the event socket with a scripted
 # trainer, and end-to-end runs of the real ddp-trainer on Fashion-MNIST. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
+ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
@@ -27,4 +29,6 @@ ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py AR
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py ARGS ${server_test_args}
               TIMEOUT 120)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
+              TIMEOUT 180)
+ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
               TIMEOUT 180)

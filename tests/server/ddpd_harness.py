@@ -99,8 +99,9 @@ class Response:
 class Server:
     """One ddpd process. Use as a context manager."""
 
-    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3):
+    def __init__(self, ddpd, trainer, slots=2, state_dir=None, extra_args=(), env=None, grace=3, preexec_fn=None):
         self.ddpd, self.trainer, self.slots = ddpd, trainer, slots
+        self.preexec_fn = preexec_fn  # run in the child before ddpd (a lower ulimit -n)
         self.own_dir = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="ddpd-test-")
         self.extra_args, self.env, self.grace = list(extra_args), env, grace
@@ -139,7 +140,7 @@ class Server:
         env = dict(os.environ, **(self.env or {}))
         self.log_path = os.path.join(self.state_dir, "server.log")
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env, preexec_fn=self.preexec_fn)
         line = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
