@@ -317,13 +317,19 @@ static void schedule_locked(void) {
     }
 }
 
-static live_run *add_queued(int64_t id, int world_size, pool_kind pool) {
+/* A queued run, not yet in the list. */
+static live_run *new_queued(int64_t id, int world_size, pool_kind pool) {
     live_run *r = calloc(1, sizeof *r);
     if (!r) abort();
     r->id = id;
     r->world_size = world_size;
     r->pool = pool;
     r->status = RUN_QUEUED;
+    return r;
+}
+
+static live_run *add_queued(int64_t id, int world_size, pool_kind pool) {
+    live_run *r = new_queued(id, world_size, pool);
     live_run **p = &K.runs;
     while (*p && (*p)->id < id) p = &(*p)->next; /* ids are submission order */
     r->next = *p;
@@ -340,12 +346,7 @@ void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command) 
 }
 
 void scheduler_resume(int64_t id, int world_size, pool_kind pool) {
-    live_run *r = calloc(1, sizeof *r);
-    if (!r) abort();
-    r->id = id;
-    r->world_size = world_size;
-    r->pool = pool;
-    r->status = RUN_QUEUED;
+    live_run *r = new_queued(id, world_size, pool);
     r->resume = true;
     pthread_mutex_lock(&K.mu);
     live_run **p = &K.runs;
