@@ -374,7 +374,7 @@ static int64_t apply_checkpoint(sqlite3 *db, sqlite3_stmt *const *st, const stor
     bind_int(st[0], 5, op->u.checkpoint.bytes);
     sqlite3_bind_int64(st[0], 6, op->t);
     int64_t changed = run(db, st[0]);
-    if (changed > 0 && json_array_size(op->u.checkpoint.removed)) { /* the older ones its `keep` deleted from disk */
+    if (json_array_size(op->u.checkpoint.removed)) { /* the older ones its `keep` deleted from disk */
         char *paths = json_dumps(op->u.checkpoint.removed, JSON_COMPACT);
         sqlite3_bind_int64(st[1], 1, op->run_id);
         bind_text(st[1], 2, paths);
@@ -551,27 +551,24 @@ static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 
 /* ---- the table ---- */
 
-/* A trainer's event changes a run that exists and is not finished: none recreates
- * the rows of a deleted run, or adds to a finished one (what a connection that
- * outlived its run still sends; ingest.h). Bound as ?1, the run's id. */
-#define RUN_IS_LIVE " WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled'))"
+/* A trainer's event (an entry with an `event`) is applied to a live run only: the
+ * store's writer asks that once per run and batch (store.c, run_is_live). */
 
 const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HELLO] = {
         .kind = OP_HELLO, .event = "hello", .parse = parse_hello,
         .sql = {"INSERT INTO ranks (run_id, rank, pid, host, device, state, connected_at, last_seen)"
-                " SELECT ?1, ?2, ?3, ?4, ?5, 'init', ?6, ?6" RUN_IS_LIVE
+                " VALUES (?1, ?2, ?3, ?4, ?5, 'init', ?6, ?6)"
                 " ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
                 " device = excluded.device, connected_at = excluded.connected_at, last_seen = excluded.last_seen",
                 "UPDATE runs SET total_steps = coalesce(?2, total_steps), epochs = coalesce(?3, epochs),"
-                " steps_per_epoch = coalesce(?4, steps_per_epoch)"
-                " WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')"},
+                " steps_per_epoch = coalesce(?4, steps_per_epoch) WHERE id = ?1"},
         .apply = apply_hello, .sse_event = "rank", .sse_data = sse_hello, .learn = learn_hello,
         .free_fields = free_hello,
     },
     [OP_STATUS] = {
         .kind = OP_STATUS, .event = "status", .parse = parse_status,
-        .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) SELECT ?1, ?2, ?3, ?4, ?5" RUN_IS_LIVE
+        .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) VALUES (?1, ?2, ?3, ?4, ?5)"
                 " ON CONFLICT (run_id, rank) DO UPDATE SET state = excluded.state, detail = excluded.detail,"
                 " last_seen = excluded.last_seen"},
         .apply = apply_status, .sse_event = "rank", .sse_data = sse_status, .free_fields = free_status,
@@ -579,9 +576,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_step,
         .sql = {"INSERT OR REPLACE INTO steps (run_id, global_step, epoch, step, loss, lr, samples_per_s, t)"
-                " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8" RUN_IS_LIVE,
-                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) SELECT ?1, ?2, ?3, ?4, ?5"
-                RUN_IS_LIVE},
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },
@@ -592,7 +588,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HEARTBEAT] = {
         .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_heartbeat,
         .sql = {"INSERT INTO ranks (run_id, rank, global_step, step_ms, last_seen, gpu_mem_used_bytes,"
-                " gpu_mem_total_bytes) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7" RUN_IS_LIVE
+                " gpu_mem_total_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
                 " ON CONFLICT (run_id, rank) DO UPDATE SET global_step = excluded.global_step,"
                 " step_ms = excluded.step_ms, last_seen = excluded.last_seen,"
                 " gpu_mem_used_bytes = coalesce(excluded.gpu_mem_used_bytes, gpu_mem_used_bytes),"
@@ -603,13 +599,13 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_EPOCH] = {
         .kind = OP_EPOCH, .event = "epoch", .parse = parse_epoch,
         .sql = {"INSERT OR REPLACE INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
-                " samples_per_s, t) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9" RUN_IS_LIVE},
+                " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
         .apply = apply_epoch, .summary = SUMMARY_SEEN, .sse_event = "epoch", .sse_data = sse_epoch,
     },
     [OP_CHECKPOINT] = {
         .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint,
         .sql = {"INSERT OR REPLACE INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
-                " SELECT ?1, ?2, ?3, ?4, ?5, ?6" RUN_IS_LIVE,
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 "DELETE FROM checkpoints WHERE run_id = ?1 AND path IN (SELECT value FROM json_each(?2))"},
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,

@@ -38,7 +38,7 @@ struct store_wait {
 };
 
 /* The writer's own statements; each op kind's are in OP_KINDS (event_kinds.c). */
-enum { ST_PROGRESS, ST_SEEN, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT };
+enum { ST_PROGRESS, ST_SEEN, ST_LIVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT };
 
 static const char *const SQL[ST_COUNT] = {
     [ST_PROGRESS] =
@@ -46,6 +46,7 @@ static const char *const SQL[ST_COUNT] = {
         " samples_per_s = ?7, last_step_at = ?8, first_step_at = coalesce(first_step_at, ?9),"
         " first_global_step = coalesce(first_global_step, ?10) WHERE id = ?1",
     [ST_SEEN] = "UPDATE ranks SET last_seen = max(coalesce(last_seen, 0), ?3) WHERE run_id = ?1 AND rank = ?2",
+    [ST_LIVE] = "SELECT 1 FROM runs WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')",
     [ST_BEGIN] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -123,10 +124,17 @@ typedef struct {
 } seen_entry;
 
 typedef struct {
+    int64_t run_id;
+    bool live;
+} live_entry;
+
+typedef struct {
     progress_entry *progress;
     size_t n_progress, cap_progress;
     seen_entry *seen;
     size_t n_seen, cap_seen;
+    live_entry *live; /* what this attempt has asked of runs' liveness (run_is_live) */
+    size_t n_live, cap_live;
 } batch_summary;
 
 static void note_step(batch_summary *b, const store_op *op) {
@@ -184,11 +192,45 @@ static void write_summary(batch_summary *b) {
     b->n_progress = b->n_seen = 0;
 }
 
+/* ---- a trainer's event goes to a live run only ---- */
+
+/* Every op from the event socket (its kind has an `event`) changes a run that exists
+ * and is not finished: none recreates the rows of a deleted run or adds to a finished
+ * one (what a connection that outlived its run still sends; ingest.h). Asked of the
+ * database once per run and attempt, not once per row: a batch holds thousands of a
+ * run's steps. The server's own ops (which create, finish, resume or delete runs)
+ * make their run asked again. */
+static bool run_is_live(batch_summary *b, int64_t id) {
+    for (size_t i = 0; i < b->n_live; i++)
+        if (b->live[i].run_id == id) return b->live[i].live;
+    sqlite3_stmt *st = S.st[ST_LIVE];
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    bool live = rc == SQLITE_ROW;
+    /* a read that fails is a fault like a write's: the batch is kept, not its events dropped */
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) write_fault_note(S.db, write_fault_is(rc) ? rc : SQLITE_IOERR);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (b->n_live == b->cap_live) {
+        b->cap_live = b->cap_live ? 2 * b->cap_live : 8;
+        b->live = xrealloc(b->live, b->cap_live * sizeof *b->live);
+    }
+    b->live[b->n_live++] = (live_entry){id, live};
+    return live;
+}
+
+static void forget_live(batch_summary *b, int64_t id) {
+    for (size_t i = 0; i < b->n_live; i++)
+        if (b->live[i].run_id == id) b->live[i] = b->live[--b->n_live];
+}
+
 /* ---- applying one op: its kind's entry in OP_KINDS ---- */
 
 static int64_t apply(const store_op *op, batch_summary *b) {
     const op_kind_desc *d = &OP_KINDS[op->kind];
+    if (d->event && !run_is_live(b, op->run_id)) return 0; /* refused: nothing of it is written */
     int64_t result = d->apply(S.db, S.op_st[op->kind], op);
+    if (!d->event) forget_live(b, op->run_id);
     if (result <= 0) return result; /* refused (a finished or deleted run's event): nothing to sum up */
     if (d->summary & SUMMARY_PROGRESS) note_step(b, op);
     if (d->summary & SUMMARY_SEEN) note_seen(b, op);
@@ -315,7 +357,7 @@ static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_sum
         if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
         if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
     }
-    summary->n_progress = summary->n_seen = 0;
+    summary->n_progress = summary->n_seen = summary->n_live = 0;
     return ok;
 }
 
@@ -422,6 +464,7 @@ static void *writer_main(void *arg) {
     free(batch);
     free(summary.progress);
     free(summary.seen);
+    free(summary.live);
     return NULL;
 }
 
