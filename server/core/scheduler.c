@@ -551,20 +551,6 @@ void scheduler_tick(void) {
 
 /* ---- start-up recovery ---- */
 
-/* Does /proc/<pid>/cmdline contain the argument `arg`? */
-static bool cmdline_has(pid_t pid, const char *arg) {
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
-        if (strcmp(buf + i, arg) == 0) return true;
-    return false;
-}
-
 /* Kills the processes of process group `pgid` that belong to `run_dir` (a pid may
  * have been reused: only processes started for that run directory are touched).
  * Returns how many. */
@@ -576,18 +562,9 @@ static int kill_leftovers(pid_t pgid, const char *run_dir) {
     while ((e = readdir(d))) {
         if (!isdigit((unsigned char)e->d_name[0])) continue;
         pid_t pid = (pid_t)atoi(e->d_name);
-        char path[64], stat[1024];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        FILE *f = fopen(path, "re");
-        if (!f) continue;
-        size_t n = fread(stat, 1, sizeof stat - 1, f);
-        fclose(f);
-        stat[n] = '\0';
-        char *rp = strrchr(stat, ')'); /* the command name may hold spaces */
-        int ppid, pgrp;
-        char state;
-        if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || pgrp != (int)pgid) continue;
-        if (cmdline_has(pid, run_dir) && kill(pid, SIGKILL) == 0) killed++;
+        proc_stat ps;
+        if (proc_stat_read(pid, &ps) != 0 || ps.pgrp != pgid) continue;
+        if (proc_cmdline_has(pid, run_dir) && kill(pid, SIGKILL) == 0) killed++;
     }
     closedir(d);
     return killed;
@@ -690,7 +667,7 @@ static void recover_started_locked(const run_brief *b, pool_kind pool) {
     char *run_dir = layout_run_dir(b->id), *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
     pid_t pid = b->pid != NO_INT && b->pid > 1 ? (pid_t)b->pid : 0;
     bool recorded = rp.pid_start_time != NO_INT && rp.secret[0];
-    bool alive = pid && recorded && proc_is_alive(pid, (uint64_t)rp.pid_start_time) && cmdline_has(pid, run_dir);
+    bool alive = pid && recorded && proc_is_alive(pid, (uint64_t)rp.pid_start_time) && proc_cmdline_has(pid, run_dir);
     live_run *r = add_queued(b->id, b->world_size, pool);
     r->command = b->command;
     r->status = b->status;

@@ -1,4 +1,4 @@
-/* Reading /proc/PID/stat: see procstat.h. */
+/* Reading /proc/PID/stat and cmdline: see procstat.h. */
 #include "procstat.h"
 
 #include <inttypes.h>
@@ -32,4 +32,17 @@ bool proc_is_alive(pid_t pid, uint64_t start_time) {
     proc_stat st;
     return pid > 0 && proc_stat_read(pid, &st) == 0 && st.start_time == start_time && st.state != 'Z' &&
            st.state != 'X';
+}
+
+bool proc_cmdline_has(pid_t pid, const char *arg) {
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, arg) == 0) return true;
+    return false;
 }

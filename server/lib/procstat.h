@@ -1,6 +1,7 @@
-/* What /proc/PID/stat says of a process: its state, parent, process group and the
- * time it started (clock ticks after boot). A pid alone does not name a process for
- * long: the pid and its start time together do. */
+/* What /proc says of a process: its state, parent, process group and the time it
+ * started (clock ticks after boot), from /proc/PID/stat; whether its command line
+ * holds an argument. A pid alone does not name a process for long: the pid and its
+ * start time together do. */
 #ifndef DDPD_LIB_PROCSTAT_H
 #define DDPD_LIB_PROCSTAT_H
 
@@ -20,5 +21,8 @@ int proc_stat_read(pid_t pid, proc_stat *out);
 /* The process `pid` that started at `start_time` is there and has not exited (a
  * zombie has). */
 bool proc_is_alive(pid_t pid, uint64_t start_time);
+
+/* /proc/PID/cmdline holds `arg` as one of its arguments (its first 8 KiB). */
+bool proc_cmdline_has(pid_t pid, const char *arg);
 
 #endif
