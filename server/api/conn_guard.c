@@ -298,9 +298,7 @@ int conn_guard_start(int listen_fd, const conn_guard_limits *limits, conn_admit_
 void conn_guard_stop(void) {
     if (!G.started) return;
     atomic_store(&G.stopping, true);
-    uint64_t one = 1;
-    ssize_t w = write(G.wake_fd, &one, sizeof one);
-    (void)w;
+    (void)eventfd_write(G.wake_fd, 1);
     pthread_join(G.thread, NULL);
     G.started = false;
     close(G.wake_fd);

@@ -391,9 +391,7 @@ void ingest_run_ended(int64_t run_id) {
     }
     I.ended[I.n_ended++] = run_id;
     pthread_mutex_unlock(&I.mu);
-    uint64_t one = 1;
-    ssize_t w = write(I.wake_fd, &one, sizeof one);
-    (void)w;
+    (void)eventfd_write(I.wake_fd, 1);
 }
 
 /* Everything that is readable now, on every connection (and new connections). */
@@ -455,9 +453,7 @@ void ingest_sync(void) {
     pthread_mutex_lock(&I.mu);
     uint64_t ticket = ++I.sync_asked;
     pthread_mutex_unlock(&I.mu);
-    uint64_t one = 1;
-    ssize_t w = write(I.wake_fd, &one, sizeof one);
-    (void)w;
+    (void)eventfd_write(I.wake_fd, 1);
     pthread_mutex_lock(&I.mu);
     while (I.sync_served < ticket && !atomic_load(&I.stopping)) pthread_cond_wait(&I.synced, &I.mu);
     pthread_mutex_unlock(&I.mu);
@@ -507,9 +503,7 @@ int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t 
 void ingest_stop(void) {
     if (I.started) {
         atomic_store(&I.stopping, true);
-        uint64_t one = 1;
-        ssize_t w = write(I.wake_fd, &one, sizeof one);
-        (void)w;
+        (void)eventfd_write(I.wake_fd, 1);
         pthread_join(I.thread, NULL);
         I.started = false;
         pthread_mutex_lock(&I.mu);

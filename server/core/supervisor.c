@@ -93,9 +93,7 @@ void supervisor_request_spawn(const spawn_request *r) {
     else R.head = q;
     R.tail = q;
     pthread_mutex_unlock(&R.mu);
-    uint64_t one = 1;
-    ssize_t w = write(R.wake_fd, &one, sizeof one);
-    (void)w;
+    (void)eventfd_write(R.wake_fd, 1);
 }
 
 /* ---- spawning ---- */
