@@ -242,6 +242,7 @@ static void test_layout(void) {
     free(b.bytes);
 }
 
+/* Both readers refuse it, with the same words: the whole file's and the header's. */
 static void expect_open_error(const char *path, const char *phrase) {
     char err[1024] = "";
     st_file f;
@@ -249,6 +250,25 @@ static void expect_open_error(const char *path, const char *phrase) {
     check_error_names(rc, err, path, phrase);
     CHECK(f.buf == NULL && f.header == NULL, "st_file cleared after a failed open");
     if (rc == 0) st_close(&f);
+    json_t *header = (json_t *)1;
+    err[0] = '\0';
+    rc = st_read_header(path, &header, err, sizeof err);
+    check_error_names(rc, err, path, phrase);
+    CHECK(header == NULL, "no header after a refused st_read_header of %s", path);
+    if (rc == 0) json_decref(header);
+}
+
+/* The header alone is the whole file's header. */
+static void test_header_only(void) {
+    const char *path = tmp_path("model.safetensors");
+    st_file f;
+    char err[1024] = "";
+    json_t *header = NULL;
+    REQUIRE(st_open(path, &f, err, sizeof err) == 0, "st_open: %s", err);
+    CHECK(st_read_header(path, &header, err, sizeof err) == 0, "st_read_header: %s", err);
+    CHECK(header && json_equal(header, f.header), "st_read_header reads the header st_open does");
+    json_decref(header);
+    st_close(&f);
 }
 
 static void test_damaged_files(void) {
@@ -502,6 +522,7 @@ int main(void) {
     make_tensors();
     test_round_trip();
     test_layout();
+    test_header_only();
     test_damaged_files();
     test_refused_tensors();
     test_atomic_write();

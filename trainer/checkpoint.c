@@ -9,13 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_files.h"
 #include "paths.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "ddpd-checkpoint-1"
-#define CKPT_DIR "checkpoints"
-#define CKPT_PREFIX "epoch-"
-#define CKPT_SUFFIX ".safetensors"
 
 typedef struct {
     st_tensor t[MODEL_MAX_LAYERS * 10];
@@ -88,10 +86,7 @@ static void remove_old(const char *dir, int keep, json_t *removed) {
     int kept = 0;
     for (int i = n - 1; i >= 0; i--) { /* newest first: names sort by epoch */
         const char *name = list[i]->d_name;
-        size_t len = strlen(name);
-        int is_ckpt = strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && len > strlen(CKPT_SUFFIX) &&
-                      strcmp(name + len - strlen(CKPT_SUFFIX), CKPT_SUFFIX) == 0;
-        if (is_ckpt && ++kept > keep) {
+        if (ckpt_is_file_name(name) && ++kept > keep) {
             char path[4096];
             if (path_join(path, sizeof path, dir, name) == 0 && unlink(path) == 0 && removed)
                 json_array_append_new(removed, json_string(path));
@@ -162,25 +157,10 @@ int checkpoint_find_latest(const char *run_dir, char *path, size_t path_len, cha
         snprintf(err, errlen, "the run directory's path is too long");
         return -1;
     }
-    struct dirent **list;
-    int n = scandir(dir, &list, NULL, alphasort);
-    if (n < 0) {
-        snprintf(err, errlen, "no checkpoint to resume from: %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    int found = -1;
-    for (int i = n - 1; i >= 0; i--) {
-        const char *name = list[i]->d_name;
-        size_t len = strlen(name);
-        if (found < 0 && strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && len > strlen(CKPT_SUFFIX) &&
-            strcmp(name + len - strlen(CKPT_SUFFIX), CKPT_SUFFIX) == 0) {
-            found = path_join(path, path_len, dir, name);
-        }
-        free(list[i]);
-    }
-    free(list);
-    if (found < 0) snprintf(err, errlen, "no checkpoint to resume from: %s holds no " CKPT_PREFIX "*" CKPT_SUFFIX, dir);
-    return found;
+    int rc = ckpt_newest_in(dir, path, path_len);
+    if (rc < 0) snprintf(err, errlen, "no checkpoint to resume from: %s: %s", dir, strerror(errno));
+    else if (rc > 0) snprintf(err, errlen, "no checkpoint to resume from: %s holds no " CKPT_PREFIX "*" CKPT_SUFFIX, dir);
+    return rc == 0 ? 0 : -1;
 }
 
 static int load_buffer(const st_file *f, const model_shape *s, const char *prefix, float *buf, float *stats,

@@ -217,10 +217,9 @@ static size_t dtype_size(const char *dtype) {
     return 0;
 }
 
-/* The file's bytes, followed by a NUL-terminated copy of the path so that later errors
- * (st_get_f32) can name the file; f->size counts the file's bytes only. */
-static int read_whole_file(const char *path, st_file *f, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
+/* Opens path for reading, a regular file: its descriptor and size, or -1 (and err). */
+static int open_regular(const char *path, size_t *size, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -232,26 +231,42 @@ static int read_whole_file(const char *path, st_file *f, char *err, size_t errle
         close(fd);
         return fail(err, errlen, "%s: is not a regular file", path);
     }
-    size_t size = (size_t)st.st_size, path_len = strlen(path);
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+/* n bytes at offset off into buf: 0, or -1 (and err). */
+static int read_at(int fd, const char *path, char *buf, size_t n, off_t off, char *err, size_t errlen) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return fail(err, errlen, "%s: cannot read: %s", path,
+                        r < 0 ? strerror(errno) : "the file shrank while being read");
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* The file's bytes, followed by a NUL-terminated copy of the path so that later errors
+ * (st_get_f32) can name the file; f->size counts the file's bytes only. */
+static int read_whole_file(const char *path, st_file *f, char *err, size_t errlen) {
+    size_t size;
+    int fd = open_regular(path, &size, err, errlen);
+    if (fd < 0) return -1;
+    size_t path_len = strlen(path);
     char *buf = malloc(size + path_len + 1);
     if (!buf) {
         close(fd);
         return fail(err, errlen, "%s: cannot allocate %zu bytes to read it", path, size);
     }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = read(fd, buf + got, size - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : 0;
-            close(fd);
-            free(buf);
-            return fail(err, errlen, "%s: cannot read: %s", path,
-                        e ? strerror(e) : "the file shrank while being read");
-        }
-        got += (size_t)n;
-    }
+    int rc = read_at(fd, path, buf, size, 0, err, errlen);
     close(fd);
+    if (rc != 0) {
+        free(buf);
+        return -1;
+    }
     memcpy(buf + size, path, path_len + 1);
     f->buf = buf;
     f->size = size;
@@ -325,33 +340,41 @@ static int check_metadata(const char *path, json_t *metadata, char *err, size_t 
     return 0;
 }
 
-/* Parses and checks the header of a file already in f->buf. */
-static int parse_header(const char *path, st_file *f, char *err, size_t errlen) {
-    if (f->size < 8)
+/* The header's length, from the file's first 8 bytes (first8 may be NULL when the
+ * file is shorter), checked against the file's size before anything is allocated
+ * for it. 0, or -1 (and err). */
+static int header_length(const char *path, const char *first8, size_t file_size, uint64_t *len, char *err,
+                         size_t errlen) {
+    if (file_size < 8)
         return fail(err, errlen, "%s: too short for a safetensors file: %zu bytes (the header "
-                    "length alone takes 8)", path, f->size);
+                    "length alone takes 8)", path, file_size);
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)f->buf[i];
-    if (header_len > f->size - 8)
+    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)first8[i];
+    if (header_len > file_size - 8)
         return fail(err, errlen, "%s: header length %llu runs past the end of the file (%zu "
-                    "bytes): truncated or not a safetensors file", path,
-                    (unsigned long long)header_len, f->size);
+                    "bytes): the file is truncated, or is not a safetensors file", path,
+                    (unsigned long long)header_len, file_size);
+    *len = header_len;
+    return 0;
+}
 
+/* Parses and checks a header (text, len bytes) of a file of file_size bytes. */
+static int parse_header(const char *path, const char *text, uint64_t len, size_t file_size, json_t **header,
+                        char *err, size_t errlen) {
     json_error_t jerr;
-    f->header = json_loadb(f->buf + 8, (size_t)header_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!f->header)
+    *header = json_loadb(text, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!*header)
         return fail(err, errlen, "%s: header is not valid JSON: %s (at byte %d of the header)",
                     path, jerr.text, jerr.position);
-    if (!json_is_object(f->header))
+    if (!json_is_object(*header))
         return fail(err, errlen, "%s: header is not a JSON object", path);
-    f->data_start = 8 + (size_t)header_len;
-
+    size_t data_size = file_size - 8 - (size_t)len;
     const char *name;
     json_t *entry;
-    json_object_foreach(f->header, name, entry) {
+    json_object_foreach(*header, name, entry) {
         int rc = strcmp(name, METADATA_KEY) == 0
                      ? check_metadata(path, entry, err, errlen)
-                     : check_tensor_entry(path, name, entry, f->size - f->data_start, err, errlen);
+                     : check_tensor_entry(path, name, entry, data_size, err, errlen);
         if (rc != 0) return -1;
     }
     return 0;
@@ -360,11 +383,47 @@ static int parse_header(const char *path, st_file *f, char *err, size_t errlen) 
 int st_open(const char *path, st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (read_whole_file(path, f, err, errlen) != 0) return -1;
-    if (parse_header(path, f, err, errlen) != 0) {
+    uint64_t len = 0;
+    if (header_length(path, f->buf, f->size, &len, err, errlen) != 0 ||
+        parse_header(path, f->buf + 8, len, f->size, &f->header, err, errlen) != 0) {
         st_close(f);
         return -1;
     }
+    f->data_start = 8 + (size_t)len;
     return 0;
+}
+
+int st_read_header(const char *path, json_t **header, char *err, size_t errlen) {
+    *header = NULL;
+    size_t size;
+    int fd = open_regular(path, &size, err, errlen);
+    if (fd < 0) return -1;
+    char first8[8];
+    uint64_t len = 0;
+    char *text = NULL;
+    int rc = -1;
+    if (size >= 8 && read_at(fd, path, first8, 8, 0, err, errlen) != 0) goto out;
+    if (header_length(path, first8, size, &len, err, errlen) != 0) goto out;
+    if (len > ST_HEADER_MAX) {
+        fail(err, errlen, "%s: header length %llu is over the %u bytes a safetensors header may take",
+             path, (unsigned long long)len, ST_HEADER_MAX);
+        goto out;
+    }
+    text = malloc(len ? (size_t)len : 1);
+    if (!text) {
+        fail(err, errlen, "%s: cannot allocate %llu bytes for its header", path, (unsigned long long)len);
+        goto out;
+    }
+    if (read_at(fd, path, text, (size_t)len, 8, err, errlen) != 0) goto out;
+    rc = parse_header(path, text, len, size, header, err, errlen);
+out:
+    free(text);
+    close(fd);
+    if (rc != 0) {
+        json_decref(*header);
+        *header = NULL;
+    }
+    return rc;
 }
 
 const float *st_get_f32(const st_file *f, const char *name, size_t count, char *err,

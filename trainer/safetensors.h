@@ -28,6 +28,12 @@ typedef struct {
 
 /* Reads and checks the whole file (header JSON, offsets within the file, dtypes). */
 int st_open(const char *path, st_file *f, char *err, size_t errlen);
+/* Reads and checks the header only (the same checks, against the file's size): for
+ * what a reader needs without the tensors (the server: a checkpoint's shapes and
+ * metadata). *header is the parsed header, the caller's to json_decref. 0, or -1
+ * (and err). A header over ST_HEADER_MAX bytes is refused before it is read. */
+#define ST_HEADER_MAX 100000000u /* the safetensors format's own limit */
+int st_read_header(const char *path, json_t **header, char *err, size_t errlen);
 /* The named F32 tensor, checking that it holds `count` elements; NULL + err if not. */
 const float *st_get_f32(const st_file *f, const char *name, size_t count, char *err, size_t errlen);
 /* A metadata value, or NULL. */

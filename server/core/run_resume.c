@@ -78,10 +78,12 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
         goto out;
     }
     if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
-    if (ckpt_header_read(ckpt, &h, err, sizeof err) != 0 || h.next_epoch < 1 || h.global_step < 0) {
-        snprintf(why, whylen, "run %lld cannot be resumed from %s: %s; delete that file to resume from the one "
-                 "before it, or submit the run again", (long long)id, ckpt,
-                 h.header ? "it holds no position to continue from (next_epoch, global_step)" : err);
+    bool readable = ckpt_header_read(ckpt, &h, err, sizeof err) == 0;
+    if (!readable || h.next_epoch < 1 || h.global_step < 0) {
+        if (readable) /* err names the file first */
+            snprintf(err, sizeof err, "%s: it holds no position to continue from (next_epoch, global_step)", ckpt);
+        snprintf(why, whylen, "run %lld cannot be resumed from %s; delete that file to resume from the one before it, "
+                 "or submit the run again", (long long)id, err);
         goto out;
     }
     store_op op = {.kind = OP_RUN_RESUME, .run_id = id, .t = now_ms()};

@@ -1,8 +1,9 @@
 /* What the server reads of a checkpoint without loading it: the newest one in a
- * directory (the rule the trainer's --resume uses: names sort by epoch), and a
- * safetensors file's header (its tensors' shapes and ddpd's metadata: the model,
- * the optimizer, the position it continues from). For POST /runs/{id}/resume and
- * for checking a checkpoint.load at submission; the trainer reads the tensors. */
+ * directory, and ddpd's metadata in its header (the model, the optimizer, the
+ * position it continues from) and its tensors' shapes. For POST /runs/{id}/resume
+ * and for checking a checkpoint.load at submission. The file rules and the format
+ * are the trainer's own (ckpt_files.h, safetensors.h): the server picks the file
+ * the trainer's --resume does and reads its header as the trainer would. */
 #ifndef DDPD_LIB_CKPT_HEADER_H
 #define DDPD_LIB_CKPT_HEADER_H
 
@@ -22,8 +23,8 @@ typedef struct {
     int64_t next_epoch, next_step, global_step; /* -1 when missing */
 } ckpt_header;
 
-/* Reads path's header (the length is checked against the file's size first). 0, or
- * -1 with why in err ("... is not a safetensors file: ..."). */
+/* Reads path's header (st_read_header: the length is checked against the file's
+ * size before it is read). 0, or -1 with why in err. */
 int ckpt_header_read(const char *path, ckpt_header *out, char *err, size_t errlen);
 /* The shape of tensor `name`: its number of dimensions (dims[0..3] set), or -1 when
  * there is no such tensor. */
