@@ -598,27 +598,27 @@ static void finish_from_journal_locked(live_run *r, const char *gone) {
     bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
     int64_t code = ended ? o->exit_code : NO_INT;
     if (ended && code == NO_INT) code = said == RUN_SUCCEEDED ? 0 : said == RUN_FAILED ? 1 : NO_INT;
+    /* a success stands; else the server's own cancel or failure; else the journal's end; else `gone` */
+    run_status status = said;
+    char *reason = NULL; /* copied: finishing frees the run, its journal and reasons */
     if (ended && said == RUN_SUCCEEDED) {
-        finish_locked(r, RUN_SUCCEEDED, NULL, code, NO_INT);
+        /* succeeded, no reason */
     } else if (r->cancel_reason) {
-        char *reason = xstrdup(r->cancel_reason);
-        finish_locked(r, RUN_CANCELED, reason, code, NO_INT);
-        free(reason);
+        status = RUN_CANCELED;
+        reason = xstrdup(r->cancel_reason);
     } else if (r->fail_reason) {
-        char *reason = xstrdup(r->fail_reason);
-        finish_locked(r, RUN_FAILED, reason, code, NO_INT);
-        free(reason);
+        status = RUN_FAILED;
+        reason = xstrdup(r->fail_reason);
     } else if (ended) {
-        char *reason = o->reason ? xstrdup(o->reason) : NULL;
-        finish_locked(r, said, reason, code, NO_INT);
-        free(reason);
+        reason = o->reason ? xstrdup(o->reason) : NULL;
     } else {
         char *ending = journal_ending(r);
-        char *reason = xasprintf("%s; %s", gone, ending);
-        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+        status = RUN_FAILED;
+        reason = xasprintf("%s; %s", gone, ending);
         free(ending);
-        free(reason);
     }
+    finish_locked(r, status, reason, code, NO_INT);
+    free(reason);
 }
 
 /* An adopted run, each tick: its journal's new lines; once its launcher is gone, its
