@@ -18,6 +18,7 @@ from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fm
 # newest 2 kept.
 EPOCHS = 6
 SHORT = {"train.epochs": EPOCHS, "checkpoint.every_epochs": 1, "checkpoint.keep": 2}
+LONG = {"data.limit": 0, "train.epochs": 50, "checkpoint.every_epochs": 0}  # still running when the server comes back
 
 
 def journal(run_dir):
@@ -72,27 +73,26 @@ def check_matches_journal(s, rid, run_dir, epochs):
     return steps
 
 
-def kill_server_mid_run(s1, rid, at_step=3):
-    run = wait_api_steps(s1, rid, at_step)
-    check(run and run["status"] == "running", f"running before the kill: {run and run['status']}")
-    s1.kill()
-    return run
+def run_then_kill_server(a, config, at_step=3):
+    """A server on a state dir of its own runs `config` until the API has at_step
+    steps, then is SIGKILLed: (state dir, run id, run dir, the run as it last said)."""
+    state = tempfile.mkdtemp(prefix="ddpd-test-")
+    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
+    s1.start()
+    rid = s1.submit(fmnist_config(**config))
+    try:
+        run = wait_api_steps(s1, rid, at_step)
+        check(run and run["status"] == "running", f"running before the kill: {run and run['status']}")
+    finally:
+        s1.kill()
+    return state, rid, s1.run_dir(rid), run
 
 
 def case_killed_mid_run(a):
     """SIGKILL the server mid-run; the run journals on; stopped while the server is down
     (so it is surely alive when it comes back), continued once it is: it ends succeeded
     with every step, epoch and checkpoint."""
-    state = tempfile.mkdtemp(prefix="ddpd-test-")
-    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
-    s1.start()
-    rid = s1.submit(fmnist_config(**SHORT))
-    run_dir = s1.run_dir(rid)
-    try:
-        before = kill_server_mid_run(s1, rid)
-    except Exception:
-        s1.kill()
-        raise
+    state, rid, run_dir, before = run_then_kill_server(a, SHORT)
     pgid = before["pid"]
     stored = before["progress"]["global_step"]
     # the trainer goes on without a server: its journal gets ahead of what was stored
@@ -137,16 +137,7 @@ def case_adopted_reconnects_and_cancels(a):
     """A long run taken back after a restart: its ranks reconnect with their secret and
     are let in, its journal keeps feeding the API, and cancel stops it (SIGTERM to its
     group though it is not the server's child)."""
-    state = tempfile.mkdtemp(prefix="ddpd-test-")
-    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
-    s1.start()
-    rid = s1.submit(fmnist_config(**{"data.limit": 0, "train.epochs": 50, "checkpoint.every_epochs": 0}))
-    run_dir = s1.run_dir(rid)
-    try:
-        before = kill_server_mid_run(s1, rid)
-    except Exception:
-        s1.kill()
-        raise
+    state, rid, run_dir, before = run_then_kill_server(a, LONG)
     pgid = before["pid"]
     os.killpg(pgid, signal.SIGSTOP)
     try:
@@ -177,16 +168,7 @@ def case_adopted_reconnects_and_cancels(a):
 def case_finished_while_down(a):
     """The run ends while no server runs: the restarted server gives it its journal's
     end (succeeded, exit 0) and everything it journaled."""
-    state = tempfile.mkdtemp(prefix="ddpd-test-")
-    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
-    s1.start()
-    rid = s1.submit(fmnist_config(**SHORT))
-    run_dir = s1.run_dir(rid)
-    try:
-        kill_server_mid_run(s1, rid, at_step=1)
-    except Exception:
-        s1.kill()
-        raise
+    state, rid, run_dir, _ = run_then_kill_server(a, SHORT, at_step=1)
     wait_until(lambda: not pids_under(run_dir), "the run to end without its server", 240)
     events = journal(run_dir)
     check(events and events[-1]["type"] == "end" and events[-1]["status"] == "succeeded",
@@ -207,16 +189,7 @@ def case_killed_while_down(a):
     """The run's processes are killed while no server runs, and the journal's last line
     is torn: the restarted server fails the run saying so, with everything the journal
     has whole."""
-    state = tempfile.mkdtemp(prefix="ddpd-test-")
-    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
-    s1.start()
-    rid = s1.submit(fmnist_config(**{"data.limit": 0, "train.epochs": 50, "checkpoint.every_epochs": 0}))
-    run_dir = s1.run_dir(rid)
-    try:
-        before = kill_server_mid_run(s1, rid)
-    except Exception:
-        s1.kill()
-        raise
+    state, rid, run_dir, before = run_then_kill_server(a, LONG)
     wait_until(lambda: len(journal_steps(journal(run_dir))) > before["progress"]["global_step"] + 5,
                "the journal to get ahead of the store", 120)
     os.killpg(before["pid"], signal.SIGKILL)
