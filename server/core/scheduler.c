@@ -453,6 +453,17 @@ static char *derive_reason(live_run *r, int wstatus) {
     return reason;
 }
 
+/* The end the server itself gave a run that did not succeed: canceled by request,
+ * or failed by its own decision (a hang, a lost peer). Sets *status and a copy of the
+ * reason; false when it gave none. */
+static bool server_end_locked(const live_run *r, run_status *status, char **reason) {
+    const char *why = r->cancel_reason ? r->cancel_reason : r->fail_reason;
+    if (!why) return false;
+    *status = r->cancel_reason ? RUN_CANCELED : RUN_FAILED;
+    *reason = xstrdup(why);
+    return true;
+}
+
 void scheduler_child_exited(pid_t pid, int wstatus) {
     pthread_mutex_lock(&K.mu);
     live_run *r = K.runs;
@@ -467,20 +478,10 @@ void scheduler_child_exited(pid_t pid, int wstatus) {
 
     int64_t code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT;
     int64_t sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT;
-    run_status status;
+    run_status status = code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
     char *reason = NULL;
-    if (code == 0) {
-        status = RUN_SUCCEEDED;
-    } else if (r->cancel_reason) {
-        status = RUN_CANCELED;
-        reason = xstrdup(r->cancel_reason);
-    } else if (r->fail_reason) {
-        status = RUN_FAILED;
-        reason = xstrdup(r->fail_reason);
-    } else {
-        status = RUN_FAILED;
+    if (code != 0 && !server_end_locked(r, &status, &reason))
         reason = r->end_reason ? xstrdup(r->end_reason) : derive_reason(r, wstatus);
-    }
     finish_locked(r, status, reason, code, sig);
     free(reason);
     schedule_locked();
@@ -598,24 +599,17 @@ static void finish_from_journal_locked(live_run *r, const char *gone) {
     bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
     int64_t code = ended ? o->exit_code : NO_INT;
     if (ended && code == NO_INT) code = said == RUN_SUCCEEDED ? 0 : said == RUN_FAILED ? 1 : NO_INT;
-    /* a success stands; else the server's own cancel or failure; else the journal's end; else `gone` */
+    /* a success stands; else the server's own end; else the journal's; else `gone` */
     run_status status = said;
-    char *reason = NULL; /* copied: finishing frees the run, its journal and reasons */
-    if (ended && said == RUN_SUCCEEDED) {
-        /* succeeded, no reason */
-    } else if (r->cancel_reason) {
-        status = RUN_CANCELED;
-        reason = xstrdup(r->cancel_reason);
-    } else if (r->fail_reason) {
-        status = RUN_FAILED;
-        reason = xstrdup(r->fail_reason);
-    } else if (ended) {
-        reason = o->reason ? xstrdup(o->reason) : NULL;
-    } else {
-        char *ending = journal_ending(r);
-        status = RUN_FAILED;
-        reason = xasprintf("%s; %s", gone, ending);
-        free(ending);
+    char *reason = NULL; /* copied: finishing frees the run and its journal */
+    if (!(ended && said == RUN_SUCCEEDED) && !server_end_locked(r, &status, &reason)) {
+        if (ended) {
+            reason = o->reason ? xstrdup(o->reason) : NULL;
+        } else {
+            char *ending = journal_ending(r);
+            reason = xasprintf("%s; %s", gone, ending);
+            free(ending);
+        }
     }
     finish_locked(r, status, reason, code, NO_INT);
     free(reason);
