@@ -73,8 +73,10 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
         goto out;
     }
     if (b.world_size > scheduler_capacity(pool)) {
-        snprintf(why, whylen, "run %lld needs %d %s but this server now has %d", (long long)id, b.world_size,
-                 pool_unit(pool), scheduler_capacity(pool));
+        const char *flag = pool == POOL_GPU ? "--gpus" : "--slots";
+        snprintf(why, whylen, "run %lld needs %d %s but this server now has %d (%s): serve with %s giving it %d, or "
+                 "submit the run again with a world_size of at most %d", (long long)id, b.world_size, pool_unit(pool),
+                 scheduler_capacity(pool), flag, flag, b.world_size, scheduler_capacity(pool));
         goto out;
     }
     if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
