@@ -2,7 +2,7 @@
 """A user's training script in the shape of the PyTorch DDP tutorial, as ddpd's
 command runs are meant to run it unchanged: env:// initialisation from torchrun's
 variables, a DistributedSampler with set_epoch, DDP around a small MLP, Adam, the
-LR times 0.3 every 5 epochs, a barrier, destroy_process_group. It trains on the
+LR times 0.3 every 5 epochs, the model let go, a barrier, destroy_process_group. It trains on the
 first --limit Fashion-MNIST images and reports through `import ddpd` (a no-op
 outside ddpd). It writes what it saw of its environment to env-rank-N.json and
 prints a line per epoch (each rank) and its final loss as "final loss X" (rank 0).
@@ -80,6 +80,11 @@ def main():
         ddpd.log_epoch(epoch, lr=lr, train_loss=total / n)
         print(f"rank {rank}: epoch {epoch} done, {n} steps", flush=True)  # each rank's log has lines of its own
         sched.step()
+    # The model (its DDP reducer holds the process group) goes while the group is still
+    # registered: Debian's torch 1.13 can deadlock when the reducer's destruction is what
+    # drops the group, at main()'s return after destroy_process_group (the destructor
+    # joins a gloo worker while holding the GIL the worker waits for to free a tensor).
+    del loss, opt, sched, model
     dist.barrier()
     if rank == 0:
         print(f"final loss {last!r}", flush=True)
