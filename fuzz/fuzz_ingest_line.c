@@ -31,7 +31,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     server_log_config quiet = {.level = LOG_ERROR}; /* malformed lines are logged at warn */
     char err[256];
     if (server_log_setup(&quiet, err, sizeof err) != 0) abort();
-    I.hooks = (ingest_hooks){fuzz_hello, fuzz_end, fuzz_progress};
+    I.hooks = (ingest_hooks){.hello = fuzz_hello, .end = fuzz_end, .progress = fuzz_progress};
     return 0;
 }
 
