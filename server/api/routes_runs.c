@@ -64,6 +64,9 @@ static bool build_run(response *rs, int status, int64_t id, bool *queued, int *q
     *queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
     *queue_position = *queued ? scheduler_queue_position(id) : 0;
     if (*queued) json_object_set_new(run, "queue_position", json_integer(*queue_position));
+    char *waiting = *queued ? scheduler_waiting_for(id) : NULL;
+    if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
+    free(waiting);
     reply_json_raw(rs, status, run, raw);
     return true;
 }
@@ -259,22 +262,34 @@ static void get_runs(request *rq, response *rs) {
 
 /* ---- GET /runs/{id}: from the cache while the run's version holds ---- */
 
+/* FNV-1a of a text, for a tag. */
+static uint32_t text_hash(const char *t) {
+    uint32_t h = 2166136261u;
+    for (; t && *t; t++) h = (h ^ (uint8_t)*t) * 16777619u;
+    return h;
+}
+
 /* The tag of run `id`'s answer under `version`: this server life's identity, the
- * run, its version, and a queued run's place in the queue (which moves as other runs
- * start or leave, with no change to this one). */
+ * run, its version, and a queued run's place in the queue and what it waits for
+ * (which change as other runs start or leave and nodes come and go, with no change
+ * to this one). */
 static void run_etag(char out[96], int64_t id, const run_cache_entry *e) {
-    if (e->queued)
-        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d\"", (unsigned long long)run_versions_identity(), (long long)id,
-                 (unsigned long long)e->version, e->queue_position);
+    if (e->queued) {
+        char *waiting = scheduler_waiting_for(id);
+        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d-%08x\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version, e->queue_position, text_hash(waiting));
+        free(waiting);
+    }
     else
         snprintf(out, 96, "\"%016llx-%lld-%llu\"", (unsigned long long)run_versions_identity(), (long long)id,
                  (unsigned long long)e->version);
 }
 
-/* A cached answer whose place in the queue is still the scheduler's. */
+/* A cached answer, not a queued run's (what it waits for moves with every node's
+ * devices: a queued run's answer is built each time, and tagged with what it says). */
 static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cache_entry *e) {
     if (!run_cache_get(id, version, want_body, e)) return false;
-    if (!e->queued || scheduler_queue_position(id) == e->queue_position) return true;
+    if (!e->queued) return true;
     free(e->body);
     e->body = NULL;
     return false;

@@ -46,10 +46,19 @@ static bool placement(const json_t *config, pool_kind *pool, int *world_size, sc
     if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
     json_int_t n = json_integer_value(ws);
     int cap = scheduler_capacity(*pool);
-    if (n > cap) {
+    const json_t *nodes = json_object_get(dist, "nodes");
+    int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
+    char why[1024];
+    if (n > cap && nodes_wanted <= 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
+        /* no node to share it with: the message of a host alone */
         schema_errors_add(errs, "/distributed/world_size",
-                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d",
-                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap);
+                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d, or add "
+                          "nodes (ddpd agent); %s",
+                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap, why);
+        return false;
+    }
+    if (nodes_wanted > 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
+        schema_errors_add(errs, "/distributed/nodes", "%s", why);
         return false;
     }
     *world_size = (int)n;
