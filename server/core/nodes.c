@@ -187,11 +187,11 @@ json_t *nodes_to_json(void) {
             free_gpus += n->owner[NODE_POOL_GPU][i] == 0;
         }
         for (int i = 0; i < n->slots; i++) free_slots += n->owner[NODE_POOL_CPU][i] == 0;
-        json_array_append_new(a, json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:o, s:i, s:I, s:I}", "id", n->id, "name",
-                                           n->name, "address", n->address, "state", n->lost ? "lost" : "up",
-                                           "slots", n->slots, "free_slots", free_slots, "gpus", gpus, "free_gpus",
-                                           free_gpus, "registered_at", (json_int_t)n->registered_at,
-                                           "last_heartbeat", (json_int_t)n->heard_at));
+        json_array_append_new(a, json_pack("{s:i, s:s, s:s, s:b, s:s, s:i, s:i, s:o, s:i, s:o, s:o}", "id", n->id,
+                                           "name", n->name, "address", n->address, "local", 0, "state",
+                                           n->lost ? "lost" : "up", "slots", n->slots, "free_slots", free_slots,
+                                           "gpus", gpus, "free_gpus", free_gpus, "registered_at",
+                                           json_time(n->registered_at), "last_heartbeat", json_time(n->heard_at)));
     }
     pthread_mutex_unlock(&N.mu);
     return a;

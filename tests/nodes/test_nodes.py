@@ -256,6 +256,11 @@ def case_placement_refusals(args, d):
             errs = r.json().get("errors", []) if r.status == 400 else []
             check(any(e["pointer"] == pointer and words in e["message"] for e in errs),
                   f"{dist} refused at {pointer} saying {words!r}: {r.status} {r.body[:500]!r}")
+        mlp = ddpd_harness.fmnist_config(**{"distributed.world_size": 4, "distributed.nodes": 2})
+        r = cl.server.post("/runs", mlp)
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/distributed/nodes" and "a built-in model runs on one node for now" in e["message"]
+                  for e in errs), f"a built-in model across nodes is refused, saying what to do: {r.body[:400]!r}")
         r = cl.server.post("/nodes/1/heartbeat", {"parts": []}, headers={"Authorization": "Bearer wrong"})
         check(r.status == 401, f"an agent without the token is refused: {r.status}")
         r = cl.server.post("/nodes/77/heartbeat", {"parts": []})
