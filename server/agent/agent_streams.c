@@ -15,7 +15,7 @@
 #include "base.h"
 
 #define MAX_CONNS 1024
-#define MAX_PENDING_LINES 100000 /* per stream; beyond, the oldest go (the journal keeps them) */
+#define MAX_PENDING_LINES 100000 /* per stream; beyond, it is not read until some are taken (its writer waits) */
 
 typedef struct {
     char id[40];
@@ -67,7 +67,7 @@ int agent_streams_pollfds(struct pollfd *fds, int max) {
     int k = 0;
     if (k < max && S.n < MAX_CONNS) fds[k++] = (struct pollfd){.fd = S.listen_fd, .events = POLLIN};
     for (int i = 0; i < S.n && k < max; i++)
-        if (S.s[i].fd >= 0) fds[k++] = (struct pollfd){.fd = S.s[i].fd, .events = POLLIN};
+        if (S.s[i].fd >= 0 && json_array_size(S.s[i].lines) < MAX_PENDING_LINES) fds[k++] = (struct pollfd){.fd = S.s[i].fd, .events = POLLIN};
     return k;
 }
 
@@ -75,16 +75,12 @@ static void take_line(stream *s, const char *line, size_t len) {
     if (!len) return;
     json_t *l = json_stringn(line, len); /* NULL for a line that is not UTF-8: not an event */
     if (!l) return;
-    if (json_array_size(s->lines) >= MAX_PENDING_LINES) {
-        json_array_remove(s->lines, 0);
-        s->first_seq++;
-    }
-    json_array_append_new(s->lines, l);
+    json_array_append_new(s->lines, l); /* past the cap by at most one read: nothing is dropped */
 }
 
 static void read_stream(stream *s) {
     char chunk[65536];
-    for (;;) {
+    while (json_array_size(s->lines) < MAX_PENDING_LINES) {
         ssize_t n = read(s->fd, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -149,9 +145,14 @@ void agent_streams_acked(const json_t *next) {
         json_t *v = json_object_get(next, s->id);
         if (json_is_integer(v)) {
             int64_t upto = json_integer_value(v);
-            while (s->first_seq < upto && json_array_size(s->lines)) {
-                json_array_remove(s->lines, 0);
-                s->first_seq++;
+            size_t have = json_array_size(s->lines);
+            size_t taken = upto <= s->first_seq ? 0 : (size_t)(upto - s->first_seq) < have ? (size_t)(upto - s->first_seq) : have;
+            if (taken) { /* the rest, moved once (removing from the front one by one is quadratic) */
+                json_t *rest = json_array();
+                for (size_t k = taken; k < have; k++) json_array_append(rest, json_array_get(s->lines, k));
+                json_decref(s->lines);
+                s->lines = rest;
+                s->first_seq += (int64_t)taken;
             }
             if (s->fd < 0 && !json_array_size(s->lines)) s->closed_sent = true;
         }

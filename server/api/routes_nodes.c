@@ -68,7 +68,12 @@ static void post_nodes(request *rq, response *rs) {
     node_spec spec = {.name = name, .address = address, .slots = (int)json_integer_value(slots), .gpus = ids,
                       .n_gpus = (int)n_gpus};
     char err[256];
-    int id = nodes_register(&spec, err, sizeof err);
+    int id = -1;
+    if (strcmp(name, scheduler_local_name()) == 0)
+        snprintf(err, sizeof err, "that is this coordinator's own node name (serve --node-name): give the agent "
+                 "another (ddpd agent --name)");
+    else
+        id = nodes_register(&spec, err, sizeof err);
     if (id < 0) reply_problem(rs, 409, NULL, "cannot register node %s: %s", name, err);
     else {
         log_info("node %s (id %d, %s) registered: %d CPU slots, %zu GPUs", name, id, address, spec.slots, n_gpus);

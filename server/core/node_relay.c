@@ -1,6 +1,7 @@
 /* What agents forward, delivered: see node_relay.h. */
 #include "node_relay.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -113,9 +114,12 @@ int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *
 /* "trainer.log" or "ranks/rank-N.log": nothing else is written for an agent. */
 static bool log_name_ok(const char *f) {
     if (strcmp(f, "trainer.log") == 0) return true;
-    int rank, used = 0;
-    return sscanf(f, "ranks/rank-%d.log%n", &rank, &used) == 1 && used == (int)strlen(f) && rank >= 0 &&
-           strchr(f, ' ') == NULL && strchr(f, '+') == NULL && f[11] != '-';
+    /* ranks/rank-N.log, N in plain decimal digits (no sign, no space, no leading zero) */
+    const char *prefix = "ranks/rank-", *d = f + strlen(prefix);
+    if (strncmp(f, prefix, strlen(prefix)) != 0 || !isdigit((unsigned char)*d) || (d[0] == '0' && isdigit((unsigned char)d[1])))
+        return false;
+    while (isdigit((unsigned char)*d)) d++;
+    return d - (f + strlen(prefix)) <= 4 && strcmp(d, ".log") == 0;
 }
 
 static log_pos *find_log(int node, int64_t run_id, const char *file) {

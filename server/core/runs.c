@@ -30,7 +30,15 @@ const char *runs_forbidden(const json_t *config) {
 }
 
 /* Which pool a config runs on and whether it can ever fit this host. */
+/* An error the schema found in /distributed already: placing it would only say it again. */
+static bool distributed_is_wrong(const schema_errors *errs) {
+    for (size_t i = 0; i < errs->count; i++)
+        if (strncmp(errs->items[i].pointer, "/distributed", 12) == 0) return true;
+    return false;
+}
+
 static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
+    if (distributed_is_wrong(errs)) return false;
     const json_t *dist = json_object_get(config, "distributed");
     const json_t *ws = json_object_get(dist, "world_size");
     const char *backend = json_string_value(json_object_get(dist, "backend"));

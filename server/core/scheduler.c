@@ -255,7 +255,7 @@ static void take_local_locked(live_run *r, int n, int *devices, buf_t *names, bu
     }
 }
 
-static const char *local_name(void) { return K.c.node_name && K.c.node_name[0] ? K.c.node_name : "local"; }
+const char *scheduler_local_name(void) { return K.c.node_name && K.c.node_name[0] ? K.c.node_name : "local"; }
 
 /* The run's launcher on this host: the whole run, or `part` of a run across nodes. */
 static void spawn_launcher_locked(live_run *r, const char *names, const char *visible, const run_part *part,
@@ -371,7 +371,7 @@ static void start_parts_locked(live_run *r, const int *ids, int k) {
     r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
     if (!r->parts) abort();
     for (int i = 0; i < r->world_size; i++) r->devices[i] = -1; /* this host's part fills its own */
-    buf_t names = {0}, json = {0}, visible = {0}, remote = {0};
+    buf_t names = {0}, json = {0}, visible = {0};
     buf_printf(&json, "[");
     run_part *here = NULL;
     char master_addr[NODE_ADDR_MAX] = "";
@@ -399,7 +399,6 @@ static void start_parts_locked(live_run *r, const int *ids, int k) {
             buf_printf(&names, "%s%s", names.len ? ", " : "", name);
             buf_printf(&json, "%s\"%s\"", json.len > 1 ? "," : "", name);
         }
-        buf_printf(&remote, "%s%s", remote.len ? ", " : "", node_name);
     }
     char *config = layout_run_path(r->id, RUN_FILE_CONFIG);
     r->config = json_load_file(config, 0, NULL);
@@ -422,7 +421,6 @@ static void start_parts_locked(live_run *r, const int *ids, int k) {
     buf_free(&json);
     buf_free(&names);
     buf_free(&visible);
-    buf_free(&remote);
 }
 
 /* Running: its first hello has come, and the trainer's start is stored. */
@@ -666,7 +664,7 @@ static bool server_end_locked(const live_run *r, run_status *status, char **reas
 
 static const char *part_node_name(const run_part *p, char *buf, size_t n) {
     char address[NODE_ADDR_MAX];
-    if (!p->node) return local_name();
+    if (!p->node) return scheduler_local_name();
     if (!nodes_describe(p->node, buf, n, address, sizeof address)) snprintf(buf, n, "node %d", p->node);
     return buf;
 }
@@ -1204,7 +1202,7 @@ static char *free_now_locked(pool_kind pool) {
     for (int i = 0; i < n; i++) {
         char name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
         if (c[i].id) nodes_describe(c[i].id, name, sizeof name, address, sizeof address);
-        buf_printf(&b, "%s%s %d of %d", i ? ", " : "", c[i].id ? name : local_name(), c[i].free, c[i].capacity);
+        buf_printf(&b, "%s%s %d of %d", i ? ", " : "", c[i].id ? name : scheduler_local_name(), c[i].free, c[i].capacity);
     }
     if (!n) buf_printf(&b, "no node other than this host (which has %d, and %s)", scheduler_capacity(pool),
                        K.c.advertise ? "takes part" : "takes no part in runs across nodes: serve --advertise ADDR");
@@ -1265,7 +1263,7 @@ json_t *scheduler_nodes_json(void) {
     pthread_mutex_lock(&K.mu);
     json_t *gpus = json_array();
     for (int i = 0; i < K.c.n_gpus; i++) json_array_append_new(gpus, json_string(K.c.gpus[i]));
-    json_t *here = json_pack("{s:s, s:s?, s:b, s:s, s:i, s:i, s:o, s:i}", "name", local_name(), "address",
+    json_t *here = json_pack("{s:s, s:s?, s:b, s:s, s:i, s:i, s:o, s:i}", "name", scheduler_local_name(), "address",
                              K.c.advertise, "local", 1, "state", "up", "slots", K.c.slots, "free_slots",
                              free_devices(POOL_CPU), "gpus", gpus, "free_gpus", free_devices(POOL_GPU));
     pthread_mutex_unlock(&K.mu);

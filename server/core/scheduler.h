@@ -119,6 +119,8 @@ char *scheduler_waiting_for(int64_t id);
 
 /* GET /nodes: this host first ("local": true), then every agent node. */
 json_t *scheduler_nodes_json(void);
+/* This host's name among the nodes (serve --node-name; "local" without it): no agent may take it. */
+const char *scheduler_local_name(void);
 
 /* Shutting down: no more starts; active runs are canceled ("the server shut down")
  * and waited for (queued runs stay queued for the next start). */

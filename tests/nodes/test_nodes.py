@@ -249,13 +249,13 @@ def case_placement_refusals(args, d):
               and nodes[1]["address"] == args.node_addr and nodes[1]["slots"] == 2,
               f"GET /nodes: this host first, then the agent, with their addresses: {nodes}")
         base = {"command": [PYTHON, "-c", "pass"], "distributed": {"world_size": 4}}
-        for dist, pointer, words in (({"world_size": 4, "nodes": 3}, "/distributed/nodes", "does not divide"),
+        for dist, pointer, words in (({"world_size": 4, "nodes": 3}, "/distributed/nodes", "must divide"),
                                      ({"world_size": 6, "nodes": 2}, "/distributed/nodes", "needs 2 nodes with 3"),
                                      ({"world_size": 8}, "/distributed/world_size", "no set of nodes holds it")):
             r = cl.server.post("/runs", dict(base, distributed=dist))
             errs = r.json().get("errors", []) if r.status == 400 else []
-            check(any(e["pointer"] == pointer and words in e["message"] for e in errs),
-                  f"{dist} refused at {pointer} saying {words!r}: {r.status} {r.body[:500]!r}")
+            check(len(errs) == 1 and errs[0]["pointer"] == pointer and words in errs[0]["message"],
+                  f"{dist} refused once, at {pointer} saying {words!r}: {r.status} {r.body[:500]!r}")
         mlp = ddpd_harness.fmnist_config(**{"distributed.world_size": 4, "distributed.nodes": 2})
         r = cl.server.post("/runs", mlp)
         errs = r.json().get("errors", []) if r.status == 400 else []
@@ -267,6 +267,15 @@ def case_placement_refusals(args, d):
         check(r.status == 404 and "register again" in r.body.decode(), f"an unknown node is told to register: {r.body!r}")
         r = cl.server.post("/nodes", {"name": "bad name", "address": "x", "slots": 1})
         check(r.status == 400 and "name" in r.body.decode(), f"a bad node name is refused: {r.body!r}")
+        # what an agent forwards goes only into the run's own logs
+        node_b = next(n["id"] for n in cl.server.get("/nodes").json()["nodes"] if n["name"] == "node-b")
+        bad = ("../trainer.log", "ranks/rank-01.log", "ranks/rank- 1.log", "ranks/rank-+1.log", "ranks/rank-1.log.x",
+               "ranks/rank-.log", "ranks/rank-99999.log", "config.json")
+        r = cl.server.post(f"/nodes/{node_b}/heartbeat", {"logs": [{"run": 1, "file": f, "offset": 0, "text": "x\n"}
+                                                                   for f in bad]})
+        acks = r.json().get("logs", []) if r.status == 200 else []
+        check(len(acks) == len(bad) and all("forwards only trainer.log and ranks/rank-N.log" in a.get("error", "")
+                                            for a in acks), f"forwarded log names other than a run's logs are refused: {acks}")
         # a 4-rank run with no distributed.nodes, while this host is busy: it waits, saying for what
         hold = cl.server.post("/runs", {"command": [PYTHON, "-c", "import time; time.sleep(60)"],
                                         "distributed": {"world_size": 2}}).json()["id"]
