@@ -124,7 +124,11 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     c->run_id = run_id;
     c->rank = (int)rank;
     c->journal_fed = I.hooks.journal_fed && I.hooks.journal_fed(run_id);
-    if (c->journal_fed) return EV_OK;
+    if (c->journal_fed) { /* the run's other connections too: it may have turned so with this hello */
+        for (conn *o = I.conns; o; o = o->next)
+            if (o->authed && o->run_id == run_id) o->journal_fed = true;
+        return EV_OK;
+    }
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
     push(ops, &op);
