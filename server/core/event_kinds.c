@@ -408,6 +408,8 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     bind_text(st[0], 4, op->u.insert.device_kind);
     sqlite3_bind_int64(st[0], 5, op->t);
     bind_text(st[0], 6, op->u.insert.command ? "command" : "builtin");
+    if (op->run_id > 0) sqlite3_bind_int64(st[0], 7, op->run_id); /* a rebuilt run keeps its id; else the next */
+    else sqlite3_bind_null(st[0], 7);
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -612,8 +614,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
-        .sql = {"INSERT INTO runs (name, status, config, world_size, device_kind, created_at, kind)"
-                " VALUES (?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
+        .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind)"
+                " VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {

@@ -41,7 +41,7 @@ journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_pr
     j->path = xstrdup(path);
     j->progress = progress;
     j->ctx = ctx;
-    j->out.exit_code = j->out.last_step = NO_INT;
+    j->out.exit_code = j->out.last_step = j->out.end_t = NO_INT;
     j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
     return j;
 }
@@ -66,6 +66,7 @@ static void note_end(journal_replay *j, const json_t *ev) {
     free(j->out.reason);
     j->out.reason = reason && *reason ? xstrdup(reason) : NULL;
     j->out.exit_code = event_int(ev, "exit_code");
+    j->out.end_t = event_int(ev, "t");
 }
 
 /* One event of the journal: queued as an op unless the store has it already. */

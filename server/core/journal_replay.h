@@ -27,6 +27,7 @@ typedef struct {
     char status[16];   /* its status: succeeded, failed, canceled */
     char *reason;      /* its reason (NULL when empty) */
     int64_t exit_code; /* its exit_code, NO_INT when it has none */
+    int64_t end_t;     /* its t (unix ms), NO_INT when it has none */
     int64_t last_step; /* the newest global_step any rank journaled, NO_INT when none */
     int64_t replayed;  /* events queued to the store */
     int64_t skipped;   /* lines skipped: torn or not an event */
