@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "command_run.h"
@@ -113,19 +114,30 @@ static size_t run_dir_ids(const char *runs_dir, int64_t **ids) {
     return n;
 }
 
-/* Kills what still runs for run_dir (a process whose command line names it); how many. */
+/* Kills what still runs for run_dir (a process whose command line names it) and
+ * waits (up to 5 s) until it has exited, so that its journal is whole; how many. */
 static int kill_left_running(const char *run_dir) {
     DIR *d = opendir("/proc");
     if (!d) return 0;
     int killed = 0;
+    proc_stat st[64];
+    pid_t pids[64];
     struct dirent *e;
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
         if (pid <= 1 || *end || pid == (long)getpid()) continue;
-        if (proc_cmdline_has((pid_t)pid, run_dir) && kill((pid_t)pid, SIGKILL) == 0) killed++;
+        proc_stat ps;
+        if (proc_stat_read((pid_t)pid, &ps) != 0 || ps.state == 'Z' || !proc_cmdline_has((pid_t)pid, run_dir)) continue;
+        if (kill((pid_t)pid, SIGKILL) != 0) continue;
+        if (killed < 64) st[killed] = ps, pids[killed] = (pid_t)pid;
+        killed++;
     }
     closedir(d);
+    for (int i = 0, tries = 0; i < killed && i < 64 && tries < 500; tries++) {
+        if (!proc_is_alive(pids[i], st[i].start_time)) i++;
+        else nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
     return killed;
 }
 

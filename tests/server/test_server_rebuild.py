@@ -167,6 +167,51 @@ def case_rebuilt_without_end(a):
     with_history(a, body)
 
 
+def case_rebuilt_while_running(a):
+    """The server is SIGKILLed mid-run and its database lost: the rebuild cannot take
+    the run's processes back (their secret was in the database), so they are killed
+    and the run is failed, saying so and where its journal ends."""
+    base = tempfile.mkdtemp(prefix="ddpd-test-rebuild-")
+    try:
+        state = os.path.join(base, "state")
+        os.makedirs(state, mode=0o700)
+        s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
+        s1.start()
+        rid = s1.submit(fmnist_config(**LONG))
+        run_dir = s1.run_dir(rid)
+        try:
+            wait_steps(s1, rid, 3)
+        finally:
+            s1.kill()
+        check(pids_under(run_dir), "the run trains on without its server")
+        os.unlink(os.path.join(state, "ddpd.db"))
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=["--rebuild-from-runs"]) as s:
+            wait_until(lambda: not pids_under(run_dir), "what ran of the run to be gone", 30)
+            run = s.run(rid)
+            steps = [e["global_step"] for e in journal_events(run_dir) if e.get("type") == "step"]
+            want = (f"rebuilt from its run directory without an end event: its journal ends at step {max(steps)}; "
+                    "what still ran of it was killed")
+            check(run["status"] == "failed" and (run["reason"] or "").startswith(want),
+                  f"failed, saying why: {run['status']} {run['reason']!r}")
+            got = [pt[0] for pt in s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+            check(got == sorted(set(steps)) and got == list(range(1, len(got) + 1)),
+                  f"one loss point per journaled step: {len(got)} vs {len(set(steps))}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def journal_events(run_dir):
+    """The journal's whole lines that parse (its writers were killed mid-line, perhaps)."""
+    data = open(os.path.join(run_dir, "events.jsonl"), "rb").read()
+    events = []
+    for line in data[:data.rfind(b"\n") + 1].splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            pass
+    return events
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
