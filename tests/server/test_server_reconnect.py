@@ -53,7 +53,9 @@ def break_connections(server_pid, sock_path):
                 continue
             mine = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(name), 0)
             if mine < 0:
-                raise OSError(ctypes.get_errno(), f"pidfd_getfd of the server's fd {name}")
+                err = ctypes.get_errno()
+                raise OSError(err, f"pidfd_getfd of the server's fd {name}: {os.strerror(err)} (it needs Linux 5.6 "
+                                   "and the right to ptrace ddpd: kernel.yama.ptrace_scope 0 or 1, the test its parent)")
             s = socket.socket(fileno=mine)
             s.shutdown(socket.SHUT_RDWR)  # the connection itself, for both ends
             s.close()
@@ -112,9 +114,12 @@ def case_dropped_connections_catch_up(a):
         db = sqlite3.connect(f"file:{os.path.join(s.state_dir, 'ddpd.db')}?mode=ro", uri=True)
         try:
             n = db.execute("SELECT count(*) FROM events WHERE run_id = ? AND type = 'epoch'", (rid,)).fetchone()[0]
+            twice = db.execute("SELECT type, data, count(*) FROM events WHERE run_id = ? GROUP BY type, data"
+                               " HAVING count(*) > 1", (rid,)).fetchall()
         finally:
             db.close()
         check(n == EPOCHS, f"one epoch event per epoch in the feed's history: {n}")
+        check(not twice, f"no event of the feed's history is there twice: {twice}")
 
 CASES = cases_in(globals())
 
