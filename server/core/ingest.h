@@ -21,10 +21,8 @@ typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
-    /* the run is fed from its journal (taken back after a restart, or a rank of it
-     * reconnected): a connection of it is opened by its hello, but what it sends after
-     * is not queued again; asked after each hello's hook, so a run that turned so with
-     * a hello has all its connections ignored from then on (may be NULL) */
+    /* the run is fed from its journal (taken back after a restart): a connection of it
+     * is opened by its hello, but what it sends after is not queued again (may be NULL) */
     bool (*journal_fed)(int64_t run_id);
 } ingest_hooks;
 

@@ -43,7 +43,6 @@ typedef struct live_run {
     int64_t kill_at;      /* mono ms: SIGKILL then */
     bool killed;
     bool said_hello;      /* a hello came before the supervisor said the trainer started */
-    bool *hello_of;       /* per rank + 1 (the launcher is rank -1): it said hello in this server's life */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
@@ -107,7 +106,6 @@ static void free_run(live_run *r) {
     free(r->end_status);
     free(r->end_reason);
     free(r->devices_json);
-    free(r->hello_of);
     journal_replay_close(r->journal);
     free(r);
 }
@@ -399,41 +397,12 @@ int scheduler_queue_position(int64_t id) {
     return pos;
 }
 
-static void journal_progress(void *ctx, int rank, int64_t global_step);
-
-/* A rank's second hello in this server's life: its connection dropped and it
- * reconnected, and what it journaled meanwhile never came over the socket. From now
- * on the run is fed from its journal, as an adopted one (ingest stores nothing its
- * connections send), starting from what the store holds of each rank: the events
- * the dropped connection lost are caught up, nothing is stored twice. */
-static void catch_up_on_reconnect_locked(live_run *r, int rank) {
-    if (rank < -1 || rank >= r->world_size) return;
-    if (!r->hello_of) {
-        r->hello_of = calloc((size_t)r->world_size + 1, sizeof *r->hello_of);
-        if (!r->hello_of) abort();
-    }
-    bool again = r->hello_of[rank + 1];
-    r->hello_of[rank + 1] = true;
-    if (!again || r->journal || r->adopted) return;
-    char *journal = layout_run_path(r->id, RUN_FILE_JOURNAL);
-    r->journal = journal_replay_open(r->id, journal, journal_progress, r);
-    free(journal);
-    if (!r->journal) {
-        log_error("run %lld: rank %d reconnected, but what the database holds of the run cannot be read: what it "
-                  "journaled while disconnected is not caught up", (long long)r->id, rank);
-        return;
-    }
-    log_info("run %lld: rank %d reconnected to the event socket: the run is fed from its journal from now on, "
-             "from where the database is", (long long)r->id, rank);
-}
-
 bool scheduler_hello(int64_t id, const char *secret, int rank) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find(id);
     /* A started run (its secret made, its trainer asked for): the trainer may say hello
      * before the supervisor has told us its pid, so the secret alone decides. */
     bool ok = r && r->status != RUN_QUEUED && r->secret[0] && secret_equal(secret, r->secret);
-    if (ok) catch_up_on_reconnect_locked(r, rank);
     /* running: a rank has said hello; for a command run, ddp-run has (its ranks are
      * started, and a script need not report at all) */
     if (ok && (rank >= 0 || r->command) && r->status == RUN_STARTING) {
@@ -507,13 +476,6 @@ void scheduler_child_exited(pid_t pid, int wstatus) {
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)r->id, (int)pid);
 
-    /* fed from its journal since a reconnect: its last lines, and its `end` (which
-     * ingest did not pass on) */
-    if (r->journal) {
-        journal_replay_read(r->journal, true, 0);
-        const journal_outcome *o = journal_replay_outcome(r->journal);
-        if (o->ended && !r->end_reason && o->reason) r->end_reason = xstrdup(o->reason);
-    }
     int64_t code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT;
     int64_t sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT;
     run_status status = code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
@@ -576,7 +538,6 @@ void scheduler_tick(void) {
             finished = true;
             continue;
         }
-        if (!r->adopted && r->journal) journal_replay_read(r->journal, false, 4 << 20); /* since a reconnect */
         watch_hang_locked(r, now);
         if ((r->cancel_reason || r->fail_reason) && !r->killed && now >= r->kill_at) {
             r->killed = true;
@@ -770,7 +731,7 @@ void scheduler_recover(void) {
 bool scheduler_journal_fed(int64_t id) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find(id);
-    bool fed = r && (r->adopted || r->journal);
+    bool fed = r && r->adopted;
     pthread_mutex_unlock(&K.mu);
     return fed;
 }

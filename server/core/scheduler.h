@@ -46,10 +46,8 @@ void scheduler_init(const scheduler_config *c);
  * processes were gone and at which step its journal ends. */
 void scheduler_recover(void);
 
-/* Ingest's hook: the run is fed from its journal (an adopted run, or one a rank of
- * which said hello a second time: its connection had dropped and what it journaled
- * meanwhile is caught up from the journal), so what its processes send on the socket
- * is not stored again. */
+/* Ingest's hook: the run is fed from its journal (an adopted run), so what its
+ * processes send on the socket is not stored again. */
 bool scheduler_journal_fed(int64_t id);
 
 /* How many devices of the pool this server has. */
