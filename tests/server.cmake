@@ -50,3 +50,7 @@ ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secret
               TIMEOUT 300)
 ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
               TIMEOUT 180)
+ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_reconnect.py ARGS ${server_test_args}
+              TIMEOUT 300)
+ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebuild.py ARGS ${server_test_args}
+              TIMEOUT 400)

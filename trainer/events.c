@@ -331,6 +331,9 @@ static void drain_before_close(event_sink *s) {
 
 void event_sink_close(event_sink *s) {
     if (!s) return;
+    /* a connection that dropped: one more try now, whenever the last was, so that a
+     * live server hears the hello and catches up from the journal what it missed */
+    if (s->target_fd < 0) s->last_connect_ms = 0;
     event_flush(s);
     drain_before_close(s);
     close(s->journal_fd);

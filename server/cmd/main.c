@@ -30,6 +30,7 @@
 #include "conn_limits.h"
 #include "datapaths.h"
 #include "db_inspect.h"
+#include "history_rebuild.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
 #include "feed.h"
@@ -145,7 +146,16 @@ static int serve(int argc, char **argv) {
      * refuse before anything writes to it (ddpd check says the same). */
     db_report db_verdict;
     db_inspect(layout_db_path(), layout_runs_dir(), &db_verdict);
-    if (db_refuses(db_verdict.state)) die("%s", db_verdict.line);
+    bool rebuild = false;
+    if (o.rebuild_from_runs) {
+        char why[sizeof db_verdict.line + 256];
+        int applies = history_rebuild_applies(&db_verdict, layout_db_path(), why, sizeof why);
+        if (applies < 0) die("%s", why);
+        rebuild = applies > 0;
+        if (!rebuild) log_info("--rebuild-from-runs: nothing to rebuild, there are no run directories (%s)", db_verdict.line);
+    } else if (db_refuses(db_verdict.state)) {
+        die("%s", db_verdict.line);
+    }
     /* then the state dir this user's only (a refusal above stays one line) */
     char tighten_err[PATH_MAX + 256];
     if (layout_tighten(tighten_err, sizeof tighten_err) != 0) die("%s", tighten_err);
@@ -210,8 +220,21 @@ static int serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (rebuild && !(db_verdict.state == DB_CURRENT || db_verdict.state == DB_OLDER)) { /* those hold no run */
+        char moved[PATH_MAX + 64];
+        if (history_move_db_aside(layout_db_path(), moved, sizeof moved, err, sizeof err) != 0) die("%s", err);
+        if (moved[0]) log_warn("--rebuild-from-runs: %s (%s) was moved aside to %s", layout_db_path(), db_verdict.line, moved);
+    }
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
     if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, &CACHE_FORGETS_DELETED, err, sizeof err) != 0) die("%s", err);
+    if (rebuild) {
+        rebuild_counts rb;
+        if (history_rebuild(layout_runs_dir(), &rb, err, sizeof err) != 0) die("--rebuild-from-runs: %s", err);
+        log_info("--rebuild-from-runs: the history of %d run%s rebuilt from %s (%d succeeded, %d failed, %d canceled; "
+                 "%d without an end event; %d run director%s skipped; %lld journal events)",
+                 rb.runs, rb.runs == 1 ? "" : "s", layout_runs_dir(), rb.succeeded, rb.failed, rb.canceled,
+                 rb.without_end, rb.skipped, rb.skipped == 1 ? "y" : "ies", (long long)rb.events);
+    }
     int port_lo = 0, port_hi = 0;
     if (port_range_parse(o.port_range, &port_lo, &port_hi, err, sizeof err) != 0) die("%s", err);
     data_roots work_roots = {0};

@@ -32,6 +32,9 @@ const char SETTINGS_USAGE[] =
     "                         number of cores)\n"
     "  --gpus LIST            GPUs to manage, e.g. 0,1 or none (DDPD_GPUS; default: all detected)\n"
     "  --trainer PATH         the ddp-trainer executable (DDPD_TRAINER; default: the one beside ddpd)\n"
+    "  --rebuild-from-runs    serve: a database that is missing, empty (0 bytes) or damaged beside run\n"
+    "                         directories is moved aside (renamed, never deleted) and the history is\n"
+    "                         rebuilt from each run directory's config.json and events.jsonl\n"
     "  --allow-commands       accept command runs: configs with \"command\", the user's own program run\n"
     "                         once per rank AS THE SERVER'S USER (DDPD_ALLOW_COMMANDS=1; default: refuse)\n"
     "  --work-root DIR        where a command run's working_dir may lie; repeatable (DDPD_WORK_ROOT,\n"
@@ -101,6 +104,10 @@ static void parse_flags(int argc, char **argv, settings *o) {
         }
         if (strcmp(a, "--insecure") == 0) { /* the flags without a value */
             o->insecure = true;
+            continue;
+        }
+        if (strcmp(a, "--rebuild-from-runs") == 0) {
+            o->rebuild_from_runs = true;
             continue;
         }
         if (strcmp(a, "--allow-commands") == 0) {

@@ -114,7 +114,8 @@ static void look_for_lost_runs(const char *path, const char *runs_dir, const cha
     else snprintf(ids, sizeof ids, "run directories (ids %lld to %lld)", lo, hi);
     report(out, DB_LOST,
            "%s %s, but %s holds %d %s: their history is not in it, and ddpd serve would start an empty one beside "
-           "them. Restore ddpd.db from a backup, or move %s aside to start a new history",
+           "them. Restore ddpd.db from a backup, rebuild the history from them (ddpd serve --rebuild-from-runs), "
+           "or move %s aside to start a new history",
            path, what, runs_dir, n, ids, runs_dir);
 }
 
@@ -217,7 +218,9 @@ static void inspect(const char *path, const char *runs_dir, db_report *out) {
     sqlite3_busy_timeout(db, 5000);
     long long lo, hi;
     char *restore = runs_dir && count_run_dirs(runs_dir, &lo, &hi)
-                        ? xasprintf("restore it from a backup, or move it and %s aside to start a new history", runs_dir)
+                        ? xasprintf("restore it from a backup, rebuild the history from the run directories (ddpd "
+                                    "serve --rebuild-from-runs moves it aside first), or move it and %s aside to start "
+                                    "a new history", runs_dir)
                         : xstrdup("restore it from a backup, or move it aside (ddpd serve then starts a new one)");
     classify(db, path, sb.st_size, restore, out);
     free(restore);

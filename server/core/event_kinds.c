@@ -408,6 +408,8 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     bind_text(st[0], 4, op->u.insert.device_kind);
     sqlite3_bind_int64(st[0], 5, op->t);
     bind_text(st[0], 6, op->u.insert.command ? "command" : "builtin");
+    if (op->run_id > 0) sqlite3_bind_int64(st[0], 7, op->run_id); /* a rebuilt run keeps its id; else the next */
+    else sqlite3_bind_null(st[0], 7);
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -570,7 +572,9 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_STATUS, .event = "status", .parse = parse_status,
         .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) VALUES (?1, ?2, ?3, ?4, ?5)"
                 " ON CONFLICT (run_id, rank) DO UPDATE SET state = excluded.state, detail = excluded.detail,"
-                " last_seen = excluded.last_seen"},
+                " last_seen = excluded.last_seen"
+                /* the same again (a journal replayed over what the socket brought) changes nothing */
+                " WHERE ranks.state IS NOT excluded.state OR ranks.detail IS NOT excluded.detail"},
         .apply = apply_status, .sse_event = "rank", .sse_data = sse_status, .free_fields = free_status,
     },
     [OP_STEP] = {
@@ -598,22 +602,34 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_EPOCH] = {
         .kind = OP_EPOCH, .event = "epoch", .parse = parse_epoch,
-        .sql = {"INSERT OR REPLACE INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
-                " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+        .sql = {"INSERT INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
+                " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                " ON CONFLICT (run_id, epoch) DO UPDATE SET lr = excluded.lr, train_loss = excluded.train_loss,"
+                " test_loss = excluded.test_loss, test_acc = excluded.test_acc, seconds = excluded.seconds,"
+                " samples_per_s = excluded.samples_per_s, t = excluded.t"
+                /* the same epoch again (a journal replayed over what the socket brought): no change, no event */
+                " WHERE (epochs.lr, epochs.train_loss, epochs.test_loss, epochs.test_acc, epochs.seconds,"
+                " epochs.samples_per_s) IS NOT (excluded.lr, excluded.train_loss, excluded.test_loss,"
+                " excluded.test_acc, excluded.seconds, excluded.samples_per_s)"},
         .apply = apply_epoch, .summary = SUMMARY_SEEN, .sse_event = "epoch", .sse_data = sse_epoch,
     },
     [OP_CHECKPOINT] = {
         .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint,
-        .sql = {"INSERT OR REPLACE INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        .sql = {"INSERT INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                " ON CONFLICT (run_id, global_step) DO UPDATE SET epoch = excluded.epoch, path = excluded.path,"
+                " bytes = excluded.bytes, t = excluded.t"
+                /* the same checkpoint again (a journal replayed): no change, no event */
+                " WHERE (checkpoints.epoch, checkpoints.path, checkpoints.bytes) IS NOT"
+                " (excluded.epoch, excluded.path, excluded.bytes)",
                 "DELETE FROM checkpoints WHERE run_id = ?1 AND path IN (SELECT value FROM json_each(?2))"},
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
-        .sql = {"INSERT INTO runs (name, status, config, world_size, device_kind, created_at, kind)"
-                " VALUES (?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
+        .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind)"
+                " VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {

@@ -28,7 +28,7 @@ typedef enum {
     OP_CHECKPOINT,
     OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
     /* run life */
-    OP_RUN_INSERT,    /* result: the new run's id */
+    OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
     OP_RUN_STARTING,
     OP_RUN_RUNNING,
     OP_RUN_CANCELING,

@@ -19,6 +19,7 @@
 
 #include "event_kinds.h"
 #include "ids.h"
+#include "ingest_catch_up.h"
 #include "store.h"
 #include "base.h"
 
@@ -41,6 +42,7 @@ typedef struct conn {
     bool skipping; /* inside a line longer than MAX_LINE */
     bool authed;
     bool journal_fed; /* its run's events come from its journal: only hellos count */
+    catch_up_process *proc; /* its process, as its hello names it (ingest_catch_up.h) */
     int64_t run_id;
     int rank;
     unsigned malformed;
@@ -120,11 +122,13 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
                  (int)rank, secret ? "with the wrong secret, or the run is not active" : "without a secret");
         return EV_DROP;
     }
+    bool again = false;
+    if (!c->authed) c->proc = catch_up_hello(run_id, (int)rank, ev, &again);
     c->authed = true;
     c->run_id = run_id;
     c->rank = (int)rank;
     c->journal_fed = I.hooks.journal_fed && I.hooks.journal_fed(run_id);
-    if (c->journal_fed) return EV_OK;
+    if (c->journal_fed || again) return EV_OK; /* a reconnection's hello is the one already stored */
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
     push(ops, &op);
@@ -159,6 +163,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
     }
     if (strcmp(type, "hello") == 0) return handle_hello(c, ev, ops, t); /* a second hello: re-checked */
     if (c->journal_fed) return EV_OK; /* read from the journal, in order, instead */
+    if (!catch_up_take(c->proc, ev)) return EV_OK; /* stored by the catch-up after a reconnection */
     if (strcmp(type, "end") == 0) {
         const char *status = json_string_value(json_object_get(ev, "status"));
         const char *reason = json_string_value(json_object_get(ev, "reason"));
@@ -378,6 +383,7 @@ static void close_ended_runs(void) {
         if (closed)
             log_info("event socket: run %lld has ended: closed its %d remaining connection%s", (long long)ended[i],
                      closed, closed == 1 ? "" : "s");
+        catch_up_run_ended(ended[i]);
     }
     free(ended);
 }
@@ -461,6 +467,7 @@ void ingest_sync(void) {
 
 int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t errlen) {
     I.hooks = *hooks;
+    catch_up_init(&(catch_up_hooks){.end = hooks->end, .progress = hooks->progress});
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path) {
         snprintf(err, errlen, "the event socket path %s is longer than %zu bytes, the limit for a Unix socket: use a shorter --state-dir",
@@ -511,6 +518,7 @@ void ingest_stop(void) {
         pthread_mutex_unlock(&I.mu);
     }
     while (I.conns) close_conn(I.conns);
+    catch_up_free_all();
     free(I.ended);
     I.ended = NULL;
     I.n_ended = I.cap_ended = 0;

@@ -27,6 +27,9 @@ struct journal_replay {
     journal_outcome out;
     store_op *ops;
     size_t n_ops;
+    bool one_process;       /* journal_replay_open_process */
+    journal_process process;
+    bool in_scope;          /* the lines read are after that process's hello */
 };
 
 journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
@@ -41,9 +44,40 @@ journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_pr
     j->path = xstrdup(path);
     j->progress = progress;
     j->ctx = ctx;
-    j->out.exit_code = j->out.last_step = NO_INT;
+    j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = NO_INT;
     j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
     return j;
+}
+
+journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
+                                            journal_progress_fn progress, void *ctx) {
+    journal_replay *j = calloc(1, sizeof *j);
+    if (!j) abort();
+    j->run_id = run_id;
+    j->path = xstrdup(path);
+    j->progress = progress;
+    j->ctx = ctx;
+    j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = NO_INT;
+    j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
+    j->one_process = true;
+    j->process = *p;
+    return j;
+}
+
+/* journal_replay_open_process: is this event one of that process's not yet stored?
+ * Its hello (which is not replayed) opens its part of the journal; another hello of
+ * its rank (a later process: the run resumed) closes it. */
+static bool of_the_process(journal_replay *j, const char *type, int64_t rank, const json_t *ev) {
+    const journal_process *p = &j->process;
+    if (rank != p->rank) return false;
+    int64_t seq = event_int(ev, "seq");
+    if (strcmp(type, "hello") == 0) {
+        j->in_scope = event_int(ev, "pid") == p->pid && event_int(ev, "t") == p->hello_t && seq == p->hello_seq;
+        return false;
+    }
+    if (!j->in_scope || seq == NO_INT || (p->after_seq != NO_INT && seq <= p->after_seq)) return false;
+    if (j->out.last_seq == NO_INT || seq > j->out.last_seq) j->out.last_seq = seq;
+    return true;
 }
 
 /* Does the store already hold this event of `rank` (journaled at t)? */
@@ -66,6 +100,7 @@ static void note_end(journal_replay *j, const json_t *ev) {
     free(j->out.reason);
     j->out.reason = reason && *reason ? xstrdup(reason) : NULL;
     j->out.exit_code = event_int(ev, "exit_code");
+    j->out.end_t = event_int(ev, "t");
 }
 
 /* One event of the journal: queued as an op unless the store has it already. */
@@ -80,6 +115,7 @@ static void replay_event(journal_replay *j, const json_t *ev) {
         j->out.skipped++;
         return;
     }
+    if (j->one_process && !of_the_process(j, type, rank, ev)) return;
     if (strcmp(type, "end") == 0) {
         note_end(j, ev);
         return;

@@ -27,6 +27,8 @@ typedef struct {
     char status[16];   /* its status: succeeded, failed, canceled */
     char *reason;      /* its reason (NULL when empty) */
     int64_t exit_code; /* its exit_code, NO_INT when it has none */
+    int64_t end_t;     /* its t (unix ms), NO_INT when it has none */
+    int64_t last_seq;  /* journal_replay_open_process: the newest seq queued (or its end's), NO_INT when none */
     int64_t last_step; /* the newest global_step any rank journaled, NO_INT when none */
     int64_t replayed;  /* events queued to the store */
     int64_t skipped;   /* lines skipped: torn or not an event */
@@ -38,6 +40,20 @@ typedef void (*journal_progress_fn)(void *ctx, int rank, int64_t global_step);
 /* Opens the replay of run `run_id`'s journal at `path` (a missing file is an empty
  * journal, read again later). NULL when the store cannot say what it holds. */
 journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx);
+
+/* One process of a run, as its hello names it (a reconnection sends its original
+ * hello again): its rank, pid, and the hello's t and seq. */
+typedef struct {
+    int rank;
+    int64_t pid, hello_t, hello_seq;
+    int64_t after_seq; /* its events up to this seq are stored already (NO_INT: none is) */
+} journal_process;
+
+/* The replay of one process's events only (those after its hello in the journal, with
+ * a seq after p->after_seq), whatever the store holds: ingest's catch-up after the
+ * process reconnected (ingest_catch_up.h). */
+journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
+                                            journal_progress_fn progress, void *ctx);
 
 /* Reads the whole lines added since the last call and queues their events. final:
  * the journal's writers are gone, so a last line without a newline is torn (skipped);

@@ -6,7 +6,8 @@
  * once the writers are gone, a last line without its newline is torn and skipped; a
  * torn piece closed by a later write's newline is skipped, not parsed; another run's
  * events are not taken; the launcher's `end` (status, reason, exit_code) and the
- * newest step are what the scheduler finishes the run with. */
+ * newest step are what the scheduler finishes the run with; and one process's events only
+ * (ingest's catch-up after a reconnection), after its hello and the seq it had sent. */
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -172,6 +173,71 @@ static void test_replay(const char *dir) {
     free(journal);
 }
 
+static void append_step(const char *path, int64_t run, int rank, int64_t seq, int64_t gs) {
+    char *line = xasprintf("{\"run\":\"%lld\",\"rank\":%d,\"seq\":%lld,\"t\":%lld,\"type\":\"step\",\"epoch\":0,"
+                           "\"step\":%lld,\"global_step\":%lld,\"loss\":0.5,\"lr\":0.001,\"samples_per_s\":100}\n",
+                           (long long)run, rank, (long long)seq, (long long)(T0 + 50 + gs), (long long)gs - 1,
+                           (long long)gs);
+    append(path, line);
+    free(line);
+}
+
+static void append_hello(const char *path, int64_t run, int rank, int64_t pid, int64_t t) {
+    char *line = xasprintf("{\"run\":\"%lld\",\"rank\":%d,\"seq\":0,\"t\":%lld,\"type\":\"hello\",\"pid\":%lld,"
+                           "\"secret\":null}\n", (long long)run, rank, (long long)t, (long long)pid);
+    append(path, line);
+    free(line);
+}
+
+/* One process's events only (ingest's catch-up after a reconnection): those after its
+ * own hello, past the seq it had sent; another rank's, and a later process's of the
+ * same rank (the run resumed), are not taken. */
+static void test_replay_process(const char *dir) {
+    int64_t run = new_run();
+    REQUIRE(run > 0, "a run inserted: %lld", (long long)run);
+    char *journal = xasprintf("%s/journal-process-%lld.jsonl", dir, (long long)run);
+    append_hello(journal, run, 0, 10, T0 + 1);
+    append_hello(journal, run, 1, 12, T0 + 2);
+    for (int64_t k = 1; k <= 4; k++) {
+        append_step(journal, run, 0, k, k);
+        append_step(journal, run, 1, k, 100 + k); /* rank 1's, not rank 0's process */
+    }
+    append_hello(journal, run, 0, 11, T0 + 100); /* rank 0 again: a later process */
+    for (int64_t k = 1; k <= 3; k++) append_step(journal, run, 0, k, 4 + k);
+
+    journal_process first = {.rank = 0, .pid = 10, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = 2};
+    journal_replay *j = journal_replay_open_process(run, journal, &first, NULL, NULL);
+    journal_replay_read(j, false, 0);
+    const journal_outcome *o = journal_replay_outcome(j);
+    CHECK(o->replayed == 2 && o->last_seq == 4, "the first process: its seqs 3 and 4 replayed: %lld, through %lld",
+          (long long)o->replayed, (long long)o->last_seq);
+    journal_replay_close(j);
+    store_sync();
+    char *got = loss_steps(run);
+    CHECK(strcmp(got, "3,4") == 0, "its steps after seq 2 only, not rank 1's or the later process's: %s", got);
+    free(got);
+
+    journal_process later = {.rank = 0, .pid = 11, .hello_t = T0 + 100, .hello_seq = 0, .after_seq = NO_INT};
+    j = journal_replay_open_process(run, journal, &later, NULL, NULL);
+    journal_replay_read(j, false, 0);
+    o = journal_replay_outcome(j);
+    CHECK(o->replayed == 3 && o->last_seq == 3, "the later process: its 3 events: %lld, through %lld",
+          (long long)o->replayed, (long long)o->last_seq);
+    journal_replay_close(j);
+    store_sync();
+    got = loss_steps(run);
+    CHECK(strcmp(got, "3,4,5,6,7") == 0, "then its steps: %s", got);
+    free(got);
+
+    journal_process stranger = {.rank = 0, .pid = 99, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = NO_INT};
+    j = journal_replay_open_process(run, journal, &stranger, NULL, NULL);
+    journal_replay_read(j, false, 0);
+    CHECK(journal_replay_outcome(j)->replayed == 0 && journal_replay_outcome(j)->last_seq == NO_INT,
+          "a process the journal has no hello of: nothing (%lld)", (long long)journal_replay_outcome(j)->replayed);
+    journal_replay_close(j);
+    free(journal);
+}
+
 int main(void) {
     char *dir = scratch_dir_make("journal");
     REQUIRE(dir, "mkdtemp: %s", strerror(errno));
@@ -179,6 +245,7 @@ int main(void) {
     char err[512];
     REQUIRE(store_open(layout_db_path(), NULL, NULL, err, sizeof err) == 0, "store_open: %s", err);
     test_replay(dir);
+    test_replay_process(dir);
     store_read_release();
     store_close();
     state_layout_free();

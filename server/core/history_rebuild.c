@@ -1,0 +1,253 @@
+/* Rebuilding the history from the run directories: see history_rebuild.h. */
+#include "history_rebuild.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "command_run.h"
+#include "event_kinds.h"
+#include "journal_replay.h"
+#include "procstat.h"
+#include "run_status.h"
+#include "state_layout.h"
+#include "store.h"
+
+int history_rebuild_applies(const db_report *verdict, const char *db_path, char *why, size_t len) {
+    struct stat sb;
+    switch (verdict->state) {
+    case DB_LOST:
+    case DB_DAMAGED:
+        return 1;
+    case DB_UNREADABLE: /* not an SQLite file: garbage, moved aside; anything else is not ours to move */
+        if (stat(db_path, &sb) == 0 && S_ISREG(sb.st_mode)) return 1;
+        snprintf(why, len, "--rebuild-from-runs: %s", verdict->line);
+        return -1;
+    case DB_NONE:
+    case DB_EMPTY:
+        return 0;
+    case DB_CURRENT:
+    case DB_OLDER:
+        if (verdict->runs == 0) return 1; /* a schema and no runs: nothing in it to lose */
+        snprintf(why, len,
+                 "--rebuild-from-runs: %s holds a history of %lld runs and passes its check: there is nothing to "
+                 "rebuild; serve without --rebuild-from-runs (or move it aside yourself to rebuild from the run "
+                 "directories)", db_path, (long long)verdict->runs);
+        return -1;
+    default:
+        snprintf(why, len, "--rebuild-from-runs does not replace this database: %s", verdict->line);
+        return -1;
+    }
+}
+
+int history_move_db_aside(const char *db_path, char *moved_to, size_t len, char *err, size_t errlen) {
+    moved_to[0] = '\0';
+    struct stat sb;
+    if (stat(db_path, &sb) != 0) return 0;
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    char *aside = xasprintf("%s.damaged-%s", db_path, stamp);
+    for (int n = 2; access(aside, F_OK) == 0; n++) { /* never over an earlier one */
+        free(aside);
+        aside = xasprintf("%s.damaged-%s-%d", db_path, stamp, n);
+    }
+    int rc = 0;
+    if (rename(db_path, aside) != 0) {
+        snprintf(err, errlen, "cannot move %s aside to %s: %s", db_path, aside, strerror(errno));
+        rc = -1;
+    }
+    for (int i = 0; rc == 0 && i < 2; i++) { /* its WAL and shared memory go with it */
+        const char *ext = i ? "-shm" : "-wal";
+        char *from = xasprintf("%s%s", db_path, ext), *to = xasprintf("%s%s", aside, ext);
+        if (rename(from, to) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot move %s aside to %s: %s", from, to, strerror(errno));
+            rc = -1;
+        }
+        free(from);
+        free(to);
+    }
+    if (rc == 0) snprintf(moved_to, len, "%s", aside);
+    free(aside);
+    return rc;
+}
+
+static int by_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The ids of the run directories (named by a number), ascending; their count. */
+static size_t run_dir_ids(const char *runs_dir, int64_t **ids) {
+    *ids = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d = opendir(runs_dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
+        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
+        struct stat sb;
+        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+        if (!dir) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            *ids = realloc(*ids, cap * sizeof **ids);
+            if (!*ids) abort();
+        }
+        (*ids)[n++] = id;
+    }
+    closedir(d);
+    if (n) qsort(*ids, n, sizeof **ids, by_id);
+    return n;
+}
+
+/* Kills what still runs for run_dir (a process whose command line names it) and
+ * waits (up to 5 s) until it has exited, so that its journal is whole; how many. */
+static int kill_left_running(const char *run_dir) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int killed = 0;
+    proc_stat st[64];
+    pid_t pids[64];
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (pid <= 1 || *end || pid == (long)getpid()) continue;
+        proc_stat ps;
+        if (proc_stat_read((pid_t)pid, &ps) != 0 || ps.state == 'Z' || !proc_cmdline_has((pid_t)pid, run_dir)) continue;
+        if (kill((pid_t)pid, SIGKILL) != 0) continue;
+        if (killed < 64) st[killed] = ps, pids[killed] = (pid_t)pid;
+        killed++;
+    }
+    closedir(d);
+    for (int i = 0, tries = 0; i < killed && i < 64 && tries < 500; tries++) {
+        if (!proc_is_alive(pids[i], st[i].start_time)) i++;
+        else nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    return killed;
+}
+
+/* Whether a run of `config` ran on GPUs: its backend, else (auto) the device its
+ * ranks' hellos in the journal name ("cuda:0 NAME"). */
+static const char *device_kind_of(const json_t *config, const char *journal) {
+    const char *backend = json_string_value(json_object_get(json_object_get(config, "distributed"), "backend"));
+    if (backend && strcmp(backend, "nccl") == 0) return "gpu";
+    if (backend && strcmp(backend, "cpu") == 0) return "cpu";
+    FILE *f = fopen(journal, "re");
+    const char *kind = "cpu";
+    char *line = NULL;
+    size_t cap = 0;
+    for (int i = 0; f && i < 4096 && getline(&line, &cap, f) > 0; i++) { /* the hellos come first */
+        json_t *ev = json_loads(line, 0, NULL);
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        const char *device = json_string_value(json_object_get(ev, "device"));
+        bool found = type && strcmp(type, "hello") == 0 && device;
+        if (found && strncmp(device, "cuda", 4) == 0) kind = "gpu";
+        json_decref(ev);
+        if (found) break;
+    }
+    free(line);
+    if (f) fclose(f);
+    return kind;
+}
+
+/* One run directory into the store. 1 rebuilt, 0 skipped (logged), -1 the store failed. */
+static int rebuild_run(int64_t id, rebuild_counts *out, char *err, size_t errlen) {
+    char *config_path = layout_run_path(id, RUN_FILE_CONFIG), *journal = layout_run_path(id, RUN_FILE_JOURNAL);
+    char *run_dir = layout_run_dir(id);
+    json_error_t jerr;
+    json_t *config = json_load_file(config_path, 0, &jerr);
+    int rc = 0;
+    struct stat sb;
+    if (!json_is_object(config)) {
+        log_warn("rebuild: run %lld skipped: %s cannot be read as a config (%s)", (long long)id, config_path, jerr.text);
+        out->skipped++;
+        goto done;
+    }
+    const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
+    store_op ins = {.kind = OP_RUN_INSERT, .run_id = id,
+                    .t = stat(config_path, &sb) == 0 ? (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000
+                                                     : now_ms()};
+    ins.u.insert.name = xstrdup(json_string_value(json_object_get(config, "name")));
+    ins.u.insert.config = json_dumps(config, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    ins.u.insert.world_size = json_is_integer(ws) && json_integer_value(ws) > 0 ? (int)json_integer_value(ws) : 1;
+    ins.u.insert.device_kind = device_kind_of(config, journal);
+    ins.u.insert.command = command_run_is(config);
+    if (store_submit_wait(&ins) != id) {
+        snprintf(err, errlen, "run %lld could not be stored in the new database (see the log above)", (long long)id);
+        rc = -1;
+        goto done;
+    }
+    int killed = kill_left_running(run_dir);
+    journal_replay *j = journal_replay_open(id, journal, NULL, NULL);
+    if (!j) {
+        snprintf(err, errlen, "run %lld: the new database cannot be read", (long long)id);
+        rc = -1;
+        goto done;
+    }
+    journal_replay_read(j, true, 0);
+    const journal_outcome *o = journal_replay_outcome(j);
+    run_status said = RUN_FAILED;
+    bool ended = o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
+    store_op fin = {.kind = OP_RUN_FINISH, .run_id = id, .t = ended && o->end_t != NO_INT ? o->end_t : now_ms()};
+    fin.u.finish.status = run_status_name(ended ? said : RUN_FAILED);
+    fin.u.finish.exit_code = ended ? o->exit_code : NO_INT;
+    fin.u.finish.exit_signal = NO_INT;
+    if (ended) {
+        fin.u.finish.reason = o->reason ? xstrdup(o->reason) : NULL;
+    } else {
+        char *ending = o->last_step == NO_INT ? xstrdup("its journal has no step")
+                                              : xasprintf("its journal ends at step %lld", (long long)o->last_step);
+        fin.u.finish.reason = xasprintf("rebuilt from its run directory without an end event: %s%s", ending,
+                                        killed ? "; what still ran of it was killed (without its database entry it "
+                                                 "could not be taken back)"
+                                               : "");
+        free(ending);
+        out->without_end++;
+    }
+    out->events += o->replayed;
+    journal_replay_close(j);
+    if (store_submit_wait(&fin) < 0) {
+        snprintf(err, errlen, "run %lld: its end could not be stored in the new database", (long long)id);
+        rc = -1;
+        goto done;
+    }
+    run_status final = ended ? said : RUN_FAILED;
+    if (final == RUN_SUCCEEDED) out->succeeded++;
+    else if (final == RUN_CANCELED) out->canceled++;
+    else out->failed++;
+    out->runs++;
+    rc = 1;
+done:
+    json_decref(config);
+    free(config_path);
+    free(journal);
+    free(run_dir);
+    return rc;
+}
+
+int history_rebuild(const char *runs_dir, rebuild_counts *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    int64_t *ids;
+    size_t n = run_dir_ids(runs_dir, &ids);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (rebuild_run(ids[i], out, err, errlen) < 0) rc = -1;
+    free(ids);
+    store_sync();
+    return rc;
+}
