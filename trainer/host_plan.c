@@ -11,6 +11,11 @@
 
 static size_t round_page(size_t n) { return (n + PAGE - 1) / PAGE * PAGE; }
 
+int host_plan_optimizer_states(const run_config *cfg) {
+    if (cfg->train.optimizer.type != OPT_SGD) return 2;
+    return cfg->train.optimizer.momentum != 0.0 ? 1 : 0;
+}
+
 size_t host_plan_arena_bytes(const model_shape *s) {
     /* a rank's arena: its gradients; the shared one: parameters and two optimizer states */
     return 3 * (s->n_params * sizeof(float) + 64);
@@ -55,9 +60,9 @@ size_t host_plan_workspace_bytes(const model_shape *s, int max_rows) {
 void host_plan_compute(const host_plan_input *in, host_plan *plan) {
     const model_shape *s = in->shape;
     size_t w = (size_t)in->world_size;
-    size_t arena = round_page(host_plan_arena_bytes(s) + HOST_PLAN_ARENA_SLACK);
+    size_t floats = round_page(s->n_params * sizeof(float) + 64);
     memset(plan, 0, sizeof *plan);
-    plan->shared_bytes = (w + 1) * arena + (2 * w + 2) * HOST_PLAN_COLL_CHUNK + 2 * PAGE;
+    plan->shared_bytes = (1 + (size_t)in->n_opt_states + w) * floats + (2 * w + 2) * HOST_PLAN_COLL_CHUNK + 2 * PAGE;
     int max_rows = in->local_batch > HOST_PLAN_EVAL_ROWS ? in->local_batch : HOST_PLAN_EVAL_ROWS;
     plan->rank_bytes = host_plan_workspace_bytes(s, max_rows) + sizeof(float) * s->n_stats + (size_t)max_rows +
                        (size_t)(in->threads_per_rank > 0 ? in->threads_per_rank : 1) * HOST_PLAN_THREAD_BYTES +

@@ -5,8 +5,9 @@
  * before it forks its ranks, by the same code, so that a run that cannot fit is
  * refused with both numbers instead of swapping the host or being killed.
  *
- *   total = shared mapping (collectives: parameters, optimizer states, every rank's
- *           gradient arena, staging chunks)
+ *   total = shared mapping (collectives: the parameters and optimizer states, every
+ *           rank's gradients, staging chunks: the pages the run touches, not the
+ *           arenas' reserved size)
  *         + per rank: the workspace of model_workspace_init for its largest batch,
  *           batch norm's statistics, the batch's labels, its threads, a process base
  *         + per process (launcher and ranks): the dataset (train and test images and
@@ -19,7 +20,6 @@
 
 #include "model.h"
 
-#define HOST_PLAN_ARENA_SLACK (64u * 1024)           /* the launcher's slack in each arena */
 #define HOST_PLAN_COLL_CHUNK (512u * 1024)           /* coll_cpu's staging chunk */
 #define HOST_PLAN_PROCESS_BASE (24u << 20)           /* code, libraries, heap of one process (estimate) */
 #define HOST_PLAN_THREAD_BYTES (2u << 20)            /* stack and BLAS buffer touched by a thread (estimate) */
@@ -30,6 +30,7 @@ typedef struct {
     int world_size;
     int local_batch;       /* batch_size / world_size */
     int threads_per_rank;
+    int n_opt_states;      /* host_plan_optimizer_states */
     size_t pixels;         /* bytes of one example's image */
     size_t train_count, test_count;
 } host_plan_input;
@@ -41,6 +42,8 @@ typedef struct {
     size_t total_bytes;    /* the whole run */
 } host_plan;
 
+/* Optimizer state buffers of a config: 0 (plain SGD), 1 (SGD momentum), 2 (Adam, AdamW). */
+int host_plan_optimizer_states(const run_config *cfg);
 /* A rank's gradient arena in the collectives' mapping (and the shared one's size). */
 size_t host_plan_arena_bytes(const model_shape *s);
 /* Bytes model_workspace_init allocates for batches of max_rows. */

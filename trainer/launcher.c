@@ -370,6 +370,7 @@ static int check_host_memory(launcher *L, const model_shape *shape, char *why, s
     host_plan_input in = {.shape = shape,
                           .world_size = L->world,
                           .local_batch = L->cfg.train.batch_size / L->world,
+                          .n_opt_states = host_plan_optimizer_states(&L->cfg),
                           .threads_per_rank = L->cfg.distributed.threads_per_rank,
                           .pixels = (size_t)L->test.rows * L->test.cols,
                           .train_count = L->train.count,
@@ -378,7 +379,8 @@ static int check_host_memory(launcher *L, const model_shape *shape, char *why, s
     host_plan_compute(&in, &plan);
     char need[32];
     memory_plan_format_bytes(plan.total_bytes, need, sizeof need);
-    log_msg(LOG_INFO, "host memory plan: %s for %d rank%s", need, L->world, L->world > 1 ? "s" : "");
+    log_msg(LOG_INFO, "host memory plan: %s (%zu bytes) for %d rank%s", need, plan.total_bytes, L->world,
+            L->world > 1 ? "s" : "");
     return host_plan_check(&plan, 1, 1, host_plan_host_total(), host_plan_host_available(), why, whylen);
 }
 

@@ -55,6 +55,7 @@ void run_fit_check(const json_t *resolved, bool cpu, int slots, schema_errors *e
     host_plan_input in = {.shape = shape,
                           .world_size = cfg->distributed.world_size,
                           .local_batch = cfg->train.batch_size / cfg->distributed.world_size,
+                          .n_opt_states = host_plan_optimizer_states(cfg),
                           .threads_per_rank = cfg->distributed.threads_per_rank,
                           .pixels = (size_t)trows * tcols,
                           .train_count = cfg->mode == RUN_MODE_TRAIN ? train_n : 0,
