@@ -2,7 +2,8 @@
  * trainer's own code (model_shape_init, host_plan.h), from the dataset's headers: a
  * CNN whose kernel or max-pool does not fit its input is refused naming the layer,
  * and a CPU run whose host-memory plan exceeds its share of the host (world_size of
- * the CPU slots) is refused naming both numbers. */
+ * the CPU slots) is refused naming both numbers. A data file that is not IDX is
+ * left to the trainer, which fails the run naming it (as before). */
 #ifndef DDPD_CORE_RUN_FIT_H
 #define DDPD_CORE_RUN_FIT_H
 
