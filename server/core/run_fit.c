@@ -28,20 +28,15 @@ void run_fit_check(const json_t *resolved, bool cpu, int slots, schema_errors *e
     run_config *cfg = calloc(1, sizeof *cfg);
     model_shape *shape = malloc(sizeof *shape);
     char err[512];
-    /* what cannot be read here is left to the trainer, which fails the run naming the file */
     if (!doc || !cfg || !shape || run_config_from_json(doc, cfg, &parse) != 0) goto done; /* the schema said why */
     size_t train_n = 0, test_n = 0, labels_n = 0;
     int rows = 0, cols = 0, trows = 0, tcols = 0, classes = 0;
-    if (idx_header_images(cfg->data.train_images, &train_n, &rows, &cols, err, sizeof err) != 0) {
-        goto done; /* not an IDX file: the trainer says so when the run starts, naming it */
-    }
-    if (idx_header_images(cfg->data.test_images, &test_n, &trows, &tcols, err, sizeof err) != 0) {
-        goto done; /* not an IDX file: the trainer says so when the run starts, naming it */
-    }
-    if (idx_header_labels(cfg->data.test_labels, (size_t)cfg->data.test_limit, &labels_n, &classes, err,
-                          sizeof err) != 0) {
-        goto done; /* not an IDX file: the trainer says so when the run starts, naming it */
-    }
+    /* a file that is not IDX is left to the trainer, which fails the run naming it */
+    if (idx_header_images(cfg->data.train_images, &train_n, &rows, &cols, err, sizeof err) != 0 ||
+        idx_header_images(cfg->data.test_images, &test_n, &trows, &tcols, err, sizeof err) != 0 ||
+        idx_header_labels(cfg->data.test_labels, (size_t)cfg->data.test_limit, &labels_n, &classes, err,
+                          sizeof err) != 0)
+        goto done;
     if (classes < 1) classes = 1;
     if (model_shape_init(shape, cfg, 1, trows, tcols, classes, err, sizeof err) != 0) {
         add_shape_error(errs, err);
