@@ -39,6 +39,7 @@
 #include "conv_dnnl.h"
 #include "cpu_kernels.h"
 #include "grad_buckets.h"
+#include "host_plan.h"
 #include "log.h"
 
 #define PIXEL_SCALE (1.0f / 255.0f)
@@ -77,10 +78,7 @@ static uint64_t clock_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-size_t engine_cpu_arena_bytes(const model_shape *s) {
-    /* a rank's arena: its gradients; the shared one: parameters and two optimizer states */
-    return 3 * (s->n_params * sizeof(float) + 64);
-}
+size_t engine_cpu_arena_bytes(const model_shape *s) { return host_plan_arena_bytes(s); }
 
 /* After ranks updated their shards: wait until all have, before anyone reads them. */
 static int settle(cpu_engine *c) {

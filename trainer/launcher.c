@@ -20,6 +20,8 @@
 #include "engine.h"
 #include "ddpd_build_config.h"
 #include "events.h"
+#include "cuda/memory_plan.h"
+#include "host_plan.h"
 #include "idx.h"
 #include "log.h"
 #include "model.h"
@@ -361,6 +363,27 @@ static int supervise(launcher *L, const sigset_t *mask) {
     return EXIT_RUN_SUCCEEDED;
 }
 
+/* The host-memory plan (host_plan.h) against the host and what is available now,
+ * before the shared memory is made and the ranks allocate. The server checked the
+ * run's share of its slots at submission by the same code. */
+static int check_host_memory(launcher *L, const model_shape *shape, char *why, size_t whylen) {
+    host_plan_input in = {.shape = shape,
+                          .world_size = L->world,
+                          .local_batch = L->cfg.train.batch_size / L->world,
+                          .n_opt_states = host_plan_optimizer_states(&L->cfg),
+                          .threads_per_rank = L->cfg.distributed.threads_per_rank,
+                          .pixels = (size_t)L->test.rows * L->test.cols,
+                          .train_count = L->train.count,
+                          .test_count = L->test.count};
+    host_plan plan;
+    host_plan_compute(&in, &plan);
+    char need[32];
+    memory_plan_format_bytes(plan.total_bytes, need, sizeof need);
+    log_msg(LOG_INFO, "host memory plan: %s (%zu bytes) for %d rank%s", need, plan.total_bytes, L->world,
+            L->world > 1 ? "s" : "");
+    return host_plan_check(&plan, 1, 1, host_plan_host_total(), host_plan_host_available(), why, whylen);
+}
+
 static int start_and_supervise(launcher *L) {
     char reason[1024];
     if (load_data(L, reason, sizeof reason) != 0) {
@@ -370,6 +393,10 @@ static int start_and_supervise(launcher *L) {
     const idx_dataset *d = &L->test;
     model_shape shape;
     if (model_shape_init(&shape, &L->cfg, 1, d->rows, d->cols, d->num_classes, reason, sizeof reason) != 0) {
+        end_run(L, "failed", reason, EXIT_RUN_FAILED);
+        return EXIT_RUN_FAILED;
+    }
+    if (L->backend != BACKEND_NCCL && check_host_memory(L, &shape, reason, sizeof reason) != 0) {
         end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }

@@ -7,11 +7,9 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "host_plan.h"
 
-int optimizer_state_count(const run_config *cfg) {
-    if (cfg->train.optimizer.type != OPT_SGD) return 2;
-    return cfg->train.optimizer.momentum != 0.0 ? 1 : 0;
-}
+int optimizer_state_count(const run_config *cfg) { return host_plan_optimizer_states(cfg); }
 
 void optimizer_init_external(optimizer *o, const run_config *cfg, size_t n_params, float *state1, float *state2) {
     memset(o, 0, sizeof *o);

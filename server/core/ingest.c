@@ -34,6 +34,13 @@
 #define MAX_LINE (16u << 20) /* a longer line is skipped, not buffered */
 #define MALFORMED_LOGGED_PER_CONN 10
 #define ACCEPT_PAUSE_MS 250 /* accept failed for want of descriptors: not again before this */
+/* A connection that has not sent its hello: a trainer sends it as soon as it has
+ * connected, so one that stays silent is not one; dropped after the deadline, and
+ * at most this many at once (the oldest goes for a new one), so that idle
+ * connections can neither hold descriptors nor keep a real rank out. */
+#define HELLO_DEADLINE_MS 10000
+#define MAX_PENDING_CONNS 256
+#define PENDING_LOG_INTERVAL_MS 10000
 
 typedef struct conn {
     int fd;
@@ -46,6 +53,7 @@ typedef struct conn {
     int64_t run_id;
     int rank;
     unsigned malformed;
+    int64_t accepted_ms;
     struct conn *prev, *next;
 } conn;
 
@@ -73,6 +81,9 @@ static struct {
     bool accept_paused;
     int64_t accept_resume_ms;
     log_limit accept_log;
+    size_t n_pending;       /* connections without a hello yet */
+    log_limit pending_log;
+    uint64_t pending_dropped; /* since the last line about them */
 } I = {.listen_fd = -1, .epoll_fd = -1, .wake_fd = -1,
        .mu = PTHREAD_MUTEX_INITIALIZER, .synced = PTHREAD_COND_INITIALIZER};
 
@@ -123,7 +134,10 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
         return EV_DROP;
     }
     bool again = false;
-    if (!c->authed) c->proc = catch_up_hello(run_id, (int)rank, ev, &again);
+    if (!c->authed) {
+        I.n_pending--;
+        c->proc = catch_up_hello(run_id, (int)rank, ev, &again);
+    }
     c->authed = true;
     c->run_id = run_id;
     c->rank = (int)rank;
@@ -219,6 +233,7 @@ static void close_conn(conn *c) {
     else I.conns = c->next;
     if (c->next) c->next->prev = c->prev;
     atomic_fetch_sub(&I.n_conns, 1);
+    if (!c->authed) I.n_pending--;
     free(c->buf);
     free(c);
 }
@@ -328,6 +343,37 @@ static void resume_accepting(void) {
     I.accept_paused = false;
 }
 
+/* Drops a connection that sent no hello (too late, or one too many), with a line
+ * at most every PENDING_LOG_INTERVAL_MS counting them. */
+static void drop_pending(conn *c, const char *why) {
+    close_conn(c);
+    atomic_fetch_add(&I.n_dropped, 1);
+    I.pending_dropped++;
+    uint64_t skipped = 0;
+    if (log_limit_now(&I.pending_log, PENDING_LOG_INTERVAL_MS, &skipped)) {
+        log_warn("event socket: dropped %llu connection%s that sent no hello (%s; %zu still waiting)",
+                 (unsigned long long)I.pending_dropped, I.pending_dropped == 1 ? "" : "s", why, I.n_pending);
+        I.pending_dropped = 0;
+    }
+}
+
+/* The oldest connection still waiting for its hello (the list is newest first). */
+static conn *oldest_pending(void) {
+    conn *found = NULL;
+    for (conn *c = I.conns; c; c = c->next)
+        if (!c->authed) found = c;
+    return found;
+}
+
+static void expire_pending(void) {
+    int64_t now = mono_ms();
+    conn *next;
+    for (conn *c = I.conns; c && I.n_pending; c = next) {
+        next = c->next;
+        if (!c->authed && now - c->accepted_ms >= HELLO_DEADLINE_MS) drop_pending(c, "no hello within 10 s");
+    }
+}
+
 static void accept_all(void) {
     if (I.accept_paused) return;
     for (;;) {
@@ -351,7 +397,13 @@ static void accept_all(void) {
             close(fd);
             continue;
         }
+        if (I.n_pending >= MAX_PENDING_CONNS) {
+            conn *old = oldest_pending();
+            if (old) drop_pending(old, "more than 256 waiting for theirs");
+        }
         c->fd = fd;
+        c->accepted_ms = mono_ms();
+        I.n_pending++;
         c->run_id = NO_INT;
         c->rank = -2;
         c->next = I.conns;
@@ -440,6 +492,7 @@ static void *ingest_main(void *arg) {
             }
         }
         if (sync_wanted) close_ended_runs();
+        if (I.n_pending) expire_pending();
         if (sync_wanted) {
             pthread_mutex_lock(&I.mu);
             uint64_t asked = I.sync_asked;

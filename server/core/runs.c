@@ -13,6 +13,7 @@
 #include "ckpt_fit.h"
 #include "command_run.h"
 #include "run_config.h"
+#include "run_fit.h"
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
@@ -128,6 +129,9 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
         const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
         if (schema_errors_total(errs) == before && resolved) ckpt_fit_check(config, resolved, errs);
     }
+    /* the model and the host-memory plan, by the trainer's code (run_fit.h) */
+    if (!command && placed && errs->count == 0)
+        run_fit_check(for_trainer, pool == POOL_CPU, scheduler_capacity(POOL_CPU), errs);
     if (errs->count || !placed) {
         if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
         json_decref(for_trainer);

@@ -7,7 +7,7 @@ request framing (duplicate or conflicting length headers, unknown transfer codin
 checked on raw sockets.
 
 Usage: test_server_hostile.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import http.client, json, os, shutil, socket, subprocess, sys, tempfile
+import http.client, json, os, re, shutil, socket, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, args_for, main, fmnist_config, sanitized  # noqa: E402
@@ -302,6 +302,43 @@ def case_strict_framing(a):
         check(len(s.get("/runs").json().get("runs", [])) == 3, "those three are the runs stored")
         check(s.get("/healthz").status == 200, "the server still answers")
 
+
+
+def case_host_memory_plan(a):
+    """The issue's memory bomb (16 hidden layers of 65536, 256 threads per rank, about
+    258 GB of weights) is refused at POST naming what it needs and its share of the
+    host (its slots of the host's memory); a normal config is accepted."""
+    bomb = fmnist_config(**{"model.hidden": [65536] * 16, "distributed.threads_per_rank": 256,
+                            "distributed.world_size": 1, "distributed.backend": "cpu"})
+    with Server(a.ddpd, a.fake_trainer, slots=2) as s:
+        r = s.post("/runs", bomb)
+        check(r.status == 400, f"the memory bomb: 400, got {r.status} {r.body[:300]!r}")
+        errs = r.json().get("errors") or [{}]
+        msg = errs[0].get("message", "")
+        check(errs[0].get("pointer") == "/model", f"the error is at /model: {errs}")
+        need = re.search(r"needs ([0-9.]+) GiB of host memory", msg)
+        check(need and float(need.group(1)) > 240, f"it names what the run needs (more than its 240 GiB of weights): {msg!r}")
+        check("its share is" in msg and "1 of 2 CPU slots of" in msg, f"it names its share of the host: {msg!r}")
+        check(s.get("/runs").json().get("runs") == [], "nothing was stored")
+        r = s.post("/runs", fmnist_config())
+        check(r.status == 201, f"a normal config is accepted: {r.status} {r.body[:300]!r}")
+
+
+def case_cnn_shape_checked(a):
+    """A CNN whose max-pool does not fit the convolution's output (6x6 after a 7x7
+    kernel on 12x12) is refused at POST
+    by the trainer's own shape code, naming the layer; one that fits is accepted."""
+    conv = [{"channels": 8, "kernel": 5, "padding": 0, "pool": 2}, {"channels": 8, "kernel": 7, "padding": 0, "pool": 8}]
+    bad = fmnist_config(**{"model": {"type": "cnn", "cnn": {"conv": conv}}})
+    with Server(a.ddpd, a.fake_trainer) as s:
+        r = s.post("/runs", bad)
+        check(r.status == 400, f"the max-pool that does not fit: 400, got {r.status} {r.body[:300]!r}")
+        errs = r.json().get("errors") or [{}]
+        check(errs[0].get("pointer") == "/model/cnn/conv/1", f"the error names the layer /model/cnn/conv/1: {errs}")
+        check("a 8x8 max-pool does not fit" in errs[0].get("message", ""), f"and says why: {errs}")
+        conv[1]["pool"] = 2
+        r = s.post("/runs", fmnist_config(**{"model": {"type": "cnn", "cnn": {"conv": conv}}}))
+        check(r.status == 201, f"a cnn that fits is accepted: {r.status} {r.body[:300]!r}")
 
 CASES = cases_in(globals())
 

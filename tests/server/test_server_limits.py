@@ -19,6 +19,9 @@ hold, and that /healthz keeps answering meanwhile.
                       are a 503 problem naming the cap; a closed stream frees its place
   replay_closes_db    streams that replayed history from the database do not keep a
                       database connection each
+  silent_event_conns  300 connections to the event socket that never send a hello: the
+                      oldest beyond 256 go at once, the rest at the 10 s deadline, a
+                      few log lines say so; a run reports its steps meanwhile
   fd_exhaustion       under a low ulimit -n, the event socket flooded until accept
                       fails: the server backs off (little CPU, a few log lines) and
                       recovers when the connections go
@@ -620,6 +623,50 @@ def case_fd_exhaustion(a):
         check(wait_until(event_socket_serves, "the event socket to accept and read again", timeout=60, interval=0.5),
               "the event socket accepts and reads again")
 
+
+
+def case_silent_event_conns(a):
+    """Connections to the event socket that never say hello are capped (256 waiting;
+    the oldest goes for a new one) and dropped at a 10 s deadline, with a log line at
+    most every 10 s; a real run's connections get in and its steps are stored."""
+    raise_own_fd_limit()
+    with Server(a.ddpd, a.fake_trainer) as s:
+        sock_path = os.path.join(s.state_dir, "events.sock")
+        silent = []
+        for _ in range(300):
+            u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            u.connect(sock_path)
+            u.setblocking(False)
+            silent.append(u)
+
+        def closed(u):
+            try:
+                return u.recv(1) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+
+        first = wait_until(lambda: sum(closed(u) for u in silent[:44]) == 44, "the 44 oldest beyond the cap to go",
+                           timeout=8)
+        check(first, "the 44 oldest of 300 silent connections were dropped at once (a cap of 256 waiting)")
+        check(not any(closed(u) for u in silent[60:]), "the newer ones still wait, before their deadline")
+        run = s.submit({"name": "steps-50", "distributed": {"world_size": 2}})
+        done = s.wait_status(run, "succeeded", timeout=60)
+        check(done and done["status"] == "succeeded", f"a run succeeds among the silent connections: {done}")
+        m = s.get(f"/runs/{run}/metrics?key=loss").json()
+        check(len(m.get("points", [])) == 50, f"all its 50 steps were stored: {len(m.get('points', []))}")
+        ok = wait_until(lambda: all(closed(u) for u in silent), "every silent connection to be dropped", timeout=40,
+                        interval=0.2)
+        check(ok, "every silent connection was dropped by its hello deadline")
+        with open(s.log_path, errors="replace") as f:
+            lines = [line for line in f if "sent no hello" in line]
+        print(f"silent connections: {len(lines)} log lines: {lines[:3]}", flush=True)
+        check(1 <= len(lines) <= 5, f"a few log lines about them, not one per connection: {len(lines)}")
+        health = s.get("/healthz").json()["ingest"]
+        check(health["dropped_connections"] >= 300, f"counted as dropped connections: {health}")
+        for u in silent:
+            u.close()
 
 CASES = cases_in(globals())
 

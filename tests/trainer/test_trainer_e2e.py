@@ -255,6 +255,47 @@ def case_bad_input(t, w):
     check(not r.rank_pids(), "no rank was started for an impossible backend")
 
 
+
+def pss_bytes(pid):
+    """A process's proportional set size (shared pages divided among their sharers)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def case_host_memory_plan(t, w):
+    """The host-memory plan the launcher logs is an upper estimate of what the run's
+    processes really hold (the peak of their summed proportional set sizes, sampled):
+    the measured peak lies between a third of the plan and 1.25 times it (0.6 seen).
+    A run whose plan exceeds the host is refused before any rank starts."""
+    cfg = config(**{"model.hidden": [2048, 2048], "data.limit": 8192, "train.epochs": 2, "train.batch_size": 256})
+    r = Run(t, w, "plan", cfg)
+    peak = 0
+    while r.proc.poll() is None:
+        pids = [r.proc.pid] + list(r.rank_pids().values())
+        peak = max(peak, sum(pss_bytes(p) for p in pids))
+        time.sleep(0.02)
+    r.wait()
+    check(r.proc.returncode == 0, f"the run succeeds: {r.stderr[-500:]!r}")
+    m = re.search(r"host memory plan: [^(]*\((\d+) bytes\) for 2 ranks", r.stderr)
+    check(m, f"the launcher logs its plan: {r.stderr[:800]!r}")
+    if m and peak:
+        plan = int(m.group(1))
+        print(f"plan {plan / 2**20:.0f} MiB, measured peak {peak / 2**20:.0f} MiB, ratio {peak / plan:.2f}")
+        check(plan / 3 <= peak <= plan * 1.25, f"measured {peak} bytes between a third and 1.25 times the plan's {plan}")
+    bomb = config(**{"model.hidden": [65536] * 16, "distributed.threads_per_rank": 256, "distributed.world_size": 1})
+    r = Run(t, w, "bomb", bomb)
+    check(r.wait() == 1, f"the memory bomb: exit 1, got {r.proc.returncode}")
+    check(re.search(r"needs [0-9.]+ GiB of host memory", r.stderr), f"it says what it needs: {r.stderr[-500:]!r}")
+    check(not r.rank_pids(), "no rank was started")
+    end = r.of_type("end")
+    check(end and end[0]["status"] == "failed" and "host memory" in end[0]["reason"], f"the end event says why: {end}")
+
 def long_config():
     return config(**{"data.limit": 0, "train.epochs": 5, "model.hidden": [256]})
 
