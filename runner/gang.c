@@ -42,6 +42,10 @@ typedef struct {
     double drain_until;
 } gang;
 
+/* The global rank of the r-th rank this launcher started (a node part starts
+ * ranks first_rank .. first_rank + local_ranks - 1). */
+#define RANK_OF(g, r) ((g)->p->env->first_rank + (r))
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -87,7 +91,7 @@ static void reap(gang *g) {
             g->first_status = status;
             char how[128];
             describe_end(status, how, sizeof how);
-            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks", r, how);
+            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks", RANK_OF(g, r), how);
             begin_stop(g);
         }
     }
@@ -112,13 +116,14 @@ static void on_signal(gang *g, int sig) {
 
 static void start_ranks(gang *g, const sigset_t *child_mask) {
     const gang_params *p = g->p;
-    for (int r = 0; r < p->cfg->world_size && !stopping(g); r++) {
+    for (int r = 0; r < p->env->local_ranks && !stopping(g); r++) {
+        int rank = RANK_OF(g, r);
         char err_path[4096];
-        error_file_path(err_path, sizeof err_path, p->run_dir, r);
+        error_file_path(err_path, sizeof err_path, p->run_dir, rank);
         unlink(err_path); /* left by an earlier attempt in this directory */
-        char **env = rank_env_build(p->env, r);
+        char **env = rank_env_build(p->env, rank);
         if (!env) {
-            snprintf(g->spawn_failure, sizeof g->spawn_failure, "cannot start rank %d: out of memory", r);
+            snprintf(g->spawn_failure, sizeof g->spawn_failure, "cannot start rank %d: out of memory", rank);
             break;
         }
         rank_command cmd = {.argv = p->cfg->argv, .env = env, .working_dir = p->working_dir, .child_mask = child_mask};
@@ -128,14 +133,14 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
         rank_env_free(env);
         if (pid < 0) {
             snprintf(g->spawn_failure, sizeof g->spawn_failure, "%s", why);
-            log_msg(LOG_ERROR, "rank %d: %s", r, why);
+            log_msg(LOG_ERROR, "rank %d: %s", rank, why);
             break;
         }
         gang_rank *k = &g->ranks[r];
         k->pid = pid;
         k->running = 1;
-        if (rank_output_open(&k->out, r, fd, p->run_dir) != 0)
-            log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", r, strerror(errno));
+        if (rank_output_open(&k->out, rank, fd, p->run_dir) != 0)
+            log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         g->started++;
         g->alive++;
     }
@@ -163,7 +168,7 @@ static void handle_deadlines(gang *g) {
     for (int r = 0; r < g->started; r++) {
         gang_rank *k = &g->ranks[r];
         if (k->out.fd < 0) continue;
-        log_msg(LOG_WARN, "rank %d exited but processes it started still hold its output: killing them", r);
+        log_msg(LOG_WARN, "rank %d exited but processes it started still hold its output: killing them", RANK_OF(g, r));
         kill(-k->pid, SIGKILL);
         rank_output_close(&k->out);
     }
@@ -205,7 +210,7 @@ static void supervise(gang *g, int sfd) {
 static void sweep_groups(gang *g) {
     for (int r = 0; r < g->started; r++)
         if (kill(-g->ranks[r].pid, SIGKILL) == 0)
-            log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", r);
+            log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", RANK_OF(g, r));
 }
 
 /* Words with which collective libraries report that a peer went away (gloo, NCCL,
@@ -252,11 +257,11 @@ static void compose_result(gang *g, gang_result *res) {
         int r = g->first_failed;
         char how[128], words[1024] = "", path[4096];
         describe_end(g->first_status, how, sizeof how);
-        error_file_path(path, sizeof path, g->p->run_dir, r);
+        error_file_path(path, sizeof path, g->p->run_dir, RANK_OF(g, r));
         if (!error_file_message(path, words, sizeof words))
             snprintf(words, sizeof words, "%s", g->ranks[r].out.last_line);
         res->outcome = GANG_FAILED;
-        snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", r, how, words[0] ? ": " : "", words);
+        snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", RANK_OF(g, r), how, words[0] ? ": " : "", words);
         utf8_repair(res->reason); /* clipped to fit: no sequence cut in two */
     } else if (g->canceled_by) {
         res->outcome = GANG_CANCELED;
@@ -269,7 +274,7 @@ static void compose_result(gang *g, gang_result *res) {
 
 void gang_run(const gang_params *p, gang_result *res) {
     gang g = {.p = p, .first_failed = -1};
-    g.ranks = calloc((size_t)p->cfg->world_size, sizeof *g.ranks);
+    g.ranks = calloc((size_t)p->env->local_ranks, sizeof *g.ranks);
     sigset_t mask, old_mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);

@@ -30,11 +30,14 @@
 
 typedef struct {
     const char *config_path, *run_dir, *events, *master_port;
+    const char *master_addr;   /* rank 0's node, for a run across nodes */
+    const char *nodes, *node_rank;
 } options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
+            "               [--nodes N --node-rank K --master-addr ADDR]\n"
             "\n"
             "Runs a command run's `command` once per rank (distributed.world_size), with\n"
             "torchrun's environment, as one gang: a rank that fails stops the others.\n"
@@ -44,6 +47,9 @@ static void usage(FILE *f) {
             "  --master-port PORT  MASTER_PORT of every rank (free, leased by ddpd)\n"
             "  --events SOCKET     ddpd's event socket, also handed to the ranks' reporters\n"
             "                      (absent or -: the journal only)\n"
+            "  --nodes N           a run across N nodes: this launcher starts node K's ranks,\n"
+            "  --node-rank K       K*L .. K*L+L-1 of world_size W (L = W/N; GROUP_RANK K)\n"
+            "  --master-addr ADDR  MASTER_ADDR of every rank: rank 0's node (default 127.0.0.1)\n"
             "  --version           print the version\n"
             "\n"
             "environment: DDPD_RUN_ID, DDPD_RUN_SECRET, CUDA_VISIBLE_DEVICES (the run's GPUs),\n"
@@ -56,16 +62,21 @@ static int parse_args(int argc, char **argv, options *o) {
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
         {"events", required_argument, 0, 'e'}, {"master-port", required_argument, 0, 'p'},
+        {"nodes", required_argument, 0, 'n'},  {"node-rank", required_argument, 0, 'k'},
+        {"master-addr", required_argument, 0, 'a'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:p:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o->config_path = optarg; break;
         case 'd': o->run_dir = optarg; break;
         case 'e': o->events = optarg; break;
         case 'p': o->master_port = optarg; break;
+        case 'n': o->nodes = optarg; break;
+        case 'k': o->node_rank = optarg; break;
+        case 'a': o->master_addr = optarg; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
         default: usage(stderr); return -1;
@@ -96,6 +107,33 @@ static int parse_port(const char *s) {
     errno = 0;
     long v = strtol(s, &end, 10);
     return errno || end == s || *end || v < 1 || v > 65535 ? -1 : (int)v;
+}
+
+/* --nodes N --node-rank K: this launcher's part of a run across nodes. N must divide
+ * the world size (every node runs as many ranks), and K name one of the N. */
+static int node_part(const options *o, int world_size, int *nodes, int *node_rank) {
+    if (!o->nodes && !o->node_rank) return 0;
+    char *end;
+    long n = o->nodes ? strtol(o->nodes, &end, 10) : -1;
+    if (!o->nodes || *end || n < 1 || n > world_size) {
+        fprintf(stderr, "ddp-run: --nodes %s: a number of nodes from 1 to the world size (%d) is needed with --node-rank\n",
+                o->nodes ? o->nodes : "(missing)", world_size);
+        return -1;
+    }
+    if (world_size % n != 0) {
+        fprintf(stderr, "ddp-run: --nodes %ld does not divide distributed.world_size %d: every node runs as many ranks\n",
+                n, world_size);
+        return -1;
+    }
+    long k = o->node_rank ? strtol(o->node_rank, &end, 10) : -1;
+    if (!o->node_rank || *end || k < 0 || k >= n) {
+        fprintf(stderr, "ddp-run: --node-rank %s: one of 0 to %ld is needed with --nodes %ld\n",
+                o->node_rank ? o->node_rank : "(missing)", n - 1, n);
+        return -1;
+    }
+    *nodes = (int)n;
+    *node_rank = (int)k;
+    return 0;
 }
 
 static double grace_seconds(void) {
@@ -133,13 +171,16 @@ static int run(const options *o, const command_config *cfg) {
         fprintf(stderr, "ddp-run: --master-port %s is not a port (1 to 65535)\n", o->master_port);
         return EXIT_BAD_INPUT;
     }
+    int nodes = 1, node_rank = 0;
+    if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
+    int local_ranks = cfg->world_size / nodes;
     const char *devices = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "";
     int gpus = rank_env_device_count(devices);
-    if (cfg->isolate_devices && gpus > 0 && gpus < cfg->world_size) {
+    if (cfg->isolate_devices && gpus > 0 && gpus < local_ranks) {
         fprintf(stderr,
                 "ddp-run: /distributed/isolate_devices: each of the %d ranks needs a GPU of its own, but "
                 "CUDA_VISIBLE_DEVICES=%s has %d\n",
-                cfg->world_size, devices, gpus);
+                local_ranks, devices, gpus);
         return EXIT_BAD_INPUT;
     }
     char path[PATH_MAX + 64];
@@ -178,9 +219,15 @@ static int run(const options *o, const command_config *cfg) {
     const char *working_dir = cfg->working_dir ? cfg->working_dir : run_dir;
     char line[2048];
     command_line(cfg, line, sizeof line);
-    log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s", run_id, cfg->world_size,
-            cfg->world_size > 1 ? "s" : "", line, working_dir, port, gpus ? ", CUDA_VISIBLE_DEVICES " : "",
-            gpus ? devices : "");
+    if (nodes > 1)
+        log_msg(LOG_INFO, "run %s: node %d of %d: ranks %d to %d of %d of `%s` in %s, MASTER_ADDR %s, MASTER_PORT %d%s%s",
+                run_id, node_rank, nodes, node_rank * local_ranks, (node_rank + 1) * local_ranks - 1, cfg->world_size,
+                line, working_dir, o->master_addr ? o->master_addr : "127.0.0.1", port,
+                gpus ? ", CUDA_VISIBLE_DEVICES " : "", gpus ? devices : "");
+    else
+        log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s", run_id, cfg->world_size,
+                cfg->world_size > 1 ? "s" : "", line, working_dir, port, gpus ? ", CUDA_VISIBLE_DEVICES " : "",
+                gpus ? devices : "");
     rank_env_params env = {
         .run_id = run_id,
         .run_dir = run_dir,
@@ -188,7 +235,12 @@ static int run(const options *o, const command_config *cfg) {
         .reporter_dir = reporter,
         .devices = devices,
         .master_port = port,
+        .master_addr = o->master_addr,
         .world_size = cfg->world_size,
+        .nodes = nodes,
+        .node_rank = node_rank,
+        .first_rank = node_rank * local_ranks,
+        .local_ranks = local_ranks,
         .isolate_devices = cfg->isolate_devices,
         .threads_per_rank = cfg->threads_per_rank,
         .config_env = cfg->env,

@@ -106,17 +106,17 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     for (size_t i = 0; p->config_env && p->config_env[i]; i++)
         if (!name_is(p->config_env[i], "PYTHONPATH")) add(&e, "%s", p->config_env[i]);
 
-    int n = p->world_size;
+    int n = p->world_size, local = rank - p->first_rank;
     add(&e, "RANK=%d", rank);
-    add(&e, "LOCAL_RANK=%d", p->isolate_devices ? 0 : rank);
+    add(&e, "LOCAL_RANK=%d", p->isolate_devices ? 0 : local);
     add(&e, "WORLD_SIZE=%d", n);
-    add(&e, "LOCAL_WORLD_SIZE=%d", n);
-    add(&e, "GROUP_RANK=0");
-    add(&e, "GROUP_WORLD_SIZE=1");
+    add(&e, "LOCAL_WORLD_SIZE=%d", p->local_ranks);
+    add(&e, "GROUP_RANK=%d", p->node_rank);
+    add(&e, "GROUP_WORLD_SIZE=%d", p->nodes > 0 ? p->nodes : 1);
     add(&e, "ROLE_RANK=%d", rank);
     add(&e, "ROLE_NAME=default");
     add(&e, "ROLE_WORLD_SIZE=%d", n);
-    add(&e, "MASTER_ADDR=127.0.0.1");
+    add(&e, "MASTER_ADDR=%s", p->master_addr ? p->master_addr : "127.0.0.1");
     add(&e, "MASTER_PORT=%d", p->master_port);
     add(&e, "TORCHELASTIC_RUN_ID=%s", p->run_id);
     add(&e, "TORCHELASTIC_RESTART_COUNT=0");
@@ -130,7 +130,7 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     const char *devices = p->devices ? p->devices : "";
     if (p->isolate_devices && rank_env_device_count(devices) > 0) {
         char one[64];
-        device_at(devices, rank, one, sizeof one);
+        device_at(devices, local, one, sizeof one);
         add(&e, "CUDA_VISIBLE_DEVICES=%s", one);
     } else {
         add(&e, "CUDA_VISIBLE_DEVICES=%s", devices);

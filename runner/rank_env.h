@@ -13,7 +13,10 @@ typedef struct {
     const char *reporter_dir;    /* NULL: not found, PYTHONPATH as inherited */
     const char *devices;         /* CUDA_VISIBLE_DEVICES as the server gave it ("" on CPU) */
     int master_port;
+    const char *master_addr;     /* rank 0's node (NULL: 127.0.0.1, one node) */
     int world_size;
+    int nodes, node_rank;        /* a run across nodes: this launcher's node part (1 and 0: one node) */
+    int first_rank, local_ranks; /* the global ranks it starts: first_rank .. first_rank + local_ranks - 1 */
     int isolate_devices;
     int threads_per_rank;
     char *const *config_env;     /* "NAME=value", NULL-terminated (may be NULL) */
@@ -25,7 +28,7 @@ int rank_env_reserved(const char *name);
 /* The number of entries in a CUDA_VISIBLE_DEVICES list ("" -> 0). */
 int rank_env_device_count(const char *devices);
 
-/* The environment of rank `rank` (malloc'd "NAME=value" strings, NULL-terminated;
+/* The environment of global rank `rank`, one of this launcher's (malloc'd "NAME=value" strings, NULL-terminated;
  * free with rank_env_free), or NULL when out of memory. */
 char **rank_env_build(const rank_env_params *p, int rank);
 void rank_env_free(char **env);

@@ -127,6 +127,16 @@ static void check_batch_divides_among_ranks(json_t *doc, schema_errors *errs) {
                           world_size);
 }
 
+/* Every node of a run across nodes runs as many ranks. */
+static void check_nodes_divide_ranks(json_t *doc, schema_errors *errs) {
+    json_int_t nodes, world_size;
+    if (!usable_integer(doc, errs, "/distributed/nodes", &nodes) || nodes < 1) return;
+    if (!usable_integer(doc, errs, "/distributed/world_size", &world_size) || world_size < 1) return;
+    if (world_size % nodes != 0)
+        schema_errors_add(errs, "/distributed/nodes", "must divide /distributed/world_size (%" JSON_INTEGER_FORMAT
+                          "): every node runs as many ranks", world_size);
+}
+
 /* Momentum and Nesterov belong to SGD; Adam's momentum is beta1. */
 static void check_sgd_only_options(json_t *doc, schema_errors *errs) {
     const char *type = usable_string(doc, errs, "/train/optimizer/type");
@@ -178,6 +188,7 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
     command_run_check_given(doc, errs); /* before the defaults hide what was given */
     command_run_fill_own_defaults(doc);
     schema_validate(schema, doc, errs);
+    if (json_is_object(doc)) check_nodes_divide_ranks(doc, errs);
     if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);
         check_sgd_only_options(doc, errs);
@@ -280,6 +291,7 @@ static void read_train(json_t *doc, run_config *c) {
 
 static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.world_size = (int)integer_at(doc, "/distributed/world_size");
+    c->distributed.nodes = (int)integer_at(doc, "/distributed/nodes");
     c->distributed.backend = enum_at(doc, "/distributed/backend", backend_names, COUNT(backend_names));
     c->distributed.gpu_memory_fraction = number_at(doc, "/distributed/gpu_memory_fraction");
     c->distributed.bucket_mb = number_at(doc, "/distributed/bucket_mb");

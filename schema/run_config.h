@@ -77,6 +77,7 @@ typedef struct {
     } train;
     struct {
         int world_size;
+        int nodes; /* 0 = automatic: this host when the run fits, else the fewest nodes that hold it */
         backend_kind backend;
         double gpu_memory_fraction;
         double bucket_mb;

@@ -9,12 +9,11 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 build_dir=${SAN_BUILD_DIR:-build-sanitize}
-CC=clang cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPD_SANITIZE=ON
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=(run_config idx safetensors ingest_line)
 for n in "${names[@]}"; do
   [[ -f fuzz/fuzz_$n.c ]] || { echo "fuzz.sh: no harness fuzz/fuzz_$n.c" >&2; exit 2; }
-  cmake --build "$build_dir" -j"$(nproc)" --target "fuzz_$n"
+  scripts/build-sanitize.sh "fuzz_$n"
   fuzz/run_fuzz_test.sh "$build_dir/bin/fuzz_$n" "$build_dir/fuzz/corpus-$n" "fuzz/corpus/$n" \
     "fuzz/regressions/$n" "$seconds"
 done

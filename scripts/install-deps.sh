@@ -29,6 +29,10 @@ packages=(
   prometheus python3-jsonschema python3-yaml
   # tests: command runs launch a real PyTorch DDP script (gloo on the CPU) with /usr/bin/python3
   python3-torch python3-numpy
+  # tests: the sanitizer build (scripts/build-sanitize.sh) is clang's; libclang-rt-dev (a
+  # recommendation of clang's, which --no-install-recommends leaves out) holds the
+  # ASan, UBSan and libFuzzer runtimes, llvm the llvm-symbolizer their reports name lines with
+  clang libclang-rt-dev llvm
 )
 # The dashboard's browser tests run Debian's chromium (driven by playwright-core,
 # which never downloads a browser); node and npm fetch uPlot and playwright-core.

@@ -11,6 +11,7 @@ ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c L
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
+ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
@@ -23,17 +24,17 @@ set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_L
 if(TARGET ddp-trainer)
   list(APPEND server_test_args --trainer $<TARGET_FILE:ddp-trainer>)
 endif()
-ddpd_py_cases(server_api_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_api.py ARGS ${server_test_args} TIMEOUT 120)
-ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest.py ARGS ${server_test_args}
+ddpd_py_cases(server_api_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_api.py SANITIZE ARGS ${server_test_args} TIMEOUT 120)
+ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 180)
-ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py ARGS ${server_test_args} TIMEOUT 300)
+ddpd_py_cases(server_e2e_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_e2e.py SANITIZE ARGS ${server_test_args} TIMEOUT 300)
 ddpd_py_cases(server_restart_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_restart.py ARGS ${server_test_args}
               TIMEOUT 300)
 ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume.py ARGS ${server_test_args}
               TIMEOUT 420)
-ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py ARGS ${server_test_args}
+ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 120)
-ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py ARGS ${server_test_args}
+ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 180)
 # A real full disk: the state dir on a small tmpfs of its own (mounting needs root;
 # skipped with a message where it cannot be mounted).

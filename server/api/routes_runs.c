@@ -51,27 +51,37 @@ static int64_t started_at;
 
 void routes_init(void) { started_at = now_ms(); }
 
+/* FNV-1a of a text (NULL: of ""), for a tag. */
+static uint32_t text_hash(const char *t) {
+    uint32_t h = 2166136261u;
+    for (; t && *t; t++) h = (h ^ (uint8_t)*t) * 16777619u;
+    return h;
+}
+
 /* Answers with the run as GET /runs/{id} shows it, built from the store; false (and
- * a 404) when there is none. *queued: the answer is a queued run's, at
- * *queue_position. */
-static bool build_run(response *rs, int status, int64_t id, bool *queued, int *queue_position) {
+ * a 404) when there is none. e->queued: the answer is a queued run's, at
+ * e->queue_position, waiting for what hashes to e->waiting_hash. */
+static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) {
     char *raw = NULL;
     json_t *run = store_run_json(id, &raw);
     if (!run) {
         reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id);
         return false;
     }
-    *queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
-    *queue_position = *queued ? scheduler_queue_position(id) : 0;
-    if (*queued) json_object_set_new(run, "queue_position", json_integer(*queue_position));
+    e->queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
+    e->queue_position = e->queued ? scheduler_queue_position(id) : 0;
+    if (e->queued) json_object_set_new(run, "queue_position", json_integer(e->queue_position));
+    char *waiting = e->queued ? scheduler_waiting_for(id) : NULL;
+    if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
+    e->waiting_hash = text_hash(waiting);
+    free(waiting);
     reply_json_raw(rs, status, run, raw);
     return true;
 }
 
 static void reply_run(response *rs, int status, int64_t id) {
-    bool queued;
-    int pos;
-    build_run(rs, status, id, &queued, &pos);
+    run_cache_entry e = {0};
+    build_run(rs, status, id, &e);
 }
 
 /* A write the store refused: 503 naming why while the database cannot be written
@@ -260,21 +270,26 @@ static void get_runs(request *rq, response *rs) {
 /* ---- GET /runs/{id}: from the cache while the run's version holds ---- */
 
 /* The tag of run `id`'s answer under `version`: this server life's identity, the
- * run, its version, and a queued run's place in the queue (which moves as other runs
- * start or leave, with no change to this one). */
+ * run, its version, and a queued run's place in the queue and what it waits for
+ * (which change as other runs start or leave and nodes come and go, with no change
+ * to this one). */
 static void run_etag(char out[96], int64_t id, const run_cache_entry *e) {
     if (e->queued)
-        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d\"", (unsigned long long)run_versions_identity(), (long long)id,
-                 (unsigned long long)e->version, e->queue_position);
+        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d-%08x\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version, e->queue_position, e->waiting_hash);
     else
         snprintf(out, 96, "\"%016llx-%lld-%llu\"", (unsigned long long)run_versions_identity(), (long long)id,
                  (unsigned long long)e->version);
 }
 
-/* A cached answer whose place in the queue is still the scheduler's. */
+/* A cached answer whose place in the queue and what it waits for are still the scheduler's. */
 static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cache_entry *e) {
     if (!run_cache_get(id, version, want_body, e)) return false;
-    if (!e->queued || scheduler_queue_position(id) == e->queue_position) return true;
+    if (!e->queued) return true;
+    char *waiting = scheduler_waiting_for(id);
+    bool current = scheduler_queue_position(id) == e->queue_position && text_hash(waiting) == e->waiting_hash;
+    free(waiting);
+    if (current) return true;
     free(e->body);
     e->body = NULL;
     return false;
@@ -301,7 +316,7 @@ static void get_run(request *rq, response *rs) {
         reply_text(rs, 200, e.body, e.len, "application/json");
     } else {
         e = (run_cache_entry){.version = version};
-        if (!build_run(rs, 200, id, &e.queued, &e.queue_position)) {
+        if (!build_run(rs, 200, id, &e)) {
             run_cache_forget(id); /* gone (deleted): nothing of it is kept */
             return;
         }

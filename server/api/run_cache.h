@@ -4,8 +4,8 @@
  *
  * Bounded: at most RUN_CACHE_RUNS runs and RUN_CACHE_BYTES of answers, the least
  * recently served going first. A queued run's answer also holds its place in the
- * queue (the scheduler's, which changes as other runs start or leave), kept with it
- * so that the route can tell when it moved. Safe from any thread: the HTTP threads
+ * queue and what it waits for (the scheduler's, which change as other runs start or
+ * leave and nodes come and go), kept with it so that the route can tell when they moved. Safe from any thread: the HTTP threads
  * read and fill it; the store's writer drops a deleted run's answer (store.h). */
 #ifndef DDPD_API_RUN_CACHE_H
 #define DDPD_API_RUN_CACHE_H
@@ -21,6 +21,7 @@ typedef struct {
     uint64_t version;
     bool queued;        /* the answer says "queued" ... */
     int queue_position; /* ... at this place */
+    uint32_t waiting_hash; /* ... waiting for what hashes so (its waiting_for) */
     char *body;         /* malloc'd copy (when asked for), with its length */
     size_t len;
 } run_cache_entry;

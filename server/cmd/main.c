@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "auth.h"
 #include "base.h"
 #include "check_cmd.h"
@@ -32,11 +33,13 @@
 #include "ddpd_build_config.h"
 #include "devices.h"
 #include "feed.h"
+#include "hostport.h"
 #include "http.h"
 #include "ingest.h"
 #include "metrics_sink.h"
 #include "ports.h"
 #include "routes.h"
+#include "routes_nodes.h"
 #include "routes_static.h"
 #include "run_cache.h"
 #include "runs.h"
@@ -153,6 +156,9 @@ static int serve(int argc, char **argv) {
     int threads = o.http_threads && *o.http_threads ? parse_count("--http-threads", o.http_threads, 1, 256)
                                                     : (int)(cores < 2 ? 2 : cores > 16 ? 16 : cores);
     int grace = o.cancel_grace && *o.cancel_grace ? parse_count("--cancel-grace", o.cancel_grace, 0, 3600) : 10;
+    int node_timeout = o.node_timeout && *o.node_timeout ? parse_count("--node-timeout", o.node_timeout, 2, 3600) : 10;
+    char host_name[64] = "local";
+    if (!o.node_name) gethostname(host_name, sizeof host_name - 1);
     if (o.token_error[0]) die("%s", o.token_error);
     if (o.token && o.token_on_command_line)
         log_warn("the token given with --token can be read by every user of this host (ps, /proc/%d/cmdline): "
@@ -214,7 +220,10 @@ static int serve(int argc, char **argv) {
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
-                           .cancel_grace_ms = grace * 1000, .run_ended = ingest_run_ended};
+                           .cancel_grace_ms = grace * 1000, .run_ended = ingest_run_ended,
+                           .node_name = o.node_name ? o.node_name : host_name,
+                           .advertise = o.advertise && *o.advertise ? o.advertise : NULL,
+                           .node_timeout_ms = node_timeout * 1000LL};
     scheduler_init(&sc);
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
@@ -227,11 +236,12 @@ static int serve(int argc, char **argv) {
     routes_init();
     /* The routes: the API's, the event streams', the dashboard's files. */
     routes_static_init(o.web_dir);
-    size_t n_routes = api_routes_count + sse_routes_count + static_routes_count;
+    size_t n_routes = api_routes_count + node_routes_count + sse_routes_count + static_routes_count, at = 0;
     route *all_routes = xmalloc(n_routes * sizeof *all_routes);
-    memcpy(all_routes, api_routes, api_routes_count * sizeof *all_routes);
-    memcpy(all_routes + api_routes_count, sse_routes, sse_routes_count * sizeof *all_routes);
-    memcpy(all_routes + api_routes_count + sse_routes_count, static_routes, static_routes_count * sizeof *all_routes);
+    memcpy(all_routes + at, api_routes, api_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += api_routes_count), node_routes, node_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += node_routes_count), sse_routes, sse_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += sse_routes_count), static_routes, static_routes_count * sizeof *all_routes);
     if (feed_start() != 0) die("cannot start the live feed's thread");
     sse_set_limits(limits.max_streams, limits.streams_per_address);
     http_config hc = {.listen = o.listen, .threads = (unsigned)threads, .routes = all_routes,
@@ -239,6 +249,13 @@ static int serve(int argc, char **argv) {
                       .limits = limits.http, .idle_timeout_s = limits.idle_timeout_s};
     int port = 0;
     if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);
+    /* where this host's own ranks reach it: the address it listens on, or loopback */
+    char listen_host[256] = "", listen_port[16], self_url[320];
+    parse_host_port("--listen", o.listen, listen_host, sizeof listen_host, listen_port, sizeof listen_port, err, sizeof err);
+    bool wildcard = !listen_host[0] || strcmp(listen_host, "0.0.0.0") == 0 || strcmp(listen_host, "::") == 0;
+    snprintf(self_url, sizeof self_url, strchr(listen_host, ':') ? "http://[%s]:%d" : "http://%s:%d",
+             wildcard ? "127.0.0.1" : listen_host, port);
+    scheduler_set_self_url(self_url);
 
     char *roots_text = data_roots_list(&roots);
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
@@ -316,6 +333,7 @@ static int check(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "agent") == 0) return agent_main(argc, argv);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
         char line[256];
         ddpd_version_line(line, sizeof line);

@@ -47,6 +47,12 @@ const char SETTINGS_USAGE[] =
     "                         can read it (ps): prefer --token-file or DDPD_TOKEN\n"
     "  --insecure             without a token, listen on a non-loopback address all the same\n"
     "                         (DDPD_INSECURE=1; default: refuse)\n"
+    "  --advertise ADDR       the address `ddpd agent` nodes reach this host's ranks at: with it, this\n"
+    "                         host takes part in runs across nodes (DDPD_ADVERTISE; default: none,\n"
+    "                         so runs across nodes use agent nodes only)\n"
+    "  --node-name NAME       this host's name among the nodes (DDPD_NODE_NAME; default: its hostname)\n"
+    "  --node-timeout SECONDS an agent node not heard from this long is lost, and its runs fail naming\n"
+    "                         it (DDPD_NODE_TIMEOUT; default 10)\n"
     "  --web-dir DIR          the dashboard's files, served at / (DDPD_WEB_DIR; default: installed\n"
     "                         beside ddpd, else the source tree it was built from)\n"
     "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
@@ -134,6 +140,9 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--max-streams") == 0) o->max_streams = v;
         else if (strcmp(name, "--max-streams-per-address") == 0) o->max_streams_per_address = v;
         else if (strcmp(name, "--runner") == 0) o->runner = v;
+        else if (strcmp(name, "--advertise") == 0) o->advertise = v;
+        else if (strcmp(name, "--node-name") == 0) o->node_name = v;
+        else if (strcmp(name, "--node-timeout") == 0) o->node_timeout = v;
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
             o->data_roots[o->n_data_roots++] = v;
@@ -222,6 +231,9 @@ void settings_read(int argc, char **argv, settings *s) {
     s->insecure = s->insecure || truthy(getenv("DDPD_INSECURE"));
     s->gpus = env_or(s->gpus, "DDPD_GPUS");
     s->slots = env_or(s->slots, "DDPD_SLOTS");
+    s->advertise = env_or(s->advertise, "DDPD_ADVERTISE");
+    s->node_name = env_or(s->node_name, "DDPD_NODE_NAME");
+    s->node_timeout = env_or(s->node_timeout, "DDPD_NODE_TIMEOUT");
     s->http_threads = env_or(s->http_threads, "DDPD_HTTP_THREADS");
     s->cancel_grace = env_or(s->cancel_grace, "DDPD_CANCEL_GRACE");
     s->web_dir = env_or(s->web_dir, "DDPD_WEB_DIR");

@@ -27,6 +27,9 @@ typedef struct {
     /* connection limits (conn_limits.h); NULL: defaults */
     const char *max_connections, *max_connections_per_address, *reserved_connections, *header_timeout,
         *idle_timeout, *max_streams, *max_streams_per_address;
+    /* runs across nodes: this host's name among them, the address other nodes reach
+     * it at (NULL: it takes no part in runs across nodes), how long a silent node lives */
+    const char *node_name, *advertise, *node_timeout;
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */

@@ -428,7 +428,7 @@ static void free_insert(store_op *op) {
 static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     bind_text(st[0], 2, op->u.starting.devices);
-    sqlite3_bind_int64(st[0], 3, op->u.starting.pid);
+    bind_int(st[0], 3, op->u.starting.pid); /* none for a run whose launchers all run on agents */
     sqlite3_bind_int64(st[0], 4, op->t);
     bind_int(st[0], 5, op->u.starting.pid_start_time);
     bind_text(st[0], 6, op->u.starting.secret);

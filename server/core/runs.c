@@ -30,7 +30,15 @@ const char *runs_forbidden(const json_t *config) {
 }
 
 /* Which pool a config runs on and whether it can ever fit this host. */
+/* An error the schema found in /distributed already: placing it would only say it again. */
+static bool distributed_is_wrong(const schema_errors *errs) {
+    for (size_t i = 0; i < errs->count; i++)
+        if (strncmp(errs->items[i].pointer, "/distributed", 12) == 0) return true;
+    return false;
+}
+
 static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
+    if (distributed_is_wrong(errs)) return false;
     const json_t *dist = json_object_get(config, "distributed");
     const json_t *ws = json_object_get(dist, "world_size");
     const char *backend = json_string_value(json_object_get(dist, "backend"));
@@ -46,10 +54,28 @@ static bool placement(const json_t *config, pool_kind *pool, int *world_size, sc
     if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
     json_int_t n = json_integer_value(ws);
     int cap = scheduler_capacity(*pool);
-    if (n > cap) {
+    const json_t *nodes = json_object_get(dist, "nodes");
+    int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
+    char why[1024];
+    bool builtin = !json_object_get(config, "command");
+    if (builtin && (nodes_wanted > 1 || n > cap)) {
+        /* the trainer's collectives between nodes are not there yet: what would span nodes is refused now */
+        schema_errors_add(errs, nodes_wanted > 1 ? "/distributed/nodes" : "/distributed/world_size",
+                          "a built-in model runs on one node for now (this server has %d %s): across nodes, run your "
+                          "own script (a command run, with PyTorch's DDP) or use a world_size of at most %d",
+                          cap, pool_unit(*pool), cap);
+        return false;
+    }
+    if (n > cap && nodes_wanted <= 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
+        /* no node to share it with: the message of a host alone */
         schema_errors_add(errs, "/distributed/world_size",
-                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d",
-                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap);
+                          "needs %lld %s but this server has %d (%s): use a world_size of at most %d, or add "
+                          "nodes (ddpd agent); %s",
+                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap, why);
+        return false;
+    }
+    if (nodes_wanted > 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
+        schema_errors_add(errs, "/distributed/nodes", "%s", why);
         return false;
     }
     *world_size = (int)n;

@@ -14,6 +14,8 @@
 #define DDPD_SCHEDULER_H
 
 #include <stdbool.h>
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -32,9 +34,18 @@ typedef struct {
     /* a run is finished (its final state queued to the store): its event connections
      * go (ingest_run_ended, wired by main.c); may be NULL */
     void (*run_ended)(int64_t id);
+    /* Runs across nodes (agents, nodes.h): this host's name among the nodes, and the
+     * address other nodes reach its ranks at (NULL: this host takes no part in runs
+     * across nodes, only in its own); a node silent this long is lost. */
+    const char *node_name;
+    const char *advertise;
+    int64_t node_timeout_ms;
 } scheduler_config;
 
 void scheduler_init(const scheduler_config *c);
+/* The URL this server answers at for its own ranks (http://127.0.0.1:PORT), once
+ * it listens: the base of a local part's rendezvous URL. */
+void scheduler_set_self_url(const char *url);
 
 /* At start-up: queued runs are queued again, in order. A run a previous server left
  * starting/running/canceling is taken back when its launcher is still alive (the pid
@@ -85,6 +96,31 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step);
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err);
 void scheduler_child_exited(pid_t pid, int wstatus);
 void scheduler_tick(void);
+
+/* ---- runs across nodes ----
+ * A run that does not fit this host (or asks for distributed.nodes > 1) is placed on
+ * k nodes at once (placement.h): this host (when it has an advertised address) and
+ * agent nodes, world_size / k ranks each; each node's part is its own launcher
+ * (--nodes k --node-rank i). The first part to fail stops the others; a node that
+ * stops heartbeating fails the run naming it; the run ends once every part has. */
+
+/* An agent's heartbeat (POST /nodes/{id}/heartbeat): `reports` is what it says of
+ * the parts it runs ([{run, state: "running"|"exited", exit_code, signal, end}]).
+ * Returns the parts it should be running now (a JSON array, new reference): any
+ * other it stops. */
+json_t *scheduler_node_heartbeat(int node, const json_t *reports);
+
+/* Can a run of world_size ranks on this pool ever be placed (this host and the nodes
+ * registered now)? false with why in err, naming what there is. */
+bool scheduler_can_place(pool_kind pool, int world_size, int nodes_wanted, char *err, size_t errlen);
+
+/* What a queued run waits for, for a person (malloc'd), or NULL when not queued. */
+char *scheduler_waiting_for(int64_t id);
+
+/* GET /nodes: this host first ("local": true), then every agent node. */
+json_t *scheduler_nodes_json(void);
+/* This host's name among the nodes (serve --node-name; "local" without it): no agent may take it. */
+const char *scheduler_local_name(void);
 
 /* Shutting down: no more starts; active runs are canceled ("the server shut down")
  * and waited for (queued runs stay queued for the next start). */

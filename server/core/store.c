@@ -593,6 +593,7 @@ static int open_and_start(const char *path, const store_observer *observer, cons
     /* No allocation statistics: they take a process-wide mutex on every malloc,
      * which the HTTP threads' connections would contend for. */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    free(S.path); /* a store closed before may be opened again */
     S.path = xstrdup(path);
     if (sqlite3_open_v2(path, &S.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open the database %s: %s", path, S.db ? sqlite3_errmsg(S.db) : "out of memory");
@@ -663,4 +664,6 @@ void store_close(void) {
     free(S.ops);
     S.ops = NULL;
     S.n = S.cap = 0;
+    free(S.path);
+    S.path = NULL;
 }

@@ -300,7 +300,8 @@ def run(a):
         req("GET", "/healthz", "/healthz")
         req("GET", "/metrics", "/metrics")
         # a body over 1 MiB is refused on any route (the 4xx every operation documents)
-        for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json"):
+        for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json",
+                     "/nodes"):
             big = raw_exchange(s.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                         f"Content-Length: 2097152\r\n\r\n{{").encode())
             c.response("GET", path, big, f"GET {path} with a 2 MiB body")
@@ -406,6 +407,30 @@ def run(a):
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete without the token")
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete a finished run", headers=auth)
         req("DELETE", "/runs/{id}", f"/runs/{rid}", "delete it again", headers=auth)
+
+        # ---- the nodes: an agent's registration and heartbeat, as `ddpd agent` sends them ----
+        r = req("GET", "/nodes", "/nodes")
+        here = r.json()["nodes"][0] if r.status == 200 and r.json()["nodes"] else {}
+        check(here.get("local") is True and here.get("name"), f"GET /nodes starts with this host: {r.body[:300]!r}")
+        node = {"name": "openapi-node", "address": "127.0.0.1", "slots": 0}
+        r = req("POST", "/nodes", "/nodes", body=node, headers=auth)
+        node_id = r.json()["id"] if r.status == 201 else None
+        check(node_id is not None, f"a node registers: {r.status} {r.body[:300]!r}")
+        req("POST", "/nodes", "/nodes", "POST /nodes without the token", body=node)
+        req("POST", "/nodes", "/nodes", "POST /nodes with slots -1", body=dict(node, slots=-1), headers=auth)
+        r = req("POST", "/nodes", "/nodes", "POST /nodes under the coordinator's own name", body=dict(node, name=here.get("name")),
+                headers=auth)
+        check(r.status == 409 and b"own node name" in r.body, f"the coordinator's own name is refused: {r.body[:300]!r}")
+        if node_id:
+            r = req("POST", "/nodes/{id}/heartbeat", f"/nodes/{node_id}/heartbeat", body={"parts": []}, headers=auth)
+            check(r.status == 200 and r.json()["parts"] == [], f"a heartbeat of an idle node: {r.body[:300]!r}")
+            req("POST", "/nodes/{id}/heartbeat", f"/nodes/{node_id}/heartbeat", "a heartbeat that is not JSON",
+                body="[nope", headers=dict(auth, **{"Content-Type": "application/json"}))
+            req("POST", "/nodes/{id}/heartbeat", f"/nodes/{node_id}/heartbeat", "a heartbeat without the token", body={})
+        req("POST", "/nodes/{id}/heartbeat", "/nodes/999/heartbeat", "a heartbeat of no node", body={}, headers=auth)
+        r = req("GET", "/nodes", "/nodes")
+        names = [n["name"] for n in r.json()["nodes"]] if r.status == 200 else []
+        check(names == [here.get("name"), "openapi-node"], f"GET /nodes lists this host first, then the agent: {names}")
 
         # ---- the dashboard's files ----
         r = req("GET", "/", "/")

@@ -38,7 +38,7 @@ class Launch:
     in the config's env) so that what is left of it can be found in /proc."""
 
     def __init__(self, d, command, world_size=2, env=None, distributed=None, extra=None, launcher_env=None,
-                 events=None, name="run"):
+                 events=None, name="run", args=()):
         self.mark = uuid.uuid4().hex
         self.run_dir = os.path.join(d, name)
         self.config = dict(command=command, env=dict(env or {}, DDPD_TEST_MARK=self.mark),
@@ -53,6 +53,7 @@ class Launch:
         argv = [DDP_RUN, "--config", self.config_path, "--run-dir", self.run_dir, "--master-port", str(self.port)]
         if events:
             argv += ["--events", events]
+        argv += list(args)
         # its own session, as ddpd starts it: ddpd cancels by signalling the group
         self.p = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   errors="replace", start_new_session=True)
@@ -197,6 +198,51 @@ def case_env_contract(d):
     check([e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["", ""], "CPU: no GPUs visible")
     check(all(e.get("DDPD_EVENTS_SOCKET") == srv.path for e in envs), "the events socket is handed to the reporter")
     srv.close()
+
+
+def case_node_part(d):
+    """--nodes 2 --node-rank 1: this launcher starts ranks 2 and 3 of 4, with node 1's
+    torchrun variables and MASTER_ADDR the one given; its logs by global rank."""
+    dump = script(d, "dump_env.py", DUMP_ENV)
+    out = os.path.join(d, "out")
+    os.makedirs(out)
+    L = Launch(d, [PYTHON, dump, out], 4, args=["--nodes", "2", "--node-rank", "1", "--master-addr", "10.9.8.7"])
+    check(L.wait() == 0, f"node 1's ranks succeeded: {L.p.returncode} {L.stderr[-400:]!r}")
+    check(sorted(os.listdir(out)) == ["env-2.json", "env-3.json"], f"ranks 2 and 3 ran, no other: {os.listdir(out)}")
+    for r in (2, 3):
+        with open(os.path.join(out, f"env-{r}.json")) as f:
+            e = json.load(f)
+        want = {"RANK": str(r), "LOCAL_RANK": str(r - 2), "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+                "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "ROLE_RANK": str(r), "ROLE_WORLD_SIZE": "4",
+                "MASTER_ADDR": "10.9.8.7", "MASTER_PORT": str(L.port),
+                "TORCHELASTIC_ERROR_FILE": os.path.join(L.run_dir, "ranks", f"rank-{r}.error.json")}
+        wrong = {k: (e.get(k), v) for k, v in want.items() if e.get(k) != v}
+        check(not wrong, f"rank {r} of node 1: its torchrun variables (seen, wanted): {wrong}")
+    logs = sorted(os.listdir(os.path.join(L.run_dir, "ranks")))
+    check(logs == ["rank-2.log", "rank-3.log"], f"the rank logs are named by global rank: {logs}")
+    with open(os.path.join(L.run_dir, "trainer.log"), errors="replace") as f:
+        log = f.read()
+    check("node 1 of 2: ranks 2 to 3 of 4" in log and "MASTER_ADDR 10.9.8.7" in log,
+          f"the log says which part it is: {log[-600:]!r}")
+
+    # a rank of a node part that fails is named by its global rank
+    bad = script(d, "fail_3.py", """
+        import os, sys
+        if os.environ["RANK"] == "3":
+            print("rank three gives up", flush=True)
+            sys.exit(4)
+    """)
+    L = Launch(d, [PYTHON, bad], 4, name="fails", args=["--nodes", "2", "--node-rank", "1"])
+    check(L.wait() == 1, f"the part failed: {L.p.returncode}")
+    check(L.end().get("reason", "").startswith("rank 3 exited with status 4: rank three gives up"),
+          f"the reason names global rank 3: {L.end()}")
+
+    for args, words in ((["--nodes", "3", "--node-rank", "0"], "--nodes 3 does not divide distributed.world_size 4"),
+                        (["--nodes", "2", "--node-rank", "2"], "--node-rank 2: one of 0 to 1 is needed"),
+                        (["--node-rank", "1"], "--nodes (missing)"),
+                        (["--nodes", "2"], "--node-rank (missing)")):
+        L = Launch(d, [PYTHON, dump, out], 4, name="refused", args=args)
+        check(L.wait() == 2 and words in L.stderr, f"{args} refused, saying {words!r}: {L.p.returncode} {L.stderr!r}")
 
 
 def case_logs(d):

@@ -1,0 +1,324 @@
+/* `ddpd agent`: see agent.h. Its options, its registration, its loop. */
+#include "agent.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent_http.h"
+#include "agent_parts.h"
+#include "agent_streams.h"
+#include "base.h"
+#include "hostport.h"
+#include "log_limit.h"
+#include "secret.h"
+
+#define BUDGET_BYTES (640 * 1024) /* of events and of logs per heartbeat: under the 1 MiB body cap */
+#define MAX_ROOTS 64
+
+static const char USAGE[] =
+    "usage: ddpd agent --coordinator URL [options]\n"
+    "\n"
+    "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
+    "devices, runs the parts of runs the coordinator places here, forwards their events and\n"
+    "logs, and reports how they end.\n"
+    "\n"
+    "  --coordinator URL      the coordinator, e.g. http://10.0.0.1:8080 (DDPD_COORDINATOR)\n"
+    "  --token-file PATH      the coordinator's token, one line, readable by its owner only\n"
+    "                         (DDPD_TOKEN_FILE; or the token itself in DDPD_TOKEN)\n"
+    "  --token TOKEN          the same on the command line, where every local user can read it\n"
+    "  --name NAME            this node's name (DDPD_NODE_NAME; default: its hostname)\n"
+    "  --advertise ADDR       the address the other nodes reach this node's ranks at\n"
+    "                         (DDPD_ADVERTISE; default: the one it reaches the coordinator from)\n"
+    "  --slots N              CPU slots, one rank each (DDPD_SLOTS; default: the number of cores)\n"
+    "  --gpus LIST            GPU ids for runs here, e.g. 0,1 (DDPD_GPUS; default: none)\n"
+    "  --state-dir DIR        the parts' run directories and the event socket (DDPD_AGENT_STATE_DIR;\n"
+    "                         default $XDG_STATE_HOME/ddpd-agent, else ~/.local/state/ddpd-agent)\n"
+    "  --data-root DIR        where built-in runs read data here; repeatable (default /usr/share/datasets)\n"
+    "  --trainer PATH, --runner PATH   ddp-trainer and ddp-run (default: beside ddpd)\n"
+    "  --allow-commands       run the parts of command runs (the user's program, as this user)\n"
+    "  --coordinator-grace SECONDS  the coordinator unreachable this long: every part here is\n"
+    "                         stopped (default 30)\n";
+
+typedef struct {
+    const char *coordinator, *token, *token_file, *name, *advertise, *slots, *gpus, *state_dir, *trainer, *runner;
+    const char *grace;
+    const char *data_roots[MAX_ROOTS];
+    int n_data_roots;
+    bool allow_commands, token_on_command_line;
+} agent_options;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ddpd agent: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+static const char *env_or(const char *v, const char *name) { return v ? v : getenv(name); }
+
+static void parse(int argc, char **argv, agent_options *o) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--allow-commands") == 0) {
+            o->allow_commands = true;
+            continue;
+        }
+        if (i + 1 >= argc || strncmp(a, "--", 2) != 0) die("%s: unknown, or without its value (see ddpd agent --help)", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--coordinator") == 0) o->coordinator = v;
+        else if (strcmp(a, "--token") == 0) o->token = v, o->token_on_command_line = true;
+        else if (strcmp(a, "--token-file") == 0) o->token_file = v;
+        else if (strcmp(a, "--name") == 0) o->name = v;
+        else if (strcmp(a, "--advertise") == 0) o->advertise = v;
+        else if (strcmp(a, "--slots") == 0) o->slots = v;
+        else if (strcmp(a, "--gpus") == 0) o->gpus = v;
+        else if (strcmp(a, "--state-dir") == 0) o->state_dir = v;
+        else if (strcmp(a, "--trainer") == 0) o->trainer = v;
+        else if (strcmp(a, "--runner") == 0) o->runner = v;
+        else if (strcmp(a, "--coordinator-grace") == 0) o->grace = v;
+        else if (strcmp(a, "--data-root") == 0 && o->n_data_roots < MAX_ROOTS) o->data_roots[o->n_data_roots++] = v;
+        else die("unknown option %s (see ddpd agent --help)", a);
+    }
+    o->coordinator = env_or(o->coordinator, "DDPD_COORDINATOR");
+    o->name = env_or(o->name, "DDPD_NODE_NAME");
+    o->advertise = env_or(o->advertise, "DDPD_ADVERTISE");
+    o->slots = env_or(o->slots, "DDPD_SLOTS");
+    o->gpus = env_or(o->gpus, "DDPD_GPUS");
+    o->state_dir = env_or(o->state_dir, "DDPD_AGENT_STATE_DIR");
+    if (!o->coordinator || strncmp(o->coordinator, "http://", 7) != 0)
+        die("--coordinator http://HOST:PORT is needed: the `ddpd serve` this node works for");
+}
+
+static long number(const char *what, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi) die("%s %s: a whole number from %ld to %ld is needed", what, v, lo, hi);
+    return n;
+}
+
+static char *beside_self(const char *program) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return xstrdup(program);
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    return xasprintf("%s/%s", exe, program);
+}
+
+/* The address this host reaches the coordinator from: what the others reach it at. */
+static char *address_towards(const char *url) {
+    char host[256], port[16], err[256];
+    const char *hp = url + 7;
+    char copy[300];
+    snprintf(copy, sizeof copy, "%s", hp);
+    copy[strcspn(copy, "/")] = '\0';
+    if (parse_host_port("--coordinator", copy, host, sizeof host, port, sizeof port, err, sizeof err) != 0) die("%s", err);
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
+    if (getaddrinfo(host, port[0] ? port : "80", &hints, &ai) != 0 || !ai) die("cannot resolve the coordinator %s", host);
+    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage me;
+    socklen_t len = sizeof me;
+    char text[INET6_ADDRSTRLEN] = "";
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &len) == 0)
+        getnameinfo((struct sockaddr *)&me, len, text, sizeof text, NULL, 0, NI_NUMERICHOST);
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    if (!text[0]) die("cannot tell this node's address towards %s: give --advertise ADDR", url);
+    return xstrdup(text);
+}
+
+static json_t *gpu_list(const char *gpus) {
+    json_t *a = json_array();
+    if (!gpus || !*gpus || strcmp(gpus, "none") == 0) return a;
+    char *copy = xstrdup(gpus), *save = NULL;
+    for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save)) json_array_append_new(a, json_string(g));
+    free(copy);
+    return a;
+}
+
+/* A failure that repeats every second (an unreachable coordinator) is logged once
+ * per 30 s, with how many times it happened in between. */
+static log_limit REPEATED = LOG_LIMIT_INIT;
+#define log_error_limited(fmt, ...)                                                                          \
+    do {                                                                                                     \
+        uint64_t skipped_;                                                                                   \
+        if (log_limit_now(&REPEATED, 30000, &skipped_))                                                      \
+            log_error(fmt " (%llu more times since the last such line)", __VA_ARGS__, (unsigned long long)skipped_); \
+    } while (0)
+
+static struct {
+    int id;
+    char name[64];
+    char *address;
+    int slots;
+    const char *gpus;
+    int64_t last_ok_ms;
+    bool stopped_for_loss;
+    double grace_s;
+} G;
+
+static bool register_node(void) {
+    char err[512];
+    json_t *reply = NULL;
+    long st = agent_http_post("/nodes", json_pack("{s:s, s:s, s:i, s:o}", "name", G.name, "address", G.address,
+                                                  "slots", G.slots, "gpus", gpu_list(G.gpus)),
+                              &reply, err, sizeof err);
+    bool ok = st == 201 && json_is_integer(json_object_get(reply, "id"));
+    if (ok) {
+        G.id = (int)json_integer_value(json_object_get(reply, "id"));
+        log_info("registered with the coordinator as node %s (id %d, %s): %d CPU slots", G.name, G.id, G.address, G.slots);
+    } else {
+        log_error_limited("cannot register with the coordinator: %s", err);
+    }
+    json_decref(reply);
+    return ok;
+}
+
+/* One heartbeat: the events and logs there are, the parts' states; then what the
+ * answer says. */
+static void heartbeat(void) {
+    if (!G.id && !register_node()) return;
+    json_t *streams = agent_streams_batch(BUDGET_BYTES);
+    json_t *logs = agent_parts_log_batch(BUDGET_BYTES);
+    json_t *parts = agent_parts_reports(agent_streams_pending());
+    char path[64], err[512];
+    snprintf(path, sizeof path, "/nodes/%d/heartbeat", G.id);
+    json_t *reply = NULL;
+    long st = agent_http_post(path, json_pack("{s:o, s:o, s:o}", "parts", parts, "streams", streams, "logs", logs),
+                              &reply, err, sizeof err);
+    if (st == 200 && json_is_array(json_object_get(reply, "parts"))) {
+        G.last_ok_ms = mono_ms();
+        if (G.stopped_for_loss) log_info("the coordinator answers again");
+        G.stopped_for_loss = false;
+        agent_streams_acked(json_object_get(reply, "streams"));
+        agent_parts_logs_acked(json_object_get(reply, "logs"));
+        agent_parts_reconcile(json_object_get(reply, "parts"));
+        agent_parts_forget_reported(json_object_get(reply, "parts"));
+    } else if (st == 404) {
+        log_warn("the coordinator does not know this node (it restarted?): registering again");
+        G.id = 0;
+    } else {
+        log_error_limited("heartbeat: %s", err);
+    }
+    json_decref(reply);
+}
+
+int agent_main(int argc, char **argv) {
+    agent_options o = {0};
+    parse(argc, argv, &o);
+    umask(077);
+    char err[512];
+    server_log_config lc = {.level = LOG_INFO};
+    if (server_log_setup(&lc, err, sizeof err) != 0) die("%s", err);
+    const char *token = o.token;
+    if (!token && !o.token_file) {
+        o.token_file = getenv("DDPD_TOKEN_FILE") && *getenv("DDPD_TOKEN_FILE") ? getenv("DDPD_TOKEN_FILE") : NULL;
+        token = getenv("DDPD_TOKEN");
+    }
+    char *file_token = NULL;
+    if (o.token_file) {
+        if (secret_read_file(o.token_file, &file_token, err, sizeof err) != 0) die("%s", err);
+        token = file_token;
+    }
+    if (o.token_on_command_line)
+        log_warn("--token: every local user can read it (ps, /proc/PID/cmdline); prefer --token-file or DDPD_TOKEN");
+    if (!token || !*token) log_warn("no token given: a coordinator that has one refuses this agent (--token-file)");
+
+    char host[64] = "node";
+    gethostname(host, sizeof host - 1);
+    snprintf(G.name, sizeof G.name, "%s", o.name ? o.name : host);
+    G.address = o.advertise ? xstrdup(o.advertise) : address_towards(o.coordinator);
+    G.slots = o.slots ? (int)number("--slots", o.slots, 0, 256) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    G.gpus = o.gpus;
+    G.grace_s = o.grace ? (double)number("--coordinator-grace", o.grace, 1, 86400) : 30;
+
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    char *state = o.state_dir ? xstrdup(o.state_dir)
+                  : xdg && *xdg ? xasprintf("%s/ddpd-agent", xdg)
+                                : xasprintf("%s/.local/state/ddpd-agent", home ? home : ".");
+    if (mkdir(state, 0700) != 0 && errno != EEXIST) die("cannot create the state dir %s: %s", state, strerror(errno));
+    char *sock = xasprintf("%s/events.sock", state);
+    if (agent_streams_open(sock, err, sizeof err) != 0) die("%s", err);
+    char *trainer = o.trainer ? xstrdup(o.trainer) : beside_self("ddp-trainer");
+    char *runner = o.runner ? xstrdup(o.runner) : beside_self("ddp-run");
+    if (!o.n_data_roots) o.data_roots[o.n_data_roots++] = "/usr/share/datasets";
+    agent_parts_config pc = {.state_dir = state, .events_socket = sock, .trainer = trainer, .runner = runner,
+                             .advertise = G.address, .coordinator = o.coordinator, .node_name = G.name,
+                             .data_roots = o.data_roots, .n_data_roots = o.n_data_roots,
+                             .allow_commands = o.allow_commands, .grace_s = 10};
+    agent_parts_init(&pc);
+    if (agent_http_init(o.coordinator, token) != 0) die("cannot set up libcurl");
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+    log_info("ddpd agent %s for %s: %d CPU slots, GPUs %s, state in %s", G.name, o.coordinator, G.slots,
+             G.gpus ? G.gpus : "none", state);
+    G.last_ok_ms = mono_ms();
+    int64_t next_beat = 0, stop_deadline = 0;
+    bool stopping = false;
+    for (;;) {
+        struct pollfd fds[1100];
+        fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        int n = 1 + agent_streams_pollfds(fds + 1, 1099);
+        poll(fds, (nfds_t)n, 100);
+        if (fds[0].revents && !stopping) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == sizeof si)
+                log_info("received SIG%s: stopping every part here", sigabbrev_np((int)si.ssi_signo));
+            stopping = true;
+            stop_deadline = mono_ms() + 15000;
+            agent_parts_stop_all("the agent is stopping");
+        }
+        agent_streams_serve(fds + 1, n - 1);
+        agent_parts_tick();
+        int64_t now = mono_ms();
+        if (now >= next_beat) {
+            heartbeat();
+            next_beat = now + (agent_streams_pending() ? 200 : 1000);
+        }
+        if (!G.stopped_for_loss && agent_parts_running() && now - G.last_ok_ms > (int64_t)(G.grace_s * 1000)) {
+            log_error("the coordinator has not answered for %.0f s (--coordinator-grace): stopping every part here",
+                      (double)(now - G.last_ok_ms) / 1000);
+            agent_parts_stop_all("the coordinator is unreachable");
+            G.stopped_for_loss = true;
+        }
+        if (stopping && (!agent_parts_running() || now >= stop_deadline)) break;
+    }
+    heartbeat(); /* the last exits */
+    agent_streams_close();
+    unlink(sock);
+    free(sock);
+    free(state);
+    free(trainer);
+    free(runner);
+    free(file_token);
+    free(G.address);
+    return 0;
+}

@@ -1,0 +1,394 @@
+/* The run parts an agent runs: see agent_parts.h. */
+#include "agent_parts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "journal_end.h"
+#include "ports.h"
+
+extern char **environ;
+
+#define MAX_PARTS 64
+#define MAX_FILES 65 /* trainer.log and one log per rank */
+
+typedef struct {
+    int64_t run;
+    int node_rank, first_rank, local_ranks;
+    pid_t pid;          /* 0: never started (refused here) */
+    bool exited, reported, stopping;
+    int64_t kill_at_ms;
+    int exit_code, signal; /* -1: none */
+    char reason[2048];
+    int64_t end_t;
+    char *run_dir;
+    int n_files;
+    char files[MAX_FILES][32];
+    int64_t acked[MAX_FILES];
+} part;
+
+static struct {
+    agent_parts_config c;
+    part p[MAX_PARTS];
+    int n;
+} P;
+
+void agent_parts_init(const agent_parts_config *c) { P.c = *c; }
+
+static part *find(int64_t run) {
+    for (int i = 0; i < P.n; i++)
+        if (P.p[i].run == run) return &P.p[i];
+    return NULL;
+}
+
+/* A part that could not start here: it has "exited" at once, with why. */
+static void refuse(part *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(part *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->reason, sizeof p->reason, fmt, ap);
+    va_end(ap);
+    p->exited = true;
+    p->exit_code = 2;
+    p->end_t = now_ms();
+    log_error("run %lld: %s", (long long)p->run, p->reason);
+}
+
+static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S", "DDPD_CPU_CONV",
+                                        "DDPD_TRAINER_NCCL"};
+
+/* The launcher's environment: the agent's own without its DDPD_* settings, and the
+ * run's. */
+static char **launcher_env(const part *p, const char *secret, const char *visible) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 8 + sizeof PASSED_ON / sizeof *PASSED_ON, sizeof *env);
+    if (!env) abort();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "DDPD_", 5) != 0 && strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0)
+            env[k++] = xstrdup(environ[i]);
+    for (size_t i = 0; i < sizeof PASSED_ON / sizeof *PASSED_ON; i++)
+        if (getenv(PASSED_ON[i])) env[k++] = xasprintf("%s=%s", PASSED_ON[i], getenv(PASSED_ON[i]));
+    env[k++] = xasprintf("DDPD_RUN_ID=%lld", (long long)p->run);
+    env[k++] = xasprintf("DDPD_RUN_SECRET=%s", secret);
+    env[k++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", visible);
+    env[k] = NULL;
+    return env;
+}
+
+static void free_list(char **v) {
+    for (size_t i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+/* fork + exec in a process group of its own that dies with the agent: the agent's
+ * main thread forks (PR_SET_PDEATHSIG follows the thread that forked). */
+static pid_t spawn(char **argv, char **env, const char *cwd, const char *log_path) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    if (chdir(cwd) != 0) _exit(127);
+    execve(argv[0], argv, env);
+    dprintf(2, "ddpd agent: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+static void start(const json_t *w) {
+    if (P.n == MAX_PARTS) {
+        log_error("this node already runs %d parts, its most: run %lld's part is not started", MAX_PARTS,
+                  (long long)json_integer_value(json_object_get(w, "run")));
+        return;
+    }
+    part *p = &P.p[P.n++];
+    memset(p, 0, sizeof *p);
+    p->run = json_integer_value(json_object_get(w, "run"));
+    p->node_rank = (int)json_integer_value(json_object_get(w, "node_rank"));
+    int nodes = (int)json_integer_value(json_object_get(w, "nodes"));
+    int world = (int)json_integer_value(json_object_get(w, "world_size"));
+    p->local_ranks = nodes > 0 ? world / nodes : 0;
+    p->first_rank = p->node_rank * p->local_ranks;
+    p->exit_code = p->signal = -1;
+    bool command = json_is_true(json_object_get(w, "command"));
+    const char *secret = json_string_value(json_object_get(w, "secret"));
+    const char *master = json_string_value(json_object_get(w, "master_addr"));
+    const char *rendezvous = json_string_value(json_object_get(w, "rendezvous"));
+    int port = (int)json_integer_value(json_object_get(w, "master_port"));
+    snprintf(p->files[p->n_files++], sizeof p->files[0], "trainer.log");
+    for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
+        snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
+
+    char *runs = xasprintf("%s/runs", P.c.state_dir);
+    mkdir(runs, 0700);
+    p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
+    free(runs);
+    char *config = xasprintf("%s/config.json", p->run_dir), *log = xasprintf("%s/trainer.log", p->run_dir);
+    if (!secret || !master || !rendezvous || p->local_ranks < 1) {
+        refuse(p, "the coordinator's description of run %lld's part is incomplete", (long long)p->run);
+    } else if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST) {
+        refuse(p, "node %s cannot create %s: %s", P.c.node_name, p->run_dir, strerror(errno));
+    } else if (json_dump_file(json_object_get(w, "config"), config, JSON_INDENT(2)) != 0) {
+        refuse(p, "node %s cannot write %s: %s", P.c.node_name, config, strerror(errno));
+    } else if (command && !P.c.allow_commands) {
+        refuse(p, "node %s does not run command runs: its agent was started without --allow-commands",
+               P.c.node_name);
+    } else if (command && p->node_rank == 0 && !port_is_free(port)) {
+        refuse(p, "MASTER_PORT %d is in use on node %s (rank 0's node): free it, or give the coordinator another "
+               "--port-range", port, P.c.node_name);
+    } else {
+        buf_t visible = {0};
+        size_t i;
+        json_t *d;
+        bool gpu = strcmp(json_string_value(json_object_get(w, "pool")) ? json_string_value(json_object_get(w, "pool")) : "", "gpu") == 0;
+        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d))
+            buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
+        char nodes_text[16], rank_text[16], port_text[16];
+        snprintf(nodes_text, sizeof nodes_text, "%d", nodes);
+        snprintf(rank_text, sizeof rank_text, "%d", p->node_rank);
+        snprintf(port_text, sizeof port_text, "%d", port);
+        char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
+        const char *argv[24 + 2 * 64] = {command ? P.c.runner : P.c.trainer, "--config", config, "--run-dir",
+                                         p->run_dir, "--events", P.c.events_socket, "--nodes", nodes_text,
+                                         "--node-rank", rank_text};
+        int argc = 11;
+        if (command) {
+            argv[argc++] = "--master-port";
+            argv[argc++] = port_text;
+            argv[argc++] = "--master-addr";
+            argv[argc++] = master;
+        } else {
+            argv[argc++] = "--node-addr";
+            argv[argc++] = P.c.advertise;
+            argv[argc++] = "--rendezvous";
+            argv[argc++] = rdv;
+            if (json_is_true(json_object_get(w, "resume"))) argv[argc++] = "--resume";
+            for (int r = 0; r < P.c.n_data_roots && r < 64; r++) {
+                argv[argc++] = "--data-root";
+                argv[argc++] = P.c.data_roots[r];
+            }
+        }
+        argv[argc] = NULL;
+        FILE *f = fopen(log, "a");
+        if (f) {
+            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d\n", argv[0],
+                    (long long)p->run, P.c.node_name, p->node_rank, nodes, p->first_rank,
+                    p->first_rank + p->local_ranks - 1);
+            fclose(f);
+        }
+        char **env = launcher_env(p, secret, visible.data ? visible.data : "");
+        p->pid = spawn((char **)argv, env, p->run_dir, log);
+        if (p->pid < 0) {
+            p->pid = 0;
+            refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, argv[0], strerror(errno));
+        } else {
+            log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
+                     nodes, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
+        }
+        free_list(env);
+        free(rdv);
+        buf_free(&visible);
+    }
+    free(config);
+    free(log);
+}
+
+static void stop(part *p, const char *why) {
+    if (p->exited || p->stopping || p->pid <= 0) return;
+    p->stopping = true;
+    p->kill_at_ms = mono_ms() + (int64_t)(P.c.grace_s * 1000);
+    kill(-p->pid, SIGTERM);
+    log_info("run %lld: stopping its part here (SIGTERM to process group %d): %s", (long long)p->run, (int)p->pid, why);
+}
+
+void agent_parts_reconcile(const json_t *wanted) {
+    size_t i;
+    json_t *w;
+    json_array_foreach(wanted, i, w) if (!find(json_integer_value(json_object_get(w, "run")))) start(w);
+    for (int k = 0; k < P.n; k++) {
+        bool listed = false;
+        json_array_foreach(wanted, i, w) listed |= json_integer_value(json_object_get(w, "run")) == P.p[k].run;
+        if (!listed) stop(&P.p[k], "the coordinator no longer lists it");
+    }
+}
+
+void agent_parts_stop_all(const char *why) {
+    for (int k = 0; k < P.n; k++) stop(&P.p[k], why);
+}
+
+void agent_parts_tick(void) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int k = 0; k < P.n; k++) {
+            part *p = &P.p[k];
+            if (p->pid != pid || p->exited) continue;
+            kill(-pid, SIGKILL); /* nothing of it outlives its launcher */
+            p->exited = true;
+            p->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            p->signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+            char *journal = xasprintf("%s/events.jsonl", p->run_dir);
+            journal_end e;
+            if (journal_end_read(journal, &e)) {
+                snprintf(p->reason, sizeof p->reason, "%s", e.reason);
+                p->end_t = e.t;
+            } else {
+                p->end_t = now_ms();
+                if (p->exit_code != 0)
+                    snprintf(p->reason, sizeof p->reason, "its launcher %s %d without an end event (see trainer.log)",
+                             WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                             WIFSIGNALED(status) ? p->signal : p->exit_code);
+            }
+            free(journal);
+            log_info("run %lld: its part here exited (%s %d)", (long long)p->run,
+                     WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? p->signal : p->exit_code);
+        }
+    }
+    int64_t now = mono_ms();
+    for (int k = 0; k < P.n; k++) {
+        part *p = &P.p[k];
+        if (p->stopping && !p->exited && p->kill_at_ms && now >= p->kill_at_ms) {
+            kill(-p->pid, SIGKILL);
+            p->kill_at_ms = 0;
+        }
+    }
+}
+
+static int64_t file_size(const part *p, int f) {
+    char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
+    struct stat st;
+    int64_t n = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    free(path);
+    return n;
+}
+
+static bool logs_delivered(const part *p) {
+    for (int f = 0; f < p->n_files; f++)
+        if (p->acked[f] < file_size(p, f)) return false;
+    return true;
+}
+
+json_t *agent_parts_reports(bool streams_pending) {
+    json_t *out = json_array();
+    for (int k = 0; k < P.n; k++) {
+        part *p = &P.p[k];
+        if (!p->exited) {
+            json_array_append_new(out, json_pack("{s:I, s:s}", "run", (json_int_t)p->run, "state", "running"));
+        } else if (!streams_pending && logs_delivered(p)) {
+            json_t *r = json_pack("{s:I, s:s, s:s, s:I}", "run", (json_int_t)p->run, "state", "exited", "reason",
+                                  p->reason, "end_t", (json_int_t)p->end_t);
+            json_object_set_new(r, "exit_code", p->exit_code >= 0 ? json_integer(p->exit_code) : json_null());
+            json_object_set_new(r, "signal", p->signal >= 0 ? json_integer(p->signal) : json_null());
+            json_array_append_new(out, r);
+            p->reported = true;
+        }
+    }
+    return out;
+}
+
+/* Bytes that are not UTF-8 become '?', one for one (offsets stay the agent's). */
+static void scrub_utf8(unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n && !(len == 2 && c < 0xc2);
+        for (size_t j = 1; ok && j < len; j++) ok = (s[i + j] & 0xc0) == 0x80;
+        if (!ok) {
+            s[i++] = '?';
+            continue;
+        }
+        i += len;
+    }
+}
+
+json_t *agent_parts_log_batch(size_t budget) {
+    json_t *out = json_array();
+    size_t used = 0;
+    for (int k = 0; k < P.n && used < budget; k++) {
+        part *p = &P.p[k];
+        for (int f = 0; f < p->n_files && used < budget; f++) {
+            int64_t size = file_size(p, f);
+            if (size <= p->acked[f]) continue;
+            size_t want = (size_t)(size - p->acked[f]);
+            if (want > budget - used) want = budget - used;
+            char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            free(path);
+            char *text = malloc(want + 1);
+            ssize_t got = fd >= 0 && text ? pread(fd, text, want, p->acked[f]) : -1;
+            if (fd >= 0) close(fd);
+            if (got > 0 && !p->exited) { /* whole lines while it runs */
+                while (got > 0 && text[got - 1] != '\n') got--;
+            }
+            if (got > 0) {
+                scrub_utf8((unsigned char *)text, (size_t)got);
+                json_array_append_new(out, json_pack("{s:I, s:s, s:I, s:s%}", "run", (json_int_t)p->run, "file",
+                                                     p->files[f], "offset", (json_int_t)p->acked[f], "text", text,
+                                                     (size_t)got));
+                used += (size_t)got;
+            }
+            free(text);
+        }
+    }
+    return out;
+}
+
+void agent_parts_logs_acked(const json_t *acks) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(acks, i, a) {
+        part *p = find(json_integer_value(json_object_get(a, "run")));
+        const char *file = json_string_value(json_object_get(a, "file"));
+        json_t *next = json_object_get(a, "next_offset");
+        for (int f = 0; p && file && json_is_integer(next) && f < p->n_files; f++)
+            if (strcmp(p->files[f], file) == 0) p->acked[f] = json_integer_value(next);
+        if (p && !json_is_integer(next))
+            log_warn("run %lld: the coordinator did not take %s: %s", (long long)p->run, file ? file : "?",
+                     json_string_value(json_object_get(a, "error")));
+    }
+}
+
+void agent_parts_forget_reported(const json_t *wanted) {
+    for (int k = 0; k < P.n;) {
+        part *p = &P.p[k];
+        bool listed = false;
+        size_t i;
+        json_t *w;
+        json_array_foreach(wanted, i, w) listed |= json_integer_value(json_object_get(w, "run")) == p->run;
+        if (p->reported && !listed) {
+            free(p->run_dir);
+            P.p[k] = P.p[--P.n];
+            continue;
+        }
+        k++;
+    }
+}
+
+int agent_parts_running(void) {
+    int n = 0;
+    for (int k = 0; k < P.n; k++) n += !P.p[k].exited;
+    return n;
+}

@@ -1,0 +1,28 @@
+/* The agent's event socket: every rank and launcher of a part here reports to it as
+ * it would to ddpd's own; each connection is a stream whose whole lines are kept,
+ * numbered, until the coordinator says it has them (heartbeat: relay_stream). */
+#ifndef DDPD_AGENT_STREAMS_H
+#define DDPD_AGENT_STREAMS_H
+
+#include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+int agent_streams_open(const char *socket_path, char *err, size_t errlen);
+void agent_streams_close(void);
+
+/* The descriptors to poll (the socket and each connection); returns how many. */
+int agent_streams_pollfds(struct pollfd *fds, int max);
+/* Accepts and reads whatever poll said is ready. */
+void agent_streams_serve(const struct pollfd *fds, int n);
+
+/* The heartbeat's "streams": the unacknowledged lines of each stream, at most
+ * `budget` bytes in all. */
+json_t *agent_streams_batch(size_t budget);
+/* The coordinator's answer ({"ID": next_seq}): what it has is let go. */
+void agent_streams_acked(const json_t *next);
+/* Whether any line waits to be delivered (a part's exit is reported after). */
+bool agent_streams_pending(void);
+
+#endif

@@ -1,0 +1,157 @@
+/* The nodes' routes: see routes_nodes.h. An agent's requests carry the server's
+ * token (changing anything needs it); its heartbeat is one request a second that
+ * carries its event lines and log chunks, then its parts' states, and answers with
+ * what was taken of them and the parts it should run. */
+#include "routes_nodes.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "ids.h"
+#include "ingest.h"
+#include "node_relay.h"
+#include "nodes.h"
+#include "scheduler.h"
+
+#define HEARTBEAT_S 1
+
+/* A node name: letters, digits, '.', '_' and '-', 1 to 63 of them (it is part of
+ * device names and log prefixes). */
+static bool name_ok(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n >= NODE_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i])) return false;
+    return true;
+}
+
+static json_t *body_object(request *rq, response *rs) {
+    json_error_t e;
+    json_t *b = json_loadb(rq->body, rq->body_len, 0, &e);
+    if (!json_is_object(b)) {
+        reply_problem(rs, 400, NULL, "the body is not a JSON object: %s", b ? "it is another JSON value" : e.text);
+        json_decref(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* POST /nodes {"name", "address", "slots", "gpus": [...]} -> 201 {"id", "heartbeat_s"} */
+static void post_nodes(request *rq, response *rs) {
+    json_t *b = body_object(rq, rs);
+    if (!b) return;
+    const char *name = json_string_value(json_object_get(b, "name"));
+    const char *address = json_string_value(json_object_get(b, "address"));
+    json_t *slots = json_object_get(b, "slots"), *gpus = json_object_get(b, "gpus");
+    const char *bad = !name_ok(name) ? "name: 1 to 63 letters, digits, '.', '_' or '-' is needed"
+                      : !address || !*address || strlen(address) >= NODE_ADDR_MAX
+                          ? "address: the address other nodes reach this node at is needed (ddpd agent --advertise)"
+                      : !json_is_integer(slots) || json_integer_value(slots) < 0 || json_integer_value(slots) > NODE_MAX_DEVICES
+                          ? "slots: a number of CPU slots from 0 to 256 is needed"
+                      : gpus && (!json_is_array(gpus) || json_array_size(gpus) > NODE_MAX_DEVICES)
+                          ? "gpus: a list of GPU ids is needed"
+                          : NULL;
+    const char *ids[NODE_MAX_DEVICES];
+    size_t n_gpus = json_array_size(gpus);
+    for (size_t i = 0; !bad && i < n_gpus; i++) {
+        ids[i] = json_string_value(json_array_get(gpus, i));
+        if (!ids[i] || !*ids[i] || strlen(ids[i]) > 90) bad = "gpus: each GPU id is a string of 1 to 90 characters";
+    }
+    if (bad) {
+        reply_problem(rs, 400, NULL, "cannot register the node: %s", bad);
+        json_decref(b);
+        return;
+    }
+    node_spec spec = {.name = name, .address = address, .slots = (int)json_integer_value(slots), .gpus = ids,
+                      .n_gpus = (int)n_gpus};
+    char err[256];
+    int id = -1;
+    if (strcmp(name, scheduler_local_name()) == 0)
+        snprintf(err, sizeof err, "that is this coordinator's own node name (serve --node-name): give the agent "
+                 "another (ddpd agent --name)");
+    else
+        id = nodes_register(&spec, err, sizeof err);
+    if (id < 0) reply_problem(rs, 409, NULL, "cannot register node %s: %s", name, err);
+    else {
+        log_info("node %s (id %d, %s) registered: %d CPU slots, %zu GPUs", name, id, address, spec.slots, n_gpus);
+        reply_json(rs, 201, json_pack("{s:i, s:s, s:i}", "id", id, "name", name, "heartbeat_s", HEARTBEAT_S));
+    }
+    json_decref(b);
+}
+
+static void get_nodes(request *rq, response *rs) {
+    (void)rq;
+    reply_json(rs, 200, json_pack("{s:o}", "nodes", scheduler_nodes_json()));
+}
+
+/* The event lines the agent forwards: {"id", "seq", "lines": [...], "closed"} each;
+ * the answer says the seq expected next of each. */
+static json_t *relay_streams(int node, const json_t *streams) {
+    json_t *next = json_object();
+    size_t i;
+    json_t *s;
+    json_array_foreach(streams, i, s) {
+        const char *id = json_string_value(json_object_get(s, "id"));
+        json_t *seq = json_object_get(s, "seq"), *lines = json_object_get(s, "lines");
+        if (!id || strlen(id) >= 64 || !json_is_integer(seq) || json_integer_value(seq) < 0 || !json_is_array(lines))
+            continue;
+        int64_t n = relay_stream(node, id, json_integer_value(seq), lines, json_is_true(json_object_get(s, "closed")));
+        json_object_set_new(next, id, json_integer(n));
+    }
+    return next;
+}
+
+/* The log chunks: {"run", "file", "offset", "text"} each; the answer says the offset
+ * expected next of each (or why it was refused). */
+static json_t *relay_logs(int node, const char *node_name, const json_t *logs) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *l;
+    json_array_foreach(logs, i, l) {
+        json_t *run = json_object_get(l, "run"), *offset = json_object_get(l, "offset");
+        const char *file = json_string_value(json_object_get(l, "file"));
+        const char *text = json_string_value(json_object_get(l, "text"));
+        if (!json_is_integer(run) || !json_is_integer(offset) || json_integer_value(offset) < 0 || !file || !text)
+            continue;
+        char err[256] = "";
+        int64_t next = relay_log(node, node_name, json_integer_value(run), file, json_integer_value(offset), text,
+                                 json_string_length(json_object_get(l, "text")), err, sizeof err);
+        json_t *ack = json_pack("{s:O, s:s}", "run", run, "file", file);
+        if (next >= 0) json_object_set_new(ack, "next_offset", json_integer(next));
+        else json_object_set_new(ack, "error", json_string(err));
+        json_array_append_new(out, ack);
+    }
+    return out;
+}
+
+/* POST /nodes/{id}/heartbeat {"parts": [...], "streams": [...], "logs": [...]} */
+static void post_heartbeat(request *rq, response *rs) {
+    int64_t id;
+    char name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
+    if (!parse_run_id(rq->id_text, &id) || id > NODES_MAX * 1000000LL || !nodes_heard((int)id) ||
+        !nodes_describe((int)id, name, sizeof name, address, sizeof address)) {
+        reply_problem(rs, 404, NULL, "there is no node \"%.60s\" up on this coordinator: register again (POST /nodes)",
+                      rq->id_text);
+        return;
+    }
+    json_t *b = body_object(rq, rs);
+    if (!b) return;
+    json_t *streams = relay_streams((int)id, json_object_get(b, "streams"));
+    json_t *logs = relay_logs((int)id, name, json_object_get(b, "logs"));
+    /* what was relayed is read before a part's exit is heard: its last events count */
+    ingest_sync();
+    json_t *parts = scheduler_node_heartbeat((int)id, json_object_get(b, "parts"));
+    reply_json(rs, 200, json_pack("{s:o, s:o, s:o, s:i}", "parts", parts, "streams", streams, "logs", logs,
+                                  "heartbeat_s", HEARTBEAT_S));
+    json_decref(b);
+}
+
+const route node_routes[] = {
+    {"POST", "/nodes", post_nodes, true},
+    {"GET", "/nodes", get_nodes, false},
+    {"POST", "/nodes/{id}/heartbeat", post_heartbeat, true},
+};
+const size_t node_routes_count = sizeof node_routes / sizeof *node_routes;

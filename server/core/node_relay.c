@@ -1,0 +1,207 @@
+/* What agents forward, delivered: see node_relay.h. */
+#include "node_relay.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "state_layout.h"
+
+#define MAX_STREAMS 4096
+#define MAX_LOGS 4096
+
+typedef struct {
+    int node;
+    char id[64];
+    int fd;           /* to this server's event socket; -1: refused or broken (lines are dropped) */
+    int64_t next_seq;
+} stream;
+
+typedef struct {
+    int node;
+    int64_t run_id;
+    char file[64];
+    int64_t next_offset;
+    bool mid_line;    /* the last chunk of trainer.log ended inside a line (no prefix for the rest) */
+} log_pos;
+
+static struct {
+    pthread_mutex_t mu;
+    stream streams[MAX_STREAMS];
+    int n_streams;
+    log_pos logs[MAX_LOGS];
+    int n_logs;
+} R = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int connect_ingest(void) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", layout_socket_path());
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static stream *find_stream(int node, const char *id, bool create) {
+    for (int i = 0; i < R.n_streams; i++)
+        if (R.streams[i].node == node && strcmp(R.streams[i].id, id) == 0) return &R.streams[i];
+    if (!create || R.n_streams == MAX_STREAMS) return NULL;
+    stream *s = &R.streams[R.n_streams++];
+    *s = (stream){.node = node, .fd = connect_ingest()};
+    snprintf(s->id, sizeof s->id, "%s", id);
+    if (s->fd < 0) log_warn("node %d: cannot connect its event stream %s to the event socket: %s", node, id, strerror(errno));
+    return s;
+}
+
+static void drop_stream(stream *s) {
+    if (s->fd >= 0) close(s->fd);
+    *s = R.streams[--R.n_streams];
+}
+
+int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *lines, bool closed) {
+    pthread_mutex_lock(&R.mu);
+    stream *s = find_stream(node, id, true);
+    int64_t next = first_seq + (int64_t)json_array_size(lines);
+    if (!s) {
+        log_warn("node %d: more than %d event streams at once: stream %s is dropped", node, MAX_STREAMS, id);
+    } else if (first_seq > s->next_seq) {
+        next = s->next_seq; /* a gap: ask for what is missing */
+    } else {
+        buf_t out = {0};
+        for (size_t i = (size_t)(s->next_seq - first_seq); i < json_array_size(lines); i++) {
+            const char *line = json_string_value(json_array_get(lines, i));
+            if (!line) continue;
+            buf_append(&out, line, strlen(line));
+            buf_append(&out, "\n", 1);
+        }
+        if (s->fd >= 0 && out.len && !write_all(s->fd, out.data, out.len)) {
+            log_warn("node %d: its event stream %s was closed by the event socket (a refused hello?): its lines are "
+                     "dropped", node, id);
+            close(s->fd);
+            s->fd = -1;
+        }
+        buf_free(&out);
+        s->next_seq = next;
+        if (closed) drop_stream(s);
+    }
+    pthread_mutex_unlock(&R.mu);
+    return next;
+}
+
+/* "trainer.log" or "ranks/rank-N.log": nothing else is written for an agent. */
+static bool log_name_ok(const char *f) {
+    if (strcmp(f, "trainer.log") == 0) return true;
+    /* ranks/rank-N.log, N in plain decimal digits (no sign, no space, no leading zero) */
+    const char *prefix = "ranks/rank-", *d = f + strlen(prefix);
+    if (strncmp(f, prefix, strlen(prefix)) != 0 || !isdigit((unsigned char)*d) || (d[0] == '0' && isdigit((unsigned char)d[1])))
+        return false;
+    while (isdigit((unsigned char)*d)) d++;
+    return d - (f + strlen(prefix)) <= 4 && strcmp(d, ".log") == 0;
+}
+
+static log_pos *find_log(int node, int64_t run_id, const char *file) {
+    for (int i = 0; i < R.n_logs; i++)
+        if (R.logs[i].node == node && R.logs[i].run_id == run_id && strcmp(R.logs[i].file, file) == 0) return &R.logs[i];
+    if (R.n_logs == MAX_LOGS) return NULL;
+    log_pos *l = &R.logs[R.n_logs++];
+    *l = (log_pos){.node = node, .run_id = run_id};
+    snprintf(l->file, sizeof l->file, "%s", file);
+    return l;
+}
+
+/* trainer.log's lines from a node, each "[node NAME] " first. */
+static void prefixed(buf_t *out, const char *name, const char *text, size_t len, bool *mid_line) {
+    for (size_t i = 0; i < len;) {
+        if (!*mid_line) buf_printf(out, "[node %s] ", name);
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - (text + i)) + 1 : len - i;
+        buf_append(out, text + i, n);
+        *mid_line = !nl;
+        i += n;
+    }
+}
+
+int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *file, int64_t offset, const char *text,
+                  size_t len, char *err, size_t errlen) {
+    if (!log_name_ok(file)) {
+        snprintf(err, errlen, "file %s: a node forwards only trainer.log and ranks/rank-N.log", file);
+        return -1;
+    }
+    pthread_mutex_lock(&R.mu);
+    log_pos *l = find_log(node, run_id, file);
+    int64_t next = -1;
+    if (!l) {
+        snprintf(err, errlen, "more than %d forwarded logs at once", MAX_LOGS);
+    } else if (offset > l->next_offset) {
+        next = l->next_offset; /* a gap: ask for what is missing */
+    } else if (offset + (int64_t)len <= l->next_offset) {
+        next = l->next_offset; /* had it all */
+    } else {
+        size_t skip = (size_t)(l->next_offset - offset);
+        char *dir = layout_run_dir(run_id);
+        char *path = xasprintf("%s/%s", dir, file);
+        if (strncmp(file, "ranks/", 6) == 0) {
+            char *ranks = xasprintf("%s/ranks", dir);
+            mkdir(ranks, 0700);
+            free(ranks);
+        }
+        buf_t out = {0};
+        bool is_main = strcmp(file, "trainer.log") == 0;
+        bool mid = l->mid_line;
+        if (is_main) prefixed(&out, node_name, text + skip, len - skip, &mid);
+        else buf_append(&out, text + skip, len - skip);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        bool ok = fd >= 0 && write(fd, out.data, out.len) == (ssize_t)out.len;
+        if (!ok) snprintf(err, errlen, "cannot append to run %lld's %s: %s", (long long)run_id, file, strerror(errno));
+        if (fd >= 0) close(fd);
+        if (ok) {
+            l->next_offset = offset + (int64_t)len;
+            l->mid_line = mid;
+            next = l->next_offset;
+        }
+        buf_free(&out);
+        free(path);
+        free(dir);
+    }
+    pthread_mutex_unlock(&R.mu);
+    return next;
+}
+
+void relay_node_lost(int node) {
+    pthread_mutex_lock(&R.mu);
+    for (int i = 0; i < R.n_streams;)
+        if (R.streams[i].node == node) drop_stream(&R.streams[i]);
+        else i++;
+    pthread_mutex_unlock(&R.mu);
+}
+
+void relay_run_ended(int64_t run_id) {
+    pthread_mutex_lock(&R.mu);
+    for (int i = 0; i < R.n_logs;)
+        if (R.logs[i].run_id == run_id) R.logs[i] = R.logs[--R.n_logs];
+        else i++;
+    pthread_mutex_unlock(&R.mu);
+}

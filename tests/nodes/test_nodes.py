@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Runs across nodes: a coordinator (`ddpd serve`) and an agent (`ddpd agent`) on two
+"hosts", each a network namespace this test makes (a veth pair named ddpd0 on both
+sides, 10.201.X.1 and .2, addresses that exist only inside them). The test itself
+runs inside the coordinator's namespace; the agent runs in the other.
+
+Cases: a 4-rank PyTorch gloo script across the 2 nodes (2 CPU slots each) with each
+rank's torchrun variables checked and its events and logs on the coordinator; an
+agent killed mid-run (the run fails within the node timeout naming the node, and no
+rank process is left on either node); GET /nodes and the refusals of what cannot be
+placed. Skips (exit 77), saying so, where network namespaces cannot be made.
+
+Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
+import argparse, json, os, signal, subprocess, sys, tempfile, textwrap, time, uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "server"))
+import checks  # noqa: E402
+import ddpd_harness  # noqa: E402
+from checks import check, cases_in  # noqa: E402
+from ddpd_harness import Server, wait_until, DATA_ROOT  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+NODE_TIMEOUT = 4
+
+SCRIPT = """
+    import json, os, sys, time
+    import torch
+    import torch.distributed as dist
+    import ddpd
+    out, steps, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    with open(os.path.join(out, "env-rank-%d.json" % rank), "w") as f:
+        json.dump({k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                   "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT")}, f)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for step in range(steps):
+        x = torch.randn(16, 8, generator=g)
+        loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = torch.tensor([float(rank)])
+        dist.all_reduce(total)
+        assert total.item() == sum(range(world)), total
+        ddpd.log_step(step, loss=loss.item())
+        print("step", step, "loss", loss.item(), flush=True)
+        time.sleep(pause)
+    del model
+    dist.barrier()
+    dist.destroy_process_group()
+"""
+
+
+# ---- the two hosts ----
+
+def sh(*argv, check_rc=True):
+    r = subprocess.run(list(argv), capture_output=True, text=True)
+    if check_rc and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
+    return r
+
+
+def make_hosts(tag):
+    """Two namespaces joined by a veth pair; (coordinator ns, node ns, their addresses)."""
+    net = 10 + os.getpid() % 240
+    c, n = f"ddpdc{tag}", f"ddpdn{tag}"
+    ac, an = f"10.201.{net}.1", f"10.201.{net}.2"
+    sh("ip", "netns", "add", c)
+    sh("ip", "netns", "add", n)
+    sh("ip", "link", "add", f"dv{tag}a", "type", "veth", "peer", "name", f"dv{tag}b")
+    for ns, end, addr in ((c, "a", ac), (n, "b", an)):
+        sh("ip", "link", "set", f"dv{tag}{end}", "netns", ns, "name", "ddpd0")
+        sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "ddpd0")
+        sh("ip", "-n", ns, "link", "set", "ddpd0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+    return c, n, ac, an
+
+
+def remove_hosts(c, n):
+    for ns in (c, n):
+        pids = sh("ip", "netns", "pids", ns, check_rc=False).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except OSError:
+                pass
+        sh("ip", "netns", "del", ns, check_rc=False)
+
+
+def marked(mark):
+    """Live processes (any namespace: one pid namespace) whose environment has the mark."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"NODES_TEST_MARK={mark}".encode() not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(pid))
+    return found
+
+
+class Cluster:
+    """The coordinator here (this namespace) and an agent in the node's namespace."""
+
+    def __init__(self, args, d):
+        self.args, self.d = args, d
+        self.token_file = os.path.join(d, "token")
+        with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(uuid.uuid4().hex + "\n")
+        with open(self.token_file) as f:
+            self.token = f.read().strip()
+        self.server = Server(args.ddpd, args.trainer, slots=2, state_dir=os.path.join(d, "coordinator"), extra_args=[
+            "--listen", "0.0.0.0:0", "--token-file", self.token_file, "--advertise", args.coord_addr,
+            "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
+        os.makedirs(self.server.state_dir, mode=0o700)
+        self.agent = None
+
+    def __enter__(self):
+        self.server.__enter__()
+        self.server.headers = {"Authorization": f"Bearer {self.token}"}
+        self.start_agent()
+        return self
+
+    def start_agent(self):
+        self.agent_log = open(os.path.join(self.d, "agent.log"), "ab")
+        self.agent = subprocess.Popen(
+            ["ip", "netns", "exec", self.args.node_ns, self.args.ddpd, "agent", "--coordinator",
+             f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", self.token_file, "--slots", "2",
+             "--name", "node-b", "--state-dir", os.path.join(self.d, "agent"), "--allow-commands", "--runner",
+             self.args.runner, "--trainer", self.args.trainer, "--data-root", DATA_ROOT, "--coordinator-grace", "5"],
+            stdout=self.agent_log, stderr=self.agent_log)
+        wait_until(lambda: any(n["name"] == "node-b" and n["state"] == "up"
+                               for n in self.server.get("/nodes").json()["nodes"]), "the agent to register", 30)
+
+    def __exit__(self, *exc):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(signal.SIGTERM)
+            try:
+                check(self.agent.wait(30) == 0, "the agent exits 0 on SIGTERM")
+            except subprocess.TimeoutExpired:
+                check(False, "the agent exits within 30 s of SIGTERM")
+                self.agent.kill()
+        self.agent_log.close()
+        if checks.FAILED:
+            with open(os.path.join(self.d, "agent.log"), "rb") as f:
+                sys.stderr.write("---- agent log ----\n" + f.read().decode(errors="replace")[-8000:] + "\n")
+        return self.server.__exit__(*exc)
+
+
+def submit_script(cl, d, steps, pause, mark, **dist):
+    path = os.path.join(d, "script.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(SCRIPT))
+    out = os.path.join(d, "out")
+    os.makedirs(out, exist_ok=True)
+    cfg = {"name": "across-nodes", "command": [PYTHON, path, out, str(steps), str(pause)],
+           "env": {"GLOO_SOCKET_IFNAME": "ddpd0", "NODES_TEST_MARK": mark},
+           "distributed": dict({"world_size": 4, "nodes": 2}, **dist)}
+    r = cl.server.post("/runs", cfg)
+    check(r.status == 201, f"a run across 2 nodes is accepted: {r.status} {r.body[:400]!r}")
+    return r.json()["id"], out
+
+
+def wait_final(cl, rid, timeout):
+    return wait_until(lambda: (lambda run: run if run["status"] in ("succeeded", "failed", "canceled") else None)(
+        cl.server.get(f"/runs/{rid}").json()), f"run {rid} to end", timeout)
+
+
+# ---- cases ----
+
+def case_torch_across_nodes(args, d):
+    mark = uuid.uuid4().hex
+    with Cluster(args, d) as cl:
+        rid, out = submit_script(cl, d, 30, 0.02, mark)
+        run = wait_final(cl, rid, 180)
+        check(run and run["status"] == "succeeded", f"the run across nodes succeeded: {run}")
+        check(run and run["devices"] == ["cpu:0", "cpu:1", "node-b/cpu:0", "node-b/cpu:1"],
+              f"two ranks on each node: {run and run['devices']}")
+        for r in range(4):
+            try:
+                with open(os.path.join(out, f"env-rank-{r}.json")) as f:
+                    e = json.load(f)
+            except OSError:
+                check(False, f"rank {r} wrote its environment")
+                continue
+            want = {"RANK": str(r), "LOCAL_RANK": str(r % 2), "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+                    "GROUP_RANK": str(r // 2), "GROUP_WORLD_SIZE": "2", "ROLE_RANK": str(r),
+                    "MASTER_ADDR": args.coord_addr}
+            wrong = {k: (e.get(k), v) for k, v in want.items() if e.get(k) != v}
+            check(not wrong, f"rank {r}: its torchrun variables (seen, wanted): {wrong}")
+        ranks = cl.server.get(f"/runs/{rid}/ranks").json()
+        seen = sorted(x["rank"] for x in (ranks.get("ranks", ranks) if isinstance(ranks, dict) else ranks))
+        check(seen[-4:] == [0, 1, 2, 3], f"every rank reported, the agent's through the coordinator: {seen}")
+        for r in (0, 3):
+            log = cl.server.get(f"/runs/{rid}/logs?rank={r}")
+            check(log.status == 200 and "step 29 loss" in log.body.decode(errors="replace"),
+                  f"rank {r}'s log is on the coordinator: {log.status} {log.body[-200:]!r}")
+        main_log = cl.server.get(f"/runs/{rid}/logs").body.decode(errors="replace")
+        check("[node node-b] " in main_log, f"the agent's launcher log is in the run's log, marked: {main_log[-600:]!r}")
+        m = cl.server.get(f"/runs/{rid}/metrics?key=loss").json()
+        check(m.get("points") or m.get("series") or m, f"the loss series exists: {str(m)[:200]}")
+        check(not wait_until(lambda: not marked(mark), "no process of the run left", 20) is None,
+              f"nothing of the run is left on either node: {marked(mark)}")
+        nodes = cl.server.get("/nodes").json()["nodes"]
+        b = [n for n in nodes if n["name"] == "node-b"]
+        check(b and b[0]["free_slots"] == 2 and nodes[0]["local"] and nodes[0]["free_slots"] == 2,
+              f"every device is free again: {nodes}")
+
+
+def case_agent_killed(args, d):
+    mark = uuid.uuid4().hex
+    with Cluster(args, d) as cl:
+        rid, _ = submit_script(cl, d, 100000, 0.05, mark)
+        wait_until(lambda: cl.server.get(f"/runs/{rid}").json()["status"] == "running", "the run to run", 120)
+        wait_until(lambda: len(marked(mark)) >= 4, "four ranks", 60)
+        time.sleep(1)
+        killed_at = time.monotonic()
+        cl.agent.kill()
+        cl.agent.wait()
+        run = wait_final(cl, rid, NODE_TIMEOUT + 60)
+        took = time.monotonic() - killed_at
+        check(run and run["status"] == "failed", f"the run failed: {run and run['status']}")
+        reason = (run or {}).get("reason") or ""
+        check("node node-b (ranks 2 to 3) stopped heartbeating" in reason,
+              f"the reason names the node that went away: {reason!r} (after {took:.1f} s)")
+        print(f"run failed {took:.1f} s after the agent was killed (node timeout {NODE_TIMEOUT} s): {reason}")
+        left = wait_until(lambda: not marked(mark), "no rank left on either node", 30)
+        check(left is not None, f"no rank process left on either node: {marked(mark)}")
+        nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
+        check(nodes.get("node-b", {}).get("state") == "lost", f"GET /nodes says node-b is lost: {nodes.get('node-b')}")
+        check(nodes.get("node-a", {}).get("free_slots") == 2, f"this host's slots are free again: {nodes.get('node-a')}")
+
+
+def case_placement_refusals(args, d):
+    with Cluster(args, d) as cl:
+        nodes = cl.server.get("/nodes").json()["nodes"]
+        check([n["name"] for n in nodes] == ["node-a", "node-b"] and nodes[0]["address"] == args.coord_addr
+              and nodes[1]["address"] == args.node_addr and nodes[1]["slots"] == 2,
+              f"GET /nodes: this host first, then the agent, with their addresses: {nodes}")
+        base = {"command": [PYTHON, "-c", "pass"], "distributed": {"world_size": 4}}
+        for dist, pointer, words in (({"world_size": 4, "nodes": 3}, "/distributed/nodes", "must divide"),
+                                     ({"world_size": 6, "nodes": 2}, "/distributed/nodes", "needs 2 nodes with 3"),
+                                     ({"world_size": 8}, "/distributed/world_size", "no set of nodes holds it")):
+            r = cl.server.post("/runs", dict(base, distributed=dist))
+            errs = r.json().get("errors", []) if r.status == 400 else []
+            check(len(errs) == 1 and errs[0]["pointer"] == pointer and words in errs[0]["message"],
+                  f"{dist} refused once, at {pointer} saying {words!r}: {r.status} {r.body[:500]!r}")
+        mlp = ddpd_harness.fmnist_config(**{"distributed.world_size": 4, "distributed.nodes": 2})
+        r = cl.server.post("/runs", mlp)
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/distributed/nodes" and "a built-in model runs on one node for now" in e["message"]
+                  for e in errs), f"a built-in model across nodes is refused, saying what to do: {r.body[:400]!r}")
+        r = cl.server.post("/nodes/1/heartbeat", {"parts": []}, headers={"Authorization": "Bearer wrong"})
+        check(r.status == 401, f"an agent without the token is refused: {r.status}")
+        r = cl.server.post("/nodes/77/heartbeat", {"parts": []})
+        check(r.status == 404 and "register again" in r.body.decode(), f"an unknown node is told to register: {r.body!r}")
+        r = cl.server.post("/nodes", {"name": "bad name", "address": "x", "slots": 1})
+        check(r.status == 400 and "name" in r.body.decode(), f"a bad node name is refused: {r.body!r}")
+        # what an agent forwards goes only into the run's own logs
+        node_b = next(n["id"] for n in cl.server.get("/nodes").json()["nodes"] if n["name"] == "node-b")
+        bad = ("../trainer.log", "ranks/rank-01.log", "ranks/rank- 1.log", "ranks/rank-+1.log", "ranks/rank-1.log.x",
+               "ranks/rank-.log", "ranks/rank-99999.log", "config.json")
+        r = cl.server.post(f"/nodes/{node_b}/heartbeat", {"logs": [{"run": 1, "file": f, "offset": 0, "text": "x\n"}
+                                                                   for f in bad]})
+        acks = r.json().get("logs", []) if r.status == 200 else []
+        check(len(acks) == len(bad) and all("forwards only trainer.log and ranks/rank-N.log" in a.get("error", "")
+                                            for a in acks), f"forwarded log names other than a run's logs are refused: {acks}")
+        # a 4-rank run with no distributed.nodes, while this host is busy: it waits, saying for what
+        hold = cl.server.post("/runs", {"command": [PYTHON, "-c", "import time; time.sleep(60)"],
+                                        "distributed": {"world_size": 2}}).json()["id"]
+        wait_until(lambda: cl.server.get(f"/runs/{hold}").json()["status"] == "running", "the first run", 60)
+        rid = cl.server.post("/runs", base).json()["id"]
+        run = cl.server.get(f"/runs/{rid}").json()
+        check(run["status"] == "queued" and "node-a 0 of 2" in run.get("waiting_for", "")
+              and "node-b 2 of 2" in run.get("waiting_for", ""),
+              f"a queued run says what it waits for, node by node: {run.get('waiting_for')!r}")
+        cl.server.post(f"/runs/{rid}/cancel")
+        cl.server.post(f"/runs/{hold}/cancel")
+        wait_until(lambda: cl.server.get(f"/runs/{hold}").json()["status"] == "canceled", "the cancel", 60)
+
+
+CASES = cases_in(globals())
+
+
+def inside(args):
+    d = tempfile.mkdtemp(prefix="ddpd-nodes-")
+    os.chmod(d, 0o755)
+    try:
+        CASES[args.case](args, d)
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        check(False, f"case {args.case} raised")
+    checks.finish(args.case)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    for a in ("--ddpd", "--runner", "--trainer"):
+        ap.add_argument(a, required=True)
+    ap.add_argument("--inside", action="store_true")
+    ap.add_argument("--node-ns")
+    ap.add_argument("--coord-addr")
+    ap.add_argument("--node-addr")
+    args = ap.parse_args()
+    args.ddpd, args.runner, args.trainer = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.trainer))
+    if args.inside:
+        inside(args)
+    tag = f"{os.getpid() % 100000}"
+    try:
+        c, n, ac, an = make_hosts(tag)
+    except (RuntimeError, OSError) as e:
+        print(f"SKIPPED: cannot make network namespaces here ({e}): runs across nodes are not tested", flush=True)
+        remove_hosts(f"ddpdc{tag}", f"ddpdn{tag}")
+        sys.exit(77)
+    try:
+        rc = subprocess.call(["ip", "netns", "exec", c, sys.executable, os.path.abspath(__file__), args.case,
+                              "--ddpd", args.ddpd, "--runner", args.runner, "--trainer", args.trainer, "--inside",
+                              "--node-ns", n, "--coord-addr", ac, "--node-addr", an])
+    finally:
+        remove_hosts(c, n)
+    sys.exit(rc)
