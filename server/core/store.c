@@ -231,7 +231,7 @@ static int64_t apply(const store_op *op, batch_summary *b) {
     if (d->event && !run_is_live(b, op->run_id)) return 0; /* refused: nothing of it is written */
     int64_t result = d->apply(S.db, S.op_st[op->kind], op);
     if (!d->event) forget_live(b, op->run_id);
-    if (result <= 0) return result; /* refused (a finished or deleted run's event): nothing to sum up */
+    if (result <= 0) return result; /* it changed nothing, or its write failed (a fault: the batch is retried) */
     if (d->summary & SUMMARY_PROGRESS) note_step(b, op);
     if (d->summary & SUMMARY_SEEN) note_seen(b, op);
     return result;
