@@ -55,6 +55,9 @@ static void feed(const uint8_t *data, size_t n, size_t chunk, op_vec *ops) {
     if (open) consume_lines(&c, ops, true);
     report_progress(ops);
     free(c.buf);
+    /* a fresh server's memory of processes: the second feed is not this one reconnecting */
+    catch_up_free_all();
+    I.n_pending = 0;
 }
 
 static void free_ops(op_vec *ops) {
