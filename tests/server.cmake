@@ -11,6 +11,7 @@ ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c L
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
+ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_server)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "path_redact.h"
 #include "hostport.h"
 #include "base.h"
 
@@ -54,6 +55,7 @@ void reply_json(response *rs, int status, json_t *o) {
     rs->status = status;
     rs->body = s;
     rs->len = n + 1;
+    path_redact_apply(&rs->body, &rs->len);
     rs->content_type = "application/json";
 }
 
@@ -74,6 +76,7 @@ void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
     rs->status = status;
     rs->body = s;
     rs->len = at;
+    path_redact_apply(&rs->body, &rs->len);
     rs->content_type = "application/json";
 }
 

@@ -577,6 +577,7 @@ static void get_logs(request *rq, response *rs) {
     if (rc != 0) next = offset >= 0 ? offset : 0; /* no log yet */
     rs->header_name = "X-Next-Offset";
     rs->header_value = xasprintf("%lld", next);
+    /* (the log as the program wrote it, byte for byte: X-Next-Offset counts its bytes) */
     reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
 }
 

@@ -38,6 +38,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "metrics_sink.h"
+#include "path_redact.h"
 #include "ports.h"
 #include "routes.h"
 #include "routes_nodes.h"
@@ -84,6 +85,33 @@ static void mkdir_p(const char *path, mode_t mode) {
 }
 
 /* One server per state directory: the lock lives as long as the process. */
+/* The server's own paths, named by their roots in what it answers (path_redact.h),
+ * unless serve --show-paths. */
+static void name_roots(const data_roots *r, const char *what) {
+    for (int i = 0; i < r->n; i++) {
+        char label[64];
+        if (r->n == 1) snprintf(label, sizeof label, "<%s>", what);
+        else snprintf(label, sizeof label, "<%s-%d>", what, i + 1);
+        path_redact_add(r->roots[i], label);
+    }
+}
+
+static void name_server_paths(const settings *o, const char *state_dir, const data_roots *roots,
+                              const data_roots *work_roots) {
+    if (o->show_paths) {
+        path_redact_disable();
+        return;
+    }
+    path_redact_add(state_dir, "<state-dir>");
+    path_redact_add(o->state_dir, "<state-dir>");
+    name_roots(roots, "data-root");
+    name_roots(work_roots, "work-root");
+    /* the programs by their file names: what a reason like "cannot start ddp-trainer" needs */
+    const char *trainer = strrchr(o->trainer, '/'), *runner = strrchr(o->runner, '/');
+    path_redact_add(o->trainer, trainer ? trainer + 1 : o->trainer);
+    path_redact_add(o->runner, runner ? runner + 1 : o->runner);
+}
+
 static int lock_state_dir(const char *state_dir) {
     char *path = xstrdup(layout_lock_path());
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -256,6 +284,7 @@ static int serve(int argc, char **argv) {
     runs_config rc = {.data_roots = &roots, .runs_root = &runs_root, .work_roots = &work_roots,
                       .allow_commands = o.allow_commands};
     runs_init(&rc);
+    name_server_paths(&o, state_dir, &roots, &work_roots);
     routes_init();
     /* The routes: the API's, the event streams', the dashboard's files. */
     routes_static_init(o.web_dir);
@@ -323,6 +352,7 @@ static int serve(int argc, char **argv) {
     store_read_release();
     store_close();
     run_cache_clear(); /* after the writer: it may still tell of a deletion */
+    path_redact_clear();
     unlink(layout_socket_path());
     close(lock_fd);
     log_info("stopped");

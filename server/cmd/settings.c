@@ -35,6 +35,8 @@ const char SETTINGS_USAGE[] =
     "  --rebuild-from-runs    serve: a database that is missing, empty (0 bytes) or damaged beside run\n"
     "                         directories is moved aside (renamed, never deleted) and the history is\n"
     "                         rebuilt from each run directory's config.json and events.jsonl\n"
+    "  --show-paths           answers show this server's absolute paths (DDPD_SHOW_PATHS=1; default:\n"
+    "                         they are named by their roots: <state-dir>/runs/3/..., <data-root>/...)\n"
     "  --allow-commands       accept command runs: configs with \"command\", the user's own program run\n"
     "                         once per rank AS THE SERVER'S USER (DDPD_ALLOW_COMMANDS=1; default: refuse)\n"
     "  --work-root DIR        where a command run's working_dir may lie; repeatable (DDPD_WORK_ROOT,\n"
@@ -112,6 +114,10 @@ static void parse_flags(int argc, char **argv, settings *o) {
         }
         if (strcmp(a, "--allow-commands") == 0) {
             o->allow_commands = true;
+            continue;
+        }
+        if (strcmp(a, "--show-paths") == 0) {
+            o->show_paths = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
@@ -230,6 +236,7 @@ void settings_read(int argc, char **argv, settings *s) {
     const char *ru = env_or(s->runner, "DDPD_RUNNER");
     s->runner = s->storage_[4] = ru && *ru ? xstrdup(ru) : beside_ddpd("ddp-run");
     s->allow_commands = s->allow_commands || truthy(getenv("DDPD_ALLOW_COMMANDS"));
+    s->show_paths = s->show_paths || truthy(getenv("DDPD_SHOW_PATHS"));
     s->port_range = env_or(s->port_range, "DDPD_PORT_RANGE");
     if (!s->port_range || !*s->port_range) s->port_range = "29600-29999";
     const char *wr = getenv("DDPD_WORK_ROOT");

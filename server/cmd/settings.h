@@ -14,6 +14,7 @@ typedef struct {
     const char *trainer;         /* default: the ddp-trainer beside this ddpd */
     const char *runner;          /* default: the ddp-run beside this ddpd (command runs) */
     bool allow_commands;         /* command runs accepted */
+    bool show_paths;             /* answers show the server's absolute paths (else named by their roots) */
     bool rebuild_from_runs;      /* serve: a missing, empty or damaged database is rebuilt from the run directories */
     const char *port_range;      /* "LO-HI": MASTER_PORTs for command runs */
     const char *work_roots[SETTINGS_MAX_ROOTS]; /* where a command run's working_dir may lie */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "path_redact.h"
 #include "write_fault.h"
 
 #define PROGRESS_TICK_MS 100 /* the ticker's period: progress reaches a subscriber at most ~10 times a second */
@@ -72,10 +73,12 @@ static struct {
 
 /* ---- formatting ---- */
 
+/* A frame's text, with the server's paths named by their roots (path_redact.h). */
 static char *make_frame(int64_t id, const char *type, const char *data, size_t *len) {
     char *f = id > 0 ? xasprintf("id: %lld\nevent: %s\ndata: %s\n\n", (long long)id, type, data)
                      : xasprintf("event: %s\ndata: %s\n\n", type, data);
     *len = strlen(f);
+    path_redact_apply(&f, len);
     return f;
 }
 
@@ -382,8 +385,11 @@ static int replay_from_table(feed_sub *s, int64_t upto, buf_t *out, size_t budge
     int rows = 0, rc;
     while (out->len < budget && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
-        buf_printf(out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)id, (const char *)sqlite3_column_text(st, 1),
-                   (const char *)sqlite3_column_text(st, 2));
+        size_t len;
+        char *frame = make_frame(id, (const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2),
+                                 &len);
+        buf_append(out, frame, len);
+        free(frame);
         s->cursor = id;
         rows++;
     }

@@ -376,7 +376,7 @@ def run(a):
                          if f.endswith(".safetensors"))
         check([f["file"] for f in files] == on_disk == ["epoch-0000.safetensors", "epoch-0001.safetensors"],
               f"the checkpoint files are the ones on disk: {[f['file'] for f in files]} vs {on_disk}")
-        check([f["epoch"] for f in files] == [0, 1] and all(f["bytes"] == os.path.getsize(f["path"]) for f in files),
+        check([f["epoch"] for f in files] == [0, 1] and all(f["bytes"] == os.path.getsize(s.server_path(f["path"])) for f in files),
               f"with their epochs and sizes: {files}")
         for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
                      "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):

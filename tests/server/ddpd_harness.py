@@ -271,6 +271,14 @@ class Server:
     def run_dir(self, run_id):
         return os.path.join(self.state_dir, "runs", str(run_id))
 
+    def server_path(self, named):
+        """A path as the server answers it ("<state-dir>/runs/3/...", named by its root)
+        as the file on this host."""
+        for label, root in (("<state-dir>", self.state_dir), ("<data-root>", DATA_ROOT)):
+            if named == label or named.startswith(label + "/"):
+                return os.path.realpath(root) + named[len(label):]
+        return named
+
 
 def main(cases, args):
     """Runs one case; prints the count; exits non-zero on any failure."""

@@ -74,12 +74,12 @@ def case_fmnist_two_ranks(a):
         check(not pids_under(s.run_dir(rid)), "no process left")
 
         # mode eval of the run's last checkpoint, named relative to the run directories
-        ckpt = os.path.relpath(run["checkpoints"][-1]["path"], os.path.join(s.state_dir, "runs"))
+        ckpt = os.path.relpath(s.server_path(run["checkpoints"][-1]["path"]), os.path.realpath(os.path.join(s.state_dir, "runs")))
         ev = s.submit(fmnist_config(**{"name": "eval", "mode": "eval", "checkpoint.load": ckpt}))
         evrun = s.wait_status(ev, ("succeeded", "failed"), timeout=120)
         check(evrun and evrun["status"] == "succeeded", f"an eval run of {ckpt}: {evrun and evrun['reason']}")
         with open(os.path.join(s.run_dir(ev), "config.json")) as f:
-            check(json.load(f)["checkpoint"]["load"] == os.path.realpath(run["checkpoints"][-1]["path"]),
+            check(json.load(f)["checkpoint"]["load"] == os.path.realpath(s.server_path(run["checkpoints"][-1]["path"])),
                   "the trainer gets the checkpoint's absolute path")
 
 
@@ -204,7 +204,7 @@ def case_checkpoints_kept(a):
             return
         listed = [(c["epoch"], os.path.basename(c["path"])) for c in run["checkpoints"]]
         check(listed == [(2, "epoch-0002.safetensors"), (3, "epoch-0003.safetensors")], f"the newest two: {listed}")
-        check(all(os.path.exists(c["path"]) for c in run["checkpoints"]), "each listed one is on disk")
+        check(all(os.path.exists(s.server_path(c["path"])) for c in run["checkpoints"]), "each listed one is on disk")
 
 
 CASES = cases_in(globals())

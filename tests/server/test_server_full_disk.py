@@ -191,7 +191,7 @@ def mid_run(s, disk, api):
     check((r.header("Content-Type") or "").startswith("application/problem+json"), f"a problem: {r.header('Content-Type')}")
     detail = body.get("detail", "")
     check("the database cannot be written: database or disk is full" in detail and "writes waiting" in detail
-          and os.path.join(s.state_dir, "ddpd.db") in detail and "free space" in detail,
+          and "<state-dir>/ddpd.db" in detail and "free space" in detail,
           f"the detail names the reason, the file, what waits and what to do: {detail}")
     store = body.get("store", {})
     check(store.get("writable") is False and store.get("pending", 0) > 0 and "full" in store.get("reason", ""),

@@ -10,7 +10,8 @@ Usage: test_server_hostile.py CASE --ddpd PATH --fake-trainer PATH [--trainer PA
 import http.client, json, os, re, shutil, socket, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, args_for, main, fmnist_config, sanitized  # noqa: E402
+from ddpd_harness import (Server, check, cases_in, args_for, main, fmnist_config, sanitized, wait_until,  # noqa: E402
+                          DATA_ROOT)
 
 
 def vm_kib(pid, field):
@@ -339,6 +340,53 @@ def case_cnn_shape_checked(a):
         conv[1]["pool"] = 2
         r = s.post("/runs", fmnist_config(**{"model": {"type": "cnn", "cnn": {"conv": conv}}}))
         check(r.status == 201, f"a cnn that fits is accepted: {r.status} {r.body[:300]!r}")
+
+def case_paths_named_by_roots(a):
+    """The server's own paths never reach a client: a checkpoint path and a reason that
+    name the state dir and the data root come back as <state-dir>/... and
+    <data-root>/... in the run, the list, the checkpoints, the live feed's replay and
+    a refusal; the real server path appears nowhere. serve --show-paths shows them."""
+    from fake_trainer import Conn  # the test speaks for the run's rank 0
+    state = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-test-"))
+    try:
+        with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state) as s:
+            rid = s.submit({"name": "hold"})
+            hold = os.path.join(s.run_dir(rid), "hold.json")
+            info = wait_until(lambda: os.path.exists(hold) and json.load(open(hold)), "hold.json", 60)
+            rank = Conn(info["events"], info["run"], 0)
+            rank.hello(info["secret"], epochs=1, steps_per_epoch=10, total_steps=10)
+            ckpt = os.path.join(state, "runs", str(rid), "checkpoints", "epoch-0000.safetensors")
+            rank.send(rank.ev("checkpoint", epoch=0, global_step=10, path=ckpt, bytes=1000))
+            rank.send(rank.ev("status", state="training", detail=f"read {DATA_ROOT}/fashion-mnist/x and {state}/datasets"))
+            named = f"<state-dir>/runs/{rid}/checkpoints/epoch-0000.safetensors"
+            run = wait_until(lambda: (lambda r: r if r["checkpoints"] else None)(s.get(f"/runs/{rid}").json()),
+                             "the checkpoint to show", 30)
+            check(run and run["checkpoints"][0]["path"] == named, f"the checkpoint's path is {named}: "
+                  f"{run and run['checkpoints']}")
+            answers = {path: s.get(path).body for path in (f"/runs/{rid}", "/runs", f"/runs/{rid}/ranks",
+                                                           f"/runs/{rid}/checkpoints", "/healthz")}
+            stream, _ = raw_exchange(s.port, b"GET /events?last_event_id=0 HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)
+            answers["GET /events (replay)"] = stream
+            r = s.post("/runs", fmnist_config(**{"data.train.images": f"{DATA_ROOT}/x", "distributed.world_size": 1}))
+            answers["POST /runs with an absolute data path"] = r.body
+            check(r.status == 400 and b"<data-root>" in r.body, f"the refusal names the data root as <data-root>: "
+                  f"{r.body[:400]!r}")
+            check(named.encode() in stream, f"the live feed's checkpoint event names {named}: {stream[-600:]!r}")
+            check(b"<data-root>/fashion-mnist/x" in answers[f"/runs/{rid}/ranks"] or
+                  b"<data-root>/fashion-mnist/x" in answers[f"/runs/{rid}"],
+                  f"a rank's detail names <data-root>/...: {answers[f'/runs/{rid}/ranks'][:400]!r}")
+            for what, body in answers.items():
+                for path in (state, DATA_ROOT):
+                    check(path.encode() not in body, f"{what} does not show {path}: {body[:300]!r}")
+            rank.close()
+            s.request("POST", f"/runs/{rid}/cancel")
+            s.wait_status(rid, "canceled", timeout=60)
+        with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state, extra_args=["--show-paths"]) as s:
+            r = s.get(f"/runs/{rid}")
+            check(r.status == 200 and r.json()["checkpoints"][0]["path"] == ckpt,
+                  f"serve --show-paths: the checkpoint's path is the server's own {ckpt}: {r.body[:400]!r}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 CASES = cases_in(globals())
 

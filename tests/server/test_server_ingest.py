@@ -131,7 +131,8 @@ def case_exit_reasons(a):
         with missing as m:
             rid = m.submit({"name": "x"})
             run = m.wait_status(rid, "failed", timeout=30)
-            check(run and "/nonexistent/ddp-trainer" in run["reason"] and "No such file" in run["reason"],
+            check(run and "cannot start ddp-trainer" in run["reason"] and "/nonexistent" not in run["reason"]
+                  and "No such file" in run["reason"],
                   f"a missing trainer: {run and run['reason']}")
             check(m.get("/healthz").json()["devices"]["cpu"]["free"] == 2, "its slot is free again")
 

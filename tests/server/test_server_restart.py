@@ -68,7 +68,7 @@ def check_matches_journal(s, rid, run_dir, epochs):
         check(got_epochs == list(range(epochs)), f"every epoch: {got_epochs}")
     on_disk = sorted(os.path.join(run_dir, "checkpoints", n) for n in os.listdir(os.path.join(run_dir, "checkpoints"))
                      if n.endswith(".safetensors")) if os.path.isdir(os.path.join(run_dir, "checkpoints")) else []
-    listed = sorted(c["path"] for c in s.run(rid)["checkpoints"])
+    listed = sorted(s.server_path(c["path"]) for c in s.run(rid)["checkpoints"])
     check(listed == on_disk, f"the checkpoints listed are the ones on disk: {listed} vs {on_disk}")
     return steps
 

@@ -132,7 +132,7 @@ def case_rank_killed_then_resumed(a):
         check(body.get("reason") is None and body.get("exit_code") is None and body.get("finished_at") is None,
               f"its end is cleared: {body.get('reason')} {body.get('exit_code')} {body.get('finished_at')}")
         res = body.get("resumes") or [{}]
-        check(len(res) == 1 and res[0].get("from_checkpoint") == newest and res[0].get("from_epoch") == newest_epoch
+        check(len(res) == 1 and os.path.realpath(s.server_path(res[0].get("from_checkpoint", ""))) == os.path.realpath(newest) and res[0].get("from_epoch") == newest_epoch
               and res[0].get("prior_status") == "failed" and res[0].get("prior_reason") == prior_reason
               and (res[0].get("at") or "").endswith("Z"),
               f"the resume is in its history, from {newest} (epoch {newest_epoch}), with what it was: {res}")
@@ -354,7 +354,7 @@ def case_queued_resume_survives_restart(a):
             check(r.status == 202 and body.get("status") == "queued" and body.get("queue_position") == 1,
                   f"queued again, behind the running run: {r.status} {body.get('status')} {body.get('queue_position')}")
             res = (body.get("resumes") or [{}])[0]
-            check(res.get("from_checkpoint") == ckpt and res.get("from_epoch") == 2 and res.get("from_global_step") == 30
+            check(s.server_path(res.get("from_checkpoint", "")) == os.path.realpath(ckpt) and res.get("from_epoch") == 2 and res.get("from_global_step") == 30
                   and res.get("prior_status") == "canceled", f"from the planted checkpoint's position: {res}")
             check(body.get("progress", {}).get("global_step") == 30, f"its progress is the checkpoint's: {body.get('progress')}")
         with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state) as s:
