@@ -46,7 +46,7 @@ static struct {
 
 /* ---- replies ---- */
 
-void reply_json(response *rs, int status, json_t *o) {
+void reply_json_verbatim(response *rs, int status, json_t *o) {
     size_t n = json_dumpb(o, NULL, 0, JSON_FLAGS);
     char *s = xmalloc(n + 1);
     json_dumpb(o, s, n, JSON_FLAGS);
@@ -55,17 +55,23 @@ void reply_json(response *rs, int status, json_t *o) {
     rs->status = status;
     rs->body = s;
     rs->len = n + 1;
-    path_redact_apply(&rs->body, &rs->len);
     rs->content_type = "application/json";
+}
+
+void reply_json(response *rs, int status, json_t *o) {
+    reply_json_verbatim(rs, status, o);
+    path_redact_apply(&rs->body, &rs->len);
 }
 
 void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
     size_t n = json_dumpb(o, NULL, 0, JSON_FLAGS);
-    size_t rlen = strlen(raw_members);
-    /* {...} -> {...,raw}\n; {} -> {raw}\n */
-    char *s = xmalloc(n + rlen + 4);
+    char *s = xmalloc(n + 1);
     json_dumpb(o, s, n, JSON_FLAGS);
     json_decref(o);
+    path_redact_apply(&s, &n); /* the object's members; the raw ones stay as they are */
+    size_t rlen = strlen(raw_members);
+    /* {...} -> {...,raw}\n; {} -> {raw}\n */
+    s = xrealloc(s, n + rlen + 4);
     size_t at = n - 1; /* the closing brace */
     if (at > 1) s[at++] = ',';
     memcpy(s + at, raw_members, rlen);
@@ -76,7 +82,6 @@ void reply_json_raw(response *rs, int status, json_t *o, char *raw_members) {
     rs->status = status;
     rs->body = s;
     rs->len = at;
-    path_redact_apply(&rs->body, &rs->len);
     rs->content_type = "application/json";
 }
 

@@ -89,10 +89,15 @@ const char *rq_header(request *rq, const char *name);
  * comparison, so W/"x" matches "x". */
 bool rq_if_none_match(request *rq, const char *etag);
 
-/* Replies; `o` is taken (decref'd). */
+/* Replies; `o` is taken (decref'd). The server's own paths in them are named by
+ * their roots (path_redact.h). */
 void reply_json(response *rs, int status, json_t *o);
-/* The same, with more members written as they are: `raw_members` is JSON text of
- * the form "key":value,"key2":value2 (taken, freed). */
+/* The same, every byte as it is: what an agent is handed to run (its command,
+ * config and paths must be the real ones). */
+void reply_json_verbatim(response *rs, int status, json_t *o);
+/* reply_json with more members written as they are, not renamed: `raw_members` is
+ * JSON text of the form "key":value,"key2":value2 (taken, freed); a run's config
+ * comes back as it was submitted (the caller names paths in the others itself). */
 void reply_json_raw(response *rs, int status, json_t *o, char *raw_members);
 /* A problem document: {"type": "about:blank", "title", "status", "detail"}, plus
  * "errors": [{"pointer", "message"}] and "error_count" (their number) when `errors`

@@ -144,7 +144,8 @@ static void post_heartbeat(request *rq, response *rs) {
     /* what was relayed is read before a part's exit is heard: its last events count */
     ingest_sync();
     json_t *parts = scheduler_node_heartbeat((int)id, json_object_get(b, "parts"));
-    reply_json(rs, 200, json_pack("{s:o, s:o, s:o, s:i}", "parts", parts, "streams", streams, "logs", logs,
+    /* verbatim: the parts carry the commands, configs and paths the agent starts */
+    reply_json_verbatim(rs, 200, json_pack("{s:o, s:o, s:o, s:i}", "parts", parts, "streams", streams, "logs", logs,
                                   "heartbeat_s", HEARTBEAT_S));
     json_decref(b);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "path_redact.h"
 #include "state_layout.h"
 #include "views.h"
 
@@ -277,8 +278,15 @@ json_t *store_run_json(int64_t id, char **raw_members) {
         const char *cfg = (const char *)sqlite3_column_text(st, C_CONFIG);
         const char *ckpts = (const char *)sqlite3_column_text(st, C_CHECKPOINTS);
         const char *resumes = (const char *)sqlite3_column_text(st, C_RESUMES);
-        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%s,\"resumes\":%s", cfg ? cfg : "null",
-                                 ckpts ? ckpts : "[]", resumes ? resumes : "[]");
+        /* the config as submitted; the checkpoints' and resumes' paths (the server's) named by their roots */
+        char *named_ckpts = xstrdup(ckpts ? ckpts : "[]"), *named_resumes = xstrdup(resumes ? resumes : "[]");
+        size_t n_ckpts = strlen(named_ckpts), n_resumes = strlen(named_resumes);
+        path_redact_apply(&named_ckpts, &n_ckpts);
+        path_redact_apply(&named_resumes, &n_resumes);
+        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%.*s,\"resumes\":%.*s", cfg ? cfg : "null",
+                                 (int)n_ckpts, named_ckpts, (int)n_resumes, named_resumes);
+        free(named_ckpts);
+        free(named_resumes);
     }
     done(st);
     return o;
