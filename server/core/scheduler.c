@@ -35,6 +35,7 @@ typedef struct {
     int node_rank;
     int *devices;       /* its devices on that node (world_size / nodes of them) */
     bool stop;          /* told to stop (an agent: no longer in its heartbeat's answer) */
+    int64_t stop_t;     /* when (unix ms): a part that ended before it failed on its own */
     bool ended;
     bool failed;        /* ended with a failure of its own (not by the stop it was sent) */
     int64_t exit_code, exit_signal;
@@ -678,6 +679,7 @@ static void stop_parts_locked(live_run *r) {
         run_part *p = &r->parts[i];
         if (p->ended) continue;
         p->stop = true;
+        p->stop_t = now_ms();
         if (!p->node && r->pid > 0) {
             r->kill_at = mono_ms() + K.c.cancel_grace_ms;
             if (kill(-r->pid, SIGTERM) != 0 && errno != ESRCH)
@@ -721,7 +723,9 @@ static void finish_parts_locked(live_run *r) {
 /* A part ended (its launcher exited, or its node was lost). */
 static void part_ended_locked(live_run *r, run_part *p) {
     p->ended = true;
-    p->failed = p->exit_code != 0 && !p->stop;
+    /* an agent hears of a stop at its next heartbeat: a part whose launcher ended
+     * before the stop was given failed on its own, and is heard of only now */
+    p->failed = p->exit_code != 0 && (!p->stop || p->end_t < p->stop_t);
     if (p->exit_code != 0) stop_parts_locked(r);
     for (int i = 0; i < r->n_parts; i++)
         if (!r->parts[i].ended) return;

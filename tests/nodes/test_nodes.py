@@ -5,7 +5,8 @@ sides, 10.201.X.1 and .2, addresses that exist only inside them). The test itsel
 runs inside the coordinator's namespace; the agent runs in the other.
 
 Cases: a 4-rank PyTorch gloo script across the 2 nodes (2 CPU slots each) with each
-rank's torchrun variables checked and its events and logs on the coordinator; an
+rank's torchrun variables checked and its events and logs on the coordinator; a rank
+on the agent's node failing on its own (the run names that node and rank); an
 agent killed mid-run (the run fails within the node timeout naming the node, and no
 rank process is left on either node); GET /nodes and the refusals of what cannot be
 placed. Skips (exit 77), saying so, where network namespaces cannot be made.
@@ -32,6 +33,7 @@ SCRIPT = """
     out, steps, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    assert os.path.isdir(os.environ["NODES_TEST_DATA"]), "the config's paths reach every node as written"
     with open(os.path.join(out, "env-rank-%d.json" % rank), "w") as f:
         json.dump({k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT")}, f)
@@ -48,6 +50,9 @@ SCRIPT = """
         total = torch.tensor([float(rank)])
         dist.all_reduce(total)
         assert total.item() == sum(range(world)), total
+        if step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank):
+            print("a planned failure of rank", rank, file=sys.stderr, flush=True)
+            sys.exit(3)
         ddpd.log_step(step, loss=loss.item())
         print("step", step, "loss", loss.item(), flush=True)
         time.sleep(pause)
@@ -158,14 +163,14 @@ class Cluster:
         return self.server.__exit__(*exc)
 
 
-def submit_script(cl, d, steps, pause, mark, **dist):
+def submit_script(cl, d, steps, pause, mark, env=None, **dist):
     path = os.path.join(d, "script.py")
     with open(path, "w") as f:
         f.write(textwrap.dedent(SCRIPT))
     out = os.path.join(d, "out")
     os.makedirs(out, exist_ok=True)
     cfg = {"name": "across-nodes", "command": [PYTHON, path, out, str(steps), str(pause)],
-           "env": {"GLOO_SOCKET_IFNAME": "ddpd0", "NODES_TEST_MARK": mark},
+           "env": dict({"GLOO_SOCKET_IFNAME": "ddpd0", "NODES_TEST_MARK": mark, "NODES_TEST_DATA": DATA_ROOT}, **(env or {})),
            "distributed": dict({"world_size": 4, "nodes": 2}, **dist)}
     r = cl.server.post("/runs", cfg)
     check(r.status == 201, f"a run across 2 nodes is accepted: {r.status} {r.body[:400]!r}")
@@ -187,6 +192,8 @@ def case_torch_across_nodes(args, d):
         check(run and run["status"] == "succeeded", f"the run across nodes succeeded: {run}")
         check(run and run["devices"] == ["cpu:0", "cpu:1", "node-b/cpu:0", "node-b/cpu:1"],
               f"two ranks on each node: {run and run['devices']}")
+        check(run and run["config"]["env"]["NODES_TEST_DATA"] == DATA_ROOT,
+              f"the run's config comes back as submitted, its paths unrenamed: {run and run['config']['env']}")
         for r in range(4):
             try:
                 with open(os.path.join(out, f"env-rank-{r}.json")) as f:
@@ -216,6 +223,20 @@ def case_torch_across_nodes(args, d):
         b = [n for n in nodes if n["name"] == "node-b"]
         check(b and b[0]["free_slots"] == 2 and nodes[0]["local"] and nodes[0]["free_slots"] == 2,
               f"every device is free again: {nodes}")
+
+
+def case_remote_rank_fails(args, d):
+    """A rank on the agent's node fails on its own: the run fails naming that node and
+    rank (not the coordinator's ranks, which lose their peer a moment later), and no
+    rank is left on either node."""
+    mark = uuid.uuid4().hex
+    with Cluster(args, d) as cl:
+        rid, _ = submit_script(cl, d, 200, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "3"})
+        run = wait_final(cl, rid, 180)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): rank 3 exited with status 3")
+              and "a planned failure of rank 3" in reason, f"the run fails naming node-b and rank 3: {reason!r}")
+        check(wait_until(lambda: not marked(mark), "every rank to be gone", 30), f"no rank left: {marked(mark)}")
 
 
 def case_agent_killed(args, d):
