@@ -42,7 +42,7 @@ command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 # Extra packages for benchmarks only (wrk): `install-deps.sh --bench`.
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(wrk)
+  packages+=(wrk iperf3)
 fi
 if [[ "${1:-}" == "--runtime" ]]; then
   packages=(
