@@ -1,9 +1,10 @@
 // The dashboard's entry point: the header (connection state, the token), the
 // "connection lost" banner, and the router: #/ runs (#/?compare=3,5 with runs 3 and 5
-// overlaid), #/runs/{id} a run, #/submit.
+// overlaid), #/runs/{id} a run, #/submit, #/nodes.
 import { getToken, onReachability, setToken } from './api.js';
 import { h } from './format.js';
 import { onConnectionState } from './live.js';
+import { mountNodes } from './page_nodes.js';
 import { mountRun } from './page_run.js';
 import { mountRuns } from './page_runs.js';
 import { mountSubmit } from './page_submit.js';
@@ -20,9 +21,10 @@ function route() {
   const hash = location.hash || '#/';
   let m;
   document.title = 'ddpd';
-  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === (hash.startsWith('#/submit') ? '#/submit' : '#/'));
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === (hash.startsWith('#/submit') ? '#/submit' : hash.startsWith('#/nodes') ? '#/nodes' : '#/'));
   if ((m = /^#\/runs\/(\d+)$/.exec(hash))) unmount = mountRun(main, Number(m[1]));
   else if (hash === '#/submit') unmount = mountSubmit(main);
+  else if (hash === '#/nodes') unmount = mountNodes(main);
   else if (hash === '#/' || hash === '#' || hash.startsWith('#/?')) unmount = mountRuns(main);
   else {
     main.append(h('div', { class: 'empty' }, h('h2', {}, 'Nothing here'), h('a', { class: 'button', href: '#/' }, 'All runs')));

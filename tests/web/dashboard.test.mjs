@@ -6,7 +6,7 @@
 // disk, while the runs list (another tab) follows it; runs overlaid on one chart
 // from the runs list; cancel, after a healthy run has gone unmarked by the
 // straggler rule; a bad config's field error by its field (and, at 390 px, off the
-// text); a failed run's reason; a command run (the user's torch script, 2 ranks): its
+// text); a failed run's reason; the nodes page (this host and an agent node that goes lost); a command run (the user's torch script, 2 ranks): its
 // command, a chart per series it reported, each rank's own log, and a log and a chart
 // that follow a live run without gaps or repeats; the connection lost and found again.
 // Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
@@ -104,6 +104,35 @@ it('the runs list says plainly that there are no runs', async () => {
   await shots(page, 'runs-empty');
   assert.deepEqual(page.errors, []);
   await page.close();
+});
+
+it('the nodes page lists this host and an agent node, and shows the node lost once it stops heartbeating', async () => {
+  const coord = new Server(['--node-timeout', '2', '--node-name', 'coord']);
+  await coord.start();
+  try {
+    const reg = await coord.api('POST', '/nodes', { name: 'node-b', address: '10.9.0.2', slots: 2, gpus: ['GPU-a'] });
+    assert.equal(reg.status, 201, `the node registers: ${JSON.stringify(reg.json)}`);
+    const page = await browser.newPage();
+    await page.setViewportSize({ width: 1280, height: 900 });
+    page.errors = [];
+    page.on('pageerror', (e) => page.errors.push(e.message));
+    await page.goto(`${coord.url}/#/nodes`);
+    await page.waitForSelector('#nodes-table:not([hidden]) tr[data-node="node-b"]');
+    const rowText = (name) => page.textContent(`tr[data-node="${name}"]`);
+    assert.match(await rowText('coord'), /coord \(this host\).*none: not in runs across nodes.*up.*2 free of 2/);
+    assert.match(await rowText('node-b'), /node-b.*10\.9\.0\.2.*up.*2 free of 2.*1 free of 1/);
+    assert.equal(await page.getAttribute('nav a[href="#/nodes"]', 'class'), 'active', 'the Nodes tab is the active one');
+    assert.match(await page.textContent('#nodes-status'), /1 agent node, besides this host/);
+    await shots(page, 'nodes');
+    // no heartbeat: lost after the node timeout, and the page (polling) says so
+    await page.waitForSelector('tr[data-node="node-b"] .badge-node-lost', { timeout: 20000 });
+    assert.match(await page.textContent('#nodes-status'), /1 agent node, 1 lost/);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  } finally {
+    await coord.stop();
+    coord.cleanup();
+  }
 });
 
 it('a run submitted from the form goes live to succeeded, with its curves', async () => {

@@ -1,0 +1,51 @@
+// The nodes (#/nodes): this host and every `ddpd agent` registered with it (GET
+// /nodes), with their address, whether they are up or lost, their CPU slots and GPUs
+// (free of all) and when each was last heard from; polled every 2 s while shown, as
+// nodes come and go without an event on the live stream.
+import { get } from './api.js';
+import { ago, h } from './format.js';
+
+const POLL_MS = 2000;
+
+function cell(label, ...content) { return h('td', { 'data-label': label }, ...content); }
+
+function row(n) {
+  const state = h('span', { class: `badge badge-node-${n.state}` }, n.state);
+  return h('tr', { class: `node node-${n.state}`, 'data-node': n.name },
+    cell('Node', h('span', {}, h('strong', {}, n.name), n.local ? h('span', { class: 'muted small' }, ' (this host)') : '')),
+    cell('Address', n.address ? h('code', {}, n.address) : h('span', { class: 'muted', title: 'ddpd serve --advertise ADDR lets this host take part in runs across nodes' }, 'none: not in runs across nodes')),
+    cell('State', state),
+    cell('CPU slots', `${n.free_slots} free of ${n.slots}`),
+    cell('GPUs', n.gpus.length ? `${n.free_gpus} free of ${n.gpus.length}` : '—'),
+    cell('Last heard', n.local ? 'this host' : ago(n.last_heartbeat)));
+}
+
+export function mountNodes(root) {
+  const status = h('p', { class: 'muted', id: 'nodes-status' }, 'Loading…');
+  const tbody = h('tbody');
+  const table = h('table', { class: 'runs nodes', id: 'nodes-table', hidden: true },
+    h('thead', {}, h('tr', {}, ['Node', 'Address', 'State', 'CPU slots', 'GPUs', 'Last heard'].map((t) => h('th', {}, t)))),
+    tbody);
+  const hint = h('p', { class: 'muted small' }, 'Add a machine with ', h('code', {}, 'ddpd agent --coordinator URL --token-file FILE'),
+    '; a run with distributed.nodes, or more ranks than this host has, is placed across them.');
+  root.append(h('div', { class: 'page-head' }, h('h1', {}, 'Nodes')), status, table, hint);
+  let timer = null, stopped = false;
+
+  async function refresh() {
+    try {
+      const { nodes } = await get('/nodes');
+      tbody.replaceChildren(...nodes.map(row));
+      table.hidden = false;
+      const agents = nodes.filter((n) => !n.local);
+      const lost = agents.filter((n) => n.state === 'lost').length;
+      status.textContent = agents.length
+        ? `${agents.length} agent node${agents.length === 1 ? '' : 's'}${lost ? `, ${lost} lost` : ''}, besides this host.`
+        : 'This host only: no agent has registered.';
+    } catch (e) {
+      status.textContent = `Cannot list the nodes: ${e.message}`;
+    }
+    if (!stopped) timer = setTimeout(refresh, POLL_MS);
+  }
+  refresh();
+  return () => { stopped = true; clearTimeout(timer); };
+}
