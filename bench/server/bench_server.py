@@ -285,9 +285,12 @@ def bench_get(a):
         print("get: wrk is not installed (scripts/install-deps.sh --bench); skipped")
         return
     trainer = os.path.join(a.build, "bin", "ddp-trainer")
-    servers = [("this build", Server(a.ddpd, trainer, slots=1))]
+    # wrk's 64 connections and this script's own: above the default per-address cap (64),
+    # whose refusals (503s) wrk would count among the requests
+    room = ["--max-connections-per-address", "128"]
+    servers = [("this build", Server(a.ddpd, trainer, slots=1, extra=room))]
     if a.baseline_ddpd:
-        servers.append(("baseline", Server(os.path.abspath(a.baseline_ddpd), trainer, slots=1)))
+        servers.append(("baseline", Server(os.path.abspath(a.baseline_ddpd), trainer, slots=1, extra=room)))
     rows = {}
     try:
         runs = {name: finished_run(s) for name, s in servers}
