@@ -8,7 +8,8 @@ Cases: a 4-rank PyTorch gloo script across the 2 nodes (2 CPU slots each) with e
 rank's torchrun variables checked and its events and logs on the coordinator; a rank
 on the agent's node failing on its own (the run names that node and rank); an
 agent killed mid-run (the run fails within the node timeout naming the node, and no
-rank process is left on either node); GET /nodes and the refusals of what cannot be
+rank process is left on either node); the coordinator killed (the agent stops its
+ranks after its grace); GET /nodes and the refusals of what cannot be
 placed. Skips (exit 77), saying so, where network namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
@@ -267,6 +268,45 @@ def case_agent_killed(args, d):
         nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
         check(nodes.get("node-b", {}).get("state") == "lost", f"GET /nodes says node-b is lost: {nodes.get('node-b')}")
         check(nodes.get("node-a", {}).get("free_slots") == 2, f"this host's slots are free again: {nodes.get('node-a')}")
+
+
+def rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        return int(env.get(b"RANK", b"-1"))
+    except (OSError, ValueError):
+        return -1
+
+
+def case_coordinator_lost(args, d):
+    """The coordinator is SIGKILLed mid-run: once it has not answered for the agent's
+    --coordinator-grace (5 s here), the agent stops the ranks it runs, says why in its
+    log, and keeps running (to register again with a coordinator that comes back)."""
+    mark = uuid.uuid4().hex
+    with Cluster(args, d) as cl:
+        rid, _ = submit_script(cl, d, 100000, 0.05, mark)
+        wait_until(lambda: cl.server.get(f"/runs/{rid}").json()["status"] == "running", "the run to run", 120)
+        wait_until(lambda: len(marked(mark)) >= 4, "four ranks", 60)
+        killed_at = time.monotonic()
+        cl.server.proc.kill()
+        cl.server.proc.wait()
+        remote = lambda: [p for p in marked(mark) if rank_of(p) in (2, 3)]  # noqa: E731
+        gone = wait_until(lambda: not remote(), "node-b's ranks to stop", 60)
+        took = time.monotonic() - killed_at
+        check(gone is not None, f"the agent stopped its ranks after losing the coordinator: left {remote()}")
+        check(took >= 4.0, f"not before the grace (5 s, heard once a second): after {took:.1f} s")
+        print(f"node-b's ranks stopped {took:.1f} s after the coordinator was killed (grace 5 s)")
+        check(cl.agent.poll() is None, "the agent itself keeps running")
+        with open(os.path.join(d, "agent.log"), "rb") as f:
+            log = f.read().decode(errors="replace")
+        check("--coordinator-grace" in log and "stopping every part here" in log,
+              f"its log says why it stopped them: {log[-600:]!r}")
+        # the coordinator's own ranks outlive it, as a trainer outlives its server: gone here
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not marked(mark), "the coordinator's ranks to go", 30)
+        time.sleep(1)  # and their launcher after them
 
 
 def case_placement_refusals(args, d):
