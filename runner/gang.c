@@ -17,6 +17,7 @@
 #include "error_file.h"
 #include "events.h"
 #include "log.h"
+#include "peer_loss.h"
 #include "rank_output.h"
 #include "rank_spawn.h"
 #include "utf8_text.h"
@@ -213,17 +214,6 @@ static void sweep_groups(gang *g) {
             log_msg(LOG_WARN, "rank %d left processes behind in its process group: killed them", RANK_OF(g, r));
 }
 
-/* Words with which collective libraries report that a peer went away (gloo, NCCL,
- * a TCP store): a rank that says one of them failed because another did. */
-static bool lost_a_peer(const char *line) {
-    static const char *const SIGNS[] = {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
-                                        "communicator was aborted", "NCCL communicator", "ProcessGroupGloo",
-                                        "failed to recv", "failed to send", "Socket Timeout"};
-    for (size_t i = 0; i < sizeof SIGNS / sizeof *SIGNS; i++)
-        if (strstr(line, SIGNS[i])) return true;
-    return false;
-}
-
 /* Whether rank r ended on its own with a failure (not by the stop it was sent). */
 static bool failed_on_its_own(const gang_rank *k) {
     if (WIFEXITED(k->status)) return WEXITSTATUS(k->status) != 0;
@@ -235,10 +225,10 @@ static bool failed_on_its_own(const gang_rank *k) {
  * own with other words, that other one is the cause. */
 static void blame(gang *g) {
     int r = g->first_failed;
-    if (!lost_a_peer(g->ranks[r].out.last_line)) return;
+    if (!says_peer_lost(g->ranks[r].out.last_line)) return;
     for (int o = 0; o < g->started; o++) {
         const gang_rank *k = &g->ranks[o];
-        if (o != r && !k->running && failed_on_its_own(k) && !lost_a_peer(k->out.last_line)) {
+        if (o != r && !k->running && failed_on_its_own(k) && !says_peer_lost(k->out.last_line)) {
             g->first_failed = o;
             g->first_status = k->status;
             return;

@@ -17,6 +17,7 @@
 #include "journal_replay.h"
 #include "node_relay.h"
 #include "nodes.h"
+#include "peer_loss.h"
 #include "placement.h"
 #include "logtail.h"
 #include "ports.h"
@@ -688,18 +689,30 @@ static void stop_parts_locked(live_run *r) {
     }
 }
 
+/* Whether part p is a likelier cause of the run's failure than part q: one that
+ * failed on its own before one stopped; one whose reason is its own before one that
+ * only lost a peer (a rank's failure makes the other nodes' ranks lose their peer
+ * within milliseconds, and their launchers may well end first); else the one whose
+ * launcher ended first. */
+static bool likelier_cause(const run_part *p, const run_part *q) {
+    if (!q) return true;
+    if (p->failed != q->failed) return p->failed;
+    bool p_own = !says_peer_lost(p->reason), q_own = !says_peer_lost(q->reason);
+    if (p_own != q_own) return p_own;
+    return p->end_t < q->end_t;
+}
+
 /* The run's end, once every part has ended: succeeded when all did; else the
- * server's own end (a cancel, a lost node, a hang); else the part that failed first
- * on its own (by its launcher's clock: one node's failure makes the others lose
- * their peers a little later), named with its node and ranks. */
+ * server's own end (a cancel, a lost node, a hang); else the likeliest cause among
+ * the parts that failed (likelier_cause), named with its node and ranks. */
 static void finish_parts_locked(live_run *r) {
     const run_part *blamed = NULL;
     bool all_ok = true;
     for (int i = 0; i < r->n_parts; i++) {
         const run_part *p = &r->parts[i];
-        if (p->exit_code != 0) all_ok = false;
-        if (p->failed && (!blamed || !blamed->failed || p->end_t < blamed->end_t)) blamed = p;
-        if (!blamed && p->exit_code != 0) blamed = p;
+        if (p->exit_code == 0) continue;
+        all_ok = false;
+        if (likelier_cause(p, blamed)) blamed = p;
     }
     run_status status = RUN_SUCCEEDED;
     char *reason = NULL;
@@ -723,9 +736,12 @@ static void finish_parts_locked(live_run *r) {
 /* A part ended (its launcher exited, or its node was lost). */
 static void part_ended_locked(live_run *r, run_part *p) {
     p->ended = true;
-    /* an agent hears of a stop at its next heartbeat: a part whose launcher ended
-     * before the stop was given failed on its own, and is heard of only now */
-    p->failed = p->exit_code != 0 && (!p->stop || p->end_t < p->stop_t);
+    /* A part failed on its own unless it ended by the stop it was sent: an agent hears
+     * of a stop at its next heartbeat, so a part whose launcher ended before the stop
+     * was given, or that says why other than by the stop (its launcher then ends
+     * "canceled by SIGTERM"), failed on its own and is heard of only now. */
+    bool by_the_stop = p->stop && p->end_t >= p->stop_t && p->reason && strncmp(p->reason, "canceled by", 11) == 0;
+    p->failed = p->exit_code != 0 && (!p->stop || !by_the_stop);
     if (p->exit_code != 0) stop_parts_locked(r);
     for (int i = 0; i < r->n_parts; i++)
         if (!r->parts[i].ended) return;
