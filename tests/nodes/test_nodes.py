@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 import checks  # noqa: E402
+from procs import live_with_env  # noqa: E402
 import ddpd_harness  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 from ddpd_harness import Server, wait_until, DATA_ROOT  # noqa: E402
@@ -101,19 +102,7 @@ def remove_hosts(c, n):
 
 def marked(mark):
     """Live processes (any namespace: one pid namespace) whose environment has the mark."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"NODES_TEST_MARK={mark}".encode() not in f.read():
-                    continue
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        found.append(int(pid))
-    return found
+    return live_with_env("NODES_TEST_MARK", mark)
 
 
 class Cluster:

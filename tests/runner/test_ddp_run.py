@@ -15,6 +15,7 @@ REPORTER_DIR = os.path.realpath(os.path.join(HERE, "..", "..", "reporter", "pyth
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "reporter"))
 import checks  # noqa: E402
+from procs import live_with_env  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 from test_reporter import Listener  # noqa: E402
 
@@ -83,19 +84,7 @@ class Launch:
 
     def left_running(self):
         """Live (not zombie) processes carrying this launch's mark."""
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if f"DDPD_TEST_MARK={self.mark}".encode() not in f.read():
-                        continue
-                with open(f"/proc/{pid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        continue
-            except OSError:
-                continue
-            found.append(int(pid))
-        return found
+        return live_with_env("DDPD_TEST_MARK", self.mark)
 
 
 def wait_until(cond, timeout=60, step=0.05):
