@@ -20,6 +20,7 @@
 #include "agent_parts.h"
 #include "agent_streams.h"
 #include "base.h"
+#include "beside_self.h"
 #include "hostport.h"
 #include "log_limit.h"
 #include "secret.h"
@@ -117,15 +118,6 @@ static long number(const char *what, const char *v, long lo, long hi) {
     return n;
 }
 
-static char *beside_self(const char *program) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return xstrdup(program);
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    return xasprintf("%s/%s", exe, program);
-}
 
 /* The address this host reaches the coordinator from: what the others reach it at. */
 static char *address_towards(const char *url) {

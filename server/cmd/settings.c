@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "beside_self.h"
 #include "secret.h"
 
 const char SETTINGS_USAGE[] =
@@ -175,16 +176,6 @@ static char *default_state_dir(void) {
     return xstrdup("ddpd-state");
 }
 
-/* `program` beside this ddpd's executable. */
-static char *beside_ddpd(const char *program) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return xstrdup(program);
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    return xasprintf("%s/%s", exe, program);
-}
 
 /* A colon-separated list into `dirs` (its storage kept in *storage). */
 static void split_roots(const char *list, char **storage, const char **dirs, int *n) {
@@ -232,9 +223,9 @@ void settings_read(int argc, char **argv, settings *s) {
     const char *sd = env_or(s->state_dir, "DDPD_STATE_DIR");
     s->state_dir = s->storage_[2] = sd && *sd ? xstrdup(sd) : default_state_dir();
     const char *tr = env_or(s->trainer, "DDPD_TRAINER");
-    s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : beside_ddpd("ddp-trainer");
+    s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : beside_self("ddp-trainer");
     const char *ru = env_or(s->runner, "DDPD_RUNNER");
-    s->runner = s->storage_[4] = ru && *ru ? xstrdup(ru) : beside_ddpd("ddp-run");
+    s->runner = s->storage_[4] = ru && *ru ? xstrdup(ru) : beside_self("ddp-run");
     s->allow_commands = s->allow_commands || truthy(getenv("DDPD_ALLOW_COMMANDS"));
     s->show_paths = s->show_paths || truthy(getenv("DDPD_SHOW_PATHS"));
     s->port_range = env_or(s->port_range, "DDPD_PORT_RANGE");
