@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base.h"
+#include "state_layout.h"
 #include "disk_space.h"
 #include "migrations.h"
 
@@ -82,26 +83,12 @@ static void report(db_report *out, db_state s, const char *fmt, ...) {
 /* How many run directories (named by a number) `runs_dir` holds; the lowest and
  * highest ids in *lo, *hi. */
 static int count_run_dirs(const char *runs_dir, long long *lo, long long *hi) {
-    DIR *d = opendir(runs_dir);
-    int n = 0;
-    *lo = *hi = 0;
-    if (!d) return 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long long id = strtoll(e->d_name, &end, 10);
-        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
-        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
-        struct stat sb;
-        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-        free(p);
-        if (!dir) continue;
-        if (!n || id < *lo) *lo = id;
-        if (!n || id > *hi) *hi = id;
-        n++;
-    }
-    closedir(d);
-    return n;
+    int64_t *ids;
+    size_t n = layout_run_dir_ids(runs_dir, &ids);
+    *lo = n ? ids[0] : 0;
+    *hi = n ? ids[n - 1] : 0;
+    free(ids);
+    return (int)n;
 }
 
 /* A database that is none or empty beside run directories: their history is not in it. */

@@ -81,39 +81,6 @@ int history_move_db_aside(const char *db_path, char *moved_to, size_t len, char 
     return rc;
 }
 
-static int by_id(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The ids of the run directories (named by a number), ascending; their count. */
-static size_t run_dir_ids(const char *runs_dir, int64_t **ids) {
-    *ids = NULL;
-    size_t n = 0, cap = 0;
-    DIR *d = opendir(runs_dir);
-    if (!d) return 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long long id = strtoll(e->d_name, &end, 10);
-        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
-        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
-        struct stat sb;
-        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-        free(p);
-        if (!dir) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            *ids = realloc(*ids, cap * sizeof **ids);
-            if (!*ids) abort();
-        }
-        (*ids)[n++] = id;
-    }
-    closedir(d);
-    if (n) qsort(*ids, n, sizeof **ids, by_id);
-    return n;
-}
-
 /* Kills what still runs for run_dir (a process whose command line names it) and
  * waits (up to 5 s) until it has exited, so that its journal is whole; how many. */
 static int kill_left_running(const char *run_dir) {
@@ -243,7 +210,7 @@ done:
 int history_rebuild(const char *runs_dir, rebuild_counts *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     int64_t *ids;
-    size_t n = run_dir_ids(runs_dir, &ids);
+    size_t n = layout_run_dir_ids(runs_dir, &ids);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         if (rebuild_run(ids[i], out, err, errlen) < 0) rc = -1;

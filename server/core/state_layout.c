@@ -1,8 +1,10 @@
 /* The state directory's layout: see state_layout.h. */
 #include "state_layout.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +102,36 @@ int layout_tighten(char *err, size_t errlen) {
                  "only", S.dir, T.tightened);
     if (T.refused > 5) log_warn("state dir %s: %ld more entries could not be tightened", S.dir, T.refused - 5);
     return 0;
+}
+
+static int by_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids) {
+    *ids = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d = opendir(runs_dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end) continue;
+        char *p = xasprintf("%s/%s", runs_dir, e->d_name);
+        struct stat sb;
+        bool dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+        if (!dir) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            *ids = realloc(*ids, cap * sizeof **ids);
+            if (!*ids) abort();
+        }
+        (*ids)[n++] = id;
+    }
+    closedir(d);
+    if (n) qsort(*ids, n, sizeof **ids, by_id);
+    return n;
 }

@@ -32,6 +32,9 @@ char *layout_run_path(int64_t id, run_file which);
 char *layout_rank_log_path(int64_t id, int rank);
 /* The file's name in a run directory ("config.json", ...). */
 const char *layout_run_file_name(run_file which);
+/* The ids of the run directories under runs_dir (directories named by a number),
+ * ascending, in *ids (malloc'd; NULL when none); their count. */
+size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
 
 /* Makes the state directory and everything in it this user's only: group and other
  * bits are taken off every directory and file (symlinks are not followed). Logs a
