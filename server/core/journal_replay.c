@@ -32,14 +32,10 @@ struct journal_replay {
     bool in_scope;          /* the lines read are after that process's hello */
 };
 
-journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
+/* A replay of `path` for run `run_id`, reading from the start. */
+static journal_replay *replay_new(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
     journal_replay *j = calloc(1, sizeof *j);
     if (!j) abort();
-    j->n_seen = store_ranks_last_seen(run_id, &j->seen);
-    if (j->n_seen < 0) {
-        free(j);
-        return NULL;
-    }
     j->run_id = run_id;
     j->path = xstrdup(path);
     j->progress = progress;
@@ -49,16 +45,19 @@ journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_pr
     return j;
 }
 
+journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
+    journal_replay *j = replay_new(run_id, path, progress, ctx);
+    j->n_seen = store_ranks_last_seen(run_id, &j->seen);
+    if (j->n_seen < 0) {
+        journal_replay_close(j);
+        return NULL;
+    }
+    return j;
+}
+
 journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
                                             journal_progress_fn progress, void *ctx) {
-    journal_replay *j = calloc(1, sizeof *j);
-    if (!j) abort();
-    j->run_id = run_id;
-    j->path = xstrdup(path);
-    j->progress = progress;
-    j->ctx = ctx;
-    j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = NO_INT;
-    j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
+    journal_replay *j = replay_new(run_id, path, progress, ctx);
     j->one_process = true;
     j->process = *p;
     return j;
