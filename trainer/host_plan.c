@@ -23,37 +23,22 @@ size_t host_plan_arena_bytes(const model_shape *s) {
 
 /* Mirrors model_workspace_init, buffer by buffer. */
 size_t host_plan_workspace_bytes(const model_shape *s, int max_rows) {
-    size_t rows = (size_t)max_rows, widest = (size_t)s->in_dim, col = 0, pad = 0, winners = 0, positions = 0,
-           patch = 0, bytes = sizeof(float) * rows * s->in_dim;
-    int widest_c = 1;
+    size_t rows = (size_t)max_rows, bytes = sizeof(float) * rows * s->in_dim;
     for (int l = 0; l < s->n_layers; l++) {
         const model_layer *L = &s->layer[l];
-        size_t out = model_layer_out_size(s, l), n = rows * out;
-        if (out > widest) widest = out;
+        size_t n = rows * model_layer_out_size(s, l);
         bytes += sizeof(float) * n;
         if ((L->kind == LAYER_LINEAR || L->kind == LAYER_CONV2D) && L->act == ACT_GELU) bytes += sizeof(float) * n;
         if (L->kind == LAYER_DROPOUT) bytes += n;
         if (L->kind == LAYER_MAXPOOL2D) bytes += sizeof(int32_t) * n;
         if (L->kind == LAYER_BATCHNORM2D) bytes += 2 * sizeof(float) * L->out_c;
-        if ((L->kind == LAYER_BATCHNORM2D || L->kind == LAYER_CONV2D) && L->out_c > widest_c) widest_c = L->out_c;
-        if (L->kind == LAYER_CONV2D) {
-            size_t chunk = (size_t)L->chunk_rows * L->out_h * L->out_w * L->in_c * L->kernel * L->kernel;
-            size_t planes = (size_t)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
-            if (chunk > col) col = chunk;
-            if (planes > pad) pad = planes;
-            if (L->pool_fused) {
-                size_t per_example = model_layer_out_size(s, l + 1);
-                size_t k2 = (size_t)L->in_c * L->kernel * L->kernel;
-                if (per_example > winners) winners = per_example;
-                if ((size_t)L->out_h * L->out_w + 1 > positions) positions = (size_t)L->out_h * L->out_w + 1;
-                if (k2 > patch) patch = k2;
-            }
-        }
     }
-    bytes += 2 * sizeof(float) * rows * widest + sizeof(double) * (2 * (size_t)widest_c + 1) + sizeof(uint64_t) * rows;
-    if (col) bytes += sizeof(float) * (col + K_IM2COL_SLACK + pad);
-    if (winners) bytes += sizeof(int32_t) * (positions + 3 * winners) + 2 * sizeof(float) * winners +
-                          sizeof(float) * (patch + pad);
+    model_scratch k;
+    model_scratch_of(s, &k);
+    bytes += 2 * sizeof(float) * rows * k.widest + sizeof(double) * (2 * (size_t)k.widest_c + 1) + sizeof(uint64_t) * rows;
+    if (k.col) bytes += sizeof(float) * (k.col + K_IM2COL_SLACK + k.pad);
+    if (k.winners) bytes += sizeof(int32_t) * (k.positions + 3 * k.winners) + 2 * sizeof(float) * k.winners +
+                            sizeof(float) * (k.patch + k.pad);
     return bytes;
 }
 

@@ -49,15 +49,12 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
     memset(w, 0, sizeof *w);
     w->shape = s;
     w->max_rows = max_rows;
-    size_t rows = (size_t)max_rows, widest = (size_t)s->in_dim, col = 0, pad = 0, winners = 0, positions = 0,
-           patch = 0;
-    int widest_c = 1;
+    size_t rows = (size_t)max_rows;
     w->act[0] = malloc(sizeof(float) * rows * s->in_dim);
     int ok = w->act[0] != NULL;
     for (int l = 0; l < s->n_layers; l++) {
         const model_layer *L = &s->layer[l];
-        size_t out = model_layer_out_size(s, l), n = rows * out;
-        if (out > widest) widest = out;
+        size_t n = rows * model_layer_out_size(s, l);
         w->act[l + 1] = malloc(sizeof(float) * n);
         ok &= w->act[l + 1] != NULL;
         int fused_gelu = (L->kind == LAYER_LINEAR || L->kind == LAYER_CONV2D) && L->act == ACT_GELU;
@@ -68,38 +65,26 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
             ok &= (w->bn_mean[l] = malloc(sizeof(float) * L->out_c)) != NULL;
             ok &= (w->bn_invstd[l] = malloc(sizeof(float) * L->out_c)) != NULL;
         }
-        if ((L->kind == LAYER_BATCHNORM2D || L->kind == LAYER_CONV2D) && L->out_c > widest_c) widest_c = L->out_c;
-        if (L->kind == LAYER_CONV2D) {
-            size_t chunk = (size_t)L->chunk_rows * L->out_h * L->out_w * L->in_c * L->kernel * L->kernel;
-            size_t planes = (size_t)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
-            if (chunk > col) col = chunk;
-            if (planes > pad) pad = planes;
-            if (L->pool_fused) {
-                size_t per_example = model_layer_out_size(s, l + 1); /* a winner per pooled output */
-                size_t k2 = (size_t)L->in_c * L->kernel * L->kernel;
-                if (per_example > winners) winners = per_example;
-                if ((size_t)L->out_h * L->out_w + 1 > positions) positions = (size_t)L->out_h * L->out_w + 1;
-                if (k2 > patch) patch = k2;
-            }
-        }
     }
-    w->dz = malloc(sizeof(float) * rows * widest);
-    w->dz_next = malloc(sizeof(float) * rows * widest);
-    w->bn_sums = malloc(sizeof(double) * (2 * (size_t)widest_c + 1));
+    model_scratch k;
+    model_scratch_of(s, &k);
+    w->dz = malloc(sizeof(float) * rows * k.widest);
+    w->dz_next = malloc(sizeof(float) * rows * k.widest);
+    w->bn_sums = malloc(sizeof(double) * (2 * (size_t)k.widest_c + 1));
     w->row_keys = malloc(sizeof(uint64_t) * rows);
     ok &= w->dz && w->dz_next && w->bn_sums && w->row_keys;
-    if (col)
-        ok &= (w->col = calloc(col + K_IM2COL_SLACK, sizeof(float))) != NULL &&
-              (w->pad = malloc(sizeof(float) * pad)) != NULL;
-    if (winners) {
-        conv_pool_scratch *k = &w->winners;
-        ok &= (k->pos_start = malloc(sizeof(int32_t) * positions)) != NULL &&
-              (k->channel = malloc(sizeof(int32_t) * winners)) != NULL &&
-              (k->grad = malloc(sizeof(float) * winners)) != NULL &&
-              (k->entry_pos = malloc(sizeof(int32_t) * winners)) != NULL &&
-              (k->order = malloc(sizeof(int32_t) * winners)) != NULL &&
-              (k->order_grad = malloc(sizeof(float) * winners)) != NULL &&
-              (k->row = malloc(sizeof(float) * patch)) != NULL && (k->padded = malloc(sizeof(float) * pad)) != NULL;
+    if (k.col)
+        ok &= (w->col = calloc(k.col + K_IM2COL_SLACK, sizeof(float))) != NULL &&
+              (w->pad = malloc(sizeof(float) * k.pad)) != NULL;
+    if (k.winners) {
+        conv_pool_scratch *p = &w->winners;
+        ok &= (p->pos_start = malloc(sizeof(int32_t) * k.positions)) != NULL &&
+              (p->channel = malloc(sizeof(int32_t) * k.winners)) != NULL &&
+              (p->grad = malloc(sizeof(float) * k.winners)) != NULL &&
+              (p->entry_pos = malloc(sizeof(int32_t) * k.winners)) != NULL &&
+              (p->order = malloc(sizeof(int32_t) * k.winners)) != NULL &&
+              (p->order_grad = malloc(sizeof(float) * k.winners)) != NULL &&
+              (p->row = malloc(sizeof(float) * k.patch)) != NULL && (p->padded = malloc(sizeof(float) * k.pad)) != NULL;
     }
     if (!ok) model_workspace_free(w);
     return ok ? 0 : -1;

@@ -95,6 +95,15 @@ size_t model_layer_end(const model_shape *s, int l);
 int model_layer_has_params(const model_shape *s, int l);
 /* Floats of one example's output of layer l (l = -1: the input). */
 size_t model_layer_out_size(const model_shape *s, int l);
+/* The workspace's shared scratch, sized for its largest layer: the widest activation
+ * (floats per example) and channel count, and the convolutions' im2col columns and
+ * padded planes, and the fused max-pool's winners, positions and patch. What
+ * model_workspace_init allocates and host_plan counts. */
+typedef struct {
+    size_t widest, col, pad, winners, positions, patch;
+    int widest_c;
+} model_scratch;
+void model_scratch_of(const model_shape *s, model_scratch *out);
 const char *layer_kind_name(layer_kind k);
 /* "conv2d 1->32 k5 s1 p2 relu, maxpool2d 2, ..." */
 void model_describe(const model_shape *s, char *out, size_t outlen);

@@ -200,3 +200,23 @@ void model_describe(const model_shape *s, char *out, size_t outlen) {
     }
 }
 
+void model_scratch_of(const model_shape *s, model_scratch *out) {
+    *out = (model_scratch){.widest = (size_t)s->in_dim, .widest_c = 1};
+    for (int l = 0; l < s->n_layers; l++) {
+        const model_layer *L = &s->layer[l];
+        size_t width = model_layer_out_size(s, l);
+        if (width > out->widest) out->widest = width;
+        if ((L->kind == LAYER_BATCHNORM2D || L->kind == LAYER_CONV2D) && L->out_c > out->widest_c) out->widest_c = L->out_c;
+        if (L->kind != LAYER_CONV2D) continue;
+        size_t chunk = (size_t)L->chunk_rows * L->out_h * L->out_w * L->in_c * L->kernel * L->kernel;
+        size_t planes = (size_t)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
+        if (chunk > out->col) out->col = chunk;
+        if (planes > out->pad) out->pad = planes;
+        if (!L->pool_fused) continue;
+        size_t per_example = model_layer_out_size(s, l + 1); /* a winner per pooled output */
+        size_t k2 = (size_t)L->in_c * L->kernel * L->kernel, positions = (size_t)L->out_h * L->out_w + 1;
+        if (per_example > out->winners) out->winners = per_example;
+        if (positions > out->positions) out->positions = positions;
+        if (k2 > out->patch) out->patch = k2;
+    }
+}
