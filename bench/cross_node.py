@@ -193,26 +193,10 @@ def inside(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for a in ("--ddpd", "--runner", "--trainer"):
-        ap.add_argument(a, required=True)
-    ap.add_argument("--inside", action="store_true")
-    ap.add_argument("--node-ns")
-    ap.add_argument("--coord-addr")
-    ap.add_argument("--node-addr")
-    args = ap.parse_args()
-    args.ddpd, args.runner, args.trainer = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.trainer))
+    args = test_nodes.parse_args(argparse.ArgumentParser())
     if args.inside:
         inside(args)
-    tag = f"b{os.getpid() % 10000}"
-    c, n, ac, an = test_nodes.make_hosts(tag)
-    try:
-        rc = subprocess.call(["ip", "netns", "exec", c, sys.executable, os.path.abspath(__file__), "--ddpd", args.ddpd,
-                              "--runner", args.runner, "--trainer", args.trainer, "--inside", "--node-ns", n,
-                              "--coord-addr", ac, "--node-addr", an])
-    finally:
-        test_nodes.remove_hosts(c, n)
-    sys.exit(rc)
+    sys.exit(test_nodes.run_on_two_hosts(__file__, [], args, f"b{os.getpid() % 10000}"))
 
 
 if __name__ == "__main__":

@@ -361,9 +361,8 @@ def inside(args):
     checks.finish(args.case)
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
+def parse_args(ap):
+    """The programs' paths and, inside the coordinator's namespace, where the hosts are."""
     for a in ("--ddpd", "--runner", "--trainer"):
         ap.add_argument(a, required=True)
     ap.add_argument("--inside", action="store_true")
@@ -372,19 +371,35 @@ if __name__ == "__main__":
     ap.add_argument("--node-addr")
     args = ap.parse_args()
     args.ddpd, args.runner, args.trainer = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.trainer))
-    if args.inside:
-        inside(args)
-    tag = f"{os.getpid() % 100000}"
+    return args
+
+
+def run_on_two_hosts(script, lead, args, tag):
+    """Makes the two hosts, runs `script` (its `lead` arguments first) again inside the
+    coordinator's namespace with --inside and where the hosts are, removes the hosts;
+    its exit status. Raises RuntimeError or OSError where namespaces cannot be made."""
     try:
         c, n, ac, an = make_hosts(tag)
-    except (RuntimeError, OSError) as e:
-        print(f"SKIPPED: cannot make network namespaces here ({e}): runs across nodes are not tested", flush=True)
+    except (RuntimeError, OSError):
         remove_hosts(f"ddpdc{tag}", f"ddpdn{tag}")
-        sys.exit(77)
+        raise
     try:
-        rc = subprocess.call(["ip", "netns", "exec", c, sys.executable, os.path.abspath(__file__), args.case,
-                              "--ddpd", args.ddpd, "--runner", args.runner, "--trainer", args.trainer, "--inside",
-                              "--node-ns", n, "--coord-addr", ac, "--node-addr", an])
+        return subprocess.call(["ip", "netns", "exec", c, sys.executable, os.path.abspath(script), *lead,
+                                "--ddpd", args.ddpd, "--runner", args.runner, "--trainer", args.trainer, "--inside",
+                                "--node-ns", n, "--coord-addr", ac, "--node-addr", an])
     finally:
         remove_hosts(c, n)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    args = parse_args(ap)
+    if args.inside:
+        inside(args)
+    try:
+        rc = run_on_two_hosts(__file__, [args.case], args, f"{os.getpid() % 100000}")
+    except (RuntimeError, OSError) as e:
+        print(f"SKIPPED: cannot make network namespaces here ({e}): runs across nodes are not tested", flush=True)
+        sys.exit(77)
     sys.exit(rc)

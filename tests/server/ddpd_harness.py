@@ -280,6 +280,14 @@ class Server:
         return named
 
 
+def needs_trainer(args):
+    """A case that trains needs --trainer: without it (ddp-trainer not built) it fails,
+    saying so, rather than passing having checked nothing."""
+    if not args.trainer:
+        print(f"{args.case}: needs --trainer (ddp-trainer is not built): 0 passed, 1 failed")
+        sys.exit(1)
+
+
 def main(cases, args):
     """Runs one case; prints the count; exits non-zero on any failure."""
     try:

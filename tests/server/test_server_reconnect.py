@@ -14,7 +14,7 @@ Usage: test_server_reconnect.py CASE --ddpd PATH --trainer PATH --fake-trainer P
 import ctypes, os, signal, socket, sqlite3, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer  # noqa: E402
 from test_server_restart import journal, journal_steps, api_steps, wait_api_steps  # noqa: E402
 
 EPOCHS = 6
@@ -125,7 +125,5 @@ CASES = cases_in(globals())
 
 if __name__ == "__main__":
     args = args_for(CASES)
-    if not args.trainer:
-        print(f"{args.case}: needs --trainer (ddp-trainer is not built): 0 passed, 1 failed")
-        sys.exit(1)
+    needs_trainer(args)
     main(CASES, args)

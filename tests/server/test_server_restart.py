@@ -12,7 +12,8 @@ Usage: test_server_restart.py CASE --ddpd PATH --trainer PATH --fake-trainer PAT
 import json, os, shutil, signal, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, pids_under  # noqa: E402
+from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, pids_under,  # noqa: E402
+                          needs_trainer)
 
 # 3000 examples, 2 ranks, batch 128: 12 steps an epoch; a checkpoint every epoch, the
 # newest 2 kept.
@@ -219,7 +220,5 @@ CASES = cases_in(globals())
 
 if __name__ == "__main__":
     args = args_for(CASES)
-    if not args.trainer:
-        print(f"{args.case}: needs --trainer (ddp-trainer is not built): 0 passed, 1 failed")
-        sys.exit(1)
+    needs_trainer(args)
     main(CASES, args)
