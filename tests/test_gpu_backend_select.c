@@ -37,7 +37,7 @@ static int select_with(backend_kind asked, int world, char *why, size_t n) {
     memset(&cfg, 0, sizeof cfg);
     cfg.distributed.backend = asked;
     cfg.distributed.world_size = world;
-    return backend_select(&cfg, why, n);
+    return backend_select(&cfg, cfg.distributed.world_size, why, n);
 }
 
 static void test_select_here(void) {

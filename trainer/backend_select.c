@@ -68,9 +68,9 @@ int backend_decide(backend_kind asked, int world_size, int gpus, const char *gpu
 }
 
 #if DDPD_NCCL_BACKEND
-int backend_select(const run_config *cfg, char *why, size_t whylen) {
+int backend_select(const run_config *cfg, int ranks_here, char *why, size_t whylen) {
     backend_kind asked = cfg->distributed.backend;
-    int world = cfg->distributed.world_size;
+    int world = ranks_here;
     if (asked == BACKEND_CPU) return backend_decide(asked, world, 0, "", why, whylen);
     gpu_present present;
     gpu_visible visible;
@@ -127,9 +127,9 @@ int backend_handoff(const run_config *cfg, char *path, size_t pathlen) {
     return visible.count > 0 && nccl_trainer(path, pathlen) != NULL;
 }
 
-int backend_select(const run_config *cfg, char *why, size_t whylen) {
+int backend_select(const run_config *cfg, int ranks_here, char *why, size_t whylen) {
     backend_kind asked = cfg->distributed.backend;
-    int world = cfg->distributed.world_size;
+    int world = ranks_here;
     if (asked == BACKEND_CPU) return backend_decide(asked, world, 0, "", why, whylen);
     /* Reached with GPUs only when ddp-trainer-nccl is missing (else backend_handoff). */
     gpu_present present;

@@ -10,9 +10,10 @@
 
 #include "run_config.h"
 
-/* Returns the backend to use (BACKEND_CPU or BACKEND_NCCL) and writes why into
+/* Returns the backend to use (BACKEND_CPU or BACKEND_NCCL) for the `ranks_here`
+ * ranks this host runs (the world size, or a node's part of it) and writes why into
  * `why`; returns -1 (and `why` says what to do) when the asked backend cannot run. */
-int backend_select(const run_config *cfg, char *why, size_t whylen);
+int backend_select(const run_config *cfg, int ranks_here, char *why, size_t whylen);
 
 /* The GPU backend lives in its own executable, ddp-trainer-nccl, so that CPU runs
  * (and this binary's start-up) never load CUDA, cuBLAS and NCCL (0.4 s and 200 MB

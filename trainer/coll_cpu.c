@@ -483,6 +483,18 @@ static int cpu_broadcast(coll_comm *pub, void *buf, size_t bytes, int root) {
 
 static int cpu_barrier(coll_comm *pub) { return sync_all((cpu_comm *)pub); }
 
+/* The shared arena is one copy: once everyone has passed a barrier, root's writes
+ * are what every rank reads. */
+static int cpu_broadcast_shared(coll_comm *pub, void *buf, size_t bytes, int root) {
+    (void)buf;
+    (void)bytes;
+    if (root < 0 || root >= pub->world_size) {
+        errno = EINVAL;
+        return -1;
+    }
+    return pub->world_size > 1 ? sync_all((cpu_comm *)pub) : 0;
+}
+
 /* Bump allocation in this rank's arena, cache-line aligned; never freed. */
 static void *cpu_alloc(coll_comm *pub, size_t bytes) {
     cpu_comm *c = (cpu_comm *)pub;
@@ -561,8 +573,9 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank) {
     c->ctrl = k;
     c->base = (unsigned char *)k;
     c->spin_ns = cpus > 0 && k->world <= (uint32_t)cpus ? SPIN_NS_DEDICATED : SPIN_NS_OVERSUBSCRIBED;
-    c->pub.rank = rank;
-    c->pub.world_size = (int)k->world;
+    c->pub.rank = c->pub.shard_rank = rank;
+    c->pub.world_size = c->pub.shard_world = (int)k->world;
+    c->pub.nodes = 1;
     c->pub.backend = "cpu";
     c->pub.allreduce_avg_f32 = cpu_allreduce_avg_f32;
     c->pub.allreduce_sum_f64 = cpu_allreduce_sum_f64;
@@ -571,6 +584,9 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank) {
     c->pub.reduce_scatter_avg_f32_ex = cpu_reduce_scatter_avg_f32_ex;
     c->pub.broadcast = cpu_broadcast;
     c->pub.barrier = cpu_barrier;
+    c->pub.broadcast_shared = cpu_broadcast_shared;
+    c->pub.shard_sum_f64 = cpu_allreduce_sum_f64;
+    c->pub.shard_barrier = cpu_barrier;
     c->pub.alloc = cpu_alloc;
     c->pub.alloc_shared = cpu_alloc_shared;
     c->pub.impl = c;

@@ -20,16 +20,27 @@ typedef void (*coll_consume_fn)(void *arg, size_t lo, size_t hi);
 
 struct coll_comm {
     int rank, world_size;
-    const char *backend; /* "cpu" or "nccl" */
-    /* buf <- average over ranks of buf. Fixed summation order (rank 0, 1, ...):
-     * every rank ends with bit-identical values. */
+    const char *backend; /* "cpu", "cpu+gloo" (across nodes) or "nccl" */
+    /* The hosts the group spans and this rank's host among them (1 and 0 on one
+     * host). Ranks are numbered host by host: node k holds ranks k*L .. k*L+L-1. */
+    int nodes, node_rank;
+    /* Who owns which share in reduce-scatter and all-gather (coll_share(n,
+     * shard_world, shard_rank)): the group itself on one host; across nodes, each
+     * host keeps a whole copy of what is sharded, split among its own ranks (its
+     * local rank among its L ranks). */
+    int shard_rank, shard_world;
+    /* buf <- average over ranks of buf. Fixed summation order (rank 0, 1, ...; across
+     * nodes, each host's average over its ranks in rank order, then the average of
+     * those in the order of gloo's ring): every rank ends with bit-identical values,
+     * the same run after run. */
     int (*allreduce_avg_f32)(coll_comm *c, float *buf, size_t n);
     /* buf <- sum over ranks of buf, in the same fixed order (metrics, counts). */
     int (*allreduce_sum_f64)(coll_comm *c, double *buf, size_t n);
     /* The sharded optimizer's pair (ZeRO stage 1). Reduce-scatter: afterwards this
-     * rank's share of buf (coll_share) holds the average over ranks, summed in the
-     * same fixed order as the all-reduce; the rest of buf is unspecified. All-gather:
-     * every rank's share of buf, from its owner, into every rank's buf. A peer may
+     * rank's share of buf (coll_share(n, shard_world, shard_rank)) holds the average
+     * over ranks, summed in the same fixed order as the all-reduce; the rest of buf is
+     * unspecified. All-gather: every share of buf, from its owner in the shard group,
+     * into every rank's buf. A peer may
      * read buf until it enters its next collective call: do not write buf before
      * your own next collective call has returned. */
     int (*reduce_scatter_avg_f32)(coll_comm *c, float *buf, size_t n);
@@ -44,6 +55,18 @@ struct coll_comm {
                                      coll_consume_fn consume, void *arg);
     /* buf on every rank <- buf on `root`. */
     int (*broadcast)(coll_comm *c, void *buf, size_t bytes, int root);
+    /* The same for memory from alloc_shared that `root` has written: afterwards every
+     * rank reads root's bytes there (one host: a barrier, as the copy is one; across
+     * nodes, every other host's copy gets root's). NULL where alloc_shared is. */
+    int (*broadcast_shared)(coll_comm *c, void *buf, size_t bytes, int root);
+    /* buf <- sum of buf over the ranks that hold one whole copy of what is sharded
+     * between them (the shard group above: the group on one host, the host's own
+     * ranks across nodes), in rank order: a norm over sharded state. NULL where
+     * alloc_shared is. */
+    int (*shard_sum_f64)(coll_comm *c, double *buf, size_t n);
+    /* A barrier of that same shard group: after it, every share its ranks wrote in
+     * alloc_shared memory is in place for all of them. NULL where alloc_shared is. */
+    int (*shard_barrier)(coll_comm *c);
     int (*barrier)(coll_comm *c);
     /* Memory for buffers that will be all-reduced (shared memory for cpu, so that
      * peers read it in place without a staging copy). Never freed separately:
@@ -56,9 +79,15 @@ struct coll_comm {
      * zeroed when first handed out; never freed separately. NULL where the backend
      * has no such memory, or when it is exhausted. */
     void *(*alloc_shared)(coll_comm *c, size_t bytes);
+    /* Why the group was aborted, as far as this rank knows ("" when it does not: a
+     * peer on this host died, and the launcher says which). NULL where a backend
+     * keeps no reason. */
+    const char *(*failure)(coll_comm *c);
     /* Counters a backend may keep (0 where it does not): how long this rank waited
-     * for its peers inside collectives, and how many times it synchronised with them. */
-    uint64_t wait_ns, syncs;
+     * for its peers inside collectives, and how many times it synchronised with them;
+     * across nodes, how long it spent in the calls between hosts (their waits
+     * included: over a network, waiting and moving data are one). */
+    uint64_t wait_ns, syncs, net_ns;
     void *impl;
 };
 

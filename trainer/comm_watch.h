@@ -9,7 +9,8 @@
 #include "collectives.h"
 #include "run_board.h"
 
-/* The wrapper lives until process exit, like the comm it wraps. NULL on no memory. */
-coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int rank);
+/* `slot`: the rank's slot on the board (its rank among its host's ranks). The
+ * wrapper lives until process exit, like the comm it wraps. NULL on no memory. */
+coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int slot);
 
 #endif

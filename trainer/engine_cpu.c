@@ -45,9 +45,9 @@
 #define PIXEL_SCALE (1.0f / 255.0f)
 
 /* Where a rank's steps spend their time (nanoseconds, summed over steps). */
-enum { PH_INPUTS, PH_COMPUTE, PH_WAIT, PH_REDUCE, PH_UPDATE, PH_OTHER, PH_COUNT };
+enum { PH_INPUTS, PH_COMPUTE, PH_WAIT, PH_REDUCE, PH_UPDATE, PH_NET, PH_OTHER, PH_COUNT };
 static const char *const phase_names[PH_COUNT] = {"inputs", "forward+backward", "waiting for peers",
-                                                  "reduce-scatter", "optimizer", "other"};
+                                                  "reduce-scatter", "optimizer", "between nodes", "other"};
 
 typedef struct {
     uint64_t ns[PH_COUNT];
@@ -72,6 +72,10 @@ typedef struct {
     step_timer timer;
 } cpu_engine;
 
+/* Time this rank spent in collectives not computing: waiting for peers on its host,
+ * and (across nodes) in the calls between hosts. */
+static uint64_t blocked_ns(const coll_comm *c) { return c->wait_ns + c->net_ns; }
+
 static uint64_t clock_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -80,19 +84,22 @@ static uint64_t clock_ns(void) {
 
 size_t engine_cpu_arena_bytes(const model_shape *s) { return host_plan_arena_bytes(s); }
 
-/* After ranks updated their shards: wait until all have, before anyone reads them. */
+/* After ranks updated their shards: wait until all that share the copy have,
+ * before anyone reads them (across nodes, each host settles its own copy). */
 static int settle(cpu_engine *c) {
     if (!c->unsettled) return 0;
     c->unsettled = 0;
-    return c->pub.comm->barrier(c->pub.comm);
+    return c->pub.comm->shard_barrier(c->pub.comm);
 }
 
+/* Shards of the shared state were written: a settle is due before it is read. */
+static int sharded(const engine *e) { return e->comm->shard_world > 1; }
+
 static int cpu_init_params(engine *e, uint64_t seed) {
-    cpu_engine *c = (cpu_engine *)e;
     if (e->comm->rank == 0) model_init_params(&e->shape, e->params, e->stats, seed);
     if (e->shape.n_stats && e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
-    c->unsettled = e->comm->world_size > 1; /* rank 0 wrote the shared parameters */
-    return settle(c);
+    /* rank 0 wrote the shared parameters: its host's copy, and every other host's from it */
+    return e->comm->broadcast_shared(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
 }
 
 /* model_pass.allreduce_sum for sync batch norm. */
@@ -126,7 +133,7 @@ static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *ind
 
 /* This rank's shard [lo, hi) of a bucket. */
 static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *hi) {
-    coll_share(b->end - b->begin, e->comm->world_size, e->comm->rank, lo, hi);
+    coll_share(b->end - b->begin, e->comm->shard_world, e->comm->shard_rank, lo, hi);
     *lo += b->begin;
     *hi += b->begin;
 }
@@ -149,15 +156,15 @@ static int on_bucket_ready(void *arg, const grad_bucket *b) {
     cpu_engine *c = arg;
     engine *e = &c->pub;
     coll_comm *comm = e->comm;
-    uint64_t t0 = clock_ns(), w0 = comm->wait_ns;
+    uint64_t t0 = clock_ns(), w0 = blocked_ns(comm);
     int last = b == &c->buckets.bucket[c->buckets.n_buckets - 1];
     if (last) c->loss_mean = *c->loss_sum / c->rows;
     c->updating = b;
     int rc = comm->reduce_scatter_avg_f32_ex(comm, c->grads + b->begin, b->end - b->begin, &c->loss_mean,
                                              last ? 1 : 0, c->defer_update ? NULL : update_piece, c);
-    if (!c->defer_update) c->unsettled = comm->world_size > 1;
+    if (!c->defer_update) c->unsettled = sharded(e);
     c->timer.in_buckets_ns += clock_ns() - t0;
-    c->timer.bucket_wait_ns += comm->wait_ns - w0;
+    c->timer.bucket_wait_ns += blocked_ns(comm) - w0;
     return rc;
 }
 
@@ -170,7 +177,7 @@ static int clip_and_update(cpu_engine *c) {
         shard_of(e, &c->buckets.bucket[k], &lo, &hi);
         sum += grad_sum_squares(c->grads + lo, hi - lo);
     }
-    if (e->comm->allreduce_sum_f64(e->comm, &sum, 1) != 0) return -1;
+    if (e->comm->shard_sum_f64(e->comm, &sum, 1) != 0) return -1; /* one copy's shards: the whole gradient */
     float coef = clip_coefficient(sum, e->cfg->train.grad_clip_norm);
     for (int k = 0; k < c->buckets.n_buckets; k++) {
         size_t lo, hi;
@@ -178,21 +185,23 @@ static int clip_and_update(cpu_engine *c) {
         if (coef < 1.0f) scale_grads(c->grads + lo, hi - lo, coef);
         update_range(c, lo, hi);
     }
-    c->unsettled = e->comm->world_size > 1;
+    c->unsettled = sharded(e);
     return 0;
 }
 
-/* Adds one step's phases to the timer. Waiting is what the collectives counted; the
- * reduce-scatters' own work is the time in their calls beyond waiting and updates;
+/* Adds one step's phases to the timer. Waiting (and, across nodes, the calls between
+ * them: `net`, part of `waited`) is what the collectives counted; the
+ * reduce-scatters' own work is the time in their calls beyond those and updates;
  * forward+backward is the rest of the pass, less any collectives inside it (sync
  * batch norm's); other is what is left (clipping's norm, the step's bookkeeping). */
 static void account_step(step_timer *t, uint64_t start, uint64_t inputs_end, uint64_t fb_ns, uint64_t fb_waited,
-                         uint64_t end, uint64_t waited, uint64_t syncs) {
+                         uint64_t end, uint64_t waited, uint64_t net, uint64_t syncs) {
     uint64_t outside = t->in_buckets_ns + (fb_waited - t->bucket_wait_ns);
     uint64_t ph[PH_COUNT] = {0};
     ph[PH_INPUTS] = inputs_end - start;
     ph[PH_COMPUTE] = fb_ns > outside ? fb_ns - outside : 0;
-    ph[PH_WAIT] = waited;
+    ph[PH_WAIT] = waited - net;
+    ph[PH_NET] = net;
     ph[PH_UPDATE] = t->update_ns;
     uint64_t in_calls = t->bucket_wait_ns + t->update_ns;
     ph[PH_REDUCE] = t->in_buckets_ns > in_calls ? t->in_buckets_ns - in_calls : 0;
@@ -209,7 +218,7 @@ static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long 
     cpu_engine *c = (cpu_engine *)e;
     coll_comm *comm = e->comm;
     step_timer *t = &c->timer;
-    uint64_t start = clock_ns(), w0 = comm->wait_ns, s0 = comm->syncs;
+    uint64_t start = clock_ns(), w0 = blocked_ns(comm), n0 = comm->net_ns, s0 = comm->syncs;
     t->in_buckets_ns = t->bucket_wait_ns = t->update_ns = 0;
     gather_inputs(c, c->train, indices, 0, rows);
     uint64_t inputs_end = clock_ns();
@@ -225,17 +234,18 @@ static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long 
         pass.allreduce_arg = comm;
     }
     grad_buckets_begin(&c->buckets);
-    uint64_t fb_start = clock_ns(), fb_w0 = comm->wait_ns;
+    uint64_t fb_start = clock_ns(), fb_w0 = blocked_ns(comm);
     if (model_forward_backward(&c->ws, e->params, e->stats, c->grads, c->labels, rows, &pass, &loss_sum, &correct,
                                grad_buckets_layer_ready, &c->buckets) != 0)
         return -1;
-    uint64_t fb_ns = clock_ns() - fb_start, fb_waited = comm->wait_ns - fb_w0;
+    uint64_t fb_ns = clock_ns() - fb_start, fb_waited = blocked_ns(comm) - fb_w0;
     if (c->buckets.failed) return -1;
     if (c->defer_update && clip_and_update(c) != 0) return -1;
     optimizer_step_done(&e->opt);
     *loss = c->loss_mean; /* the sum over ranks of their batch means, from the last bucket */
     if (comm->world_size > 1) *loss /= comm->world_size;
-    account_step(t, start, inputs_end, fb_ns, fb_waited, clock_ns(), comm->wait_ns - w0, comm->syncs - s0);
+    account_step(t, start, inputs_end, fb_ns, fb_waited, clock_ns(), blocked_ns(comm) - w0, comm->net_ns - n0,
+                 comm->syncs - s0);
     return 0;
 }
 
@@ -258,11 +268,23 @@ static int cpu_sync_to_host(engine *e) {
     return share_rank0_stats(e);
 }
 
-/* Every rank loaded the same checkpoint into the shared state (the same bytes):
- * nobody may read it, or update a shard of it, before all have finished. */
+/* Every rank of a host loaded the same checkpoint into the shared state (the same
+ * bytes): nobody may read it, or update a shard of it, before all have finished.
+ * Across nodes only rank 0's host loaded it (it holds the run's checkpoints): every
+ * other host's copy, and the ranks' own statistics and step count, come from rank 0. */
 static int cpu_sync_from_host(engine *e) {
     cpu_engine *c = (cpu_engine *)e;
-    c->unsettled = e->comm->world_size > 1;
+    coll_comm *m = e->comm;
+    if (m->nodes > 1) {
+        size_t bytes = sizeof(float) * e->shape.n_params;
+        float *states[2] = {e->opt.state1, e->opt.state2};
+        if (m->broadcast_shared(m, e->params, bytes, 0) != 0) return -1;
+        for (int k = 0; k < 2; k++)
+            if (states[k] && m->broadcast_shared(m, states[k], bytes, 0) != 0) return -1;
+        if (e->shape.n_stats && m->broadcast(m, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
+        return m->broadcast(m, &e->opt.step, sizeof e->opt.step, 0);
+    }
+    c->unsettled = sharded(e);
     return settle(c);
 }
 
@@ -276,7 +298,8 @@ static void cpu_step_profile(engine *e, char *out, size_t n) {
                                     (double)t->step_ns * per, (unsigned long long)t->steps,
                                     (double)t->syncs / (double)t->steps);
         for (int p = 0; p < PH_COUNT && k < n; p++)
-            k += (size_t)snprintf(out + k, n - k, "%s %s %.3f", p ? "," : "", phase_names[p], (double)t->ns[p] * per);
+            if (p != PH_NET || e->comm->nodes > 1) /* one host: no such phase */
+                k += (size_t)snprintf(out + k, n - k, "%s %s %.3f", p ? "," : "", phase_names[p], (double)t->ns[p] * per);
     }
     memset(t, 0, sizeof *t);
 }
@@ -333,7 +356,8 @@ static void use_onednn(cpu_engine *c, const run_config *cfg) {
 }
 
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
-    if (!p->comm->alloc_shared || !p->comm->reduce_scatter_avg_f32_ex) {
+    if (!p->comm->alloc_shared || !p->comm->reduce_scatter_avg_f32_ex || !p->comm->broadcast_shared ||
+        !p->comm->shard_sum_f64 || !p->comm->shard_barrier) {
         snprintf(err, errlen, "the cpu engine needs the cpu collectives (shared memory), not %s", p->comm->backend);
         return NULL;
     }

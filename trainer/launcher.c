@@ -30,6 +30,10 @@
 #include "rank.h"
 #include "run_board.h"
 #include "run_config.h"
+#include "kv_store.h"
+#if DDPD_HAVE_GLOO
+#include "coll_nodes.h"
+#endif
 #if DDPD_NCCL_BACKEND
 #include "cuda/coll_nccl.h" /* nccl hook */
 #endif
@@ -37,6 +41,12 @@
 #define PEER_STOP_GRACE_S 1.0  /* a rank died: the others get this long after SIGTERM */
 #define CANCEL_GRACE_S 3.0     /* canceled: the ranks get this long after SIGTERM */
 #define ARENA_SLACK (64 * 1024)
+/* Across nodes: how long a rank waits for the other nodes' ranks to come (they start
+ * when their agents hear of the run, about a second apart, and load their data), and
+ * how long a collective between nodes may take before gloo gives up
+ * (DDPD_RENDEZVOUS_TIMEOUT_S and DDPD_COLLECTIVE_TIMEOUT_S override them). */
+#define RENDEZVOUS_TIMEOUT_S 120.0
+#define NODES_COLLECTIVE_TIMEOUT_S 300.0
 
 typedef struct {
     pid_t pid;
@@ -53,7 +63,8 @@ typedef struct {
     coll_cpu_group *group;
     run_board *board;
     rank_proc *ranks;
-    int world;
+    int world;              /* ranks in the run */
+    int local, first;       /* ranks on this node, and the first of them (0 on one host) */
     int backend;            /* BACKEND_CPU or BACKEND_NCCL */
 #if DDPD_NCCL_BACKEND
     nccl_rendezvous nccl;   /* nccl hook: made before fork, inherited by the ranks */
@@ -155,7 +166,72 @@ static void send_hello(launcher *L) {
     event_emit(L->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
-static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_t *old_mask) {
+static double seconds_from_env(const char *name, double fallback) {
+    const char *v = getenv(name);
+    char *end;
+    double t = v ? strtod(v, &end) : 0;
+    return v && end != v && t > 0 ? t : fallback;
+}
+
+/* Across nodes, the cpu backend: this rank's node comm and its gloo link to the same
+ * local rank on the other nodes, met through the coordinator's rendezvous. NULL and
+ * why on failure. */
+static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why, size_t whylen) {
+#if DDPD_HAVE_GLOO
+    char err[768], prefix[64];
+    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, err, sizeof err);
+    if (!kv) {
+        snprintf(why, whylen, "%s", err);
+        return NULL;
+    }
+    snprintf(prefix, sizeof prefix, "gloo/local-%d/", slot);
+    const char *iface = getenv("GLOO_SOCKET_IFNAME");
+    gloo_link_options o = {
+        .store = kv,
+        .prefix = prefix,
+        .rank = L->o->node_rank,
+        .size = L->o->nodes,
+        .iface = iface && *iface ? iface : NULL,
+        .hostname = L->o->node_addr,
+        .connect_timeout_ms = (int)(seconds_from_env("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000),
+        .timeout_ms = (int)(seconds_from_env("DDPD_COLLECTIVE_TIMEOUT_S", NODES_COLLECTIVE_TIMEOUT_S) * 1000),
+    };
+    gloo_link *link = gloo_link_open(&o, err, sizeof err);
+    kv->close(kv); /* met: the link talks directly from now on */
+    if (!link) {
+        snprintf(why, whylen, "%s", err);
+        return NULL;
+    }
+    coll_comm *c = coll_nodes_create(local, link, L->o->nodes, L->o->node_rank);
+    if (!c) snprintf(why, whylen, "out of memory");
+    return c;
+#else
+    (void)L, (void)local, (void)slot;
+    snprintf(why, whylen, "this ddp-trainer was built without gloo (libgloo-dev), which a run across nodes needs");
+    return NULL;
+#endif
+}
+
+#if DDPD_NCCL_BACKEND
+/* nccl hook: NCCL's unique id, made here on one host; across nodes, made by node 0's
+ * launcher and relayed to the others through the coordinator's rendezvous. */
+static int nccl_id_made(launcher *L, char *why, size_t whylen) {
+    if (L->o->nodes <= 1) return nccl_rendezvous_create(&L->nccl, L->world, why, whylen);
+    char err[768];
+    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, err, sizeof err);
+    if (!kv) {
+        snprintf(why, whylen, "%s", err);
+        return -1;
+    }
+    int timeout_ms = (int)(seconds_from_env("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000);
+    int rc = nccl_rendezvous_across(&L->nccl, L->world, L->o->nodes, L->o->node_rank, kv, timeout_ms, why, whylen);
+    kv->close(kv);
+    return rc;
+}
+#endif
+
+static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_t *old_mask) {
+    int rank = L->first + slot;
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* no rank outlives the launcher, even a SIGKILLed one */
     if (getppid() != launcher_pid) _exit(EXIT_RUN_FAILED);
     signal(SIGTERM, SIG_DFL);
@@ -169,6 +245,7 @@ static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_
         .run_id = L->run_id,
         .secret = L->secret,
         .rank = rank,
+        .slot = slot,
         .resume = L->o->resume,
         .train = L->have_train ? &L->train : NULL,
         .test = &L->test,
@@ -181,20 +258,29 @@ static void child_start(launcher *L, int rank, pid_t launcher_pid, const sigset_
     if (L->backend == BACKEND_NCCL) {
         ctx.comm = coll_nccl_attach(&L->nccl, rank, L->board, device, sizeof device, why, sizeof why);
         if (!ctx.comm) {
-            run_board_set_failure(L->board, rank, why);
+            run_board_set_failure(L->board, slot, why);
             _exit(EXIT_RUN_FAILED);
         }
         ctx.device = device;
     }
 #endif
-    if (!ctx.comm) ctx.comm = comm_watch_wrap(coll_cpu_attach(L->group, rank), L->board, rank);
+    if (!ctx.comm) {
+        char why[1024];
+        coll_comm *c = coll_cpu_attach(L->group, slot);
+        if (c && L->o->nodes > 1 && !(c = join_nodes(L, c, slot, why, sizeof why))) {
+            run_board_set_failure(L->board, slot, why);
+            _exit(EXIT_RUN_FAILED);
+        }
+        ctx.comm = comm_watch_wrap(c, L->board, slot);
+    }
     if (!ctx.comm) _exit(EXIT_RUN_FAILED);
     fflush(NULL);
     _exit(rank_main(&ctx));
 }
 
-static void describe_death(launcher *L, int rank, int status, char *out, size_t n) {
-    rank_slot *slot = &L->board->slot[rank];
+static void describe_death(launcher *L, int r, int status, char *out, size_t n) {
+    rank_slot *slot = &L->board->slot[r];
+    int rank = L->first + r;
     char where[96] = "";
     int epoch = atomic_load(&slot->epoch);
     if (epoch >= 0) snprintf(where, sizeof where, " at epoch %d step %ld", epoch, atomic_load(&slot->step));
@@ -256,20 +342,20 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
     double limit_s = L->cfg.distributed.hang_timeout_s;
     if (limit_s <= 0) return 0;
     long long now = run_board_now_ms(), stalest = 0;
-    for (int r = 0; r < L->world; r++) {
+    for (int r = 0; r < L->local; r++) {
         long long idle = now - atomic_load(&L->board->slot[r].progress_ms);
         if (L->ranks[r].running && idle > stalest) stalest = idle;
     }
     if (stalest < (long long)(limit_s * 1000)) return 0;
     long best_steps = -1, best_colls = -1;
-    for (int r = 0; r < L->world; r++) {
+    for (int r = 0; r < L->local; r++) {
         if (!L->ranks[r].running) continue;
         long steps = atomic_load(&L->board->slot[r].global_step), colls = atomic_load(&L->board->slot[r].collectives);
         if (best_steps < 0 || steps < best_steps || (steps == best_steps && colls < best_colls))
             best_steps = steps, best_colls = colls;
     }
-    int behind[L->world], evidence[L->world], strongest = 0;
-    for (int r = 0; r < L->world; r++) {
+    int behind[L->local], evidence[L->local], strongest = 0;
+    for (int r = 0; r < L->local; r++) {
         rank_slot *slot = &L->board->slot[r];
         behind[r] = L->ranks[r].running && atomic_load(&slot->global_step) == best_steps &&
                     atomic_load(&slot->collectives) == best_colls;
@@ -278,7 +364,7 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
     }
     size_t len = 0;
     int named = 0;
-    for (int r = 0; r < L->world && len < n; r++) {
+    for (int r = 0; r < L->local && len < n; r++) {
         rank_slot *slot = &L->board->slot[r];
         if (!behind[r] || evidence[r] < strongest) continue;
         char where[96] = "before its first step", line[256];
@@ -286,10 +372,10 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
         if (epoch >= 0)
             snprintf(where, sizeof where, "last at epoch %d step %ld (global step %ld)", epoch,
                      atomic_load(&slot->step), atomic_load(&slot->global_step));
-        last_log_line(L, r, line, sizeof line);
+        last_log_line(L, L->first + r, line, sizeof line);
         double idle_s = (double)(now - atomic_load(&slot->progress_ms)) / 1000.0;
         len += (size_t)snprintf(reason + len, n - len, "%srank %d made no progress for %.0f s, %s, %s%s%s", named++ ? "; " : "",
-                                r, idle_s, where, line[0] ? "its last log line: \"" : "no log line from it", line,
+                                L->first + r, idle_s, where, line[0] ? "its last log line: \"" : "no log line from it", line,
                                 line[0] ? "\"" : "");
     }
     if (len < n)
@@ -298,13 +384,13 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
 }
 
 static void signal_ranks(launcher *L, int sig) {
-    for (int r = 0; r < L->world; r++)
+    for (int r = 0; r < L->local; r++)
         if (L->ranks[r].running) kill(L->ranks[r].pid, sig);
 }
 
 /* Supervises the ranks until all have exited; returns the exit code. */
 static int supervise(launcher *L, const sigset_t *mask) {
-    int alive = L->world, canceled_by = 0, failed = 0;
+    int alive = L->local, canceled_by = 0, failed = 0;
     double kill_deadline = 0;
     char reason[2048] = "";
     while (alive > 0) {
@@ -324,7 +410,7 @@ static int supervise(launcher *L, const sigset_t *mask) {
         int status;
         pid_t pid;
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (int r = 0; r < L->world; r++) {
+            for (int r = 0; r < L->local; r++) {
                 if (L->ranks[r].pid != pid || !L->ranks[r].running) continue;
                 L->ranks[r].running = 0;
                 alive--;
@@ -368,7 +454,7 @@ static int supervise(launcher *L, const sigset_t *mask) {
  * run's share of its slots at submission by the same code. */
 static int check_host_memory(launcher *L, const model_shape *shape, char *why, size_t whylen) {
     host_plan_input in = {.shape = shape,
-                          .world_size = L->world,
+                          .world_size = L->local,
                           .local_batch = L->cfg.train.batch_size / L->world,
                           .n_opt_states = host_plan_optimizer_states(&L->cfg),
                           .threads_per_rank = L->cfg.distributed.threads_per_rank,
@@ -379,8 +465,8 @@ static int check_host_memory(launcher *L, const model_shape *shape, char *why, s
     host_plan_compute(&in, &plan);
     char need[32];
     memory_plan_format_bytes(plan.total_bytes, need, sizeof need);
-    log_msg(LOG_INFO, "host memory plan: %s (%zu bytes) for %d rank%s", need, plan.total_bytes, L->world,
-            L->world > 1 ? "s" : "");
+    log_msg(LOG_INFO, "host memory plan: %s (%zu bytes) for %d rank%s", need, plan.total_bytes, L->local,
+            L->local > 1 ? "s" : "");
     return host_plan_check(&plan, 1, 1, host_plan_host_total(), host_plan_host_available(), why, whylen);
 }
 
@@ -402,17 +488,17 @@ static int start_and_supervise(launcher *L) {
     }
     /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
     size_t arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
-    L->group = coll_cpu_group_create(L->world, arena);
-    L->board = run_board_create(L->world);
-    L->ranks = calloc((size_t)L->world, sizeof *L->ranks);
+    L->group = coll_cpu_group_create(L->local, arena);
+    L->board = run_board_create(L->local);
+    L->ranks = calloc((size_t)L->local, sizeof *L->ranks);
     if (!L->group || !L->board || !L->ranks) {
-        snprintf(reason, sizeof reason, "cannot create the shared memory for %d ranks: %s", L->world, strerror(errno));
+        snprintf(reason, sizeof reason, "cannot create the shared memory for %d ranks: %s", L->local, strerror(errno));
         end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
 #if DDPD_NCCL_BACKEND
     /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
-    if (L->backend == BACKEND_NCCL && nccl_rendezvous_create(&L->nccl, L->world, reason, sizeof reason) != 0) {
+    if (L->backend == BACKEND_NCCL && nccl_id_made(L, reason, sizeof reason) != 0) {
         end_run(L, "failed", reason, EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
@@ -427,12 +513,12 @@ static int start_and_supervise(launcher *L) {
     pid_t self = getpid();
     event_flush(L->events);
     fflush(NULL);
-    for (int r = 0; r < L->world; r++) {
+    for (int r = 0; r < L->local; r++) {
         pid_t pid = fork();
         if (pid == 0) {
             child_start(L, r, self, &old_mask);
         } else if (pid < 0) {
-            snprintf(reason, sizeof reason, "cannot start rank %d: fork: %s", r, strerror(errno));
+            snprintf(reason, sizeof reason, "cannot start rank %d: fork: %s", L->first + r, strerror(errno));
             coll_cpu_group_abort(L->group);
             signal_ranks(L, SIGKILL);
             while (wait(NULL) > 0) {}
@@ -441,16 +527,46 @@ static int start_and_supervise(launcher *L) {
         }
         L->ranks[r] = (rank_proc){.pid = pid, .running = 1};
     }
-    log_msg(LOG_INFO, "started %d rank%s", L->world, L->world > 1 ? "s" : "");
+    if (L->o->nodes > 1)
+        log_msg(LOG_INFO, "started ranks %d to %d of %d (node %d of %d)", L->first, L->first + L->local - 1, L->world,
+                L->o->node_rank, L->o->nodes);
+    else
+        log_msg(LOG_INFO, "started %d rank%s", L->world, L->world > 1 ? "s" : "");
     int rc = supervise(L, &mask);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     return rc;
 }
 
+/* This node's ranks, when the run spans nodes; -1 (said on stderr) when the command
+ * line cannot be right. */
+static int plan_nodes(launcher *L) {
+    const launcher_options *o = L->o;
+    int nodes = o->nodes > 0 ? o->nodes : 1;
+    if (o->node_rank < 0 || o->node_rank >= nodes) {
+        fprintf(stderr, "ddp-trainer: --node-rank %d is not one of the %d nodes (0 to %d)\n", o->node_rank, nodes,
+                nodes - 1);
+        return -1;
+    }
+    if (L->world % nodes != 0) {
+        fprintf(stderr, "ddp-trainer: distributed.world_size %d does not divide into %d nodes\n", L->world, nodes);
+        return -1;
+    }
+    if (nodes > 1 && (!o->rendezvous || !o->node_addr)) {
+        fprintf(stderr, "ddp-trainer: --nodes %d needs --rendezvous URL (the coordinator's) and --node-addr ADDR (this "
+                "node's address): ddpd passes both\n", nodes);
+        return -1;
+    }
+    L->local = L->world / nodes;
+    L->first = o->node_rank * L->local;
+    return 0;
+}
+
+
 int launcher_run(const launcher_options *o) {
     launcher L = {.o = o};
     if (load_config(&L) != 0) return EXIT_BAD_INPUT;
     L.world = L.cfg.distributed.world_size;
+    if (plan_nodes(&L) != 0) return EXIT_BAD_INPUT;
     char nccl_path[4096];
     if (backend_handoff(&L.cfg, nccl_path, sizeof nccl_path)) { /* a GPU run: the GPU build takes it */
         execv(nccl_path, o->argv);
@@ -479,7 +595,7 @@ int launcher_run(const launcher_options *o) {
     send_hello(&L);
     if (warning[0]) log_msg(LOG_WARN, "%s", warning);
 
-    int backend = backend_select(&L.cfg, why, sizeof why);
+    int backend = backend_select(&L.cfg, L.local, why, sizeof why);
     if (backend < 0) {
         end_run(&L, "failed", why, EXIT_BAD_INPUT);
         return EXIT_BAD_INPUT;

@@ -2,7 +2,9 @@
  * the data once, creates the rendezvous (shared memory), forks one process per
  * rank, and supervises them: when a rank dies the others are stopped within a
  * second and the run fails with a reason naming the rank; SIGTERM/SIGINT cancel
- * the run; no rank outlives the launcher. */
+ * the run; no rank outlives the launcher. Across nodes, one launcher per node runs
+ * that node's ranks, and the ranks of different nodes meet through the
+ * coordinator's rendezvous (nodes/). */
 #ifndef DDPD_LAUNCHER_H
 #define DDPD_LAUNCHER_H
 
@@ -15,6 +17,12 @@ typedef struct {
     int resume;
     data_roots data_roots; /* --data-root: data files are opened beneath these (none: as given) */
     char **argv; /* the command line, to hand the run over to ddp-trainer-nccl */
+    /* Across nodes (ddpd's scheduler and agents pass them): this launcher runs node
+     * `node_rank`'s world_size/nodes ranks; the nodes meet through the coordinator's
+     * `rendezvous` URL, and this node's ranks listen on `node_addr` (or on the
+     * interface GLOO_SOCKET_IFNAME names). nodes 0 means 1. */
+    int nodes, node_rank;
+    const char *node_addr, *rendezvous;
 } launcher_options;
 
 /* Exit codes of ddp-trainer. */

@@ -2,6 +2,7 @@
  * world_size rank processes; see launcher.h. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_select.h"
@@ -25,12 +26,19 @@ static void print_version(void) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume] [--data-root DIR]...\n"
+            "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL]\n"
             "\n"
             "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
             "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
             "  --events PATH   also send events to a Unix socket, a file, or - (stdout)\n"
             "  --resume        continue from the newest checkpoint in DIR\n"
             "  --data-root DIR open data files only beneath DIR (repeatable; ddpd passes its roots)\n"
+            "  --nodes N, --node-rank K\n"
+            "                  run node K's share (world_size/N ranks) of a run across N nodes\n"
+            "  --node-addr ADDR  the address this node's ranks listen on for the other nodes\n"
+            "                  (GLOO_SOCKET_IFNAME, an interface's name, wins when set)\n"
+            "  --rendezvous URL  where the nodes meet: the coordinator's /runs/ID/rendezvous\n"
+            "                  (with the run's secret, DDPD_RUN_SECRET; ddpd passes all of these)\n"
             "  --version       print the version\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
@@ -41,13 +49,15 @@ int main(int argc, char **argv) {
         {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
         {"events", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
         {"data-root", required_argument, 0, 'D'},
+        {"nodes", required_argument, 0, 'N'},  {"node-rank", required_argument, 0, 'K'},
+        {"node-addr", required_argument, 0, 'A'}, {"rendezvous", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     launcher_options o = {.argv = argv};
     char err[128];
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:rD:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o.config_path = optarg; break;
         case 'd': o.run_dir = optarg; break;
@@ -59,6 +69,21 @@ int main(int argc, char **argv) {
                 return EXIT_BAD_INPUT;
             }
             break;
+        case 'N':
+        case 'K': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 0 || v > 4096) {
+                fprintf(stderr, "ddp-trainer: --%s %s is not a number from 0 to 4096\n", c == 'N' ? "nodes" : "node-rank",
+                        optarg);
+                return EXIT_BAD_INPUT;
+            }
+            if (c == 'N') o.nodes = (int)v;
+            else o.node_rank = (int)v;
+            break;
+        }
+        case 'A': o.node_addr = optarg; break;
+        case 'R': o.rendezvous = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': print_version(); return 0;
         default: usage(stderr); return EXIT_BAD_INPUT;

@@ -68,7 +68,7 @@ static int fail(rank_state *s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    run_board_set_failure(s->x->board, s->rank, why);
+    run_board_set_failure(s->x->board, s->x->slot, why);
     log_msg(LOG_ERROR, "%s", why);
     if (s->events) {
         log_set_events(NULL);
@@ -79,19 +79,27 @@ static int fail(rank_state *s, const char *fmt, ...) {
     return 1;
 }
 
-/* nccl hook: why the group was aborted (the watchdog's or the GPU's reason), as
- * ": <reason>", or "" (cpu: a peer died, and the launcher says which). */
+/* Why the group was aborted, as ": <reason>" (nccl: the watchdog's or the GPU's;
+ * across nodes: what gloo met), or "" (a peer on this host died, and the launcher
+ * says which). */
 static const char *abort_detail(rank_state *s, char *buf, size_t n) {
+    coll_comm *c = s->x->comm;
+    const char *why = c->failure ? c->failure(c) : "";
     buf[0] = '\0';
-#if DDPD_NCCL_BACKEND
-    if (coll_is_nccl(s->x->comm) && coll_nccl_failure(s->x->comm)[0])
-        snprintf(buf, n, ": %s", coll_nccl_failure(s->x->comm));
-#else
-    (void)s;
-    (void)n;
-#endif
+    if (why[0]) snprintf(buf, n, ": %s", why);
     return buf;
 }
+
+static int fail_aborted(rank_state *s) {
+    char why[600];
+    return fail(s, "rank %d: the process group was aborted%s", s->rank, abort_detail(s, why, sizeof why));
+}
+
+/* Across nodes the run's checkpoints are on rank 0's host (rank 0 writes them
+ * there): its ranks find and load one; the other hosts' learn from rank 0 whether
+ * there is one and where it left off, and take its state (the engine's
+ * sync_from_host). */
+static int holds_checkpoints(const rank_state *s) { return s->x->comm->node_rank == 0; }
 
 static void send_hello(rank_state *s) {
     char host[256] = "";
@@ -138,9 +146,11 @@ static int setup(rank_state *s) {
 static int restore(rank_state *s, const char *path, int with_optimizer) {
     char err[1024];
     engine *e = s->eng;
-    if (checkpoint_load(path, &e->shape, e->params, e->stats, with_optimizer ? &e->opt : NULL, &s->pos, err,
-                        sizeof err) != 0)
+    coll_comm *comm = s->x->comm;
+    if (holds_checkpoints(s) && checkpoint_load(path, &e->shape, e->params, e->stats, with_optimizer ? &e->opt : NULL,
+                                                &s->pos, err, sizeof err) != 0)
         return fail(s, "cannot load checkpoint: %s", err);
+    if (comm->nodes > 1 && comm->broadcast(comm, &s->pos, sizeof s->pos, 0) != 0) return fail_aborted(s);
     if (e->ops->sync_from_host(e) != 0) return fail(s, "rank %d: cannot load the checkpoint's state", s->rank);
     if (s->rank == 0)
         log_msg(LOG_INFO, "loaded %s: it continues at epoch %d step %ld (global step %ld)", path, s->pos.next_epoch,
@@ -228,10 +238,7 @@ static int train_epoch(rank_state *s, int epoch) {
         double lr = lr_at(s->cfg, epoch, step, s->steps_per_epoch);
         int aborted = 0;
         double loss = train_step(s, step, lr, &aborted);
-        if (aborted) {
-            char why[600];
-            return fail(s, "rank %d: the process group was aborted%s", s->rank, abort_detail(s, why, sizeof why));
-        }
+        if (aborted) return fail_aborted(s);
         if (!isfinite(loss))
             return fail(s, "loss became %s at epoch %d step %ld (global step %ld)", isnan(loss) ? "NaN" : "infinite",
                         epoch, step, s->pos.global_step);
@@ -239,7 +246,7 @@ static int train_epoch(rank_state *s, int epoch) {
         s->pos.next_step = step + 1;
         steps_done++;
         loss_total += loss;
-        run_board_set_position(s->x->board, s->rank, epoch, step, s->pos.global_step);
+        run_board_set_position(s->x->board, s->x->slot, epoch, step, s->pos.global_step);
         double now = now_seconds();
         double samples_per_s = (double)steps_done * s->cfg->train.batch_size / (now - t0);
         if (s->rank == 0) {
@@ -259,11 +266,11 @@ static int train_epoch(rank_state *s, int epoch) {
         s->eng->ops->step_profile(s->eng, profile, sizeof profile);
         if (profile[0]) log_msg(LOG_INFO, "epoch %d steps: %s", epoch, profile);
     }
-    if (s->x->comm->barrier(s->x->comm) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
+    if (s->x->comm->barrier(s->x->comm) != 0) return fail_aborted(s);
 
     set_status(s, "evaluating", detail);
     double test_loss, test_acc;
-    if (evaluate(s, &test_loss, &test_acc) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
+    if (evaluate(s, &test_loss, &test_acc) != 0) return fail_aborted(s);
     double train_loss = steps_done ? loss_total / steps_done : 0.0;
     if (s->rank == 0) {
         event_emit(s->events, "epoch",
@@ -285,7 +292,7 @@ static int save_checkpoint(rank_state *s, int epoch) {
     int last = epoch == s->epochs - 1;
     if (every == 0 || ((epoch + 1) % every != 0 && !last)) return 0;
     engine *e = s->eng;
-    if (e->ops->sync_to_host(e) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
+    if (e->ops->sync_to_host(e) != 0) return fail_aborted(s);
     if (s->rank != 0) return 0;
     set_status(s, "checkpointing", NULL);
     char path[2048], err[1024];
@@ -304,10 +311,10 @@ static int save_checkpoint(rank_state *s, int epoch) {
 
 static int run_eval_mode(rank_state *s) {
     char path[RUN_CONFIG_PATH_MAX];
-    if (find_checkpoint(s, path, sizeof path) != 1 || restore(s, path, 0) != 0) return 1;
-    set_status(s, "evaluating", path);
+    if ((holds_checkpoints(s) && find_checkpoint(s, path, sizeof path) != 1) || restore(s, path, 0) != 0) return 1;
+    set_status(s, "evaluating", holds_checkpoints(s) ? path : "rank 0's checkpoint");
     double test_loss, test_acc;
-    if (evaluate(s, &test_loss, &test_acc) != 0) return fail(s, "rank %d: the process group was aborted", s->rank);
+    if (evaluate(s, &test_loss, &test_acc) != 0) return fail_aborted(s);
     if (s->rank == 0) {
         json_t *ev = json_pack("{s:i, s:f, s:f, s:s}", "epoch", s->pos.next_epoch - 1, "test_loss", test_loss,
                                "test_acc", test_acc, "checkpoint", path);
@@ -342,8 +349,10 @@ int rank_main(const rank_context *x) {
     if (x->cfg->mode == RUN_MODE_EVAL) {
         rc = run_eval_mode(&s);
     } else {
-        int found = find_checkpoint(&s, path, sizeof path);
-        if (found < 0 || (found && restore(&s, path, 1) != 0)) return 1;
+        int found = holds_checkpoints(&s) ? find_checkpoint(&s, path, sizeof path) : 0;
+        if (found < 0) return 1;
+        if (x->comm->nodes > 1 && x->comm->broadcast(x->comm, &found, sizeof found, 0) != 0) return fail_aborted(&s);
+        if (found && restore(&s, path, 1) != 0) return 1;
         progress_init(&s.bar, s.epochs, s.steps_per_epoch);
         s.last_heartbeat = now_seconds();
         for (int epoch = s.pos.next_epoch; epoch < s.epochs && rc == 0; epoch++) {

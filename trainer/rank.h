@@ -15,7 +15,8 @@ typedef struct {
     const char *events_target; /* --events (NULL: journal only) */
     const char *run_id;
     const char *secret;        /* NULL when run on its own */
-    int rank;
+    int rank;                  /* its rank in the run */
+    int slot;                  /* its slot on the run board: its rank among this host's ranks */
     int resume;
     const idx_dataset *train;  /* NULL in eval mode */
     const idx_dataset *test;

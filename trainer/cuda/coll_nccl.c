@@ -39,6 +39,7 @@ typedef struct {
     double timeout_s;
     int device;                  /* the rank's CUDA ordinal (the watchdog thread selects it too) */
     run_board *board;
+    int slot; /* the rank's slot on its host's board */
     atomic_int has_reason;
     char reason[640];
 } nccl_comm;
@@ -127,13 +128,13 @@ static void sleep_ms(int ms) {
 static void exit_if_still_blocked(nccl_comm *c) {
     long long since = atomic_load(&c->blocked_since);
     if (!since || (double)(now_ns() - since) / 1e9 < c->timeout_s + EXIT_GRACE_S) return;
-    if (c->board) run_board_set_failure(c->board, c->pub.rank, c->reason);
+    if (c->board) run_board_set_failure(c->board, c->slot, c->reason);
     fprintf(stderr, "rank %d: %s; the rank did not return from the GPU, ending it\n", c->pub.rank, c->reason);
     _exit(1);
 }
 
 static void abort_group(nccl_comm *c) {
-    if (c->board) run_board_set_failure(c->board, c->pub.rank, c->reason);
+    if (c->board) run_board_set_failure(c->board, c->slot, c->reason);
     atomic_store(&c->aborted, 1);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -323,16 +324,51 @@ int coll_is_nccl(const coll_comm *c) { return c && c->backend && strcmp(c->backe
 
 /* ---- rendezvous and attach -------------------------------------------------------- */
 
-int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen) {
+static void rendezvous_devices(nccl_rendezvous *rv, int world_size) {
     memset(rv, 0, sizeof *rv);
     rv->world_size = world_size;
+    rv->nodes = 1;
     gpu_present_scan_host(&rv->present);
     gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &rv->present, &rv->visible);
+}
+
+int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen) {
+    rendezvous_devices(rv, world_size);
     ncclResult_t r = ncclGetUniqueId(&rv->id); /* bootstrap listener only: no CUDA call */
     if (r != ncclSuccess) {
         snprintf(why, whylen, "ncclGetUniqueId: %s (NCCL error %d)", ncclGetErrorString(r), (int)r);
         return -1;
     }
+    return 0;
+}
+
+#define UNIQUE_ID_KEY "nccl/unique-id"
+
+int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int node_rank, kv_store *kv,
+                           int timeout_ms, char *why, size_t whylen) {
+    char err[512];
+    if (node_rank == 0) {
+        if (nccl_rendezvous_create(rv, world_size, why, whylen) != 0) return -1;
+        if (kv->put(kv, UNIQUE_ID_KEY, &rv->id, sizeof rv->id, err, sizeof err) != 0) {
+            snprintf(why, whylen, "cannot hand NCCL's unique id to the other nodes: %s", err);
+            return -1;
+        }
+    } else {
+        rendezvous_devices(rv, world_size); /* the id is node 0's */
+        void *id = NULL;
+        size_t len = 0;
+        if (kv->get(kv, UNIQUE_ID_KEY, timeout_ms, &id, &len, err, sizeof err) != 0 || len != sizeof rv->id) {
+            snprintf(why, whylen, "cannot get NCCL's unique id from node 0: %s",
+                     id ? "the rendezvous holds a value of another size" : err);
+            free(id);
+            return -1;
+        }
+        memcpy(&rv->id, id, sizeof rv->id);
+        free(id);
+    }
+    rv->nodes = nodes;
+    rv->node_rank = node_rank;
+    rv->first_rank = node_rank * (world_size / nodes);
     return 0;
 }
 
@@ -346,18 +382,19 @@ static double timeout_from_env(void) {
 coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
                             char *why, size_t whylen) {
     gpu_error ge = {{0}};
+    int local = rank - rv->first_rank;
     /* The first CUDA call of the process: the visible set is already restricted by
      * CUDA_VISIBLE_DEVICES, so the rank's local rank is its device ordinal. */
-    if (gpu_check_cuda(&ge, cudaSetDevice(rank), "cudaSetDevice") != 0) {
-        snprintf(why, whylen, "rank %d cannot use CUDA device %d: %s", rank, rank, ge.msg);
+    if (gpu_check_cuda(&ge, cudaSetDevice(local), "cudaSetDevice") != 0) {
+        snprintf(why, whylen, "rank %d cannot use CUDA device %d: %s", rank, local, ge.msg);
         return NULL;
     }
     struct cudaDeviceProp prop;
-    if (gpu_check_cuda(&ge, cudaGetDeviceProperties(&prop, rank), "cudaGetDeviceProperties") != 0) {
+    if (gpu_check_cuda(&ge, cudaGetDeviceProperties(&prop, local), "cudaGetDeviceProperties") != 0) {
         snprintf(why, whylen, "rank %d: %s", rank, ge.msg);
         return NULL;
     }
-    gpu_device_label(&rv->visible, &rv->present, rank, prop.name, device, devlen);
+    gpu_device_label(&rv->visible, &rv->present, local, prop.name, device, devlen);
 
     nccl_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -367,12 +404,17 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     pthread_mutex_init(&c->call_lock, NULL);
     pthread_mutex_init(&c->reason_lock, NULL);
     c->timeout_s = timeout_from_env();
-    c->device = rank;
+    c->device = local;
     c->board = board;
+    c->slot = local;
     c->pub = (coll_comm){
         .rank = rank,
         .world_size = rv->world_size,
         .backend = "nccl",
+        .nodes = rv->nodes,
+        .node_rank = rv->node_rank,
+        .shard_rank = rank,
+        .shard_world = rv->world_size,
         .allreduce_avg_f32 = nccl_allreduce_avg_f32,
         .allreduce_sum_f64 = nccl_allreduce_sum_f64,
         .reduce_scatter_avg_f32 = nccl_reduce_scatter_avg_f32,
@@ -380,6 +422,7 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         .broadcast = nccl_broadcast,
         .barrier = nccl_barrier,
         .alloc = nccl_alloc,
+        .failure = coll_nccl_failure,
         .impl = c,
     };
     int least = 0, greatest = 0;

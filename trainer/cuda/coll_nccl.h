@@ -27,6 +27,7 @@
 
 #include "collectives.h"
 #include "gpu_devices.h"
+#include "kv_store.h"
 #include "run_board.h"
 
 /* A collective (or any GPU wait) that takes longer than this fails the run; the
@@ -36,6 +37,8 @@
 typedef struct {
     ncclUniqueId id;
     int world_size;
+    int nodes, node_rank; /* across nodes: how many, and this host's index (else 1 and 0) */
+    int first_rank;       /* this host's first rank (else 0): a rank's GPU is rank - first_rank */
     gpu_present present; /* the host's GPUs and which ones the ranks see, for device labels */
     gpu_visible visible;
 } nccl_rendezvous;
@@ -43,7 +46,16 @@ typedef struct {
 /* In the launcher, before fork. Never initialises CUDA. 0, or -1 and `why`. */
 int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen);
 
-/* In rank `rank`'s process, before any other CUDA call: selects the device,
+/* Across nodes, in each node's launcher, before fork: node 0's makes the id (as
+ * nccl_rendezvous_create) and posts it to the run's rendezvous (key
+ * "nccl/unique-id"); every other node's waits up to timeout_ms for it there.
+ * Node `node_rank` of `nodes` runs ranks node_rank * L .. +L-1 (L = world_size /
+ * nodes). 0, or -1 and `why`. */
+int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int node_rank, kv_store *kv,
+                           int timeout_ms, char *why, size_t whylen);
+
+/* In rank `rank`'s process (its global rank), before any other CUDA call: selects
+ * the device (its rank on this host, within CUDA_VISIBLE_DEVICES),
  * starts the watchdog and joins the communicator (blocks until every rank has
  * joined). `device` gets "cuda:N NAME". `board` (may be NULL) gets the reason if
  * the watchdog has to end the process. NULL and `why` on failure. */

@@ -285,9 +285,17 @@ static int cuda_sync_to_host(engine *e) {
     return 0;
 }
 
+/* Across nodes only rank 0's host loaded the checkpoint (it holds the run's
+ * checkpoints): the other ranks take rank 0's host views first. */
 static int cuda_sync_from_host(engine *e) {
     cuda_engine *c = (cuda_engine *)e;
     size_t bytes = sizeof(float) * e->shape.n_params;
+    coll_comm *m = e->comm;
+    float *views[4] = {e->params, e->stats, e->opt.state1, e->opt.state2};
+    size_t sizes[4] = {bytes, sizeof(float) * e->shape.n_stats, bytes, bytes};
+    for (int k = 0; m->nodes > 1 && k < 4; k++)
+        if (views[k] && sizes[k] && m->broadcast(m, views[k], sizes[k], 0) != 0) return fail(c);
+    if (m->nodes > 1 && m->broadcast(m, &e->opt.step, sizeof e->opt.step, 0) != 0) return fail(c);
     if (copy_and_wait(c, c->d_params, e->params, bytes, cudaMemcpyHostToDevice) != 0 ||
         copy_and_wait(c, c->d_stats, e->stats, sizeof(float) * e->shape.n_stats, cudaMemcpyHostToDevice) != 0)
         return fail(c);

@@ -1,0 +1,165 @@
+// gloo_link.h's C face over gloo: a gloo rendezvous store backed by our kv_store,
+// a TCP device, a fully connected context, and the three collectives the trainer
+// needs between nodes. Every gloo exception stops here and becomes -1 plus the
+// message (gloo_link_error); nothing C++ crosses into the C callers.
+#include "gloo_link.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+// gloo's rendezvous over a kv_store, under the link's prefix. gloo waits for the
+// keys it needs, then reads them: what the wait fetched is kept for the read.
+class KvStore : public gloo::rendezvous::Store {
+  public:
+    KvStore(kv_store *kv, std::string prefix, int timeout_ms) : kv_(kv), prefix_(std::move(prefix)), timeout_ms_(timeout_ms) {}
+
+    void set(const std::string &key, const std::vector<char> &data) override {
+        char err[512];
+        if (kv_->put(kv_, (prefix_ + key).c_str(), data.data(), data.size(), err, sizeof err) != 0)
+            throw std::runtime_error(err);
+    }
+
+    std::vector<char> get(const std::string &key) override {
+        auto it = fetched_.find(key);
+        if (it == fetched_.end()) {
+            fetch(key, timeout_ms_);
+            it = fetched_.find(key);
+        }
+        return it->second;
+    }
+
+    void wait(const std::vector<std::string> &keys) override { wait(keys, std::chrono::milliseconds(timeout_ms_)); }
+
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override {
+        for (const auto &key : keys)
+            if (fetched_.find(key) == fetched_.end()) fetch(key, (int)timeout.count());
+    }
+
+  private:
+    void fetch(const std::string &key, int timeout_ms) {
+        char err[512];
+        void *data = nullptr;
+        size_t len = 0;
+        if (kv_->get(kv_, (prefix_ + key).c_str(), timeout_ms, &data, &len, err, sizeof err) != 0)
+            throw std::runtime_error(err);
+        fetched_[key] = std::vector<char>(static_cast<char *>(data), static_cast<char *>(data) + len);
+        std::free(data);
+    }
+
+    kv_store *kv_;
+    std::string prefix_;
+    int timeout_ms_;
+    std::map<std::string, std::vector<char>> fetched_;
+};
+
+template <typename T> void sum(void *out, const void *a, const void *b, size_t n) {
+    T *o = static_cast<T *>(out);
+    const T *x = static_cast<const T *>(a), *y = static_cast<const T *>(b);
+    for (size_t i = 0; i < n; i++) o[i] = x[i] + y[i];
+}
+
+} // namespace
+
+struct gloo_link {
+    std::shared_ptr<gloo::rendezvous::Context> context;
+    uint32_t tag = 0; // each call its own, as PyTorch's gloo group does
+    std::string error;
+};
+
+static void set_error(char *err, size_t errlen, const char *what, const char *why) {
+    std::snprintf(err, errlen, "%s: %s", what, why);
+}
+
+extern "C" gloo_link *gloo_link_open(const gloo_link_options *o, char *err, size_t errlen) {
+    if (!o->store || o->rank < 0 || o->size < 1 || o->rank >= o->size) {
+        std::snprintf(err, errlen, "gloo link: member %d of %d is not a member", o->rank, o->size);
+        return nullptr;
+    }
+    try {
+        gloo::transport::tcp::attr attr;
+        if (o->iface && *o->iface) attr.iface = o->iface;
+        else attr.hostname = o->hostname && *o->hostname ? o->hostname : "127.0.0.1";
+        auto device = gloo::transport::tcp::CreateDevice(attr);
+        auto link = std::make_unique<gloo_link>();
+        link->context = std::make_shared<gloo::rendezvous::Context>(o->rank, o->size);
+        link->context->setTimeout(std::chrono::milliseconds(o->connect_timeout_ms));
+        KvStore store(o->store, o->prefix ? o->prefix : "", o->connect_timeout_ms);
+        link->context->connectFullMesh(store, device);
+        link->context->setTimeout(std::chrono::milliseconds(o->timeout_ms));
+        return link.release();
+    } catch (const std::exception &e) {
+        char where[300];
+        std::snprintf(where, sizeof where, "cannot connect to the other nodes (gloo, as member %d of %d, on %s)",
+                      o->rank, o->size, o->iface && *o->iface ? o->iface : o->hostname ? o->hostname : "127.0.0.1");
+        set_error(err, errlen, where, e.what());
+        return nullptr;
+    }
+}
+
+template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
+    if (n == 0 || l->context->size == 1) return 0;
+    try {
+        gloo::AllreduceOptions opts(l->context);
+        opts.setOutput(buf, n);
+        opts.setReduceFunction(sum<T>);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setTag(l->tag++);
+        gloo::allreduce(opts);
+        return 0;
+    } catch (const std::exception &e) {
+        l->error = std::string("an all-reduce between the nodes failed: ") + e.what();
+        return -1;
+    }
+}
+
+extern "C" int gloo_link_allreduce_sum_f32(gloo_link *l, float *buf, size_t n) { return allreduce_sum(l, buf, n); }
+extern "C" int gloo_link_allreduce_sum_f64(gloo_link *l, double *buf, size_t n) { return allreduce_sum(l, buf, n); }
+
+extern "C" int gloo_link_broadcast(gloo_link *l, void *buf, size_t bytes, int root) {
+    if (bytes == 0 || l->context->size == 1) return 0;
+    try {
+        gloo::BroadcastOptions opts(l->context);
+        opts.setOutput(static_cast<uint8_t *>(buf), bytes);
+        opts.setRoot(root);
+        opts.setTag(l->tag++);
+        gloo::broadcast(opts);
+        return 0;
+    } catch (const std::exception &e) {
+        l->error = std::string("a broadcast between the nodes failed: ") + e.what();
+        return -1;
+    }
+}
+
+extern "C" int gloo_link_barrier(gloo_link *l) {
+    if (l->context->size == 1) return 0;
+    try {
+        gloo::BarrierOptions opts(l->context);
+        opts.setTag(l->tag++);
+        gloo::barrier(opts);
+        return 0;
+    } catch (const std::exception &e) {
+        l->error = std::string("a barrier between the nodes failed: ") + e.what();
+        return -1;
+    }
+}
+
+extern "C" const char *gloo_link_error(const gloo_link *l) { return l ? l->error.c_str() : ""; }
+
+extern "C" void gloo_link_close(gloo_link *l) { delete l; }
