@@ -6,3 +6,10 @@ add_executable(bench_allreduce
   ${PROJECT_SOURCE_DIR}/trainer/futex_barrier.c)
 target_include_directories(bench_allreduce PRIVATE ${PROJECT_SOURCE_DIR}/trainer)
 target_link_libraries(bench_allreduce PRIVATE Threads::Threads ${MATH_LIBRARY})
+
+# bench_gloo_allreduce: the built-in trainer's link between nodes (gloo's ring over
+# TCP), one process per node (run by bench/cross_node.py).
+if(DDPD_HAVE_GLOO)
+  add_executable(bench_gloo_allreduce ${CMAKE_CURRENT_SOURCE_DIR}/bench_gloo_allreduce.c)
+  target_link_libraries(bench_gloo_allreduce PRIVATE ddpd_nodes)
+endif()
