@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SAN_BUILD_DIR:-build-sanitize}
 command -v clang >/dev/null || { echo "build-sanitize.sh: no clang (scripts/install-deps.sh installs it)" >&2; exit 2; }
-cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPD_SANITIZE=ON \
+cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPD_SANITIZE=ON \
   -DDDPD_WITH_CUDA=OFF >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done

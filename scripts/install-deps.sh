@@ -23,6 +23,9 @@ packages=(
   # oneDNN: the CNN's convolutions (2.x on Debian 12, 3.x on Ubuntu 24.04; both work)
   libdnnl-dev
   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
+  # gloo (the CPU collective library PyTorch's CPU backend uses): the built-in trainer
+  # between nodes; without it a built-in run stays on one node
+  "libgloo-dev?"
   "dataset-fashion-mnist?"
   python3
   # tests: promtool checks /metrics; the OpenAPI and Docker tests read JSON Schema and YAML
@@ -47,7 +50,7 @@ fi
 if [[ "${1:-}" == "--runtime" ]]; then
   packages=(
     libjansson4 "libopenblas0-pthread|libopenblas0" zlib1g "libdnnl3|libdnnl2"
-    "libmicrohttpd12t64|libmicrohttpd12" libsqlite3-0 "libcurl4t64|libcurl4"
+    "libmicrohttpd12t64|libmicrohttpd12" libsqlite3-0 "libcurl4t64|libcurl4" "libgloo0t64|libgloo0?"
     curl ca-certificates
   )
 fi
