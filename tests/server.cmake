@@ -2,7 +2,7 @@
 # migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
-# errors, the cheap reads (cached answers, ETags), hostile and careless clients, connection limits (floods,
+# errors, the cheap reads (cached answers, ETags), the runs' rendezvous, hostile and careless clients, connection limits (floods,
 # slowloris, stream caps, running out of descriptors), the event socket with a scripted
 # trainer, resuming runs (POST /runs/{id}/resume), end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
 # under a live run. Each Python case is its own ctest test: they run in
@@ -35,6 +35,8 @@ ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume
               TIMEOUT 420)
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 120)
+ddpd_py_cases(server_rendezvous_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rendezvous.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 180)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 180)
 # A real full disk: the state dir on a small tmpfs of its own (mounting needs root;
