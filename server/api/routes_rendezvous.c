@@ -39,7 +39,10 @@ static void refused(response *rs, int64_t id, rendezvous_result why) {
     /* not a live run of the scheduler: say what it is instead */
     run_brief b;
     int found = store_get_brief(id, &b);
-    if (found <= 0)
+    if (found < 0)
+        reply_problem(rs, 404, NULL, "run %lld is not active: the database could not be read to say what it is (see "
+                      "the server's log)", (long long)id);
+    else if (found == 0)
         reply_problem(rs, 404, NULL, "run %lld is not active: there is no run %lld (GET /runs lists them)",
                       (long long)id, (long long)id);
     else if (b.status == RUN_QUEUED)
