@@ -1,8 +1,8 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler),
+# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
-# errors, the cheap reads (cached answers, ETags), hostile and careless clients, connection limits (floods,
+# errors, the cheap reads (cached answers, ETags), the runs' rendezvous, hostile and careless clients, connection limits (floods,
 # slowloris, stream caps, running out of descriptors), the event socket with a scripted
 # trainer, resuming runs (POST /runs/{id}/resume), end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
 # under a live run. Each Python case is its own ctest test: they run in
@@ -13,6 +13,7 @@ ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c L
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_server)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)
+ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
@@ -35,6 +36,8 @@ ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume
               TIMEOUT 420)
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 120)
+ddpd_py_cases(server_rendezvous_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rendezvous.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 180)
 ddpd_py_cases(server_hostile_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_hostile.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 180)
 # A real full disk: the state dir on a small tmpfs of its own (mounting needs root;

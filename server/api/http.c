@@ -438,8 +438,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
             return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
         }
-        /* Reading is open; changing needs the token, when there is one (auth.h). */
-        if (H.c.token && auth_method_mutates(method) &&
+        /* Reading is open; changing needs the token, when there is one (auth.h); a run's
+         * own route is the handler's to check, by the run's secret. */
+        if (H.c.token && auth_method_mutates(method) && !st->route->run_secret_auth &&
             !auth_bearer_ok(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
                             H.c.token))
             return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
@@ -489,7 +490,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     response rs = {0};
     st->route->handler(&rq, &rs);
     if (!rs.status) reply_problem(&rs, 500, NULL, "the handler gave no answer");
-    return send_response(conn, st, &rs, NULL, false);
+    return send_response(conn, st, &rs, NULL, rs.status == MHD_HTTP_UNAUTHORIZED);
 }
 
 /* The request is over: the hook hears of it (its log line and its metrics). */

@@ -4,7 +4,8 @@
  * answers 404 for unknown paths, 405 (with Allow) for known paths with the wrong
  * method, 413 for bodies past the cap (early, by Content-Length, and while
  * streaming), 415 for bodies that are not JSON, 401 for a request that changes
- * something (not GET or HEAD) without the token, when one is set (auth.h). Errors are
+ * something (not GET or HEAD) without the token, when one is set (auth.h), but for
+ * a route that takes the run's secret instead (run_secret_auth). Errors are
  * application/problem+json (RFC 9457). When a request is over, the request_done hook
  * hears of it (main.c: its log line and its count in /metrics). Connections come
  * through conn_guard.h's accept thread (its caps and the header deadline); a
@@ -55,6 +56,8 @@ typedef struct {
     const char *pattern; /* "/runs/{id}/metrics" */
     handler_fn handler;
     bool json_body;      /* the handler reads a JSON body: 415 without application/json */
+    bool run_secret_auth; /* the run's own route (its rendezvous): the handler checks the run's
+                             secret, and the server's token is neither needed nor enough */
 } route;
 
 /* A request that is over. `route` is the matched route's pattern, or NULL; status

@@ -9,6 +9,7 @@
 #include "feed.h"
 #include "ingest.h"
 #include "prom.h"
+#include "rendezvous.h"
 #include "run_cache.h"
 #include "run_status.h"
 #include "scheduler.h"
@@ -124,6 +125,15 @@ void metrics_render(buf_t *b) {
     prom_sample_u(b, "ddpd_run_cache_runs", NULL, rc.runs);
     prom_family(b, "ddpd_run_cache_bytes", "gauge", "Bytes of cached GET /runs/{id} answers now.");
     prom_sample_u(b, "ddpd_run_cache_bytes", NULL, rc.bytes);
+
+    rendezvous_stats rv;
+    rendezvous_take_stats(&rv);
+    prom_family(b, "ddpd_rendezvous_keys", "gauge",
+                "Keys the active runs' rendezvous hold now (what their processes exchange through POST"
+                " /runs/{id}/rendezvous); a run's go when it finishes.");
+    prom_sample_u(b, "ddpd_rendezvous_keys", NULL, rv.keys);
+    prom_family(b, "ddpd_rendezvous_bytes", "gauge", "Bytes of the keys and values the active runs' rendezvous hold now.");
+    prom_sample_u(b, "ddpd_rendezvous_bytes", NULL, rv.bytes);
 
     metrics_sink_render(b);
 }

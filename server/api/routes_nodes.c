@@ -151,8 +151,8 @@ static void post_heartbeat(request *rq, response *rs) {
 }
 
 const route node_routes[] = {
-    {"POST", "/nodes", post_nodes, true},
-    {"GET", "/nodes", get_nodes, false},
-    {"POST", "/nodes/{id}/heartbeat", post_heartbeat, true},
+    {"POST", "/nodes", post_nodes, true, false},
+    {"GET", "/nodes", get_nodes, false, false},
+    {"POST", "/nodes/{id}/heartbeat", post_heartbeat, true, false},
 };
 const size_t node_routes_count = sizeof node_routes / sizeof *node_routes;

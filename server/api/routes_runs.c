@@ -582,19 +582,19 @@ static void get_logs(request *rq, response *rs) {
 }
 
 const route api_routes[] = {
-    {"GET", "/healthz", get_healthz, false},
-    {"POST", "/runs", post_runs, true},
-    {"GET", "/runs", get_runs, false},
-    {"GET", "/runs/{id}", get_run, false},
-    {"DELETE", "/runs/{id}", delete_run, false},
-    {"POST", "/runs/{id}/cancel", cancel_run, false},
-    {"POST", "/runs/{id}/resume", resume_run, false},
-    {"GET", "/runs/{id}/metrics", get_metrics, false},
-    {"GET", "/runs/{id}/epochs", get_epochs, false},
-    {"GET", "/runs/{id}/ranks", get_ranks, false},
-    {"GET", "/runs/{id}/checkpoints", get_checkpoints, false},
-    {"GET", "/runs/{id}/logs", get_logs, false},
-    {"GET", "/metrics", metrics_handle, false},
-    {"GET", "/openapi.json", openapi_handle, false},
+    {"GET", "/healthz", get_healthz, false, false},
+    {"POST", "/runs", post_runs, true, false},
+    {"GET", "/runs", get_runs, false, false},
+    {"GET", "/runs/{id}", get_run, false, false},
+    {"DELETE", "/runs/{id}", delete_run, false, false},
+    {"POST", "/runs/{id}/cancel", cancel_run, false, false},
+    {"POST", "/runs/{id}/resume", resume_run, false, false},
+    {"GET", "/runs/{id}/metrics", get_metrics, false, false},
+    {"GET", "/runs/{id}/epochs", get_epochs, false, false},
+    {"GET", "/runs/{id}/ranks", get_ranks, false, false},
+    {"GET", "/runs/{id}/checkpoints", get_checkpoints, false, false},
+    {"GET", "/runs/{id}/logs", get_logs, false, false},
+    {"GET", "/metrics", metrics_handle, false, false},
+    {"GET", "/openapi.json", openapi_handle, false, false},
 };
 const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

@@ -42,6 +42,7 @@
 #include "ports.h"
 #include "routes.h"
 #include "routes_nodes.h"
+#include "routes_rendezvous.h"
 #include "routes_static.h"
 #include "run_cache.h"
 #include "runs.h"
@@ -286,13 +287,15 @@ static int serve(int argc, char **argv) {
     runs_init(&rc);
     name_server_paths(&o, state_dir, &roots, &work_roots);
     routes_init();
-    /* The routes: the API's, the event streams', the dashboard's files. */
+    /* The routes: the API's, the nodes', the runs' rendezvous, the event streams', the dashboard's files. */
     routes_static_init(o.web_dir);
-    size_t n_routes = api_routes_count + node_routes_count + sse_routes_count + static_routes_count, at = 0;
+    size_t n_routes = api_routes_count + node_routes_count + rendezvous_routes_count + sse_routes_count +
+                      static_routes_count, at = 0;
     route *all_routes = xmalloc(n_routes * sizeof *all_routes);
     memcpy(all_routes + at, api_routes, api_routes_count * sizeof *all_routes);
     memcpy(all_routes + (at += api_routes_count), node_routes, node_routes_count * sizeof *all_routes);
-    memcpy(all_routes + (at += node_routes_count), sse_routes, sse_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += node_routes_count), rendezvous_routes, rendezvous_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += rendezvous_routes_count), sse_routes, sse_routes_count * sizeof *all_routes);
     memcpy(all_routes + (at += sse_routes_count), static_routes, static_routes_count * sizeof *all_routes);
     if (feed_start() != 0) die("cannot start the live feed's thread");
     sse_set_limits(limits.max_streams, limits.streams_per_address);

@@ -22,6 +22,7 @@
 #include "logtail.h"
 #include "ports.h"
 #include "procstat.h"
+#include "rendezvous.h"
 #include "secret.h"
 #include "run_status.h"
 #include "state_layout.h"
@@ -165,6 +166,7 @@ static void finish_locked(live_run *r, run_status status, const char *reason, in
     store_submit_now(&op);
     if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
+    rendezvous_close(r->id); /* its keys go with it */
     release_devices(r);
     for (int i = 0; i < r->n_parts; i++)
         if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
@@ -333,6 +335,7 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
         finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
         return false;
     }
+    rendezvous_open(r->id, r->secret); /* its processes exchange their addresses there */
     if (r->command) {
         r->port = lease_port_locked();
         if (!r->port) {
@@ -1055,6 +1058,7 @@ static void recover_started_locked(const run_brief *b, pool_kind pool) {
         r->adopted = true;
         r->start_time = (uint64_t)rp.pid_start_time;
         snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
+        rendezvous_open(r->id, r->secret);
         take_devices_locked(r, rp.devices);
         if (r->journal) journal_replay_read(r->journal, false, 0);
         log_info("run %lld: taken back after the restart: its launcher (pid %d) is alive; %lld event(s) replayed "

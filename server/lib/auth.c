@@ -17,12 +17,16 @@ bool auth_method_mutates(const char *method) {
     return !(strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0);
 }
 
-bool auth_bearer_ok(const char *authorization, const char *token) {
-    if (!authorization || !token || strncasecmp(authorization, "Bearer", 6) != 0) return false;
+const char *auth_bearer_value(const char *authorization) {
+    if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0) return NULL;
     const char *given = authorization + 6;
-    if (*given != ' ' && *given != '\t') return false;
+    if (*given != ' ' && *given != '\t') return NULL;
     while (*given == ' ' || *given == '\t') given++;
-    return secret_equal(given, token);
+    return *given ? given : NULL;
+}
+
+bool auth_bearer_ok(const char *authorization, const char *token) {
+    return token && secret_equal(auth_bearer_value(authorization), token);
 }
 
 static bool is_loopback(const struct sockaddr *sa) {

@@ -20,6 +20,11 @@ bool auth_method_mutates(const char *method);
  * scheme in any case, spaces after it). Constant time in the token's bytes. */
 bool auth_bearer_ok(const char *authorization, const char *token);
 
+/* The credential of an Authorization header's value "Bearer <credential>" (the scheme
+ * in any case, spaces after it): a pointer into `authorization`, or NULL when it is
+ * NULL, of another scheme, or has no credential. */
+const char *auth_bearer_value(const char *authorization);
+
 /* Whether every address "HOST:PORT" ("[v6]:PORT", "localhost:8080") resolves to is a
  * loopback address: 1 yes, 0 no (an empty host means every interface: no), -1 when
  * it cannot be resolved (with a sentence in err). */

@@ -5,14 +5,18 @@ route tables in server/**/*.c); ddpd serves it (and the run-config schema it ref
 as they are in the repository; and every route is exercised on a real ddpd with the
 real trainer training Fashion-MNIST (a small data.limit), each answer's status,
 content type, required headers and body validated against the document, until
-every documented status of every operation has been seen.
+every documented status of every operation has been seen. Security is held against
+the route tables too: a route whose entry takes the run's secret (run_secret_auth, a
+run's rendezvous) declares runSecret and nothing else, every other one the token or
+nothing; the rendezvous is exercised with the secret the database keeps for a run
+while it is active.
 
 Validation is JSON Schema 2020-12 by python3-jsonschema (Debian's package; both its
 RefResolver API, Debian 12's 4.10, and the newer `referencing` registry work).
 
 Usage: test_openapi.py responses --ddpd PATH --fake-trainer PATH --trainer PATH
                        --openapi schema/openapi.json --source REPO"""
-import argparse, glob, http.client, json, os, re, socket, sys, time, warnings
+import argparse, glob, http.client, json, os, re, socket, sqlite3, sys, time, warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness  # noqa: E402
@@ -203,15 +207,64 @@ def dechunk(data):
     return out
 
 
+ROUTE_ENTRY = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,(?:\s*\w+\s*,\s*(?:true|false)\s*,'
+                         r'\s*(true|false)\s*\})?')
+
+
 def route_tables(source):
-    """(method, normalized path) of every route in server/**/*.c's route tables."""
-    found = set()
+    """(method, normalized path) of every route in server/**/*.c's route tables, and
+    of those among them that take the run's secret instead of the token (the route's
+    run_secret_auth, its fifth member)."""
+    found, run_secret = set(), set()
     for path in glob.glob(os.path.join(source, "server", "**", "*.c"), recursive=True):
         with open(path) as f:
             text = f.read()
-        for m in re.finditer(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,', text):
+        for m in ROUTE_ENTRY.finditer(text):
             found.add((m.group(1).lower(), normalize(m.group(2))))
-    return found
+            if m.group(3) == "true":
+                run_secret.add((m.group(1).lower(), normalize(m.group(2))))
+    return found, run_secret
+
+
+def run_secret(s, rid):
+    """An active run's secret, where the server keeps it for a restart: the database."""
+    db = sqlite3.connect(f"file:{os.path.join(s.state_dir, 'ddpd.db')}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT secret FROM runs WHERE id = ?", (rid,)).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else None
+
+
+def rendezvous(s, req, rid, token_auth):
+    """Every status of a run's rendezvous, on an active run (the server has a token)."""
+    secret = run_secret(s, rid)
+    if not check(secret, f"run {rid}'s secret is in the database"):
+        return
+    mine = {"Authorization": f"Bearer {secret}"}
+    tpl = "/runs/{id}/rendezvous"
+    path = f"/runs/{rid}/rendezvous"
+    entry = {"key": "gloo/rank:0", "value": os.urandom(16).hex()}
+    r = req("GET", tpl, path + "?key=gloo/rank:0", "GET a rendezvous key not set yet", headers=mine)
+    check(r.status == 404, f"a key not set yet: 404, got {r.status}")
+    r = req("POST", tpl, path, "POST a rendezvous key", body=entry, headers=mine)
+    check(r.status == 201, f"written with the run's secret and no token: 201, got {r.status} {r.body[:200]!r}")
+    r = req("POST", tpl, path, "POST the same rendezvous key again", body=entry, headers=mine)
+    check(r.status == 200, f"the same value again: 200, got {r.status}")
+    r = req("POST", tpl, path, "POST another value", body=dict(entry, value="00"), headers=mine)
+    check(r.status == 409, f"another value: 409, got {r.status}")
+    r = req("POST", tpl, path, "POST an odd-length value", body=dict(entry, value="abc"), headers=mine)
+    check(r.status == 400, f"an odd-length value: 400, got {r.status}")
+    r = req("POST", tpl, path, "POST a rendezvous key with the server's token", body=entry, headers=token_auth)
+    check(r.status == 401, f"the server's token does not open it: 401, got {r.status}")
+    r = req("POST", tpl, "/runs/999999/rendezvous", "POST to no run's rendezvous", body=entry, headers=mine)
+    check(r.status == 404, f"no such run: 404, got {r.status}")
+    r = req("GET", tpl, path + "?key=gloo%2Frank%3A0", "GET a rendezvous key", headers=mine)
+    check(r.status == 200 and r.json() == entry, f"the key and its value: {r.status} {r.body[:200]!r}")
+    r = req("GET", tpl, path + "?key=a%20b", "GET a rendezvous key that is not one", headers=mine)
+    check(r.status == 400, f"a key with a space: 400, got {r.status}")
+    r = req("GET", tpl, path + "?key=gloo/rank:0", "GET a rendezvous key without the secret")
+    check(r.status == 401, f"no secret: 401, got {r.status}")
 
 
 def run(a):
@@ -247,6 +300,8 @@ def run(a):
           "request bodies and stored configs reuse the run-config schema")
     check(os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(a.openapi)), RUN_CONFIG_REF)),
           f"the reference resolves in the repository: {RUN_CONFIG_REF} is beside {a.openapi}")
+    served, run_secret_routes = route_tables(a.source)
+    check(run_secret_routes, f"the routes that take the run's secret were found in the route tables: {run_secret_routes}")
     for template, item in doc["paths"].items():
         params = {p.get("name") for p in item.get("parameters", [])} | {
             deref(doc, p, template)[0]["name"] for p in item.get("parameters", [])}
@@ -257,7 +312,11 @@ def run(a):
                 op = item[m]
                 check(op.get("operationId") and op.get("summary") and op.get("responses"),
                       f"{m.upper()} {template}: operationId, summary, responses")
-                if m in ("post", "put", "patch", "delete"):
+                if (m, normalize(template)) in run_secret_routes:
+                    check(op.get("security") == [{"runSecret": []}],
+                          f"{m.upper()} {template}: documents the run's secret, and only it (security: [runSecret])")
+                    check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
+                elif m in ("post", "put", "patch", "delete"):
                     check(op.get("security") == [{"bearer": []}, {}], f"{m.upper()} {template}: documents the token")
                     check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
                 else:
@@ -265,7 +324,6 @@ def run(a):
                 check(any(st.startswith("4") for st in op.get("responses", {})), f"{m.upper()} {template}: documents a 4xx")
 
     documented = {(m, normalize(t)) for t, item in doc["paths"].items() for m in METHODS if m in item}
-    served = route_tables(a.source)
     check(len(served) >= 10, f"the route tables were found in server/**/*.c: {len(served)}")
     check(served - documented == set(), f"every route the server has is documented; missing: {sorted(served - documented)}")
     check(documented - served == set(), f"every documented route exists; not served: {sorted(documented - served)}")
@@ -392,6 +450,7 @@ def run(a):
         long_id = r.json()["id"] if r.status == 201 else None
         if long_id and s.wait_status(long_id, "running", timeout=120):
             req("DELETE", "/runs/{id}", f"/runs/{long_id}", "delete a live run", headers=auth)
+            rendezvous(s, req, long_id, auth)
             req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a live run", headers=auth)
             wait_until(lambda: s.get(f"/runs/{long_id}/checkpoints").json()["checkpoints"], "a checkpoint", 120)
             req("POST", "/runs/{id}/cancel", f"/runs/{long_id}/cancel", "cancel a live run", headers=auth)
