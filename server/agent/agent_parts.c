@@ -17,6 +17,7 @@
 #include "base.h"
 #include "journal_end.h"
 #include "ports.h"
+#include "trainer_env.h"
 
 extern char **environ;
 
@@ -65,22 +66,20 @@ static void refuse(part *p, const char *fmt, ...) {
     log_error("run %lld: %s", (long long)p->run, p->reason);
 }
 
-static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S", "DDPD_CPU_CONV",
-                                        "DDPD_TRAINER_NCCL"};
-
 /* The launcher's environment: the agent's own without its DDPD_* settings, and the
  * run's. */
 static char **launcher_env(const part *p, const char *secret, const char *visible) {
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 8 + sizeof PASSED_ON / sizeof *PASSED_ON, sizeof *env);
+    char **env = calloc(n + 8 + TRAINER_PASSED_ON_COUNT, sizeof *env);
     if (!env) abort();
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "DDPD_", 5) != 0 && strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0)
             env[k++] = xstrdup(environ[i]);
-    for (size_t i = 0; i < sizeof PASSED_ON / sizeof *PASSED_ON; i++)
-        if (getenv(PASSED_ON[i])) env[k++] = xasprintf("%s=%s", PASSED_ON[i], getenv(PASSED_ON[i]));
+    for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
+        if (getenv(TRAINER_PASSED_ON[i]))
+            env[k++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
     env[k++] = xasprintf("DDPD_RUN_ID=%lld", (long long)p->run);
     env[k++] = xasprintf("DDPD_RUN_SECRET=%s", secret);
     env[k++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", visible);

@@ -21,6 +21,7 @@
 #include "placement.h"
 #include "logtail.h"
 #include "ports.h"
+#include "trainer_env.h"
 #include "procstat.h"
 #include "rendezvous.h"
 #include "secret.h"
@@ -193,12 +194,6 @@ static void signal_cancel_locked(live_run *r) {
     else log_info("run %lld canceling: its nodes are told to stop it", (long long)r->id);
 }
 
-/* The server's DDPD_* settings stay with the server (the token among them), but for
- * the ones the trainer reads too, passed on by name: where the dataset cache lies,
- * the GPU collectives' timeout, the CPU convolutions' implementation, and which
- * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names). */
-static const char *const PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S", "DDPD_CPU_CONV",
-                                        "DDPD_TRAINER_NCCL"};
 
 /* A MASTER_PORT for a command run: in the range, held by no live run, free on the
  * host now (a bind succeeds); taken round the range so a port just released is not
@@ -300,12 +295,13 @@ static void spawn_launcher_locked(live_run *r, const char *names, const char *vi
         argv[argc++] = K.c.data_roots[i];
     }
     argv[argc] = NULL;
-    char *env[4 + sizeof PASSED_ON / sizeof *PASSED_ON] = {
+    char *env[4 + TRAINER_PASSED_ON_MAX] = {
         xasprintf("DDPD_RUN_ID=%lld", (long long)r->id), xasprintf("DDPD_RUN_SECRET=%s", r->secret),
         xasprintf("CUDA_VISIBLE_DEVICES=%s", visible ? visible : "")};
     int envc = 3;
-    for (size_t i = 0; i < sizeof PASSED_ON / sizeof *PASSED_ON; i++)
-        if (getenv(PASSED_ON[i])) env[envc++] = xasprintf("%s=%s", PASSED_ON[i], getenv(PASSED_ON[i]));
+    for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
+        if (getenv(TRAINER_PASSED_ON[i]))
+            env[envc++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
     env[envc] = NULL;
     char *drop[] = {"DDPD_", NULL};
     char *banner = r->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d", program, (long long)r->id,
