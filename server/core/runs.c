@@ -58,15 +58,6 @@ static bool placement(const json_t *config, pool_kind *pool, int *world_size, sc
     const json_t *nodes = json_object_get(dist, "nodes");
     int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
     char why[1024];
-    bool builtin = !json_object_get(config, "command");
-    if (builtin && (nodes_wanted > 1 || n > cap)) {
-        /* the trainer's collectives between nodes are not there yet: what would span nodes is refused now */
-        schema_errors_add(errs, nodes_wanted > 1 ? "/distributed/nodes" : "/distributed/world_size",
-                          "a built-in model runs on one node for now (this server has %d %s): across nodes, run your "
-                          "own script (a command run, with PyTorch's DDP) or use a world_size of at most %d",
-                          cap, pool_unit(*pool), cap);
-        return false;
-    }
     if (n > cap && nodes_wanted <= 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
         /* no node to share it with: the message of a host alone */
         schema_errors_add(errs, "/distributed/world_size",

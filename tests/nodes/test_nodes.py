@@ -298,6 +298,163 @@ def case_coordinator_lost(args, d):
         time.sleep(1)  # and their launcher after them
 
 
+# ---- the built-in trainer across nodes ----
+
+def builtin_config(**over):
+    """A small MLP run of 4 ranks on the 2 nodes (2 CPU slots each); paths relative to
+    each node's data root."""
+    return ddpd_harness.fmnist_config(**dict({"name": "mlp-across-nodes", "data.limit": 3072, "data.test_limit": 500,
+                                              "train.epochs": 3, "distributed.world_size": 4,
+                                              "distributed.nodes": 2, "distributed.backend": "cpu",
+                                              "checkpoint.every_epochs": 1}, **over))
+
+
+def step_losses(journal_path):
+    """[(global_step, loss)] of a run's step events, in order (whole lines only)."""
+    with open(journal_path) as f:
+        events = [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
+    return [(e["global_step"], e["loss"]) for e in events if e["type"] == "step"]
+
+
+def api_losses(cl, rid):
+    return [(p[0], p[1]) for p in cl.server.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+
+
+def epochs_of(cl, rid):
+    return [(e["epoch"], e["lr"], e["train_loss"], e["test_loss"], e["test_acc"])
+            for e in cl.server.get(f"/runs/{rid}/epochs").json()["epochs"]]
+
+
+def one_node_reference(args, d, cfg):
+    """The same config on one host, 4 ranks, by ddp-trainer on its own: its step losses."""
+    ref = json.loads(json.dumps(cfg))
+    ref["distributed"].pop("nodes")
+    for split in ("train", "test"):
+        for k in ("images", "labels"):
+            ref["data"][split][k] = os.path.join(DATA_ROOT, ref["data"][split][k])
+    path, run_dir = os.path.join(d, "one-node.json"), os.path.join(d, "one-node")
+    with open(path, "w") as f:
+        json.dump(ref, f)
+    r = subprocess.run([args.trainer, "--config", path, "--run-dir", run_dir], capture_output=True, text=True,
+                       timeout=300)
+    check(r.returncode == 0, f"the one-node reference run succeeds: {r.stderr[-600:]}")
+    return step_losses(os.path.join(run_dir, "events.jsonl"))
+
+
+def trainer_pids(args, d):
+    """Live ddp-trainer processes (launchers and ranks) of this test's runs, on either node."""
+    found = []
+    for pid in ddpd_harness.pids_under(d):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0].decode() == args.trainer:
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def case_builtin_across_nodes(args, d):
+    """The built-in MLP, 4 ranks across the 2 nodes: it succeeds with every rank
+    reporting through the coordinator, its step losses equal a one-node 4-rank run's
+    to 1e-5 (relative), and a second run is bit-identical to the first."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"  # each node's interface, from where ddpd runs there
+    cfg = builtin_config()
+    reference = one_node_reference(args, d, cfg)
+    with Cluster(args, d) as cl:
+        runs = []
+        for attempt in range(2):
+            r = cl.server.post("/runs", cfg)
+            if not check(r.status == 201, f"a built-in run across 2 nodes is accepted: {r.status} {r.body[:400]!r}"):
+                return
+            rid = r.json()["id"]
+            run = wait_final(cl, rid, 300)
+            if not check(run and run["status"] == "succeeded", f"run {rid} across nodes succeeded: {run and run['reason']}"):
+                return
+            runs.append(rid)
+        rid = runs[0]
+        run = cl.server.get(f"/runs/{rid}").json()
+        check(run["devices"] == ["cpu:0", "cpu:1", "node-b/cpu:0", "node-b/cpu:1"], f"two ranks a node: {run['devices']}")
+        ranks = cl.server.get(f"/runs/{rid}/ranks").json()
+        ranks = ranks.get("ranks", ranks) if isinstance(ranks, dict) else ranks
+        check(sorted(x["rank"] for x in ranks if x["rank"] >= 0) == [0, 1, 2, 3],
+              f"every rank reported, node-b's through the coordinator: {ranks}")
+        mine = api_losses(cl, rid)
+        check(len(mine) == len(reference) and len(mine) > 0, f"as many steps as one node's run: {len(mine)} vs {len(reference)}")
+        worst = max((abs(a[1] - b[1]) / abs(b[1]) for a, b in zip(mine, reference)), default=1.0)
+        check(worst <= 1e-5, f"every step's loss within 1e-5 (relative) of one node's 4 ranks: worst {worst:.3g}")
+        print(f"built-in MLP across 2 nodes: {len(mine)} steps, worst relative difference to one node {worst:.3g}")
+        again = api_losses(cl, runs[1])
+        check(again == mine, "a second run across nodes is bit-identical, step by step")
+        check(epochs_of(cl, runs[1]) == epochs_of(cl, rid), "and epoch by epoch")
+        ckpt = os.path.join("checkpoints", "epoch-0002.safetensors")
+        first, second = (os.path.join(cl.server.run_dir(x), ckpt) for x in runs)
+        check(os.path.exists(first) and open(first, "rb").read() == open(second, "rb").read(),
+              "rank 0 wrote the checkpoints on its node, the same bytes both times")
+        log = cl.server.get(f"/runs/{rid}/logs").body.decode(errors="replace")
+        check("between nodes" in log and "[node node-b]" in log and "started ranks 2 to 3 of 4 (node 1 of 2)" in log,
+              f"the run's log has both nodes' launchers and where the steps went: {log[-1500:]!r}")
+        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left", 30) is not None,
+              f"no trainer process left on either node: {trainer_pids(args, d)}")
+
+
+def case_builtin_resumed_across_nodes(args, d):
+    """A built-in run across nodes canceled after its first checkpoint and resumed:
+    node 0 (rank 0's, which holds the checkpoints) loads it, node 1 gets its state from
+    rank 0, and the run ends bit-identical to an uninterrupted one."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
+    cfg = builtin_config(**{"train.epochs": 4, "checkpoint.every_epochs": 2})
+    with Cluster(args, d) as cl:
+        full = cl.server.post("/runs", cfg).json()["id"]
+        frun = wait_final(cl, full, 300)
+        if not check(frun and frun["status"] == "succeeded", f"the uninterrupted run succeeds: {frun and frun['reason']}"):
+            return
+        rid = cl.server.post("/runs", cfg).json()["id"]
+        have_checkpoint = lambda: cl.server.get(f"/runs/{rid}/checkpoints").json().get("checkpoints")  # noqa: E731
+        if not check(wait_until(have_checkpoint, "the first checkpoint", 300), "a checkpoint was written"):
+            return
+        check(cl.server.post(f"/runs/{rid}/cancel").status == 202, "cancel -> 202")
+        run = wait_final(cl, rid, 60)
+        if run and run["status"] == "succeeded":
+            print("the run ended before the cancel landed: nothing to resume")
+            return
+        check(run and run["status"] == "canceled", f"canceled: {run and run['status']} {run and run['reason']}")
+        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left", 30) is not None, "no trainer left")
+        r = cl.server.post(f"/runs/{rid}/resume")
+        check(r.status == 202, f"it resumes: {r.status} {r.body[:300]!r}")
+        run = wait_final(cl, rid, 300)
+        check(run and run["status"] == "succeeded", f"and succeeds across the nodes: {run and run['reason']}")
+        check(api_losses(cl, rid) == api_losses(cl, full), "bit-identical losses to the uninterrupted run")
+        check(epochs_of(cl, rid) == epochs_of(cl, full), "and epochs")
+        log = cl.server.get(f"/runs/{rid}/logs").body.decode(errors="replace")
+        check("loaded " in log and "it continues at epoch 2" in log, f"rank 0 loaded the checkpoint: {log[-800:]!r}")
+
+
+def case_builtin_agent_killed(args, d):
+    """The agent of a built-in run's second node is killed: the run fails within the
+    node timeout naming that node, and no trainer is left on either node (the
+    coordinator's ranks, waiting in gloo for their peers, are stopped)."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
+    cfg = builtin_config(**{"train.epochs": 200, "data.limit": 6000, "checkpoint.every_epochs": 0})
+    with Cluster(args, d) as cl:
+        rid = cl.server.post("/runs", cfg).json()["id"]
+        started = wait_until(lambda: len(api_losses(cl, rid)) >= 5, "the run to take steps", 180)
+        if not check(started, f"the run trains: {cl.server.get(f'/runs/{rid}').json()}"):
+            return
+        killed_at = time.monotonic()
+        cl.agent.kill()
+        cl.agent.wait()
+        run = wait_final(cl, rid, NODE_TIMEOUT + 60)
+        took = time.monotonic() - killed_at
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and "node node-b (ranks 2 to 3) stopped heartbeating" in reason,
+              f"the run fails naming node-b: {reason!r}")
+        check(took <= NODE_TIMEOUT + 5, f"within the node timeout ({NODE_TIMEOUT} s) and a little: {took:.1f} s")
+        print(f"built-in run failed {took:.1f} s after node-b's agent was killed: {reason}")
+        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
+              f"no trainer process left on either node: {trainer_pids(args, d)}")
+
+
 def case_placement_refusals(args, d):
     with Cluster(args, d) as cl:
         nodes = cl.server.get("/nodes").json()["nodes"]
@@ -312,11 +469,11 @@ def case_placement_refusals(args, d):
             errs = r.json().get("errors", []) if r.status == 400 else []
             check(len(errs) == 1 and errs[0]["pointer"] == pointer and words in errs[0]["message"],
                   f"{dist} refused once, at {pointer} saying {words!r}: {r.status} {r.body[:500]!r}")
-        mlp = ddpd_harness.fmnist_config(**{"distributed.world_size": 4, "distributed.nodes": 2})
+        mlp = ddpd_harness.fmnist_config(**{"distributed.world_size": 6, "distributed.nodes": 2, "train.batch_size": 120})
         r = cl.server.post("/runs", mlp)
         errs = r.json().get("errors", []) if r.status == 400 else []
-        check(any(e["pointer"] == "/distributed/nodes" and "a built-in model runs on one node for now" in e["message"]
-                  for e in errs), f"a built-in model across nodes is refused, saying what to do: {r.body[:400]!r}")
+        check(len(errs) == 1 and errs[0]["pointer"] == "/distributed/nodes" and "needs 2 nodes with 3" in errs[0]["message"],
+              f"a built-in model is placed as a command run is: too big refused at /distributed/nodes: {r.body[:400]!r}")
         r = cl.server.post("/nodes/1/heartbeat", {"parts": []}, headers={"Authorization": "Bearer wrong"})
         check(r.status == 401, f"an agent without the token is refused: {r.status}")
         r = cl.server.post("/nodes/77/heartbeat", {"parts": []})
