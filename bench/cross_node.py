@@ -6,9 +6,13 @@ addresses that exist only inside them):
   1. the TCP bandwidth between them (Debian's iperf3, one stream);
   2. an all-reduce of 64 MiB of float32 between them with PyTorch's gloo (the engine a
      command run across nodes uses), as bus bandwidth against (1);
-  3. samples/s of a PyTorch DDP MLP (784-512-256-10, Fashion-MNIST) run through ddpd as
+  3. the same all-reduce with the built-in trainer's link between nodes
+     (bench_gloo_allreduce: gloo's ring through trainer/nodes/gloo_link.cc), across and
+     in one namespace;
+  4. samples/s of a PyTorch DDP MLP (784-512-256-10, Fashion-MNIST) run through ddpd as
      a command run: 4 ranks across the 2 nodes (a coordinator and a `ddpd agent`) against
-     2 ranks on the coordinator alone.
+     2 ranks on the coordinator alone;
+  5. the same for ddpd's built-in MLP (the same layers, Adam, batch 128).
 
 Three repetitions each, min/median/max, then the ratios. Both namespaces share this
 machine's cores: the 4-rank run has twice the ranks of the 2-rank one on the same CPUs,
@@ -137,6 +141,47 @@ def allreduce(args, d, across, port):
     return float(r.stdout.split()[-1])
 
 
+def link_allreduce(args, d, across, rep):
+    """The median seconds of one 64 MiB all-reduce of the built-in trainer's link
+    between 2 members: member 1 in the node's namespace (across) or beside member 0."""
+    program = os.path.join(os.path.dirname(args.trainer), "bench_gloo_allreduce")
+    kv = os.path.join(d, f"kv-{'across' if across else 'one'}-{rep}")
+    os.makedirs(kv)
+    host0, host1 = (args.coord_addr, args.node_addr) if across else ("127.0.0.1", "127.0.0.1")
+    prefix = ["ip", "netns", "exec", args.node_ns] if across else []
+    common = ["--kv-dir", kv, "--size", "2", "--bytes", str(MIB64), "--iters", "10"]
+    peer = subprocess.Popen(prefix + [program, *common, "--rank", "1", "--host", host1], stdout=subprocess.DEVNULL)
+    r = subprocess.run([program, *common, "--rank", "0", "--host", host0], capture_output=True, text=True, timeout=300)
+    peer.wait(60)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench_gloo_allreduce failed: {r.stderr[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])["median_s"]
+
+
+def builtin_run(cl, world, nodes, rep):
+    """samples/s of ddpd's built-in MLP (784-512-256-10, Adam, batch 128): the median of
+    its epochs after the first."""
+    cfg = {"name": f"bench-builtin-{world}-{rep}", "model": {"hidden": [512, 256]},
+           "data": {"train": {"images": "fashion-mnist/train-images-idx3-ubyte.gz",
+                              "labels": "fashion-mnist/train-labels-idx1-ubyte.gz"},
+                    "test": {"images": "fashion-mnist/t10k-images-idx3-ubyte.gz",
+                             "labels": "fashion-mnist/t10k-labels-idx1-ubyte.gz"},
+                    "limit": 12000, "test_limit": 500},
+           "train": {"epochs": 4, "batch_size": 128, "optimizer": {"type": "adam", "lr": 1e-3}},
+           "checkpoint": {"every_epochs": 0},
+           "distributed": {"world_size": world, "backend": "cpu", **({"nodes": nodes} if nodes else {})}}
+    r = cl.server.post("/runs", cfg)
+    if r.status != 201:
+        raise RuntimeError(f"the built-in run was refused: {r.status} {r.body[:300]!r}")
+    rid = r.json()["id"]
+    run = wait_until(lambda: (lambda x: x if x["status"] in ("succeeded", "failed", "canceled") else None)(
+        cl.server.get(f"/runs/{rid}").json()), f"run {rid}", 600)
+    if not run or run["status"] != "succeeded":
+        raise RuntimeError(f"run {rid} did not succeed: {run and run.get('reason')}")
+    epochs = cl.server.get(f"/runs/{rid}/epochs").json()["epochs"]
+    return statistics.median(e["samples_per_s"] for e in epochs[1:])
+
+
 def mlp_run(cl, d, world, nodes, rep):
     """samples/s of the DDP MLP as a command run through the coordinator."""
     script = os.path.join(d, "mlp.py")
@@ -170,23 +215,42 @@ def inside(args):
         rows[name] = [allreduce(args, d, across, 29650 + i + (10 if across else 0)) for i in range(REPS)]
         print(f"64 MiB all-reduce, 2 ranks {'across the namespaces' if across else 'in one namespace'}: "
               f"{[round(t * 1000, 1) for t in rows[name]]} ms", flush=True)
+    for name, across in (("link_allreduce_across_s", True), ("link_allreduce_one_node_s", False)):
+        rows[name] = [link_allreduce(args, d, across, i) for i in range(REPS)]
+        print(f"64 MiB all-reduce, ddpd's link between nodes, {'across the namespaces' if across else 'in one namespace'}: "
+              f"{[round(t * 1000, 1) for t in rows[name]]} ms", flush=True)
     args.runner = args.runner or ""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"  # each node's interface, for the built-in runs
     with test_nodes.Cluster(args, d) as cl:
         for name, world, nodes in (("mlp_4_ranks_2_nodes", 4, 2), ("mlp_2_ranks_1_node", 2, 0)):
             rows[name] = [mlp_run(cl, d, world, nodes, rep) for rep in range(REPS)]
             print(f"DDP MLP, {world} ranks on {nodes or 1} node{'s' if nodes else ''}: "
                   f"{[round(x) for x in rows[name]]} samples/s", flush=True)
+        for name, world, nodes in (("builtin_4_ranks_2_nodes", 4, 2), ("builtin_2_ranks_1_node", 2, 0)):
+            rows[name] = [builtin_run(cl, world, nodes, rep) for rep in range(REPS)]
+            print(f"ddpd's built-in MLP, {world} ranks on {nodes or 1} node{'s' if nodes else ''}: "
+                  f"{[round(x) for x in rows[name]]} samples/s", flush=True)
     print(f"load after: {loadavg()}", flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
     bus = MIB64 * 8 / med["allreduce_across_s"]  # 2 ranks: each sends and receives the buffer once
+    link_bus = MIB64 * 8 / med["link_allreduce_across_s"]
     summary = {"what": "cross_node", **{k: spread(v) for k, v in rows.items()},
                "allreduce_bus_bits_per_s_over_tcp": bus / med["tcp_bits_per_s"],
                "allreduce_across_over_one_node": med["allreduce_across_s"] / med["allreduce_one_node_s"],
-               "mlp_4_across_over_2_on_one": med["mlp_4_ranks_2_nodes"] / med["mlp_2_ranks_1_node"]}
+               "link_allreduce_bus_bits_per_s_over_tcp": link_bus / med["tcp_bits_per_s"],
+               "link_allreduce_across_over_one_node": med["link_allreduce_across_s"] / med["link_allreduce_one_node_s"],
+               "mlp_4_across_over_2_on_one": med["mlp_4_ranks_2_nodes"] / med["mlp_2_ranks_1_node"],
+               "builtin_4_across_over_2_on_one": med["builtin_4_ranks_2_nodes"] / med["builtin_2_ranks_1_node"],
+               "builtin_over_torch_4_across": med["builtin_4_ranks_2_nodes"] / med["mlp_4_ranks_2_nodes"]}
     print(json.dumps(summary), flush=True)
     print(f"\nall-reduce 64 MiB across: {bus / 1e9:.2f} Gbit/s bus bandwidth = "
           f"{summary['allreduce_bus_bits_per_s_over_tcp']:.2f} x the TCP bandwidth ({med['tcp_bits_per_s'] / 1e9:.2f} "
           f"Gbit/s); {summary['allreduce_across_over_one_node']:.2f} x the time in one namespace")
+    print(f"ddpd's link: {link_bus / 1e9:.2f} Gbit/s bus bandwidth = {summary['link_allreduce_bus_bits_per_s_over_tcp']:.2f} "
+          f"x the TCP bandwidth; {summary['link_allreduce_across_over_one_node']:.2f} x the time in one namespace")
+    print(f"built-in MLP: 4 ranks on 2 nodes {med['builtin_4_ranks_2_nodes']:.0f} samples/s, 2 ranks on 1 node "
+          f"{med['builtin_2_ranks_1_node']:.0f}: ratio {summary['builtin_4_across_over_2_on_one']:.2f} (same 2 cores); "
+          f"{summary['builtin_over_torch_4_across']:.2f} x PyTorch's DDP across the same nodes")
     print(f"DDP MLP: 4 ranks on 2 nodes {med['mlp_4_ranks_2_nodes']:.0f} samples/s, 2 ranks on 1 node "
           f"{med['mlp_2_ranks_1_node']:.0f}: ratio {summary['mlp_4_across_over_2_on_one']:.2f} (same 2 cores)")
     sys.exit(0)
