@@ -141,6 +141,19 @@ def allreduce(args, d, across, port):
     return float(r.stdout.split()[-1])
 
 
+def run_to_success(cl, cfg):
+    """Submits cfg to the coordinator and waits for it to succeed; its id."""
+    r = cl.server.post("/runs", cfg)
+    if r.status != 201:
+        raise RuntimeError(f"the run was refused: {r.status} {r.body[:300]!r}")
+    rid = r.json()["id"]
+    run = wait_until(lambda: (lambda x: x if x["status"] in ("succeeded", "failed", "canceled") else None)(
+        cl.server.get(f"/runs/{rid}").json()), f"run {rid}", 600)
+    if not run or run["status"] != "succeeded":
+        raise RuntimeError(f"run {rid} did not succeed: {run and run.get('reason')}")
+    return rid
+
+
 def link_allreduce(args, d, across, rep):
     """The median seconds of one 64 MiB all-reduce of the built-in trainer's link
     between 2 members: member 1 in the node's namespace (across) or beside member 0."""
@@ -170,14 +183,7 @@ def builtin_run(cl, world, nodes, rep):
            "train": {"epochs": 4, "batch_size": 128, "optimizer": {"type": "adam", "lr": 1e-3}},
            "checkpoint": {"every_epochs": 0},
            "distributed": {"world_size": world, "backend": "cpu", **({"nodes": nodes} if nodes else {})}}
-    r = cl.server.post("/runs", cfg)
-    if r.status != 201:
-        raise RuntimeError(f"the built-in run was refused: {r.status} {r.body[:300]!r}")
-    rid = r.json()["id"]
-    run = wait_until(lambda: (lambda x: x if x["status"] in ("succeeded", "failed", "canceled") else None)(
-        cl.server.get(f"/runs/{rid}").json()), f"run {rid}", 600)
-    if not run or run["status"] != "succeeded":
-        raise RuntimeError(f"run {rid} did not succeed: {run and run.get('reason')}")
+    rid = run_to_success(cl, cfg)
     epochs = cl.server.get(f"/runs/{rid}/epochs").json()["epochs"]
     return statistics.median(e["samples_per_s"] for e in epochs[1:])
 
@@ -191,15 +197,8 @@ def mlp_run(cl, d, world, nodes, rep):
     os.makedirs(out)
     os.chmod(out, 0o777)
     dist = {"world_size": world, **({"nodes": nodes} if nodes else {})}
-    r = cl.server.post("/runs", {"name": f"bench-mlp-{world}", "command": [PYTHON, script, out, DATA, "6000", "4"],
-                                 "env": {"GLOO_SOCKET_IFNAME": "ddpd0"}, "distributed": dist})
-    if r.status != 201:
-        raise RuntimeError(f"the run was refused: {r.status} {r.body[:300]!r}")
-    rid = r.json()["id"]
-    run = wait_until(lambda: (lambda x: x if x["status"] in ("succeeded", "failed", "canceled") else None)(
-        cl.server.get(f"/runs/{rid}").json()), f"run {rid}", 600)
-    if not run or run["status"] != "succeeded":
-        raise RuntimeError(f"run {rid} did not succeed: {run and run.get('reason')}")
+    run_to_success(cl, {"name": f"bench-mlp-{world}", "command": [PYTHON, script, out, DATA, "6000", "4"],
+                        "env": {"GLOO_SOCKET_IFNAME": "ddpd0"}, "distributed": dist})
     with open(os.path.join(out, "rate.json")) as f:
         return json.load(f)["samples_per_s"]
 

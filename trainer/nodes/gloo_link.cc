@@ -119,9 +119,20 @@ extern "C" gloo_link *gloo_link_open(const gloo_link_options *o, char *err, size
 // 250 ms with 16 MiB (too few segments left to pipeline); 4 MiB keeps a margin.
 static const size_t kSegmentBytes = (size_t)4 << 20;
 
+// Runs one collective call: 0, or -1 with what gloo threw, as "<what> failed: ...".
+template <typename F> static int guarded(gloo_link *l, const char *what, F call) {
+    try {
+        call();
+        return 0;
+    } catch (const std::exception &e) {
+        l->error = std::string(what) + " between the nodes failed: " + e.what();
+        return -1;
+    }
+}
+
 template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
     if (n == 0 || l->context->size == 1) return 0;
-    try {
+    return guarded(l, "an all-reduce", [&] {
         gloo::AllreduceOptions opts(l->context);
         opts.setOutput(buf, n);
         opts.setReduceFunction(sum<T>);
@@ -129,11 +140,7 @@ template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
         opts.setMaxSegmentSize(kSegmentBytes);
         opts.setTag(l->tag++);
         gloo::allreduce(opts);
-        return 0;
-    } catch (const std::exception &e) {
-        l->error = std::string("an all-reduce between the nodes failed: ") + e.what();
-        return -1;
-    }
+    });
 }
 
 extern "C" int gloo_link_allreduce_sum_f32(gloo_link *l, float *buf, size_t n) { return allreduce_sum(l, buf, n); }
@@ -141,30 +148,22 @@ extern "C" int gloo_link_allreduce_sum_f64(gloo_link *l, double *buf, size_t n) 
 
 extern "C" int gloo_link_broadcast(gloo_link *l, void *buf, size_t bytes, int root) {
     if (bytes == 0 || l->context->size == 1) return 0;
-    try {
+    return guarded(l, "a broadcast", [&] {
         gloo::BroadcastOptions opts(l->context);
         opts.setOutput(static_cast<uint8_t *>(buf), bytes);
         opts.setRoot(root);
         opts.setTag(l->tag++);
         gloo::broadcast(opts);
-        return 0;
-    } catch (const std::exception &e) {
-        l->error = std::string("a broadcast between the nodes failed: ") + e.what();
-        return -1;
-    }
+    });
 }
 
 extern "C" int gloo_link_barrier(gloo_link *l) {
     if (l->context->size == 1) return 0;
-    try {
+    return guarded(l, "a barrier", [&] {
         gloo::BarrierOptions opts(l->context);
         opts.setTag(l->tag++);
         gloo::barrier(opts);
-        return 0;
-    } catch (const std::exception &e) {
-        l->error = std::string("a barrier between the nodes failed: ") + e.what();
-        return -1;
-    }
+    });
 }
 
 extern "C" const char *gloo_link_error(const gloo_link *l) { return l ? l->error.c_str() : ""; }
