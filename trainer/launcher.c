@@ -42,11 +42,14 @@
 #define CANCEL_GRACE_S 3.0     /* canceled: the ranks get this long after SIGTERM */
 #define ARENA_SLACK (64 * 1024)
 /* Across nodes: how long a rank waits for the other nodes' ranks to come (they start
- * when their agents hear of the run, about a second apart, and load their data), and
- * how long a collective between nodes may take before gloo gives up
- * (DDPD_RENDEZVOUS_TIMEOUT_S and DDPD_COLLECTIVE_TIMEOUT_S override them). */
+ * when their agents hear of the run, about a second apart, and load their data;
+ * DDPD_RENDEZVOUS_TIMEOUT_S overrides it). A collective between nodes gives up after
+ * the hang watch's time and a minute more, so that the hang watch, which names the
+ * rank that stopped, speaks first (a week when the watch is off;
+ * DDPD_COLLECTIVE_TIMEOUT_S overrides it). */
 #define RENDEZVOUS_TIMEOUT_S 120.0
-#define NODES_COLLECTIVE_TIMEOUT_S 300.0
+#define NODES_COLLECTIVE_SLACK_S 60.0
+#define NODES_COLLECTIVE_UNWATCHED_S (7 * 86400.0)
 
 typedef struct {
     pid_t pid;
@@ -186,6 +189,8 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
     }
     snprintf(prefix, sizeof prefix, "gloo/local-%d/", slot);
     const char *iface = getenv("GLOO_SOCKET_IFNAME");
+    double hang_s = L->cfg.distributed.hang_timeout_s;
+    int watched = hang_s > 0;
     gloo_link_options o = {
         .store = kv,
         .prefix = prefix,
@@ -194,7 +199,8 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
         .iface = iface && *iface ? iface : NULL,
         .hostname = L->o->node_addr,
         .connect_timeout_ms = (int)(seconds_from_env("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000),
-        .timeout_ms = (int)(seconds_from_env("DDPD_COLLECTIVE_TIMEOUT_S", NODES_COLLECTIVE_TIMEOUT_S) * 1000),
+        .timeout_ms = (int)(seconds_from_env("DDPD_COLLECTIVE_TIMEOUT_S", watched ? hang_s + NODES_COLLECTIVE_SLACK_S
+                                                                               : NODES_COLLECTIVE_UNWATCHED_S) * 1000),
     };
     gloo_link *link = gloo_link_open(&o, err, sizeof err);
     kv->close(kv); /* met: the link talks directly from now on */
@@ -379,7 +385,10 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
                                 line[0] ? "\"" : "");
     }
     if (len < n)
-        snprintf(reason + len, n - len, " (distributed.hang_timeout_s is %g): stopping every rank", limit_s);
+        snprintf(reason + len, n - len, " (distributed.hang_timeout_s is %g)%s: stopping every rank", limit_s,
+                 L->o->nodes > 1 && strongest == 0 ? "; every rank here was waiting in a collective, so the one that "
+                                                     "stopped may be on another node"
+                                                   : "");
     return 1;
 }
 

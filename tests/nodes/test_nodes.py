@@ -455,6 +455,32 @@ def case_builtin_remote_rank_killed(args, d):
               f"no trainer process left on either node: {trainer_pids(args, d)}")
 
 
+def case_builtin_remote_rank_stopped(args, d):
+    """A rank of a built-in run on the agent's node is SIGSTOPped: both nodes' hang
+    watches fire (distributed.hang_timeout_s, 6 s here), and the run names node-b's
+    stopped rank, not the coordinator's ranks, which were only waiting for it in gloo."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
+    cfg = builtin_config(**{"train.epochs": 200, "data.limit": 6000, "checkpoint.every_epochs": 0,
+                            "distributed.hang_timeout_s": 6})
+    with Cluster(args, d) as cl:
+        rid = cl.server.post("/runs", cfg).json()["id"]
+        if not check(wait_until(lambda: len(api_losses(cl, rid)) >= 5, "the run to take steps", 180), "the run trains"):
+            return
+        journal = os.path.join(d, "agent", "runs", str(rid), "events.jsonl")
+        with open(journal) as f:
+            hellos = {e["rank"]: e["pid"] for e in map(json.loads, (l for l in f if l.endswith("\n")))
+                      if e["type"] == "hello"}
+        if not check(3 in hellos, f"rank 3 said hello on node-b: {hellos}"):
+            return
+        os.kill(hellos[3], signal.SIGSTOP)
+        run = wait_final(cl, rid, 90)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): rank 3 made no progress"),
+              f"the run names node-b's stopped rank 3: {reason!r}")
+        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
+              f"no trainer process left on either node: {trainer_pids(args, d)}")
+
+
 def case_builtin_agent_killed(args, d):
     """The agent of a built-in run's second node is killed: the run fails within the
     node timeout naming that node, and no trainer is left on either node (the
