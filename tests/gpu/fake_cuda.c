@@ -7,8 +7,8 @@
  * libcublas's and libnccl's, and of kernels.cu's launchers (the archive member is
  * then never pulled in). Everything runs at once, in call order: streams and
  * events are tokens, "device" memory is host memory. There are DDPD_FAKE_GPUS
- * "GPUs" (default 2) and NCCL works between ranks forked after ncclGetUniqueId
- * (the id points at a shared mapping the ranks inherit: slots and a barrier). cublasSgemm runs as the
+ * "GPUs" (default 2) and NCCL works between the ranks that join with one id
+ * (the id names a shared memory object: slots and a barrier). cublasSgemm runs as the
  * column-major GEMM it is (OpenBLAS, CblasColMajor), so the row-major trick in
  * model_cuda.c is checked for real. Each kernel is transliterated from kernels.cu,
  * cnn_kernels.cu and optim_kernels.cu, thread structure included (the chunks of the
@@ -32,8 +32,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda/kernels.h"
 
@@ -213,20 +216,33 @@ static void fake_barrier(fake_group *g, int nranks) {
     while (atomic_load(&g->generation) == gen) sched_yield();
 }
 
+#define FAKE_GROUP_BYTES (4096 + FAKE_MAX_RANKS * FAKE_SLOT_BYTES)
+
+/* The id names a shared memory object (/dev/shm), so that ranks of other launchers
+ * (the "nodes" of a run across nodes, handed the id through the rendezvous) join the
+ * same group as forked ones; rank 0 removes the name once all have joined. */
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-    void *g = mmap(NULL, 4096 + FAKE_MAX_RANKS * FAKE_SLOT_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (g == MAP_FAILED) return ncclSystemError;
+    static atomic_int made;
     memset(id, 0, sizeof *id);
-    memcpy(id->internal, &g, sizeof g);
-    return ncclSuccess;
+    snprintf(id->internal, sizeof id->internal, "/ddpd-fake-nccl-%d-%d", (int)getpid(), atomic_fetch_add(&made, 1));
+    int fd = shm_open(id->internal, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return ncclSystemError;
+    int ok = ftruncate(fd, FAKE_GROUP_BYTES) == 0;
+    close(fd);
+    return ok ? ncclSuccess : ncclSystemError;
 }
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
     if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    int fd = shm_open(id.internal, O_RDWR, 0);
+    if (fd < 0) return ncclInvalidArgument;
+    void *g = mmap(NULL, FAKE_GROUP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    close(fd);
+    if (g == MAP_FAILED) return ncclSystemError;
     struct ncclComm *c = malloc(sizeof *c);
-    memcpy(&c->g, id.internal, sizeof c->g);
+    c->g = g;
     c->rank = rank, c->nranks = nranks;
     fake_barrier(c->g, nranks); /* every rank has joined */
+    if (rank == 0) shm_unlink(id.internal);
     *comm = c;
     return ncclSuccess;
 }

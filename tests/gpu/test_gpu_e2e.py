@@ -337,6 +337,102 @@ def case_resume(trainer, work):
     print(f"  resumed at epoch 1: {len(b)} step losses and the final checkpoint as the whole run's")
 
 
+class Rendezvous:
+    """A stand-in for the coordinator's rendezvous routes (POST and GET
+    /runs/{id}/rendezvous: tests/server/test_server_rendezvous.py holds the real ones
+    to the contract), on a loopback port, for launchers run here without a ddpd."""
+
+    def __init__(self):
+        import http.server, threading
+        from urllib.parse import urlparse, parse_qs
+        keys = self.keys = {}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def answer(self, status, doc):
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                b = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                keys[urlparse(self.path).path + " " + b["key"]] = b["value"]
+                self.answer(201, {"key": b["key"]})
+
+            def do_GET(self):
+                u = urlparse(self.path)
+                k = parse_qs(u.query)["key"][0]
+                v = keys.get(u.path + " " + k)
+                self.answer(200 if v is not None else 404, {"key": k, "value": v} if v is not None else {"detail": "not yet"})
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, run):
+        return f"http://127.0.0.1:{self.server.server_port}/runs/{run}/rendezvous"
+
+
+def across_two_nodes(trainer, work, name, cfg, rdv_url, resume=False):
+    """Two launchers, one a "node" of one GPU each (GPU 0 and GPU 1), met through
+    rdv_url: (node 0's Run, its return code, node 1's Run, its return code)."""
+    runs = []
+    for k in range(2):
+        path = os.path.join(work, f"{name}.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        d = os.path.join(work, f"{name}-node{k}")
+        os.makedirs(d, exist_ok=True)
+        env = dict(os.environ, DDPD_RUN_SECRET="s3cret", DDPD_RENDEZVOUS_TIMEOUT_S="60")
+        if FAKE_GPU:
+            env["DDPD_FAKE_GPUS"] = "1"
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = str(k)
+        r = Run.__new__(Run)
+        r.dir, r.stdout, r.stderr = d, "", ""
+        r.proc = subprocess.Popen([trainer, "--config", path, "--run-dir", d, "--nodes", "2", "--node-rank", str(k),
+                                   "--node-addr", "127.0.0.1", "--rendezvous", rdv_url] + (["--resume"] if resume else []),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        runs.append(r)
+    rcs = [r.wait(240) for r in runs]
+    return runs[0], rcs[0], runs[1], rcs[1]
+
+
+def case_across_nodes(trainer, work):
+    """Two "nodes" of one GPU each, NCCL's unique id made by node 0's launcher and
+    handed to node 1's through the rendezvous: the run trains as two ranks on one host
+    do; resumed, node 0 reads the checkpoint (only it has one) and node 1 gets its
+    state from rank 0, ending as the run that never stopped."""
+    need_gpus(2)
+    over = {"distributed.world_size": 2, "train.lr_schedule": {"type": "constant"}}
+    one, rc = run_gpu(trainer, work, "one-host", config(**over))
+    check(rc == 0, f"two ranks on one host: {one.stderr[-2000:]!r}")
+    rdv = Rendezvous()
+    n0, rc0, n1, rc1 = across_two_nodes(trainer, work, "nodes", config(**over), rdv.url(1))
+    if not check(rc0 == 0 and rc1 == 0, f"both nodes succeed: {rc0} {n0.stderr[-1500:]!r} / {rc1} {n1.stderr[-1500:]!r}"):
+        return
+    check(any(k.endswith(" nccl/unique-id") for k in rdv.keys), f"NCCL's id went through the rendezvous: {list(rdv.keys)}")
+    a, b = one.losses(), n0.losses()
+    rel = [abs(a[k] - b[k]) / abs(a[k]) for k in a if k in b]
+    check(len(a) == len(b) and rel and max(rel) <= (0 if FAKE_GPU else 1e-5),
+          f"the losses of one host's two ranks (worst relative difference {max(rel) if rel else None})")
+    check([e["rank"] for e in n1.of_type("hello") if e["rank"] >= 0] == [1], "node 1 ran rank 1")
+    check(not glob.glob(os.path.join(n1.dir, "checkpoints", "*")), "only rank 0's node holds checkpoints")
+    # resumed from epoch 0's checkpoint: node 0 finds and reads it, node 1 has none
+    os.remove(os.path.join(n0.dir, "checkpoints", "epoch-0001.safetensors"))
+    m0, rc0, m1, rc1 = across_two_nodes(trainer, work, "nodes", config(**over), rdv.url(2), resume=True)
+    check(rc0 == 0 and rc1 == 0, f"the resume succeeds on both nodes: {m0.stderr[-1500:]!r} / {m1.stderr[-1500:]!r}")
+    final = os.path.join("checkpoints", "epoch-0001.safetensors")
+    check(os.path.exists(os.path.join(n0.dir, final)) and sha(os.path.join(n0.dir, final)) == sha(os.path.join(one.dir, final))
+          if FAKE_GPU else os.path.exists(os.path.join(n0.dir, final)),
+          "the resumed run's final checkpoint is the uninterrupted one's")
+    print(f"  across 2 nodes: {len(b)} steps, worst relative difference to one host {max(rel):.2e}; resumed from epoch 0")
+
+
 def case_one_gpu_two_ranks(trainer, work):
     """Two ranks and one visible GPU: nccl is refused (no fork), auto falls back to cpu."""
     need_gpus(1)
