@@ -55,6 +55,15 @@ static int average_share_across(nodes_comm *c, float *buf, size_t lo, size_t hi)
     return 0;
 }
 
+/* The same with the side sums riding along (one round trip, not two). */
+static int average_share_and_sums_across(nodes_comm *c, float *buf, size_t lo, size_t hi, double *sums, size_t m) {
+    uint64_t t0 = clock_ns();
+    if (between(c, gloo_link_allreduce_sum_f32_f64(c->link, buf + lo, hi - lo, sums, m), t0) != 0) return -1;
+    const float s = 1.0f / (float)c->pub.nodes;
+    for (size_t i = lo; i < hi; i++) buf[i] *= s;
+    return 0;
+}
+
 static int sum_across_f64(nodes_comm *c, double *buf, size_t n) {
     uint64_t t0 = clock_ns();
     return between(c, gloo_link_allreduce_sum_f64(c->link, buf, n), t0);
@@ -66,7 +75,8 @@ static int n_reduce_scatter_avg_f32_ex(coll_comm *pub, float *buf, size_t n, dou
     if (here(c, c->local->reduce_scatter_avg_f32_ex(c->local, buf, n, sums, m, NULL, NULL)) != 0) return -1;
     size_t lo, hi;
     coll_share(n, pub->shard_world, pub->shard_rank, &lo, &hi);
-    if (average_share_across(c, buf, lo, hi) != 0 || (m && sum_across_f64(c, sums, m) != 0)) return -1;
+    if ((m ? average_share_and_sums_across(c, buf, lo, hi, sums, m) : average_share_across(c, buf, lo, hi)) != 0)
+        return -1;
     for (size_t o = lo; consume && o < hi; o += CONSUME_PIECE) consume(arg, o, min_size(hi, o + CONSUME_PIECE));
     return 0;
 }

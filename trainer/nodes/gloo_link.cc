@@ -11,6 +11,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -81,6 +82,7 @@ struct gloo_link {
     std::shared_ptr<gloo::rendezvous::Context> context;
     uint32_t tag = 0; // each call its own, as PyTorch's gloo group does
     std::string error;
+    std::vector<uint64_t> mixed; // the staging of gloo_link_allreduce_sum_f32_f64
 };
 
 static void set_error(char *err, size_t errlen, const char *what, const char *why) {
@@ -145,6 +147,47 @@ template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
 
 extern "C" int gloo_link_allreduce_sum_f32(gloo_link *l, float *buf, size_t n) { return allreduce_sum(l, buf, n); }
 extern "C" int gloo_link_allreduce_sum_f64(gloo_link *l, double *buf, size_t n) { return allreduce_sum(l, buf, n); }
+
+// Floats and doubles in one all-reduce: staged as 8-byte elements, the floats in
+// pairs (padded to an even count) and the doubles after them. gloo's ring cuts its
+// segments at whole elements, so a pair or a double is never split, and it reduces
+// each segment into the output buffer, so where the first argument points says
+// which kind the elements are (test_coll_nodes holds both sums to their exact
+// values).
+extern "C" int gloo_link_allreduce_sum_f32_f64(gloo_link *l, float *f, size_t nf, double *d, size_t nd) {
+    if (l->context->size == 1 || nf + nd == 0) return 0;
+    size_t pairs = (nf + 1) / 2;
+    try {
+        l->mixed.assign(pairs + nd, 0);
+    } catch (const std::exception &e) {
+        l->error = std::string("out of memory for an all-reduce between the nodes: ") + e.what();
+        return -1;
+    }
+    uint64_t *base = l->mixed.data();
+    std::memcpy(base, f, nf * sizeof(float));
+    std::memcpy(base + pairs, d, nd * sizeof(double));
+    int rc = guarded(l, "an all-reduce", [&] {
+        gloo::AllreduceOptions opts(l->context);
+        opts.setOutput(base, pairs + nd);
+        opts.setReduceFunction([base, pairs](void *out, const void *a, const void *b, size_t n) {
+            size_t first = static_cast<size_t>(static_cast<uint64_t *>(out) - base);
+            size_t as_pairs = first < pairs ? std::min(n, pairs - first) : 0;
+            sum<float>(out, a, b, 2 * as_pairs);
+            size_t skip = as_pairs * sizeof(uint64_t);
+            sum<double>(static_cast<uint8_t *>(out) + skip, static_cast<const uint8_t *>(a) + skip,
+                        static_cast<const uint8_t *>(b) + skip, n - as_pairs);
+        });
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setMaxSegmentSize(kSegmentBytes);
+        opts.setTag(l->tag++);
+        gloo::allreduce(opts);
+    });
+    if (rc == 0) {
+        std::memcpy(f, base, nf * sizeof(float));
+        std::memcpy(d, base + pairs, nd * sizeof(double));
+    }
+    return rc;
+}
 
 extern "C" int gloo_link_broadcast(gloo_link *l, void *buf, size_t bytes, int root) {
     if (bytes == 0 || l->context->size == 1) return 0;

@@ -40,6 +40,10 @@ gloo_link *gloo_link_open(const gloo_link_options *o, char *err, size_t errlen);
  * given size and count: the same bits run after run, on every member). 0 or -1. */
 int gloo_link_allreduce_sum_f32(gloo_link *l, float *buf, size_t n);
 int gloo_link_allreduce_sum_f64(gloo_link *l, double *buf, size_t n);
+/* Both at once, in one call (one round trip where two would cost two): f[0..nf)
+ * summed as floats and d[0..nd) as doubles, each as gloo_link_allreduce_sum_f32
+ * and _f64 would sum them (with two members, bit for bit the same). */
+int gloo_link_allreduce_sum_f32_f64(gloo_link *l, float *f, size_t nf, double *d, size_t nd);
 /* buf on every member <- buf on member `root`. */
 int gloo_link_broadcast(gloo_link *l, void *buf, size_t bytes, int root);
 int gloo_link_barrier(gloo_link *l);
