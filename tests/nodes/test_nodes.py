@@ -430,12 +430,12 @@ def case_builtin_resumed_across_nodes(args, d):
         check("loaded " in log and "it continues at epoch 2" in log, f"rank 0 loaded the checkpoint: {log[-800:]!r}")
 
 
-def case_builtin_remote_rank_killed(args, d):
-    """A rank of a built-in run on the agent's node is SIGKILLed: the run fails naming
-    that node and rank (the coordinator's ranks, which lose their gloo peers a moment
-    later, are not blamed), and no trainer is left on either node."""
+def remote_rank_hit(args, d, sig, over, words, timeout):
+    """A built-in run across the nodes; once it trains, rank 3 (on the agent's node)
+    gets `sig`: the run must fail with a reason starting with `words`, and no trainer
+    may be left on either node."""
     os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
-    cfg = builtin_config(**{"train.epochs": 200, "data.limit": 6000, "checkpoint.every_epochs": 0})
+    cfg = builtin_config(**dict({"train.epochs": 200, "data.limit": 6000, "checkpoint.every_epochs": 0}, **over))
     with Cluster(args, d) as cl:
         rid = cl.server.post("/runs", cfg).json()["id"]
         if not check(wait_until(lambda: len(api_losses(cl, rid)) >= 5, "the run to take steps", 180), "the run trains"):
@@ -446,39 +446,28 @@ def case_builtin_remote_rank_killed(args, d):
                       if e["type"] == "hello"}
         if not check(3 in hellos, f"rank 3 said hello on node-b: {hellos}"):
             return
-        os.kill(hellos[3], signal.SIGKILL)
-        run = wait_final(cl, rid, 60)
+        os.kill(hellos[3], sig)
+        run = wait_final(cl, rid, timeout)
         reason = (run or {}).get("reason") or ""
-        check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): rank 3 exited with signal 9"),
-              f"the run fails naming node-b and rank 3: {reason!r}")
+        check(run and run["status"] == "failed" and reason.startswith(words),
+              f"the run names node-b's rank 3 ({words!r}): {reason!r}")
         check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
               f"no trainer process left on either node: {trainer_pids(args, d)}")
+
+
+def case_builtin_remote_rank_killed(args, d):
+    """A rank of a built-in run on the agent's node is SIGKILLed: the run fails naming
+    that node and rank (the coordinator's ranks, which lose their gloo peers a moment
+    later, are not blamed), and no trainer is left on either node."""
+    remote_rank_hit(args, d, signal.SIGKILL, {}, "node node-b (ranks 2 to 3): rank 3 exited with signal 9", 60)
 
 
 def case_builtin_remote_rank_stopped(args, d):
     """A rank of a built-in run on the agent's node is SIGSTOPped: both nodes' hang
     watches fire (distributed.hang_timeout_s, 6 s here), and the run names node-b's
     stopped rank, not the coordinator's ranks, which were only waiting for it in gloo."""
-    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
-    cfg = builtin_config(**{"train.epochs": 200, "data.limit": 6000, "checkpoint.every_epochs": 0,
-                            "distributed.hang_timeout_s": 6})
-    with Cluster(args, d) as cl:
-        rid = cl.server.post("/runs", cfg).json()["id"]
-        if not check(wait_until(lambda: len(api_losses(cl, rid)) >= 5, "the run to take steps", 180), "the run trains"):
-            return
-        journal = os.path.join(d, "agent", "runs", str(rid), "events.jsonl")
-        with open(journal) as f:
-            hellos = {e["rank"]: e["pid"] for e in map(json.loads, (l for l in f if l.endswith("\n")))
-                      if e["type"] == "hello"}
-        if not check(3 in hellos, f"rank 3 said hello on node-b: {hellos}"):
-            return
-        os.kill(hellos[3], signal.SIGSTOP)
-        run = wait_final(cl, rid, 90)
-        reason = (run or {}).get("reason") or ""
-        check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): rank 3 made no progress"),
-              f"the run names node-b's stopped rank 3: {reason!r}")
-        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
-              f"no trainer process left on either node: {trainer_pids(args, d)}")
+    remote_rank_hit(args, d, signal.SIGSTOP, {"distributed.hang_timeout_s": 6},
+                    "node node-b (ranks 2 to 3): rank 3 made no progress", 90)
 
 
 def case_builtin_agent_killed(args, d):
