@@ -10,7 +10,10 @@ on the agent's node failing on its own (the run names that node and rank); an
 agent killed mid-run (the run fails within the node timeout naming the node, and no
 rank process is left on either node); the coordinator killed (the agent stops its
 ranks after its grace); GET /nodes and the refusals of what cannot be
-placed. Skips (exit 77), saying so, where network namespaces cannot be made.
+placed. The built-in MLP across the nodes (gloo between them): its losses against
+one node's 4 ranks and against its own rerun, canceled and resumed, a rank of node-b
+killed or stopped, node-b's agent killed. Skips (exit 77), saying so, where network
+namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
 import argparse, json, os, signal, subprocess, sys, tempfile, textwrap, time, uuid
