@@ -54,4 +54,11 @@ const char *idx_default_cache_dir(char *buf, size_t buflen);
  * and what to do into out and returns 1; else 0 (the SIGBUS had another cause). */
 int idx_cache_explain_bus_error(const idx_dataset *d, char *out, size_t n);
 
+/* Maps the examples of a mapped cache file (the first `count`, and their labels) into
+ * this process's page tables now. A forked rank inherits the mapping but not its
+ * page table entries, so without this its first epoch takes a minor fault on each
+ * page it reads: a shuffled batch of 128 rows touches 128 pages, about 0.1 ms of a
+ * 3.4 ms MLP step. A no-op for a dataset read into memory. */
+void idx_cache_map_in(const idx_dataset *d);
+
 #endif

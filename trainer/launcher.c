@@ -244,6 +244,8 @@ static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
+    if (L->have_train) idx_cache_map_in(&L->train); /* no page faults in the first epoch's steps */
+    idx_cache_map_in(&L->test);
     rank_context ctx = {
         .cfg = &L->cfg,
         .run_dir = L->o->run_dir,
