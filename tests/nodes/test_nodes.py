@@ -111,8 +111,8 @@ def marked(mark):
 class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
-    def __init__(self, args, d):
-        self.args, self.d = args, d
+    def __init__(self, args, d, agent_data_root=DATA_ROOT):
+        self.args, self.d, self.agent_data_root = args, d, agent_data_root
         self.token_file = os.path.join(d, "token")
         with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(uuid.uuid4().hex + "\n")
@@ -136,7 +136,8 @@ class Cluster:
             ["ip", "netns", "exec", self.args.node_ns, self.args.ddpd, "agent", "--coordinator",
              f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", self.token_file, "--slots", "2",
              "--name", "node-b", "--state-dir", os.path.join(self.d, "agent"), "--allow-commands", "--runner",
-             self.args.runner, "--trainer", self.args.trainer, "--data-root", DATA_ROOT, "--coordinator-grace", "5"],
+             self.args.runner, "--trainer", self.args.trainer, "--data-root", self.agent_data_root,
+             "--coordinator-grace", "5"],
             stdout=self.agent_log, stderr=self.agent_log)
         wait_until(lambda: any(n["name"] == "node-b" and n["state"] == "up"
                                for n in self.server.get("/nodes").json()["nodes"]), "the agent to register", 30)
@@ -471,6 +472,23 @@ def case_builtin_remote_rank_stopped(args, d):
     stopped rank, not the coordinator's ranks, which were only waiting for it in gloo."""
     remote_rank_hit(args, d, signal.SIGSTOP, {"distributed.hang_timeout_s": 6},
                     "node node-b (ranks 2 to 3): rank 3 made no progress", 90)
+
+
+def case_builtin_data_missing_on_node(args, d):
+    """node-b's data root lacks the dataset the coordinator has: the run fails at once,
+    naming node-b and the file it could not open, and nothing is left running on the
+    coordinator's node (whose ranks were waiting for node-b's at the rendezvous)."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "ddpd0"
+    empty = os.path.join(d, "empty-data-root")
+    os.makedirs(empty)
+    with Cluster(args, d, agent_data_root=empty) as cl:
+        rid = cl.server.post("/runs", builtin_config()).json()["id"]
+        run = wait_final(cl, rid, 120)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): cannot load the training data")
+              and "train-images-idx3-ubyte.gz" in reason, f"the run names node-b and the file it lacks: {reason!r}")
+        check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
+              f"no trainer process left on either node: {trainer_pids(args, d)}")
 
 
 def case_builtin_agent_killed(args, d):
