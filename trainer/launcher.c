@@ -31,7 +31,7 @@
 #include "run_board.h"
 #include "run_config.h"
 #include "kv_store.h"
-#if DDPD_HAVE_GLOO
+#if DDPD_NODES_GLOO
 #include "coll_nodes.h"
 #endif
 #if DDPD_NCCL_BACKEND
@@ -180,7 +180,7 @@ static double seconds_from_env(const char *name, double fallback) {
  * local rank on the other nodes, met through the coordinator's rendezvous. NULL and
  * why on failure. */
 static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why, size_t whylen) {
-#if DDPD_HAVE_GLOO
+#if DDPD_NODES_GLOO
     char err[768], prefix[64];
     kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, err, sizeof err);
     if (!kv) {
@@ -213,7 +213,12 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
     return c;
 #else
     (void)L, (void)local, (void)slot;
-    snprintf(why, whylen, "this ddp-trainer was built without gloo (libgloo-dev), which a run across nodes needs");
+    if (DDPD_NCCL_BACKEND) /* a CPU run in the GPU build: backend auto, too few GPUs */
+        snprintf(why, whylen, "ddp-trainer-nccl runs GPU runs across nodes, not CPU ones: set distributed.backend to "
+                 "\"cpu\" (ddp-trainer runs those, over gloo), or give each node a GPU per rank");
+    else
+        snprintf(why, whylen, "this ddp-trainer was built without gloo (libgloo-dev), which a CPU run across nodes "
+                 "needs: install libgloo-dev and build again, or run it on one node");
     return NULL;
 #endif
 }
