@@ -8,6 +8,7 @@
 #include "check.h"
 #include "coll_nodes.h"
 #include "kv_store.h"
+#include "rendezvous_rules.h"
 
 #include <math.h>
 #include <signal.h>
@@ -251,16 +252,17 @@ static void test_rendezvous_dir(void) {
     char err[256];
     kv_store *kv = kv_dir_open(kv_dir, err, sizeof err);
     REQUIRE(kv, "%s", err);
-    CHECK(kv->put(kv, "a/b:c", "xyz", 3, err, sizeof err) == 0, "put: %s", err);
+    CHECK(kv_put(kv, "a/b:c", "xyz", 3, err, sizeof err) == 0, "put: %s", err);
     void *data = NULL;
     size_t len = 0;
-    CHECK(kv->get(kv, "a/b:c", 100, &data, &len, err, sizeof err) == 0 && len == 3 && memcmp(data, "xyz", 3) == 0,
+    CHECK(kv_get(kv, "a/b:c", 100, &data, &len, err, sizeof err) == 0 && len == 3 && memcmp(data, "xyz", 3) == 0,
           "get what was put");
     free(data);
-    CHECK(kv->get(kv, "missing", 50, &data, &len, err, sizeof err) == -1 && strstr(err, "missing"),
+    CHECK(kv_get(kv, "missing", 50, &data, &len, err, sizeof err) == -1 && strstr(err, "missing"),
           "a key that never comes times out, named: %s", err);
-    CHECK(kv->put(kv, "bad key", "x", 1, err, sizeof err) == -1, "a key with a space is refused");
-    CHECK(!kv_key_ok("") && !kv_key_ok("a b") && kv_key_ok("gloo/local-0/1"), "key rules");
+    CHECK(kv_put(kv, "bad key", "x", 1, err, sizeof err) == -1, "a key with a space is refused");
+    CHECK(!rendezvous_key_ok("", 0) && !rendezvous_key_ok("a b", 3) && rendezvous_key_ok("gloo/local-0/1", 14),
+          "key rules");
     kv->close(kv);
     CHECK(kv_dir_open("/nonexistent-ddpd", err, sizeof err) == NULL && strstr(err, "not a directory"), "%s", err);
 }

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RENDEZVOUS_KEY_MAX 200        /* characters of a key */
-#define RENDEZVOUS_VALUE_MAX 131072   /* hex digits of a value: 64 KiB of bytes */
-#define RENDEZVOUS_KEYS_MAX 4096      /* keys of one run */
+#include "rendezvous_rules.h" /* what a key and a value may be */
+
+#define RENDEZVOUS_KEYS_MAX 4096 /* keys of one run */
 
 typedef enum {
     RDV_CREATED,    /* put: the key was new */
@@ -30,12 +30,6 @@ typedef enum {
     RDV_FULL,       /* put: the run holds RENDEZVOUS_KEYS_MAX keys already */
     RDV_NOT_SET,    /* get: the key is not set yet */
 } rendezvous_result;
-
-/* A key: 1 to RENDEZVOUS_KEY_MAX characters from A-Z a-z 0-9 . _ : / - */
-bool rendezvous_key_ok(const char *key, size_t len);
-/* A value: lowercase hex digits, an even number of them (whole bytes), at most
- * RENDEZVOUS_VALUE_MAX. */
-bool rendezvous_value_ok(const char *value, size_t len);
 
 /* The run has its secret: its table opens, empty (one left open under that id is
  * emptied first). */

@@ -349,7 +349,7 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
     char err[512];
     if (node_rank == 0) {
         if (nccl_rendezvous_create(rv, world_size, why, whylen) != 0) return -1;
-        if (kv->put(kv, UNIQUE_ID_KEY, &rv->id, sizeof rv->id, err, sizeof err) != 0) {
+        if (kv_put(kv, UNIQUE_ID_KEY, &rv->id, sizeof rv->id, err, sizeof err) != 0) {
             snprintf(why, whylen, "cannot hand NCCL's unique id to the other nodes: %s", err);
             return -1;
         }
@@ -357,7 +357,7 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
         rendezvous_devices(rv, world_size); /* the id is node 0's */
         void *id = NULL;
         size_t len = 0;
-        if (kv->get(kv, UNIQUE_ID_KEY, timeout_ms, &id, &len, err, sizeof err) != 0 || len != sizeof rv->id) {
+        if (kv_get(kv, UNIQUE_ID_KEY, timeout_ms, &id, &len, err, sizeof err) != 0 || len != sizeof rv->id) {
             snprintf(why, whylen, "cannot get NCCL's unique id from node 0: %s",
                      id ? "the rendezvous holds a value of another size" : err);
             free(id);

@@ -33,7 +33,7 @@ class KvStore : public gloo::rendezvous::Store {
 
     void set(const std::string &key, const std::vector<char> &data) override {
         char err[512];
-        if (kv_->put(kv_, (prefix_ + key).c_str(), data.data(), data.size(), err, sizeof err) != 0)
+        if (kv_put(kv_, (prefix_ + key).c_str(), data.data(), data.size(), err, sizeof err) != 0)
             throw std::runtime_error(err);
     }
 
@@ -58,7 +58,7 @@ class KvStore : public gloo::rendezvous::Store {
         char err[512];
         void *data = nullptr;
         size_t len = 0;
-        if (kv_->get(kv_, (prefix_ + key).c_str(), timeout_ms, &data, &len, err, sizeof err) != 0)
+        if (kv_get(kv_, (prefix_ + key).c_str(), timeout_ms, &data, &len, err, sizeof err) != 0)
             throw std::runtime_error(err);
         fetched_[key] = std::vector<char>(static_cast<char *>(data), static_cast<char *>(data) + len);
         std::free(data);

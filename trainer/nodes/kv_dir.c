@@ -29,10 +29,6 @@ static void path_of(const dir_kv *k, const char *key, char *out, size_t n) {
 
 static int dir_put(kv_store *s, const char *key, const void *data, size_t len, char *err, size_t errlen) {
     dir_kv *k = (dir_kv *)s;
-    if (!kv_key_ok(key)) {
-        snprintf(err, errlen, "rendezvous key \"%.60s\" is not a valid key", key);
-        return -1;
-    }
     char path[4096], tmp[4200];
     path_of(k, key, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
@@ -49,10 +45,6 @@ static int dir_put(kv_store *s, const char *key, const void *data, size_t len, c
 
 static int dir_get(kv_store *s, const char *key, int timeout_ms, void **data, size_t *len, char *err, size_t errlen) {
     dir_kv *k = (dir_kv *)s;
-    if (!kv_key_ok(key)) {
-        snprintf(err, errlen, "rendezvous key \"%.60s\" is not a valid key", key);
-        return -1;
-    }
     char path[4096];
     path_of(k, key, path, sizeof path);
     for (int waited = 0;; waited += POLL_MS) {

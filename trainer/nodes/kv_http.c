@@ -115,10 +115,6 @@ static void *bytes_of(const char *hex, size_t *len) {
 
 static int http_put(kv_store *s, const char *key, const void *data, size_t len, char *err, size_t errlen) {
     http_kv *k = (http_kv *)s;
-    if (!kv_key_ok(key)) {
-        snprintf(err, errlen, "rendezvous key \"%.60s\" is not a valid key", key);
-        return -1;
-    }
     char *hex = hex_of(data, len);
     json_t *body = hex ? json_pack("{s:s, s:s}", "key", key, "value", hex) : NULL;
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -149,10 +145,6 @@ static int http_put(kv_store *s, const char *key, const void *data, size_t len, 
 static int http_get(kv_store *s, const char *key, int timeout_ms, void **data, size_t *len, char *err,
                     size_t errlen) {
     http_kv *k = (http_kv *)s;
-    if (!kv_key_ok(key)) {
-        snprintf(err, errlen, "rendezvous key \"%.60s\" is not a valid key", key);
-        return -1;
-    }
     size_t n = strlen(k->url) + strlen(key) + 16;
     char *url = malloc(n);
     if (!url) {

@@ -4,11 +4,16 @@
  * key until it is there or its timeout passes. Two stores implement it: the
  * coordinator's (kv_http.c: `POST/GET /runs/{id}/rendezvous`, with the run's
  * secret), which runs use, and a directory (kv_dir.c), which tests and benchmarks
- * on one machine use. Keys are 1 to 200 characters of [A-Za-z0-9._:/-]. */
+ * on one machine use. Callers go through kv_put and kv_get, which hold the key to
+ * the rendezvous' rule (schema/rendezvous_rules.h) before the store sees it. */
 #ifndef DDPD_KV_STORE_H
 #define DDPD_KV_STORE_H
 
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct kv_store kv_store;
 
@@ -30,7 +35,12 @@ kv_store *kv_http_open(const char *url, const char *secret, char *err, size_t er
  * is a file, written whole by rename. Tests and benchmarks. */
 kv_store *kv_dir_open(const char *dir, char *err, size_t errlen);
 
-/* True when `key` is a valid key. */
-int kv_key_ok(const char *key);
+/* s->put and s->get, for a valid key only (else -1 and err naming it). */
+int kv_put(kv_store *s, const char *key, const void *data, size_t len, char *err, size_t errlen);
+int kv_get(kv_store *s, const char *key, int timeout_ms, void **data, size_t *len, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
