@@ -18,6 +18,7 @@
 #include "collectives.h"
 #include "comm_watch.h"
 #include "engine.h"
+#include "env_seconds.h"
 #include "ddpd_build_config.h"
 #include "events.h"
 #include "cuda/memory_plan.h"
@@ -169,24 +170,14 @@ static void send_hello(launcher *L) {
     event_emit(L->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
-static double seconds_from_env(const char *name, double fallback) {
-    const char *v = getenv(name);
-    char *end;
-    double t = v ? strtod(v, &end) : 0;
-    return v && end != v && t > 0 ? t : fallback;
-}
-
 /* Across nodes, the cpu backend: this rank's node comm and its gloo link to the same
  * local rank on the other nodes, met through the coordinator's rendezvous. NULL and
  * why on failure. */
 static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why, size_t whylen) {
 #if DDPD_NODES_GLOO
-    char err[768], prefix[64];
-    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, err, sizeof err);
-    if (!kv) {
-        snprintf(why, whylen, "%s", err);
-        return NULL;
-    }
+    char prefix[64];
+    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, why, whylen);
+    if (!kv) return NULL;
     snprintf(prefix, sizeof prefix, "gloo/local-%d/", slot);
     const char *iface = getenv("GLOO_SOCKET_IFNAME");
     double hang_s = L->cfg.distributed.hang_timeout_s;
@@ -198,16 +189,13 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
         .size = L->o->nodes,
         .iface = iface && *iface ? iface : NULL,
         .hostname = L->o->node_addr,
-        .connect_timeout_ms = (int)(seconds_from_env("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000),
-        .timeout_ms = (int)(seconds_from_env("DDPD_COLLECTIVE_TIMEOUT_S", watched ? hang_s + NODES_COLLECTIVE_SLACK_S
-                                                                               : NODES_COLLECTIVE_UNWATCHED_S) * 1000),
+        .connect_timeout_ms = (int)(env_seconds("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000),
+        .timeout_ms = (int)(env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", watched ? hang_s + NODES_COLLECTIVE_SLACK_S
+                                                                          : NODES_COLLECTIVE_UNWATCHED_S) * 1000),
     };
-    gloo_link *link = gloo_link_open(&o, err, sizeof err);
+    gloo_link *link = gloo_link_open(&o, why, whylen);
     kv->close(kv); /* met: the link talks directly from now on */
-    if (!link) {
-        snprintf(why, whylen, "%s", err);
-        return NULL;
-    }
+    if (!link) return NULL;
     coll_comm *c = coll_nodes_create(local, link, L->o->nodes, L->o->node_rank);
     if (!c) snprintf(why, whylen, "out of memory");
     return c;
@@ -228,13 +216,9 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
  * launcher and relayed to the others through the coordinator's rendezvous. */
 static int nccl_id_made(launcher *L, char *why, size_t whylen) {
     if (L->o->nodes <= 1) return nccl_rendezvous_create(&L->nccl, L->world, why, whylen);
-    char err[768];
-    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, err, sizeof err);
-    if (!kv) {
-        snprintf(why, whylen, "%s", err);
-        return -1;
-    }
-    int timeout_ms = (int)(seconds_from_env("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000);
+    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, why, whylen);
+    if (!kv) return -1;
+    int timeout_ms = (int)(env_seconds("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000);
     int rc = nccl_rendezvous_across(&L->nccl, L->world, L->o->nodes, L->o->node_rank, kv, timeout_ms, why, whylen);
     kv->close(kv);
     return rc;

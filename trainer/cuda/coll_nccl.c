@@ -5,6 +5,7 @@
  * NCCL call holding `call_lock`, and the watchdog aborts (which frees the
  * communicator) only holding it too; everything else they share is atomic. */
 #include "coll_nccl.h"
+#include "env_seconds.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -372,13 +373,6 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
     return 0;
 }
 
-static double timeout_from_env(void) {
-    const char *s = getenv("DDPD_COLLECTIVE_TIMEOUT_S");
-    char *end;
-    double t = s ? strtod(s, &end) : 0;
-    return s && end != s && t > 0 ? t : COLL_NCCL_TIMEOUT_S;
-}
-
 coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
                             char *why, size_t whylen) {
     gpu_error ge = {{0}};
@@ -403,7 +397,7 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     }
     pthread_mutex_init(&c->call_lock, NULL);
     pthread_mutex_init(&c->reason_lock, NULL);
-    c->timeout_s = timeout_from_env();
+    c->timeout_s = env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", COLL_NCCL_TIMEOUT_S);
     c->device = local;
     c->board = board;
     c->slot = local;
