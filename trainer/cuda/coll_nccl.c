@@ -38,9 +38,9 @@ typedef struct {
     _Atomic(const char *) blocked_what;
     int watch_depth;             /* the rank's thread only */
     double timeout_s;
-    int device;                  /* the rank's CUDA ordinal (the watchdog thread selects it too) */
+    int device;                  /* the rank's CUDA ordinal (the watchdog thread selects it too): its
+                                    rank on its host, so also its slot on the run board */
     run_board *board;
-    int slot; /* the rank's slot on its host's board */
     atomic_int has_reason;
     char reason[640];
 } nccl_comm;
@@ -129,13 +129,13 @@ static void sleep_ms(int ms) {
 static void exit_if_still_blocked(nccl_comm *c) {
     long long since = atomic_load(&c->blocked_since);
     if (!since || (double)(now_ns() - since) / 1e9 < c->timeout_s + EXIT_GRACE_S) return;
-    if (c->board) run_board_set_failure(c->board, c->slot, c->reason);
+    if (c->board) run_board_set_failure(c->board, c->device, c->reason);
     fprintf(stderr, "rank %d: %s; the rank did not return from the GPU, ending it\n", c->pub.rank, c->reason);
     _exit(1);
 }
 
 static void abort_group(nccl_comm *c) {
-    if (c->board) run_board_set_failure(c->board, c->slot, c->reason);
+    if (c->board) run_board_set_failure(c->board, c->device, c->reason);
     atomic_store(&c->aborted, 1);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -400,7 +400,6 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     c->timeout_s = env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", COLL_NCCL_TIMEOUT_S);
     c->device = local;
     c->board = board;
-    c->slot = local;
     c->pub = (coll_comm){
         .rank = rank,
         .world_size = rv->world_size,
