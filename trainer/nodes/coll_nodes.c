@@ -46,19 +46,13 @@ static int between(nodes_comm *c, int rc, uint64_t t0) {
 static int node_of(const nodes_comm *c, int rank) { return rank / c->local->world_size; }
 
 /* My share [lo, hi) of buf, which holds my node's average: the average over every
- * rank (the nodes' averages summed in the ring's order, times 1/nodes). */
-static int average_share_across(nodes_comm *c, float *buf, size_t lo, size_t hi) {
+ * rank (the nodes' averages summed in the ring's order, times 1/nodes); sums[0..m)
+ * summed across too, in the same call (one round trip, not two). */
+static int average_share_across(nodes_comm *c, float *buf, size_t lo, size_t hi, double *sums, size_t m) {
     uint64_t t0 = clock_ns();
-    if (between(c, gloo_link_allreduce_sum_f32(c->link, buf + lo, hi - lo), t0) != 0) return -1;
-    const float s = 1.0f / (float)c->pub.nodes;
-    for (size_t i = lo; i < hi; i++) buf[i] *= s;
-    return 0;
-}
-
-/* The same with the side sums riding along (one round trip, not two). */
-static int average_share_and_sums_across(nodes_comm *c, float *buf, size_t lo, size_t hi, double *sums, size_t m) {
-    uint64_t t0 = clock_ns();
-    if (between(c, gloo_link_allreduce_sum_f32_f64(c->link, buf + lo, hi - lo, sums, m), t0) != 0) return -1;
+    int rc = m ? gloo_link_allreduce_sum_f32_f64(c->link, buf + lo, hi - lo, sums, m)
+               : gloo_link_allreduce_sum_f32(c->link, buf + lo, hi - lo);
+    if (between(c, rc, t0) != 0) return -1;
     const float s = 1.0f / (float)c->pub.nodes;
     for (size_t i = lo; i < hi; i++) buf[i] *= s;
     return 0;
@@ -75,8 +69,7 @@ static int n_reduce_scatter_avg_f32_ex(coll_comm *pub, float *buf, size_t n, dou
     if (here(c, c->local->reduce_scatter_avg_f32_ex(c->local, buf, n, sums, m, NULL, NULL)) != 0) return -1;
     size_t lo, hi;
     coll_share(n, pub->shard_world, pub->shard_rank, &lo, &hi);
-    if ((m ? average_share_and_sums_across(c, buf, lo, hi, sums, m) : average_share_across(c, buf, lo, hi)) != 0)
-        return -1;
+    if (average_share_across(c, buf, lo, hi, sums, m) != 0) return -1;
     for (size_t o = lo; consume && o < hi; o += CONSUME_PIECE) consume(arg, o, min_size(hi, o + CONSUME_PIECE));
     return 0;
 }
@@ -92,7 +85,7 @@ static int n_allreduce_avg_f32(coll_comm *pub, float *buf, size_t n) {
     if (here(c, c->local->allreduce_avg_f32(c->local, buf, n)) != 0) return -1;
     size_t lo, hi;
     coll_share(n, pub->shard_world, pub->shard_rank, &lo, &hi);
-    if (average_share_across(c, buf, lo, hi) != 0) return -1;
+    if (average_share_across(c, buf, lo, hi, NULL, 0) != 0) return -1;
     return here(c, c->local->allgather_f32(c->local, buf, n));
 }
 

@@ -132,17 +132,22 @@ template <typename F> static int guarded(gloo_link *l, const char *what, F call)
     }
 }
 
-template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
-    if (n == 0 || l->context->size == 1) return 0;
+// gloo's ring all-reduce of out[0..n), in place, summed by `reduce`.
+template <typename T, typename R> static int ring_allreduce(gloo_link *l, T *out, size_t n, R reduce) {
     return guarded(l, "an all-reduce", [&] {
         gloo::AllreduceOptions opts(l->context);
-        opts.setOutput(buf, n);
-        opts.setReduceFunction(sum<T>);
+        opts.setOutput(out, n);
+        opts.setReduceFunction(reduce);
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
         opts.setMaxSegmentSize(kSegmentBytes);
         opts.setTag(l->tag++);
         gloo::allreduce(opts);
     });
+}
+
+template <typename T> static int allreduce_sum(gloo_link *l, T *buf, size_t n) {
+    if (n == 0 || l->context->size == 1) return 0;
+    return ring_allreduce(l, buf, n, sum<T>);
 }
 
 extern "C" int gloo_link_allreduce_sum_f32(gloo_link *l, float *buf, size_t n) { return allreduce_sum(l, buf, n); }
@@ -153,34 +158,27 @@ extern "C" int gloo_link_allreduce_sum_f64(gloo_link *l, double *buf, size_t n) 
 // segments at whole elements, so a pair or a double is never split, and it reduces
 // each segment into the output buffer, so where the first argument points says
 // which kind the elements are (test_coll_nodes holds both sums to their exact
-// values).
+// values). The staging buffer is kept between calls (a step's last bucket, each step).
 extern "C" int gloo_link_allreduce_sum_f32_f64(gloo_link *l, float *f, size_t nf, double *d, size_t nd) {
     if (l->context->size == 1 || nf + nd == 0) return 0;
     size_t pairs = (nf + 1) / 2;
     try {
-        l->mixed.assign(pairs + nd, 0);
+        if (l->mixed.size() < pairs + nd) l->mixed.resize(pairs + nd);
     } catch (const std::exception &e) {
         l->error = std::string("out of memory for an all-reduce between the nodes: ") + e.what();
         return -1;
     }
     uint64_t *base = l->mixed.data();
     std::memcpy(base, f, nf * sizeof(float));
+    if (nf % 2) reinterpret_cast<float *>(base)[nf] = 0.0f; /* the pad */
     std::memcpy(base + pairs, d, nd * sizeof(double));
-    int rc = guarded(l, "an all-reduce", [&] {
-        gloo::AllreduceOptions opts(l->context);
-        opts.setOutput(base, pairs + nd);
-        opts.setReduceFunction([base, pairs](void *out, const void *a, const void *b, size_t n) {
-            size_t first = static_cast<size_t>(static_cast<uint64_t *>(out) - base);
-            size_t as_pairs = first < pairs ? std::min(n, pairs - first) : 0;
-            sum<float>(out, a, b, 2 * as_pairs);
-            size_t skip = as_pairs * sizeof(uint64_t);
-            sum<double>(static_cast<uint8_t *>(out) + skip, static_cast<const uint8_t *>(a) + skip,
-                        static_cast<const uint8_t *>(b) + skip, n - as_pairs);
-        });
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        opts.setMaxSegmentSize(kSegmentBytes);
-        opts.setTag(l->tag++);
-        gloo::allreduce(opts);
+    int rc = ring_allreduce(l, base, pairs + nd, [base, pairs](void *out, const void *a, const void *b, size_t n) {
+        size_t first = static_cast<size_t>(static_cast<uint64_t *>(out) - base);
+        size_t as_pairs = first < pairs ? std::min(n, pairs - first) : 0;
+        sum<float>(out, a, b, 2 * as_pairs);
+        size_t skip = as_pairs * sizeof(uint64_t);
+        sum<double>(static_cast<uint8_t *>(out) + skip, static_cast<const uint8_t *>(a) + skip,
+                    static_cast<const uint8_t *>(b) + skip, n - as_pairs);
     });
     if (rc == 0) {
         std::memcpy(f, base, nf * sizeof(float));
