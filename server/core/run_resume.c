@@ -74,9 +74,8 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     }
     const json_t *nodes = json_object_get(json_object_get(cfg, "distributed"), "nodes");
     int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
-    if ((b.world_size > scheduler_capacity(pool) || nodes_wanted > 1) &&
-        !scheduler_can_place(pool, b.world_size, nodes_wanted, err, sizeof err)) {
-        /* as at submission: a run larger than this host goes across nodes, if they hold it */
+    if (!scheduler_can_place(pool, b.world_size, nodes_wanted, err, sizeof err)) {
+        /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */
         const char *flag = pool == POOL_GPU ? "--gpus" : "--slots";
         snprintf(why, whylen, "run %lld needs %d %s but this server now has %d (%s) and %s: serve with %s giving it "
                  "%d, add nodes (ddpd agent), or submit the run again with a world_size of at most %d", (long long)id,
