@@ -359,7 +359,7 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
         void *id = NULL;
         size_t len = 0;
         if (kv_get(kv, UNIQUE_ID_KEY, timeout_ms, &id, &len, err, sizeof err) != 0 || len != sizeof rv->id) {
-            snprintf(why, whylen, "cannot get NCCL's unique id from node 0: %s",
+            snprintf(why, whylen, "cannot get NCCL's unique id from node 0 (did node 0's part start?): %s",
                      id ? "the rendezvous holds a value of another size" : err);
             free(id);
             return -1;

@@ -85,10 +85,6 @@ struct gloo_link {
     std::vector<uint64_t> mixed; // the staging of gloo_link_allreduce_sum_f32_f64
 };
 
-static void set_error(char *err, size_t errlen, const char *what, const char *why) {
-    std::snprintf(err, errlen, "%s: %s", what, why);
-}
-
 extern "C" gloo_link *gloo_link_open(const gloo_link_options *o, char *err, size_t errlen) {
     if (!o->store || o->rank < 0 || o->size < 1 || o->rank >= o->size) {
         std::snprintf(err, errlen, "gloo link: member %d of %d is not a member", o->rank, o->size);
@@ -110,7 +106,8 @@ extern "C" gloo_link *gloo_link_open(const gloo_link_options *o, char *err, size
         char where[300];
         std::snprintf(where, sizeof where, "cannot connect to the other nodes (gloo, as member %d of %d, on %s)",
                       o->rank, o->size, o->iface && *o->iface ? o->iface : o->hostname ? o->hostname : "127.0.0.1");
-        set_error(err, errlen, where, e.what());
+        std::snprintf(err, errlen, "%s: %s; check that every node's part started and that the nodes reach each other at "
+                      "these addresses (GLOO_SOCKET_IFNAME names the interface to use)", where, e.what());
         return nullptr;
     }
 }

@@ -63,8 +63,8 @@ static long request(http_kv *k, const char *url, const char *post, text_buf *ans
     curl_easy_setopt(k->curl, CURLOPT_ERRORBUFFER, curl_err);
     CURLcode rc = curl_easy_perform(k->curl);
     if (rc != CURLE_OK) {
-        snprintf(err, errlen, "no answer from the coordinator (%s): %s", k->url,
-                 curl_err[0] ? curl_err : curl_easy_strerror(rc));
+        snprintf(err, errlen, "no answer from the coordinator (%s): %s; is its ddpd up and reachable from this node?",
+                 k->url, curl_err[0] ? curl_err : curl_easy_strerror(rc));
         return -1;
     }
     long status = 0;
@@ -174,7 +174,8 @@ static int http_get(kv_store *s, const char *key, int timeout_ms, void **data, s
             break;
         }
         if (now_ms() >= deadline) {
-            snprintf(err, errlen, "rendezvous key %s was not there after %.1f s (%s)", key, timeout_ms / 1000.0, last);
+            snprintf(err, errlen, "rendezvous key %s was not there after %.1f s (%s): did every node's part of the run "
+                     "start? (DDPD_RENDEZVOUS_TIMEOUT_S sets how long to wait)", key, timeout_ms / 1000.0, last);
             break;
         }
         sleep_ms(wait);
@@ -195,11 +196,13 @@ static void http_close(kv_store *s) {
 
 kv_store *kv_http_open(const char *url, const char *secret, char *err, size_t errlen) {
     if (!url || (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
-        snprintf(err, errlen, "the rendezvous URL \"%.200s\" is not an http:// URL", url ? url : "");
+        snprintf(err, errlen, "the rendezvous URL \"%.200s\" is not an http:// URL: give --rendezvous the coordinator's "
+                 "http://HOST:PORT/runs/ID/rendezvous (ddpd passes it)", url ? url : "");
         return NULL;
     }
     if (!secret || !*secret) {
-        snprintf(err, errlen, "the rendezvous at %.200s needs the run's secret (DDPD_RUN_SECRET), which is not set", url);
+        snprintf(err, errlen, "the rendezvous at %.200s needs the run's secret, and DDPD_RUN_SECRET is not set: set it to "
+                 "the secret the coordinator gave the run (ddpd and its agents set it)", url);
         return NULL;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
