@@ -149,6 +149,20 @@ static void rank_main(coll_comm *c) {
     CHECK(bad == 0, "rank %d: %d parameters differ from rank 0's", r, bad);
     CHECK(c->shard_barrier(c) == 0, "shard barrier");
 
+    /* the parameters, one copy per rank: a share goes to its own node's ranks only */
+    float *q = c->alloc_mirrored(c, sizeof(float) * 4096);
+    REQUIRE(q, "alloc_mirrored");
+    size_t qlo, qhi;
+    coll_share(4096, c->shard_world, c->shard_rank, &qlo, &qhi);
+    float node_base = 10000.0f * (float)(r / LOCAL);
+    for (size_t i = qlo; i < qhi; i++) q[i] = node_base + (float)i;
+    CHECK(c->mirror_f32(c, q, qlo, qhi) == 0, "mirror_f32");
+    CHECK(c->shard_barrier(c) == 0, "shard barrier");
+    int qbad = 0;
+    for (size_t i = 0; i < 4096; i++) qbad += q[i] != node_base + (float)i;
+    CHECK(qbad == 0, "rank %d: %d elements of its copy are not its node's", r, qbad);
+    CHECK(c->barrier(c) == 0, "barrier");
+
     /* a barrier holds everyone until all arrived */
     atomic_fetch_add(&rep->arrived, 1);
     CHECK(c->barrier(c) == 0, "barrier");

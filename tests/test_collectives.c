@@ -10,6 +10,7 @@
 #include "check.h"
 #include "collectives.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -464,6 +465,47 @@ static void body_alloc_shared(coll_comm *c, const run_opts *o) {
     CHECK(c->alloc_shared(c, ARENA_BYTES) == NULL, "an exhausted shared arena gives NULL");
 }
 
+/* Mirrored memory: a zeroed copy per rank, at the same offset of every arena whatever
+ * each rank allocated before; each rank fills its share of its copy and mirrors it
+ * (in uneven pieces: streaming stores have an aligned middle and a plain head and
+ * tail), and after a barrier every copy is whole and the same; a write outside the
+ * mirrored share stays in its own copy; memory that is not mirrored is refused. */
+static void body_alloc_mirrored(coll_comm *c, const run_opts *o) {
+    (void)o;
+    enum { N = 100003 };
+    for (int k = 0; k < c->rank; k++) CHECK(c->alloc(c, 1000) != NULL, "alloc"); /* uneven alloc use */
+    float *a = c->alloc_mirrored(c, N * sizeof(float));
+    char *g = c->alloc(c, 1);
+    REQUIRE(a && g, "mirrored block");
+    CHECK((uintptr_t)a % 64 == 0 && (g + 1 <= (char *)a || g >= (char *)(a + N)), "aligned, apart from alloc's");
+    size_t nonzero = 0;
+    for (size_t i = 0; i < N; i++) nonzero += a[i] != 0.0f;
+    CHECK(nonzero == 0, "a fresh mirrored block is zero (%zu are not)", nonzero);
+    CHECK(c->barrier(c) == 0, "barrier");
+    size_t lo, hi;
+    coll_share(N, c->world_size, c->rank, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a[i] = (float)i * 0.5f + 1.0f;
+    size_t cut = lo + (hi - lo) / 3 + 1 < hi ? lo + (hi - lo) / 3 + 1 : hi;
+    CHECK(c->mirror_f32(c, a, lo, cut) == 0 && c->mirror_f32(c, a, cut, hi) == 0, "mirror my share");
+    CHECK(c->shard_barrier(c) == 0, "barrier");
+    size_t wrong = 0;
+    for (size_t i = 0; i < N; i++) wrong += a[i] != (float)i * 0.5f + 1.0f;
+    CHECK(wrong == 0, "rank %d's copy holds every rank's share (%zu wrong)", c->rank, wrong);
+    record_hash(c, 0, a, N * sizeof(float)); /* the same bytes on every rank */
+    CHECK(c->barrier(c) == 0, "barrier");
+    size_t outside = hi < N ? hi : 0; /* an element of another rank's share */
+    a[outside] = -1.0f;
+    CHECK(c->barrier(c) == 0, "barrier");
+    size_t foreign = 0;
+    for (size_t i = 0; i < N; i++) foreign += a[i] == -1.0f && i != outside;
+    CHECK(foreign == 0, "rank %d's copy is its own: %zu elements came from a peer's unmirrored write", c->rank, foreign);
+    float stray[16];
+    errno = 0;
+    CHECK(c->mirror_f32(c, stray, 0, 16) == -1 && errno == EINVAL, "memory outside the arena is refused");
+    CHECK(c->mirror_f32(c, a, 5, 4) == -1 && errno == EINVAL, "a range that ends before it starts is refused");
+    CHECK(c->alloc_mirrored(c, ARENA_BYTES) == NULL, "an exhausted arena gives NULL");
+}
+
 /* More ranks than cores: thousands of small all-reduces must stay fast (spinning
  * alone would hand each barrier a scheduler time slice). */
 static void body_oversubscribed(coll_comm *c, const run_opts *o) {
@@ -575,6 +617,7 @@ int main(void) {
         run_ranks("barrier", w, body_barrier, &dflt);
         run_ranks("alloc", w, body_alloc, &dflt);
         run_ranks("alloc shared", w, body_alloc_shared, &dflt);
+        run_ranks("alloc mirrored", w, body_alloc_mirrored, &dflt);
         printf("  world %d done (%d passed, %d failed so far)\n", w, check_passed, check_failed);
     }
     run_ranks("oversubscribed", 4, body_oversubscribed, &dflt);

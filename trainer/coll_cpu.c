@@ -9,7 +9,10 @@
  *   result area     two chunks (same parity): what broadcast passes through
  *   shared arena    arena_bytes, handed out by coll_comm.alloc_shared: one copy
  *                   that every rank reads and writes (in disjoint shares)
- *   arenas          per rank, arena_bytes, handed out by coll_comm.alloc
+ *   arenas          per rank, arena_bytes, handed out by coll_comm.alloc from the
+ *                   bottom and by coll_comm.alloc_mirrored from the top (so that a
+ *                   mirrored block sits at the same offset in every rank's arena
+ *                   whatever each rank allocated with alloc)
  *
  * Every all-reduce, reduce-scatter and all-gather starts the same way (publish):
  * each rank writes where its buffer is (its arena offset, or STAGED) and its count
@@ -56,6 +59,9 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define CACHE_LINE 64
 #define PAGE 4096
@@ -101,7 +107,7 @@ typedef struct {
     unsigned char *base;
     uint64_t round; /* slot/result rounds done so far: same on every rank */
     uint64_t calls; /* publishing calls so far: picks the descriptor set */
-    size_t arena_used, shared_used;
+    size_t arena_used, shared_used, mirrored_used;
     uint64_t spin_ns;
 } cpu_comm;
 
@@ -495,11 +501,16 @@ static int cpu_broadcast_shared(coll_comm *pub, void *buf, size_t bytes, int roo
     return pub->world_size > 1 ? sync_all((cpu_comm *)pub) : 0;
 }
 
+/* Bytes of this rank's arena that alloc and alloc_mirrored have not handed out. */
+static size_t arena_free(const cpu_comm *c) {
+    return c->ctrl->arena_bytes / CACHE_LINE * CACHE_LINE - c->arena_used - c->mirrored_used;
+}
+
 /* Bump allocation in this rank's arena, cache-line aligned; never freed. */
 static void *cpu_alloc(coll_comm *pub, size_t bytes) {
     cpu_comm *c = (cpu_comm *)pub;
     size_t need = round_up(bytes ? bytes : 1, CACHE_LINE);
-    if (need < bytes || need > c->ctrl->arena_bytes - c->arena_used) return NULL;
+    if (need < bytes || need > arena_free(c)) return NULL;
     void *p = arena_of(c, pub->rank) + c->arena_used;
     c->arena_used += need;
     return p;
@@ -515,6 +526,44 @@ static void *cpu_alloc_shared(coll_comm *pub, size_t bytes) {
     void *p = shared_area(c) + c->shared_used;
     c->shared_used += need;
     return p;
+}
+
+/* Bump allocation down from the top of this rank's arena: every rank makes the same
+ * calls, so each rank's copy sits at the same offset of its arena. */
+static void *cpu_alloc_mirrored(coll_comm *pub, size_t bytes) {
+    cpu_comm *c = (cpu_comm *)pub;
+    size_t need = round_up(bytes ? bytes : 1, CACHE_LINE);
+    if (need < bytes || need > arena_free(c)) return NULL;
+    c->mirrored_used += need;
+    return arena_of(c, pub->rank) + c->ctrl->arena_bytes / CACHE_LINE * CACHE_LINE - c->mirrored_used;
+}
+
+/* dst[0, n) <- src[0, n), past the caches where the machine can (x86-64: streaming
+ * stores, then a store fence so that they are ordered before the barrier that
+ * publishes them). */
+static void copy_streaming(float *dst, const float *src, size_t n) {
+#if defined(__x86_64__)
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+#else
+    memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+/* My copy's [lo, hi) into every peer's copy, at the same offset of its arena. */
+static int cpu_mirror_f32(coll_comm *pub, float *buf, size_t lo, size_t hi) {
+    cpu_comm *c = (cpu_comm *)pub;
+    uint64_t off = hi < lo ? STAGED : arena_offset(c, buf + lo, (hi - lo) * sizeof(float));
+    if (off == STAGED) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (int k = 0; k < pub->world_size; k++)
+        if (k != pub->rank) copy_streaming((float *)(arena_of(c, k) + off), buf + lo, hi - lo);
+    return 0;
 }
 
 /* --- group lifetime -------------------------------------------------------------- */
@@ -589,6 +638,8 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank) {
     c->pub.shard_barrier = cpu_barrier;
     c->pub.alloc = cpu_alloc;
     c->pub.alloc_shared = cpu_alloc_shared;
+    c->pub.alloc_mirrored = cpu_alloc_mirrored;
+    c->pub.mirror_f32 = cpu_mirror_f32;
     c->pub.impl = c;
     return &c->pub;
 }

@@ -79,6 +79,19 @@ struct coll_comm {
      * zeroed when first handed out; never freed separately. NULL where the backend
      * has no such memory, or when it is exhausted. */
     void *(*alloc_shared)(coll_comm *c, size_t bytes);
+    /* Memory of which every rank of the shard group holds a copy of its own, that
+     * its peers write into through mirror_f32: for state each rank updates in its own
+     * share and reads whole (the sharded optimizer's parameters). Unlike one shared
+     * copy, no line of it is ever in two cores' caches at once, so the owner's update
+     * never waits for its peers' caches to give the lines up. Every rank calls it in
+     * the same order with the same sizes; zeroed when first handed out; never freed
+     * separately. NULL where alloc_shared is, or when the arena is exhausted. */
+    void *(*alloc_mirrored)(coll_comm *c, size_t bytes);
+    /* Floats [lo, hi) of my copy of alloc_mirrored memory (buf: its start) into every
+     * shard peer's copy, past the caches where the machine can; in place for all after
+     * the next shard_barrier. Not collective: each rank mirrors its own share. -1
+     * (EINVAL) when buf is not alloc_mirrored memory. */
+    int (*mirror_f32)(coll_comm *c, float *buf, size_t lo, size_t hi);
     /* Why the group was aborted, as far as this rank knows ("" when it does not: a
      * peer on this host died, and the launcher says which). NULL where a backend
      * keeps no reason. */

@@ -78,6 +78,14 @@ static void *w_alloc_shared(coll_comm *c, size_t bytes) {
     coll_comm *in = ((watched *)c)->inner;
     return in->alloc_shared(in, bytes);
 }
+static void *w_alloc_mirrored(coll_comm *c, size_t bytes) {
+    coll_comm *in = ((watched *)c)->inner;
+    return in->alloc_mirrored(in, bytes);
+}
+static int w_mirror_f32(coll_comm *c, float *buf, size_t lo, size_t hi) { /* never waits: nothing to watch */
+    coll_comm *in = ((watched *)c)->inner;
+    return in->mirror_f32(in, buf, lo, hi);
+}
 
 coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int slot) {
     if (!inner) return NULL;
@@ -97,6 +105,8 @@ coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int slot) {
     /* the optional calls stay NULL where the backend lacks them */
     w->pub.reduce_scatter_avg_f32_ex = inner->reduce_scatter_avg_f32_ex ? w_reduce_scatter_avg_f32_ex : NULL;
     w->pub.alloc_shared = inner->alloc_shared ? w_alloc_shared : NULL;
+    w->pub.alloc_mirrored = inner->alloc_mirrored ? w_alloc_mirrored : NULL;
+    w->pub.mirror_f32 = inner->mirror_f32 ? w_mirror_f32 : NULL;
     w->pub.broadcast_shared = inner->broadcast_shared ? w_broadcast_shared : NULL;
     w->pub.shard_sum_f64 = inner->shard_sum_f64 ? w_shard_sum_f64 : NULL;
     w->pub.shard_barrier = inner->shard_barrier ? w_shard_barrier : NULL;

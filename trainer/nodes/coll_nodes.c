@@ -158,6 +158,17 @@ static void *n_alloc_shared(coll_comm *pub, size_t bytes) {
     return c->local->alloc_shared(c->local, bytes);
 }
 
+/* The shard group is this host's ranks: their copies, and mirroring between them, are the host's own. */
+static void *n_alloc_mirrored(coll_comm *pub, size_t bytes) {
+    nodes_comm *c = (nodes_comm *)pub;
+    return c->local->alloc_mirrored(c->local, bytes);
+}
+
+static int n_mirror_f32(coll_comm *pub, float *buf, size_t lo, size_t hi) {
+    nodes_comm *c = (nodes_comm *)pub;
+    return c->local->mirror_f32(c->local, buf, lo, hi);
+}
+
 static const char *n_failure(coll_comm *pub) { return ((nodes_comm *)pub)->failure; }
 
 coll_comm *coll_nodes_create(coll_comm *local, gloo_link *link, int nodes, int node_rank) {
@@ -186,6 +197,8 @@ coll_comm *coll_nodes_create(coll_comm *local, gloo_link *link, int nodes, int n
         .barrier = n_barrier,
         .alloc = n_alloc,
         .alloc_shared = n_alloc_shared,
+        .alloc_mirrored = n_alloc_mirrored,
+        .mirror_f32 = n_mirror_f32,
         .failure = n_failure,
         .impl = c,
     };
