@@ -1,24 +1,30 @@
 /* The cpu engine: the model (model.c) on the BLAS, and data parallelism over the shared-memory
- * collectives with the optimizer sharded over ranks (ZeRO stage 1) and one copy of the
- * parameters and optimizer state for the whole group:
+ * collectives with the optimizer sharded over ranks (ZeRO stage 1), one copy of the
+ * optimizer state for the whole group and a copy of the parameters per rank:
  *
  *   backward  as soon as a bucket of gradients is complete, it is reduce-scattered:
  *             each rank ends with the average over ranks of its own shard of the
  *             bucket (coll_share), read in place from the peers' shared buffers;
  *   update    each rank applies the optimizer to its shard only, piece by piece as
  *             the reduce-scatter hands the shard over, while it is hot in cache (or
- *             after the global norm when clipping), in the shared parameters;
+ *             after the global norm when clipping), in its own copy of the
+ *             parameters, then streams the new values into its peers' copies
+ *             (mirror_f32: past the caches);
  *   settle    one barrier, before the parameters are next read (the next step's
  *             forward, evaluation, a checkpoint): every shard is updated.
  *
- * Parameters and optimizer state live in the group's shared arena (alloc_shared),
- * each rank writing only its shards of them, so no all-gather copies them back: a
- * step moves each gradient between cores once and synchronises once per bucket plus
- * once to settle. The step's loss travels in the last bucket's reduce-scatter (its
- * side sums) rather than in an all-reduce of its own. That divides the optimizer's
- * work (a quarter of a step on one rank) by the world size. Every element is updated
- * with the same arithmetic whichever rank owns it, so results are bit-identical to
- * an unsharded update. The gradients are each rank's own (its arena).
+ * The optimizer state lives in the group's shared arena (alloc_shared), each rank
+ * touching only its shards of it. The parameters are a copy per rank (alloc_mirrored):
+ * with one shared copy, every line a rank updated had been read by its peers' forward
+ * pass and had to be taken back from their caches first (2 ranks on the MLP: 0.20-0.24
+ * ms of optimizer a step against 0.09 with a copy each; docs/cpu-performance.md). The
+ * owner streams its updated shard into the peers' copies, so no all-gather copies them
+ * back: a step moves each gradient and each parameter between cores once and
+ * synchronises once per bucket plus once to settle. The step's loss travels in the last
+ * bucket's reduce-scatter (its side sums) rather than in an all-reduce of its own. That
+ * divides the optimizer's work (a quarter of a step on one rank) by the world size.
+ * Every element is updated with the same arithmetic whichever rank owns it, so results
+ * are bit-identical to an unsharded update. The gradients are each rank's own (its arena).
  *
  * Batch norm's running statistics are each rank's own (private memory). With
  * per_rank statistics, ranks normalise with their own batch and only rank 0's running
@@ -98,8 +104,8 @@ static int sharded(const engine *e) { return e->comm->shard_world > 1; }
 static int cpu_init_params(engine *e, uint64_t seed) {
     if (e->comm->rank == 0) model_init_params(&e->shape, e->params, e->stats, seed);
     if (e->shape.n_stats && e->comm->broadcast(e->comm, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
-    /* rank 0 wrote the shared parameters: its host's copy, and every other host's from it */
-    return e->comm->broadcast_shared(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
+    /* rank 0 wrote its copy of the parameters: every rank's from it */
+    return e->comm->broadcast(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
 }
 
 /* model_pass.allreduce_sum for sync batch norm. */
@@ -138,9 +144,13 @@ static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *
     *hi += b->begin;
 }
 
+/* The optimizer on [lo, hi) of this rank's shard, in its copy of the parameters,
+ * then into its peers' copies. */
 static void update_range(cpu_engine *c, size_t lo, size_t hi) {
+    engine *e = &c->pub;
     uint64_t t0 = clock_ns();
-    optimizer_update_range(&c->pub.opt, c->pub.params, c->grads, c->lr, lo, hi);
+    optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
+    if (sharded(e)) e->comm->mirror_f32(e->comm, e->params, lo, hi);
     c->timer.update_ns += clock_ns() - t0;
 }
 
@@ -278,7 +288,7 @@ static int cpu_sync_from_host(engine *e) {
     if (m->nodes > 1) {
         size_t bytes = sizeof(float) * e->shape.n_params;
         float *states[2] = {e->opt.state1, e->opt.state2};
-        if (m->broadcast_shared(m, e->params, bytes, 0) != 0) return -1;
+        if (m->broadcast(m, e->params, bytes, 0) != 0) return -1;
         for (int k = 0; k < 2; k++)
             if (states[k] && m->broadcast_shared(m, states[k], bytes, 0) != 0) return -1;
         if (e->shape.n_stats && m->broadcast(m, e->stats, sizeof(float) * e->shape.n_stats, 0) != 0) return -1;
@@ -334,6 +344,11 @@ static float *shared_floats(coll_comm *comm, size_t n) {
     return comm->alloc_shared(comm, sizeof(float) * (n ? n : 1));
 }
 
+/* This rank's copy of n floats that its peers mirror their shares into. */
+static float *mirrored_floats(coll_comm *comm, size_t n) {
+    return comm->alloc_mirrored(comm, sizeof(float) * (n ? n : 1));
+}
+
 /* The convolutions' forward on oneDNN where this build has it and DDPD_CPU_CONV (the
  * environment: "onednn", the default, or "im2col", the reference) does not ask for
  * im2col; where oneDNN cannot take a layer, im2col runs it, said once. */
@@ -356,8 +371,8 @@ static void use_onednn(cpu_engine *c, const run_config *cfg) {
 }
 
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
-    if (!p->comm->alloc_shared || !p->comm->reduce_scatter_avg_f32_ex || !p->comm->broadcast_shared ||
-        !p->comm->shard_sum_f64 || !p->comm->shard_barrier) {
+    if (!p->comm->alloc_shared || !p->comm->alloc_mirrored || !p->comm->reduce_scatter_avg_f32_ex ||
+        !p->comm->broadcast_shared || !p->comm->shard_sum_f64 || !p->comm->shard_barrier) {
         snprintf(err, errlen, "the cpu engine needs the cpu collectives (shared memory), not %s", p->comm->backend);
         return NULL;
     }
@@ -381,7 +396,7 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     size_t n = e->shape.n_params;
     int states = optimizer_state_count(p->cfg);
     float *state1 = NULL, *state2 = NULL;
-    int ok = (e->params = shared_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
+    int ok = (e->params = mirrored_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
              (states < 1 || (state1 = shared_floats(p->comm, n))) && (states < 2 || (state2 = shared_floats(p->comm, n)));
     optimizer_init_external(&e->opt, p->cfg, n, state1, state2);
     c->labels = malloc((size_t)p->max_rows);

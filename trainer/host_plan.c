@@ -17,8 +17,9 @@ int host_plan_optimizer_states(const run_config *cfg) {
 }
 
 size_t host_plan_arena_bytes(const model_shape *s) {
-    /* a rank's arena: its gradients; the shared one: parameters and two optimizer states */
-    return 3 * (s->n_params * sizeof(float) + 64);
+    /* a rank's arena: its gradients and its copy of the parameters (alloc_mirrored);
+     * the shared one: two optimizer states (one size serves both) */
+    return 2 * (s->n_params * sizeof(float) + 64);
 }
 
 /* Mirrors model_workspace_init, buffer by buffer. */
@@ -47,7 +48,7 @@ void host_plan_compute(const host_plan_input *in, host_plan *plan) {
     size_t w = (size_t)in->world_size;
     size_t floats = round_page(s->n_params * sizeof(float) + 64);
     memset(plan, 0, sizeof *plan);
-    plan->shared_bytes = (1 + (size_t)in->n_opt_states + w) * floats + (2 * w + 2) * HOST_PLAN_COLL_CHUNK + 2 * PAGE;
+    plan->shared_bytes = ((size_t)in->n_opt_states + 2 * w) * floats + (2 * w + 2) * HOST_PLAN_COLL_CHUNK + 2 * PAGE;
     int max_rows = in->local_batch > HOST_PLAN_EVAL_ROWS ? in->local_batch : HOST_PLAN_EVAL_ROWS;
     plan->rank_bytes = host_plan_workspace_bytes(s, max_rows) + sizeof(float) * s->n_stats + (size_t)max_rows +
                        (size_t)(in->threads_per_rank > 0 ? in->threads_per_rank : 1) * HOST_PLAN_THREAD_BYTES +

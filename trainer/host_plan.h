@@ -5,9 +5,9 @@
  * before it forks its ranks, by the same code, so that a run that cannot fit is
  * refused with both numbers instead of swapping the host or being killed.
  *
- *   total = shared mapping (collectives: the parameters and optimizer states, every
- *           rank's gradients, staging chunks: the pages the run touches, not the
- *           arenas' reserved size)
+ *   total = shared mapping (collectives: the optimizer states, every rank's
+ *           gradients and copy of the parameters, staging chunks: the pages the
+ *           run touches, not the arenas' reserved size)
  *         + per rank: the workspace of model_workspace_init for its largest batch,
  *           batch norm's statistics, the batch's labels, its threads, a process base
  *         + per process (launcher and ranks): the dataset (train and test images and
@@ -44,7 +44,8 @@ typedef struct {
 
 /* Optimizer state buffers of a config: 0 (plain SGD), 1 (SGD momentum), 2 (Adam, AdamW). */
 int host_plan_optimizer_states(const run_config *cfg);
-/* A rank's gradient arena in the collectives' mapping (and the shared one's size). */
+/* A rank's arena in the collectives' mapping: its gradients and its copy of the
+ * parameters (and the shared one's size: the optimizer's states). */
 size_t host_plan_arena_bytes(const model_shape *s);
 /* Bytes model_workspace_init allocates for batches of max_rows. */
 size_t host_plan_workspace_bytes(const model_shape *s, int max_rows);

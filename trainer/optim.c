@@ -54,37 +54,18 @@ const char *optimizer_state1_name(const optimizer *o) {
 
 const char *optimizer_state2_name(const optimizer *o) { return o->state2 ? "exp_avg_sq" : NULL; }
 
-/* The updates run in blocks of a few cache lines, and claim the parameters' lines
- * for writing PREFETCH_AHEAD floats ahead (prefetchw). With the optimizer sharded over
- * ranks the parameters are one copy that every rank read in its forward pass, so each
- * line the owner writes is first taken from its peers' caches; claiming lines ahead
- * keeps many of those transfers in flight instead of stalling the stores on one at a
- * time. Measured on the MLP, 2 ranks: the optimizer's phase went from 0.20-0.24 to
- * 0.16-0.17 ms a step (docs/cpu-performance.md). A prefetch changes no arithmetic. */
-#define UPDATE_BLOCK 64     /* floats: 4 cache lines */
-#define PREFETCH_AHEAD 256  /* floats: 16 cache lines */
-
-static inline void claim_ahead(float *p, size_t at, size_t hi) {
-    for (size_t q = at + PREFETCH_AHEAD; q < at + PREFETCH_AHEAD + UPDATE_BLOCK && q < hi; q += 16)
-        __builtin_prefetch(p + q, 1, 3);
-}
-
 DDPD_VECTOR_CLONES
 static void sgd_range(optimizer *o, float *restrict p, const float *restrict g, float lr, size_t lo, size_t hi) {
     float wd = (float)o->weight_decay, mom = (float)o->momentum;
     float *restrict buf = o->state1;
     int first = o->step == 0;
-    for (size_t b = lo; b < hi; b += UPDATE_BLOCK) {
-        size_t end = b + UPDATE_BLOCK < hi ? b + UPDATE_BLOCK : hi;
-        claim_ahead(p, b, hi);
-        for (size_t i = b; i < end; i++) {
-            float d = g[i] + wd * p[i];
-            if (buf) {
-                buf[i] = first ? d : mom * buf[i] + d;
-                d = o->nesterov ? d + mom * buf[i] : buf[i];
-            }
-            p[i] -= lr * d;
+    for (size_t i = lo; i < hi; i++) {
+        float d = g[i] + wd * p[i];
+        if (buf) {
+            buf[i] = first ? d : mom * buf[i] + d;
+            d = o->nesterov ? d + mom * buf[i] : buf[i];
         }
+        p[i] -= lr * d;
     }
 }
 
@@ -97,16 +78,12 @@ static void adam_range(optimizer *o, float *restrict p, const float *restrict g,
     float l2 = o->type == OPT_ADAM ? (float)o->weight_decay : 0.0f;
     float decay = o->type == OPT_ADAMW ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
     float *restrict m = o->state1, *restrict v = o->state2;
-    for (size_t b = lo; b < hi; b += UPDATE_BLOCK) {
-        size_t end = b + UPDATE_BLOCK < hi ? b + UPDATE_BLOCK : hi;
-        claim_ahead(p, b, hi);
-        for (size_t i = b; i < end; i++) {
-            float gi = g[i] + l2 * p[i];
-            p[i] *= decay;
-            m[i] = b1 * m[i] + (1.0f - b1) * gi;
-            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-            p[i] -= step_size * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
-        }
+    for (size_t i = lo; i < hi; i++) {
+        float gi = g[i] + l2 * p[i];
+        p[i] *= decay;
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] -= step_size * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
     }
 }
 
