@@ -439,6 +439,17 @@ static void body_alloc(coll_comm *c, const run_opts *o) {
     CHECK(strcmp(c->backend, "cpu") == 0, "backend name");
 }
 
+/* A fresh block of n floats must be zero on every rank; once all have looked, this
+ * rank writes i * 0.5 + add into its share [*lo, *hi) of it. */
+static void fill_fresh_share(coll_comm *c, float *a, size_t n, float add, const char *what, size_t *lo, size_t *hi) {
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += a[i] != 0.0f;
+    CHECK(nonzero == 0, "a fresh %s block is zero (%zu are not)", what, nonzero);
+    CHECK(c->barrier(c) == 0, "barrier");
+    coll_share(n, c->world_size, c->rank, lo, hi);
+    for (size_t i = *lo; i < *hi; i++) a[i] = (float)i * 0.5f + add;
+}
+
 /* The shared arena: the same zeroed blocks on every rank, written by each in its own
  * share and read whole by all after a barrier; exhausted, NULL. */
 static void body_alloc_shared(coll_comm *c, const run_opts *o) {
@@ -451,13 +462,8 @@ static void body_alloc_shared(coll_comm *c, const run_opts *o) {
     shared->hash[0][c->rank] = (uint64_t)(uintptr_t)a; /* the same address on every rank */
     shared->hash[1][c->rank] = (uint64_t)(uintptr_t)b;
     if (c->rank == 0) shared->ops = 2;
-    size_t nonzero = 0;
-    for (size_t i = 0; i < N; i++) nonzero += a[i] != 0.0f;
-    CHECK(nonzero == 0, "a fresh shared block is zero (%zu are not)", nonzero);
-    CHECK(c->barrier(c) == 0, "barrier");
     size_t lo, hi;
-    coll_share(N, c->world_size, c->rank, &lo, &hi);
-    for (size_t i = lo; i < hi; i++) a[i] = (float)i * 0.5f;
+    fill_fresh_share(c, a, N, 0.0f, "shared", &lo, &hi);
     CHECK(c->barrier(c) == 0, "barrier");
     size_t wrong = 0;
     for (size_t i = 0; i < N; i++) wrong += a[i] != (float)i * 0.5f;
@@ -478,13 +484,8 @@ static void body_alloc_mirrored(coll_comm *c, const run_opts *o) {
     char *g = c->alloc(c, 1);
     REQUIRE(a && g, "mirrored block");
     CHECK((uintptr_t)a % 64 == 0 && (g + 1 <= (char *)a || g >= (char *)(a + N)), "aligned, apart from alloc's");
-    size_t nonzero = 0;
-    for (size_t i = 0; i < N; i++) nonzero += a[i] != 0.0f;
-    CHECK(nonzero == 0, "a fresh mirrored block is zero (%zu are not)", nonzero);
-    CHECK(c->barrier(c) == 0, "barrier");
     size_t lo, hi;
-    coll_share(N, c->world_size, c->rank, &lo, &hi);
-    for (size_t i = lo; i < hi; i++) a[i] = (float)i * 0.5f + 1.0f;
+    fill_fresh_share(c, a, N, 1.0f, "mirrored", &lo, &hi);
     size_t cut = lo + (hi - lo) / 3 + 1 < hi ? lo + (hi - lo) / 3 + 1 : hi;
     CHECK(c->mirror_f32(c, a, lo, cut) == 0 && c->mirror_f32(c, a, cut, hi) == 0, "mirror my share");
     CHECK(c->shard_barrier(c) == 0, "barrier");
