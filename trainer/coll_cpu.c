@@ -501,10 +501,11 @@ static int cpu_broadcast_shared(coll_comm *pub, void *buf, size_t bytes, int roo
     return pub->world_size > 1 ? sync_all((cpu_comm *)pub) : 0;
 }
 
+/* The end of a rank's arena that alloc_mirrored hands out from (cache-line aligned). */
+static size_t arena_top(const cpu_comm *c) { return c->ctrl->arena_bytes / CACHE_LINE * CACHE_LINE; }
+
 /* Bytes of this rank's arena that alloc and alloc_mirrored have not handed out. */
-static size_t arena_free(const cpu_comm *c) {
-    return c->ctrl->arena_bytes / CACHE_LINE * CACHE_LINE - c->arena_used - c->mirrored_used;
-}
+static size_t arena_free(const cpu_comm *c) { return arena_top(c) - c->arena_used - c->mirrored_used; }
 
 /* Bump allocation in this rank's arena, cache-line aligned; never freed. */
 static void *cpu_alloc(coll_comm *pub, size_t bytes) {
@@ -535,25 +536,25 @@ static void *cpu_alloc_mirrored(coll_comm *pub, size_t bytes) {
     size_t need = round_up(bytes ? bytes : 1, CACHE_LINE);
     if (need < bytes || need > arena_free(c)) return NULL;
     c->mirrored_used += need;
-    return arena_of(c, pub->rank) + c->ctrl->arena_bytes / CACHE_LINE * CACHE_LINE - c->mirrored_used;
+    return arena_of(c, pub->rank) + arena_top(c) - c->mirrored_used;
 }
 
 /* dst[0, n) <- src[0, n), past the caches where the machine can (x86-64: streaming
- * stores, then a store fence so that they are ordered before the barrier that
- * publishes them). */
+ * stores, which the caller fences). */
 static void copy_streaming(float *dst, const float *src, size_t n) {
 #if defined(__x86_64__)
     size_t i = 0;
     for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
     for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
     for (; i < n; i++) dst[i] = src[i];
-    _mm_sfence();
 #else
     memcpy(dst, src, n * sizeof(float));
 #endif
 }
 
-/* My copy's [lo, hi) into every peer's copy, at the same offset of its arena. */
+/* My copy's [lo, hi) into every peer's copy, at the same offset of its arena; one
+ * store fence after all of them orders the streaming stores before the barrier
+ * that publishes them. */
 static int cpu_mirror_f32(coll_comm *pub, float *buf, size_t lo, size_t hi) {
     cpu_comm *c = (cpu_comm *)pub;
     uint64_t off = hi < lo ? STAGED : arena_offset(c, buf + lo, (hi - lo) * sizeof(float));
@@ -563,6 +564,9 @@ static int cpu_mirror_f32(coll_comm *pub, float *buf, size_t lo, size_t hi) {
     }
     for (int k = 0; k < pub->world_size; k++)
         if (k != pub->rank) copy_streaming((float *)(arena_of(c, k) + off), buf + lo, hi - lo);
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
     return 0;
 }
 
