@@ -88,7 +88,8 @@ static int measure(int mirrored, size_t n, int steps) {
         if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
     }
     if (failed) {
-        fprintf(stderr, "bench_param_copies: a rank failed\n");
+        fprintf(stderr, "bench_param_copies: a rank could not allocate %zu parameters in its arena or was killed; "
+                        "try fewer PARAMS\n", n);
         return -1;
     }
     double slowest[2][steps];
