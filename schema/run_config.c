@@ -298,6 +298,7 @@ static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.threads_per_rank = (int)integer_at(doc, "/distributed/threads_per_rank");
     c->distributed.allow_tf32 = bool_at(doc, "/distributed/allow_tf32");
     c->distributed.hang_timeout_s = number_at(doc, "/distributed/hang_timeout_s");
+    c->distributed.max_restarts = (int)integer_at(doc, "/distributed/max_restarts");
 }
 
 static void read_checkpoint(json_t *doc, run_config *c) {

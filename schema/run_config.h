@@ -84,6 +84,7 @@ typedef struct {
         int threads_per_rank;
         bool allow_tf32;
         double hang_timeout_s; /* 0 = never */
+        int max_restarts;      /* restarts of the whole group after a failure; 0 = none */
     } distributed;
     struct {
         int every_epochs; /* 0 = never */

@@ -173,6 +173,7 @@ static const field fields[] = {
     {"/distributed/threads_per_rank", INT, AT(distributed.threads_per_rank), NULL, 0, NULL},
     {"/distributed/allow_tf32", BOOL, AT(distributed.allow_tf32), NULL, 0, NULL},
     {"/distributed/hang_timeout_s", REAL, AT(distributed.hang_timeout_s), NULL, 0, NULL},
+    {"/distributed/max_restarts", INT, AT(distributed.max_restarts), NULL, 0, NULL},
     {"/checkpoint/every_epochs", INT, AT(checkpoint.every_epochs), NULL, 0, NULL},
     {"/checkpoint/keep", INT, AT(checkpoint.keep), NULL, 0, NULL},
     {"/checkpoint/load", TEXT, AT(checkpoint.load), NULL, 0, NULL},
@@ -595,8 +596,12 @@ static const bad_config bad_configs[] = {
     {"{'distributed': {'threads_per_rank': 0}}", "/distributed/threads_per_rank", "must be at least 1 (got 0)"},
     {"{'distributed': {'allow_tf32': 1}}", "/distributed/allow_tf32", "must be a boolean (got number 1)"},
     {"{'distributed': {'ranks': 2}}", "/distributed/ranks",
-     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, isolate_devices)"},
+     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, max_restarts, isolate_devices)"},
     {"{'distributed': {'nodes': -1}}", "/distributed/nodes", "must be at least 0 (got -1)"},
+    {"{'distributed': {'max_restarts': 101}}", "/distributed/max_restarts", "must be at most 100 (got 101)"},
+    {"{'distributed': {'max_restarts': -1}}", "/distributed/max_restarts", "must be at least 0 (got -1)"},
+    {"{'distributed': {'max_restarts': 1.5}}", "/distributed/max_restarts", "must be an integer (got number 1.5)"},
+    {"{'command': ['python3'], 'distributed': {'max_restarts': 500}}", "/distributed/max_restarts", "must be at most 100 (got 500)"},
     {"{'distributed': {'world_size': 4, 'nodes': 3}}", "/distributed/nodes", "must divide /distributed/world_size (4): every node runs as many ranks"},
     {"{'command': ['python3', 'train.py'], 'distributed': {'world_size': 4, 'nodes': 3}}", "/distributed/nodes",
      "must divide /distributed/world_size (4): every node runs as many ranks"},
@@ -624,9 +629,18 @@ static void test_command_run_shape(void) {
               !json_object_get(dist, "bucket_mb") && json_integer_value(json_object_get(dist, "hang_timeout_s")) == 0 &&
               json_is_integer(json_object_get(dist, "hang_timeout_s")),
           "its distributed section: world_size, backend, threads_per_rank, isolate_devices, hang_timeout_s 0 (off)");
+    CHECK(json_integer_value(json_object_get(dist, "max_restarts")) == 0 && json_is_integer(json_object_get(dist, "max_restarts")),
+          "and max_restarts, 0 unless set (a command run restarts as torchrun --max-restarts does)");
     CHECK(json_array_size(json_object_get(doc, "command")) == 3 &&
               !strcmp(json_string_value(json_object_get(json_object_get(doc, "env"), "MY_FLAG")), "1"),
           "command and env as given");
+    schema_errors_free(&errs);
+    json_decref(doc);
+    doc = json("{'command': ['python3', 'train.py'], 'distributed': {'world_size': 2, 'max_restarts': 100}}");
+    CHECK(run_config_validate(doc, &errs) == 0 &&
+              json_integer_value(json_object_get(json_object_get(doc, "distributed"), "max_restarts")) == 100,
+          "a command run takes max_restarts up to 100, kept as given");
+    print_errors(&errs);
     schema_errors_free(&errs);
     json_decref(doc);
     doc = json("{}");
