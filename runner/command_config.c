@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rank_env.h"
+#include "run_config.h"
 
 #define MAX_WORLD_SIZE 1024
 #define MAX_THREADS_PER_RANK 1024
@@ -139,6 +140,7 @@ static void load_distributed(report *r, json_t *doc, command_config *c) {
         problem(r, "/distributed/world_size", "%s", "is required (the number of ranks)");
     c->world_size = int_field(r, dist, "world_size", 1, 1, MAX_WORLD_SIZE);
     c->threads_per_rank = int_field(r, dist, "threads_per_rank", 1, 1, MAX_THREADS_PER_RANK);
+    c->max_restarts = int_field(r, dist, "max_restarts", 0, 0, RUN_CONFIG_MAX_RESTARTS);
     json_t *iso = json_object_get(dist, "isolate_devices");
     if (iso && !json_is_boolean(iso)) problem(r, "/distributed/isolate_devices", "%s", "must be true or false");
     c->isolate_devices = json_is_true(iso);

@@ -16,6 +16,7 @@ typedef struct {
     int world_size;
     int isolate_devices;
     int threads_per_rank;
+    int max_restarts;     /* distributed.max_restarts: restarts of the whole gang after a failure */
 } command_config;
 
 /* Reads and checks `path`. 0, or -1 after printing every problem on `errors`

@@ -107,6 +107,10 @@ static void on_signal(gang *g, int sig) {
         if (g->canceled_by && g->kill_at > 0) { /* asked again: no more grace */
             log_msg(LOG_WARN, "received SIG%s again: killing every rank now", sigabbrev_np(sig));
             g->kill_at = now_s();
+        } else if (!g->canceled_by) { /* while a failure stops the ranks: no restart follows */
+            g->canceled_by = sig;
+            log_msg(LOG_WARN, "received SIG%s while the ranks are being stopped: the run will not start again",
+                    sigabbrev_np(sig));
         }
         return;
     }
@@ -237,7 +241,9 @@ static void blame(gang *g) {
 }
 
 static void compose_result(gang *g, gang_result *res) {
-    res->reason[0] = '\0';
+    res->reason[0] = res->last_words[0] = '\0';
+    res->failing_rank = -1;
+    res->canceled_by = g->canceled_by;
     if (g->spawn_failure[0]) {
         res->outcome = GANG_FAILED;
         snprintf(res->reason, sizeof res->reason, "%s", g->spawn_failure);
@@ -251,6 +257,10 @@ static void compose_result(gang *g, gang_result *res) {
         if (!error_file_message(path, words, sizeof words))
             snprintf(words, sizeof words, "%s", g->ranks[r].out.last_line);
         res->outcome = GANG_FAILED;
+        res->failing_rank = RANK_OF(g, r);
+        res->rank_status = g->first_status;
+        snprintf(res->last_words, sizeof res->last_words, "%s", words);
+        utf8_repair(res->last_words);
         snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", RANK_OF(g, r), how, words[0] ? ": " : "", words);
         utf8_repair(res->reason); /* clipped to fit: no sequence cut in two */
     } else if (g->canceled_by) {
@@ -262,29 +272,56 @@ static void compose_result(gang *g, gang_result *res) {
     }
 }
 
-void gang_run(const gang_params *p, gang_result *res) {
-    gang g = {.p = p, .first_failed = -1};
-    g.ranks = calloc((size_t)p->env->local_ranks, sizeof *g.ranks);
-    sigset_t mask, old_mask;
+int gang_signals_open(gang_signals *s) {
+    sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &old_mask);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (!g.ranks || sfd < 0) {
-        res->outcome = GANG_FAILED;
-        snprintf(res->reason, sizeof res->reason, "cannot supervise the ranks: %s", strerror(errno));
-    } else {
-        start_ranks(&g, &old_mask);
-        if (g.started && !g.spawn_failure[0])
-            log_msg(LOG_INFO, "started %d rank%s", g.started, g.started > 1 ? "s" : "");
-        supervise(&g, sfd);
-        sweep_groups(&g);
-        compose_result(&g, res);
+    sigprocmask(SIG_BLOCK, &mask, &s->child_mask);
+    s->fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s->fd >= 0) return 0;
+    int err = errno;
+    sigprocmask(SIG_SETMASK, &s->child_mask, NULL);
+    errno = err;
+    return -1;
+}
+
+void gang_signals_close(gang_signals *s) {
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    sigprocmask(SIG_SETMASK, &s->child_mask, NULL);
+}
+
+int gang_signals_wait_cancel(gang_signals *s, double seconds) {
+    double until = now_s() + seconds;
+    for (;;) {
+        double left = until - now_s();
+        if (left <= 0) return 0;
+        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)(left * 1000.0) + 1) < 0 && errno != EINTR) return 0;
+        struct signalfd_siginfo si;
+        while (read(s->fd, &si, sizeof si) == (ssize_t)sizeof si)
+            if (si.ssi_signo != SIGCHLD) return (int)si.ssi_signo;
     }
-    if (sfd >= 0) close(sfd);
+}
+
+void gang_run(const gang_params *p, gang_result *res) {
+    gang g = {.p = p, .first_failed = -1};
+    g.ranks = calloc((size_t)p->env->local_ranks, sizeof *g.ranks);
+    if (!g.ranks) {
+        memset(res, 0, sizeof *res);
+        res->outcome = GANG_FAILED;
+        res->failing_rank = -1;
+        snprintf(res->reason, sizeof res->reason, "cannot supervise the ranks: %s", strerror(errno));
+        return;
+    }
+    start_ranks(&g, &p->signals->child_mask);
+    if (g.started && !g.spawn_failure[0])
+        log_msg(LOG_INFO, "started %d rank%s", g.started, g.started > 1 ? "s" : "");
+    supervise(&g, p->signals->fd);
+    sweep_groups(&g);
+    compose_result(&g, res);
     free(g.ranks);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
 }

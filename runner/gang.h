@@ -1,12 +1,14 @@
 /* The gang: every rank of a command run started, then supervised together. When a
  * rank exits non-zero or by a signal, every other rank's process group gets SIGTERM,
- * then SIGKILL after a grace, and the run fails naming the first failing rank, how it
- * ended and its last words (its error file's message, else its last non-empty output
- * line). SIGTERM, SIGINT or SIGHUP to the launcher stops every rank the same way and
- * cancels the run. */
+ * then SIGKILL after a grace, and the attempt fails naming the first failing rank,
+ * how it ended and its last words (its error file's message, else its last non-empty
+ * output line). SIGTERM, SIGINT or SIGHUP to the launcher stops every rank the same
+ * way and cancels the run. One gang_run is one attempt; the launcher's signals stay
+ * with it across attempts (gang_signals), so that a cancel between two is heard. */
 #ifndef DDPD_GANG_H
 #define DDPD_GANG_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "command_config.h"
@@ -15,6 +17,21 @@
 
 typedef enum { GANG_SUCCEEDED, GANG_FAILED, GANG_CANCELED } gang_outcome;
 
+/* SIGCHLD and the cancel signals (SIGTERM, SIGINT, SIGHUP), blocked and read from a
+ * signalfd from gang_signals_open to gang_signals_close. */
+typedef struct {
+    int fd;
+    sigset_t child_mask; /* the mask before: what the ranks start with */
+} gang_signals;
+
+/* 0, or -1 (errno). */
+int gang_signals_open(gang_signals *s);
+void gang_signals_close(gang_signals *s);
+
+/* Waits up to `seconds` for a cancel signal while no rank runs: the signal, or 0
+ * when the time passed. */
+int gang_signals_wait_cancel(gang_signals *s, double seconds);
+
 typedef struct {
     const command_config *cfg;
     const rank_env_params *env;
@@ -22,15 +39,21 @@ typedef struct {
     const char *working_dir; /* where the ranks start */
     double grace_s;          /* between SIGTERM and SIGKILL */
     event_sink *events;      /* the launcher's own (rank -1) */
+    gang_signals *signals;
 } gang_params;
 
 typedef struct {
     gang_outcome outcome;
     int signal;        /* GANG_CANCELED: the signal that canceled the run */
     char reason[2048]; /* GANG_FAILED, GANG_CANCELED: why, for a person */
+    /* GANG_FAILED because a rank failed (not because one could not start): */
+    int failing_rank;  /* the rank the reason names (global), else -1 */
+    int rank_status;   /* its wait status */
+    char last_words[1024];
+    int canceled_by;   /* a cancel signal that came while a failed attempt was being stopped, else 0 */
 } gang_result;
 
-/* Runs the gang to its end (every rank gone, every output read). */
+/* Runs one attempt of the gang to its end (every rank gone, every output read). */
 void gang_run(const gang_params *p, gang_result *result);
 
 #endif

@@ -1,8 +1,9 @@
 /* ddp-run: the launcher of a command run (a run config with `command`), which ddpd
  * starts instead of ddp-trainer. It runs the user's command once per rank with
- * torchrun's environment, supervises the ranks as a gang (gang.h), copies their
- * output into the run's logs, and reports as rank -1 through the run's event sink:
- * a hello first, an `end` last. */
+ * torchrun's environment, supervises the ranks as a gang (gang.h), starts the gang
+ * again after a failure while distributed.max_restarts allows (restarts.h), copies
+ * their output into the run's logs, and reports as rank -1 through the run's event
+ * sink: a hello first, each attempt's start and end, an `end` last. */
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -14,33 +15,41 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "attempts.h"
 #include "command_config.h"
 #include "ddpd_build_config.h"
+#include "env_seconds.h"
 #include "events.h"
 #include "gang.h"
 #include "log.h"
 #include "paths.h"
+#include "ports.h"
 #include "rank_env.h"
+#include "restarts.h"
 #include "utf8_text.h"
 
 #define EXIT_SUCCEEDED 0
 #define EXIT_FAILED 1
 #define EXIT_BAD_INPUT 2
 #define DEFAULT_GRACE_S 10.0
+#define MAX_RESTART_COUNT 1000000
 
 typedef struct {
     const char *config_path, *run_dir, *events, *master_port;
     const char *master_addr;   /* rank 0's node, for a run across nodes */
     const char *nodes, *node_rank;
+    const char *restart_count; /* the first attempt's number: a run's count that goes on */
+    const char *port_range;
 } options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
-            "               [--nodes N --node-rank K --master-addr ADDR]\n"
+            "               [--nodes N --node-rank K --master-addr ADDR] [--restart-count K] [--port-range LO-HI]\n"
             "\n"
             "Runs a command run's `command` once per rank (distributed.world_size), with\n"
-            "torchrun's environment, as one gang: a rank that fails stops the others.\n"
+            "torchrun's environment, as one gang: a rank that fails stops the others, and the\n"
+            "gang starts again while distributed.max_restarts allows (torchrun's --max-restarts).\n"
             "\n"
             "  --config FILE       the run config (command, working_dir, env, distributed)\n"
             "  --run-dir DIR       the run's directory: events.jsonl, trainer.log, ranks/rank-N.log\n"
@@ -50,10 +59,15 @@ static void usage(FILE *f) {
             "  --nodes N           a run across N nodes: this launcher starts node K's ranks,\n"
             "  --node-rank K       K*L .. K*L+L-1 of world_size W (L = W/N; GROUP_RANK K)\n"
             "  --master-addr ADDR  MASTER_ADDR of every rank: rank 0's node (default 127.0.0.1)\n"
+            "  --restart-count K   the first attempt's TORCHELASTIC_RESTART_COUNT (default 0): a run\n"
+            "                      that goes on after K attempts; up to max_restarts more may follow\n"
+            "  --port-range LO-HI  where a restart's MASTER_PORT comes from when the run's own was\n"
+            "                      taken meanwhile (ddpd serve's; default: a port the kernel picks)\n"
             "  --version           print the version\n"
             "\n"
             "environment: DDPD_RUN_ID, DDPD_RUN_SECRET, CUDA_VISIBLE_DEVICES (the run's GPUs),\n"
-            "DDPD_CANCEL_GRACE_S (seconds between SIGTERM and SIGKILL, default 10)\n"
+            "DDPD_CANCEL_GRACE_S (seconds between SIGTERM and SIGKILL, default 10),\n"
+            "DDPD_RESTART_BACKOFF_S (seconds between a failed attempt and the next, default 1)\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
 }
@@ -63,12 +77,13 @@ static int parse_args(int argc, char **argv, options *o) {
         {"config", required_argument, 0, 'c'}, {"run-dir", required_argument, 0, 'd'},
         {"events", required_argument, 0, 'e'}, {"master-port", required_argument, 0, 'p'},
         {"nodes", required_argument, 0, 'n'},  {"node-rank", required_argument, 0, 'k'},
-        {"master-addr", required_argument, 0, 'a'},
+        {"master-addr", required_argument, 0, 'a'}, {"restart-count", required_argument, 0, 'r'},
+        {"port-range", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o->config_path = optarg; break;
         case 'd': o->run_dir = optarg; break;
@@ -77,6 +92,8 @@ static int parse_args(int argc, char **argv, options *o) {
         case 'n': o->nodes = optarg; break;
         case 'k': o->node_rank = optarg; break;
         case 'a': o->master_addr = optarg; break;
+        case 'r': o->restart_count = optarg; break;
+        case 'P': o->port_range = optarg; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
         default: usage(stderr); return -1;
@@ -136,17 +153,26 @@ static int node_part(const options *o, int world_size, int *nodes, int *node_ran
     return 0;
 }
 
-static double grace_seconds(void) {
-    const char *s = getenv("DDPD_CANCEL_GRACE_S");
-    if (!s || !s[0]) return DEFAULT_GRACE_S;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || v < 0 || v > 3600) {
-        fprintf(stderr, "ddp-run: DDPD_CANCEL_GRACE_S=%s is not a number of seconds (0 to 3600): using %g\n", s,
-                DEFAULT_GRACE_S);
-        return DEFAULT_GRACE_S;
+/* --restart-count and --port-range: -1 (said on stderr) when one cannot be right. */
+static int attempt_options(const options *o, int *first, int *port_lo, int *port_hi) {
+    *first = *port_lo = *port_hi = 0;
+    if (o->restart_count) {
+        char *end;
+        errno = 0;
+        long k = strtol(o->restart_count, &end, 10);
+        if (errno || end == o->restart_count || *end || k < 0 || k > MAX_RESTART_COUNT) {
+            fprintf(stderr, "ddp-run: --restart-count %s is not a number of attempts (0 to %d)\n", o->restart_count,
+                    MAX_RESTART_COUNT);
+            return -1;
+        }
+        *first = (int)k;
     }
-    return v;
+    char err[256];
+    if (o->port_range && port_range_parse(o->port_range, port_lo, port_hi, err, sizeof err) != 0) {
+        fprintf(stderr, "ddp-run: %s\n", err);
+        return -1;
+    }
+    return 0;
 }
 
 static void send_hello(event_sink *events, int world_size) {
@@ -171,8 +197,9 @@ static int run(const options *o, const command_config *cfg) {
         fprintf(stderr, "ddp-run: --master-port %s is not a port (1 to 65535)\n", o->master_port);
         return EXIT_BAD_INPUT;
     }
-    int nodes = 1, node_rank = 0;
+    int nodes = 1, node_rank = 0, first_attempt, port_lo, port_hi;
     if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
+    if (attempt_options(o, &first_attempt, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
     int local_ranks = cfg->world_size / nodes;
     const char *devices = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "";
     int gpus = rank_env_device_count(devices);
@@ -219,15 +246,19 @@ static int run(const options *o, const command_config *cfg) {
     const char *working_dir = cfg->working_dir ? cfg->working_dir : run_dir;
     char line[2048];
     command_line(cfg, line, sizeof line);
+    char restarts_note[96] = "";
+    if (cfg->max_restarts > 0)
+        snprintf(restarts_note, sizeof restarts_note, ", up to %d restart%s (distributed.max_restarts)",
+                 cfg->max_restarts, cfg->max_restarts > 1 ? "s" : "");
     if (nodes > 1)
         log_msg(LOG_INFO, "run %s: node %d of %d: ranks %d to %d of %d of `%s` in %s, MASTER_ADDR %s, MASTER_PORT %d%s%s",
                 run_id, node_rank, nodes, node_rank * local_ranks, (node_rank + 1) * local_ranks - 1, cfg->world_size,
                 line, working_dir, o->master_addr ? o->master_addr : "127.0.0.1", port,
                 gpus ? ", CUDA_VISIBLE_DEVICES " : "", gpus ? devices : "");
     else
-        log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s", run_id, cfg->world_size,
+        log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s%s", run_id, cfg->world_size,
                 cfg->world_size > 1 ? "s" : "", line, working_dir, port, gpus ? ", CUDA_VISIBLE_DEVICES " : "",
-                gpus ? devices : "");
+                gpus ? devices : "", restarts_note);
     rank_env_params env = {
         .run_id = run_id,
         .run_dir = run_dir,
@@ -235,6 +266,8 @@ static int run(const options *o, const command_config *cfg) {
         .reporter_dir = reporter,
         .devices = devices,
         .master_port = port,
+        .restart_count = first_attempt,
+        .max_restarts = cfg->max_restarts,
         .master_addr = o->master_addr,
         .world_size = cfg->world_size,
         .nodes = nodes,
@@ -245,10 +278,25 @@ static int run(const options *o, const command_config *cfg) {
         .threads_per_rank = cfg->threads_per_rank,
         .config_env = cfg->env,
     };
-    gang_params gp = {.cfg = cfg, .env = &env, .run_dir = run_dir, .working_dir = working_dir,
-                      .grace_s = grace_seconds(), .events = events};
+    gang_signals signals;
     gang_result res;
-    gang_run(&gp, &res);
+    if (gang_signals_open(&signals) != 0) {
+        res = (gang_result){.outcome = GANG_FAILED, .failing_rank = -1};
+        snprintf(res.reason, sizeof res.reason, "cannot supervise the ranks: signalfd: %s", strerror(errno));
+    } else {
+        restart_params rp = {
+            .gang = {.cfg = cfg, .env = &env, .run_dir = run_dir, .working_dir = working_dir,
+                     .grace_s = env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run"),
+                     .events = events, .signals = &signals},
+            .env = &env,
+            .plan = {.first = first_attempt, .max_restarts = cfg->max_restarts},
+            .port_lo = port_lo,
+            .port_hi = port_hi,
+            .backoff_s = attempts_backoff_s("ddp-run"),
+        };
+        restarts_run(&rp, &res);
+        gang_signals_close(&signals);
+    }
 
     static const char *const STATUS[] = {[GANG_SUCCEEDED] = "succeeded", [GANG_FAILED] = "failed",
                                          [GANG_CANCELED] = "canceled"};

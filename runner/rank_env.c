@@ -119,8 +119,8 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     add(&e, "MASTER_ADDR=%s", p->master_addr ? p->master_addr : "127.0.0.1");
     add(&e, "MASTER_PORT=%d", p->master_port);
     add(&e, "TORCHELASTIC_RUN_ID=%s", p->run_id);
-    add(&e, "TORCHELASTIC_RESTART_COUNT=0");
-    add(&e, "TORCHELASTIC_MAX_RESTARTS=0");
+    add(&e, "TORCHELASTIC_RESTART_COUNT=%d", p->restart_count);
+    add(&e, "TORCHELASTIC_MAX_RESTARTS=%d", p->max_restarts);
     add(&e, "TORCHELASTIC_USE_AGENT_STORE=False");
     add(&e, "TORCHELASTIC_ERROR_FILE=%s/ranks/rank-%d.error.json", p->run_dir, rank);
     add(&e, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1");

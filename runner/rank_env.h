@@ -13,6 +13,8 @@ typedef struct {
     const char *reporter_dir;    /* NULL: not found, PYTHONPATH as inherited */
     const char *devices;         /* CUDA_VISIBLE_DEVICES as the server gave it ("" on CPU) */
     int master_port;
+    int restart_count;           /* TORCHELASTIC_RESTART_COUNT: the attempt's number, from 0 */
+    int max_restarts;            /* TORCHELASTIC_MAX_RESTARTS: distributed.max_restarts */
     const char *master_addr;     /* rank 0's node (NULL: 127.0.0.1, one node) */
     int world_size;
     int nodes, node_rank;        /* a run across nodes: this launcher's node part (1 and 0: one node) */

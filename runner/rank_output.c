@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void write_all(int fd, const char *p, size_t n) {
@@ -20,13 +21,41 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+static int open_log(const char *run_dir, int rank, int flags) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ranks/rank-%d.log", run_dir, rank);
+    return open(path, flags | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+long long rank_output_begin_attempt(const char *run_dir, int rank, const char *marker) {
+    int fd = open_log(run_dir, rank, O_RDWR);
+    if (fd < 0) return -1;
+    struct stat st;
+    char last = '\n';
+    if (fstat(fd, &st) != 0 || (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    long long offset = (long long)st.st_size;
+    if (last != '\n') {
+        write_all(fd, "\n", 1);
+        offset++;
+    }
+    if (marker) {
+        write_all(fd, marker, strlen(marker));
+        write_all(fd, "\n", 1);
+    }
+    close(fd);
+    return offset;
+}
+
 int rank_output_open(rank_output *o, int rank, int pipe_fd, const char *run_dir) {
     memset(o, 0, sizeof *o);
     o->rank = rank;
     o->fd = pipe_fd;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/ranks/rank-%d.log", run_dir, rank);
-    o->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    o->log_fd = open_log(run_dir, rank, O_WRONLY);
     return o->log_fd < 0 ? -1 : 0;
 }
 

@@ -1,5 +1,5 @@
 /* What a rank writes (its stdout and stderr, one pipe): kept verbatim in
- * ranks/rank-N.log and copied line by line, prefixed "[rank N] ", to the launcher's
+ * ranks/rank-N.log (every attempt's, a restart's after a line that says which) and copied line by line, prefixed "[rank N] ", to the launcher's
  * standard output (the run's log when ddpd started it). The last non-empty line is
  * remembered: it explains a rank that failed. */
 #ifndef DDPD_RANK_OUTPUT_H
@@ -17,6 +17,13 @@ typedef struct {
     size_t partial_len;
     char last_line[512];
 } rank_output;
+
+/* Where this attempt's output of `rank` begins in <run_dir>/ranks/rank-N.log (which
+ * keeps every attempt's, one after the other): the log's size once an earlier
+ * attempt's unfinished last line is ended with a newline. `marker` (NULL: none) is
+ * then written as a line of its own, the first of this attempt's. -1 (errno) when
+ * the log cannot be written. */
+long long rank_output_begin_attempt(const char *run_dir, int rank, const char *marker);
 
 /* Opens <run_dir>/ranks/rank-N.log (appending) for `pipe_fd`. 0, or -1 (errno)
  * when the log cannot be opened; the output is then still copied to stdout. */

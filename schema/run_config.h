@@ -12,6 +12,7 @@
 
 #define RUN_CONFIG_MAX_HIDDEN 16 /* also the most hidden fully connected layers of a cnn */
 #define RUN_CONFIG_MAX_CONV 8     /* convolution blocks of a cnn */
+#define RUN_CONFIG_MAX_RESTARTS 100 /* distributed.max_restarts: the schema's maximum */
 /* Bytes for a path: the schema allows 1023 characters, and a character is at most 4
  * bytes in UTF-8, so every path the schema allows fits (as do the absolute paths
  * the server resolves them to: PATH_MAX is 4096). */

@@ -4,3 +4,7 @@
 ddpd_py_cases(ddp_run_ ${CMAKE_CURRENT_LIST_DIR}/runner/test_ddp_run.py PYTHON /usr/bin/python3
               ARGS --ddp-run $<TARGET_FILE:ddp-run> --cmake ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR}
               TIMEOUT 300)
+# Its restarts (distributed.max_restarts): a multigpu_torchrun.py-shaped script on
+# Debian's torch and gloo, crashing once; restarts that run out; cancels; ports.
+ddpd_py_cases(ddp_run_restarts_ ${CMAKE_CURRENT_LIST_DIR}/runner/test_ddp_run_restarts.py PYTHON /usr/bin/python3
+              ARGS --ddp-run $<TARGET_FILE:ddp-run> TIMEOUT 300)

@@ -1022,6 +1022,10 @@ static void test_schema_document(void) {
     lint_schema_node(schema, "");
     json_t *reparsed = json_loads(run_config_schema_text(), 0, NULL);
     CHECK(reparsed && json_equal(reparsed, (json_t *)schema), "run_config_schema_text is the parsed schema's text");
+    const json_t *most = keyword(schema_leaf("/distributed/max_restarts"), "maximum");
+    CHECK(json_integer_value(most) == RUN_CONFIG_MAX_RESTARTS,
+          "RUN_CONFIG_MAX_RESTARTS (ddp-run's own check) is the schema's maximum of max_restarts (%lld)",
+          (long long)json_integer_value(most));
     json_decref(reparsed);
 }
 

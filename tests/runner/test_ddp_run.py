@@ -39,7 +39,7 @@ class Launch:
     in the config's env) so that what is left of it can be found in /proc."""
 
     def __init__(self, d, command, world_size=2, env=None, distributed=None, extra=None, launcher_env=None,
-                 events=None, name="run", args=()):
+                 events=None, name="run", args=(), port=None):
         self.mark = uuid.uuid4().hex
         self.run_dir = os.path.join(d, name)
         self.config = dict(command=command, env=dict(env or {}, DDPD_TEST_MARK=self.mark),
@@ -47,7 +47,7 @@ class Launch:
         self.config_path = os.path.join(d, name + ".json")
         with open(self.config_path, "w") as f:
             json.dump(self.config, f)
-        self.port = free_port()
+        self.port = port or free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_")}
         self.env.update({"DDPD_RUN_ID": "41", "DDPD_RUN_SECRET": "s3cret-41", "CUDA_VISIBLE_DEVICES": ""})
         self.env.update(launcher_env or {})
@@ -492,6 +492,10 @@ def case_bad_config(d):
          "/distributed/threads_per_rank: must be an integer from 1"),
         ({"command": ["true"], "distributed": {"world_size": 2, "isolate_devices": "yes"}},
          "/distributed/isolate_devices: must be true or false"),
+        ({"command": ["true"], "distributed": {"world_size": 2, "max_restarts": 101}},
+         "/distributed/max_restarts: must be an integer from 0 to 100"),
+        ({"command": ["true"], "distributed": {"world_size": 2, "max_restarts": -1}},
+         "/distributed/max_restarts: must be an integer from 0 to 100"),
         ({"command": ["true"], "working_dir": "projects/x", "distributed": {"world_size": 2}},
          "/working_dir: must be an absolute path"),
     ]

@@ -32,11 +32,42 @@ int port_range_parse(const char *text, int *lo, int *hi, char *err, size_t errle
     return 0;
 }
 
-bool port_is_free(int port) {
+static bool can_bind(int port, bool reuse_address) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return false;
+    int one = 1;
+    if (reuse_address && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+        close(fd);
+        return false;
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_ANY)};
     bool free_now = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
     return free_now;
+}
+
+bool port_is_free(int port) { return can_bind(port, false); }
+
+bool port_is_listenable(int port) { return can_bind(port, true); }
+
+int port_any_listenable(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t len = sizeof a;
+    int port = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0
+                   ? ntohs(a.sin_port)
+                   : 0;
+    close(fd);
+    return port;
+}
+
+int port_next_listenable(int lo, int hi, int after) {
+    int span = hi - lo + 1;
+    int from = after >= lo && after <= hi ? after - lo + 1 : 0;
+    for (int i = 0; i < span; i++) {
+        int port = lo + (from + i) % span;
+        if (port_is_listenable(port)) return port;
+    }
+    return 0;
 }
