@@ -279,9 +279,8 @@ static int run(const options *o, const command_config *cfg) {
         .config_env = cfg->env,
     };
     gang_signals signals;
-    gang_result res;
+    attempts_outcome res = {.status = "failed"};
     if (gang_signals_open(&signals) != 0) {
-        res = (gang_result){.outcome = GANG_FAILED, .failing_rank = -1};
         snprintf(res.reason, sizeof res.reason, "cannot supervise the ranks: signalfd: %s", strerror(errno));
     } else {
         restart_params rp = {
@@ -289,25 +288,23 @@ static int run(const options *o, const command_config *cfg) {
                      .grace_s = env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run"),
                      .events = events, .signals = &signals},
             .env = &env,
-            .plan = {.first = first_attempt, .max_restarts = cfg->max_restarts},
+            .plan = {.first = first_attempt, .max_restarts = cfg->max_restarts, .restarts_allowed = nodes == 1,
+                     .backoff_s = attempts_backoff_s("ddp-run")},
             .port_lo = port_lo,
             .port_hi = port_hi,
-            .backoff_s = attempts_backoff_s("ddp-run"),
         };
         restarts_run(&rp, &res);
         gang_signals_close(&signals);
     }
+    utf8_repair(res.reason);
 
-    static const char *const STATUS[] = {[GANG_SUCCEEDED] = "succeeded", [GANG_FAILED] = "failed",
-                                         [GANG_CANCELED] = "canceled"};
-    if (res.outcome == GANG_SUCCEEDED) log_msg(LOG_INFO, "run succeeded");
-    else log_msg(LOG_ERROR, "run %s: %s", STATUS[res.outcome], res.reason);
-    int exit_code = res.outcome == GANG_CANCELED    ? 128 + res.signal
-                    : res.outcome == GANG_SUCCEEDED ? EXIT_SUCCEEDED
-                                                    : EXIT_FAILED;
+    int succeeded = strcmp(res.status, "succeeded") == 0, canceled = strcmp(res.status, "canceled") == 0;
+    if (succeeded) log_msg(LOG_INFO, "run succeeded");
+    else log_msg(LOG_ERROR, "run %s: %s", res.status, res.reason);
+    int exit_code = canceled ? 128 + res.signal : succeeded ? EXIT_SUCCEEDED : EXIT_FAILED;
     log_set_events(NULL);
     /* with the exit status: a server that is not its parent (restarted meanwhile) reads it here */
-    event_emit(events, "end", json_pack("{s:s, s:s, s:i}", "status", STATUS[res.outcome], "reason", res.reason,
+    event_emit(events, "end", json_pack("{s:s, s:s, s:i}", "status", res.status, "reason", res.reason,
                                         "exit_code", exit_code));
     event_sink_close(events);
     log_close();

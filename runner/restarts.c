@@ -2,7 +2,6 @@
 #include "restarts.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -10,14 +9,13 @@
 #include "log.h"
 #include "ports.h"
 #include "rank_output.h"
-#include "utf8_text.h"
 
 /* Where each of this launcher's ranks' logs begins this attempt, {"RANK": offset}
  * (null for a log that cannot be written), after the attempt's first line there. */
 static json_t *begin_rank_logs(const restart_params *p, int attempt) {
-    char marker[160], next[128];
-    attempts_describe_next(&p->plan, attempt, next, sizeof next);
-    snprintf(marker, sizeof marker, "--- ddp-run: %s ---", next);
+    char marker[160], which[128];
+    attempts_describe(&p->plan, attempt, which, sizeof which);
+    snprintf(marker, sizeof marker, "--- ddp-run: %s ---", which);
     json_t *offsets = json_object();
     for (int r = 0; r < p->env->local_ranks; r++) {
         int rank = p->env->first_rank + r;
@@ -46,86 +44,46 @@ static void choose_port(restart_params *p, int attempt) {
     p->env->master_port = fresh;
 }
 
-static attempt_end ended(const gang_result *res, int attempt) {
+static json_t *prepare_attempt(void *ctx, int attempt) {
+    restart_params *p = ctx;
+    p->env->restart_count = attempt;
+    if (attempt > p->plan.first) choose_port(p, attempt);
+    return json_pack("{s:i, s:o}", "master_port", p->env->master_port, "log_offsets", begin_rank_logs(p, attempt));
+}
+
+static void run_attempt(void *ctx, int attempt, attempt_result *r) {
+    (void)attempt;
+    restart_params *p = ctx;
     static const char *const STATUS[] = {[GANG_SUCCEEDED] = "succeeded", [GANG_FAILED] = "failed",
                                          [GANG_CANCELED] = "canceled"};
-    int ranked = res->outcome == GANG_FAILED && res->failing_rank >= 0;
-    return (attempt_end){
-        .attempt = attempt,
-        .status = STATUS[res->outcome],
-        .reason = res->reason,
-        .failing_rank = ranked ? res->failing_rank : -1,
-        .exit_code = ranked && WIFEXITED(res->rank_status) ? WEXITSTATUS(res->rank_status) : -1,
-        .signal = ranked && WIFSIGNALED(res->rank_status) ? WTERMSIG(res->rank_status) : 0,
-        .last_line = ranked ? res->last_words : "",
-    };
+    gang_result res;
+    gang_run(&p->gang, &res);
+    r->status = STATUS[res.outcome];
+    snprintf(r->reason, sizeof r->reason, "%s", res.reason);
+    r->cancel_signal = res.outcome == GANG_CANCELED ? res.signal : res.canceled_by;
+    if (res.outcome != GANG_FAILED || res.failing_rank < 0) return; /* a rank that could not start: no restart mends it */
+    r->may_restart = 1;
+    r->failing_rank = res.failing_rank;
+    r->exit_code = WIFEXITED(res.rank_status) ? WEXITSTATUS(res.rank_status) : -1;
+    r->signal = WIFSIGNALED(res.rank_status) ? WTERMSIG(res.rank_status) : 0;
+    snprintf(r->last_line, sizeof r->last_line, "%s", res.last_words);
 }
 
-/* The pause before a restart, with the event sink flushed (the reason for the
- * restart is on its way at once) and given its chance to reconnect every second:
- * the cancel signal that ends it, or 0. */
-static int pause_before_restart(const restart_params *p) {
-    double left = p->backoff_s;
+/* The pause, with the event sink flushed (the reason for the restart is on its way
+ * at once) and given its chance to reconnect every second. */
+static int pause_before_restart(void *ctx, double seconds) {
+    restart_params *p = ctx;
     for (;;) {
         event_flush(p->gang.events);
-        if (left <= 0) return 0;
-        double now = left < 1.0 ? left : 1.0;
+        if (seconds <= 0) return 0;
+        double now = seconds < 1.0 ? seconds : 1.0;
         int sig = gang_signals_wait_cancel(p->gang.signals, now);
         if (sig) return sig;
-        left -= now;
+        seconds -= now;
     }
 }
 
-/* A cancel that came while a failed attempt was being stopped, or during the pause
- * after it: the run is canceled, and its reason says what had happened. */
-static void cancel_after_failure(gang_result *res, int sig, const char *when, const char *failure) {
-    char why[sizeof res->reason];
-    snprintf(why, sizeof why, "canceled by SIG%s %s (%.1800s)", sigabbrev_np(sig), when, failure); /* clipped: repaired below */
-    utf8_repair(why);
-    res->outcome = GANG_CANCELED;
-    res->signal = sig;
-    memcpy(res->reason, why, sizeof why);
-}
-
-void restarts_run(restart_params *p, gang_result *res) {
-    const attempt_plan *plan = &p->plan;
-    int restarts = plan->max_restarts > 0 && p->env->nodes <= 1;
-    if (plan->max_restarts > 0 && !restarts)
-        log_msg(LOG_WARN, "distributed.max_restarts is %d, but a node's part of a run across nodes is not restarted "
-                "on its own (the other nodes' ranks lost their peers): its first failure ends it",
-                plan->max_restarts);
-    for (int attempt = plan->first;; attempt++) {
-        p->env->restart_count = attempt;
-        if (attempt > plan->first) choose_port(p, attempt);
-        json_t *logs = begin_rank_logs(p, attempt);
-        attempt_event_started(p->gang.events, plan, attempt,
-                              json_pack("{s:i, s:o}", "master_port", p->env->master_port, "log_offsets", logs));
-        gang_run(&p->gang, res);
-        attempt_end end = ended(res, attempt);
-        end.restarting = restarts && end.failing_rank >= 0 && !res->canceled_by && attempt < attempts_last(plan);
-        end.backoff_s = p->backoff_s;
-        attempt_event_ended(p->gang.events, &end);
-        if (end.restarting) {
-            char next[128];
-            attempts_describe_next(plan, attempt + 1, next, sizeof next);
-            log_msg(LOG_WARN, "%s in %g s: %s", next, p->backoff_s, res->reason);
-            int sig = pause_before_restart(p);
-            if (!sig) continue;
-            char when[160];
-            snprintf(when, sizeof when, "before attempt %d of %d", attempt + 2, attempts_last(plan) + 1);
-            cancel_after_failure(res, sig, when, res->reason);
-            log_msg(LOG_WARN, "received SIG%s during the pause: no attempt %d", sigabbrev_np(sig), attempt + 2);
-            return;
-        }
-        if (res->outcome != GANG_FAILED) return;
-        if (res->canceled_by && restarts && attempt < attempts_last(plan)) {
-            cancel_after_failure(res, res->canceled_by, "as a failed attempt was being stopped", res->reason);
-            return;
-        }
-        char last[sizeof res->reason];
-        memcpy(last, res->reason, sizeof last);
-        attempts_final_reason(plan, attempt, last, res->reason, sizeof res->reason);
-        utf8_repair(res->reason);
-        return;
-    }
+void restarts_run(restart_params *p, attempts_outcome *out) {
+    attempt_hooks hooks = {.ctx = p, .prepare = prepare_attempt, .run = run_attempt, .pause = pause_before_restart};
+    attempts_run(p->gang.events, &p->plan, &hooks, out);
 }

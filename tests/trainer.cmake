@@ -14,6 +14,9 @@ ddpd_c_test(test_idx_cache ${CMAKE_CURRENT_LIST_DIR}/test_idx_cache.c)
 # The end-to-end tests share one dataset cache in the build tree (not the user's).
 ddpd_py_cases(trainer_e2e_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py SANITIZE
               ARGS --trainer $<TARGET_FILE:ddp-trainer> ENVIRONMENT DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache)
+# Its restarts (distributed.max_restarts): a rank killed once, the run bit-identical.
+ddpd_py_cases(trainer_restarts_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_restarts.py SANITIZE
+              ARGS --trainer $<TARGET_FILE:ddp-trainer> ENVIRONMENT DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache)
 # The CNN (model.type "cnn"), end to end: a small network on ~1000 examples, seconds a case.
 ddpd_py_cases(trainer_cnn_e2e_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_cnn_e2e.py SANITIZE
               ARGS --trainer $<TARGET_FILE:ddp-trainer>

@@ -1,44 +1,82 @@
-/* Attempts of a run: see attempts.h. */
+/* The attempts of a run: see attempts.h. */
 #include "attempts.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "env_seconds.h"
+#include "log.h"
 
-int attempts_last(const attempt_plan *p) { return p->first + p->max_restarts; }
+static int last_attempt(const attempt_plan *p) { return p->first + p->max_restarts; }
 
-void attempt_event_started(event_sink *s, const attempt_plan *p, int attempt, json_t *extra) {
+static json_t *int_or_null(int v, int none) { return v == none ? json_null() : json_integer(v); }
+
+static void event_started(event_sink *s, const attempt_plan *p, int attempt, json_t *extra) {
     json_t *ev = json_pack("{s:i, s:s, s:i}", "attempt", attempt, "phase", "started", "max_restarts", p->max_restarts);
     if (extra) json_object_update(ev, extra);
     json_decref(extra);
     event_emit(s, "attempt", ev);
 }
 
-static json_t *int_or_null(int v, int none) { return v == none ? json_null() : json_integer(v); }
-
-void attempt_event_ended(event_sink *s, const attempt_end *e) {
-    json_t *ev = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:b}", "attempt", e->attempt, "phase", "ended",
-                           "status", e->status, "reason", e->reason ? e->reason : "", "failing_rank",
-                           int_or_null(e->failing_rank, -1), "exit_code", int_or_null(e->exit_code, -1), "signal",
-                           int_or_null(e->signal, 0), "last_line", e->last_line ? e->last_line : "", "restarting",
-                           e->restarting);
-    if (e->restarting) json_object_set_new(ev, "backoff_s", json_real(e->backoff_s));
+static void event_ended(event_sink *s, const attempt_plan *p, int attempt, const attempt_result *r, int restarting) {
+    json_t *ev = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:b}", "attempt", attempt, "phase", "ended",
+                           "status", r->status, "reason", r->reason, "failing_rank", int_or_null(r->failing_rank, -1),
+                           "exit_code", int_or_null(r->exit_code, -1), "signal", int_or_null(r->signal, 0),
+                           "last_line", r->last_line, "restarting", restarting);
+    if (restarting) json_object_set_new(ev, "backoff_s", json_real(p->backoff_s));
     event_emit(s, "attempt", ev);
 }
 
-void attempts_describe_next(const attempt_plan *p, int attempt, char *out, size_t n) {
-    snprintf(out, n, "attempt %d of %d starting (TORCHELASTIC_RESTART_COUNT=%d)", attempt + 1, attempts_last(p) + 1,
+void attempts_describe(const attempt_plan *p, int attempt, char *out, size_t n) {
+    snprintf(out, n, "attempt %d of %d starting (TORCHELASTIC_RESTART_COUNT=%d)", attempt + 1, last_attempt(p) + 1,
              attempt);
 }
 
-void attempts_final_reason(const attempt_plan *p, int last_attempt, const char *last_reason, char *out, size_t n) {
-    int made = last_attempt - p->first + 1;
-    if (p->max_restarts == 0 || made < 2) {
-        snprintf(out, n, "%s", last_reason);
+/* Canceled after a failure that would have been restarted: the reason says what had
+ * happened (`when`: "before attempt 2 of 3", ...). */
+static void canceled_after(attempts_outcome *out, int sig, const char *when, const char *failure) {
+    out->status = "canceled";
+    out->signal = sig;
+    snprintf(out->reason, sizeof out->reason, "canceled by SIG%s %s (%s)", sigabbrev_np(sig), when, failure);
+}
+
+void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_hooks *h, attempts_outcome *out) {
+    if (plan->max_restarts > 0 && !plan->restarts_allowed)
+        log_msg(LOG_WARN, "distributed.max_restarts is %d, but a node's part of a run across nodes is not restarted "
+                "on its own (the other nodes' ranks lost their peers): its first failure ends it",
+                plan->max_restarts);
+    for (int attempt = plan->first;; attempt++) {
+        event_started(events, plan, attempt, h->prepare(h->ctx, attempt));
+        attempt_result r = {.status = "failed", .failing_rank = -1, .exit_code = -1};
+        h->run(h->ctx, attempt, &r);
+        int failed = strcmp(r.status, "failed") == 0;
+        int more = plan->restarts_allowed && attempt < last_attempt(plan);
+        int restarting = failed && r.may_restart && !r.cancel_signal && more;
+        event_ended(events, plan, attempt, &r, restarting);
+        char next[128];
+        attempts_describe(plan, attempt + 1, next, sizeof next);
+        if (restarting) {
+            log_msg(LOG_WARN, "%s in %g s: %s", next, plan->backoff_s, r.reason);
+            int sig = h->pause(h->ctx, plan->backoff_s);
+            if (!sig) continue;
+            log_msg(LOG_WARN, "received SIG%s during the pause: no attempt %d", sigabbrev_np(sig), attempt + 2);
+            char when[64];
+            snprintf(when, sizeof when, "before attempt %d of %d", attempt + 2, last_attempt(plan) + 1);
+            canceled_after(out, sig, when, r.reason);
+        } else if (failed && r.cancel_signal && r.may_restart && more) {
+            canceled_after(out, r.cancel_signal, "as a failed attempt was being stopped", r.reason);
+        } else if (failed && plan->max_restarts > 0 && attempt > plan->first) {
+            out->status = "failed";
+            snprintf(out->reason, sizeof out->reason, "all %d attempts failed (distributed.max_restarts is %d); the last: %s",
+                     attempt - plan->first + 1, plan->max_restarts, r.reason);
+        } else {
+            out->status = r.status;
+            out->signal = r.cancel_signal;
+            snprintf(out->reason, sizeof out->reason, "%s", r.reason);
+        }
         return;
     }
-    snprintf(out, n, "all %d attempts failed (distributed.max_restarts is %d); the last: %s", made, p->max_restarts,
-             last_reason);
 }
 
 double attempts_backoff_s(const char *program) {

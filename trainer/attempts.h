@@ -1,10 +1,12 @@
-/* Attempts: what both launchers (ddp-trainer and ddp-run) share about running a
- * run's ranks again after a failure (distributed.max_restarts, torchrun's
- * --max-restarts). Attempt K (from 0) is the K-th start of the whole group, the
- * TORCHELASTIC_RESTART_COUNT its ranks see. Each launcher reports every attempt's
- * start and end as an `attempt` event (docs/events.md), says in its log why it starts
- * another, and waits the same pause between two; when every attempt failed, the
- * run's reason says how many there were. */
+/* Attempts: the one loop both launchers (ddp-trainer and ddp-run) run their ranks in,
+ * so that a run restarts the same way whatever it trains (distributed.max_restarts,
+ * torchrun's --max-restarts). Attempt K (from 0) is the K-th start of the whole
+ * group, the TORCHELASTIC_RESTART_COUNT its ranks see. The loop reports every
+ * attempt's start and end as an `attempt` event (docs/events.md), decides whether
+ * another follows, says why in the log, waits the pause between two (a cancel ends
+ * it), and gives the run its end: a run whose every attempt failed has a reason
+ * that says how many there were. How an attempt's ranks start and are watched is the
+ * launcher's (the hooks). */
 #ifndef DDPD_ATTEMPTS_H
 #define DDPD_ATTEMPTS_H
 
@@ -16,39 +18,52 @@
 #define ATTEMPTS_BACKOFF_S 1.0 /* the pause before a restart; DDPD_RESTART_BACKOFF_S overrides it */
 
 /* The attempts of one launch: the first one's number (0, or more when a launcher
- * continues a run's count: --restart-count) and how many restarts may follow it. */
+ * continues a run's count: --restart-count), how many restarts may follow it, and
+ * whether this launcher may restart at all (not a node's part of a run across
+ * nodes: the other nodes' ranks lost their peers, and only the coordinator can start
+ * every part again). */
 typedef struct {
     int first;
     int max_restarts;
+    int restarts_allowed;
+    double backoff_s;
 } attempt_plan;
 
-/* The last attempt number this launch may reach. */
-int attempts_last(const attempt_plan *p);
-
-/* How an attempt ended, for its `attempt` event. */
+/* How one attempt ended, as the launcher's hook tells it. */
 typedef struct {
-    int attempt;
     const char *status;    /* "succeeded", "failed" or "canceled" */
-    const char *reason;    /* a sentence; "" on success */
+    char reason[2048];     /* a sentence; "" on success */
     int failing_rank;      /* the rank the reason names; -1: none (success, cancel, a rank that could not start) */
     int exit_code;         /* that rank's exit status; -1: none (killed by a signal, or no rank) */
     int signal;            /* the signal that killed that rank; 0: none */
-    const char *last_line; /* that rank's last words (its error file's message, else its last line); "" */
-    int restarting;        /* 1: another attempt follows, after backoff_s */
-    double backoff_s;
-} attempt_end;
+    char last_line[1024];  /* that rank's last words (its own reason, else its last line); "" */
+    int cancel_signal;     /* canceled: the signal; failed: one that came while the ranks were being stopped; else 0 */
+    int may_restart;       /* failed in a way another attempt may mend (a rank died or hung; not a start that failed) */
+} attempt_result;
 
-/* {"attempt": K, "phase": "started", "max_restarts": M, ...extra} (extra: stolen, may be NULL). */
-void attempt_event_started(event_sink *s, const attempt_plan *p, int attempt, json_t *extra);
-void attempt_event_ended(event_sink *s, const attempt_end *e);
+typedef struct {
+    void *ctx;
+    /* Makes ready attempt `attempt`: the extra fields of its `started` event (NULL: none). */
+    json_t *(*prepare)(void *ctx, int attempt);
+    /* Runs the attempt's ranks to their end (result: zeroed, failing_rank -1, exit_code -1). */
+    void (*run)(void *ctx, int attempt, attempt_result *result);
+    /* The pause before a restart: the cancel signal that ends it early, or 0. */
+    int (*pause)(void *ctx, double seconds);
+} attempt_hooks;
+
+/* How the run ended, after its last attempt. */
+typedef struct {
+    const char *status; /* "succeeded", "failed" or "canceled" */
+    char reason[2304];
+    int signal;         /* canceled: the signal */
+} attempts_outcome;
+
+/* Runs attempt after attempt until one succeeds, is canceled, or fails without a
+ * restart left (or in a way a restart would not mend). */
+void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_hooks *hooks, attempts_outcome *out);
 
 /* "attempt 2 of 3 starting (TORCHELASTIC_RESTART_COUNT=1)" into out. */
-void attempts_describe_next(const attempt_plan *p, int attempt, char *out, size_t n);
-
-/* A run whose every attempt failed: "all 3 attempts failed (distributed.max_restarts
- * is 2); the last: " + last_reason, into out. With no restart allowed, last_reason
- * alone (the reason a run without restarts always had). */
-void attempts_final_reason(const attempt_plan *p, int last_attempt, const char *last_reason, char *out, size_t n);
+void attempts_describe(const attempt_plan *p, int attempt, char *out, size_t n);
 
 /* The pause before a restart: DDPD_RESTART_BACKOFF_S (0 to 3600 s) when it is set
  * to such a number, else ATTEMPTS_BACKOFF_S (a value that is not such a number is

@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attempts.h"
 #include "backend_select.h"
+#include "checkpoint.h"
 #include "collectives.h"
 #include "comm_watch.h"
 #include "engine.h"
@@ -70,6 +72,11 @@ typedef struct {
     int world;              /* ranks in the run */
     int local, first;       /* ranks on this node, and the first of them (0 on one host) */
     int backend;            /* BACKEND_CPU or BACKEND_NCCL */
+    int resume;             /* this attempt's ranks carry on from the newest checkpoint */
+    attempt_plan plan;      /* distributed.max_restarts */
+    size_t arena;           /* bytes of the ranks' shared memory */
+    sigset_t mask;          /* SIGCHLD and the cancel signals, blocked and taken with sigtimedwait */
+    sigset_t child_mask;    /* the mask before: what the ranks start with */
 #if DDPD_NCCL_BACKEND
     nccl_rendezvous nccl;   /* nccl hook: made before fork, inherited by the ranks */
 #endif
@@ -243,7 +250,7 @@ static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_
         .secret = L->secret,
         .rank = rank,
         .slot = slot,
-        .resume = L->o->resume,
+        .resume = L->resume,
         .train = L->have_train ? &L->train : NULL,
         .test = &L->test,
         .board = L->board,
@@ -335,7 +342,7 @@ static int stall_evidence(pid_t pid) {
  * entered; their peers are waiting for them inside a collective. Ranks stuck inside
  * the same collective tie on both counts: among them, a stopped process, else a
  * busy one, is the one holding the others up. 1 when it fired. */
-static int hang_detected(launcher *L, char *reason, size_t n) {
+static int hang_detected(launcher *L, char *reason, size_t n, int *first_named) {
     double limit_s = L->cfg.distributed.hang_timeout_s;
     if (limit_s <= 0) return 0;
     long long now = run_board_now_ms(), stalest = 0;
@@ -370,6 +377,7 @@ static int hang_detected(launcher *L, char *reason, size_t n) {
             snprintf(where, sizeof where, "last at epoch %d step %ld (global step %ld)", epoch,
                      atomic_load(&slot->step), atomic_load(&slot->global_step));
         last_log_line(L, L->first + r, line, sizeof line);
+        if (!named) *first_named = L->first + r;
         double idle_s = (double)(now - atomic_load(&slot->progress_ms)) / 1000.0;
         len += (size_t)snprintf(reason + len, n - len, "%srank %d made no progress for %.0f s, %s, %s%s%s", named++ ? "; " : "",
                                 L->first + r, idle_s, where, line[0] ? "its last log line: \"" : "no log line from it", line,
@@ -388,19 +396,41 @@ static void signal_ranks(launcher *L, int sig) {
         if (L->ranks[r].running) kill(L->ranks[r].pid, sig);
 }
 
-/* Supervises the ranks until all have exited; returns the exit code. */
-static int supervise(launcher *L, const sigset_t *mask) {
-    int alive = L->local, canceled_by = 0, failed = 0;
+/* How one attempt of the ranks ended. */
+typedef struct {
+    int failed, canceled_by;
+    char reason[2048];
+    int failing_rank; /* the rank the reason names, else -1 */
+    int status;       /* its wait status when it died (failing_rank >= 0 and not a hang) */
+    int died;         /* 1: it died (status holds how); 0: the hang watch stopped it */
+    char last_line[1024];
+} attempt_outcome;
+
+/* A rank died: why, and its last words (the reason it gave on the board, else its
+ * last log line). */
+static void rank_died(launcher *L, int r, int status, attempt_outcome *out) {
+    out->failed = 1;
+    out->failing_rank = L->first + r;
+    out->status = status;
+    out->died = 1;
+    describe_death(L, r, status, out->reason, sizeof out->reason);
+    if (L->board->slot[r].failure[0]) snprintf(out->last_line, sizeof out->last_line, "%s", L->board->slot[r].failure);
+    else last_log_line(L, L->first + r, out->last_line, sizeof out->last_line);
+}
+
+/* Supervises the ranks until all have exited. */
+static void supervise(launcher *L, const sigset_t *mask, attempt_outcome *out) {
+    int alive = L->local;
     double kill_deadline = 0;
-    char reason[2048] = "";
+    *out = (attempt_outcome){.failing_rank = -1};
     while (alive > 0) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         siginfo_t info;
         int sig = sigtimedwait(mask, &info, &tick);
-        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !canceled_by) {
-            canceled_by = sig;
-            if (!failed) {
-                snprintf(reason, sizeof reason, "canceled by %s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "signal");
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !out->canceled_by) {
+            out->canceled_by = sig;
+            if (!out->failed) {
+                snprintf(out->reason, sizeof out->reason, "canceled by %s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "signal");
                 log_msg(LOG_WARN, "received SIG%s: stopping every rank", sigabbrev_np(sig));
             }
             coll_cpu_group_abort(L->group);
@@ -415,19 +445,18 @@ static int supervise(launcher *L, const sigset_t *mask) {
                 L->ranks[r].running = 0;
                 alive--;
                 int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-                if (!ok && !failed && !canceled_by) {
-                    failed = 1;
-                    describe_death(L, r, status, reason, sizeof reason);
-                    log_msg(LOG_ERROR, "%s: stopping the other ranks", reason);
+                if (!ok && !out->failed && !out->canceled_by) {
+                    rank_died(L, r, status, out);
+                    log_msg(LOG_ERROR, "%s: stopping the other ranks", out->reason);
                     coll_cpu_group_abort(L->group);
                     signal_ranks(L, SIGTERM);
                     kill_deadline = now_seconds() + PEER_STOP_GRACE_S;
                 }
             }
         }
-        if (!failed && !canceled_by && hang_detected(L, reason, sizeof reason)) {
-            failed = 1;
-            log_msg(LOG_ERROR, "%s", reason);
+        if (!out->failed && !out->canceled_by && hang_detected(L, out->reason, sizeof out->reason, &out->failing_rank)) {
+            out->failed = 1;
+            log_msg(LOG_ERROR, "%s", out->reason);
             coll_cpu_group_abort(L->group);
             signal_ranks(L, SIGTERM);
             kill_deadline = now_seconds() + PEER_STOP_GRACE_S;
@@ -437,16 +466,6 @@ static int supervise(launcher *L, const sigset_t *mask) {
             kill_deadline = 0;
         }
     }
-    if (canceled_by && !failed) {
-        end_run(L, "canceled", reason, 128 + canceled_by);
-        return 128 + canceled_by;
-    }
-    if (failed) {
-        end_run(L, "failed", reason, EXIT_RUN_FAILED);
-        return EXIT_RUN_FAILED;
-    }
-    end_run(L, "succeeded", NULL, EXIT_RUN_SUCCEEDED);
-    return EXIT_RUN_SUCCEEDED;
 }
 
 /* The host-memory plan (host_plan.h) against the host and what is available now,
@@ -470,6 +489,94 @@ static int check_host_memory(launcher *L, const model_shape *shape, char *why, s
     return host_plan_check(&plan, 1, 1, host_plan_host_total(), host_plan_host_available(), why, whylen);
 }
 
+/* The shared memory an attempt's ranks meet in, and NCCL's unique id: made again
+ * for every attempt (a failed one aborted its group). 0, or -1 and why. */
+static int make_rendezvous(launcher *L, char *why, size_t whylen) {
+    if (L->group) coll_cpu_group_destroy(L->group);
+    if (L->board) run_board_destroy(L->board);
+    L->group = coll_cpu_group_create(L->local, L->arena);
+    L->board = run_board_create(L->local);
+    if (!L->group || !L->board) {
+        snprintf(why, whylen, "cannot create the shared memory for %d ranks: %s", L->local, strerror(errno));
+        return -1;
+    }
+#if DDPD_NCCL_BACKEND
+    /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
+    if (L->backend == BACKEND_NCCL && nccl_id_made(L, why, whylen) != 0) return -1;
+#endif
+    return 0;
+}
+
+/* Forks the attempt's ranks. 0, or -1 and why (those started are killed and reaped). */
+static int fork_ranks(launcher *L, char *why, size_t whylen) {
+    pid_t self = getpid();
+    event_flush(L->events);
+    fflush(NULL);
+    memset(L->ranks, 0, (size_t)L->local * sizeof *L->ranks);
+    for (int r = 0; r < L->local; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            child_start(L, r, self, &L->child_mask);
+        } else if (pid < 0) {
+            snprintf(why, whylen, "cannot start rank %d: fork: %s", L->first + r, strerror(errno));
+            coll_cpu_group_abort(L->group);
+            signal_ranks(L, SIGKILL);
+            while (wait(NULL) > 0) {}
+            return -1;
+        }
+        L->ranks[r] = (rank_proc){.pid = pid, .running = 1};
+    }
+    if (L->o->nodes > 1)
+        log_msg(LOG_INFO, "started ranks %d to %d of %d (node %d of %d)", L->first, L->first + L->local - 1, L->world,
+                L->o->node_rank, L->o->nodes);
+    else
+        log_msg(LOG_INFO, "started %d rank%s", L->world, L->world > 1 ? "s" : "");
+    return 0;
+}
+
+/* Attempt hooks (attempts.h). A restart carries on from the run's newest checkpoint,
+ * as a resume does (and from the start when it has none yet). */
+static json_t *prepare_attempt(void *ctx, int attempt) {
+    launcher *L = ctx;
+    char path[2048], err[512];
+    int own = checkpoint_find_latest(L->o->run_dir, path, sizeof path, err, sizeof err) == 0;
+    L->resume = L->o->resume || (attempt > L->plan.first && own);
+    const char *from = L->resume && own ? path : L->cfg.checkpoint.load[0] ? L->cfg.checkpoint.load : NULL;
+    return json_pack("{s:s?}", "checkpoint", from);
+}
+
+static void run_attempt(void *ctx, int attempt, attempt_result *r) {
+    (void)attempt;
+    launcher *L = ctx;
+    if (make_rendezvous(L, r->reason, sizeof r->reason) != 0 || fork_ranks(L, r->reason, sizeof r->reason) != 0)
+        return;
+    attempt_outcome out;
+    supervise(L, &L->mask, &out);
+    r->status = out.failed ? "failed" : out.canceled_by ? "canceled" : "succeeded";
+    snprintf(r->reason, sizeof r->reason, "%s", out.reason);
+    r->cancel_signal = out.canceled_by;
+    r->may_restart = out.failed;
+    r->failing_rank = out.failing_rank;
+    snprintf(r->last_line, sizeof r->last_line, "%s", out.last_line);
+    if (!out.died) return;
+    r->exit_code = WIFEXITED(out.status) ? WEXITSTATUS(out.status) : -1;
+    r->signal = WIFSIGNALED(out.status) ? WTERMSIG(out.status) : 0;
+}
+
+static int pause_before_restart(void *ctx, double seconds) {
+    launcher *L = ctx;
+    for (;;) {
+        event_flush(L->events); /* the reason for the restart goes out at once; the sink reconnects */
+        if (seconds <= 0) return 0;
+        double now = seconds < 1.0 ? seconds : 1.0;
+        struct timespec wait = {(time_t)now, (long)((now - (double)(time_t)now) * 1e9)};
+        siginfo_t info;
+        int sig = sigtimedwait(&L->mask, &info, &wait);
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) return sig;
+        if (sig < 0) seconds -= now; /* (a SIGCHLD, or an interrupted wait: round again) */
+    }
+}
+
 static int start_and_supervise(launcher *L) {
     char reason[1024];
     if (load_data(L, reason, sizeof reason) != 0) {
@@ -487,53 +594,28 @@ static int start_and_supervise(launcher *L) {
         return EXIT_RUN_FAILED;
     }
     /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
-    size_t arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
-    L->group = coll_cpu_group_create(L->local, arena);
-    L->board = run_board_create(L->local);
+    L->arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
     L->ranks = calloc((size_t)L->local, sizeof *L->ranks);
-    if (!L->group || !L->board || !L->ranks) {
-        snprintf(reason, sizeof reason, "cannot create the shared memory for %d ranks: %s", L->local, strerror(errno));
-        end_run(L, "failed", reason, EXIT_RUN_FAILED);
+    if (!L->ranks) {
+        end_run(L, "failed", "out of memory", EXIT_RUN_FAILED);
         return EXIT_RUN_FAILED;
     }
-#if DDPD_NCCL_BACKEND
-    /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
-    if (L->backend == BACKEND_NCCL && nccl_id_made(L, reason, sizeof reason) != 0) {
-        end_run(L, "failed", reason, EXIT_RUN_FAILED);
-        return EXIT_RUN_FAILED;
-    }
-#endif
-    sigset_t mask, old_mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &old_mask);
-    pid_t self = getpid();
-    event_flush(L->events);
-    fflush(NULL);
-    for (int r = 0; r < L->local; r++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            child_start(L, r, self, &old_mask);
-        } else if (pid < 0) {
-            snprintf(reason, sizeof reason, "cannot start rank %d: fork: %s", L->first + r, strerror(errno));
-            coll_cpu_group_abort(L->group);
-            signal_ranks(L, SIGKILL);
-            while (wait(NULL) > 0) {}
-            end_run(L, "failed", reason, EXIT_RUN_FAILED);
-            return EXIT_RUN_FAILED;
-        }
-        L->ranks[r] = (rank_proc){.pid = pid, .running = 1};
-    }
-    if (L->o->nodes > 1)
-        log_msg(LOG_INFO, "started ranks %d to %d of %d (node %d of %d)", L->first, L->first + L->local - 1, L->world,
-                L->o->node_rank, L->o->nodes);
-    else
-        log_msg(LOG_INFO, "started %d rank%s", L->world, L->world > 1 ? "s" : "");
-    int rc = supervise(L, &mask);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    sigemptyset(&L->mask);
+    sigaddset(&L->mask, SIGCHLD);
+    sigaddset(&L->mask, SIGTERM);
+    sigaddset(&L->mask, SIGINT);
+    sigaddset(&L->mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &L->mask, &L->child_mask);
+    L->plan = (attempt_plan){.first = L->o->restart_count, .max_restarts = L->cfg.distributed.max_restarts,
+                             .restarts_allowed = L->o->nodes <= 1, .backoff_s = attempts_backoff_s("ddp-trainer")};
+    attempt_hooks hooks = {.ctx = L, .prepare = prepare_attempt, .run = run_attempt, .pause = pause_before_restart};
+    attempts_outcome out;
+    attempts_run(L->events, &L->plan, &hooks, &out);
+    sigprocmask(SIG_SETMASK, &L->child_mask, NULL);
+    int rc = strcmp(out.status, "succeeded") == 0 ? EXIT_RUN_SUCCEEDED
+             : strcmp(out.status, "canceled") == 0 ? 128 + out.signal
+                                                   : EXIT_RUN_FAILED;
+    end_run(L, out.status, out.reason, rc);
     return rc;
 }
 

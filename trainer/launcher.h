@@ -1,8 +1,10 @@
 /* The launcher (the tutorial's mp.spawn, done natively): checks the config, loads
  * the data once, creates the rendezvous (shared memory), forks one process per
  * rank, and supervises them: when a rank dies the others are stopped within a
- * second and the run fails with a reason naming the rank; SIGTERM/SIGINT cancel
- * the run; no rank outlives the launcher. Across nodes, one launcher per node runs
+ * second and the run fails with a reason naming the rank, unless
+ * distributed.max_restarts allows another attempt, which starts every rank again
+ * from the run's newest checkpoint (attempts.h); SIGTERM/SIGINT cancel the run; no
+ * rank outlives the launcher. Across nodes, one launcher per node runs
  * that node's ranks, and the ranks of different nodes meet through the
  * coordinator's rendezvous (nodes/). */
 #ifndef DDPD_LAUNCHER_H
@@ -15,6 +17,7 @@ typedef struct {
     const char *run_dir;
     const char *events_target; /* NULL: journal only */
     int resume;
+    int restart_count; /* --restart-count: the first attempt's number (a run whose count goes on) */
     data_roots data_roots; /* --data-root: data files are opened beneath these (none: as given) */
     char **argv; /* the command line, to hand the run over to ddp-trainer-nccl */
     /* Across nodes (ddpd's scheduler and agents pass them): this launcher runs node

@@ -26,7 +26,7 @@ static void print_version(void) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume] [--data-root DIR]...\n"
-            "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL]\n"
+            "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL] [--restart-count K]\n"
             "\n"
             "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
             "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
@@ -39,6 +39,9 @@ static void usage(FILE *f) {
             "                  (GLOO_SOCKET_IFNAME, an interface's name, wins when set)\n"
             "  --rendezvous URL  where the nodes meet: the coordinator's /runs/ID/rendezvous\n"
             "                  (with the run's secret, DDPD_RUN_SECRET; ddpd passes all of these)\n"
+            "  --restart-count K\n"
+            "                  the first attempt's number (default 0): a run that goes on after K\n"
+            "                  attempts; distributed.max_restarts more may follow it\n"
             "  --version       print the version\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
@@ -51,13 +54,14 @@ int main(int argc, char **argv) {
         {"data-root", required_argument, 0, 'D'},
         {"nodes", required_argument, 0, 'N'},  {"node-rank", required_argument, 0, 'K'},
         {"node-addr", required_argument, 0, 'A'}, {"rendezvous", required_argument, 0, 'R'},
+        {"restart-count", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     launcher_options o = {.argv = argv};
     char err[128];
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:C:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o.config_path = optarg; break;
         case 'd': o.run_dir = optarg; break;
@@ -70,16 +74,19 @@ int main(int argc, char **argv) {
             }
             break;
         case 'N':
-        case 'K': {
+        case 'K':
+        case 'C': {
+            const char *name = c == 'N' ? "nodes" : c == 'K' ? "node-rank" : "restart-count";
+            long most = c == 'C' ? 1000000 : 4096;
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v < 0 || v > 4096) {
-                fprintf(stderr, "ddp-trainer: --%s %s is not a number from 0 to 4096\n", c == 'N' ? "nodes" : "node-rank",
-                        optarg);
+            if (end == optarg || *end || v < 0 || v > most) {
+                fprintf(stderr, "ddp-trainer: --%s %s is not a number from 0 to %ld\n", name, optarg, most);
                 return EXIT_BAD_INPUT;
             }
             if (c == 'N') o.nodes = (int)v;
-            else o.node_rank = (int)v;
+            else if (c == 'K') o.node_rank = (int)v;
+            else o.restart_count = (int)v;
             break;
         }
         case 'A': o.node_addr = optarg; break;
