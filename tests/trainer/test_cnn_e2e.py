@@ -4,11 +4,10 @@ Fashion-MNIST, a small CNN (conv 4, pool, conv 8, pool, fc 32) on ~1000 examples
 that each case takes seconds.
 
 Usage: test_cnn_e2e.py CASE --trainer PATH. Shares test_trainer_e2e.py's helpers."""
-import argparse, json, os, signal, struct, sys, tempfile
+import json, os, signal, struct, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_trainer_e2e as e2e  # noqa: E402
-import checks  # noqa: E402
 from test_trainer_e2e import Run, check, cases_in, losses, sha, all_gone, no_noise  # noqa: E402
 
 SMALL = {"type": "cnn", "cnn": {"conv": [{"channels": 4, "kernel": 5, "padding": 2, "pool": 2},
@@ -215,14 +214,4 @@ def case_bad_shape(t, w):
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--trainer", required=True)
-    a = ap.parse_args()
-    if not os.path.isdir(e2e.DATA):
-        print(f"{e2e.DATA} is missing: run scripts/install-deps.sh (Debian package dataset-fashion-mnist)",
-              file=sys.stderr)
-        sys.exit(1)
-    with tempfile.TemporaryDirectory(prefix=f"ddpd-cnn-e2e-{a.case}-") as work:
-        CASES[a.case](os.path.abspath(a.trainer), work)
-    checks.finish(f"cnn_e2e {a.case}")
+    e2e.main(CASES, "cnn_e2e")

@@ -556,16 +556,22 @@ def case_heartbeats(t, w):
         check(not over, f"rank {rank}: each step_ms is the mean of the steps since the previous heartbeat: {over[:3]}")
 
 
-CASES = cases_in(globals())
-
-if __name__ == "__main__":
+def main(cases, label):
+    """The command line of the trainer's end-to-end files: CASE --trainer PATH, each
+    case in a temporary directory of its own."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("case", choices=sorted(cases))
     ap.add_argument("--trainer", required=True)
     a = ap.parse_args()
     if not os.path.isdir(DATA):
         print(f"{DATA} is missing: run scripts/install-deps.sh (Debian package dataset-fashion-mnist)", file=sys.stderr)
         sys.exit(1)
-    with tempfile.TemporaryDirectory(prefix=f"ddpd-e2e-{a.case}-") as work:
-        CASES[a.case](os.path.abspath(a.trainer), work)
-    checks.finish(f"trainer_e2e {a.case}")
+    with tempfile.TemporaryDirectory(prefix=f"ddpd-{label}-{a.case}-") as work:
+        cases[a.case](os.path.abspath(a.trainer), work)
+    checks.finish(f"{label} {a.case}")
+
+
+CASES = cases_in(globals())
+
+if __name__ == "__main__":
+    main(CASES, "trainer_e2e")

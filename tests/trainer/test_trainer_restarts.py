@@ -5,14 +5,13 @@ run ends bit-identical to an uninterrupted one (every step's loss, the final
 checkpoint's bytes); a cancel during the pause before a restart stops it for good.
 
 Usage: test_trainer_restarts.py CASE --trainer PATH"""
-import argparse, os, signal, sys, tempfile
+import os, signal, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
-from test_trainer_e2e import DATA, Run, all_gone, config, losses, no_noise, sha  # noqa: E402
+from test_trainer_e2e import Run, all_gone, config, losses, main, no_noise, sha  # noqa: E402
 
 
 def attempts(run):
@@ -87,13 +86,4 @@ def case_cancel_in_pause(t, w):
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--trainer", required=True)
-    a = ap.parse_args()
-    if not os.path.isdir(DATA):
-        print(f"{DATA} is missing: run scripts/install-deps.sh (Debian package dataset-fashion-mnist)", file=sys.stderr)
-        sys.exit(1)
-    with tempfile.TemporaryDirectory(prefix=f"ddpd-restarts-{a.case}-") as work:
-        CASES[a.case](os.path.abspath(a.trainer), work)
-    checks.finish(f"trainer_restarts {a.case}")
+    main(CASES, "trainer_restarts")
