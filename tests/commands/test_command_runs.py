@@ -14,6 +14,8 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
+  restarted_once     distributed.max_restarts 1: rank 1 fails once, the gang starts
+                     again, the run succeeds with a point per step
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
 import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
@@ -266,6 +268,48 @@ def case_ddpctl_run(a):
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "0"], env=env, capture_output=True, text=True,
                            timeout=60)
         check(p.returncode == 0 and "final loss" in p.stdout, f"ddpctl logs --rank 0: {p.stdout[-200:]!r}")
+
+
+def case_restarted_once(a):
+    """distributed.max_restarts through ddpd (the server's side of attempts is still to
+    come): ddp-run restarts the gang after rank 1 fails, the server takes the
+    launcher's `attempt` events without a fault, the run succeeds, and the steps the
+    second attempt reports again replace the first one's (a point per step)."""
+    script = ("import os, sys, time, ddpd\n"
+              "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+              "if k == 0:\n"
+              "    if rank == 0:\n"
+              "        for step in range(1, 6):\n"
+              "            ddpd.log_step(step, loss=100.0 + step)\n"
+              "        ddpd.flush()\n"
+              "        open('reported-0', 'w').close()\n"
+              "        time.sleep(600)\n"
+              "    while not os.path.exists('reported-0'):\n"
+              "        time.sleep(0.01)\n"
+              "    print('rank 1 gives up on attempt 0', flush=True)\n"
+              "    sys.exit(3)\n"
+              "if rank == 0:\n"
+              "    for step in range(1, 11):\n"
+              "        ddpd.log_step(step, loss=float(step))\n"
+              "print(f'attempt {k} of {os.environ[\"TORCHELASTIC_MAX_RESTARTS\"]} done', flush=True)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "restarts", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2, "max_restarts": 1}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=120)
+        if not check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}"):
+            s.dump_run_log(rid)
+            return
+        check(run["config"]["distributed"]["max_restarts"] == 1, f"stored as given: {run['config']['distributed']}")
+        points = [(p[0], p[1]) for p in s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+        check(points == [(i, float(i)) for i in range(1, 11)],
+              f"one point per step, the second attempt's where it reported a step again: {points}")
+        whole = s.get(f"/runs/{rid}/logs").body.decode()
+        check("attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) in 1 s: rank 1 exited with status 3: rank 1 "
+              "gives up on attempt 0" in whole and "[rank 1] attempt 1 of 1 done" in whole,
+              f"the run's log says why the gang started again: {whole[-600:]!r}")
+        log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode()
+        check("rank 1 gives up on attempt 0\n--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
+              "attempt 1 of 1 done" in log, f"rank 1's log keeps both attempts: {log!r}")
 
 
 CASES = cases_in(globals())
