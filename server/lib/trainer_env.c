@@ -2,6 +2,6 @@
 #include "trainer_env.h"
 
 const char *const TRAINER_PASSED_ON[] = {"DDPD_CACHE_DIR", "DDPD_COLLECTIVE_TIMEOUT_S", "DDPD_RENDEZVOUS_TIMEOUT_S",
-                                         "DDPD_CPU_CONV", "DDPD_TRAINER_NCCL"};
+                                         "DDPD_CPU_CONV", "DDPD_TRAINER_NCCL", "DDPD_RESTART_BACKOFF_S"};
 const size_t TRAINER_PASSED_ON_COUNT = sizeof TRAINER_PASSED_ON / sizeof *TRAINER_PASSED_ON;
 _Static_assert(sizeof TRAINER_PASSED_ON / sizeof *TRAINER_PASSED_ON <= TRAINER_PASSED_ON_MAX, "TRAINER_PASSED_ON_MAX");

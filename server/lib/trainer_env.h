@@ -1,8 +1,9 @@
 /* The server's own DDPD_* settings stay with the server (the token among them), but
  * the ones a run's launcher reads too are passed on by name, by the coordinator and
  * by every agent alike: where the dataset cache lies, the collectives' and the
- * rendezvous' timeouts, the CPU convolutions' implementation, and which
- * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names). */
+ * rendezvous' timeouts, the CPU convolutions' implementation, which
+ * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names), and the pause before
+ * a run's restart (distributed.max_restarts). */
 #ifndef DDPD_TRAINER_ENV_H
 #define DDPD_TRAINER_ENV_H
 

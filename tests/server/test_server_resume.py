@@ -378,7 +378,8 @@ def case_queued_resume_survives_restart(a):
 def case_env_passed_on(a):
     """The trainer gets the DDPD_* settings it reads (by name), none of the others."""
     passed = {"DDPD_CACHE_DIR": "/tmp/ddpd-cache-test", "DDPD_COLLECTIVE_TIMEOUT_S": "7", "DDPD_CPU_CONV": "im2col",
-              "DDPD_TRAINER_NCCL": "/nonexistent/ddp-trainer-nccl", "DDPD_RENDEZVOUS_TIMEOUT_S": "9"}
+              "DDPD_TRAINER_NCCL": "/nonexistent/ddp-trainer-nccl", "DDPD_RENDEZVOUS_TIMEOUT_S": "9",
+              "DDPD_RESTART_BACKOFF_S": "4"}
     kept = {"DDPD_TOKEN": "s3cret-token", "DDPD_LOG_LEVEL": "info", "DDPD_SOMETHING_ELSE": "x"}
     with Server(a.ddpd, a.fake_trainer, env=dict(passed, **kept)) as s:
         s.headers = {"Authorization": "Bearer s3cret-token"}
