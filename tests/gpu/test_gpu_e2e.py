@@ -337,6 +337,46 @@ def case_resume(trainer, work):
     print(f"  resumed at epoch 1: {len(b)} step losses and the final checkpoint as the whole run's")
 
 
+def case_restarts(trainer, work):
+    """distributed.max_restarts on the nccl backend: a failed attempt's ranks all start
+    again from the newest checkpoint, with a new NCCL id, and the run ends as the one
+    that never failed, bit for bit. With --fake-gpu the stand-in's NCCL reports an
+    error at the 120th collective of every process (each attempt gets one checkpoint
+    further); on two GPUs rank 1 is SIGKILLed once, after the first checkpoint."""
+    need_gpus(2)
+    over = {"distributed.world_size": 2, "train.epochs": 4, "train.lr_schedule": {"type": "constant"}}
+    if not FAKE_GPU:  # epochs long enough (all 60000 examples) that the kill surely comes mid-run
+        over.update({"data.limit": 0, "train.epochs": 3})
+    whole, rc = run_gpu(trainer, work, "whole", config(**over))
+    check(rc == 0, f"the whole run: {whole.stderr[-2000:]!r}")
+    cfg = config(**over, **{"distributed.max_restarts": 3})
+    if FAKE_GPU:
+        r, rc = run_gpu(trainer, work, "restarted", cfg,
+                        env={"DDPD_FAKE_NCCL_ASYNC_ERROR_AT": "120", "DDPD_RESTART_BACKOFF_S": "0"})
+    else:
+        r = Run(trainer, work, "restarted", cfg, env={"DDPD_RESTART_BACKOFF_S": "0"})
+        deadline = time.time() + 120
+        while time.time() < deadline and r.proc.poll() is None and not r.of_type("checkpoint"):
+            time.sleep(0.05)
+        pids = {e["rank"]: e["pid"] for e in r.of_type("hello") if e["rank"] >= 0}
+        check(1 in pids and r.proc.poll() is None, f"rank 1 runs after the first checkpoint: {pids}")
+        if 1 in pids:
+            os.kill(pids[1], signal.SIGKILL)
+        rc = r.wait(240)
+    check(rc == 0, f"the run that failed and started again: {rc} {r.stderr[-2000:]!r}")
+    started = [e for e in r.of_type("attempt") if e["phase"] == "started"]
+    ended = [e["status"] for e in r.of_type("attempt") if e["phase"] == "ended"]
+    check(len(ended) >= 2 and ended[-1] == "succeeded" and set(ended[:-1]) == {"failed"},
+          f"attempts that failed, then one that succeeded: {ended}")
+    check(len(started) >= 2 and all(e["checkpoint"] for e in started[1:]),
+          f"every restart carried on from a checkpoint: {[e.get('checkpoint') for e in started]}")
+    a, b = whole.losses(), r.losses()
+    check(a and a == b, f"the same losses as the run that never failed ({len(a)} vs {len(b)} steps)")
+    final = os.path.join("checkpoints", "epoch-%04d.safetensors" % (over["train.epochs"] - 1))
+    check(sha(os.path.join(whole.dir, final)) == sha(os.path.join(r.dir, final)), "the same final checkpoint")
+    print(f"  {len(ended)} attempts: {ended}")
+
+
 class Rendezvous:
     """A stand-in for the coordinator's rendezvous routes (POST and GET
     /runs/{id}/rendezvous: tests/server/test_server_rendezvous.py holds the real ones
