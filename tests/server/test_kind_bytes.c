@@ -213,22 +213,11 @@ static void write_refusals(void) {
 
 /* ---- the comparison ---- */
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    buf_t b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_append(&b, chunk, n);
-    fclose(f);
-    return b.data ? b.data : xstrdup("");
-}
-
 static void compare(const char *dir) {
     const char *src = getenv("DDPD_SOURCE_DIR");
     REQUIRE(src && *src, "DDPD_SOURCE_DIR names the source tree (ctest sets it)");
     char *golden_path = xasprintf("%s/tests/server/kind_bytes.golden", src);
-    char *golden = read_file(golden_path);
+    char *golden = scratch_read_file(golden_path);
     CHECK(golden, "%s: %s", golden_path, strerror(errno));
     const char *got = OUT.data ? OUT.data : "";
     if (golden && strcmp(golden, got) == 0) {
