@@ -14,28 +14,6 @@
 #include "views.h"
 #include "write_fault.h"
 
-/* ---- reading events ---- */
-
-int64_t event_int(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    if (json_is_integer(v)) return json_integer_value(v);
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d == floor(d) && fabs(d) < 9e18) return (int64_t)d;
-    }
-    return NO_INT;
-}
-
-double event_real(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-char *event_str(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
-}
-
 /* ---- describing fields ---- */
 
 /* The place of kind k's member m in store_op, which must be of C type `ctype` (a
@@ -175,6 +153,15 @@ static void free_step(store_op *op) { json_decref(op->u.step.series); }
 
 static const char *const METRIC_OTHERS[] = {"global_step", "epoch", "values", NULL};
 
+/* Whether `key` names one of the step's real fields (loss, lr, samples_per_s). */
+static bool step_real(const char *key) {
+    for (int i = 0; i < OP_KINDS[OP_STEP].n_fields; i++) {
+        const op_field *f = &OP_KINDS[OP_STEP].fields[i];
+        if (f->type == FIELD_REAL && strcmp(f->name, key) == 0) return true;
+    }
+    return false;
+}
+
 /* Its values are the fields of the kind it becomes (the epoch's, or the step's
  * reals: loss, lr, samples_per_s); a step's other values are its series. */
 static const char *parse_metric(const json_t *ev, store_op *op) {
@@ -207,8 +194,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
     op->u.step.global_step = global_step;
     json_t *series = NULL;
     json_object_foreach((json_t *)values, key, value) {
-        const op_field *own = op_kind_field(OP_STEP, key);
-        if (own && own->type == FIELD_REAL) continue;
+        if (step_real(key)) continue;
         if (!series) series = json_object();
         json_object_set(series, key, value);
     }

@@ -191,7 +191,8 @@ const op_field *op_kind_field(store_op_kind k, const char *name);
 /* Frees an op's strings (ops that were never queued, or once applied). */
 void store_op_free(store_op *op);
 
-/* Reading an event's fields: NO_INT / NaN / NULL when absent or of another type. */
+/* Reading an event's fields: NO_INT / NaN / NULL when absent or of another type (kind_fields.c,
+ * beside the parse of fields that calls them for every field). */
 int64_t event_int(const json_t *ev, const char *key);
 double event_real(const json_t *ev, const char *key);
 char *event_str(const json_t *ev, const char *key); /* malloc'd */

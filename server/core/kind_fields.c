@@ -17,6 +17,26 @@ static bool is_row_field(const op_field *f) { return !(f->flags & FIELD_OF_RUN);
 
 /* ---- reading ---- */
 
+int64_t event_int(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    if (json_is_integer(v)) return json_integer_value(v);
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e18) return (int64_t)d;
+    }
+    return NO_INT;
+}
+
+double event_real(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+char *event_str(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
+}
+
 static void set_unknown(store_op *op, const op_field *f) {
     switch (f->type) {
     case FIELD_INT: *(int64_t *)value_at(op, f) = NO_INT; break;
@@ -27,13 +47,13 @@ static void set_unknown(store_op *op, const op_field *f) {
 
 const char *fields_parse(const json_t *ev, store_op *op) {
     const op_kind_desc *k = &OP_KINDS[op->kind];
-    for (int i = 0; i < k->n_fields; i++) {
-        const op_field *f = &k->fields[i];
-        bool known = true;
+    char *base = (char *)op;
+    for (const op_field *f = k->fields, *end = f + k->n_fields; f < end; f++) {
+        bool known;
         switch (f->type) {
-        case FIELD_INT: known = (*(int64_t *)value_at(op, f) = event_int(ev, f->name)) != NO_INT; break;
-        case FIELD_REAL: known = !isnan(*(double *)value_at(op, f) = event_real(ev, f->name)); break;
-        case FIELD_TEXT: known = (*(char **)value_at(op, f) = event_str(ev, f->name)) != NULL; break;
+        case FIELD_INT: known = (*(int64_t *)(base + f->offset) = event_int(ev, f->name)) != NO_INT; break;
+        case FIELD_REAL: known = !isnan(*(double *)(base + f->offset) = event_real(ev, f->name)); break;
+        default: known = (*(char **)(base + f->offset) = event_str(ev, f->name)) != NULL; break;
         }
         if (!known && (f->flags & FIELD_REQUIRED)) return f->missing;
     }
