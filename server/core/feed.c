@@ -1,5 +1,5 @@
 /* The live feed: durable events recorded by the store's writer and kept in a ring,
- * coalesced progress, subscribers parked and woken. See events_feed.h. */
+ * coalesced progress, subscribers parked and woken. See feed.h. */
 #include "feed.h"
 
 #include <jansson.h>
