@@ -44,6 +44,9 @@ static int64_t run(sqlite3 *db, sqlite3_stmt *st) {
     return changes;
 }
 
+/* The event's fields, as its kind describes them. */
+static const char *parse_fields(const json_t *ev, store_op *op) { return fields_parse(&OP_KINDS[op->kind], ev, op); }
+
 /* The op's fields into its kind's row (st[0]): the rows it changed. */
 static int64_t apply_row(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     fields_bind_row(st[0], &OP_KINDS[op->kind], op);
@@ -277,7 +280,7 @@ static const op_row CHECKPOINT_ROW = {.table = "checkpoints", .t_columns = {"t"}
 static const char *const CHECKPOINT_OTHERS[] = {"removed", NULL}; /* its parse's own */
 
 static const char *parse_checkpoint(const json_t *ev, store_op *op) {
-    const char *why = fields_parse(ev, op);
+    const char *why = fields_parse(&OP_KINDS[OP_CHECKPOINT], ev, op);
     if (why) return why;
     json_t *removed = json_object_get(ev, "removed");
     if (removed && !json_is_array(removed)) return "a checkpoint event whose removed is not an array of paths";
@@ -468,16 +471,16 @@ static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 
 const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HELLO] = {
-        .kind = OP_HELLO, .event = "hello", .parse = fields_parse, FIELDS(HELLO_FIELDS), .row = &HELLO_ROW,
+        .kind = OP_HELLO, .event = "hello", .parse = parse_fields, FIELDS(HELLO_FIELDS), .row = &HELLO_ROW,
         .other_fields = HELLO_OTHERS, .apply = apply_hello, .sse_event = "rank", .sse_data = sse_hello,
         .learn = learn_hello,
     },
     [OP_STATUS] = {
-        .kind = OP_STATUS, .event = "status", .parse = fields_parse, FIELDS(STATUS_FIELDS), .row = &STATUS_ROW,
+        .kind = OP_STATUS, .event = "status", .parse = parse_fields, FIELDS(STATUS_FIELDS), .row = &STATUS_ROW,
         .apply = apply_rank_row, .sse_event = "rank", .sse_data = sse_fields,
     },
     [OP_STEP] = {
-        .kind = OP_STEP, .event = "step", .parse = fields_parse, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
+        .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
         .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
@@ -488,12 +491,12 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .progress_rank = run_wide,
     },
     [OP_HEARTBEAT] = {
-        .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = fields_parse, FIELDS(HEARTBEAT_FIELDS),
+        .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_fields, FIELDS(HEARTBEAT_FIELDS),
         .row = &HEARTBEAT_ROW, .apply = apply_rank_row, .progress_event = "heartbeat",
         .progress_data = progress_heartbeat, .progress_rank = heartbeat_rank,
     },
     [OP_EPOCH] = {
-        .kind = OP_EPOCH, .event = "epoch", .parse = fields_parse, FIELDS(EPOCH_FIELDS), .row = &EPOCH_ROW,
+        .kind = OP_EPOCH, .event = "epoch", .parse = parse_fields, FIELDS(EPOCH_FIELDS), .row = &EPOCH_ROW,
         .other_fields = EPOCH_OTHERS, .apply = apply_row, .summary = SUMMARY_SEEN, .sse_event = "epoch",
         .sse_data = sse_fields,
     },
@@ -606,6 +609,6 @@ const char *op_kind_sql(store_op_kind k, int i) {
 
 void store_op_free(store_op *op) {
     if (op->kind < 0 || op->kind >= OP_KIND_COUNT) return;
-    fields_free(op);
+    fields_free(&OP_KINDS[op->kind], op);
     if (OP_KINDS[op->kind].free_fields) OP_KINDS[op->kind].free_fields(op);
 }

@@ -45,8 +45,7 @@ static void set_unknown(store_op *op, const op_field *f) {
     }
 }
 
-const char *fields_parse(const json_t *ev, store_op *op) {
-    const op_kind_desc *k = &OP_KINDS[op->kind];
+const char *fields_parse(const op_kind_desc *k, const json_t *ev, store_op *op) {
     char *base = (char *)op;
     for (const op_field *f = k->fields, *end = f + k->n_fields; f < end; f++) {
         bool known;
@@ -85,8 +84,7 @@ bool fields_any_known(const op_kind_desc *k, const store_op *op, unsigned flag) 
     return false;
 }
 
-void fields_free(store_op *op) {
-    const op_kind_desc *k = &OP_KINDS[op->kind];
+void fields_free(const op_kind_desc *k, store_op *op) {
     for (int i = 0; i < k->n_fields; i++)
         if (k->fields[i].type == FIELD_TEXT) free(*(char **)value_at(op, &k->fields[i]));
 }

@@ -1,4 +1,4 @@
-/* What a trainer event kind's field descriptors (op_field, op_row: event_kinds.h)
+/* What a trainer event kind's field descriptors (op_field, op_row: op_types.h)
  * drive, so that each field is spelled once: reading the fields from an event (or
  * from a reporter's values), the SQL of the row they are stored in and binding them
  * to it, the JSON of them (the feed's data from an op; the API's rows from a query's
@@ -11,13 +11,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "event_kinds.h"
+#include "op_types.h"
 
 /* ---- reading ---- */
 
-/* The op's kind's fields from the event: NULL, or the `missing` of the first
- * required field it lacks. The fields before it are read (store_op_free frees them). */
-const char *fields_parse(const json_t *ev, store_op *op);
+/* An event's field: NO_INT / NaN / NULL when absent or of another type. */
+int64_t event_int(const json_t *ev, const char *key);
+double event_real(const json_t *ev, const char *key);
+char *event_str(const json_t *ev, const char *key); /* malloc'd */
+
+/* Kind k's fields from the event: NULL, or the `missing` of the first required
+ * field it lacks. The fields before it are read (store_op_free frees them). */
+const char *fields_parse(const op_kind_desc *k, const json_t *ev, store_op *op);
 /* A reporter's values as kind k's fields: its real fields by name; the others are
  * unknown (NO_INT, NULL). */
 void fields_from_values(const op_kind_desc *k, const json_t *values, store_op *op);
@@ -25,8 +30,8 @@ void fields_from_values(const op_kind_desc *k, const json_t *values, store_op *o
 void fields_unknown(const op_kind_desc *k, store_op *op);
 /* Whether the op knows any field of kind k with `flag`. */
 bool fields_any_known(const op_kind_desc *k, const store_op *op, unsigned flag);
-/* Frees the text fields of the op's kind. */
-void fields_free(store_op *op);
+/* Frees the text fields of kind k's op. */
+void fields_free(const op_kind_desc *k, store_op *op);
 
 /* ---- storing ---- */
 
