@@ -1,4 +1,4 @@
-/* Benchmark of the built-in trainer's link between nodes (trainer/nodes/gloo_link.c:
+/* Benchmark of the built-in trainer's link between nodes (trainer/nodes/gloo_link.cc:
  * gloo's ring all-reduce over TCP): one process per "node", met through a rendezvous
  * directory both can see. Each process runs this program; rank 0 prints the median
  * seconds of an all-reduce of BYTES of float32 (every call preceded by a barrier, so

@@ -18,7 +18,7 @@ ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c L
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
 # real child processes (a shell script as the trainer).
-foreach(core_test test_store test_store_faults test_ingest_parse test_feed test_scheduler test_journal_replay)
+foreach(core_test test_store test_store_faults test_ingest_parse test_feed test_kind_bytes test_kind_fields test_scheduler test_journal_replay)
   ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c LIBS ddpd_server)
 endforeach()
 

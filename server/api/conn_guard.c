@@ -71,8 +71,7 @@ static void arm(conn_track *t) {
 }
 
 conn_track *conn_guard_opened(int fd, const struct sockaddr *sa) {
-    conn_track *t = xmalloc(sizeof *t);
-    memset(t, 0, sizeof *t);
+    conn_track *t = xcalloc(1, sizeof *t);
     t->fd = fd;
     t->key = addr_key_of(sa);
     pthread_mutex_lock(&G.mu);

@@ -151,8 +151,8 @@ static void post_heartbeat(request *rq, response *rs) {
 }
 
 const route node_routes[] = {
-    {"POST", "/nodes", post_nodes, true, false},
-    {"GET", "/nodes", get_nodes, false, false},
-    {"POST", "/nodes/{id}/heartbeat", post_heartbeat, true, false},
+    {.method = "POST", .pattern = "/nodes", .handler = post_nodes, .json_body = true},
+    {.method = "GET", .pattern = "/nodes", .handler = get_nodes},
+    {.method = "POST", .pattern = "/nodes/{id}/heartbeat", .handler = post_heartbeat, .json_body = true},
 };
 const size_t node_routes_count = sizeof node_routes / sizeof *node_routes;

@@ -140,7 +140,8 @@ static void get_rendezvous(request *rq, response *rs) {
 }
 
 const route rendezvous_routes[] = {
-    {"POST", "/runs/{id}/rendezvous", post_rendezvous, true, true},
-    {"GET", "/runs/{id}/rendezvous", get_rendezvous, false, true},
+    {.method = "POST", .pattern = "/runs/{id}/rendezvous", .handler = post_rendezvous, .json_body = true,
+     .run_secret_auth = true},
+    {.method = "GET", .pattern = "/runs/{id}/rendezvous", .handler = get_rendezvous, .run_secret_auth = true},
 };
 const size_t rendezvous_routes_count = sizeof rendezvous_routes / sizeof *rendezvous_routes;

@@ -582,19 +582,19 @@ static void get_logs(request *rq, response *rs) {
 }
 
 const route api_routes[] = {
-    {"GET", "/healthz", get_healthz, false, false},
-    {"POST", "/runs", post_runs, true, false},
-    {"GET", "/runs", get_runs, false, false},
-    {"GET", "/runs/{id}", get_run, false, false},
-    {"DELETE", "/runs/{id}", delete_run, false, false},
-    {"POST", "/runs/{id}/cancel", cancel_run, false, false},
-    {"POST", "/runs/{id}/resume", resume_run, false, false},
-    {"GET", "/runs/{id}/metrics", get_metrics, false, false},
-    {"GET", "/runs/{id}/epochs", get_epochs, false, false},
-    {"GET", "/runs/{id}/ranks", get_ranks, false, false},
-    {"GET", "/runs/{id}/checkpoints", get_checkpoints, false, false},
-    {"GET", "/runs/{id}/logs", get_logs, false, false},
-    {"GET", "/metrics", metrics_handle, false, false},
-    {"GET", "/openapi.json", openapi_handle, false, false},
+    {.method = "GET", .pattern = "/healthz", .handler = get_healthz},
+    {.method = "POST", .pattern = "/runs", .handler = post_runs, .json_body = true},
+    {.method = "GET", .pattern = "/runs", .handler = get_runs},
+    {.method = "GET", .pattern = "/runs/{id}", .handler = get_run},
+    {.method = "DELETE", .pattern = "/runs/{id}", .handler = delete_run},
+    {.method = "POST", .pattern = "/runs/{id}/cancel", .handler = cancel_run},
+    {.method = "POST", .pattern = "/runs/{id}/resume", .handler = resume_run},
+    {.method = "GET", .pattern = "/runs/{id}/metrics", .handler = get_metrics},
+    {.method = "GET", .pattern = "/runs/{id}/epochs", .handler = get_epochs},
+    {.method = "GET", .pattern = "/runs/{id}/ranks", .handler = get_ranks},
+    {.method = "GET", .pattern = "/runs/{id}/checkpoints", .handler = get_checkpoints},
+    {.method = "GET", .pattern = "/runs/{id}/logs", .handler = get_logs},
+    {.method = "GET", .pattern = "/metrics", .handler = metrics_handle},
+    {.method = "GET", .pattern = "/openapi.json", .handler = openapi_handle},
 };
 const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

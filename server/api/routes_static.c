@@ -149,11 +149,11 @@ static void get_schema(request *rq, response *rs) {
 }
 
 const route static_routes[] = {
-    {"GET", "/", get_index, false, false},
-    {"GET", "/ui/{id}", get_ui, false, false},
-    {"GET", "/vendor/uplot/{id}", get_uplot, false, false},
-    {"GET", "/schema/run-config.schema.json", get_schema, false, false},
+    {.method = "GET", .pattern = "/", .handler = get_index},
+    {.method = "GET", .pattern = "/ui/{id}", .handler = get_ui},
+    {.method = "GET", .pattern = "/vendor/uplot/{id}", .handler = get_uplot},
+    {.method = "GET", .pattern = "/schema/run-config.schema.json", .handler = get_schema},
     /* where /openapi.json's relative reference to it resolves */
-    {"GET", "/run-config.schema.json", get_schema, false, false},
+    {.method = "GET", .pattern = "/run-config.schema.json", .handler = get_schema},
 };
 const size_t static_routes_count = sizeof static_routes / sizeof *static_routes;

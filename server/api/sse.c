@@ -183,7 +183,7 @@ static void get_run_events(request *rq, response *rs) {
 void sse_shutdown(void) { feed_close_all(); }
 
 const route sse_routes[] = {
-    {"GET", "/events", get_events, false, false},
-    {"GET", "/runs/{id}/events", get_run_events, false, false},
+    {.method = "GET", .pattern = "/events", .handler = get_events},
+    {.method = "GET", .pattern = "/runs/{id}/events", .handler = get_run_events},
 };
 const size_t sse_routes_count = sizeof sse_routes / sizeof *sse_routes;

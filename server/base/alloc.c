@@ -15,6 +15,15 @@ void *xmalloc(size_t n) {
     return p;
 }
 
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "ddpd: out of memory (%zu x %zu bytes)\n", count, size);
+        abort();
+    }
+    return p;
+}
+
 void *xrealloc(void *p, size_t n) {
     p = realloc(p, n ? n : 1);
     if (!p) {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size); /* zeroed */
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s); /* NULL stays NULL */
 char *xstrndup(const char *s, size_t n);

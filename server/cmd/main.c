@@ -15,7 +15,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include "history_rebuild.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
+#include "die.h"
 #include "feed.h"
 #include "hostport.h"
 #include "http.h"
@@ -53,17 +53,6 @@
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ddpd: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(2);
-}
 
 static int parse_count(const char *what, const char *s, int min, int max) {
     char *end;

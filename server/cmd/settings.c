@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 
 #include "base.h"
 #include "beside_self.h"
+#include "die.h"
 #include "secret.h"
 
 const char SETTINGS_USAGE[] =
@@ -86,17 +86,6 @@ const char SETTINGS_USAGE[] =
     "  --log-max-bytes SIZE   rotate before the file passes SIZE, e.g. 100M; 0: no limit\n"
     "                         (DDPD_LOG_MAX_BYTES; default 100M)\n"
     "  --log-keep N           rotated files to keep; 0: all (DDPD_LOG_KEEP; default 14)\n";
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ddpd: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(2);
-}
 
 static void parse_flags(int argc, char **argv, settings *o) {
     for (int i = 2; i < argc; i++) {

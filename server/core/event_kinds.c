@@ -1,54 +1,31 @@
-/* The table of op kinds: see event_kinds.h. Each kind's functions sit together, in
- * the table's order: how it is read from the socket, applied, and published. */
+/* The table of op kinds: see event_kinds.h. Each kind's fields and functions sit
+ * together, in the table's order: how it is read from the socket, applied, and
+ * published; what its fields drive is kind_fields.c. */
 #include "event_kinds.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
+#include "kind_fields.h"
 #include "run_status.h"
 #include "views.h"
 #include "write_fault.h"
 
-/* ---- reading events ---- */
+/* ---- describing fields ---- */
 
-int64_t event_int(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    if (json_is_integer(v)) return json_integer_value(v);
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d == floor(d) && fabs(d) < 9e18) return (int64_t)d;
-    }
-    return NO_INT;
-}
+/* The place of kind k's member m in store_op, which must be of C type `ctype` (a
+ * member of another type does not compile). */
+#define FIELD_AT(k, m, ctype) \
+    (offsetof(store_op, u.k.m) + 0 * sizeof(char[_Generic(((store_op *)0)->u.k.m, ctype: 1, default: -1)]))
+#define INT(k, m) FIELD_INT, FIELD_AT(k, m, int64_t)
+#define REAL(k, m) FIELD_REAL, FIELD_AT(k, m, double)
+#define TEXT(k, m) FIELD_TEXT, FIELD_AT(k, m, char *)
+#define FIELDS(list) .fields = list, .n_fields = (int)(sizeof list / sizeof *list)
 
-double event_real(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-char *event_str(const json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
-}
-
-/* ---- binding: NO_INT and NaN become NULL ---- */
-
-static void bind_int(sqlite3_stmt *st, int i, int64_t v) {
-    if (v == NO_INT) sqlite3_bind_null(st, i);
-    else sqlite3_bind_int64(st, i, v);
-}
-
-static void bind_real(sqlite3_stmt *st, int i, double v) {
-    if (isfinite(v)) sqlite3_bind_double(st, i, v);
-    else sqlite3_bind_null(st, i);
-}
-
-static void bind_text(sqlite3_stmt *st, int i, const char *s) {
-    if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-    else sqlite3_bind_null(st, i);
-}
+/* ---- applying ---- */
 
 /* Runs a bound statement to completion; returns the rows it changed, or -1. */
 static int64_t run(sqlite3 *db, sqlite3_stmt *st) {
@@ -67,9 +44,24 @@ static int64_t run(sqlite3 *db, sqlite3_stmt *st) {
     return changes;
 }
 
-static json_t *rank_event(const store_op *op, const char *state, const char *detail) {
-    return json_pack("{s:I,s:i,s:s,s:o,s:o}", "run", (json_int_t)op->run_id, "rank", op->rank, "state", state,
-                     "detail", json_string_or_null(detail), "t", json_int_or_null(op->t));
+/* The event's fields, as its kind describes them. */
+static const char *parse_fields(const json_t *ev, store_op *op) { return fields_parse(&OP_KINDS[op->kind], ev, op); }
+
+/* The op's fields into its kind's row (st[0]): the rows it changed. */
+static int64_t apply_row(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    fields_bind_row(st[0], &OP_KINDS[op->kind], op);
+    return run(db, st[0]);
+}
+
+/* A rank's row: the launcher's (rank -1) has none, nothing is kept. */
+static int64_t apply_rank_row(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    return op->rank < 0 ? 0 : apply_row(db, st, op);
+}
+
+/* {run, (rank,) its fields, t} when it changed something (0: refused, the run is
+ * finished or gone; or the same again). */
+static json_t *sse_fields(const store_op *op, int64_t result) {
+    return result > 0 ? fields_event(&OP_KINDS[op->kind], op) : NULL;
 }
 
 static json_t *run_event(int64_t run_id, const char *status, int64_t t) {
@@ -78,34 +70,30 @@ static json_t *run_event(int64_t run_id, const char *status, int64_t t) {
 
 /* ---- hello: a process of the run connected (its rank's row; the run's sizes) ---- */
 
-static const char *parse_hello(const json_t *ev, store_op *op) {
-    op->u.hello.pid = event_int(ev, "pid");
-    op->u.hello.host = event_str(ev, "host");
-    op->u.hello.device = event_str(ev, "device");
-    op->u.hello.total_steps = event_int(ev, "total_steps");
-    op->u.hello.epochs = event_int(ev, "epochs");
-    op->u.hello.steps_per_epoch = event_int(ev, "steps_per_epoch");
-    return NULL;
-}
+static const op_field HELLO_FIELDS[] = {
+    {"device", TEXT(hello, device), FIELD_FEED, NULL},
+    {"host", TEXT(hello, host), FIELD_FEED, NULL},
+    {"pid", INT(hello, pid), FIELD_FEED, NULL},
+    {"total_steps", INT(hello, total_steps), FIELD_OF_RUN, NULL},
+    {"epochs", INT(hello, epochs), FIELD_OF_RUN, NULL},
+    {"steps_per_epoch", INT(hello, steps_per_epoch), FIELD_OF_RUN, NULL},
+};
+/* a rank connecting again keeps its state */
+static const op_row HELLO_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"connected_at", "last_seen"},
+                                 .insert_column = "state", .insert_value = "'init'", .write = ROW_UPSERT};
+/* world_size: not kept (the run's config has it); secret: ingest's check of the connection */
+static const char *const HELLO_OTHERS[] = {"world_size", "secret", NULL};
 
 /* The rows it changed (0: refused, the run is finished or gone). */
 static int64_t apply_hello(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    const op_kind_desc *k = &OP_KINDS[OP_HELLO];
     int64_t changed = 0;
     if (op->rank >= 0) {
-        sqlite3_bind_int64(st[0], 1, op->run_id);
-        sqlite3_bind_int(st[0], 2, op->rank);
-        bind_int(st[0], 3, op->u.hello.pid);
-        bind_text(st[0], 4, op->u.hello.host);
-        bind_text(st[0], 5, op->u.hello.device);
-        sqlite3_bind_int64(st[0], 6, op->t);
-        changed = run(db, st[0]);
+        changed = apply_row(db, st, op);
         if (changed <= 0) return changed;
     }
-    if (op->u.hello.total_steps != NO_INT || op->u.hello.epochs != NO_INT || op->u.hello.steps_per_epoch != NO_INT) {
-        sqlite3_bind_int64(st[1], 1, op->run_id);
-        bind_int(st[1], 2, op->u.hello.total_steps);
-        bind_int(st[1], 3, op->u.hello.epochs);
-        bind_int(st[1], 4, op->u.hello.steps_per_epoch);
+    if (fields_any_known(k, op, FIELD_OF_RUN)) {
+        fields_bind_run(st[1], k, op);
         int64_t n = run(db, st[1]);
         if (n < 0 || op->rank < 0) changed = n;
     }
@@ -114,11 +102,9 @@ static int64_t apply_hello(sqlite3 *db, sqlite3_stmt *const *st, const store_op 
 
 static json_t *sse_hello(const store_op *op, int64_t result) {
     if (op->rank < 0 || result <= 0) return NULL;
-    json_t *d = rank_event(op, "init", NULL);
-    json_object_del(d, "detail");
-    json_object_set_new(d, "device", json_string_or_null(op->u.hello.device));
-    json_object_set_new(d, "host", json_string_or_null(op->u.hello.host));
-    json_object_set_new(d, "pid", json_int_or_null(op->u.hello.pid));
+    json_t *d = json_pack("{s:I,s:i,s:s,s:o}", "run", (json_int_t)op->run_id, "rank", op->rank, "state", "init", "t",
+                          json_int_or_null(op->t));
+    fields_add_feed(d, &OP_KINDS[OP_HELLO], op);
     return d;
 }
 
@@ -128,85 +114,59 @@ static void learn_hello(const store_op *op, run_facts *f) {
     if (op->u.hello.steps_per_epoch != NO_INT) f->steps_per_epoch = op->u.hello.steps_per_epoch;
 }
 
-static void free_hello(store_op *op) {
-    free(op->u.hello.host);
-    free(op->u.hello.device);
-}
-
 /* ---- status: a rank's state ---- */
 
-static const char *parse_status(const json_t *ev, store_op *op) {
-    op->u.status.state = event_str(ev, "state");
-    if (!op->u.status.state) return "a status event without a state";
-    op->u.status.detail = event_str(ev, "detail");
-    return NULL;
-}
-
-static int64_t apply_status(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    if (op->rank < 0) return 0;
-    sqlite3_bind_int64(st[0], 1, op->run_id);
-    sqlite3_bind_int(st[0], 2, op->rank);
-    bind_text(st[0], 3, op->u.status.state);
-    bind_text(st[0], 4, op->u.status.detail);
-    sqlite3_bind_int64(st[0], 5, op->t);
-    return run(db, st[0]);
-}
-
-static json_t *sse_status(const store_op *op, int64_t result) {
-    if (op->rank < 0 || result <= 0) return NULL;
-    return rank_event(op, op->u.status.state, op->u.status.detail);
-}
-
-static void free_status(store_op *op) {
-    free(op->u.status.state);
-    free(op->u.status.detail);
-}
+static const op_field STATUS_FIELDS[] = {
+    {"state", TEXT(status, state), FIELD_REQUIRED | FIELD_FEED, "a status event without a state"},
+    {"detail", TEXT(status, detail), FIELD_FEED, NULL},
+};
+static const op_row STATUS_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
+                                  .write = ROW_UPSERT_CHANGED};
 
 /* ---- step: rank 0's step (the loss, lr and samples/s series; the run's progress) ---- */
 
-static const char *parse_step(const json_t *ev, store_op *op) {
-    op->u.step.global_step = event_int(ev, "global_step");
-    if (op->u.step.global_step == NO_INT) return "a step event without an integer global_step";
-    op->u.step.epoch = event_int(ev, "epoch");
-    op->u.step.step = event_int(ev, "step");
-    op->u.step.loss = event_real(ev, "loss");
-    op->u.step.lr = event_real(ev, "lr");
-    op->u.step.samples_per_s = event_real(ev, "samples_per_s");
-    return NULL;
-}
+static const op_field STEP_FIELDS[] = {
+    {"global_step", INT(step, global_step), FIELD_REQUIRED | FIELD_KEY, "a step event without an integer global_step"},
+    {"epoch", INT(step, epoch), 0, NULL},
+    {"step", INT(step, step), 0, NULL},
+    {"loss", REAL(step, loss), 0, NULL},
+    {"lr", REAL(step, lr), 0, NULL},
+    {"samples_per_s", REAL(step, samples_per_s), 0, NULL},
+};
+static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE};
 
+/* A reporter's other values (series: st[1]), then the step's row. */
 static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     const char *key;
     json_t *value;
     json_object_foreach(op->u.step.series, key, value) {
         sqlite3_bind_int64(st[1], 1, op->run_id);
-        bind_text(st[1], 2, key);
+        bind_text_or_null(st[1], 2, key);
         sqlite3_bind_int64(st[1], 3, op->u.step.global_step);
-        bind_real(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
+        bind_real_or_null(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
         sqlite3_bind_int64(st[1], 5, op->t);
         run(db, st[1]);
     }
-    sqlite3_bind_int64(st[0], 1, op->run_id);
-    sqlite3_bind_int64(st[0], 2, op->u.step.global_step);
-    bind_int(st[0], 3, op->u.step.epoch);
-    bind_int(st[0], 4, op->u.step.step);
-    bind_real(st[0], 5, op->u.step.loss);
-    bind_real(st[0], 6, op->u.step.lr);
-    bind_real(st[0], 7, op->u.step.samples_per_s);
-    sqlite3_bind_int64(st[0], 8, op->t);
-    return run(db, st[0]);
+    return apply_row(db, st, op);
 }
 
 static void free_step(store_op *op) { json_decref(op->u.step.series); }
 
 /* ---- metric: what a command run's script reports (reporter/README.md) ---- */
 
-/* values[name] as a double: NaN when null or absent. */
-static double value_real(const json_t *values, const char *name) {
-    const json_t *v = json_object_get(values, name);
-    return json_is_number(v) ? json_number_value(v) : NAN;
+static const char *const METRIC_OTHERS[] = {"global_step", "epoch", "values", NULL};
+
+/* Whether `key` names one of the step's real fields (loss, lr, samples_per_s). */
+static bool step_real(const char *key) {
+    for (int i = 0; i < OP_KINDS[OP_STEP].n_fields; i++) {
+        const op_field *f = &OP_KINDS[OP_STEP].fields[i];
+        if (f->type == FIELD_REAL && strcmp(f->name, key) == 0) return true;
+    }
+    return false;
 }
 
+/* Its values are the fields of the kind it becomes (the epoch's, or the step's
+ * reals: loss, lr, samples_per_s); a step's other values are its series. */
 static const char *parse_metric(const json_t *ev, store_op *op) {
     const json_t *values = json_object_get(ev, "values");
     if (!json_is_object(values)) return "a metric event without a values object";
@@ -221,32 +181,23 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
         return "a metric event needs exactly one of an integer global_step and an integer epoch";
     if (epoch != NO_INT) {
         op->kind = OP_EPOCH;
+        fields_from_values(&OP_KINDS[OP_EPOCH], values, op);
         op->u.epoch.epoch = epoch;
-        op->u.epoch.lr = value_real(values, "lr");
-        op->u.epoch.train_loss = value_real(values, "train_loss");
-        op->u.epoch.test_loss = value_real(values, "test_loss");
-        op->u.epoch.test_acc = value_real(values, "test_acc");
-        op->u.epoch.seconds = value_real(values, "seconds");
-        op->u.epoch.samples_per_s = value_real(values, "samples_per_s");
         return NULL;
     }
     if (global_step < 1) return "a metric event's global_step counts steps done: from 1";
     if (op->rank != 0) { /* the series keep rank 0's points; another rank's step is its progress */
         op->kind = OP_HEARTBEAT;
+        fields_unknown(&OP_KINDS[OP_HEARTBEAT], op);
         op->u.heartbeat.global_step = global_step;
-        op->u.heartbeat.step_ms = NAN;
-        op->u.heartbeat.gpu_mem_used = op->u.heartbeat.gpu_mem_total = NO_INT;
         return NULL;
     }
     op->kind = OP_STEP;
+    fields_from_values(&OP_KINDS[OP_STEP], values, op);
     op->u.step.global_step = global_step;
-    op->u.step.epoch = op->u.step.step = NO_INT;
-    op->u.step.loss = value_real(values, "loss");
-    op->u.step.lr = value_real(values, "lr");
-    op->u.step.samples_per_s = value_real(values, "samples_per_s");
     json_t *series = NULL;
     json_object_foreach((json_t *)values, key, value) {
-        if (!strcmp(key, "loss") || !strcmp(key, "lr") || !strcmp(key, "samples_per_s")) continue;
+        if (step_real(key)) continue;
         if (!series) series = json_object();
         json_object_set(series, key, value);
     }
@@ -282,82 +233,55 @@ static int run_wide(const store_op *op) {
 
 /* ---- heartbeat: a rank's pace (and its GPU's memory) ---- */
 
-static const char *parse_heartbeat(const json_t *ev, store_op *op) {
-    op->u.heartbeat.global_step = event_int(ev, "global_step");
-    op->u.heartbeat.step_ms = event_real(ev, "step_ms");
-    op->u.heartbeat.gpu_mem_used = event_int(ev, "gpu_mem_used_bytes"); /* nccl ranks only */
-    op->u.heartbeat.gpu_mem_total = event_int(ev, "gpu_mem_total_bytes");
-    return NULL;
-}
-
-static int64_t apply_heartbeat(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    if (op->rank < 0) return 0; /* the launcher's: nothing to keep */
-    sqlite3_bind_int64(st[0], 1, op->run_id);
-    sqlite3_bind_int(st[0], 2, op->rank);
-    bind_int(st[0], 3, op->u.heartbeat.global_step);
-    bind_real(st[0], 4, op->u.heartbeat.step_ms);
-    sqlite3_bind_int64(st[0], 5, op->t);
-    bind_int(st[0], 6, op->u.heartbeat.gpu_mem_used);
-    bind_int(st[0], 7, op->u.heartbeat.gpu_mem_total);
-    return run(db, st[0]);
-}
+static const op_field HEARTBEAT_FIELDS[] = {
+    {"global_step", INT(heartbeat, global_step), FIELD_FEED, NULL},
+    {"step_ms", REAL(heartbeat, step_ms), FIELD_FEED, NULL},
+    /* nccl ranks only: a CPU rank's heartbeat keeps what a GPU's said */
+    {"gpu_mem_used_bytes", INT(heartbeat, gpu_mem_used), FIELD_KEEP | FIELD_FEED, NULL},
+    {"gpu_mem_total_bytes", INT(heartbeat, gpu_mem_total), FIELD_KEEP | FIELD_FEED, NULL},
+};
+static const op_row HEARTBEAT_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
+                                     .write = ROW_UPSERT};
 
 static json_t *progress_heartbeat(const store_op *op, const run_facts *f) {
     (void)f;
-    return json_pack("{s:I,s:i,s:o,s:o,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "rank", op->rank, "global_step",
-                     json_int_or_null(op->u.heartbeat.global_step), "step_ms",
-                     json_real_or_null(op->u.heartbeat.step_ms), "gpu_mem_used_bytes",
-                     json_int_or_null(op->u.heartbeat.gpu_mem_used), "gpu_mem_total_bytes",
-                     json_int_or_null(op->u.heartbeat.gpu_mem_total), "t", json_int_or_null(op->t));
+    return fields_event(&OP_KINDS[OP_HEARTBEAT], op);
 }
 
 static int heartbeat_rank(const store_op *op) { return op->rank >= 0 ? op->rank : -2; /* the launcher's: none */ }
 
 /* ---- epoch: an epoch's results (rank 0) ---- */
 
-static const char *parse_epoch(const json_t *ev, store_op *op) {
-    op->u.epoch.epoch = event_int(ev, "epoch");
-    if (op->u.epoch.epoch == NO_INT) return "an epoch event without an integer epoch";
-    op->u.epoch.lr = event_real(ev, "lr");
-    op->u.epoch.train_loss = event_real(ev, "train_loss");
-    op->u.epoch.test_loss = event_real(ev, "test_loss");
-    op->u.epoch.test_acc = event_real(ev, "test_acc");
-    op->u.epoch.seconds = event_real(ev, "seconds");
-    op->u.epoch.samples_per_s = event_real(ev, "samples_per_s");
-    return NULL;
-}
-
-static int64_t apply_epoch(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    sqlite3_bind_int64(st[0], 1, op->run_id);
-    sqlite3_bind_int64(st[0], 2, op->u.epoch.epoch);
-    bind_real(st[0], 3, op->u.epoch.lr);
-    bind_real(st[0], 4, op->u.epoch.train_loss);
-    bind_real(st[0], 5, op->u.epoch.test_loss);
-    bind_real(st[0], 6, op->u.epoch.test_acc);
-    bind_real(st[0], 7, op->u.epoch.seconds);
-    bind_real(st[0], 8, op->u.epoch.samples_per_s);
-    sqlite3_bind_int64(st[0], 9, op->t);
-    return run(db, st[0]);
-}
-
-static json_t *sse_epoch(const store_op *op, int64_t result) {
-    if (result <= 0) return NULL;
-    return json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
-                     (json_int_t)op->u.epoch.epoch, "lr", json_real_or_null(op->u.epoch.lr), "train_loss",
-                     json_real_or_null(op->u.epoch.train_loss), "test_loss", json_real_or_null(op->u.epoch.test_loss),
-                     "test_acc", json_real_or_null(op->u.epoch.test_acc), "seconds",
-                     json_real_or_null(op->u.epoch.seconds), "samples_per_s",
-                     json_real_or_null(op->u.epoch.samples_per_s), "t", json_int_or_null(op->t));
-}
+static const op_field EPOCH_FIELDS[] = {
+    {"epoch", INT(epoch, epoch), FIELD_REQUIRED | FIELD_KEY | FIELD_FEED, "an epoch event without an integer epoch"},
+    {"lr", REAL(epoch, lr), FIELD_FEED, NULL},
+    {"train_loss", REAL(epoch, train_loss), FIELD_FEED, NULL},
+    {"test_loss", REAL(epoch, test_loss), FIELD_FEED, NULL},
+    {"test_acc", REAL(epoch, test_acc), FIELD_FEED, NULL},
+    {"seconds", REAL(epoch, seconds), FIELD_FEED, NULL},
+    {"samples_per_s", REAL(epoch, samples_per_s), FIELD_FEED, NULL},
+};
+static const op_row EPOCH_ROW = {.table = "epochs", .t_columns = {"t"}, .t_member = "finished_at",
+                                 .write = ROW_UPSERT_CHANGED};
+/* in mode eval, the path of the checkpoint evaluated: not kept */
+static const char *const EPOCH_OTHERS[] = {"checkpoint", NULL};
 
 /* ---- checkpoint: rank 0 wrote one ---- */
 
+static const op_field CHECKPOINT_FIELDS[] = {
+    {"epoch", INT(checkpoint, epoch), FIELD_FEED, NULL},
+    {"global_step", INT(checkpoint, global_step), FIELD_REQUIRED | FIELD_KEY | FIELD_FEED,
+     "a checkpoint event without an integer global_step"},
+    {"path", TEXT(checkpoint, path), FIELD_FEED, NULL},
+    {"bytes", INT(checkpoint, bytes), FIELD_FEED, NULL},
+};
+static const op_row CHECKPOINT_ROW = {.table = "checkpoints", .t_columns = {"t"}, .t_member = "created_at",
+                                      .write = ROW_UPSERT_CHANGED};
+static const char *const CHECKPOINT_OTHERS[] = {"removed", NULL}; /* its parse's own */
+
 static const char *parse_checkpoint(const json_t *ev, store_op *op) {
-    op->u.checkpoint.global_step = event_int(ev, "global_step");
-    if (op->u.checkpoint.global_step == NO_INT) return "a checkpoint event without an integer global_step";
-    op->u.checkpoint.epoch = event_int(ev, "epoch");
-    op->u.checkpoint.bytes = event_int(ev, "bytes");
-    op->u.checkpoint.path = event_str(ev, "path");
+    const char *why = fields_parse(&OP_KINDS[OP_CHECKPOINT], ev, op);
+    if (why) return why;
     json_t *removed = json_object_get(ev, "removed");
     if (removed && !json_is_array(removed)) return "a checkpoint event whose removed is not an array of paths";
     for (size_t i = 0; i < json_array_size(removed); i++)
@@ -366,18 +290,13 @@ static const char *parse_checkpoint(const json_t *ev, store_op *op) {
     return NULL;
 }
 
+/* Its row, then the older ones its `keep` deleted from disk (st[1]). */
 static int64_t apply_checkpoint(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    sqlite3_bind_int64(st[0], 1, op->run_id);
-    sqlite3_bind_int64(st[0], 2, op->u.checkpoint.global_step);
-    bind_int(st[0], 3, op->u.checkpoint.epoch);
-    bind_text(st[0], 4, op->u.checkpoint.path);
-    bind_int(st[0], 5, op->u.checkpoint.bytes);
-    sqlite3_bind_int64(st[0], 6, op->t);
-    int64_t changed = run(db, st[0]);
-    if (json_array_size(op->u.checkpoint.removed)) { /* the older ones its `keep` deleted from disk */
+    int64_t changed = apply_row(db, st, op);
+    if (json_array_size(op->u.checkpoint.removed)) {
         char *paths = json_dumps(op->u.checkpoint.removed, JSON_COMPACT);
         sqlite3_bind_int64(st[1], 1, op->run_id);
-        bind_text(st[1], 2, paths);
+        bind_text_or_null(st[1], 2, paths);
         run(db, st[1]);
         free(paths);
     }
@@ -385,29 +304,23 @@ static int64_t apply_checkpoint(sqlite3 *db, sqlite3_stmt *const *st, const stor
 }
 
 static json_t *sse_checkpoint(const store_op *op, int64_t result) {
-    if (result <= 0) return NULL; /* a finished or deleted run's: refused */
-    json_t *d = json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "run", (json_int_t)op->run_id, "epoch",
-                     json_int_or_null(op->u.checkpoint.epoch), "global_step", (json_int_t)op->u.checkpoint.global_step,
-                     "path", json_string_or_null(op->u.checkpoint.path), "bytes",
-                     json_int_or_null(op->u.checkpoint.bytes), "t", json_int_or_null(op->t));
-    json_object_set_new(d, "removed", op->u.checkpoint.removed ? json_deep_copy(op->u.checkpoint.removed) : json_array());
+    json_t *d = sse_fields(op, result);
+    const json_t *removed = op->u.checkpoint.removed;
+    if (d) json_object_set_new(d, "removed", removed ? json_deep_copy(removed) : json_array());
     return d;
 }
 
-static void free_checkpoint(store_op *op) {
-    free(op->u.checkpoint.path);
-    json_decref(op->u.checkpoint.removed);
-}
+static void free_checkpoint(store_op *op) { json_decref(op->u.checkpoint.removed); }
 
 /* ---- run life: insert (queued), starting, running, canceling, finish, delete ---- */
 
 static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    bind_text(st[0], 1, op->u.insert.name);
-    bind_text(st[0], 2, op->u.insert.config);
+    bind_text_or_null(st[0], 1, op->u.insert.name);
+    bind_text_or_null(st[0], 2, op->u.insert.config);
     sqlite3_bind_int(st[0], 3, op->u.insert.world_size);
-    bind_text(st[0], 4, op->u.insert.device_kind);
+    bind_text_or_null(st[0], 4, op->u.insert.device_kind);
     sqlite3_bind_int64(st[0], 5, op->t);
-    bind_text(st[0], 6, op->u.insert.command ? "command" : "builtin");
+    bind_text_or_null(st[0], 6, op->u.insert.command ? "command" : "builtin");
     if (op->run_id > 0) sqlite3_bind_int64(st[0], 7, op->run_id); /* a rebuilt run keeps its id; else the next */
     else sqlite3_bind_null(st[0], 7);
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
@@ -429,11 +342,11 @@ static void free_insert(store_op *op) {
 
 static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
-    bind_text(st[0], 2, op->u.starting.devices);
-    bind_int(st[0], 3, op->u.starting.pid); /* none for a run whose launchers all run on agents */
+    bind_text_or_null(st[0], 2, op->u.starting.devices);
+    bind_int_or_null(st[0], 3, op->u.starting.pid); /* none for a run whose launchers all run on agents */
     sqlite3_bind_int64(st[0], 4, op->t);
-    bind_int(st[0], 5, op->u.starting.pid_start_time);
-    bind_text(st[0], 6, op->u.starting.secret);
+    bind_int_or_null(st[0], 5, op->u.starting.pid_start_time);
+    bind_text_or_null(st[0], 6, op->u.starting.secret);
     return run(db, st[0]);
 }
 
@@ -466,10 +379,10 @@ static json_t *sse_canceling(const store_op *op, int64_t result) {
 
 static int64_t apply_finish(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
-    bind_text(st[0], 2, op->u.finish.status);
-    bind_text(st[0], 3, op->u.finish.reason);
-    bind_int(st[0], 4, op->u.finish.exit_code);
-    bind_int(st[0], 5, op->u.finish.exit_signal);
+    bind_text_or_null(st[0], 2, op->u.finish.status);
+    bind_text_or_null(st[0], 3, op->u.finish.reason);
+    bind_int_or_null(st[0], 4, op->u.finish.exit_code);
+    bind_int_or_null(st[0], 5, op->u.finish.exit_signal);
     sqlite3_bind_int64(st[0], 6, op->t);
     return run(db, st[0]);
 }
@@ -518,9 +431,9 @@ static bool delete_ends_run(const store_op *op, int64_t result) {
 static int64_t apply_resume(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->t);
-    bind_text(st[0], 3, op->u.resume.from_checkpoint);
-    bind_int(st[0], 4, op->u.resume.from_epoch);
-    bind_int(st[0], 5, op->u.resume.from_global_step);
+    bind_text_or_null(st[0], 3, op->u.resume.from_checkpoint);
+    bind_int_or_null(st[0], 4, op->u.resume.from_epoch);
+    bind_int_or_null(st[0], 5, op->u.resume.from_global_step);
     int64_t n = run(db, st[0]);
     int64_t gs = op->u.resume.from_global_step == NO_INT ? 0 : op->u.resume.from_global_step;
     int64_t epoch = op->u.resume.from_epoch == NO_INT ? -1 : op->u.resume.from_epoch;
@@ -558,71 +471,39 @@ static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 
 const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_HELLO] = {
-        .kind = OP_HELLO, .event = "hello", .parse = parse_hello,
-        .sql = {"INSERT INTO ranks (run_id, rank, pid, host, device, state, connected_at, last_seen)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, 'init', ?6, ?6)"
-                " ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
-                " device = excluded.device, connected_at = excluded.connected_at, last_seen = excluded.last_seen",
-                "UPDATE runs SET total_steps = coalesce(?2, total_steps), epochs = coalesce(?3, epochs),"
-                " steps_per_epoch = coalesce(?4, steps_per_epoch) WHERE id = ?1"},
-        .apply = apply_hello, .sse_event = "rank", .sse_data = sse_hello, .learn = learn_hello,
-        .free_fields = free_hello,
+        .kind = OP_HELLO, .event = "hello", .parse = parse_fields, FIELDS(HELLO_FIELDS), .row = &HELLO_ROW,
+        .other_fields = HELLO_OTHERS, .apply = apply_hello, .sse_event = "rank", .sse_data = sse_hello,
+        .learn = learn_hello,
     },
     [OP_STATUS] = {
-        .kind = OP_STATUS, .event = "status", .parse = parse_status,
-        .sql = {"INSERT INTO ranks (run_id, rank, state, detail, last_seen) VALUES (?1, ?2, ?3, ?4, ?5)"
-                " ON CONFLICT (run_id, rank) DO UPDATE SET state = excluded.state, detail = excluded.detail,"
-                " last_seen = excluded.last_seen"
-                /* the same again (a journal replayed over what the socket brought) changes nothing */
-                " WHERE ranks.state IS NOT excluded.state OR ranks.detail IS NOT excluded.detail"},
-        .apply = apply_status, .sse_event = "rank", .sse_data = sse_status, .free_fields = free_status,
+        .kind = OP_STATUS, .event = "status", .parse = parse_fields, FIELDS(STATUS_FIELDS), .row = &STATUS_ROW,
+        .apply = apply_rank_row, .sse_event = "rank", .sse_data = sse_fields,
     },
     [OP_STEP] = {
-        .kind = OP_STEP, .event = "step", .parse = parse_step,
-        .sql = {"INSERT OR REPLACE INTO steps (run_id, global_step, epoch, step, loss, lr, samples_per_s, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
+        .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
+        .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },
     [OP_METRIC] = {
         /* never queued as itself: parse turns it into a step, epoch or heartbeat op */
-        .kind = OP_METRIC, .event = "metric", .parse = parse_metric, .progress_rank = run_wide,
+        .kind = OP_METRIC, .event = "metric", .parse = parse_metric, .other_fields = METRIC_OTHERS,
+        .progress_rank = run_wide,
     },
     [OP_HEARTBEAT] = {
-        .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_heartbeat,
-        .sql = {"INSERT INTO ranks (run_id, rank, global_step, step_ms, last_seen, gpu_mem_used_bytes,"
-                " gpu_mem_total_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-                " ON CONFLICT (run_id, rank) DO UPDATE SET global_step = excluded.global_step,"
-                " step_ms = excluded.step_ms, last_seen = excluded.last_seen,"
-                " gpu_mem_used_bytes = coalesce(excluded.gpu_mem_used_bytes, gpu_mem_used_bytes),"
-                " gpu_mem_total_bytes = coalesce(excluded.gpu_mem_total_bytes, gpu_mem_total_bytes)"},
-        .apply = apply_heartbeat, .progress_event = "heartbeat", .progress_data = progress_heartbeat,
-        .progress_rank = heartbeat_rank,
+        .kind = OP_HEARTBEAT, .event = "heartbeat", .parse = parse_fields, FIELDS(HEARTBEAT_FIELDS),
+        .row = &HEARTBEAT_ROW, .apply = apply_rank_row, .progress_event = "heartbeat",
+        .progress_data = progress_heartbeat, .progress_rank = heartbeat_rank,
     },
     [OP_EPOCH] = {
-        .kind = OP_EPOCH, .event = "epoch", .parse = parse_epoch,
-        .sql = {"INSERT INTO epochs (run_id, epoch, lr, train_loss, test_loss, test_acc, seconds,"
-                " samples_per_s, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-                " ON CONFLICT (run_id, epoch) DO UPDATE SET lr = excluded.lr, train_loss = excluded.train_loss,"
-                " test_loss = excluded.test_loss, test_acc = excluded.test_acc, seconds = excluded.seconds,"
-                " samples_per_s = excluded.samples_per_s, t = excluded.t"
-                /* the same epoch again (a journal replayed over what the socket brought): no change, no event */
-                " WHERE (epochs.lr, epochs.train_loss, epochs.test_loss, epochs.test_acc, epochs.seconds,"
-                " epochs.samples_per_s) IS NOT (excluded.lr, excluded.train_loss, excluded.test_loss,"
-                " excluded.test_acc, excluded.seconds, excluded.samples_per_s)"},
-        .apply = apply_epoch, .summary = SUMMARY_SEEN, .sse_event = "epoch", .sse_data = sse_epoch,
+        .kind = OP_EPOCH, .event = "epoch", .parse = parse_fields, FIELDS(EPOCH_FIELDS), .row = &EPOCH_ROW,
+        .other_fields = EPOCH_OTHERS, .apply = apply_row, .summary = SUMMARY_SEEN, .sse_event = "epoch",
+        .sse_data = sse_fields,
     },
     [OP_CHECKPOINT] = {
-        .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint,
-        .sql = {"INSERT INTO checkpoints (run_id, global_step, epoch, path, bytes, t)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-                " ON CONFLICT (run_id, global_step) DO UPDATE SET epoch = excluded.epoch, path = excluded.path,"
-                " bytes = excluded.bytes, t = excluded.t"
-                /* the same checkpoint again (a journal replayed): no change, no event */
-                " WHERE (checkpoints.epoch, checkpoints.path, checkpoints.bytes) IS NOT"
-                " (excluded.epoch, excluded.path, excluded.bytes)",
-                "DELETE FROM checkpoints WHERE run_id = ?1 AND path IN (SELECT value FROM json_each(?2))"},
+        .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint, FIELDS(CHECKPOINT_FIELDS),
+        .row = &CHECKPOINT_ROW, .other_fields = CHECKPOINT_OTHERS,
+        .sql = {"DELETE FROM checkpoints WHERE run_id = ?1 AND path IN (SELECT value FROM json_each(?2))"},
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,
     },
@@ -693,7 +574,41 @@ const op_kind_desc *op_kind_for_event(const char *type) {
     return NULL;
 }
 
+const op_field *op_kind_field(store_op_kind k, const char *name) {
+    for (int i = 0; i < OP_KINDS[k].n_fields; i++)
+        if (strcmp(OP_KINDS[k].fields[i].name, name) == 0) return &OP_KINDS[k].fields[i];
+    return NULL;
+}
+
+/* Each kind's statements, its row's first (built from its fields) then its own. */
+static const char *statements[OP_KIND_COUNT][OP_MAX_SQL];
+static pthread_once_t statements_once = PTHREAD_ONCE_INIT;
+
+static void build_statements(void) {
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        int n = 0;
+        if (OP_KINDS[k].row) {
+            statements[k][n++] = fields_row_sql(&OP_KINDS[k]);
+            char *of_run = fields_run_sql(&OP_KINDS[k]);
+            if (of_run) statements[k][n++] = of_run;
+        }
+        for (int i = 0; i < OP_MAX_SQL && OP_KINDS[k].sql[i]; i++) {
+            if (n == OP_MAX_SQL) {
+                log_error("event kind %d has more than %d statements", k, OP_MAX_SQL);
+                abort();
+            }
+            statements[k][n++] = OP_KINDS[k].sql[i];
+        }
+    }
+}
+
+const char *op_kind_sql(store_op_kind k, int i) {
+    pthread_once(&statements_once, build_statements);
+    return k >= 0 && k < OP_KIND_COUNT && i >= 0 && i < OP_MAX_SQL ? statements[k][i] : NULL;
+}
+
 void store_op_free(store_op *op) {
-    if (op->kind >= 0 && op->kind < OP_KIND_COUNT && OP_KINDS[op->kind].free_fields)
-        OP_KINDS[op->kind].free_fields(op);
+    if (op->kind < 0 || op->kind >= OP_KIND_COUNT) return;
+    fields_free(&OP_KINDS[op->kind], op);
+    if (OP_KINDS[op->kind].free_fields) OP_KINDS[op->kind].free_fields(op);
 }

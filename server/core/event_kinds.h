@@ -6,119 +6,56 @@
  * and how its fields are read from one (ingest), the SQL that applies it and how it
  * is bound (the store's writer), and what the live feed publishes for it (a durable
  * SSE event, or coalesced progress). Ingest's dispatch, the writer's apply and the
- * feed's record are loops over this table: a new event kind is one entry here, its
- * migration, and its place in schema/openapi.json and schema/events.schema.json.
- * A kind's parse may hand the op to another kind (a reporter's `metric` becomes a
- * step, an epoch or, from a rank other than 0, a heartbeat): it sets op->kind. */
+ * feed's record are loops over this table. A kind's parse may hand the op to another
+ * kind (a reporter's `metric` becomes a step, an epoch or, from a rank other than 0,
+ * a heartbeat): it sets op->kind.
+ *
+ * A trainer event's fields are described once, each by an op_field (its name, type,
+ * place in store_op, flags), and the descriptors drive everything done with them
+ * (kind_fields.h): reading them from the event, the SQL of the row they are stored
+ * in and its binding, the feed's data, and the API's rows (store_read.c's epochs and
+ * checkpoints). A field has one name: in the event, as the column, in the feed's
+ * data and in the API.
+ *
+ * A new field of an event kind is: its member in the kind's struct (op_types.h), one
+ * op_field line in its kind's list (event_kinds.c), its column's migration
+ * (migrations/NNNN_*.sql), and its place in schema/events.schema.json and
+ * schema/openapi.json. With that it is read, stored, published (FIELD_FEED) and, an
+ * epoch's or a checkpoint's, in the API's rows. Two views list their columns
+ * themselves (store_read.c): GET /runs/{id}/ranks, which joins what hello, status
+ * and heartbeat store in a rank's row in its own order (the GPU's memory nested),
+ * and a step's series (metric_names). A new event kind is all that for each field,
+ * its member of store_op's union and of store_op_kind, its entry in OP_KINDS (fields,
+ * the row they go to, how it applies: most kinds use the generic functions), its
+ * table's migration, and its `type` in the two schemas.
+ * tests/server/test_kind_fields.c holds the descriptors against the migrated schema
+ * and both schemas; tests/server/test_kind_bytes.c holds what every kind becomes,
+ * byte for byte. */
 #ifndef DDPD_CORE_EVENT_KINDS_H
 #define DDPD_CORE_EVENT_KINDS_H
 
 #include <jansson.h>
-#include <sqlite3.h>
-#include <stdbool.h>
 #include <stdint.h>
 
-typedef enum {
-    /* ingested events (ints may be NO_INT, doubles NaN: stored as NULL) */
-    OP_HELLO,
-    OP_STATUS,
-    OP_STEP,
-    OP_HEARTBEAT,
-    OP_EPOCH,
-    OP_CHECKPOINT,
-    OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
-    /* run life */
-    OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
-    OP_RUN_STARTING,
-    OP_RUN_RUNNING,
-    OP_RUN_CANCELING,
-    OP_RUN_FINISH,
-    OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
-    OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
-    OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
-    OP_KIND_COUNT
-} store_op_kind;
-
-typedef struct store_wait store_wait;
-
-/* One change. Strings are malloc'd and owned by the op once queued. */
-typedef struct {
-    store_op_kind kind;
-    int64_t run_id;
-    int rank;
-    int64_t t; /* unix ms: when it happened */
-    union {
-        struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
-        struct { char *state, *detail; } status;
-        struct {
-            int64_t epoch, step, global_step;
-            double loss, lr, samples_per_s;
-            json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
-        } step;
-        struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
-        struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
-        struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
-        struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
-        struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
-        struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
-        struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
-    } u;
-    store_wait *wait; /* set by store_submit_wait */
-} store_op;
-
-/* What the live feed knows of a live run, from its hello and its first step: enough
- * to say how far it is and how long it has left. */
-typedef struct {
-    int64_t run_id, total_steps, epochs, steps_per_epoch, first_gs, first_t;
-} run_facts;
-
-/* The batch summaries the writer folds an op into (one UPDATE per run or rank per
- * transaction, not per op). */
-#define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
-#define SUMMARY_SEEN 2u     /* the rank's last_seen */
-
-#define OP_MAX_SQL 7
-
-typedef struct {
-    store_op_kind kind;
-    /* The event's type on the socket; NULL for the server's own ops. */
-    const char *event;
-    /* Socket -> op: reads the event's own fields into *op (run, rank and t are set).
-     * Returns NULL, or why the event is skipped ("a step event without ..."). */
-    const char *(*parse)(const json_t *ev, store_op *op);
-    /* The statements it runs, prepared once by the writer; apply binds and runs them
-     * inside the writer's transaction and returns the op's result. */
-    const char *sql[OP_MAX_SQL];
-    int64_t (*apply)(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
-    unsigned summary;
-    /* The feed: a durable SSE event (sse_event, with sse_data's JSON, or none when it
-     * returns NULL), recorded in the same transaction; ends_run: the run's progress
-     * and facts go. */
-    const char *sse_event;
-    json_t *(*sse_data)(const store_op *op, int64_t result);
-    bool (*ends_run)(const store_op *op, int64_t result);
-    /* Coalesced progress (the newest per run and rank, sent ~10 times a second):
-     * its SSE event name and data. progress_rank: whose newest it is (-1: the run's;
-     * below -1: this op publishes none). */
-    const char *progress_event;
-    json_t *(*progress_data)(const store_op *op, const run_facts *facts);
-    int (*progress_rank)(const store_op *op);
-    /* What the feed learns of the run (hello: its sizes; step: the first one). */
-    void (*learn)(const store_op *op, run_facts *facts);
-    void (*free_fields)(store_op *op);
-} op_kind_desc;
+#include "kind_fields.h"
+#include "op_types.h"
 
 extern const op_kind_desc OP_KINDS[OP_KIND_COUNT];
 
 /* The kind whose socket event type is `type`; NULL when none is. */
 const op_kind_desc *op_kind_for_event(const char *type);
 
+/* The SQL of kind k's statement i (st[i] of its apply): its row's statements, built
+ * from its fields (the row; with FIELD_OF_RUN fields, the run's UPDATE), then its
+ * `sql`. NULL past the last. Built once; kept for the life of the process. */
+const char *op_kind_sql(store_op_kind k, int i);
+
+/* Kind k's field `name`; NULL when it has none. */
+const op_field *op_kind_field(store_op_kind k, const char *name);
+
 /* Frees an op's strings (ops that were never queued, or once applied). */
 void store_op_free(store_op *op);
 
-/* Reading an event's fields: NO_INT / NaN / NULL when absent or of another type. */
-int64_t event_int(const json_t *ev, const char *key);
-double event_real(const json_t *ev, const char *key);
-char *event_str(const json_t *ev, const char *key); /* malloc'd */
+/* event_int, event_real, event_str: reading an event's fields (kind_fields.h). */
 
 #endif

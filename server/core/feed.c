@@ -1,5 +1,5 @@
 /* The live feed: durable events recorded by the store's writer and kept in a ring,
- * coalesced progress, subscribers parked and woken. See events_feed.h. */
+ * coalesced progress, subscribers parked and woken. See feed.h. */
 #include "feed.h"
 
 #include <jansson.h>
@@ -275,11 +275,7 @@ void feed_init(void) {
         double s = atof(hb);
         if (s >= 0.1 && s <= 3600) F.heartbeat_ms = (int64_t)(s * 1000);
     }
-    if (!F.ring) F.ring = calloc(FEED_RING, sizeof *F.ring);
-    if (!F.ring) {
-        log_error("events feed: out of memory");
-        abort();
-    }
+    if (!F.ring) F.ring = xcalloc(FEED_RING, sizeof *F.ring);
 }
 
 int feed_attach(sqlite3 *db, char *err, size_t errlen) {

@@ -65,8 +65,7 @@ catch_up_process *catch_up_hello(int64_t run_id, int rank, const json_t *hello, 
         *again = true;
         return p;
     }
-    catch_up_process *p = calloc(1, sizeof *p);
-    if (!p) abort();
+    catch_up_process *p = xcalloc(1, sizeof *p);
     p->run_id = run_id;
     p->id = id;
     p->received = id.hello_seq; /* the events after it are the ones to come */

@@ -34,8 +34,7 @@ struct journal_replay {
 
 /* A replay of `path` for run `run_id`, reading from the start. */
 static journal_replay *replay_new(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
-    journal_replay *j = calloc(1, sizeof *j);
-    if (!j) abort();
+    journal_replay *j = xcalloc(1, sizeof *j);
     j->run_id = run_id;
     j->path = xstrdup(path);
     j->progress = progress;

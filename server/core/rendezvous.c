@@ -58,8 +58,7 @@ static void make_room(rdv_table *t) {
     if ((t->n_keys + 1) * 2 <= t->cap) return;
     rdv_table grown = *t;
     grown.cap = t->cap ? t->cap * 2 : 16;
-    grown.slots = calloc(grown.cap, sizeof *grown.slots);
-    if (!grown.slots) abort();
+    grown.slots = xcalloc(grown.cap, sizeof *grown.slots);
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].key) *slot_of(&grown, t->slots[i].key, t->slots[i].key_len) = t->slots[i];
     free(t->slots);
@@ -94,8 +93,7 @@ static void close_locked(int64_t run) {
 }
 
 void rendezvous_open(int64_t run, const char *secret) {
-    rdv_table *t = calloc(1, sizeof *t);
-    if (!t) abort();
+    rdv_table *t = xcalloc(1, sizeof *t);
     t->run = run;
     snprintf(t->secret, sizeof t->secret, "%s", secret ? secret : "");
     pthread_mutex_lock(&R.mu);

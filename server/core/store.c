@@ -37,7 +37,7 @@ struct store_wait {
     int64_t result;
 };
 
-/* The writer's own statements; each op kind's are in OP_KINDS (event_kinds.c). */
+/* The writer's own statements; each op kind's are op_kind_sql's (event_kinds.h). */
 enum { ST_PROGRESS, ST_SEEN, ST_LIVE, ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_COUNT };
 
 static const char *const SQL[ST_COUNT] = {
@@ -619,10 +619,10 @@ static int open_and_start(const char *path, const store_observer *observer, cons
         }
     }
     for (int k = 0; k < OP_KIND_COUNT; k++) {
-        for (int i = 0; i < OP_MAX_SQL && OP_KINDS[k].sql[i]; i++) {
-            if (sqlite3_prepare_v3(S.db, OP_KINDS[k].sql[i], -1, SQLITE_PREPARE_PERSISTENT, &S.op_st[k][i], NULL) !=
-                SQLITE_OK) {
-                snprintf(err, errlen, "preparing \"%s\": %s", OP_KINDS[k].sql[i], sqlite3_errmsg(S.db));
+        const char *sql;
+        for (int i = 0; (sql = op_kind_sql(k, i)); i++) {
+            if (sqlite3_prepare_v3(S.db, sql, -1, SQLITE_PREPARE_PERSISTENT, &S.op_st[k][i], NULL) != SQLITE_OK) {
+                snprintf(err, errlen, "preparing \"%s\": %s", sql, sqlite3_errmsg(S.db));
                 return -1;
             }
         }

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "base.h"
+#include "event_kinds.h"
+#include "kind_fields.h"
 #include "path_redact.h"
 #include "state_layout.h"
 #include "views.h"
@@ -37,24 +39,14 @@ enum {
 #define BRIEF_COLUMNS \
     "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)"
 
-static const char *const QSQL[Q_COUNT] = {
+static const char *QSQL[Q_COUNT] = {
     [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
     [Q_UNFINISHED] =
         "SELECT " BRIEF_COLUMNS " FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
     [Q_PROCESS] = "SELECT pid_start_time, secret, devices FROM runs WHERE id = ?1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
-    /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
-     * come as JSON text built by SQLite */
-    [Q_RUN] = "SELECT " RUN_COLUMNS ", (SELECT json_group_array(json_object('epoch', epoch, 'global_step',"
-              " global_step, 'path', path, 'bytes', bytes, 'created_at',"
-              " strftime('%Y-%m-%dT%H:%M:%fZ', t / 1000.0, 'unixepoch')))"
-              " FROM (SELECT * FROM checkpoints WHERE run_id = ?1 ORDER BY global_step)),"
-              " (SELECT json_group_array(json_object('at', strftime('%Y-%m-%dT%H:%M:%fZ', at / 1000.0, 'unixepoch'),"
-              " 'from_checkpoint', from_checkpoint, 'from_epoch', from_epoch, 'from_global_step', from_global_step,"
-              " 'prior_status', prior_status, 'prior_reason', prior_reason))"
-              " FROM (SELECT * FROM run_resumes WHERE run_id = ?1 ORDER BY n))"
-              " FROM runs WHERE id = ?1",
+    /* [Q_RUN], [Q_EPOCHS]: built from the kinds' fields (build_queries) */
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
                " WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))"
                " AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3",
@@ -73,12 +65,30 @@ static const char *const QSQL[Q_COUNT] = {
     /* the next name after ?2: one seek on the primary key each (a DISTINCT would
      * read every point of the run) */
     [Q_NAMED_KEYS] = "SELECT key FROM series WHERE run_id = ?1 AND key > ?2 ORDER BY key LIMIT 1",
-    [Q_EPOCHS] = "SELECT epoch, lr, train_loss, test_loss, test_acc, seconds, samples_per_s, t"
-                 " FROM epochs WHERE run_id = ?1 ORDER BY epoch",
     [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
 };
+
+/* A run's resumes, as JSON text built by SQLite. */
+#define RESUMES_JSON                                                                                            \
+    "(SELECT json_group_array(json_object('at', strftime('%Y-%m-%dT%H:%M:%fZ', at / 1000.0, 'unixepoch'),"      \
+    " 'from_checkpoint', from_checkpoint, 'from_epoch', from_epoch, 'from_global_step', from_global_step,"     \
+    " 'prior_status', prior_status, 'prior_reason', prior_reason))"                                          \
+    " FROM (SELECT * FROM run_resumes WHERE run_id = ?1 ORDER BY n))"
+
+static pthread_once_t queries_once = PTHREAD_ONCE_INIT;
+
+/* The queries of rows an event kind stores, from its fields (kind_fields.h); kept
+ * for the life of the process. */
+static void build_queries(void) {
+    char *checkpoints = fields_json_array_sql(&OP_KINDS[OP_CHECKPOINT]);
+    /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
+     * and resumes come as JSON text built by SQLite */
+    QSQL[Q_RUN] = xasprintf("SELECT %s, %s, %s FROM runs WHERE id = ?1", RUN_COLUMNS, checkpoints, RESUMES_JSON);
+    free(checkpoints);
+    QSQL[Q_EPOCHS] = fields_select_sql(&OP_KINDS[OP_EPOCH]);
+}
 
 typedef struct {
     sqlite3 *db;
@@ -107,6 +117,7 @@ void store_read_release(void) {
 /* This thread's statement `which`, reset and ready to bind; NULL on error. */
 static sqlite3_stmt *stmt(int which) {
     pthread_once(&reader_once, make_key);
+    pthread_once(&queries_once, build_queries);
     reader *r = pthread_getspecific(reader_key);
     if (!r) {
         r = calloc(1, sizeof *r);
@@ -383,18 +394,7 @@ json_t *store_epochs_json(int64_t id) {
     if (!st) return NULL;
     sqlite3_bind_int64(st, 1, id);
     json_t *a = json_array();
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *e = json_object();
-        json_object_set_new(e, "epoch", col_json_int(st, 0));
-        json_object_set_new(e, "lr", col_json_real(st, 1));
-        json_object_set_new(e, "train_loss", col_json_real(st, 2));
-        json_object_set_new(e, "test_loss", col_json_real(st, 3));
-        json_object_set_new(e, "test_acc", col_json_real(st, 4));
-        json_object_set_new(e, "seconds", col_json_real(st, 5));
-        json_object_set_new(e, "samples_per_s", col_json_real(st, 6));
-        json_object_set_new(e, "finished_at", col_json_time(st, 7));
-        json_array_append_new(a, e);
-    }
+    while (sqlite3_step(st) == SQLITE_ROW) json_array_append_new(a, fields_row_json(&OP_KINDS[OP_EPOCH], st));
     done(st);
     return a;
 }

@@ -57,8 +57,7 @@ static unsigned bucket_of(const addr_key *k) {
 }
 
 addr_counts *addr_counts_new(unsigned per_address, unsigned total, unsigned reserve) {
-    addr_counts *c = xmalloc(sizeof *c);
-    memset(c, 0, sizeof *c);
+    addr_counts *c = xcalloc(1, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
     c->per_address = per_address;
     c->total = total;

@@ -207,21 +207,22 @@ def dechunk(data):
     return out
 
 
-ROUTE_ENTRY = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"(/[^"]*)"\s*,(?:\s*\w+\s*,\s*(?:true|false)\s*,'
-                         r'\s*(true|false)\s*\})?')
+# a route row, with designated initialisers: {.method = "GET", .pattern = "/runs/{id}", .handler = h, .flag = true}
+ROUTE_ENTRY = re.compile(r'\{\s*\.method\s*=\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*\.pattern\s*=\s*"(/[^"]*)"\s*,'
+                         r'\s*\.handler\s*=\s*\w+\s*((?:,\s*\.\w+\s*=\s*\w+\s*)*),?\s*\}')
 
 
 def route_tables(source):
     """(method, normalized path) of every route in server/**/*.c's route tables, and
     of those among them that take the run's secret instead of the token (the route's
-    run_secret_auth, its fifth member)."""
+    .run_secret_auth set true)."""
     found, run_secret = set(), set()
     for path in glob.glob(os.path.join(source, "server", "**", "*.c"), recursive=True):
         with open(path) as f:
             text = f.read()
         for m in ROUTE_ENTRY.finditer(text):
             found.add((m.group(1).lower(), normalize(m.group(2))))
-            if m.group(3) == "true":
+            if re.search(r"\.run_secret_auth\s*=\s*true\b", m.group(3)):
                 run_secret.add((m.group(1).lower(), normalize(m.group(2))))
     return found, run_secret
 

@@ -1,0 +1,147 @@
+/* The store's ops and how a kind of them is described: the types that the table of
+ * kinds (event_kinds.h) and what a kind's fields drive (kind_fields.h) share. */
+#ifndef DDPD_CORE_OP_TYPES_H
+#define DDPD_CORE_OP_TYPES_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    /* ingested events (ints may be NO_INT, doubles NaN: stored as NULL) */
+    OP_HELLO,
+    OP_STATUS,
+    OP_STEP,
+    OP_HEARTBEAT,
+    OP_EPOCH,
+    OP_CHECKPOINT,
+    OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
+    /* run life */
+    OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
+    OP_RUN_STARTING,
+    OP_RUN_RUNNING,
+    OP_RUN_CANCELING,
+    OP_RUN_FINISH,
+    OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
+    OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
+    OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
+    OP_KIND_COUNT
+} store_op_kind;
+
+typedef struct store_wait store_wait;
+
+/* One change. Strings are malloc'd and owned by the op once queued. */
+typedef struct {
+    store_op_kind kind;
+    int64_t run_id;
+    int rank;
+    int64_t t; /* unix ms: when it happened */
+    union {
+        struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
+        struct { char *state, *detail; } status;
+        struct {
+            int64_t epoch, step, global_step;
+            double loss, lr, samples_per_s;
+            json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
+        } step;
+        struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
+        struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
+        struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
+        struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
+        struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
+        struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
+        struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
+    } u;
+    store_wait *wait; /* set by store_submit_wait */
+} store_op;
+
+/* What the live feed knows of a live run, from its hello and its first step: enough
+ * to say how far it is and how long it has left. */
+typedef struct {
+    int64_t run_id, total_steps, epochs, steps_per_epoch, first_gs, first_t;
+} run_facts;
+
+/* The batch summaries the writer folds an op into (one UPDATE per run or rank per
+ * transaction, not per op). */
+#define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
+#define SUMMARY_SEEN 2u     /* the rank's last_seen */
+
+#define OP_MAX_SQL 7
+
+/* ---- a trainer event's fields ---- */
+
+typedef enum { FIELD_INT, FIELD_REAL, FIELD_TEXT } field_type; /* int64_t, double, char * (malloc'd) */
+
+#define FIELD_REQUIRED 1u /* the event is skipped without it (op_field.missing says why) */
+#define FIELD_KEY 2u      /* with run_id, the key of the kind's row: never updated */
+#define FIELD_KEEP 4u     /* an update without it keeps what is stored */
+#define FIELD_OF_RUN 8u   /* stored on the run's row (an UPDATE of runs), not the kind's */
+#define FIELD_FEED 16u    /* in the kind's SSE data */
+
+typedef struct {
+    const char *name; /* in the event, the column, the feed's data and the API */
+    field_type type;  /* absent or of another JSON type: NO_INT, NaN, NULL (stored as NULL) */
+    size_t offset;    /* of its value in store_op */
+    unsigned flags;
+    const char *missing; /* FIELD_REQUIRED: why an event without it is skipped */
+} op_field;
+
+typedef enum {
+    ROW_REPLACE,        /* INSERT OR REPLACE: the newest is the row */
+    ROW_UPSERT,         /* a row there is updated (FIELD_KEEP: only with what the op knows) */
+    ROW_UPSERT_CHANGED, /* ... and only when a field changed: the same again (a journal
+                           replayed over what the socket brought) changes nothing, no event */
+} row_write;
+
+/* The row a kind's fields are stored in: one of `table` per run and rank
+ * (per_rank), or per run and the kind's key fields. */
+typedef struct {
+    const char *table;
+    bool per_rank;
+    const char *t_columns[2]; /* the op's time goes to these */
+    const char *t_member;     /* the time's name in the API's rows (store_read.c) */
+    const char *insert_column, *insert_value; /* what a new row gets beside the fields */
+    row_write write;
+} op_row;
+
+typedef struct {
+    store_op_kind kind;
+    /* The event's type on the socket; NULL for the server's own ops. */
+    const char *event;
+    /* Socket -> op: reads the event's own fields into *op (its kind, run, rank and t
+     * are set). Returns NULL, or why the event is skipped ("a step event without ..."). */
+    const char *(*parse)(const json_t *ev, store_op *op);
+    /* A trainer event's fields, and the row they go to (kind_fields.h). */
+    const op_field *fields;
+    int n_fields;
+    const op_row *row;
+    /* Its event's other fields, which its parse reads itself, ingest reads, or
+     * nothing keeps (tests/server/test_kind_fields.c holds them against the schema). */
+    const char *const *other_fields;
+    /* The statements it runs besides its row's (op_kind_sql), prepared once by the
+     * writer; apply binds and runs them inside the writer's transaction and returns
+     * the op's result. */
+    const char *sql[OP_MAX_SQL];
+    int64_t (*apply)(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
+    unsigned summary;
+    /* The feed: a durable SSE event (sse_event, with sse_data's JSON, or none when it
+     * returns NULL), recorded in the same transaction; ends_run: the run's progress
+     * and facts go. */
+    const char *sse_event;
+    json_t *(*sse_data)(const store_op *op, int64_t result);
+    bool (*ends_run)(const store_op *op, int64_t result);
+    /* Coalesced progress (the newest per run and rank, sent ~10 times a second):
+     * its SSE event name and data. progress_rank: whose newest it is (-1: the run's;
+     * below -1: this op publishes none). */
+    const char *progress_event;
+    json_t *(*progress_data)(const store_op *op, const run_facts *facts);
+    int (*progress_rank)(const store_op *op);
+    /* What the feed learns of the run (hello: its sizes; step: the first one). */
+    void (*learn)(const store_op *op, run_facts *facts);
+    /* Frees what its op holds beside its text fields (those go by their descriptors). */
+    void (*free_fields)(store_op *op);
+} op_kind_desc;
+
+#endif
