@@ -21,7 +21,7 @@
 #include "placement.h"
 #include "logtail.h"
 #include "ports.h"
-#include "trainer_env.h"
+#include "launcher_argv.h"
 #include "procstat.h"
 #include "rendezvous.h"
 #include "secret.h"
@@ -259,58 +259,25 @@ const char *scheduler_local_name(void) { return K.c.node_name && K.c.node_name[0
 /* The run's launcher on this host: the whole run, or `part` of a run across nodes. */
 static void spawn_launcher_locked(live_run *r, const char *names, const char *visible, const run_part *part,
                                   const char *master_addr) {
-    char port_text[16] = "", nodes_text[16] = "", rank_text[16] = "";
-    if (r->port) snprintf(port_text, sizeof port_text, "%d", r->port);
     const char *program = r->command ? K.c.runner : K.c.trainer;
     char *run_dir = layout_run_dir(r->id), *config = layout_run_path(r->id, RUN_FILE_CONFIG);
     char *log = layout_run_path(r->id, RUN_FILE_LOG);
     char *rendezvous = xasprintf("%s/runs/%lld/rendezvous", K.self_url, (long long)r->id);
-    const char *argv[20 + 2 * 64] = {program, "--config", config, "--run-dir", run_dir, "--events",
-                                     layout_socket_path()};
-    int argc = 7;
-    if (r->command) {
-        argv[argc++] = "--master-port";
-        argv[argc++] = port_text;
-    }
-    if (part) {
-        snprintf(nodes_text, sizeof nodes_text, "%d", r->n_parts);
-        snprintf(rank_text, sizeof rank_text, "%d", part->node_rank);
-        argv[argc++] = "--nodes";
-        argv[argc++] = nodes_text;
-        argv[argc++] = "--node-rank";
-        argv[argc++] = rank_text;
-        if (r->command) {
-            argv[argc++] = "--master-addr";
-            argv[argc++] = master_addr;
-        } else {
-            argv[argc++] = "--node-addr";
-            argv[argc++] = K.c.advertise;
-            argv[argc++] = "--rendezvous";
-            argv[argc++] = rendezvous;
-        }
-    }
-    if (r->resume) argv[argc++] = "--resume";
-    for (int i = 0; !r->command && i < K.c.n_data_roots && i < 64; i++) {
-        argv[argc++] = "--data-root";
-        argv[argc++] = K.c.data_roots[i];
-    }
-    argv[argc] = NULL;
-    char *env[4 + TRAINER_PASSED_ON_MAX] = {
-        xasprintf("DDPD_RUN_ID=%lld", (long long)r->id), xasprintf("DDPD_RUN_SECRET=%s", r->secret),
-        xasprintf("CUDA_VISIBLE_DEVICES=%s", visible ? visible : "")};
-    int envc = 3;
-    for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
-        if (getenv(TRAINER_PASSED_ON[i]))
-            env[envc++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
-    env[envc] = NULL;
-    char *drop[] = {"DDPD_", NULL};
+    launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
+                          .command = r->command, .master_port = r->port, .nodes = part ? r->n_parts : 0,
+                          .node_rank = part ? part->node_rank : 0, .master_addr = master_addr,
+                          .node_addr = K.c.advertise, .rendezvous = rendezvous, .resume = r->resume,
+                          .data_roots = K.c.data_roots, .n_data_roots = K.c.n_data_roots, .run_id = r->id,
+                          .secret = r->secret, .visible = visible};
+    launcher_cmd cmd;
+    launcher_cmd_build(&spec, &cmd);
     char *banner = r->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d", program, (long long)r->id,
                                           names, r->port)
                               : xasprintf("starting %s for run %lld on %s", program, (long long)r->id, names);
-    spawn_request req = {.run_id = r->id, .program = program, .argv = (char *const *)argv, .env_set = env,
-                         .env_drop = drop, .cwd = run_dir, .log_path = log, .log_banner = banner};
+    spawn_request req = {.run_id = r->id, .program = program, .argv = (char *const *)cmd.argv, .env_set = cmd.env,
+                         .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log, .log_banner = banner};
     supervisor_request_spawn(&req);
-    for (int i = 0; i < envc; i++) free(env[i]);
+    launcher_cmd_free(&cmd);
     free(banner);
     free(rendezvous);
     free(run_dir);
