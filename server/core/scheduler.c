@@ -215,11 +215,6 @@ static int lease_port_locked(void) {
 
 /* A command run's hang watch is the server's: the ranks report to it, not to ddp-run. */
 static void watch_hangs_of(live_run *r) {
-    char *config = layout_run_path(r->id, RUN_FILE_CONFIG);
-    json_t *cfg = json_load_file(config, 0, NULL);
-    free(config);
-    r->hang_timeout_s = json_number_value(json_object_get(json_object_get(cfg, "distributed"), "hang_timeout_s"));
-    json_decref(cfg);
     r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
     r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
     if (!r->last_progress_ms || !r->last_step) abort();
@@ -475,47 +470,51 @@ static void schedule_locked(void) {
     }
 }
 
+void run_needs_distributed(const json_t *config, run_needs *n) {
+    const json_t *dist = json_object_get(config, "distributed");
+    n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
+    n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
+}
+
 /* A queued run, not yet in the list. */
-static live_run *new_queued(int64_t id, int world_size, pool_kind pool) {
+static live_run *new_queued(const run_needs *n) {
     live_run *r = calloc(1, sizeof *r);
     if (!r) abort();
-    r->id = id;
-    r->world_size = world_size;
-    r->pool = pool;
+    r->id = n->id;
+    r->world_size = n->world_size;
+    r->pool = n->pool;
+    r->nodes_wanted = n->nodes_wanted;
+    r->command = n->command;
+    r->resume = n->resume;
+    r->hang_timeout_s = n->hang_timeout_s;
     r->status = RUN_QUEUED;
-    char *config = layout_run_path(id, RUN_FILE_CONFIG);
-    json_t *cfg = json_load_file(config, 0, NULL);
-    free(config);
-    r->nodes_wanted = (int)json_integer_value(json_object_get(json_object_get(cfg, "distributed"), "nodes"));
-    json_decref(cfg);
     return r;
 }
 
-static live_run *add_queued(int64_t id, int world_size, pool_kind pool) {
-    live_run *r = new_queued(id, world_size, pool);
+static live_run *add_queued(const run_needs *n) {
+    live_run *r = new_queued(n);
     live_run **p = &K.runs;
-    while (*p && (*p)->id < id) p = &(*p)->next; /* ids are submission order */
+    while (*p && (*p)->id < n->id) p = &(*p)->next; /* ids are submission order */
     r->next = *p;
     *p = r;
     return r;
 }
 
-void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command) {
+void scheduler_submit(const run_needs *n) {
     pthread_mutex_lock(&K.mu);
-    add_queued(id, world_size, pool)->command = command;
-    log_info("run %lld queued: needs %d %s", (long long)id, world_size, pool_unit(pool));
+    add_queued(n);
+    log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&K.mu);
 }
 
-void scheduler_resume(int64_t id, int world_size, pool_kind pool) {
-    live_run *r = new_queued(id, world_size, pool);
-    r->resume = true;
+void scheduler_resume(const run_needs *n) {
+    live_run *r = new_queued(n);
     pthread_mutex_lock(&K.mu);
     live_run **p = &K.runs;
     while (*p) p = &(*p)->next; /* at the back of the queue: it is queued now */
     *p = r;
-    log_info("run %lld queued again (resumed): needs %d %s", (long long)id, world_size, pool_unit(pool));
+    log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&K.mu);
 }
@@ -988,7 +987,7 @@ static bool ran_across_nodes(const json_t *devices) {
     return false;
 }
 
-static void recover_started_locked(const run_brief *b, pool_kind pool) {
+static void recover_started_locked(const run_brief *b, const run_needs *need) {
     run_process rp = {.pid_start_time = NO_INT};
     if (store_get_run_process(b->id, &rp) < 0) log_error("run %lld: cannot read its process from the database", (long long)b->id);
     char *run_dir = layout_run_dir(b->id), *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
@@ -997,7 +996,7 @@ static void recover_started_locked(const run_brief *b, pool_kind pool) {
         /* its parts on the agents hear that it is over at their next heartbeat (it is
          * not in the answer), and stop */
         if (pid) kill_leftovers(pid, run_dir);
-        live_run *r = add_queued(b->id, b->world_size, pool);
+        live_run *r = add_queued(need);
         r->status = b->status;
         finish_locked(r, b->status == RUN_CANCELING ? RUN_CANCELED : RUN_FAILED,
                       "the coordinator restarted while the run ran across nodes: a run across nodes is not taken "
@@ -1010,8 +1009,7 @@ static void recover_started_locked(const run_brief *b, pool_kind pool) {
     }
     bool recorded = rp.pid_start_time != NO_INT && rp.secret[0];
     bool alive = pid && recorded && proc_is_alive(pid, (uint64_t)rp.pid_start_time) && proc_cmdline_has(pid, run_dir);
-    live_run *r = add_queued(b->id, b->world_size, pool);
-    r->command = b->command;
+    live_run *r = add_queued(need);
     r->status = b->status;
     r->pid = pid;
     if (alive && r->command) watch_hangs_of(r);
@@ -1057,13 +1055,19 @@ void scheduler_recover(void) {
     for (int i = 0; i < n; i++) {
         run_brief *b = &runs[i];
         pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
+        /* resumes: queued by POST /runs/{id}/resume, it starts with --resume */
+        run_needs need = {.id = b->id, .world_size = b->world_size, .pool = pool, .command = b->command,
+                          .resume = b->resumes > 0};
+        char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
+        json_t *cfg = json_load_file(config, 0, NULL);
+        free(config);
+        run_needs_distributed(cfg, &need);
+        json_decref(cfg);
         if (b->status != RUN_QUEUED) {
-            recover_started_locked(b, pool);
+            recover_started_locked(b, &need);
             continue;
         }
-        live_run *r = add_queued(b->id, b->world_size, pool);
-        r->command = b->command;
-        r->resume = b->resumes > 0; /* queued by POST /runs/{id}/resume: starts with --resume */
+        live_run *r = add_queued(&need);
         if (b->world_size > scheduler_capacity(pool)) {
             char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
                                      pool_unit(pool), scheduler_capacity(pool));
@@ -1196,7 +1200,9 @@ static char *free_now_locked(pool_kind pool) {
     return b.data;
 }
 
-bool scheduler_can_place(pool_kind pool, int world_size, int nodes_wanted, char *err, size_t errlen) {
+bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
+    pool_kind pool = need->pool;
+    int world_size = need->world_size, nodes_wanted = need->nodes_wanted;
     if (nodes_wanted > 0 && world_size % nodes_wanted != 0) {
         snprintf(err, errlen, "distributed.nodes %d does not divide world_size %d: every node runs as many ranks",
                  nodes_wanted, world_size);

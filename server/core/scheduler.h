@@ -66,14 +66,28 @@ int scheduler_capacity(pool_kind pool);
 const char *pool_name(pool_kind pool);      /* "cpu", "gpu" */
 const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
 
-/* Queues a run that is already in the store as queued (its config.json written).
- * command: a command run (started by the runner, with a MASTER_PORT of its own). */
-void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command);
+/* What the scheduler needs of a run, decided once where the run comes from: its
+ * submission (runs_submit), its resume (runs_resume), or the store and its config.json
+ * after a restart (scheduler_recover). The scheduler does not read a run's config. */
+typedef struct {
+    int64_t id;
+    int world_size;
+    pool_kind pool;
+    int nodes_wanted;      /* distributed.nodes; 0: as few nodes as hold it */
+    bool command;          /* a command run: ddp-run starts it, with a MASTER_PORT of its own */
+    bool resume;           /* its trainer continues from the newest checkpoint in its run directory (--resume) */
+    double hang_timeout_s; /* a command run's distributed.hang_timeout_s: no progress from a rank this long fails it; 0: off */
+} run_needs;
+
+/* nodes_wanted and hang_timeout_s, from a config's "distributed". */
+void run_needs_distributed(const json_t *config, run_needs *n);
+
+/* Queues a run that is already in the store as queued (its config.json written). */
+void scheduler_submit(const run_needs *n);
 
 /* Queues again a built-in run that the store has just turned from failed or canceled
- * to queued (runs_resume): at the back of its pool's queue; its trainer is started
- * with --resume (it continues from the newest checkpoint in its run directory). */
-void scheduler_resume(int64_t id, int world_size, pool_kind pool);
+ * to queued (runs_resume; n->resume set): at the back of its pool's queue. */
+void scheduler_resume(const run_needs *n);
 
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
 /* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL
@@ -110,9 +124,9 @@ void scheduler_tick(void);
  * other it stops. */
 json_t *scheduler_node_heartbeat(int node, const json_t *reports);
 
-/* Can a run of world_size ranks on this pool ever be placed (this host and the nodes
- * registered now)? false with why in err, naming what there is. */
-bool scheduler_can_place(pool_kind pool, int world_size, int nodes_wanted, char *err, size_t errlen);
+/* Can the run ever be placed (this host and the nodes registered now)? false with why
+ * in err, naming what there is. */
+bool scheduler_can_place(const run_needs *n, char *err, size_t errlen);
 
 /* What a queued run waits for, for a person (malloc'd), or NULL when not queued. */
 char *scheduler_waiting_for(int64_t id);
