@@ -46,7 +46,6 @@ static void unlink_run(live_run *r) {
 }
 
 static void free_run(live_run *r) {
-    free(r->devices);
     free(r->cancel_reason);
     free(r->fail_reason);
     free(r->last_progress_ms);
@@ -64,13 +63,6 @@ static void free_run(live_run *r) {
     free(r);
 }
 
-static void release_devices(live_run *r) {
-    if (!r->devices) return;
-    for (int i = 0; i < r->world_size; i++) { /* -1: an adopted run's device this server does not have */
-        if (r->devices[i] >= 0 && K.owner[r->pool][r->devices[i]] == r->id) K.owner[r->pool][r->devices[i]] = 0;
-    }
-}
-
 /* Queues the run's final state and forgets it. Devices go back to the pool. */
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code,
                           int64_t exit_signal) {
@@ -83,7 +75,7 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
     rendezvous_close(r->id); /* its keys go with it */
-    release_devices(r);
+    device_pool_release(&K.devices, r->pool, r->id);
     for (int i = 0; i < r->n_parts; i++)
         if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
     if (r->n_parts) relay_run_ended(r->id);
@@ -120,35 +112,6 @@ static int lease_port_locked(void) {
         }
     }
     return 0;
-}
-
-/* A device's name for the store and the log: "cpu:3", "gpu:UUID"; on an agent node,
- * "NODE/cpu:3". */
-static void device_name(pool_kind pool, const char *node, const char *gpu, int i, char *out, size_t n) {
-    char dev[100];
-    if (pool == POOL_GPU) snprintf(dev, sizeof dev, "gpu:%.90s", gpu);
-    else snprintf(dev, sizeof dev, "cpu:%d", i);
-    if (node) snprintf(out, n, "%.63s/%s", node, dev);
-    else snprintf(out, n, "%s", dev);
-}
-
-/* The devices of the run (or of its part here) taken from this host's pool: their
- * indices in devices[0..n), their names appended to names/json, the GPU ids to
- * visible. */
-static void take_local_locked(live_run *r, int n, int *devices, buf_t *names, buf_t *json, buf_t *visible) {
-    for (int i = 0, k = 0; k < n; i++) {
-        if (K.owner[r->pool][i]) continue;
-        K.owner[r->pool][i] = r->id;
-        devices[k] = i;
-        const char *label = r->pool == POOL_GPU ? K.c.gpus[i] : NULL;
-        char name[200];
-        device_name(r->pool, NULL, label, i, name, sizeof name);
-        buf_printf(names, "%s%s", names->len ? ", " : "", name);
-        /* device names are digits, letters, '-', '.' and ':' (GPU UUIDs, node names): no escaping needed */
-        buf_printf(json, "%s\"%s\"", json->len > 1 ? "," : "", name);
-        if (label) buf_printf(visible, "%s%s", visible->len ? "," : "", label);
-        k++;
-    }
 }
 
 /* The run's launcher on this host: the whole run, or `part` of a run across nodes. */
@@ -211,10 +174,11 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
 /* Gives the run devices and asks the supervisor to start its trainer; the supervisor
  * answers through scheduler_spawned. */
 void start_locked(live_run *r) {
-    r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
+    int *devices = xmalloc((size_t)r->world_size * sizeof *devices);
     buf_t names = {0}, json = {0}, visible = {0};
     buf_printf(&json, "[");
-    take_local_locked(r, r->world_size, r->devices, &names, &json, &visible);
+    device_pool_take(&K.devices, r->pool, r->world_size, r->id, devices, &names, &json, &visible);
+    free(devices);
     if (begin_start_locked(r, &json)) {
         spawn_launcher_locked(r, names.data, visible.data, NULL, NULL);
         log_info("run %lld starting on %s", (long long)r->id, names.data);
@@ -231,9 +195,7 @@ void start_parts_locked(live_run *r, const int *ids, int k) {
     int per_node = r->world_size / k;
     r->n_parts = k;
     r->parts = calloc((size_t)k, sizeof *r->parts);
-    r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
     if (!r->parts) abort();
-    for (int i = 0; i < r->world_size; i++) r->devices[i] = -1; /* this host's part fills its own */
     buf_t names = {0}, json = {0}, visible = {0};
     buf_printf(&json, "[");
     run_part *here = NULL;
@@ -246,8 +208,7 @@ void start_parts_locked(live_run *r, const int *ids, int k) {
         part->devices = xmalloc((size_t)per_node * sizeof *part->devices);
         if (!part->node) {
             here = part;
-            take_local_locked(r, per_node, part->devices, &names, &json, &visible);
-            memcpy(r->devices, part->devices, (size_t)per_node * sizeof *part->devices);
+            device_pool_take(&K.devices, r->pool, per_node, r->id, part->devices, &names, &json, &visible);
             if (p == 0) snprintf(master_addr, sizeof master_addr, "%s", K.c.advertise);
             continue;
         }

@@ -151,27 +151,6 @@ bool watch_adopted_locked(live_run *r) {
     return true;
 }
 
-/* An adopted run's devices, as the store has them ("cpu:3", "gpu:UUID"), taken
- * from the pool again; one this server no longer has is -1. */
-static void take_devices_locked(live_run *r, const json_t *names) {
-    r->devices = xmalloc((size_t)r->world_size * sizeof *r->devices);
-    for (int k = 0; k < r->world_size; k++) {
-        const char *name = json_string_value(json_array_get(names, (size_t)k));
-        int found = -1;
-        for (int i = 0; name && found < 0 && i < scheduler_capacity(r->pool); i++) {
-            char mine[160];
-            if (r->pool == POOL_GPU) snprintf(mine, sizeof mine, "gpu:%s", K.c.gpus[i]);
-            else snprintf(mine, sizeof mine, "cpu:%d", i);
-            if (strcmp(mine, name) == 0 && K.owner[r->pool][i] == 0) found = i;
-        }
-        if (found >= 0) K.owner[r->pool][found] = r->id;
-        else log_warn("run %lld: its device %s is not one this server has free: it is not counted", (long long)r->id,
-                      name ? name : "(none)");
-        r->devices[k] = found;
-    }
-    r->devices_json = json_dumps(names, JSON_COMPACT);
-}
-
 /* A run the previous server had started (starting, running, canceling). Its launcher
  * still alive (the pid, its start time as stored at spawn, and its command line
  * naming the run's directory): adopted, its journal replayed from where the store
@@ -218,7 +197,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         r->start_time = (uint64_t)rp.pid_start_time;
         snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
         rendezvous_open(r->id, r->secret);
-        take_devices_locked(r, rp.devices);
+        device_pool_take_named(&K.devices, r->pool, r->id, rp.devices, r->world_size);
+        r->devices_json = json_dumps(rp.devices, JSON_COMPACT);
         if (r->journal) journal_replay_read(r->journal, false, 0);
         log_info("run %lld: taken back after the restart: its launcher (pid %d) is alive; %lld event(s) replayed "
                  "from its journal, which feeds it from now on", (long long)r->id, (int)pid,

@@ -40,7 +40,6 @@ typedef struct live_run {
     bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */
     int port;           /* its MASTER_PORT while started (command runs), else 0 */
     run_status status;  /* queued, starting, running, canceling */
-    int *devices;       /* indices into the pool, once started */
     pid_t pid;          /* 0 while its start is queued to the supervisor */
     char secret[65];
     char *cancel_reason;  /* set once canceled */
@@ -75,7 +74,7 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a run finished */
     live_run *runs;         /* unfinished runs, in submission order */
-    int64_t *owner[2];      /* per pool and device: the run using it, or 0 */
+    device_pool devices;    /* this host's */
     bool shutting_down;
     int next_port;          /* where the next lease looks first */
     char self_url[128];

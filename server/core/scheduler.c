@@ -33,25 +33,17 @@
 
 sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
-const char *pool_name(pool_kind pool) { return pool == POOL_GPU ? "gpu" : "cpu"; }
-const char *pool_unit(pool_kind pool) { return pool == POOL_GPU ? "GPUs" : "CPU slots"; }
-
-int scheduler_capacity(pool_kind pool) { return pool == POOL_GPU ? K.c.n_gpus : K.c.slots; }
+int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&K.devices, pool); }
 
 void scheduler_set_self_url(const char *url) { snprintf(K.self_url, sizeof K.self_url, "%s", url); }
 
 void scheduler_init(const scheduler_config *c) {
     K.c = *c;
     nodes_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000);
-    K.owner[POOL_CPU] = calloc((size_t)(c->slots > 0 ? c->slots : 1), sizeof(int64_t));
-    K.owner[POOL_GPU] = calloc((size_t)(c->n_gpus > 0 ? c->n_gpus : 1), sizeof(int64_t));
+    device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
 }
 
-static int free_devices(pool_kind pool) {
-    int n = 0;
-    for (int i = 0; i < scheduler_capacity(pool); i++) n += K.owner[pool][i] == 0;
-    return n;
-}
+static int free_devices(pool_kind pool) { return device_pool_free(&K.devices, pool); }
 
 const char *scheduler_local_name(void) { return K.c.node_name && K.c.node_name[0] ? K.c.node_name : "local"; }
 

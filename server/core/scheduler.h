@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-typedef enum { POOL_CPU, POOL_GPU } pool_kind;
+#include "device_pool.h"
 
 typedef struct {
     const char *trainer;
@@ -63,8 +63,6 @@ bool scheduler_journal_fed(int64_t id);
 
 /* How many devices of the pool this server has. */
 int scheduler_capacity(pool_kind pool);
-const char *pool_name(pool_kind pool);      /* "cpu", "gpu" */
-const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
 
 /* What the scheduler needs of a run, decided once where the run comes from: its
  * submission (runs_submit), its resume (runs_resume), or the store and its config.json
