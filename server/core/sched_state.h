@@ -13,23 +13,27 @@
 #include <sys/types.h>
 
 #include "base.h"
+#include "executor.h"
 #include "journal_replay.h"
 #include "run_status.h"
 #include "scheduler.h"
 
-/* One node's part of a run across nodes: its launcher, started by this server (node
- * 0) or by the node's agent. */
+/* One part of a run: its launcher, started by an executor where the run was placed.
+ * A run of this host alone has one (node 0); a run across k nodes has k, part i on
+ * node rank i. */
 typedef struct {
-    int node;           /* 0: this host; else the agent node's id */
+    int node;              /* 0: this host; else the agent node's id */
     int node_rank;
-    int *devices;       /* its devices on that node (world_size / nodes of them) */
-    bool stop;          /* told to stop (an agent: no longer in its heartbeat's answer) */
-    int64_t stop_t;     /* when (unix ms): a part that ended before it failed on its own */
+    const executor *exec;  /* the executor of the place it runs */
+    part_handle handle;    /* what names it there, once started */
+    bool pending;          /* its start is not done yet (the executor's `started` follows) */
+    bool stop;             /* told to stop */
+    int64_t stop_t;        /* when (unix ms): a part that ended before it failed on its own */
     bool ended;
-    bool failed;        /* ended with a failure of its own (not by the stop it was sent) */
+    bool failed;           /* ended with a failure of its own (not by the stop it was sent) */
     int64_t exit_code, exit_signal;
-    char *reason;       /* its launcher's end, or what became of its node */
-    int64_t end_t;      /* when its launcher ended (unix ms), to tell cause from consequence */
+    char *reason;          /* its launcher's end, or what became of its node */
+    int64_t end_t;         /* when its launcher ended (unix ms), to tell cause from consequence */
 } run_part;
 
 typedef struct live_run {
@@ -38,33 +42,29 @@ typedef struct live_run {
     pool_kind pool;
     bool command;       /* a command run: ddp-run starts it */
     bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */
+    int nodes_wanted;   /* distributed.nodes; 0: as few as it fits */
     int port;           /* its MASTER_PORT while started (command runs), else 0 */
     run_status status;  /* queued, starting, running, canceling */
-    pid_t pid;          /* 0 while its start is queued to the supervisor */
     char secret[65];
     char *cancel_reason;  /* set once canceled */
-    char *fail_reason;    /* set once the server stopped it (a hang): it fails with this */
+    char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
     double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
-    int64_t kill_at;      /* mono ms: SIGKILL then */
-    bool killed;
-    bool said_hello;      /* a hello came before the supervisor said the trainer started */
+    bool said_hello;      /* a hello came before its start was stored */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
-     * child: its exit is seen in /proc (pid and start time), its events are read from
+     * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the
      * journal's `end`. */
     bool adopted;
-    uint64_t start_time;
     journal_replay *journal;
-    /* across nodes: its parts (n_parts 0: a run of this host only, as above) */
-    int nodes_wanted;     /* distributed.nodes; 0: as few as it fits */
+    /* its parts, once started: one (a run of this host alone), or one per node */
+    bool across;          /* a run across nodes: each part is told --nodes, and the run ends once all have */
     int n_parts;
     run_part *parts;
-    json_t *config;       /* its config.json, for the agents */
-    bool start_stored;    /* its start is stored (a run with no part here has no pid) */
+    bool start_stored;    /* every part's start is done and the run's start is stored */
     bool parts_stopping;
     struct live_run *next;
 } live_run;
@@ -75,9 +75,10 @@ typedef struct {
     pthread_cond_t changed; /* a run finished */
     live_run *runs;         /* unfinished runs, in submission order */
     device_pool devices;    /* this host's */
+    const executor *local;  /* this host's supervisor: executor_local.c */
+    const executor *agents; /* the agent nodes: executor_agents.c */
     bool shutting_down;
     int next_port;          /* where the next lease looks first */
-    char self_url[128];
 } sched_state;
 
 extern sched_state K;
@@ -85,31 +86,39 @@ extern sched_state K;
 /* scheduler.c: starts every queued run that fits, in order. */
 void schedule_locked(void);
 
-/* run_life.c */
+/* ---- run_life.c ---- */
 live_run *find_run(int64_t id);
-void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code,
-                          int64_t exit_signal);
-void signal_cancel_locked(live_run *r);
-void start_locked(live_run *r);
-void start_parts_locked(live_run *r, const int *ids, int k);
-void mark_running_locked(live_run *r);
+/* A queued run, not yet in the list; and one put in the list in id (submission) order. */
 live_run *new_queued(const run_needs *n);
 live_run *add_queued(const run_needs *n);
-char *derive_reason(live_run *r, int wstatus);
-bool server_end_locked(const live_run *r, run_status *status, char **reason);
+/* Starts a queued run on the nodes `ids` (node rank order; 0 is this host), k of
+ * them; across: as a run across nodes (each part its launcher with --nodes k). false
+ * when it failed instead (finished, its devices back). */
+bool start_run_locked(live_run *r, bool across, const int *ids, int k);
+/* An executor's `started` for part `part`: once every part's start is done, the
+ * run's start is stored. */
+void part_started_locked(live_run *r, int part, const part_handle *h);
+/* An executor's `ended` for part `part`. true when the run finished (r is freed). */
+bool part_ended_locked(live_run *r, int part, const part_end *e);
+/* Running: its first hello has come, and its start is stored. */
+void mark_running_locked(live_run *r);
+/* Canceling: every part is asked to stop. */
+void signal_cancel_locked(live_run *r);
+/* Every part still running is asked to stop (a run across nodes: once). */
 void stop_parts_locked(live_run *r);
-void part_ended_locked(live_run *r, run_part *p);
-run_part *part_on(live_run *r, int node);
-void local_part_exited_locked(live_run *r, int wstatus);
+/* Queues the run's final state and forgets it: its devices go back. */
+void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal);
+/* The end a run's journal gives it once its processes are gone (adopted or not):
+ * the journal's `end`, unless the server canceled or stopped it; without an `end`,
+ * failed with `gone` (what became of its processes) and where its journal ends. */
 void finish_from_journal_locked(live_run *r, const char *gone);
-json_t *part_json_locked(const live_run *r, const run_part *p);
-void part_report_locked(int node, const json_t *rep);
 
-/* run_watch.c */
+/* ---- run_watch.c ---- */
+/* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */
 void watch_hangs_of(live_run *r);
+/* Each tick: a command run that made no progress for its hang timeout is stopped. */
 void watch_hang_locked(live_run *r, int64_t now);
-bool watch_nodes_locked(int64_t now);
-bool watch_adopted_locked(live_run *r);
-
+/* Each tick: an adopted run's journal is read on. */
+void watch_adopted_locked(live_run *r);
 
 #endif

@@ -1,46 +1,57 @@
 /* The lock, the queue and the entry points of the scheduler: see scheduler.h and sched_state.h. */
 #include "sched_state.h"
 
-#include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "base.h"
-#include "journal_end.h"
-#include "journal_replay.h"
-#include "node_relay.h"
+#include "executor_agents.h"
+#include "executor_local.h"
 #include "nodes.h"
-#include "peer_loss.h"
 #include "placement.h"
-#include "logtail.h"
-#include "ports.h"
-#include "launcher_argv.h"
-#include "procstat.h"
-#include "rendezvous.h"
 #include "secret.h"
-#include "run_status.h"
-#include "state_layout.h"
 #include "store.h"
-#include "store_read.h"
-#include "supervisor.h"
 
 sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
 int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&K.devices, pool); }
 
-void scheduler_set_self_url(const char *url) { snprintf(K.self_url, sizeof K.self_url, "%s", url); }
+void scheduler_set_self_url(const char *url) { executor_local_set_self_url(url); }
+
+/* ---- the executors' hooks: a part's start done, a part's end ---- */
+
+static bool on_part_started(int64_t run, int part, const part_handle *h, const char *err) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find_run(run);
+    bool wanted = r && r->status != RUN_QUEUED;
+    if (wanted && err) {
+        finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+        schedule_locked();
+    } else if (wanted) {
+        part_started_locked(r, part, h);
+    }
+    pthread_mutex_unlock(&K.mu);
+    return wanted;
+}
+
+static void on_part_ended(int64_t run, int part, const part_end *e) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find_run(run);
+    if (r && part_ended_locked(r, part, e)) schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+}
 
 void scheduler_init(const scheduler_config *c) {
     K.c = *c;
-    nodes_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000);
     device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
+    static const executor_hooks hooks = {on_part_started, on_part_ended};
+    executor_local_config lc = {.trainer = c->trainer, .runner = c->runner, .data_roots = c->data_roots,
+                                .n_data_roots = c->n_data_roots, .advertise = c->advertise};
+    K.local = executor_local_init(&lc, &hooks);
+    K.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
 }
 
 static int free_devices(pool_kind pool) { return device_pool_free(&K.devices, pool); }
@@ -48,30 +59,10 @@ static int free_devices(pool_kind pool) { return device_pool_free(&K.devices, po
 const char *scheduler_local_name(void) { return K.c.node_name && K.c.node_name[0] ? K.c.node_name : "local"; }
 
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
-    (void)group;
-    pthread_mutex_lock(&K.mu);
-    live_run *r = find_run(id);
-    if (!r) { /* gone meanwhile (cannot happen: a starting run waits for its pid) */
-        if (pid > 0) kill(-pid, SIGKILL);
-    } else if (pid < 0) {
-        finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
-        schedule_locked();
-    } else {
-        r->pid = pid;
-        proc_stat ps; /* not reaped yet (the supervisor's thread reaps after this): /proc has it */
-        store_op op = {.kind = OP_RUN_STARTING, .run_id = r->id, .t = now_ms()};
-        op.u.starting.devices = xstrdup(r->devices_json);
-        op.u.starting.pid = pid;
-        op.u.starting.pid_start_time = proc_stat_read(pid, &ps) == 0 ? (int64_t)ps.start_time : NO_INT;
-        op.u.starting.secret = xstrdup(r->secret);
-        store_submit_now(&op);
-        r->start_stored = true;
-        log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
-        if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was queued */
-        else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
-    }
-    pthread_mutex_unlock(&K.mu);
+    executor_local_spawned(id, group, pid, err);
 }
+
+void scheduler_child_exited(pid_t pid, int wstatus) { executor_local_exited(pid, wstatus); }
 
 /* The nodes a run across nodes may use, in the order they are taken: this host
  * first (when other nodes can reach it), then the agent nodes that are up. */
@@ -99,14 +90,14 @@ static bool runs_here_only(pool_kind pool, int world_size, int nodes_wanted) {
 static bool try_start_locked(live_run *r) {
     if (runs_here_only(r->pool, r->world_size, r->nodes_wanted)) {
         if (free_devices(r->pool) < r->world_size) return false;
-        start_locked(r);
+        start_run_locked(r, false, (int[]){0}, 1);
         return true;
     }
     place_candidate c[NODES_MAX + 1];
     int ids[NODES_MAX + 1];
     int k = placement_choose(c, candidates_locked(r->pool, c), r->world_size, r->nodes_wanted, false, ids);
     if (!k) return false;
-    start_parts_locked(r, ids, k);
+    start_run_locked(r, true, ids, k);
     return true;
 }
 
@@ -162,8 +153,8 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) {
         res = CANCEL_ALREADY;
     } else {
         r->cancel_reason = xstrdup(reason);
-        /* else when its start is done (scheduler_spawned) */
-        if (r->pid > 0 || r->start_stored) signal_cancel_locked(r);
+        /* else once its start is done (part_started_locked) */
+        if (r->start_stored) signal_cancel_locked(r);
         res = CANCEL_SIGNALED;
     }
     pthread_mutex_unlock(&K.mu);
@@ -198,8 +189,8 @@ bool scheduler_hello(int64_t id, const char *secret, int rank) {
     /* running: a rank has said hello; for a command run, ddp-run has (its ranks are
      * started, and a script need not report at all) */
     if (ok && (rank >= 0 || r->command) && r->status == RUN_STARTING) {
-        if (r->pid > 0 || r->start_stored) mark_running_locked(r);
-        else r->said_hello = true; /* running once its start is stored (scheduler_spawned) */
+        if (r->start_stored) mark_running_locked(r);
+        else r->said_hello = true; /* running once its start is stored (part_started_locked) */
     }
     pthread_mutex_unlock(&K.mu);
     return ok;
@@ -217,57 +208,17 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason) {
     pthread_mutex_unlock(&K.mu);
 }
 
-void scheduler_child_exited(pid_t pid, int wstatus) {
-    pthread_mutex_lock(&K.mu);
-    live_run *r = K.runs;
-    while (r && !(r->pid == pid && r->status != RUN_QUEUED)) r = r->next;
-    if (!r) {
-        pthread_mutex_unlock(&K.mu);
-        return;
-    }
-    /* No process of the run may outlive it: the ranks die with the launcher
-     * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
-    if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)r->id, (int)pid);
-    if (r->n_parts) {
-        local_part_exited_locked(r, wstatus);
-        pthread_mutex_unlock(&K.mu);
-        return;
-    }
-
-    int64_t code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT;
-    int64_t sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT;
-    run_status status = code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
-    char *reason = NULL;
-    if (code != 0 && !server_end_locked(r, &status, &reason))
-        reason = r->end_reason ? xstrdup(r->end_reason) : derive_reason(r, wstatus);
-    finish_locked(r, status, reason, code, sig);
-    free(reason);
-    schedule_locked();
-    pthread_mutex_unlock(&K.mu);
-}
-
 void scheduler_tick(void) {
     pthread_mutex_lock(&K.mu);
     int64_t now = mono_ms();
-    bool finished = false;
-    live_run *next;
-    for (live_run *r = K.runs; r; r = next) {
-        next = r->next; /* watch_adopted_locked may finish (free) r */
-        if (r->adopted && watch_adopted_locked(r)) {
-            finished = true;
-            continue;
-        }
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
-        if ((r->cancel_reason || r->fail_reason || r->parts_stopping) && r->pid > 0 && !r->killed && now >= r->kill_at) {
-            r->killed = true;
-            log_info("run %lld: still running %d ms after SIGTERM: SIGKILL to process group %d",
-                     (long long)r->id, K.c.cancel_grace_ms, (int)r->pid);
-            kill(-r->pid, SIGKILL);
-        }
     }
-    if (watch_nodes_locked(now)) finished = true;
-    if (finished) schedule_locked();
     pthread_mutex_unlock(&K.mu);
+    /* outside the lock: what they learn comes back through the hooks */
+    K.local->tick();
+    K.agents->tick();
 }
 
 bool scheduler_journal_fed(int64_t id) {
@@ -287,7 +238,7 @@ void scheduler_shutdown(void) {
         active++;
         if (r->cancel_reason) continue;
         r->cancel_reason = xstrdup("the server shut down");
-        if (r->pid > 0 || r->start_stored) signal_cancel_locked(r);
+        if (r->start_stored) signal_cancel_locked(r);
     }
     if (active) log_info("shutting down: canceling %d active run(s)", active);
     /* The reaper keeps running: it SIGKILLs after the grace period and finishes them. */
@@ -318,22 +269,6 @@ void scheduler_take_snapshot(scheduler_snapshot *out) {
         else out->active++;
     }
     pthread_mutex_unlock(&K.mu);
-}
-
-/* ---- runs across nodes: the agents' side ---- */
-
-json_t *scheduler_node_heartbeat(int node, const json_t *reports) {
-    pthread_mutex_lock(&K.mu);
-    size_t i;
-    json_t *rep;
-    json_array_foreach(reports, i, rep) part_report_locked(node, rep);
-    json_t *parts = json_array();
-    for (live_run *r = K.runs; r; r = r->next) {
-        run_part *p = part_on(r, node);
-        if (p && !p->ended && !p->stop && r->status != RUN_QUEUED) json_array_append_new(parts, part_json_locked(r, p));
-    }
-    pthread_mutex_unlock(&K.mu);
-    return parts;
 }
 
 /* "this host 2 of 4, node-b 0 of 2" (malloc'd). */

@@ -103,8 +103,10 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason);
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
 
-/* The supervisor's hooks (supervisor.h): a start it was asked for is done (pid, or -1
- * and why not); a child was reaped; about every 100 ms (kills after grace periods). */
+/* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
+ * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and
+ * about every 100 ms, the scheduler's tick (the hang watch, adopted runs' journals,
+ * and the executors' own: kills after their grace, lost nodes). */
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err);
 void scheduler_child_exited(pid_t pid, int wstatus);
 void scheduler_tick(void);
@@ -113,14 +115,10 @@ void scheduler_tick(void);
  * A run that does not fit this host (or asks for distributed.nodes > 1) is placed on
  * k nodes at once (placement.h): this host (when it has an advertised address) and
  * agent nodes, world_size / k ranks each; each node's part is its own launcher
- * (--nodes k --node-rank i). The first part to fail stops the others; a node that
- * stops heartbeating fails the run naming it; the run ends once every part has. */
-
-/* An agent's heartbeat (POST /nodes/{id}/heartbeat): `reports` is what it says of
- * the parts it runs ([{run, state: "running"|"exited", exit_code, signal, end}]).
- * Returns the parts it should be running now (a JSON array, new reference): any
- * other it stops. */
-json_t *scheduler_node_heartbeat(int node, const json_t *reports);
+ * (--nodes k --node-rank i), this host's started by its supervisor, an agent's handed
+ * over in its heartbeat's answer (executor_agents.h). The first part to fail stops
+ * the others; a node that stops heartbeating fails the run naming it; the run ends
+ * once every part has. */
 
 /* Can the run ever be placed (this host and the nodes registered now)? false with why
  * in err, naming what there is. */
