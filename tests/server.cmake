@@ -58,3 +58,5 @@ ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rec
               TIMEOUT 300)
 ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebuild.py ARGS ${server_test_args}
               TIMEOUT 400)
+# The queue policy on hand-made snapshots: no process, socket or clock.
+ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_server)

@@ -11,7 +11,7 @@
 #include "executor_agents.h"
 #include "executor_local.h"
 #include "nodes.h"
-#include "placement.h"
+#include "queue_policy.h"
 #include "secret.h"
 #include "store.h"
 
@@ -64,53 +64,93 @@ void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
 
 void scheduler_child_exited(pid_t pid, int wstatus) { executor_local_exited(pid, wstatus); }
 
-/* The nodes a run across nodes may use, in the order they are taken: this host
- * first (when other nodes can reach it), then the agent nodes that are up. */
-static int candidates_locked(pool_kind pool, place_candidate *c) {
-    int n = 0;
-    if (K.c.advertise && K.c.advertise[0] && scheduler_capacity(pool) > 0)
-        c[n++] = (place_candidate){.id = 0, .free = free_devices(pool), .capacity = scheduler_capacity(pool)};
-    int ids[NODES_MAX];
-    int up = nodes_up(ids, NODES_MAX);
-    node_pool np = pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU;
+/* ---- the queue policy's snapshot, and what it decides ---- */
+
+_Static_assert(NODES_MAX + 1 <= POLICY_NODES_MAX, "a policy snapshot holds this host and every node");
+
+typedef struct {
+    policy_snapshot s;
+    policy_node nodes[POLICY_NODES_MAX];
+    char names[POLICY_NODES_MAX][NODE_NAME_MAX];
+    policy_run *queued;
+    policy_running *running;
+    policy_hold *holds;
+} snapshot;
+
+static policy_run policy_run_of(const live_run *r) {
+    return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted};
+}
+
+/* This host and the agent nodes up now, with what they have free and in all; with
+ * `runs`, the queue in order and the started runs with what they hold. */
+static void snapshot_take_locked(snapshot *sn, bool runs) {
+    memset(sn, 0, sizeof *sn);
+    sn->nodes[0] = (policy_node){.id = 0, .name = scheduler_local_name()};
+    int n = 1, ids[NODES_MAX], up = nodes_up(ids, NODES_MAX);
     for (int i = 0; i < up; i++) {
-        int cap = nodes_capacity(ids[i], np);
-        if (cap > 0) c[n++] = (place_candidate){.id = ids[i], .free = nodes_free(ids[i], np), .capacity = cap};
+        char address[NODE_ADDR_MAX];
+        if (!nodes_describe(ids[i], sn->names[n], NODE_NAME_MAX, address, sizeof address)) continue;
+        sn->nodes[n] = (policy_node){.id = ids[i], .name = sn->names[n]};
+        n++;
     }
-    return n;
-}
-
-/* A run of this host alone (today's kind): it asks for no more than one node and
- * fits this host's pool. */
-static bool runs_here_only(pool_kind pool, int world_size, int nodes_wanted) {
-    return nodes_wanted <= 1 && world_size <= scheduler_capacity(pool);
-}
-
-/* Starts the run if it fits now; false when it waits. */
-static bool try_start_locked(live_run *r) {
-    if (runs_here_only(r->pool, r->world_size, r->nodes_wanted)) {
-        if (free_devices(r->pool) < r->world_size) return false;
-        start_run_locked(r, false, (int[]){0}, 1);
-        return true;
+    for (pool_kind pool = POOL_CPU; pool <= POOL_GPU; pool++) {
+        sn->nodes[0].free[pool] = device_pool_free(&K.devices, pool);
+        sn->nodes[0].capacity[pool] = device_pool_capacity(&K.devices, pool);
+        node_pool np = pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU;
+        for (int i = 1; i < n; i++) {
+            sn->nodes[i].free[pool] = nodes_free(sn->nodes[i].id, np);
+            sn->nodes[i].capacity[pool] = nodes_capacity(sn->nodes[i].id, np);
+        }
     }
-    place_candidate c[NODES_MAX + 1];
-    int ids[NODES_MAX + 1];
-    int k = placement_choose(c, candidates_locked(r->pool, c), r->world_size, r->nodes_wanted, false, ids);
-    if (!k) return false;
-    start_run_locked(r, true, ids, k);
-    return true;
+    sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = K.c.advertise && K.c.advertise[0],
+                              .now_ms = now_ms()};
+    if (!runs) return;
+    int queued = 0, started = 0, parts = 0;
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) queued++;
+        else started++;
+        parts += r->n_parts;
+    }
+    sn->queued = xmalloc((size_t)(queued + 1) * sizeof *sn->queued);
+    sn->running = xmalloc((size_t)(started + 1) * sizeof *sn->running);
+    sn->holds = xmalloc((size_t)(parts + 1) * sizeof *sn->holds);
+    policy_hold *hold = sn->holds;
+    for (live_run *r = K.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) {
+            sn->queued[sn->s.n_queued++] = policy_run_of(r);
+            continue;
+        }
+        sn->running[sn->s.n_running++] = (policy_running){.id = r->id, .pool = r->pool, .n_holds = r->n_parts,
+                                                          .holds = hold};
+        for (int i = 0; i < r->n_parts; i++)
+            *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
+    }
+    sn->s.queued = sn->queued;
+    sn->s.running = sn->running;
 }
 
-/* Starts every queued run that fits, in order; per pool, the first run that does
- * not fit blocks those behind it (no starvation of big runs). */
+static void snapshot_free(snapshot *sn) {
+    free(sn->queued);
+    free(sn->running);
+    free(sn->holds);
+}
+
+/* Starts what the queue policy says starts now (queue_policy.h). A start that fails
+ * instead (no secret, no port) finishes its run and gives its devices back: the
+ * policy decides again. Today's rule preempts nothing. */
 void schedule_locked(void) {
-    if (K.shutting_down) return;
-    bool blocked[2] = {false, false};
-    live_run *next;
-    for (live_run *r = K.runs; r; r = next) {
-        next = r->next; /* try_start_locked may finish (free) r */
-        if (r->status != RUN_QUEUED || blocked[r->pool]) continue;
-        if (!try_start_locked(r)) blocked[r->pool] = true;
+    for (bool again = !K.shutting_down; again;) {
+        again = false;
+        snapshot sn;
+        snapshot_take_locked(&sn, true);
+        policy_decision *d = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *d);
+        int n = queue_policy_decide(&sn.s, d);
+        for (int i = 0; i < n && !again; i++)
+            if (d[i].verb == POLICY_START)
+                again = !start_run_locked(find_run(d[i].run), d[i].across, d[i].nodes, d[i].n_nodes);
+        queue_policy_free(d, n);
+        free(d);
+        snapshot_free(&sn);
     }
 }
 
@@ -271,46 +311,14 @@ void scheduler_take_snapshot(scheduler_snapshot *out) {
     pthread_mutex_unlock(&K.mu);
 }
 
-/* "this host 2 of 4, node-b 0 of 2" (malloc'd). */
-static char *free_now_locked(pool_kind pool) {
-    place_candidate c[NODES_MAX + 1];
-    int n = candidates_locked(pool, c);
-    buf_t b = {0};
-    for (int i = 0; i < n; i++) {
-        char name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
-        if (c[i].id) nodes_describe(c[i].id, name, sizeof name, address, sizeof address);
-        buf_printf(&b, "%s%s %d of %d", i ? ", " : "", c[i].id ? name : scheduler_local_name(), c[i].free, c[i].capacity);
-    }
-    if (!n) buf_printf(&b, "no node other than this host (which has %d, and %s)", scheduler_capacity(pool),
-                       K.c.advertise ? "takes part" : "takes no part in runs across nodes: serve --advertise ADDR");
-    return b.data;
-}
-
 bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
-    pool_kind pool = need->pool;
-    int world_size = need->world_size, nodes_wanted = need->nodes_wanted;
-    if (nodes_wanted > 0 && world_size % nodes_wanted != 0) {
-        snprintf(err, errlen, "distributed.nodes %d does not divide world_size %d: every node runs as many ranks",
-                 nodes_wanted, world_size);
-        return false;
-    }
-    if (runs_here_only(pool, world_size, nodes_wanted)) return true;
+    live_run r = {.id = need->id, .pool = need->pool, .world_size = need->world_size,
+                  .nodes_wanted = need->nodes_wanted};
+    policy_run q = policy_run_of(&r);
     pthread_mutex_lock(&K.mu);
-    place_candidate c[NODES_MAX + 1];
-    int ids[NODES_MAX + 1];
-    int n = candidates_locked(pool, c);
-    bool ok = placement_choose(c, n, world_size, nodes_wanted, true, ids) > 0;
-    if (!ok) {
-        char *what = free_now_locked(pool);
-        if (nodes_wanted > 1)
-            snprintf(err, errlen, "needs %d nodes with %d %s each, and there are not that many (%s, %s as free of all)",
-                     nodes_wanted, world_size / nodes_wanted, pool_unit(pool), what, pool_unit(pool));
-        else
-            snprintf(err, errlen, "needs %d %s, more than this host has (%d: --%s), and no set of nodes holds it "
-                     "(%s, %s as free of all)", world_size, pool_unit(pool), scheduler_capacity(pool),
-                     pool == POOL_GPU ? "gpus" : "slots", what, pool_unit(pool));
-        free(what);
-    }
+    snapshot sn;
+    snapshot_take_locked(&sn, false);
+    bool ok = queue_policy_can_place(&sn.s, &q, err, errlen);
     pthread_mutex_unlock(&K.mu);
     return ok;
 }
@@ -320,19 +328,10 @@ char *scheduler_waiting_for(int64_t id) {
     live_run *r = find_run(id);
     char *text = NULL;
     if (r && r->status == RUN_QUEUED) {
-        if (runs_here_only(r->pool, r->world_size, r->nodes_wanted)) {
-            text = xasprintf("%d %s on this host (%d free of %d)", r->world_size, pool_unit(r->pool),
-                             free_devices(r->pool), scheduler_capacity(r->pool));
-        } else {
-            char *what = free_now_locked(r->pool);
-            if (r->nodes_wanted > 1)
-                text = xasprintf("%d nodes with %d free %s each (free now: %s)", r->nodes_wanted,
-                                 r->world_size / r->nodes_wanted, pool_unit(r->pool), what);
-            else
-                text = xasprintf("%d %s on as few nodes as hold them, as many on each (free now: %s)", r->world_size,
-                                 pool_unit(r->pool), what);
-            free(what);
-        }
+        snapshot sn;
+        snapshot_take_locked(&sn, false);
+        policy_run q = policy_run_of(r);
+        text = queue_policy_waiting_for(&sn.s, &q);
     }
     pthread_mutex_unlock(&K.mu);
     return text;
