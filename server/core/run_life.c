@@ -11,7 +11,7 @@
 #include "base.h"
 #include "journal_replay.h"
 #include "nodes.h"
-#include "peer_loss.h"
+#include "part_blame.h"
 #include "ports.h"
 #include "rendezvous.h"
 #include "secret.h"
@@ -276,31 +276,20 @@ static const char *part_node_name(const run_part *p, char *buf, size_t n) {
     return buf;
 }
 
-/* Whether part p is a likelier cause of the run's failure than part q: one that
- * failed on its own before one stopped; one whose reason is its own before one that
- * only lost a peer (a rank's failure makes the other nodes' ranks lose their peer
- * within milliseconds, and their launchers may well end first); else the one whose
- * launcher ended first. */
-static bool likelier_cause(const run_part *p, const run_part *q) {
-    if (!q) return true;
-    if (p->failed != q->failed) return p->failed;
-    bool p_own = !says_peer_lost(p->reason), q_own = !says_peer_lost(q->reason);
-    if (p_own != q_own) return p_own;
-    return p->end_t < q->end_t;
-}
-
 /* The run's end, once every part has ended: succeeded when all did; else the
  * server's own end (a cancel, a lost node, a hang); else the likeliest cause among
- * the parts that failed (likelier_cause), named with its node and ranks. */
+ * the parts that failed (part_blame.h), named with its node and ranks. */
 static void finish_parts_locked(live_run *r) {
-    const run_part *blamed = NULL;
-    bool all_ok = true;
+    part_fate *fates = xmalloc((size_t)r->n_parts * sizeof *fates);
     for (int i = 0; i < r->n_parts; i++) {
         const run_part *p = &r->parts[i];
-        if (p->exit_code == 0) continue;
-        all_ok = false;
-        if (likelier_cause(p, blamed)) blamed = p;
+        fates[i] = (part_fate){.exit_code = p->exit_code, .reason = p->reason, .end_t = p->end_t, .stop = p->stop,
+                               .stop_t = p->stop_t};
     }
+    int who = part_to_blame(fates, r->n_parts);
+    free(fates);
+    const run_part *blamed = who >= 0 ? &r->parts[who] : NULL;
+    bool all_ok = !blamed;
     run_status status = RUN_SUCCEEDED;
     char *reason = NULL;
     int64_t code = 0, sig = NO_INT;
@@ -348,13 +337,7 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     }
     p->reason = xstrdup(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL);
     if (e->lost && !r->fail_reason && !r->cancel_reason) r->fail_reason = xstrdup(e->reason);
-    /* A part failed on its own unless it ended by the stop it was sent: an agent hears
-     * of a stop at its next heartbeat, so a part whose launcher ended before the stop
-     * was given, or that says why other than by the stop (its launcher then ends
-     * "canceled by SIGTERM"), failed on its own and is heard of only now. */
-    bool by_the_stop = p->stop && p->end_t >= p->stop_t && p->reason && strncmp(p->reason, "canceled by", 11) == 0;
-    p->failed = p->exit_code != 0 && (!p->stop || !by_the_stop);
-    if (p->exit_code != 0) stop_parts_locked(r);
+    if (p->exit_code != 0) stop_parts_locked(r); /* the first failure stops the others */
     for (int i = 0; i < r->n_parts; i++)
         if (!r->parts[i].ended) return false;
     finish_parts_locked(r);

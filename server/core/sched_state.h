@@ -30,7 +30,6 @@ typedef struct {
     bool stop;             /* told to stop */
     int64_t stop_t;        /* when (unix ms): a part that ended before it failed on its own */
     bool ended;
-    bool failed;           /* ended with a failure of its own (not by the stop it was sent) */
     int64_t exit_code, exit_signal;
     char *reason;          /* its launcher's end, or what became of its node */
     int64_t end_t;         /* when its launcher ended (unix ms), to tell cause from consequence */
