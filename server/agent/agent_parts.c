@@ -17,7 +17,7 @@
 #include "base.h"
 #include "journal_end.h"
 #include "ports.h"
-#include "child_env.h"
+#include "child_setup.h"
 #include "launcher_argv.h"
 
 extern char **environ;
@@ -76,9 +76,7 @@ static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const c
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    child_reset_signals();
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
         dup2(fd, 1);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "child_env.h"
+#include "child_setup.h"
 
 extern char **environ;
 
@@ -126,9 +126,7 @@ static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
     posix_spawnattr_init(&at);
     sigset_t none, defaults;
     sigemptyset(&none);
-    sigemptyset(&defaults);
-    int reset[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof reset / sizeof *reset; i++) sigaddset(&defaults, reset[i]);
+    child_default_signals(&defaults);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &defaults);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
