@@ -2,7 +2,6 @@
 #include "sched_state.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,7 +12,6 @@
 #include "nodes.h"
 #include "queue_policy.h"
 #include "secret.h"
-#include "store.h"
 
 sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 

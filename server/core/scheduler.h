@@ -9,7 +9,13 @@
  * State changes happen here, under one lock, and are queued to the store's writer
  * in the same order: queued -> starting (devices given, trainer started) -> running
  * (its first rank said hello) -> succeeded | failed | canceled, with canceling on the
- * way to canceled. */
+ * way to canceled.
+ *
+ * What it is made of: the queue policy decides which run starts where
+ * (queue_policy.h, a pure function of a snapshot); the executors start, stop and
+ * follow a run's parts where they run (executor.h: this host's supervisor, the
+ * agents); run_life.c and run_watch.c hold the life of a run and the watches
+ * (sched_state.h); scheduler.c the lock, these entry points and the tick. */
 #ifndef DDPD_SCHEDULER_H
 #define DDPD_SCHEDULER_H
 
