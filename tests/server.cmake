@@ -1,5 +1,6 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
+# migrations, per-address counts, the queue policy, the blame among a run's parts, a
+# launcher's command line) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the cheap reads (cached answers, ETags), the runs' rendezvous, hostile and careless clients, connection limits (floods,
