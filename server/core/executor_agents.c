@@ -138,7 +138,8 @@ static void agents_tick(void) {
     int n = nodes_take_lost(mono_ms(), ids, silent, NODES_MAX);
     for (int i = 0; i < n; i++) {
         char name[NODE_NAME_MAX], address[NODE_ADDR_MAX] = "";
-        if (!nodes_describe(ids[i], name, sizeof name, address, sizeof address)) snprintf(name, sizeof name, "%d", ids[i]);
+        if (!nodes_describe(ids[i], name, sizeof name, address, sizeof address))
+            snprintf(name, sizeof name, "%d", ids[i]);
         log_warn("node %s (%s) is lost: nothing heard from it for %.1f s", name, address, (double)silent[i] / 1000);
         relay_node_lost(ids[i]);
         for (;;) { /* one part at a time: the hook may stop and release others */

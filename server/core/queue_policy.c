@@ -72,11 +72,13 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
         d->run = q->id;
         if (blocker[q->pool]) {
             d->verb = POLICY_WAIT;
+            d->wait = WAIT_BEHIND;
             d->behind = blocker[q->pool];
         } else if (place(s, q, avail, d)) {
             d->verb = POLICY_START;
         } else {
             d->verb = POLICY_WAIT;
+            d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
             blocker[q->pool] = q->id;
         }
     }

@@ -73,8 +73,16 @@ typedef struct {
 typedef enum {
     POLICY_START,   /* start it now, on `nodes` */
     POLICY_PREEMPT, /* stop the runs `preempt` for it; it starts on `nodes` once they have ended */
-    POLICY_WAIT,    /* it waits (queue_policy_waiting_for says for what) */
+    POLICY_WAIT,    /* it waits: `wait` says for what */
 } policy_verb;
+
+/* Why a run waits; queue_policy_waiting_for says it for a person, with the numbers. */
+typedef enum {
+    WAIT_NONE,      /* it does not wait */
+    WAIT_THIS_HOST, /* for enough of this host's devices */
+    WAIT_NODES,     /* for nodes with enough free devices each */
+    WAIT_BEHIND,    /* behind `behind`, a run of its pool that waits (first come first served) */
+} policy_wait;
 
 typedef struct {
     policy_verb verb;
@@ -84,7 +92,8 @@ typedef struct {
     int nodes[POLICY_NODES_MAX];
     int n_preempt;                /* PREEMPT: the runs to stop first (malloc'd) */
     int64_t *preempt;
-    int64_t behind;               /* WAIT: the run of its pool it waits behind (0: it waits for devices itself) */
+    policy_wait wait;             /* WAIT: for what */
+    int64_t behind;               /* WAIT_BEHIND: the run of its pool it waits behind */
 } policy_decision;
 
 /* One decision per queued run, in queue order, into out[0 .. n_queued). Returns

@@ -36,13 +36,18 @@ static const char *verb_name(policy_verb v) {
     return v == POLICY_START ? "start" : v == POLICY_WAIT ? "wait" : "preempt";
 }
 
-/* "start 0" (this host alone), "start* 0,4" (across nodes), "wait", "wait>3". */
+/* "start 0" (this host alone), "start* 0,4" (across nodes), "wait here" (for this
+ * host's devices), "wait nodes", "wait>3" (behind run 3). */
 static char *describe(const policy_decision *d) {
     static char text[16][128];
     static int next;
     char *t = text[next++ % 16];
     int n = snprintf(t, 128, "%s%s", verb_name(d->verb), d->verb == POLICY_START && d->across ? "*" : "");
-    if (d->verb == POLICY_WAIT && d->behind) snprintf(t + n, (size_t)(128 - n), ">%lld", (long long)d->behind);
+    const char *why = d->wait == WAIT_THIS_HOST ? " here" : d->wait == WAIT_NODES ? " nodes" : "";
+    if (d->verb == POLICY_WAIT && d->wait == WAIT_BEHIND)
+        snprintf(t + n, (size_t)(128 - n), ">%lld", (long long)d->behind);
+    else if (d->verb == POLICY_WAIT)
+        snprintf(t + n, (size_t)(128 - n), "%s", why);
     for (int i = 0; d->verb == POLICY_START && i < d->n_nodes; i++)
         n += snprintf(t + n, (size_t)(128 - n), "%s%d", i ? "," : " ", d->nodes[i]);
     return t;
@@ -67,15 +72,15 @@ static void test_this_host(void) {
     policy_node nodes[] = {host(2, 2, 0, 0)};
     policy_run q[] = {run(1, CPU, 1, 0), run(2, CPU, 1, 0), run(3, CPU, 1, 0)};
     policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 3};
-    expect("three 1-rank runs on 2 slots", &s, (const char *const[]){"start 0", "start 0", "wait"});
+    expect("three 1-rank runs on 2 slots", &s, (const char *const[]){"start 0", "start 0", "wait here"});
     CHECK(nodes[0].free[CPU] == 2, "the snapshot is not changed: %d free", nodes[0].free[CPU]);
-    expect("the same snapshot again", &s, (const char *const[]){"start 0", "start 0", "wait"});
+    expect("the same snapshot again", &s, (const char *const[]){"start 0", "start 0", "wait here"});
 
     /* one slot free: a 2-rank run at the head waits, the 1-rank run behind it waits behind it */
     nodes[0] = host(1, 2, 0, 0);
     policy_run blocked[] = {run(4, CPU, 2, 0), run(5, CPU, 1, 0), run(6, CPU, 1, 0)};
     s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = blocked, .n_queued = 3};
-    expect("a big run at the head is not overtaken", &s, (const char *const[]){"wait", "wait>4", "wait>4"});
+    expect("a big run at the head is not overtaken", &s, (const char *const[]){"wait here", "wait>4", "wait>4"});
 
     /* the GPU queue goes on behind a blocked CPU queue, and each pool takes its own devices */
     nodes[0] = host(1, 2, 2, 2);
@@ -83,13 +88,13 @@ static void test_this_host(void) {
                           run(11, GPU, 1, 0)};
     s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = pools, .n_queued = 5};
     expect("GPUs and CPU slots are two queues", &s,
-           (const char *const[]){"wait", "start 0", "wait>7", "start 0", "wait"});
+           (const char *const[]){"wait here", "start 0", "wait>7", "start 0", "wait here"});
 
     /* a run that fits this host's pool waits for this host, even when an agent has room */
     policy_node with_agent[] = {host(1, 2, 0, 0), agent(4, "node-b", 2, 2)};
     policy_run here[] = {run(12, CPU, 2, 0), run(13, CPU, 2, 1)};
     s = (policy_snapshot){.nodes = with_agent, .n_nodes = 2, .here_across = true, .queued = here, .n_queued = 2};
-    expect("this host's runs wait for this host", &s, (const char *const[]){"wait", "wait>12"});
+    expect("this host's runs wait for this host", &s, (const char *const[]){"wait here", "wait>12"});
 }
 
 static void test_across_nodes(void) {
@@ -110,7 +115,7 @@ static void test_across_nodes(void) {
     policy_run wanted_after[] = {run(2, CPU, 4, 2), run(3, CPU, 6, 3)};
     s.queued = wanted_after;
     expect("what a start takes is not free for the next: 3 nodes of 2 are no more", &s,
-           (const char *const[]){"start* 0,7", "wait"});
+           (const char *const[]){"start* 0,7", "wait nodes"});
 
     /* the fewest nodes: one that holds it all comes before two */
     nodes[0] = host(1, 2, 0, 0);
@@ -125,7 +130,7 @@ static void test_across_nodes(void) {
     nodes[2] = agent(7, "node-c", 0, 4);
     policy_run block[] = {run(6, CPU, 8, 0), run(7, CPU, 1, 0)};
     s = (policy_snapshot){.nodes = nodes, .n_nodes = 4, .here_across = true, .queued = block, .n_queued = 2};
-    expect("a run across nodes waits, and the run behind it too", &s, (const char *const[]){"wait", "wait>6"});
+    expect("a run across nodes waits, and the run behind it too", &s, (const char *const[]){"wait nodes", "wait>6"});
 
     /* GPUs on agents are their own pool: an agent with CPU slots only holds no GPU run */
     policy_node gpus[] = {host(0, 0, 1, 1), agent(4, "node-b", 2, 2)};
@@ -147,7 +152,7 @@ static void test_running_owners_priorities(void) {
     policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .running = running,
                          .n_running = 1, .now_ms = 1234};
     expect("first come first served, whoever owns it and whatever its priority", &s,
-           (const char *const[]){"wait", "wait>2"});
+           (const char *const[]){"wait here", "wait>2"});
 }
 
 static void check_text(const char *what, char *got, const char *want) {
