@@ -2,6 +2,7 @@
  * to their executors), its parts' starts and ends, and how it ends (the blame among
  * the parts of a run across nodes, the end its journal gives it). See sched_state.h. */
 #include "sched_state.h"
+#include "scheduler.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,6 +2,7 @@
  * server started (taken back at start-up and fed from their journal, or finished
  * from it). See sched_state.h. */
 #include "sched_state.h"
+#include "scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,13 @@ void watch_hangs_of(live_run *r) {
     r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
     r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
     if (!r->last_progress_ms || !r->last_step) abort();
+}
+
+/* A rank reported (a command run's, with a hang watch): its watch counts from now. */
+static void note_progress(live_run *r, int rank, int64_t global_step) {
+    if (!r || !r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
+    r->last_progress_ms[rank] = mono_ms();
+    if (global_step != NO_INT) r->last_step[rank] = global_step;
 }
 
 /* Command runs only: a rank that has reported and then says nothing for
@@ -51,12 +59,7 @@ void watch_hang_locked(live_run *r, int64_t now) {
 /* ---- runs a previous server started: taken back, or finished from their journal ---- */
 
 /* The journal's hook: a rank of an adopted command run made progress (hang watch). */
-static void journal_progress(void *ctx, int rank, int64_t global_step) {
-    live_run *r = ctx;
-    if (!r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
-    r->last_progress_ms[rank] = mono_ms();
-    if (global_step != NO_INT) r->last_step[rank] = global_step;
-}
+static void journal_progress(void *ctx, int rank, int64_t global_step) { note_progress(ctx, rank, global_step); }
 
 void watch_adopted_locked(live_run *r) {
     if (r->journal) journal_replay_read(r->journal, false, 4 << 20);
@@ -130,11 +133,7 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
 
 void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_lock(&K.mu);
-    live_run *r = find_run(id);
-    if (r && r->last_progress_ms && rank >= 0 && rank < r->world_size) {
-        r->last_progress_ms[rank] = mono_ms();
-        if (global_step != NO_INT) r->last_step[rank] = global_step;
-    }
+    note_progress(find_run(id), rank, global_step);
     pthread_mutex_unlock(&K.mu);
 }
 

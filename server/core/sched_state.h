@@ -16,7 +16,7 @@
 #include "executor.h"
 #include "journal_replay.h"
 #include "run_status.h"
-#include "scheduler.h"
+#include "scheduler_types.h"
 
 /* One part of a run: its launcher, started by an executor where the run was placed.
  * A run of this host alone has one (node 0); a run across k nodes has k, part i on

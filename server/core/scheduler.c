@@ -1,5 +1,6 @@
 /* The lock, the queue and the entry points of the scheduler: see scheduler.h and sched_state.h. */
 #include "sched_state.h"
+#include "scheduler.h"
 
 #include <pthread.h>
 #include <stdlib.h>
