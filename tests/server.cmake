@@ -1,5 +1,6 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations, per-address counts) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
+# migrations, per-address counts, the queue policy, the blame among a run's parts, a
+# launcher's command line) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
 # errors, the cheap reads (cached answers, ETags), the runs' rendezvous, hostile and careless clients, connection limits (floods,
@@ -58,3 +59,10 @@ ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rec
               TIMEOUT 300)
 ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebuild.py ARGS ${server_test_args}
               TIMEOUT 400)
+# The queue policy on hand-made snapshots: no process, socket or clock.
+ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_server)
+# The blame among the parts of a failed run across nodes: a pure rule.
+ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_server)
+# A run's launcher as the coordinator and an agent start it: its command line, its
+# environment, a forked child's signals.
+ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_argv.c LIBS ddpd_server)

@@ -17,7 +17,8 @@
 #include "base.h"
 #include "journal_end.h"
 #include "ports.h"
-#include "trainer_env.h"
+#include "child_setup.h"
+#include "launcher_argv.h"
 
 extern char **environ;
 
@@ -66,44 +67,16 @@ static void refuse(part *p, const char *fmt, ...) {
     log_error("run %lld: %s", (long long)p->run, p->reason);
 }
 
-/* The launcher's environment: the agent's own without its DDPD_* settings, and the
- * run's. */
-static char **launcher_env(const part *p, const char *secret, const char *visible) {
-    size_t n = 0;
-    while (environ[n]) n++;
-    char **env = calloc(n + 8 + TRAINER_PASSED_ON_COUNT, sizeof *env);
-    if (!env) abort();
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "DDPD_", 5) != 0 && strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0)
-            env[k++] = xstrdup(environ[i]);
-    for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
-        if (getenv(TRAINER_PASSED_ON[i]))
-            env[k++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
-    env[k++] = xasprintf("DDPD_RUN_ID=%lld", (long long)p->run);
-    env[k++] = xasprintf("DDPD_RUN_SECRET=%s", secret);
-    env[k++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", visible);
-    env[k] = NULL;
-    return env;
-}
-
-static void free_list(char **v) {
-    for (size_t i = 0; v && v[i]; i++) free(v[i]);
-    free(v);
-}
-
 /* fork + exec in a process group of its own that dies with the agent: the agent's
  * main thread forks (PR_SET_PDEATHSIG follows the thread that forked). */
-static pid_t spawn(char **argv, char **env, const char *cwd, const char *log_path) {
+static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const char *log_path) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid != 0) return pid;
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    child_reset_signals();
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
         dup2(fd, 1);
@@ -165,49 +138,33 @@ static void start(const json_t *w) {
         bool gpu = strcmp(json_string_value(json_object_get(w, "pool")) ? json_string_value(json_object_get(w, "pool")) : "", "gpu") == 0;
         json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d))
             buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
-        char nodes_text[16], rank_text[16], port_text[16];
-        snprintf(nodes_text, sizeof nodes_text, "%d", nodes);
-        snprintf(rank_text, sizeof rank_text, "%d", p->node_rank);
-        snprintf(port_text, sizeof port_text, "%d", port);
         char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
-        const char *argv[24 + 2 * 64] = {command ? P.c.runner : P.c.trainer, "--config", config, "--run-dir",
-                                         p->run_dir, "--events", P.c.events_socket, "--nodes", nodes_text,
-                                         "--node-rank", rank_text};
-        int argc = 11;
-        if (command) {
-            argv[argc++] = "--master-port";
-            argv[argc++] = port_text;
-            argv[argc++] = "--master-addr";
-            argv[argc++] = master;
-        } else {
-            argv[argc++] = "--node-addr";
-            argv[argc++] = P.c.advertise;
-            argv[argc++] = "--rendezvous";
-            argv[argc++] = rdv;
-            if (json_is_true(json_object_get(w, "resume"))) argv[argc++] = "--resume";
-            for (int r = 0; r < P.c.n_data_roots && r < 64; r++) {
-                argv[argc++] = "--data-root";
-                argv[argc++] = P.c.data_roots[r];
-            }
-        }
-        argv[argc] = NULL;
+        launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
+                              .events = P.c.events_socket, .command = command, .master_port = port, .nodes = nodes,
+                              .node_rank = p->node_rank, .master_addr = master, .node_addr = P.c.advertise,
+                              .rendezvous = rdv, .resume = json_is_true(json_object_get(w, "resume")),
+                              .data_roots = P.c.data_roots, .n_data_roots = P.c.n_data_roots, .run_id = p->run,
+                              .secret = secret, .visible = visible.data};
+        launcher_cmd cmd;
+        launcher_cmd_build(&spec, &cmd);
         FILE *f = fopen(log, "a");
         if (f) {
-            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d\n", argv[0],
+            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d\n", spec.program,
                     (long long)p->run, P.c.node_name, p->node_rank, nodes, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
             fclose(f);
         }
-        char **env = launcher_env(p, secret, visible.data ? visible.data : "");
-        p->pid = spawn((char **)argv, env, p->run_dir, log);
+        char **env = child_env(environ, LAUNCHER_ENV_DROP, cmd.env);
+        p->pid = spawn((char *const *)cmd.argv, env, p->run_dir, log);
         if (p->pid < 0) {
             p->pid = 0;
-            refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, argv[0], strerror(errno));
+            refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));
         } else {
             log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
                      nodes, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
         }
-        free_list(env);
+        free(env);
+        launcher_cmd_free(&cmd);
         free(rdv);
         buf_free(&visible);
     }

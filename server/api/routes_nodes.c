@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "executor_agents.h"
 #include "ids.h"
 #include "ingest.h"
 #include "node_relay.h"
@@ -143,7 +144,7 @@ static void post_heartbeat(request *rq, response *rs) {
     json_t *logs = relay_logs((int)id, name, json_object_get(b, "logs"));
     /* what was relayed is read before a part's exit is heard: its last events count */
     ingest_sync();
-    json_t *parts = scheduler_node_heartbeat((int)id, json_object_get(b, "parts"));
+    json_t *parts = executor_agents_heartbeat((int)id, json_object_get(b, "parts"));
     /* verbatim: the parts carry the commands, configs and paths the agent starts */
     reply_json_verbatim(rs, 200, json_pack("{s:o, s:o, s:o, s:i}", "parts", parts, "streams", streams, "logs", logs,
                                   "heartbeat_s", HEARTBEAT_S));

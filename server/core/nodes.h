@@ -8,7 +8,8 @@
  * again under its name is the same node, up again, with the devices it says now.
  *
  * Thread-safe (its own lock). The scheduler calls it under its lock (the order is
- * always scheduler, then nodes); nothing here calls up. */
+ * always scheduler, then nodes), the agents' executor (executor_agents.h) outside any
+ * other; nothing here calls up. */
 #ifndef DDPD_CORE_NODES_H
 #define DDPD_CORE_NODES_H
 

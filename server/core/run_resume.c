@@ -72,9 +72,9 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
                  "(POST /runs)", (long long)id);
         goto out;
     }
-    const json_t *nodes = json_object_get(json_object_get(cfg, "distributed"), "nodes");
-    int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
-    if (!scheduler_can_place(pool, b.world_size, nodes_wanted, err, sizeof err)) {
+    run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .resume = true};
+    run_needs_distributed(cfg, &need);
+    if (!scheduler_can_place(&need, err, sizeof err)) {
         /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */
         const char *flag = pool == POOL_GPU ? "--gpus" : "--slots";
         snprintf(why, whylen, "run %lld needs %d %s but this server now has %d (%s) and %s: serve with %s giving it "
@@ -105,7 +105,7 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     } else {
         log_info("run %lld resumed from %s (epoch %lld, global step %lld)", (long long)id, ckpt,
                  (long long)(h.next_epoch - 1), (long long)h.global_step);
-        scheduler_resume(id, b.world_size, pool);
+        scheduler_resume(&need);
         res = RESUME_QUEUED;
     }
 out:

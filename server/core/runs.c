@@ -30,7 +30,6 @@ const char *runs_forbidden(const json_t *config) {
     return NULL;
 }
 
-/* Which pool a config runs on and whether it can ever fit this host. */
 /* An error the schema found in /distributed already: placing it would only say it again. */
 static bool distributed_is_wrong(const schema_errors *errs) {
     for (size_t i = 0; i < errs->count; i++)
@@ -38,7 +37,10 @@ static bool distributed_is_wrong(const schema_errors *errs) {
     return false;
 }
 
-static bool placement(const json_t *config, pool_kind *pool, int *world_size, schema_errors *errs) {
+/* What the run needs of the scheduler (its pool, its world size, its nodes), and
+ * whether it can ever be placed: on this host, or across the nodes there are. Decided
+ * here once; the scheduler is handed the result. */
+static bool placement(const json_t *config, run_needs *need, schema_errors *errs) {
     if (distributed_is_wrong(errs)) return false;
     const json_t *dist = json_object_get(config, "distributed");
     const json_t *ws = json_object_get(dist, "world_size");
@@ -50,28 +52,26 @@ static bool placement(const json_t *config, pool_kind *pool, int *world_size, sc
                           "\"nccl\" needs GPUs and this server manages none: use \"cpu\" or \"auto\"");
         return false;
     }
-    *pool = strcmp(backend, "cpu") == 0 ? POOL_CPU : strcmp(backend, "nccl") == 0 ? POOL_GPU
-                                                     : have_gpus ? POOL_GPU : POOL_CPU;
+    need->pool = strcmp(backend, "cpu") == 0 ? POOL_CPU : strcmp(backend, "nccl") == 0 ? POOL_GPU
+                                                         : have_gpus ? POOL_GPU : POOL_CPU;
     if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
     json_int_t n = json_integer_value(ws);
-    int cap = scheduler_capacity(*pool);
-    const json_t *nodes = json_object_get(dist, "nodes");
-    int nodes_wanted = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 0;
+    need->world_size = (int)n;
+    need->command = command_run_is(config);
+    run_needs_distributed(config, need);
     char why[1024];
-    if (n > cap && nodes_wanted <= 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
-        /* no node to share it with: the message of a host alone */
+    if (scheduler_can_place(need, why, sizeof why)) return true;
+    if (need->nodes_wanted > 1) {
+        schema_errors_add(errs, "/distributed/nodes", "%s", why);
+    } else { /* no node to share it with: the message of a host alone */
+        int cap = scheduler_capacity(need->pool);
         schema_errors_add(errs, "/distributed/world_size",
                           "needs %lld %s but this server has %d (%s): use a world_size of at most %d, or add "
                           "nodes (ddpd agent); %s",
-                          (long long)n, pool_unit(*pool), cap, *pool == POOL_GPU ? "--gpus" : "--slots", cap, why);
-        return false;
+                          (long long)n, pool_unit(need->pool), cap, need->pool == POOL_GPU ? "--gpus" : "--slots",
+                          cap, why);
     }
-    if (nodes_wanted > 1 && !scheduler_can_place(*pool, (int)n, nodes_wanted, why, sizeof why)) {
-        schema_errors_add(errs, "/distributed/nodes", "%s", why);
-        return false;
-    }
-    *world_size = (int)n;
-    return true;
+    return false;
 }
 
 /* Writes config.json through a temporary file: the trainer never reads half of one. */
@@ -102,9 +102,8 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     /* Every violation at once: the schema's (defaults filled in), then this host's. */
     run_config_validate(config, errs);
     json_t *for_trainer = json_deep_copy(config);
-    pool_kind pool = POOL_CPU;
-    int world_size = 0;
-    bool placed = placement(config, &pool, &world_size, errs);
+    run_needs need = {.pool = POOL_CPU};
+    bool placed = placement(config, &need, errs);
     datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
     bool command = command_run_is(config);
     /* a command run's working_dir: beneath a work root ("" is its own run directory) */
@@ -122,7 +121,7 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     }
     /* the model and the host-memory plan, by the trainer's code (run_fit.h) */
     if (!command && placed && errs->count == 0)
-        run_fit_check(for_trainer, pool == POOL_CPU, scheduler_capacity(POOL_CPU), errs);
+        run_fit_check(for_trainer, need.pool == POOL_CPU, scheduler_capacity(POOL_CPU), errs);
     if (errs->count || !placed) {
         if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
         json_decref(for_trainer);
@@ -132,8 +131,8 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     store_op ins = {.kind = OP_RUN_INSERT, .t = now_ms()};
     ins.u.insert.name = xstrdup(json_string_value(json_object_get(config, "name")));
     ins.u.insert.config = json_dumps(config, JSON_FLAGS);
-    ins.u.insert.world_size = world_size;
-    ins.u.insert.device_kind = pool_name(pool);
+    ins.u.insert.world_size = need.world_size;
+    ins.u.insert.device_kind = pool_name(need.pool);
     ins.u.insert.command = command;
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
@@ -157,7 +156,8 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
         snprintf(err, errlen, "run %lld was stored but cannot start: %s", (long long)id, why);
         return -1;
     }
-    scheduler_submit(id, world_size, pool, command);
+    need.id = id;
+    scheduler_submit(&need);
     return id;
 }
 

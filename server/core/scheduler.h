@@ -9,7 +9,13 @@
  * State changes happen here, under one lock, and are queued to the store's writer
  * in the same order: queued -> starting (devices given, trainer started) -> running
  * (its first rank said hello) -> succeeded | failed | canceled, with canceling on the
- * way to canceled. */
+ * way to canceled.
+ *
+ * What it is made of: the queue policy decides which run starts where
+ * (queue_policy.h, a pure function of a snapshot); the executors start, stop and
+ * follow a run's parts where they run (executor.h: this host's supervisor, the
+ * agents); run_life.c and run_watch.c hold the life of a run and the watches
+ * (sched_state.h); scheduler.c the lock, these entry points and the tick. */
 #ifndef DDPD_SCHEDULER_H
 #define DDPD_SCHEDULER_H
 
@@ -19,28 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-typedef enum { POOL_CPU, POOL_GPU } pool_kind;
-
-typedef struct {
-    const char *trainer;
-    const char *runner;      /* ddp-run: starts a command run's ranks */
-    int port_lo, port_hi;    /* MASTER_PORTs leased to command runs */
-    const char *const *data_roots; /* passed to the trainer (--data-root), which opens data beneath them */
-    int n_data_roots;
-    char **gpus;             /* GPU ids, as CUDA_VISIBLE_DEVICES names them */
-    int n_gpus;
-    int slots;               /* CPU slots */
-    int cancel_grace_ms;     /* SIGTERM, then SIGKILL this much later */
-    /* a run is finished (its final state queued to the store): its event connections
-     * go (ingest_run_ended, wired by main.c); may be NULL */
-    void (*run_ended)(int64_t id);
-    /* Runs across nodes (agents, nodes.h): this host's name among the nodes, and the
-     * address other nodes reach its ranks at (NULL: this host takes no part in runs
-     * across nodes, only in its own); a node silent this long is lost. */
-    const char *node_name;
-    const char *advertise;
-    int64_t node_timeout_ms;
-} scheduler_config;
+#include "scheduler_types.h"
 
 void scheduler_init(const scheduler_config *c);
 /* The URL this server answers at for its own ranks (http://127.0.0.1:PORT), once
@@ -63,17 +48,17 @@ bool scheduler_journal_fed(int64_t id);
 
 /* How many devices of the pool this server has. */
 int scheduler_capacity(pool_kind pool);
-const char *pool_name(pool_kind pool);      /* "cpu", "gpu" */
-const char *pool_unit(pool_kind pool);      /* "CPU slots", "GPUs" */
 
-/* Queues a run that is already in the store as queued (its config.json written).
- * command: a command run (started by the runner, with a MASTER_PORT of its own). */
-void scheduler_submit(int64_t id, int world_size, pool_kind pool, bool command);
+
+/* nodes_wanted and hang_timeout_s, from a config's "distributed". */
+void run_needs_distributed(const json_t *config, run_needs *n);
+
+/* Queues a run that is already in the store as queued (its config.json written). */
+void scheduler_submit(const run_needs *n);
 
 /* Queues again a built-in run that the store has just turned from failed or canceled
- * to queued (runs_resume): at the back of its pool's queue; its trainer is started
- * with --resume (it continues from the newest checkpoint in its run directory). */
-void scheduler_resume(int64_t id, int world_size, pool_kind pool);
+ * to queued (runs_resume; n->resume set): at the back of its pool's queue. */
+void scheduler_resume(const run_needs *n);
 
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
 /* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL
@@ -91,8 +76,10 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason);
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
 
-/* The supervisor's hooks (supervisor.h): a start it was asked for is done (pid, or -1
- * and why not); a child was reaped; about every 100 ms (kills after grace periods). */
+/* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
+ * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and
+ * about every 100 ms, the scheduler's tick (the hang watch, adopted runs' journals,
+ * and the executors' own: kills after their grace, lost nodes). */
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err);
 void scheduler_child_exited(pid_t pid, int wstatus);
 void scheduler_tick(void);
@@ -101,18 +88,14 @@ void scheduler_tick(void);
  * A run that does not fit this host (or asks for distributed.nodes > 1) is placed on
  * k nodes at once (placement.h): this host (when it has an advertised address) and
  * agent nodes, world_size / k ranks each; each node's part is its own launcher
- * (--nodes k --node-rank i). The first part to fail stops the others; a node that
- * stops heartbeating fails the run naming it; the run ends once every part has. */
+ * (--nodes k --node-rank i), this host's started by its supervisor, an agent's handed
+ * over in its heartbeat's answer (executor_agents.h). The first part to fail stops
+ * the others; a node that stops heartbeating fails the run naming it; the run ends
+ * once every part has. */
 
-/* An agent's heartbeat (POST /nodes/{id}/heartbeat): `reports` is what it says of
- * the parts it runs ([{run, state: "running"|"exited", exit_code, signal, end}]).
- * Returns the parts it should be running now (a JSON array, new reference): any
- * other it stops. */
-json_t *scheduler_node_heartbeat(int node, const json_t *reports);
-
-/* Can a run of world_size ranks on this pool ever be placed (this host and the nodes
- * registered now)? false with why in err, naming what there is. */
-bool scheduler_can_place(pool_kind pool, int world_size, int nodes_wanted, char *err, size_t errlen);
+/* Can the run ever be placed (this host and the nodes registered now)? false with why
+ * in err, naming what there is. */
+bool scheduler_can_place(const run_needs *n, char *err, size_t errlen);
 
 /* What a queued run waits for, for a person (malloc'd), or NULL when not queued. */
 char *scheduler_waiting_for(int64_t id);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "child_setup.h"
 
 extern char **environ;
 
@@ -98,29 +99,6 @@ void supervisor_request_spawn(const spawn_request *r) {
 
 /* ---- spawning ---- */
 
-static bool dropped(const char *var, char *const *drop, char *const *set) {
-    for (size_t i = 0; drop && drop[i]; i++)
-        if (strncmp(var, drop[i], strlen(drop[i])) == 0) return true;
-    size_t name = strcspn(var, "=");
-    for (size_t i = 0; set && set[i]; i++)
-        if (strncmp(var, set[i], name) == 0 && set[i][name] == '=') return true;
-    return false;
-}
-
-/* The server's environment, less what is dropped or replaced, plus what is set. */
-static char **child_env(const queued_spawn *q) {
-    size_t n = 0, m = 0;
-    for (char **e = environ; *e; e++) n++;
-    while (q->env_set[m]) m++;
-    char **env = xmalloc((n + m + 1) * sizeof *env);
-    size_t k = 0;
-    for (char **e = environ; *e; e++)
-        if (!dropped(*e, q->env_drop, q->env_set)) env[k++] = *e;
-    for (size_t i = 0; i < m; i++) env[k++] = q->env_set[i];
-    env[k] = NULL;
-    return env;
-}
-
 static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
     int log_fd = open(q->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0) {
@@ -132,7 +110,7 @@ static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
         format_iso8601(now_ms(), when);
         dprintf(log_fd, "%s ddpd: %s\n", when, q->log_banner);
     }
-    char **env = child_env(q);
+    char **env = child_env(environ, q->env_drop, q->env_set);
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -148,9 +126,7 @@ static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
     posix_spawnattr_init(&at);
     sigset_t none, defaults;
     sigemptyset(&none);
-    sigemptyset(&defaults);
-    int reset[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof reset / sizeof *reset; i++) sigaddset(&defaults, reset[i]);
+    child_default_signals(&defaults);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &defaults);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);

@@ -159,9 +159,9 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     /* three 1-rank runs on 2 slots: two start, one waits */
     int64_t a = new_run(1, true, false), b = new_run(1, true, false), c = new_run(1, true, true);
     REQUIRE(a > 0 && b == a + 1 && c == b + 1, "three runs in the store");
-    scheduler_submit(a, 1, POOL_CPU, false);
-    scheduler_submit(b, 1, POOL_CPU, false);
-    scheduler_submit(c, 1, POOL_CPU, false);
+    scheduler_submit(&(run_needs){.id = a, .world_size = 1, .pool = POOL_CPU});
+    scheduler_submit(&(run_needs){.id = b, .world_size = 1, .pool = POOL_CPU});
+    scheduler_submit(&(run_needs){.id = c, .world_size = 1, .pool = POOL_CPU});
     check_snapshot(0, 2, 1, "three 1-rank runs submitted");
     CHECK(scheduler_queue_position(a) == 0 && scheduler_queue_position(b) == 0 && scheduler_queue_position(c) == 1,
           "a and b are not queued, c is first in the queue: %d %d %d", scheduler_queue_position(a),
@@ -214,8 +214,8 @@ static void test_scheduling(const char *trainer, const char *data_root) {
 
     /* a 2-rank run and a 1-rank run behind it; cancel the 1-rank one while queued */
     int64_t d = new_run(2, true, false), e = new_run(1, true, false);
-    scheduler_submit(d, 2, POOL_CPU, false);
-    scheduler_submit(e, 1, POOL_CPU, false);
+    scheduler_submit(&(run_needs){.id = d, .world_size = 2, .pool = POOL_CPU});
+    scheduler_submit(&(run_needs){.id = e, .world_size = 1, .pool = POOL_CPU});
     check_snapshot(0, 2, 3, "d (2 ranks) and e queued");
     CHECK(scheduler_queue_position(c) == 1 && scheduler_queue_position(d) == 2 && scheduler_queue_position(e) == 3,
           "the queue: c, d, e");
@@ -244,7 +244,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
 
     /* b fails: one slot is free, but d needs two and f behind it does not overtake */
     int64_t f = new_run(1, true, false);
-    scheduler_submit(f, 1, POOL_CPU, false);
+    scheduler_submit(&(run_needs){.id = f, .world_size = 1, .pool = POOL_CPU});
     tell_exit(b, 3);
     WAIT_UNTIL(status_of(b) == RUN_FAILED, "run %lld failed", (long long)b);
     j = run_json(b);
@@ -293,7 +293,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
 
     /* a trainer that cannot be started: its run fails, its slot comes back */
     int64_t g = new_run(1, false, false);
-    scheduler_submit(g, 1, POOL_CPU, false);
+    scheduler_submit(&(run_needs){.id = g, .world_size = 1, .pool = POOL_CPU});
     WAIT_UNTIL(status_of(g) == RUN_FAILED, "run %lld failed to start", (long long)g);
     j = run_json(g);
     CHECK(jstr(j, "reason") && strstr(jstr(j, "reason"), "cannot open the run's log"),

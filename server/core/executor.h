@@ -1,0 +1,117 @@
+/* How a part of a run is started, stopped and followed: one interface, one
+ * implementation per place where runs execute. This host's supervisor
+ * (executor_local.c: a process group, spawned by the supervisor's thread) and the
+ * agents' nodes (executor_agents.c: a part handed out in a heartbeat's answer).
+ *
+ * A run is one part (a run of this host alone) or k parts (a run across k nodes:
+ * part i is node rank i, world_size / k ranks), each its own launcher, started
+ * where the scheduler placed it, by that place's executor.
+ *
+ * Threads and locks: the scheduler calls an executor's operations under its own
+ * lock. They return at once and call no hook: nothing is spawned there (a start is
+ * queued to the thread that starts it) and nothing is waited for. An executor tells
+ * the scheduler about its parts through the hooks, from its own threads (the
+ * supervisor's, the HTTP thread of an agent's heartbeat, the scheduler's tick
+ * outside its lock), never while it holds a lock of its own: a hook takes the
+ * scheduler's lock.
+ *
+ * A part's life: start, then (when the start was pending) `started`, then `ended`,
+ * once. `stop` may come at any time, a pending start included; `release` once its
+ * run is over. After a restart, `adopt` finds a part again from the handle the store
+ * kept, and its end comes as any other's. */
+#ifndef DDPD_CORE_EXECUTOR_H
+#define DDPD_CORE_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* What names a started part where it runs: what the store keeps to find it again. */
+typedef struct {
+    pid_t pid;           /* this host: its launcher, the leader of its process group (0: none) */
+    uint64_t start_time; /* and the launcher's start time (/proc/PID/stat); 0: not recorded */
+    int node;            /* an agent's node id (0: this host) */
+    char job[64];        /* a batch system's job id ("": none; no executor here has jobs) */
+} part_handle;
+
+/* A part to start: what its launcher needs. Its strings and arrays are the caller's:
+ * an executor copies what it keeps. */
+typedef struct {
+    int64_t run;
+    int part;                /* its index among the run's parts: its node rank */
+    int nodes;               /* how many parts the run has; 0: a run of this host alone (no --nodes) */
+    int node;                /* where it was placed: 0 this host, else an agent node's id */
+    int world_size;
+    bool gpu;                /* on GPUs (CUDA_VISIBLE_DEVICES), else CPU slots */
+    bool command;            /* a command run: ddp-run, not ddp-trainer */
+    bool resume;             /* continue from the newest checkpoint (--resume) */
+    const char *secret;      /* DDPD_RUN_SECRET */
+    int master_port;         /* a command run's MASTER_PORT */
+    const char *master_addr; /* across nodes: the address of rank 0's node */
+    const char *rendezvous;  /* the run's rendezvous, a path under the coordinator's URL ("/runs/7/rendezvous") */
+    int n_devices;           /* its devices on that node: world_size / nodes of them */
+    const int *devices;      /* their indices there */
+    const char *visible;     /* this host's GPUs for it, as CUDA_VISIBLE_DEVICES names them (NULL: none) */
+    const char *where;       /* every device of the run, for a person ("cpu:0, node-b/cpu:0") */
+} part_launch;
+
+/* How a part ended. */
+typedef struct {
+    int64_t exit_code;   /* its launcher's exit status; NO_INT: none (a signal; lost; not this server's child) */
+    int64_t exit_signal; /* the signal that ended it; NO_INT: none */
+    const char *reason;  /* its launcher's own word on why (a part across nodes: its journal's `end`); NULL: none */
+    const char *how;     /* how it ended as the executor saw it, for a person when the launcher said nothing (an
+                          * exit status and the log's last line; an adopted launcher gone); NULL: it succeeded */
+    int64_t end_t;       /* when it ended (unix ms), to tell a cause from its consequences among parts */
+    bool lost;           /* the place it ran is gone (a node stopped heartbeating): `reason` says so, and it is
+                          * the server's own end of the run */
+} part_end;
+
+/* How an executor reaches the scheduler (which takes its lock). */
+typedef struct {
+    /* A pending start is done: *h names the part, or err says why it did not start
+     * (the run fails with it). Returns false when the run no longer wants the part:
+     * the executor kills it at once. */
+    bool (*started)(int64_t run, int part, const part_handle *h, const char *err);
+    /* The part ended: once per part. */
+    void (*ended)(int64_t run, int part, const part_end *e);
+} executor_hooks;
+
+typedef enum {
+    START_DONE,    /* handed over: *h names it now */
+    START_PENDING, /* the `started` hook follows */
+} start_result;
+
+typedef enum {
+    ADOPT_TAKEN, /* it still runs: followed from now on as if started here */
+    ADOPT_GONE,  /* it is gone: what was left of it is stopped, and `gone` says what became of it */
+} adopt_result;
+
+typedef struct executor {
+    const char *name; /* "local", "agents" */
+    /* Starts a part. */
+    start_result (*start)(const part_launch *l, part_handle *h);
+    /* Asks a part to stop: a polite request at once (SIGTERM to its process group; an
+     * agent's part is left out of its node's list), and a kill grace_ms later if it
+     * has not ended (an agent keeps its own grace). Asking again asks again and starts
+     * the grace anew. Before a pending start is done: the part is stopped once it
+     * has started. */
+    void (*stop)(int64_t run, int part, int grace_ms);
+    /* The run is over: what the executor keeps of the part goes (its `ended` may never
+     * come then). */
+    void (*release)(int64_t run, int part);
+    /* After a restart: part `part` of `run`, started by a previous server, found again
+     * from the handle the store kept. NULL: this executor cannot take parts back. */
+    adopt_result (*adopt)(int64_t run, int part, const part_handle *h, char *gone, size_t gone_len);
+    /* After a restart: a part that is not taken back (its run cannot be): whatever is
+     * left of it is stopped. NULL: nothing needs doing (an agent stops a part its
+     * node's list no longer holds). */
+    void (*abandon)(int64_t run, const part_handle *h);
+    /* About every 100 ms, from the scheduler's tick, outside its lock: kills after
+     * their grace, and ends learnt by looking (a node that stopped heartbeating, an
+     * adopted launcher gone). May call the hooks. */
+    void (*tick)(void);
+} executor;
+
+#endif

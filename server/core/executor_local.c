@@ -1,0 +1,310 @@
+/* This host's executor: see executor_local.h. */
+#include "executor_local.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "base.h"
+#include "journal_end.h"
+#include "launcher_argv.h"
+#include "logtail.h"
+#include "procstat.h"
+#include "state_layout.h"
+#include "supervisor.h"
+
+/* One part's launcher on this host. */
+typedef struct local_part {
+    int64_t run;
+    int part;
+    bool across;         /* a part of a run across nodes: its launcher's end is read from the journal */
+    bool command;        /* ddp-run (for the words of a reason) */
+    pid_t pid;           /* 0 while its spawn is queued */
+    uint64_t start_time;
+    bool adopted;        /* started by a previous server: not our child, watched in /proc */
+    bool stop_asked;     /* asked to stop before its pid was known */
+    int grace_ms;
+    int64_t kill_at;     /* mono ms: SIGKILL then; 0: not stopping */
+    bool killed;
+    struct local_part *next;
+} local_part;
+
+static struct {
+    executor_local_config c;
+    executor_hooks hooks;
+    pthread_mutex_t mu;
+    local_part *parts;
+    char self_url[128];
+} L = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void executor_local_set_self_url(const char *url) {
+    pthread_mutex_lock(&L.mu);
+    snprintf(L.self_url, sizeof L.self_url, "%s", url);
+    pthread_mutex_unlock(&L.mu);
+}
+
+static local_part **slot_of(int64_t run, int part) {
+    local_part **p = &L.parts;
+    while (*p && !((*p)->run == run && (*p)->part == part)) p = &(*p)->next;
+    return p;
+}
+
+/* Takes the part out of the list (the caller frees it). */
+static local_part *unlink_part(local_part **slot) {
+    local_part *p = *slot;
+    if (p) *slot = p->next;
+    return p;
+}
+
+static local_part *add_part(int64_t run, int part) {
+    local_part *p = calloc(1, sizeof *p);
+    if (!p) abort();
+    p->run = run;
+    p->part = part;
+    p->next = L.parts;
+    L.parts = p;
+    return p;
+}
+
+/* SIGTERM to the part's group now, SIGKILL after the grace (tick). */
+static void sigterm_locked(local_part *p, int grace_ms) {
+    p->grace_ms = grace_ms;
+    p->kill_at = mono_ms() + grace_ms;
+    if (kill(-p->pid, SIGTERM) != 0 && errno != ESRCH)
+        log_warn("run %lld: SIGTERM to process group %d: %s", (long long)p->run, (int)p->pid, strerror(errno));
+    else log_info("run %lld: SIGTERM sent to process group %d", (long long)p->run, (int)p->pid);
+}
+
+static start_result local_start(const part_launch *l, part_handle *h) {
+    (void)h;
+    const char *program = l->command ? L.c.runner : L.c.trainer;
+    char *run_dir = layout_run_dir(l->run), *config = layout_run_path(l->run, RUN_FILE_CONFIG);
+    char *log = layout_run_path(l->run, RUN_FILE_LOG);
+    pthread_mutex_lock(&L.mu);
+    local_part *p = add_part(l->run, l->part);
+    p->across = l->nodes > 0;
+    p->command = l->command;
+    char *rendezvous = xasprintf("%s%s", L.self_url, l->rendezvous);
+    pthread_mutex_unlock(&L.mu);
+    launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
+                          .command = l->command, .master_port = l->master_port, .nodes = l->nodes,
+                          .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
+                          .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,
+                          .n_data_roots = L.c.n_data_roots, .run_id = l->run, .secret = l->secret,
+                          .visible = l->visible};
+    launcher_cmd cmd;
+    launcher_cmd_build(&spec, &cmd);
+    char *banner = l->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d", program,
+                                          (long long)l->run, l->where, l->master_port)
+                              : xasprintf("starting %s for run %lld on %s", program, (long long)l->run, l->where);
+    spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
+                         .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
+                         .log_banner = banner};
+    supervisor_request_spawn(&req);
+    launcher_cmd_free(&cmd);
+    free(banner);
+    free(rendezvous);
+    free(run_dir);
+    free(config);
+    free(log);
+    return START_PENDING;
+}
+
+void executor_local_spawned(int64_t run, int group, pid_t pid, const char *err) {
+    pthread_mutex_lock(&L.mu);
+    local_part **slot = slot_of(run, group);
+    local_part *p = *slot;
+    if (!p || pid < 0) { /* released meanwhile; or it could not start */
+        bool wanted = p != NULL;
+        free(unlink_part(slot));
+        pthread_mutex_unlock(&L.mu);
+        if (pid > 0) kill(-pid, SIGKILL);
+        else if (wanted) L.hooks.started(run, group, NULL, err);
+        return;
+    }
+    p->pid = pid;
+    proc_stat ps; /* not reaped yet (this thread reaps after this): /proc has it */
+    part_handle h = {.pid = pid, .start_time = proc_stat_read(pid, &ps) == 0 ? ps.start_time : 0};
+    p->start_time = h.start_time;
+    if (p->stop_asked) sigterm_locked(p, p->grace_ms);
+    pthread_mutex_unlock(&L.mu);
+    if (L.hooks.started(run, group, &h, NULL)) return;
+    kill(-pid, SIGKILL); /* the run no longer wants it: reaped as any child, its end goes nowhere */
+}
+
+/* The reason a person reads when the launcher's end gave none. */
+static char *describe_end(const local_part *p, int wstatus) {
+    const char *who = p->command ? "ddp-run" : "ddp-trainer";
+    char how[128];
+    describe_wait_status(wstatus, how, sizeof how);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2) {
+        /* 2: invalid config or usage, said in the log before any rank started */
+        char *log_path = layout_run_path(p->run, RUN_FILE_LOG);
+        char *last = logtail_last_line(log_path, 400);
+        free(log_path);
+        char *reason = last ? xasprintf("the trainer refused the run: %s", last)
+                            : xasprintf("%s %s (invalid config or usage); see its log", who, how);
+        free(last);
+        return reason;
+    }
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) > 128) {
+        int sig = WEXITSTATUS(wstatus) - 128;
+        return xasprintf("%s stopped on signal %d (%s) that the server did not send", who, sig, strsignal(sig));
+    }
+    char *log_path = layout_run_path(p->run, RUN_FILE_LOG);
+    char *last = WIFEXITED(wstatus) ? logtail_last_line(log_path, 400) : NULL;
+    free(log_path);
+    char *reason = last ? xasprintf("%s %s; its last log line: %s", who, how, last) : xasprintf("%s %s", who, how);
+    free(last);
+    return reason;
+}
+
+void executor_local_exited(pid_t pid, int wstatus) {
+    pthread_mutex_lock(&L.mu);
+    local_part **slot = &L.parts;
+    while (*slot && !((*slot)->pid == pid && !(*slot)->adopted)) slot = &(*slot)->next;
+    local_part *p = unlink_part(slot);
+    pthread_mutex_unlock(&L.mu);
+    if (!p) return;
+    /* No process of the run may outlive it: the ranks die with the launcher
+     * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
+    if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
+    part_end e = {.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT,
+                  .exit_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT, .end_t = now_ms()};
+    journal_end je;
+    if (p->across) { /* the relayed parts' ends come through the same socket: only the journal here says ours */
+        char *journal = layout_run_path(p->run, RUN_FILE_JOURNAL);
+        if (journal_end_read(journal, &je)) {
+            e.reason = je.reason[0] ? je.reason : NULL;
+            e.end_t = je.t;
+        }
+        free(journal);
+    }
+    char *how = e.exit_code != 0 ? describe_end(p, wstatus) : NULL;
+    e.how = how;
+    L.hooks.ended(p->run, p->part, &e);
+    free(how);
+    free(p);
+}
+
+static void local_stop(int64_t run, int part, int grace_ms) {
+    pthread_mutex_lock(&L.mu);
+    local_part *p = *slot_of(run, part);
+    if (p && p->pid > 0) {
+        sigterm_locked(p, grace_ms);
+    } else if (p) { /* its spawn is queued: SIGTERM once it has a pid */
+        p->stop_asked = true;
+        p->grace_ms = grace_ms;
+    }
+    pthread_mutex_unlock(&L.mu);
+}
+
+static void local_release(int64_t run, int part) {
+    pthread_mutex_lock(&L.mu);
+    free(unlink_part(slot_of(run, part)));
+    pthread_mutex_unlock(&L.mu);
+}
+
+/* Kills the processes of process group `pgid` that belong to `run_dir` (a pid may
+ * have been reused: only processes started for that run directory are touched).
+ * Returns how many. */
+static int kill_leftovers(pid_t pgid, const char *run_dir) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int killed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        proc_stat ps;
+        if (proc_stat_read(pid, &ps) != 0 || ps.pgrp != pgid) continue;
+        if (proc_cmdline_has(pid, run_dir) && kill(pid, SIGKILL) == 0) killed++;
+    }
+    closedir(d);
+    return killed;
+}
+
+static adopt_result local_adopt(int64_t run, int part, const part_handle *h, char *gone, size_t gone_len) {
+    char *run_dir = layout_run_dir(run);
+    bool recorded = h->start_time != 0;
+    bool alive = h->pid > 0 && recorded && proc_is_alive(h->pid, h->start_time) && proc_cmdline_has(h->pid, run_dir);
+    if (alive) {
+        pthread_mutex_lock(&L.mu);
+        local_part *p = add_part(run, part);
+        p->pid = h->pid;
+        p->start_time = h->start_time;
+        p->adopted = true;
+        pthread_mutex_unlock(&L.mu);
+    } else {
+        int killed = h->pid > 0 ? kill_leftovers(h->pid, run_dir) : 0;
+        snprintf(gone, gone_len, "%s",
+                 !killed    ? "the server restarted and the run's processes were gone"
+                 : recorded ? "the server restarted and the run's launcher was gone: what was left of its processes "
+                              "was killed"
+                            : "the server restarted and could not take the run's processes back (their start time "
+                              "was not recorded): they were killed");
+    }
+    free(run_dir);
+    return alive ? ADOPT_TAKEN : ADOPT_GONE;
+}
+
+static void local_abandon(int64_t run, const part_handle *h) {
+    if (h->pid <= 0) return;
+    char *run_dir = layout_run_dir(run);
+    kill_leftovers(h->pid, run_dir);
+    free(run_dir);
+}
+
+/* SIGKILLs after the grace; adopted launchers that are gone (what is left of their
+ * group is killed) end. */
+static void local_tick(void) {
+    int64_t now = mono_ms();
+    local_part *gone = NULL;
+    pthread_mutex_lock(&L.mu);
+    for (local_part **slot = &L.parts; *slot;) {
+        local_part *p = *slot;
+        if (p->kill_at && p->pid > 0 && !p->killed && now >= p->kill_at) {
+            p->killed = true;
+            log_info("run %lld: still running %d ms after SIGTERM: SIGKILL to process group %d", (long long)p->run,
+                     p->grace_ms, (int)p->pid);
+            kill(-p->pid, SIGKILL);
+        }
+        if (p->adopted && !proc_is_alive(p->pid, p->start_time)) {
+            *slot = p->next;
+            p->next = gone;
+            gone = p;
+            continue;
+        }
+        slot = &p->next;
+    }
+    pthread_mutex_unlock(&L.mu);
+    while (gone) {
+        local_part *p = gone;
+        gone = p->next;
+        char *run_dir = layout_run_dir(p->run);
+        if (kill_leftovers(p->pid, run_dir))
+            log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)p->pid);
+        free(run_dir);
+        char *how = xasprintf("its launcher (pid %d) exited while the server was not its parent", (int)p->pid);
+        part_end e = {.exit_code = NO_INT, .exit_signal = NO_INT, .how = how, .end_t = now_ms()};
+        L.hooks.ended(p->run, p->part, &e);
+        free(how);
+        free(p);
+    }
+}
+
+static const executor LOCAL = {.name = "local", .start = local_start, .stop = local_stop, .release = local_release,
+                               .adopt = local_adopt, .abandon = local_abandon, .tick = local_tick};
+
+const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks) {
+    L.c = *c;
+    L.hooks = *hooks;
+    return &LOCAL;
+}

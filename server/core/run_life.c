@@ -1,0 +1,376 @@
+/* The life of a run once queued: its start (devices, secret, port, its parts handed
+ * to their executors), its parts' starts and ends, and how it ends (the blame among
+ * the parts of a run across nodes, the end its journal gives it). See sched_state.h. */
+#include "sched_state.h"
+#include "scheduler.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "journal_replay.h"
+#include "nodes.h"
+#include "part_blame.h"
+#include "ports.h"
+#include "rendezvous.h"
+#include "secret.h"
+#include "store.h"
+
+live_run *find_run(int64_t id) {
+    for (live_run *r = K.runs; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+live_run *new_queued(const run_needs *n) {
+    live_run *r = calloc(1, sizeof *r);
+    if (!r) abort();
+    r->id = n->id;
+    r->world_size = n->world_size;
+    r->pool = n->pool;
+    r->nodes_wanted = n->nodes_wanted;
+    r->command = n->command;
+    r->resume = n->resume;
+    r->hang_timeout_s = n->hang_timeout_s;
+    r->status = RUN_QUEUED;
+    return r;
+}
+
+live_run *add_queued(const run_needs *n) {
+    live_run *r = new_queued(n);
+    live_run **p = &K.runs;
+    while (*p && (*p)->id < n->id) p = &(*p)->next; /* ids are submission order */
+    r->next = *p;
+    *p = r;
+    return r;
+}
+
+static void unlink_run(live_run *r) {
+    for (live_run **p = &K.runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+    }
+}
+
+static void free_run(live_run *r) {
+    free(r->cancel_reason);
+    free(r->fail_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->devices_json);
+    journal_replay_close(r->journal);
+    for (int i = 0; i < r->n_parts; i++) free(r->parts[i].reason);
+    free(r->parts);
+    free(r);
+}
+
+void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal) {
+    store_op op = {.kind = OP_RUN_FINISH, .run_id = r->id, .t = now_ms()};
+    op.u.finish.status = run_status_name(status);
+    op.u.finish.reason = xstrdup(reason);
+    op.u.finish.exit_code = exit_code;
+    op.u.finish.exit_signal = exit_signal;
+    store_submit_now(&op);
+    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
+    log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
+    rendezvous_close(r->id); /* its keys go with it */
+    device_pool_release(&K.devices, r->pool, r->id);
+    for (int i = 0; i < r->n_parts; i++) {
+        r->parts[i].exec->release(r->id, i);
+        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
+    }
+    unlink_run(r);
+    free_run(r);
+    pthread_cond_broadcast(&K.changed);
+}
+
+void stop_parts_locked(live_run *r) {
+    if (r->across && r->parts_stopping) return; /* a run of this host alone is asked again (a cancel after a hang) */
+    r->parts_stopping = true;
+    for (int i = 0; i < r->n_parts; i++) {
+        run_part *p = &r->parts[i];
+        if (p->ended) continue;
+        p->stop = true;
+        p->stop_t = now_ms();
+        p->exec->stop(r->id, i, K.c.cancel_grace_ms);
+    }
+}
+
+void signal_cancel_locked(live_run *r) {
+    r->status = RUN_CANCELING;
+    stop_parts_locked(r);
+    store_op op = {.kind = OP_RUN_CANCELING, .run_id = r->id, .t = now_ms()};
+    store_submit_now(&op);
+    log_info("run %lld canceling: %s", (long long)r->id,
+             r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+}
+
+/* A MASTER_PORT for a command run: in the range, held by no live run, free on the
+ * host now (a bind succeeds); taken round the range so a port just released is not
+ * the next one given. 0 when none is. */
+static int lease_port_locked(void) {
+    int span = K.c.port_hi - K.c.port_lo + 1;
+    if (K.next_port < K.c.port_lo || K.next_port > K.c.port_hi) K.next_port = K.c.port_lo;
+    for (int i = 0; i < span; i++) {
+        int port = K.c.port_lo + (K.next_port - K.c.port_lo + i) % span;
+        bool held = false;
+        for (live_run *o = K.runs; o && !held; o = o->next) held = o->port == port;
+        if (!held && port_is_free(port)) {
+            K.next_port = port + 1;
+            return port;
+        }
+    }
+    return 0;
+}
+
+/* What every start does before its launchers run: the run is starting, with a
+ * secret and (a command run) a MASTER_PORT. false when it failed instead (finished). */
+static bool begin_start_locked(live_run *r, buf_t *json) {
+    buf_printf(json, "]");
+    r->devices_json = json->data;
+    json->data = NULL;
+    r->status = RUN_STARTING;
+    if (random_hex(r->secret, 32) != 0) {
+        char err[256];
+        snprintf(err, sizeof err, "cannot make a secret for the run: getrandom failed: %s", strerror(errno));
+        finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+        return false;
+    }
+    rendezvous_open(r->id, r->secret); /* its processes exchange their addresses there */
+    if (r->command) {
+        r->port = lease_port_locked();
+        if (!r->port) {
+            char err[256];
+            snprintf(err, sizeof err, "no free port for MASTER_PORT in --port-range %d-%d (all held by runs or by "
+                     "other programs): an operator can give ddpd serve a wider --port-range", K.c.port_lo, K.c.port_hi);
+            finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
+            return false;
+        }
+        watch_hangs_of(r);
+    }
+    return true;
+}
+
+/* Every part's start is done: the run's start is stored, with this host's launcher
+ * (pid and start time) when it has a part here. */
+static void store_start_locked(live_run *r) {
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+    for (int i = 0; i < r->n_parts; i++) {
+        if (r->parts[i].node) continue;
+        pid = r->parts[i].handle.pid;
+        start_time = r->parts[i].handle.start_time;
+    }
+    store_op op = {.kind = OP_RUN_STARTING, .run_id = r->id, .t = now_ms()};
+    op.u.starting.devices = xstrdup(r->devices_json);
+    op.u.starting.pid = pid > 0 ? pid : NO_INT;
+    op.u.starting.pid_start_time = pid > 0 && start_time ? (int64_t)start_time : NO_INT;
+    op.u.starting.secret = xstrdup(r->secret);
+    store_submit_now(&op);
+    r->start_stored = true;
+    if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
+    if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
+    else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
+}
+
+bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
+    int per_node = r->world_size / k;
+    r->across = across;
+    r->n_parts = k;
+    r->parts = calloc((size_t)k, sizeof *r->parts);
+    int *devices = xmalloc((size_t)r->world_size * sizeof *devices); /* part p's: devices + p * per_node */
+    if (!r->parts) abort();
+    buf_t names = {0}, json = {0}, visible = {0};
+    buf_printf(&json, "[");
+    char master_addr[NODE_ADDR_MAX] = "";
+    for (int p = 0; p < k; p++) {
+        run_part *part = &r->parts[p];
+        part->node = ids[p];
+        part->node_rank = p;
+        part->exec = part->node ? K.agents : K.local;
+        part->exit_code = part->exit_signal = NO_INT;
+        int *mine = devices + p * per_node;
+        if (!part->node) {
+            device_pool_take(&K.devices, r->pool, per_node, r->id, mine, &names, &json, &visible);
+            if (p == 0 && across) snprintf(master_addr, sizeof master_addr, "%s", K.c.advertise);
+            continue;
+        }
+        char node_name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
+        nodes_describe(part->node, node_name, sizeof node_name, address, sizeof address);
+        if (p == 0) snprintf(master_addr, sizeof master_addr, "%s", address);
+        nodes_take(part->node, r->pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU, per_node, r->id, mine);
+        for (int d = 0; d < per_node; d++) {
+            char name[200];
+            device_name(r->pool, node_name, nodes_gpu_id(part->node, mine[d]), mine[d], name, sizeof name);
+            buf_printf(&names, "%s%s", names.len ? ", " : "", name);
+            buf_printf(&json, "%s\"%s\"", json.len > 1 ? "," : "", name);
+        }
+    }
+    bool ok = begin_start_locked(r, &json);
+    if (ok) {
+        if (across)
+            log_info("run %lld starting on %d nodes (%d ranks each): %s; MASTER_ADDR %s", (long long)r->id, k,
+                     per_node, names.data, master_addr);
+        else log_info("run %lld starting on %s", (long long)r->id, names.data);
+        char rendezvous[64];
+        snprintf(rendezvous, sizeof rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
+        bool pending = false;
+        for (int p = 0; p < k; p++) {
+            run_part *part = &r->parts[p];
+            part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
+                             .world_size = r->world_size, .gpu = r->pool == POOL_GPU, .command = r->command,
+                             .resume = r->resume, .secret = r->secret, .master_port = r->port,
+                             .master_addr = master_addr, .rendezvous = rendezvous, .n_devices = per_node,
+                             .devices = devices + p * per_node, .visible = part->node ? NULL : visible.data,
+                             .where = names.data};
+            part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
+            pending |= part->pending;
+        }
+        if (!pending) store_start_locked(r); /* no launcher whose start is still under way */
+    }
+    free(devices);
+    buf_free(&json);
+    buf_free(&names);
+    buf_free(&visible);
+    return ok;
+}
+
+void part_started_locked(live_run *r, int part, const part_handle *h) {
+    if (part < 0 || part >= r->n_parts || !r->parts[part].pending) return;
+    r->parts[part].pending = false;
+    r->parts[part].handle = *h;
+    for (int i = 0; i < r->n_parts; i++)
+        if (r->parts[i].pending) return;
+    store_start_locked(r);
+}
+
+void mark_running_locked(live_run *r) {
+    r->status = RUN_RUNNING;
+    store_op op = {.kind = OP_RUN_RUNNING, .run_id = r->id, .t = now_ms()};
+    store_submit_now(&op);
+    log_info("run %lld running", (long long)r->id);
+}
+
+/* The end the server itself gave a run that did not succeed: canceled by request,
+ * or failed by its own decision (a hang, a lost node). Sets *status and a copy of
+ * the reason; false when it gave none. */
+static bool server_end_locked(const live_run *r, run_status *status, char **reason) {
+    const char *why = r->cancel_reason ? r->cancel_reason : r->fail_reason;
+    if (!why) return false;
+    *status = r->cancel_reason ? RUN_CANCELED : RUN_FAILED;
+    *reason = xstrdup(why);
+    return true;
+}
+
+/* ---- runs across nodes: their parts' ends ---- */
+
+static const char *part_node_name(const run_part *p, char *buf, size_t n) {
+    char address[NODE_ADDR_MAX];
+    if (!p->node) return scheduler_local_name();
+    if (!nodes_describe(p->node, buf, n, address, sizeof address)) snprintf(buf, n, "node %d", p->node);
+    return buf;
+}
+
+/* The run's end, once every part has ended: succeeded when all did; else the
+ * server's own end (a cancel, a lost node, a hang); else the likeliest cause among
+ * the parts that failed (part_blame.h), named with its node and ranks. */
+static void finish_parts_locked(live_run *r) {
+    part_fate *fates = xmalloc((size_t)r->n_parts * sizeof *fates);
+    for (int i = 0; i < r->n_parts; i++) {
+        const run_part *p = &r->parts[i];
+        fates[i] = (part_fate){.exit_code = p->exit_code, .reason = p->reason, .end_t = p->end_t, .stop = p->stop,
+                               .stop_t = p->stop_t};
+    }
+    int who = part_to_blame(fates, r->n_parts);
+    free(fates);
+    const run_part *blamed = who >= 0 ? &r->parts[who] : NULL;
+    bool all_ok = !blamed;
+    run_status status = RUN_SUCCEEDED;
+    char *reason = NULL;
+    int64_t code = 0, sig = NO_INT;
+    if (!all_ok && !server_end_locked(r, &status, &reason)) {
+        status = RUN_FAILED;
+        int per_node = r->world_size / r->n_parts;
+        char name[NODE_NAME_MAX];
+        reason = xasprintf("node %s (ranks %d to %d): %s", part_node_name(blamed, name, sizeof name),
+                           blamed->node_rank * per_node, (blamed->node_rank + 1) * per_node - 1,
+                           blamed->reason ? blamed->reason : "its launcher failed");
+    }
+    if (!all_ok) {
+        code = blamed ? blamed->exit_code : NO_INT;
+        sig = blamed ? blamed->exit_signal : NO_INT;
+    }
+    finish_locked(r, status, reason, code, sig);
+    free(reason);
+}
+
+/* A run of this host alone ended with its launcher: its exit status; when it
+ * failed, the server's own end, else the launcher's `end` event, else how it ended. */
+static void finish_alone_locked(live_run *r, const part_end *e) {
+    run_status status = e->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
+    char *reason = NULL;
+    if (e->exit_code != 0 && !server_end_locked(r, &status, &reason))
+        reason = xstrdup(r->end_reason ? r->end_reason : e->how);
+    finish_locked(r, status, reason, e->exit_code, e->exit_signal);
+    free(reason);
+}
+
+bool part_ended_locked(live_run *r, int part, const part_end *e) {
+    if (part < 0 || part >= r->n_parts || r->parts[part].ended) return false;
+    if (r->adopted) { /* its launcher, not this server's child, is gone: its journal says how it ended */
+        finish_from_journal_locked(r, e->how);
+        return true;
+    }
+    run_part *p = &r->parts[part];
+    p->ended = true;
+    p->exit_code = e->exit_code;
+    p->exit_signal = e->exit_signal;
+    p->end_t = e->end_t;
+    if (!r->across) {
+        finish_alone_locked(r, e);
+        return true;
+    }
+    p->reason = xstrdup(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL);
+    if (e->lost && !r->fail_reason && !r->cancel_reason) r->fail_reason = xstrdup(e->reason);
+    if (p->exit_code != 0) stop_parts_locked(r); /* the first failure stops the others */
+    for (int i = 0; i < r->n_parts; i++)
+        if (!r->parts[i].ended) return false;
+    finish_parts_locked(r);
+    return true;
+}
+
+/* "its journal ends at step 812 without an end event" (malloc'd). */
+static char *journal_ending(const live_run *r) {
+    const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
+    if (!o || o->last_step == NO_INT) return xstrdup("its journal has no step and no end event");
+    return xasprintf("its journal ends at step %lld without an end event", (long long)o->last_step);
+}
+
+void finish_from_journal_locked(live_run *r, const char *gone) {
+    if (r->journal) journal_replay_read(r->journal, true, 0);
+    const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
+    run_status said = RUN_FAILED;
+    bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
+    int64_t code = ended ? o->exit_code : NO_INT;
+    if (ended && code == NO_INT) code = said == RUN_SUCCEEDED ? 0 : said == RUN_FAILED ? 1 : NO_INT;
+    /* a success stands; else the server's own end; else the journal's; else `gone` */
+    run_status status = said;
+    char *reason = NULL; /* copied: finishing frees the run and its journal */
+    if (!(ended && said == RUN_SUCCEEDED) && !server_end_locked(r, &status, &reason)) {
+        if (ended) {
+            reason = o->reason ? xstrdup(o->reason) : NULL;
+        } else {
+            char *ending = journal_ending(r);
+            reason = xasprintf("%s; %s", gone, ending);
+            free(ending);
+        }
+    }
+    finish_locked(r, status, reason, code, NO_INT);
+    free(reason);
+}

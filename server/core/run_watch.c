@@ -1,0 +1,175 @@
+/* The scheduler's watches: the hang watch of command runs, and runs a previous
+ * server started (taken back at start-up and fed from their journal, or finished
+ * from it). See sched_state.h. */
+#include "sched_state.h"
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "journal_replay.h"
+#include "rendezvous.h"
+#include "state_layout.h"
+#include "store.h"
+#include "store_read.h"
+
+/* A command run's hang watch is the server's: the ranks report to it, not to ddp-run. */
+void watch_hangs_of(live_run *r) {
+    r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
+    r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
+    if (!r->last_progress_ms || !r->last_step) abort();
+}
+
+/* A rank reported (a command run's, with a hang watch): its watch counts from now. */
+static void note_progress(live_run *r, int rank, int64_t global_step) {
+    if (!r || !r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
+    r->last_progress_ms[rank] = mono_ms();
+    if (global_step != NO_INT) r->last_step[rank] = global_step;
+}
+
+/* Command runs only: a rank that has reported and then says nothing for
+ * hang_timeout_s stops the run, which fails naming the ranks furthest behind. */
+void watch_hang_locked(live_run *r, int64_t now) {
+    if (!r->last_progress_ms || r->hang_timeout_s <= 0 || r->fail_reason || r->cancel_reason || !r->start_stored)
+        return;
+    int64_t limit = (int64_t)(r->hang_timeout_s * 1000);
+    bool hung = false;
+    int64_t behind = INT64_MAX;
+    for (int k = 0; k < r->world_size; k++) {
+        if (!r->last_progress_ms[k]) continue;
+        if (now - r->last_progress_ms[k] > limit) hung = true;
+        if (r->last_step[k] < behind) behind = r->last_step[k];
+    }
+    if (!hung) return;
+    buf_t who = {0};
+    int n = 0;
+    for (int k = 0; k < r->world_size; k++)
+        if (r->last_progress_ms[k] && r->last_step[k] == behind) buf_printf(&who, "%s%d", n++ ? ", " : "", k);
+    r->fail_reason = xasprintf("no progress for %.0f s (distributed.hang_timeout_s): rank%s %s furthest behind, at "
+                               "step %lld; the run was stopped", r->hang_timeout_s, n > 1 ? "s" : "", who.data,
+                               (long long)behind);
+    buf_free(&who);
+    log_warn("run %lld: %s: %s", (long long)r->id, r->fail_reason,
+             r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+    stop_parts_locked(r);
+}
+
+/* ---- runs a previous server started: taken back, or finished from their journal ---- */
+
+/* The journal's hook: a rank of an adopted command run made progress (hang watch). */
+static void journal_progress(void *ctx, int rank, int64_t global_step) { note_progress(ctx, rank, global_step); }
+
+void watch_adopted_locked(live_run *r) {
+    if (r->journal) journal_replay_read(r->journal, false, 4 << 20);
+}
+
+/* Whether the devices the store has for a run name an agent node's ("node-b/cpu:0"). */
+static bool ran_across_nodes(const json_t *devices) {
+    size_t i;
+    json_t *d;
+    json_array_foreach(devices, i, d) if (json_string_value(d) && strchr(json_string_value(d), '/')) return true;
+    return false;
+}
+
+/* A run the previous server had started (starting, running, canceling). Its launcher
+ * still alive (this host's executor finds it again from the pid and start time stored
+ * at its start): adopted, its journal replayed from where the store is, and
+ * supervised on. Gone: its journal is replayed to the end and says how it ended. A
+ * run across nodes is not taken back. */
+static void recover_started_locked(const run_brief *b, const run_needs *need) {
+    run_process rp = {.pid_start_time = NO_INT};
+    if (store_get_run_process(b->id, &rp) < 0) log_error("run %lld: cannot read its process from the database", (long long)b->id);
+    pid_t pid = b->pid != NO_INT && b->pid > 1 ? (pid_t)b->pid : 0;
+    /* the start time counts only with the secret: without it the run could never be let in again */
+    part_handle h = {.pid = pid,
+                     .start_time = rp.pid_start_time != NO_INT && rp.secret[0] ? (uint64_t)rp.pid_start_time : 0};
+    live_run *r = add_queued(need);
+    r->status = b->status;
+    if (ran_across_nodes(rp.devices)) {
+        /* its parts on the agents hear that it is over at their next heartbeat (it is
+         * not in the answer), and stop; what is left of this host's is killed */
+        K.local->abandon(b->id, &h);
+        finish_locked(r, b->status == RUN_CANCELING ? RUN_CANCELED : RUN_FAILED,
+                      "the coordinator restarted while the run ran across nodes: a run across nodes is not taken "
+                      "back after a restart; its parts were stopped on every node (resume it, or submit it again)",
+                      NO_INT, NO_INT);
+        json_decref(rp.devices);
+        return;
+    }
+    char gone[256];
+    bool alive = K.local->adopt(b->id, 0, &h, gone, sizeof gone) == ADOPT_TAKEN;
+    if (alive && r->command) watch_hangs_of(r);
+    char *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
+    r->journal = journal_replay_open(b->id, journal, journal_progress, r);
+    free(journal);
+    if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
+    if (alive) {
+        r->adopted = true;
+        r->n_parts = 1;
+        r->parts = calloc(1, sizeof *r->parts);
+        if (!r->parts) abort();
+        r->parts[0] = (run_part){.exec = K.local, .handle = h, .exit_code = NO_INT, .exit_signal = NO_INT};
+        r->start_stored = true;
+        snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
+        rendezvous_open(r->id, r->secret);
+        device_pool_take_named(&K.devices, r->pool, r->id, rp.devices, r->world_size);
+        r->devices_json = json_dumps(rp.devices, JSON_COMPACT);
+        if (r->journal) journal_replay_read(r->journal, false, 0);
+        log_info("run %lld: taken back after the restart: its launcher (pid %d) is alive; %lld event(s) replayed "
+                 "from its journal, which feeds it from now on", (long long)r->id, (int)pid,
+                 r->journal ? (long long)journal_replay_outcome(r->journal)->replayed : 0LL);
+        if (b->status == RUN_CANCELING) { /* canceled before the restart: its SIGTERM again, its SIGKILL on time */
+            r->cancel_reason = xstrdup("canceled before the server restarted");
+            signal_cancel_locked(r);
+        }
+    } else {
+        if (b->status == RUN_CANCELING) r->cancel_reason = xstrdup("the server stopped while the run was being canceled");
+        finish_from_journal_locked(r, gone);
+    }
+    json_decref(rp.devices);
+}
+
+void scheduler_progress(int64_t id, int rank, int64_t global_step) {
+    pthread_mutex_lock(&K.mu);
+    note_progress(find_run(id), rank, global_step);
+    pthread_mutex_unlock(&K.mu);
+}
+
+void scheduler_recover(void) {
+    run_brief *runs = NULL;
+    int n = store_list_unfinished(&runs);
+    if (n < 0) {
+        log_error("cannot read unfinished runs from the database");
+        return;
+    }
+    pthread_mutex_lock(&K.mu);
+    for (int i = 0; i < n; i++) {
+        run_brief *b = &runs[i];
+        pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
+        /* resumes: queued by POST /runs/{id}/resume, it starts with --resume */
+        run_needs need = {.id = b->id, .world_size = b->world_size, .pool = pool, .command = b->command,
+                          .resume = b->resumes > 0};
+        char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
+        json_t *cfg = json_load_file(config, 0, NULL);
+        free(config);
+        run_needs_distributed(cfg, &need);
+        json_decref(cfg);
+        if (b->status != RUN_QUEUED) {
+            recover_started_locked(b, &need);
+            continue;
+        }
+        live_run *r = add_queued(&need);
+        if (b->world_size > scheduler_capacity(pool)) {
+            char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
+                                     pool_unit(pool), scheduler_capacity(pool));
+            finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+            free(reason);
+        }
+    }
+    free(runs);
+    schedule_locked();
+    pthread_mutex_unlock(&K.mu);
+    store_sync();
+}

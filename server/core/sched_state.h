@@ -1,0 +1,123 @@
+/* The scheduler's state, shared by its files: scheduler.c (the lock, the queue, the
+ * entry points, the tick), run_life.c (live runs, their starts, their parts and how a
+ * run ends) and run_watch.c (the hang and node watches, runs taken back after a
+ * restart). Everything here is read and written under K.mu. Not for other modules:
+ * they use scheduler.h. */
+#ifndef DDPD_CORE_SCHED_STATE_H
+#define DDPD_CORE_SCHED_STATE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base.h"
+#include "executor.h"
+#include "journal_replay.h"
+#include "run_status.h"
+#include "scheduler_types.h"
+
+/* One part of a run: its launcher, started by an executor where the run was placed.
+ * A run of this host alone has one (node 0); a run across k nodes has k, part i on
+ * node rank i. */
+typedef struct {
+    int node;              /* 0: this host; else the agent node's id */
+    int node_rank;
+    const executor *exec;  /* the executor of the place it runs */
+    part_handle handle;    /* what names it there, once started */
+    bool pending;          /* its start is not done yet (the executor's `started` follows) */
+    bool stop;             /* told to stop */
+    int64_t stop_t;        /* when (unix ms): a part that ended before it failed on its own */
+    bool ended;
+    int64_t exit_code, exit_signal;
+    char *reason;          /* its launcher's end, or what became of its node */
+    int64_t end_t;         /* when its launcher ended (unix ms), to tell cause from consequence */
+} run_part;
+
+typedef struct live_run {
+    int64_t id;
+    int world_size;
+    pool_kind pool;
+    bool command;       /* a command run: ddp-run starts it */
+    bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */
+    int nodes_wanted;   /* distributed.nodes; 0: as few as it fits */
+    int port;           /* its MASTER_PORT while started (command runs), else 0 */
+    run_status status;  /* queued, starting, running, canceling */
+    char secret[65];
+    char *cancel_reason;  /* set once canceled */
+    char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
+    double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
+    int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
+    int64_t *last_step;        /* and its global step then */
+    bool said_hello;      /* a hello came before its start was stored */
+    char *end_status, *end_reason; /* from the launcher's `end` event */
+    char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
+    /* adopted: started by a previous server, taken back at start-up. Not this server's
+     * child: its exit is seen in /proc (the local executor), its events are read from
+     * its journal (ingest ignores what its processes send), and its end is the
+     * journal's `end`. */
+    bool adopted;
+    journal_replay *journal;
+    /* its parts, once started: one (a run of this host alone), or one per node */
+    bool across;          /* a run across nodes: each part is told --nodes, and the run ends once all have */
+    int n_parts;
+    run_part *parts;
+    bool start_stored;    /* every part's start is done and the run's start is stored */
+    bool parts_stopping;
+    struct live_run *next;
+} live_run;
+
+typedef struct {
+    scheduler_config c;
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a run finished */
+    live_run *runs;         /* unfinished runs, in submission order */
+    device_pool devices;    /* this host's */
+    const executor *local;  /* this host's supervisor: executor_local.c */
+    const executor *agents; /* the agent nodes: executor_agents.c */
+    bool shutting_down;
+    int next_port;          /* where the next lease looks first */
+} sched_state;
+
+extern sched_state K;
+
+/* scheduler.c: starts every queued run that fits, in order. */
+void schedule_locked(void);
+
+/* ---- run_life.c ---- */
+live_run *find_run(int64_t id);
+/* A queued run, not yet in the list; and one put in the list in id (submission) order. */
+live_run *new_queued(const run_needs *n);
+live_run *add_queued(const run_needs *n);
+/* Starts a queued run on the nodes `ids` (node rank order; 0 is this host), k of
+ * them; across: as a run across nodes (each part its launcher with --nodes k). false
+ * when it failed instead (finished, its devices back). */
+bool start_run_locked(live_run *r, bool across, const int *ids, int k);
+/* An executor's `started` for part `part`: once every part's start is done, the
+ * run's start is stored. */
+void part_started_locked(live_run *r, int part, const part_handle *h);
+/* An executor's `ended` for part `part`. true when the run finished (r is freed). */
+bool part_ended_locked(live_run *r, int part, const part_end *e);
+/* Running: its first hello has come, and its start is stored. */
+void mark_running_locked(live_run *r);
+/* Canceling: every part is asked to stop. */
+void signal_cancel_locked(live_run *r);
+/* Every part still running is asked to stop (a run across nodes: once). */
+void stop_parts_locked(live_run *r);
+/* Queues the run's final state and forgets it: its devices go back. */
+void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal);
+/* The end a run's journal gives it once its processes are gone (adopted or not):
+ * the journal's `end`, unless the server canceled or stopped it; without an `end`,
+ * failed with `gone` (what became of its processes) and where its journal ends. */
+void finish_from_journal_locked(live_run *r, const char *gone);
+
+/* ---- run_watch.c ---- */
+/* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */
+void watch_hangs_of(live_run *r);
+/* Each tick: a command run that made no progress for its hang timeout is stopped. */
+void watch_hang_locked(live_run *r, int64_t now);
+/* Each tick: an adopted run's journal is read on. */
+void watch_adopted_locked(live_run *r);
+
+#endif

@@ -1,0 +1,46 @@
+/* The types the scheduler's interface (scheduler.h) and its state (sched_state.h)
+ * share: its configuration and what it needs of a run. Below both, so that the
+ * scheduler's files include its state without an include cycle. */
+#ifndef DDPD_CORE_SCHEDULER_TYPES_H
+#define DDPD_CORE_SCHEDULER_TYPES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device_pool.h"
+
+typedef struct {
+    const char *trainer;
+    const char *runner;      /* ddp-run: starts a command run's ranks */
+    int port_lo, port_hi;    /* MASTER_PORTs leased to command runs */
+    const char *const *data_roots; /* passed to the trainer (--data-root), which opens data beneath them */
+    int n_data_roots;
+    char **gpus;             /* GPU ids, as CUDA_VISIBLE_DEVICES names them */
+    int n_gpus;
+    int slots;               /* CPU slots */
+    int cancel_grace_ms;     /* SIGTERM, then SIGKILL this much later */
+    /* a run is finished (its final state queued to the store): its event connections
+     * go (ingest_run_ended, wired by main.c); may be NULL */
+    void (*run_ended)(int64_t id);
+    /* Runs across nodes (agents, nodes.h): this host's name among the nodes, and the
+     * address other nodes reach its ranks at (NULL: this host takes no part in runs
+     * across nodes, only in its own); a node silent this long is lost. */
+    const char *node_name;
+    const char *advertise;
+    int64_t node_timeout_ms;
+} scheduler_config;
+
+/* What the scheduler needs of a run, decided once where the run comes from: its
+ * submission (runs_submit), its resume (runs_resume), or the store and its config.json
+ * after a restart (scheduler_recover). The scheduler does not read a run's config. */
+typedef struct {
+    int64_t id;
+    int world_size;
+    pool_kind pool;
+    int nodes_wanted;      /* distributed.nodes; 0: as few nodes as hold it */
+    bool command;          /* a command run: ddp-run starts it, with a MASTER_PORT of its own */
+    bool resume;           /* its trainer continues from the newest checkpoint in its run directory (--resume) */
+    double hang_timeout_s; /* a command run's distributed.hang_timeout_s: no progress from a rank this long fails it; 0: off */
+} run_needs;
+
+#endif

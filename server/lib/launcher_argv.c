@@ -1,0 +1,63 @@
+/* A run's launcher's command line and environment: see launcher_argv.h. */
+#include "launcher_argv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base.h"
+
+char *const LAUNCHER_ENV_DROP[] = {"DDPD_", NULL};
+
+void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
+    const char **argv = out->argv;
+    int argc = 0;
+    argv[argc++] = s->program;
+    argv[argc++] = "--config";
+    argv[argc++] = s->config;
+    argv[argc++] = "--run-dir";
+    argv[argc++] = s->run_dir;
+    argv[argc++] = "--events";
+    argv[argc++] = s->events;
+    if (s->command) {
+        snprintf(out->numbers[0], sizeof out->numbers[0], "%d", s->master_port);
+        argv[argc++] = "--master-port";
+        argv[argc++] = out->numbers[0];
+    }
+    if (s->nodes > 0) {
+        snprintf(out->numbers[1], sizeof out->numbers[1], "%d", s->nodes);
+        snprintf(out->numbers[2], sizeof out->numbers[2], "%d", s->node_rank);
+        argv[argc++] = "--nodes";
+        argv[argc++] = out->numbers[1];
+        argv[argc++] = "--node-rank";
+        argv[argc++] = out->numbers[2];
+        if (s->command) {
+            argv[argc++] = "--master-addr";
+            argv[argc++] = s->master_addr;
+        } else {
+            argv[argc++] = "--node-addr";
+            argv[argc++] = s->node_addr;
+            argv[argc++] = "--rendezvous";
+            argv[argc++] = s->rendezvous;
+        }
+    }
+    if (s->resume) argv[argc++] = "--resume";
+    for (int i = 0; !s->command && i < s->n_data_roots && i < LAUNCHER_DATA_ROOTS_MAX; i++) {
+        argv[argc++] = "--data-root";
+        argv[argc++] = s->data_roots[i];
+    }
+    argv[argc] = NULL;
+
+    int envc = 0;
+    out->env[envc++] = xasprintf("DDPD_RUN_ID=%lld", (long long)s->run_id);
+    out->env[envc++] = xasprintf("DDPD_RUN_SECRET=%s", s->secret);
+    out->env[envc++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", s->visible ? s->visible : "");
+    for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
+        if (getenv(TRAINER_PASSED_ON[i]))
+            out->env[envc++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
+    out->env[envc] = NULL;
+}
+
+void launcher_cmd_free(launcher_cmd *c) {
+    for (size_t i = 0; c->env[i]; i++) free(c->env[i]);
+    c->env[0] = NULL;
+}

@@ -1,0 +1,57 @@
+/* A run's launcher (ddp-trainer, or ddp-run for a command run) as it is started:
+ * its command line and the environment it is given, built in this one place for
+ * the coordinator's own parts and for an agent's, which must agree.
+ *
+ *   PROGRAM --config C --run-dir D --events SOCKET
+ *           [--master-port P]                          a command run
+ *           [--nodes K --node-rank I                   a part of a run across nodes:
+ *              [--master-addr A]                         a command run's rank 0's node
+ *              | [--node-addr ADDR --rendezvous URL]]    a built-in run's address, and its rendezvous
+ *           [--resume] [--data-root DIR]...            a built-in run
+ *
+ * The environment is the starter's own, less its DDPD_* settings (LAUNCHER_ENV_DROP),
+ * plus the run's id and secret, CUDA_VISIBLE_DEVICES and the settings a launcher
+ * reads too (trainer_env.h). */
+#ifndef DDPD_LIB_LAUNCHER_ARGV_H
+#define DDPD_LIB_LAUNCHER_ARGV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trainer_env.h"
+
+/* The most --data-root options passed on. */
+#define LAUNCHER_DATA_ROOTS_MAX 64
+
+typedef struct {
+    const char *program;
+    const char *config, *run_dir, *events;
+    bool command;              /* ddp-run's options, not ddp-trainer's */
+    int master_port;           /* a command run's MASTER_PORT */
+    int nodes, node_rank;      /* nodes > 0: this is node node_rank's part of a run across that many */
+    const char *master_addr;   /* a command run across nodes: rank 0's node */
+    const char *node_addr;     /* a built-in run across nodes: this node's address */
+    const char *rendezvous;    /* a built-in run across nodes: the rendezvous URL */
+    bool resume;               /* continue from the newest checkpoint */
+    const char *const *data_roots;
+    int n_data_roots;          /* built-in runs: where the trainer may open data */
+    int64_t run_id;
+    const char *secret;
+    const char *visible;       /* CUDA_VISIBLE_DEVICES (NULL: "") */
+} launcher_spec;
+
+typedef struct {
+    const char *argv[24 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
+    char *env[4 + TRAINER_PASSED_ON_MAX];               /* "NAME=VALUE", NULL-terminated, malloc'd */
+    char numbers[3][16];
+} launcher_cmd;
+
+/* The launcher's command line and the variables it is given (launcher_cmd_free
+ * frees them). */
+void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out);
+void launcher_cmd_free(launcher_cmd *c);
+
+/* The prefixes of the starter's own variables a launcher does not get. */
+extern char *const LAUNCHER_ENV_DROP[];
+
+#endif
