@@ -1,7 +1,9 @@
 /* The element-wise and reduction kernels of the MLP step on the GPU, each the
  * twin of a CPU reference in cpu_kernels.c (same name with _cuda appended, same
  * math, same argument order where it can be), so one can be held against the
- * other (tests/test_gpu_kernels.c). The GEMMs go through cuBLAS (mlp_cuda.c).
+ * other (tests/test_gpu_kernels.c). The GEMMs go through cuBLAS (model_cuda.c).
+ * Each kernel's body is in kernel_bodies.h (and the optimizers' in optim_rules.h),
+ * shared with the GPU tests' CPU stand-in.
  *
  * Every launcher enqueues on `stream` and returns cudaGetLastError() (launch
  * errors; faults in the kernel surface at the next synchronisation). Reductions
@@ -16,6 +18,8 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "optim_rules.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,15 +69,13 @@ cudaError_t k_softmax_xent_cuda(const float *logits, const uint8_t *labels, int 
 cudaError_t k_loss_reduce_cuda(double *out, const float *row_loss, const int *row_hit, int rows, int accumulate,
                                cudaStream_t stream);
 
-/* optim.c's sgd_range loop: d = g + wd p; with a momentum buffer (buf not NULL):
- * buf = first ? d : mom buf + d, d = nesterov ? d + mom buf : buf; p -= lr d. */
-cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mom,
-                          int nesterov, int first, cudaStream_t stream);
+/* optim.c's sgd_range loop: sgd_element over every element (buf may be NULL). */
+cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, sgd_scalars f, cudaStream_t stream);
 
-/* optim.c's adam_range loop (Adam: l2 = weight decay, decay = 1; AdamW: l2 = 0,
- * decay = 1 - lr wd), with the scalar factors computed by the caller as there. */
-cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
-                           float step_size, float bias2_sqrt, float eps, float l2, float decay, cudaStream_t stream);
+/* optim.c's adam_range loop: adam_element over every element, with the factors
+ * adam_factors computed. */
+cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, adam_scalars f,
+                           cudaStream_t stream);
 
 /* clip_grad_norm (optim.c) without leaving the device: *sumsq = sum of g[i]^2 in
  * double (KC_NORM_BLOCKS fixed partials, then a fixed tree), then g *= coef where
