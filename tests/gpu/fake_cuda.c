@@ -17,17 +17,34 @@
  * index arithmetic are checked; what this cannot check is the CUDA itself (launch
  * shapes, streams, the device's rounding), which the GPU tests do.
  *
- * For the watchdog's tests it can also hang: DDPD_FAKE_CUDA_HANG_AT=N makes the
- * N-th wait (cudaEventSynchronize or cudaStreamSynchronize) block until
- * ncclCommAbort is called (as NCCL's kernels do when a peer is gone), or for ever
- * with DDPD_FAKE_CUDA_HANG_FOREVER=1 (a hung kernel); DDPD_FAKE_NCCL_ASYNC_ERROR_AT=N
- * makes ncclCommGetAsyncError report a remote error from the N-th wait on, and that
- * wait block until the abort. */
+ * It behaves as the real ones do where the trainer depends on it:
+ * - memory: a device of DDPD_FAKE_GPU_MEMORY_MIB (default 80 GiB), of which the
+ *   context holds 300 MiB, a cuBLAS handle 64 MiB and NCCL's connections
+ *   DDPD_FAKE_NCCL_BUFFERS_MIB (default 128), taken at ncclCommInitRank with
+ *   NCCL_RUNTIME_CONNECT=0, else at the first collective (which fails when they do
+ *   not fit); cudaMalloc fails past the total;
+ * - ncclGetUniqueId starts a bootstrap thread that lives on (NCCL's does);
+ * - cudaDeviceGetPCIBusId numbers the GPUs by PCI bus only with
+ *   CUDA_DEVICE_ORDER=PCI_BUS_ID (else the other way round, as FASTEST_FIRST can);
+ * - versions (driver, runtime, cuBLAS, NCCL), ncclGetLastError, ncclCommDestroy
+ *   (which says on stderr how many collectives the communicator issued).
+ *
+ * And it fails on demand, for the watchdog's and the failure messages' tests:
+ * DDPD_FAKE_CUDA_HANG_AT=N makes the N-th wait (cudaEventSynchronize or
+ * cudaStreamSynchronize) block until ncclCommAbort is called (as NCCL's kernels do
+ * when a peer is gone), or for ever with DDPD_FAKE_CUDA_HANG_FOREVER=1 (a hung
+ * kernel); DDPD_FAKE_NCCL_ASYNC_ERROR_AT=N makes ncclCommGetAsyncError report a
+ * remote error from the N-th wait on, and that wait block until the abort;
+ * DDPD_FAKE_NCCL_ABORT_HANGS=1 makes ncclCommAbort never return (a wedged GPU);
+ * DDPD_FAKE_CUDA_ERROR_AT=N:illegal_address (or :out_of_memory) makes the N-th wait
+ * and every later one fail with that error (CUDA's errors are sticky);
+ * DDPD_FAKE_NCCL_ERROR_AT=N makes the N-th collective fail with a system error. */
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -42,34 +59,59 @@
 #include "cuda/kernels.h"
 #include "optim_rules.h"
 
-#define FAKE_TOTAL_BYTES (80ull << 30) /* the device memory the fake reports */
+#define MIB (1ull << 20)
+#define FAKE_CONTEXT_BYTES (300 * MIB) /* what a context holds before any allocation */
+#define FAKE_CUBLAS_BYTES (64 * MIB)   /* a cuBLAS handle's own */
 
 static size_t fake_in_use;
-
-/* ---- hangs, for the watchdog's tests ------------------------------------------------ */
-
-static int waits, hang_at = -1, hang_forever, async_error_at = -1, configured;
-static atomic_int aborted, async_error;
 
 static int env_int(const char *name, int otherwise) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : otherwise;
 }
 
-static cudaError_t fake_wait(void) {
-    if (!configured) {
-        configured = 1;
-        hang_at = env_int("DDPD_FAKE_CUDA_HANG_AT", -1);
-        hang_forever = env_int("DDPD_FAKE_CUDA_HANG_FOREVER", 0);
-        async_error_at = env_int("DDPD_FAKE_NCCL_ASYNC_ERROR_AT", -1);
+static size_t fake_total(void) {
+    const char *v = getenv("DDPD_FAKE_GPU_MEMORY_MIB");
+    return v && *v ? (size_t)strtoull(v, NULL, 10) * MIB : 80ull << 30;
+}
+
+/* Takes `bytes` of the device (0 when they do not fit: cudaErrorMemoryAllocation). */
+static int fake_take(size_t bytes) {
+    if (fake_in_use + FAKE_CONTEXT_BYTES + bytes > fake_total()) return 0;
+    fake_in_use += bytes;
+    return 1;
+}
+
+/* ---- hangs and errors on demand ------------------------------------------------------ */
+
+static int waits, hang_at = -1, hang_forever, async_error_at = -1, error_at = -1, configured;
+static cudaError_t injected = cudaSuccess, sticky = cudaSuccess;
+static atomic_int aborted, async_error;
+
+static void configure(void) {
+    if (configured) return;
+    configured = 1;
+    hang_at = env_int("DDPD_FAKE_CUDA_HANG_AT", -1);
+    hang_forever = env_int("DDPD_FAKE_CUDA_HANG_FOREVER", 0);
+    async_error_at = env_int("DDPD_FAKE_NCCL_ASYNC_ERROR_AT", -1);
+    const char *e = getenv("DDPD_FAKE_CUDA_ERROR_AT");
+    if (e && *e) {
+        error_at = atoi(e);
+        const char *kind = strchr(e, ':');
+        injected = kind && !strcmp(kind + 1, "out_of_memory") ? cudaErrorMemoryAllocation : cudaErrorIllegalAddress;
     }
+}
+
+static cudaError_t fake_wait(void) {
+    configure();
     waits++;
+    if (waits == error_at) sticky = injected;
     if (waits == async_error_at) atomic_store(&async_error, 1);
     if (waits == hang_at || waits == async_error_at) {
         struct timespec t = {0, 10 * 1000 * 1000};
         while (hang_forever || !atomic_load(&aborted)) nanosleep(&t, NULL);
     }
-    return cudaSuccess;
+    return sticky;
 }
 
 /* ---- CUDA runtime ----------------------------------------------------------------- */
@@ -98,9 +140,37 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     strcpy(prop->name, "Fake CPU GPU");
     return cudaSuccess;
 }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake CUDA error"; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake"; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* The PCI address of ordinal `device`: fake_gpu_present.c lists GPU i at bus i. The
+ * ordinals follow the bus only with CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA's default,
+ * FASTEST_FIRST, may order them otherwise); CUDA_VISIBLE_DEVICES is taken as unset
+ * or the identity here. */
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
+    int n = env_int("DDPD_FAKE_GPUS", 2);
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    int by_bus = order && !strcmp(order, "PCI_BUS_ID");
+    if (device < 0 || device >= n) return cudaErrorInvalidDevice;
+    snprintf(bus, (size_t)len, "0000:%02X:00.0", by_bus ? device : n - 1 - device);
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    default: return "fake CUDA error";
+    }
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    default: return "cudaErrorFake";
+    }
+}
+cudaError_t cudaGetLastError(void) { return sticky; }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { *least = 0, *greatest = -5; return cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(1); return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) { (void)flags; return cudaStreamCreate(s); }
@@ -112,24 +182,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return fake_wait(); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
     (void)s, (void)e, (void)flags;
-    return cudaSuccess;
+    return sticky;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return sticky; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     (void)flags;
     *e = (cudaEvent_t)malloc(1);
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return sticky; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return fake_wait(); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 
 /* Allocations carry their size in front, for cudaMemGetInfo. */
 static void *fake_alloc(size_t bytes) {
+    if (!fake_take(bytes)) return NULL;
     size_t *p = aligned_alloc(256, 256 + ((bytes + 255) / 256) * 256);
     if (!p) return NULL;
     *p = bytes;
-    fake_in_use += bytes;
     return (char *)p + 256;
 }
 static void fake_free(void *q) {
@@ -143,20 +213,20 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) { return (*p = malloc(bytes ?
 cudaError_t cudaFree(void *p) { fake_free(p); return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
-    *total = FAKE_TOTAL_BYTES;
-    *free_b = FAKE_TOTAL_BYTES - fake_in_use - (300ull << 20); /* a context's worth is taken */
+    *total = fake_total();
+    *free_b = *total - fake_in_use - FAKE_CONTEXT_BYTES;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)kind;
     memmove(dst, src, bytes);
-    return cudaSuccess;
+    return sticky;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
     (void)s;
     return cudaMemcpy(dst, src, bytes, kind);
 }
-cudaError_t cudaMemset(void *p, int value, size_t bytes) { memset(p, value, bytes); return cudaSuccess; }
+cudaError_t cudaMemset(void *p, int value, size_t bytes) { memset(p, value, bytes); return sticky; }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
     (void)s;
     return cudaMemset(p, value, bytes);
@@ -164,8 +234,20 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
 
 /* ---- cuBLAS ------------------------------------------------------------------------ */
 
-cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)malloc(1); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    if (!fake_take(FAKE_CUBLAS_BYTES)) return CUBLAS_STATUS_ALLOC_FAILED;
+    *h = (cublasHandle_t)malloc(1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    free(h);
+    fake_in_use -= FAKE_CUBLAS_BYTES;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
+    *value = type == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t bytes) {
     (void)h;
@@ -203,7 +285,11 @@ typedef struct {
 struct ncclComm {
     fake_group *g;
     int rank, nranks;
+    int connected;     /* its connection buffers are taken */
+    long collectives;  /* issued, for ncclCommDestroy's line */
 };
+
+static char last_error[256];
 
 static char *slot(fake_group *g, int rank) { return (char *)g + 4096 + (size_t)rank * FAKE_SLOT_BYTES; }
 
@@ -219,6 +305,13 @@ static void fake_barrier(fake_group *g, int nranks) {
 
 #define FAKE_GROUP_BYTES (4096 + FAKE_MAX_RANKS * FAKE_SLOT_BYTES)
 
+/* NCCL's bootstrap root: a thread that lives as long as the process. */
+static void *bootstrap_root(void *arg) {
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
 /* The id names a shared memory object (/dev/shm), so that ranks of other launchers
  * (the "nodes" of a run across nodes, handed the id through the rendezvous) join the
  * same group as forked ones; rank 0 removes the name once all have joined. */
@@ -230,8 +323,22 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     if (fd < 0) return ncclSystemError;
     int ok = ftruncate(fd, FAKE_GROUP_BYTES) == 0;
     close(fd);
+    pthread_t t;
+    if (ok && pthread_create(&t, NULL, bootstrap_root, NULL) == 0) pthread_detach(t);
     return ok ? ncclSuccess : ncclSystemError;
 }
+
+/* Takes the communicator's connection buffers, once. */
+static ncclResult_t fake_connect(struct ncclComm *c) {
+    if (c->connected) return ncclSuccess;
+    if (!fake_take((size_t)env_int("DDPD_FAKE_NCCL_BUFFERS_MIB", 128) * MIB)) {
+        snprintf(last_error, sizeof last_error, "fake NCCL: cannot allocate its connection buffers: out of memory");
+        return ncclUnhandledCudaError;
+    }
+    c->connected = 1;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
     if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks) return ncclInvalidArgument;
     int fd = shm_open(id.internal, O_RDWR, 0);
@@ -239,17 +346,27 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     void *g = mmap(NULL, FAKE_GROUP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     close(fd);
     if (g == MAP_FAILED) return ncclSystemError;
-    struct ncclComm *c = malloc(sizeof *c);
+    struct ncclComm *c = calloc(1, sizeof *c);
     c->g = g;
     c->rank = rank, c->nranks = nranks;
     fake_barrier(c->g, nranks); /* every rank has joined */
     if (rank == 0) shm_unlink(id.internal);
+    const char *lazy = getenv("NCCL_RUNTIME_CONNECT");
+    if (lazy && !strcmp(lazy, "0") && fake_connect(c) != ncclSuccess) return ncclUnhandledCudaError;
     *comm = c;
     return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (env_int("DDPD_FAKE_NCCL_ABORT_HANGS", 0))
+        for (;;) pause();
     free(comm);
     atomic_store(&aborted, 1);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    fprintf(stderr, "fake NCCL: rank %d of %d destroyed its communicator after %ld collectives\n", comm->rank,
+            comm->nranks, comm->collectives);
+    free(comm);
     return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
@@ -257,8 +374,33 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
     *e = atomic_load(&async_error) ? ncclRemoteError : ncclSuccess;
     return ncclSuccess;
 }
-const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "fake NCCL error"; }
+const char *ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    default: return "fake NCCL error";
+    }
+}
+const char *ncclGetLastError(ncclComm_t comm) {
+    (void)comm;
+    return last_error;
+}
+ncclResult_t ncclGetVersion(int *version) { *version = 22809; return ncclSuccess; }
 static size_t nccl_size(ncclDataType_t t) { return t == ncclDouble ? 8 : t == ncclFloat ? 4 : t == ncclUint8 ? 1 : 0; }
+
+/* A collective's start: its connection (at the first, when lazy), and the failure
+ * DDPD_FAKE_NCCL_ERROR_AT asks for. */
+static ncclResult_t fake_collective(struct ncclComm *c) {
+    ncclResult_t r = fake_connect(c);
+    if (r != ncclSuccess) return r;
+    if (++c->collectives == env_int("DDPD_FAKE_NCCL_ERROR_AT", -1)) {
+        snprintf(last_error, sizeof last_error,
+                 "fake NCCL: socket recv failed: connection closed by peer (DDPD_FAKE_NCCL_ERROR_AT)");
+        return ncclSystemError;
+    }
+    return ncclSuccess;
+}
 
 /* Every rank's contribution in its slot, then each sums them in rank order. */
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
@@ -267,6 +409,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     size_t bytes = count * nccl_size(t);
     if (!nccl_size(t) || t == ncclUint8 || bytes > FAKE_SLOT_BYTES || (op != ncclSum && op != ncclAvg))
         return ncclInvalidArgument;
+    ncclResult_t r = fake_collective(comm);
+    if (r != ncclSuccess) return r;
     memcpy(slot(comm->g, comm->rank), send, bytes);
     fake_barrier(comm->g, comm->nranks);
     for (size_t i = 0; i < count; i++) {
@@ -288,6 +432,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     (void)s;
     size_t bytes = count * nccl_size(t);
     if (!nccl_size(t) || bytes > FAKE_SLOT_BYTES || root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+    ncclResult_t r = fake_collective(comm);
+    if (r != ncclSuccess) return r;
     if (comm->rank == root) memcpy(slot(comm->g, root), send, bytes);
     fake_barrier(comm->g, comm->nranks);
     if (comm->rank != root) memcpy(recv, slot(comm->g, root), bytes);
