@@ -42,6 +42,15 @@ if(DDPD_HAVE_CUDA)
   ddpd_py_cases(gpu_optim_torch_fake_cuda_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_optim_torch.py PYTHON /usr/bin/python3
                 ARGS --replay $<TARGET_FILE:optim_replay_fake_cuda> --gpu SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+  # The GPU bundle (scripts/gpu-bundle.sh): its pre-flight's view of CUDA, cuBLAS and
+  # NCCL (gpu_preflight), and the bundle made from this build, run under env -i with
+  # nothing but its own libraries: it gets through the pre-flight's library checks
+  # and says there is no GPU (on a host without one).
+  add_executable(gpu_preflight ${CMAKE_CURRENT_LIST_DIR}/gpu/gpu_preflight.c)
+  target_link_libraries(gpu_preflight PRIVATE ddpd_trainer_nccl)
+  ddpd_py_cases(gpu_bundle_ ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_bundle.py
+                ARGS --build ${CMAKE_BINARY_DIR} --source ${PROJECT_SOURCE_DIR} TIMEOUT 600)
+
   # ddp-trainer itself on the stand-in (two fake GPUs): the launcher's and the
   # rank's nccl hooks, the watchdog thread, events, checkpoints and resume.
   add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c
