@@ -4,6 +4,7 @@
 // indices; the per-channel reductions have a fixed shape (chunks per channel, a
 // fixed tree in each, the chunks summed in order; no atomics), so results are
 // bit-identical run after run.
+#include "kernels.h"
 #include "launch.cuh"
 
 // ---- k_im2col ---------------------------------------------------------------------

@@ -17,11 +17,22 @@
 #include <stdint.h>
 
 #include "host_device.h"
-#include "kernels.h"
 #include "rng.h"
 
 /* Every kernel's block size; a power of two: the reductions' trees halve it. */
 #define KB_THREADS 256
+
+/* The values of activation_kind (run_config.h); model_cuda.c checks they agree. */
+enum { KC_ACT_RELU = 0, KC_ACT_GELU = 1, KC_ACT_TANH = 2 };
+
+/* The reductions' fixed shapes, which the memory plan sizes their scratch by:
+ * bias-gradient partials, chunks of at most KC_BIAS_GRAD_MAX_CHUNKS per column
+ * (KC_BIAS_GRAD_MAX_CHUNKS x cols floats); the gradient norm's per-block partial
+ * sums (KC_NORM_BLOCKS doubles); per-channel partial sums, at most
+ * KC_CHANNEL_MAX_CHUNKS chunks per channel (2 x KC_CHANNEL_MAX_CHUNKS x C doubles). */
+#define KC_BIAS_GRAD_MAX_CHUNKS 256
+#define KC_NORM_BLOCKS 512
+#define KC_CHANNEL_MAX_CHUNKS 64
 
 /* ---- activations (cpu_kernels.c's) ------------------------------------------------- */
 

@@ -2,6 +2,7 @@
 // twin of a CPU reference in cpu_kernels.c; see kernels.h for what each computes).
 // Element-wise kernels are grid-stride loops over size_t indices; the reductions
 // have a fixed shape (no atomics), so results are bit-identical run after run.
+#include "kernels.h"
 #include "launch.cuh"
 
 // ---- k_u8_to_f32 + gather_inputs (engine_cpu.c) ---------------------------------

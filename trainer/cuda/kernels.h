@@ -19,20 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel_bodies.h" /* (the shapes below: KC_ACT_*, KC_*_CHUNKS, KC_NORM_BLOCKS) */
 #include "optim_rules.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The values of activation_kind (run_config.h); mlp_cuda.c checks they agree. */
-enum { KC_ACT_RELU = 0, KC_ACT_GELU = 1, KC_ACT_TANH = 2 };
-
-/* Bias-gradient partials: chunks of at most this many per column (the scratch
- * buffer holds KC_BIAS_GRAD_MAX_CHUNKS x cols floats). */
-#define KC_BIAS_GRAD_MAX_CHUNKS 256
-/* Per-block partial sums of the gradient norm (scratch: KC_NORM_BLOCKS doubles). */
-#define KC_NORM_BLOCKS 512
 
 /* k_u8_to_f32 (cpu_kernels.c) fused with engine_cpu.c's gather_inputs: for each
  * row r < rows, example k = indices ? indices[r] : first + r;
@@ -86,9 +78,6 @@ cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *par
 /* ---- the convolutional layers (cnn_kernels.cu; CPU twins in trainer/cnn_kernels.c) ----
  * Tensors of the convolution part are channel-major, CNHW (see cnn_kernels.h). */
 
-/* Per-channel partial sums: at most this many chunks per channel (the scratch holds
- * 2 x KC_CHANNEL_MAX_CHUNKS x C doubles). */
-#define KC_CHANNEL_MAX_CHUNKS 64
 
 /* k_im2col: colT [n * Ho * Wo][C * k * k] for examples [b0, b0 + n), one thread per
  * entry (zero outside the input). */

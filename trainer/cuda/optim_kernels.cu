@@ -3,6 +3,7 @@
 // and clip_factor, and of kernel_bodies.h's norm pieces; see kernels.h. The norm is a fixed-shape
 // reduction (KC_NORM_BLOCKS partials, then one tree), so clipping gives the same
 // bits every run.
+#include "kernels.h"
 #include "launch.cuh"
 #include "optim_rules.h"
 
