@@ -9,7 +9,8 @@ test stops only a dockerd it started (or one a crashed earlier run left on its o
 socket). A lock on the cache directory keeps two tests from sharing it at once.
 
 debian_base(): no image registry is needed. Debian 12 made with debootstrap
-(minbase) and imported once, under a name that says what went into it; the host's
+(minbase, dpkg set up as in Debian's own images) and imported once, under a name
+that says what went into it; the host's
 own CA certificates (/usr/local/share/ca-certificates) go in too, so that a build
 behind a proxy that signs with its own CA reaches npm's registry as the host does.
 
@@ -21,7 +22,7 @@ CACHE = os.environ.get("DDPD_DOCKER_CACHE") or os.path.join(
 RUN_DIR = "/tmp/ddpd-test-dockerd"  # short: containerd's sockets live beneath it
 DEBIAN_MIRROR = os.environ.get("DDPD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 LOCAL_CAS = "/usr/local/share/ca-certificates"
-BASE_RECIPE = "1"  # bump when debian_base() makes a different image
+BASE_RECIPE = "2"  # bump when debian_base() makes a different image
 
 
 def client():
@@ -177,6 +178,14 @@ def debian_base(engine):
                     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
                     "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n"
                     "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+        # As Debian's own images: dpkg without an fsync per file (a container's layer is
+        # thrown away whole if a build fails) and, as debian:12-slim, no manuals or
+        # translations: a build's apt-get install takes half the time on vfs
+        with open(os.path.join(root, "etc/dpkg/dpkg.cfg.d/docker-apt-speedup"), "w") as f:
+            f.write("force-unsafe-io\n")
+        with open(os.path.join(root, "etc/dpkg/dpkg.cfg.d/docker-excludes"), "w") as f:
+            f.write("".join(f"path-exclude=/usr/share/{d}/*\n" for d in ("doc", "man", "info", "locale")) +
+                    "path-include=/usr/share/doc/*/copyright\n")
         for d in ("var/cache/apt", "var/lib/apt/lists"):
             for entry in os.listdir(os.path.join(root, d)):
                 path = os.path.join(root, d, entry)
@@ -198,6 +207,10 @@ def debian_base(engine):
             raise RuntimeError(f"docker import failed: {imp.stderr[-2000:]}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    if engine.own:  # in our own engine, the bases made by an older recipe go
+        for old in engine.run("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "ddpd-test-base").stdout.split():
+            if old != name:
+                engine.run("image", "rm", old)
     print(f"base image: {name} made (debootstrap and import: {time.monotonic() - t:.0f} s)")
     sys.stdout.flush()
     return name
