@@ -113,7 +113,7 @@ class Engine:
         next build reuses (the dependency layers were used last, so they stay)."""
         if self.own:
             self.run("image", "prune", "-f", "--filter", "label=ddpd.test=1")
-            self.run("builder", "prune", "-f", "--keep-storage", os.environ.get("DDPD_DOCKER_KEEP", "8g"))
+            self.run("builder", "prune", "-f", "--keep-storage", os.environ.get("DDPD_DOCKER_KEEP", "4g"))
 
     def stop(self):
         """Stops the dockerd we started (SIGTERM; SIGKILL after 60 s), only that one."""
@@ -161,6 +161,9 @@ def debian_base(engine):
     if engine.run("image", "inspect", name).returncode == 0:
         print(f"base image: {name} (made before)")
         return name
+    if os.geteuid() != 0:
+        raise RuntimeError(f"making the Debian base ({name}) needs root (debootstrap); or set DDPD_DOCKER_BASE "
+                           "to a Debian 12 image (debian:12, where a registry can be reached)")
     debootstrap = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
     root = tempfile.mkdtemp(prefix="base-", dir=CACHE)
     os.chmod(root, 0o755)  # the image's / (mkdtemp's 0700 would shut every other user out)
