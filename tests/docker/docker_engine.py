@@ -135,9 +135,23 @@ class Engine:
             except (OSError, ValueError):
                 pass
         self.own = None
+        unmount_left(RUN_DIR, os.path.join(CACHE, "data"))
         if self.lock:
             self.lock.close()
             self.lock = None
+
+
+def unmount_left(*roots):
+    """The mounts a stopped dockerd leaves under its own directories (its namespace's
+    bind mount, its data root's): taken down, deepest first. Only ever under ours."""
+    try:
+        with open("/proc/self/mounts") as f:
+            points = [line.split()[1].replace("\\040", " ") for line in f]
+    except OSError:
+        return
+    for point in sorted(points, key=len, reverse=True):
+        if any(point == r or point.startswith(r + "/") for r in roots):
+            subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 def local_cas():
