@@ -14,10 +14,10 @@
 #
 # Two stages. The build stage runs the very steps CI runs: scripts/install-deps.sh
 # (DDPD_DEPS=build: what building needs, not the tests' tools), scripts/build.sh
-# (without the tests: DDPD_BUILD_TESTS=OFF), then `cmake --install`, whose install() rules in CMakeLists.txt alone say which
-# programs and files the image carries. The runtime stage has the libraries they
-# link (the same script's --runtime list), what was installed, and a user of its
-# own. Inside the container ddpd listens on every interface; publish the port on
+# (without the tests: DDPD_BUILD_TESTS=OFF), then `cmake --install`, whose install()
+# rules in CMakeLists.txt alone say which programs and files the image carries. The
+# runtime stage has the libraries they link (the same script's --runtime list), what
+# was installed, and a user of its own. Inside the container ddpd listens on every interface; publish the port on
 # the host's loopback (as above) or behind a proxy. Without DDPD_TOKEN it refuses to
 # start, unless told --insecure. tests/docker builds the CPU-only image and runs it.
 ARG BUILD_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
