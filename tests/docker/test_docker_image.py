@@ -273,6 +273,7 @@ def check_stop_start_resume(c, engine, compose, first):
     check(code == "0 false", f"ddpd ended on its own within the grace period ({compose.grace_s} s, "
                              f"compose's stop_grace_period): exit status {code} after {took:.0f} s "
                              f"(137 would be docker's SIGKILL)")
+    print(f"docker stop took {took:.0f} s (grace {compose.grace_s} s)")
     logs = engine.run("logs", c.name)
     check("canceling 1 active run" in logs.stdout + logs.stderr, "its log says it canceled the active run")
 
