@@ -23,7 +23,7 @@
 #include "env_seconds.h"
 #include "ddpd_build_config.h"
 #include "events.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 #include "host_plan.h"
 #include "idx.h"
 #include "log.h"

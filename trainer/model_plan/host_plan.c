@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cnn_kernels.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 
 #define PAGE 4096u
 
