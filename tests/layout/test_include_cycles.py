@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No include cycle in server/, trainer/, runner/, schema/ or client/, and no
+"""No include cycle in server/, trainer/, runner/, schema/, client/ or spawn/, and no
 include upward across the libraries below the trainer.
 
 A module is a source file's stem in its folder (feed.c and feed.h are the module
@@ -11,8 +11,8 @@ header of these trees fails too: it would hide a dependency.
 
 The layers: each folder of BELOW includes only from the folders it lists (the run's
 I/O, the checkpoint files and the model plan are libraries below the trainer, which
-ddp-run and the server link; the server and ddp-run see nothing of the trainer
-proper). Their include directories already make an upward include fail to compile;
+ddp-run and the server link; spawn/, what a forked child does first, is below all
+three; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
 this holds the layering itself, whatever the build's flags.
 
 Usage: test_include_cycles.py CASE --source REPO"""
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 
-TREES = ("server", "trainer", "runner", "schema", "client")
+TREES = ("server", "trainer", "runner", "schema", "client", "spawn")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -75,12 +75,13 @@ def graph(root):
 # folder: the folders its files may include from (a folder's subfolders are its own)
 BELOW = {
     "schema": ("schema",),
+    "spawn": ("spawn",),
     "trainer/run_io": ("trainer/run_io",),
     "trainer/ckpt_files": ("trainer/ckpt_files", "trainer/run_io"),
     "trainer/model_plan": ("trainer/model_plan", "schema"),
-    "runner": ("runner", "trainer/run_io", "schema"),
+    "runner": ("runner", "trainer/run_io", "schema", "spawn"),
     "client": ("client",),
-    "server": ("server", "schema", "trainer/ckpt_files", "trainer/model_plan"),
+    "server": ("server", "schema", "spawn", "trainer/ckpt_files", "trainer/model_plan"),
 }
 
 
