@@ -1,14 +1,16 @@
 /* Starting a rank: see rank_spawn.h. Between fork and exec the child uses only
- * async-signal-safe calls. */
+ * async-signal-safe calls; what every forked child of ddpd does first (its life tied
+ * to the launcher's, its signals) is spawn/child_start.h's. */
 #include "rank_spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "child_start.h"
 
 enum { STAGE_CHDIR = 1, STAGE_EXEC = 2, STAGE_SETUP = 3 };
 
@@ -26,11 +28,10 @@ static void child_fail(int report_fd, int stage) {
 static void child(const rank_command *c, pid_t launcher, int out_w, int report_w) {
     if (setpgid(0, 0) < 0) child_fail(report_w, STAGE_SETUP);
     /* no rank outlives the launcher, even a SIGKILLed one */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(report_w, STAGE_SETUP);
-    if (getppid() != launcher) _exit(127);
-    int reset[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT};
-    for (size_t i = 0; i < sizeof reset / sizeof *reset; i++) signal(reset[i], SIG_DFL);
-    sigprocmask(SIG_SETMASK, c->child_mask, NULL);
+    if (child_tie_to_parent(launcher) < 0) child_fail(report_w, STAGE_SETUP);
+    sigset_t defaults; /* the user's command starts as the server's children do, */
+    child_default_signals(&defaults);
+    child_signals(&defaults, c->child_mask); /* with the mask ddp-run started with */
     if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(out_w, STDERR_FILENO) < 0) child_fail(report_w, STAGE_SETUP);
     if (out_w != STDOUT_FILENO && out_w != STDERR_FILENO) close(out_w);
     if (c->working_dir && chdir(c->working_dir) < 0) child_fail(report_w, STAGE_CHDIR);

@@ -26,7 +26,7 @@ int main(void) {
 #include "collectives.h"
 #include "cuda/coll_nccl.h"
 #include "cuda/engine_cuda.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 #include "engine.h"
 #include "rng.h"
 #include "sampler.h"

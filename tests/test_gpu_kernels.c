@@ -26,7 +26,7 @@ int main(void) {
 #include "cnn_kernels.h"
 #include "cpu_kernels.h"
 #include "cuda/kernels.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 #include "cuda/model_cuda.h"
 #include "cuda/optim_cuda.h"
 #include "model.h"

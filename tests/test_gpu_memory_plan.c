@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 
 #define GIB (1024.0 * 1024 * 1024)
 

@@ -1,7 +1,8 @@
 /* Backend selection: see backend_select.h. In builds without CUDA only cpu exists;
  * in CUDA builds the GPUs are counted from the driver's listing and
  * CUDA_VISIBLE_DEVICES, then confirmed by a short-lived child process that asks
- * CUDA itself (so the launcher never initialises CUDA before it forks). */
+ * CUDA itself (so the launcher never initialises CUDA before it forks). A rank's
+ * engine, its device's failure and its comm's close follow its comm's backend. */
 #include "backend_select.h"
 
 #include <libgen.h>
@@ -13,6 +14,8 @@
 #include "ddpd_build_config.h"
 #include "cuda/gpu_devices.h"
 #if DDPD_NCCL_BACKEND
+#include "cuda/coll_nccl.h"
+#include "cuda/engine_cuda.h"
 #include "cuda/gpu_probe.h"
 #endif
 
@@ -100,6 +103,15 @@ const char *backend_nccl_executable(char *path, size_t pathlen) {
     (void)path, (void)pathlen;
     return NULL;
 }
+
+engine *backend_engine_create(const engine_params *p, char *err, size_t errlen) {
+    if (coll_is_nccl(p->comm)) return engine_cuda_create(p, err, errlen);
+    return engine_cpu_create(p, err, errlen);
+}
+
+const char *backend_device_failure(coll_comm *c) { return coll_is_nccl(c) ? coll_nccl_failure(c) : ""; }
+
+int backend_comm_close(coll_comm *c) { return coll_is_nccl(c) ? coll_nccl_close(c) : 0; }
 #else
 /* ddp-trainer-nccl beside this executable, or $DDPD_TRAINER_NCCL; NULL if absent. */
 static const char *nccl_trainer(char *path, size_t pathlen) {
@@ -162,5 +174,19 @@ int backend_select(const run_config *cfg, int ranks_here, char *why, size_t whyl
     else
         snprintf(note, sizeof note, "%s", visible_note(&visible));
     return backend_decide(asked, world, 0, note, why, whylen);
+}
+
+engine *backend_engine_create(const engine_params *p, char *err, size_t errlen) {
+    return engine_cpu_create(p, err, errlen);
+}
+
+const char *backend_device_failure(coll_comm *c) {
+    (void)c; /* the cpu backends keep no device's account */
+    return "";
+}
+
+int backend_comm_close(coll_comm *c) {
+    (void)c;
+    return 0;
 }
 #endif

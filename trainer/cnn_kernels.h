@@ -21,8 +21,6 @@
  * output's size. `padded`: scratch of C x (H + 2 pad) x (W + 2 pad) floats. */
 void k_im2col(const float *x, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad, int Ho,
               int Wo, float *colT, float *padded);
-/* Floats an im2col buffer holds past its patches, for k_conv_pool_backward's reads. */
-#define K_IM2COL_SLACK 32
 
 /* The adjoint of k_im2col: dx[c][b][iy][ix] += every colT entry that k_im2col read
  * from there (examples [b0, b0 + n); dx must hold their previous values, usually 0).
@@ -74,7 +72,7 @@ typedef struct {
  * order) and gz to db[c] (double); and, when dx is not NULL, each output position
  * sums gz W[c] over its winners (channels in order) into its patch gradient and
  * scatters it into the example's input gradient, which is written (not added to).
- * colT must be readable for 31 floats past its last patch (K_IM2COL_SLACK). */
+ * colT must be readable for 31 floats past its last patch (MODEL_IM2COL_SLACK, model_shape.h). */
 void k_conv_pool_backward(const conv_geometry *geo, int C_out, int rows, int b0, int n, const float *g,
                           const int32_t *argmax, int pooled, const float *out, const float *pre, int act,
                           const float *colT, const float *W, float *dW, double *db, float *dx,

@@ -47,6 +47,10 @@ typedef struct {
      * line of "phase ms" per step into `out` ("" when no step ran), then counts
      * afresh. Optional: NULL where an engine does not time its steps. */
     void (*step_profile)(engine *e, char *out, size_t n);
+    /* The device's memory in use now (by every process) and its total, for
+     * heartbeats: 0, or -1 when the device cannot say. NULL where the engine has no
+     * device memory of its own (cpu). */
+    int (*device_memory)(engine *e, size_t *used, size_t *total);
     void (*destroy)(engine *e);
 } engine_ops;
 
@@ -70,7 +74,8 @@ typedef struct {
     int max_rows;             /* the largest batch step() or evaluate() will get */
 } engine_params;
 
-/* NULL (and err) on failure. */
+/* NULL (and err) on failure. A rank makes its engine through backend_engine_create
+ * (backend_select.h), which picks the one of its comm's backend. */
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen);
 /* The shared arena each rank's cpu engine needs for a model of this shape. */
 size_t engine_cpu_arena_bytes(const model_shape *s);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -17,13 +16,14 @@
 #include "attempts.h"
 #include "backend_select.h"
 #include "checkpoint.h"
+#include "child_start.h"
 #include "collectives.h"
 #include "comm_watch.h"
 #include "engine.h"
 #include "env_seconds.h"
 #include "ddpd_build_config.h"
 #include "events.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 #include "host_plan.h"
 #include "idx.h"
 #include "log.h"
@@ -239,12 +239,14 @@ static int nccl_id_made(launcher *L, char *why, size_t whylen) {
 
 static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_t *old_mask) {
     int rank = L->first + slot;
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no rank outlives the launcher, even a SIGKILLed one */
-    if (getppid() != launcher_pid) _exit(EXIT_RUN_FAILED);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    /* no rank outlives the launcher, even a SIGKILLed one */
+    if (child_tie_to_parent(launcher_pid) < 0) _exit(EXIT_RUN_FAILED);
+    sigset_t defaults; /* the launcher's cancel signals back to their defaults in the rank */
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGHUP);
+    child_signals(&defaults, old_mask);
     if (L->have_train) idx_cache_map_in(&L->train); /* no page faults in the first epoch's steps */
     idx_cache_map_in(&L->test);
     rank_context ctx = {

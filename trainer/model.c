@@ -75,7 +75,7 @@ int model_workspace_init(model_workspace *w, const model_shape *s, int max_rows)
     w->row_keys = malloc(sizeof(uint64_t) * rows);
     ok &= w->dz && w->dz_next && w->bn_sums && w->row_keys;
     if (k.col)
-        ok &= (w->col = calloc(k.col + K_IM2COL_SLACK, sizeof(float))) != NULL &&
+        ok &= (w->col = calloc(k.col + MODEL_IM2COL_SLACK, sizeof(float))) != NULL &&
               (w->pad = malloc(sizeof(float) * k.pad)) != NULL;
     if (k.winners) {
         conv_pool_scratch *p = &w->winners;

@@ -11,18 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_select.h"
 #include "checkpoint.h"
-#include "ddpd_build_config.h"
 #include "engine.h"
 #include "events.h"
 #include "log.h"
 #include "lr_schedule.h"
 #include "progress.h"
 #include "sampler.h"
-#if DDPD_NCCL_BACKEND
-#include "cuda/coll_nccl.h" /* nccl hooks */
-#include "cuda/engine_cuda.h"
-#endif
 
 #define SMOKE_TEST_STEPS 20
 #define SMOKE_TEST_EVAL 1000
@@ -92,12 +88,10 @@ static const char *abort_detail(rank_state *s, char *buf, size_t n) {
 
 static int fail_aborted(rank_state *s) {
     char why[600];
-#if DDPD_NCCL_BACKEND
-    /* nccl hook: the GPU's or NCCL's failure is the whole story (what failed, and
+    /* a device's failure (the GPU's or NCCL's) is the whole story (what failed, and
      * what to try), not an abort of a group */
-    const char *gpu_failure = coll_is_nccl(s->x->comm) ? coll_nccl_failure(s->x->comm) : "";
-    if (gpu_failure[0]) return fail(s, "rank %d on %s: %s", s->rank, s->x->device, gpu_failure);
-#endif
+    const char *device_failure = backend_device_failure(s->x->comm);
+    if (device_failure[0]) return fail(s, "rank %d on %s: %s", s->rank, s->x->device, device_failure);
     return fail(s, "rank %d: the process group was aborted%s", s->rank, abort_detail(s, why, sizeof why));
 }
 
@@ -129,11 +123,7 @@ static int setup(rank_state *s) {
         .test = s->x->test,
         .max_rows = s->local_batch > EVAL_ROWS ? s->local_batch : EVAL_ROWS,
     };
-#if DDPD_NCCL_BACKEND
-    if (coll_is_nccl(s->x->comm)) s->eng = engine_cuda_create(&p, err, sizeof err); /* nccl hook */
-    else
-#endif
-    s->eng = engine_cpu_create(&p, err, sizeof err);
+    s->eng = backend_engine_create(&p, err, sizeof err);
     if (!s->eng) return fail(s, "rank %d: %s", s->rank, err);
     if (s->rank == 0) {
         char layers[1024];
@@ -210,13 +200,11 @@ static void heartbeat(rank_state *s) {
     json_object_set_new(hb, "step_ms", s->beat_steps ? json_real(s->beat_seconds / (double)s->beat_steps * 1e3) : json_null());
     s->beat_seconds = 0;
     s->beat_steps = 0;
-#if DDPD_NCCL_BACKEND
-    size_t used, total; /* nccl hook: the GPU's memory in use */
-    if (s->eng && coll_is_nccl(s->x->comm) && engine_cuda_memory(s->eng, &used, &total) == 0) {
+    size_t used, total; /* the GPU's memory in use */
+    if (s->eng && s->eng->ops->device_memory && s->eng->ops->device_memory(s->eng, &used, &total) == 0) {
         json_object_set_new(hb, "gpu_mem_used_bytes", json_integer((json_int_t)used));
         json_object_set_new(hb, "gpu_mem_total_bytes", json_integer((json_int_t)total));
     }
-#endif
     event_emit(s->events, "heartbeat", hb);
 }
 
@@ -372,9 +360,7 @@ int rank_main(const rank_context *x) {
     }
     if (rc != 0) return rc;
     s.eng->ops->destroy(s.eng);
-#if DDPD_NCCL_BACKEND
-    if (coll_is_nccl(x->comm) && coll_nccl_close(x->comm) != 0) return fail_aborted(&s); /* nccl hook */
-#endif
+    if (backend_comm_close(x->comm) != 0) return fail_aborted(&s);
     set_status(&s, "done", NULL);
     event_sink_close(s.events);
     log_close();

@@ -7,7 +7,6 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "agent_streams.h"
 #include "base.h"
 #include "beside_self.h"
+#include "die.h"
 #include "hostport.h"
 #include "log_limit.h"
 #include "secret.h"
@@ -59,17 +59,6 @@ typedef struct {
     int n_data_roots;
     bool allow_commands, token_on_command_line;
 } agent_options;
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ddpd agent: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(2);
-}
 
 static const char *env_or(const char *v, const char *name) { return v ? v : getenv(name); }
 
@@ -219,6 +208,7 @@ static void heartbeat(void) {
 
 int agent_main(int argc, char **argv) {
     agent_options o = {0};
+    die_set_program("ddpd agent"); /* its start-up errors name it */
     parse(argc, argv, &o);
     umask(077);
     char err[512];

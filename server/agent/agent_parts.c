@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,8 +73,7 @@ static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const c
     pid_t pid = fork();
     if (pid != 0) return pid;
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    if (child_tie_to_parent(parent) < 0) _exit(127);
     child_reset_signals();
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {

@@ -7,7 +7,7 @@
 
 #include "host_plan.h"
 #include "idx_header.h"
-#include "model.h"
+#include "model_shape.h"
 #include "run_config.h"
 
 /* model_shape_init's message starts with the JSON pointer of the layer at fault. */

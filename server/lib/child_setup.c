@@ -27,17 +27,3 @@ char **child_env(char *const *base, char *const *drop, char *const *set) {
     env[k] = NULL;
     return env;
 }
-
-static const int DEFAULT_SIGNALS[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-
-void child_default_signals(sigset_t *set) {
-    sigemptyset(set);
-    for (size_t i = 0; i < sizeof DEFAULT_SIGNALS / sizeof *DEFAULT_SIGNALS; i++) sigaddset(set, DEFAULT_SIGNALS[i]);
-}
-
-void child_reset_signals(void) {
-    for (size_t i = 0; i < sizeof DEFAULT_SIGNALS / sizeof *DEFAULT_SIGNALS; i++) signal(DEFAULT_SIGNALS[i], SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-}

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""No include cycle in server/, trainer/, runner/, schema/ or client/.
+"""No include cycle in server/, trainer/, runner/, schema/, client/ or spawn/, and no
+include upward across the libraries below the trainer.
 
 A module is a source file's stem in its folder (feed.c and feed.h are the module
 server/core/feed); module A depends on module B when a file of A includes B's
@@ -8,6 +9,12 @@ header with #include "...". The test finds every strongly connected set of modul
 itself, naming one cycle through it, file by file. A quoted include that names no
 header of these trees fails too: it would hide a dependency.
 
+The layers: each folder of BELOW includes only from the folders it lists (the run's
+I/O, the checkpoint files and the model plan are libraries below the trainer, which
+ddp-run and the server link; spawn/, what a forked child does first, is below all
+three; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
+this holds the layering itself, whatever the build's flags.
+
 Usage: test_include_cycles.py CASE --source REPO"""
 import argparse, os, re, sys
 
@@ -15,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 
-TREES = ("server", "trainer", "runner", "schema", "client")
+TREES = ("server", "trainer", "runner", "schema", "client", "spawn")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -63,6 +70,41 @@ def graph(root):
             if files[target] != mod:
                 edges.setdefault(mod, {}).setdefault(files[target], (src, name))
     return set(files.values()), edges, unknown
+
+
+# folder: the folders its files may include from (a folder's subfolders are its own)
+BELOW = {
+    "schema": ("schema",),
+    "spawn": ("spawn",),
+    "trainer/run_io": ("trainer/run_io",),
+    "trainer/ckpt_files": ("trainer/ckpt_files", "trainer/run_io"),
+    "trainer/model_plan": ("trainer/model_plan", "schema"),
+    "runner": ("runner", "trainer/run_io", "schema", "spawn"),
+    "client": ("client",),
+    "server": ("server", "schema", "spawn", "trainer/ckpt_files", "trainer/model_plan"),
+}
+
+
+def within(path, folder):
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def upward_includes(root):
+    """'file includes "h" (folder/h.h), above it' for each include that leaves the
+    folders its layer may use."""
+    files = modules(root)
+    out = []
+    for src in sorted(files):
+        layer = max((f for f in BELOW if within(os.path.dirname(src), f)), key=len, default=None)
+        if layer is None:
+            continue
+        with open(os.path.join(root, src), errors="replace") as f:
+            text = f.read()
+        for name in INCLUDE.findall(text):
+            target = resolve(root, files, src, name)
+            if target and not any(within(os.path.dirname(target), ok) for ok in BELOW[layer]):
+                out.append(f"{src} includes \"{name}\" ({target}), outside {', '.join(BELOW[layer])}")
+    return out
 
 
 def strongly_connected(nodes, edges):
@@ -141,6 +183,36 @@ def case_finds_a_planted_cycle(a):
         named = [" -> ".join(one_cycle(c, edges)) for c in cycles]
         check(len(cycles) == 1 and "server/base/clock.c includes \"store.h\"" in named[0],
               f"the planted include makes one cycle, and it is named: {named}")
+
+
+def case_layers(a):
+    files = modules(a.source)
+    for layer in BELOW:
+        check(any(within(os.path.dirname(f), layer) for f in files), f"the layer {layer}/ has files")
+    up = upward_includes(a.source)
+    check(not up, "no include upward out of a layer: " + "; ".join(up))
+
+
+def case_finds_a_planted_upward_include(a):
+    # The layer check on a copy of the trees with one upward include planted in each
+    # library below the trainer: a kernel header into the model plan, the trainer's
+    # model into the checkpoint files, the collectives into the run's I/O.
+    import shutil, tempfile
+    plants = {os.path.join("trainer", "model_plan", "host_plan.c"): "cnn_kernels.h",
+              os.path.join("trainer", "ckpt_files", "ckpt_files.c"): "model.h",
+              os.path.join("trainer", "run_io", "events.c"): "collectives.h"}
+    with tempfile.TemporaryDirectory(prefix="ddpd-layers-") as d:
+        for tree in TREES:
+            shutil.copytree(os.path.join(a.source, tree), os.path.join(d, tree))
+        check(not upward_includes(d), "the copy has no upward include before the plants")
+        for victim, header in plants.items():
+            with open(os.path.join(d, victim), "a") as f:
+                f.write(f'\n#include "{header}"\n')
+        up = upward_includes(d)
+        for victim, header in plants.items():
+            check(any(u.startswith(f'{victim} includes "{header}" (trainer{os.sep}') for u in up),
+                  f"{victim}'s planted include of {header} is named: {up}")
+        check(len(up) == len(plants), f"only the planted includes are named: {up}")
 
 
 CASES = cases_in(globals())

@@ -4,8 +4,8 @@ port: GET /metrics (checked by promtool, and its numbers against what the test
 did), the token (reading open, changing needs it, 401 with WWW-Authenticate), the
 rule that a server without a token listens only on loopback unless --insecure, the
 event socket's permissions, the log file (one line per request, rotation by size
-and by day, only the newest files kept), log levels, `ddpd check` and
-`ddpd --version`.
+and by day, only the newest files kept), log levels, `ddpd check`,
+`ddpd --version` and `ddpd agent`'s start-up errors.
 
 Usage: test_ops_server.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
 import datetime, glob, os, re, shutil, signal, socket, sqlite3, stat, subprocess, sys, tempfile, time
@@ -710,6 +710,21 @@ def case_version(a):
     text = p.stdout.decode()
     for flag in ("--insecure", "--log-level", "--log-file", "--log-max-bytes", "--log-keep", "ddpd check"):
         check(flag in text, f"--help mentions {flag}")
+
+
+def case_agent_start_errors(a):
+    """`ddpd agent` started wrongly says so on stderr in its own name ("ddpd agent:",
+    base/die.c's die after die_set_program) and exits 2, before it registers anywhere."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_")}
+    for args, words in ((["--no-such-flag", "x"], "unknown option --no-such-flag"),
+                        ([], "--coordinator http://HOST:PORT is needed"),
+                        (["--coordinator", "http://127.0.0.1:9", "--advertise", "127.0.0.1", "--slots", "999"],
+                         "--slots 999: a whole number from 0 to 256")):
+        p = subprocess.run([a.ddpd, "agent"] + args, capture_output=True, timeout=30, env=env)
+        err = p.stderr.decode(errors="replace")
+        last = (err.strip().splitlines() or [""])[-1]  # (after the log's warnings, if any)
+        check(p.returncode == 2 and last.startswith("ddpd agent: ") and words in last,
+              f"ddpd agent {' '.join(args)}: exit 2 and 'ddpd agent: {words}...': {p.returncode} {err!r}")
 
 
 CASES = cases_in(globals())

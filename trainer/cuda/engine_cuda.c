@@ -334,7 +334,7 @@ static void cuda_destroy(engine *e) {
     free(c);
 }
 
-int engine_cuda_memory(engine *e, size_t *used, size_t *total) {
+static int cuda_device_memory(engine *e, size_t *used, size_t *total) {
     size_t free_b = 0, total_b = 0;
     (void)e;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return -1;
@@ -351,6 +351,7 @@ static const engine_ops cuda_ops = {
     .evaluate = cuda_evaluate,
     .sync_to_host = cuda_sync_to_host,
     .sync_from_host = cuda_sync_from_host,
+    .device_memory = cuda_device_memory,
     .destroy = cuda_destroy,
 };
 

@@ -12,9 +12,6 @@
  * GPU ("needs 3.1 GiB of GPU memory, its share is 2.0 GiB (...)"). */
 engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen);
 
-/* The device's memory in use now (by every process) and its total, for heartbeats. */
-int engine_cuda_memory(engine *e, size_t *used, size_t *total);
-
 /* 1 when the dataset is resident on the device, 0 when batches are staged (tests). */
 int engine_cuda_data_resident(const engine *e);
 

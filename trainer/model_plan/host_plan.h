@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "model_shape.h"
 
 #define HOST_PLAN_COLL_CHUNK (512u * 1024)           /* coll_cpu's staging chunk */
 #define HOST_PLAN_PROCESS_BASE (24u << 20)           /* code, libraries, heap of one process (estimate) */

@@ -27,7 +27,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "model_shape.h"
 
 #define MEMORY_PLAN_ALIGN 256
 #define MEMORY_PLAN_CUBLAS_WORKSPACE (32u << 20)  /* cuBLAS's recommendation for Hopper */

@@ -1,11 +1,11 @@
-/* The network's shape (model.h): its layers from a run config, checked (a kernel or a
+/* The network's shape (model_shape.h): its layers from a run config, checked (a kernel or a
  * max-pool that does not fit its input is refused, naming the layer), and the
  * parameter layout. No BLAS, no kernels: the server links this file too, so that a
  * config it accepts at submission is one the trainer can build. */
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "model_shape.h"
 
 /* An im2col chunk of about 1 MiB stays in L2 between being written and the GEMM. */
 #define IM2COL_CHUNK_FLOATS (1u << 18)

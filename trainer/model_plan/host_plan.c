@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cnn_kernels.h"
-#include "cuda/memory_plan.h"
+#include "memory_plan.h"
 
 #define PAGE 4096u
 
@@ -37,7 +36,7 @@ size_t host_plan_workspace_bytes(const model_shape *s, int max_rows) {
     model_scratch k;
     model_scratch_of(s, &k);
     bytes += 2 * sizeof(float) * rows * k.widest + sizeof(double) * (2 * (size_t)k.widest_c + 1) + sizeof(uint64_t) * rows;
-    if (k.col) bytes += sizeof(float) * (k.col + K_IM2COL_SLACK + k.pad);
+    if (k.col) bytes += sizeof(float) * (k.col + MODEL_IM2COL_SLACK + k.pad);
     if (k.winners) bytes += sizeof(int32_t) * (k.positions + 3 * k.winners) + 2 * sizeof(float) * k.winners +
                             sizeof(float) * (k.patch + k.pad);
     return bytes;
