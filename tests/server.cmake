@@ -61,6 +61,7 @@ ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebui
               TIMEOUT 400)
 # The queue policy on hand-made snapshots: no process, socket or clock.
 ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_server)
+ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_server)
 # The blame among the parts of a failed run across nodes: a pure rule.
 ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_server)
 # A run's launcher as the coordinator and an agent start it: its command line, its
