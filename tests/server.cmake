@@ -53,6 +53,10 @@ if(TARGET ddp-run)
 endif()
 ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
               TIMEOUT 300)
+# Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
+# `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
+ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 420)
 ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
               TIMEOUT 180)
 ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_reconnect.py ARGS ${server_test_args}
