@@ -1,5 +1,6 @@
-// The dashboard's HTTP client: JSON requests to ddpd, the token (kept in
-// localStorage, sent as "Authorization: Bearer" on requests that change something),
+// The dashboard's HTTP client: JSON requests to ddpd, the token (a user's, or the
+// server's: kept in localStorage, sent as "Authorization: Bearer" on requests that
+// change something, and to ask who it is),
 // and errors as the server words them (application/problem+json: detail, errors[]);
 // getText for an answer whose headers say something (the logs' next offset).
 
@@ -24,6 +25,21 @@ export class ApiError extends Error {
     this.status = status;
     this.errors = errors;
   }
+}
+
+// Called when a request that changes something was refused for want of a token the
+// server knows (401): the header opens its token form.
+const tokenListeners = new Set();
+export function onTokenNeeded(fn) { tokenListeners.add(fn); return () => tokenListeners.delete(fn); }
+
+// Who the stored token is (GET /users/me): {kind, name, admin, ...}, or null when the
+// server knows no such token (or none is stored on a server that needs one).
+export async function whoami() {
+  const token = getToken();
+  try {
+    const res = await fetch('/users/me', { headers: token ? { Authorization: `Bearer ${token}` } : {}, cache: 'no-store' });
+    return res.ok ? await res.json() : null;
+  } catch { return null; }
 }
 
 const listeners = new Set();
@@ -54,7 +70,10 @@ async function send(method, path, body) {
   let problem = null;
   try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
   let message = (problem && problem.detail) || `${res.status} ${res.statusText}`;
-  if (res.status === 401) message = 'This server needs a token to change anything: set it with the Token button at the top.';
+  if (res.status === 401) {
+    message = 'This server needs a token to change anything: set it with the Token button at the top.';
+    for (const fn of tokenListeners) fn();
+  }
   throw new ApiError(res.status, message, (problem && problem.errors) || []);
 }
 
