@@ -48,6 +48,7 @@ typedef struct {
     bool resume;             /* continue from the newest checkpoint (--resume) */
     const char *secret;      /* DDPD_RUN_SECRET */
     int master_port;         /* a command run's MASTER_PORT */
+    int restart_count;       /* a command run's first TORCHELASTIC_RESTART_COUNT (restarted after a preemption) */
     const char *master_addr; /* across nodes: the address of rank 0's node */
     const char *rendezvous;  /* the run's rendezvous, a path under the coordinator's URL ("/runs/7/rendezvous") */
     int n_devices;           /* its devices on that node: world_size / nodes of them */

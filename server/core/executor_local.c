@@ -95,7 +95,8 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char *rendezvous = xasprintf("%s%s", L.self_url, l->rendezvous);
     pthread_mutex_unlock(&L.mu);
     launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
-                          .command = l->command, .master_port = l->master_port, .nodes = l->nodes,
+                          .command = l->command, .master_port = l->master_port,
+                          .restart_count = l->restart_count, .nodes = l->nodes,
                           .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
                           .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,
                           .n_data_roots = L.c.n_data_roots, .run_id = l->run, .secret = l->secret,

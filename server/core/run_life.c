@@ -340,6 +340,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
             part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
                              .world_size = r->world_size, .gpu = r->pool == POOL_GPU, .command = r->command,
                              .resume = r->resume, .secret = r->secret, .master_port = r->port,
+                             .restart_count = r->restart_count,
                              .master_addr = master_addr, .rendezvous = rendezvous, .n_devices = per_node,
                              .devices = devices + p * per_node, .visible = part->node ? NULL : visible.data,
                              .where = names.data};
