@@ -27,11 +27,6 @@ export class ApiError extends Error {
   }
 }
 
-// Called when a request that changes something was refused for want of a token the
-// server knows (401): the header opens its token form.
-const tokenListeners = new Set();
-export function onTokenNeeded(fn) { tokenListeners.add(fn); return () => tokenListeners.delete(fn); }
-
 // Who the stored token is (GET /users/me): {kind, name, admin, ...}, or null when the
 // server knows no such token (or none is stored on a server that needs one).
 export async function whoami() {
@@ -70,10 +65,7 @@ async function send(method, path, body) {
   let problem = null;
   try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
   let message = (problem && problem.detail) || `${res.status} ${res.statusText}`;
-  if (res.status === 401) {
-    message = 'This server needs a token to change anything: set it with the Token button at the top.';
-    for (const fn of tokenListeners) fn();
-  }
+  if (res.status === 401) message = 'This server needs a token to change anything: set it with the Token button at the top.';
   throw new ApiError(res.status, message, (problem && problem.errors) || []);
 }
 

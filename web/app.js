@@ -1,7 +1,7 @@
 // The dashboard's entry point: the header (connection state, the token), the
 // "connection lost" banner, and the router: #/ runs (#/?compare=3,5 with runs 3 and 5
 // overlaid), #/runs/{id} a run, #/submit, #/nodes.
-import { get, getToken, onReachability, onTokenNeeded, setToken } from './api.js';
+import { get, getToken, onReachability, setToken } from './api.js';
 import { h } from './format.js';
 import { onConnectionState } from './live.js';
 import { mountNodes } from './page_nodes.js';
@@ -76,7 +76,6 @@ tokenForm.addEventListener('submit', (e) => {
   tokenForm.hidden = true;
   refreshWho();
 });
-onTokenNeeded(() => openTokenForm('This server needs a token to change anything: enter yours.'));
 onWho(showToken);
 refreshWho();
 // Asked once, on a server with users, when no token is kept yet.

@@ -218,7 +218,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   for (const sel of ['#command-card', '#series-card', '#log-controls']) assert.ok(await page.isHidden(sel), `no ${sel} on a built-in run`);
   assert.ok(await page.isVisible('#checkpoints') && await page.isVisible('#run-summary'), 'its checkpoints and test summary');
   assert.deepEqual(await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent)),
-    ['Step loss', 'LR', 'Samples/s', 'ETA', 'Devices', 'Submitted', 'Duration', 'Exit'], 'every fact of a built-in run');
+    ['Step loss', 'LR', 'Samples/s', 'ETA', 'Devices', 'Owner', 'Priority', 'Submitted', 'Duration', 'Exit'], 'every fact of a built-in run');
 
   // The chart's controls: log scale, smoothing, x by epoch.
   await page.check('#opt-log');
@@ -514,7 +514,7 @@ it('a command run shows its command, a chart per series its script reported, and
     assert.ok(await page.isHidden('#run-summary'), 'no test summary: the script tests nothing');
     assert.ok(await page.isHidden('#checkpoints'), 'no checkpoint list: ddpd writes none for a command run');
     const facts = await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent));
-    assert.deepEqual(facts, ['Step loss', 'LR', 'Devices', 'Submitted', 'Duration', 'Exit'], 'no samples/s or ETA it cannot know');
+    assert.deepEqual(facts, ['Step loss', 'LR', 'Devices', 'Owner', 'Priority', 'Submitted', 'Duration', 'Exit'], 'no samples/s or ETA it cannot know');
     assert.match(await page.textContent('#run-progress-text'), /32 steps reported · 100%/);
 
     // a chart for its own series, every point of it; loss and lr on their own charts
