@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -679,10 +680,27 @@ static int plan_nodes(launcher *L) {
 }
 
 
+/* The launcher's own thread: SIGUSR1 is blocked there and taken with sigtimedwait. */
+static pid_t launcher_tid;
+
+/* SIGUSR1 that the kernel gave to another thread of the launcher (a library's, started
+ * before main, e.g. OpenBLAS's, which does not block it): handed on to the launcher's
+ * thread, where it waits for sigtimedwait, instead of its default ending the process.
+ * In a rank (forked: that thread is not there) it does nothing. */
+static void hand_usr1_on(int sig) {
+    int saved = errno;
+    syscall(SYS_tgkill, getpid(), launcher_tid, sig);
+    errno = saved;
+}
+
 int launcher_run(const launcher_options *o) {
     launcher L = {.o = o};
     /* A preemption (SIGUSR1) that comes while the data loads waits for the ranks: its
      * default would end the launcher (the mask goes on through an exec and to the ranks). */
+    launcher_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction hand_on = {.sa_handler = hand_usr1_on, .sa_flags = SA_RESTART};
+    sigemptyset(&hand_on.sa_mask);
+    sigaction(SIGUSR1, &hand_on, NULL);
     sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
