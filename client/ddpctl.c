@@ -27,7 +27,9 @@ static const char USAGE[] =
     "                               --work-root (default: the run's own directory)\n"
     "  list [--status S[,S]] [--limit N] [--json]\n"
     "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
-    "  show ID [--json]             a run: status, reason, progress, epochs, devices\n"
+    "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
+    "  queue [--json]               the queued runs in the order they will start, each with what it\n"
+    "                               waits for; each owner's decayed usage, devices in use and quota\n"
     "  logs ID [-f] [--tail N] [--rank R]  the run's log (the last N lines, 1000 by default; a\n"
     "                               command run's rank R alone with --rank);\n"
     "                               -f: keep printing new lines until the run ends\n"
@@ -39,8 +41,9 @@ static const char USAGE[] =
     "  follow ID                    what submit --follow does, for a run submitted before\n"
     "\n"
     "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
-    "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN); needed to submit and\n"
-    "                 cancel or resume when ddpd was started with --token\n"
+    "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN): your user's token\n"
+    "                 (ddpd user add), or the server's; needed to submit, cancel or resume when\n"
+    "                 ddpd has users or was started with --token\n"
     "\n"
     "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
     "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
@@ -235,9 +238,9 @@ static int cmd_list(const args *a) {
         printf(a->status ? "no runs that are %s\n" : "no runs yet (submit one: ddpctl submit run.json)\n", a->status);
     } else {
         table t;
-        table_init(&t, 8);
+        table_init(&t, 9);
         /* STEP LOSS: the newest step's (averaged over the ranks); show ID has each epoch's mean */
-        const char *head[8] = {"ID", "NAME", "STATUS", "PROGRESS", "STEP LOSS", "DEVICES", "STARTED", "DURATION"};
+        const char *head[9] = {"ID", "NAME", "OWNER", "STATUS", "PROGRESS", "STEP LOSS", "DEVICES", "STARTED", "DURATION"};
         table_row(&t, head);
         size_t i;
         json_t *run;
@@ -249,7 +252,8 @@ static int cmd_list(const args *a) {
             devices_cell(run, dev, sizeof dev);
             fmt_time(json_string_value(json_object_get(run, "started_at")), started, sizeof started);
             fmt_duration(run_seconds(run), dur, sizeof dur);
-            const char *row[8] = {id, json_string_value(json_object_get(run, "name")),
+            const char *row[9] = {id, json_string_value(json_object_get(run, "name")),
+                                  str_or(json_string_value(json_object_get(run, "owner")), "-"),
                                   json_string_value(json_object_get(run, "status")), prog, loss, dev, started, dur};
             table_row(&t, row);
         }
@@ -293,6 +297,18 @@ static int cmd_show(const args *a) {
                  eta, sizeof eta);
     printf("run %lld (%s): %s\n", id, str_or(json_string_value(json_object_get(run, "name")), ""), status ? status : "?");
     if (reason) printf("  reason:    %s\n", reason);
+    const char *waiting = json_string_value(json_object_get(run, "waiting_for"));
+    if (waiting) printf("  waits for: %s\n", waiting);
+    printf("  owner:     %s   priority: %lld%s\n", str_or(json_string_value(json_object_get(run, "owner")), "- (none)"),
+           (long long)json_integer_value(json_object_get(run, "priority")),
+           json_is_true(json_object_get(run, "preemptible")) ? ", preemptible" : "");
+    json_int_t preemptions = json_integer_value(json_object_get(run, "preemptions"));
+    if (preemptions > 0) {
+        char when[32];
+        fmt_time(json_string_value(json_object_get(run, "preempted_at")), when, sizeof when);
+        printf("  preempted: %lld time%s, last by run %lld at %s\n", (long long)preemptions, preemptions == 1 ? "" : "s",
+               (long long)json_integer_value(json_object_get(run, "preempted_by")), when);
+    }
     printf("  devices:   %s\n", dev);
     printf("  submitted: %s   started: %s   finished: %s   (%s)\n", t1, t2, t3, dur);
     printf("  progress:  %s, step %lld of %lld, ETA %s\n", prog,
@@ -333,6 +349,70 @@ static int cmd_show(const args *a) {
                str_or(json_string_value(json_object_get(json_array_get(ckpts, json_array_size(ckpts) - 1), "path")), "?"));
     json_decref(ep);
     json_decref(run);
+    return EXIT_OK;
+}
+
+/* ---- queue ---- */
+
+static int cmd_queue(const args *a) {
+    if (a->n_positional) return usage_error("queue takes no argument (got \"%s\")", a->positional[0]);
+    int ec = 0;
+    json_t *q = get_json("/queue", &ec);
+    if (!q) return ec;
+    if (a->json) {
+        json_dumpf(q, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(q);
+        return EXIT_OK;
+    }
+    json_t *runs = json_object_get(q, "runs");
+    if (!json_array_size(runs)) printf("nothing is queued\n");
+    table t;
+    table_init(&t, 7);
+    const char *head[7] = {"#", "ID", "OWNER", "PRIORITY", "NEEDS", "QUEUED", "WAITING FOR"};
+    table_row(&t, head);
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+        char pos[16], id[24], prio[16], needs[48], queued[32];
+        snprintf(pos, sizeof pos, "%lld", (long long)json_integer_value(json_object_get(r, "position")));
+        snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(r, "id")));
+        snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(json_object_get(r, "priority")));
+        snprintf(needs, sizeof needs, "%lld %s%s", (long long)json_integer_value(json_object_get(r, "world_size")),
+                 str_or(json_string_value(json_object_get(r, "device_kind")), "?"),
+                 json_is_true(json_object_get(r, "preemptible")) ? " (preemptible)" : "");
+        fmt_time(json_string_value(json_object_get(r, "queued_at")), queued, sizeof queued);
+        const char *decision = json_string_value(json_object_get(r, "decision"));
+        const char *waiting = json_string_value(json_object_get(r, "waiting_for"));
+        const char *row[7] = {pos, id, str_or(json_string_value(json_object_get(r, "owner")), "-"), prio, needs, queued,
+                              waiting ? waiting : decision && strcmp(decision, "start") == 0 ? "(starting now)" : "-"};
+        if (json_array_size(runs)) table_row(&t, row);
+    }
+    if (json_array_size(runs)) table_print(&t, stdout);
+    table_free(&t);
+    json_t *owners = json_object_get(q, "owners");
+    if (json_array_size(owners)) {
+        printf("\nowners (fair share: usage halves every %.0f s):\n",
+               json_number_value(json_object_get(q, "fair_share_half_life_s")));
+        table o;
+        table_init(&o, 4);
+        const char *ohead[4] = {"  OWNER", "USAGE (device-s)", "IN USE", "QUOTA"};
+        table_row(&o, ohead);
+        json_t *w;
+        json_array_foreach(owners, i, w) {
+            char name[80], usage[32], used[16], quota[16] = "none";
+            snprintf(name, sizeof name, "  %s", str_or(json_string_value(json_object_get(w, "name")), "-"));
+            snprintf(usage, sizeof usage, "%.0f", json_number_value(json_object_get(w, "usage_device_seconds")));
+            snprintf(used, sizeof used, "%lld", (long long)json_integer_value(json_object_get(w, "devices_in_use")));
+            if (json_is_integer(json_object_get(w, "max_devices")))
+                snprintf(quota, sizeof quota, "%lld", (long long)json_integer_value(json_object_get(w, "max_devices")));
+            const char *row[4] = {name, usage, used, quota};
+            table_row(&o, row);
+        }
+        table_print(&o, stdout);
+        table_free(&o);
+    }
+    json_decref(q);
     return EXIT_OK;
 }
 
@@ -587,7 +667,7 @@ int main(int argc, char **argv) {
         int (*fn)(const args *);
         const char *flags; /* which of f c j k s l t m r n N w e it takes */
     } commands[] = {
-        {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"},
+        {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNwe"},
     };

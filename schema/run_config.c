@@ -323,6 +323,8 @@ int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
     copy_string_at(doc, "/name", out->name, sizeof out->name);
     out->mode = enum_at(doc, "/mode", run_mode_names, COUNT(run_mode_names));
     out->seed = (uint64_t)integer_at(doc, "/seed");
+    out->priority = (int)integer_at(doc, "/priority");
+    out->preemptible = bool_at(doc, "/preemptible");
     read_model(doc, out);
     read_data(doc, out);
     read_train(doc, out);

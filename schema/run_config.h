@@ -38,6 +38,8 @@ typedef struct {
     char name[128];
     run_mode mode;
     uint64_t seed;
+    int priority;     /* -100 to 100: the server's queue (the trainer does not use it) */
+    bool preemptible; /* the server may preempt it */
     struct {
         model_kind type;
         int hidden[RUN_CONFIG_MAX_HIDDEN]; /* mlp */

@@ -53,6 +53,10 @@ if(TARGET ddp-run)
 endif()
 ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
               TIMEOUT 300)
+# Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
+# `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
+ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 420)
 ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
               TIMEOUT 180)
 ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_reconnect.py ARGS ${server_test_args}
@@ -61,6 +65,7 @@ ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebui
               TIMEOUT 400)
 # The queue policy on hand-made snapshots: no process, socket or clock.
 ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_server)
+ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_server)
 # The blame among the parts of a failed run across nodes: a pure rule.
 ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_server)
 # A run's launcher as the coordinator and an agent start it: its command line, its

@@ -109,7 +109,10 @@ int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shap
         return -1;
     }
     char name[64];
-    snprintf(name, sizeof name, CKPT_PREFIX "%04d" CKPT_SUFFIX, pos.next_epoch - 1);
+    if (pos.next_step > 0) /* within an epoch (a preemption): sorts between the ends of the epochs around it */
+        snprintf(name, sizeof name, CKPT_PREFIX "%04d-step-%09ld" CKPT_SUFFIX, pos.next_epoch, pos.next_step);
+    else
+        snprintf(name, sizeof name, CKPT_PREFIX "%04d" CKPT_SUFFIX, pos.next_epoch - 1);
     if (path_join(path_out, path_len, dir, name) != 0) {
         snprintf(err, errlen, "the checkpoint path is too long");
         return -1;
@@ -138,6 +141,12 @@ int checkpoint_save(const char *run_dir, const run_config *cfg, const model_shap
     set_str(meta, "global_step", "%lld", pos.global_step);
     set_str(meta, "optimizer_step", "%lld", opt->step);
     set_str(meta, "sampler_seed", "%llu", (long long)cfg->seed);
+    if (pos.next_step > 0) {
+        char sum[64];
+        snprintf(sum, sizeof sum, "%a", pos.epoch_loss_sum); /* hexadecimal: read back to the bit */
+        json_object_set_new(meta, "epoch_loss_sum", json_string(sum));
+        set_str(meta, "epoch_steps", "%lld", pos.epoch_steps);
+    }
     json_object_set_new(meta, "optimizer", json_string(optimizer_name(opt->type)));
     json_object_set_new(meta, "model", json_string(model_kind_name(s->kind)));
     json_object_set_new(meta, "activation", json_string(activation_name(s->act)));
@@ -244,6 +253,9 @@ int checkpoint_load(const char *path, const model_shape *s, float *params, float
     pos->next_epoch = (int)meta_long(&f, "next_epoch", 0);
     pos->next_step = meta_long(&f, "next_step", 0);
     pos->global_step = meta_long(&f, "global_step", 0);
+    const char *sum = st_metadata(&f, "epoch_loss_sum");
+    pos->epoch_loss_sum = sum ? strtod(sum, NULL) : 0.0;
+    pos->epoch_steps = meta_long(&f, "epoch_steps", 0);
     rc = 0;
 out:
     st_close(&f);

@@ -5,7 +5,14 @@
  * "layers.N.running_var" [C]), the optimizer state
  * ("optimizer.exp_avg.layers.0.weight", ...; none for running statistics), and the
  * position (epoch, global step, optimizer step, sampler seed) in the metadata. Written by rank 0, atomically,
- * under <run_dir>/checkpoints/epoch-NNNN.safetensors, keeping the newest `keep`. */
+ * under <run_dir>/checkpoints/epoch-NNNN.safetensors at an epoch's end, keeping the newest `keep`.
+ *
+ * A preempted run's checkpoint is written where it stopped, within an epoch:
+ * epoch-NNNN-step-SSSSSSSSS.safetensors (NNNN the epoch in progress, S the next step in
+ * it), which sorts after the end of epoch NNNN-1 and before the end of epoch NNNN, so
+ * the newest is the one to go on from. It also holds the epoch's loss so far (the sum
+ * of its steps' losses, exactly, and how many), so that the epoch's train_loss comes out
+ * as if it had not stopped. */
 #ifndef DDPD_CHECKPOINT_H
 #define DDPD_CHECKPOINT_H
 
@@ -20,6 +27,8 @@ typedef struct {
     int next_epoch;     /* the epoch to run next (epochs are numbered from 0) */
     long next_step;     /* the step within next_epoch to run next (the sampler position) */
     long global_step;   /* steps done so far */
+    double epoch_loss_sum; /* within next_epoch: the sum of its steps' losses so far (0 at its start) */
+    long epoch_steps;      /* and how many steps that is */
 } ckpt_position;
 
 /* Writes the checkpoint, then deletes the oldest beyond checkpoint.keep; the paths it

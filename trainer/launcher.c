@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,7 +76,8 @@ typedef struct {
     int resume;             /* this attempt's ranks carry on from the newest checkpoint */
     attempt_plan plan;      /* distributed.max_restarts */
     size_t arena;           /* bytes of the ranks' shared memory */
-    sigset_t mask;          /* SIGCHLD and the cancel signals, blocked and taken with sigtimedwait */
+    sigset_t mask;          /* SIGCHLD, the cancel signals and SIGUSR1, blocked and taken with sigtimedwait */
+    int preempt_asked;      /* SIGUSR1 came: the ranks stop for a preemption (run_board.h) */
     sigset_t child_mask;    /* the mask before: what the ranks start with */
 #if DDPD_NCCL_BACKEND
     nccl_rendezvous nccl;   /* nccl hook: made before fork, inherited by the ranks */
@@ -425,6 +427,26 @@ static void rank_died(launcher *L, int r, int status, attempt_outcome *out) {
     else last_log_line(L, L->first + r, out->last_line, sizeof out->last_line);
 }
 
+/* SIGUSR1: stop for a preemption, at a step every rank reaches (run_board.h). */
+static void preempt_signal(launcher *L) {
+    if (L->o->nodes > 1) {
+        log_msg(LOG_WARN, "received SIGUSR1 (preempt): a run across nodes is not preempted (its nodes could not agree "
+                "on the step to stop at); it goes on");
+        return;
+    }
+    if (!L->preempt_asked) log_msg(LOG_INFO, "received SIGUSR1: preempted; every rank stops after its next step, "
+                                   "where rank 0 writes a checkpoint");
+    L->preempt_asked = 1;
+    if (L->board) run_board_request_preempt(L->board);
+}
+
+/* Whether every rank stopped for a preemption (and exited 0): the global step they stopped after, else 0. */
+static long stopped_preempted(const launcher *L) {
+    for (int r = 0; r < L->local; r++)
+        if (!atomic_load(&L->board->slot[r].preempted)) return 0;
+    return atomic_load(&L->board->stop_at);
+}
+
 /* Supervises the ranks until all have exited. */
 static void supervise(launcher *L, const sigset_t *mask, attempt_outcome *out) {
     int alive = L->local;
@@ -434,6 +456,7 @@ static void supervise(launcher *L, const sigset_t *mask, attempt_outcome *out) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         siginfo_t info;
         int sig = sigtimedwait(mask, &info, &tick);
+        if (sig == SIGUSR1) preempt_signal(L);
         if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !out->canceled_by) {
             out->canceled_by = sig;
             if (!out->failed) {
@@ -507,6 +530,7 @@ static int make_rendezvous(launcher *L, char *why, size_t whylen) {
         snprintf(why, whylen, "cannot create the shared memory for %d ranks: %s", L->local, strerror(errno));
         return -1;
     }
+    if (L->preempt_asked) run_board_request_preempt(L->board); /* it came between two attempts */
 #if DDPD_NCCL_BACKEND
     /* nccl hook: the NCCL unique id, before fork and without initialising CUDA. */
     if (L->backend == BACKEND_NCCL && nccl_id_made(L, why, whylen) != 0) return -1;
@@ -559,8 +583,12 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
         return;
     attempt_outcome out;
     supervise(L, &L->mask, &out);
-    r->status = out.failed ? "failed" : out.canceled_by ? "canceled" : "succeeded";
+    long stopped_at = out.failed || out.canceled_by ? 0 : stopped_preempted(L);
+    r->status = out.failed ? "failed" : out.canceled_by ? "canceled" : stopped_at ? "preempted" : "succeeded";
     snprintf(r->reason, sizeof r->reason, "%s", out.reason);
+    if (stopped_at)
+        snprintf(r->reason, sizeof r->reason, "preempted: every rank stopped after global step %ld, where its "
+                 "checkpoint was written; resumed from there it goes on as if it had not stopped", stopped_at);
     r->cancel_signal = out.canceled_by;
     r->may_restart = out.failed;
     r->failing_rank = out.failing_rank;
@@ -580,6 +608,7 @@ static int pause_before_restart(void *ctx, double seconds) {
         siginfo_t info;
         int sig = sigtimedwait(&L->mask, &info, &wait);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) return sig;
+        if (sig == SIGUSR1) preempt_signal(L); /* the next attempt's ranks stop after their first step */
         if (sig < 0) seconds -= now; /* (a SIGCHLD, or an interrupted wait: round again) */
     }
 }
@@ -612,6 +641,7 @@ static int start_and_supervise(launcher *L) {
     sigaddset(&L->mask, SIGTERM);
     sigaddset(&L->mask, SIGINT);
     sigaddset(&L->mask, SIGHUP);
+    sigaddset(&L->mask, SIGUSR1);
     sigprocmask(SIG_BLOCK, &L->mask, &L->child_mask);
     L->plan = (attempt_plan){.first = L->o->restart_count, .max_restarts = L->cfg.distributed.max_restarts,
                              .restarts_allowed = L->o->nodes <= 1, .backoff_s = attempts_backoff_s("ddp-trainer")};
@@ -619,9 +649,10 @@ static int start_and_supervise(launcher *L) {
     attempts_outcome out;
     attempts_run(L->events, &L->plan, &hooks, &out);
     sigprocmask(SIG_SETMASK, &L->child_mask, NULL);
-    int rc = strcmp(out.status, "succeeded") == 0 ? EXIT_RUN_SUCCEEDED
-             : strcmp(out.status, "canceled") == 0 ? 128 + out.signal
-                                                   : EXIT_RUN_FAILED;
+    int rc = strcmp(out.status, "succeeded") == 0   ? EXIT_RUN_SUCCEEDED
+             : strcmp(out.status, "canceled") == 0  ? 128 + out.signal
+             : strcmp(out.status, "preempted") == 0 ? EXIT_RUN_PREEMPTED
+                                                    : EXIT_RUN_FAILED;
     end_run(L, out.status, out.reason, rc);
     return rc;
 }
@@ -651,8 +682,31 @@ static int plan_nodes(launcher *L) {
 }
 
 
+/* The launcher's own thread: SIGUSR1 is blocked there and taken with sigtimedwait. */
+static pid_t launcher_tid;
+
+/* SIGUSR1 that the kernel gave to another thread of the launcher (a library's, started
+ * before main, e.g. OpenBLAS's, which does not block it): handed on to the launcher's
+ * thread, where it waits for sigtimedwait, instead of its default ending the process.
+ * In a rank (forked: that thread is not there) it does nothing. */
+static void hand_usr1_on(int sig) {
+    int saved = errno;
+    syscall(SYS_tgkill, getpid(), launcher_tid, sig);
+    errno = saved;
+}
+
 int launcher_run(const launcher_options *o) {
     launcher L = {.o = o};
+    /* A preemption (SIGUSR1) that comes while the data loads waits for the ranks: its
+     * default would end the launcher (the mask goes on through an exec and to the ranks). */
+    launcher_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction hand_on = {.sa_handler = hand_usr1_on, .sa_flags = SA_RESTART};
+    sigemptyset(&hand_on.sa_mask);
+    sigaction(SIGUSR1, &hand_on, NULL);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
     if (load_config(&L) != 0) return EXIT_BAD_INPUT;
     L.world = L.cfg.distributed.world_size;
     if (plan_nodes(&L) != 0) return EXIT_BAD_INPUT;

@@ -32,8 +32,12 @@ typedef struct {
 #define EXIT_RUN_SUCCEEDED 0
 #define EXIT_RUN_FAILED 1
 #define EXIT_BAD_INPUT 2 /* bad config or command line: nothing was started */
+#define EXIT_RUN_PREEMPTED 3 /* stopped for a preemption (SIGUSR1): a checkpoint where it stopped */
 
-/* Returns the process exit code: 0, 1, 2, or 128 + signal when canceled. */
+/* Returns the process exit code: 0, 1, 2, 3, or 128 + signal when canceled. SIGUSR1
+ * asks it to stop for a preemption: every rank stops after the same step, rank 0
+ * writes a checkpoint there, and the run ends "preempted" (a run across nodes ignores
+ * it: its nodes could not agree on the step). */
 int launcher_run(const launcher_options *o);
 
 #endif

@@ -18,12 +18,14 @@
 #include "log.h"
 #include "lr_schedule.h"
 #include "progress.h"
+#include "run_board.h"
 #include "sampler.h"
 
 #define SMOKE_TEST_STEPS 20
 #define SMOKE_TEST_EVAL 1000
 #define EVAL_ROWS 512
 #define HEARTBEAT_SECONDS 1.0
+#define RANK_PREEMPTED 2 /* train_epoch: it stopped for a preemption, its checkpoint written */
 
 typedef struct {
     const rank_context *x;
@@ -222,13 +224,45 @@ static double train_step(rank_state *s, long step, double lr, int *aborted) {
     return loss;
 }
 
+/* Preempted: every rank stops after the same step (run_board.h); the position and the
+ * epoch's loss so far go into a checkpoint there, which a resume continues from as if
+ * the run had not stopped. RANK_PREEMPTED, or 1 when it could not be written. */
+static int stop_preempted(rank_state *s, int epoch, double loss_total, long epoch_steps) {
+    s->pos.epoch_loss_sum = loss_total;
+    s->pos.epoch_steps = epoch_steps;
+    engine *e = s->eng;
+    if (e->ops->sync_to_host(e) != 0) return fail_aborted(s);
+    if (s->rank == 0) {
+        char detail[128];
+        snprintf(detail, sizeof detail, "preempted at epoch %d step %ld (global step %ld)", epoch, s->pos.next_step,
+                 s->pos.global_step);
+        set_status(s, "checkpointing", detail);
+        char path[2048], err[1024];
+        size_t bytes = 0;
+        json_t *removed = json_array();
+        if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, sizeof path,
+                            &bytes, removed, err, sizeof err) != 0) {
+            json_decref(removed);
+            return fail(s, "preempted, but cannot write its checkpoint: %s", err);
+        }
+        event_emit(s->events, "checkpoint",
+                   json_pack("{s:i, s:I, s:s, s:I, s:o}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
+                             "path", path, "bytes", (json_int_t)bytes, "removed", removed));
+        log_msg(LOG_INFO, "%s: checkpoint %s written; stopping", detail, path);
+    }
+    run_board_set_preempted(s->x->board, s->x->slot);
+    return RANK_PREEMPTED;
+}
+
 static int train_epoch(rank_state *s, int epoch) {
     char detail[64];
     snprintf(detail, sizeof detail, "epoch %d", epoch);
     set_status(s, "training", detail);
     sampler_set_epoch(&s->sampler, epoch);
     progress_epoch_start(&s->bar);
-    double t0 = now_seconds(), loss_total = 0;
+    /* the epoch's loss so far: a run that stopped within it (a preemption) carries it on */
+    double t0 = now_seconds(), loss_total = s->pos.next_step > 0 ? s->pos.epoch_loss_sum : 0;
+    long epoch_steps = s->pos.next_step > 0 ? s->pos.epoch_steps : 0;
     long steps_done = 0;
     for (long step = s->pos.next_step; step < s->steps_per_epoch; step++) {
         double ts = now_seconds();
@@ -242,6 +276,7 @@ static int train_epoch(rank_state *s, int epoch) {
         s->pos.global_step++;
         s->pos.next_step = step + 1;
         steps_done++;
+        epoch_steps++;
         loss_total += loss;
         run_board_set_position(s->x->board, s->x->slot, epoch, step, s->pos.global_step);
         double now = now_seconds();
@@ -256,6 +291,8 @@ static int train_epoch(rank_state *s, int epoch) {
         s->beat_seconds += now - ts;
         s->beat_steps++;
         if (now - s->last_heartbeat >= HEARTBEAT_SECONDS) heartbeat(s);
+        long stop = run_board_stop_after(s->x->board, s->pos.global_step);
+        if (stop && s->pos.global_step >= stop) return stop_preempted(s, epoch, loss_total, epoch_steps);
     }
     double seconds = now_seconds() - t0;
     if (s->eng->ops->step_profile) {
@@ -268,7 +305,7 @@ static int train_epoch(rank_state *s, int epoch) {
     set_status(s, "evaluating", detail);
     double test_loss, test_acc;
     if (evaluate(s, &test_loss, &test_acc) != 0) return fail_aborted(s);
-    double train_loss = steps_done ? loss_total / steps_done : 0.0;
+    double train_loss = epoch_steps ? loss_total / epoch_steps : 0.0;
     if (s->rank == 0) {
         event_emit(s->events, "epoch",
                    json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch", epoch, "lr",
@@ -356,7 +393,14 @@ int rank_main(const rank_context *x) {
             rc = train_epoch(&s, epoch);
             if (rc == 0) rc = save_checkpoint(&s, epoch);
         }
-        if (rc == 0) heartbeat(&s);
+        if (rc == 0 || rc == RANK_PREEMPTED) heartbeat(&s);
+    }
+    if (rc == RANK_PREEMPTED) { /* stopped where its checkpoint is: it exits as one that is done */
+        s.eng->ops->destroy(s.eng);
+        set_status(&s, "preempted", NULL);
+        event_sink_close(s.events);
+        log_close();
+        return 0;
     }
     if (rc != 0) return rc;
     s.eng->ops->destroy(s.eng);

@@ -44,3 +44,15 @@ long long run_board_now_ms(void) {
 void run_board_set_failure(run_board *b, int rank, const char *why) {
     snprintf(b->slot[rank].failure, sizeof b->slot[rank].failure, "%s", why);
 }
+
+void run_board_request_preempt(run_board *b) { atomic_store(&b->preempt, 1); }
+
+long run_board_stop_after(run_board *b, long done) {
+    long at = atomic_load(&b->stop_at);
+    if (at || !atomic_load(&b->preempt)) return at;
+    long none = 0;
+    atomic_compare_exchange_strong(&b->stop_at, &none, done + 1); /* the first rank to ask fixes it */
+    return atomic_load(&b->stop_at);
+}
+
+void run_board_set_preempted(run_board *b, int rank) { atomic_store(&b->slot[rank].preempted, 1); }

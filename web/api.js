@@ -1,5 +1,6 @@
-// The dashboard's HTTP client: JSON requests to ddpd, the token (kept in
-// localStorage, sent as "Authorization: Bearer" on requests that change something),
+// The dashboard's HTTP client: JSON requests to ddpd, the token (a user's, or the
+// server's: kept in localStorage, sent as "Authorization: Bearer" on requests that
+// change something, and to ask who it is),
 // and errors as the server words them (application/problem+json: detail, errors[]);
 // getText for an answer whose headers say something (the logs' next offset).
 
@@ -24,6 +25,16 @@ export class ApiError extends Error {
     this.status = status;
     this.errors = errors;
   }
+}
+
+// Who the stored token is (GET /users/me): {kind, name, admin, ...}, or null when the
+// server knows no such token (or none is stored on a server that needs one).
+export async function whoami() {
+  const token = getToken();
+  try {
+    const res = await fetch('/users/me', { headers: token ? { Authorization: `Bearer ${token}` } : {}, cache: 'no-store' });
+    return res.ok ? await res.json() : null;
+  } catch { return null; }
 }
 
 const listeners = new Set();

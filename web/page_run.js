@@ -123,7 +123,9 @@ export function mountRun(root, id) {
     if (p.total_steps) parts.push(`${int(p.global_step ?? 0)} / ${int(p.total_steps)} steps`);
     else if (command) parts.push(p.global_step ? `${int(p.global_step)} steps reported` : 'no step reported');
     if (!open) parts.push(`${Math.round(fraction * 100)}%`);
-    progressText.textContent = run.status === 'queued' ? `Queued${run.queue_position ? `: position ${run.queue_position}` : ''}, waiting for devices` : parts.join(' · ');
+    progressText.textContent = run.status === 'queued'
+      ? `Queued${run.queue_position ? `: position ${run.queue_position}` : ''}, waiting for ${run.waiting_for || 'devices'}`
+      : parts.join(' · ');
     const fact = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
     // a command run's samples/s and ETA only when its script gives what they come from
     const sps = !command || (p.samples_per_s !== null && p.samples_per_s !== undefined);
@@ -131,6 +133,10 @@ export function mountRun(root, id) {
     facts.replaceChildren(
       ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...(sps ? fact('Samples/s', int(p.samples_per_s)) : []),
       ...(eta ? fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—') : []), ...fact('Devices', devices(run)),
+      ...fact('Owner', run.owner || '—'),
+      ...fact('Priority', `${run.priority ?? 0}${run.preemptible ? ', preemptible' : ''}`),
+      ...(run.preemptions ? fact('Preempted', h('span', { title: run.preempted_at || '' },
+        `${run.preemptions}×, last by `, h('a', { href: `#/runs/${run.preempted_by}` }, `#${run.preempted_by}`), ` ${ago(run.preempted_at)}`)) : []),
       ...fact('Submitted', h('span', { title: run.created_at || '' }, ago(run.created_at))),
       ...fact('Duration', h('span', { class: 'duration' }, duration(runDuration(run)))),
       ...fact('Exit', run.exit_signal ? `signal ${run.exit_signal}` : run.exit_code ?? '—'));

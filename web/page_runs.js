@@ -1,17 +1,22 @@
-// The runs list (#/): every run, newest first, with its status, a progress bar, a
-// loss sparkline and the newest step's loss (one format for the column), devices,
+// The runs list (#/): every run, newest first, with its owner, its status, a progress
+// bar, a loss sparkline and the newest step's loss (one format for the column), devices,
 // when it started and how long it took; kept live by /events (new runs appear,
 // statuses and progress move, deleted runs go). Ticking two or more runs overlays
 // them on one chart (compare.js); the selection is in the address (#/?compare=3,5),
-// so that a comparison can be reloaded and shared.
+// so that a comparison can be reloaded and shared. "Mine" (when the stored token is a
+// user's) shows only that user's runs; the choice is kept in localStorage.
 import { get } from './api.js';
 import { ema, sparkline } from './charts.js';
 import { colorOf, mountCompare } from './compare.js';
 import { ago, badge, columnFormat, devices, duration, epochText, FINISHED, h, LIVE, runDuration } from './format.js';
 import { subscribe } from './live.js';
+import { onWho } from './who.js';
 
 const SPARK_POINTS = 60;
 const SPARK_RUNS = 40; // sparklines fetched for the newest this many runs
+const MINE_KEY = 'ddpd.mine';
+
+function mineWanted() { try { return localStorage.getItem(MINE_KEY) === '1'; } catch { return false; } }
 
 // The runs #/?compare=3,5 names.
 function selectionInHash() {
@@ -27,7 +32,7 @@ export function mountRuns(root) {
   const tbody = h('tbody');
   const table = h('table', { class: 'runs', id: 'runs-table', hidden: true },
     h('thead', {}, h('tr', {}, [h('th', { class: 'pick', title: 'Tick two or more to compare them' }, 'Compare'),
-      ...['Run', 'Status', 'Progress', 'Step loss', 'Devices', 'Started', 'Duration'].map((t) => h('th', {}, t))])),
+      ...['Run', 'Owner', 'Status', 'Progress', 'Step loss', 'Devices', 'Started', 'Duration'].map((t) => h('th', {}, t))])),
     tbody);
   const hint = h('p', { class: 'muted small', id: 'compare-hint', hidden: true });
   const empty = h('div', { class: 'empty', id: 'runs-empty', hidden: true },
@@ -35,14 +40,26 @@ export function mountRuns(root) {
     h('p', {}, 'Submit a training run from the form, or with ', h('code', {}, 'ddpctl submit run.json'), '.'),
     h('a', { class: 'button primary', href: '#/submit' }, 'Submit a run'));
   const more = h('p', { class: 'muted', hidden: true }, 'The newest 200 runs are shown; ddpctl list --limit N shows more.');
+  let me = null; // the user whose token is stored, when it is a user's
+  const mineBox = h('input', { type: 'checkbox', id: 'mine-filter', checked: mineWanted(),
+    onchange: () => { try { localStorage.setItem(MINE_KEY, mineBox.checked ? '1' : '0'); } catch { /* private mode */ } applyMine(); } });
+  const mineLabel = h('label', { class: 'mine-filter', id: 'mine-label', hidden: true }, mineBox, 'Mine');
   root.append(
-    h('div', { class: 'page-head' }, h('h1', {}, 'Runs'), h('a', { class: 'button primary', href: '#/submit' }, 'New run')),
+    h('div', { class: 'page-head' }, h('h1', {}, 'Runs'), mineLabel, h('a', { class: 'button primary', href: '#/submit' }, 'New run')),
     status, empty);
   const compare = mountCompare(root);
   compare.panel.addEventListener('clear', () => { selected.clear(); selectionChanged(); for (const e of rows.values()) render(e); });
   root.append(hint, table, more);
 
   function cell(label, ...content) { return h('td', { 'data-label': label }, ...content); }
+
+  // "Mine": only the runs of the user whose token is stored.
+  function mineOnly() { return Boolean(me && me.kind === 'user' && mineBox.checked); }
+  function applyMine() {
+    mineLabel.hidden = !(me && me.kind === 'user');
+    mineLabel.title = me && me.kind === 'user' ? `Only ${me.name}'s runs` : '';
+    for (const e of rows.values()) if (e.tr) e.tr.hidden = mineOnly() && e.run.owner !== me.name;
+  }
 
   function selectedRuns() { return [...rows.values()].filter((e) => selected.has(e.run.id)).sort((a, b) => b.run.id - a.run.id).map((e) => e.run); }
 
@@ -79,6 +96,7 @@ export function mountRuns(root) {
     const tr = h('tr', { class: `run-row status-${run.status}${selected.has(run.id) ? ' picked' : ''}`, 'data-run': run.id },
       cell('Compare', h('label', { class: 'pick' }, pick)),
       cell('Run', h('a', { href: `#/runs/${run.id}`, class: 'run-link' }, `#${run.id}`), ' ', h('span', { class: 'run-name' }, run.name || '')),
+      cell('Owner', h('span', { class: `owner${run.owner ? '' : ' muted'}` }, run.owner || '—')),
       cell('Status', badge(run.status),
         run.reason && run.status !== 'succeeded' ? h('div', { class: 'reason-short', title: run.reason }, run.reason) : null),
       cell('Progress', h('div', { class: 'progress', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': Math.round(fraction * 100) },
@@ -93,6 +111,7 @@ export function mountRuns(root) {
     if (pickIndex >= 0) tr.style.setProperty('--pick', colorOf(pickIndex)); // its line's colour on the chart
     if (entry.tr) entry.tr.replaceWith(tr);
     entry.tr = tr;
+    tr.hidden = mineOnly() && run.owner !== me.name;
     formatLossColumn();
     return tr;
   }
@@ -187,6 +206,8 @@ export function mountRuns(root) {
     },
   });
 
+  const stopWho = onWho((w) => { me = w; applyMine(); });
+
   // Durations of live runs tick.
   const timer = setInterval(() => {
     for (const entry of rows.values()) {
@@ -196,5 +217,5 @@ export function mountRuns(root) {
     }
   }, 1000);
 
-  return () => { disposed = true; close(); clearInterval(timer); compare.dispose(); };
+  return () => { disposed = true; close(); stopWho(); clearInterval(timer); compare.dispose(); };
 }

@@ -8,8 +8,15 @@
   wrk      GET /runs/{id} under 64 concurrent connections (wrk) while a real 2-rank run
            trains: requests/s and latency percentiles, and the run's samples/s against
            the same run with no load (alternating, to spread the machine's noise).
-  latency  POST /runs to the first step event of a 2-rank CPU run, with the server's
-           part (POST to trainer started) and the trainer's (to hello, to first step).
+  latency  POST /runs to the first step event of a CPU run (--latency-world ranks, 1 and
+           2 by default), with the server's part (POST to trainer started) and the
+           trainer's (to hello, to first step); with --baseline-trainer, another
+           ddp-trainer build's runs alternate with this one's, on the same server.
+  queue    1000 queued runs of 10 users (ddpd user add) behind 2 busy CPU slots (the
+           tests' stand-in trainer, which waits): the time from a run's end to the
+           next run's start (finished_at -> started_at) as slots are freed one at a
+           time, what GET /queue and GET /runs/{id} of a queued run take, and
+           bench_queue_policy's in-process figure for one decision.
   get      GET /runs/{id} of a finished run (config and checkpoints in its answer)
            under 64 connections (wrk), plain and with If-None-Match (304s): the
            server's own CPU per request (its utime+stime from /proc/PID/stat around
@@ -17,8 +24,8 @@
            --baseline-ddpd, the plain GET of another ddpd build (one from before the
            cache) measured in the same rounds, and the ratios.
 
-Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,get] [--steps N]
-                       [--baseline-ddpd PATH]"""
+Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get] [--steps N]
+                       [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -31,8 +38,8 @@ def iso_s(t):
 
 
 class Server:
-    def __init__(self, ddpd, trainer, slots=2, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="ddpd-bench-")
+    def __init__(self, ddpd, trainer, slots=2, extra=(), state_dir=None):
+        self.dir = state_dir or tempfile.mkdtemp(prefix="ddpd-bench-")
         self.log = open(os.path.join(self.dir, "server.log"), "wb")
         self.proc = subprocess.Popen([ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.dir,
                                       "--slots", str(slots), "--gpus", "none", "--trainer", trainer, *extra],
@@ -172,40 +179,133 @@ def bench_wrk(a):
           f" target: at most 5%)")
 
 
+def latency_row(s, trainer_label, world, i):
+    """One run: POST -> its first step, and the parts of it."""
+    cfg = {"name": f"latency-{trainer_label}-{world}-{i}", "data": {"train": FMNIST, "limit": 2048, "test_limit": 1000},
+           "train": {"epochs": 1, "batch_size": 128}, "distributed": {"world_size": world},
+           "checkpoint": {"every_epochs": 0}}
+    t_post = time.time()
+    rid = s.submit(cfg)
+    while True:
+        m = s.req("GET", f"/runs/{rid}/metrics?key=loss&max_points=3")[1]
+        if m["count"]:
+            break
+        time.sleep(0.002)
+    t_seen = time.time()
+    run = s.wait(rid, lambda r: r["status"] == "succeeded")
+    first = s.req("GET", f"/runs/{rid}/metrics?key=loss")[1]["points"][0]
+    ranks = s.req("GET", f"/runs/{rid}/ranks")[1]["ranks"]
+    started = iso_s(run["started_at"])
+    hello = min(iso_s(r["connected_at"]) for r in ranks)
+    return {"post_to_step": first[2] / 1000 - t_post, "post_to_seen": t_seen - t_post,
+            "server": started - t_post, "to_hello": hello - started, "to_step": first[2] / 1000 - hello}
+
+
 def bench_latency(a):
-    s = Server(a.ddpd, os.path.join(a.build, "bin", "ddp-trainer"), slots=2)
-    rows = []
+    """Each world size's runs, this trainer's and (with --baseline-trainer) another's
+    alternating on one server (the trainer is a setting of the server: two servers,
+    one request each in turn), so the machine's load falls on both alike."""
+    trainers = [("this", os.path.join(a.build, "bin", "ddp-trainer"))]
+    if a.baseline_trainer:
+        trainers.append(("baseline", os.path.abspath(a.baseline_trainer)))
+    servers = {label: Server(a.ddpd, path, slots=2) for label, path in trainers}
+    rows = {}
     try:
-        for i in range(a.repeat_latency):
-            cfg = {"name": f"latency-{i}", "data": {"train": FMNIST, "limit": 2048, "test_limit": 1000},
-                   "train": {"epochs": 1, "batch_size": 128}, "distributed": {"world_size": 2},
-                   "checkpoint": {"every_epochs": 0}}
-            t_post = time.time()
-            rid = s.submit(cfg)
-            while True:
-                m = s.req("GET", f"/runs/{rid}/metrics?key=loss&max_points=3")[1]
-                if m["count"]:
-                    break
-                time.sleep(0.002)
-            t_seen = time.time()
-            run = s.wait(rid, lambda r: r["status"] == "succeeded")
-            first = s.req("GET", f"/runs/{rid}/metrics?key=loss")[1]["points"][0]
-            ranks = s.req("GET", f"/runs/{rid}/ranks")[1]["ranks"]
-            created, started = iso_s(run["created_at"]), iso_s(run["started_at"])
-            hello = min(iso_s(r["connected_at"]) for r in ranks)
-            rows.append({"post_to_step": first[2] / 1000 - t_post, "post_to_seen": t_seen - t_post,
-                         "server": started - t_post, "to_hello": hello - started, "to_step": first[2] / 1000 - hello})
+        for world in [int(w) for w in a.latency_world.split(",")]:
+            for i in range(a.repeat_latency):
+                for label, _ in trainers:
+                    rows.setdefault((label, world), []).append(latency_row(servers[label], label, world, i))
+    finally:
+        for s in servers.values():
+            s.close()
+    load = os.getloadavg()
+    print(f"latency: POST /runs to the first step event of a CPU run (2,048 examples), {a.repeat_latency} runs each; "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    for (label, world), rs in rows.items():
+        print(f"  {world}-rank run, {label} trainer ({dict(trainers)[label]}):")
+        for k, what in (("post_to_step", "POST sent -> first step event (its t)"),
+                        ("post_to_seen", "POST sent -> first step readable over HTTP"),
+                        ("server", "  of which POST sent -> trainer started (ddpd)"),
+                        ("to_hello", "  trainer started -> first rank's hello (launcher loads data, forks)"),
+                        ("to_step", "  hello -> first step (rank set-up, first step)")):
+            v = sorted(r[k] * 1000 for r in rs)
+            print(f"    {what:66s} median {statistics.median(v):7.1f} ms  (min {v[0]:.1f}, max {v[-1]:.1f})")
+    print("  (target: a 1-rank run under 300 ms)")
+
+
+def bench_queue(a):
+    """1000 queued runs of 10 users behind 2 busy slots; slots freed one at a time."""
+    fake = os.path.join(HERE, "..", "..", "tests", "server", "fake_trainer.py")
+    state = tempfile.mkdtemp(prefix="ddpd-bench-queue-")
+    tokens = []
+    for u in range(10):
+        p = subprocess.run([a.ddpd, "user", "add", f"user{u}", "--state-dir", state], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"ddpd user add: {p.stderr}")
+        tokens.append(p.stdout.strip().splitlines()[-1])
+    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state)
+    try:
+        t0 = time.time()
+        ids = []
+        for i in range(a.queued):
+            status, run = s.req("POST", "/runs", {"name": "sleep", "priority": 0},
+                                headers={"Authorization": f"Bearer {tokens[i % 10]}"})
+            if status != 201:
+                sys.exit(f"POST /runs: {status} {run}")
+            ids.append(run["id"])
+        submit_s = time.time() - t0
+        running = [r for r in ids[:2]]
+        for rid in running:
+            s.wait(rid, lambda r: r["status"] == "running", timeout=60)
+        gets, queue_gets = [], []
+        for _ in range(20):
+            t = time.time()
+            s.req("GET", f"/runs/{ids[-1]}")
+            gets.append((time.time() - t) * 1000)
+            t = time.time()
+            s.req("GET", "/queue")
+            queue_gets.append((time.time() - t) * 1000)
+        gaps, cancel_to_start = [], []
+        def started_now(before):
+            """The run that started in place of the ones in `before` (the queue's head
+            before the cancel need not be it: the canceled run's usage counts now)."""
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                page = s.req("GET", "/runs?status=starting,running&limit=10")[1]["runs"]
+                new = [r["id"] for r in page if r["id"] not in before]
+                if new:
+                    return s.run(new[0])
+                time.sleep(0.005)
+            sys.exit("no run started after a slot was freed")
+
+        for k in range(a.queue_rounds):
+            victim = running.pop(0)
+            t = time.time()
+            owner = s.run(victim)["owner"]
+            s.req("POST", f"/runs/{victim}/cancel", headers={"Authorization": f"Bearer {tokens[int(owner[4:])]}"})
+            run = started_now(set(running) | {victim})
+            nxt = run["id"]
+            cancel_to_start.append((time.time() - t) * 1000)
+            ended = s.wait(victim, lambda r: r["status"] == "canceled", timeout=60)
+            gaps.append((iso_s(run["started_at"]) - iso_s(ended["finished_at"])) * 1000)
+            running.append(nxt)
     finally:
         s.close()
-    print(f"latency: POST /runs to the first step event, 2-rank CPU run (2,048 examples), {len(rows)} runs")
-    for k, what in (("post_to_step", "POST sent -> first step event (its t)"),
-                    ("post_to_seen", "POST sent -> first step readable over HTTP"),
-                    ("server", "  of which POST sent -> trainer started (ddpd)"),
-                    ("to_hello", "  trainer started -> first rank's hello (launcher loads data, forks)"),
-                    ("to_step", "  hello -> first step (rank set-up, first step)")):
-        v = sorted(r[k] * 1000 for r in rows)
-        print(f"  {what:66s} median {statistics.median(v):7.1f} ms  (min {v[0]:.1f}, max {v[-1]:.1f})")
-    print("  (target: under 300 ms)")
+        shutil.rmtree(state, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"queue: {a.queued} queued runs of 10 users behind 2 busy CPU slots; load average {load[0]:.1f} {load[1]:.1f} "
+          f"{load[2]:.1f} on {os.cpu_count()} CPUs")
+    print(f"  {a.queued} submissions took {submit_s:.1f} s ({submit_s / a.queued * 1000:.1f} ms each, each deciding the queue)")
+    for what, v in (("a slot freed (run's finished_at) -> the next run started (its started_at)", gaps),
+                    ("  POST cancel sent -> the next run seen starting over HTTP", cancel_to_start),
+                    ("GET /runs/{id} of a queued run (its place and what it waits for)", gets),
+                    ("GET /queue (1000 runs in start order, each with its reason)", queue_gets)):
+        v = sorted(v)
+        print(f"  {what:72s} median {statistics.median(v):7.1f} ms  (min {v[0]:.1f}, max {v[-1]:.1f})")
+    print("  (target: a freed device starts the next run within 50 ms)")
+    bq = os.path.join(a.build, "bin", "bench_queue_policy")
+    if os.path.exists(bq):
+        print("  " + subprocess.run([bq, str(a.queued)], capture_output=True, text=True).stdout.replace("\n", "\n  ").rstrip())
 
 
 def bench_command_latency(a):
@@ -339,7 +439,7 @@ def bench_get(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    p.add_argument("--only", default="ingest,metric,command,wrk,latency,get")
+    p.add_argument("--only", default="ingest,metric,command,wrk,latency,queue,get")
     p.add_argument("--steps", type=int, default=1000000, help="ingest: step events per run")
     p.add_argument("--repeat", type=int, default=3, help="ingest: runs")
     p.add_argument("--pairs", type=int, default=2, help="wrk: (no load, load) pairs")
@@ -347,6 +447,10 @@ def main():
     p.add_argument("--world", type=int, default=2, help="wrk: ranks of the training run")
     p.add_argument("--wrk-threads", type=int, default=2)
     p.add_argument("--repeat-latency", type=int, default=7)
+    p.add_argument("--latency-world", default="1,2", help="latency: the runs' world sizes")
+    p.add_argument("--baseline-trainer", help="latency: another ddp-trainer build whose runs alternate with this one's")
+    p.add_argument("--queued", type=int, default=1000, help="queue: runs queued")
+    p.add_argument("--queue-rounds", type=int, default=10, help="queue: slots freed one at a time")
     p.add_argument("--get-seconds", type=int, default=10, help="get: seconds of each wrk")
     p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
     p.add_argument("--baseline-ddpd", help="get: another ddpd binary to compare with (same trainer)")
@@ -356,7 +460,7 @@ def main():
     for part in a.only.split(","):
         {"ingest": bench_ingest, "metric": lambda a: bench_ingest(a, "metric"), "command": bench_command_latency,
          "wrk": bench_wrk,
-         "latency": bench_latency, "get": bench_get}[part](a)
+         "latency": bench_latency, "queue": bench_queue, "get": bench_get}[part](a)
         sys.stdout.flush()
 
 

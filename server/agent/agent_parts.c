@@ -138,7 +138,8 @@ static void start(const json_t *w) {
             buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
         char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
         launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
-                              .events = P.c.events_socket, .command = command, .master_port = port, .nodes = nodes,
+                              .events = P.c.events_socket, .command = command, .master_port = port,
+                              .restart_count = (int)json_integer_value(json_object_get(w, "restart_count")), .nodes = nodes,
                               .node_rank = p->node_rank, .master_addr = master, .node_addr = P.c.advertise,
                               .rendezvous = rdv, .resume = json_is_true(json_object_get(w, "resume")),
                               .data_roots = P.c.data_roots, .n_data_roots = P.c.n_data_roots, .run_id = p->run,

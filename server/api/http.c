@@ -36,6 +36,7 @@ typedef struct {
     char path[256];
     int status;       /* of the answer queued; 0: none was */
     uint64_t bytes;   /* of its body */
+    caller who;       /* who sent it (http_config.identify) */
 } request_state;
 
 static struct {
@@ -397,6 +398,23 @@ static bool has_body(struct MHD_Connection *conn) {
     return te != NULL || (cl && strtoull(cl, NULL, 10) > 0);
 }
 
+/* Who a request is: the hook's word (main.c: users.h), else the server's token alone:
+ * without one, everybody is an admin; with it, the token's holder. */
+static auth_verdict identify(const char *authorization, caller *who) {
+    if (H.c.identify) return H.c.identify(authorization, who);
+    *who = (caller){.kind = CALLER_ANONYMOUS, .admin = true, .max_priority = 100, .max_devices = -1};
+    if (!H.c.token) return AUTH_OK;
+    if (!auth_bearer_ok(authorization, H.c.token)) return auth_bearer_value(authorization) ? AUTH_UNKNOWN : AUTH_MISSING;
+    who->kind = CALLER_ADMIN_TOKEN;
+    return AUTH_OK;
+}
+
+static const char *refusal(auth_verdict v) {
+    if (H.c.refusal) return H.c.refusal(v);
+    return "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
+           "(the token ddpd was started with: --token-file, DDPD_TOKEN or --token)";
+}
+
 /* ---- the access handler: MHD calls it once with the headers, then once per body
  * chunk, then once more with no data: that last call dispatches. ---- */
 
@@ -438,14 +456,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
             return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
         }
-        /* Reading is open; changing needs the token, when there is one (auth.h); a run's
-         * own route is the handler's to check, by the run's secret. */
-        if (H.c.token && auth_method_mutates(method) && !st->route->run_secret_auth &&
-            !auth_bearer_ok(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                            H.c.token))
-            return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL,
-                                "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
-                                "(the token ddpd was started with: --token-file, DDPD_TOKEN or --token)");
+        /* Reading is open; changing needs a credential the server knows, when it has a
+         * token or users (identify); a run's own route is the handler's to check, by the
+         * run's secret. */
+        const char *authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        auth_verdict verdict = identify(authorization, &st->who);
+        if (verdict != AUTH_OK && auth_method_mutates(method) && !st->route->run_secret_auth)
+            return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL, refusal(verdict));
         if (has_body(conn) || st->route->json_body) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
             if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
@@ -482,6 +499,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
     }
     request rq = {.conn = conn,
+                  .who = &st->who,
                   .method = method,
                   .path = url,
                   .id_text = st->id_text,

@@ -4,8 +4,9 @@
  * answers 404 for unknown paths, 405 (with Allow) for known paths with the wrong
  * method, 413 for bodies past the cap (early, by Content-Length, and while
  * streaming), 415 for bodies that are not JSON, 401 for a request that changes
- * something (not GET or HEAD) without the token, when one is set (auth.h), but for
- * a route that takes the run's secret instead (run_secret_auth). Errors are
+ * something (not GET or HEAD) without a credential the server knows, when it needs
+ * one (the token, a user's: `identify`), but for a route that takes the run's secret
+ * instead (run_secret_auth). Every request carries who sent it (request.who). Errors are
  * application/problem+json (RFC 9457). When a request is over, the request_done hook
  * hears of it (main.c: its log line and its count in /metrics). Connections come
  * through conn_guard.h's accept thread (its caps and the header deadline); a
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "base.h"
 #include "conn_guard.h"
 
@@ -28,6 +30,7 @@ struct MHD_Connection;
 
 typedef struct {
     struct MHD_Connection *conn;
+    const caller *who; /* who sent it: a user, the server's token, or anybody (auth.h) */
     const char *method;
     const char *path;
     const char *id_text; /* the {id} segment, when the route has one */
@@ -74,7 +77,12 @@ typedef struct {
     unsigned threads;
     const route *routes;
     size_t n_routes;
-    const char *token;   /* NULL: no authentication */
+    const char *token;   /* NULL: no authentication (when `identify` is NULL) */
+    /* Who a request is, from its Authorization header's value (main.c: users.h); a
+     * request that changes something goes on only with AUTH_OK. NULL: the token alone
+     * says (without one, everybody may). `refusal`: the 401's words for a verdict. */
+    auth_verdict (*identify)(const char *authorization, caller *who);
+    const char *(*refusal)(auth_verdict v);
     void (*request_done)(const http_done *d);
     conn_guard_limits limits; /* connections per address and in all, the header deadline */
     unsigned idle_timeout_s;  /* a connection that sends and reads nothing for this long is closed */

@@ -13,6 +13,12 @@
  *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
  *   POST   /runs/{id}/resume            continue a failed or canceled run from its newest checkpoint -> 202
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
+ *   GET    /queue                       the queued runs in the order they will start, and why each waits
+ *   GET    /users                       the users (names, admins, quotas; no token)
+ *   GET    /users/me                    who the request's token is (401 without one the server knows)
+ *
+ * Cancel, delete and resume are for the run's owner and admins (403 naming the owner
+ * for anyone else); a user may not submit over its max-priority or its quota (403).
  *   GET    /metrics                     Prometheus text format (metrics.c)
  *   GET    /openapi.json                the API's description (openapi.c)
  *
@@ -46,6 +52,7 @@
 #include "state_layout.h"
 #include "store.h"
 #include "store_read.h"
+#include "users.h"
 
 static int64_t started_at;
 
@@ -195,8 +202,17 @@ static void post_runs(request *rq, response *rs) {
         json_decref(config);
         return;
     }
+    if (!runs_permitted(config, rq->who, &errs)) {
+        char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
+        reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
+                      rq->who->kind == CALLER_USER ? rq->who->name : "this caller", first);
+        free(first);
+        schema_errors_free(&errs);
+        json_decref(config);
+        return;
+    }
     char err[1024];
-    int64_t id = runs_submit(config, &errs, err, sizeof err);
+    int64_t id = runs_submit(config, rq->who, &errs, err, sizeof err);
     if (id == 0) invalid_config(rs, &errs);
     else if (id < 0) {
         store_health sh;
@@ -332,11 +348,25 @@ static void get_run(request *rq, response *rs) {
     snprintf(rs->etag, sizeof rs->etag, "%s", etag);
 }
 
+/* ---- who may change a run ---- */
+
+/* Whether the request may `verb` run `id` (its owner, or an admin); else the answer
+ * (403 naming the owner, 404, 500) is given and false. */
+static bool may_change(request *rq, response *rs, int64_t id, const char *verb) {
+    char why[512];
+    switch (runs_may_change(id, rq->who, verb, why, sizeof why)) {
+    case RUNS_DONE: return true;
+    case RUNS_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", why); return false;
+    case RUNS_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return false;
+    default: reply_problem(rs, 500, NULL, "the database could not be read; see the server's log"); return false;
+    }
+}
+
 /* ---- POST /runs/{id}/cancel ---- */
 
 static void cancel_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id)) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "cancel")) return;
     run_status st = RUN_QUEUED;
     switch (runs_cancel(id, &st)) {
     case RUNS_DONE: reply_run(rs, 202, id); return;
@@ -354,7 +384,7 @@ static void cancel_run(request *rq, response *rs) {
 
 static void resume_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id)) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "resume")) return;
     char why[2048] = "";
     switch (runs_resume(id, why, sizeof why)) {
     case RESUME_QUEUED: reply_run(rs, 202, id); return;
@@ -368,7 +398,7 @@ static void resume_run(request *rq, response *rs) {
 
 static void delete_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id)) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "delete")) return;
     run_status st = RUN_QUEUED;
     switch (runs_delete(id, &st)) {
     case RUNS_DONE: reply_text(rs, 204, NULL, 0, NULL); return;
@@ -520,11 +550,17 @@ static void get_checkpoints(request *rq, response *rs) {
             char when[32];
             format_iso8601((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000, when);
             int epoch = -1;
+            long step = -1;
             char tail;
-            bool numbered = sscanf(e->d_name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' && epoch >= 0;
-            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o}", "file", e->d_name, "path", path, "bytes",
-                                                   (json_int_t)sb.st_size, "modified_at", when, "epoch",
-                                                   numbered ? json_integer(epoch) : json_null()));
+            /* epoch-NNNN: the end of epoch N; epoch-NNNN-step-S: within epoch N, before its step S (a preemption) */
+            bool within = sscanf(e->d_name, "epoch-%d-step-%ld.safetensor%c", &epoch, &step, &tail) == 3 &&
+                          tail == 's' && epoch >= 0 && step >= 0;
+            bool numbered = within || (sscanf(e->d_name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' &&
+                                       epoch >= 0);
+            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "file", e->d_name, "path", path,
+                                                   "bytes", (json_int_t)sb.st_size, "modified_at", when, "epoch",
+                                                   numbered ? json_integer(epoch) : json_null(), "next_step",
+                                                   within ? json_integer(step) : json_null()));
         }
         free(path);
     }
@@ -581,6 +617,38 @@ static void get_logs(request *rq, response *rs) {
     reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
 }
 
+/* ---- GET /queue, /users, /users/me ---- */
+
+static void get_queue(request *rq, response *rs) {
+    (void)rq;
+    reply_json(rs, 200, scheduler_queue_json());
+}
+
+static void get_users(request *rq, response *rs) {
+    (void)rq;
+    reply_json(rs, 200, json_pack("{s:o}", "users", users_json()));
+}
+
+static void get_me(request *rq, response *rs) {
+    const caller *who = rq->who;
+    if (who->kind == CALLER_USER) {
+        user_info u;
+        if (users_find(who->name, &u)) {
+            reply_json(rs, 200, json_pack("{s:s, s:s, s:b, s:o, s:i}", "kind", "user", "name", u.name, "admin", u.admin,
+                                          "max_devices", u.max_devices < 0 ? json_null() : json_integer(u.max_devices),
+                                          "max_priority", u.max_priority));
+            return;
+        }
+    }
+    if (who->kind == CALLER_ADMIN_TOKEN || (who->kind == CALLER_ANONYMOUS && who->admin)) {
+        /* the server's token, or anybody on a box that asks for none: an admin of no name */
+        reply_json(rs, 200, json_pack("{s:s, s:n, s:b, s:n, s:i}", "kind", who->kind == CALLER_ADMIN_TOKEN ? "token"
+                                      : "anybody", "name", "admin", 1, "max_devices", "max_priority", 100));
+        return;
+    }
+    reply_problem(rs, 401, NULL, "%s", users_refusal(rq_header(rq, "Authorization") ? AUTH_UNKNOWN : AUTH_MISSING));
+}
+
 const route api_routes[] = {
     {.method = "GET", .pattern = "/healthz", .handler = get_healthz},
     {.method = "POST", .pattern = "/runs", .handler = post_runs, .json_body = true},
@@ -594,6 +662,9 @@ const route api_routes[] = {
     {.method = "GET", .pattern = "/runs/{id}/ranks", .handler = get_ranks},
     {.method = "GET", .pattern = "/runs/{id}/checkpoints", .handler = get_checkpoints},
     {.method = "GET", .pattern = "/runs/{id}/logs", .handler = get_logs},
+    {.method = "GET", .pattern = "/queue", .handler = get_queue},
+    {.method = "GET", .pattern = "/users", .handler = get_users},
+    {.method = "GET", .pattern = "/users/me", .handler = get_me},
     {.method = "GET", .pattern = "/metrics", .handler = metrics_handle},
     {.method = "GET", .pattern = "/openapi.json", .handler = openapi_handle},
 };

@@ -53,6 +53,8 @@
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
+#include "user_cmd.h"
+#include "users.h"
 
 static int parse_count(const char *what, const char *s, int min, int max) {
     char *end;
@@ -139,6 +141,23 @@ static const store_cache_hooks CACHE_FORGETS_DELETED = {run_cache_forget};
 static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event, scheduler_progress,
                                          scheduler_journal_fed};
 
+/* Fair share: each owner's usage as the store kept it, for the scheduler. */
+static void load_usage(void) {
+    char **owners = NULL;
+    double *values = NULL;
+    int64_t *as_of = NULL;
+    int n = store_list_usage(&owners, &values, &as_of);
+    if (n < 0) {
+        log_error("cannot read the owners' usage from the database: fair share starts from nothing");
+        return;
+    }
+    scheduler_load_usage((const char *const *)owners, values, as_of, n);
+    for (int i = 0; i < n; i++) free(owners[i]);
+    free(owners);
+    free(values);
+    free(as_of);
+}
+
 static int serve(int argc, char **argv) {
     settings o;
     settings_read(argc, argv, &o);
@@ -185,6 +204,11 @@ static int serve(int argc, char **argv) {
                                                     : (int)(cores < 2 ? 2 : cores > 16 ? 16 : cores);
     int grace = o.cancel_grace && *o.cancel_grace ? parse_count("--cancel-grace", o.cancel_grace, 0, 3600) : 10;
     int node_timeout = o.node_timeout && *o.node_timeout ? parse_count("--node-timeout", o.node_timeout, 2, 3600) : 10;
+    int backfill = o.backfill_window && *o.backfill_window
+                       ? parse_count("--backfill-window", o.backfill_window, 0, 30 * 24 * 3600) : 600;
+    int half_life = o.fairshare_half_life && *o.fairshare_half_life
+                        ? parse_count("--fairshare-half-life", o.fairshare_half_life, 1, 365 * 24 * 3600) : 3600;
+    int preempt_grace = o.preempt_grace && *o.preempt_grace ? parse_count("--preempt-grace", o.preempt_grace, 1, 3600) : 60;
     char host_name[64] = "local";
     if (!o.node_name) gethostname(host_name, sizeof host_name - 1);
     if (o.token_error[0]) die("%s", o.token_error);
@@ -194,18 +218,10 @@ static int serve(int argc, char **argv) {
                  (int)getpid());
     else if (o.token_file)
         log_info("the token is read from %s", o.token_file);
-    /* Without a token, only this host's users may reach it (auth.h). */
+    /* Without a token or users, only this host's users may reach it (auth.h): judged
+     * once the database says whether it has users (below). */
     char listen_err[512];
     int loopback = auth_listen_is_loopback(o.listen, listen_err, sizeof listen_err);
-    if (loopback == 0 && !o.token && !o.insecure)
-        die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
-            "Set a token (--token-file PATH or DDPD_TOKEN; e.g. openssl rand -hex 16 >PATH; chmod 600 PATH), "
-            "listen on 127.0.0.1, "
-            "or pass --insecure (DDPD_INSECURE=1) to serve without one",
-            o.listen);
-    if (loopback == 0 && !o.token)
-        log_warn("serving %s without a token (--insecure): anyone who can reach it can submit, cancel and delete runs",
-                 o.listen);
 
     /* data roots: as given (a bad one is fatal), or the defaults (a missing one is skipped) */
     data_roots roots = {0};
@@ -245,6 +261,17 @@ static int serve(int argc, char **argv) {
     }
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
     if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, &CACHE_FORGETS_DELETED, err, sizeof err) != 0) die("%s", err);
+    if (users_open(layout_db_path(), o.token, err, sizeof err) != 0) die("%s", err);
+    bool has_users = users_exist(); /* their tokens are needed to change anything */
+    if (loopback == 0 && !o.token && !has_users && !o.insecure)
+        die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
+            "Set a token (--token-file PATH or DDPD_TOKEN; e.g. openssl rand -hex 16 >PATH; chmod 600 PATH), "
+            "add users (ddpd user add NAME), listen on 127.0.0.1, "
+            "or pass --insecure (DDPD_INSECURE=1) to serve without one",
+            o.listen);
+    if (loopback == 0 && !o.token && !has_users)
+        log_warn("serving %s without a token (--insecure): anyone who can reach it can submit, cancel and delete runs",
+                 o.listen);
     if (rebuild) {
         rebuild_counts rb;
         if (history_rebuild(layout_runs_dir(), &rb, err, sizeof err) != 0) die("--rebuild-from-runs: %s", err);
@@ -264,8 +291,10 @@ static int serve(int argc, char **argv) {
                            .cancel_grace_ms = grace * 1000, .run_ended = ingest_run_ended,
                            .node_name = o.node_name ? o.node_name : host_name,
                            .advertise = o.advertise && *o.advertise ? o.advertise : NULL,
-                           .node_timeout_ms = node_timeout * 1000LL};
+                           .node_timeout_ms = node_timeout * 1000LL, .backfill_window_ms = backfill * 1000LL,
+                           .fair_share_half_life_s = half_life, .preempt_grace_ms = preempt_grace * 1000};
     scheduler_init(&sc);
+    load_usage();
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
     scheduler_recover();
@@ -289,7 +318,8 @@ static int serve(int argc, char **argv) {
     if (feed_start() != 0) die("cannot start the live feed's thread");
     sse_set_limits(limits.max_streams, limits.streams_per_address);
     http_config hc = {.listen = o.listen, .threads = (unsigned)threads, .routes = all_routes,
-                      .n_routes = n_routes, .token = o.token, .request_done = on_request_done,
+                      .n_routes = n_routes, .token = o.token, .identify = users_identify, .refusal = users_refusal,
+                      .request_done = on_request_done,
                       .limits = limits.http, .idle_timeout_s = limits.idle_timeout_s};
     int port = 0;
     if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);
@@ -342,6 +372,7 @@ static int serve(int argc, char **argv) {
     supervisor_stop();
     ingest_stop();
     store_read_release();
+    users_close();
     store_close();
     run_cache_clear(); /* after the writer: it may still tell of a deletion */
     path_redact_clear();
@@ -379,6 +410,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "agent") == 0) return agent_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "user") == 0) return user_main(argc, argv);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
         char line[256];
         ddpd_version_line(line, sizeof line);

@@ -17,6 +17,7 @@
 const char SETTINGS_USAGE[] =
     "usage: ddpd serve [options]\n"
     "       ddpd check [options]     is this host ready to serve? one verdict per part, nothing changed\n"
+    "       ddpd user add|list|token|remove ...   the users of a shared server (ddpd user --help)\n"
     "       ddpd --version\n"
     "\n"
     "Serves the ddpd API: submit data-parallel training runs as JSON, follow them, cancel them.\n"
@@ -64,6 +65,13 @@ const char SETTINGS_USAGE[] =
     "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
     "  --cancel-grace SECONDS SIGTERM to a canceled run, SIGKILL this much later (DDPD_CANCEL_GRACE;\n"
     "                         default 10)\n"
+    "  --backfill-window SECONDS  a run that fits may start ahead of a larger one of its pool that\n"
+    "                         waits, while that one has waited less than this; 0: strict first come\n"
+    "                         first served (DDPD_BACKFILL_WINDOW; default 600)\n"
+    "  --fairshare-half-life SECONDS  fair share: a user's past device-seconds weigh half as much\n"
+    "                         this much later (DDPD_FAIRSHARE_HALF_LIFE; default 3600)\n"
+    "  --preempt-grace SECONDS  a preempted built-in run has this long to write its checkpoint and\n"
+    "                         stop before it is stopped as a cancel is (DDPD_PREEMPT_GRACE; default 60)\n"
     "  --max-connections N    HTTP connections open at once, every client together\n"
     "                         (DDPD_MAX_CONNECTIONS; default: from the file descriptor limit, at most 4096)\n"
     "  --reserved-connections N  more connections that only this host (loopback) may use once the\n"
@@ -146,6 +154,9 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--advertise") == 0) o->advertise = v;
         else if (strcmp(name, "--node-name") == 0) o->node_name = v;
         else if (strcmp(name, "--node-timeout") == 0) o->node_timeout = v;
+        else if (strcmp(name, "--backfill-window") == 0) o->backfill_window = v;
+        else if (strcmp(name, "--fairshare-half-life") == 0) o->fairshare_half_life = v;
+        else if (strcmp(name, "--preempt-grace") == 0) o->preempt_grace = v;
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
             o->data_roots[o->n_data_roots++] = v;
@@ -163,6 +174,11 @@ static char *default_state_dir(void) {
     if (xdg && *xdg) return xasprintf("%s/ddpd", xdg);
     if (home && *home) return xasprintf("%s/.local/state/ddpd", home);
     return xstrdup("ddpd-state");
+}
+
+char *settings_state_dir(const char *flag) {
+    const char *sd = env_or(flag, "DDPD_STATE_DIR");
+    return sd && *sd ? xstrdup(sd) : default_state_dir();
 }
 
 
@@ -209,8 +225,7 @@ void settings_read(int argc, char **argv, settings *s) {
     parse_flags(argc, argv, s);
     s->listen = env_or(s->listen, "DDPD_LISTEN");
     if (!s->listen || !*s->listen) s->listen = "127.0.0.1:8080";
-    const char *sd = env_or(s->state_dir, "DDPD_STATE_DIR");
-    s->state_dir = s->storage_[2] = sd && *sd ? xstrdup(sd) : default_state_dir();
+    s->state_dir = s->storage_[2] = settings_state_dir(s->state_dir);
     const char *tr = env_or(s->trainer, "DDPD_TRAINER");
     s->trainer = s->storage_[3] = tr && *tr ? xstrdup(tr) : beside_self("ddp-trainer");
     const char *ru = env_or(s->runner, "DDPD_RUNNER");
@@ -230,6 +245,9 @@ void settings_read(int argc, char **argv, settings *s) {
     s->node_timeout = env_or(s->node_timeout, "DDPD_NODE_TIMEOUT");
     s->http_threads = env_or(s->http_threads, "DDPD_HTTP_THREADS");
     s->cancel_grace = env_or(s->cancel_grace, "DDPD_CANCEL_GRACE");
+    s->backfill_window = env_or(s->backfill_window, "DDPD_BACKFILL_WINDOW");
+    s->fairshare_half_life = env_or(s->fairshare_half_life, "DDPD_FAIRSHARE_HALF_LIFE");
+    s->preempt_grace = env_or(s->preempt_grace, "DDPD_PREEMPT_GRACE");
     s->web_dir = env_or(s->web_dir, "DDPD_WEB_DIR");
     s->log_level = env_or(s->log_level, "DDPD_LOG_LEVEL");
     s->log_file = env_or(s->log_file, "DDPD_LOG_FILE");

@@ -32,6 +32,8 @@ typedef struct {
     /* runs across nodes: this host's name among them, the address other nodes reach
      * it at (NULL: it takes no part in runs across nodes), how long a silent node lives */
     const char *node_name, *advertise, *node_timeout;
+    /* sharing: the backfill window, fair share's half-life, a preemption's grace (seconds); NULL: defaults */
+    const char *backfill_window, *fairshare_half_life, *preempt_grace;
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
@@ -42,6 +44,9 @@ typedef struct {
  * exits 2 with a line naming the mistake for a bad option. */
 void settings_read(int argc, char **argv, settings *s);
 void settings_free(settings *s);
+/* The state directory: `flag` (--state-dir), else DDPD_STATE_DIR, else the default
+ * ($XDG_STATE_HOME/ddpd, ~/.local/state/ddpd). malloc'd. */
+char *settings_state_dir(const char *flag);
 
 /* The usage text, for --help and mistakes. */
 extern const char SETTINGS_USAGE[];

@@ -323,6 +323,9 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     bind_text_or_null(st[0], 6, op->u.insert.command ? "command" : "builtin");
     if (op->run_id > 0) sqlite3_bind_int64(st[0], 7, op->run_id); /* a rebuilt run keeps its id; else the next */
     else sqlite3_bind_null(st[0], 7);
+    bind_text_or_null(st[0], 8, op->u.insert.owner);
+    sqlite3_bind_int(st[0], 9, op->u.insert.priority);
+    sqlite3_bind_int(st[0], 10, op->u.insert.preemptible);
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -332,12 +335,15 @@ static json_t *sse_insert(const store_op *op, int64_t result) {
     json_object_set_new(d, "name", json_string_or_null(op->u.insert.name));
     json_object_set_new(d, "world_size", json_integer(op->u.insert.world_size));
     json_object_set_new(d, "device_kind", json_string(op->u.insert.device_kind ? op->u.insert.device_kind : ""));
+    json_object_set_new(d, "owner", json_string_or_null(op->u.insert.owner));
+    json_object_set_new(d, "priority", json_integer(op->u.insert.priority));
     return d;
 }
 
 static void free_insert(store_op *op) {
     free(op->u.insert.name);
     free(op->u.insert.config);
+    free(op->u.insert.owner);
 }
 
 static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
@@ -457,6 +463,48 @@ static json_t *sse_resume(const store_op *op, int64_t result) {
 
 static void free_resume(store_op *op) { free(op->u.resume.from_checkpoint); }
 
+/* A started run is being preempted for another: kept, so that a server that dies
+ * before the run is queued again queues it at start-up instead of failing it. The
+ * feed says nothing yet (the run's status has not changed): the requeue says it. */
+static int64_t apply_preempting(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    sqlite3_bind_int64(st[0], 2, op->u.preempting.by);
+    sqlite3_bind_int64(st[0], 3, op->t);
+    return run(db, st[0]);
+}
+
+/* A preempted run queued again: what it recorded past what it continues from goes
+ * (a built-in run; a command run's restart reports its steps again over them). */
+static int64_t apply_requeue(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    sqlite3_bind_int64(st[0], 2, op->t);
+    bind_int_or_null(st[0], 3, op->u.requeue.from_global_step);
+    int64_t n = run(db, st[0]);
+    int64_t gs = op->u.requeue.from_global_step, epoch = op->u.requeue.from_epoch == NO_INT ? -1 : op->u.requeue.from_epoch;
+    for (int i = 1; n == 1 && gs != NO_INT && i < OP_MAX_SQL && st[i]; i++) {
+        sqlite3_bind_int64(st[i], 1, op->run_id);
+        sqlite3_bind_int64(st[i], 2, i == 2 ? epoch : gs);
+        run(db, st[i]);
+    }
+    return n;
+}
+
+static json_t *sse_requeue(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
+    json_object_set_new(d, "preempted_by", op->u.requeue.by > 0 ? json_integer(op->u.requeue.by) : json_null());
+    return d;
+}
+
+static int64_t apply_usage(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    bind_text_or_null(st[0], 1, op->u.usage.owner ? op->u.usage.owner : "");
+    sqlite3_bind_double(st[0], 2, op->u.usage.device_seconds);
+    sqlite3_bind_int64(st[0], 3, op->t);
+    return run(db, st[0]);
+}
+
+static void free_usage(store_op *op) { free(op->u.usage.owner); }
+
 static int64_t apply_nothing(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     (void)db;
     (void)st;
@@ -509,8 +557,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
-        .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind)"
-                " VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6)"},
+        .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
+                " preemptible, queued_at) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10, ?5)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {
@@ -531,8 +579,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_FINISH] = {
         .kind = OP_RUN_FINISH,
-        .sql = {"UPDATE runs SET status = ?2, reason = ?3, exit_code = ?4, exit_signal = ?5, finished_at = ?6"
-                " WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')"},
+        .sql = {"UPDATE runs SET status = ?2, reason = ?3, exit_code = ?4, exit_signal = ?5, finished_at = ?6,"
+                " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')"},
         .apply = apply_finish, .sse_event = "run", .sse_data = sse_finish, .ends_run = finish_ends_run,
         .free_fields = free_finish,
     },
@@ -554,7 +602,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
                 /* ?2: the checkpoint's global step */
                 "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"
                 " finished_at = NULL, devices = NULL, pid = NULL, first_step_at = NULL, first_global_step = NULL,"
-                " last_step_at = NULL, samples_per_s = NULL, global_step = ?2,"
+                " last_step_at = NULL, samples_per_s = NULL, global_step = ?2, queued_at = (SELECT at FROM run_resumes"
+                " WHERE run_id = ?1 ORDER BY n DESC LIMIT 1),"
                 " epoch = (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?2),"
                 " step = (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?2),"
                 " loss = (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?2),"
@@ -564,6 +613,35 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
                 "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
                 "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2"},
         .apply = apply_resume, .sse_event = "run", .sse_data = sse_resume, .free_fields = free_resume,
+    },
+    [OP_RUN_PREEMPTING] = {
+        .kind = OP_RUN_PREEMPTING,
+        .sql = {"UPDATE runs SET preempting = 1, preempted_by = ?2, preempted_at = ?3"
+                " WHERE id = ?1 AND status IN ('starting', 'running')"},
+        .apply = apply_preempting,
+    },
+    [OP_RUN_REQUEUE] = {
+        .kind = OP_RUN_REQUEUE,
+        .sql = {/* ?3: the global step it continues from (NULL: a command run's: its progress stays) */
+                "UPDATE runs SET status = 'queued', preempting = 0, preemptions = preemptions + 1, queued_at = ?2,"
+                " devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL, first_step_at = NULL,"
+                " first_global_step = NULL, last_step_at = NULL, samples_per_s = NULL,"
+                " global_step = coalesce(?3, global_step),"
+                " epoch = CASE WHEN ?3 IS NULL THEN epoch ELSE (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
+                " step = CASE WHEN ?3 IS NULL THEN step ELSE (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
+                " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
+                " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?3) END"
+                " WHERE id = ?1 AND status IN ('starting', 'running', 'canceling')",
+                "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
+                "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the last epoch it holds */
+                "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
+                "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2"},
+        .apply = apply_requeue, .sse_event = "run", .sse_data = sse_requeue,
+    },
+    [OP_USAGE] = {
+        .kind = OP_USAGE,
+        .sql = {"INSERT OR REPLACE INTO usage (owner, device_seconds, as_of) VALUES (?1, ?2, ?3)"},
+        .apply = apply_usage, .free_fields = free_usage,
     },
     [OP_SYNC] = {.kind = OP_SYNC, .apply = apply_nothing},
 };

@@ -48,6 +48,7 @@ typedef struct {
     bool resume;             /* continue from the newest checkpoint (--resume) */
     const char *secret;      /* DDPD_RUN_SECRET */
     int master_port;         /* a command run's MASTER_PORT */
+    int restart_count;       /* a command run's first TORCHELASTIC_RESTART_COUNT (restarted after a preemption) */
     const char *master_addr; /* across nodes: the address of rank 0's node */
     const char *rendezvous;  /* the run's rendezvous, a path under the coordinator's URL ("/runs/7/rendezvous") */
     int n_devices;           /* its devices on that node: world_size / nodes of them */
@@ -98,6 +99,11 @@ typedef struct executor {
      * the grace anew. Before a pending start is done: the part is stopped once it
      * has started. */
     void (*stop)(int64_t run, int part, int grace_ms);
+    /* Asks a built-in run's part to write a checkpoint at its current step and stop
+     * (preemption); if it has not ended preempt_grace_ms later, stops it as `stop`
+     * does with grace_ms. NULL: this executor cannot (the scheduler preempts no run
+     * across nodes: its nodes would not agree on the step). */
+    void (*preempt)(int64_t run, int part, int preempt_grace_ms, int grace_ms);
     /* The run is over: what the executor keeps of the part goes (its `ended` may never
      * come then). */
     void (*release)(int64_t run, int part);

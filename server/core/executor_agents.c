@@ -53,10 +53,11 @@ static json_t *part_json(const part_launch *l) {
     char *path = layout_run_path(l->run, RUN_FILE_CONFIG);
     json_t *config = json_load_file(path, 0, NULL); /* as this host's trainer reads it: paths resolved */
     free(path);
-    return json_pack("{s:I, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:i, s:s, s:s, s:o}", "run", (json_int_t)l->run,
+    return json_pack("{s:I, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:i, s:i, s:s, s:s, s:o}", "run", (json_int_t)l->run,
                      "node_rank", l->part, "nodes", l->nodes, "world_size", l->world_size, "command", l->command,
                      "resume", l->resume, "config", config ? config : json_null(), "secret", l->secret, "master_addr",
-                     l->master_addr ? l->master_addr : "", "master_port", l->master_port, "rendezvous", l->rendezvous,
+                     l->master_addr ? l->master_addr : "", "master_port", l->master_port,
+                     "restart_count", l->restart_count, "rendezvous", l->rendezvous,
                      "pool", l->gpu ? "gpu" : "cpu", "devices", devices);
 }
 

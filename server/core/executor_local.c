@@ -32,6 +32,7 @@ typedef struct local_part {
     bool stop_asked;     /* asked to stop before its pid was known */
     int grace_ms;
     int64_t kill_at;     /* mono ms: SIGKILL then; 0: not stopping */
+    int64_t term_at;     /* mono ms: asked to checkpoint and stop (preempted); SIGTERM then if still there */
     bool killed;
     struct local_part *next;
 } local_part;
@@ -94,7 +95,8 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char *rendezvous = xasprintf("%s%s", L.self_url, l->rendezvous);
     pthread_mutex_unlock(&L.mu);
     launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
-                          .command = l->command, .master_port = l->master_port, .nodes = l->nodes,
+                          .command = l->command, .master_port = l->master_port,
+                          .restart_count = l->restart_count, .nodes = l->nodes,
                           .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
                           .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,
                           .n_data_roots = L.c.n_data_roots, .run_id = l->run, .secret = l->secret,
@@ -206,6 +208,25 @@ static void local_stop(int64_t run, int part, int grace_ms) {
     pthread_mutex_unlock(&L.mu);
 }
 
+/* SIGUSR1 to the launcher alone (ddp-trainer: checkpoint at the current step, then
+ * stop); a stop as local_stop's if it is still there after preempt_grace_ms. */
+static void local_preempt(int64_t run, int part, int preempt_grace_ms, int grace_ms) {
+    pthread_mutex_lock(&L.mu);
+    local_part *p = *slot_of(run, part);
+    if (p && p->pid > 0 && !p->kill_at) {
+        p->grace_ms = grace_ms;
+        p->term_at = mono_ms() + preempt_grace_ms;
+        if (kill(p->pid, SIGUSR1) != 0 && errno != ESRCH)
+            log_warn("run %lld: SIGUSR1 to its launcher %d: %s", (long long)p->run, (int)p->pid, strerror(errno));
+        else log_info("run %lld: SIGUSR1 sent to its launcher (pid %d): checkpoint and stop", (long long)p->run,
+                      (int)p->pid);
+    } else if (p && !p->pid) { /* its spawn is queued: nothing to checkpoint yet, it is stopped once it has a pid */
+        p->stop_asked = true;
+        p->grace_ms = grace_ms;
+    }
+    pthread_mutex_unlock(&L.mu);
+}
+
 static void local_release(int64_t run, int part) {
     pthread_mutex_lock(&L.mu);
     free(unlink_part(slot_of(run, part)));
@@ -270,6 +291,11 @@ static void local_tick(void) {
     pthread_mutex_lock(&L.mu);
     for (local_part **slot = &L.parts; *slot;) {
         local_part *p = *slot;
+        if (p->term_at && !p->kill_at && p->pid > 0 && now >= p->term_at) {
+            log_warn("run %lld: its launcher has not stopped in the preemption's grace after it was asked to "
+                     "checkpoint and stop", (long long)p->run);
+            sigterm_locked(p, p->grace_ms);
+        }
         if (p->kill_at && p->pid > 0 && !p->killed && now >= p->kill_at) {
             p->killed = true;
             log_info("run %lld: still running %d ms after SIGTERM: SIGKILL to process group %d", (long long)p->run,
@@ -300,7 +326,8 @@ static void local_tick(void) {
     }
 }
 
-static const executor LOCAL = {.name = "local", .start = local_start, .stop = local_stop, .release = local_release,
+static const executor LOCAL = {.name = "local", .start = local_start, .stop = local_stop, .preempt = local_preempt,
+                               .release = local_release,
                                .adopt = local_adopt, .abandon = local_abandon, .tick = local_tick};
 
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks) {

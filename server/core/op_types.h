@@ -26,6 +26,9 @@ typedef enum {
     OP_RUN_FINISH,
     OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
     OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
+    OP_RUN_PREEMPTING, /* result: 1 if a started run is marked as being preempted, else 0 */
+    OP_RUN_REQUEUE,   /* result: 1 if a preempted run is queued again, else 0 */
+    OP_USAGE,         /* an owner's decayed usage as of op.t (fair share) */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_KIND_COUNT
 } store_op_kind;
@@ -49,10 +52,20 @@ typedef struct {
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
-        struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
+        struct {
+            char *name, *config, *owner; /* owner NULL: nobody in particular */
+            int world_size, priority;
+            const char *device_kind;
+            bool command, preemptible;
+        } insert;
         struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
         struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
+        struct { int64_t by; } preempting;
+        /* from_global_step: what it continues from (its checkpoint's; 0: the start);
+         * NO_INT: what it recorded stays (a command run's restart reports again) */
+        struct { int64_t by, from_epoch, from_global_step; } requeue;
+        struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
     } u;
     store_wait *wait; /* set by store_submit_wait */
 } store_op;

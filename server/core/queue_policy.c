@@ -1,4 +1,4 @@
-/* Which queued run starts next, and where: see queue_policy.h. */
+/* Which queued run starts next, and where, and whom to preempt for it: see queue_policy.h. */
 #include "queue_policy.h"
 
 #include <stdio.h>
@@ -8,6 +8,8 @@
 #include "base.h"
 #include "placement.h"
 
+typedef int devices_at[POLICY_NODES_MAX][2]; /* per node of the snapshot (its index) and pool */
+
 /* A run of this host alone: it asks for no more than one node and this host's pool
  * can hold it. */
 static bool here_only(const policy_snapshot *s, const policy_run *q) {
@@ -16,8 +18,8 @@ static bool here_only(const policy_snapshot *s, const policy_run *q) {
 
 /* The nodes a run across nodes may use, in the order they are taken: this host
  * first (when it takes part in runs across nodes), then the agent nodes, each with
- * devices of the pool; avail[i] is node i's free count (what earlier starts left). */
-static int candidates(const policy_snapshot *s, pool_kind pool, int (*avail)[2], place_candidate *c) {
+ * devices of the pool; avail[i] is node i's count (what earlier starts left). */
+static int candidates(const policy_snapshot *s, pool_kind pool, const devices_at avail, place_candidate *c) {
     int n = 0;
     for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) {
         const policy_node *node = &s->nodes[i];
@@ -28,7 +30,8 @@ static int candidates(const policy_snapshot *s, pool_kind pool, int (*avail)[2],
 }
 
 /* What the snapshot's nodes have free, to be taken from as runs start. */
-static void free_of(const policy_snapshot *s, int (*avail)[2]) {
+static void free_of(const policy_snapshot *s, devices_at avail) {
+    memset(avail, 0, sizeof(devices_at));
     for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) {
         avail[i][POOL_CPU] = s->nodes[i].free[POOL_CPU];
         avail[i][POOL_GPU] = s->nodes[i].free[POOL_GPU];
@@ -41,12 +44,10 @@ static int node_index(const policy_snapshot *s, int id) {
     return -1;
 }
 
-/* Places q on what is free now (avail[i], updated by the start): a START decision,
- * or false when it does not fit. */
-static bool place(const policy_snapshot *s, const policy_run *q, int (*avail)[2], policy_decision *d) {
+/* Where q goes on `avail` (nothing taken): its nodes into d; false when it does not fit. */
+static bool fit(const policy_snapshot *s, const policy_run *q, const devices_at avail, policy_decision *d) {
     if (here_only(s, q)) {
         if (avail[0][q->pool] < q->world_size) return false;
-        avail[0][q->pool] -= q->world_size;
         d->across = false;
         d->n_nodes = 1;
         d->nodes[0] = 0;
@@ -55,33 +56,310 @@ static bool place(const policy_snapshot *s, const policy_run *q, int (*avail)[2]
     place_candidate c[POLICY_NODES_MAX];
     int k = placement_choose(c, candidates(s, q->pool, avail, c), q->world_size, q->nodes_wanted, false, d->nodes);
     if (!k) return false;
-    for (int p = 0; p < k; p++) avail[node_index(s, d->nodes[p])][q->pool] -= q->world_size / k;
     d->across = true;
     d->n_nodes = k;
     return true;
 }
 
-int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
-    int avail[POLICY_NODES_MAX][2];
-    free_of(s, avail);
-    int64_t blocker[2] = {0, 0}; /* per pool: the first run that did not fit */
-    for (int i = 0; i < s->n_queued; i++) {
-        const policy_run *q = &s->queued[i];
-        policy_decision *d = &out[i];
-        memset(d, 0, sizeof *d);
-        d->run = q->id;
-        if (blocker[q->pool]) {
-            d->verb = POLICY_WAIT;
-            d->wait = WAIT_BEHIND;
-            d->behind = blocker[q->pool];
-        } else if (place(s, q, avail, d)) {
-            d->verb = POLICY_START;
-        } else {
-            d->verb = POLICY_WAIT;
-            d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
-            blocker[q->pool] = q->id;
+/* The devices q takes on each of d's nodes. */
+static int share_of(const policy_run *q, const policy_decision *d) { return q->world_size / d->n_nodes; }
+
+/* ---- the start order ---- */
+
+static double usage_of(const policy_snapshot *s, int owner) {
+    return owner >= 0 && owner < s->n_owners ? s->owners[owner].usage : 0.0;
+}
+
+/* Which of two queued runs comes first: <0 a, >0 b. */
+static int compare_runs(const policy_snapshot *s, const policy_run *a, const policy_run *b) {
+    if (a->priority != b->priority) return a->priority > b->priority ? -1 : 1;
+    double ua = usage_of(s, a->owner), ub = usage_of(s, b->owner);
+    if (ua != ub) return ua < ub ? -1 : 1;
+    if (a->queued_ms != b->queued_ms) return a->queued_ms < b->queued_ms ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int by_order(const void *a, const void *b, void *ctx) {
+    const policy_snapshot *s = ctx;
+    return compare_runs(s, &s->queued[*(const int *)a], &s->queued[*(const int *)b]);
+}
+
+/* ---- preemption: whom to stop for a run ---- */
+
+typedef struct {
+    int running;     /* index into s->running */
+    int devices[POLICY_NODES_MAX]; /* what it holds on each node of the snapshot (by index), in the pool */
+    int here;        /* of which on this host */
+} victim;
+
+/* The preferred victims first: the lowest priority, then the most recently started. */
+static int by_preference(const void *a, const void *b, void *ctx) {
+    const policy_snapshot *s = ctx;
+    const policy_running *x = &s->running[((const victim *)a)->running];
+    const policy_running *y = &s->running[((const victim *)b)->running];
+    if (x->priority != y->priority) return x->priority < y->priority ? -1 : 1;
+    if (x->started_ms != y->started_ms) return x->started_ms > y->started_ms ? -1 : 1;
+    return x->id > y->id ? -1 : x->id < y->id;
+}
+
+static victim victim_of(const policy_snapshot *s, int j) {
+    const policy_running *r = &s->running[j];
+    victim v = {.running = j};
+    for (int h = 0; h < r->n_holds; h++) {
+        int i = node_index(s, r->holds[h].node);
+        if (i < 0) continue;
+        v.devices[i] += r->holds[h].devices;
+        if (i == 0) v.here += r->holds[h].devices;
+    }
+    return v;
+}
+
+/* Does q fit on avail plus what the chosen victims hold? Its nodes into d. */
+static bool fits_with(const policy_snapshot *s, const policy_run *q, const devices_at avail, const victim *v,
+                      const bool *chosen, int n, policy_decision *d) {
+    devices_at more;
+    memcpy(more, avail, sizeof more);
+    for (int k = 0; k < n; k++)
+        for (int i = 0; chosen[k] && i < s->n_nodes && i < POLICY_NODES_MAX; i++) more[i][q->pool] += v[k].devices[i];
+    return fit(s, q, more, d);
+}
+
+/* The sum of the `count` largest of v[from..n)'s devices on this host. */
+static int largest_here(const victim *v, int from, int n, int count) {
+    int sum = 0;
+    bool *used = calloc((size_t)(n + 1), sizeof *used);
+    if (!used) abort();
+    for (int c = 0; c < count; c++) {
+        int best = -1;
+        for (int k = from; k < n; k++)
+            if (!used[k] && (best < 0 || v[k].here > v[best].here)) best = k;
+        if (best < 0) break;
+        used[best] = true;
+        sum += v[best].here;
+    }
+    free(used);
+    return sum;
+}
+
+/* A run of this host alone, `need` more devices than it has: the fewest victims of
+ * v[0..n) (in preference order) that free them, and of those sets of that size the
+ * first in preference (lexicographically). Sets chosen[]; false when none does. */
+static bool choose_here(const victim *v, int n, int need, bool *chosen) {
+    for (int size = 1; size <= n; size++) {
+        memset(chosen, 0, (size_t)n * sizeof *chosen);
+        int sum = 0, from = 0, got = 0;
+        for (; got < size; got++) {
+            int pick = -1;
+            for (int k = from; k < n && pick < 0; k++)
+                if (sum + v[k].here + largest_here(v, k + 1, n, size - got - 1) >= need) pick = k;
+            if (pick < 0) break;
+            chosen[pick] = true;
+            sum += v[pick].here;
+            from = pick + 1;
+        }
+        if (got == size) return true;
+    }
+    return false;
+}
+
+/* A run across nodes: victims taken in preference order until it fits, then each
+ * that is not needed given back, the last taken first. Not always the fewest (what
+ * fits across nodes is not a sum), but never one too many. */
+static bool choose_across(const policy_snapshot *s, const policy_run *q, const devices_at avail, const victim *v,
+                          int n, bool *chosen, policy_decision *d) {
+    memset(chosen, 0, (size_t)n * sizeof *chosen);
+    int k = 0;
+    for (; k < n && !fits_with(s, q, avail, v, chosen, n, d); k++) chosen[k] = true;
+    if (!fits_with(s, q, avail, v, chosen, n, d)) return false;
+    for (int j = k - 1; j >= 0; j--) {
+        chosen[j] = false;
+        if (!fits_with(s, q, avail, v, chosen, n, d)) chosen[j] = true;
+    }
+    return fits_with(s, q, avail, v, chosen, n, d);
+}
+
+/* The fewest of v[0..n) that make q fit on avail (`forced` ones counted already). */
+static bool choose_victims(const policy_snapshot *s, const policy_run *q, const devices_at avail, const victim *v,
+                           int n, bool *chosen, policy_decision *d) {
+    if (!n) return false;
+    if (here_only(s, q)) {
+        int need = q->world_size - avail[0][q->pool];
+        return choose_here(v, n, need, chosen) && fits_with(s, q, avail, v, chosen, n, d);
+    }
+    return choose_across(s, q, avail, v, n, chosen, d);
+}
+
+/* ---- the decisions ---- */
+
+typedef struct {
+    const policy_snapshot *s;
+    devices_at free_now; /* free now, less what this pass's starts and reservations took */
+    devices_at coming;   /* held by runs being preempted that no reservation took yet */
+    bool *claimed;       /* per running run: stopping for a run of this pass, or chosen to be */
+    int *held;           /* per owner: what its runs hold (and this pass gave them) */
+    int64_t blocker[2];  /* per pool: the first run that waits and holds its pool (0: none) */
+    int64_t blocker_queued_ms[2];
+} pass;
+
+static void set_list(policy_decision *d, const victim *v, const bool *chosen, int n, const policy_snapshot *s) {
+    d->preempt = xmalloc((size_t)(n + 1) * sizeof *d->preempt);
+    d->n_preempt = 0;
+    for (int k = 0; k < n; k++)
+        if (chosen[k]) d->preempt[d->n_preempt++] = s->running[v[k].running].id;
+}
+
+/* q takes its share of each of d's nodes: from what is free now first, then from
+ * what is coming (the devices of the runs it waits for). */
+static void reserve(pass *p, const policy_run *q, const policy_decision *d) {
+    int share = share_of(q, d);
+    for (int n = 0; n < d->n_nodes; n++) {
+        int i = node_index(p->s, d->nodes[n]);
+        if (i < 0) continue;
+        int now = p->free_now[i][q->pool] < share ? p->free_now[i][q->pool] : share;
+        p->free_now[i][q->pool] -= now;
+        p->coming[i][q->pool] -= share - now;
+    }
+}
+
+/* The runs being preempted (or to be) that q's pool could take: stopping ones first,
+ * then, when `new_too`, the preemptible runs of a lower priority. In preference
+ * order within each kind. Returns how many; *n_stopping of them stopping. */
+static int gather_victims(pass *p, const policy_run *q, bool new_too, victim *v, int *n_stopping) {
+    const policy_snapshot *s = p->s;
+    int n = 0;
+    for (int j = 0; j < s->n_running; j++) {
+        const policy_running *r = &s->running[j];
+        if (r->pool == q->pool && r->stopping && !p->claimed[j]) v[n++] = victim_of(s, j);
+    }
+    *n_stopping = n;
+    for (int j = 0; new_too && j < s->n_running; j++) {
+        const policy_running *r = &s->running[j];
+        if (r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible && r->priority < q->priority)
+            v[n++] = victim_of(s, j);
+    }
+    qsort_r(v + *n_stopping, (size_t)(n - *n_stopping), sizeof *v, by_preference, (void *)s);
+    return n;
+}
+
+/* q does not fit what is free: the runs being preempted that free enough (it waits
+ * for them), else those and the fewest new ones (it preempts them). false: neither. */
+static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
+    const policy_snapshot *s = p->s;
+    victim *v = xmalloc((size_t)(s->n_running + 1) * sizeof *v);
+    bool *chosen = xcalloc((size_t)(s->n_running + 1), sizeof *chosen);
+    devices_at avail; /* what q may take: the free and the coming */
+    for (int i = 0; i < POLICY_NODES_MAX; i++)
+        for (int pool = 0; pool < 2; pool++) avail[i][pool] = p->free_now[i][pool] + p->coming[i][pool];
+    int n_stopping, n = gather_victims(p, q, false, v, &n_stopping);
+    bool found = fit(s, q, avail, d) || choose_victims(s, q, avail, v, n, chosen, d);
+    if (found) { /* the runs already stopping free enough */
+        d->verb = POLICY_WAIT;
+        d->wait = WAIT_PREEMPTED;
+        set_list(d, v, chosen, n, s);
+    } else {
+        n = gather_victims(p, q, true, v, &n_stopping);
+        /* every stopping one counts; the fewest new ones on top */
+        devices_at more;
+        memcpy(more, avail, sizeof more);
+        for (int k = 0; k < n_stopping; k++) {
+            chosen[k] = true;
+            for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) more[i][q->pool] += v[k].devices[i];
+        }
+        found = choose_victims(s, q, more, v + n_stopping, n - n_stopping, chosen + n_stopping, d);
+        for (int k = n_stopping - 1; found && k >= 0; k--) { /* a stopping one not needed stays for another */
+            chosen[k] = false;
+            if (!fits_with(s, q, avail, v, chosen, n, d)) chosen[k] = true;
+        }
+        if (found) {
+            found = fits_with(s, q, avail, v, chosen, n, d); /* d's nodes for the final set */
+            d->verb = POLICY_PREEMPT;
+            d->preempt = xmalloc((size_t)(n + 1) * sizeof *d->preempt);
+            for (int k = n_stopping; k < n; k++)
+                if (chosen[k]) d->preempt[d->n_preempt++] = s->running[v[k].running].id;
         }
     }
+    if (found) {
+        for (int k = 0; k < n; k++) {
+            if (!chosen[k]) continue;
+            p->claimed[v[k].running] = true;
+            for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) p->coming[i][q->pool] += v[k].devices[i];
+        }
+        reserve(p, q, d);
+    }
+    free(v);
+    free(chosen);
+    return found;
+}
+
+static bool over_quota(pass *p, const policy_run *q, policy_decision *d) {
+    const policy_snapshot *s = p->s;
+    if (q->owner < 0 || q->owner >= s->n_owners || s->owners[q->owner].max_devices < 0) return false;
+    if (p->held[q->owner] + q->world_size <= s->owners[q->owner].max_devices) return false;
+    d->verb = POLICY_WAIT;
+    d->wait = WAIT_QUOTA;
+    d->quota_used = p->held[q->owner];
+    return true;
+}
+
+static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
+    const policy_snapshot *s = p->s;
+    if (over_quota(p, q, d)) return;
+    int64_t blocker = p->blocker[q->pool];
+    bool held = blocker && s->now_ms - p->blocker_queued_ms[q->pool] >= s->backfill_window_ms;
+    if (held) { /* the waiting run has waited its window: what comes free is kept for it */
+        d->verb = POLICY_WAIT;
+        d->wait = WAIT_BEHIND;
+        d->behind = blocker;
+        return;
+    }
+    bool took = false;
+    if (fit(s, q, p->free_now, d)) {
+        d->verb = POLICY_START;
+        d->backfill = blocker != 0;
+        d->behind = blocker;
+        took = true;
+    } else if (!blocker && try_preempt(p, q, d)) {
+        took = true; /* reserve() took its devices */
+    } else {
+        d->verb = POLICY_WAIT;
+        d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
+        d->n_nodes = 0;
+        if (!blocker) {
+            p->blocker[q->pool] = q->id;
+            p->blocker_queued_ms[q->pool] = q->queued_ms;
+        }
+    }
+    if (!took) return;
+    if (d->verb == POLICY_START) reserve(p, q, d);
+    if (q->owner >= 0 && q->owner < s->n_owners) p->held[q->owner] += q->world_size;
+}
+
+int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
+    pass p = {.s = s};
+    free_of(s, p.free_now);
+    p.claimed = xcalloc((size_t)(s->n_running + 1), sizeof *p.claimed);
+    p.held = xcalloc((size_t)(s->n_owners + 1), sizeof *p.held);
+    for (int j = 0; j < s->n_running; j++) {
+        const policy_running *r = &s->running[j];
+        if (r->owner < 0 || r->owner >= s->n_owners) continue;
+        for (int h = 0; h < r->n_holds; h++) p.held[r->owner] += r->holds[h].devices;
+    }
+    int *order = xmalloc((size_t)(s->n_queued + 1) * sizeof *order);
+    for (int i = 0; i < s->n_queued; i++) order[i] = i;
+    qsort_r(order, (size_t)s->n_queued, sizeof *order, by_order, (void *)s);
+    int in_pool[2] = {0, 0};
+    for (int k = 0; k < s->n_queued; k++) {
+        const policy_run *q = &s->queued[order[k]];
+        policy_decision *d = &out[order[k]];
+        memset(d, 0, sizeof *d);
+        d->run = q->id;
+        d->order = k;
+        d->pool_order = in_pool[q->pool]++;
+        decide_one(&p, q, d);
+    }
+    free(order);
+    free(p.claimed);
+    free(p.held);
     return s->n_queued;
 }
 
@@ -92,10 +370,12 @@ void queue_policy_free(policy_decision *d, int n) {
     }
 }
 
+/* ---- what a person reads ---- */
+
 /* "this host 2 of 4, node-b 0 of 2": the candidates of a run across nodes and what
  * each has free now (malloc'd). */
 static char *free_now(const policy_snapshot *s, pool_kind pool) {
-    int avail[POLICY_NODES_MAX][2];
+    devices_at avail;
     free_of(s, avail);
     place_candidate c[POLICY_NODES_MAX];
     int n = candidates(s, pool, avail, c);
@@ -108,7 +388,8 @@ static char *free_now(const policy_snapshot *s, pool_kind pool) {
     return b.data;
 }
 
-char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q) {
+/* The devices q waits for, with what is free now. */
+static char *devices_text(const policy_snapshot *s, const policy_run *q) {
     const char *unit = pool_unit(q->pool);
     if (here_only(s, q))
         return xasprintf("%d %s on this host (%d free of %d)", q->world_size, unit, s->nodes[0].free[q->pool],
@@ -124,6 +405,68 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q) {
     return text;
 }
 
+static const char *owner_name(const policy_snapshot *s, int owner) {
+    return owner >= 0 && owner < s->n_owners && s->owners[owner].name ? s->owners[owner].name : NULL;
+}
+
+/* Why `first` comes before q: "of a higher priority (5 over 0)", "bob's usage is
+ * less (120 device-seconds against 3600)", "queued earlier" (malloc'd). */
+static char *why_first(const policy_snapshot *s, const policy_run *first, const policy_run *q) {
+    if (first->priority != q->priority)
+        return xasprintf("of a higher priority (%d over %d)", first->priority, q->priority);
+    double uf = usage_of(s, first->owner), uq = usage_of(s, q->owner);
+    if (uf != uq) {
+        const char *who = owner_name(s, first->owner);
+        return xasprintf("%s%s decayed usage is less (%.0f device-seconds against %.0f)", who ? who : "its owner",
+                         who ? "'s" : "'s", uf, uq);
+    }
+    return xstrdup("queued earlier");
+}
+
+/* "runs 3 and 5" (malloc'd). */
+static char *run_list(const int64_t *ids, int n) {
+    buf_t b = {0};
+    buf_printf(&b, "run%s ", n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, "%s%lld", i == 0 ? "" : i == n - 1 ? " and " : ", ", (long long)ids[i]);
+    return b.data;
+}
+
+char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, const policy_decision *d) {
+    if (d->verb == POLICY_START) return NULL;
+    if (d->verb == POLICY_PREEMPT || d->wait == WAIT_PREEMPTED) {
+        char *who = d->n_preempt ? run_list(d->preempt, d->n_preempt) : NULL, *what = devices_text(s, q);
+        if (!who) { /* what another's preemption leaves over */
+            char *text = xasprintf("runs being preempted for others to stop (%s)", what);
+            free(what);
+            return text;
+        }
+        char *text = xasprintf("%s, preempted for it, to stop (%s)", who, what);
+        free(who);
+        free(what);
+        return text;
+    }
+    if (d->wait == WAIT_QUOTA) {
+        const char *who = owner_name(s, q->owner);
+        return xasprintf("%s%s quota: %d of %d devices in use", who ? who : "its owner", "'s", d->quota_used,
+                         s->owners[q->owner].max_devices);
+    }
+    if (d->wait == WAIT_BEHIND) {
+        const policy_run *first = NULL;
+        for (int i = 0; i < s->n_queued && !first; i++)
+            if (s->queued[i].id == d->behind) first = &s->queued[i];
+        if (!first) return xasprintf("behind run %lld", (long long)d->behind);
+        char *why = why_first(s, first, q), *what = devices_text(s, first);
+        char *text = xasprintf("behind run %lld, %s, which waits for %s and has waited longer than the backfill "
+                               "window (%lld s)", (long long)d->behind, why, what,
+                               (long long)(s->backfill_window_ms / 1000));
+        free(why);
+        free(what);
+        return text;
+    }
+    return devices_text(s, q);
+}
+
 bool queue_policy_can_place(const policy_snapshot *s, const policy_run *q, char *err, size_t errlen) {
     if (q->nodes_wanted > 0 && q->world_size % q->nodes_wanted != 0) {
         snprintf(err, errlen, "distributed.nodes %d does not divide world_size %d: every node runs as many ranks",
@@ -131,7 +474,7 @@ bool queue_policy_can_place(const policy_snapshot *s, const policy_run *q, char 
         return false;
     }
     if (here_only(s, q)) return true;
-    int avail[POLICY_NODES_MAX][2] = {{0}};
+    devices_at avail = {{0}};
     place_candidate c[POLICY_NODES_MAX];
     int ids[POLICY_NODES_MAX];
     if (placement_choose(c, candidates(s, q->pool, avail, c), q->world_size, q->nodes_wanted, true, ids) > 0)

@@ -1,20 +1,40 @@
-/* Which queued run starts next, and where: a pure function of a snapshot (the queue,
- * what each node has free and in all, what the running runs hold). No lock, no I/O,
- * no clock but the snapshot's: the rule is tested on hand-made snapshots
+/* Which queued run starts next, and where, and whom to preempt for it: a pure
+ * function of a snapshot (the queue, what each node has free and in all, what the
+ * running runs hold, each owner's quota and decayed usage). No lock, no I/O, no
+ * clock but the snapshot's: the rule is tested on hand-made snapshots
  * (tests/server/test_queue_policy.c), and the scheduler applies what it decides.
- * Fair share, quotas, priorities and preemption are rules of this file.
  *
- * Today's rule, first come first served in each pool (CPU slots, GPUs). In queue
- * order, each run is placed all at once or not at all:
+ * The order (Slurm's multifactor priority with fair share, in three keys): the
+ * queued runs are taken by `priority`, highest first; then by their owner's decayed
+ * usage (fair_share.h), least first; then the oldest in the queue (when it was
+ * queued: submitted, resumed or preempted); then by id.
+ *
+ * In that order, each run is placed all at once or not at all:
+ *   - its owner's quota (max_devices, over both pools) holds it back when what the
+ *     owner's runs hold, with it, would pass it; it waits without holding up others;
  *   - a run that asks for at most one node and that this host's pool can hold runs on
  *     this host alone, once enough of its devices are free;
  *   - any other goes across nodes: k nodes with world_size / k devices free on each,
  *     the first that fit in the snapshot's order (this host first when it takes part
  *     in runs across nodes), the fewest k that fit unless it asks for k
  *     (distributed.nodes).
- * A run that does not fit waits, and the runs behind it in its pool wait behind it
- * (a big run is not overtaken by smaller ones); the other pool's queue goes on. The
- * devices a start takes are not free for the runs after it. Nothing is preempted. */
+ * The devices a start takes are not free for the runs after it.
+ *
+ * A run that does not fit and preempts nothing waits, and it holds its pool: the runs
+ * after it in its pool wait behind it, except that one that fits now may start ahead
+ * of it (backfill) while it has waited less than backfill_window_ms. ddpd cannot
+ * know when a run will end (a run has no time limit), so it cannot promise a
+ * backfilled run ends before the waiting one could start; the window bounds how long
+ * a large run can be passed over: once it has waited that long, the devices that come
+ * free are kept for it. A window of 0 is strict first come first served per pool.
+ *
+ * Preemption: a run that does not fit, at the head of its pool, takes first the
+ * devices of runs already being preempted (`stopping`: it waits for them, WAIT_PREEMPTED),
+ * and when those are not enough, preempts running runs that are `preemptible` and of
+ * a lower priority than its own, of its pool: the fewest, then the lowest priority,
+ * then the most recently started (POLICY_PREEMPT). The devices it will take are
+ * reserved for it (the free ones and those of the runs it waits for): the runs after
+ * it may start on what is left, as that cannot delay it. */
 #ifndef DDPD_CORE_QUEUE_POLICY_H
 #define DDPD_CORE_QUEUE_POLICY_H
 
@@ -34,14 +54,23 @@ typedef struct {
     int capacity[2];  /* and in all */
 } policy_node;
 
+/* Whose runs they are: a user, or nobody (runs from before users, or the server's
+ * own token: name NULL). */
+typedef struct {
+    const char *name;
+    int max_devices; /* the quota: devices its runs may hold at once, both pools; -1: none */
+    double usage;    /* decayed device-seconds as of the snapshot (fair_share.h) */
+} policy_owner;
+
 /* A queued run. */
 typedef struct {
     int64_t id;
     pool_kind pool;
     int world_size;
     int nodes_wanted;  /* distributed.nodes; 0: as few nodes as hold it */
-    const char *owner; /* who submitted it (NULL: nobody in particular; nothing sets it yet) */
-    int priority;      /* higher first (0; nothing sets it yet) */
+    int owner;         /* index into the snapshot's owners; -1: none (no quota, no usage) */
+    int priority;      /* -100 to 100, higher first */
+    int64_t queued_ms; /* when it entered the queue (submitted, resumed, preempted): the older first */
 } policy_run;
 
 typedef struct {
@@ -53,8 +82,11 @@ typedef struct {
 typedef struct {
     int64_t id;
     pool_kind pool;
-    const char *owner;
+    int owner;          /* index into the owners; -1: none */
     int priority;
+    bool preemptible;   /* it may be preempted for a run of a higher priority */
+    bool stopping;      /* it is being preempted: its devices will be free */
+    int64_t started_ms; /* the most recently started are preempted first among equals */
     int n_holds;
     const policy_hold *holds;
 } policy_running;
@@ -63,11 +95,14 @@ typedef struct {
     const policy_node *nodes; /* nodes[0] is this host; then the agent nodes that are up */
     int n_nodes;
     bool here_across;         /* this host takes part in runs across nodes (serve --advertise) */
-    const policy_run *queued; /* in queue order */
+    const policy_run *queued; /* in any order: the policy orders them */
     int n_queued;
     const policy_running *running;
     int n_running;
-    int64_t now_ms;           /* when the snapshot was taken, for rules that weigh time (today's does not) */
+    const policy_owner *owners;
+    int n_owners;
+    int64_t backfill_window_ms; /* a run may start ahead of a waiting one of its pool while that one has waited less */
+    int64_t now_ms;             /* when the snapshot was taken */
 } policy_snapshot;
 
 typedef enum {
@@ -81,30 +116,39 @@ typedef enum {
     WAIT_NONE,      /* it does not wait */
     WAIT_THIS_HOST, /* for enough of this host's devices */
     WAIT_NODES,     /* for nodes with enough free devices each */
-    WAIT_BEHIND,    /* behind `behind`, a run of its pool that waits (first come first served) */
+    WAIT_BEHIND,    /* behind `behind`, a run of its pool that waits and comes first */
+    WAIT_QUOTA,     /* its owner's quota: `quota_used` of it are held */
+    WAIT_PREEMPTED, /* for the runs `preempt`, being preempted, to stop: their devices are its */
 } policy_wait;
 
 typedef struct {
     policy_verb verb;
     int64_t run;
+    int order;                    /* its place in the start order, 0 first */
+    int pool_order;               /* and among the queued runs of its pool */
     bool across;                  /* START, PREEMPT: as parts across nodes (each launcher told --nodes) */
-    int n_nodes;                  /* START, PREEMPT: its nodes' ids in node-rank order (0: this host) */
+    int n_nodes;                  /* START, PREEMPT, WAIT_PREEMPTED: its nodes' ids in node-rank order (0: this host) */
     int nodes[POLICY_NODES_MAX];
-    int n_preempt;                /* PREEMPT: the runs to stop first (malloc'd) */
+    bool backfill;                /* START: ahead of `behind`, which waits (backfill) */
+    int n_preempt;                /* PREEMPT: the runs to stop first; WAIT_PREEMPTED: those it waits for (malloc'd) */
     int64_t *preempt;
     policy_wait wait;             /* WAIT: for what */
-    int64_t behind;               /* WAIT_BEHIND: the run of its pool it waits behind */
+    int64_t behind;               /* WAIT_BEHIND, and a backfilled START: the run of its pool that comes first */
+    int quota_used;               /* WAIT_QUOTA: the devices its owner's runs hold */
 } policy_decision;
 
-/* One decision per queued run, in queue order, into out[0 .. n_queued). Returns
- * n_queued. The snapshot is not changed. */
+/* One decision per queued run, in the snapshot's order of s->queued, into
+ * out[0 .. n_queued); each says its place in the start order. Returns n_queued. The
+ * snapshot is not changed. */
 int queue_policy_decide(const policy_snapshot *s, policy_decision *out);
 /* What the decisions own. */
 void queue_policy_free(policy_decision *d, int n);
 
-/* What a queued run waits for, for a person (malloc'd): "2 CPU slots on this host (1
- * free of 2)", or the nodes it needs with what each has free now. */
-char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q);
+/* What a queued run waits for, for a person (malloc'd), from its decision: "2 CPU
+ * slots on this host (1 free of 2)", the nodes it needs with what each has free now,
+ * "alice's quota: 2 of 2 devices in use", the run it waits behind and why that one
+ * comes first, the runs being preempted for it. NULL for a run that does not wait. */
+char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
 
 /* Could the run ever be placed: on this host, or on nodes of the snapshot by their
  * capacity? false with why in err, naming what there is. */

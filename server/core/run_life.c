@@ -10,12 +10,14 @@
 #include <string.h>
 
 #include "base.h"
+#include "ckpt_header.h"
 #include "journal_replay.h"
 #include "nodes.h"
 #include "part_blame.h"
 #include "ports.h"
 #include "rendezvous.h"
 #include "secret.h"
+#include "state_layout.h"
 #include "store.h"
 
 live_run *find_run(int64_t id) {
@@ -34,6 +36,11 @@ live_run *new_queued(const run_needs *n) {
     r->command = n->command;
     r->resume = n->resume;
     r->hang_timeout_s = n->hang_timeout_s;
+    r->owner = n->owner ? xstrdup(n->owner) : NULL;
+    r->priority = n->priority;
+    r->preemptible = n->preemptible;
+    r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
+    r->restart_count = n->restart_count;
     r->status = RUN_QUEUED;
     return r;
 }
@@ -56,7 +63,24 @@ static void unlink_run(live_run *r) {
     }
 }
 
+/* What a started run holds goes: its parts, devices, secret and port, its event
+ * connections, its watches and what its launcher said. It is as a queued run again. */
+static void release_started_locked(live_run *r) {
+    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
+    rendezvous_close(r->id); /* its keys go with it */
+    device_pool_release(&K.devices, r->pool, r->id);
+    for (int i = 0; i < r->n_parts; i++) {
+        r->parts[i].exec->release(r->id, i);
+        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
+        free(r->parts[i].reason);
+    }
+    free(r->parts);
+    r->parts = NULL;
+    r->n_parts = 0;
+}
+
 static void free_run(live_run *r) {
+    free(r->owner);
     free(r->cancel_reason);
     free(r->fail_reason);
     free(r->last_progress_ms);
@@ -65,8 +89,6 @@ static void free_run(live_run *r) {
     free(r->end_reason);
     free(r->devices_json);
     journal_replay_close(r->journal);
-    for (int i = 0; i < r->n_parts; i++) free(r->parts[i].reason);
-    free(r->parts);
     free(r);
 }
 
@@ -77,14 +99,9 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     op.u.finish.exit_code = exit_code;
     op.u.finish.exit_signal = exit_signal;
     store_submit_now(&op);
-    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
+    usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
-    rendezvous_close(r->id); /* its keys go with it */
-    device_pool_release(&K.devices, r->pool, r->id);
-    for (int i = 0; i < r->n_parts; i++) {
-        r->parts[i].exec->release(r->id, i);
-        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
-    }
+    release_started_locked(r);
     unlink_run(r);
     free_run(r);
     pthread_cond_broadcast(&K.changed);
@@ -109,6 +126,101 @@ void signal_cancel_locked(live_run *r) {
     store_submit_now(&op);
     log_info("run %lld canceling: %s", (long long)r->id,
              r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+}
+
+/* The parts are asked to stop for a preemption: a built-in run's launcher writes a
+ * checkpoint at its current step and stops (its executor's preempt), a command run's
+ * is stopped as a cancel stops it (SIGTERM, the grace, SIGKILL). */
+static void stop_for_preemption_locked(live_run *r) {
+    for (int i = 0; i < r->n_parts; i++) {
+        run_part *p = &r->parts[i];
+        if (p->ended) continue;
+        p->stop = true;
+        p->stop_t = now_ms();
+        if (!r->command && p->exec->preempt) p->exec->preempt(r->id, i, K.c.preempt_grace_ms, K.c.cancel_grace_ms);
+        else p->exec->stop(r->id, i, K.c.cancel_grace_ms);
+    }
+}
+
+void preempt_locked(live_run *r, int64_t by) {
+    r->preempt_by = by;
+    store_op op = {.kind = OP_RUN_PREEMPTING, .run_id = r->id, .t = now_ms()};
+    op.u.preempting.by = by;
+    store_submit_now(&op); /* before the signal: a server that dies now queues it again at start-up */
+    log_info("run %lld preempted for run %lld: %s", (long long)r->id, (long long)by,
+             r->command ? "its launcher is told to stop; it restarts once placed again"
+                        : "its launcher is told to checkpoint at the current step and stop; it resumes from there "
+                          "once placed again");
+    if (r->start_stored) stop_for_preemption_locked(r); /* else once its start is done (store_start_locked) */
+}
+
+void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
+
+/* A built-in run's position to continue from: its newest checkpoint's (it resumes
+ * from it), else the start. */
+static void continue_point(live_run *r, int64_t *global_step, int64_t *epoch) {
+    char *dir = layout_run_path(r->id, RUN_FILE_CHECKPOINTS), *path = ckpt_newest(dir);
+    free(dir);
+    ckpt_header h = {0};
+    char err[512];
+    *global_step = 0;
+    *epoch = -1;
+    r->resume = path && ckpt_header_read(path, &h, err, sizeof err) == 0 && h.global_step >= 0 && h.next_epoch >= 0;
+    if (r->resume) {
+        *global_step = h.global_step;
+        *epoch = h.next_epoch - 1;
+    } else if (path) {
+        log_warn("run %lld: its newest checkpoint cannot be read (%s): it starts again from the beginning",
+                 (long long)r->id, err);
+    }
+    ckpt_header_free(&h);
+    free(path);
+}
+
+void requeue_locked(live_run *r) {
+    int64_t by = r->preempt_by, now = now_ms();
+    store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
+    op.u.requeue.by = by;
+    if (r->command) {
+        op.u.requeue.from_global_step = op.u.requeue.from_epoch = NO_INT;
+        r->restart_count++; /* TORCHELASTIC_RESTART_COUNT one higher: the script loads its own checkpoint */
+    } else {
+        continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
+    }
+    store_submit_now(&op);
+    usage_fold_locked(r);
+    release_started_locked(r);
+    r->status = RUN_QUEUED;
+    r->queued_ms = now;
+    r->started_ms = 0;
+    r->preempt_by = 0;
+    r->port = 0;
+    r->secret[0] = '\0';
+    r->across = r->start_stored = r->parts_stopping = r->said_hello = r->adopted = false;
+    free(r->devices_json);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
+    r->devices_json = r->end_status = r->end_reason = NULL;
+    r->last_progress_ms = NULL;
+    r->last_step = NULL;
+    journal_replay_close(r->journal);
+    r->journal = NULL;
+    char why[64] = "its preemption";
+    if (by > 0) snprintf(why, sizeof why, "its preemption for run %lld", (long long)by);
+    if (r->command)
+        log_info("run %lld queued again after %s: it restarts with TORCHELASTIC_RESTART_COUNT %d", (long long)r->id,
+                 why, r->restart_count);
+    else
+        log_info("run %lld queued again after %s: it continues from global step %lld", (long long)r->id, why,
+                 (long long)op.u.requeue.from_global_step);
+}
+
+/* A run asked to stop for a preemption has ended without succeeding: it is queued
+ * again, unless it was canceled meanwhile (the cancel stands). */
+static bool requeues(const live_run *r, bool succeeded) {
+    return r->preempt_by && !succeeded && !r->cancel_reason;
 }
 
 /* A MASTER_PORT for a command run: in the range, held by no live run, free on the
@@ -176,12 +288,14 @@ static void store_start_locked(live_run *r) {
     r->start_stored = true;
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
+    else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 
 bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     int per_node = r->world_size / k;
     r->across = across;
+    r->started_ms = now_ms();
     r->n_parts = k;
     r->parts = calloc((size_t)k, sizeof *r->parts);
     int *devices = xmalloc((size_t)r->world_size * sizeof *devices); /* part p's: devices + p * per_node */
@@ -226,6 +340,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
             part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
                              .world_size = r->world_size, .gpu = r->pool == POOL_GPU, .command = r->command,
                              .resume = r->resume, .secret = r->secret, .master_port = r->port,
+                             .restart_count = r->restart_count,
                              .master_addr = master_addr, .rendezvous = rendezvous, .n_devices = per_node,
                              .devices = devices + p * per_node, .visible = part->node ? NULL : visible.data,
                              .where = names.data};
@@ -333,7 +448,8 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     p->exit_signal = e->exit_signal;
     p->end_t = e->end_t;
     if (!r->across) {
-        finish_alone_locked(r, e);
+        if (requeues(r, e->exit_code == 0)) requeue_locked(r);
+        else finish_alone_locked(r, e);
         return true;
     }
     p->reason = xstrdup(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL);
@@ -357,6 +473,12 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
     const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
     run_status said = RUN_FAILED;
     bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
+    bool preempted = o && o->ended && strcmp(o->status, "preempted") == 0;
+    if (preempted && !r->cancel_reason && !r->preempt_by) r->preempt_by = -1; /* its launcher said so; for which run the store knows */
+    if (requeues(r, ended && said == RUN_SUCCEEDED)) { /* stopped for a preemption: queued again, never failed */
+        requeue_locked(r);
+        return;
+    }
     int64_t code = ended ? o->exit_code : NO_INT;
     if (ended && code == NO_INT) code = said == RUN_SUCCEEDED ? 0 : said == RUN_FAILED ? 1 : NO_INT;
     /* a success stands; else the server's own end; else the journal's; else `gone` */

@@ -72,7 +72,8 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
                  "(POST /runs)", (long long)id);
         goto out;
     }
-    run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .resume = true};
+    run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .resume = true,
+                      .owner = b.has_owner ? b.owner : NULL, .priority = b.priority, .preemptible = b.preemptible};
     run_needs_distributed(cfg, &need);
     if (!scheduler_can_place(&need, err, sizeof err)) {
         /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */

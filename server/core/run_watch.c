@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "ckpt_header.h"
 #include "journal_replay.h"
 #include "rendezvous.h"
 #include "state_layout.h"
@@ -87,6 +88,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
                      .start_time = rp.pid_start_time != NO_INT && rp.secret[0] ? (uint64_t)rp.pid_start_time : 0};
     live_run *r = add_queued(need);
     r->status = b->status;
+    r->started_ms = b->started_at != NO_INT ? b->started_at : 0;
+    if (b->preempting) r->preempt_by = b->preempted_by != NO_INT ? b->preempted_by : -1; /* asked to stop for it */
     if (ran_across_nodes(rp.devices)) {
         /* its parts on the agents hear that it is over at their next heartbeat (it is
          * not in the answer), and stop; what is left of this host's is killed */
@@ -123,6 +126,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         if (b->status == RUN_CANCELING) { /* canceled before the restart: its SIGTERM again, its SIGKILL on time */
             r->cancel_reason = xstrdup("canceled before the server restarted");
             signal_cancel_locked(r);
+        } else if (r->preempt_by) { /* being preempted when the server stopped: asked again (the same request) */
+            preempt_again_locked(r);
         }
     } else {
         if (b->status == RUN_CANCELING) r->cancel_reason = xstrdup("the server stopped while the run was being canceled");
@@ -137,6 +142,14 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_unlock(&K.mu);
 }
 
+static bool has_checkpoint(int64_t id) {
+    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS), *path = ckpt_newest(dir);
+    bool found = path != NULL;
+    free(path);
+    free(dir);
+    return found;
+}
+
 void scheduler_recover(void) {
     run_brief *runs = NULL;
     int n = store_list_unfinished(&runs);
@@ -148,9 +161,13 @@ void scheduler_recover(void) {
     for (int i = 0; i < n; i++) {
         run_brief *b = &runs[i];
         pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
-        /* resumes: queued by POST /runs/{id}/resume, it starts with --resume */
+        /* resumes: queued by POST /runs/{id}/resume, it starts with --resume; so does a
+         * built-in run queued again after a preemption, from the checkpoint it wrote */
         run_needs need = {.id = b->id, .world_size = b->world_size, .pool = pool, .command = b->command,
-                          .resume = b->resumes > 0};
+                          .resume = b->resumes > 0 || (b->preemptions > 0 && !b->command && has_checkpoint(b->id)),
+                          .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
+                          .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
+                          .restart_count = b->command ? b->preemptions : 0};
         char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
         json_t *cfg = json_load_file(config, 0, NULL);
         free(config);

@@ -98,7 +98,44 @@ static int make_run_dir(int64_t id, char *err, size_t errlen) {
     return rc;
 }
 
-int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errlen) {
+/* The caller's words for what it is: "alice", "the server's token". */
+static const char *who_words(const caller *who) {
+    return who->kind == CALLER_USER ? who->name : who->kind == CALLER_ADMIN_TOKEN ? "the server's token" : "anybody";
+}
+
+bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs) {
+    size_t before = schema_errors_total(errs);
+    const json_t *p = json_object_get(config, "priority");
+    if (!who->admin && json_is_integer(p) && json_integer_value(p) > who->max_priority)
+        schema_errors_add(errs, "/priority",
+                          "must be at most %d for %s (the highest priority this user may give a run: ddpd user add "
+                          "--max-priority; an admin may give any) (got %lld)",
+                          who->max_priority, who_words(who), (long long)json_integer_value(p));
+    const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
+    if (who->max_devices >= 0 && json_is_integer(ws) && json_integer_value(ws) > who->max_devices)
+        schema_errors_add(errs, "/distributed/world_size",
+                          "needs %lld devices but %s's quota is %d (ddpd user add --max-devices): the run could never "
+                          "start; use a world_size of at most %d, or ask an admin for a larger quota",
+                          (long long)json_integer_value(ws), who_words(who), who->max_devices, who->max_devices);
+    return schema_errors_total(errs) == before;
+}
+
+runs_result runs_may_change(int64_t id, const caller *who, const char *verb, char *why, size_t whylen) {
+    run_brief b;
+    int found = store_get_brief(id, &b);
+    if (found < 0) return RUNS_STORE_ERROR;
+    if (!found) return RUNS_NOT_FOUND;
+    if (who->admin || (who->kind == CALLER_USER && b.has_owner && strcmp(b.owner, who->name) == 0)) return RUNS_DONE;
+    if (b.has_owner)
+        snprintf(why, whylen, "run %lld is %s's: only %s or an admin may %s it (this request is %s's)", (long long)id,
+                 b.owner, b.owner, verb, who_words(who));
+    else
+        snprintf(why, whylen, "run %lld has no owner (it was submitted before this server had users, or with its own "
+                 "token): only an admin may %s it (this request is %s's)", (long long)id, verb, who_words(who));
+    return RUNS_FORBIDDEN;
+}
+
+int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen) {
     /* Every violation at once: the schema's (defaults filled in), then this host's. */
     run_config_validate(config, errs);
     json_t *for_trainer = json_deep_copy(config);
@@ -134,6 +171,13 @@ int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errle
     ins.u.insert.world_size = need.world_size;
     ins.u.insert.device_kind = pool_name(need.pool);
     ins.u.insert.command = command;
+    need.owner = who->kind == CALLER_USER ? who->name : NULL;
+    need.priority = (int)json_integer_value(json_object_get(config, "priority"));
+    need.preemptible = json_is_true(json_object_get(config, "preemptible"));
+    need.queued_ms = ins.t;
+    ins.u.insert.owner = need.owner ? xstrdup(need.owner) : NULL;
+    ins.u.insert.priority = need.priority;
+    ins.u.insert.preemptible = need.preemptible;
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];

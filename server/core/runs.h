@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "datapaths.h"
 #include "run_status.h"
 #include "validator.h"
@@ -27,10 +28,16 @@ void runs_init(const runs_config *c);
  * that does not allow them); NULL when it may. */
 const char *runs_forbidden(const json_t *config);
 
-/* A parsed config (an object; defaults not yet filled). Returns the new run's id;
+/* What `who` may not submit though the config is valid (403): a priority over its
+ * max-priority, a world size over its quota (max-devices: such a run could never
+ * start). Each with its pointer in errs; true when there is none. */
+bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs);
+
+/* A parsed config (an object; defaults not yet filled), submitted by `who` (a user
+ * owns its runs; the server's token and anybody own none). Returns the new run's id;
  * 0 when the config is refused (every violation in errs); -1 when it could not be
  * stored or set up (a sentence in err: the server's fault, not the config's). */
-int64_t runs_submit(json_t *config, schema_errors *errs, char *err, size_t errlen);
+int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen);
 
 typedef enum {
     RUNS_DONE,          /* canceled (queued), signaled (started), or deleted */
@@ -40,7 +47,13 @@ typedef enum {
     RUNS_NOT_FINISHED,  /* delete: cancel it first; *status says how it is */
     RUNS_CHANGED,       /* delete: it changed meanwhile */
     RUNS_STORE_ERROR,
+    RUNS_FORBIDDEN,     /* not the run's owner nor an admin: why names the owner */
 } runs_result;
+
+/* Whether `who` may change run `id` (`verb`: "cancel", "delete", "resume"): its
+ * owner may, and an admin. RUNS_DONE when it may; RUNS_FORBIDDEN with why naming the
+ * owner; RUNS_NOT_FOUND; RUNS_STORE_ERROR. */
+runs_result runs_may_change(int64_t id, const caller *who, const char *verb, char *why, size_t whylen);
 
 runs_result runs_cancel(int64_t id, run_status *status);
 runs_result runs_delete(int64_t id, run_status *status);

@@ -53,6 +53,14 @@ typedef struct live_run {
     bool said_hello;      /* a hello came before its start was stored */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
+    /* sharing: whose, how urgent, and its preemption */
+    char *owner;          /* NULL: nobody in particular */
+    int priority;
+    bool preemptible;
+    int64_t queued_ms;    /* unix ms it entered the queue */
+    int64_t started_ms;   /* unix ms its devices were given (its usage counts from then) */
+    int64_t preempt_by;   /* being preempted for this run (0: not) */
+    int restart_count;    /* a command run: its launcher's --restart-count */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
      * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the
@@ -68,6 +76,13 @@ typedef struct live_run {
     struct live_run *next;
 } live_run;
 
+/* An owner's decayed usage (fair_share.h) as of a time: the spans of its runs that ended. */
+typedef struct {
+    char *owner; /* NULL: nobody in particular */
+    double value;
+    int64_t as_of;
+} owner_usage;
+
 typedef struct {
     scheduler_config c;
     pthread_mutex_t mu;
@@ -78,12 +93,17 @@ typedef struct {
     const executor *agents; /* the agent nodes: executor_agents.c */
     bool shutting_down;
     int next_port;          /* where the next lease looks first */
+    owner_usage *usage;     /* fair share: each owner's decayed usage of the runs that ended */
+    int n_usage;
 } sched_state;
 
 extern sched_state K;
 
-/* scheduler.c: starts every queued run that fits, in order. */
+/* scheduler.c: starts every queued run that fits, in order, and preempts what the
+ * queue policy says. */
 void schedule_locked(void);
+/* The run's span on its devices ends now: its owner's usage takes it in (and the store). */
+void usage_fold_locked(const live_run *r);
 
 /* ---- run_life.c ---- */
 live_run *find_run(int64_t id);
@@ -103,6 +123,15 @@ bool part_ended_locked(live_run *r, int part, const part_end *e);
 void mark_running_locked(live_run *r);
 /* Canceling: every part is asked to stop. */
 void signal_cancel_locked(live_run *r);
+/* Preempted for run `by`: asked to checkpoint and stop (a built-in run) or stopped
+ * (a command run); it is queued again once it has ended (requeue_locked). */
+void preempt_locked(live_run *r, int64_t by);
+/* A run adopted after a restart while it was being preempted: asked again. */
+void preempt_again_locked(live_run *r);
+/* A preempted run that ended: queued again, its devices back, to continue from its
+ * newest checkpoint (a built-in run) or with its restart count one higher (a command
+ * run). */
+void requeue_locked(live_run *r);
 /* Every part still running is asked to stop (a run across nodes: once). */
 void stop_parts_locked(live_run *r);
 /* Queues the run's final state and forgets it: its devices go back. */

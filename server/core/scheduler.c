@@ -10,9 +10,12 @@
 #include "base.h"
 #include "executor_agents.h"
 #include "executor_local.h"
+#include "fair_share.h"
 #include "nodes.h"
 #include "queue_policy.h"
 #include "secret.h"
+#include "store.h"
+#include "users.h"
 
 sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
 
@@ -72,16 +75,78 @@ typedef struct {
     policy_node nodes[POLICY_NODES_MAX];
     char names[POLICY_NODES_MAX][NODE_NAME_MAX];
     policy_run *queued;
+    live_run **queued_runs; /* the live run of each of queued[] */
     policy_running *running;
     policy_hold *holds;
+    policy_owner *owners;
 } snapshot;
 
+/* ---- fair share: each owner's decayed usage ---- */
+
+static bool same_owner(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+static owner_usage *usage_of_locked(const char *owner) {
+    for (int i = 0; i < K.n_usage; i++)
+        if (same_owner(K.usage[i].owner, owner)) return &K.usage[i];
+    return NULL;
+}
+
+/* What the owner's runs that ended weigh now. */
+static double ended_usage_locked(const char *owner, int64_t now) {
+    const owner_usage *u = usage_of_locked(owner);
+    return u ? fair_share_decay(u->value, now - u->as_of, K.c.fair_share_half_life_s) : 0.0;
+}
+
+void usage_fold_locked(const live_run *r) {
+    if (!r->started_ms) return;
+    int64_t now = now_ms();
+    owner_usage *u = usage_of_locked(r->owner);
+    if (!u) {
+        K.usage = xrealloc(K.usage, (size_t)(K.n_usage + 1) * sizeof *K.usage);
+        u = &K.usage[K.n_usage++];
+        *u = (owner_usage){.owner = r->owner ? xstrdup(r->owner) : NULL, .as_of = now};
+    }
+    u->value = fair_share_decay(u->value, now - u->as_of, K.c.fair_share_half_life_s) +
+               fair_share_span(r->world_size, r->started_ms, now, now, K.c.fair_share_half_life_s);
+    u->as_of = now;
+    store_op op = {.kind = OP_USAGE, .t = now};
+    op.u.usage.owner = r->owner ? xstrdup(r->owner) : NULL;
+    op.u.usage.device_seconds = u->value;
+    store_submit_now(&op);
+}
+
+void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n) {
+    pthread_mutex_lock(&K.mu);
+    for (int i = 0; i < n; i++) {
+        K.usage = xrealloc(K.usage, (size_t)(K.n_usage + 1) * sizeof *K.usage);
+        K.usage[K.n_usage++] = (owner_usage){.owner = owners[i] && owners[i][0] ? xstrdup(owners[i]) : NULL,
+                                             .value = values[i], .as_of = as_of[i]};
+    }
+    pthread_mutex_unlock(&K.mu);
+}
+
+/* ---- the queue policy's snapshot, and what it decides ---- */
+
+_Static_assert(NODES_MAX + 1 <= POLICY_NODES_MAX, "a policy snapshot holds this host and every node");
+
+/* The index of r's owner among the snapshot's, added when new (its quota, its usage
+ * of the runs that ended; the running ones' spans are added after). */
+static int owner_index(snapshot *sn, const char *owner, int64_t now) {
+    for (int i = 0; i < sn->s.n_owners; i++)
+        if (same_owner(sn->owners[i].name, owner)) return i;
+    int i = sn->s.n_owners++;
+    sn->owners[i] = (policy_owner){.name = owner, .max_devices = owner ? users_max_devices(owner) : -1,
+                                   .usage = ended_usage_locked(owner, now)};
+    return i;
+}
+
 static policy_run policy_run_of(const live_run *r) {
-    return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted};
+    return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
+                        .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
- * `runs`, the queue in order and the started runs with what they hold. */
+ * `runs`, the queue and the started runs with what they hold, and their owners. */
 static void snapshot_take_locked(snapshot *sn, bool runs) {
     memset(sn, 0, sizeof *sn);
     sn->nodes[0] = (policy_node){.id = 0, .name = scheduler_local_name()};
@@ -101,8 +166,9 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
             sn->nodes[i].capacity[pool] = nodes_capacity(sn->nodes[i].id, np);
         }
     }
+    int64_t now = now_ms();
     sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = K.c.advertise && K.c.advertise[0],
-                              .now_ms = now_ms()};
+                              .backfill_window_ms = K.c.backfill_window_ms, .now_ms = now};
     if (!runs) return;
     int queued = 0, started = 0, parts = 0;
     for (live_run *r = K.runs; r; r = r->next) {
@@ -111,18 +177,31 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         parts += r->n_parts;
     }
     sn->queued = xmalloc((size_t)(queued + 1) * sizeof *sn->queued);
+    sn->queued_runs = xmalloc((size_t)(queued + 1) * sizeof *sn->queued_runs);
     sn->running = xmalloc((size_t)(started + 1) * sizeof *sn->running);
     sn->holds = xmalloc((size_t)(parts + 1) * sizeof *sn->holds);
+    sn->owners = xmalloc((size_t)(queued + started + 1) * sizeof *sn->owners);
+    sn->s.owners = sn->owners;
     policy_hold *hold = sn->holds;
     for (live_run *r = K.runs; r; r = r->next) {
+        int owner = owner_index(sn, r->owner, now);
         if (r->status == RUN_QUEUED) {
-            sn->queued[sn->s.n_queued++] = policy_run_of(r);
+            policy_run q = policy_run_of(r);
+            q.owner = owner;
+            sn->queued_runs[sn->s.n_queued] = r;
+            sn->queued[sn->s.n_queued++] = q;
             continue;
         }
-        sn->running[sn->s.n_running++] = (policy_running){.id = r->id, .pool = r->pool, .n_holds = r->n_parts,
-                                                          .holds = hold};
+        /* a run across nodes is not preempted: its nodes would not agree on the step to stop at */
+        sn->running[sn->s.n_running++] = (policy_running){
+            .id = r->id, .pool = r->pool, .owner = owner, .priority = r->priority,
+            .preemptible = r->preemptible && !r->across && r->parts && r->parts[0].exec->preempt && !r->cancel_reason &&
+                           !r->fail_reason,
+            .stopping = r->preempt_by != 0, .started_ms = r->started_ms, .n_holds = r->n_parts, .holds = hold};
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
+        if (r->started_ms) /* its span so far */
+            sn->owners[owner].usage += fair_share_span(r->world_size, r->started_ms, now, now, K.c.fair_share_half_life_s);
     }
     sn->s.queued = sn->queued;
     sn->s.running = sn->running;
@@ -130,26 +209,49 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
 
 static void snapshot_free(snapshot *sn) {
     free(sn->queued);
+    free(sn->queued_runs);
     free(sn->running);
     free(sn->holds);
+    free(sn->owners);
 }
 
-/* Starts what the queue policy says starts now (queue_policy.h). A start that fails
- * instead (no secret, no port) finishes its run and gives its devices back: the
- * policy decides again. Today's rule preempts nothing. */
+/* The queue policy's decisions on the scheduler's state now, and the snapshot they
+ * were made on (both the caller's to free). */
+static policy_decision *decide_locked(snapshot *sn) {
+    snapshot_take_locked(sn, true);
+    policy_decision *d = xmalloc((size_t)(sn->s.n_queued + 1) * sizeof *d);
+    queue_policy_decide(&sn->s, d);
+    return d;
+}
+
+static void decisions_free(snapshot *sn, policy_decision *d) {
+    queue_policy_free(d, sn->s.n_queued);
+    free(d);
+    snapshot_free(sn);
+}
+
+/* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
+ * start that fails instead (no secret, no port) finishes its run and gives its
+ * devices back: the policy decides again. */
 void schedule_locked(void) {
     for (bool again = !K.shutting_down; again;) {
         again = false;
         snapshot sn;
-        snapshot_take_locked(&sn, true);
-        policy_decision *d = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *d);
-        int n = queue_policy_decide(&sn.s, d);
-        for (int i = 0; i < n && !again; i++)
-            if (d[i].verb == POLICY_START)
-                again = !start_run_locked(find_run(d[i].run), d[i].across, d[i].nodes, d[i].n_nodes);
-        queue_policy_free(d, n);
-        free(d);
-        snapshot_free(&sn);
+        policy_decision *d = decide_locked(&sn);
+        int n = sn.s.n_queued;
+        int *by_order = xmalloc((size_t)(n + 1) * sizeof *by_order);
+        for (int i = 0; i < n; i++) by_order[d[i].order] = i;
+        for (int k = 0; k < n && !again; k++) {
+            const policy_decision *x = &d[by_order[k]];
+            live_run *r = sn.queued_runs[by_order[k]];
+            if (x->verb == POLICY_START) again = !start_run_locked(r, x->across, x->nodes, x->n_nodes);
+            for (int v = 0; x->verb == POLICY_PREEMPT && v < x->n_preempt; v++) {
+                live_run *victim = find_run(x->preempt[v]);
+                if (victim && !victim->preempt_by) preempt_locked(victim, r->id);
+            }
+        }
+        free(by_order);
+        decisions_free(&sn, d);
     }
 }
 
@@ -200,21 +302,22 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) {
     return res;
 }
 
+/* The decision the queue policy makes for queued run `id` now, with its snapshot; -1
+ * when it is not queued. */
+static int decision_of_locked(int64_t id, snapshot *sn, policy_decision **d) {
+    *d = decide_locked(sn);
+    for (int i = 0; i < sn->s.n_queued; i++)
+        if (sn->queued[i].id == id) return i;
+    return -1;
+}
+
 int scheduler_queue_position(int64_t id) {
     pthread_mutex_lock(&K.mu);
-    int pos = 0, n = 0;
-    pool_kind pool = POOL_CPU;
-    live_run *me = find_run(id);
-    if (me && me->status == RUN_QUEUED) {
-        pool = me->pool;
-        for (live_run *r = K.runs; r; r = r->next) {
-            if (r->pool == pool && r->status == RUN_QUEUED) n++;
-            if (r == me) {
-                pos = n;
-                break;
-            }
-        }
-    }
+    snapshot sn;
+    policy_decision *d;
+    int i = decision_of_locked(id, &sn, &d);
+    int pos = i >= 0 ? d[i].pool_order + 1 : 0;
+    decisions_free(&sn, d);
     pthread_mutex_unlock(&K.mu);
     return pos;
 }
@@ -248,12 +351,14 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason) {
 }
 
 void scheduler_tick(void) {
+    bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     pthread_mutex_lock(&K.mu);
     int64_t now = mono_ms();
     for (live_run *r = K.runs; r; r = r->next) {
         if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
     }
+    if (users_changed) schedule_locked();
     pthread_mutex_unlock(&K.mu);
     /* outside the lock: what they learn comes back through the hooks */
     K.local->tick();
@@ -324,16 +429,61 @@ bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
 
 char *scheduler_waiting_for(int64_t id) {
     pthread_mutex_lock(&K.mu);
-    live_run *r = find_run(id);
-    char *text = NULL;
-    if (r && r->status == RUN_QUEUED) {
-        snapshot sn;
-        snapshot_take_locked(&sn, false);
-        policy_run q = policy_run_of(r);
-        text = queue_policy_waiting_for(&sn.s, &q);
-    }
+    snapshot sn;
+    policy_decision *d;
+    int i = decision_of_locked(id, &sn, &d);
+    char *text = i >= 0 ? queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]) : NULL;
+    decisions_free(&sn, d);
     pthread_mutex_unlock(&K.mu);
     return text;
+}
+
+static const char *verb_word(const policy_decision *d) {
+    return d->verb == POLICY_START ? "start" : d->verb == POLICY_PREEMPT ? "preempt" : "wait";
+}
+
+json_t *scheduler_queue_json(void) {
+    pthread_mutex_lock(&K.mu);
+    snapshot sn;
+    policy_decision *d = decide_locked(&sn);
+    int n = sn.s.n_queued;
+    int *by_order = xmalloc((size_t)(n + 1) * sizeof *by_order);
+    for (int i = 0; i < n; i++) by_order[d[i].order] = i;
+    json_t *runs = json_array();
+    for (int k = 0; k < n; k++) {
+        int i = by_order[k];
+        const live_run *r = sn.queued_runs[i];
+        char queued_at[32];
+        format_iso8601(r->queued_ms, queued_at);
+        char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
+        json_t *preempting = json_array();
+        for (int v = 0; d[i].verb == POLICY_PREEMPT && v < d[i].n_preempt; v++)
+            json_array_append_new(preempting, json_integer(d[i].preempt[v]));
+        json_array_append_new(
+            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o}", "id", (json_int_t)r->id,
+                            "position", k + 1, "pool_position", d[i].pool_order + 1, "owner",
+                            json_string_or_null(r->owner), "priority", r->priority, "world_size", r->world_size,
+                            "device_kind", pool_name(r->pool), "queued_at", queued_at, "preemptible", r->preemptible,
+                            "decision", verb_word(&d[i]), "waiting_for", json_string_or_null(waiting), "preempting",
+                            preempting));
+        free(waiting);
+    }
+    json_t *owners = json_array();
+    for (int i = 0; i < sn.s.n_owners; i++) {
+        const policy_owner *o = &sn.owners[i];
+        int held = 0;
+        for (int j = 0; j < sn.s.n_running; j++)
+            for (int h = 0; sn.running[j].owner == i && h < sn.running[j].n_holds; h++) held += sn.running[j].holds[h].devices;
+        json_array_append_new(owners, json_pack("{s:o, s:f, s:i, s:o}", "name", json_string_or_null(o->name),
+                                                "usage_device_seconds", o->usage, "devices_in_use", held,
+                                                "max_devices", o->max_devices < 0 ? json_null() : json_integer(o->max_devices)));
+    }
+    json_t *out = json_pack("{s:o, s:o, s:f, s:I}", "runs", runs, "owners", owners, "fair_share_half_life_s",
+                            K.c.fair_share_half_life_s, "backfill_window_s", (json_int_t)(K.c.backfill_window_ms / 1000));
+    free(by_order);
+    decisions_free(&sn, d);
+    pthread_mutex_unlock(&K.mu);
+    return out;
 }
 
 json_t *scheduler_nodes_json(void) {

@@ -57,7 +57,7 @@ void run_needs_distributed(const json_t *config, run_needs *n);
 void scheduler_submit(const run_needs *n);
 
 /* Queues again a built-in run that the store has just turned from failed or canceled
- * to queued (runs_resume; n->resume set): at the back of its pool's queue. */
+ * to queued (runs_resume; n->resume set): queued now, so the last among equals. */
 void scheduler_resume(const run_needs *n);
 
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
@@ -65,7 +65,8 @@ typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } c
  * after the grace period). CANCEL_NOT_LIVE: no such unfinished run. */
 cancel_result scheduler_cancel(int64_t id, const char *reason);
 
-/* 1-based position in the queue of its pool, or 0 when not queued. */
+/* 1-based position among the queued runs of its pool in the order they will start
+ * (queue_policy.h), or 0 when not queued. */
 int scheduler_queue_position(int64_t id);
 
 /* Ingest's hooks (ingest.h): a connection's hello, true when the secret is the run's
@@ -97,8 +98,17 @@ void scheduler_tick(void);
  * in err, naming what there is. */
 bool scheduler_can_place(const run_needs *n, char *err, size_t errlen);
 
-/* What a queued run waits for, for a person (malloc'd), or NULL when not queued. */
+/* What a queued run waits for, for a person (malloc'd), or NULL when not queued or
+ * about to start. */
 char *scheduler_waiting_for(int64_t id);
+/* GET /queue: the queued runs in the order they will start, each with its decision and
+ * what it waits for; each owner of a live run with its decayed usage, devices in use
+ * and quota. */
+json_t *scheduler_queue_json(void);
+
+/* At start-up, before scheduler_recover: each owner's decayed usage as the store kept
+ * it (owner "" or NULL: nobody in particular). */
+void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n);
 
 /* GET /nodes: this host first ("local": true), then every agent node. */
 json_t *scheduler_nodes_json(void);

@@ -28,6 +28,13 @@ typedef struct {
     const char *node_name;
     const char *advertise;
     int64_t node_timeout_ms;
+    /* Sharing (queue_policy.h): a run may start ahead of a larger one of its pool while
+     * that one has waited less than this (0: never); an owner's usage halves every
+     * half-life (fair_share.h); a preempted run has this long to checkpoint and stop
+     * before it is stopped as a cancel is. */
+    int64_t backfill_window_ms;
+    double fair_share_half_life_s;
+    int preempt_grace_ms;
 } scheduler_config;
 
 /* What the scheduler needs of a run, decided once where the run comes from: its
@@ -41,6 +48,11 @@ typedef struct {
     bool command;          /* a command run: ddp-run starts it, with a MASTER_PORT of its own */
     bool resume;           /* its trainer continues from the newest checkpoint in its run directory (--resume) */
     double hang_timeout_s; /* a command run's distributed.hang_timeout_s: no progress from a rank this long fails it; 0: off */
+    const char *owner;     /* the user who submitted it; NULL: nobody in particular */
+    int priority;          /* -100 to 100: the higher first */
+    bool preemptible;      /* it may be preempted for a run of a higher priority */
+    int64_t queued_ms;     /* unix ms it entered the queue (0: now) */
+    int restart_count;     /* a command run: TORCHELASTIC_RESTART_COUNT its launcher starts at */
 } run_needs;
 
 #endif

@@ -22,22 +22,25 @@ const char *const metric_names[METRIC_COUNT] = {"loss", "lr", "samples_per_s"};
     "id, name, status, reason, config, world_size, device_kind, devices, pid, exit_code,"    \
     " exit_signal, created_at, started_at, finished_at, epochs, total_steps, steps_per_epoch," \
     " epoch, step, global_step, loss, lr, samples_per_s, first_step_at, first_global_step,"   \
-    " last_step_at"
+    " last_step_at, owner, priority, preemptible, preempted_by, preempted_at, preemptions, preempting"
 enum {
     C_ID, C_NAME, C_STATUS, C_REASON, C_CONFIG, C_WORLD_SIZE, C_DEVICE_KIND, C_DEVICES, C_PID,
     C_EXIT_CODE, C_EXIT_SIGNAL, C_CREATED_AT, C_STARTED_AT, C_FINISHED_AT, C_EPOCHS,
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
-    C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT,
+    C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
+    C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING,
     C_CHECKPOINTS, C_RESUMES /* Q_RUN only */
 };
 
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
-    Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS, Q_COUNT
+    Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
+    Q_USAGE, Q_COUNT
 };
 
 #define BRIEF_COLUMNS \
-    "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)"
+    "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)," \
+    " owner, priority, preemptible, coalesce(queued_at, created_at), started_at, preemptions, preempting, preempted_by"
 
 static const char *QSQL[Q_COUNT] = {
     [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
@@ -68,6 +71,7 @@ static const char *QSQL[Q_COUNT] = {
     [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
+    [Q_USAGE] = "SELECT owner, device_seconds, as_of FROM usage",
 };
 
 /* A run's resumes, as JSON text built by SQLite. */
@@ -172,6 +176,16 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     s = (const char *)sqlite3_column_text(st, 5);
     b->command = s && strcmp(s, "command") == 0;
     b->resumes = sqlite3_column_int(st, 6);
+    s = (const char *)sqlite3_column_text(st, 7);
+    b->has_owner = s != NULL;
+    snprintf(b->owner, sizeof b->owner, "%s", s ? s : "");
+    b->priority = sqlite3_column_int(st, 8);
+    b->preemptible = sqlite3_column_int(st, 9) != 0;
+    b->queued_at = col_int(st, 10);
+    b->started_at = col_int(st, 11);
+    b->preemptions = sqlite3_column_int(st, 12);
+    b->preempting = sqlite3_column_int(st, 13) != 0;
+    b->preempted_by = col_int(st, 14);
 }
 
 int store_get_brief(int64_t id, run_brief *out) {
@@ -202,6 +216,39 @@ int store_list_unfinished(run_brief **out) {
     }
     *out = v;
     return (int)n;
+}
+
+int store_list_usage(char ***owners, double **values, int64_t **as_of) {
+    sqlite3_stmt *st = stmt(Q_USAGE);
+    if (!st) return -1;
+    int n = 0, cap = 8, rc;
+    char **o = xmalloc((size_t)cap * sizeof *o);
+    double *v = xmalloc((size_t)cap * sizeof *v);
+    int64_t *t = xmalloc((size_t)cap * sizeof *t);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap *= 2;
+            o = xrealloc(o, (size_t)cap * sizeof *o);
+            v = xrealloc(v, (size_t)cap * sizeof *v);
+            t = xrealloc(t, (size_t)cap * sizeof *t);
+        }
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        o[n] = xstrdup(name ? name : "");
+        v[n] = sqlite3_column_double(st, 1);
+        t[n++] = sqlite3_column_int64(st, 2);
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        for (int i = 0; i < n; i++) free(o[i]);
+        free(o);
+        free(v);
+        free(t);
+        return -1;
+    }
+    *owners = o;
+    *values = v;
+    *as_of = t;
+    return n;
 }
 
 int store_get_run_process(int64_t id, run_process *out) {
@@ -276,6 +323,13 @@ static json_t *run_row_json(sqlite3_stmt *st) {
     json_object_set_new(o, "started_at", col_json_time(st, C_STARTED_AT));
     json_object_set_new(o, "finished_at", col_json_time(st, C_FINISHED_AT));
     json_object_set_new(o, "progress", progress_json(st, rs));
+    json_object_set_new(o, "owner", col_json_text(st, C_OWNER));
+    json_object_set_new(o, "priority", col_json_int(st, C_PRIORITY));
+    json_object_set_new(o, "preemptible", json_boolean(sqlite3_column_int(st, C_PREEMPTIBLE)));
+    json_object_set_new(o, "preempted_by", col_json_int(st, C_PREEMPTED_BY));
+    json_object_set_new(o, "preempted_at", col_json_time(st, C_PREEMPTED_AT));
+    json_object_set_new(o, "preemptions", col_json_int(st, C_PREEMPTIONS));
+    json_object_set_new(o, "preempting", json_boolean(sqlite3_column_int(st, C_PREEMPTING)));
     return o;
 }
 

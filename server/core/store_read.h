@@ -20,6 +20,14 @@ typedef struct {
     int64_t pid;  /* NO_INT if never started */
     bool command; /* a command run (ddp-run starts it), else a built-in model's (ddp-trainer) */
     int resumes;  /* how often it was resumed (POST /runs/{id}/resume): its trainer continues from a checkpoint */
+    char owner[72];       /* "" : nobody in particular (has_owner false) */
+    bool has_owner;
+    int priority;
+    bool preemptible;
+    int64_t queued_at, started_at; /* unix ms; NO_INT when unknown */
+    int preemptions;      /* how often it was preempted and queued again */
+    bool preempting;      /* a preemption is under way (it was asked to stop) */
+    int64_t preempted_by; /* the run it was last preempted for; NO_INT: none */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
@@ -41,6 +49,10 @@ typedef struct {
     json_t *devices;
 } run_process;
 int store_get_run_process(int64_t id, run_process *out);
+
+/* Fair share: each owner's decayed usage as the store kept it (owner "": nobody in
+ * particular). Returns how many (the three arrays malloc'd, the names too), or -1. */
+int store_list_usage(char ***owners, double **values, int64_t **as_of);
 
 /* Per rank of the run, the time (unix ms) of the newest event of it the store holds:
  * what a journal replay skips up to. Returns how many (*out malloc'd), or -1. */

@@ -13,6 +13,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Who a request is: the server's own token or nobody on a box without users
+ * (CALLER_ADMIN_TOKEN, CALLER_ANONYMOUS: admins of no name), or a user (core/users.h). */
+typedef enum { CALLER_ANONYMOUS, CALLER_ADMIN_TOKEN, CALLER_USER } caller_kind;
+
+typedef struct {
+    caller_kind kind;
+    char name[65];    /* the user's; "" for the others */
+    bool admin;       /* may cancel, delete and resume anyone's run and give any priority */
+    int max_priority; /* the highest priority it may give a run (an admin: 100) */
+    int max_devices;  /* its quota; -1: none */
+} caller;
+
+/* Whether a request may go on as the caller it names. */
+typedef enum {
+    AUTH_OK,      /* it may: the caller is set */
+    AUTH_MISSING, /* no credential, and one is needed */
+    AUTH_UNKNOWN, /* a credential this server does not know */
+} auth_verdict;
+
 /* True for methods that change something: everything but GET, HEAD and OPTIONS. */
 bool auth_method_mutates(const char *method);
 

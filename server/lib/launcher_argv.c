@@ -22,6 +22,11 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
         snprintf(out->numbers[0], sizeof out->numbers[0], "%d", s->master_port);
         argv[argc++] = "--master-port";
         argv[argc++] = out->numbers[0];
+        if (s->restart_count > 0) {
+            snprintf(out->numbers[3], sizeof out->numbers[3], "%d", s->restart_count);
+            argv[argc++] = "--restart-count";
+            argv[argc++] = out->numbers[3];
+        }
     }
     if (s->nodes > 0) {
         snprintf(out->numbers[1], sizeof out->numbers[1], "%d", s->nodes);

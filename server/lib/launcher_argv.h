@@ -3,7 +3,7 @@
  * the coordinator's own parts and for an agent's, which must agree.
  *
  *   PROGRAM --config C --run-dir D --events SOCKET
- *           [--master-port P]                          a command run
+ *           [--master-port P] [--restart-count K]      a command run (K: its count goes on)
  *           [--nodes K --node-rank I                   a part of a run across nodes:
  *              [--master-addr A]                         a command run's rank 0's node
  *              | [--node-addr ADDR --rendezvous URL]]    a built-in run's address, and its rendezvous
@@ -28,6 +28,7 @@ typedef struct {
     const char *config, *run_dir, *events;
     bool command;              /* ddp-run's options, not ddp-trainer's */
     int master_port;           /* a command run's MASTER_PORT */
+    int restart_count;         /* a command run restarted by the server (a preemption): its first TORCHELASTIC_RESTART_COUNT */
     int nodes, node_rank;      /* nodes > 0: this is node node_rank's part of a run across that many */
     const char *master_addr;   /* a command run across nodes: rank 0's node */
     const char *node_addr;     /* a built-in run across nodes: this node's address */
@@ -43,7 +44,7 @@ typedef struct {
 typedef struct {
     const char *argv[24 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
     char *env[4 + TRAINER_PASSED_ON_MAX];               /* "NAME=VALUE", NULL-terminated, malloc'd */
-    char numbers[3][16];
+    char numbers[4][16];
 } launcher_cmd;
 
 /* The launcher's command line and the variables it is given (launcher_cmd_free

@@ -16,6 +16,9 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
   restarted_once     distributed.max_restarts 1: rank 1 fails once, the gang starts
                      again, the run succeeds with a point per step
+  preempted          a preemptible command run preempted for a run of a higher
+                     priority: stopped (SIGTERM), queued again with preempted_by, and
+                     restarted once placed, its ranks seeing TORCHELASTIC_RESTART_COUNT 1
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
 import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
@@ -310,6 +313,55 @@ def case_restarted_once(a):
         log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode()
         check("rank 1 gives up on attempt 0\n--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
               "attempt 1 of 1 done" in log, f"rank 1's log keeps both attempts: {log!r}")
+
+
+def case_preempted(a):
+    with WorkRoot() as w, w.server(a) as s:
+        # each rank writes its pid under the work root; the urgent run holds its slot
+        # until the test creates `go`, so the preempted run stays queued until then
+        script = ("import os, time, ddpd\n"
+                  "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                  f"open(f'{w.root}/rank-{{rank}}-attempt-{{k}}.pid', 'w').write(str(os.getpid()))\n"
+                  "print(f'rank {rank} attempt {k}', flush=True)\n"
+                  "steps = 100000 if k == 0 else 3\n"
+                  "for step in range(1, steps + 1):\n"
+                  "    if rank == 0:\n"
+                  "        ddpd.log_step(step, loss=float(k * 1000 + step))\n"
+                  "    time.sleep(0.05 if k == 0 else 0)\n")
+        go = os.path.join(w.root, "go")
+        waits = f"import os, time\nwhile not os.path.exists({go!r}): time.sleep(0.05)\nprint('urgent done')\n"
+        rid = s.submit({"name": "preemptible", "command": ["/usr/bin/python3", "-c", script], "preemptible": True,
+                        "distributed": {"world_size": 2}})
+        wait_until(lambda: s.get(f"/runs/{rid}/metrics?key=loss").json()["count"] >= 3, "steps reported", 120)
+        first = [int(open(os.path.join(w.root, f"rank-{r}-attempt-0.pid")).read()) for r in range(2)]
+        urgent = s.submit({"name": "urgent", "command": ["/usr/bin/python3", "-c", waits],
+                           "priority": 10, "distributed": {"world_size": 1}})
+        run = s.wait_status(rid, "queued", timeout=60)
+        check(run and run["preempted_by"] == urgent and run["preemptions"] == 1 and run["preempted_at"],
+              f"stopped and queued again, preempted by run {urgent}: "
+              f"{run and (run['preempted_by'], run['preemptions'], run['preempted_at'])}")
+
+        def gone(pid):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            except OSError:
+                return True
+        check(all(gone(p) for p in first), f"its first attempt's ranks {first} were stopped")
+        check(s.run(urgent)["status"] == "running", "the urgent run holds the slots it freed")
+        open(go, "w").close()
+        done = s.wait_status(urgent, ("succeeded", "failed"), timeout=60)
+        check(done and done["status"] == "succeeded", f"the urgent run ran: {done and done['status']}")
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=120)
+        if not check(run and run["status"] == "succeeded", f"restarted, it succeeds: {run and (run['status'], run['reason'])}"):
+            s.dump_run_log(rid)
+            return
+        points = [(p[0], p[1]) for p in s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+        check(points[:3] == [(1, 1001.0), (2, 1002.0), (3, 1003.0)],
+              f"the restart's steps replace the first attempt's where it reported them again: {points[:5]}")
+        log = s.get(f"/runs/{rid}/logs?rank=0&offset=0").body.decode()
+        check("rank 0 attempt 0\n" in log and "rank 0 attempt 1\n" in log,
+              f"its ranks saw TORCHELASTIC_RESTART_COUNT 0, then 1: {log[-400:]!r}")
 
 
 CASES = cases_in(globals())

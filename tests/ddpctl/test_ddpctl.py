@@ -4,6 +4,9 @@
                  (a pty), exit 0 when the run succeeds; follow of a failed run says
                  why and exits 1
   list_show      list (table, --status, --json), show (its epochs)
+  queue_owners   queue: the queued runs in the order they will start, with their
+                 owners and what they wait for, and the owners' usage; list and show
+                 name each run's owner
   cancel         cancel a running run (follow then exits 5); cancel a finished one: 4
   resume         resume a canceled run (--follow to its end, exit 0); resuming a
                  succeeded run or none: exit 4 and why
@@ -132,11 +135,12 @@ def case_list_show(a):
             succeeded(s, i)
         rc, out, err = ctl(s, "list")
         lines = out.splitlines()
-        check(rc == 0 and lines[0].split()[:4] == ["ID", "NAME", "STATUS", "PROGRESS"], f"list: a table: {lines[:1]}")
+        check(rc == 0 and lines[0].split()[:5] == ["ID", "NAME", "OWNER", "STATUS", "PROGRESS"], f"list: a table: {lines[:1]}")
         check("STEP LOSS" in lines[0], f"the loss column says it is the newest step's: {lines[0]!r}")
         rows = [l.split() for l in lines[1:]]
         check([r[0] for r in rows] == [str(i) for i in reversed(ids)], f"newest first: {rows}")
-        check(all(r[2] == "succeeded" and "cpu:0,cpu:1" in r for r in rows), f"status and devices: {rows}")
+        check(all(r[2] == "-" and r[3] == "succeeded" and "cpu:0,cpu:1" in r for r in rows),
+              f"no owner (no users), status and devices: {rows}")
         for i, line in zip(reversed(ids), lines[1:]):
             p = s.run(i)["progress"]
             want = f"epoch {p['epoch']} ({p['epoch'] + 1} of {p['epochs']}) 100%"
@@ -157,6 +161,51 @@ def case_list_show(a):
         check(rc == 0 and json.loads(out)["config"]["name"] == "r0", "show --json")
         rc, out, err = ctl(s, "show", "999")
         check(rc == 4 and err.strip() == "ddpctl: there is no run 999 (GET /runs lists them)", f"show of no run: {rc} {err!r}")
+
+
+def case_queue_owners(a):
+    state = tempfile.mkdtemp(prefix="ddpd-ddpctl-users-")
+    tokens = {}
+    for name in ("alice", "bob"):
+        p = subprocess.run([a.ddpd, "user", "add", name, "--state-dir", state], capture_output=True, text=True)
+        tokens[name] = p.stdout.strip().splitlines()[-1]
+    with H.Server(a.ddpd, a.trainer, state_dir=state) as s:
+        rc, out, err = ctl(s, "queue")
+        check(rc == 0 and out.startswith("nothing is queued"), f"an empty queue says so: {out!r}")
+        as_alice, as_bob = {"DDPD_TOKEN": tokens["alice"]}, {"DDPD_TOKEN": tokens["bob"]}
+        rc, out, err = ctl(s, "submit", config_file(long_run()), env=as_alice)
+        busy = run_id(out)
+        s.wait_status(busy, "running", timeout=60)
+        time.sleep(1)  # alice uses the box
+        rc, out, err = ctl(s, "submit", config_file(quick_run(name="hers")), env=as_alice)
+        hers = run_id(out)
+        rc, out, err = ctl(s, "submit", config_file(quick_run(name="his")), env=as_bob)
+        his = run_id(out)
+        check(rc == 0 and "position 1 in the queue" in out, f"bob's run is first in the queue: {out!r}")
+        rc, out, err = ctl(s, "queue")
+        lines = out.splitlines()
+        check(rc == 0 and lines[0].split()[:5] == ["#", "ID", "OWNER", "PRIORITY", "NEEDS"], f"queue: a table: {lines[:1]}")
+        rows = [l.split() for l in lines[1:3]]
+        check([r[:3] for r in rows] == [["1", str(his), "bob"], ["2", str(hers), "alice"]],
+              f"bob's first, alice's second: {rows}")
+        check("2 CPU slots on this host (0 free of 2)" in lines[1], f"what it waits for: {lines[1]!r}")
+        check(any(l.split()[:1] == ["alice"] and l.split()[2] == "2" for l in lines if l.startswith("  alice")),
+              f"the owners: alice holds 2 devices: {out!r}")
+        rc, out, err = ctl(s, "queue", "--json")
+        check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == [his, hers], "queue --json is the API's")
+        rc, out, err = ctl(s, "list")
+        owners = {l.split()[0]: l.split()[2] for l in out.splitlines()[1:]}
+        check(owners == {str(busy): "alice", str(hers): "alice", str(his): "bob"}, f"list names the owners: {owners}")
+        rc, out, err = ctl(s, "show", str(his))
+        check(re.search(r"^  owner:     bob   priority: 0$", out, re.M) and "waits for: 2 CPU slots" in out,
+              f"show names the owner and what it waits for: {out!r}")
+        rc, out, err = ctl(s, "cancel", str(busy), env=as_bob)
+        check(rc == 4 and f"run {busy} is alice's" in err, f"bob may not cancel alice's run: {rc} {err!r}")
+        for rid, env in ((his, as_bob), (hers, as_alice), (busy, as_alice)):
+            ctl(s, "cancel", str(rid), env=env)
+            s.wait_status(rid, ENDS, timeout=60)
+    import shutil
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def case_cancel(a):

@@ -16,7 +16,7 @@ RefResolver API, Debian 12's 4.10, and the newer `referencing` registry work).
 
 Usage: test_openapi.py responses --ddpd PATH --fake-trainer PATH --trainer PATH
                        --openapi schema/openapi.json --source REPO"""
-import argparse, glob, http.client, json, os, re, socket, sqlite3, sys, time, warnings
+import argparse, subprocess, glob, http.client, json, os, re, socket, sqlite3, sys, time, warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness  # noqa: E402
@@ -360,7 +360,7 @@ def run(a):
         req("GET", "/metrics", "/metrics")
         # a body over 1 MiB is refused on any route (the 4xx every operation documents)
         for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json",
-                     "/nodes"):
+                     "/nodes", "/queue", "/users"):
             big = raw_exchange(s.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                         f"Content-Length: 2097152\r\n\r\n{{").encode())
             c.response("GET", path, big, f"GET {path} with a 2 MiB body")
@@ -491,6 +491,27 @@ def run(a):
         r = req("GET", "/nodes", "/nodes")
         names = [n["name"] for n in r.json()["nodes"]] if r.status == 200 else []
         check(names == [here.get("name"), "openapi-node"], f"GET /nodes lists this host first, then the agent: {names}")
+
+        # ---- users: added to the running server's state dir (ddpd user add), each
+        # run its submitter's; another user may not change it (403) ----
+        tokens = {}
+        for name in ("alice", "bob"):
+            p = subprocess.run([a.ddpd, "user", "add", name, "--state-dir", s.state_dir], capture_output=True, text=True)
+            tokens[name] = p.stdout.strip().splitlines()[-1] if p.returncode == 0 else ""
+        as_alice, as_bob = ({"Authorization": f"Bearer {tokens[n]}"} for n in ("alice", "bob"))
+        r = req("GET", "/users", "/users")
+        check(r.status == 200 and [u["name"] for u in r.json()["users"]] == ["alice", "bob"], f"GET /users: {r.body[:300]!r}")
+        r = req("GET", "/users/me", "/users/me", "who alice's token is", headers=as_alice)
+        check(r.status == 200 and r.json()["name"] == "alice", f"GET /users/me: {r.body[:300]!r}")
+        req("GET", "/users/me", "/users/me", "who no token is")
+        r = req("POST", "/runs", "/runs", "alice submits", body=long_cfg, headers=as_alice)
+        hers = r.json()["id"] if r.status == 201 else 999999
+        req("GET", "/queue", "/queue")
+        req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "bob cancels alice's run", headers=as_bob)
+        req("POST", "/runs/{id}/resume", f"/runs/{hers}/resume", "bob resumes alice's run", headers=as_bob)
+        req("DELETE", "/runs/{id}", f"/runs/{hers}", "bob deletes alice's run", headers=as_bob)
+        req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "alice cancels her run", headers=as_alice)
+        s.wait_status(hers, ("canceled", "failed", "succeeded"), timeout=120)
 
         # ---- the dashboard's files ----
         r = req("GET", "/", "/")

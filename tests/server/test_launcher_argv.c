@@ -64,6 +64,9 @@ static void test_argv(void) {
                "--master-addr 10.0.0.1");
     command.nodes = 0;
     check_argv("a command run of one host", &command, "ddp-run --config C --run-dir D --events S --master-port 29601");
+    command.restart_count = 2;
+    check_argv("a command run restarted after a preemption: its count goes on", &command,
+               "ddp-run --config C --run-dir D --events S --master-port 29601 --restart-count 2");
 }
 
 static void test_env(void) {

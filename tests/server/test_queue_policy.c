@@ -1,13 +1,15 @@
-/* Unit tests of the queue policy (server/core/queue_policy.c), today's rule on
- * hand-made snapshots, with no process, socket or clock: first come first served per
- * pool; a run of this host alone waits for this host's devices even when agents have
- * room; a run that does not fit blocks those behind it in its pool, not the other
- * pool's; across nodes, the first nodes that fit in order (this host first when it
- * takes part), the fewest unless distributed.nodes asks for a number; what a start
- * takes is not free for the runs after it; the running runs and the owners and
- * priorities change nothing today and nothing is preempted; the snapshot is not
- * changed; what a waiting run is told it waits for, and why a run can never be
- * placed. */
+/* Unit tests of the queue policy (server/core/queue_policy.c) on hand-made
+ * snapshots, with no process, socket or clock. Placement: first come first served per
+ * pool among equals; a run of this host alone waits for this host's devices even when
+ * agents have room; a run that does not fit blocks those behind it in its pool, not
+ * the other pool's (with no backfill window); across nodes, the first nodes that fit
+ * in order (this host first when it takes part), the fewest unless distributed.nodes
+ * asks for a number; what a start takes is not free for the runs after it. Sharing:
+ * priority first, then the owner's decayed usage, then age; quotas hold a run back
+ * without holding its pool; backfill within the window; preemption of the fewest,
+ * lowest-priority, most recently started preemptible runs, the devices of runs
+ * already stopping taken first and reserved. The snapshot is not changed; what a
+ * waiting run is told it waits for, and why a run can never be placed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,13 @@ static policy_node agent(int id, const char *name, int cpu_free, int slots) {
 }
 
 static policy_run run(int64_t id, pool_kind pool, int world_size, int nodes_wanted) {
-    return (policy_run){.id = id, .pool = pool, .world_size = world_size, .nodes_wanted = nodes_wanted};
+    return (policy_run){.id = id, .pool = pool, .world_size = world_size, .nodes_wanted = nodes_wanted, .owner = -1};
+}
+
+/* A run of `owner` (an index of the snapshot's owners) with a priority, queued at `queued_ms`. */
+static policy_run owned(int64_t id, int world_size, int owner, int priority, int64_t queued_ms) {
+    return (policy_run){.id = id, .pool = CPU, .world_size = world_size, .owner = owner, .priority = priority,
+                        .queued_ms = queued_ms};
 }
 
 static const char *verb_name(policy_verb v) {
@@ -42,14 +50,18 @@ static char *describe(const policy_decision *d) {
     static char text[16][128];
     static int next;
     char *t = text[next++ % 16];
-    int n = snprintf(t, 128, "%s%s", verb_name(d->verb), d->verb == POLICY_START && d->across ? "*" : "");
-    const char *why = d->wait == WAIT_THIS_HOST ? " here" : d->wait == WAIT_NODES ? " nodes" : "";
+    int n = snprintf(t, 128, "%s%s", verb_name(d->verb), d->verb != POLICY_WAIT && d->across ? "*" : "");
+    const char *why = d->wait == WAIT_THIS_HOST ? " here" : d->wait == WAIT_NODES ? " nodes"
+                      : d->wait == WAIT_QUOTA ? " quota" : d->wait == WAIT_PREEMPTED ? " preempted" : "";
     if (d->verb == POLICY_WAIT && d->wait == WAIT_BEHIND)
-        snprintf(t + n, (size_t)(128 - n), ">%lld", (long long)d->behind);
+        n += snprintf(t + n, (size_t)(128 - n), ">%lld", (long long)d->behind);
     else if (d->verb == POLICY_WAIT)
-        snprintf(t + n, (size_t)(128 - n), "%s", why);
-    for (int i = 0; d->verb == POLICY_START && i < d->n_nodes; i++)
+        n += snprintf(t + n, (size_t)(128 - n), "%s", why);
+    if (d->verb == POLICY_START && d->backfill) n += snprintf(t + n, (size_t)(128 - n), " (before %lld)", (long long)d->behind);
+    for (int i = 0; d->verb != POLICY_WAIT && i < d->n_nodes; i++)
         n += snprintf(t + n, (size_t)(128 - n), "%s%d", i ? "," : " ", d->nodes[i]);
+    for (int i = 0; i < d->n_preempt; i++)
+        n += snprintf(t + n, (size_t)(128 - n), "%s%lld", i ? "," : " -", (long long)d->preempt[i]);
     return t;
 }
 
@@ -63,7 +75,6 @@ static void expect(const char *what, const policy_snapshot *s, const char *const
               (long long)s->queued[i].id, (long long)d[i].run);
         CHECK(strcmp(describe(&d[i]), want[i]) == 0, "%s: run %lld: %s, wanted %s", what, (long long)d[i].run,
               describe(&d[i]), want[i]);
-        CHECK(d[i].verb != POLICY_PREEMPT && !d[i].n_preempt, "%s: today's rule preempts nothing", what);
     }
     queue_policy_free(d, n);
 }
@@ -141,18 +152,186 @@ static void test_across_nodes(void) {
            (const char *const[]){"start* 0,4", "start* 4"});
 }
 
-static void test_running_owners_priorities(void) {
-    /* Today's rule looks at none of these: the same decisions with or without them. */
+/* A started run: `devices` on this host (node 0), or on `node`. */
+static policy_running running_run(int64_t id, int owner, int priority, bool preemptible, int64_t started_ms,
+                                  const policy_hold *holds, int n_holds) {
+    return (policy_running){.id = id, .pool = CPU, .owner = owner, .priority = priority, .preemptible = preemptible,
+                            .started_ms = started_ms, .holds = holds, .n_holds = n_holds};
+}
+
+static void test_priority_and_fair_share(void) {
     policy_node nodes[] = {host(1, 4, 0, 0)};
-    policy_hold holds[] = {{.node = 0, .devices = 3}};
-    policy_running running[] = {{.id = 1, .pool = CPU, .owner = "alice", .priority = 0, .n_holds = 1, .holds = holds}};
-    policy_run q[] = {run(2, CPU, 2, 0), run(3, CPU, 1, 0)};
-    q[1].owner = "bob";
-    q[1].priority = 9;
+    policy_hold three[] = {{.node = 0, .devices = 3}};
+    policy_owner owners[] = {{.name = "alice", .max_devices = -1, .usage = 3600}, {.name = "bob", .max_devices = -1, .usage = 10}};
+    policy_running running[] = {running_run(1, 0, 0, false, 0, three, 1)};
+    /* a younger run of a higher priority goes first */
+    policy_run q[] = {owned(2, 2, 0, 0, 100), owned(3, 1, 1, 9, 200)};
     policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .running = running,
-                         .n_running = 1, .now_ms = 1234};
-    expect("first come first served, whoever owns it and whatever its priority", &s,
-           (const char *const[]){"wait here", "wait>2"});
+                         .n_running = 1, .owners = owners, .n_owners = 2, .now_ms = 1234};
+    expect("priority 9 before priority 0, older or not", &s, (const char *const[]){"wait here", "start 0"});
+    policy_decision d[4];
+    queue_policy_decide(&s, d);
+    CHECK(d[1].order == 0 && d[0].order == 1 && d[1].pool_order == 0 && d[0].pool_order == 1,
+          "the start order: run 3 first (%d, %d)", d[1].order, d[0].order);
+    queue_policy_free(d, 2);
+
+    /* fair share: alice's second run and bob's first, alike but for their owners' usage */
+    policy_run fair[] = {owned(4, 1, 0, 0, 100), owned(5, 1, 1, 0, 200)};
+    s.queued = fair;
+    expect("bob (10 device-seconds) before alice (3600), though his run is younger", &s,
+           (const char *const[]){"wait here", "start 0"});
+    owners[1].usage = 3600;
+    expect("the same usage: the older first", &s, (const char *const[]){"start 0", "wait here"});
+    owners[1].usage = 5000;
+    expect("alice now has used less", &s, (const char *const[]){"start 0", "wait here"});
+    /* priority comes before usage */
+    fair[0].priority = 1;
+    owners[0].usage = 1e9;
+    expect("priority 1 before priority 0 whatever the usage", &s, (const char *const[]){"start 0", "wait here"});
+    /* a run of nobody in particular counts no usage */
+    policy_run nobody[] = {owned(6, 1, 1, 0, 100), owned(7, 1, -1, 0, 200)};
+    s.queued = nobody;
+    expect("nobody's run (no usage) before bob's", &s, (const char *const[]){"wait here", "start 0"});
+}
+
+static void test_quota(void) {
+    policy_node nodes[] = {host(2, 4, 0, 0)};
+    policy_hold two[] = {{.node = 0, .devices = 2}};
+    policy_owner owners[] = {{.name = "alice", .max_devices = 2}, {.name = "bob", .max_devices = -1}};
+    policy_running running[] = {running_run(1, 0, 0, false, 0, two, 1)};
+    policy_run q[] = {owned(2, 1, 0, 0, 100), owned(3, 1, 1, 0, 200)};
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .running = running,
+                         .n_running = 1, .owners = owners, .n_owners = 2};
+    expect("alice holds her 2: her run waits, bob's behind it starts", &s, (const char *const[]){"wait quota", "start 0"});
+    policy_decision d[4];
+    queue_policy_decide(&s, d);
+    CHECK(d[0].quota_used == 2, "2 of alice's devices in use: %d", d[0].quota_used);
+    char *text = queue_policy_waiting_for(&s, &q[0], &d[0]);
+    CHECK(text && strcmp(text, "alice's quota: 2 of 2 devices in use") == 0, "what alice's run waits for: %s",
+          text ? text : "(null)");
+    free(text);
+    queue_policy_free(d, 2);
+
+    /* the starts of one pass count against the quota */
+    nodes[0] = host(4, 4, 0, 0);
+    policy_run three[] = {owned(4, 1, 0, 0, 100), owned(5, 1, 0, 0, 200), owned(6, 1, 0, 0, 300)};
+    s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = three, .n_queued = 3, .owners = owners,
+                          .n_owners = 2};
+    expect("two of alice's three start, the third waits for her quota", &s,
+           (const char *const[]){"start 0", "start 0", "wait quota"});
+    /* a GPU run counts too: the quota is over both pools */
+    policy_hold gpu[] = {{.node = 0, .devices = 1}};
+    policy_running on_gpu[] = {{.id = 9, .pool = GPU, .owner = 0, .holds = gpu, .n_holds = 1}};
+    s.running = on_gpu;
+    s.n_running = 1;
+    expect("alice's GPU run leaves her one more", &s, (const char *const[]){"start 0", "wait quota", "wait quota"});
+}
+
+static void test_backfill(void) {
+    policy_node nodes[] = {host(1, 2, 0, 0)};
+    policy_run q[] = {owned(1, 2, -1, 0, 1000), owned(2, 1, -1, 0, 2000)};
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .backfill_window_ms = 600000,
+                         .now_ms = 1000 + 599999};
+    expect("within the window, the small run starts ahead of the big one", &s,
+           (const char *const[]){"wait here", "start (before 1) 0"});
+    s.now_ms = 1000 + 600000;
+    expect("once the big one has waited the window, the slot is kept for it", &s,
+           (const char *const[]){"wait here", "wait>1"});
+    s.backfill_window_ms = 0;
+    s.now_ms = 1000;
+    expect("no window: strict first come first served", &s, (const char *const[]){"wait here", "wait>1"});
+    /* a quota-held run holds nothing up */
+    policy_owner owners[] = {{.name = "carol", .max_devices = 1}};
+    policy_run held[] = {owned(3, 2, 0, 0, 10), owned(4, 1, -1, 0, 20)};
+    s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = held, .n_queued = 2, .owners = owners,
+                          .n_owners = 1};
+    expect("carol's run over her quota does not hold the pool", &s, (const char *const[]){"wait quota", "start 0"});
+}
+
+static void test_preemption(void) {
+    policy_node nodes[] = {host(0, 4, 0, 0)};
+    policy_hold one[] = {{.node = 0, .devices = 1}}, two[] = {{.node = 0, .devices = 2}};
+    policy_running running[] = {running_run(10, -1, 0, true, 100, one, 1), running_run(11, -1, -5, true, 50, one, 1),
+                                running_run(12, -1, 0, true, 200, two, 1)};
+    policy_run urgent = owned(20, 2, -1, 10, 0);
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = &urgent, .n_queued = 1, .running = running,
+                         .n_running = 3};
+    expect("2 slots: the fewest runs, run 12 alone", &s, (const char *const[]){"preempt 0 -12"});
+    urgent.world_size = 1;
+    expect("1 slot: the lowest priority, run 11", &s, (const char *const[]){"preempt 0 -11"});
+    urgent.world_size = 3;
+    expect("3 slots: run 12 and the lowest priority of the others", &s, (const char *const[]){"preempt 0 -11,12"});
+    urgent.world_size = 1;
+    urgent.priority = 0;
+    expect("priority 0 preempts only what is lower: run 11", &s, (const char *const[]){"preempt 0 -11"});
+    urgent.priority = -5;
+    expect("priority -5 preempts nothing of -5", &s, (const char *const[]){"wait here"});
+    /* among equals, the most recently started */
+    running[1].priority = 0;
+    urgent.priority = 5;
+    expect("of runs 10 (started at 100), 11 (at 50) and 12 (at 200), one is enough: run 12", &s,
+           (const char *const[]){"preempt 0 -12"});
+    running[2].preemptible = false;
+    expect("of runs 10 (started at 100) and 11 (at 50), run 10", &s, (const char *const[]){"preempt 0 -10"});
+    /* what may not be preempted is not */
+    running[0].preemptible = running[2].preemptible = false;
+    urgent.world_size = 2;
+    expect("only run 11 may be preempted, and 1 slot is not 2", &s, (const char *const[]){"wait here"});
+    CHECK(running[0].stopping == false && nodes[0].free[CPU] == 0, "the snapshot is not changed");
+
+    /* runs already stopping are taken first: no new preemption for the same need */
+    running[0].preemptible = running[2].preemptible = true;
+    running[2].stopping = true;
+    policy_run two_urgent[] = {owned(21, 2, -1, 10, 0), owned(22, 2, -1, 10, 5), owned(23, 1, -1, 0, 9)};
+    s.queued = two_urgent;
+    s.n_queued = 3;
+    expect("run 21 waits for run 12, stopping; run 22 preempts 10 and 11; run 23 waits", &s,
+           (const char *const[]){"wait preempted -12", "preempt 0 -10,11", "wait here"});
+    policy_decision d[4];
+    queue_policy_decide(&s, d);
+    CHECK(d[0].n_preempt == 1 && d[0].preempt[0] == 12, "run 21 waits for run 12 (%d)", d[0].n_preempt);
+    char *text = queue_policy_waiting_for(&s, &two_urgent[0], &d[0]);
+    CHECK(text && strcmp(text, "run 12, preempted for it, to stop (2 CPU slots on this host (0 free of 4))") == 0,
+          "what run 21 waits for: %s", text ? text : "(null)");
+    free(text);
+    text = queue_policy_waiting_for(&s, &two_urgent[1], &d[1]);
+    CHECK(text && strcmp(text, "runs 10 and 11, preempted for it, to stop (2 CPU slots on this host (0 free of 4))") == 0,
+          "what run 22 waits for: %s", text ? text : "(null)");
+    free(text);
+    queue_policy_free(d, 3);
+
+    /* what is free is taken first, and reserved: the run behind does not take it */
+    nodes[0] = host(1, 4, 0, 0);
+    running[2].stopping = false;
+    policy_hold three[] = {{.node = 0, .devices = 3}};
+    policy_running big[] = {running_run(30, -1, 0, true, 0, three, 1)};
+    policy_run after[] = {owned(31, 2, -1, 10, 0), owned(32, 1, -1, 0, 1)};
+    s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = after, .n_queued = 2, .running = big,
+                          .n_running = 1, .backfill_window_ms = 600000};
+    expect("run 31 takes the free slot and one of run 30's; run 32 gets nothing now", &s,
+           (const char *const[]){"preempt 0 -30", "wait preempted"});
+    policy_decision w[2];
+    queue_policy_decide(&s, w);
+    char *leftover = queue_policy_waiting_for(&s, &after[1], &w[1]);
+    CHECK(leftover && strcmp(leftover, "runs being preempted for others to stop (1 CPU slots on this host (1 free of 4))") == 0,
+          "run 32 waits for what run 31 leaves of run 30's: %s", leftover ? leftover : "(null)");
+    free(leftover);
+    queue_policy_free(w, 2);
+}
+
+static void test_preemption_across_nodes(void) {
+    policy_node nodes[] = {host(0, 2, 0, 0), agent(4, "node-b", 0, 2)};
+    policy_hold here[] = {{.node = 0, .devices = 2}}, there[] = {{.node = 4, .devices = 2}};
+    policy_running running[] = {running_run(1, -1, 0, true, 100, here, 1), running_run(2, -1, 0, true, 200, there, 1)};
+    policy_run q = owned(3, 4, -1, 5, 0);
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 2, .here_across = true, .queued = &q, .n_queued = 1,
+                         .running = running, .n_running = 2};
+    expect("4 ranks on 2 nodes of 2: both runs", &s, (const char *const[]){"preempt* 0,4 -2,1"});
+    q.world_size = 2;
+    q.nodes_wanted = 0;
+    expect("2 ranks fit this host: the run there", &s, (const char *const[]){"preempt 0 -1"});
+    q.nodes_wanted = 2;
+    expect("2 ranks on 2 nodes: both", &s, (const char *const[]){"preempt* 0,4 -2,1"});
 }
 
 static void check_text(const char *what, char *got, const char *want) {
@@ -160,20 +339,46 @@ static void check_text(const char *what, char *got, const char *want) {
     free(got);
 }
 
+/* What q waits for when it waits for devices (its decision says so). */
+static char *waits_for(const policy_snapshot *s, const policy_run *q, policy_wait why) {
+    policy_decision d = {.verb = POLICY_WAIT, .run = q->id, .wait = why};
+    return queue_policy_waiting_for(s, q, &d);
+}
+
 static void test_waiting_for(void) {
     policy_node nodes[] = {host(1, 2, 0, 0), agent(4, "node-b", 1, 2), agent(7, "node-c", 0, 0)};
     policy_snapshot s = {.nodes = nodes, .n_nodes = 3, .here_across = true};
     policy_run here = run(1, CPU, 2, 0), across = run(2, CPU, 4, 0), two = run(3, CPU, 4, 2);
-    check_text("this host", queue_policy_waiting_for(&s, &here), "2 CPU slots on this host (1 free of 2)");
-    check_text("across nodes", queue_policy_waiting_for(&s, &across),
+    check_text("this host", waits_for(&s, &here, WAIT_THIS_HOST), "2 CPU slots on this host (1 free of 2)");
+    check_text("across nodes", waits_for(&s, &across, WAIT_NODES),
                "4 CPU slots on as few nodes as hold them, as many on each (free now: coord 1 of 2, node-b 1 of 2)");
-    check_text("nodes asked for", queue_policy_waiting_for(&s, &two),
+    check_text("nodes asked for", waits_for(&s, &two, WAIT_NODES),
                "2 nodes with 2 free CPU slots each (free now: coord 1 of 2, node-b 1 of 2)");
     s.n_nodes = 1;
     s.here_across = false;
-    check_text("no node at all", queue_policy_waiting_for(&s, &across),
+    check_text("no node at all", waits_for(&s, &across, WAIT_NODES),
                "4 CPU slots on as few nodes as hold them, as many on each (free now: no node other than this host "
                "(which has 2, and takes no part in runs across nodes: serve --advertise ADDR))");
+
+    /* behind a run that comes first, and why it does */
+    policy_owner owners[] = {{.name = "alice", .max_devices = -1, .usage = 7200}, {.name = "bob", .max_devices = -1, .usage = 60}};
+    policy_run q[] = {owned(4, 2, 1, 0, 50), owned(5, 1, 0, 0, 10)};
+    s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .owners = owners, .n_owners = 2,
+                          .now_ms = 1000};
+    policy_decision d[2];
+    queue_policy_decide(&s, d);
+    check_text("behind bob's run", queue_policy_waiting_for(&s, &q[1], &d[1]),
+               "behind run 4, bob's decayed usage is less (60 device-seconds against 7200), which waits for 2 CPU "
+               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
+    queue_policy_free(d, 2);
+    q[0].priority = 5;
+    queue_policy_decide(&s, d);
+    check_text("behind a run of a higher priority", queue_policy_waiting_for(&s, &q[1], &d[1]),
+               "behind run 4, of a higher priority (5 over 0), which waits for 2 CPU slots on this host (1 free of 2) "
+               "and has waited longer than the backfill window (0 s)");
+    CHECK(queue_policy_waiting_for(&s, &q[0], &(policy_decision){.verb = POLICY_START}) == NULL,
+          "a run that starts waits for nothing");
+    queue_policy_free(d, 2);
 }
 
 static void test_can_place(void) {
@@ -204,7 +409,11 @@ static void test_can_place(void) {
 int main(void) {
     test_this_host();
     test_across_nodes();
-    test_running_owners_priorities();
+    test_priority_and_fair_share();
+    test_quota();
+    test_backfill();
+    test_preemption();
+    test_preemption_across_nodes();
     test_waiting_for();
     test_can_place();
     return test_done("test_queue_policy");

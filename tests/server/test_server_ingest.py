@@ -203,7 +203,9 @@ def case_shutdown(a):
 
 
 def case_queue_order(a):
-    with Server(a.ddpd, a.fake_trainer, slots=2) as s:
+    # no backfill window: strict first come first served per pool (the window's own
+    # case is in test_server_sharing.py)
+    with Server(a.ddpd, a.fake_trainer, slots=2, extra_args=["--backfill-window", "0"]) as s:
         small = s.submit({"name": "sleep"})
         s.wait_status(small, "running", timeout=30)
         big = s.submit({"name": "sleep", "distributed": {"world_size": 2}})

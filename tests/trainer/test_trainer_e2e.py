@@ -191,6 +191,72 @@ def case_resume(t, w):
     check(kept == ["epoch-0001.safetensors", "epoch-0002.safetensors"], f"keeps the newest 2: {kept}")
 
 
+def epochs_of(run):
+    """epoch -> (train_loss, test_loss, test_acc): what an epoch's event says of the training."""
+    return {e["epoch"]: (e["train_loss"], e["test_loss"], e["test_acc"]) for e in run.of_type("epoch")}
+
+
+def preempt_once(t, w, name, cfg, at_least, resume):
+    """Starts the run (resuming it when asked), SIGUSR1 once `at_least` more steps than
+    it started from are done; checks it stopped where its checkpoint is. Returns the
+    checkpoint's global step."""
+    r = Run(t, w, name, cfg, resume=resume)
+    start = max(losses(r), default=0)
+    r.wait_for(lambda r: max(losses(r), default=0) >= start + at_least, f"{at_least} steps past {start}")
+    r.proc.send_signal(signal.SIGUSR1)
+    code = r.wait(timeout=60)
+    end = r.of_type("end")
+    check(code == 3 and end and end[-1]["status"] == "preempted" and end[-1]["exit_code"] == 3,
+          f"a preempted run exits 3, its end says preempted: {code} {end[-1:]} {r.stderr[-300:]}")
+    ckpt = [e for e in r.of_type("checkpoint") if "-step-" in e["path"]]
+    check(ckpt, f"it wrote a checkpoint where it stopped: {r.of_type('checkpoint')}")
+    if not ckpt:
+        return 0
+    stopped = ckpt[-1]["global_step"]
+    per_epoch = r.of_type("hello", 0)[0]["steps_per_epoch"]
+    check(os.path.basename(ckpt[-1]["path"]) == f"epoch-{ckpt[-1]['epoch']:04d}-step-{stopped - ckpt[-1]['epoch'] * per_epoch:09d}.safetensors",
+          f"named by the epoch it stopped in and the next step in it: {ckpt[-1]['path']}")
+    check(max(losses(r)) == stopped, f"no step past the checkpoint: nothing a resume does again is lost "
+          f"({max(losses(r))} vs {stopped})")
+    states = {e["rank"]: e["state"] for e in r.of_type("status")}
+    check(states == {0: "preempted", 1: "preempted"}, f"every rank says it was preempted: {states}")
+    return stopped
+
+
+def case_preempted_mid_epoch(t, w):
+    """SIGUSR1 stops a run after the step in progress, with a checkpoint there (not at
+    an epoch's end); resumed from it, twice, the run ends with the same losses, epochs
+    and weights as one that never stopped, bit for bit."""
+    # 125 steps an epoch on 2 ranks, each slow enough (a wider model, small batches)
+    # that the test's signal lands well within the run
+    cfg = config(**{"model.hidden": [512, 256], "train.epochs": 3, "data.limit": 4000, "train.batch_size": 16})
+    full = Run(t, w, "full", cfg)
+    check(full.wait() == 0, f"uninterrupted run exits 0: {full.stderr}")
+    first = preempt_once(t, w, "part", cfg, 20, resume=False)
+    check(0 < first < 125, f"the first stop is within epoch 0: global step {first}")
+    second = preempt_once(t, w, "part", cfg, 130, resume=True)
+    check(second > first + 125, f"the second, after more than an epoch more: global step {second}")
+    resumed = Run(t, w, "part", cfg, resume=True)
+    check(resumed.wait() == 0, f"resumed run exits 0: {resumed.stderr}")
+    loaded = [e["msg"] for e in resumed.of_type("log") if "loaded" in e.get("msg", "")]
+    check(loaded and f"global step {second})" in loaded[-1], f"it went on from the second stop: {loaded}")
+    check(losses(resumed) == losses(full), "every step's loss is bit-identical to the uninterrupted run's")
+    check(epochs_of(resumed) == epochs_of(full), f"so is every epoch's train_loss, test_loss and accuracy: "
+          f"{epochs_of(resumed)} vs {epochs_of(full)}")
+    check(sha(resumed.checkpoint(2)) == sha(full.checkpoint(2)), "and so are the final weights")
+
+
+def case_preempted_before_training(t, w):
+    """SIGUSR1 while the data loads waits for the ranks: they stop after their first step."""
+    cfg = config(**{"model.hidden": [512, 256], "train.epochs": 1, "train.batch_size": 16})
+    r = Run(t, w, "early", cfg)
+    r.wait_for(lambda r: r.of_type("hello"), "the launcher's hello")
+    r.proc.send_signal(signal.SIGUSR1)
+    code = r.wait(timeout=60)
+    check(code == 3, f"preempted before its first step, it stops after it: exit {code} {r.stderr[-300:]}")
+    check(max(losses(r), default=0) <= 2, f"at its first steps: {sorted(losses(r))}")
+
+
 def case_lr_schedules(t, w):
     tiny = {"data.limit": 256, "data.test_limit": 100, "train.epochs": 10, "checkpoint.every_epochs": 0}
     step = Run(t, w, "step", config(**tiny))  # defaults: step, every 5 epochs, x0.3

@@ -8,15 +8,17 @@
 // straggler rule; a bad config's field error by its field (and, at 390 px, off the
 // text); a failed run's reason; the nodes page (this host and an agent node that goes lost); a command run (the user's torch script, 2 ranks): its
 // command, a chart per series it reported, each rank's own log, and a log and a chart
-// that follow a live run without gaps or repeats; the connection lost and found again.
+// that follow a live run without gaps or repeats; the connection lost and found again;
+// a server with users: the token asked for once, each run's owner, and "mine".
 // Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
 //
 // Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER, DDP_RUN set).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { closeBrowser, commandWorkRoot, elementShot, fmnist, launchBrowser, screenshot, Server, TORCH_SCRIPT, until } from './ddpd_server.mjs';
+import { closeBrowser, commandWorkRoot, DDPD, elementShot, fmnist, launchBrowser, screenshot, Server, TORCH_SCRIPT, until } from './ddpd_server.mjs';
 
 let server, browser;
 let passed = 0, failed = 0;
@@ -216,7 +218,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   for (const sel of ['#command-card', '#series-card', '#log-controls']) assert.ok(await page.isHidden(sel), `no ${sel} on a built-in run`);
   assert.ok(await page.isVisible('#checkpoints') && await page.isVisible('#run-summary'), 'its checkpoints and test summary');
   assert.deepEqual(await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent)),
-    ['Step loss', 'LR', 'Samples/s', 'ETA', 'Devices', 'Submitted', 'Duration', 'Exit'], 'every fact of a built-in run');
+    ['Step loss', 'LR', 'Samples/s', 'ETA', 'Devices', 'Owner', 'Priority', 'Submitted', 'Duration', 'Exit'], 'every fact of a built-in run');
 
   // The chart's controls: log scale, smoothing, x by epoch.
   await page.check('#opt-log');
@@ -512,7 +514,7 @@ it('a command run shows its command, a chart per series its script reported, and
     assert.ok(await page.isHidden('#run-summary'), 'no test summary: the script tests nothing');
     assert.ok(await page.isHidden('#checkpoints'), 'no checkpoint list: ddpd writes none for a command run');
     const facts = await page.$$eval('#run-facts dt', (dts) => dts.map((d) => d.textContent));
-    assert.deepEqual(facts, ['Step loss', 'LR', 'Devices', 'Submitted', 'Duration', 'Exit'], 'no samples/s or ETA it cannot know');
+    assert.deepEqual(facts, ['Step loss', 'LR', 'Devices', 'Owner', 'Priority', 'Submitted', 'Duration', 'Exit'], 'no samples/s or ETA it cannot know');
     assert.match(await page.textContent('#run-progress-text'), /32 steps reported · 100%/);
 
     // a chart for its own series, every point of it; loss and lr on their own charts
@@ -616,6 +618,67 @@ it('with a token, the dashboard sends the one the user enters', async () => {
   } finally {
     await guarded.stop();
     guarded.cleanup();
+  }
+});
+
+it('with users, the dashboard asks for a token once, shows each run\'s owner, and "mine" shows the user\'s own', async () => {
+  const shared = new Server();
+  const tokens = {};
+  for (const name of ['alice', 'bob']) {
+    const r = spawnSync(DDPD, ['user', 'add', name, '--state-dir', shared.stateDir], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `ddpd user add ${name}: ${r.stderr}`);
+    tokens[name] = r.stdout.trim().split('\n').pop();
+  }
+  await shared.start();
+  const as = async (token, method, p, body) => {
+    const res = await fetch(shared.url + p, { method, body: body ? JSON.stringify(body) : undefined,
+      headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) } });
+    return res.status === 204 ? null : res.json();
+  };
+  try {
+    const hers = (await as(tokens.alice, 'POST', '/runs', fmnist({ name: 'alices', train: { epochs: 1 } }))).id;
+    const his = (await as(tokens.bob, 'POST', '/runs', fmnist({ name: 'bobs', train: { epochs: 1 } }))).id;
+    const page = await browser.newPage();
+    await page.setViewportSize({ width: 1280, height: 900 });
+    page.errors = [];
+    page.on('pageerror', (e) => page.errors.push(e.message));
+    await page.goto(`${shared.url}/#/`);
+    await page.waitForSelector('#token-form:not([hidden])');
+    assert.match(await page.textContent('#token-hint'), /This server has users: enter your token/);
+    await page.fill('#token-input', tokens.alice);
+    await page.click('#token-form button[type=submit]');
+    await until(async () => /Token ✓ alice/.test(await page.textContent('#token-button')), 'the button to name alice');
+    await page.waitForSelector(`tr[data-run="${his}"]`);
+    const owner = (id) => page.textContent(`tr[data-run="${id}"] td[data-label="Owner"]`);
+    assert.equal((await owner(hers)).trim(), 'alice');
+    assert.equal((await owner(his)).trim(), 'bob');
+    assert.ok(await page.isVisible('#mine-label'), 'a user\'s token: the "Mine" filter is there');
+    await page.check('#mine-filter');
+    assert.ok(await page.isHidden(`tr[data-run="${his}"]`), 'mine: bob\'s run is hidden');
+    assert.ok(await page.isVisible(`tr[data-run="${hers}"]`), 'mine: alice\'s run stays');
+    await screenshot(page, 'runs-mine-1280');
+    // once asked, and the token kept: a reload asks no more, and the filter holds
+    await page.reload();
+    await page.waitForSelector(`tr[data-run="${hers}"]`);
+    await until(async () => /alice/.test(await page.textContent('#token-button')), 'the token kept');
+    assert.ok(await page.isHidden('#token-form'), 'the token is asked for once');
+    await until(() => page.isHidden(`tr[data-run="${his}"]`), 'the filter kept after a reload');
+    // a run's page names its owner
+    await page.goto(`${shared.url}/#/runs/${his}`);
+    await page.waitForSelector('#run-facts');
+    await until(async () => /Owner\s*bob/.test(await page.textContent('#run-facts')), 'the owner among the facts');
+    await page.uncheck('#mine-filter').catch(() => {});
+    await page.evaluate(() => { localStorage.removeItem('ddpd.token'); localStorage.removeItem('ddpd.mine'); localStorage.removeItem('ddpd.token-asked'); });
+    assert.deepEqual(page.errors, []);
+    await page.close();
+    for (const [id, token] of [[hers, tokens.alice], [his, tokens.bob]]) {
+      await as(token, 'POST', `/runs/${id}/cancel`);
+      await until(async () => ['succeeded', 'failed', 'canceled'].includes((await shared.api('GET', `/runs/${id}`)).json.status),
+        `run ${id} to end`, 120000);
+    }
+  } finally {
+    await shared.stop();
+    shared.cleanup();
   }
 });
 

@@ -1,5 +1,6 @@
-/* A run's checkpoint files: <run_dir>/checkpoints/epoch-NNNN.safetensors, the newest
- * last (the names sort by epoch). The trainer writes, prunes and resumes from them;
+/* A run's checkpoint files: <run_dir>/checkpoints/epoch-NNNN.safetensors, and a
+ * preempted run's epoch-NNNN-step-SSSSSSSSS.safetensors within epoch NNNN; the newest
+ * last (the names sort by position). The trainer writes, prunes and resumes from them;
  * the server finds the one a resume continues from: one rule for both. */
 #ifndef DDPD_CKPT_FILES_H
 #define DDPD_CKPT_FILES_H

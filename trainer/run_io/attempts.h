@@ -31,7 +31,7 @@ typedef struct {
 
 /* How one attempt ended, as the launcher's hook tells it. */
 typedef struct {
-    const char *status;    /* "succeeded", "failed" or "canceled" */
+    const char *status;    /* "succeeded", "failed", "canceled" or "preempted" (stopped where a checkpoint is) */
     char reason[2048];     /* a sentence; "" on success */
     int failing_rank;      /* the rank the reason names; -1: none (success, cancel, a rank that could not start) */
     int exit_code;         /* that rank's exit status; -1: none (killed by a signal, or no rank) */
@@ -53,7 +53,7 @@ typedef struct {
 
 /* How the run ended, after its last attempt. */
 typedef struct {
-    const char *status; /* "succeeded", "failed" or "canceled" */
+    const char *status; /* "succeeded", "failed", "canceled" or "preempted" */
     char reason[2304];
     int signal;         /* canceled: the signal */
 } attempts_outcome;

@@ -1,0 +1,156 @@
+/* `ddpd user`: see user_cmd.h. The database is opened as the server opens it (WAL,
+ * migrated to this ddpd's schema) with a busy timeout, so a running server's writer
+ * and this command take turns; a running server sees the change at its next request. */
+#include "user_cmd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base.h"
+#include "die.h"
+#include "migrations.h"
+#include "settings.h"
+#include "users.h"
+
+static const char USER_USAGE[] =
+    "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--state-dir DIR]\n"
+    "       ddpd user list [--state-dir DIR]\n"
+    "       ddpd user token NAME [--state-dir DIR]\n"
+    "       ddpd user remove NAME [--state-dir DIR]\n"
+    "\n"
+    "The users of a shared ddpd, in its state directory's database (the server may be running: a new\n"
+    "or replaced token counts at its next request). A request with a user's token acts as that user:\n"
+    "its runs are its own, and only it or an admin may cancel, delete or resume them.\n"
+    "\n"
+    "  add NAME             a new user; its token is printed once, alone on the last line (only its\n"
+    "                       hash is kept). A removed user's name can be given back.\n"
+    "  list                 every user: admin or not, quota, highest priority, removed or not\n"
+    "  token NAME           a new token for the user; the old one stops working at once\n"
+    "  remove NAME          the user's token stops working; its runs stay, owned by its name\n"
+    "  --admin              may cancel, delete and resume anyone's run, and give any priority\n"
+    "  --max-devices N      its quota: the devices its runs may hold at once (default: none)\n"
+    "  --max-priority P     the highest priority its runs may have, -100 to 100 (default 0)\n"
+    "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
+
+static void mkdir_all(const char *path) {
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1;; p++) {
+        bool end = !*p;
+        if (*p && *p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+}
+
+/* The state directory's database, opened and migrated as `ddpd serve` does. */
+static sqlite3 *open_db(const char *state_dir) {
+    mkdir_all(state_dir);
+    char *path = xasprintf("%s/ddpd.db", state_dir);
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+        die("cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_busy_timeout(db, 10000); /* a running server's writer holds its lock for a batch at a time */
+    char err[512];
+    if (sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK)
+        die("%s: %s", path, sqlite3_errmsg(db));
+    if (migrate_apply(db, ddpd_migrations, ddpd_migrations_count, err, sizeof err) < 0) die("%s: %s", path, err);
+    free(path);
+    return db;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi) {
+    char *end;
+    errno = 0;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || n < lo || n > hi) die("%s must be an integer from %d to %d (got \"%s\")", flag, lo, hi, v ? v : "");
+    return (int)n;
+}
+
+static void print_list(sqlite3 *db) {
+    user_info *u = NULL;
+    int n = users_list(db, &u);
+    if (n < 0) die("cannot read the users: %s", sqlite3_errmsg(db));
+    if (!n) printf("no users: anybody may change anything this server lets change without a token\n");
+    else printf("%-20s %-5s %-11s %-12s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY", "CREATED", "REMOVED");
+    for (int i = 0; i < n; i++) {
+        char created[32], removed[32] = "-", devices[16] = "none";
+        format_iso8601(u[i].created_at, created);
+        if (u[i].removed) format_iso8601(u[i].removed_at, removed);
+        if (u[i].max_devices >= 0) snprintf(devices, sizeof devices, "%d", u[i].max_devices);
+        printf("%-20s %-5s %-11s %-12d %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, u[i].max_priority,
+               created, removed);
+    }
+    free(u);
+}
+
+int user_main(int argc, char **argv) {
+    die_set_program("ddpd user");
+    if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "help") == 0) {
+        fputs(USER_USAGE, argc < 3 ? stderr : stdout);
+        return argc < 3 ? 2 : 0;
+    }
+    const char *verb = argv[2], *name = NULL, *state_flag = NULL;
+    user_info u = {.max_devices = -1};
+    bool wants_name = strcmp(verb, "list") != 0;
+    if (strcmp(verb, "add") && strcmp(verb, "list") && strcmp(verb, "token") && strcmp(verb, "remove"))
+        die("there is no `ddpd user %s`: add, list, token or remove (ddpd user --help)", verb);
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--state-dir") == 0) state_flag = v, i++;
+        else if (strcmp(verb, "add") == 0 && strcmp(a, "--admin") == 0) u.admin = true;
+        else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-devices") == 0) u.max_devices = parse_int(a, v, 0, 100000), i++;
+        else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-priority") == 0) u.max_priority = parse_int(a, v, -100, 100), i++;
+        else if (a[0] == '-' && a[1] == '-') die("ddpd user %s takes no %s (ddpd user --help)", verb, a);
+        else if (wants_name && !name) name = a;
+        else die("unexpected argument \"%s\" (ddpd user --help)", a);
+        if (strcmp(a, "--state-dir") == 0 && !v) die("--state-dir needs a value");
+    }
+    if (wants_name && !name) die("ddpd user %s needs the user's NAME (ddpd user --help)", verb);
+    if (name) {
+        const char *bad = users_name_problem(name);
+        if (bad) die("\"%.80s\": %s", name, bad);
+        snprintf(u.name, sizeof u.name, "%s", name);
+    }
+    char *state_dir = settings_state_dir(state_flag);
+    umask(077); /* the database is the server's user's only, as serve makes it */
+    sqlite3 *db = open_db(state_dir);
+    char token[65], err[512];
+    int rc = 0;
+    if (strcmp(verb, "list") == 0) {
+        print_list(db);
+    } else if (strcmp(verb, "add") == 0) {
+        if (users_add(db, &u, token, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpd user: %s\n", err);
+            rc = 1;
+        } else {
+            char devices[32] = "no quota";
+            if (u.max_devices >= 0) snprintf(devices, sizeof devices, "max-devices %d", u.max_devices);
+            printf("user %s added (%s%s, max-priority %d); its token, shown this once (only its hash is kept):\n%s\n",
+                   u.name, u.admin ? "admin, " : "", devices, u.max_priority, token);
+        }
+    } else if (strcmp(verb, "token") == 0) {
+        if (users_new_token(db, u.name, token, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpd user: %s\n", err);
+            rc = 1;
+        } else {
+            printf("a new token for %s; the old one no longer works. Shown this once:\n%s\n", u.name, token);
+        }
+    } else if (users_remove(db, u.name, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpd user: %s\n", err);
+        rc = 1;
+    } else {
+        printf("user %s removed: its token no longer works; its runs stay, owned by %s\n", u.name, u.name);
+    }
+    sqlite3_close(db);
+    free(state_dir);
+    return rc;
+}

@@ -1,0 +1,345 @@
+/* The users of a shared server: see users.h. */
+#include "users.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "secret.h"
+#include "sha256.h"
+
+typedef struct {
+    user_info info;
+    char token_sha256[SHA256_HEX_LEN + 1]; /* "" once removed */
+} user_row;
+
+static struct {
+    pthread_mutex_t mu;
+    sqlite3 *db;
+    int64_t data_version; /* of the database when the rows were read */
+    user_row *rows;
+    int n;
+    char *server_token;
+} U = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+#define USERS_SELECT \
+    "SELECT name, admin, max_devices, max_priority, removed_at IS NOT NULL, created_at, removed_at, token_sha256" \
+    " FROM users ORDER BY name"
+
+static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len) {
+    memset(u, 0, sizeof *u);
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    snprintf(u->name, sizeof u->name, "%s", name ? name : "");
+    u->admin = sqlite3_column_int(st, 1) != 0;
+    u->max_devices = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
+    u->max_priority = sqlite3_column_int(st, 3);
+    u->removed = sqlite3_column_int(st, 4) != 0;
+    u->created_at = sqlite3_column_int64(st, 5);
+    u->removed_at = sqlite3_column_type(st, 6) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 6);
+    const char *h = (const char *)sqlite3_column_text(st, 7);
+    if (hash) snprintf(hash, hash_len, "%s", h ? h : "");
+}
+
+static int64_t data_version_of(sqlite3 *db) {
+    sqlite3_stmt *st;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK) return -1;
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Reads the table; true when what it holds changed. Under U.mu. */
+static bool reload_locked(void) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(U.db, USERS_SELECT, -1, &st, NULL) != SQLITE_OK) {
+        log_error("cannot read the users: %s", sqlite3_errmsg(U.db));
+        return false;
+    }
+    user_row *rows = NULL;
+    int n = 0, cap = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) rows = xrealloc(rows, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *rows);
+        read_row(st, &rows[n].info, rows[n].token_sha256, sizeof rows[n].token_sha256);
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        log_error("cannot read the users: %s", sqlite3_errmsg(U.db));
+        free(rows);
+        return false;
+    }
+    bool changed = n != U.n || (n && memcmp(rows, U.rows, (size_t)n * sizeof *rows) != 0);
+    free(U.rows);
+    U.rows = rows;
+    U.n = n;
+    return changed;
+}
+
+int users_open(const char *db_path, const char *server_token, char *err, size_t errlen) {
+    if (sqlite3_open_v2(db_path, &U.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s to read its users: %s", db_path,
+                 U.db ? sqlite3_errmsg(U.db) : "out of memory");
+        sqlite3_close(U.db);
+        U.db = NULL;
+        return -1;
+    }
+    sqlite3_busy_timeout(U.db, 5000);
+    U.server_token = server_token ? xstrdup(server_token) : NULL;
+    pthread_mutex_lock(&U.mu);
+    U.data_version = data_version_of(U.db);
+    reload_locked();
+    pthread_mutex_unlock(&U.mu);
+    return 0;
+}
+
+void users_close(void) {
+    pthread_mutex_lock(&U.mu);
+    sqlite3_close(U.db);
+    U.db = NULL;
+    free(U.rows);
+    U.rows = NULL;
+    U.n = 0;
+    free(U.server_token);
+    U.server_token = NULL;
+    pthread_mutex_unlock(&U.mu);
+}
+
+/* Under U.mu. */
+static bool refresh_locked(void) {
+    if (!U.db) return false;
+    int64_t v = data_version_of(U.db);
+    if (v == U.data_version) return false;
+    U.data_version = v;
+    return reload_locked();
+}
+
+bool users_refresh(void) {
+    pthread_mutex_lock(&U.mu);
+    bool changed = refresh_locked();
+    pthread_mutex_unlock(&U.mu);
+    return changed;
+}
+
+bool users_exist(void) {
+    pthread_mutex_lock(&U.mu);
+    refresh_locked();
+    bool any = U.n > 0;
+    pthread_mutex_unlock(&U.mu);
+    return any;
+}
+
+static const user_row *row_named(const char *name) {
+    for (int i = 0; name && i < U.n; i++)
+        if (strcmp(U.rows[i].info.name, name) == 0) return &U.rows[i];
+    return NULL;
+}
+
+auth_verdict users_identify(const char *authorization, caller *who) {
+    memset(who, 0, sizeof *who);
+    who->max_devices = -1;
+    const char *token = auth_bearer_value(authorization);
+    pthread_mutex_lock(&U.mu);
+    refresh_locked();
+    auth_verdict v = AUTH_OK;
+    bool server_token = U.server_token && secret_equal(token, U.server_token);
+    const user_row *found = NULL;
+    if (token && !server_token) {
+        char hash[SHA256_HEX_LEN + 1];
+        sha256_hex(token, hash);
+        for (int i = 0; i < U.n && !found; i++) /* a hash of a random token: no timing to learn from */
+            if (U.rows[i].token_sha256[0] && strcmp(U.rows[i].token_sha256, hash) == 0) found = &U.rows[i];
+    }
+    if (server_token) {
+        who->kind = CALLER_ADMIN_TOKEN;
+    } else if (found) {
+        who->kind = CALLER_USER;
+        snprintf(who->name, sizeof who->name, "%s", found->info.name);
+        who->admin = found->info.admin;
+        who->max_priority = found->info.max_priority;
+        who->max_devices = found->info.max_devices;
+    } else if (!U.server_token && U.n == 0) {
+        who->kind = CALLER_ANONYMOUS; /* a box without users and without a token: as before users */
+    } else {
+        v = token ? AUTH_UNKNOWN : AUTH_MISSING;
+    }
+    if (who->kind != CALLER_USER && v == AUTH_OK) who->admin = true;
+    if (who->admin) who->max_priority = 100;
+    pthread_mutex_unlock(&U.mu);
+    return v;
+}
+
+const char *users_refusal(auth_verdict v) {
+    bool token;
+    pthread_mutex_lock(&U.mu);
+    token = U.server_token != NULL;
+    bool users = U.n > 0;
+    pthread_mutex_unlock(&U.mu);
+    if (v == AUTH_UNKNOWN)
+        return users ? "the token sent is not one this server knows: a user's token stops working once `ddpd user "
+                       "token NAME` gives a new one or `ddpd user remove NAME` removes the user; ask an admin for yours"
+                     : "this server needs its token to change anything: the token sent is not it (the token ddpd was "
+                       "started with: --token-file, DDPD_TOKEN or --token)";
+    if (!users)
+        return "this server needs its token to change anything: send \"Authorization: Bearer <token>\" (the token ddpd "
+               "was started with: --token-file, DDPD_TOKEN or --token)";
+    return token ? "this server has users: send \"Authorization: Bearer <token>\" with your user's token (`ddpd user add "
+                   "NAME` prints it once; `ddpd user token NAME` makes a new one) or the server's own token"
+                 : "this server has users: send \"Authorization: Bearer <token>\" with your user's token (`ddpd user add "
+                   "NAME` prints it once; `ddpd user token NAME` makes a new one)";
+}
+
+bool users_find(const char *name, user_info *out) {
+    pthread_mutex_lock(&U.mu);
+    const user_row *r = row_named(name);
+    if (r) *out = r->info;
+    pthread_mutex_unlock(&U.mu);
+    return r != NULL;
+}
+
+int users_max_devices(const char *name) {
+    user_info u;
+    return users_find(name, &u) ? u.max_devices : -1;
+}
+
+static json_t *user_json(const user_info *u) {
+    char created[32], removed[32];
+    format_iso8601(u->created_at, created);
+    if (u->removed) format_iso8601(u->removed_at, removed);
+    return json_pack("{s:s, s:b, s:o, s:i, s:s, s:o}", "name", u->name, "admin", u->admin, "max_devices",
+                     u->max_devices < 0 ? json_null() : json_integer(u->max_devices), "max_priority", u->max_priority,
+                     "created_at", created, "removed_at", u->removed ? json_string(removed) : json_null());
+}
+
+json_t *users_json(void) {
+    json_t *a = json_array();
+    pthread_mutex_lock(&U.mu);
+    refresh_locked();
+    for (int i = 0; i < U.n; i++) json_array_append_new(a, user_json(&U.rows[i].info));
+    pthread_mutex_unlock(&U.mu);
+    return a;
+}
+
+/* ---- `ddpd user` ---- */
+
+const char *users_name_problem(const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0) return "a user's name cannot be empty";
+    if (n > USER_NAME_MAX) return "a user's name is at most 64 characters";
+    if (name[0] == '-') return "a user's name cannot start with '-'";
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return "a user's name holds only letters, digits, '.', '_' and '-'";
+    }
+    return NULL;
+}
+
+/* A new token and its hash. 0 or -1. */
+static int make_token(char token[65], char hash[SHA256_HEX_LEN + 1], char *err, size_t errlen) {
+    if (random_hex(token, 32) != 0) {
+        snprintf(err, errlen, "cannot make a token: getrandom failed");
+        return -1;
+    }
+    sha256_hex(token, hash);
+    return 0;
+}
+
+/* Runs one statement with its text bindings (NULL: SQL NULL); the rows it changed, or -1 and why. */
+static int exec_bound(sqlite3 *db, const char *sql, const char *const *texts, int n_texts, const long long *ints,
+                      int n_ints, char *err, size_t errlen) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "the database: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    for (int i = 0; i < n_texts; i++)
+        if (texts[i]) sqlite3_bind_text(st, i + 1, texts[i], -1, SQLITE_TRANSIENT);
+    for (int i = 0; i < n_ints; i++)
+        if (ints[i] != NO_INT) sqlite3_bind_int64(st, n_texts + i + 1, ints[i]);
+    int rc = sqlite3_step(st);
+    int changed = rc == SQLITE_DONE ? sqlite3_changes(db) : -1;
+    if (rc != SQLITE_DONE) snprintf(err, errlen, "the database cannot be written: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return changed;
+}
+
+/* 1: there is such a user (removed: *removed), 0: none, -1: error. */
+static int existing(sqlite3 *db, const char *name, bool *removed, char *err, size_t errlen) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT removed_at IS NOT NULL FROM users WHERE name = ?1", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "the database: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st), found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (found == 1) *removed = sqlite3_column_int(st, 0) != 0;
+    if (found < 0) snprintf(err, errlen, "the database cannot be read: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return found;
+}
+
+int users_add(sqlite3 *db, const user_info *u, char token[65], char *err, size_t errlen) {
+    const char *bad = users_name_problem(u->name);
+    if (bad) {
+        snprintf(err, errlen, "\"%.80s\": %s", u->name, bad);
+        return -1;
+    }
+    bool removed = false;
+    int found = existing(db, u->name, &removed, err, errlen);
+    if (found < 0) return -1;
+    if (found && !removed) {
+        snprintf(err, errlen, "there is a user %s already: `ddpd user token %s` gives it a new token", u->name, u->name);
+        return -1;
+    }
+    char hash[SHA256_HEX_LEN + 1];
+    if (make_token(token, hash, err, errlen) != 0) return -1;
+    const char *texts[] = {u->name, hash};
+    long long ints[] = {u->admin, u->max_devices < 0 ? NO_INT : u->max_devices, u->max_priority, now_ms()};
+    /* a removed user's name given back: the same row, its runs its own again */
+    const char *sql = found ? "UPDATE users SET token_sha256 = ?2, admin = ?3, max_devices = ?4, max_priority = ?5,"
+                              " removed_at = NULL WHERE name = ?1"
+                            : "INSERT INTO users (name, token_sha256, admin, max_devices, max_priority, created_at)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    return exec_bound(db, sql, texts, 2, ints, found ? 3 : 4, err, errlen) == 1 ? 0 : -1;
+}
+
+int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, size_t errlen) {
+    char hash[SHA256_HEX_LEN + 1];
+    if (make_token(token, hash, err, errlen) != 0) return -1;
+    const char *texts[] = {name, hash};
+    int n = exec_bound(db, "UPDATE users SET token_sha256 = ?2 WHERE name = ?1 AND removed_at IS NULL", texts, 2,
+                       NULL, 0, err, errlen);
+    if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
+    return n == 1 ? 0 : -1;
+}
+
+int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen) {
+    const char *texts[] = {name};
+    long long ints[] = {now_ms()};
+    int n = exec_bound(db, "UPDATE users SET token_sha256 = NULL, removed_at = ?2 WHERE name = ?1 AND removed_at IS NULL",
+                       texts, 1, ints, 1, err, errlen);
+    if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
+    return n == 1 ? 0 : -1;
+}
+
+int users_list(sqlite3 *db, user_info **out) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, USERS_SELECT, -1, &st, NULL) != SQLITE_OK) return -1;
+    int n = 0, cap = 8, rc;
+    user_info *v = xmalloc((size_t)cap * sizeof *v);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
+        read_row(st, &v[n++], NULL, 0);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return n;
+}

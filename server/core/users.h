@@ -1,0 +1,73 @@
+/* The users of a shared server (Slurm's accounts, in one table): each a name, a token
+ * of which only the SHA-256 is kept, whether it is an admin, a quota (the devices its
+ * runs may hold at once) and the highest priority it may give a run.
+ *
+ * `ddpd user` (cmd/user_cmd.c) changes them in the database with the functions at
+ * the bottom, whether a server runs or not; a running server sees a change at its next
+ * request or tick: its copy of the table is read again whenever the database changed
+ * (PRAGMA data_version), so a replaced token stops working at once.
+ *
+ * Who a request is (users_identify): the server's own token (--token-file) is an
+ * admin of no name; a user's token is that user; no token at all is anybody, an admin,
+ * only while the server has no token and has never had a user (today's single-user
+ * box); otherwise a request that changes something needs one of the two. */
+#ifndef DDPD_CORE_USERS_H
+#define DDPD_CORE_USERS_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "auth.h"
+
+#define USER_NAME_MAX 64
+
+typedef struct {
+    char name[USER_NAME_MAX + 1];
+    bool admin;
+    int max_devices;  /* -1: no quota */
+    int max_priority; /* the highest priority its runs may have (an admin's: any) */
+    bool removed;
+    long long created_at, removed_at; /* unix ms; removed_at 0 while not removed */
+} user_info;
+
+/* ---- the server's copy ---- */
+
+/* Opens the server's own connection to the database (migrated already) and reads the
+ * users; `server_token` (NULL: none) is the admin's. 0, or -1 and why. */
+int users_open(const char *db_path, const char *server_token, char *err, size_t errlen);
+void users_close(void);
+/* Reads the table again when the database changed since: true when the users did. */
+bool users_refresh(void);
+
+/* Whether the table has a row (a removed user counts): requests then need a token. */
+bool users_exist(void);
+/* Who a request with this Authorization header's value is (auth.h's verdicts). */
+auth_verdict users_identify(const char *authorization, caller *who);
+/* A 401's words for a verdict other than AUTH_OK. */
+const char *users_refusal(auth_verdict v);
+
+/* The user named so (removed ones too): false when there is none. */
+bool users_find(const char *name, user_info *out);
+/* Its quota: the devices its runs may hold at once; -1 when none (or no such user). */
+int users_max_devices(const char *name);
+/* GET /users: every user (no token, no hash), removed ones marked. */
+json_t *users_json(void);
+
+/* ---- `ddpd user`, on a connection of its own ---- */
+
+/* A name a user may have: 1 to 64 of letters, digits, '.', '_' and '-', not
+ * starting with '-'. NULL, or why not. */
+const char *users_name_problem(const char *name);
+/* Adds the user (or gives a removed one back its name) with a new token into
+ * token[65]. 0, or -1 and why (it exists, the database cannot be written). */
+int users_add(sqlite3 *db, const user_info *u, char token[65], char *err, size_t errlen);
+/* A new token for the user (the old one stops working). 0, or -1 and why. */
+int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, size_t errlen);
+/* Removes the user: its token goes, its runs stay its own. 0, or -1 and why. */
+int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen);
+/* Every user in name order (*out malloc'd): how many, or -1. */
+int users_list(sqlite3 *db, user_info **out);
+
+#endif
