@@ -41,6 +41,9 @@ typedef struct {
     bool command;          /* a command run: ddp-run starts it, with a MASTER_PORT of its own */
     bool resume;           /* its trainer continues from the newest checkpoint in its run directory (--resume) */
     double hang_timeout_s; /* a command run's distributed.hang_timeout_s: no progress from a rank this long fails it; 0: off */
+    int max_restarts;      /* distributed.max_restarts */
+    int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
+    int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
 } run_needs;
 
 #endif
