@@ -241,7 +241,7 @@ SLOW_THEN_QUICK = ("import os, time, ddpd\n"
 def case_server_killed(a):
     with WorkRoot() as w:
         os.makedirs(os.path.join(w.root, "slow"))
-        s1 = w.server(a)
+        s1 = w.server(a, slots=3)  # both runs at once: the 2 ranks of one, the 1 of the other
         s1.own_dir = False
         s1.start()
         try:
@@ -249,8 +249,9 @@ def case_server_killed(a):
                              "distributed": {"world_size": 2, "max_restarts": 1}})
             plain = s1.submit({"name": "plain", "command": [PY, "-c", SLOW_THEN_QUICK], "working_dir": "slow",
                                "distributed": {"world_size": 1}})
-            wait_until(lambda: s1.get(f"/runs/{rid}/metrics?key=loss").json()["count"] >= 2 and
-                       s1.run(plain)["status"] == "running", "steps reported", 120)
+            up = wait_until(lambda: s1.get(f"/runs/{rid}/metrics?key=loss").json()["count"] >= 2 and
+                            s1.run(plain)["status"] == "running", "steps reported", 120)
+            check(up, f"both runs running, steps reported: {s1.run(rid)['status']} {s1.run(plain)['status']}")
         finally:
             s1.kill()
         # the server and every process of the runs gone (the host's restart, an OOM killer's sweep)
@@ -260,7 +261,7 @@ def case_server_killed(a):
             except OSError:
                 pass
         wait_until(lambda: not pids_under(s1.state_dir) and not procs_in(w.root), "the runs' processes to be gone", 30)
-        s2 = w.server(a)
+        s2 = w.server(a, slots=3)
         s2.state_dir, s2.own_dir = s1.state_dir, True
         with s2:
             run = s2.wait_status(rid, FINAL, timeout=180)
