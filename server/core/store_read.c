@@ -91,11 +91,18 @@ static const char *QSQL[Q_COUNT] = {
  * attempt's number) and how many older ones were left out. */
 #define ATTEMPTS_SHOWN "100"
 #define ISO_TIME(ms) "strftime('%Y-%m-%dT%H:%M:%fZ', " ms " / 1000.0, 'unixepoch')"
+/* A restart's first step: the lowest step reported since it started (what its ranks
+ * did again replaced the earlier points, so their time is the restart's). The first
+ * attempt's is not asked for: it starts where the run does. */
+#define FIRST_STEP                                                                                               \
+    "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
+    "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
+    " (SELECT min(global_step) FROM series WHERE run_id = ?1 AND t >= started_at)) END"
 #define ATTEMPTS_JSON                                                                                            \
     "(SELECT json_group_array(json_object('attempt', attempt, 'started_at', " ISO_TIME("started_at") ","         \
     " 'ended_at', " ISO_TIME("ended_at") ", 'status', status, 'reason', reason, 'failing_rank', failing_rank,"   \
     " 'exit_code', exit_code, 'signal', signal, 'last_line', last_line, 'master_port', master_port,"            \
-    " 'checkpoint', checkpoint, 'log_offsets', json(coalesce(log_offsets, '{}'))))"                            \
+    " 'checkpoint', checkpoint, 'log_offsets', json(coalesce(log_offsets, '{}')), 'first_step', " FIRST_STEP "))" \
     " FROM (SELECT * FROM (SELECT * FROM run_attempts WHERE run_id = ?1 ORDER BY attempt DESC LIMIT " ATTEMPTS_SHOWN ")" \
     " ORDER BY attempt)),"                                                                                     \
     " (SELECT coalesce(max(attempt), 0) FROM run_attempts WHERE run_id = ?1),"                                 \
