@@ -136,6 +136,18 @@ def case_on_record(a):
               f"nothing past its end: {r.body!r} {r.header('X-Next-Offset')}")
         r = s.get(f"/runs/{rid}/logs?rank=1&attempt=0&tail=1")
         check(r.body.decode() == "rank 1 gives up on attempt 0\n", f"tail= counts its lines: {r.body!r}")
+        # ddpctl: show lists both attempts, logs --attempt reads one attempt's part
+        env = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
+        p = subprocess.run([a.ddpctl, "show", str(rid)], env=env, capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "attempts:  2 (restart count 1; distributed.max_restarts 1)" in p.stdout and
+              "rank 1, status 3" in p.stdout, f"ddpctl show lists the attempts: {p.returncode} {p.stdout!r} {p.stderr!r}")
+        p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "1", "--attempt", "0"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n",
+              f"ddpctl logs --attempt 0: rank 1's output in attempt 0 alone: {p.returncode} {p.stdout!r} {p.stderr!r}")
+        p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode != 0 and "give --rank too" in p.stderr, f"--attempt without --rank: {p.stderr!r}")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=2"), 404, f"run {rid} has no attempt 2", "0 to 1")
         problem(s.get(f"/runs/{rid}/logs?attempt=0"), 400, "give rank= too", "ranks 0 to 1")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=-1"), 400, "attempt")
