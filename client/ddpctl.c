@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attempts_view.h"
 #include "client_http.h"
 #include "ddpd_build_config.h"
 #include "follow.h"
@@ -30,12 +31,14 @@ static const char USAGE[] =
     "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
     "  queue [--json]               the queued runs in the order they will start, each with what it\n"
     "                               waits for; each owner's decayed usage, devices in use and quota\n"
-    "  logs ID [-f] [--tail N] [--rank R]  the run's log (the last N lines, 1000 by default; a\n"
-    "                               command run's rank R alone with --rank);\n"
-    "                               -f: keep printing new lines until the run ends\n"
+    "  logs ID [-f] [--tail N] [--rank R [--attempt K]]  the run's log (the last N lines, 1000 by\n"
+    "                               default; a command run's rank R alone with --rank, its output\n"
+    "                               in attempt K alone with --attempt); -f: keep printing new\n"
+    "                               lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
-    "  resume ID [--follow]         continue a failed or canceled run from its newest checkpoint\n"
-    "                               (same ID); --follow: show its progress until it ends\n"
+    "  resume ID [--follow]         continue a failed or canceled run (same ID, its restart count\n"
+    "                               going on): a built-in model from its newest checkpoint, a\n"
+    "                               command run started again; --follow: until it ends\n"
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
     "                               a series (loss, lr or samples_per_s; loss by default)\n"
     "  follow ID                    what submit --follow does, for a run submitted before\n"
@@ -53,7 +56,7 @@ typedef struct {
     const char *positional[4];
     int n_positional;
     bool follow, csv, json;
-    const char *key, *status, *limit, *tail, *max_points, *rank;
+    const char *key, *status, *limit, *tail, *max_points, *rank, *attempt;
     const char *nproc, *name, *workdir; /* run */
     const char *env[64];
     int n_env;
@@ -315,6 +318,7 @@ static int cmd_show(const args *a) {
            (long long)json_integer_value(json_object_get(p, "global_step")),
            (long long)json_integer_value(json_object_get(p, "total_steps")), eta);
     printf("  latest:    step loss %s, lr %s, %s samples/s\n", loss, lr, sps);
+    attempts_print(run, stdout);
     snprintf(path, sizeof path, "/runs/%lld/epochs", id);
     json_t *ep = get_json(path, &ec);
     json_t *epochs = json_object_get(ep, "epochs");
@@ -425,8 +429,14 @@ static int cmd_logs(const args *a) {
     if (tail < 1) return usage_error("--tail wants a positive number of lines (got \"%s\")", a->tail);
     long rank = -1;
     if (a->rank && (rank = atol(a->rank)) < 0) return usage_error("--rank wants a rank number (got \"%s\")", a->rank);
-    char rank_q[32] = "";
+    long attempt = -1;
+    if (a->attempt && (attempt = atol(a->attempt)) < 0)
+        return usage_error("--attempt wants an attempt's number, from 0 (got \"%s\")", a->attempt);
+    if (attempt >= 0 && rank < 0)
+        return usage_error("%s", "--attempt reads an attempt's part of a rank's log: give --rank too");
+    char rank_q[64] = "";
     if (rank >= 0) snprintf(rank_q, sizeof rank_q, "&rank=%ld", rank);
+    if (attempt >= 0) snprintf(rank_q + strlen(rank_q), sizeof rank_q - strlen(rank_q), "&attempt=%ld", attempt);
     int rc = EXIT_OK;
     bool ended = false;
     long long next = -1;
@@ -518,11 +528,16 @@ static int cmd_resume(const args *a) {
     http_reply_free(&r);
     json_t *resumes = json_object_get(run, "resumes");
     json_t *last = json_array_get(resumes, json_array_size(resumes) ? json_array_size(resumes) - 1 : 0);
-    printf("run %lld resumed from %s (after epoch %lld, step %lld): %s\n", id,
-           str_or(json_string_value(json_object_get(last, "from_checkpoint")), "its newest checkpoint"),
-           (long long)json_integer_value(json_object_get(last, "from_epoch")),
-           (long long)json_integer_value(json_object_get(last, "from_global_step")),
-           str_or(json_string_value(json_object_get(run, "status")), "queued"));
+    const char *from = json_string_value(json_object_get(last, "from_checkpoint"));
+    long long attempt = json_integer_value(json_object_get(last, "attempt"));
+    if (from) /* a built-in model: from its checkpoint */
+        printf("run %lld resumed from %s (after epoch %lld, step %lld), at attempt %lld: %s\n", id, from,
+               (long long)json_integer_value(json_object_get(last, "from_epoch")),
+               (long long)json_integer_value(json_object_get(last, "from_global_step")), attempt + 1,
+               str_or(json_string_value(json_object_get(run, "status")), "queued"));
+    else /* a command run: started again; its script's own snapshot does the rest */
+        printf("run %lld resumed: its command starts again at attempt %lld (TORCHELASTIC_RESTART_COUNT=%lld): %s\n",
+               id, attempt + 1, attempt, str_or(json_string_value(json_object_get(run, "status")), "queued"));
     fflush(stdout);
     json_decref(run);
     return a->follow ? follow_run(id, isatty(STDOUT_FILENO)) : EXIT_OK;
@@ -624,6 +639,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--limit")) value = &a.limit;
         else if (!strcmp(s, "--tail")) value = &a.tail;
         else if (!strcmp(s, "--rank")) value = &a.rank;
+        else if (!strcmp(s, "--attempt")) value = &a.attempt;
         else if (!strcmp(s, "-n") || !strcmp(s, "--nproc")) value = &a.nproc;
         else if (!strcmp(s, "--name")) value = &a.name;
         else if (!strcmp(s, "--workdir")) value = &a.workdir;
@@ -665,10 +681,10 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m r n N w e it takes */
+        const char *flags; /* which of f c j k s l t m r a n N w e it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
-        {"logs", cmd_logs, "ftr"},    {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
+        {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNwe"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
@@ -678,6 +694,7 @@ int main(int argc, char **argv) {
             {a.follow, 'f', "--follow/-f"}, {a.csv, 'c', "--csv"}, {a.json, 'j', "--json"}, {a.key != NULL, 'k', "--key"},
             {a.status != NULL, 's', "--status"}, {a.limit != NULL, 'l', "--limit"}, {a.tail != NULL, 't', "--tail"},
             {a.max_points != NULL, 'm', "--max-points"}, {a.rank != NULL, 'r', "--rank"},
+            {a.attempt != NULL, 'a', "--attempt"},
             {a.nproc != NULL, 'n', "-n/--nproc"}, {a.name != NULL, 'N', "--name"}, {a.workdir != NULL, 'w', "--workdir"},
             {a.n_env > 0, 'e', "--env"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
         };

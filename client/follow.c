@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attempts_view.h"
 #include "client_http.h"
 #include "format.h"
 #include "sse_reader.h"
@@ -31,6 +32,8 @@ typedef struct {
     size_t resumes_left; /* a resumed run: its resumes still to come in the replay; what came before the
                             last one is an earlier attempt's (its end is not this one's) */
 } follower;
+
+static const char *str_or_empty(const char *s) { return s ? s : ""; }
 
 static double mono_s(void) {
     struct timespec ts;
@@ -152,6 +155,11 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
                 snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", json_string_value(v));
             }
             say(f, "run %lld starting on %s", (long long)f->id, list);
+        } else if (json_is_object(json_object_get(d, "restarting"))) { /* the server starts its next attempt */
+            const json_t *again = json_object_get(d, "restarting");
+            say(f, "run %lld %s again, to start attempt %lld: %s", (long long)f->id, status,
+                (long long)json_integer_value(json_object_get(again, "attempt")) + 1,
+                str_or_empty(json_string_value(json_object_get(again, "reason"))));
         } else if (terminal_result(status) < 0) {
             say(f, "run %lld %s", (long long)f->id, status);
         }
@@ -200,6 +208,10 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
         if (state && strcmp(state, "failed") == 0)
             say(f, "rank %lld failed%s%s", (long long)json_integer_value(json_object_get(d, "rank")),
                 detail && *detail ? ": " : "", detail ? detail : "");
+    } else if (strcmp(event, "attempt") == 0) {
+        char line[2400];
+        attempts_describe_event(d, line, sizeof line);
+        if (line[0]) say(f, "%s", line);
     } else if (strcmp(event, "deleted") == 0) {
         clear_bar(f);
         fprintf(stderr, "ddpctl: run %lld was deleted\n", (long long)f->id);

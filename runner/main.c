@@ -39,13 +39,15 @@ typedef struct {
     const char *master_addr;   /* rank 0's node, for a run across nodes */
     const char *nodes, *node_rank;
     const char *restart_count; /* the first attempt's number: a run's count that goes on */
+    const char *restarts_from; /* the attempt its restarts count from (default: the first) */
     const char *port_range;
 } options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
-            "               [--nodes N --node-rank K --master-addr ADDR] [--restart-count K] [--port-range LO-HI]\n"
+            "               [--nodes N --node-rank K --master-addr ADDR] [--restart-count K [--restarts-from F]]\n"
+            "               [--port-range LO-HI]\n"
             "\n"
             "Runs a command run's `command` once per rank (distributed.world_size), with\n"
             "torchrun's environment, as one gang: a rank that fails stops the others, and the\n"
@@ -61,6 +63,8 @@ static void usage(FILE *f) {
             "  --master-addr ADDR  MASTER_ADDR of every rank: rank 0's node (default 127.0.0.1)\n"
             "  --restart-count K   the first attempt's TORCHELASTIC_RESTART_COUNT (default 0): a run\n"
             "                      that goes on after K attempts; up to max_restarts more may follow\n"
+            "  --restarts-from F   the restarts max_restarts allows count from attempt F (default K):\n"
+            "                      ddpd starts a run again within what one launch of it may use\n"
             "  --port-range LO-HI  where a restart's MASTER_PORT comes from when the run's own was\n"
             "                      taken meanwhile (ddpd serve's; default: a port the kernel picks)\n"
             "  --version           print the version\n"
@@ -78,12 +82,12 @@ static int parse_args(int argc, char **argv, options *o) {
         {"events", required_argument, 0, 'e'}, {"master-port", required_argument, 0, 'p'},
         {"nodes", required_argument, 0, 'n'},  {"node-rank", required_argument, 0, 'k'},
         {"master-addr", required_argument, 0, 'a'}, {"restart-count", required_argument, 0, 'r'},
-        {"port-range", required_argument, 0, 'P'},
+        {"port-range", required_argument, 0, 'P'}, {"restarts-from", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:F:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o->config_path = optarg; break;
         case 'd': o->run_dir = optarg; break;
@@ -94,6 +98,7 @@ static int parse_args(int argc, char **argv, options *o) {
         case 'a': o->master_addr = optarg; break;
         case 'r': o->restart_count = optarg; break;
         case 'P': o->port_range = optarg; break;
+        case 'F': o->restarts_from = optarg; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
         default: usage(stderr); return -1;
@@ -153,19 +158,29 @@ static int node_part(const options *o, int world_size, int *nodes, int *node_ran
     return 0;
 }
 
-/* --restart-count and --port-range: -1 (said on stderr) when one cannot be right. */
-static int attempt_options(const options *o, int *first, int *port_lo, int *port_hi) {
-    *first = *port_lo = *port_hi = 0;
-    if (o->restart_count) {
-        char *end;
-        errno = 0;
-        long k = strtol(o->restart_count, &end, 10);
-        if (errno || end == o->restart_count || *end || k < 0 || k > MAX_RESTART_COUNT) {
-            fprintf(stderr, "ddp-run: --restart-count %s is not a number of attempts (0 to %d)\n", o->restart_count,
-                    MAX_RESTART_COUNT);
-            return -1;
-        }
-        *first = (int)k;
+/* An attempt's number from an option: -1 (said on stderr) when it is not one. */
+static int attempt_number(const char *name, const char *text) {
+    char *end;
+    errno = 0;
+    long k = strtol(text, &end, 10);
+    if (errno || end == text || *end || k < 0 || k > MAX_RESTART_COUNT) {
+        fprintf(stderr, "ddp-run: --%s %s is not a number of attempts (0 to %d)\n", name, text, MAX_RESTART_COUNT);
+        return -1;
+    }
+    return (int)k;
+}
+
+/* --restart-count, --restarts-from and --port-range: -1 (said on stderr) when one
+ * cannot be right. */
+static int attempt_options(const options *o, int *first, int *from, int *port_lo, int *port_hi) {
+    *first = *from = *port_lo = *port_hi = 0;
+    if (o->restart_count && (*first = attempt_number("restart-count", o->restart_count)) < 0) return -1;
+    *from = *first;
+    if (o->restarts_from && (*from = attempt_number("restarts-from", o->restarts_from)) < 0) return -1;
+    if (*from > *first) {
+        fprintf(stderr, "ddp-run: --restarts-from %d is after --restart-count %d: the restarts count from an attempt "
+                "made already, or this one\n", *from, *first);
+        return -1;
     }
     char err[256];
     if (o->port_range && port_range_parse(o->port_range, port_lo, port_hi, err, sizeof err) != 0) {
@@ -197,9 +212,9 @@ static int run(const options *o, const command_config *cfg) {
         fprintf(stderr, "ddp-run: --master-port %s is not a port (1 to 65535)\n", o->master_port);
         return EXIT_BAD_INPUT;
     }
-    int nodes = 1, node_rank = 0, first_attempt, port_lo, port_hi;
+    int nodes = 1, node_rank = 0, first_attempt, restarts_from, port_lo, port_hi;
     if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
-    if (attempt_options(o, &first_attempt, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
+    if (attempt_options(o, &first_attempt, &restarts_from, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
     int local_ranks = cfg->world_size / nodes;
     const char *devices = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "";
     int gpus = rank_env_device_count(devices);
@@ -288,7 +303,8 @@ static int run(const options *o, const command_config *cfg) {
                      .grace_s = env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run"),
                      .events = events, .signals = &signals},
             .env = &env,
-            .plan = {.first = first_attempt, .max_restarts = cfg->max_restarts, .restarts_allowed = nodes == 1,
+            .plan = {.first = first_attempt, .from = restarts_from, .max_restarts = cfg->max_restarts,
+                     .restarts_allowed = nodes == 1,
                      .backoff_s = attempts_backoff_s("ddp-run")},
             .port_lo = port_lo,
             .port_hi = port_hi,

@@ -566,12 +566,15 @@ static int fork_ranks(launcher *L, char *why, size_t whylen) {
 }
 
 /* Attempt hooks (attempts.h). A restart carries on from the run's newest checkpoint,
- * as a resume does (and from the start when it has none yet). */
+ * as a resume does (and from the start when it has none yet): every attempt after the
+ * run's first, this launcher's own restarts and the first attempt of a launcher the
+ * server started again (--restart-count K > 0: after it lost a node or the run's
+ * processes, or to start it again where it was preempted). */
 static json_t *prepare_attempt(void *ctx, int attempt) {
     launcher *L = ctx;
     char path[2048], err[512];
     int own = checkpoint_find_latest(L->o->run_dir, path, sizeof path, err, sizeof err) == 0;
-    L->resume = L->o->resume || (attempt > L->plan.first && own);
+    L->resume = L->o->resume || (attempt > 0 && own);
     const char *from = L->resume && own ? path : L->cfg.checkpoint.load[0] ? L->cfg.checkpoint.load : NULL;
     return json_pack("{s:s?}", "checkpoint", from);
 }
@@ -643,7 +646,8 @@ static int start_and_supervise(launcher *L) {
     sigaddset(&L->mask, SIGHUP);
     sigaddset(&L->mask, SIGUSR1);
     sigprocmask(SIG_BLOCK, &L->mask, &L->child_mask);
-    L->plan = (attempt_plan){.first = L->o->restart_count, .max_restarts = L->cfg.distributed.max_restarts,
+    int from = L->o->restarts_from >= 0 ? L->o->restarts_from : L->o->restart_count;
+    L->plan = (attempt_plan){.first = L->o->restart_count, .from = from, .max_restarts = L->cfg.distributed.max_restarts,
                              .restarts_allowed = L->o->nodes <= 1, .backoff_s = attempts_backoff_s("ddp-trainer")};
     attempt_hooks hooks = {.ctx = L, .prepare = prepare_attempt, .run = run_attempt, .pause = pause_before_restart};
     attempts_outcome out;

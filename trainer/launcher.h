@@ -18,6 +18,7 @@ typedef struct {
     const char *events_target; /* NULL: journal only */
     int resume;
     int restart_count; /* --restart-count: the first attempt's number (a run whose count goes on) */
+    int restarts_from; /* --restarts-from: the attempt its restarts count from (-1: restart_count) */
     data_roots data_roots; /* --data-root: data files are opened beneath these (none: as given) */
     char **argv; /* the command line, to hand the run over to ddp-trainer-nccl */
     /* Across nodes (ddpd's scheduler and agents pass them): this launcher runs node

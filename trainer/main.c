@@ -26,7 +26,8 @@ static void print_version(void) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume] [--data-root DIR]...\n"
-            "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL] [--restart-count K]\n"
+            "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL]\n"
+            "                   [--restart-count K [--restarts-from F]]\n"
             "\n"
             "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
             "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
@@ -42,6 +43,9 @@ static void usage(FILE *f) {
             "  --restart-count K\n"
             "                  the first attempt's number (default 0): a run that goes on after K\n"
             "                  attempts; distributed.max_restarts more may follow it\n"
+            "  --restarts-from F\n"
+            "                  the restarts distributed.max_restarts allows count from attempt F\n"
+            "                  (default K): ddpd starts a run again within one launch's restarts\n"
             "  --version       print the version\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
@@ -54,14 +58,14 @@ int main(int argc, char **argv) {
         {"data-root", required_argument, 0, 'D'},
         {"nodes", required_argument, 0, 'N'},  {"node-rank", required_argument, 0, 'K'},
         {"node-addr", required_argument, 0, 'A'}, {"rendezvous", required_argument, 0, 'R'},
-        {"restart-count", required_argument, 0, 'C'},
+        {"restart-count", required_argument, 0, 'C'}, {"restarts-from", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
-    launcher_options o = {.argv = argv};
+    launcher_options o = {.argv = argv, .restarts_from = -1};
     char err[128];
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:C:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:C:F:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o.config_path = optarg; break;
         case 'd': o.run_dir = optarg; break;
@@ -75,9 +79,10 @@ int main(int argc, char **argv) {
             break;
         case 'N':
         case 'K':
-        case 'C': {
-            const char *name = c == 'N' ? "nodes" : c == 'K' ? "node-rank" : "restart-count";
-            long most = c == 'C' ? 1000000 : 4096;
+        case 'C':
+        case 'F': {
+            const char *name = c == 'N' ? "nodes" : c == 'K' ? "node-rank" : c == 'C' ? "restart-count" : "restarts-from";
+            long most = c == 'C' || c == 'F' ? 1000000 : 4096;
             char *end;
             long v = strtol(optarg, &end, 10);
             if (end == optarg || *end || v < 0 || v > most) {
@@ -86,7 +91,8 @@ int main(int argc, char **argv) {
             }
             if (c == 'N') o.nodes = (int)v;
             else if (c == 'K') o.node_rank = (int)v;
-            else o.restart_count = (int)v;
+            else if (c == 'C') o.restart_count = (int)v;
+            else o.restarts_from = (int)v;
             break;
         }
         case 'A': o.node_addr = optarg; break;
@@ -104,6 +110,11 @@ int main(int argc, char **argv) {
     if (!o.config_path || !o.run_dir) {
         fprintf(stderr, "ddp-trainer: %s is required\n", !o.config_path ? "--config" : "--run-dir");
         usage(stderr);
+        return EXIT_BAD_INPUT;
+    }
+    if (o.restarts_from > o.restart_count) {
+        fprintf(stderr, "ddp-trainer: --restarts-from %d is after --restart-count %d: the restarts count from an "
+                "attempt made already, or this one\n", o.restarts_from, o.restart_count);
         return EXIT_BAD_INPUT;
     }
     return launcher_run(&o);

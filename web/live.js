@@ -5,7 +5,7 @@
 // events after the last one it saw (?last_event_id=). The connection's state goes
 // to the header's indicator and to the "connection lost" banner.
 
-const EVENT_TYPES = ['ready', 'run', 'rank', 'epoch', 'checkpoint', 'deleted', 'step', 'heartbeat'];
+const EVENT_TYPES = ['ready', 'run', 'rank', 'epoch', 'checkpoint', 'attempt', 'deleted', 'step', 'heartbeat'];
 const stateListeners = new Set();
 let currentState = 'idle', open_streams = 0;
 

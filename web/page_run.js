@@ -8,7 +8,9 @@
 // log, followed from where it was (log_panel.js); the config. A command run (the
 // user's own script) shows its command (command_view.js), a chart per series it
 // reported (series_charts.js) and a log per rank, and none of the built-in model's
-// test summary or checkpoints. Kept live by /runs/{id}/events.
+// test summary or checkpoints. A run with restarts lists its attempts and its charts
+// mark where each restart began (attempts_view.js); the steps a restart does again
+// replace the earlier attempt's points. Kept live by /runs/{id}/events.
 import { ApiError, get, post } from './api.js';
 import { chartMessage, COLORS, ema, loadUPlot, mountChart, ticks } from './charts.js';
 import { ago, badge, bytes, columnFormat, devices, duration, epochText, FINISHED, h, int, LIVE, num, pct, runDuration } from './format.js';
@@ -17,6 +19,7 @@ import { addSample, rankMarks } from './ranks.js';
 import { commandFacts, isCommandRun } from './command_view.js';
 import { logPanel } from './log_panel.js';
 import { seriesCharts } from './series_charts.js';
+import { attemptMarkersPlugin, attemptMarks, attemptsCard } from './attempts_view.js';
 
 const MAX_POINTS = 2000; // what the loss chart fetches: about its width in pixels, twice
 
@@ -50,7 +53,9 @@ export function mountRun(root, id) {
   const checkpointsEl = h('div', { id: 'checkpoints' }, h('p', { class: 'muted' }, 'Loading…'));
   const ranksEl = h('div', { class: 'ranks', id: 'ranks' });
   const log = logPanel(id);
-  const series = seriesCharts(id);
+  const marks = () => attemptMarks(run);
+  const series = seriesCharts(id, marks);
+  const attempts = attemptsCard(id);
   const commandCard = h('section', { class: 'card', id: 'command-card', hidden: true }, h('h2', {}, 'Command'));
   let commandShown = false;
   const configEl = h('pre', { class: 'config', id: 'run-config' });
@@ -71,6 +76,7 @@ export function mountRun(root, id) {
     reasonBox,
     h('section', { class: 'card' }, summary, progressEl, progressText, facts),
     commandCard,
+    attempts.card,
     card('Loss',
       h('div', { class: 'controls' },
         h('label', {}, logScale, ' log scale'),
@@ -142,6 +148,7 @@ export function mountRun(root, id) {
       ...fact('Exit', run.exit_signal ? `signal ${run.exit_signal}` : run.exit_code ?? '—'));
     configEl.textContent = JSON.stringify(run.config, null, 2);
     if (command) renderCommand();
+    renderAttempts();
     renderCheckpoints();
     renderSummary(); // "Latest" becomes "Final" when the status does, whichever event came first
   }
@@ -156,6 +163,18 @@ export function mountRun(root, id) {
     }
     commandCard.replaceChildren(h('h2', {}, 'Command'), commandFacts(run.config));
     log.setRanks(run.world_size || (run.config.distributed && run.config.distributed.world_size) || 1);
+  }
+
+  // ---- attempts: the card, and the charts' markers where restarts began ----
+  let marksShown = null; // what the charts' markers show now (null: not drawn yet)
+  function renderAttempts() {
+    attempts.render(run);
+    const now = marks().map((m) => `${m.attempt}:${m.step}`).join(' ');
+    if (now === marksShown) return;
+    marksShown = now;
+    lossEl.dataset.attemptMarks = marks().map((m) => m.step).join(' ');
+    if (lossChart) lossChart.plot.redraw(false, false);
+    series.redrawMarks();
   }
 
   // ---- the summary: best and final test metrics ----
@@ -303,6 +322,7 @@ export function mountRun(root, id) {
 
   function drawLoss(rebuild) {
     lossEl.dataset.points = String(loss.steps.length);
+    lossEl.dataset.last = loss.values.length ? String(loss.values[loss.values.length - 1]) : '';
     if (!uPlot) return;
     if (!loss.steps.length) {
       if (lossChart) { lossChart.destroy(); lossChart = null; }
@@ -322,11 +342,27 @@ export function mountRun(root, id) {
       ],
       axes: [{ label: byEpoch ? 'epoch' : 'step' }, { values: (u, vs) => ticks(vs), size: 60 }],
       legend: { live: true },
+      plugins: [attemptMarkersPlugin(marks, (step) => (byEpoch ? step / byEpoch : step))],
     }), lossData());
+  }
+
+  // A restart does steps again from its script's snapshot (or the run's checkpoint):
+  // until it passes `redoUntil` (the last step before it began), the points it reports
+  // replace theirs; the chart and the series are fetched again (the feed keeps only the
+  // newest step: one it skipped must not stay drawn as it was), once more after.
+  let redoUntil = null;
+  function redoing(d) {
+    if (redoUntil === null) return false;
+    if (d.global_step > redoUntil) { redoUntil = null; loadLoss(); if (commandShown) series.redo(false); return false; }
+    const i = loss.steps.indexOf(d.global_step);
+    if (i >= 0 && d.loss !== null) loss.values[i] = d.loss;
+    loadLoss();
+    return true;
   }
 
   function appendStep(d) {
     if (d.loss === null || d.global_step === null) return;
+    if (redoing(d)) return;
     const last = loss.steps.length ? loss.steps[loss.steps.length - 1] : -1;
     if (d.global_step <= last) return;
     loss.steps.push(d.global_step);
@@ -489,6 +525,12 @@ export function mountRun(root, id) {
       renderRanks();
     },
     checkpoint: () => { loadRun(); loadCheckpoints(); },
+    attempt: (d) => {
+      loadRun(); // the attempts card, the markers
+      if (d.phase !== 'started' || d.attempt === 0) return;
+      redoUntil = loss.steps.length ? loss.steps[loss.steps.length - 1] : null;
+      if (redoUntil !== null) { loadLoss(); if (commandShown) series.redo(true); }
+    },
     deleted: () => { reasonBox.hidden = false; reasonBox.className = 'note-box'; reasonBox.textContent = 'This run was deleted.'; },
   });
 

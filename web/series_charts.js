@@ -3,8 +3,12 @@
 // samples_per_s only once it has a value). Kept live: refresh() asks each series for
 // the points after the last one it has (?after=), one round at a time; a series grown
 // past twice what a chart draws is fetched again, downsampled (?max_points=). The page
-// calls poke() on step events and every 2 s while the run is live.
+// calls poke() on step events and every 2 s while the run is live. While a restart does
+// steps again (redo(true), from the page), each round fetches every series whole: the
+// points it reports again replace the earlier attempt's (one point per step), so no
+// stale point stays drawn. The charts mark where restarts began (attempt markers).
 import { get } from './api.js';
+import { attemptMarkersPlugin } from './attempts_view.js';
 import { chartMessage, COLORS, loadUPlot, mountChart, ticks } from './charts.js';
 import { h, int, num } from './format.js';
 
@@ -12,11 +16,11 @@ const MAX_POINTS = 1000; // a small chart is about 500 px wide
 const ON_THE_LOSS_CHARTS = new Set(['loss', 'lr']);
 const ALWAYS_LISTED = 'samples_per_s'; // in every run's keys, reported or not: the first request
 
-export function seriesCharts(id) {
+export function seriesCharts(id, marks = () => []) {
   const grid = h('div', { class: 'series-grid', id: 'series-charts', dataset: { keys: '' } });
   const card = h('section', { class: 'card', id: 'series-card', hidden: true }, h('h2', {}, 'Reported series'), grid);
   const series = new Map(); // key -> { steps, values, el, chart, full }
-  let uPlot = null, disposed = false, loading = null, again = false, timer = null;
+  let uPlot = null, disposed = false, loading = null, again = false, timer = null, redoing = false;
 
   function learn(keys) {
     for (const key of keys) {
@@ -31,7 +35,7 @@ export function seriesCharts(id) {
 
   async function fetchOne(key, s) {
     const last = s.steps.length ? s.steps[s.steps.length - 1] : null;
-    const whole = s.full || last === null;
+    const whole = s.full || redoing || last === null;
     const m = await get(`/runs/${id}/metrics?key=${encodeURIComponent(key)}&max_points=${MAX_POINTS}${whole ? '' : `&after=${last}`}`);
     if (disposed) return;
     learn(m.keys || []);
@@ -76,6 +80,8 @@ export function seriesCharts(id) {
         grid.append(h('figure', { class: 'series' }, h('figcaption', {}, h('code', {}, key)), s.el));
       }
       s.el.dataset.points = String(s.steps.length);
+      s.el.dataset.last = s.values.length ? String(s.values[s.values.length - 1]) : '';
+      s.el.dataset.attemptMarks = marks().map((m) => m.step).join(' ');
       if (!uPlot) return;
       if (!s.steps.length) { chartMessage(s.el, 'No points yet.'); return; }
       const data = [s.steps, s.values];
@@ -87,6 +93,7 @@ export function seriesCharts(id) {
           { label: key, stroke: COLORS[(i + 2) % COLORS.length], width: 1.5, value: (u, v) => num(v) }],
         axes: [{ label: 'step' }, { values: (u, vs) => ticks(vs), size: 60 }],
         legend: { live: true },
+        plugins: [attemptMarkersPlugin(marks)],
       }), data);
     });
   }
@@ -96,6 +103,9 @@ export function seriesCharts(id) {
 
   return {
     card, refresh, poke,
+    // a restart is doing steps again (true), or has passed the last one done before (false)
+    redo(on) { redoing = on; refresh(); },
+    redrawMarks() { draw(); for (const s of series.values()) if (s.chart) s.chart.plot.redraw(false, false); },
     dispose() {
       disposed = true;
       clearTimeout(timer);

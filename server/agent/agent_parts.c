@@ -26,6 +26,7 @@ extern char **environ;
 
 typedef struct {
     int64_t run;
+    int restart_count; /* the attempt it starts at: a run started again is a part of its own */
     int node_rank, first_rank, local_ranks;
     pid_t pid;          /* 0: never started (refused here) */
     bool exited, reported, stopping;
@@ -47,10 +48,24 @@ static struct {
 
 void agent_parts_init(const agent_parts_config *c) { P.c = *c; }
 
-static part *find(int64_t run) {
+static int restart_count_of(const json_t *w) { return (int)json_integer_value(json_object_get(w, "restart_count")); }
+
+/* The part the coordinator's entry `w` names: its run, at its attempt. */
+static bool is_entry(const part *p, const json_t *w) {
+    return json_integer_value(json_object_get(w, "run")) == p->run && restart_count_of(w) == p->restart_count;
+}
+
+static part *find_entry(const json_t *w) {
     for (int i = 0; i < P.n; i++)
-        if (P.p[i].run == run) return &P.p[i];
+        if (is_entry(&P.p[i], w)) return &P.p[i];
     return NULL;
+}
+
+static bool listed(const part *p, const json_t *wanted) {
+    size_t i;
+    json_t *w;
+    json_array_foreach(wanted, i, w) if (is_entry(p, w)) return true;
+    return false;
 }
 
 /* A part that could not start here: it has "exited" at once, with why. */
@@ -88,6 +103,8 @@ static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const c
     _exit(127);
 }
 
+static int64_t file_size(const part *p, int f);
+
 static void start(const json_t *w) {
     if (P.n == MAX_PARTS) {
         log_error("this node already runs %d parts, its most: run %lld's part is not started", MAX_PARTS,
@@ -97,6 +114,7 @@ static void start(const json_t *w) {
     part *p = &P.p[P.n++];
     memset(p, 0, sizeof *p);
     p->run = json_integer_value(json_object_get(w, "run"));
+    p->restart_count = restart_count_of(w);
     p->node_rank = (int)json_integer_value(json_object_get(w, "node_rank"));
     int nodes = (int)json_integer_value(json_object_get(w, "nodes"));
     int world = (int)json_integer_value(json_object_get(w, "world_size"));
@@ -108,6 +126,7 @@ static void start(const json_t *w) {
     const char *master = json_string_value(json_object_get(w, "master_addr"));
     const char *rendezvous = json_string_value(json_object_get(w, "rendezvous"));
     int port = (int)json_integer_value(json_object_get(w, "master_port"));
+    const json_t *range = json_object_get(w, "port_range");
     snprintf(p->files[p->n_files++], sizeof p->files[0], "trainer.log");
     for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
         snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
@@ -116,6 +135,9 @@ static void start(const json_t *w) {
     mkdir(runs, 0700);
     p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
     free(runs);
+    /* what an earlier part of the run here wrote was forwarded before its exit was
+     * reported (or was lost with it): this one's logs go on from where they are */
+    for (int f = 0; f < p->n_files; f++) p->acked[f] = file_size(p, f);
     char *config = xasprintf("%s/config.json", p->run_dir), *log = xasprintf("%s/trainer.log", p->run_dir);
     if (!secret || !master || !rendezvous || p->local_ranks < 1) {
         refuse(p, "the coordinator's description of run %lld's part is incomplete", (long long)p->run);
@@ -139,7 +161,11 @@ static void start(const json_t *w) {
         char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
         launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
                               .events = P.c.events_socket, .command = command, .master_port = port,
-                              .restart_count = (int)json_integer_value(json_object_get(w, "restart_count")), .nodes = nodes,
+                              .port_lo = (int)json_integer_value(json_array_get(range, 0)),
+                              .port_hi = (int)json_integer_value(json_array_get(range, 1)),
+                              .restart_count = p->restart_count,
+                              .restarts_from = (int)json_integer_value(json_object_get(w, "restarts_from")),
+                              .nodes = nodes,
                               .node_rank = p->node_rank, .master_addr = master, .node_addr = P.c.advertise,
                               .rendezvous = rdv, .resume = json_is_true(json_object_get(w, "resume")),
                               .data_roots = P.c.data_roots, .n_data_roots = P.c.n_data_roots, .run_id = p->run,
@@ -148,9 +174,12 @@ static void start(const json_t *w) {
         launcher_cmd_build(&spec, &cmd);
         FILE *f = fopen(log, "a");
         if (f) {
-            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d\n", spec.program,
+            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d", spec.program,
                     (long long)p->run, P.c.node_name, p->node_rank, nodes, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
+            if (p->restart_count > 0)
+                fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count + 1, p->restart_count);
+            fputc('\n', f);
             fclose(f);
         }
         char **env = child_env(environ, LAUNCHER_ENV_DROP, cmd.env);
@@ -182,12 +211,9 @@ static void stop(part *p, const char *why) {
 void agent_parts_reconcile(const json_t *wanted) {
     size_t i;
     json_t *w;
-    json_array_foreach(wanted, i, w) if (!find(json_integer_value(json_object_get(w, "run")))) start(w);
-    for (int k = 0; k < P.n; k++) {
-        bool listed = false;
-        json_array_foreach(wanted, i, w) listed |= json_integer_value(json_object_get(w, "run")) == P.p[k].run;
-        if (!listed) stop(&P.p[k], "the coordinator no longer lists it");
-    }
+    for (int k = 0; k < P.n; k++) /* first: a run's earlier part goes before its next starts */
+        if (!listed(&P.p[k], wanted)) stop(&P.p[k], "the coordinator no longer lists it");
+    json_array_foreach(wanted, i, w) if (!find_entry(w)) start(w);
 }
 
 void agent_parts_stop_all(const char *why) {
@@ -251,10 +277,12 @@ json_t *agent_parts_reports(bool streams_pending) {
     for (int k = 0; k < P.n; k++) {
         part *p = &P.p[k];
         if (!p->exited) {
-            json_array_append_new(out, json_pack("{s:I, s:s}", "run", (json_int_t)p->run, "state", "running"));
+            json_array_append_new(out, json_pack("{s:I, s:i, s:s}", "run", (json_int_t)p->run, "restart_count",
+                                                 p->restart_count, "state", "running"));
         } else if (!streams_pending && logs_delivered(p)) {
-            json_t *r = json_pack("{s:I, s:s, s:s, s:I}", "run", (json_int_t)p->run, "state", "exited", "reason",
-                                  p->reason, "end_t", (json_int_t)p->end_t);
+            json_t *r = json_pack("{s:I, s:i, s:s, s:s, s:I}", "run", (json_int_t)p->run, "restart_count",
+                                  p->restart_count, "state", "exited", "reason", p->reason, "end_t",
+                                  (json_int_t)p->end_t);
             json_object_set_new(r, "exit_code", p->exit_code >= 0 ? json_integer(p->exit_code) : json_null());
             json_object_set_new(r, "signal", p->signal >= 0 ? json_integer(p->signal) : json_null());
             json_array_append_new(out, r);
@@ -315,25 +343,24 @@ void agent_parts_logs_acked(const json_t *acks) {
     size_t i;
     json_t *a;
     json_array_foreach(acks, i, a) {
-        part *p = find(json_integer_value(json_object_get(a, "run")));
+        int64_t run = json_integer_value(json_object_get(a, "run"));
         const char *file = json_string_value(json_object_get(a, "file"));
         json_t *next = json_object_get(a, "next_offset");
-        for (int f = 0; p && file && json_is_integer(next) && f < p->n_files; f++)
-            if (strcmp(p->files[f], file) == 0) p->acked[f] = json_integer_value(next);
-        if (p && !json_is_integer(next))
-            log_warn("run %lld: the coordinator did not take %s: %s", (long long)p->run, file ? file : "?",
+        if (!json_is_integer(next)) {
+            log_warn("run %lld: the coordinator did not take %s: %s", (long long)run, file ? file : "?",
                      json_string_value(json_object_get(a, "error")));
+            continue;
+        }
+        for (int k = 0; k < P.n; k++) /* every part of the run here: its logs are the run's */
+            for (int f = 0; P.p[k].run == run && file && f < P.p[k].n_files; f++)
+                if (strcmp(P.p[k].files[f], file) == 0) P.p[k].acked[f] = json_integer_value(next);
     }
 }
 
 void agent_parts_forget_reported(const json_t *wanted) {
     for (int k = 0; k < P.n;) {
         part *p = &P.p[k];
-        bool listed = false;
-        size_t i;
-        json_t *w;
-        json_array_foreach(wanted, i, w) listed |= json_integer_value(json_object_get(w, "run")) == p->run;
-        if (p->reported && !listed) {
+        if (p->reported && !listed(p, wanted)) {
             free(p->run_dir);
             P.p[k] = P.p[--P.n];
             continue;

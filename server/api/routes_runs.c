@@ -9,9 +9,10 @@
  *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
  *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
  *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
- *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain)
+ *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain); rank=: a command
+ *                                        run's rank's; attempt=: that rank's output in that attempt
  *   POST   /runs/{id}/cancel            cancel a queued or running run -> 202
- *   POST   /runs/{id}/resume            continue a failed or canceled run from its newest checkpoint -> 202
+ *   POST   /runs/{id}/resume            continue a failed or canceled run (from its newest checkpoint) -> 202
  *   DELETE /runs/{id}                   delete a finished run and its directory -> 204
  *   GET    /queue                       the queued runs in the order they will start, and why each waits
  *   GET    /users                       the users (names, admins, quotas; no token)
@@ -578,13 +579,47 @@ static void get_checkpoints(request *rq, response *rs) {
 
 /* ---- GET /runs/{id}/logs ---- */
 
+/* attempt=K with rank=N: where attempt K's output is in rank N's log, [*begin, *end)
+ * (end -1: to the end). false (and the problem answered) when there is none. */
+static bool attempt_span(response *rs, int64_t id, const run_brief *b, int64_t attempt, int64_t rank,
+                         int64_t *begin, int64_t *end) {
+    if (!b->command) {
+        reply_problem(rs, 400, NULL, "run %lld runs a built-in model: it has no rank logs to take an attempt's part of "
+                      "(its log, trainer.log, says where each attempt starts; leave out attempt=)", (long long)id);
+        return false;
+    }
+    if (rank < 0) {
+        reply_problem(rs, 400, NULL, "attempt= reads an attempt's part of a rank's log: give rank= too (run %lld has "
+                      "ranks 0 to %d)", (long long)id, b->world_size - 1);
+        return false;
+    }
+    int64_t newest = -1;
+    int found = store_attempt_span(id, attempt, (int)rank, begin, end, &newest);
+    if (found < 0) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+    } else if (found == 0 && newest < 0) {
+        reply_problem(rs, 404, NULL, "run %lld has no attempt on record yet (it has not started; GET /runs/%lld says "
+                      "how it is)", (long long)id, (long long)id);
+    } else if (found == 0) {
+        reply_problem(rs, 404, NULL, "run %lld has no attempt %lld: its attempts are 0 to %lld (GET /runs/%lld lists "
+                      "them)", (long long)id, (long long)attempt, (long long)newest, (long long)id);
+    } else if (found == 2) {
+        reply_problem(rs, 404, NULL, "attempt %lld of run %lld has no record of where rank %lld's output begins: its "
+                      "launcher could not write ranks/rank-%lld.log then, or the server never heard the attempt "
+                      "start (read the whole log: leave out attempt=)", (long long)attempt, (long long)id,
+                      (long long)rank, (long long)rank);
+    }
+    return found == 1;
+}
+
 static void get_logs(request *rq, response *rs) {
     int64_t id;
     run_brief b;
     if (!param_existing_run(rq, rs, &id, &b)) return;
-    int64_t tail = 1000, rank = -1, offset = -1;
+    int64_t tail = 1000, rank = -1, offset = -1, attempt = -1;
     if (!param_query_int(rq, rs, "tail", 1, 1000000, &tail) || !param_query_int(rq, rs, "rank", 0, 63, &rank) ||
-        !param_query_int(rq, rs, "offset", 0, INT64_MAX, &offset))
+        !param_query_int(rq, rs, "offset", 0, INT64_MAX, &offset) ||
+        !param_query_int(rq, rs, "attempt", 0, INT32_MAX, &attempt))
         return;
     if (rank >= 0 && !b.command) {
         reply_problem(rs, 400, NULL, "run %lld runs a built-in model: its ranks share one log (leave out rank=)",
@@ -596,23 +631,27 @@ static void get_logs(request *rq, response *rs) {
                       b.world_size - 1, (long long)rank);
         return;
     }
+    /* the bytes read: the whole log, or an attempt's part of a rank's ([begin, end),
+     * read as if it were the whole: offsets count from its start) */
+    int64_t begin = 0, end = -1;
+    if (attempt >= 0 && !attempt_span(rs, id, &b, attempt, rank, &begin, &end)) return;
     char *path = rank >= 0 ? layout_rank_log_path(id, (int)rank) : layout_run_path(id, RUN_FILE_LOG);
     char *text = NULL;
     size_t len = 0;
     long long next = 0, size = 0;
     /* offset=: whole lines from that byte on, and where the next read starts (so that
      * a follower misses nothing and repeats nothing); else the last `tail` lines */
-    int rc = offset >= 0 ? logtail_read_from(path, offset, 1 << 20, &text, &len, &next, &size)
-                         : logtail_read(path, (size_t)tail, &text, &len, &next);
+    int rc = offset >= 0 ? logtail_read_from_span(path, begin, end, begin + offset, 1 << 20, &text, &len, &next, &size)
+                         : logtail_read_span(path, begin, end, (size_t)tail, &text, &len, &next);
     int read_errno = errno;
     free(path);
     if (rc != 0 && read_errno != ENOENT) {
         reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(read_errno));
         return;
     }
-    if (rc != 0) next = offset >= 0 ? offset : 0; /* no log yet */
+    if (rc != 0) next = offset >= 0 ? begin + offset : begin; /* no log yet */
     rs->header_name = "X-Next-Offset";
-    rs->header_value = xasprintf("%lld", next);
+    rs->header_value = xasprintf("%lld", next - begin);
     /* (the log as the program wrote it, byte for byte: X-Next-Offset counts its bytes) */
     reply_text(rs, 200, text, len, "text/plain; charset=utf-8");
 }

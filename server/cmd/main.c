@@ -138,8 +138,9 @@ static void on_request_done(const http_done *d) {
 static const store_observer FEED_OBSERVES_STORE = {feed_attach, feed_detach, feed_record, feed_commit};
 static const supervisor_hooks SUPERVISOR_REPORTS = {scheduler_spawned, on_child_exited, scheduler_tick};
 static const store_cache_hooks CACHE_FORGETS_DELETED = {run_cache_forget};
-static const ingest_hooks INGEST_ASKS = {scheduler_hello, scheduler_end_event, scheduler_progress,
-                                         scheduler_journal_fed};
+static const ingest_hooks INGEST_ASKS = {.hello = scheduler_hello, .end = scheduler_end_event,
+                                         .progress = scheduler_progress, .attempt = scheduler_attempt,
+                                         .journal_fed = scheduler_journal_fed};
 
 /* Fair share: each owner's usage as the store kept it, for the scheduler. */
 static void load_usage(void) {

@@ -312,6 +312,117 @@ static json_t *sse_checkpoint(const store_op *op, int64_t result) {
 
 static void free_checkpoint(store_op *op) { json_decref(op->u.checkpoint.removed); }
 
+/* ---- attempt: a launcher's attempt of its ranks started or ended (distributed.max_restarts) ---- */
+
+/* One row per attempt (run_attempts): its `started` and `ended` events each fill
+ * their part of it, as two kinds (the event's phase picks one). Every part of a run
+ * across nodes reports the same attempt: their starts add their ranks' log offsets,
+ * and the server's own word ends an attempt it ended (run_restart.h). */
+static const op_field ATTEMPT_STARTED_FIELDS[] = {
+    {"attempt", INT(attempt, attempt), FIELD_REQUIRED | FIELD_KEY | FIELD_FEED, "an attempt event without an integer attempt"},
+    {"master_port", INT(attempt, master_port), FIELD_KEEP | FIELD_FEED, NULL},
+    {"checkpoint", TEXT(attempt, checkpoint), FIELD_KEEP | FIELD_FEED, NULL},
+};
+static const op_row ATTEMPT_STARTED_ROW = {.table = "run_attempts", .t_columns = {"started_at"},
+                                           .write = ROW_UPSERT_CHANGED};
+/* log_offsets: merged into the row by its own statement; the rest is the other phase's, or not kept */
+static const char *const ATTEMPT_STARTED_OTHERS[] = {"phase", "max_restarts", "log_offsets", "status", "reason",
+                                                     "failing_rank", "exit_code", "signal", "last_line",
+                                                     "restarting", "backoff_s", NULL};
+
+static const op_field ATTEMPT_ENDED_FIELDS[] = {
+    {"attempt", INT(attempt, attempt), FIELD_REQUIRED | FIELD_KEY | FIELD_FEED, "an attempt event without an integer attempt"},
+    {"status", TEXT(attempt, status), FIELD_FEED, NULL},
+    {"reason", TEXT(attempt, reason), FIELD_FEED, NULL},
+    {"failing_rank", INT(attempt, failing_rank), FIELD_FEED, NULL},
+    {"exit_code", INT(attempt, exit_code), FIELD_FEED, NULL},
+    {"signal", INT(attempt, signal), FIELD_FEED, NULL},
+    {"last_line", TEXT(attempt, last_line), FIELD_FEED, NULL},
+};
+static const op_row ATTEMPT_ENDED_ROW = {.table = "run_attempts", .t_columns = {"ended_at"},
+                                         .write = ROW_UPSERT_CHANGED};
+/* restarting, backoff_s: in the feed's data, not kept (the next attempt's row says it came) */
+static const char *const ATTEMPT_ENDED_OTHERS[] = {"phase", "max_restarts", "master_port", "log_offsets", "checkpoint",
+                                                   "restarting", "backoff_s", NULL};
+
+/* Whether v is {"RANK": byte offset or null}. */
+static bool log_offsets_ok(const json_t *v) {
+    if (!json_is_object(v)) return false;
+    const char *key;
+    json_t *at;
+    json_object_foreach((json_t *)v, key, at) {
+        char *end;
+        long rank = strtol(key, &end, 10);
+        if (!*key || *end || rank < 0 || (!json_is_null(at) && !(json_is_integer(at) && json_integer_value(at) >= 0)))
+            return false;
+    }
+    return true;
+}
+
+static const char *parse_attempt(const json_t *ev, store_op *op) {
+    const char *phase = json_string_value(json_object_get(ev, "phase"));
+    bool started = phase && strcmp(phase, "started") == 0;
+    if (!started && !(phase && strcmp(phase, "ended") == 0)) return "an attempt event whose phase is not started or ended";
+    fields_unknown(&OP_KINDS[OP_ATTEMPT_STARTED], op);
+    fields_unknown(&OP_KINDS[OP_ATTEMPT_ENDED], op);
+    op->u.attempt.log_offsets = NULL;
+    op->kind = started ? OP_ATTEMPT_STARTED : OP_ATTEMPT_ENDED;
+    const char *why = fields_parse(&OP_KINDS[op->kind], ev, op);
+    if (why) return why;
+    if (op->u.attempt.attempt < 0) return "an attempt event whose attempt is negative";
+    if (started) {
+        const json_t *offsets = json_object_get(ev, "log_offsets");
+        if (offsets && !json_is_null(offsets) && !log_offsets_ok(offsets))
+            return "an attempt event whose log_offsets is not an object of byte offsets by rank";
+        op->u.attempt.log_offsets = json_is_object(offsets) ? json_incref((json_t *)offsets) : NULL;
+        return NULL;
+    }
+    run_status s;
+    if (!op->u.attempt.status || !run_status_parse(op->u.attempt.status, &s) || !run_status_is_final(s))
+        return "an attempt event that ended without a status (succeeded, failed or canceled)";
+    op->u.attempt.restarting = json_is_true(json_object_get(ev, "restarting"));
+    op->u.attempt.backoff_s = event_real(ev, "backoff_s");
+    return NULL;
+}
+
+/* Its row, then its ranks' log offsets merged into what other parts' starts gave (st[1]). */
+static int64_t apply_attempt_started(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    int64_t changed = apply_row(db, st, op);
+    if (changed < 0 || !json_object_size(op->u.attempt.log_offsets)) return changed;
+    char *offsets = json_dumps(op->u.attempt.log_offsets, JSON_COMPACT);
+    sqlite3_bind_int64(st[1], 1, op->run_id);
+    sqlite3_bind_int64(st[1], 2, op->u.attempt.attempt);
+    bind_text_or_null(st[1], 3, offsets);
+    int64_t merged = run(db, st[1]);
+    free(offsets);
+    return merged < 0 ? merged : changed + merged;
+}
+
+/* {run, phase, its fields, (log_offsets | restarting, backoff_s), t} when it changed something. */
+static json_t *sse_attempt(const store_op *op, int64_t result) {
+    if (result <= 0) return NULL;
+    bool started = op->kind == OP_ATTEMPT_STARTED;
+    json_t *d = json_object();
+    json_object_set_new(d, "run", json_integer(op->run_id));
+    json_object_set_new(d, "phase", json_string(started ? "started" : "ended"));
+    fields_add_feed(d, &OP_KINDS[op->kind], op);
+    if (started) {
+        const json_t *offsets = op->u.attempt.log_offsets;
+        json_object_set_new(d, "log_offsets", offsets ? json_deep_copy(offsets) : json_object());
+    } else {
+        json_object_set_new(d, "restarting", json_boolean(op->u.attempt.restarting));
+        json_object_set_new(d, "backoff_s", op->u.attempt.restarting ? json_real_or_null(op->u.attempt.backoff_s)
+                                                                     : json_null());
+    }
+    json_object_set_new(d, "t", json_int_or_null(op->t));
+    return d;
+}
+
+static void free_attempt(store_op *op) {
+    json_decref(op->u.attempt.log_offsets);
+    op->u.attempt.log_offsets = NULL;
+}
+
 /* ---- run life: insert (queued), starting, running, canceling, finish, delete ---- */
 
 static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
@@ -430,22 +541,27 @@ static bool delete_ends_run(const store_op *op, int64_t result) {
     return result == 1;
 }
 
-/* A failed or canceled built-in run queued again from a checkpoint (POST
- * /runs/{id}/resume): the resume is recorded with what the run was, the run is
- * queued, and what it recorded past the checkpoint goes (the trainer does those
- * steps again: one point per step). Its progress is the checkpoint's. */
+/* A failed or canceled run queued again (POST /runs/{id}/resume): the resume is
+ * recorded with what the run was and the attempt it starts at, and the run is
+ * queued. A built-in run continues from a checkpoint: what it recorded past that
+ * checkpoint goes (the trainer does those steps again: one point per step) and its
+ * progress is the checkpoint's. A command run (no checkpoint: its script loads its
+ * own snapshot) keeps what it recorded; the steps it reports again replace theirs. */
 static int64_t apply_resume(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    bool from_checkpoint = op->u.resume.from_checkpoint != NULL;
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->t);
     bind_text_or_null(st[0], 3, op->u.resume.from_checkpoint);
     bind_int_or_null(st[0], 4, op->u.resume.from_epoch);
     bind_int_or_null(st[0], 5, op->u.resume.from_global_step);
+    bind_int_or_null(st[0], 6, op->u.resume.attempt);
     int64_t n = run(db, st[0]);
     int64_t gs = op->u.resume.from_global_step == NO_INT ? 0 : op->u.resume.from_global_step;
     int64_t epoch = op->u.resume.from_epoch == NO_INT ? -1 : op->u.resume.from_epoch;
-    for (int i = 1; n == 1 && i < OP_MAX_SQL && st[i]; i++) {
+    for (int i = 1; n == 1 && i < OP_MAX_SQL && st[i] && (i == 1 || from_checkpoint); i++) {
         sqlite3_bind_int64(st[i], 1, op->run_id);
-        sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
+        if (i == 1 && !from_checkpoint) sqlite3_bind_null(st[i], 2); /* its progress stays */
+        else sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
         run(db, st[i]);
     }
     return n;
@@ -454,10 +570,11 @@ static int64_t apply_resume(sqlite3 *db, sqlite3_stmt *const *st, const store_op
 static json_t *sse_resume(const store_op *op, int64_t result) {
     if (result != 1) return NULL;
     json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
-    json_object_set_new(d, "resumed", json_pack("{s:o,s:o,s:o}", "from_checkpoint",
+    json_object_set_new(d, "resumed", json_pack("{s:o,s:o,s:o,s:o}", "from_checkpoint",
                                                 json_string_or_null(op->u.resume.from_checkpoint), "from_epoch",
                                                 json_int_or_null(op->u.resume.from_epoch), "from_global_step",
-                                                json_int_or_null(op->u.resume.from_global_step)));
+                                                json_int_or_null(op->u.resume.from_global_step), "attempt",
+                                                json_int_or_null(op->u.resume.attempt)));
     return d;
 }
 
@@ -495,6 +612,22 @@ static json_t *sse_requeue(const store_op *op, int64_t result) {
     json_object_set_new(d, "preempted_by", op->u.requeue.by > 0 ? json_integer(op->u.requeue.by) : json_null());
     return d;
 }
+
+/* A started run queued again, to start its next attempt (run_restart.h). */
+static int64_t apply_restart(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    return run(db, st[0]);
+}
+
+static json_t *sse_restart(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
+    json_object_set_new(d, "restarting", json_pack("{s:o,s:o}", "attempt", json_int_or_null(op->u.restart.attempt),
+                                                   "reason", json_string_or_null(op->u.restart.reason)));
+    return d;
+}
+
+static void free_restart(store_op *op) { free(op->u.restart.reason); }
 
 static int64_t apply_usage(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     bind_text_or_null(st[0], 1, op->u.usage.owner ? op->u.usage.owner : "");
@@ -555,6 +688,18 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .apply = apply_checkpoint, .summary = SUMMARY_SEEN, .sse_event = "checkpoint", .sse_data = sse_checkpoint,
         .free_fields = free_checkpoint,
     },
+    [OP_ATTEMPT_STARTED] = {
+        .kind = OP_ATTEMPT_STARTED, .event = "attempt", .of_launcher = true, .parse = parse_attempt,
+        FIELDS(ATTEMPT_STARTED_FIELDS), .row = &ATTEMPT_STARTED_ROW, .other_fields = ATTEMPT_STARTED_OTHERS,
+        .sql = {"UPDATE run_attempts SET log_offsets = json_patch(coalesce(log_offsets, '{}'), ?3)"
+                " WHERE run_id = ?1 AND attempt = ?2 AND log_offsets IS NOT json_patch(coalesce(log_offsets, '{}'), ?3)"},
+        .apply = apply_attempt_started, .sse_event = "attempt", .sse_data = sse_attempt, .free_fields = free_attempt,
+    },
+    [OP_ATTEMPT_ENDED] = {
+        .kind = OP_ATTEMPT_ENDED, .event = "attempt", .of_launcher = true, .parse = parse_attempt,
+        FIELDS(ATTEMPT_ENDED_FIELDS), .row = &ATTEMPT_ENDED_ROW, .other_fields = ATTEMPT_ENDED_OTHERS,
+        .apply = apply_row, .sse_event = "attempt", .sse_data = sse_attempt, .free_fields = free_attempt,
+    },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
         .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
@@ -596,18 +741,21 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_RESUME] = {
         .kind = OP_RUN_RESUME,
         .sql = {"INSERT INTO run_resumes (run_id, n, at, from_checkpoint, from_epoch, from_global_step, prior_status,"
-                " prior_reason, prior_exit_code, prior_exit_signal)"
+                " prior_reason, prior_exit_code, prior_exit_signal, attempt)"
                 " SELECT id, (SELECT count(*) + 1 FROM run_resumes WHERE run_id = ?1), ?2, ?3, ?4, ?5, status, reason,"
-                " exit_code, exit_signal FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled') AND kind = 'builtin'",
-                /* ?2: the checkpoint's global step */
+                " exit_code, exit_signal, ?6 FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled')"
+                " AND (?3 IS NOT NULL OR kind = 'command')",
+                /* ?2: the checkpoint's global step; NULL (a command run): its progress stays */
                 "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"
                 " finished_at = NULL, devices = NULL, pid = NULL, first_step_at = NULL, first_global_step = NULL,"
-                " last_step_at = NULL, samples_per_s = NULL, global_step = ?2, queued_at = (SELECT at FROM run_resumes"
-                " WHERE run_id = ?1 ORDER BY n DESC LIMIT 1),"
-                " epoch = (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?2),"
-                " step = (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?2),"
-                " loss = (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?2),"
-                " lr = (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?2) WHERE id = ?1",
+                " last_step_at = NULL, samples_per_s = CASE WHEN ?2 IS NULL THEN samples_per_s END,"
+                " global_step = coalesce(?2, global_step),"
+                " queued_at = (SELECT at FROM run_resumes WHERE run_id = ?1 ORDER BY n DESC LIMIT 1),"
+                " epoch = CASE WHEN ?2 IS NULL THEN epoch ELSE (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
+                " step = CASE WHEN ?2 IS NULL THEN step ELSE (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
+                " loss = CASE WHEN ?2 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
+                " lr = CASE WHEN ?2 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?2) END"
+                " WHERE id = ?1",
                 "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
                 "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the checkpoint's epoch */
                 "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
@@ -642,6 +790,12 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_USAGE,
         .sql = {"INSERT OR REPLACE INTO usage (owner, device_seconds, as_of) VALUES (?1, ?2, ?3)"},
         .apply = apply_usage, .free_fields = free_usage,
+    },
+    [OP_RUN_RESTART] = {
+        .kind = OP_RUN_RESTART,
+        .sql = {"UPDATE runs SET status = 'queued', devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL"
+                " WHERE id = ?1 AND status IN ('starting', 'running')"},
+        .apply = apply_restart, .sse_event = "run", .sse_data = sse_restart, .free_fields = free_restart,
     },
     [OP_SYNC] = {.kind = OP_SYNC, .apply = apply_nothing},
 };

@@ -48,7 +48,9 @@ typedef struct {
     bool resume;             /* continue from the newest checkpoint (--resume) */
     const char *secret;      /* DDPD_RUN_SECRET */
     int master_port;         /* a command run's MASTER_PORT */
-    int restart_count;       /* a command run's first TORCHELASTIC_RESTART_COUNT (restarted after a preemption) */
+    int port_lo, port_hi;    /* a command run: where a restart's other MASTER_PORT comes from (--port-range) */
+    int restart_count;       /* the attempt its launcher starts at (--restart-count; 0: the run's first) */
+    int restarts_from;       /* the attempt its restarts count from (--restarts-from) */
     const char *master_addr; /* across nodes: the address of rank 0's node */
     const char *rendezvous;  /* the run's rendezvous, a path under the coordinator's URL ("/runs/7/rendezvous") */
     int n_devices;           /* its devices on that node: world_size / nodes of them */

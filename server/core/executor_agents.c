@@ -18,6 +18,7 @@ typedef struct agent_part {
     int part; /* its node rank */
     int node;
     int per_node;  /* ranks on the node */
+    int restart_count; /* the attempt it starts at: an agent's report of an earlier part of the run is not its */
     json_t *desc;  /* what its agent is told: the heartbeat answer's entry */
     bool stop;     /* left out of the answer from now on */
     bool ended;
@@ -36,9 +37,12 @@ static agent_part **slot_of(int64_t run, int part) {
     return p;
 }
 
-static agent_part *on_node(int64_t run, int node) {
+/* The run's part on the node that starts at attempt `restart_count` (NO_INT: any;
+ * an agent that does not say). */
+static agent_part *on_node(int64_t run, int node, int64_t restart_count) {
     for (agent_part *p = A.parts; p; p = p->next)
-        if (p->run == run && p->node == node) return p;
+        if (p->run == run && p->node == node && (restart_count == NO_INT || p->restart_count == restart_count))
+            return p;
     return NULL;
 }
 
@@ -53,12 +57,17 @@ static json_t *part_json(const part_launch *l) {
     char *path = layout_run_path(l->run, RUN_FILE_CONFIG);
     json_t *config = json_load_file(path, 0, NULL); /* as this host's trainer reads it: paths resolved */
     free(path);
-    return json_pack("{s:I, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:i, s:i, s:s, s:s, s:o}", "run", (json_int_t)l->run,
-                     "node_rank", l->part, "nodes", l->nodes, "world_size", l->world_size, "command", l->command,
-                     "resume", l->resume, "config", config ? config : json_null(), "secret", l->secret, "master_addr",
-                     l->master_addr ? l->master_addr : "", "master_port", l->master_port,
-                     "restart_count", l->restart_count, "rendezvous", l->rendezvous,
-                     "pool", l->gpu ? "gpu" : "cpu", "devices", devices);
+    json_t *part = json_pack("{s:I, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:i, s:s, s:s, s:o}", "run",
+                             (json_int_t)l->run, "node_rank", l->part, "nodes", l->nodes, "world_size", l->world_size,
+                             "command", l->command, "resume", l->resume, "config", config ? config : json_null(),
+                             "secret", l->secret, "master_addr", l->master_addr ? l->master_addr : "", "master_port",
+                             l->master_port, "rendezvous", l->rendezvous, "pool", l->gpu ? "gpu" : "cpu", "devices",
+                             devices);
+    /* a run started again: its attempt names the part (the agent's earlier one of the run has ended) */
+    json_object_set_new(part, "restart_count", json_integer(l->restart_count));
+    json_object_set_new(part, "restarts_from", json_integer(l->restarts_from));
+    if (l->command && l->port_lo > 0) json_object_set_new(part, "port_range", json_pack("[i,i]", l->port_lo, l->port_hi));
+    return part;
 }
 
 static start_result agents_start(const part_launch *l, part_handle *h) {
@@ -68,6 +77,7 @@ static start_result agents_start(const part_launch *l, part_handle *h) {
     p->part = l->part;
     p->node = l->node;
     p->per_node = l->n_devices;
+    p->restart_count = l->restart_count;
     p->desc = part_json(l);
     pthread_mutex_lock(&A.mu);
     agent_part **tail = &A.parts;
@@ -93,8 +103,7 @@ static void agents_release(int64_t run, int part) {
     pthread_mutex_unlock(&A.mu);
     if (!p) return;
     json_decref(p->desc);
-    free(p);
-    relay_run_ended(run); /* what was kept of its logs' offsets goes */
+    free(p); /* (where its logs were is kept while the run lives: its next attempt's logs go on from there) */
 }
 
 /* An agent's word on one of its parts: an exit is its end. */
@@ -102,8 +111,9 @@ static void part_report(int node, const json_t *rep) {
     int64_t run = (int64_t)json_integer_value(json_object_get(rep, "run"));
     const char *state = json_string_value(json_object_get(rep, "state"));
     if (!state || strcmp(state, "exited") != 0) return;
+    const json_t *count = json_object_get(rep, "restart_count");
     pthread_mutex_lock(&A.mu);
-    agent_part *p = on_node(run, node);
+    agent_part *p = on_node(run, node, json_is_integer(count) ? json_integer_value(count) : NO_INT);
     bool ends = p && !p->ended;
     int part = ends ? p->part : 0;
     if (ends) p->ended = true;

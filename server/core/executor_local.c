@@ -95,17 +95,23 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char *rendezvous = xasprintf("%s%s", L.self_url, l->rendezvous);
     pthread_mutex_unlock(&L.mu);
     launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
-                          .command = l->command, .master_port = l->master_port,
-                          .restart_count = l->restart_count, .nodes = l->nodes,
+                          .command = l->command, .master_port = l->master_port, .port_lo = l->port_lo,
+                          .port_hi = l->port_hi, .restart_count = l->restart_count,
+                          .restarts_from = l->restarts_from, .nodes = l->nodes,
                           .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
                           .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,
                           .n_data_roots = L.c.n_data_roots, .run_id = l->run, .secret = l->secret,
                           .visible = l->visible};
     launcher_cmd cmd;
     launcher_cmd_build(&spec, &cmd);
-    char *banner = l->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d", program,
-                                          (long long)l->run, l->where, l->master_port)
-                              : xasprintf("starting %s for run %lld on %s", program, (long long)l->run, l->where);
+    char attempt[96] = "";
+    if (l->restart_count > 0)
+        snprintf(attempt, sizeof attempt, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", l->restart_count + 1,
+                 l->restart_count);
+    char *banner = l->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d%s", program,
+                                          (long long)l->run, l->where, l->master_port, attempt)
+                              : xasprintf("starting %s for run %lld on %s%s", program, (long long)l->run, l->where,
+                                          attempt);
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
                          .log_banner = banner};

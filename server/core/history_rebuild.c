@@ -160,7 +160,7 @@ static int rebuild_run(int64_t id, rebuild_counts *out, char *err, size_t errlen
         goto done;
     }
     int killed = kill_left_running(run_dir);
-    journal_replay *j = journal_replay_open(id, journal, NULL, NULL);
+    journal_replay *j = journal_replay_open(id, journal, NULL);
     if (!j) {
         snprintf(err, errlen, "run %lld: the new database cannot be read", (long long)id);
         rc = -1;

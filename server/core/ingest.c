@@ -145,6 +145,7 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     if (c->journal_fed || again) return EV_OK; /* a reconnection's hello is the one already stored */
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
+    if ((op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) && I.hooks.attempt) I.hooks.attempt(&op);
     push(ops, &op);
     return EV_OK;
 }
@@ -193,6 +194,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         store_op_free(&op);
         return EV_SKIP;
     }
+    if ((op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) && I.hooks.attempt) I.hooks.attempt(&op);
     push(ops, &op);
     return EV_OK;
 }
@@ -520,7 +522,7 @@ void ingest_sync(void) {
 
 int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t errlen) {
     I.hooks = *hooks;
-    catch_up_init(&(catch_up_hooks){.end = hooks->end, .progress = hooks->progress});
+    catch_up_init(&(catch_up_hooks){.end = hooks->end, .progress = hooks->progress, .attempt = hooks->attempt});
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path) {
         snprintf(err, errlen, "the event socket path %s is longer than %zu bytes, the limit for a Unix socket: use a shorter --state-dir",

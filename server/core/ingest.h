@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "op_types.h"
+
 /* What ingest asks of the part that knows the runs (the scheduler, wired by main.c):
  * hello: does the secret open a connection for this run and rank (and the run counts
  * as running once a rank has said hello)? end: the launcher's last word. */
@@ -21,6 +23,8 @@ typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
+    /* the launcher's attempt started or ended (its op, as queued to the store; may be NULL) */
+    void (*attempt)(const store_op *op);
     /* the run is fed from its journal (taken back after a restart): a connection of it
      * is opened by its hello, but what it sends after is not queued again (may be NULL) */
     bool (*journal_fed)(int64_t run_id);

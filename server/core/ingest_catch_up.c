@@ -28,6 +28,11 @@ static void on_progress(void *ctx, int rank, int64_t global_step) {
     if (U.hooks.progress) U.hooks.progress(p->run_id, rank, global_step);
 }
 
+static void on_attempt(void *ctx, const store_op *op) {
+    (void)ctx;
+    if (U.hooks.attempt) U.hooks.attempt(op);
+}
+
 /* The newest of a process's seqs, stored either way. */
 static int64_t stored_through(const catch_up_process *p) {
     if (p->received == NO_INT) return p->replayed_through;
@@ -40,7 +45,9 @@ static void replay_missed(catch_up_process *p) {
     char *path = layout_run_path(p->run_id, RUN_FILE_JOURNAL);
     journal_process want = p->id;
     want.after_seq = stored_through(p);
-    journal_replay *j = journal_replay_open_process(p->run_id, path, &want, on_progress, p);
+    journal_replay *j = journal_replay_open_process(p->run_id, path, &want,
+                                                    &(journal_hooks){.ctx = p, .progress = on_progress,
+                                                                     .attempt = on_attempt});
     journal_replay_read(j, false, 0);
     const journal_outcome *o = journal_replay_outcome(j);
     if (o->last_seq != NO_INT) {

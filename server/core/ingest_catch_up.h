@@ -20,13 +20,16 @@
 
 #include <jansson.h>
 
+#include "op_types.h"
+
 typedef struct catch_up_process catch_up_process;
 
 /* What the catch-up tells the rest of ingest: a replayed `end`, a replayed step or
- * heartbeat (for the hang watch). Either may be NULL. */
+ * heartbeat (for the hang watch), a replayed attempt's start or end. Any may be NULL. */
 typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason);
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
+    void (*attempt)(const store_op *op);
 } catch_up_hooks;
 
 void catch_up_init(const catch_up_hooks *hooks);

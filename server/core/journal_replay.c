@@ -22,8 +22,7 @@ struct journal_replay {
     off_t offset; /* the first byte not yet read: the start of a line */
     rank_seen *seen;
     int n_seen;
-    journal_progress_fn progress;
-    void *ctx;
+    journal_hooks hooks;
     journal_outcome out;
     store_op *ops;
     size_t n_ops;
@@ -33,19 +32,18 @@ struct journal_replay {
 };
 
 /* A replay of `path` for run `run_id`, reading from the start. */
-static journal_replay *replay_new(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
+static journal_replay *replay_new(int64_t run_id, const char *path, const journal_hooks *hooks) {
     journal_replay *j = xcalloc(1, sizeof *j);
     j->run_id = run_id;
     j->path = xstrdup(path);
-    j->progress = progress;
-    j->ctx = ctx;
-    j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = NO_INT;
+    if (hooks) j->hooks = *hooks;
+    j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = j->out.last_attempt = NO_INT;
     j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
     return j;
 }
 
-journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx) {
-    journal_replay *j = replay_new(run_id, path, progress, ctx);
+journal_replay *journal_replay_open(int64_t run_id, const char *path, const journal_hooks *hooks) {
+    journal_replay *j = replay_new(run_id, path, hooks);
     j->n_seen = store_ranks_last_seen(run_id, &j->seen);
     if (j->n_seen < 0) {
         journal_replay_close(j);
@@ -55,8 +53,8 @@ journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_pr
 }
 
 journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
-                                            journal_progress_fn progress, void *ctx) {
-    journal_replay *j = replay_new(run_id, path, progress, ctx);
+                                            const journal_hooks *hooks) {
+    journal_replay *j = replay_new(run_id, path, hooks);
     j->one_process = true;
     j->process = *p;
     return j;
@@ -118,9 +116,9 @@ static void replay_event(journal_replay *j, const json_t *ev) {
         note_end(j, ev);
         return;
     }
-    if (rank < 0) return; /* the launcher's other events change nothing the store keeps */
     const op_kind_desc *d = op_kind_for_event(type);
-    if (!d || already_stored(j, (int)rank, t)) return;
+    /* the launcher's events other than its end and attempts change nothing the store keeps */
+    if (!d || (rank < 0 && !d->of_launcher) || already_stored(j, (int)rank, t)) return;
     store_op op = {.kind = d->kind, .run_id = j->run_id, .rank = (int)rank, .t = t == NO_INT ? now_ms() : t};
     if (d->parse(ev, &op)) { /* not a well-formed event of its kind */
         store_op_free(&op);
@@ -130,7 +128,17 @@ static void replay_event(journal_replay *j, const json_t *ev) {
     if (op.kind == OP_STEP || op.kind == OP_HEARTBEAT) {
         int64_t gs = op.kind == OP_STEP ? op.u.step.global_step : op.u.heartbeat.global_step;
         if (gs != NO_INT && (j->out.last_step == NO_INT || gs > j->out.last_step)) j->out.last_step = gs;
-        if (j->progress) j->progress(j->ctx, op.rank, gs);
+        if (j->hooks.progress) j->hooks.progress(j->hooks.ctx, op.rank, gs);
+    }
+    if (op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) {
+        int64_t k = op.u.attempt.attempt;
+        if (j->out.last_attempt == NO_INT || k > j->out.last_attempt) {
+            j->out.last_attempt = k;
+            j->out.attempt_open = op.kind == OP_ATTEMPT_STARTED;
+        } else if (k == j->out.last_attempt && op.kind == OP_ATTEMPT_ENDED) {
+            j->out.attempt_open = false;
+        }
+        if (j->hooks.attempt) j->hooks.attempt(j->hooks.ctx, &op);
     }
     j->ops[j->n_ops++] = op;
     j->out.replayed++;

@@ -12,12 +12,15 @@
  * skipped and counted, never parsed as an event.
  *
  * The launcher's `end` is not an op: the replay keeps its status, reason and exit
- * code for the scheduler, which finishes the run. */
+ * code for the scheduler, which finishes the run. Its `attempt` events are (the
+ * run's attempts); the replay also says which attempt the journal ends in. */
 #ifndef DDPD_CORE_JOURNAL_REPLAY_H
 #define DDPD_CORE_JOURNAL_REPLAY_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "op_types.h"
 
 typedef struct journal_replay journal_replay;
 
@@ -30,16 +33,25 @@ typedef struct {
     int64_t end_t;     /* its t (unix ms), NO_INT when it has none */
     int64_t last_seq;  /* journal_replay_open_process: the newest seq queued (or its end's), NO_INT when none */
     int64_t last_step; /* the newest global_step any rank journaled, NO_INT when none */
+    int64_t last_attempt; /* the newest attempt the launcher journaled (started or ended), NO_INT when none */
+    bool attempt_open;    /* ... and it started without an end */
     int64_t replayed;  /* events queued to the store */
     int64_t skipped;   /* lines skipped: torn or not an event */
 } journal_outcome;
 
-/* A rank reported progress (its step or heartbeat), for the hang watch. */
-typedef void (*journal_progress_fn)(void *ctx, int rank, int64_t global_step);
+/* What a replay tells as it reads (each may be NULL). */
+typedef struct {
+    void *ctx;
+    /* a rank reported progress (its step or heartbeat), for the hang watch */
+    void (*progress)(void *ctx, int rank, int64_t global_step);
+    /* the launcher's attempt started or ended: its op, as queued */
+    void (*attempt)(void *ctx, const store_op *op);
+} journal_hooks;
 
 /* Opens the replay of run `run_id`'s journal at `path` (a missing file is an empty
- * journal, read again later). NULL when the store cannot say what it holds. */
-journal_replay *journal_replay_open(int64_t run_id, const char *path, journal_progress_fn progress, void *ctx);
+ * journal, read again later); hooks may be NULL. NULL when the store cannot say what
+ * it holds. */
+journal_replay *journal_replay_open(int64_t run_id, const char *path, const journal_hooks *hooks);
 
 /* One process of a run, as its hello names it (a reconnection sends its original
  * hello again): its rank, pid, and the hello's t and seq. */
@@ -53,7 +65,7 @@ typedef struct {
  * a seq after p->after_seq), whatever the store holds: ingest's catch-up after the
  * process reconnected (ingest_catch_up.h). */
 journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
-                                            journal_progress_fn progress, void *ctx);
+                                            const journal_hooks *hooks);
 
 /* Reads the whole lines added since the last call and queues their events. final:
  * the journal's writers are gone, so a last line without a newline is torn (skipped);

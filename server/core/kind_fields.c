@@ -141,7 +141,10 @@ char *fields_row_sql(const op_kind_desc *k) {
                                               f->name, f->name);
         else buf_printf(&sets, "%s%s = excluded.%s", sets.len ? ", " : "", f->name, f->name);
         buf_printf(&was, "%s%s.%s", was.len ? ", " : "", r->table, f->name);
-        buf_printf(&now, "%sexcluded.%s", now.len ? ", " : "", f->name);
+        /* what the row would be: a kept field the op does not know stays what it was */
+        if (f->flags & FIELD_KEEP) buf_printf(&now, "%scoalesce(excluded.%s, %s.%s)", now.len ? ", " : "", f->name,
+                                              r->table, f->name);
+        else buf_printf(&now, "%sexcluded.%s", now.len ? ", " : "", f->name);
     }
     for (int i = 0; i < 2 && r->t_columns[i]; i++) {
         buf_printf(&cols, ", %s", r->t_columns[i]);

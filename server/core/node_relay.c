@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "ids.h"
 #include "state_layout.h"
 
 #define MAX_STREAMS 4096
@@ -31,6 +32,7 @@ typedef struct {
     int64_t run_id;
     char file[64];
     int64_t next_offset;
+    bool placed;      /* it has a start: its first chunk's offset, or its first attempt's (relay_stream) */
     bool mid_line;    /* the last chunk of trainer.log ended inside a line (no prefix for the rest) */
 } log_pos;
 
@@ -81,6 +83,62 @@ static void drop_stream(stream *s) {
     *s = R.streams[--R.n_streams];
 }
 
+static log_pos *find_log(int node, int64_t run_id, const char *file);
+
+/* The size of this server's copy of a run's file (0: none yet). */
+static int64_t copy_size(int64_t run_id, const char *file) {
+    char *dir = layout_run_dir(run_id), *path = xasprintf("%s/%s", dir, file);
+    struct stat st;
+    int64_t n = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    free(path);
+    free(dir);
+    return n;
+}
+
+/* An attempt's start from a node says where each of its ranks' output begins in the
+ * node's ranks/rank-N.log; this server's copy holds what other nodes (or this host)
+ * wrote for that rank in earlier attempts too, and the node's bytes follow them as
+ * they come. Its offsets become the copy's: where the node's bytes up to them are (or
+ * will be, for those still to come). */
+static void copy_offsets(int node, json_t *ev) {
+    json_t *offsets = json_object_get(ev, "log_offsets");
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const json_t *run = json_object_get(ev, "run");
+    int64_t run_id;
+    if (!type || strcmp(type, "attempt") != 0 || !json_is_object(offsets) ||
+        !(json_is_integer(run) ? (run_id = json_integer_value(run)) > 0
+                               : json_is_string(run) && parse_run_id(json_string_value(run), &run_id)))
+        return;
+    const char *key;
+    json_t *at;
+    json_object_foreach(offsets, key, at) {
+        char file[64];
+        snprintf(file, sizeof file, "ranks/rank-%s.log", key);
+        log_pos *l = json_is_integer(at) ? find_log(node, run_id, file) : NULL;
+        if (!l) continue;
+        if (!l->placed) { /* the node's copy is new to this one: its bytes go on from here */
+            l->next_offset = json_integer_value(at);
+            l->placed = true;
+        }
+        json_object_set_new(offsets, key, json_integer(copy_size(run_id, file) - l->next_offset + json_integer_value(at)));
+    }
+}
+
+/* A line with an attempt's start, its offsets made this server's (malloc'd); NULL: as it is. */
+static char *line_in_copy(int node, const char *line) {
+    if (!strstr(line, "\"log_offsets\"")) return NULL;
+    json_t *doc = json_loads(line, 0, NULL);
+    if (!doc) return NULL;
+    size_t n = json_is_array(doc) ? json_array_size(doc) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *ev = json_is_array(doc) ? json_array_get(doc, i) : doc;
+        if (json_is_object(ev)) copy_offsets(node, ev);
+    }
+    char *out = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    return out;
+}
+
 int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *lines, bool closed) {
     pthread_mutex_lock(&R.mu);
     stream *s = find_stream(node, id, true);
@@ -94,8 +152,11 @@ int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *
         for (size_t i = (size_t)(s->next_seq - first_seq); i < json_array_size(lines); i++) {
             const char *line = json_string_value(json_array_get(lines, i));
             if (!line) continue;
+            char *copy = line_in_copy(node, line);
+            if (copy) line = copy;
             buf_append(&out, line, strlen(line));
             buf_append(&out, "\n", 1);
+            free(copy);
         }
         if (s->fd >= 0 && out.len && !write_all(s->fd, out.data, out.len)) {
             log_warn("node %d: its event stream %s was closed by the event socket (a refused hello?): its lines are "
@@ -153,6 +214,10 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
     pthread_mutex_lock(&R.mu);
     log_pos *l = find_log(node, run_id, file);
     int64_t next = -1;
+    if (l && !l->placed) { /* the node's first bytes of it here: the earlier ones went to another copy, or none */
+        l->next_offset = offset;
+        l->placed = true;
+    }
     if (!l) {
         snprintf(err, errlen, "more than %d forwarded logs at once", MAX_LOGS);
     } else if (offset > l->next_offset) {

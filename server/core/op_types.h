@@ -18,6 +18,8 @@ typedef enum {
     OP_EPOCH,
     OP_CHECKPOINT,
     OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
+    OP_ATTEMPT_STARTED, /* a launcher's attempt of its ranks began (its `attempt` event; the phase picks the kind) */
+    OP_ATTEMPT_ENDED,   /* ... and ended; also the server's own word on an attempt it ended (run_restart.h) */
     /* run life */
     OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
     OP_RUN_STARTING,
@@ -25,9 +27,10 @@ typedef enum {
     OP_RUN_CANCELING,
     OP_RUN_FINISH,
     OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
-    OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
+    OP_RUN_RESUME,    /* result: 1 if a failed or canceled run is queued again, else 0 */
     OP_RUN_PREEMPTING, /* result: 1 if a started run is marked as being preempted, else 0 */
     OP_RUN_REQUEUE,   /* result: 1 if a preempted run is queued again, else 0 */
+    OP_RUN_RESTART,   /* a started run queued again to restart (run_restart.h): result 1, else 0 */
     OP_USAGE,         /* an owner's decayed usage as of op.t (fair share) */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_KIND_COUNT
@@ -53,6 +56,15 @@ typedef struct {
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
         struct {
+            int64_t attempt, master_port;   /* started */
+            char *checkpoint;
+            json_t *log_offsets;            /* {"RANK": byte or null}; NULL: none */
+            char *status, *reason, *last_line; /* ended */
+            int64_t failing_rank, exit_code, signal;
+            bool restarting;
+            double backoff_s;
+        } attempt;
+        struct {
             char *name, *config, *owner; /* owner NULL: nobody in particular */
             int world_size, priority;
             const char *device_kind;
@@ -60,11 +72,12 @@ typedef struct {
         } insert;
         struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
-        struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
+        struct { char *from_checkpoint; int64_t from_epoch, from_global_step, attempt; } resume;
         struct { int64_t by; } preempting;
         /* from_global_step: what it continues from (its checkpoint's; 0: the start);
          * NO_INT: what it recorded stays (a command run's restart reports again) */
         struct { int64_t by, from_epoch, from_global_step; } requeue;
+        struct { int64_t attempt; char *reason; } restart; /* the attempt it starts at next, and why */
         struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
     } u;
     store_wait *wait; /* set by store_submit_wait */
@@ -123,6 +136,9 @@ typedef struct {
     store_op_kind kind;
     /* The event's type on the socket; NULL for the server's own ops. */
     const char *event;
+    /* Sent by a launcher (rank -1): a journal's replay takes its events of this kind
+     * (the launcher's events of other kinds change nothing the store keeps). */
+    bool of_launcher;
     /* Socket -> op: reads the event's own fields into *op (its kind, run, rank and t
      * are set). Returns NULL, or why the event is skipped ("a step event without ..."). */
     const char *(*parse)(const json_t *ev, store_op *op);

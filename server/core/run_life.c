@@ -12,6 +12,7 @@
 #include "base.h"
 #include "ckpt_header.h"
 #include "journal_replay.h"
+#include "node_relay.h"
 #include "nodes.h"
 #include "part_blame.h"
 #include "ports.h"
@@ -40,7 +41,10 @@ live_run *new_queued(const run_needs *n) {
     r->priority = n->priority;
     r->preemptible = n->preemptible;
     r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
-    r->restart_count = n->restart_count;
+    r->max_restarts = n->max_restarts;
+    r->restart_count = r->attempt = n->restart_count;
+    r->restarts_from = n->restarts_from;
+    r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
     r->status = RUN_QUEUED;
     return r;
 }
@@ -63,26 +67,12 @@ static void unlink_run(live_run *r) {
     }
 }
 
-/* What a started run holds goes: its parts, devices, secret and port, its event
- * connections, its watches and what its launcher said. It is as a queued run again. */
-static void release_started_locked(live_run *r) {
-    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
-    rendezvous_close(r->id); /* its keys go with it */
-    device_pool_release(&K.devices, r->pool, r->id);
-    for (int i = 0; i < r->n_parts; i++) {
-        r->parts[i].exec->release(r->id, i);
-        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
-        free(r->parts[i].reason);
-    }
-    free(r->parts);
-    r->parts = NULL;
-    r->n_parts = 0;
-}
-
 static void free_run(live_run *r) {
     free(r->owner);
     free(r->cancel_reason);
     free(r->fail_reason);
+    free(r->restart_why);
+    rank_failure_clear(&r->server_blame);
     free(r->last_progress_ms);
     free(r->last_step);
     free(r->end_status);
@@ -90,6 +80,21 @@ static void free_run(live_run *r) {
     free(r->devices_json);
     journal_replay_close(r->journal);
     free(r);
+}
+
+void release_started_locked(live_run *r) {
+    rendezvous_close(r->id); /* its keys go with it */
+    device_pool_release(&K.devices, r->pool, r->id);
+    for (int i = 0; i < r->n_parts; i++) {
+        r->parts[i].exec->release(r->id, i);
+        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
+        free(r->parts[i].reason);
+        rank_failure_clear(&r->parts[i].failure);
+    }
+    free(r->parts);
+    r->parts = NULL;
+    r->n_parts = 0;
+    r->port = 0;
 }
 
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal) {
@@ -101,7 +106,9 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     store_submit_now(&op);
     usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
+    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
     release_started_locked(r);
+    relay_run_ended(r->id); /* where its agents' logs were, kept across its attempts */
     unlink_run(r);
     free_run(r);
     pthread_cond_broadcast(&K.changed);
@@ -184,6 +191,7 @@ void requeue_locked(live_run *r) {
     if (r->command) {
         op.u.requeue.from_global_step = op.u.requeue.from_epoch = NO_INT;
         r->restart_count++; /* TORCHELASTIC_RESTART_COUNT one higher: the script loads its own checkpoint */
+        r->restarts_from++; /* a preemption is no failure: it uses none of distributed.max_restarts */
     } else {
         continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
     }
@@ -289,6 +297,7 @@ static void store_start_locked(live_run *r) {
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
     else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
+    else if (r->restart_why) stop_parts_locked(r);  /* to start again later, asked while it started */
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 
@@ -296,6 +305,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     int per_node = r->world_size / k;
     r->across = across;
     r->started_ms = now_ms();
+    r->attempt = r->restart_count;
     r->n_parts = k;
     r->parts = calloc((size_t)k, sizeof *r->parts);
     int *devices = xmalloc((size_t)r->world_size * sizeof *devices); /* part p's: devices + p * per_node */
@@ -309,6 +319,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
         part->node_rank = p;
         part->exec = part->node ? K.agents : K.local;
         part->exit_code = part->exit_signal = NO_INT;
+        part->failure = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
         int *mine = devices + p * per_node;
         if (!part->node) {
             device_pool_take(&K.devices, r->pool, per_node, r->id, mine, &names, &json, &visible);
@@ -340,10 +351,10 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
             part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
                              .world_size = r->world_size, .gpu = r->pool == POOL_GPU, .command = r->command,
                              .resume = r->resume, .secret = r->secret, .master_port = r->port,
-                             .restart_count = r->restart_count,
-                             .master_addr = master_addr, .rendezvous = rendezvous, .n_devices = per_node,
-                             .devices = devices + p * per_node, .visible = part->node ? NULL : visible.data,
-                             .where = names.data};
+                             .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, .restart_count = r->restart_count,
+                             .restarts_from = r->restarts_from, .master_addr = master_addr,
+                             .rendezvous = rendezvous, .n_devices = per_node, .devices = devices + p * per_node,
+                             .visible = part->node ? NULL : visible.data, .where = names.data};
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }
@@ -421,6 +432,15 @@ static void finish_parts_locked(live_run *r) {
         code = blamed ? blamed->exit_code : NO_INT;
         sig = blamed ? blamed->exit_signal : NO_INT;
     }
+    /* A node's part never restarts on its own: the run's next attempt is the server's
+     * to start, when another may mend it (a rank died, a node was lost, a hang) */
+    bool mendable = r->restart_why || r->fail_reason ||
+                    (blamed && (blamed->failure.rank != NO_INT || (blamed->exit_signal != NO_INT && !blamed->reason)));
+    if (status == RUN_FAILED && mendable &&
+        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
+        free(reason);
+        return;
+    }
     finish_locked(r, status, reason, code, sig);
     free(reason);
 }
@@ -432,6 +452,14 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
     char *reason = NULL;
     if (e->exit_code != 0 && !server_end_locked(r, &status, &reason))
         reason = xstrdup(r->end_reason ? r->end_reason : e->how);
+    /* its launcher restarts its ranks itself: the server does when it stopped them (a
+     * hang, a restart asked for), or when the launcher was killed before its end */
+    bool mendable = r->restart_why || r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);
+    if (status == RUN_FAILED && mendable &&
+        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
+        free(reason);
+        return;
+    }
     finish_locked(r, status, reason, e->exit_code, e->exit_signal);
     free(reason);
 }
@@ -492,6 +520,13 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
             reason = xasprintf("%s; %s", gone, ending);
             free(ending);
         }
+    }
+    /* processes lost without their end (the server was not there to see them go) */
+    bool mendable = r->restart_why || r->fail_reason || !ended;
+    if (status == RUN_FAILED && mendable &&
+        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
+        free(reason);
+        return;
     }
     finish_locked(r, status, reason, code, NO_INT);
     free(reason);

@@ -39,12 +39,6 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int found = store_get_brief(id, &b);
     if (found < 0) return RESUME_STORE_ERROR;
     if (!found) return RESUME_NOT_FOUND;
-    if (b.command) {
-        snprintf(why, whylen,
-                 "run %lld is a command run: ddpd cannot continue the user's program from a checkpoint; submit it "
-                 "again (POST /runs) and let the script load its own checkpoint", (long long)id);
-        return RESUME_REFUSED;
-    }
     if (b.status != RUN_FAILED && b.status != RUN_CANCELED) {
         snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s", (long long)id,
                  run_status_name(b.status));
@@ -67,13 +61,15 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     pool_kind pool = strcmp(b.device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
     ckpt_header h = {0};
     char err[1024];
-    if (mode && strcmp(mode, "eval") == 0) {
+    if (!b.command && mode && strcmp(mode, "eval") == 0) {
         snprintf(why, whylen, "run %lld is an eval run (mode eval): there is no training to continue; submit it again "
                  "(POST /runs)", (long long)id);
         goto out;
     }
-    run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .resume = true,
-                      .owner = b.has_owner ? b.owner : NULL, .priority = b.priority, .preemptible = b.preemptible};
+    int next = b.last_attempt + 1; /* its count of attempts goes on */
+    run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .command = b.command, .resume = !b.command,
+                      .restart_count = next, .restarts_from = next, .owner = b.has_owner ? b.owner : NULL,
+                      .priority = b.priority, .preemptible = b.preemptible};
     run_needs_distributed(cfg, &need);
     if (!scheduler_can_place(&need, err, sizeof err)) {
         /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */
@@ -84,19 +80,23 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
                  scheduler_capacity(pool));
         goto out;
     }
-    if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
-    bool readable = ckpt_header_read(ckpt, &h, err, sizeof err) == 0;
-    if (!readable || h.next_epoch < 1 || h.global_step < 0) {
-        if (readable) /* err names the file first */
-            snprintf(err, sizeof err, "%s: it holds no position to continue from (next_epoch, global_step)", ckpt);
-        snprintf(why, whylen, "run %lld cannot be resumed from %s; delete that file to resume from the one before it, "
-                 "or submit the run again", (long long)id, err);
-        goto out;
-    }
     store_op op = {.kind = OP_RUN_RESUME, .run_id = id, .t = now_ms()};
-    op.u.resume.from_checkpoint = xstrdup(ckpt);
-    op.u.resume.from_epoch = h.next_epoch - 1;
-    op.u.resume.from_global_step = h.global_step;
+    op.u.resume.from_epoch = op.u.resume.from_global_step = NO_INT;
+    op.u.resume.attempt = next;
+    if (!b.command) { /* a command run has no checkpoint of ddpd's: its script keeps its own */
+        if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
+        bool readable = ckpt_header_read(ckpt, &h, err, sizeof err) == 0;
+        if (!readable || h.next_epoch < 1 || h.global_step < 0) {
+            if (readable) /* err names the file first */
+                snprintf(err, sizeof err, "%s: it holds no position to continue from (next_epoch, global_step)", ckpt);
+            snprintf(why, whylen, "run %lld cannot be resumed from %s; delete that file to resume from the one before "
+                     "it, or submit the run again", (long long)id, err);
+            goto out;
+        }
+        op.u.resume.from_checkpoint = xstrdup(ckpt);
+        op.u.resume.from_epoch = h.next_epoch - 1;
+        op.u.resume.from_global_step = h.global_step;
+    }
     int64_t done = store_submit_wait(&op);
     if (done < 0) {
         res = RESUME_STORE_ERROR;
@@ -104,8 +104,12 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
         snprintf(why, whylen, "run %lld changed meanwhile (resumed or deleted by another request); GET /runs/%lld says "
                  "how it is", (long long)id, (long long)id);
     } else {
-        log_info("run %lld resumed from %s (epoch %lld, global step %lld)", (long long)id, ckpt,
-                 (long long)(h.next_epoch - 1), (long long)h.global_step);
+        if (b.command)
+            log_info("run %lld resumed: its command starts again at attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
+                     (long long)id, next + 1, next);
+        else
+            log_info("run %lld resumed from %s (epoch %lld, global step %lld), at attempt %d", (long long)id, ckpt,
+                     (long long)(h.next_epoch - 1), (long long)h.global_step, next + 1);
         scheduler_resume(&need);
         res = RESUME_QUEUED;
     }

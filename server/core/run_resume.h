@@ -1,13 +1,19 @@
-/* POST /runs/{id}/resume: a failed or canceled run of a built-in model continues from
- * its newest checkpoint on disk, under the same id. The store records the resume
- * (with what the run was) and queues the run again, dropping the steps, epochs and
- * checkpoints it recorded past that checkpoint (the trainer does them again); the
- * scheduler starts its trainer with --resume, which continues bit-identically.
+/* POST /runs/{id}/resume: a failed or canceled run goes on under the same id, its
+ * count of attempts too (its launchers start with --restart-count: the attempt after
+ * its last, whose ranks see TORCHELASTIC_RESTART_COUNT one higher; distributed.
+ * max_restarts more may follow it). The store records the resume (with what the run
+ * was and the attempt it starts) and queues the run again.
+ *
+ * A built-in model's run continues from its newest checkpoint on disk: the steps,
+ * epochs and checkpoints it recorded past that checkpoint are dropped (the trainer
+ * does them again), and its trainer starts with --resume, which continues
+ * bit-identically. A command run starts its program again in the same working
+ * directory, as a restart does: the script's own snapshot does the rest, and the
+ * steps it reports again replace the earlier ones.
  *
  * Refused, with a sentence that says why and what to do: a run that is not there,
- * one that is active or succeeded, a command run (ddpd cannot continue the user's
- * program), an eval run, one with no checkpoint to continue from, and one that no
- * longer fits this server's devices. */
+ * one that is active or succeeded, an eval run, a built-in run with no checkpoint to
+ * continue from, and one that no longer fits this server's devices. */
 #ifndef DDPD_CORE_RUN_RESUME_H
 #define DDPD_CORE_RUN_RESUME_H
 

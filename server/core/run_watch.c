@@ -11,6 +11,7 @@
 #include "base.h"
 #include "ckpt_header.h"
 #include "journal_replay.h"
+#include "logtail.h"
 #include "rendezvous.h"
 #include "state_layout.h"
 #include "store.h"
@@ -18,6 +19,8 @@
 
 /* A command run's hang watch is the server's: the ranks report to it, not to ddp-run. */
 void watch_hangs_of(live_run *r) {
+    free(r->last_progress_ms); /* a run started again: counted anew */
+    free(r->last_step);
     r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
     r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
     if (!r->last_progress_ms || !r->last_step) abort();
@@ -46,8 +49,16 @@ void watch_hang_locked(live_run *r, int64_t now) {
     if (!hung) return;
     buf_t who = {0};
     int n = 0;
-    for (int k = 0; k < r->world_size; k++)
-        if (r->last_progress_ms[k] && r->last_step[k] == behind) buf_printf(&who, "%s%d", n++ ? ", " : "", k);
+    rank_failure_clear(&r->server_blame);
+    for (int k = 0; k < r->world_size; k++) {
+        if (!r->last_progress_ms[k] || r->last_step[k] != behind) continue;
+        buf_printf(&who, "%s%d", n++ ? ", " : "", k);
+        if (r->server_blame.rank != NO_INT) continue;
+        r->server_blame.rank = k; /* the attempt's failing rank: the first furthest behind, and its last line */
+        char *log = layout_rank_log_path(r->id, k);
+        r->server_blame.last_line = logtail_last_line(log, 1000);
+        free(log);
+    }
     r->fail_reason = xasprintf("no progress for %.0f s (distributed.hang_timeout_s): rank%s %s furthest behind, at "
                                "step %lld; the run was stopped", r->hang_timeout_s, n > 1 ? "s" : "", who.data,
                                (long long)behind);
@@ -59,8 +70,10 @@ void watch_hang_locked(live_run *r, int64_t now) {
 
 /* ---- runs a previous server started: taken back, or finished from their journal ---- */
 
-/* The journal's hook: a rank of an adopted command run made progress (hang watch). */
+/* The journal's hooks: a rank of an adopted command run made progress (hang watch);
+ * its launcher's attempt started or ended. */
 static void journal_progress(void *ctx, int rank, int64_t global_step) { note_progress(ctx, rank, global_step); }
+static void journal_attempt(void *ctx, const store_op *op) { attempt_seen_locked(ctx, op); }
 
 void watch_adopted_locked(live_run *r) {
     if (r->journal) journal_replay_read(r->journal, false, 4 << 20);
@@ -105,7 +118,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
     bool alive = K.local->adopt(b->id, 0, &h, gone, sizeof gone) == ADOPT_TAKEN;
     if (alive && r->command) watch_hangs_of(r);
     char *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
-    r->journal = journal_replay_open(b->id, journal, journal_progress, r);
+    r->journal = journal_replay_open(b->id, journal,
+                                     &(journal_hooks){.ctx = r, .progress = journal_progress, .attempt = journal_attempt});
     free(journal);
     if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
     if (alive) {
@@ -161,13 +175,15 @@ void scheduler_recover(void) {
     for (int i = 0; i < n; i++) {
         run_brief *b = &runs[i];
         pool_kind pool = strcmp(b->device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
-        /* resumes: queued by POST /runs/{id}/resume, it starts with --resume; so does a
-         * built-in run queued again after a preemption, from the checkpoint it wrote */
+        /* resumes: a built-in run queued by POST /runs/{id}/resume starts with --resume;
+         * so does one queued again after a preemption, from the checkpoint it wrote.
+         * Attempts: a started run is in its newest; a queued one starts the next. */
+        int next = b->status == RUN_QUEUED ? b->last_attempt + 1 : b->last_attempt < 0 ? 0 : b->last_attempt;
         run_needs need = {.id = b->id, .world_size = b->world_size, .pool = pool, .command = b->command,
-                          .resume = b->resumes > 0 || (b->preemptions > 0 && !b->command && has_checkpoint(b->id)),
+                          .resume = !b->command && (b->resumes > 0 || (b->preemptions > 0 && has_checkpoint(b->id))),
                           .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
                           .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
-                          .restart_count = b->command ? b->preemptions : 0};
+                          .restart_count = next, .restarts_from = b->restarts_from};
         char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
         json_t *cfg = json_load_file(config, 0, NULL);
         free(config);

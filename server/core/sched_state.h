@@ -15,8 +15,16 @@
 #include "base.h"
 #include "executor.h"
 #include "journal_replay.h"
+#include "op_types.h"
 #include "run_status.h"
 #include "scheduler_types.h"
+
+/* The rank an attempt's failure is blamed on, as its launcher's `attempt` event (or
+ * the hang watch) named it: NO_INT when none; last_line malloc'd or NULL. */
+typedef struct {
+    int64_t rank, exit_code, signal;
+    char *last_line;
+} rank_failure;
 
 /* One part of a run: its launcher, started by an executor where the run was placed.
  * A run of this host alone has one (node 0); a run across k nodes has k, part i on
@@ -33,6 +41,7 @@ typedef struct {
     int64_t exit_code, exit_signal;
     char *reason;          /* its launcher's end, or what became of its node */
     int64_t end_t;         /* when its launcher ended (unix ms), to tell cause from consequence */
+    rank_failure failure;  /* the rank of this part its launcher's attempt blamed (its `attempt` ended event) */
 } run_part;
 
 typedef struct live_run {
@@ -48,6 +57,12 @@ typedef struct live_run {
     char *cancel_reason;  /* set once canceled */
     char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
     double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
+    /* attempts (run_restart.c): its launchers start at attempt restart_count; the
+     * restarts distributed.max_restarts allows count from restarts_from; the attempt its
+     * ranks are in is `attempt` (its launchers' `attempt` events) */
+    int max_restarts, restart_count, restarts_from, attempt;
+    char *restart_why;    /* set once the server stops it to start it again (restart_run_locked) */
+    rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
     bool said_hello;      /* a hello came before its start was stored */
@@ -60,7 +75,6 @@ typedef struct live_run {
     int64_t queued_ms;    /* unix ms it entered the queue */
     int64_t started_ms;   /* unix ms its devices were given (its usage counts from then) */
     int64_t preempt_by;   /* being preempted for this run (0: not) */
-    int restart_count;    /* a command run: its launcher's --restart-count */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
      * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the
@@ -117,7 +131,8 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k);
 /* An executor's `started` for part `part`: once every part's start is done, the
  * run's start is stored. */
 void part_started_locked(live_run *r, int part, const part_handle *h);
-/* An executor's `ended` for part `part`. true when the run finished (r is freed). */
+/* An executor's `ended` for part `part`. true when the run finished (r is freed) or
+ * was queued again to restart (its devices are back either way: schedule). */
 bool part_ended_locked(live_run *r, int part, const part_end *e);
 /* Running: its first hello has come, and its start is stored. */
 void mark_running_locked(live_run *r);
@@ -140,6 +155,29 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
  * the journal's `end`, unless the server canceled or stopped it; without an `end`,
  * failed with `gone` (what became of its processes) and where its journal ends. */
 void finish_from_journal_locked(live_run *r, const char *gone);
+
+/* What a run holds once started (its parts, devices, port, secret, rendezvous), given
+ * back: by finish_locked, and by a restart before the run is started again. */
+void release_started_locked(live_run *r);
+
+/* ---- run_restart.c ---- */
+/* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal). */
+void attempt_seen_locked(live_run *r, const store_op *op);
+/* A started run whose ranks are all gone would fail with *reason (malloc'd), in a way
+ * another attempt may mend (its processes or a node lost, a hang, a failed part of a
+ * run across nodes, a restart asked for): the attempt's end is recorded as the server
+ * saw it (f: the rank blamed, may be NULL) and, while restarts remain (or the
+ * restart was asked for), the run is queued again to start its next attempt: true (r
+ * stays, queued; *reason is left). Else false, and *reason says that none remained
+ * when distributed.max_restarts gave the run any. */
+bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f);
+/* Frees what a rank_failure holds and forgets it. */
+void rank_failure_clear(rank_failure *f);
+/* Stops a started run to start it again later, with the next restart count, not
+ * using one of its restarts (a preemption): every part is asked to stop; once all have
+ * ended, the attempt ends canceled with `why` and the run is queued again. Nothing for
+ * a queued run, one being canceled, or one already being restarted. */
+void restart_run_locked(live_run *r, const char *why);
 
 /* ---- run_watch.c ---- */
 /* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */

@@ -259,6 +259,7 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
     const json_t *dist = json_object_get(config, "distributed");
     n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
+    n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
 }
 
 void scheduler_submit(const run_needs *n) {

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "op_types.h"
 #include "scheduler_types.h"
 
 void scheduler_init(const scheduler_config *c);
@@ -56,8 +57,9 @@ void run_needs_distributed(const json_t *config, run_needs *n);
 /* Queues a run that is already in the store as queued (its config.json written). */
 void scheduler_submit(const run_needs *n);
 
-/* Queues again a built-in run that the store has just turned from failed or canceled
- * to queued (runs_resume; n->resume set): queued now, so the last among equals. */
+/* Queues again a run that the store has just turned from failed or canceled to
+ * queued (runs_resume; a built-in run with n->resume set, a command run with its next
+ * restart count): at the back of its pool's queue. */
 void scheduler_resume(const run_needs *n);
 
 typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } cancel_result;
@@ -76,6 +78,10 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason);
 /* A rank's progress (ingest's hook): the hang watch of command runs
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
+/* A launcher's attempt started or ended (ingest's hook, with the op it queued): the
+ * run's attempt, its MASTER_PORT (a restart's may be another), the hang watch counted
+ * anew, the rank an attempt across nodes failed on. */
+void scheduler_attempt(const store_op *op);
 
 /* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
  * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and

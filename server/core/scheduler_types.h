@@ -52,7 +52,9 @@ typedef struct {
     int priority;          /* -100 to 100: the higher first */
     bool preemptible;      /* it may be preempted for a run of a higher priority */
     int64_t queued_ms;     /* unix ms it entered the queue (0: now) */
-    int restart_count;     /* a command run: TORCHELASTIC_RESTART_COUNT its launcher starts at */
+    int max_restarts;      /* distributed.max_restarts */
+    int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
+    int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
 } run_needs;
 
 #endif

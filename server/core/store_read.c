@@ -29,18 +29,20 @@ enum {
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
     C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING,
-    C_CHECKPOINTS, C_RESUMES /* Q_RUN only */
+    C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED /* Q_RUN only */
 };
 
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_COUNT
 };
 
-#define BRIEF_COLUMNS \
+#define BRIEF_COLUMNS                                                                                         \
     "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)," \
-    " owner, priority, preemptible, coalesce(queued_at, created_at), started_at, preemptions, preempting, preempted_by"
+    " owner, priority, preemptible, coalesce(queued_at, created_at), started_at, preemptions, preempting,"       \
+    " preempted_by, (SELECT max(attempt) FROM run_attempts WHERE run_id = runs.id),"                             \
+    " (SELECT attempt FROM run_resumes WHERE run_id = runs.id ORDER BY n DESC LIMIT 1)"
 
 static const char *QSQL[Q_COUNT] = {
     [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
@@ -72,14 +74,42 @@ static const char *QSQL[Q_COUNT] = {
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
     [Q_USAGE] = "SELECT owner, device_seconds, as_of FROM usage",
+    /* ?3: the rank's member, '$."N"': the attempt's offset, the next attempt's that has one, the newest attempt */
+    [Q_ATTEMPT_SPAN] = "SELECT (SELECT count(*) FROM run_attempts WHERE run_id = ?1 AND attempt = ?2),"
+                       " (SELECT json_extract(log_offsets, ?3) FROM run_attempts WHERE run_id = ?1 AND attempt = ?2),"
+                       " (SELECT json_extract(log_offsets, ?3) FROM run_attempts WHERE run_id = ?1 AND attempt > ?2"
+                       "  AND json_extract(log_offsets, ?3) IS NOT NULL ORDER BY attempt LIMIT 1),"
+                       " (SELECT max(attempt) FROM run_attempts WHERE run_id = ?1)",
 };
 
 /* A run's resumes, as JSON text built by SQLite. */
 #define RESUMES_JSON                                                                                            \
     "(SELECT json_group_array(json_object('at', strftime('%Y-%m-%dT%H:%M:%fZ', at / 1000.0, 'unixepoch'),"      \
     " 'from_checkpoint', from_checkpoint, 'from_epoch', from_epoch, 'from_global_step', from_global_step,"     \
-    " 'prior_status', prior_status, 'prior_reason', prior_reason))"                                          \
+    " 'prior_status', prior_status, 'prior_reason', prior_reason, 'attempt', attempt))"                     \
     " FROM (SELECT * FROM run_resumes WHERE run_id = ?1 ORDER BY n))"
+
+/* A run's attempts as JSON text built by SQLite: the newest ATTEMPTS_SHOWN, oldest first
+ * (with resumes a run's attempts have no bound), then its restart count (its newest
+ * attempt's number) and how many older ones were left out. */
+#define ATTEMPTS_SHOWN "100"
+#define ISO_TIME(ms) "strftime('%Y-%m-%dT%H:%M:%fZ', " ms " / 1000.0, 'unixepoch')"
+/* A restart's first step: the lowest step reported since it started (what its ranks
+ * did again replaced the earlier points, so their time is the restart's). The first
+ * attempt's is not asked for: it starts where the run does. */
+#define FIRST_STEP                                                                                               \
+    "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
+    "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
+    " (SELECT min(global_step) FROM series WHERE run_id = ?1 AND t >= started_at)) END"
+#define ATTEMPTS_JSON                                                                                            \
+    "(SELECT json_group_array(json_object('attempt', attempt, 'started_at', " ISO_TIME("started_at") ","         \
+    " 'ended_at', " ISO_TIME("ended_at") ", 'status', status, 'reason', reason, 'failing_rank', failing_rank,"   \
+    " 'exit_code', exit_code, 'signal', signal, 'last_line', last_line, 'master_port', master_port,"            \
+    " 'checkpoint', checkpoint, 'log_offsets', json(coalesce(log_offsets, '{}')), 'first_step', " FIRST_STEP "))" \
+    " FROM (SELECT * FROM (SELECT * FROM run_attempts WHERE run_id = ?1 ORDER BY attempt DESC LIMIT " ATTEMPTS_SHOWN ")" \
+    " ORDER BY attempt)),"                                                                                     \
+    " (SELECT coalesce(max(attempt), 0) FROM run_attempts WHERE run_id = ?1),"                                 \
+    " (SELECT max(count(*) - " ATTEMPTS_SHOWN ", 0) FROM run_attempts WHERE run_id = ?1)"
 
 static pthread_once_t queries_once = PTHREAD_ONCE_INIT;
 
@@ -89,7 +119,8 @@ static void build_queries(void) {
     char *checkpoints = fields_json_array_sql(&OP_KINDS[OP_CHECKPOINT]);
     /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
      * and resumes come as JSON text built by SQLite */
-    QSQL[Q_RUN] = xasprintf("SELECT %s, %s, %s FROM runs WHERE id = ?1", RUN_COLUMNS, checkpoints, RESUMES_JSON);
+    QSQL[Q_RUN] = xasprintf("SELECT %s, %s, %s, %s FROM runs WHERE id = ?1", RUN_COLUMNS, checkpoints, RESUMES_JSON,
+                            ATTEMPTS_JSON);
     free(checkpoints);
     QSQL[Q_EPOCHS] = fields_select_sql(&OP_KINDS[OP_EPOCH]);
 }
@@ -186,6 +217,8 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     b->preemptions = sqlite3_column_int(st, 12);
     b->preempting = sqlite3_column_int(st, 13) != 0;
     b->preempted_by = col_int(st, 14);
+    b->last_attempt = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 15);
+    b->restarts_from = sqlite3_column_int(st, 16); /* NULL: 0 */
 }
 
 int store_get_brief(int64_t id, run_brief *out) {
@@ -343,15 +376,22 @@ json_t *store_run_json(int64_t id, char **raw_members) {
         const char *cfg = (const char *)sqlite3_column_text(st, C_CONFIG);
         const char *ckpts = (const char *)sqlite3_column_text(st, C_CHECKPOINTS);
         const char *resumes = (const char *)sqlite3_column_text(st, C_RESUMES);
-        /* the config as submitted; the checkpoints' and resumes' paths (the server's) named by their roots */
+        const char *attempts = (const char *)sqlite3_column_text(st, C_ATTEMPTS);
+        /* the config as submitted; the checkpoints', resumes' and attempts' paths (the server's) named by their roots */
         char *named_ckpts = xstrdup(ckpts ? ckpts : "[]"), *named_resumes = xstrdup(resumes ? resumes : "[]");
-        size_t n_ckpts = strlen(named_ckpts), n_resumes = strlen(named_resumes);
+        char *named_attempts = xstrdup(attempts ? attempts : "[]");
+        size_t n_ckpts = strlen(named_ckpts), n_resumes = strlen(named_resumes), n_attempts = strlen(named_attempts);
         path_redact_apply(&named_ckpts, &n_ckpts);
         path_redact_apply(&named_resumes, &n_resumes);
-        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%.*s,\"resumes\":%.*s", cfg ? cfg : "null",
-                                 (int)n_ckpts, named_ckpts, (int)n_resumes, named_resumes);
+        path_redact_apply(&named_attempts, &n_attempts);
+        *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%.*s,\"resumes\":%.*s,\"restart_count\":%lld,"
+                                 "\"attempts\":%.*s,\"attempts_omitted\":%lld", cfg ? cfg : "null", (int)n_ckpts,
+                                 named_ckpts, (int)n_resumes, named_resumes,
+                                 (long long)sqlite3_column_int64(st, C_RESTART_COUNT), (int)n_attempts, named_attempts,
+                                 (long long)sqlite3_column_int64(st, C_ATTEMPTS_OMITTED));
         free(named_ckpts);
         free(named_resumes);
+        free(named_attempts);
     }
     done(st);
     return o;
@@ -441,6 +481,25 @@ json_t *store_series_keys(int64_t id) {
         return NULL;
     }
     return a;
+}
+
+int store_attempt_span(int64_t id, int64_t attempt, int rank, int64_t *begin, int64_t *end, int64_t *newest) {
+    sqlite3_stmt *st = stmt(Q_ATTEMPT_SPAN);
+    if (!st) return -1;
+    char member[32];
+    snprintf(member, sizeof member, "$.\"%d\"", rank);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, attempt);
+    sqlite3_bind_text(st, 3, member, -1, SQLITE_TRANSIENT);
+    int found = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *newest = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3);
+        *begin = col_int(st, 1);
+        *end = sqlite3_column_type(st, 2) == SQLITE_INTEGER ? sqlite3_column_int64(st, 2) : -1;
+        found = sqlite3_column_int(st, 0) == 0 ? 0 : sqlite3_column_type(st, 1) != SQLITE_INTEGER ? 2 : 1;
+    }
+    done(st);
+    return found;
 }
 
 json_t *store_epochs_json(int64_t id) {

@@ -28,6 +28,8 @@ typedef struct {
     int preemptions;      /* how often it was preempted and queued again */
     bool preempting;      /* a preemption is under way (it was asked to stop) */
     int64_t preempted_by; /* the run it was last preempted for; NO_INT: none */
+    int last_attempt;  /* the newest of its attempts on record; -1: none */
+    int restarts_from; /* the attempt its latest resume started (0: never resumed): its restarts count from it */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
@@ -63,10 +65,11 @@ typedef struct {
 int store_ranks_last_seen(int64_t id, rank_seen **out);
 
 /* A run as GET /runs/{id} shows it; NULL when there is no such run. Its config,
- * checkpoints and resumes come apart, in *raw_members (malloc'd): the JSON text of
- * the members "config" (as stored: it never changes after submission),
- * "checkpoints" and "resumes" (built by SQLite), to be written as they are, not
- * decoded and encoded again. */
+ * checkpoints, resumes and attempts come apart, in *raw_members (malloc'd): the JSON
+ * text of the members "config" (as stored: it never changes after submission),
+ * "checkpoints", "resumes", "restart_count", "attempts" (the newest 100, oldest
+ * first) and "attempts_omitted" (how many older ones are not listed), built by
+ * SQLite, to be written as they are, not decoded and encoded again. */
 json_t *store_run_json(int64_t id, char **raw_members);
 /* Newest first. statuses: a JSON array text of statuses, or NULL for all; before:
  * only ids below it (0: no bound). Returns {"runs": [...]} and sets *next_before to
@@ -82,6 +85,13 @@ int store_series_range(int64_t id, const char *name, int64_t after, int64_t *fir
 int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d);
 /* The names of a run's series: loss, lr, samples_per_s, then those it reported. */
 json_t *store_series_keys(int64_t id);
+
+/* Where attempt `attempt`'s output of rank `rank` is in ranks/rank-RANK.log: from
+ * *begin to *end (-1: the end of the file, it is the newest there is). 1 found; 0 the
+ * run has no such attempt (*newest: its newest attempt, -1 when none); 2 the attempt
+ * has no offset for that rank (its launcher could not write the log, or its start was
+ * never heard); -1 a database error. */
+int store_attempt_span(int64_t id, int64_t attempt, int rank, int64_t *begin, int64_t *end, int64_t *newest);
 
 json_t *store_epochs_json(int64_t id);
 /* Runs per status, counts[RUN_STATUS_COUNT]. 0, or -1 on a database error. */

@@ -22,9 +22,9 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
         snprintf(out->numbers[0], sizeof out->numbers[0], "%d", s->master_port);
         argv[argc++] = "--master-port";
         argv[argc++] = out->numbers[0];
-        if (s->restart_count > 0) {
-            snprintf(out->numbers[3], sizeof out->numbers[3], "%d", s->restart_count);
-            argv[argc++] = "--restart-count";
+        if (s->port_lo > 0 && s->port_hi >= s->port_lo) {
+            snprintf(out->numbers[3], sizeof out->numbers[3], "%d-%d", s->port_lo, s->port_hi);
+            argv[argc++] = "--port-range";
             argv[argc++] = out->numbers[3];
         }
     }
@@ -45,7 +45,17 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
             argv[argc++] = s->rendezvous;
         }
     }
-    if (s->resume) argv[argc++] = "--resume";
+    if (s->restart_count > 0) {
+        snprintf(out->numbers[4], sizeof out->numbers[4], "%d", s->restart_count);
+        argv[argc++] = "--restart-count";
+        argv[argc++] = out->numbers[4];
+        if (s->restarts_from != s->restart_count) {
+            snprintf(out->numbers[5], sizeof out->numbers[5], "%d", s->restarts_from);
+            argv[argc++] = "--restarts-from";
+            argv[argc++] = out->numbers[5];
+        }
+    }
+    if (s->resume && !s->command) argv[argc++] = "--resume";
     for (int i = 0; !s->command && i < s->n_data_roots && i < LAUNCHER_DATA_ROOTS_MAX; i++) {
         argv[argc++] = "--data-root";
         argv[argc++] = s->data_roots[i];

@@ -3,10 +3,12 @@
  * the coordinator's own parts and for an agent's, which must agree.
  *
  *   PROGRAM --config C --run-dir D --events SOCKET
- *           [--master-port P] [--restart-count K]      a command run (K: its count goes on)
+ *           [--master-port P --port-range LO-HI]       a command run (a restart's other port from the range)
  *           [--nodes K --node-rank I                   a part of a run across nodes:
  *              [--master-addr A]                         a command run's rank 0's node
  *              | [--node-addr ADDR --rendezvous URL]]    a built-in run's address, and its rendezvous
+ *           [--restart-count K [--restarts-from F]]    a run whose count of attempts goes on (K > 0), whose
+ *                                                        restarts count from attempt F (when not K)
  *           [--resume] [--data-root DIR]...            a built-in run
  *
  * The environment is the starter's own, less its DDPD_* settings (LAUNCHER_ENV_DROP),
@@ -28,7 +30,9 @@ typedef struct {
     const char *config, *run_dir, *events;
     bool command;              /* ddp-run's options, not ddp-trainer's */
     int master_port;           /* a command run's MASTER_PORT */
-    int restart_count;         /* a command run restarted by the server (a preemption): its first TORCHELASTIC_RESTART_COUNT */
+    int port_lo, port_hi;      /* a command run: the server's --port-range (0: none given) */
+    int restart_count;         /* the first attempt's number (TORCHELASTIC_RESTART_COUNT); 0: the run's first */
+    int restarts_from;         /* the attempt distributed.max_restarts counts from (<= restart_count) */
     int nodes, node_rank;      /* nodes > 0: this is node node_rank's part of a run across that many */
     const char *master_addr;   /* a command run across nodes: rank 0's node */
     const char *node_addr;     /* a built-in run across nodes: this node's address */
@@ -42,9 +46,9 @@ typedef struct {
 } launcher_spec;
 
 typedef struct {
-    const char *argv[24 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
+    const char *argv[32 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
     char *env[4 + TRAINER_PASSED_ON_MAX];               /* "NAME=VALUE", NULL-terminated, malloc'd */
-    char numbers[4][16];
+    char numbers[6][24];
 } launcher_cmd;
 
 /* The launcher's command line and the variables it is given (launcher_cmd_free

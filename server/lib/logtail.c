@@ -12,24 +12,42 @@
 
 #include "base.h"
 
-int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
-                      long long *size) {
-    *out = NULL;
-    *len = 0;
-    *next = offset;
+/* Opens the file and says where the span ends in it now: the file's size, or `end`
+ * when it is short of that. -1 with errno. */
+static int open_span(const char *path, long long end, long long *size, long long *stop) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
+        int err = errno;
         close(fd);
+        errno = err;
         return -1;
     }
     *size = (long long)sb.st_size;
-    if (offset >= *size) {
+    *stop = end >= 0 && end < *size ? end : *size;
+    return fd;
+}
+
+int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
+                      long long *size) {
+    return logtail_read_from_span(path, 0, -1, offset, max, out, len, next, size);
+}
+
+int logtail_read_from_span(const char *path, long long begin, long long end, long long offset, size_t max, char **out,
+                           size_t *len, long long *next, long long *size) {
+    *out = NULL;
+    *len = 0;
+    if (offset < begin) offset = begin;
+    *next = offset;
+    long long stop;
+    int fd = open_span(path, end, size, &stop);
+    if (fd < 0) return -1;
+    if (offset >= stop) {
         close(fd);
         return 0;
     }
-    size_t want = (size_t)(*size - offset) < max ? (size_t)(*size - offset) : max;
+    size_t want = (size_t)(stop - offset) < max ? (size_t)(stop - offset) : max;
     char *data = xmalloc(want + 1);
     ssize_t got = pread(fd, data, want, (off_t)offset);
     close(fd);
@@ -53,24 +71,25 @@ int logtail_read_from(const char *path, long long offset, size_t max, char **out
 }
 
 int logtail_read(const char *path, size_t n, char **out, size_t *len, long long *end_offset) {
+    return logtail_read_span(path, 0, -1, n, out, len, end_offset);
+}
+
+int logtail_read_span(const char *path, long long begin, long long stop, size_t n, char **out, size_t *len,
+                      long long *end_offset) {
     *out = NULL;
     *len = 0;
-    *end_offset = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *end_offset = begin;
+    long long size, last;
+    int fd = open_span(path, stop, &size, &last);
     if (fd < 0) return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        close(fd);
-        return -1;
-    }
-    off_t end = sb.st_size, start = end;
+    off_t floor = (off_t)(begin < last ? begin : last), end = (off_t)last, start = end;
     *end_offset = (long long)end;
     size_t newlines = 0;
     char chunk[65536];
     /* Walk back chunk by chunk until n line breaks are behind us (a newline that ends
      * the file does not start a line). */
-    while (start > 0 && n > 0) {
-        off_t from = start > (off_t)sizeof chunk ? start - (off_t)sizeof chunk : 0;
+    while (start > floor && n > 0) {
+        off_t from = start - floor > (off_t)sizeof chunk ? start - (off_t)sizeof chunk : floor;
         ssize_t got = pread(fd, chunk, (size_t)(start - from), from);
         if (got <= 0) break;
         bool found = false;
@@ -86,10 +105,10 @@ int logtail_read(const char *path, size_t n, char **out, size_t *len, long long 
         start = from;
     }
     if (n == 0) start = end;
-    size_t size = (size_t)(end - start);
-    if (size) {
-        char *data = xmalloc(size + 1);
-        ssize_t got = pread(fd, data, size, start);
+    size_t want = (size_t)(end - start);
+    if (want) {
+        char *data = xmalloc(want + 1);
+        ssize_t got = pread(fd, data, want, start);
         if (got < 0) got = 0;
         data[got] = '\0';
         *out = data;

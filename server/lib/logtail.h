@@ -1,5 +1,6 @@
 /* The end of a run's log file (trainer.log), read backwards from its end so that a
- * long log costs no more than the lines asked for. */
+ * long log costs no more than the lines asked for; or a part of the file (a span:
+ * one attempt's output in a rank's log) read as if it were the whole. */
 #ifndef DDPD_LOGTAIL_H
 #define DDPD_LOGTAIL_H
 
@@ -16,6 +17,14 @@ int logtail_read(const char *path, size_t n, char **out, size_t *len, long long 
  * past the end reads nothing. 0, or -1 with errno. */
 int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
                       long long *size);
+
+/* The bytes [begin, end) of the file as if they were all of it (end -1: to its end,
+ * which may grow): the two reads above within them. *end_offset, *next and *size
+ * are bytes of the file, not of the span. */
+int logtail_read_span(const char *path, long long begin, long long end, size_t n, char **out, size_t *len,
+                      long long *end_offset);
+int logtail_read_from_span(const char *path, long long begin, long long end, long long offset, size_t max, char **out,
+                           size_t *len, long long *next, long long *size);
 
 /* The last line that is not blank, trimmed and cut to `maxlen` bytes; NULL if none. */
 char *logtail_last_line(const char *path, size_t maxlen);

@@ -79,10 +79,10 @@ class WorkRoot:
     def __exit__(self, *exc):
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def server(self, a, slots=2):
-        return Server(a.ddpd, None, slots=slots, extra_args=["--allow-commands", "--work-root", self.root,
-                                                             "--runner", a.runner,
-                                                             "--port-range", "%d-%d" % self.ports])
+    def server(self, a, slots=2, env=None):
+        return Server(a.ddpd, None, slots=slots, env=env,
+                      extra_args=["--allow-commands", "--work-root", self.root, "--runner", a.runner,
+                                  "--port-range", "%d-%d" % self.ports])
 
 
 def command(*args):

@@ -236,8 +236,9 @@ def case_resume(a):
             return
         rc, out, err = ctl(s, "resume", str(rid), "--follow")
         check(rc == 0, f"resume --follow exits 0 once the run succeeds: {rc} {out[-300:]!r} {err!r}")
-        check(re.match(rf"run {rid} resumed from \S+/checkpoints/epoch-\d{{4}}\.safetensors \(after epoch \d+, step \d+\): "
-                       r"(queued|starting|running)", out) is not None, f"it says from where: {out[:300]!r}")
+        check(re.match(rf"run {rid} resumed from \S+/checkpoints/epoch-\d{{4}}\.safetensors \(after epoch \d+, step \d+\), "
+                       r"at attempt 2: (queued|starting|running)", out) is not None,
+              f"it says from where, and which attempt: {out[:300]!r}")
         check(s.run(rid)["status"] == "succeeded" and len(s.run(rid)["resumes"]) == 1, "the run succeeded, resumed once")
         rc, out, err = ctl(s, "resume", str(rid))
         check(rc == 4 and f"only a failed or canceled run can be resumed; run {rid} is succeeded" in err,

@@ -55,7 +55,8 @@ SCRIPT = """
         total = torch.tensor([float(rank)])
         dist.all_reduce(total)
         assert total.item() == sum(range(world)), total
-        if step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank):
+        if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
+                os.environ["TORCHELASTIC_RESTART_COUNT"] == "0"):  # the first attempt only
             print("a planned failure of rank", rank, file=sys.stderr, flush=True)
             os._exit(3)  # at once, as a crash: sys.exit would first tear down the gloo group
         ddpd.log_step(step, loss=loss.item())
@@ -236,6 +237,28 @@ def case_remote_rank_fails(args, d):
         reason = (run or {}).get("reason") or ""
         check(run and run["status"] == "failed" and reason.startswith("node node-b (ranks 2 to 3): rank 3 exited with status 3")
               and "a planned failure of rank 3" in reason, f"the run fails naming node-b and rank 3: {reason!r}")
+        check(wait_until(lambda: not marked(mark), "every rank to be gone", 30), f"no rank left: {marked(mark)}")
+
+
+def case_remote_rank_restarted(args, d):
+    """distributed.max_restarts 1: a rank on the agent's node fails on the first
+    attempt; every part is stopped and the coordinator starts both nodes' parts again
+    at restart count 1 (a node's part never restarts alone); the run succeeds and both
+    attempts are on record, the first naming rank 3."""
+    mark = uuid.uuid4().hex
+    with Cluster(args, d) as cl:
+        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "3"}, max_restarts=1)
+        run = wait_final(cl, rid, 240)
+        if not check(run and run["status"] == "succeeded", f"restarted, it succeeds: {run and run['reason']}"):
+            return
+        att = run["attempts"]
+        check(run["restart_count"] == 1 and [(x["attempt"], x["status"]) for x in att] == [(0, "failed"), (1, "succeeded")],
+              f"two attempts, the first failed: {att}")
+        check(att and att[0]["failing_rank"] == 3 and att[0]["exit_code"] == 3 and
+              "a planned failure of rank 3" in (att[0]["reason"] or "") + (att[0]["last_line"] or ""),
+              f"the first names rank 3 and its last words: {att and att[0]}")
+        check(sorted(att[1]["log_offsets"]) == ["0", "1", "2", "3"] if len(att) == 2 else False,
+              f"the second attempt's start on both nodes (every rank's log offset): {att}")
         check(wait_until(lambda: not marked(mark), "every rank to be gone", 30), f"no rank left: {marked(mark)}")
 
 

@@ -247,8 +247,24 @@ def case_restarts_used_up(d):
     check(a[-4:] == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3: {a}")
     check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\nrank 0 attempt 3 of max 1\n"
           in L2.rank_log(0), f"the first attempt of a count that goes on is marked too: {L2.rank_log(0)[-300:]!r}")
+    # --restarts-from: the server started the run again within one launch's restarts
+    # (it lost the run's processes after attempt 2 began): attempts 3 and 4 are what
+    # is left of the 2 restarts counted from attempt 2
+    L3 = Launch(d, [PYTHON, s, d], 2, distributed={"max_restarts": 2}, name="again",
+                launcher_env={"DDPD_RESTART_BACKOFF_S": "0"}, args=["--restart-count", "3", "--restarts-from", "2"])
+    rc = L3.wait(timeout=240)
+    check(rc == 1 and L3.end().get("reason") ==
+          "all 3 attempts failed (distributed.max_restarts is 2); the last: rank 1 exited with status 7: gives up on attempt 4",
+          f"attempts 3 and 4, counted with attempt 2: {L3.end()}")
+    a = [(e["attempt"], e["phase"]) for e in attempts(L3)]
+    check(a == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3, up to 4: {a}")
+    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\n" in L3.rank_log(0),
+          f"attempt 4 of the 5 counted from attempt 2: {L3.rank_log(0)[-300:]!r}")
     for args, words in ((["--restart-count", "-1"], "--restart-count -1 is not a number of attempts"),
                         (["--restart-count", "x"], "--restart-count x is not a number of attempts"),
+                        (["--restart-count", "1", "--restarts-from", "2"],
+                         "--restarts-from 2 is after --restart-count 1"),
+                        (["--restarts-from", "y"], "--restarts-from y is not a number of attempts"),
                         (["--port-range", "2000"], "--port-range \"2000\": want LO-HI")):
         bad = Launch(d, [PYTHON, s, d], 1, name="refused", args=args)
         check(bad.wait() == 2 and words in bad.stderr, f"{args} refused saying {words!r}: {bad.stderr!r}")

@@ -257,7 +257,7 @@ static void test_socket(const char *log_path) {
     int64_t run = store_submit_wait(&ins);
     REQUIRE(run > 0, "a run to report for");
     H.run_id = run;
-    ingest_hooks hooks = {hook_hello, hook_end, NULL, NULL};
+    ingest_hooks hooks = {.hello = hook_hello, .end = hook_end};
     REQUIRE(ingest_start(layout_socket_path(), &hooks, err, sizeof err) == 0, "ingest_start: %s", err);
     ingest_counters before;
     ingest_take_counters(&before);

@@ -6,8 +6,10 @@
  * once the writers are gone, a last line without its newline is torn and skipped; a
  * torn piece closed by a later write's newline is skipped, not parsed; another run's
  * events are not taken; the launcher's `end` (status, reason, exit_code) and the
- * newest step are what the scheduler finishes the run with; and one process's events only
- * (ingest's catch-up after a reconnection), after its hello and the seq it had sent. */
+ * newest step are what the scheduler finishes the run with; the launcher's attempts
+ * are stored (and told), a second replay changing nothing, and the attempt the journal
+ * ends in is said; and one process's events only (ingest's catch-up after a
+ * reconnection), after its hello and the seq it had sent. */
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -106,7 +108,7 @@ static void test_replay(const char *dir) {
     append(journal, "{\"run\":\"1\",\"rank\":0,\"seq\":50,\"t\":1700000000200,\"type\":\"epoch\",\"epo\n");
 
     int64_t newest = 0;
-    journal_replay *j = journal_replay_open(run, journal, noop_progress, &newest);
+    journal_replay *j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &newest, .progress = noop_progress});
     REQUIRE(j, "journal_replay_open");
     /* a line being written: not read yet */
     append(journal, "{\"run\":\"1\",\"rank\":0,\"seq\":7,\"t\":1700000000070,\"type\":\"step\",\"global_step\":7,\"loss\":0.");
@@ -153,7 +155,7 @@ static void test_replay(const char *dir) {
     journal_replay_close(j);
 
     /* a second replay (a second restart) from the store as it is now adds nothing */
-    j = journal_replay_open(run, journal, NULL, NULL);
+    j = journal_replay_open(run, journal, NULL);
     REQUIRE(j, "journal_replay_open again");
     journal_replay_read(j, true, 0);
     CHECK(journal_replay_outcome(j)->replayed <= 1, "a replay from where the store is now queues at most the event at "
@@ -162,7 +164,7 @@ static void test_replay(const char *dir) {
 
     /* a missing journal is an empty one */
     char *missing = xasprintf("%s/none.jsonl", dir);
-    j = journal_replay_open(other, missing, NULL, NULL);
+    j = journal_replay_open(other, missing, NULL);
     REQUIRE(j, "journal_replay_open of a missing file");
     journal_replay_read(j, true, 0);
     CHECK(journal_replay_outcome(j)->replayed == 0 && !journal_replay_outcome(j)->ended &&
@@ -206,7 +208,7 @@ static void test_replay_process(const char *dir) {
     for (int64_t k = 1; k <= 3; k++) append_step(journal, run, 0, k, 4 + k);
 
     journal_process first = {.rank = 0, .pid = 10, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = 2};
-    journal_replay *j = journal_replay_open_process(run, journal, &first, NULL, NULL);
+    journal_replay *j = journal_replay_open_process(run, journal, &first, NULL);
     journal_replay_read(j, false, 0);
     const journal_outcome *o = journal_replay_outcome(j);
     CHECK(o->replayed == 2 && o->last_seq == 4, "the first process: its seqs 3 and 4 replayed: %lld, through %lld",
@@ -218,7 +220,7 @@ static void test_replay_process(const char *dir) {
     free(got);
 
     journal_process later = {.rank = 0, .pid = 11, .hello_t = T0 + 100, .hello_seq = 0, .after_seq = NO_INT};
-    j = journal_replay_open_process(run, journal, &later, NULL, NULL);
+    j = journal_replay_open_process(run, journal, &later, NULL);
     journal_replay_read(j, false, 0);
     o = journal_replay_outcome(j);
     CHECK(o->replayed == 3 && o->last_seq == 3, "the later process: its 3 events: %lld, through %lld",
@@ -230,10 +232,89 @@ static void test_replay_process(const char *dir) {
     free(got);
 
     journal_process stranger = {.rank = 0, .pid = 99, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = NO_INT};
-    j = journal_replay_open_process(run, journal, &stranger, NULL, NULL);
+    j = journal_replay_open_process(run, journal, &stranger, NULL);
     journal_replay_read(j, false, 0);
     CHECK(journal_replay_outcome(j)->replayed == 0 && journal_replay_outcome(j)->last_seq == NO_INT,
           "a process the journal has no hello of: nothing (%lld)", (long long)journal_replay_outcome(j)->replayed);
+    journal_replay_close(j);
+    free(journal);
+}
+
+/* The rows of run_attempts of the run, "attempt status reason offsets;..." (malloc'd). */
+static char *attempt_rows(int64_t run) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    char *out = NULL;
+    if (sqlite3_open_v2(layout_db_path(), &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT group_concat(attempt || ' ' || coalesce(status, '-') || ' ' || coalesce(reason, '-')"
+                               " || ' ' || coalesce(log_offsets, '-') || ' ' || coalesce(master_port, '-'), ';')"
+                               " FROM (SELECT * FROM run_attempts WHERE run_id = ?1 ORDER BY attempt)", -1, &st,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) out = xstrdup((const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out ? out : xstrdup("");
+}
+
+static void count_attempt(void *ctx, const store_op *op) {
+    int *told = ctx;
+    if (op->kind == OP_ATTEMPT_STARTED || op->kind == OP_ATTEMPT_ENDED) (*told)++;
+}
+
+/* The launcher's (rank -1) attempt events are the run's attempts: replayed into
+ * run_attempts, told to the hook; replaying them again (a second restart) changes
+ * nothing; the outcome says the newest attempt and whether it had ended. */
+static void test_replay_attempts(const char *dir) {
+    int64_t run = new_run();
+    REQUIRE(run > 0, "a run inserted: %lld", (long long)run);
+    char *journal = xasprintf("%s/journal-attempts-%lld.jsonl", dir, (long long)run);
+    char *lines = xasprintf(
+        "{\"run\":\"%lld\",\"rank\":-1,\"seq\":0,\"t\":1700000000001,\"type\":\"hello\",\"pid\":7,\"secret\":null}\n"
+        "{\"run\":\"%lld\",\"rank\":-1,\"seq\":1,\"t\":1700000000002,\"type\":\"attempt\",\"attempt\":0,"
+        "\"phase\":\"started\",\"max_restarts\":1,\"master_port\":29601,\"log_offsets\":{\"0\":0,\"1\":0}}\n"
+        "{\"run\":\"%lld\",\"rank\":-1,\"seq\":2,\"t\":1700000000003,\"type\":\"attempt\",\"attempt\":0,"
+        "\"phase\":\"ended\",\"status\":\"failed\",\"reason\":\"rank 1 exited with status 3\",\"failing_rank\":1,"
+        "\"exit_code\":3,\"signal\":null,\"last_line\":\"boom\",\"restarting\":true,\"backoff_s\":1.0}\n"
+        "{\"run\":\"%lld\",\"rank\":-1,\"seq\":3,\"t\":1700000000004,\"type\":\"attempt\",\"attempt\":1,"
+        "\"phase\":\"started\",\"max_restarts\":1,\"master_port\":29601,\"log_offsets\":{\"0\":120,\"1\":80}}\n",
+        (long long)run, (long long)run, (long long)run, (long long)run);
+    append(journal, lines);
+    free(lines);
+    int told = 0;
+    journal_replay *j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
+    REQUIRE(j, "journal_replay_open");
+    journal_replay_read(j, false, 0);
+    store_sync();
+    const journal_outcome *o = journal_replay_outcome(j);
+    char *rows = attempt_rows(run);
+    CHECK(strcmp(rows, "0 failed rank 1 exited with status 3 {\"0\":0,\"1\":0} 29601;1 - - {\"0\":120,\"1\":80} 29601") == 0,
+          "both attempts stored, the first ended: %s", rows);
+    free(rows);
+    CHECK(told == 3, "the hook told of each of the 3 attempt events: %d", told);
+    CHECK(o->last_attempt == 1 && o->attempt_open, "the journal ends in attempt 1, started: %lld %d",
+          (long long)o->last_attempt, o->attempt_open);
+    journal_replay_close(j);
+
+    /* again from the start (a second restart): the same rows */
+    told = 0;
+    j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
+    journal_replay_read(j, false, 0);
+    store_sync();
+    rows = attempt_rows(run);
+    CHECK(strcmp(rows, "0 failed rank 1 exited with status 3 {\"0\":0,\"1\":0} 29601;1 - - {\"0\":120,\"1\":80} 29601") == 0,
+          "replayed again: the same rows: %s", rows);
+    free(rows);
+    char *ended = xasprintf("{\"run\":\"%lld\",\"rank\":-1,\"seq\":4,\"t\":1700000000005,\"type\":\"attempt\","
+                            "\"attempt\":1,\"phase\":\"ended\",\"status\":\"succeeded\",\"reason\":\"\",\"failing_rank\":null,"
+                            "\"exit_code\":null,\"signal\":null,\"last_line\":\"\",\"restarting\":false}\n", (long long)run);
+    append(journal, ended);
+    free(ended);
+    journal_replay_read(j, true, 0);
+    o = journal_replay_outcome(j);
+    CHECK(o->last_attempt == 1 && !o->attempt_open, "attempt 1 ended: %lld %d", (long long)o->last_attempt,
+          o->attempt_open);
     journal_replay_close(j);
     free(journal);
 }
@@ -246,6 +327,7 @@ int main(void) {
     REQUIRE(store_open(layout_db_path(), NULL, NULL, err, sizeof err) == 0, "store_open: %s", err);
     test_replay(dir);
     test_replay_process(dir);
+    test_replay_attempts(dir);
     store_read_release();
     store_close();
     state_layout_free();

@@ -99,6 +99,25 @@ static void report_events(int64_t run) {
     event(run, "{\"type\":\"checkpoint\",\"rank\":0,\"t\":1700000000044,\"epoch\":1,\"global_step\":4,"
                "\"path\":\"ckpt/step-4.safetensors\",\"bytes\":9000,\"removed\":[\"ckpt/step-2.safetensors\"]}");
     event(run, "{\"type\":\"status\",\"rank\":1,\"t\":1700000000045,\"state\":\"done\",\"detail\":\"\"}");
+    /* the launcher's attempts: the first fails and restarts; two parts start the second
+     * (their ranks' offsets merged); the same start again changes nothing; the server's
+     * own word ends it (a lost node: no rank blamed) */
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000050,\"attempt\":0,\"phase\":\"started\","
+               "\"max_restarts\":2,\"master_port\":29601,\"log_offsets\":{\"0\":0,\"1\":0}}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000051,\"attempt\":0,\"phase\":\"ended\","
+               "\"status\":\"failed\",\"reason\":\"rank 1 exited with status 3: boom\",\"failing_rank\":1,"
+               "\"exit_code\":3,\"signal\":null,\"last_line\":\"boom\",\"restarting\":true,\"backoff_s\":1.5}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000052,\"attempt\":1,\"phase\":\"started\","
+               "\"max_restarts\":2,\"master_port\":29602,\"log_offsets\":{\"0\":184}}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000053,\"attempt\":1,\"phase\":\"started\","
+               "\"max_restarts\":2,\"master_port\":29602,\"log_offsets\":{\"1\":236}}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000054,\"attempt\":1,\"phase\":\"started\","
+               "\"max_restarts\":2,\"master_port\":29602,\"log_offsets\":{\"1\":236}}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000055,\"attempt\":1,\"phase\":\"ended\","
+               "\"status\":\"failed\",\"reason\":\"node b (ranks 1 to 1) stopped heartbeating\",\"failing_rank\":null,"
+               "\"exit_code\":null,\"signal\":null,\"last_line\":\"\",\"restarting\":false}");
+    event(run, "{\"type\":\"attempt\",\"rank\":-1,\"t\":1700000000056,\"attempt\":2,\"phase\":\"started\","
+               "\"max_restarts\":2,\"checkpoint\":\"ckpt/step-4.safetensors\"}");
 }
 
 /* ---- what came of it ---- */
@@ -177,6 +196,7 @@ static void write_tables(void) {
     write_table(db, "series", "run_id, key, global_step");
     write_table(db, "epochs", "run_id, epoch");
     write_table(db, "checkpoints", "run_id, global_step");
+    write_table(db, "run_attempts", "run_id, attempt");
     sqlite3_close(db);
 }
 
@@ -198,6 +218,15 @@ static void write_refusals(void) {
         "{\"type\":\"metric\",\"values\":{\"loss\":1}}",
         "{\"type\":\"metric\",\"global_step\":1,\"epoch\":1,\"values\":{}}",
         "{\"type\":\"metric\",\"global_step\":0,\"values\":{}}",
+        "{\"type\":\"attempt\",\"attempt\":0}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"begun\"}",
+        "{\"type\":\"attempt\",\"phase\":\"started\"}",
+        "{\"type\":\"attempt\",\"attempt\":-1,\"phase\":\"started\"}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"started\",\"log_offsets\":[0]}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"started\",\"log_offsets\":{\"x\":0}}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"started\",\"log_offsets\":{\"0\":-5}}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"ended\"}",
+        "{\"type\":\"attempt\",\"attempt\":0,\"phase\":\"ended\",\"status\":\"running\"}",
     };
     buf_printf(&OUT, "== refused ==\n");
     for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {

@@ -64,9 +64,12 @@ static void test_argv(void) {
                "--master-addr 10.0.0.1");
     command.nodes = 0;
     check_argv("a command run of one host", &command, "ddp-run --config C --run-dir D --events S --master-port 29601");
-    command.restart_count = 2;
+    command.restart_count = command.restarts_from = 2; /* a preemption uses none of its restarts */
     check_argv("a command run restarted after a preemption: its count goes on", &command,
                "ddp-run --config C --run-dir D --events S --master-port 29601 --restart-count 2");
+    command.restarts_from = 1;
+    check_argv("a command run resumed at attempt 1, then restarted: its restarts count from 1", &command,
+               "ddp-run --config C --run-dir D --events S --master-port 29601 --restart-count 2 --restarts-from 1");
 }
 
 static void test_env(void) {

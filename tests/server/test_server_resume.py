@@ -158,6 +158,10 @@ def case_rank_killed_then_resumed(a):
         check(run["exit_code"] == 0 and run["reason"] is None, f"exit 0: {run['exit_code']} {run['reason']}")
         check(run["progress"]["global_step"] == total, f"progress at the end: {run['progress']}")
         check(len(run["resumes"]) == 1, f"one resume in its history: {run['resumes']}")
+        # its count of attempts goes on: the resume started attempt 1
+        check(run["resumes"][0]["attempt"] == 1 and run["restart_count"] == 1 and
+              [(x["attempt"], x["status"], x["failing_rank"]) for x in run["attempts"]] == [(0, "failed", 1), (1, "succeeded", None)],
+              f"the resume is attempt 1: {run['resumes']} {run['attempts']}")
         check_same_as(s, rid, full, total)
         points = s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]
         check(all(p[2] < at_ms for p in points if p[0] <= gs) and all(p[2] >= at_ms for p in points if p[0] > gs),
@@ -266,15 +270,24 @@ def case_refusals(a):
         check(evrun and evrun["status"] == "failed", f"the eval run fails: {evrun and evrun['reason']}")
         is_problem(s.post(f"/runs/{ev}/resume"), 409, f"run {ev} is an eval run", "POST /runs")
 
-        # a command run
+        # a command run is not refused: it starts again (no checkpoint of ddpd's), its count of attempts going on
+        # (tests/commands: command_resumed, what its script sees)
         cmd = s.post("/runs", {"name": "cmd", "command": ["python3", "-c", "import sys; sys.exit(3)"]})
         check(cmd.status == 201, f"a command run is taken: {cmd.status} {cmd.body[:200]!r}")
         if cmd.status == 201:
             cid = cmd.json()["id"]
             crun = s.wait_status(cid, FINAL, timeout=60)
             check(crun and crun["status"] == "failed", f"it fails: {crun and crun['reason']}")
-            is_problem(s.post(f"/runs/{cid}/resume"), 409, f"run {cid} is a command run",
-                       "let the script load its own checkpoint")
+            r = s.post(f"/runs/{cid}/resume")
+            check(r.status == 202, f"a failed command run is resumed: {r.status} {r.body[:200]!r}")
+            wait_until(lambda: s.run(cid)["restart_count"] == 1 and s.run(cid)["status"] in FINAL,
+                       "its second attempt to fail too", 60)
+            crun = s.run(cid)
+            check(crun["status"] == "failed" and [x["from_checkpoint"] for x in crun["resumes"]] == [None] and
+                  [x["attempt"] for x in crun["resumes"]] == [1] and
+                  [(x["attempt"], x["status"]) for x in crun["attempts"]] == [(0, "failed"), (1, "failed")],
+                  f"recorded: a resume without a checkpoint at attempt 1; both attempts: {crun['resumes']} "
+                  f"{crun['attempts']}")
 
         # deleted: its resumes go with it
         check(s.request("DELETE", f"/runs/{ok}").status == 204, "delete")

@@ -349,7 +349,9 @@ def case_preempt_builtin(a):
             s.wait_status(victim, "running", timeout=60)
             wait_until(lambda: (s.run(victim)["progress"]["global_step"] or 0) >= PER_EPOCH + 10,
                        "the victim into its epoch 1", timeout=120)
-            urgent = submit_as(s, root, fmnist_config(**{"priority": 10, "train.epochs": 1, "data.limit": 1000}))
+            # the urgent run trains for a while (two of the slow epochs), so that the victim stays
+            # queued long enough to be seen so between two polls even on a loaded machine
+            urgent = submit_as(s, root, slow_config(**{"priority": 10, "train.epochs": 2}))
             run = s.wait_status(victim, "queued", timeout=60)
             check(run and run["preempted_by"] == urgent and run["preempted_at"] and run["preemptions"] == 1,
                   f"the victim is queued again, preempted by run {urgent}: {run and {k: run[k] for k in ('preempted_by', 'preempted_at', 'preemptions')}}")

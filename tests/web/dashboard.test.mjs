@@ -592,6 +592,66 @@ it('a live command run: its log is read on from where it was, its series chart g
   });
 });
 
+// Attempt 0 reports steps 1 to 5, waits for a file "go", then rank 1 gives up (status
+// 3); attempt 1 (TORCHELASTIC_RESTART_COUNT=1, from its "snapshot" at step 2) does
+// steps 3 to 5 again with other values and ends.
+const RESTARTED = `import os, sys, time
+import ddpd
+rank, attempt = int(os.environ["RANK"]), int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+if attempt == 0:
+    for s in range(1, 6):
+        ddpd.log_step(s, loss=1.0 / s, grad_norm=float(s))
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+    if rank == 1:
+        print("rank 1 gives up on attempt 0", flush=True)
+        sys.exit(3)
+    time.sleep(60)
+for s in range(3, 6):
+    ddpd.log_step(s, loss=10.0 + s, grad_norm=100.0 + s)
+print(f"rank {rank} done on attempt {attempt}", flush=True)
+`;
+
+it('a restarted command run: its attempts listed, a marker where the restart began, the steps done again replacing theirs live', async () => {
+  await withCommands({ 'again/restarted.py': RESTARTED }, async (s, work) => {
+    const { json } = await s.api('POST', '/runs', { name: 'restarted', command: ['/usr/bin/python3', 'restarted.py'], working_dir: 'again',
+      distributed: { world_size: 2, max_restarts: 1 } });
+    const page = await open(`#/runs/${json.id}`);
+    await until(() => page.evaluate(() => document.querySelector('[data-series-key="grad_norm"]')?.dataset.points === '5'), 'the first 5 points, live', 120000);
+    assert.ok(await page.isVisible('#attempts-card'), 'restarts are allowed: the attempts card is shown');
+    assert.equal(await page.getAttribute('#loss-chart', 'data-attempt-marks'), '', 'no restart yet, no marker');
+    fs.writeFileSync(path.join(work.root, 'again', 'go'), '');
+    const run = await finished(json.id, 120000);
+    assert.equal(run.status, 'succeeded', `restarted once, it succeeds: ${run.reason}`);
+    assert.deepEqual(run.attempts.map((a) => [a.attempt, a.status, a.failing_rank, a.first_step]), [[0, 'failed', 1, null], [1, 'succeeded', null, 3]]);
+
+    // the steps done twice: one point each, the second attempt's, on the page that watched them live
+    await until(() => page.evaluate(() => document.getElementById('loss-chart').dataset.last === '15'), 'the loss chart\'s step 5: attempt 1\'s', 60000);
+    assert.equal(await page.getAttribute('#loss-chart', 'data-points'), '5', 'one point per step');
+    await until(() => page.evaluate(() => document.querySelector('[data-series-key="grad_norm"]')?.dataset.last === '105'), 'grad_norm\'s step 5: attempt 1\'s', 60000);
+    assert.equal(await page.getAttribute('[data-series-key="grad_norm"]', 'data-points'), '5', 'one point per step');
+    // where the restart began, on each chart
+    await until(async () => (await page.getAttribute('#loss-chart', 'data-attempt-marks')) === '3', 'the loss chart\'s marker at step 3');
+    assert.equal(await page.getAttribute('[data-series-key="grad_norm"]', 'data-attempt-marks'), '3');
+
+    // the attempts, each with how it ended
+    await until(async () => (await page.getAttribute('#attempts-table tbody', 'data-attempts')) === '2', 'two attempts listed');
+    const rows = await page.$$eval('#attempts-table tbody tr', (trs) => trs.map((tr) => [tr.dataset.attempt, tr.dataset.status,
+      tr.querySelector('.failing-rank').textContent, tr.querySelector('.attempt-why').textContent]));
+    assert.deepEqual(rows.map((r) => r.slice(0, 3)), [['0', 'failed', '1'], ['1', 'succeeded', '—']]);
+    assert.match(rows[0][3], /rank 1 exited with status 3/);
+    assert.match(rows[0][3], /rank 1 gives up on attempt 0/, 'its last line');
+    assert.match(await page.textContent('#attempts-note'), /Restart count 1; distributed\.max_restarts is 1/);
+    const href = await page.getAttribute('#attempts-table tr[data-attempt="0"] .attempt-logs a:nth-of-type(2)', 'href');
+    assert.equal(href, `/runs/${json.id}/logs?rank=1&attempt=0`);
+    const part = await (await fetch(`${s.url}${href}`)).text();
+    assert.equal(part, 'rank 1 gives up on attempt 0\n', 'the link: rank 1\'s output in attempt 0 alone');
+    await shots(page, 'command-run-restarted');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+});
+
 it('with a token, the dashboard sends the one the user enters', async () => {
   const guarded = new Server(['--token', 'web-s3cret']);
   await guarded.start();

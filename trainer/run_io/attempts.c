@@ -8,7 +8,7 @@
 #include "env_seconds.h"
 #include "log.h"
 
-static int last_attempt(const attempt_plan *p) { return p->first + p->max_restarts; }
+static int last_attempt(const attempt_plan *p) { return p->from + p->max_restarts; }
 
 static json_t *int_or_null(int v, int none) { return v == none ? json_null() : json_integer(v); }
 
@@ -66,10 +66,10 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
             canceled_after(out, sig, when, r.reason);
         } else if (failed && r.cancel_signal && r.may_restart && more) {
             canceled_after(out, r.cancel_signal, "as a failed attempt was being stopped", r.reason);
-        } else if (failed && plan->max_restarts > 0 && attempt > plan->first) {
+        } else if (failed && plan->max_restarts > 0 && attempt > plan->from) {
             out->status = "failed";
             snprintf(out->reason, sizeof out->reason, "all %d attempts failed (distributed.max_restarts is %d); the last: %s",
-                     attempt - plan->first + 1, plan->max_restarts, r.reason);
+                     attempt - plan->from + 1, plan->max_restarts, r.reason);
         } else {
             out->status = r.status;
             out->signal = r.cancel_signal;

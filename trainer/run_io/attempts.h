@@ -18,12 +18,16 @@
 #define ATTEMPTS_BACKOFF_S 1.0 /* the pause before a restart; DDPD_RESTART_BACKOFF_S overrides it */
 
 /* The attempts of one launch: the first one's number (0, or more when a launcher
- * continues a run's count: --restart-count), how many restarts may follow it, and
- * whether this launcher may restart at all (not a node's part of a run across
- * nodes: the other nodes' ranks lost their peers, and only the coordinator can start
- * every part again). */
+ * continues a run's count: --restart-count), the attempt from which the restarts
+ * allowed count (`from`: the first, unless the server started the launcher again
+ * within one launch's restarts, after it lost the run's processes or a node:
+ * --restarts-from), how many restarts may follow that one (attempts from .. from +
+ * max_restarts), and whether this launcher may restart at all (not a node's part of
+ * a run across nodes: the other nodes' ranks lost their peers, and only the
+ * coordinator can start every part again). */
 typedef struct {
     int first;
+    int from;
     int max_restarts;
     int restarts_allowed;
     double backoff_s;
