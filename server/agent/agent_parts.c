@@ -48,6 +48,8 @@ static struct {
 
 void agent_parts_init(const agent_parts_config *c) { P.c = *c; }
 
+static int64_t file_size(const part *p, int f);
+
 static part *find(int64_t run) {
     for (int i = 0; i < P.n; i++)
         if (P.p[i].run == run) return &P.p[i];
@@ -102,7 +104,7 @@ static void start(const json_t *w) {
     p->node_rank = (int)json_integer_value(json_object_get(w, "node_rank"));
     int nodes = (int)json_integer_value(json_object_get(w, "nodes"));
     int world = (int)json_integer_value(json_object_get(w, "world_size"));
-    p->local_ranks = nodes > 0 ? world / nodes : 0;
+    p->local_ranks = nodes > 0 ? world / nodes : world; /* nodes 0: a run on one node, all its ranks */
     p->first_rank = p->node_rank * p->local_ranks;
     p->exit_code = p->signal = -1;
     bool command = json_is_true(json_object_get(w, "command"));
@@ -114,10 +116,14 @@ static void start(const json_t *w) {
     for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
         snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
 
-    char *runs = xasprintf("%s/runs", P.c.state_dir);
-    mkdir(runs, 0700);
-    p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
-    free(runs);
+    if (P.c.run_dir) {
+        p->run_dir = xstrdup(P.c.run_dir);
+    } else {
+        char *runs = xasprintf("%s/runs", P.c.state_dir);
+        mkdir(runs, 0700);
+        p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
+        free(runs);
+    }
     char *config = xasprintf("%s/config.json", p->run_dir), *log = xasprintf("%s/trainer.log", p->run_dir);
     if (!secret || !master || !rendezvous || p->local_ranks < 1) {
         refuse(p, "the coordinator's description of run %lld's part is incomplete", (long long)p->run);
@@ -136,8 +142,9 @@ static void start(const json_t *w) {
         size_t i;
         json_t *d;
         bool gpu = strcmp(json_string_value(json_object_get(w, "pool")) ? json_string_value(json_object_get(w, "pool")) : "", "gpu") == 0;
-        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d))
+        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d) && !P.c.visible)
             buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
+        if (gpu && P.c.visible) buf_printf(&visible, "%s", P.c.visible);
         char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
         launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
                               .events = P.c.events_socket, .command = command, .master_port = port, .nodes = nodes,
@@ -147,10 +154,11 @@ static void start(const json_t *w) {
                               .secret = secret, .visible = visible.data};
         launcher_cmd cmd;
         launcher_cmd_build(&spec, &cmd);
+        for (int k = 0; k < p->n_files; k++) p->acked[k] = file_size(p, k); /* an earlier start's lines are not ours */
         FILE *f = fopen(log, "a");
         if (f) {
             fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d\n", spec.program,
-                    (long long)p->run, P.c.node_name, p->node_rank, nodes, p->first_rank,
+                    (long long)p->run, P.c.node_name, p->node_rank, nodes > 0 ? nodes : 1, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
             fclose(f);
         }
@@ -161,7 +169,7 @@ static void start(const json_t *w) {
             refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));
         } else {
             log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
-                     nodes, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
+                     nodes > 0 ? nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
         }
         free(env);
         launcher_cmd_free(&cmd);
@@ -341,6 +349,17 @@ void agent_parts_forget_reported(const json_t *wanted) {
         }
         k++;
     }
+}
+
+bool agent_parts_all_reported(void) {
+    for (int k = 0; k < P.n; k++)
+        if (!P.p[k].reported) return false;
+    return P.n > 0;
+}
+
+int agent_parts_exit_status(void) {
+    if (!P.n || !P.p[0].exited) return -1;
+    return P.p[0].exit_code >= 0 ? P.p[0].exit_code : P.p[0].signal >= 0 ? 128 + P.p[0].signal : 1;
 }
 
 int agent_parts_running(void) {

@@ -32,10 +32,17 @@ typedef struct {
     /* runs across nodes: this host's name among them, the address other nodes reach
      * it at (NULL: it takes no part in runs across nodes), how long a silent node lives */
     const char *node_name, *advertise, *node_timeout;
+    /* where runs execute: "local" (this host and agents) or "slurm" (every run a Slurm
+     * job), and Slurm's settings */
+    const char *executor;
+    const char *slurm_partition, *slurm_account, *slurm_work_dir, *slurm_ddpd;
+    const char *slurm_options[SETTINGS_MAX_ROOTS]; /* more sbatch options, as given */
+    int n_slurm_options;
+    bool slurm_gpus;             /* the Slurm nodes have GPUs: a backend "auto" asks for them */
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
-    char *storage_[7];           /* what the above point into, freed by settings_free */
+    char *storage_[8];           /* what the above point into, freed by settings_free */
 } settings;
 
 /* argv[2..]: the options after the command. Prints usage and exits 0 for --help;

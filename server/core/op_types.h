@@ -26,6 +26,7 @@ typedef enum {
     OP_RUN_FINISH,
     OP_RUN_DELETE,    /* result: 1 if deleted (finished runs only), else 0 */
     OP_RUN_RESUME,    /* result: 1 if a failed or canceled built-in run is queued again, else 0 */
+    OP_RUN_SUBMITTED, /* a queued run handed to a batch system (Slurm): its job id and secret, while it waits there */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_KIND_COUNT
 } store_op_kind;
@@ -50,7 +51,8 @@ typedef struct {
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
         struct { char *name, *config; int world_size; const char *device_kind; bool command; } insert;
-        struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
+        struct { char *devices, *secret, *job; int64_t pid, pid_start_time; } starting;
+        struct { char *job, *secret; } submitted;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
         struct { char *from_checkpoint; int64_t from_epoch, from_global_step; } resume;
     } u;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "device_pool.h"
+#include "executor_slurm.h"
 
 typedef struct {
     const char *trainer;
@@ -28,6 +29,9 @@ typedef struct {
     const char *node_name;
     const char *advertise;
     int64_t node_timeout_ms;
+    /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
+     * go to this host and the agents (--executor local) */
+    const executor_slurm_config *slurm;
 } scheduler_config;
 
 /* What the scheduler needs of a run, decided once where the run comes from: its
