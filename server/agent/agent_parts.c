@@ -180,12 +180,14 @@ static void start(const json_t *w) {
     free(log);
 }
 
-static void stop(part *p, const char *why) {
+/* signal_it: SIGTERM now (else someone else sent it); SIGKILL after the grace either way. */
+static void stop(part *p, const char *why, bool signal_it) {
     if (p->exited || p->stopping || p->pid <= 0) return;
     p->stopping = true;
     p->kill_at_ms = mono_ms() + (int64_t)(P.c.grace_s * 1000);
-    kill(-p->pid, SIGTERM);
-    log_info("run %lld: stopping its part here (SIGTERM to process group %d): %s", (long long)p->run, (int)p->pid, why);
+    if (signal_it) kill(-p->pid, SIGTERM);
+    log_info("run %lld: stopping its part here (%s process group %d, SIGKILL after %.0f s): %s", (long long)p->run,
+             signal_it ? "SIGTERM to" : "SIGTERM sent elsewhere to", (int)p->pid, P.c.grace_s, why);
 }
 
 void agent_parts_reconcile(const json_t *wanted) {
@@ -195,12 +197,16 @@ void agent_parts_reconcile(const json_t *wanted) {
     for (int k = 0; k < P.n; k++) {
         bool listed = false;
         json_array_foreach(wanted, i, w) listed |= json_integer_value(json_object_get(w, "run")) == P.p[k].run;
-        if (!listed) stop(&P.p[k], "the coordinator no longer lists it");
+        if (!listed) stop(&P.p[k], "the coordinator no longer lists it", true);
     }
 }
 
 void agent_parts_stop_all(const char *why) {
-    for (int k = 0; k < P.n; k++) stop(&P.p[k], why);
+    for (int k = 0; k < P.n; k++) stop(&P.p[k], why, true);
+}
+
+void agent_parts_stopped_elsewhere(const char *why) {
+    for (int k = 0; k < P.n; k++) stop(&P.p[k], why, false);
 }
 
 void agent_parts_tick(void) {

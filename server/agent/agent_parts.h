@@ -34,6 +34,10 @@ void agent_parts_init(const agent_parts_config *c);
 void agent_parts_reconcile(const json_t *wanted);
 /* Stops every part (the coordinator is gone). */
 void agent_parts_stop_all(const char *why);
+/* Every part's launcher was sent its SIGTERM by someone else (Slurm signals every
+ * process of a job's step): only its SIGKILL after the grace is this module's. A
+ * second SIGTERM would cut its ranks' grace short (a launcher takes it as "now"). */
+void agent_parts_stopped_elsewhere(const char *why);
 /* Reaps exited launchers; SIGKILLs those past their grace. */
 void agent_parts_tick(void);
 

@@ -149,8 +149,9 @@ static void report(void) {
         agent_parts_logs_acked(json_object_get(reply, "logs"));
         json_t *wanted = json_object_get(reply, "parts");
         if (json_array_size(wanted)) agent_parts_reconcile(wanted); /* starts it; it is listed while it runs */
+        /* the server's stop is a scancel: Slurm signals every process of the job */
         if (json_is_true(json_object_get(reply, "stop")) && agent_parts_running())
-            agent_parts_stop_all("the server stops the run");
+            agent_parts_stopped_elsewhere("the server canceled the job (scancel)");
         P.delivered |= telling_end;
     } else if (st == 404 || st == 401 || st == 400) {
         if (!P.gone) log_error("the server refuses this part: %s: stopping", err);
@@ -228,9 +229,11 @@ int part_main(int argc, char **argv) {
         if (fds[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == sizeof si && !P.stop_t) {
-                log_info("received SIG%s: stopping the part's launcher", sigabbrev_np((int)si.ssi_signo));
+                log_info("received SIG%s: Slurm stops the job, the part's launcher with it",
+                         sigabbrev_np((int)si.ssi_signo));
                 P.stop_t = now_ms();
-                agent_parts_stop_all("Slurm stops the job");
+                /* Slurm signals every process of the step: the launcher has its SIGTERM too */
+                agent_parts_stopped_elsewhere("Slurm stops the job");
             }
         }
         agent_streams_serve(fds + 1, n - 1);
