@@ -1,37 +1,40 @@
-# syntax=docker/dockerfile:1
-# ddpd for the NVIDIA container runtime.
+# ddpd's image. By default the GPU image, for the NVIDIA container runtime:
 #
 #   docker build -t ddpd .
 #   docker run -d --gpus all --shm-size=1g -p 127.0.0.1:8080:8080 \
 #       -e DDPD_TOKEN=$(openssl rand -hex 16) \
 #       -v ddpd-state:/var/lib/ddpd -v /usr/share/datasets:/usr/share/datasets:ro ddpd
 #
-# Two stages. The build stage is NVIDIA's CUDA development image (nvcc, cuBLAS,
-# NCCL's headers) and runs the very steps CI runs: scripts/install-deps.sh, then
-# scripts/build.sh. The runtime stage is the matching CUDA runtime image (cudart,
-# cuBLAS, NCCL), with the few libraries the binaries link (the same script's
-# --runtime list), the binaries and the dashboard's files, running as a user of
-# its own. Inside the container ddpd listens on every interface; publish the port
-# on the host's loopback (as above) or behind a proxy. Without DDPD_TOKEN it refuses
-# to start, unless told --insecure.
-ARG CUDA_VERSION=13.0.1
-ARG UBUNTU=ubuntu24.04
+# The base images are build arguments. NVIDIA's CUDA devel and runtime images (the
+# defaults) give the GPU image, with ddp-trainer-nccl; Debian 12 for both gives a
+# CPU-only image, for hosts without GPUs (no CUDA toolkit in the build, so no
+# ddp-trainer-nccl: a run that asks for nccl is refused, saying why):
+#
+#   docker build -t ddpd:cpu --build-arg BUILD_IMAGE=debian:12 --build-arg RUNTIME_IMAGE=debian:12-slim .
+#
+# Two stages. The build stage runs the very steps CI runs: scripts/install-deps.sh
+# (DDPD_DEPS=build: what building needs, not the tests' tools), scripts/build.sh
+# (without the tests: DDPD_BUILD_TESTS=OFF), then `cmake --install`, whose install()
+# rules in CMakeLists.txt alone say which programs and files the image carries. The
+# runtime stage has the libraries they link (the same script's --runtime list), what
+# was installed, and a user of its own. Inside the container ddpd listens on every interface; publish the port on
+# the host's loopback (as above) or behind a proxy. Without DDPD_TOKEN it refuses to
+# start, unless told --insecure. tests/docker builds the CPU-only image and runs it.
+ARG BUILD_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
+ARG RUNTIME_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 
-FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
+FROM ${BUILD_IMAGE} AS build
+ENV DDPD_DEPS=build
 WORKDIR /src
-# The dependency script and what it reads first, alone: this layer stays cached
-# while the code changes.
+# The dependency script and what it reads, alone: this layer stays cached while the
+# code changes.
 COPY scripts/install-deps.sh scripts/install-deps.sh
 COPY package.json package-lock.json ./
-RUN scripts/install-deps.sh
+RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN scripts/build.sh \
- && install -d /opt/ddpd/bin /opt/ddpd/share/ddpd/vendor \
- && install -m 0755 build/bin/ddpd build/bin/ddp-trainer build/bin/ddpctl /opt/ddpd/bin/ \
- && cp -r web /opt/ddpd/share/ddpd/web \
- && cp -r node_modules/uplot/dist /opt/ddpd/share/ddpd/vendor/uplot
+RUN scripts/build.sh -DDDPD_BUILD_TESTS=OFF && cmake --install build --prefix /opt/ddpd
 
-FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU} AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
 COPY scripts/install-deps.sh /tmp/install-deps.sh
 RUN /tmp/install-deps.sh --runtime \
  && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh \
@@ -40,10 +43,12 @@ RUN /tmp/install-deps.sh --runtime \
  && install -d -o ddpd -g ddpd -m 0700 /var/lib/ddpd \
  && install -d -m 0755 /usr/share/datasets
 COPY --from=build /opt/ddpd /opt/ddpd
-# Every library the binaries link is here (libcuda comes from the host's driver
-# at run time, through the NVIDIA runtime), and they start.
-RUN ! ldd /opt/ddpd/bin/ddpd /opt/ddpd/bin/ddp-trainer /opt/ddpd/bin/ddpctl | grep "not found" \
- && /opt/ddpd/bin/ddpd --version && /opt/ddpd/bin/ddp-trainer --version
+# Every library each installed program links is here (libcuda comes from the host's
+# driver at run time, through the NVIDIA runtime), and each one starts.
+RUN for p in /opt/ddpd/bin/*; do \
+      if ldd "$p" | grep "not found"; then echo "$p: a library is missing" >&2; exit 1; fi; \
+      "$p" --version; \
+    done
 
 ENV PATH=/opt/ddpd/bin:$PATH \
     DDPD_LISTEN=0.0.0.0:8080 \

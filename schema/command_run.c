@@ -6,7 +6,8 @@
 
 /* The built-in models' top-level sections, and the distributed fields only they use. */
 static const char *const BUILTIN_SECTIONS[] = {"mode", "seed", "model", "data", "train", "checkpoint"};
-static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32"};
+static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32",
+                                                     "collective_timeout_s"};
 static const char *const COMMAND_FIELDS[] = {"working_dir", "env"};
 
 /* What every rank of a command run is given (the torchrun contract and ddpd's own;

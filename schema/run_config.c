@@ -158,12 +158,13 @@ static void check_sgd_only_options(json_t *doc, schema_errors *errs) {
     }
 }
 
-/* Cosine decays from lr to min_lr over the epochs after warmup: both need room. */
-static void check_cosine_schedule(json_t *doc, schema_errors *errs) {
+/* Cosine decays from lr to min_lr; every schedule's warm-up ends within the run
+ * (a longer one would never reach optimizer.lr). */
+static void check_lr_schedule(json_t *doc, schema_errors *errs) {
     const char *type = usable_string(doc, errs, "/train/lr_schedule/type");
-    if (!type || strcmp(type, "cosine") != 0) return;
+    int cosine = type && strcmp(type, "cosine") == 0;
     double min_lr, lr, warmup_epochs;
-    if (usable_number(doc, errs, "/train/lr_schedule/min_lr", &min_lr) &&
+    if (cosine && usable_number(doc, errs, "/train/lr_schedule/min_lr", &min_lr) &&
         usable_number(doc, errs, "/train/optimizer/lr", &lr) && min_lr >= lr)
         schema_errors_add(errs, "/train/lr_schedule/min_lr",
                           "must be less than /train/optimizer/lr (%g) for the cosine schedule", lr);
@@ -171,10 +172,12 @@ static void check_cosine_schedule(json_t *doc, schema_errors *errs) {
     const char *mode = usable_string(doc, errs, "/mode");
     if (mode && !strcmp(mode, "eval")) return;
     json_int_t epochs;
-    if (usable_number(doc, errs, "/train/lr_schedule/warmup_epochs", &warmup_epochs) &&
+    if (usable_number(doc, errs, "/train/lr_schedule/warmup_epochs", &warmup_epochs) && warmup_epochs > 0 &&
         usable_integer(doc, errs, "/train/epochs", &epochs) && warmup_epochs >= (double)epochs)
         schema_errors_add(errs, "/train/lr_schedule/warmup_epochs",
-                          "must be less than /train/epochs (%" JSON_INTEGER_FORMAT ") for the cosine schedule", epochs);
+                          "must be less than /train/epochs (%" JSON_INTEGER_FORMAT
+                          "): the warm-up must end within the run, or the LR never reaches /train/optimizer/lr",
+                          epochs);
 }
 
 int run_config_validate(json_t *doc, schema_errors *errs) {
@@ -192,7 +195,7 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
     if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);
         check_sgd_only_options(doc, errs);
-        check_cosine_schedule(doc, errs);
+        check_lr_schedule(doc, errs);
     }
     command_run_drop_foreign_defaults(doc);
     return (int)(schema_errors_total(errs) - before);
@@ -298,6 +301,7 @@ static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.threads_per_rank = (int)integer_at(doc, "/distributed/threads_per_rank");
     c->distributed.allow_tf32 = bool_at(doc, "/distributed/allow_tf32");
     c->distributed.hang_timeout_s = number_at(doc, "/distributed/hang_timeout_s");
+    c->distributed.collective_timeout_s = number_at(doc, "/distributed/collective_timeout_s");
     c->distributed.max_restarts = (int)integer_at(doc, "/distributed/max_restarts");
 }
 

@@ -85,6 +85,7 @@ typedef struct {
         int threads_per_rank;
         bool allow_tf32;
         double hang_timeout_s; /* 0 = never */
+        double collective_timeout_s; /* nccl: a collective or GPU wait longer than this fails the run */
         int max_restarts;      /* restarts of the whole group after a failure; 0 = none */
     } distributed;
     struct {

@@ -31,6 +31,26 @@ if(DDPD_HAVE_CUDA)
                 LIBS ddpd_trainer_nccl TIMEOUT 300)
   endforeach()
 
+  # The GPU's optimizer update (optim_cuda.c, optim_kernels.cu's bodies) against
+  # torch.optim, on the stand-in here; optim_replay_nccl is the same on a real GPU
+  # (the GPU bundle runs it).
+  foreach(v fake_cuda nccl)
+    add_executable(optim_replay_${v} ${CMAKE_CURRENT_LIST_DIR}/trainer/optim_replay.c
+                   $<$<STREQUAL:${v},fake_cuda>:${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c>)
+    target_link_libraries(optim_replay_${v} PRIVATE ddpd_trainer_nccl)
+  endforeach()
+  ddpd_py_cases(gpu_optim_torch_fake_cuda_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_optim_torch.py PYTHON /usr/bin/python3
+                ARGS --replay $<TARGET_FILE:optim_replay_fake_cuda> --gpu SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+  # The GPU bundle (scripts/gpu-bundle.sh): its pre-flight's view of CUDA, cuBLAS and
+  # NCCL (gpu_preflight), and the bundle made from this build, run under env -i with
+  # nothing but its own libraries: it gets through the pre-flight's library checks
+  # and says there is no GPU (on a host without one).
+  add_executable(gpu_preflight ${CMAKE_CURRENT_LIST_DIR}/gpu/gpu_preflight.c)
+  target_link_libraries(gpu_preflight PRIVATE ddpd_trainer_nccl)
+  ddpd_py_cases(gpu_bundle_ ${CMAKE_CURRENT_LIST_DIR}/gpu/test_gpu_bundle.py
+                ARGS --build ${CMAKE_BINARY_DIR} --source ${PROJECT_SOURCE_DIR} TIMEOUT 600)
+
   # ddp-trainer itself on the stand-in (two fake GPUs): the launcher's and the
   # rank's nccl hooks, the watchdog thread, events, checkpoints and resume.
   add_executable(ddp-trainer-fake-cuda ${PROJECT_SOURCE_DIR}/trainer/main.c ${CMAKE_CURRENT_LIST_DIR}/gpu/fake_cuda.c

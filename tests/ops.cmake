@@ -5,8 +5,9 @@
 # rotation, `ddpd check` and `--version`; a test that exercises every route of the
 # real server (the real trainer on Fashion-MNIST) and validates each answer against
 # schema/openapi.json; the same document under a standard linter (npm's
-# @redocly/cli); the README's samples against the real binaries; and a test of the Dockerfile and compose file (no Docker engine
-# needed). Each case is its own ctest test.
+# @redocly/cli); the README's samples against the real binaries; a test of the Dockerfile and compose file as text (no
+# Docker engine needed: tests/docker builds and runs the image); and install-deps.sh's choices. Each case is its own
+# ctest test.
 if(NOT TARGET ddpd)
   return()
 endif()
@@ -53,3 +54,10 @@ set_tests_properties(ops_docker_files PROPERTIES TIMEOUT 60)
 # project built by the very script), and 0 when it does not.
 ddpd_py_cases(build_script_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_build_script.py ARGS --source ${PROJECT_SOURCE_DIR}
               TIMEOUT 240)
+
+# scripts/install-deps.sh's choices in each mode (build, test, runtime), against a
+# stand-in archive of Debian 12's names and of Ubuntu 24.04's (NVIDIA's images' base,
+# whose archive cannot be reached here): stand-ins for dpkg-query, apt-cache, apt-get
+# and npm on PATH, the real script.
+ddpd_py_cases(install_deps_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_install_deps.py ARGS --source ${PROJECT_SOURCE_DIR}
+              TIMEOUT 120)

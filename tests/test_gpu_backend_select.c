@@ -2,7 +2,9 @@
  * asked backend and GPU count, with the reason it gives; then the real selection
  * on this host, and with CUDA_VISIBLE_DEVICES empty (no GPU on any host), where
  * `auto` falls back to cpu and `nccl` is refused with what to do; under ddpd (which
- * empties it for a run on CPU slots) the reason names the placement. */
+ * empties it for a run on CPU slots) the reason names the placement. In the lean
+ * build, `nccl` without ddp-trainer-nccl (a CPU-only build or image) is refused
+ * naming the missing GPU backend. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,8 +78,33 @@ static void test_select_here(void) {
     else unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
+/* The lean ddp-trainer with no ddp-trainer-nccl to hand GPU runs to (here named by a
+ * DDPD_TRAINER_NCCL that points at nothing): nccl is refused naming the missing
+ * program, whatever the GPUs; auto still runs on the cpu. */
+static void test_no_gpu_backend(void) {
+    if (DDPD_NCCL_BACKEND) return; /* the GPU build is its own GPU backend */
+    char why[1024], path[4096];
+    const char *was = getenv("DDPD_TRAINER_NCCL");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("DDPD_TRAINER_NCCL", "/nonexistent/ddp-trainer-nccl", 1);
+    CHECK(backend_nccl_executable(path, sizeof path) == NULL, "no GPU backend is found at a path that is not there");
+    int got = select_with(BACKEND_NCCL, 1, why, sizeof why);
+    printf("  no ddp-trainer-nccl, nccl: %s\n", why);
+    CHECK(got == -1, "nccl without ddp-trainer-nccl is refused: %s", why);
+    CHECK(strstr(why, "needs the GPU backend, ddp-trainer-nccl") != NULL, "naming the missing program: %s", why);
+    CHECK(strstr(why, "DDPD_TRAINER_NCCL names /nonexistent/ddp-trainer-nccl") != NULL, "and where it looked: %s",
+          why);
+    CHECK(strstr(why, "distributed.backend to \"cpu\"") != NULL, "and what to do: %s", why);
+    got = select_with(BACKEND_AUTO, 1, why, sizeof why);
+    CHECK(got == BACKEND_CPU, "auto without ddp-trainer-nccl runs on the cpu: %s", why);
+    if (saved) setenv("DDPD_TRAINER_NCCL", saved, 1);
+    else unsetenv("DDPD_TRAINER_NCCL");
+    free(saved);
+}
+
 int main(void) {
     test_decide();
     test_select_here();
+    test_no_gpu_backend();
     return test_done("test_gpu_backend_select");
 }

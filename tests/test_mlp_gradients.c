@@ -37,7 +37,7 @@ static void check_activation(activation_kind act) {
     model_shape_mlp(&s, 9, hidden, 2, CLASSES, act);
     model_workspace w;
     REQUIRE(model_workspace_init(&w, &s, ROWS) == 0, "workspace");
-    float *params = malloc(sizeof(float) * s.n_params), *grads = malloc(sizeof(float) * s.n_params);
+    float *params = malloc(sizeof(float) * s.n_params), *grads = calloc(s.n_params, sizeof(float));
     model_init_params(&s, params, NULL, 7);
     /* Scale weights up a little so activations leave the linear region. */
     for (size_t i = 0; i < s.n_params; i++) params[i] *= 2.0f;
@@ -84,13 +84,32 @@ static void check_layout(void) {
     const int hidden[] = {512, 256};
     model_shape s;
     model_shape_mlp(&s, 784, hidden, 2, 10, ACT_RELU);
-    CHECK(s.n_params == 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10, "parameter count %zu", s.n_params);
+    size_t tensors = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10;
+    CHECK(s.n_params >= tensors && s.n_params - tensors < 6 * MODEL_PARAM_ALIGN,
+          "parameter count %zu: the tensors' %zu and at most an alignment's padding each", s.n_params, tensors);
     CHECK(model_layer_begin(&s, 2) == 0, "last layer first in the buffer");
     CHECK(model_layer_end(&s, 2) == model_layer_begin(&s, 1), "layers are contiguous");
     CHECK(model_layer_end(&s, 0) == s.n_params, "first layer last");
+    for (int l = 0; l < 3; l++) {
+        const model_layer *L = &s.layer[l];
+        CHECK(L->w_off % MODEL_PARAM_ALIGN == 0 && L->b_off % MODEL_PARAM_ALIGN == 0 && L->b_off >= L->w_off + L->n_w &&
+                  L->w_off >= model_layer_begin(&s, l) && L->b_off + L->n_b == model_layer_end(&s, l),
+              "layer %d: weight at %zu and bias at %zu, each on a 256-byte boundary, within the layer's part", l,
+              L->w_off, L->b_off);
+    }
     /* PyTorch's bound: 1/sqrt(fan_in) */
     float *p = malloc(sizeof(float) * s.n_params);
+    for (size_t i = 0; i < s.n_params; i++) p[i] = NAN;
     model_init_params(&s, p, NULL, 42);
+    size_t nonzero_padding = 0;
+    for (size_t i = 0; i < s.n_params; i++) {
+        int in_tensor = 0;
+        for (int l = 0; l < 3; l++)
+            in_tensor |= (i >= s.layer[l].w_off && i < s.layer[l].w_off + s.layer[l].n_w) ||
+                         (i >= s.layer[l].b_off && i < s.layer[l].b_off + s.layer[l].n_b);
+        if (!in_tensor && p[i] != 0.0f) nonzero_padding++;
+    }
+    CHECK(nonzero_padding == 0, "the alignment padding starts at zero: %zu elements are not", nonzero_padding);
     float bound = 1.0f / sqrtf(784.0f), max = 0;
     double mean = 0;
     for (size_t i = s.layer[0].w_off; i < s.layer[0].b_off; i++) {

@@ -1,6 +1,8 @@
 /* Optimizers against torch.optim's update rules written out in double precision
  * (SGD with momentum and nesterov, Adam with L2 weight decay, AdamW with
- * decoupled decay), and gradient clipping by global norm. */
+ * decoupled decay), Adam's moments to float rounding, and gradient clipping by
+ * global norm. (tests/trainer/test_optim_torch.py holds them against torch.optim
+ * itself.) */
 #include <string.h>
 
 #include "check.h"
@@ -51,6 +53,28 @@ static void reference(const run_config *c, double lr, double *p) {
     }
 }
 
+/* Adam's moments after one step are exact functions of the gradient: exp_avg =
+ * (1 - beta1) g, exp_avg_sq = (1 - beta2) g^2. Computed with (1 - beta) in double,
+ * as torch does, they are within a float rounding or two of the exact values; with
+ * (1 - beta2) computed in float (1.0f - 0.999f) exp_avg_sq was 1.3e-5 off. */
+static void check_adam_moments(void) {
+    run_config c = config(OPT_ADAM, 0, 0, 0);
+    optimizer o;
+    REQUIRE(optimizer_init(&o, &c, N) == 0, "init");
+    float p[N], g[N];
+    for (int i = 0; i < N; i++) p[i] = 0.5f, g[i] = (float)grad_at(3, i);
+    optimizer_step(&o, p, g, 1e-3);
+    double worst_m = 0, worst_v = 0;
+    for (int i = 0; i < N; i++) {
+        double m = (1 - 0.9) * g[i], v = (1 - 0.999) * (double)g[i] * g[i];
+        worst_m = fmax(worst_m, fabs(o.state1[i] - m) / fabs(m));
+        worst_v = fmax(worst_v, fabs(o.state2[i] - v) / fabs(v));
+    }
+    CHECK(worst_m <= 2.5e-7, "exp_avg after one step: %.3g relative to (1 - beta1) g", worst_m);
+    CHECK(worst_v <= 4e-7, "exp_avg_sq after one step: %.3g relative to (1 - beta2) g^2", worst_v);
+    optimizer_free(&o);
+}
+
 static void check_against_reference(const char *what, run_config c) {
     const double lr = 0.05;
     optimizer o;
@@ -76,6 +100,7 @@ int main(void) {
     check_against_reference("adam", config(OPT_ADAM, 0, 0, 0));
     check_against_reference("adam+l2", config(OPT_ADAM, 0, 0, 0.1));
     check_against_reference("adamw", config(OPT_ADAMW, 0, 0, 0.1));
+    check_adam_moments();
 
     /* Adam and AdamW differ when weight decay is on. */
     run_config a = config(OPT_ADAM, 0, 0, 0.5), w = config(OPT_ADAMW, 0, 0, 0.5);

@@ -173,6 +173,7 @@ static const field fields[] = {
     {"/distributed/threads_per_rank", INT, AT(distributed.threads_per_rank), NULL, 0, NULL},
     {"/distributed/allow_tf32", BOOL, AT(distributed.allow_tf32), NULL, 0, NULL},
     {"/distributed/hang_timeout_s", REAL, AT(distributed.hang_timeout_s), NULL, 0, NULL},
+    {"/distributed/collective_timeout_s", REAL, AT(distributed.collective_timeout_s), NULL, 0, NULL},
     {"/distributed/max_restarts", INT, AT(distributed.max_restarts), NULL, 0, NULL},
     {"/checkpoint/every_epochs", INT, AT(checkpoint.every_epochs), NULL, 0, NULL},
     {"/checkpoint/keep", INT, AT(checkpoint.keep), NULL, 0, NULL},
@@ -586,7 +587,11 @@ static const bad_config bad_configs[] = {
     {"{'train': {'lr_schedule': {'type': 'cosine', 'min_lr': 0.01}}}", "/train/lr_schedule/min_lr",
      "must be less than /train/optimizer/lr (0.001) for the cosine schedule"},
     {"{'train': {'epochs': 3, 'lr_schedule': {'type': 'cosine', 'warmup_epochs': 3}}}", "/train/lr_schedule/warmup_epochs",
-     "must be less than /train/epochs (3) for the cosine schedule"},
+     "must be less than /train/epochs (3): the warm-up must end within the run, or the LR never reaches /train/optimizer/lr"},
+    /* step and constant apply their warm-up too (it used to be ignored), by the same rule */
+    {"{'train': {'epochs': 2, 'lr_schedule': {'type': 'step', 'warmup_epochs': 5}}}", "/train/lr_schedule/warmup_epochs",
+     "must be less than /train/epochs (2): the warm-up must end within the run, or the LR never reaches /train/optimizer/lr"},
+    {"{'distributed': {'collective_timeout_s': 0}}", "/distributed/collective_timeout_s", "must be at least 1 (got 0)"},
     {"{'distributed': {'world_size': 65}}", "/distributed/world_size", "must be at most 64 (got 65)"},
     {"{'distributed': {'world_size': 0}}", "/distributed/world_size", "must be at least 1 (got 0)"},
     {"{'distributed': {'backend': 'gloo'}}", "/distributed/backend", "must be one of: auto, cpu, nccl (got \"gloo\")"},
@@ -596,7 +601,7 @@ static const bad_config bad_configs[] = {
     {"{'distributed': {'threads_per_rank': 0}}", "/distributed/threads_per_rank", "must be at least 1 (got 0)"},
     {"{'distributed': {'allow_tf32': 1}}", "/distributed/allow_tf32", "must be a boolean (got number 1)"},
     {"{'distributed': {'ranks': 2}}", "/distributed/ranks",
-     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, max_restarts, isolate_devices)"},
+     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, collective_timeout_s, max_restarts, isolate_devices)"},
     {"{'distributed': {'nodes': -1}}", "/distributed/nodes", "must be at least 0 (got -1)"},
     {"{'distributed': {'max_restarts': 101}}", "/distributed/max_restarts", "must be at most 100 (got 101)"},
     {"{'distributed': {'max_restarts': -1}}", "/distributed/max_restarts", "must be at least 0 (got -1)"},
@@ -626,7 +631,8 @@ static void test_command_run_shape(void) {
     json_t *dist = json_object_get(doc, "distributed");
     CHECK(json_integer_value(json_object_get(dist, "threads_per_rank")) == 1 &&
               json_is_string(json_object_get(dist, "backend")) && json_is_true(json_object_get(dist, "isolate_devices")) &&
-              !json_object_get(dist, "bucket_mb") && json_integer_value(json_object_get(dist, "hang_timeout_s")) == 0 &&
+              !json_object_get(dist, "bucket_mb") && !json_object_get(dist, "collective_timeout_s") &&
+              json_integer_value(json_object_get(dist, "hang_timeout_s")) == 0 &&
               json_is_integer(json_object_get(dist, "hang_timeout_s")),
           "its distributed section: world_size, backend, threads_per_rank, isolate_devices, hang_timeout_s 0 (off)");
     CHECK(json_integer_value(json_object_get(dist, "max_restarts")) == 0 && json_is_integer(json_object_get(dist, "max_restarts")),
@@ -873,7 +879,8 @@ static void test_rules_between_fields_that_hold(void) {
         "{'train': {'optimizer': {'type': 'sgd', 'momentum': 0.9, 'nesterov': true}}}",
         "{'train': {'optimizer': {'type': 'adamw', 'weight_decay': 0.01}}}",
         "{'train': {'epochs': 5, 'lr_schedule': {'type': 'cosine', 'warmup_epochs': 4.5, 'min_lr': 0.0001}}}",
-        "{'train': {'epochs': 2, 'lr_schedule': {'type': 'step', 'warmup_epochs': 5, 'min_lr': 1}}}",
+        "{'train': {'epochs': 6, 'lr_schedule': {'type': 'step', 'warmup_epochs': 5.5, 'min_lr': 1}}}",
+        "{'train': {'epochs': 2, 'lr_schedule': {'type': 'constant', 'warmup_epochs': 0.25}}}",
         /* An evaluation trains no epochs, so warmup does not have to fit in them. */
         "{'mode': 'eval', 'train': {'epochs': 1, 'lr_schedule': {'type': 'cosine', 'warmup_epochs': 5}}}",
     };

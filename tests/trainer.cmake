@@ -6,6 +6,13 @@ ddpd_c_test(test_optim ${CMAKE_CURRENT_LIST_DIR}/test_optim.c)
 ddpd_c_test(test_host_plan ${CMAKE_CURRENT_LIST_DIR}/test_host_plan.c NO_SANITIZE) # glibc malloc statistics
 ddpd_c_test(test_sampler ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c)
 ddpd_c_test(test_lr_schedule ${CMAKE_CURRENT_LIST_DIR}/test_lr_schedule.c)
+# The optimizers and schedules against torch.optim and torch.optim.lr_scheduler
+# themselves (Debian's python3-torch): optim_replay runs the trainer's code over the
+# parameters and gradients the test gives it.
+add_executable(optim_replay ${CMAKE_CURRENT_LIST_DIR}/trainer/optim_replay.c)
+target_link_libraries(optim_replay PRIVATE ddpd_trainer)
+ddpd_py_cases(optim_torch_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_optim_torch.py PYTHON /usr/bin/python3
+              ARGS --replay $<TARGET_FILE:optim_replay> SKIP_RETURN_CODE 77 TIMEOUT 120)
 ddpd_c_test(test_event_sink ${CMAKE_CURRENT_LIST_DIR}/test_event_sink.c)
 ddpd_c_test(test_data_open ${CMAKE_CURRENT_LIST_DIR}/test_data_open.c)
 

@@ -136,6 +136,25 @@ int backend_select(const run_config *cfg, int ranks_here, char *why, size_t whyl
     gpu_visible visible;
     gpu_present_scan_host(&present);
     gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &present, &visible);
+    char nccl[4096] = "";
+    if (asked == BACKEND_NCCL && !nccl_trainer(nccl, sizeof nccl)) {
+        /* GPUs or not, this installation cannot run nccl: say that first */
+        const char *env = getenv("DDPD_TRAINER_NCCL");
+        if (env && *env)
+            snprintf(why, whylen,
+                     "backend nccl needs the GPU backend, ddp-trainer-nccl, but DDPD_TRAINER_NCCL names %s, which is "
+                     "not an executable file: point it at a ddp-trainer-nccl, or set distributed.backend to \"cpu\" "
+                     "(or \"auto\")",
+                     env);
+        else
+            snprintf(why, whylen,
+                     "backend nccl needs the GPU backend, ddp-trainer-nccl, and there is none beside this ddp-trainer "
+                     "(no %s): a build without the CUDA toolkit, such as the CPU-only Docker image (%s). Set "
+                     "distributed.backend to \"cpu\" (or \"auto\"), or run on a GPU build: the default Docker "
+                     "image, or one built where the CUDA toolkit with cuBLAS and NCCL is installed",
+                     nccl[0] ? nccl : "ddp-trainer-nccl", visible_note(&visible));
+        return -1;
+    }
     char note[700];
     if (visible.count > 0)
         snprintf(note, sizeof note, "%s, but this ddp-trainer was built without the GPU backend (ddp-trainer-nccl)",

@@ -222,12 +222,17 @@ static coll_comm *join_nodes(launcher *L, coll_comm *local, int slot, char *why,
 /* nccl hook: NCCL's unique id, made here on one host; across nodes, made by node 0's
  * launcher and relayed to the others through the coordinator's rendezvous. */
 static int nccl_id_made(launcher *L, char *why, size_t whylen) {
-    if (L->o->nodes <= 1) return nccl_rendezvous_create(&L->nccl, L->world, why, whylen);
-    kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, why, whylen);
-    if (!kv) return -1;
-    int timeout_ms = (int)(env_seconds("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000);
-    int rc = nccl_rendezvous_across(&L->nccl, L->world, L->o->nodes, L->o->node_rank, kv, timeout_ms, why, whylen);
-    kv->close(kv);
+    int rc;
+    if (L->o->nodes <= 1) {
+        rc = nccl_rendezvous_create(&L->nccl, L->world, why, whylen);
+    } else {
+        kv_store *kv = kv_http_open(L->o->rendezvous, L->secret, why, whylen);
+        if (!kv) return -1;
+        int timeout_ms = (int)(env_seconds("DDPD_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S) * 1000);
+        rc = nccl_rendezvous_across(&L->nccl, L->world, L->o->nodes, L->o->node_rank, kv, timeout_ms, why, whylen);
+        kv->close(kv);
+    }
+    L->nccl.timeout_s = L->cfg.distributed.collective_timeout_s;
     return rc;
 }
 #endif

@@ -22,6 +22,7 @@ static size_t layer_in_size(const model_layer *L) { return (size_t)L->in_c * L->
 void model_init_params(const model_shape *s, float *params, float *stats, uint64_t seed) {
     rng_state r;
     rng_seed(&r, seed, RNG_STREAM_INIT);
+    memset(params, 0, sizeof(float) * s->n_params); /* the alignment padding */
     for (int l = 0; l < s->n_layers; l++) { /* forward order, weight then bias, like PyTorch */
         const model_layer *L = &s->layer[l];
         if (L->kind == LAYER_BATCHNORM2D) {

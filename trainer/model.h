@@ -56,6 +56,8 @@ typedef struct {
     int act;                /* linear, conv2d: the activation fused after it, or MODEL_NO_ACT;
                                activation: which one (an activation_kind) */
     float p;                /* dropout: the probability of zeroing an element */
+    size_t p_begin;         /* where its part of the parameter buffer begins (the padding that aligns
+                               its weight included), so the layers' parts tile the buffer */
     size_t w_off, n_w;      /* weight (batch norm: gamma) in the parameter buffer */
     size_t b_off, n_b;      /* bias (batch norm: beta); n_b 0 = none */
     size_t stat_off;        /* batch norm: running mean at stat_off, running variance after it */
@@ -74,7 +76,7 @@ typedef struct {
     activation_kind act;
     int in_c, in_h, in_w, in_dim, num_classes;
     int n_param_layers;
-    size_t n_params;        /* floats in the parameter buffer */
+    size_t n_params;        /* floats in the parameter buffer (the tensors and their alignment padding) */
     size_t n_stats;         /* floats of batch norm running statistics */
     int sync_bn;            /* batch norm statistics over the global batch (allreduce) */
     int has_dropout;
@@ -89,7 +91,13 @@ void model_shape_mlp(model_shape *s, int in_dim, const int *hidden, int n_hidden
  * convolutions leave no pixels ("model.cnn.conv[2]: ..."). */
 int model_shape_init(model_shape *s, const run_config *cfg, int in_c, int in_h, int in_w, int num_classes,
                      char *err, size_t errlen);
-/* Offsets [begin, end) of layer l's parameters in the flat buffer (begin == end: none). */
+/* Each parameter tensor starts on a MODEL_PARAM_ALIGN-float (256-byte) boundary of
+ * the buffer: packed end to end, large matrices were only 8-byte aligned, which
+ * can keep cuBLAS off its fastest kernels. The padding is zero and stays zero (no
+ * gradient reaches it). */
+#define MODEL_PARAM_ALIGN 64
+/* Offsets [begin, end) of layer l's part of the flat buffer, its padding included
+ * (begin == end: no parameters); the parts tile the buffer, last layer first. */
 size_t model_layer_begin(const model_shape *s, int l);
 size_t model_layer_end(const model_shape *s, int l);
 int model_layer_has_params(const model_shape *s, int l);

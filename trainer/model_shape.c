@@ -53,8 +53,10 @@ static void add_dropout(model_shape *s, double p) {
     s->has_dropout = 1;
 }
 
+static size_t align_param(size_t off) { return (off + MODEL_PARAM_ALIGN - 1) / MODEL_PARAM_ALIGN * MODEL_PARAM_ALIGN; }
+
 /* Numbers the layers with parameters, lays the parameters out in reverse layer order
- * and the running statistics in forward order. */
+ * (each tensor aligned) and the running statistics in forward order. */
 static void finish(model_shape *s) {
     s->n_param_layers = 0;
     s->first_trained = s->n_layers;
@@ -70,8 +72,11 @@ static void finish(model_shape *s) {
     size_t off = 0;
     for (int l = s->n_layers - 1; l >= 0; l--) {
         model_layer *L = &s->layer[l];
+        L->p_begin = off;
+        if (L->n_w) off = align_param(off);
         L->w_off = off;
         off += L->n_w;
+        if (L->n_b) off = align_param(off);
         L->b_off = off;
         off += L->n_b;
     }
@@ -161,7 +166,7 @@ int model_shape_init(model_shape *s, const run_config *cfg, int in_c, int in_h, 
     return 0;
 }
 
-size_t model_layer_begin(const model_shape *s, int l) { return s->layer[l].w_off; }
+size_t model_layer_begin(const model_shape *s, int l) { return s->layer[l].p_begin; }
 size_t model_layer_end(const model_shape *s, int l) { return s->layer[l].b_off + s->layer[l].n_b; }
 int model_layer_has_params(const model_shape *s, int l) { return s->layer[l].n_w > 0; }
 

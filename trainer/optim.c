@@ -1,5 +1,5 @@
-/* Optimizers: see optim.h. The update loops follow torch.optim's single-tensor
- * implementations step for step, in float, with the scalar factors in double. */
+/* Optimizers: see optim.h. The update of one element is optim_rules.h's (torch.optim's
+ * single-tensor rules, in float); its scalar factors are computed here, in double. */
 #include "optim.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 
 #include "cpu_kernels.h"
 #include "host_plan.h"
+#include "optim_rules.h"
 
 int optimizer_state_count(const run_config *cfg) { return host_plan_optimizer_states(cfg); }
 
@@ -54,41 +55,49 @@ const char *optimizer_state1_name(const optimizer *o) {
 
 const char *optimizer_state2_name(const optimizer *o) { return o->state2 ? "exp_avg_sq" : NULL; }
 
+void sgd_factors(const optimizer *o, double lr, sgd_scalars *f) {
+    f->lr = (float)lr;
+    f->wd = (float)o->weight_decay;
+    f->momentum = (float)o->momentum;
+    f->nesterov = o->nesterov;
+    f->first = o->step == 0;
+}
+
 DDPD_VECTOR_CLONES
-static void sgd_range(optimizer *o, float *restrict p, const float *restrict g, float lr, size_t lo, size_t hi) {
-    float wd = (float)o->weight_decay, mom = (float)o->momentum;
+static void sgd_range(optimizer *o, float *restrict p, const float *restrict g, double lr, size_t lo, size_t hi) {
+    sgd_scalars f;
+    sgd_factors(o, lr, &f);
     float *restrict buf = o->state1;
-    int first = o->step == 0;
-    for (size_t i = lo; i < hi; i++) {
-        float d = g[i] + wd * p[i];
-        if (buf) {
-            buf[i] = first ? d : mom * buf[i] + d;
-            d = o->nesterov ? d + mom * buf[i] : buf[i];
-        }
-        p[i] -= lr * d;
-    }
+    for (size_t i = lo; i < hi; i++) sgd_element(&f, p + i, g[i], buf ? buf + i : NULL);
+}
+
+/* In double (Python floats), rounded to float once where they meet the tensors:
+ * (1 - beta) computed in float is 1.3e-5 away from torch's for beta2 0.999
+ * (1.0f - 0.999f is not 0.001f), which exp_avg_sq would carry for ever. */
+void adam_factors(const optimizer *o, double lr, adam_scalars *f) {
+    long t = o->step + 1;
+    double bias1 = 1.0 - pow(o->beta1, (double)t), bias2 = 1.0 - pow(o->beta2, (double)t);
+    f->b1 = (float)o->beta1;
+    f->one_minus_b1 = (float)(1.0 - o->beta1);
+    f->b2 = (float)o->beta2;
+    f->one_minus_b2 = (float)(1.0 - o->beta2);
+    f->step_size = (float)(lr / bias1);
+    f->bias2_sqrt = (float)sqrt(bias2);
+    f->eps = (float)o->eps;
+    f->l2 = o->type == OPT_ADAM ? (float)o->weight_decay : 0.0f;
+    f->decay = o->type == OPT_ADAMW ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
 }
 
 DDPD_VECTOR_CLONES
 static void adam_range(optimizer *o, float *restrict p, const float *restrict g, double lr, size_t lo, size_t hi) {
-    long t = o->step + 1;
-    float b1 = (float)o->beta1, b2 = (float)o->beta2;
-    double bias1 = 1.0 - pow(o->beta1, (double)t), bias2 = 1.0 - pow(o->beta2, (double)t);
-    float step_size = (float)(lr / bias1), bias2_sqrt = (float)sqrt(bias2), eps = (float)o->eps;
-    float l2 = o->type == OPT_ADAM ? (float)o->weight_decay : 0.0f;
-    float decay = o->type == OPT_ADAMW ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
+    adam_scalars f;
+    adam_factors(o, lr, &f);
     float *restrict m = o->state1, *restrict v = o->state2;
-    for (size_t i = lo; i < hi; i++) {
-        float gi = g[i] + l2 * p[i];
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= step_size * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
-    }
+    for (size_t i = lo; i < hi; i++) adam_element(&f, p + i, g[i], m + i, v + i);
 }
 
 void optimizer_update_range(optimizer *o, float *params, const float *grads, double lr, size_t lo, size_t hi) {
-    if (o->type == OPT_SGD) sgd_range(o, params, grads, (float)lr, lo, hi);
+    if (o->type == OPT_SGD) sgd_range(o, params, grads, lr, lo, hi);
     else adam_range(o, params, grads, lr, lo, hi);
 }
 
@@ -107,7 +116,7 @@ double grad_sum_squares(const float *grads, size_t n) {
 }
 
 float clip_coefficient(double sum_squares, double max_norm) {
-    double coef = max_norm / (sqrt(sum_squares) + 1e-6);
+    double coef = clip_factor(sum_squares, max_norm);
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "optim_rules.h"
 #include "run_config.h"
 
 typedef struct {
@@ -34,6 +35,11 @@ void optimizer_step(optimizer *o, float *params, float *grads, double lr);
  * has been updated. The arithmetic per element does not depend on the ranges. */
 void optimizer_update_range(optimizer *o, float *params, const float *grads, double lr, size_t lo, size_t hi);
 void optimizer_step_done(optimizer *o);
+
+/* The per-step scalars of the next update (o->step + 1) with learning rate `lr`:
+ * what optim_rules.h's element updates take, here and on the GPU (optim_cuda.c). */
+void adam_factors(const optimizer *o, double lr, adam_scalars *f);
+void sgd_factors(const optimizer *o, double lr, sgd_scalars *f);
 
 /* torch.nn.utils.clip_grad_norm_: scales grads so their global L2 norm is at most
  * max_norm. Returns the norm before clipping. */

@@ -92,6 +92,12 @@ static const char *abort_detail(rank_state *s, char *buf, size_t n) {
 
 static int fail_aborted(rank_state *s) {
     char why[600];
+#if DDPD_NCCL_BACKEND
+    /* nccl hook: the GPU's or NCCL's failure is the whole story (what failed, and
+     * what to try), not an abort of a group */
+    const char *gpu_failure = coll_is_nccl(s->x->comm) ? coll_nccl_failure(s->x->comm) : "";
+    if (gpu_failure[0]) return fail(s, "rank %d on %s: %s", s->rank, s->x->device, gpu_failure);
+#endif
     return fail(s, "rank %d: the process group was aborted%s", s->rank, abort_detail(s, why, sizeof why));
 }
 
@@ -137,9 +143,12 @@ static int setup(rank_state *s) {
     if (s->x->train && sampler_init(&s->sampler, s->x->train->count, s->world, s->rank, cfg->seed) != 0)
         return fail(s, "rank %d: out of memory for the sampler", s->rank);
     /* Parameters start equal on every rank: rank 0 initialises, then broadcasts. */
-    if (s->eng->ops->init_params(s->eng, cfg->seed) != 0)
-        return fail(s, "rank %d: the process group was aborted during the initial broadcast%s", s->rank,
-                    abort_detail(s, err, sizeof err));
+    if (s->eng->ops->init_params(s->eng, cfg->seed) != 0) {
+        if (!s->x->device) /* (the GPU's failures say what failed themselves) */
+            return fail(s, "rank %d: the process group was aborted during the initial broadcast%s", s->rank,
+                        abort_detail(s, err, sizeof err));
+        return fail_aborted(s);
+    }
     return 0;
 }
 
@@ -363,6 +372,9 @@ int rank_main(const rank_context *x) {
     }
     if (rc != 0) return rc;
     s.eng->ops->destroy(s.eng);
+#if DDPD_NCCL_BACKEND
+    if (coll_is_nccl(x->comm) && coll_nccl_close(x->comm) != 0) return fail_aborted(&s); /* nccl hook */
+#endif
     set_status(&s, "done", NULL);
     event_sink_close(s.events);
     log_close();

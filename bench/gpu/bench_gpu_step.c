@@ -2,8 +2,8 @@
  * code ddp-trainer runs: gather, forward, loss, backward, Adam) for an MLP, or the
  * default CNN (--model cnn: 5x5 conv 32, pool, 5x5 conv 64, pool, fc 1024, fc 10),
  * at a few per-rank batch sizes on one GPU, the FLOP rate that step achieves, and
- * the GPU's measured SGEMM peak (cuBLAS, 8192^3, FP32 as the trainer runs by
- * default) that rate is held against.
+ * the GPU's measured SGEMM peak (cuBLAS, 8192^3 on random data, FP32 as the trainer
+ * runs by default) that rate is held against.
  *   bench_gpu_step [--model mlp|cnn] [--batch N]... [--hidden 4096,4096] [--steps N] [--data DIR]
  * Prints one line per measurement and a JSON line per batch ("bench_gpu_step: {...}")
  * for scripts/gpu-check.sh. Without a GPU: SKIPPED, exit 77. */
@@ -53,15 +53,25 @@ static void blas(cublasStatus_t s, const char *call) {
     if (s != CUBLAS_STATUS_SUCCESS) die(call, cublasGetStatusString(s));
 }
 
-/* cuBLAS SGEMM m = n = k = `dim`, in `mode`: TFLOP/s, the best of a few timed runs. */
+/* cuBLAS SGEMM m = n = k = `dim` on random data, in `mode`: TFLOP/s, the best of a
+ * few timed runs. */
 static double sgemm_peak(int dim, cublasMath_t mode) {
     size_t n = (size_t)dim * dim;
     float *a, *b, *c;
     cu(cudaMalloc((void **)&a, n * sizeof(float)), "cudaMalloc");
     cu(cudaMalloc((void **)&b, n * sizeof(float)), "cudaMalloc");
     cu(cudaMalloc((void **)&c, n * sizeof(float)), "cudaMalloc");
-    cu(cudaMemset(a, 0, n * sizeof(float)), "cudaMemset");
-    cu(cudaMemset(b, 0, n * sizeof(float)), "cudaMemset");
+    /* Random operands: a GPU multiplying zeros draws less power and may hold a higher
+     * clock than it can on real data, which would flatter the peak. */
+    float *host = malloc(n * sizeof(float));
+    if (!host) die("sgemm_peak", "out of memory");
+    rng_state r;
+    rng_seed(&r, 8192, 1);
+    for (size_t i = 0; i < n; i++) host[i] = rng_uniform(&r, -1.0f, 1.0f);
+    cu(cudaMemcpy(a, host, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    for (size_t i = 0; i < n; i++) host[i] = rng_uniform(&r, -1.0f, 1.0f);
+    cu(cudaMemcpy(b, host, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    free(host);
     cublasHandle_t h;
     blas(cublasCreate(&h), "cublasCreate");
     blas(cublasSetMathMode(h, mode), "cublasSetMathMode");

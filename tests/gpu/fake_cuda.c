@@ -10,24 +10,41 @@
  * "GPUs" (default 2) and NCCL works between the ranks that join with one id
  * (the id names a shared memory object: slots and a barrier). cublasSgemm runs as the
  * column-major GEMM it is (OpenBLAS, CblasColMajor), so the row-major trick in
- * model_cuda.c is checked for real. Each kernel is transliterated from kernels.cu,
- * cnn_kernels.cu and optim_kernels.cu, thread structure included (the chunks of the
- * bias gradient and of the per-channel sums, the fixed trees of the loss and the
- * norm), so the index arithmetic is
- * checked too; what this cannot check is the CUDA itself (launch shapes, streams,
- * the device's rounding), which the GPU tests do.
+ * model_cuda.c is checked for real. Each kernel runs the very body the .cu files
+ * launch (cuda/kernel_bodies.h, optim_rules.h), with the reductions' thread
+ * structure played out (the chunks of the bias gradient and of the per-channel
+ * sums, the fixed trees of the loss and the norm), so the kernels' arithmetic and
+ * index arithmetic are checked; what this cannot check is the CUDA itself (launch
+ * shapes, streams, the device's rounding), which the GPU tests do.
  *
- * For the watchdog's tests it can also hang: DDPD_FAKE_CUDA_HANG_AT=N makes the
- * N-th wait (cudaEventSynchronize or cudaStreamSynchronize) block until
- * ncclCommAbort is called (as NCCL's kernels do when a peer is gone), or for ever
- * with DDPD_FAKE_CUDA_HANG_FOREVER=1 (a hung kernel); DDPD_FAKE_NCCL_ASYNC_ERROR_AT=N
- * makes ncclCommGetAsyncError report a remote error from the N-th wait on, and that
- * wait block until the abort. */
+ * It behaves as the real ones do where the trainer depends on it:
+ * - memory: a device of DDPD_FAKE_GPU_MEMORY_MIB (default 80 GiB), of which the
+ *   context holds 300 MiB, a cuBLAS handle 64 MiB and NCCL's connections
+ *   DDPD_FAKE_NCCL_BUFFERS_MIB (default 128), taken at ncclCommInitRank with
+ *   NCCL_RUNTIME_CONNECT=0, else at the first collective (which fails when they do
+ *   not fit); cudaMalloc fails past the total;
+ * - ncclGetUniqueId starts a bootstrap thread that lives on (NCCL's does);
+ * - cudaDeviceGetPCIBusId numbers the GPUs by PCI bus only with
+ *   CUDA_DEVICE_ORDER=PCI_BUS_ID (else the other way round, as FASTEST_FIRST can);
+ * - versions (driver, runtime, cuBLAS, NCCL), ncclGetLastError, ncclCommDestroy
+ *   (which says on stderr how many collectives the communicator issued).
+ *
+ * And it fails on demand, for the watchdog's and the failure messages' tests:
+ * DDPD_FAKE_CUDA_HANG_AT=N makes the N-th wait (cudaEventSynchronize or
+ * cudaStreamSynchronize) block until ncclCommAbort is called (as NCCL's kernels do
+ * when a peer is gone), or for ever with DDPD_FAKE_CUDA_HANG_FOREVER=1 (a hung
+ * kernel); DDPD_FAKE_NCCL_ASYNC_ERROR_AT=N makes ncclCommGetAsyncError report a
+ * remote error from the N-th wait on, and that wait block until the abort;
+ * DDPD_FAKE_NCCL_ABORT_HANGS=1 makes ncclCommAbort never return (a wedged GPU);
+ * DDPD_FAKE_CUDA_ERROR_AT=N:illegal_address (or :out_of_memory) makes the N-th wait
+ * and every later one fail with that error (CUDA's errors are sticky);
+ * DDPD_FAKE_NCCL_ERROR_AT=N makes the N-th collective fail with a system error. */
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -38,37 +55,63 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/kernel_bodies.h"
 #include "cuda/kernels.h"
+#include "optim_rules.h"
 
-#define FAKE_TOTAL_BYTES (80ull << 30) /* the device memory the fake reports */
-#define THREADS 256                    /* as the .cu files */
+#define MIB (1ull << 20)
+#define FAKE_CONTEXT_BYTES (300 * MIB) /* what a context holds before any allocation */
+#define FAKE_CUBLAS_BYTES (64 * MIB)   /* a cuBLAS handle's own */
 
 static size_t fake_in_use;
-
-/* ---- hangs, for the watchdog's tests ------------------------------------------------ */
-
-static int waits, hang_at = -1, hang_forever, async_error_at = -1, configured;
-static atomic_int aborted, async_error;
 
 static int env_int(const char *name, int otherwise) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : otherwise;
 }
 
-static cudaError_t fake_wait(void) {
-    if (!configured) {
-        configured = 1;
-        hang_at = env_int("DDPD_FAKE_CUDA_HANG_AT", -1);
-        hang_forever = env_int("DDPD_FAKE_CUDA_HANG_FOREVER", 0);
-        async_error_at = env_int("DDPD_FAKE_NCCL_ASYNC_ERROR_AT", -1);
+static size_t fake_total(void) {
+    const char *v = getenv("DDPD_FAKE_GPU_MEMORY_MIB");
+    return v && *v ? (size_t)strtoull(v, NULL, 10) * MIB : 80ull << 30;
+}
+
+/* Takes `bytes` of the device (0 when they do not fit: cudaErrorMemoryAllocation). */
+static int fake_take(size_t bytes) {
+    if (fake_in_use + FAKE_CONTEXT_BYTES + bytes > fake_total()) return 0;
+    fake_in_use += bytes;
+    return 1;
+}
+
+/* ---- hangs and errors on demand ------------------------------------------------------ */
+
+static int waits, hang_at = -1, hang_forever, async_error_at = -1, error_at = -1, configured;
+static cudaError_t injected = cudaSuccess, sticky = cudaSuccess;
+static atomic_int aborted, async_error;
+
+static void configure(void) {
+    if (configured) return;
+    configured = 1;
+    hang_at = env_int("DDPD_FAKE_CUDA_HANG_AT", -1);
+    hang_forever = env_int("DDPD_FAKE_CUDA_HANG_FOREVER", 0);
+    async_error_at = env_int("DDPD_FAKE_NCCL_ASYNC_ERROR_AT", -1);
+    const char *e = getenv("DDPD_FAKE_CUDA_ERROR_AT");
+    if (e && *e) {
+        error_at = atoi(e);
+        const char *kind = strchr(e, ':');
+        injected = kind && !strcmp(kind + 1, "out_of_memory") ? cudaErrorMemoryAllocation : cudaErrorIllegalAddress;
     }
+}
+
+static cudaError_t fake_wait(void) {
+    configure();
     waits++;
+    if (waits == error_at) sticky = injected;
     if (waits == async_error_at) atomic_store(&async_error, 1);
     if (waits == hang_at || waits == async_error_at) {
         struct timespec t = {0, 10 * 1000 * 1000};
         while (hang_forever || !atomic_load(&aborted)) nanosleep(&t, NULL);
     }
-    return cudaSuccess;
+    return sticky;
 }
 
 /* ---- CUDA runtime ----------------------------------------------------------------- */
@@ -97,9 +140,37 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     strcpy(prop->name, "Fake CPU GPU");
     return cudaSuccess;
 }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake CUDA error"; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorFake"; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* The PCI address of ordinal `device`: fake_gpu_present.c lists GPU i at bus i. The
+ * ordinals follow the bus only with CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA's default,
+ * FASTEST_FIRST, may order them otherwise); CUDA_VISIBLE_DEVICES is taken as unset
+ * or the identity here. */
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
+    int n = env_int("DDPD_FAKE_GPUS", 2);
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    int by_bus = order && !strcmp(order, "PCI_BUS_ID");
+    if (device < 0 || device >= n) return cudaErrorInvalidDevice;
+    snprintf(bus, (size_t)len, "0000:%02X:00.0", by_bus ? device : n - 1 - device);
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    default: return "fake CUDA error";
+    }
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    default: return "cudaErrorFake";
+    }
+}
+cudaError_t cudaGetLastError(void) { return sticky; }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { *least = 0, *greatest = -5; return cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)malloc(1); return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) { (void)flags; return cudaStreamCreate(s); }
@@ -111,24 +182,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return fake_wait(); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
     (void)s, (void)e, (void)flags;
-    return cudaSuccess;
+    return sticky;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return sticky; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     (void)flags;
     *e = (cudaEvent_t)malloc(1);
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return sticky; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return fake_wait(); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 
 /* Allocations carry their size in front, for cudaMemGetInfo. */
 static void *fake_alloc(size_t bytes) {
+    if (!fake_take(bytes)) return NULL;
     size_t *p = aligned_alloc(256, 256 + ((bytes + 255) / 256) * 256);
     if (!p) return NULL;
     *p = bytes;
-    fake_in_use += bytes;
     return (char *)p + 256;
 }
 static void fake_free(void *q) {
@@ -142,20 +213,20 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) { return (*p = malloc(bytes ?
 cudaError_t cudaFree(void *p) { fake_free(p); return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
-    *total = FAKE_TOTAL_BYTES;
-    *free_b = FAKE_TOTAL_BYTES - fake_in_use - (300ull << 20); /* a context's worth is taken */
+    *total = fake_total();
+    *free_b = *total - fake_in_use - FAKE_CONTEXT_BYTES;
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     (void)kind;
     memmove(dst, src, bytes);
-    return cudaSuccess;
+    return sticky;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
     (void)s;
     return cudaMemcpy(dst, src, bytes, kind);
 }
-cudaError_t cudaMemset(void *p, int value, size_t bytes) { memset(p, value, bytes); return cudaSuccess; }
+cudaError_t cudaMemset(void *p, int value, size_t bytes) { memset(p, value, bytes); return sticky; }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
     (void)s;
     return cudaMemset(p, value, bytes);
@@ -163,8 +234,20 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
 
 /* ---- cuBLAS ------------------------------------------------------------------------ */
 
-cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)malloc(1); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    if (!fake_take(FAKE_CUBLAS_BYTES)) return CUBLAS_STATUS_ALLOC_FAILED;
+    *h = (cublasHandle_t)malloc(1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    free(h);
+    fake_in_use -= FAKE_CUBLAS_BYTES;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
+    *value = type == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { (void)h, (void)s; return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t bytes) {
     (void)h;
@@ -202,7 +285,11 @@ typedef struct {
 struct ncclComm {
     fake_group *g;
     int rank, nranks;
+    int connected;     /* its connection buffers are taken */
+    long collectives;  /* issued, for ncclCommDestroy's line */
 };
+
+static char last_error[256];
 
 static char *slot(fake_group *g, int rank) { return (char *)g + 4096 + (size_t)rank * FAKE_SLOT_BYTES; }
 
@@ -218,6 +305,13 @@ static void fake_barrier(fake_group *g, int nranks) {
 
 #define FAKE_GROUP_BYTES (4096 + FAKE_MAX_RANKS * FAKE_SLOT_BYTES)
 
+/* NCCL's bootstrap root: a thread that lives as long as the process. */
+static void *bootstrap_root(void *arg) {
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
 /* The id names a shared memory object (/dev/shm), so that ranks of other launchers
  * (the "nodes" of a run across nodes, handed the id through the rendezvous) join the
  * same group as forked ones; rank 0 removes the name once all have joined. */
@@ -229,8 +323,22 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     if (fd < 0) return ncclSystemError;
     int ok = ftruncate(fd, FAKE_GROUP_BYTES) == 0;
     close(fd);
+    pthread_t t;
+    if (ok && pthread_create(&t, NULL, bootstrap_root, NULL) == 0) pthread_detach(t);
     return ok ? ncclSuccess : ncclSystemError;
 }
+
+/* Takes the communicator's connection buffers, once. */
+static ncclResult_t fake_connect(struct ncclComm *c) {
+    if (c->connected) return ncclSuccess;
+    if (!fake_take((size_t)env_int("DDPD_FAKE_NCCL_BUFFERS_MIB", 128) * MIB)) {
+        snprintf(last_error, sizeof last_error, "fake NCCL: cannot allocate its connection buffers: out of memory");
+        return ncclUnhandledCudaError;
+    }
+    c->connected = 1;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
     if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks) return ncclInvalidArgument;
     int fd = shm_open(id.internal, O_RDWR, 0);
@@ -238,17 +346,27 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     void *g = mmap(NULL, FAKE_GROUP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
     close(fd);
     if (g == MAP_FAILED) return ncclSystemError;
-    struct ncclComm *c = malloc(sizeof *c);
+    struct ncclComm *c = calloc(1, sizeof *c);
     c->g = g;
     c->rank = rank, c->nranks = nranks;
     fake_barrier(c->g, nranks); /* every rank has joined */
     if (rank == 0) shm_unlink(id.internal);
+    const char *lazy = getenv("NCCL_RUNTIME_CONNECT");
+    if (lazy && !strcmp(lazy, "0") && fake_connect(c) != ncclSuccess) return ncclUnhandledCudaError;
     *comm = c;
     return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (env_int("DDPD_FAKE_NCCL_ABORT_HANGS", 0))
+        for (;;) pause();
     free(comm);
     atomic_store(&aborted, 1);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    fprintf(stderr, "fake NCCL: rank %d of %d destroyed its communicator after %ld collectives\n", comm->rank,
+            comm->nranks, comm->collectives);
+    free(comm);
     return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
@@ -256,8 +374,33 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
     *e = atomic_load(&async_error) ? ncclRemoteError : ncclSuccess;
     return ncclSuccess;
 }
-const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "fake NCCL error"; }
+const char *ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    default: return "fake NCCL error";
+    }
+}
+const char *ncclGetLastError(ncclComm_t comm) {
+    (void)comm;
+    return last_error;
+}
+ncclResult_t ncclGetVersion(int *version) { *version = 22809; return ncclSuccess; }
 static size_t nccl_size(ncclDataType_t t) { return t == ncclDouble ? 8 : t == ncclFloat ? 4 : t == ncclUint8 ? 1 : 0; }
+
+/* A collective's start: its connection (at the first, when lazy), and the failure
+ * DDPD_FAKE_NCCL_ERROR_AT asks for. */
+static ncclResult_t fake_collective(struct ncclComm *c) {
+    ncclResult_t r = fake_connect(c);
+    if (r != ncclSuccess) return r;
+    if (++c->collectives == env_int("DDPD_FAKE_NCCL_ERROR_AT", -1)) {
+        snprintf(last_error, sizeof last_error,
+                 "fake NCCL: socket recv failed: connection closed by peer (DDPD_FAKE_NCCL_ERROR_AT)");
+        return ncclSystemError;
+    }
+    return ncclSuccess;
+}
 
 /* Every rank's contribution in its slot, then each sums them in rank order. */
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
@@ -266,6 +409,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     size_t bytes = count * nccl_size(t);
     if (!nccl_size(t) || t == ncclUint8 || bytes > FAKE_SLOT_BYTES || (op != ncclSum && op != ncclAvg))
         return ncclInvalidArgument;
+    ncclResult_t r = fake_collective(comm);
+    if (r != ncclSuccess) return r;
     memcpy(slot(comm->g, comm->rank), send, bytes);
     fake_barrier(comm->g, comm->nranks);
     for (size_t i = 0; i < count; i++) {
@@ -287,6 +432,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     (void)s;
     size_t bytes = count * nccl_size(t);
     if (!nccl_size(t) || bytes > FAKE_SLOT_BYTES || root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+    ncclResult_t r = fake_collective(comm);
+    if (r != ncclSuccess) return r;
     if (comm->rank == root) memcpy(slot(comm->g, root), send, bytes);
     fake_barrier(comm->g, comm->nranks);
     if (comm->rank != root) memcpy(recv, slot(comm->g, root), bytes);
@@ -294,16 +441,17 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     return ncclSuccess;
 }
 
-/* ---- the kernels, transliterated ------------------------------------------------- */
+/* ---- the kernels: kernel_bodies.h's and optim_rules.h's bodies, in loops ------------ *
+ * An element-wise kernel is its body for every element in order; a reduction plays
+ * out its grid: each thread's share (the same body), then the block's tree. */
 
-static float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
-static float gelu_grad(float x) {
-    float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
-    return cdf + x * pdf;
-}
-static float activate(float x, int act) {
-    return act == KC_ACT_RELU ? (x > 0.0f ? x : 0.0f) : act == KC_ACT_TANH ? tanhf(x) : gelu(x);
+#define THREADS KB_THREADS
+
+/* The fixed tree of a block's per-thread partials (the .cu files' __syncthreads loops). */
+static double tree_sum(double *s) {
+    for (int half = THREADS / 2; half > 0; half /= 2)
+        for (int t = 0; t < half; t++) s[t] += s[t + half];
+    return s[0];
 }
 
 cudaError_t k_u8_to_f32_gather_cuda(float *x, uint8_t *labels_out, const uint8_t *images, const uint8_t *labels,
@@ -311,12 +459,7 @@ cudaError_t k_u8_to_f32_gather_cuda(float *x, uint8_t *labels_out, const uint8_t
                                     cudaStream_t stream) {
     (void)stream;
     size_t n = (size_t)(rows > 0 ? rows : 0) * pixels;
-    for (size_t i = 0; i < n; i++) {
-        size_t r = i / pixels, p = i - r * pixels;
-        size_t k = indices ? (size_t)indices[r] : first + r;
-        x[i] = (float)images[k * pixels + p] * scale;
-        if (p == 0 && labels) labels_out[r] = labels[k];
-    }
+    for (size_t i = 0; i < n; i++) kb_u8_to_f32_gather(i, x, labels_out, images, labels, indices, first, pixels, scale);
     return cudaSuccess;
 }
 
@@ -325,24 +468,13 @@ cudaError_t k_bias_act_forward_cuda(float *z, float *pre, const float *bias, int
     (void)stream;
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     size_t n = (size_t)rows * (size_t)cols;
-    for (size_t i = 0; i < n; i++) {
-        float v = z[i] + bias[i % (size_t)cols];
-        if (apply_act) {
-            if (pre) pre[i] = v;
-            v = activate(v, act);
-        }
-        z[i] = v;
-    }
+    for (size_t i = 0; i < n; i++) kb_bias_act_forward(i, z, pre, bias, (size_t)cols, act, apply_act);
     return cudaSuccess;
 }
 
 cudaError_t k_act_backward_cuda(float *dz, const float *out, const float *pre, size_t n, int act, cudaStream_t stream) {
     (void)stream;
-    for (size_t i = 0; i < n; i++) {
-        if (act == KC_ACT_RELU) dz[i] = out[i] > 0.0f ? dz[i] : 0.0f;
-        else if (act == KC_ACT_TANH) dz[i] *= 1.0f - out[i] * out[i];
-        else dz[i] *= gelu_grad(pre[i]);
-    }
+    for (size_t i = 0; i < n; i++) kb_act_backward(i, dz, out, pre, act);
     return cudaSuccess;
 }
 
@@ -350,47 +482,20 @@ cudaError_t k_bias_grad_cuda(float *db, const float *dz, int rows, int cols, flo
     (void)stream;
     if (cols <= 0) return cudaSuccess;
     if (rows < 0) rows = 0;
-    int chunk_rows = (rows + KC_BIAS_GRAD_MAX_CHUNKS - 1) / KC_BIAS_GRAD_MAX_CHUNKS;
-    if (chunk_rows < 32) chunk_rows = 32;
+    int chunk_rows = kb_bias_grad_chunk_rows(rows);
     int chunks = (rows + chunk_rows - 1) / chunk_rows;
     if (chunks > KC_BIAS_GRAD_MAX_CHUNKS) return cudaErrorInvalidValue; /* would overrun the planned scratch */
     for (int c = 0; c < chunks; c++)
-        for (int j = 0; j < cols; j++) {
-            int b0 = c * chunk_rows, b1 = rows < b0 + chunk_rows ? rows : b0 + chunk_rows;
-            float s = 0.0f;
-            for (int b = b0; b < b1; b++) s += dz[(size_t)b * cols + j];
-            partials[(size_t)c * cols + j] = s;
-        }
-    for (int j = 0; j < cols; j++) {
-        float s = 0.0f;
-        for (int c = 0; c < chunks; c++) s += partials[(size_t)c * cols + j];
-        db[j] = s;
-    }
+        for (int j = 0; j < cols; j++) kb_bias_grad_partial(c, j, partials, dz, rows, cols, chunk_rows);
+    for (int j = 0; j < cols; j++) kb_bias_grad_finish(j, db, partials, chunks, cols);
     return cudaSuccess;
 }
 
 cudaError_t k_softmax_xent_cuda(const float *logits, const uint8_t *labels, int rows, int cols, float *dlogits,
                                 float grad_scale, float *row_loss, int *row_hit, cudaStream_t stream) {
     (void)stream;
-    for (int b = 0; b < rows; b++) {
-        const float *row = logits + (size_t)b * cols;
-        int argmax = 0;
-        float max = row[0];
-        for (int j = 1; j < cols; j++)
-            if (row[j] > max) max = row[j], argmax = j;
-        float sum = 0.0f;
-        for (int j = 0; j < cols; j++) sum += expf(row[j] - max);
-        float log_sum = logf(sum);
-        int y = labels[b];
-        row_loss[b] = log_sum - (row[y] - max);
-        row_hit[b] = argmax == y;
-        if (dlogits) {
-            float *drow = dlogits + (size_t)b * cols;
-            float inv_sum = 1.0f / sum;
-            for (int j = 0; j < cols; j++) drow[j] = expf(row[j] - max) * inv_sum * grad_scale;
-            drow[y] -= grad_scale;
-        }
-    }
+    for (int b = 0; b < rows && cols > 0; b++)
+        kb_softmax_xent_row(b, logits, labels, cols, dlogits, grad_scale, row_loss, row_hit);
     return cudaSuccess;
 }
 
@@ -399,51 +504,23 @@ cudaError_t k_loss_reduce_cuda(double *out, const float *row_loss, const int *ro
     (void)stream;
     double loss[THREADS];
     long long hits[THREADS];
-    for (int t = 0; t < THREADS; t++) {
-        loss[t] = 0.0, hits[t] = 0;
-        for (int b = t; b < rows; b += THREADS) loss[t] += (double)row_loss[b], hits[t] += row_hit[b];
-    }
+    for (int t = 0; t < THREADS; t++) kb_loss_thread(t, row_loss, row_hit, rows < 0 ? 0 : rows, &loss[t], &hits[t]);
     for (int half = THREADS / 2; half > 0; half /= 2)
         for (int t = 0; t < half; t++) loss[t] += loss[t + half], hits[t] += hits[t + half];
-    if (accumulate) {
-        out[0] += loss[0];
-        out[1] += (double)hits[0];
-    } else {
-        out[0] = loss[0];
-        out[1] = (double)hits[0];
-        out[2] = rows > 0 ? loss[0] / rows : 0.0;
-    }
+    kb_loss_write(out, loss[0], hits[0], rows < 0 ? 0 : rows, accumulate);
     return cudaSuccess;
 }
 
-cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mom, int nesterov,
-                          int first, cudaStream_t stream) {
+cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, sgd_scalars f, cudaStream_t stream) {
     (void)stream;
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i] + wd * p[i];
-        if (buf) {
-            float b = first ? d : mom * buf[i] + d;
-            buf[i] = b;
-            d = nesterov ? d + mom * b : b;
-        }
-        p[i] -= lr * d;
-    }
+    for (size_t i = 0; i < n; i++) sgd_element(&f, p + i, g[i], buf ? buf + i : NULL);
     return cudaSuccess;
 }
 
-cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2, float step_size,
-                           float bias2_sqrt, float eps, float l2, float decay, cudaStream_t stream) {
+cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, adam_scalars f,
+                           cudaStream_t stream) {
     (void)stream;
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i];
-        float gi = g[i] + l2 * pi;
-        pi *= decay;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi - step_size * (mi / (sqrtf(vi) / bias2_sqrt + eps));
-    }
+    for (size_t i = 0; i < n; i++) adam_element(&f, p + i, g[i], m + i, v + i);
     return cudaSuccess;
 }
 
@@ -451,25 +528,17 @@ cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *par
                                 cudaStream_t stream) {
     (void)stream;
     size_t threads = (size_t)KC_NORM_BLOCKS * THREADS;
-    for (int blk = 0; blk < KC_NORM_BLOCKS; blk++) { /* as sumsq_partial_kernel */
-        double s[THREADS];
-        for (int t = 0; t < THREADS; t++) {
-            s[t] = 0.0;
-            for (size_t i = (size_t)blk * THREADS + t; i < n; i += threads) s[t] += (double)g[i] * g[i];
-        }
-        for (int half = THREADS / 2; half > 0; half /= 2)
-            for (int t = 0; t < half; t++) s[t] += s[t + half];
-        partials[blk] = s[0];
+    double s[THREADS];
+    for (int blk = 0; blk < KC_NORM_BLOCKS; blk++) { /* sumsq_partial_kernel */
+        for (int t = 0; t < THREADS; t++) s[t] = kb_sumsq_thread(g, n, (size_t)blk * THREADS + t, threads);
+        partials[blk] = tree_sum(s);
     }
-    double s[THREADS]; /* as sumsq_finish_kernel */
-    for (int t = 0; t < THREADS; t++) {
+    for (int t = 0; t < THREADS; t++) { /* sumsq_finish_kernel */
         s[t] = 0.0;
         for (int b = t; b < KC_NORM_BLOCKS; b += THREADS) s[t] += partials[b];
     }
-    for (int half = THREADS / 2; half > 0; half /= 2)
-        for (int t = 0; t < half; t++) s[t] += s[t + half];
-    *sumsq = s[0];
-    double coef = max_norm / (sqrt(*sumsq) + 1e-6); /* as clip_scale_kernel */
+    *sumsq = tree_sum(s);
+    double coef = clip_factor(*sumsq, max_norm); /* clip_scale_kernel */
     if (coef < 1.0) {
         float c = (float)coef;
         for (size_t i = 0; i < n; i++) g[i] *= c;
@@ -477,46 +546,19 @@ cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *par
     return cudaSuccess;
 }
 
-/* ---- the convolutional layers' kernels (cnn_kernels.cu), transliterated ---------------- */
-
 cudaError_t k_im2col_cuda(const float *x, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
                           int Ho, int Wo, float *colT, cudaStream_t stream) {
     (void)stream;
-    size_t K = (size_t)C * k * k, positions = (size_t)Ho * Wo, total = (size_t)n * positions * K;
-    for (size_t i = 0; i < total; i++) {
-        size_t pos = i / K, j = i - pos * K;
-        size_t b = (size_t)b0 + pos / positions, o = pos % positions;
-        int oy = (int)(o / (size_t)Wo), ox = (int)(o % (size_t)Wo);
-        int c = (int)(j / ((size_t)k * k)), r = (int)(j % ((size_t)k * k)), ky = r / k, kx = r % k;
-        int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
-        colT[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[(((size_t)c * rows + b) * H + iy) * W + ix] : 0.0f;
-    }
+    size_t total = (size_t)n * Ho * Wo * C * k * k;
+    for (size_t i = 0; i < total; i++) kb_im2col(i, x, C, rows, H, W, b0, k, stride, pad, Ho, Wo, colT);
     return cudaSuccess;
 }
 
 cudaError_t k_col2im_cuda(const float *colT, int C, int rows, int H, int W, int b0, int n, int k, int stride, int pad,
                           int Ho, int Wo, float *dx, cudaStream_t stream) {
     (void)stream;
-    size_t K = (size_t)C * k * k, plane = (size_t)H * W, nn = (size_t)n, total = (size_t)C * nn * plane;
-    for (size_t i = 0; i < total; i++) {
-        size_t c = i / (nn * plane), rest = i - c * nn * plane, bb = rest / plane, at = rest - bb * plane;
-        int iy = (int)(at / (size_t)W), ix = (int)(at % (size_t)W);
-        float s = 0.0f;
-        for (int ky = 0; ky < k; ky++) {
-            int ty = iy + pad - ky;
-            if (ty < 0 || ty % stride) continue;
-            int oy = ty / stride;
-            if (oy >= Ho) continue;
-            for (int kx = 0; kx < k; kx++) {
-                int tx = ix + pad - kx;
-                if (tx < 0 || tx % stride) continue;
-                int ox = tx / stride;
-                if (ox >= Wo) continue;
-                s += colT[(bb * Ho * Wo + (size_t)oy * Wo + ox) * K + (c * k + ky) * k + kx];
-            }
-        }
-        dx[((c * rows + b0 + bb) * H + iy) * W + ix] += s;
-    }
+    size_t total = (size_t)C * n * H * W;
+    for (size_t i = 0; i < total; i++) kb_col2im(i, colT, C, rows, H, W, b0, (size_t)n, k, stride, pad, Ho, Wo, dx);
     return cudaSuccess;
 }
 
@@ -525,76 +567,43 @@ cudaError_t k_channel_bias_act_forward_cuda(float *z, float *pre, const float *b
     (void)stream;
     size_t total = (size_t)C * n;
     if (!bias && !apply_act) return cudaSuccess;
-    for (size_t i = 0; i < total; i++) {
-        float v = z[i] + (bias ? bias[i / n] : 0.0f);
-        if (apply_act) {
-            if (pre) pre[i] = v;
-            v = activate(v, act);
-        }
-        z[i] = v;
-    }
+    for (size_t i = 0; i < total; i++) kb_channel_bias_act(i, z, pre, bias, n, act, apply_act);
     return cudaSuccess;
 }
 
 cudaError_t k_act_forward_cuda(float *y, const float *x, size_t n, int act, cudaStream_t stream) {
     (void)stream;
-    for (size_t i = 0; i < n; i++) y[i] = activate(x[i], act);
+    for (size_t i = 0; i < n; i++) y[i] = kb_activate(x[i], act);
     return cudaSuccess;
 }
 
-/* channel_sums_kernel + channel_sums_finish_kernel: the same chunks and trees. */
-enum { SUM_A = 0, SUM_A_SQUARES = 1, SUM_A_XHAT = 2 };
-static int chunks_for(size_t n) {
-    size_t chunks = (n + 4 * THREADS - 1) / (4 * THREADS);
-    if (chunks > KC_CHANNEL_MAX_CHUNKS) chunks = KC_CHANNEL_MAX_CHUNKS;
-    return (int)(chunks ? chunks : 1);
-}
+/* channel_sums_kernel's grid (chunks x C blocks) and channel_sums_finish_kernel. */
 static void channel_sums(double *sums, const float *a, const float *x, const float *mean, const float *invstd, int C,
                          size_t n, int mode, double *partials, float *f0, float *f1) {
-    int chunks = chunks_for(n);
+    int chunks = kb_channel_chunks(n);
+    double s0[THREADS], s1[THREADS];
     for (int c = 0; c < C; c++)
         for (int chunk = 0; chunk < chunks; chunk++) {
-            double s0[THREADS], s1[THREADS];
-            size_t len = (n + (size_t)chunks - 1) / (size_t)chunks, begin = (size_t)chunk * len;
-            size_t end = begin + len < n ? begin + len : n;
-            const float *run = a + (size_t)c * n;
-            float m = mode == SUM_A_XHAT ? mean[c] : 0.0f, is = mode == SUM_A_XHAT ? invstd[c] : 0.0f;
-            for (int t = 0; t < THREADS; t++) {
-                double q0 = 0.0, q1 = 0.0;
-                for (size_t i = begin + (size_t)t; i < end; i += THREADS) {
-                    double v = (double)run[i];
-                    q0 += v;
-                    if (mode == SUM_A_SQUARES) q1 += v * v;
-                    else if (mode == SUM_A_XHAT) q1 += v * (double)((x[(size_t)c * n + i] - m) * is);
-                }
-                s0[t] = q0, s1[t] = q1;
-            }
-            for (int half = THREADS / 2; half > 0; half /= 2)
-                for (int t = 0; t < half; t++) s0[t] += s0[t + half], s1[t] += s1[t + half];
-            partials[(size_t)c * chunks + chunk] = s0[0];
-            partials[((size_t)C + c) * chunks + chunk] = s1[0];
+            for (int t = 0; t < THREADS; t++)
+                kb_channel_sums_thread(chunk, c, t, a, x, mean, invstd, n, chunks, mode, &s0[t], &s1[t]);
+            partials[(size_t)c * chunks + chunk] = tree_sum(s0);
+            partials[((size_t)C + c) * chunks + chunk] = tree_sum(s1);
         }
     if (sums) sums[2 * C] = (double)n;
-    for (int c = 0; c < C; c++) {
-        double q0 = 0.0, q1 = 0.0;
-        for (int k = 0; k < chunks; k++) q0 += partials[(size_t)c * chunks + k], q1 += partials[((size_t)C + c) * chunks + k];
-        if (sums) sums[c] = q0, sums[C + c] = q1;
-        if (f0) f0[c] = (float)q0;
-        if (f1) f1[c] = (float)q1;
-    }
+    for (int c = 0; c < C; c++) kb_channel_sums_finish(c, sums, partials, C, chunks, f0, f1);
 }
 
 cudaError_t k_channel_bias_grad_cuda(float *db, const float *dz, int C, size_t n, double *partials,
                                      cudaStream_t stream) {
     (void)stream;
-    channel_sums(NULL, dz, NULL, NULL, NULL, C, n, SUM_A, partials, db, NULL);
+    channel_sums(NULL, dz, NULL, NULL, NULL, C, n, KB_SUM_A, partials, db, NULL);
     return cudaSuccess;
 }
 
 cudaError_t k_batchnorm_sums_cuda(const float *x, int C, size_t n, double *sums, double *partials,
                                   cudaStream_t stream) {
     (void)stream;
-    channel_sums(sums, x, NULL, NULL, NULL, C, n, SUM_A_SQUARES, partials, NULL, NULL);
+    channel_sums(sums, x, NULL, NULL, NULL, C, n, KB_SUM_A_SQUARES, partials, NULL, NULL);
     return cudaSuccess;
 }
 
@@ -602,45 +611,28 @@ cudaError_t k_batchnorm_backward_sums_cuda(const float *dy, const float *x, cons
                                            int C, size_t n, double *sums, double *partials, float *dgamma,
                                            float *dbeta, cudaStream_t stream) {
     (void)stream;
-    channel_sums(sums, dy, x, mean, invstd, C, n, SUM_A_XHAT, partials, dbeta, dgamma);
+    channel_sums(sums, dy, x, mean, invstd, C, n, KB_SUM_A_XHAT, partials, dbeta, dgamma);
     return cudaSuccess;
 }
 
 cudaError_t k_batchnorm_stats_cuda(const double *sums, int C, float eps, float momentum, float *mean, float *invstd,
                                    float *running_mean, float *running_var, cudaStream_t stream) {
     (void)stream;
-    double count = sums[2 * C];
-    for (int c = 0; c < C; c++) {
-        double m = sums[c] / count, var = sums[C + c] / count - m * m;
-        if (var < 0.0) var = 0.0;
-        mean[c] = (float)m;
-        invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-        if (running_mean) {
-            float unbiased = (float)(count > 1.0 ? var * count / (count - 1.0) : var);
-            running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * (float)m;
-            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
-        }
-    }
+    for (int c = 0; c < C; c++) kb_batchnorm_stats(c, sums, C, eps, momentum, mean, invstd, running_mean, running_var);
     return cudaSuccess;
 }
 
 cudaError_t k_batchnorm_running_cuda(const float *running_mean, const float *running_var, float eps, int C,
                                      float *mean, float *invstd, cudaStream_t stream) {
     (void)stream;
-    for (int c = 0; c < C; c++) {
-        mean[c] = running_mean[c];
-        invstd[c] = (float)(1.0 / sqrt((double)running_var[c] + (double)eps));
-    }
+    for (int c = 0; c < C; c++) kb_batchnorm_running(c, running_mean, running_var, eps, mean, invstd);
     return cudaSuccess;
 }
 
 cudaError_t k_batchnorm_forward_cuda(const float *x, float *y, const float *gamma, const float *beta,
                                      const float *mean, const float *invstd, int C, size_t n, cudaStream_t stream) {
     (void)stream;
-    for (size_t i = 0; i < (size_t)C * n; i++) {
-        size_t c = i / n;
-        y[i] = gamma[c] * ((x[i] - mean[c]) * invstd[c]) + beta[c];
-    }
+    for (size_t i = 0; i < (size_t)C * n; i++) kb_batchnorm_forward(i, x, y, gamma, beta, mean, invstd, n);
     return cudaSuccess;
 }
 
@@ -648,14 +640,7 @@ cudaError_t k_batchnorm_backward_cuda(float *dx, const float *dy, const float *x
                                       const float *mean, const float *invstd, const double *sums, int C, size_t n,
                                       cudaStream_t stream) {
     (void)stream;
-    double count = sums[2 * C];
-    for (size_t i = 0; i < (size_t)C * n; i++) {
-        size_t c = i / n;
-        float m = mean[c], s = invstd[c], scale = gamma[c] * invstd[c];
-        float mean_dy = (float)(sums[c] / count), mean_dy_xhat = (float)(sums[C + c] / count);
-        float xhat = (x[i] - m) * s;
-        dx[i] = scale * (dy[i] - mean_dy - xhat * mean_dy_xhat);
-    }
+    for (size_t i = 0; i < (size_t)C * n; i++) kb_batchnorm_backward(i, dx, dy, x, gamma, mean, invstd, sums, C, n);
     return cudaSuccess;
 }
 
@@ -663,20 +648,7 @@ cudaError_t k_maxpool_forward_cuda(const float *x, float *y, int32_t *argmax, si
                                    int Ho, int Wo, cudaStream_t stream) {
     (void)stream;
     size_t total = planes * (size_t)Ho * Wo;
-    for (size_t i = 0; i < total; i++) {
-        size_t p = i / ((size_t)Ho * Wo);
-        int o = (int)(i - p * (size_t)Ho * Wo), oy = o / Wo, ox = o % Wo;
-        const float *in = x + p * (size_t)H * W;
-        int first = oy * k * W + ox * k, best_at = first;
-        float best = in[first];
-        for (int ky = 0; ky < k; ky++)
-            for (int kx = 0; kx < k; kx++) {
-                int at = first + ky * W + kx;
-                if (in[at] > best) best = in[at], best_at = at;
-            }
-        y[i] = best;
-        if (argmax) argmax[i] = best_at;
-    }
+    for (size_t i = 0; i < total; i++) kb_maxpool_forward(i, x, y, argmax, H, W, k, Ho, Wo);
     return cudaSuccess;
 }
 
@@ -685,71 +657,37 @@ cudaError_t k_maxpool_backward_cuda(float *dx, const float *dy, const int32_t *a
     (void)stream;
     memset(dx, 0, sizeof(float) * planes * (size_t)H * W);
     size_t total = planes * (size_t)Ho * Wo;
-    for (size_t i = 0; i < total; i++) {
-        size_t p = i / ((size_t)Ho * Wo);
-        dx[p * (size_t)H * W + (size_t)argmax[i]] = dy[i];
-    }
+    for (size_t i = 0; i < total; i++) kb_maxpool_backward(i, dx, dy, argmax, H, W, Ho, Wo);
     return cudaSuccess;
-}
-
-static uint64_t fake_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
 }
 
 cudaError_t k_dropout_forward_cuda(float *y, uint8_t *mask, const float *x, const uint64_t *row_base_keys, int layer,
                                    int rows, int C, size_t plane, int channel_major, float p, cudaStream_t stream) {
     (void)stream;
-    size_t R = (size_t)rows, CC = (size_t)C, total = R * CC * plane;
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < total; i++) {
-        size_t c, b, j;
-        if (channel_major) {
-            c = i / (R * plane);
-            size_t rest = i - c * R * plane;
-            b = rest / plane, j = rest - b * plane;
-        } else {
-            b = i / (CC * plane);
-            size_t rest = i - b * CC * plane;
-            c = rest / plane, j = rest - c * plane;
-        }
-        uint64_t key = fake_mix64(row_base_keys[b] ^ ((uint64_t)layer + 0x2545f4914f6cdd1dULL));
-        uint64_t counter = c * plane + j;
-        float u = (float)(fake_mix64(key ^ (counter * 0x9e3779b97f4a7c15ULL)) >> 40) * (1.0f / 16777216.0f);
-        int kept = u >= p;
-        mask[i] = (uint8_t)kept;
-        y[i] = kept ? x[i] * scale : 0.0f;
-    }
+    size_t total = (size_t)rows * C * plane;
+    for (size_t i = 0; i < total; i++)
+        kb_dropout_forward(i, y, mask, x, row_base_keys, (uint64_t)layer, (size_t)rows, (size_t)C, plane, channel_major,
+                           p);
     return cudaSuccess;
 }
 
 cudaError_t k_dropout_backward_cuda(float *dx, const float *dy, const uint8_t *mask, size_t n, float p,
                                     cudaStream_t stream) {
     (void)stream;
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+    for (size_t i = 0; i < n; i++) kb_dropout_backward(i, dx, dy, mask, p);
     return cudaSuccess;
-}
-
-static void fake_flatten(float *y, const float *x, size_t C, size_t rows, size_t plane, int back) {
-    size_t total = C * rows * plane;
-    for (size_t i = 0; i < total; i++) {
-        size_t b = i / (C * plane), rest = i - b * C * plane, c = rest / plane, j = rest - c * plane;
-        size_t cnhw = (c * rows + b) * plane + j;
-        if (back) y[cnhw] = x[i];
-        else y[i] = x[cnhw];
-    }
 }
 
 cudaError_t k_flatten_cuda(float *y, const float *x, int C, int rows, size_t plane, cudaStream_t stream) {
     (void)stream;
-    fake_flatten(y, x, (size_t)C, (size_t)rows, plane, 0);
+    size_t total = (size_t)C * rows * plane;
+    for (size_t i = 0; i < total; i++) kb_flatten(i, y, x, (size_t)C, (size_t)rows, plane, 0);
     return cudaSuccess;
 }
 
 cudaError_t k_unflatten_cuda(float *dx, const float *dy, int C, int rows, size_t plane, cudaStream_t stream) {
     (void)stream;
-    fake_flatten(dx, dy, (size_t)C, (size_t)rows, plane, 1);
+    size_t total = (size_t)C * rows * plane;
+    for (size_t i = 0; i < total; i++) kb_flatten(i, dx, dy, (size_t)C, (size_t)rows, plane, 1);
     return cudaSuccess;
 }

@@ -7,7 +7,9 @@ nccl_refused and auto_picks_cpu run on every host (CUDA_VISIBLE_DEVICES="" hides
 every GPU). The others need a GPU (two_ranks and watchdog: two); without one they
 print "SKIPPED: no CUDA device (...)" and exit 77, which ctest shows as skipped.
 With --fake-gpu the trainer is ddp-trainer-fake-cuda (two GPUs played by the CPU,
-tests/gpu/fake_cuda.c): the cases then run anywhere."""
+tests/gpu/fake_cuda.c): the cases then run anywhere, and failure_messages and
+memory_after_nccl (which need the stand-in's fault injection) only there. --data
+names the Fashion-MNIST directory (the GPU bundle brings its own)."""
 import argparse, glob, hashlib, json, os, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
@@ -171,6 +173,11 @@ def case_losses_follow_cpu(trainer, work):
               f"step losses: worst relative difference {max(rel.values()):.2e}, first 10 steps {max(first):.2e}")
     hello = [e for e in g.of_type("hello") if e["rank"] == 0]
     check(hello and hello[0]["device"].startswith("cuda:"), f"hello names the GPU: {hello}")
+    software = [line.split("GPU software: ", 1)[1] for line in g.log().splitlines() if "GPU software: " in line]
+    check(software and all(w in software[0] for w in ("NVIDIA driver", "CUDA runtime", "cuBLAS", "NCCL")),
+          f"the log names the driver, CUDA, cuBLAS and NCCL versions: {software}")
+    if software:
+        print(f"  GPU software: {software[0]}")
     beats = [e for e in g.of_type("heartbeat") if "gpu_mem_used_bytes" in e]
     check(beats and beats[-1]["gpu_mem_used_bytes"] > 0, "heartbeats carry the GPU memory in use")
     if hello:
@@ -261,8 +268,16 @@ def case_two_ranks(trainer, work):
     need_gpus(2)
     one, rc = run_gpu(trainer, work, "one", config(**{"checkpoint.every_epochs": 0}))
     check(rc == 0, f"one rank: {one.stderr[-2000:]!r}")
-    two, rc = run_gpu(trainer, work, "two", config(**{"distributed.world_size": 2, "checkpoint.every_epochs": 0}))
+    # CUDA's own order (FASTEST_FIRST) may differ from the driver's listing, by which
+    # the run's GPUs are given: the trainer sets PCI_BUS_ID (the stand-in numbers its
+    # GPUs the other way round without it, and the ranks check their GPU's PCI address).
+    two, rc = run_gpu(trainer, work, "two", config(**{"distributed.world_size": 2, "checkpoint.every_epochs": 0}),
+                      env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
     check(rc == 0, f"two ranks: {two.stderr[-2000:]!r}")
+    check("CUDA_DEVICE_ORDER was FASTEST_FIRST: set to PCI_BUS_ID" in two.log(), "the log says the order was set")
+    if FAKE_GPU:
+        closed = [line for line in two.stderr.splitlines() if "destroyed its communicator" in line]
+        check(len(closed) == 2, f"both ranks destroy their communicator on the way out: {closed}")
     l1, l2 = one.losses(), two.losses()
     rel = [abs(l1[k] - l2[k]) / abs(l1[k]) for k in l1 if k in l2]
     check(len(l1) == len(l2) and rel and max(rel) <= 5e-3, f"losses agree (worst {max(rel) if rel else None})")
@@ -278,24 +293,38 @@ def case_watchdog(trainer, work):
     wait instead: released by the abort (NCCL's kernels), never released (a hung
     kernel: the watchdog ends the process), or with NCCL reporting an error."""
     if FAKE_GPU:
+        # distributed.collective_timeout_s sets the timeout (the first; the others by
+        # the environment variable); "abort hangs": ncclCommAbort never returns, and
+        # the watchdog still ends the process 10 s after it aborted
         cfg = config(**{"train.epochs": 50, "checkpoint.every_epochs": 0})
         for name, env, want in [
             ("released", {"DDPD_FAKE_CUDA_HANG_AT": "30"}, "did not complete within 2 s"),
             ("forever", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1"},
              "did not complete within 2 s"),
             ("async", {"DDPD_FAKE_NCCL_ASYNC_ERROR_AT": "30"}, "asynchronous error"),
+            ("abort hangs", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1",
+                             "DDPD_FAKE_NCCL_ABORT_HANGS": "1"}, "did not complete within 2 s"),
         ]:
             t0 = time.time()
-            r = Run(trainer, work, "wd-" + name, cfg, env=dict(env, DDPD_COLLECTIVE_TIMEOUT_S="2"))
-            rc = r.wait(120)
+            if name == "released":
+                r = Run(trainer, work, "wd-" + name, config(**{"train.epochs": 50, "checkpoint.every_epochs": 0,
+                                                               "distributed.collective_timeout_s": 2}), env=env)
+            else:
+                r = Run(trainer, work, "wd-" + name.replace(" ", "-"), cfg, env=dict(env, DDPD_COLLECTIVE_TIMEOUT_S="2"))
+            try:
+                rc = r.wait(120)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+                rc = r.wait()
             took = time.time() - t0
             check(rc == 1, f"{name}: exit code {rc}, expected 1; stderr {r.stderr[-1000:]!r}")
             check(want in r.reason(), f"{name}: the reason says '{want}': {r.reason()!r}")
             check(took < 40, f"{name}: the run ended after {took:.0f} s")
             print(f"  {name}: ended after {took:.1f} s: {r.reason()}")
     need_gpus(2)
-    cfg = config(**{"distributed.world_size": 2, "train.epochs": 200, "checkpoint.every_epochs": 0})
-    r = Run(trainer, work, "wd", cfg, env={"DDPD_COLLECTIVE_TIMEOUT_S": "5"})
+    cfg = config(**{"distributed.world_size": 2, "train.epochs": 200, "checkpoint.every_epochs": 0,
+                    "distributed.collective_timeout_s": 5})
+    r = Run(trainer, work, "wd", cfg)
     deadline = time.time() + 120
     while time.time() < deadline and not r.of_type("step") and r.proc.poll() is None:
         time.sleep(0.1)
@@ -493,17 +522,121 @@ def case_one_gpu_two_ranks(trainer, work):
     print(f"  refused: {r.reason()}")
 
 
+def case_canceled(trainer, work):
+    """SIGTERM to the launcher (a cancel): the run ends canceled, with its end event.
+    NCCL's bootstrap thread, started in the launcher by ncclGetUniqueId, must not take
+    the signal (it would end the launcher at once, with no end event). The kernel
+    gives a process's signal to any of its threads that does not block it: sent to
+    each of the launcher's threads in turn, it finds such a thread if there is one."""
+    need_gpus(1)
+    cfg = config(**{"distributed.world_size": 2 if FAKE_GPU else 1, "train.epochs": 500, "checkpoint.every_epochs": 0})
+    r = Run(trainer, work, "cancel", cfg)
+    deadline = time.time() + 120
+    while time.time() < deadline and not r.of_type("step") and r.proc.poll() is None:
+        time.sleep(0.05)
+    if r.proc.poll() is not None and r.proc.returncode == 2:
+        r.wait()
+        skip(f"no CUDA device ({r.stderr.strip().splitlines()[-1]})")
+    check(r.of_type("step"), "the run trains before the cancel")
+    threads = sorted(int(t) for t in os.listdir(f"/proc/{r.proc.pid}/task"))
+    check(len(threads) > 1, f"the launcher has NCCL's bootstrap thread beside its own: threads {threads}")
+    for tid in reversed(threads):  # the others first: the main thread waits for the signal
+        try:
+            os.kill(tid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    rc = r.wait(120)
+    ends = r.of_type("end")
+    check(rc == 128 + signal.SIGTERM, f"the launcher exits {128 + signal.SIGTERM} (canceled), not killed: {rc}")
+    check(ends and ends[-1]["status"] == "canceled" and "TERM" in ends[-1]["reason"],
+          f"its end event says canceled by SIGTERM: {ends}")
+    print(f"  canceled: exit code {rc}, end event {ends[-1] if ends else None}")
+
+
+def case_single_rank_collectives(trainer, work):
+    """One rank with DDPD_NCCL_FORCE_COLLECTIVES=1 issues its NCCL collectives (the
+    comm stream, its events, the watchdog's view of them), and trains as one rank
+    without them does, bit for bit."""
+    need_gpus(1)
+    plain, rc = run_gpu(trainer, work, "plain", config())
+    check(rc == 0, f"one rank: {plain.stderr[-2000:]!r}")
+    forced, rc = run_gpu(trainer, work, "forced", config(), env={"DDPD_NCCL_FORCE_COLLECTIVES": "1"})
+    check(rc == 0, f"one rank issuing its collectives: {forced.stderr[-2000:]!r}")
+    check(plain.losses() and forced.losses() == plain.losses(), "the same losses, bit for bit")
+    ca, cb = (os.path.join(x.dir, "checkpoints", "epoch-0001.safetensors") for x in (plain, forced))
+    check(os.path.exists(ca) and os.path.exists(cb) and sha(ca) == sha(cb), "the same final checkpoint")
+    if FAKE_GPU:
+        def issued(run):
+            lines = [line for line in run.stderr.splitlines() if "destroyed its communicator" in line]
+            return int(lines[-1].split(" after ")[1].split()[0]) if lines else -1
+        check(issued(plain) == 0 and issued(forced) > 100,
+              f"collectives issued: {issued(plain)} without the switch, {issued(forced)} with it")
+        print(f"  one rank: {issued(forced)} NCCL collectives with DDPD_NCCL_FORCE_COLLECTIVES=1, "
+              f"{issued(plain)} without; {len(plain.losses())} step losses identical")
+    else:
+        print(f"  one rank with its collectives: {len(forced.losses())} step losses as without them")
+
+
+def fake_only(what):
+    if not FAKE_GPU:
+        skip(f"{what} needs the CPU stand-in's fault injection (--fake-gpu)")
+
+
+def case_failure_messages(trainer, work):
+    """A GPU failure says what happened and what to try: an illegal address (the
+    CUDA_LAUNCH_BLOCKING=1 hint), running out of memory, an NCCL error with NCCL's
+    own last error (the NCCL_DEBUG=WARN hint); not "the process group was aborted"."""
+    fake_only("failing on demand")
+    cfg = config(**{"train.epochs": 20, "checkpoint.every_epochs": 0})
+    two = config(**{"train.epochs": 20, "checkpoint.every_epochs": 0, "distributed.world_size": 2})
+    for name, c, env, wants in [
+        ("illegal address", cfg, {"DDPD_FAKE_CUDA_ERROR_AT": "30:illegal_address"},
+         ["an illegal memory access was encountered (cudaErrorIllegalAddress)", "CUDA_LAUNCH_BLOCKING=1"]),
+        ("out of memory", cfg, {"DDPD_FAKE_CUDA_ERROR_AT": "30:out_of_memory"},
+         ["out of memory (cudaErrorMemoryAllocation)", "the GPU ran out of memory"]),
+        ("NCCL error", two, {"DDPD_FAKE_NCCL_ERROR_AT": "40"},
+         ["ncclAllReduce", "unhandled system error", "connection closed by peer", "NCCL_DEBUG=WARN"]),
+    ]:
+        r = Run(trainer, work, "fail-" + name.replace(" ", "-"), c, env=env)
+        rc = r.wait(120)
+        reason = r.reason()
+        check(rc == 1, f"{name}: exit code {rc}, expected 1")
+        for want in wants:
+            check(want in reason, f"{name}: the reason says {want!r}: {reason!r}")
+        check("process group was aborted" not in reason, f"{name}: not just an abort: {reason!r}")
+        print(f"  {name}: {reason}")
+
+
+def case_memory_after_nccl(trainer, work):
+    """The memory plan is checked against what is free once cuBLAS and NCCL hold theirs
+    (NCCL connected at init), with a margin: a device whose NCCL buffers leave too
+    little refuses the run before training, naming the numbers; one that leaves enough
+    trains."""
+    fake_only("a device of a chosen size")
+    small = {"DDPD_FAKE_GPU_MEMORY_MIB": "2048"}
+    r = Run(trainer, work, "nccl-takes-it", config(), env=dict(small, DDPD_FAKE_NCCL_BUFFERS_MIB="1600"))
+    rc = r.wait(120)
+    reason = r.reason()
+    check(rc == 1 and "is free on the device once the CUDA context, cuBLAS and NCCL hold theirs" in reason
+          and "margin of 256 MiB" in reason, f"refused before training, saying why: {rc} {reason!r}")
+    check(not r.of_type("step"), "no step was taken")
+    ok = Run(trainer, work, "fits", config(**{"train.epochs": 1}), env=dict(small, DDPD_FAKE_NCCL_BUFFERS_MIB="1200"))
+    check(ok.wait(120) == 0, f"with 480 MiB left the run trains: {ok.reason()!r} {ok.stderr[-1000:]!r}")
+    print(f"  refused: {reason}")
+
+
 CASES = cases_in(globals())
 
 
 def main():
+    global FAKE_GPU, DATA
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fake-gpu", action="store_true", help="the trainer is ddp-trainer-fake-cuda")
+    ap.add_argument("--data", default=DATA, help="the Fashion-MNIST directory")
     a = ap.parse_args()
-    global FAKE_GPU
-    FAKE_GPU = a.fake_gpu
+    FAKE_GPU, DATA = a.fake_gpu, a.data
     with tempfile.TemporaryDirectory(prefix="ddpd-gpu-e2e-") as work:
         CASES[a.case](a.trainer, work)
     checks.finish(f"gpu_e2e_{a.case}")

@@ -1,33 +1,41 @@
 #!/usr/bin/env python3
-"""The Docker image's files, checked without a Docker engine (none runs here, nor in
-CI): the Dockerfile is parsed (continuations, comments, ARG defaults) and held to
+"""The Docker image's files, checked as text (tests/docker builds the image and runs
+it): the Dockerfile is parsed (continuations, comments, ARG defaults) and held to
 what the image must be, and docker-compose.yml (YAML, python3-yaml) to what the
 NVIDIA runtime expects.
 
-Dockerfile: two stages, NVIDIA's CUDA devel image to build and the matching
-runtime image to run; the build stage runs scripts/install-deps.sh and then
-scripts/build.sh, the very steps CI runs (.ci/run -> scripts/test.sh ->
-scripts/build.sh -> scripts/install-deps.sh, checked here too), after copying what
-the script reads; the runtime stage installs its libraries with the same script
-(--runtime), takes ddpd, ddp-trainer, ddpctl and the dashboard from the build stage,
-runs as a user of its own (not root), has volumes for the state directory and the
-datasets that match ddpd's settings, EXPOSEs the port ddpd listens on, and a
-HEALTHCHECK that fetches /healthz on it with curl (which the runtime list
-installs); ddpd listens on 0.0.0.0 inside the container, in exec form (SIGTERM
-reaches it), with the token from the environment: no token or --insecure baked in.
+Dockerfile: two stages whose base images are build arguments (BUILD_IMAGE and
+RUNTIME_IMAGE), by default NVIDIA's CUDA devel image to build and the matching
+runtime image to run (the GPU image; Debian's make the CPU-only one); the build
+stage runs scripts/install-deps.sh (in its build mode: DDPD_DEPS=build, a mode
+that installs none of the tests' tools) and then scripts/build.sh, the very steps
+CI runs (.ci/run -> scripts/test.sh -> scripts/build.sh -> scripts/install-deps.sh,
+checked here too), after copying what the script reads, then `cmake --install`
+into the prefix the runtime stage copies: which programs the image carries is said
+once, by CMakeLists.txt's install(TARGETS) (ddpd, ddp-trainer, ddp-trainer-nccl,
+ddp-run, ddpctl), never listed in the Dockerfile, and the runtime stage's ldd check
+goes over every installed program. The runtime stage installs its libraries with the
+same script (--runtime), runs as a user of its own (not root), has volumes for the
+state directory and the datasets that match ddpd's settings, EXPOSEs the port ddpd
+listens on, and a HEALTHCHECK that fetches /healthz on it with curl (which the
+runtime list installs); ddpd listens on 0.0.0.0 inside the container, in exec form
+(SIGTERM reaches it), with the token from the environment: no token or --insecure
+baked in.
 
 Compose: GPUs through deploy.resources.reservations.devices (driver nvidia,
 capabilities [gpu]), the token from the environment, the port on the host's
 loopback, the same volumes. Also: .dockerignore keeps build trees out, the README
-shows `docker run --gpus all` and what to mount, and install-deps.sh is valid bash
-that names both Debian's and Ubuntu's packages where they differ.
+shows `docker run --gpus all`, what to mount and how to build the CPU-only image,
+and install-deps.sh is valid bash that names both Debian's and Ubuntu's packages
+where they differ.
 
 Usage: test_docker_files.py REPO"""
 import json, os, re, shlex, subprocess, sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), d) for d in ("..", "../docker")]
 import checks  # noqa: E402  (the one pass/fail count)
 from checks import check  # noqa: E402
+import compose_settings  # noqa: E402
 
 
 def parse_dockerfile(text):
@@ -100,10 +108,14 @@ def main():
     if not check(len(stages) >= 2, f"multi-stage: {len(stages)} stages"):
         return
     build, final = stages[0], stages[-1]
+    froms = [ins_args for ins, ins_args, _ in instrs if ins == "FROM"]
+    check(froms and froms[0].split()[0] == "${BUILD_IMAGE}" and froms[-1].split()[0] == "${RUNTIME_IMAGE}",
+          f"the base images are the build arguments BUILD_IMAGE and RUNTIME_IMAGE: {froms}")
     mb = re.match(r"^nvidia/cuda:(13\.\d+(?:\.\d+)?)-devel-(ubuntu\d+\.\d+)$", build["from"])
     mr = re.match(r"^nvidia/cuda:(13\.\d+(?:\.\d+)?)-runtime-(ubuntu\d+\.\d+)$", final["from"])
-    check(mb is not None, f"the build stage is NVIDIA's CUDA 13 devel image: {build['from']}")
-    check(mr is not None, f"the runtime stage is NVIDIA's CUDA 13 runtime image (cudart, cuBLAS, NCCL): {final['from']}")
+    check(mb is not None, f"by default the build stage is NVIDIA's CUDA 13 devel image: {build['from']}")
+    check(mr is not None, f"by default the runtime stage is NVIDIA's CUDA 13 runtime image (cudart, cuBLAS, NCCL): "
+                          f"{final['from']}")
     if mb and mr:
         check(mb.groups() == mr.groups(), f"the same CUDA version and Ubuntu in both: {mb.groups()} {mr.groups()}")
     check(build["name"] is not None, "the build stage is named (COPY --from names it)")
@@ -120,12 +132,20 @@ def main():
     # ---- the build stage: CI's steps ----
     install_at = line_of(build, lambda i, a: i == "RUN" and re.search(r"(^|[\s;&|])(\./)?scripts/install-deps\.sh(\s*($|&&|;))", a))
     build_at = line_of(build, lambda i, a: i == "RUN" and re.search(r"(^|[\s;&|])(\w+=\S+\s+)*(\./)?scripts/build\.sh\b", a))
-    check(install_at is not None, "the build stage runs scripts/install-deps.sh (no flags: what CI installs)")
+    check(install_at is not None, "the build stage runs scripts/install-deps.sh (no flags: DDPD_DEPS says the mode)")
     check(build_at is not None, "the build stage builds with scripts/build.sh (what CI builds with)")
     if install_at and build_at:
         check(install_at < build_at, "dependencies first, then the build")
-    check(not any(re.search(r"\bcmake\b|\bmake\b|\bapt-get\b|\bgcc\b", a) for a, _ in runs(build)),
-          "the build stage calls no cmake, make, gcc or apt-get of its own: only the scripts")
+    build_env = {}
+    for i, a, n in build["instrs"]:
+        if i == "ENV" and install_at and n < install_at:
+            build_env.update(env_pairs(a))
+    check(build_env.get("DDPD_DEPS") == "build",
+          f"before it, ENV DDPD_DEPS=build: install-deps.sh (and scripts/build.sh's call of it) installs what "
+          f"building needs, not the tests' tools: {build_env}")
+    install_run = re.compile(r"\bcmake --install (\S+) --prefix (\S+)")
+    check(not any(re.search(r"\bcmake\b|\bmake\b|\bapt-get\b|\bgcc\b", install_run.sub("", a)) for a, _ in runs(build)),
+          "the build stage calls no cmake (but cmake --install), make, gcc or apt-get of its own: only the scripts")
     copies = [(a, n) for i, a, n in build["instrs"] if i == "COPY" and not a.startswith("--from")]
     script_copied = [n for a, n in copies if "scripts/install-deps.sh" in a.split()[:-1] or a.split()[0] in (".", "./")]
     check(script_copied and install_at and min(script_copied) < install_at, "install-deps.sh is copied in before it runs")
@@ -149,9 +169,26 @@ def main():
     build_sh = read("scripts/build.sh")
     check("BUILD_DIR:-build}" in build_sh, "scripts/build.sh builds into build/ by default")
     build_run = next((a for a, n in runs(build) if n == build_at), "")
-    for binary in ("ddpd", "ddp-trainer", "ddpctl"):
-        check(f"build/bin/{binary}" in build_run, f"the build stage collects {binary}")
-    check(re.search(r"\bweb\b", build_run) and "uplot" in build_run, "and the dashboard's files and uPlot")
+    installs = install_run.search(build_run)
+    check(installs and installs.group(1) == "build", f"after building, the build stage installs build/ with "
+                                                     f"cmake --install --prefix: {build_run!r}")
+    prefix = installs.group(2).rstrip("/") if installs else "/nonexistent"
+    check(re.search(r"scripts/build\.sh.*-DDDPD_BUILD_TESTS=OFF", build_run),
+          f"without the tests (configuring them needs the tests' tools): {build_run!r}")
+    instructions = "\n".join(a for _, a, _ in instrs)  # (comments may name programs)
+    check(not re.search(r"build/bin/|\bddp-(trainer|run)|\bddpctl\b", instructions),
+          "the Dockerfile lists no programs: CMakeLists.txt's install rules say which")
+    # The one list: CMakeLists.txt's install(TARGETS) (a foreach over the programs)
+    cmakelists = read("CMakeLists.txt")
+    programs = re.search(r"foreach\(program ([^)]*)\)\s*if\(TARGET \$\{program\}\)\s*"
+                         r"install\(TARGETS \$\{program\} RUNTIME DESTINATION bin\)", cmakelists)
+    listed = programs.group(1).split() if programs else []
+    for binary in ("ddpd", "ddp-trainer", "ddp-trainer-nccl", "ddp-run", "ddpctl"):
+        check(binary in listed, f"CMakeLists.txt installs {binary} (install(TARGETS)): {listed}")
+    for what, rule in (("the dashboard", r"install\(DIRECTORY web/ DESTINATION share/ddpd/web\)"),
+                       ("uPlot", r"install\(DIRECTORY node_modules/uplot/dist/ DESTINATION share/ddpd/vendor/uplot"),
+                       ("the Python reporter", r"install\(DIRECTORY reporter/python/ DESTINATION share/ddpd/reporter")):
+        check(re.search(rule, cmakelists), f"and {what}")
 
     # ---- the runtime stage ----
     check(any(re.search(r"install-deps\.sh\s+--runtime", a) for a, _ in runs(final)),
@@ -159,8 +196,10 @@ def main():
     check(any(i == "COPY" and a.startswith(f"--from={build['name']}") for i, a, _ in final["instrs"]),
           "the runtime stage takes the binaries from the build stage")
     dest = [shlex.split(a)[-1] for i, a, _ in final["instrs"] if i == "COPY" and a.startswith("--from=")]
-    check(any(d.startswith("/opt/ddpd") for d in dest) and "/opt/ddpd/bin/" in build_run,
-          f"the build stage's /opt/ddpd is what the runtime stage copies: {dest}")
+    check(any(d.rstrip("/") == prefix for d in dest), f"the build stage's {prefix} is what the runtime stage copies: {dest}")
+    check(any(re.search(rf"for p in {re.escape(prefix)}/bin/\*; do.*ldd \"\$p\".*not found.*exit 1.*\"\$p\" --version", a)
+              for a, _ in runs(final)),
+          f"the runtime stage runs ldd on every program in {prefix}/bin, fails on a library not found, and starts each")
 
     users = [a for i, a, _ in final["instrs"] if i == "USER"]
     check(users, "the runtime stage sets USER")
@@ -208,7 +247,16 @@ def main():
     health = [a for i, a, _ in final["instrs"] if i == "HEALTHCHECK"]
     check(health and re.search(rf"curl\s+-\S*f\S*.*http://(127\.0\.0\.1|localhost):{port}/healthz", health[-1]),
           f"a HEALTHCHECK that fetches /healthz on port {port}, failing on an HTTP error: {health}")
-    runtime_list = re.search(r'if \[\[ "\$\{1:-\}" == "--runtime" \]\]; then\s*packages=\((.*?)\)', deps_text, re.S)
+    lists = {m.group(1): m.group(2) for m in re.finditer(r"^(\w+)_packages=\((.*?)^\)", deps_text, re.S | re.M)}
+    build_list = re.sub(r"#.*", "", lists.get("build", ""))
+    check(build_list and "cmake" in build_list and "npm" in deps_text, f"install-deps.sh has a build list: {sorted(lists)}")
+    for tool in ("python3-torch", "chromium", "clang", "prometheus", "docker.io", "dataset-fashion-mnist"):
+        check(tool not in build_list and tool in lists.get("test", ""), f"{tool} is a test tool, not in the build list")
+    check(re.search(r'build\) packages=\("\$\{build_packages\[@\]\}"\)', deps_text),
+          "the build mode installs the build list alone")
+    check(re.search(r"npm ci --omit=dev", deps_text), "and of npm's packages only uPlot (the dependencies, not the "
+                                                     "devDependencies)")
+    runtime_list = re.search(r"^runtime_packages=\((.*?)^\)", deps_text, re.S | re.M)
     check(runtime_list and re.search(r"\bcurl\b", runtime_list.group(1)), "the runtime list installs curl (the health check)")
     if runtime_list:
         rl = runtime_list.group(1)
@@ -221,41 +269,30 @@ def main():
           f"install-deps.sh, run again (CI ran it before the build), changes nothing and says nothing: "
           f"{p.returncode} {(p.stdout + p.stderr)[-300:]!r}")
 
-    # ---- docker-compose.yml ----
+    # ---- docker-compose.yml: as Debian's docker-compose reads it (tests/docker/compose_settings.py:
+    # it passes `docker-compose config`, refuses to start without DDPD_TOKEN, reserves GPUs
+    # the NVIDIA runtime's way, ...), then what only this file knows ----
     try:
-        import yaml
-    except ImportError:
-        check(False, "python3-yaml is installed (scripts/install-deps.sh)")
+        settings = compose_settings.read(repo)
+    except RuntimeError as e:
+        check(False, f"docker-compose.yml: {e}")
         return
-    compose = yaml.safe_load(read("docker-compose.yml"))
-    services = compose.get("services", {})
-    check(len(services) == 1, f"one service: {list(services)}")
-    svc = next(iter(services.values()), {})
+    import yaml  # python3-yaml (compose_settings.read has it)
+    svc = next(iter((yaml.safe_load(read("docker-compose.yml")).get("services") or {}).values()), {})
     check(svc.get("build") in (".", "./") or (isinstance(svc.get("build"), dict) and svc["build"].get("context") in (".", "./")),
           "built from this Dockerfile")
     devices = (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
-    gpu = [d for d in devices if d.get("driver") == "nvidia" and "gpu" in (d.get("capabilities") or [])]
-    check(gpu, f"GPUs through deploy.resources.reservations.devices, driver nvidia, capabilities [gpu]: {devices}")
-    check(gpu and isinstance(gpu[0].get("capabilities"), list), "capabilities is a list")
+    gpu = [d for d in devices if d.get("driver") == "nvidia"]
     check(gpu and (gpu[0].get("count") == "all" or isinstance(gpu[0].get("count"), int) or gpu[0].get("device_ids")),
-          "it says how many GPUs (count or device_ids)")
+          f"it says how many GPUs (count or device_ids): {devices}")
     environment = svc.get("environment") or {}
     if isinstance(environment, list):
         environment = dict(e.split("=", 1) for e in environment)
-    token = str(environment.get("DDPD_TOKEN", ""))
-    check(token.startswith("${DDPD_TOKEN"), f"the token comes from the environment: {token!r}")
-    check(":?" in token, "and compose refuses to start without it")
     check("DDPD_INSECURE" not in environment, "not --insecure")
     ports = [str(p) for p in svc.get("ports") or []]
-    check(ports and all(p.startswith("127.0.0.1:") and p.endswith(f":{port}") for p in ports),
-          f"the port is published on the host's loopback only: {ports}")
-    # "source:target[:mode]", the source maybe "${VAR:-default}"
-    targets = [re.sub(r"^\$\{[^}]*\}", "source", str(v)).split(":")[1] if ":" in str(v) else str(v)
-               for v in svc.get("volumes") or []]
+    check(ports and all(p.endswith(f":{port}") for p in ports), f"the container's port is the image's {port}: {ports}")
     for v in volumes:
-        check(v in targets, f"compose mounts {v}: {targets}")
-    check(any(str(v).endswith(":ro") and ":/usr/share/datasets" in str(v) for v in svc.get("volumes") or []),
-          "the datasets are mounted read-only")
+        check(v in (settings.state_target, settings.data_target), f"compose mounts the image's VOLUME {v}")
 
     # ---- .dockerignore, README ----
     ignore = read(".dockerignore").split()
@@ -264,6 +301,9 @@ def main():
     check("build" in ignore and "build-*" in ignore, ".dockerignore keeps the build trees out")
     readme = read("README.md")
     check(re.search(r"docker run[^\n]*--gpus all", readme) is not None, "the README shows docker run --gpus all")
+    check(re.search(r"docker build[^\n]*--build-arg BUILD_IMAGE=debian:12[^\n]*--build-arg RUNTIME_IMAGE=debian:12", readme),
+          "and how to build the CPU-only image")
+    check("--shm-size" in readme and "NVIDIA Container Toolkit" in readme, "and what the host gives the container")
     for v in volumes:
         check(f":{v}" in readme, f"and mounts {v}")
     check("DDPD_TOKEN" in readme and "docker compose" in readme, "and the token and compose")

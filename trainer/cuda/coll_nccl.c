@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,11 +19,12 @@
 #include <unistd.h>
 
 #include "cuda_check.h"
+#include "log.h"
 #include "memory_plan.h"
 
 #define WATCHDOG_TICK_MS 50
-#define ABORT_LOCK_WAIT_S 2    /* how long the watchdog waits for an NCCL call to return before it gives up aborting */
-#define EXIT_GRACE_S 10.0      /* after an abort, how long the rank's thread has to come back before the process exits */
+#define ABORT_LOCK_WAIT_S 2    /* how long the aborter waits for an NCCL call to return before it gives up aborting */
+#define EXIT_GRACE_S 10.0      /* after an abort, how long the process has to end on its own before the watchdog ends it */
 
 typedef struct {
     coll_comm pub;
@@ -34,6 +36,8 @@ typedef struct {
     pthread_mutex_t reason_lock;
     pthread_t watchdog;
     atomic_int aborted;
+    atomic_llong aborted_at;     /* CLOCK_MONOTONIC ns of the abort: the process ends EXIT_GRACE_S later */
+    int collectives;             /* issue NCCL collectives: world_size > 1, or DDPD_NCCL_FORCE_COLLECTIVES=1 */
     atomic_llong blocked_since;  /* CLOCK_MONOTONIC ns when the rank's thread began a watched wait; 0: none */
     _Atomic(const char *) blocked_what;
     int watch_depth;             /* the rank's thread only */
@@ -94,7 +98,7 @@ static int enter(nccl_comm *c, const char *what) {
     pthread_mutex_lock(&c->call_lock);
     if (atomic_load(&c->aborted) || !atomic_load(&c->nccl)) {
         pthread_mutex_unlock(&c->call_lock);
-        set_reason(c, "the NCCL communicator was aborted");
+        set_reason(c, "the NCCL communicator was aborted before %s", what);
         return -1;
     }
     watch(c, what);
@@ -106,15 +110,24 @@ static void leave(nccl_comm *c) {
     pthread_mutex_unlock(&c->call_lock);
 }
 
-static int nccl_ok(nccl_comm *c, ncclResult_t r, const char *call) {
-    if (r == ncclSuccess) return 0;
-    set_reason(c, "%s: %s (NCCL error %d)", call, ncclGetErrorString(r), (int)r);
-    return -1;
+/* After an NCCL call on the rank's thread, still holding the call lock (the
+ * communicator cannot be aborted and freed meanwhile, so NCCL's last error can be
+ * asked): records a failure with NCCL's own account. Leaves the call. */
+static int nccl_done(nccl_comm *c, ncclResult_t r, const char *call) {
+    if (r != ncclSuccess) {
+        char what[512];
+        gpu_nccl_error_text(r, ncclGetLastError(atomic_load(&c->nccl)), what, sizeof what);
+        set_reason(c, "%s: %s", call, what);
+    }
+    leave(c);
+    return r == ncclSuccess ? 0 : -1;
 }
 
 static int cuda_ok(nccl_comm *c, cudaError_t e, const char *call) {
     if (e == cudaSuccess) return 0;
-    set_reason(c, "%s: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    char what[512];
+    gpu_cuda_error_text(e, what, sizeof what);
+    set_reason(c, "%s: %s", call, what);
     return -1;
 }
 
@@ -125,45 +138,60 @@ static void sleep_ms(int ms) {
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
 }
 
-/* Ends the process when the rank's thread stays blocked after an abort. */
-static void exit_if_still_blocked(nccl_comm *c) {
-    long long since = atomic_load(&c->blocked_since);
-    if (!since || (double)(now_ns() - since) / 1e9 < c->timeout_s + EXIT_GRACE_S) return;
+/* Ends the process EXIT_GRACE_S after an abort, whatever holds it: a wait that the
+ * abort did not release (a hung kernel), ncclCommAbort itself, or a teardown that
+ * waits for the GPU. The deadline is the watchdog's own clock, so it holds even
+ * when ncclCommAbort never returns (the aborter thread calls it). */
+static void exit_after_abort(nccl_comm *c) {
+    if ((double)(now_ns() - atomic_load(&c->aborted_at)) / 1e9 < EXIT_GRACE_S) return;
     if (c->board) run_board_set_failure(c->board, c->device, c->reason);
-    fprintf(stderr, "rank %d: %s; the rank did not return from the GPU, ending it\n", c->pub.rank, c->reason);
+    fprintf(stderr, "rank %d: %s; the rank did not end within %.0f s of the abort, ending it\n", c->pub.rank, c->reason,
+            EXIT_GRACE_S);
     _exit(1);
 }
 
-static void abort_group(nccl_comm *c) {
-    if (c->board) run_board_set_failure(c->board, c->device, c->reason);
-    atomic_store(&c->aborted, 1);
+/* The aborter: frees the communicator once no NCCL call holds it, which unblocks
+ * kernels waiting for peers. A thread of its own, so that the watchdog keeps its
+ * exit deadline if ncclCommAbort hangs (it can, when the GPU is wedged). */
+static void *aborter_main(void *arg) {
+    nccl_comm *c = arg;
+    (void)cudaSetDevice(c->device); /* the current device is per thread */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += ABORT_LOCK_WAIT_S;
     /* When the rank's thread is stuck inside an NCCL call, the lock never comes and
-     * the communicator cannot be freed under it: exit_if_still_blocked ends it. */
+     * the communicator cannot be freed under it: the watchdog's deadline ends it. */
     if (pthread_mutex_timedlock(&c->call_lock, &deadline) == 0) {
         ncclComm_t comm = atomic_exchange(&c->nccl, NULL);
-        if (comm) ncclCommAbort(comm); /* unblocks kernels waiting for peers */
+        if (comm) ncclCommAbort(comm);
         pthread_mutex_unlock(&c->call_lock);
     }
+    return NULL;
+}
+
+static void abort_group(nccl_comm *c) {
+    if (c->board) run_board_set_failure(c->board, c->device, c->reason);
+    atomic_store(&c->aborted_at, now_ns());
+    atomic_store(&c->aborted, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, aborter_main, c) == 0) pthread_detach(t);
 }
 
 static void *watchdog_main(void *arg) {
     nccl_comm *c = arg;
-    (void)cudaSetDevice(c->device); /* the current device is per thread; ncclCommAbort runs here */
     for (;;) {
         sleep_ms(WATCHDOG_TICK_MS);
         if (atomic_load(&c->aborted)) {
-            exit_if_still_blocked(c);
+            exit_after_abort(c);
             continue;
         }
         ncclComm_t comm = atomic_load(&c->nccl);
         ncclResult_t async = ncclSuccess;
         if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
             async != ncclInProgress) {
-            set_reason(c, "NCCL reported an asynchronous error: %s (NCCL error %d); the communicator was aborted",
-                       ncclGetErrorString(async), (int)async);
+            char what[512];
+            gpu_nccl_error_text(async, ncclGetLastError(comm), what, sizeof what);
+            set_reason(c, "NCCL reported an asynchronous error: %s; the communicator was aborted", what);
             abort_group(c);
             continue;
         }
@@ -171,7 +199,8 @@ static void *watchdog_main(void *arg) {
         if (since && (double)(now_ns() - since) / 1e9 > c->timeout_s) {
             const char *what = atomic_load(&c->blocked_what);
             set_reason(c, "%s did not complete within %.0f s (a rank stopped taking part, or the GPU hangs); "
-                          "the NCCL communicator was aborted",
+                          "the NCCL communicator was aborted (distributed.collective_timeout_s; rerun with "
+                          "NCCL_DEBUG=WARN for NCCL's own account)",
                        what ? what : "a GPU operation", c->timeout_s);
             abort_group(c);
         }
@@ -207,34 +236,33 @@ static int wait_after(nccl_comm *c, cudaEvent_t after) {
     return after ? cuda_ok(c, cudaStreamWaitEvent(c->stream, after, 0), "cudaStreamWaitEvent") : 0;
 }
 
+int coll_nccl_collectives_on(const coll_comm *c) { return ((const nccl_comm *)c->impl)->collectives; }
+
 int coll_nccl_allreduce_avg_device(coll_comm *pc, float *dbuf, size_t n, cudaEvent_t after) {
     nccl_comm *c = impl(pc);
     if (wait_after(c, after) != 0) return -1;
-    if (pc->world_size == 1 || n == 0) return 0; /* the average over one rank is the buffer itself */
+    if (!c->collectives || n == 0) return 0; /* the average over one rank is the buffer itself */
     if (enter(c, "the all-reduce of a gradient bucket") != 0) return -1;
-    ncclResult_t r = ncclAllReduce(dbuf, dbuf, n, ncclFloat, ncclAvg, atomic_load(&c->nccl), c->stream);
-    leave(c);
-    return nccl_ok(c, r, "ncclAllReduce");
+    return nccl_done(c, ncclAllReduce(dbuf, dbuf, n, ncclFloat, ncclAvg, atomic_load(&c->nccl), c->stream),
+                     "ncclAllReduce");
 }
 
 int coll_nccl_allreduce_sum_f64_device(coll_comm *pc, double *dbuf, size_t n, cudaEvent_t after) {
     nccl_comm *c = impl(pc);
     if (wait_after(c, after) != 0) return -1;
-    if (pc->world_size == 1 || n == 0) return 0;
+    if (!c->collectives || n == 0) return 0;
     if (enter(c, "the all-reduce of the loss") != 0) return -1;
-    ncclResult_t r = ncclAllReduce(dbuf, dbuf, n, ncclDouble, ncclSum, atomic_load(&c->nccl), c->stream);
-    leave(c);
-    return nccl_ok(c, r, "ncclAllReduce");
+    return nccl_done(c, ncclAllReduce(dbuf, dbuf, n, ncclDouble, ncclSum, atomic_load(&c->nccl), c->stream),
+                     "ncclAllReduce");
 }
 
 int coll_nccl_broadcast_device(coll_comm *pc, void *dbuf, size_t bytes, int root, cudaEvent_t after) {
     nccl_comm *c = impl(pc);
     if (wait_after(c, after) != 0) return -1;
-    if (pc->world_size == 1 || bytes == 0) return 0;
+    if (!c->collectives || bytes == 0) return 0;
     if (enter(c, "a broadcast") != 0) return -1;
-    ncclResult_t r = ncclBroadcast(dbuf, dbuf, bytes, ncclUint8, root, atomic_load(&c->nccl), c->stream);
-    leave(c);
-    return nccl_ok(c, r, "ncclBroadcast");
+    return nccl_done(c, ncclBroadcast(dbuf, dbuf, bytes, ncclUint8, root, atomic_load(&c->nccl), c->stream),
+                     "ncclBroadcast");
 }
 
 /* ---- coll_comm: host buffers staged through the device ---------------------------- */
@@ -262,8 +290,7 @@ static int host_collective(nccl_comm *c, void *buf, size_t count, size_t elem, n
         ncclResult_t r = kind == HOST_ALLREDUCE
                              ? ncclAllReduce(c->staging, c->staging, n, type, op, comm, c->stream)
                              : ncclBroadcast(c->staging, c->staging, n, type, root, comm, c->stream);
-        leave(c);
-        if (nccl_ok(c, r, kind == HOST_ALLREDUCE ? "ncclAllReduce" : "ncclBroadcast") != 0) return -1;
+        if (nccl_done(c, r, kind == HOST_ALLREDUCE ? "ncclAllReduce" : "ncclBroadcast") != 0) return -1;
         if (receives &&
             cuda_ok(c, cudaMemcpyAsync(c->pinned, c->staging, bytes, cudaMemcpyDeviceToHost, c->stream),
                     "cudaMemcpyAsync") != 0)
@@ -275,12 +302,12 @@ static int host_collective(nccl_comm *c, void *buf, size_t count, size_t elem, n
 }
 
 static int nccl_allreduce_avg_f32(coll_comm *pc, float *buf, size_t n) {
-    if (pc->world_size == 1) return 0;
+    if (!impl(pc)->collectives) return 0;
     return host_collective(impl(pc), buf, n, sizeof(float), ncclFloat, ncclAvg, HOST_ALLREDUCE, 0, "an all-reduce");
 }
 
 static int nccl_allreduce_sum_f64(coll_comm *pc, double *buf, size_t n) {
-    if (pc->world_size == 1) return 0;
+    if (!impl(pc)->collectives) return 0;
     return host_collective(impl(pc), buf, n, sizeof(double), ncclDouble, ncclSum, HOST_ALLREDUCE, 0,
                            "an all-reduce");
 }
@@ -294,7 +321,7 @@ static int nccl_reduce_scatter_avg_f32(coll_comm *pc, float *buf, size_t n) {
 
 /* Each rank's share, broadcast by its owner (shares may differ in size). */
 static int nccl_allgather_f32(coll_comm *pc, float *buf, size_t n) {
-    if (pc->world_size == 1) return 0;
+    if (!impl(pc)->collectives) return 0;
     for (int k = 0; k < pc->world_size; k++) {
         size_t lo, hi;
         coll_share(n, pc->world_size, k, &lo, &hi);
@@ -306,12 +333,12 @@ static int nccl_allgather_f32(coll_comm *pc, float *buf, size_t n) {
 }
 
 static int nccl_broadcast(coll_comm *pc, void *buf, size_t bytes, int root) {
-    if (pc->world_size == 1) return 0;
+    if (!impl(pc)->collectives) return 0;
     return host_collective(impl(pc), buf, bytes, 1, ncclUint8, ncclSum, HOST_BROADCAST, root, "a broadcast");
 }
 
 static int nccl_barrier(coll_comm *pc) {
-    if (pc->world_size == 1) return 0;
+    if (!impl(pc)->collectives) return 0;
     float one = 1.0f; /* a barrier is a tiny all-reduce: nobody leaves before everyone came */
     return host_collective(impl(pc), &one, 1, sizeof one, ncclFloat, ncclSum, HOST_ALLREDUCE, 0, "a barrier");
 }
@@ -325,19 +352,47 @@ int coll_is_nccl(const coll_comm *c) { return c && c->backend && strcmp(c->backe
 
 /* ---- rendezvous and attach -------------------------------------------------------- */
 
+/* CUDA numbers GPUs fastest first unless told otherwise; nvidia-smi, the driver's
+ * listing (gpu_devices.c) and CUDA_VISIBLE_DEVICES' indices go by PCI bus. Set
+ * before any process of the run initialises CUDA, so a rank's ordinal is the GPU
+ * the run was given (coll_nccl_attach checks it by its bus id). */
+static void pci_bus_order(void) {
+    const char *was = getenv("CUDA_DEVICE_ORDER");
+    if (was && strcmp(was, "PCI_BUS_ID") != 0)
+        log_msg(LOG_WARN, "CUDA_DEVICE_ORDER was %s: set to PCI_BUS_ID, so that CUDA numbers the GPUs as nvidia-smi "
+                "and CUDA_VISIBLE_DEVICES do", was);
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+}
+
 static void rendezvous_devices(nccl_rendezvous *rv, int world_size) {
     memset(rv, 0, sizeof *rv);
     rv->world_size = world_size;
     rv->nodes = 1;
+    pci_bus_order();
     gpu_present_scan_host(&rv->present);
     gpu_visible_resolve(getenv("CUDA_VISIBLE_DEVICES"), &rv->present, &rv->visible);
 }
 
 int nccl_rendezvous_create(nccl_rendezvous *rv, int world_size, char *why, size_t whylen) {
     rendezvous_devices(rv, world_size);
+    /* ncclGetUniqueId starts NCCL's bootstrap thread, which lives on in the
+     * launcher: it must not take the signals the launcher waits for
+     * (sigtimedwait). A SIGTERM it took unblocked would end the launcher at once,
+     * before it stops the ranks and says how the run ended. A thread inherits the
+     * mask of the one that creates it. */
+    sigset_t launcher_signals, old;
+    sigemptyset(&launcher_signals);
+    sigaddset(&launcher_signals, SIGTERM);
+    sigaddset(&launcher_signals, SIGINT);
+    sigaddset(&launcher_signals, SIGHUP);
+    sigaddset(&launcher_signals, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &launcher_signals, &old);
     ncclResult_t r = ncclGetUniqueId(&rv->id); /* bootstrap listener only: no CUDA call */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != ncclSuccess) {
-        snprintf(why, whylen, "ncclGetUniqueId: %s (NCCL error %d)", ncclGetErrorString(r), (int)r);
+        char what[512];
+        gpu_nccl_error_text(r, ncclGetLastError(NULL), what, sizeof what);
+        snprintf(why, whylen, "ncclGetUniqueId: %s", what);
         return -1;
     }
     return 0;
@@ -373,6 +428,33 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
     return 0;
 }
 
+/* A PCI address "DOMAIN:BUS:DEVICE.FUNCTION" (hex, any case, any width) as one
+ * number, or -1. */
+static long long pci_address(const char *s) {
+    unsigned domain, bus, dev, fn;
+    if (sscanf(s, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) return -1;
+    return ((long long)domain << 24) | (bus << 16) | (dev << 8) | fn;
+}
+
+/* The GPU CUDA gave this rank is the one the driver's listing says it was given
+ * (same PCI address): CUDA_DEVICE_ORDER=PCI_BUS_ID makes them agree. 0, or -1 and
+ * why. Unknown addresses (MIG, a listing from /dev only) are not checked. */
+static int check_bus_id(const nccl_rendezvous *rv, int local, char *why, size_t whylen) {
+    int ordinal, physical;
+    char bus[64] = "";
+    if (gpu_rank_device(&rv->visible, local, &ordinal, &physical) != 0 || physical < 0 ||
+        !rv->present.gpu[physical].bus_id[0] || cudaDeviceGetPCIBusId(bus, sizeof bus, local) != cudaSuccess)
+        return 0;
+    const char *expected = rv->present.gpu[physical].bus_id;
+    if (pci_address(bus) < 0 || pci_address(expected) < 0 || pci_address(bus) == pci_address(expected)) return 0;
+    snprintf(why, whylen,
+             "CUDA's device %d is the GPU at PCI %s, but the run was given GPU %d (PCI %s; CUDA_VISIBLE_DEVICES=%s, "
+             "CUDA_DEVICE_ORDER=%s): CUDA numbers the GPUs in another order than the driver's listing",
+             local, bus, physical, expected, getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset",
+             getenv("CUDA_DEVICE_ORDER") ? getenv("CUDA_DEVICE_ORDER") : "unset");
+    return -1;
+}
+
 coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
                             char *why, size_t whylen) {
     gpu_error ge = {{0}};
@@ -389,6 +471,7 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         return NULL;
     }
     gpu_device_label(&rv->visible, &rv->present, local, prop.name, device, devlen);
+    if (check_bus_id(rv, local, why, whylen) != 0) return NULL;
 
     nccl_comm *c = calloc(1, sizeof *c);
     if (!c) {
@@ -397,7 +480,9 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     }
     pthread_mutex_init(&c->call_lock, NULL);
     pthread_mutex_init(&c->reason_lock, NULL);
-    c->timeout_s = env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", COLL_NCCL_TIMEOUT_S);
+    c->timeout_s = env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", rv->timeout_s > 0 ? rv->timeout_s : COLL_NCCL_TIMEOUT_S);
+    const char *force = getenv("DDPD_NCCL_FORCE_COLLECTIVES");
+    c->collectives = rv->world_size > 1 || (force && strcmp(force, "1") == 0);
     c->device = local;
     c->board = board;
     c->pub = (coll_comm){
@@ -435,6 +520,11 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     }
     pthread_detach(c->watchdog);
 
+    /* NCCL connects to its peers when a collective first needs a connection
+     * (NCCL_RUNTIME_CONNECT=1, its default), allocating its buffers then: connected
+     * at init instead, they are taken before the engine measures what is free for
+     * its memory plan. A value the user set stays. */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     ncclComm_t comm = NULL;
     pthread_mutex_lock(&c->call_lock);
     watch(c, "joining the NCCL communicator (every rank must join)");
@@ -443,9 +533,24 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     if (r == ncclSuccess) atomic_store(&c->nccl, comm);
     pthread_mutex_unlock(&c->call_lock);
     if (r != ncclSuccess) {
-        snprintf(why, whylen, "rank %d on %s: ncclCommInitRank: %s (NCCL error %d)", rank, device,
-                 ncclGetErrorString(r), (int)r);
+        char what[512];
+        gpu_nccl_error_text(r, ncclGetLastError(NULL), what, sizeof what);
+        snprintf(why, whylen, "rank %d on %s: ncclCommInitRank: %s", rank, device, what);
         return NULL;
     }
     return &c->pub;
+}
+
+int coll_nccl_close(coll_comm *pc) {
+    nccl_comm *c = impl(pc);
+    if (enter(c, "closing the NCCL communicator") != 0) return -1;
+    ncclComm_t comm = atomic_exchange(&c->nccl, NULL);
+    ncclResult_t r = ncclCommDestroy(comm);
+    if (r != ncclSuccess) {
+        char what[512];
+        gpu_nccl_error_text(r, ncclGetLastError(NULL), what, sizeof what);
+        set_reason(c, "ncclCommDestroy: %s", what);
+    }
+    leave(c);
+    return r == ncclSuccess ? 0 : -1;
 }

@@ -5,18 +5,23 @@
  *
  * Rendezvous: the launcher calls nccl_rendezvous_create before it forks (it gets
  * the ncclUniqueId, which starts NCCL's bootstrap listener in the launcher but
- * does NOT initialise CUDA there); the struct reaches the ranks through the
- * memory fork gives them (no file, no port of ours). Each rank then calls
- * coll_nccl_attach, whose first CUDA call is cudaSetDevice(rank): the rank's
- * local rank within CUDA_VISIBLE_DEVICES.
+ * does NOT initialise CUDA there, and sets CUDA_DEVICE_ORDER=PCI_BUS_ID); the
+ * struct reaches the ranks through the memory fork gives them (no file, no port of
+ * ours). Each rank then calls coll_nccl_attach, whose first CUDA call is
+ * cudaSetDevice(rank): the rank's local rank within CUDA_VISIBLE_DEVICES.
  *
  * The coll_comm calls take HOST buffers, as on the cpu backend, and stage them
  * through a small device buffer (MEMORY_PLAN_COLL_STAGING bytes). Every wait on
  * the GPU goes through coll_nccl_wait_* so the watchdog sees it: when one lasts
  * longer than the timeout, or NCCL reports an asynchronous error, the watchdog
- * aborts the communicator (ncclCommAbort), records why, and the waiting call
- * returns -1; if the rank still does not come back, it exits the process with the
- * reason on the run board, and the launcher brings the group down.
+ * aborts the communicator (ncclCommAbort, from a thread of its own), records why,
+ * and the waiting call returns -1; if the process has not ended 10 s after the
+ * abort (a hung kernel, or ncclCommAbort itself hangs), the watchdog ends it with
+ * the reason on the run board, and the launcher brings the group down.
+ *
+ * With one rank there is nothing to average and no collective is issued, unless
+ * DDPD_NCCL_FORCE_COLLECTIVES=1 (a debug switch): then one GPU runs the comm
+ * stream, its events and the watchdog as a run of several does.
  * CUDA builds only. */
 #ifndef DDPD_COLL_NCCL_H
 #define DDPD_COLL_NCCL_H
@@ -30,8 +35,9 @@
 #include "kv_store.h"
 #include "run_board.h"
 
-/* A collective (or any GPU wait) that takes longer than this fails the run; the
- * DDPD_COLLECTIVE_TIMEOUT_S environment variable overrides it (tests). */
+/* A collective (or any GPU wait) that takes longer than this fails the run, unless
+ * the run sets distributed.collective_timeout_s (nccl_rendezvous.timeout_s); the
+ * DDPD_COLLECTIVE_TIMEOUT_S environment variable overrides both (tests). */
 #define COLL_NCCL_TIMEOUT_S 60.0
 
 typedef struct {
@@ -41,6 +47,7 @@ typedef struct {
     int first_rank;       /* this host's first rank (else 0): a rank's GPU is rank - first_rank */
     gpu_present present; /* the host's GPUs and which ones the ranks see, for device labels */
     gpu_visible visible;
+    double timeout_s;     /* the watchdog's timeout (distributed.collective_timeout_s); 0: COLL_NCCL_TIMEOUT_S */
 } nccl_rendezvous;
 
 /* In the launcher, before fork. Never initialises CUDA. 0, or -1 and `why`. */
@@ -55,15 +62,25 @@ int nccl_rendezvous_across(nccl_rendezvous *rv, int world_size, int nodes, int n
                            int timeout_ms, char *why, size_t whylen);
 
 /* In rank `rank`'s process (its global rank), before any other CUDA call: selects
- * the device (its rank on this host, within CUDA_VISIBLE_DEVICES),
- * starts the watchdog and joins the communicator (blocks until every rank has
- * joined). `device` gets "cuda:N NAME". `board` (may be NULL) gets the reason if
- * the watchdog has to end the process. NULL and `why` on failure. */
+ * the device (its rank on this host, within CUDA_VISIBLE_DEVICES; its PCI address
+ * must be the one the driver lists for the GPU the run was given), starts the
+ * watchdog and joins the communicator (blocks until every rank has joined; NCCL
+ * connects to its peers then, NCCL_RUNTIME_CONNECT=0 unless set). `device` gets
+ * "cuda:N NAME". `board` (may be NULL) gets the reason if the watchdog has to end
+ * the process. NULL and `why` on failure. */
 coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *board, char *device, size_t devlen,
                             char *why, size_t whylen);
 
 /* True for a comm made by coll_nccl_attach. */
 int coll_is_nccl(const coll_comm *c);
+
+/* Whether the comm issues NCCL collectives: with more than one rank, or with
+ * DDPD_NCCL_FORCE_COLLECTIVES=1. Without, the engine keeps to one stream. */
+int coll_nccl_collectives_on(const coll_comm *c);
+
+/* On the way out of a run that succeeded: ncclCommDestroy (watched). 0 or -1 (why
+ * in coll_nccl_failure). */
+int coll_nccl_close(coll_comm *c);
 
 /* The communication stream (gradient buckets, the loss) of an nccl comm. */
 cudaStream_t coll_nccl_stream(coll_comm *c);

@@ -1,7 +1,8 @@
 /* Checking every CUDA, cuBLAS and NCCL return code with a message that names the
- * call ("cudaMalloc: out of memory (cudaErrorMemoryAllocation)"). The first
- * failure is kept in a gpu_error; the *_TRY macros return -1 from the calling
- * function after recording it. CUDA builds only. */
+ * call, says what the error is and what to do about it ("cudaMalloc: out of memory
+ * (cudaErrorMemoryAllocation): the GPU ran out of memory ..."). The first failure
+ * is kept in a gpu_error; the *_TRY macros return -1 from the calling function
+ * after recording it. CUDA builds only. */
 #ifndef DDPD_CUDA_CHECK_H
 #define DDPD_CUDA_CHECK_H
 
@@ -22,6 +23,14 @@ int gpu_check_cublas(gpu_error *ge, cublasStatus_t rc, const char *call);
 int gpu_check_nccl(gpu_error *ge, ncclResult_t rc, const char *call);
 /* Records a failure in words (printf-style), unless one is already recorded. */
 void gpu_error_set(gpu_error *ge, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "an illegal memory access was encountered (cudaErrorIllegalAddress): a kernel
+ * faulted; ... rerun with CUDA_LAUNCH_BLOCKING=1 ...": CUDA's words, its name, and
+ * what the error means for the run and what to try. */
+void gpu_cuda_error_text(cudaError_t rc, char *out, size_t outlen);
+/* NCCL's words, its code, NCCL's last error message (`last`, from ncclGetLastError;
+ * may be NULL or ""), and the hint to rerun with NCCL_DEBUG=WARN. */
+void gpu_nccl_error_text(ncclResult_t rc, const char *last, char *out, size_t outlen);
 
 #define CUDA_TRY(ge, call)                                              \
     do {                                                                \

@@ -1,8 +1,9 @@
 /* The cuda engine: the twin of engine_cpu.c on one GPU. See engine.h.
  *
  * Memory: memory_plan.c lays out every device buffer before anything is
- * allocated; the plan is checked against gpu_memory_fraction of the device, then
- * ONE cudaMalloc holds it all. Nothing is allocated after create().
+ * allocated; the plan is checked against gpu_memory_fraction of the device and
+ * against what is free once cuBLAS and NCCL hold theirs (prepare_device), then ONE
+ * cudaMalloc holds it all. Nothing is allocated after create().
  *
  * Data: the uint8 dataset is resident on the device when the plan allows (it
  * does for Fashion-MNIST: 47 MB); a step then copies only its indices (from
@@ -11,7 +12,7 @@
  * copied asynchronously. Either way the pinned buffers are reused only after the
  * event recorded behind their last copy (ev_staged) has passed.
  *
- * A step, on two streams (world_size > 1):
+ * A step, on two streams (world_size > 1, or DDPD_NCCL_FORCE_COLLECTIVES=1):
  *   compute: indices -> gather -> forward -> softmax/loss -> [ev_loss_ready]
  *            -> backward, layer by layer from the last; after the last layer of
  *               each gradient bucket: [ev_bucket[k]]
@@ -25,7 +26,8 @@
  * ev_loss_copied (the step's loss), not for backward or the optimizer: it reports
  * and prepares the next batch while the GPU finishes the step. With one rank there
  * is nothing to average: the comm stream is not used and the loss is copied on the
- * compute stream. Every wait goes through coll_nccl_wait_* (the watchdog).
+ * compute stream (coll_nccl_collectives_on: a debug switch makes one rank take the
+ * two-stream path). Every wait goes through coll_nccl_wait_* (the watchdog).
  *
  * Batch norm (cnn): with sync statistics, the per-channel sums go to the comm stream
  * for an all-reduce in the middle of forward and backward, and the compute stream
@@ -43,6 +45,7 @@
 
 #include "coll_nccl.h"
 #include "cuda_check.h"
+#include "gpu_versions.h"
 #include "grad_buckets.h"
 #include "kernels.h"
 #include "log.h"
@@ -108,7 +111,7 @@ static int cuda_init_params(engine *e, uint64_t seed) {
             copy_and_wait(c, c->d_stats, e->stats, stat_bytes, cudaMemcpyHostToDevice) != 0)
             return fail(c);
     }
-    if (e->comm->world_size == 1) return 0;
+    if (!coll_nccl_collectives_on(e->comm)) return 0;
     if (coll_nccl_broadcast_device(e->comm, c->d_params, bytes, 0, NULL) != 0) return -1;
     if (stat_bytes && coll_nccl_broadcast_device(e->comm, c->d_stats, stat_bytes, 0, NULL) != 0) return -1;
     return coll_nccl_wait_stream(e->comm, coll_nccl_stream(e->comm), "the broadcast of the initial parameters");
@@ -128,7 +131,7 @@ static int sum_over_ranks(void *arg, double *dbuf, size_t n) {
 /* Per-rank batch norm: every rank takes rank 0's running statistics (device). */
 static int share_rank0_stats(cuda_engine *c) {
     engine *e = &c->pub;
-    if (!e->shape.n_stats || e->shape.sync_bn || e->comm->world_size == 1) return 0;
+    if (!e->shape.n_stats || e->shape.sync_bn || !coll_nccl_collectives_on(e->comm)) return 0;
     CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_ready, c->stream));
     if (coll_nccl_broadcast_device(e->comm, c->d_stats, sizeof(float) * e->shape.n_stats, 0, c->ev_sync_ready) != 0)
         return -1;
@@ -190,7 +193,7 @@ static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indic
  * and the comm stream's all-reduce (average, in place) behind it. */
 static int bucket_ready(void *arg, const grad_bucket *b) {
     cuda_engine *c = arg;
-    if (c->pub.comm->world_size == 1) return 0; /* nothing to average */
+    if (!coll_nccl_collectives_on(c->pub.comm)) return 0; /* nothing to average */
     int k = (int)(b - c->buckets.bucket); /* which bucket: its event */
     if (gpu_check_cuda(&c->ge, cudaEventRecord(c->ev_bucket[k], c->stream), "cudaEventRecord") != 0) return -1;
     return coll_nccl_allreduce_avg_device(c->pub.comm, c->d_grads + b->begin, b->end - b->begin, c->ev_bucket[k]);
@@ -201,10 +204,11 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
     coll_comm *comm = e->comm;
     double *sc = c->d_scalars + SC_STEP;
     model_cuda_pass pass = {.train = 1, .row_keys = c->d_row_keys};
-    if (e->shape.sync_bn && comm->world_size > 1) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
+    int collectives = coll_nccl_collectives_on(comm);
+    if (e->shape.sync_bn && collectives) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
     if (stage_batch(c, c->train, indices, 0, rows, global_step) != 0) return -1;
     if (model_loss_cuda(&c->net, c->d_params, c->d_stats, c->d_labels, rows, 1, sc, 0, &pass) != 0) return -1;
-    if (comm->world_size > 1) {
+    if (collectives) {
         cudaStream_t comm_stream = coll_nccl_stream(comm);
         CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_ready, c->stream));
         if (coll_nccl_allreduce_sum_f64_device(comm, sc + 2, 1, c->ev_loss_ready) != 0) return -1;
@@ -220,7 +224,7 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
     if (model_backward_cuda(&c->net, c->d_params, c->d_grads, rows, &pass, grad_buckets_layer_ready, &c->buckets) != 0 ||
         c->buckets.failed)
         return -1;
-    if (comm->world_size > 1) {
+    if (collectives) {
         CUDA_TRY(&c->ge, cudaEventRecord(c->ev_comm_done, coll_nccl_stream(comm)));
         CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_comm_done, 0));
     }
@@ -350,6 +354,34 @@ static const engine_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
+/* What takes device memory outside the plan's arena, made before the plan is
+ * checked against what is free: the compute stream, cuBLAS's handle, and NCCL's
+ * connections (made at init, NCCL_RUNTIME_CONNECT=0; a first collective makes any
+ * that are still lazy). The comm's staging buffer is already allocated. Rank 0
+ * logs the versions the run stands on. */
+static int prepare_device(cuda_engine *c, char *err, size_t errlen) {
+    gpu_error *ge = &c->ge;
+    coll_comm *comm = c->pub.comm;
+    if (gpu_check_cuda(ge, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
+        gpu_check_cublas(ge, cublasCreate(&c->blas), "cublasCreate") ||
+        gpu_check_cublas(ge, cublasSetStream(c->blas, c->stream), "cublasSetStream")) {
+        snprintf(err, errlen, "%s: %s", c->pub.device, ge->msg);
+        return -1;
+    }
+    if (comm->barrier(comm) != 0) {
+        snprintf(err, errlen, "%s: the first collective failed: %s", c->pub.device, coll_nccl_failure(comm));
+        return -1;
+    }
+    if (comm->rank == 0) {
+        gpu_versions v;
+        char line[256];
+        gpu_versions_get(&v);
+        gpu_versions_describe(&v, line, sizeof line);
+        log_msg(LOG_INFO, "GPU software: %s", line);
+    }
+    return 0;
+}
+
 /* Plans the memory and checks it against the device: 0, or -1 with the reason. */
 static int plan_memory(cuda_engine *c, const engine_params *p, char *err, size_t errlen) {
     engine *e = &c->pub;
@@ -419,16 +451,13 @@ static void carve(cuda_engine *c) {
     m->row_hit = region(c, pl->row_hit);
 }
 
-/* Streams, cuBLAS, events, pinned buffers, and the resident dataset. */
+/* The arena, cuBLAS's settings, events, pinned buffers, and the resident dataset. */
 static int setup_device(cuda_engine *c, const engine_params *p) {
     gpu_error *ge = &c->ge;
     const run_config *cfg = p->cfg;
     size_t rows = (size_t)p->max_rows;
     CUDA_TRY(ge, cudaMalloc((void **)&c->arena, c->plan.arena_bytes));
     carve(c);
-    CUDA_TRY(ge, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-    CUBLAS_TRY(ge, cublasCreate(&c->blas));
-    CUBLAS_TRY(ge, cublasSetStream(c->blas, c->stream));
     /* Our own workspace (in the plan): no allocation by cuBLAS later, and GEMMs
      * that are deterministic on one stream. */
     CUBLAS_TRY(ge, cublasSetWorkspace(c->blas, region(c, c->plan.cublas_workspace), c->plan.cublas_workspace.bytes));
@@ -507,7 +536,7 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
         return NULL;
     }
     grad_buckets_init(&c->buckets, &e->shape, p->cfg->distributed.bucket_mb, bucket_ready, c);
-    if (plan_memory(c, p, err, errlen) != 0) {
+    if (prepare_device(c, err, errlen) != 0 || plan_memory(c, p, err, errlen) != 0) {
         cuda_destroy(e);
         return NULL;
     }

@@ -1,7 +1,9 @@
 /* The element-wise and reduction kernels of the MLP step on the GPU, each the
  * twin of a CPU reference in cpu_kernels.c (same name with _cuda appended, same
  * math, same argument order where it can be), so one can be held against the
- * other (tests/test_gpu_kernels.c). The GEMMs go through cuBLAS (mlp_cuda.c).
+ * other (tests/test_gpu_kernels.c). The GEMMs go through cuBLAS (model_cuda.c).
+ * Each kernel's body is in kernel_bodies.h (and the optimizers' in optim_rules.h),
+ * shared with the GPU tests' CPU stand-in.
  *
  * Every launcher enqueues on `stream` and returns cudaGetLastError() (launch
  * errors; faults in the kernel surface at the next synchronisation). Reductions
@@ -17,18 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel_bodies.h" /* (the shapes below: KC_ACT_*, KC_*_CHUNKS, KC_NORM_BLOCKS) */
+#include "optim_rules.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The values of activation_kind (run_config.h); mlp_cuda.c checks they agree. */
-enum { KC_ACT_RELU = 0, KC_ACT_GELU = 1, KC_ACT_TANH = 2 };
-
-/* Bias-gradient partials: chunks of at most this many per column (the scratch
- * buffer holds KC_BIAS_GRAD_MAX_CHUNKS x cols floats). */
-#define KC_BIAS_GRAD_MAX_CHUNKS 256
-/* Per-block partial sums of the gradient norm (scratch: KC_NORM_BLOCKS doubles). */
-#define KC_NORM_BLOCKS 512
 
 /* k_u8_to_f32 (cpu_kernels.c) fused with engine_cpu.c's gather_inputs: for each
  * row r < rows, example k = indices ? indices[r] : first + r;
@@ -65,15 +61,13 @@ cudaError_t k_softmax_xent_cuda(const float *logits, const uint8_t *labels, int 
 cudaError_t k_loss_reduce_cuda(double *out, const float *row_loss, const int *row_hit, int rows, int accumulate,
                                cudaStream_t stream);
 
-/* optim.c's sgd_range loop: d = g + wd p; with a momentum buffer (buf not NULL):
- * buf = first ? d : mom buf + d, d = nesterov ? d + mom buf : buf; p -= lr d. */
-cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, float lr, float wd, float mom,
-                          int nesterov, int first, cudaStream_t stream);
+/* optim.c's sgd_range loop: sgd_element over every element (buf may be NULL). */
+cudaError_t sgd_step_cuda(float *p, const float *g, float *buf, size_t n, sgd_scalars f, cudaStream_t stream);
 
-/* optim.c's adam_range loop (Adam: l2 = weight decay, decay = 1; AdamW: l2 = 0,
- * decay = 1 - lr wd), with the scalar factors computed by the caller as there. */
-cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
-                           float step_size, float bias2_sqrt, float eps, float l2, float decay, cudaStream_t stream);
+/* optim.c's adam_range loop: adam_element over every element, with the factors
+ * adam_factors computed. */
+cudaError_t adam_step_cuda(float *p, const float *g, float *m, float *v, size_t n, adam_scalars f,
+                           cudaStream_t stream);
 
 /* clip_grad_norm (optim.c) without leaving the device: *sumsq = sum of g[i]^2 in
  * double (KC_NORM_BLOCKS fixed partials, then a fixed tree), then g *= coef where
@@ -84,9 +78,6 @@ cudaError_t clip_grad_norm_cuda(float *g, size_t n, double max_norm, double *par
 /* ---- the convolutional layers (cnn_kernels.cu; CPU twins in trainer/cnn_kernels.c) ----
  * Tensors of the convolution part are channel-major, CNHW (see cnn_kernels.h). */
 
-/* Per-channel partial sums: at most this many chunks per channel (the scratch holds
- * 2 x KC_CHANNEL_MAX_CHUNKS x C doubles). */
-#define KC_CHANNEL_MAX_CHUNKS 64
 
 /* k_im2col: colT [n * Ho * Wo][C * k * k] for examples [b0, b0 + n), one thread per
  * entry (zero outside the input). */

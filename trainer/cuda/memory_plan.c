@@ -135,16 +135,21 @@ int memory_plan_check(const memory_plan *plan, double gpu_memory_fraction, size_
                  need, share_s, gpu_memory_fraction, total_s);
         return -1;
     }
-    /* The runtime reserve is already in use by the time the device reports its free
-     * memory: what must still be free is what the engine and coll_nccl allocate. */
-    size_t to_allocate = plan->arena_bytes + plan->coll_staging_bytes;
+    /* What is free was measured with the runtime's memory and the staging buffer
+     * already taken: what must still be free is the arena, and a margin. */
+    size_t to_allocate = plan->arena_bytes + MEMORY_PLAN_FREE_MARGIN;
     if (device_free > 0 && to_allocate > device_free) {
+        char arena_s[32], margin_s[32];
         format_pair(to_allocate, device_free, need, free_s, sizeof need);
         memory_plan_format_bytes(share, share_s, sizeof share_s);
+        memory_plan_format_bytes(plan->arena_bytes, arena_s, sizeof arena_s);
+        memory_plan_format_bytes(MEMORY_PLAN_FREE_MARGIN, margin_s, sizeof margin_s);
         snprintf(why, whylen,
-                 "needs %s of GPU memory, within its share of %s (gpu_memory_fraction %g of %s), "
-                 "but only %s is free on the device: other processes hold the rest",
-                 need, share_s, gpu_memory_fraction, total_s, free_s);
+                 "needs %s of GPU memory (%s for the run and a margin of %s for what CUDA and cuBLAS load on first "
+                 "use), within its share of %s (gpu_memory_fraction %g of %s), but only %s is free on the device once "
+                 "the CUDA context, cuBLAS and NCCL hold theirs: other processes hold the rest, or lower "
+                 "train.batch_size",
+                 need, arena_s, margin_s, share_s, gpu_memory_fraction, total_s, free_s);
         return -1;
     }
     if (whylen) why[0] = '\0';

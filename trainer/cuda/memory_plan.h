@@ -5,7 +5,8 @@
  * `arena_bytes` and carves the regions below out of it at their offsets: the plan
  * is not an estimate of the engine's allocations, it is their layout.
  *
- *   total = arena + collective staging + runtime reserve
+ *   total = arena + collective staging + runtime reserve   (against the share)
+ *   arena + margin                                        (against what is free)
  *   arena = params + grads + optimizer states (0, 1 or 2 x params)
  *         + batch norm's running statistics
  *         + activations (input, each layer's output, gelu's pre-activations,
@@ -32,6 +33,8 @@
 #define MEMORY_PLAN_CUBLAS_WORKSPACE (32u << 20)  /* cuBLAS's recommendation for Hopper */
 #define MEMORY_PLAN_COLL_STAGING (4u << 20)       /* coll_nccl's device buffer for host collectives */
 #define MEMORY_PLAN_RUNTIME_RESERVE (320u << 20)  /* CUDA context, cuBLAS and NCCL internals (estimate) */
+#define MEMORY_PLAN_FREE_MARGIN (256u << 20)      /* left free on the device past the arena: what CUDA and
+                                                     cuBLAS load on first use (kernels' modules, lazily) */
 #define MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS 256      /* see k_bias_grad_cuda */
 #define MEMORY_PLAN_NORM_BLOCKS 512               /* see clip_grad_norm_cuda */
 #define MEMORY_PLAN_SCALARS 8                     /* doubles: step loss sum, hits, mean; eval sums */
@@ -92,10 +95,13 @@ void memory_plan_compute(const memory_plan_input *in, size_t share_bytes, memory
 /* The share of a device the run may use: fraction x total, rounded down. */
 size_t memory_plan_share(double gpu_memory_fraction, size_t device_total);
 
-/* 0 when the plan fits both the share (gpu_memory_fraction of device_total) and the
- * memory free now (device_free, 0 = unknown); else -1 and `why` says, e.g.
- * "needs 3.1 GiB of GPU memory, its share is 2.0 GiB (gpu_memory_fraction 0.25 of
- * 8.0 GiB)", and what to change. */
+/* 0 when the plan fits both the share (gpu_memory_fraction of device_total: the
+ * plan's total, its runtime reserve included) and the memory free now
+ * (device_free, 0 = unknown): the arena and MEMORY_PLAN_FREE_MARGIN. device_free is
+ * measured once the CUDA context, the collective staging buffer, cuBLAS's handle
+ * and NCCL's connections exist (the engine makes them first), so none of those is
+ * counted again. Else -1 and `why` says, e.g. "needs 3.1 GiB of GPU memory, its
+ * share is 2.0 GiB (gpu_memory_fraction 0.25 of 8.0 GiB)", and what to change. */
 int memory_plan_check(const memory_plan *plan, double gpu_memory_fraction, size_t device_total, size_t device_free,
                       char *why, size_t whylen);
 

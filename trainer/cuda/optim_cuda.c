@@ -1,5 +1,5 @@
-/* Optimizers on the GPU: see optim_cuda.h. The factor computations below are
- * optim.c's, line for line; the loops are in optim_kernels.cu. */
+/* Optimizers on the GPU: see optim_cuda.h. The factors are optim.c's (adam_factors,
+ * sgd_factors), the element updates optim_rules.h's, launched by optim_kernels.cu. */
 #include "optim_cuda.h"
 
 #include <math.h>
@@ -11,28 +11,24 @@ _Static_assert(KC_NORM_BLOCKS == MEMORY_PLAN_NORM_BLOCKS, "the plan sizes the no
 _Static_assert(KC_BIAS_GRAD_MAX_CHUNKS == MEMORY_PLAN_BIAS_GRAD_MAX_CHUNKS, "the plan sizes the bias scratch");
 
 /* sgd_range (optim.c), over every element */
-static int sgd_step(optimizer *o, float *p, float *g, float *buf, float lr, cudaStream_t s, gpu_error *ge) {
-    float wd = (float)o->weight_decay, mom = (float)o->momentum;
-    int first = o->step == 0;
-    CUDA_TRY(ge, sgd_step_cuda(p, g, buf, o->n, lr, wd, mom, o->nesterov, first, s));
+static int sgd_step(optimizer *o, float *p, float *g, float *buf, double lr, cudaStream_t s, gpu_error *ge) {
+    sgd_scalars f;
+    sgd_factors(o, lr, &f);
+    CUDA_TRY(ge, sgd_step_cuda(p, g, buf, o->n, f, s));
     return 0;
 }
 
 /* adam_range (optim.c), over every element */
 static int adam_step(optimizer *o, float *p, float *g, float *m, float *v, double lr, cudaStream_t s, gpu_error *ge) {
-    long t = o->step + 1;
-    float b1 = (float)o->beta1, b2 = (float)o->beta2;
-    double bias1 = 1.0 - pow(o->beta1, (double)t), bias2 = 1.0 - pow(o->beta2, (double)t);
-    float step_size = (float)(lr / bias1), bias2_sqrt = (float)sqrt(bias2), eps = (float)o->eps;
-    float l2 = o->type == OPT_ADAM ? (float)o->weight_decay : 0.0f;
-    float decay = o->type == OPT_ADAMW ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-    CUDA_TRY(ge, adam_step_cuda(p, g, m, v, o->n, b1, b2, step_size, bias2_sqrt, eps, l2, decay, s));
+    adam_scalars f;
+    adam_factors(o, lr, &f);
+    CUDA_TRY(ge, adam_step_cuda(p, g, m, v, o->n, f, s));
     return 0;
 }
 
 int optimizer_step_cuda(optimizer *o, float *d_params, float *d_grads, float *d_state1, float *d_state2, double lr,
                         cudaStream_t stream, gpu_error *ge) {
-    int rc = o->type == OPT_SGD ? sgd_step(o, d_params, d_grads, d_state1, (float)lr, stream, ge)
+    int rc = o->type == OPT_SGD ? sgd_step(o, d_params, d_grads, d_state1, lr, stream, ge)
                                 : adam_step(o, d_params, d_grads, d_state1, d_state2, lr, stream, ge);
     if (rc == 0) o->step++;
     return rc;
