@@ -411,15 +411,19 @@ def case_server_restart(args):
         mark = uuid.uuid4().hex
         out = os.path.join(e.d, "out")
         steps = 40
-        first = e.server(state_dir=state)
-        with first as s:
+        # not a `with`: its end would take the job's processes, under the state dir, for leftovers
+        s = e.server(state_dir=state)
+        s.start()
+        try:
             rid = s.submit(script_run(e, "across-a-restart", steps, 0.25, out, env={"SLURM_TEST_MARK": mark}))
             wait_until(lambda: len(loss_points(s, rid)) >= 5, "some steps", 180)
             job = job_of(s, rid)
+        finally:
             s.kill()
-            check(e.cluster.job(job).get("JobState") == "RUNNING", "the job runs on without the server")
-            time.sleep(3)  # steps are made, and logs written, while no server listens
-        second = e.server(state_dir=state)
+        check(e.cluster.job(job).get("JobState") == "RUNNING", "the job runs on without the server")
+        time.sleep(3)  # steps are made, and logs written, while no server listens
+        # at the same address: the job's parts report to the URL their job script was given
+        second = e.server(state_dir=state, extra=["--listen", f"127.0.0.1:{s.port}"])
         with second as s:
             run = wait_final(s, rid, 240)
             check(run.get("status") == "succeeded" and run.get("slurm_job_id") == job,
@@ -472,6 +476,8 @@ def case_requeued(args):
             job = job_of(s, rid)
             e.cluster.cmd("scontrol", "requeue", job)
             wait_until(lambda: int(e.cluster.job(job).get("Restarts", "0")) >= 1, "Slurm to requeue it", 60)
+            # a requeued job is eligible again only 2 minutes later (Reason=BeginTime): now, for a quick test
+            e.cluster.cmd("scontrol", "update", f"jobid={job}", "StartTime=now")
             run = wait_final(s, rid, 240)
             check(run.get("status") == "succeeded", f"the requeued job's run succeeded: {run.get('status')} {run.get('reason')}")
             log = s.get(f"/runs/{rid}/logs").body.decode(errors="replace")
