@@ -475,8 +475,12 @@ def case_requeued(args):
             wait_until(lambda: len(loss_points(s, rid)) >= 3, "the run to make steps", 180)
             job = job_of(s, rid)
             e.cluster.cmd("scontrol", "requeue", job)
-            wait_until(lambda: int(e.cluster.job(job).get("Restarts", "0")) >= 1, "Slurm to requeue it", 60)
-            # a requeued job is eligible again only 2 minutes later (Reason=BeginTime): now, for a quick test
+            wait_until(lambda: (lambda j: int(j.get("Restarts", "0")) >= 1 and j.get("JobState") == "PENDING")(
+                e.cluster.job(job)), "Slurm to requeue it", 60)
+            # a requeued job is eligible again only 2 minutes later (Reason=BeginTime): once ddpd has seen it
+            # wait, it is made eligible now, for a quick test
+            wait_until(lambda: f"Slurm requeued job {job}" in s.get(f"/runs/{rid}/logs").body.decode(errors="replace"),
+                       "ddpd to see the job requeued", 60)
             e.cluster.cmd("scontrol", "update", f"jobid={job}", "StartTime=now")
             run = wait_final(s, rid, 240)
             check(run.get("status") == "succeeded", f"the requeued job's run succeeded: {run.get('status')} {run.get('reason')}")
