@@ -109,25 +109,10 @@ static long number(const char *what, const char *v, long lo, long hi) {
 
 
 /* The address this host reaches the coordinator from: what the others reach it at. */
-static char *address_towards(const char *url) {
-    char host[256], port[16], err[256];
-    const char *hp = url + 7;
-    char copy[300];
-    snprintf(copy, sizeof copy, "%s", hp);
-    copy[strcspn(copy, "/")] = '\0';
-    if (parse_host_port("--coordinator", copy, host, sizeof host, port, sizeof port, err, sizeof err) != 0) die("%s", err);
-    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *ai = NULL;
-    if (getaddrinfo(host, port[0] ? port : "80", &hints, &ai) != 0 || !ai) die("cannot resolve the coordinator %s", host);
-    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_storage me;
-    socklen_t len = sizeof me;
-    char text[INET6_ADDRSTRLEN] = "";
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &len) == 0)
-        getnameinfo((struct sockaddr *)&me, len, text, sizeof text, NULL, 0, NI_NUMERICHOST);
-    if (fd >= 0) close(fd);
-    freeaddrinfo(ai);
-    if (!text[0]) die("cannot tell this node's address towards %s: give --advertise ADDR", url);
-    return xstrdup(text);
+static char *address_of_this_node(const char *url) {
+    char address[64], err[512];
+    if (address_towards(url, address, sizeof address, err, sizeof err) != 0) die("%s: give --advertise ADDR", err);
+    return xstrdup(address);
 }
 
 static json_t *gpu_list(const char *gpus) {
@@ -231,7 +216,7 @@ int agent_main(int argc, char **argv) {
     char host[64] = "node";
     gethostname(host, sizeof host - 1);
     snprintf(G.name, sizeof G.name, "%s", o.name ? o.name : host);
-    G.address = o.advertise ? xstrdup(o.advertise) : address_towards(o.coordinator);
+    G.address = o.advertise ? xstrdup(o.advertise) : address_of_this_node(o.coordinator);
     G.slots = o.slots ? (int)number("--slots", o.slots, 0, 256) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     G.gpus = o.gpus;
     G.grace_s = o.grace ? (double)number("--coordinator-grace", o.grace, 1, 86400) : 30;

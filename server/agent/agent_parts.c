@@ -118,7 +118,7 @@ static void start(const json_t *w) {
     p->node_rank = (int)json_integer_value(json_object_get(w, "node_rank"));
     int nodes = (int)json_integer_value(json_object_get(w, "nodes"));
     int world = (int)json_integer_value(json_object_get(w, "world_size"));
-    p->local_ranks = nodes > 0 ? world / nodes : 0;
+    p->local_ranks = nodes > 0 ? world / nodes : world; /* nodes 0: a run on one node, all its ranks */
     p->first_rank = p->node_rank * p->local_ranks;
     p->exit_code = p->signal = -1;
     bool command = json_is_true(json_object_get(w, "command"));
@@ -131,13 +131,14 @@ static void start(const json_t *w) {
     for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
         snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
 
-    char *runs = xasprintf("%s/runs", P.c.state_dir);
-    mkdir(runs, 0700);
-    p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
-    free(runs);
-    /* what an earlier part of the run here wrote was forwarded before its exit was
-     * reported (or was lost with it): this one's logs go on from where they are */
-    for (int f = 0; f < p->n_files; f++) p->acked[f] = file_size(p, f);
+    if (P.c.run_dir) {
+        p->run_dir = xstrdup(P.c.run_dir);
+    } else {
+        char *runs = xasprintf("%s/runs", P.c.state_dir);
+        mkdir(runs, 0700);
+        p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
+        free(runs);
+    }
     char *config = xasprintf("%s/config.json", p->run_dir), *log = xasprintf("%s/trainer.log", p->run_dir);
     if (!secret || !master || !rendezvous || p->local_ranks < 1) {
         refuse(p, "the coordinator's description of run %lld's part is incomplete", (long long)p->run);
@@ -156,8 +157,9 @@ static void start(const json_t *w) {
         size_t i;
         json_t *d;
         bool gpu = strcmp(json_string_value(json_object_get(w, "pool")) ? json_string_value(json_object_get(w, "pool")) : "", "gpu") == 0;
-        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d))
+        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d) && !P.c.visible)
             buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
+        if (gpu && P.c.visible) buf_printf(&visible, "%s", P.c.visible);
         char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
         launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
                               .events = P.c.events_socket, .command = command, .master_port = port,
@@ -172,10 +174,11 @@ static void start(const json_t *w) {
                               .secret = secret, .visible = visible.data};
         launcher_cmd cmd;
         launcher_cmd_build(&spec, &cmd);
+        for (int k = 0; k < p->n_files; k++) p->acked[k] = file_size(p, k); /* an earlier start's lines are not ours */
         FILE *f = fopen(log, "a");
         if (f) {
             fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d", spec.program,
-                    (long long)p->run, P.c.node_name, p->node_rank, nodes, p->first_rank,
+                    (long long)p->run, P.c.node_name, p->node_rank, nodes > 0 ? nodes : 1, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
             if (p->restart_count > 0)
                 fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count + 1, p->restart_count);
@@ -189,7 +192,7 @@ static void start(const json_t *w) {
             refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));
         } else {
             log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
-                     nodes, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
+                     nodes > 0 ? nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
         }
         free(env);
         launcher_cmd_free(&cmd);
@@ -200,24 +203,30 @@ static void start(const json_t *w) {
     free(log);
 }
 
-static void stop(part *p, const char *why) {
+/* signal_it: SIGTERM now (else someone else sent it); SIGKILL after the grace either way. */
+static void stop(part *p, const char *why, bool signal_it) {
     if (p->exited || p->stopping || p->pid <= 0) return;
     p->stopping = true;
     p->kill_at_ms = mono_ms() + (int64_t)(P.c.grace_s * 1000);
-    kill(-p->pid, SIGTERM);
-    log_info("run %lld: stopping its part here (SIGTERM to process group %d): %s", (long long)p->run, (int)p->pid, why);
+    if (signal_it) kill(-p->pid, SIGTERM);
+    log_info("run %lld: stopping its part here (%s process group %d, SIGKILL after %.0f s): %s", (long long)p->run,
+             signal_it ? "SIGTERM to" : "SIGTERM sent elsewhere to", (int)p->pid, P.c.grace_s, why);
 }
 
 void agent_parts_reconcile(const json_t *wanted) {
     size_t i;
     json_t *w;
     for (int k = 0; k < P.n; k++) /* first: a run's earlier part goes before its next starts */
-        if (!listed(&P.p[k], wanted)) stop(&P.p[k], "the coordinator no longer lists it");
+        if (!listed(&P.p[k], wanted)) stop(&P.p[k], "the coordinator no longer lists it", true);
     json_array_foreach(wanted, i, w) if (!find_entry(w)) start(w);
 }
 
 void agent_parts_stop_all(const char *why) {
-    for (int k = 0; k < P.n; k++) stop(&P.p[k], why);
+    for (int k = 0; k < P.n; k++) stop(&P.p[k], why, true);
+}
+
+void agent_parts_stopped_elsewhere(const char *why) {
+    for (int k = 0; k < P.n; k++) stop(&P.p[k], why, false);
 }
 
 void agent_parts_tick(void) {
@@ -367,6 +376,17 @@ void agent_parts_forget_reported(const json_t *wanted) {
         }
         k++;
     }
+}
+
+bool agent_parts_all_reported(void) {
+    for (int k = 0; k < P.n; k++)
+        if (!P.p[k].reported) return false;
+    return P.n > 0;
+}
+
+int agent_parts_exit_status(void) {
+    if (!P.n || !P.p[0].exited) return -1;
+    return P.p[0].exit_code >= 0 ? P.p[0].exit_code : P.p[0].signal >= 0 ? 128 + P.p[0].signal : 1;
 }
 
 int agent_parts_running(void) {

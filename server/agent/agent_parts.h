@@ -2,8 +2,9 @@
  * process group, started as the coordinator describes it (the run's config, its node
  * rank, secret, devices, where rank 0 is), dying with the agent (PR_SET_PDEATHSIG),
  * its run directory under the agent's state dir. Their logs are forwarded from
- * there; their exits (with the launcher's `end` from its journal) are reported once
- * every line of their logs was taken. */
+ * there (what a log held before its launcher started, an earlier start's, is not);
+ * their exits (with the launcher's `end` from its journal) are reported once every
+ * line of their logs was taken. `ddpd part` runs one part the same way (part.h). */
 #ifndef DDPD_AGENT_PARTS_H
 #define DDPD_AGENT_PARTS_H
 
@@ -21,6 +22,9 @@ typedef struct {
     int n_data_roots;
     bool allow_commands;
     double grace_s;               /* SIGTERM, then SIGKILL this much later */
+    const char *run_dir;          /* a one-run part's directory (ddpd part); NULL: state_dir/runs/ID */
+    const char *visible;          /* the GPUs of every part, as CUDA_VISIBLE_DEVICES names them (a batch system's,
+                                   * from its environment); NULL: those the coordinator's description lists */
 } agent_parts_config;
 
 void agent_parts_init(const agent_parts_config *c);
@@ -30,6 +34,10 @@ void agent_parts_init(const agent_parts_config *c);
 void agent_parts_reconcile(const json_t *wanted);
 /* Stops every part (the coordinator is gone). */
 void agent_parts_stop_all(const char *why);
+/* Every part's launcher was sent its SIGTERM by someone else (Slurm signals every
+ * process of a job's step): only its SIGKILL after the grace is this module's. A
+ * second SIGTERM would cut its ranks' grace short (a launcher takes it as "now"). */
+void agent_parts_stopped_elsewhere(const char *why);
 /* Reaps exited launchers; SIGKILLs those past their grace. */
 void agent_parts_tick(void);
 
@@ -40,6 +48,11 @@ json_t *agent_parts_reports(bool streams_pending);
 json_t *agent_parts_log_batch(size_t budget);
 /* The answer's "logs": what the coordinator took. */
 void agent_parts_logs_acked(const json_t *acks);
+/* Whether every part there was has exited and been reported (none: false). */
+bool agent_parts_all_reported(void);
+/* How the first part's launcher ended, as a shell's $? says it (128 + the signal that
+ * killed it); -1 while it runs, or when there is none. */
+int agent_parts_exit_status(void);
 /* After a heartbeat's answer: exited parts the coordinator no longer lists are forgotten. */
 void agent_parts_forget_reported(const json_t *wanted);
 int agent_parts_running(void);

@@ -24,6 +24,8 @@ typedef struct {
     json_t *lines;   /* unacknowledged, from seq first_seq */
     int64_t first_seq;
     bool closed_sent;
+    json_t *hello;   /* its first line, sent again to a coordinator that lost the stream (it restarted) */
+    bool send_hello;
 } stream;
 
 static struct {
@@ -59,6 +61,7 @@ void agent_streams_close(void) {
         if (S.s[i].fd >= 0) close(S.s[i].fd);
         buf_free(&S.s[i].partial);
         json_decref(S.s[i].lines);
+        json_decref(S.s[i].hello);
     }
     S.n = 0;
 }
@@ -75,6 +78,7 @@ static void take_line(stream *s, const char *line, size_t len) {
     if (!len) return;
     json_t *l = json_stringn(line, len); /* NULL for a line that is not UTF-8: not an event */
     if (!l) return;
+    if (!s->hello) s->hello = json_incref(l);
     json_array_append_new(s->lines, l); /* past the cap by at most one read: nothing is dropped */
 }
 
@@ -133,8 +137,10 @@ json_t *agent_streams_batch(size_t budget) {
             json_array_append(lines, l);
         }
         bool all = k == json_array_size(s->lines);
-        json_array_append_new(out, json_pack("{s:s, s:I, s:o, s:b}", "id", s->id, "seq", (json_int_t)s->first_seq,
-                                             "lines", lines, "closed", ended && all));
+        json_t *entry = json_pack("{s:s, s:I, s:o, s:b}", "id", s->id, "seq", (json_int_t)s->first_seq, "lines", lines,
+                                  "closed", ended && all);
+        if (s->send_hello && s->hello && s->first_seq > 0) json_object_set(entry, "hello", s->hello);
+        json_array_append_new(out, entry);
     }
     return out;
 }
@@ -145,6 +151,8 @@ void agent_streams_acked(const json_t *next) {
         json_t *v = json_object_get(next, s->id);
         if (json_is_integer(v)) {
             int64_t upto = json_integer_value(v);
+            /* the coordinator wants what it had already: it lost the stream (it restarted) */
+            s->send_hello = upto < s->first_seq;
             size_t have = json_array_size(s->lines);
             size_t taken = upto <= s->first_seq ? 0 : (size_t)(upto - s->first_seq) < have ? (size_t)(upto - s->first_seq) : have;
             if (taken) { /* the rest, moved once (removing from the front one by one is quadratic) */
@@ -159,11 +167,16 @@ void agent_streams_acked(const json_t *next) {
         if (s->closed_sent) { /* delivered and closed: gone */
             buf_free(&s->partial);
             json_decref(s->lines);
+            json_decref(s->hello);
             S.s[i] = S.s[--S.n];
             continue;
         }
         i++;
     }
+}
+
+void agent_streams_resend_hellos(void) {
+    for (int i = 0; i < S.n; i++) S.s[i].send_hello = true;
 }
 
 bool agent_streams_pending(void) {

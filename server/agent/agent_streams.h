@@ -1,6 +1,7 @@
 /* The agent's event socket: every rank and launcher of a part here reports to it as
  * it would to ddpd's own; each connection is a stream whose whole lines are kept,
- * numbered, until the coordinator says it has them (heartbeat: relay_stream). */
+ * numbered, until the coordinator says it has them (heartbeat: relay_stream), and
+ * its first line (its hello) as long as it lives. Also `ddpd part`'s. */
 #ifndef DDPD_AGENT_STREAMS_H
 #define DDPD_AGENT_STREAMS_H
 
@@ -22,6 +23,10 @@ void agent_streams_serve(const struct pollfd *fds, int n);
 json_t *agent_streams_batch(size_t budget);
 /* The coordinator's answer ({"ID": next_seq}): what it has is let go. */
 void agent_streams_acked(const json_t *next);
+/* The coordinator may have lost its streams (a heartbeat got no answer: it may have
+ * restarted): each stream's next batch carries its first line again (its hello),
+ * which a coordinator that does not know the stream opens it with. */
+void agent_streams_resend_hellos(void);
 /* Whether any line waits to be delivered (a part's exit is reported after). */
 bool agent_streams_pending(void);
 

@@ -88,46 +88,6 @@ static void get_nodes(request *rq, response *rs) {
     reply_json(rs, 200, json_pack("{s:o}", "nodes", scheduler_nodes_json()));
 }
 
-/* The event lines the agent forwards: {"id", "seq", "lines": [...], "closed"} each;
- * the answer says the seq expected next of each. */
-static json_t *relay_streams(int node, const json_t *streams) {
-    json_t *next = json_object();
-    size_t i;
-    json_t *s;
-    json_array_foreach(streams, i, s) {
-        const char *id = json_string_value(json_object_get(s, "id"));
-        json_t *seq = json_object_get(s, "seq"), *lines = json_object_get(s, "lines");
-        if (!id || strlen(id) >= 64 || !json_is_integer(seq) || json_integer_value(seq) < 0 || !json_is_array(lines))
-            continue;
-        int64_t n = relay_stream(node, id, json_integer_value(seq), lines, json_is_true(json_object_get(s, "closed")));
-        json_object_set_new(next, id, json_integer(n));
-    }
-    return next;
-}
-
-/* The log chunks: {"run", "file", "offset", "text"} each; the answer says the offset
- * expected next of each (or why it was refused). */
-static json_t *relay_logs(int node, const char *node_name, const json_t *logs) {
-    json_t *out = json_array();
-    size_t i;
-    json_t *l;
-    json_array_foreach(logs, i, l) {
-        json_t *run = json_object_get(l, "run"), *offset = json_object_get(l, "offset");
-        const char *file = json_string_value(json_object_get(l, "file"));
-        const char *text = json_string_value(json_object_get(l, "text"));
-        if (!json_is_integer(run) || !json_is_integer(offset) || json_integer_value(offset) < 0 || !file || !text)
-            continue;
-        char err[256] = "";
-        int64_t next = relay_log(node, node_name, json_integer_value(run), file, json_integer_value(offset), text,
-                                 json_string_length(json_object_get(l, "text")), err, sizeof err);
-        json_t *ack = json_pack("{s:O, s:s}", "run", run, "file", file);
-        if (next >= 0) json_object_set_new(ack, "next_offset", json_integer(next));
-        else json_object_set_new(ack, "error", json_string(err));
-        json_array_append_new(out, ack);
-    }
-    return out;
-}
-
 /* POST /nodes/{id}/heartbeat {"parts": [...], "streams": [...], "logs": [...]} */
 static void post_heartbeat(request *rq, response *rs) {
     int64_t id;
@@ -140,8 +100,8 @@ static void post_heartbeat(request *rq, response *rs) {
     }
     json_t *b = body_object(rq, rs);
     if (!b) return;
-    json_t *streams = relay_streams((int)id, json_object_get(b, "streams"));
-    json_t *logs = relay_logs((int)id, name, json_object_get(b, "logs"));
+    json_t *streams = relay_streams_json((int)id, json_object_get(b, "streams"));
+    json_t *logs = relay_logs_json((int)id, name, json_object_get(b, "logs"));
     /* what was relayed is read before a part's exit is heard: its last events count */
     ingest_sync();
     json_t *parts = executor_agents_heartbeat((int)id, json_object_get(b, "parts"));

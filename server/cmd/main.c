@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "auth.h"
+#include "beside_self.h"
 #include "base.h"
 #include "check_cmd.h"
 #include "conn_limits.h"
@@ -38,10 +39,12 @@
 #include "http.h"
 #include "ingest.h"
 #include "metrics_sink.h"
+#include "part.h"
 #include "path_redact.h"
 #include "ports.h"
 #include "routes.h"
 #include "routes_nodes.h"
+#include "routes_parts.h"
 #include "routes_rendezvous.h"
 #include "routes_static.h"
 #include "run_cache.h"
@@ -286,6 +289,20 @@ static int serve(int argc, char **argv) {
     data_roots work_roots = {0};
     for (int i = 0; i < o.n_work_roots; i++)
         if (data_roots_add(&work_roots, o.work_roots[i], err, sizeof err) != 0) die("--work-root: %s", err);
+    /* where runs execute: this host and its agents, or Slurm (the scheduler chooses the
+     * executor from this, in one place) */
+    if (strcmp(o.executor, "local") != 0 && strcmp(o.executor, "slurm") != 0)
+        die("--executor %s: local (this host and its agents) or slurm (every run a Slurm job)", o.executor);
+    char *slurm_work = o.slurm_work_dir && *o.slurm_work_dir ? xstrdup(o.slurm_work_dir)
+                                                             : xasprintf("/tmp/ddpd-slurm-%d", (int)getuid());
+    char *slurm_ddpd = o.slurm_ddpd && *o.slurm_ddpd ? xstrdup(o.slurm_ddpd) : beside_self("ddpd");
+    if (slurm_work[0] != '/') die("--slurm-work-dir %s: an absolute path is needed (it is a path on the nodes)", slurm_work);
+    executor_slurm_config slurm = {.partition = o.slurm_partition, .account = o.slurm_account,
+                                   .options = o.slurm_options, .n_options = o.n_slurm_options,
+                                   .work_dir = slurm_work, .ddpd = slurm_ddpd,
+                                   .data_roots = (const char *const *)roots.roots, .n_data_roots = roots.n,
+                                   .gpus = o.slurm_gpus};
+    bool on_slurm = strcmp(o.executor, "slurm") == 0;
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
@@ -293,7 +310,8 @@ static int serve(int argc, char **argv) {
                            .node_name = o.node_name ? o.node_name : host_name,
                            .advertise = o.advertise && *o.advertise ? o.advertise : NULL,
                            .node_timeout_ms = node_timeout * 1000LL, .backfill_window_ms = backfill * 1000LL,
-                           .fair_share_half_life_s = half_life, .preempt_grace_ms = preempt_grace * 1000};
+                           .fair_share_half_life_s = half_life, .preempt_grace_ms = preempt_grace * 1000,
+                           .slurm = on_slurm ? &slurm : NULL};
     scheduler_init(&sc);
     load_usage();
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
@@ -306,15 +324,16 @@ static int serve(int argc, char **argv) {
     runs_init(&rc);
     name_server_paths(&o, state_dir, &roots, &work_roots);
     routes_init();
-    /* The routes: the API's, the nodes', the runs' rendezvous, the event streams', the dashboard's files. */
+    /* The routes: the API's, the nodes', the runs' rendezvous and parts, the event streams', the dashboard's files. */
     routes_static_init(o.web_dir);
-    size_t n_routes = api_routes_count + node_routes_count + rendezvous_routes_count + sse_routes_count +
-                      static_routes_count, at = 0;
+    size_t n_routes = api_routes_count + node_routes_count + rendezvous_routes_count + part_routes_count +
+                      sse_routes_count + static_routes_count, at = 0;
     route *all_routes = xmalloc(n_routes * sizeof *all_routes);
     memcpy(all_routes + at, api_routes, api_routes_count * sizeof *all_routes);
     memcpy(all_routes + (at += api_routes_count), node_routes, node_routes_count * sizeof *all_routes);
     memcpy(all_routes + (at += node_routes_count), rendezvous_routes, rendezvous_routes_count * sizeof *all_routes);
-    memcpy(all_routes + (at += rendezvous_routes_count), sse_routes, sse_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += rendezvous_routes_count), part_routes, part_routes_count * sizeof *all_routes);
+    memcpy(all_routes + (at += part_routes_count), sse_routes, sse_routes_count * sizeof *all_routes);
     memcpy(all_routes + (at += sse_routes_count), static_routes, static_routes_count * sizeof *all_routes);
     if (feed_start() != 0) die("cannot start the live feed's thread");
     sse_set_limits(limits.max_streams, limits.streams_per_address);
@@ -330,7 +349,19 @@ static int serve(int argc, char **argv) {
     bool wildcard = !listen_host[0] || strcmp(listen_host, "0.0.0.0") == 0 || strcmp(listen_host, "::") == 0;
     snprintf(self_url, sizeof self_url, strchr(listen_host, ':') ? "http://[%s]:%d" : "http://%s:%d",
              wildcard ? "127.0.0.1" : listen_host, port);
-    scheduler_set_self_url(self_url);
+    /* where other machines reach it (a Slurm job's nodes): the advertised address, else the same */
+    char reachable_url[320];
+    const char *reach_host = o.advertise && *o.advertise ? o.advertise : wildcard ? "127.0.0.1" : listen_host;
+    snprintf(reachable_url, sizeof reachable_url, strchr(reach_host, ':') ? "http://[%s]:%d" : "http://%s:%d",
+             reach_host, port);
+    scheduler_set_self_url(self_url, reachable_url);
+    if (on_slurm && !(o.advertise && *o.advertise) && (wildcard || loopback == 1))
+        log_warn("--executor slurm without --advertise: the jobs' ddpd parts report to %s, which only Slurm nodes on "
+                 "this host can reach; give --advertise ADDR (an address of this host the nodes reach)", reachable_url);
+    if (on_slurm)
+        log_info("runs are Slurm jobs (--executor slurm): partition %s, account %s, %d more sbatch option(s); the "
+                 "nodes run %s part, in %s/ID/part-K", o.slurm_partition ? o.slurm_partition : "Slurm's default",
+                 o.slurm_account ? o.slurm_account : "Slurm's default", o.n_slurm_options, slurm_ddpd, slurm_work);
 
     char *roots_text = data_roots_list(&roots);
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
@@ -384,6 +415,8 @@ static int serve(int argc, char **argv) {
     data_roots_free(&runs_root);
     data_roots_free(&work_roots);
     devices_free_list(gpus, n_gpus);
+    free(slurm_work);
+    free(slurm_ddpd);
     state_layout_free();
     settings_free(&o);
     return 0;
@@ -412,6 +445,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "agent") == 0) return agent_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "user") == 0) return user_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "part") == 0) return part_main(argc, argv);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
         char line[256];
         ddpd_version_line(line, sizeof line);

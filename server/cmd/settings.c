@@ -60,6 +60,20 @@ const char SETTINGS_USAGE[] =
     "  --node-name NAME       this host's name among the nodes (DDPD_NODE_NAME; default: its hostname)\n"
     "  --node-timeout SECONDS an agent node not heard from this long is lost, and its runs fail naming\n"
     "                         it (DDPD_NODE_TIMEOUT; default 10)\n"
+    "  --executor local|slurm where runs execute: local, this host and its agents; or slurm, every run\n"
+    "                         one Slurm job, submitted at once (DDPD_EXECUTOR; default local). Slurm's\n"
+    "                         commands (sbatch, squeue, scancel, scontrol) are taken from PATH, with\n"
+    "                         the environment's SLURM_CONF; the nodes reach this server at --advertise\n"
+    "  --slurm-partition P    the partition jobs go to (DDPD_SLURM_PARTITION; default: Slurm's)\n"
+    "  --slurm-account A      the account jobs are charged to (DDPD_SLURM_ACCOUNT; default: Slurm's)\n"
+    "  --slurm-option OPT     one more sbatch option for every job, e.g. --slurm-option=--time=2:00:00;\n"
+    "                         repeatable (DDPD_SLURM_OPTIONS, space-separated); the site's win over ddpd's\n"
+    "  --slurm-work-dir DIR   on the nodes: where each node's part keeps its run directory, DIR/ID/part-K\n"
+    "                         (checkpoints, logs, journal); a filesystem the nodes share keeps a requeued\n"
+    "                         job's checkpoints (DDPD_SLURM_WORK_DIR; default /tmp/ddpd-slurm-UID)\n"
+    "  --slurm-ddpd PATH      the ddpd binary on the nodes (DDPD_SLURM_DDPD; default: this one's path)\n"
+    "  --slurm-gpus           the Slurm nodes have GPUs: a run whose backend is \"auto\" asks for one\n"
+    "                         per rank (DDPD_SLURM_GPUS=1; default: \"auto\" runs on CPUs)\n"
     "  --web-dir DIR          the dashboard's files, served at / (DDPD_WEB_DIR; default: installed\n"
     "                         beside ddpd, else the source tree it was built from)\n"
     "  --http-threads N       HTTP worker threads (DDPD_HTTP_THREADS; default: cores, at least 2)\n"
@@ -118,6 +132,10 @@ static void parse_flags(int argc, char **argv, settings *o) {
             o->show_paths = true;
             continue;
         }
+        if (strcmp(a, "--slurm-gpus") == 0) {
+            o->slurm_gpus = true;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
         char name[64];
         const char *eq = strchr(a, '=');
@@ -157,6 +175,15 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--backfill-window") == 0) o->backfill_window = v;
         else if (strcmp(name, "--fairshare-half-life") == 0) o->fairshare_half_life = v;
         else if (strcmp(name, "--preempt-grace") == 0) o->preempt_grace = v;
+        else if (strcmp(name, "--executor") == 0) o->executor = v;
+        else if (strcmp(name, "--slurm-partition") == 0) o->slurm_partition = v;
+        else if (strcmp(name, "--slurm-account") == 0) o->slurm_account = v;
+        else if (strcmp(name, "--slurm-work-dir") == 0) o->slurm_work_dir = v;
+        else if (strcmp(name, "--slurm-ddpd") == 0) o->slurm_ddpd = v;
+        else if (strcmp(name, "--slurm-option") == 0) {
+            if (o->n_slurm_options == SETTINGS_MAX_ROOTS) die("at most %d --slurm-option", SETTINGS_MAX_ROOTS);
+            o->slurm_options[o->n_slurm_options++] = v;
+        }
         else if (strcmp(name, "--data-root") == 0) {
             if (o->n_data_roots == SETTINGS_MAX_ROOTS) die("at most %d --data-root", SETTINGS_MAX_ROOTS);
             o->data_roots[o->n_data_roots++] = v;
@@ -243,6 +270,21 @@ void settings_read(int argc, char **argv, settings *s) {
     s->advertise = env_or(s->advertise, "DDPD_ADVERTISE");
     s->node_name = env_or(s->node_name, "DDPD_NODE_NAME");
     s->node_timeout = env_or(s->node_timeout, "DDPD_NODE_TIMEOUT");
+    s->executor = env_or(s->executor, "DDPD_EXECUTOR");
+    if (!s->executor || !*s->executor) s->executor = "local";
+    s->slurm_partition = env_or(s->slurm_partition, "DDPD_SLURM_PARTITION");
+    s->slurm_account = env_or(s->slurm_account, "DDPD_SLURM_ACCOUNT");
+    s->slurm_work_dir = env_or(s->slurm_work_dir, "DDPD_SLURM_WORK_DIR");
+    s->slurm_ddpd = env_or(s->slurm_ddpd, "DDPD_SLURM_DDPD");
+    s->slurm_gpus = s->slurm_gpus || truthy(getenv("DDPD_SLURM_GPUS"));
+    const char *so = getenv("DDPD_SLURM_OPTIONS");
+    if (!s->n_slurm_options && so && *so) {
+        s->storage_[7] = xstrdup(so);
+        char *save = NULL;
+        for (char *w = strtok_r(s->storage_[7], " \t", &save); w && s->n_slurm_options < SETTINGS_MAX_ROOTS;
+             w = strtok_r(NULL, " \t", &save))
+            s->slurm_options[s->n_slurm_options++] = w;
+    }
     s->http_threads = env_or(s->http_threads, "DDPD_HTTP_THREADS");
     s->cancel_grace = env_or(s->cancel_grace, "DDPD_CANCEL_GRACE");
     s->backfill_window = env_or(s->backfill_window, "DDPD_BACKFILL_WINDOW");

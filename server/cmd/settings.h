@@ -34,10 +34,17 @@ typedef struct {
     const char *node_name, *advertise, *node_timeout;
     /* sharing: the backfill window, fair share's half-life, a preemption's grace (seconds); NULL: defaults */
     const char *backfill_window, *fairshare_half_life, *preempt_grace;
+    /* where runs execute: "local" (this host and agents) or "slurm" (every run a Slurm
+     * job), and Slurm's settings */
+    const char *executor;
+    const char *slurm_partition, *slurm_account, *slurm_work_dir, *slurm_ddpd;
+    const char *slurm_options[SETTINGS_MAX_ROOTS]; /* more sbatch options, as given */
+    int n_slurm_options;
+    bool slurm_gpus;             /* the Slurm nodes have GPUs: a backend "auto" asks for them */
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
-    char *storage_[7];           /* what the above point into, freed by settings_free */
+    char *storage_[8];           /* what the above point into, freed by settings_free */
 } settings;
 
 /* argv[2..]: the options after the command. Prints usage and exits 0 for --help;

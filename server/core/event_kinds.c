@@ -423,7 +423,7 @@ static void free_attempt(store_op *op) {
     op->u.attempt.log_offsets = NULL;
 }
 
-/* ---- run life: insert (queued), starting, running, canceling, finish, delete ---- */
+/* ---- run life: insert (queued), starting, running, canceling, finish, delete; submitted (to Slurm) ---- */
 
 static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     bind_text_or_null(st[0], 1, op->u.insert.name);
@@ -464,6 +464,7 @@ static int64_t apply_starting(sqlite3 *db, sqlite3_stmt *const *st, const store_
     sqlite3_bind_int64(st[0], 4, op->t);
     bind_int_or_null(st[0], 5, op->u.starting.pid_start_time);
     bind_text_or_null(st[0], 6, op->u.starting.secret);
+    bind_text_or_null(st[0], 7, op->u.starting.job); /* a batch system's job; none on this host or an agent */
     return run(db, st[0]);
 }
 
@@ -473,12 +474,36 @@ static json_t *sse_starting(const store_op *op, int64_t result) {
     json_t *devices = op->u.starting.devices ? json_loads(op->u.starting.devices, 0, NULL) : NULL;
     json_object_set_new(d, "devices", devices ? devices : json_array());
     json_object_set_new(d, "pid", json_int_or_null(op->u.starting.pid));
+    if (op->u.starting.job) json_object_set_new(d, "slurm_job_id", json_string(op->u.starting.job));
     return d;
 }
 
 static void free_starting(store_op *op) {
     free(op->u.starting.devices);
     free(op->u.starting.secret);
+    free(op->u.starting.job);
+}
+
+/* A queued run handed to Slurm: it stays queued (it waits in Slurm's queue), with
+ * the job's id and the run's secret kept, so that a restarted server follows that
+ * job instead of submitting the run again. */
+static int64_t apply_submitted(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    bind_text_or_null(st[0], 2, op->u.submitted.job);
+    bind_text_or_null(st[0], 3, op->u.submitted.secret);
+    return run(db, st[0]);
+}
+
+static json_t *sse_submitted(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
+    json_object_set_new(d, "slurm_job_id", json_string_or_null(op->u.submitted.job));
+    return d;
+}
+
+static void free_submitted(store_op *op) {
+    free(op->u.submitted.job);
+    free(op->u.submitted.secret);
 }
 
 static int64_t apply_by_id(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
@@ -709,7 +734,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_STARTING] = {
         .kind = OP_RUN_STARTING,
         .sql = {"UPDATE runs SET status = 'starting', devices = ?2, pid = ?3, started_at = ?4, pid_start_time = ?5,"
-                " secret = ?6 WHERE id = ?1 AND status = 'queued'"},
+                " secret = ?6, slurm_job_id = coalesce(?7, slurm_job_id) WHERE id = ?1 AND status = 'queued'"},
         .apply = apply_starting, .sse_event = "run", .sse_data = sse_starting, .free_fields = free_starting,
     },
     [OP_RUN_RUNNING] = {
@@ -747,7 +772,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
                 " AND (?3 IS NOT NULL OR kind = 'command')",
                 /* ?2: the checkpoint's global step; NULL (a command run): its progress stays */
                 "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"
-                " finished_at = NULL, devices = NULL, pid = NULL, first_step_at = NULL, first_global_step = NULL,"
+                " finished_at = NULL, devices = NULL, pid = NULL, slurm_job_id = NULL, first_step_at = NULL,"
+                " first_global_step = NULL,"
                 " last_step_at = NULL, samples_per_s = CASE WHEN ?2 IS NULL THEN samples_per_s END,"
                 " global_step = coalesce(?2, global_step),"
                 " queued_at = (SELECT at FROM run_resumes WHERE run_id = ?1 ORDER BY n DESC LIMIT 1),"
@@ -772,7 +798,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_RUN_REQUEUE,
         .sql = {/* ?3: the global step it continues from (NULL: a command run's: its progress stays) */
                 "UPDATE runs SET status = 'queued', preempting = 0, preemptions = preemptions + 1, queued_at = ?2,"
-                " devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL, first_step_at = NULL,"
+                " devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL, slurm_job_id = NULL, first_step_at = NULL,"
                 " first_global_step = NULL, last_step_at = NULL, samples_per_s = NULL,"
                 " global_step = coalesce(?3, global_step),"
                 " epoch = CASE WHEN ?3 IS NULL THEN epoch ELSE (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
@@ -793,9 +819,15 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_RUN_RESTART] = {
         .kind = OP_RUN_RESTART,
-        .sql = {"UPDATE runs SET status = 'queued', devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL"
+        .sql = {"UPDATE runs SET status = 'queued', devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL,"
+                " slurm_job_id = NULL"
                 " WHERE id = ?1 AND status IN ('starting', 'running')"},
         .apply = apply_restart, .sse_event = "run", .sse_data = sse_restart, .free_fields = free_restart,
+    },
+    [OP_RUN_SUBMITTED] = {
+        .kind = OP_RUN_SUBMITTED,
+        .sql = {"UPDATE runs SET slurm_job_id = ?2, secret = ?3 WHERE id = ?1 AND status = 'queued'"},
+        .apply = apply_submitted, .sse_event = "run", .sse_data = sse_submitted, .free_fields = free_submitted,
     },
     [OP_SYNC] = {.kind = OP_SYNC, .apply = apply_nothing},
 };

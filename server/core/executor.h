@@ -1,7 +1,9 @@
 /* How a part of a run is started, stopped and followed: one interface, one
  * implementation per place where runs execute. This host's supervisor
- * (executor_local.c: a process group, spawned by the supervisor's thread) and the
- * agents' nodes (executor_agents.c: a part handed out in a heartbeat's answer).
+ * (executor_local.c: a process group, spawned by the supervisor's thread), the
+ * agents' nodes (executor_agents.c: a part handed out in a heartbeat's answer), and
+ * a batch system (executor_slurm.c: the run is one Slurm job, its parts the job's
+ * nodes). The scheduler chooses them in one place (scheduler_init).
  *
  * A run is one part (a run of this host alone) or k parts (a run across k nodes:
  * part i is node rank i, world_size / k ranks), each its own launcher, started
@@ -18,7 +20,14 @@
  * A part's life: start, then (when the start was pending) `started`, then `ended`,
  * once. `stop` may come at any time, a pending start included; `release` once its
  * run is over. After a restart, `adopt` finds a part again from the handle the store
- * kept, and its end comes as any other's. */
+ * kept, and its end comes as any other's.
+ *
+ * A batch system (`batch`) places runs itself: the scheduler hands it every run at
+ * once, with none of this host's or the agents' devices and no MASTER_PORT (node 0
+ * picks one), and keeps no queue of its own in front of the system's. Its start is
+ * pending while the job waits there: `submitted` says the job's id at once (the store
+ * keeps it: the run is still queued), `waiting_for` says what it waits for, and each
+ * part's `started` comes when it runs. */
 #ifndef DDPD_CORE_EXECUTOR_H
 #define DDPD_CORE_EXECUTOR_H
 
@@ -32,7 +41,8 @@ typedef struct {
     pid_t pid;           /* this host: its launcher, the leader of its process group (0: none) */
     uint64_t start_time; /* and the launcher's start time (/proc/PID/stat); 0: not recorded */
     int node;            /* an agent's node id (0: this host) */
-    char job[64];        /* a batch system's job id ("": none; no executor here has jobs) */
+    char job[64];        /* a batch system's job id ("": none) */
+    char place[64];      /* where it runs, for a person, when the executor names it (a Slurm node); "": none */
 } part_handle;
 
 /* A part to start: what its launcher needs. Its strings and arrays are the caller's:
@@ -67,8 +77,12 @@ typedef struct {
     const char *how;     /* how it ended as the executor saw it, for a person when the launcher said nothing (an
                           * exit status and the log's last line; an adopted launcher gone); NULL: it succeeded */
     int64_t end_t;       /* when it ended (unix ms), to tell a cause from its consequences among parts */
-    bool lost;           /* the place it ran is gone (a node stopped heartbeating): `reason` says so, and it is
-                          * the server's own end of the run */
+    bool lost;           /* the place it ran is gone (a node stopped heartbeating), or ended it (a batch system's
+                          * time limit, a failed node): `reason` says so, and the run fails with it */
+    bool canceled;       /* the place it ran canceled it (scancel from outside ddpd): the run is canceled with
+                          * `reason` */
+    int64_t stop_t;      /* when the place it ran asked it to stop on its own account (Slurm, as another node's
+                          * part failed), unix ms; 0: it did not. Not the stop the scheduler asks for */
 } part_end;
 
 /* How an executor reaches the scheduler (which takes its lock). */
@@ -79,6 +93,9 @@ typedef struct {
     bool (*started)(int64_t run, int part, const part_handle *h, const char *err);
     /* The part ended: once per part. */
     void (*ended)(int64_t run, int part, const part_end *e);
+    /* A batch system's: the run's pending start is in its queue as job h->job (the
+     * store keeps it; the run stays queued while the job waits). */
+    void (*submitted)(int64_t run, const part_handle *h);
 } executor_hooks;
 
 typedef enum {
@@ -92,7 +109,8 @@ typedef enum {
 } adopt_result;
 
 typedef struct executor {
-    const char *name; /* "local", "agents" */
+    const char *name; /* "local", "agents", "slurm" */
+    bool batch;       /* a batch system: it places runs itself (above) */
     /* Starts a part. */
     start_result (*start)(const part_launch *l, part_handle *h);
     /* Asks a part to stop: a polite request at once (SIGTERM to its process group; an
@@ -109,9 +127,10 @@ typedef struct executor {
     /* The run is over: what the executor keeps of the part goes (its `ended` may never
      * come then). */
     void (*release)(int64_t run, int part);
-    /* After a restart: part `part` of `run`, started by a previous server, found again
-     * from the handle the store kept. NULL: this executor cannot take parts back. */
-    adopt_result (*adopt)(int64_t run, int part, const part_handle *h, char *gone, size_t gone_len);
+    /* After a restart: part l->part of run l->run, started by a previous server (with
+     * what `l` says), found again from the handle the store kept. NULL: this executor
+     * cannot take parts back. */
+    adopt_result (*adopt)(const part_launch *l, const part_handle *h, char *gone, size_t gone_len);
     /* After a restart: a part that is not taken back (its run cannot be): whatever is
      * left of it is stopped. NULL: nothing needs doing (an agent stops a part its
      * node's list no longer holds). */
@@ -120,6 +139,9 @@ typedef struct executor {
      * their grace, and ends learnt by looking (a node that stopped heartbeating, an
      * adopted launcher gone). May call the hooks. */
     void (*tick)(void);
+    /* A batch system's: what run `run`, whose start is pending, waits for there, for a
+     * person (malloc'd), or NULL. NULL: none to say. */
+    char *(*waiting_for)(int64_t run);
 } executor;
 
 #endif

@@ -10,7 +10,7 @@
 #include "base.h"
 #include "node_relay.h"
 #include "nodes.h"
-#include "state_layout.h"
+#include "part_desc.h"
 
 /* One part on an agent node. */
 typedef struct agent_part {
@@ -46,28 +46,14 @@ static agent_part *on_node(int64_t run, int node, int64_t restart_count) {
     return NULL;
 }
 
-/* What an agent needs to start its part: the config, its node rank, the secret, the
- * devices, where rank 0 is. */
+/* What an agent needs to start its part (part_desc.h), with its devices there. */
 static json_t *part_json(const part_launch *l) {
     json_t *devices = json_array();
     for (int d = 0; d < l->n_devices; d++) {
         if (l->gpu) json_array_append_new(devices, json_string(nodes_gpu_id(l->node, l->devices[d])));
         else json_array_append_new(devices, json_integer(l->devices[d]));
     }
-    char *path = layout_run_path(l->run, RUN_FILE_CONFIG);
-    json_t *config = json_load_file(path, 0, NULL); /* as this host's trainer reads it: paths resolved */
-    free(path);
-    json_t *part = json_pack("{s:I, s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:s, s:i, s:s, s:s, s:o}", "run",
-                             (json_int_t)l->run, "node_rank", l->part, "nodes", l->nodes, "world_size", l->world_size,
-                             "command", l->command, "resume", l->resume, "config", config ? config : json_null(),
-                             "secret", l->secret, "master_addr", l->master_addr ? l->master_addr : "", "master_port",
-                             l->master_port, "rendezvous", l->rendezvous, "pool", l->gpu ? "gpu" : "cpu", "devices",
-                             devices);
-    /* a run started again: its attempt names the part (the agent's earlier one of the run has ended) */
-    json_object_set_new(part, "restart_count", json_integer(l->restart_count));
-    json_object_set_new(part, "restarts_from", json_integer(l->restarts_from));
-    if (l->command && l->port_lo > 0) json_object_set_new(part, "port_range", json_pack("[i,i]", l->port_lo, l->port_hi));
-    return part;
+    return part_description(l, l->master_addr, l->master_port, devices);
 }
 
 static start_result agents_start(const part_launch *l, part_handle *h) {

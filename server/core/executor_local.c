@@ -258,7 +258,9 @@ static int kill_leftovers(pid_t pgid, const char *run_dir) {
     return killed;
 }
 
-static adopt_result local_adopt(int64_t run, int part, const part_handle *h, char *gone, size_t gone_len) {
+static adopt_result local_adopt(const part_launch *l, const part_handle *h, char *gone, size_t gone_len) {
+    int64_t run = l->run;
+    int part = l->part;
     char *run_dir = layout_run_dir(run);
     bool recorded = h->start_time != 0;
     bool alive = h->pid > 0 && recorded && proc_is_alive(h->pid, h->start_time) && proc_cmdline_has(h->pid, run_dir);

@@ -83,7 +83,7 @@ static void drop_stream(stream *s) {
     *s = R.streams[--R.n_streams];
 }
 
-static log_pos *find_log(int node, int64_t run_id, const char *file);
+static log_pos *find_log(int node, int64_t run_id, const char *file, int64_t offset);
 
 /* The size of this server's copy of a run's file (0: none yet). */
 static int64_t copy_size(int64_t run_id, const char *file) {
@@ -114,7 +114,7 @@ static void copy_offsets(int node, json_t *ev) {
     json_object_foreach(offsets, key, at) {
         char file[64];
         snprintf(file, sizeof file, "ranks/rank-%s.log", key);
-        log_pos *l = json_is_integer(at) ? find_log(node, run_id, file) : NULL;
+        log_pos *l = json_is_integer(at) ? find_log(node, run_id, file, 0) : NULL;
         if (!l) continue;
         if (!l->placed) { /* the node's copy is new to this one: its bytes go on from here */
             l->next_offset = json_integer_value(at);
@@ -139,34 +139,48 @@ static char *line_in_copy(int node, const char *line) {
     return out;
 }
 
-int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *lines, bool closed) {
+int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *lines, const char *hello,
+                     bool closed) {
     pthread_mutex_lock(&R.mu);
-    stream *s = find_stream(node, id, true);
+    stream *s = find_stream(node, id, false);
+    bool resumed = !s && first_seq > 0; /* a source that went on while this server was away */
+    if (!s && (!resumed || hello)) s = find_stream(node, id, true);
     int64_t next = first_seq + (int64_t)json_array_size(lines);
-    if (!s) {
+    if (!s && resumed && !hello) {
+        next = 0; /* unknown: its hello first */
+    } else if (!s) {
         log_warn("node %d: more than %d event streams at once: stream %s is dropped", node, MAX_STREAMS, id);
-    } else if (first_seq > s->next_seq) {
-        next = s->next_seq; /* a gap: ask for what is missing */
     } else {
-        buf_t out = {0};
-        for (size_t i = (size_t)(s->next_seq - first_seq); i < json_array_size(lines); i++) {
-            const char *line = json_string_value(json_array_get(lines, i));
-            if (!line) continue;
-            char *copy = line_in_copy(node, line);
-            if (copy) line = copy;
-            buf_append(&out, line, strlen(line));
-            buf_append(&out, "\n", 1);
-            free(copy);
+        if (resumed) { /* its hello opens the connection, then it goes on from first_seq */
+            if (s->fd >= 0 && !(write_all(s->fd, hello, strlen(hello)) && write_all(s->fd, "\n", 1))) {
+                close(s->fd);
+                s->fd = -1;
+            }
+            s->next_seq = first_seq;
         }
-        if (s->fd >= 0 && out.len && !write_all(s->fd, out.data, out.len)) {
-            log_warn("node %d: its event stream %s was closed by the event socket (a refused hello?): its lines are "
-                     "dropped", node, id);
-            close(s->fd);
-            s->fd = -1;
+        if (first_seq > s->next_seq) {
+            next = s->next_seq; /* a gap: ask for what is missing */
+        } else {
+            buf_t out = {0};
+            for (size_t i = (size_t)(s->next_seq - first_seq); i < json_array_size(lines); i++) {
+                const char *line = json_string_value(json_array_get(lines, i));
+                if (!line) continue;
+                char *copy = line_in_copy(node, line); /* an attempt's log offsets made this copy's */
+                if (copy) line = copy;
+                buf_append(&out, line, strlen(line));
+                buf_append(&out, "\n", 1);
+                free(copy);
+            }
+            if (s->fd >= 0 && out.len && !write_all(s->fd, out.data, out.len)) {
+                log_warn("node %d: its event stream %s was closed by the event socket (a refused hello?): its lines "
+                         "are dropped", node, id);
+                close(s->fd);
+                s->fd = -1;
+            }
+            buf_free(&out);
+            s->next_seq = next;
+            if (closed) drop_stream(s);
         }
-        buf_free(&out);
-        s->next_seq = next;
-        if (closed) drop_stream(s);
     }
     pthread_mutex_unlock(&R.mu);
     return next;
@@ -183,12 +197,12 @@ static bool log_name_ok(const char *f) {
     return d - (f + strlen(prefix)) <= 4 && strcmp(d, ".log") == 0;
 }
 
-static log_pos *find_log(int node, int64_t run_id, const char *file) {
+static log_pos *find_log(int node, int64_t run_id, const char *file, int64_t offset) {
     for (int i = 0; i < R.n_logs; i++)
         if (R.logs[i].node == node && R.logs[i].run_id == run_id && strcmp(R.logs[i].file, file) == 0) return &R.logs[i];
     if (R.n_logs == MAX_LOGS) return NULL;
     log_pos *l = &R.logs[R.n_logs++];
-    *l = (log_pos){.node = node, .run_id = run_id};
+    *l = (log_pos){.node = node, .run_id = run_id, .next_offset = offset}; /* new here: from where it says */
     snprintf(l->file, sizeof l->file, "%s", file);
     return l;
 }
@@ -212,7 +226,7 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
         return -1;
     }
     pthread_mutex_lock(&R.mu);
-    log_pos *l = find_log(node, run_id, file);
+    log_pos *l = find_log(node, run_id, file, offset);
     int64_t next = -1;
     if (l && !l->placed) { /* the node's first bytes of it here: the earlier ones went to another copy, or none */
         l->next_offset = offset;
@@ -269,4 +283,42 @@ void relay_run_ended(int64_t run_id) {
         if (R.logs[i].run_id == run_id) R.logs[i] = R.logs[--R.n_logs];
         else i++;
     pthread_mutex_unlock(&R.mu);
+}
+
+json_t *relay_streams_json(int node, const json_t *streams) {
+    json_t *next = json_object();
+    size_t i;
+    json_t *s;
+    json_array_foreach(streams, i, s) {
+        const char *id = json_string_value(json_object_get(s, "id"));
+        json_t *seq = json_object_get(s, "seq"), *lines = json_object_get(s, "lines");
+        if (!id || strlen(id) >= 64 || !json_is_integer(seq) || json_integer_value(seq) < 0 || !json_is_array(lines))
+            continue;
+        int64_t n = relay_stream(node, id, json_integer_value(seq), lines,
+                                 json_string_value(json_object_get(s, "hello")),
+                                 json_is_true(json_object_get(s, "closed")));
+        json_object_set_new(next, id, json_integer(n));
+    }
+    return next;
+}
+
+json_t *relay_logs_json(int node, const char *node_name, const json_t *logs) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *l;
+    json_array_foreach(logs, i, l) {
+        json_t *run = json_object_get(l, "run"), *offset = json_object_get(l, "offset");
+        const char *file = json_string_value(json_object_get(l, "file"));
+        const char *text = json_string_value(json_object_get(l, "text"));
+        if (!json_is_integer(run) || !json_is_integer(offset) || json_integer_value(offset) < 0 || !file || !text)
+            continue;
+        char err[256] = "";
+        int64_t next = relay_log(node, node_name, json_integer_value(run), file, json_integer_value(offset), text,
+                                 json_string_length(json_object_get(l, "text")), err, sizeof err);
+        json_t *ack = json_pack("{s:O, s:s}", "run", run, "file", file);
+        if (next >= 0) json_object_set_new(ack, "next_offset", json_integer(next));
+        else json_object_set_new(ack, "error", json_string(err));
+        json_array_append_new(out, ack);
+    }
+    return out;
 }

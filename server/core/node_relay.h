@@ -12,7 +12,14 @@
  * copy it starts.
  *
  * Both answer with what they expect next, so an agent that retries after a lost
- * answer sends nothing twice. Thread-safe. */
+ * answer sends nothing twice. Thread-safe.
+ *
+ * What sends them is a source: an agent's node (its id, > 0), or a part that reports
+ * on its own (a Slurm job's `ddpd part`, a negative id its executor gives it). A
+ * source may outlive this server: after a restart it goes on from where it was, so a
+ * stream this server does not know comes with its first line (its hello, which
+ * ingest needs first), and a log this server does not know starts where its first
+ * chunk says. */
 #ifndef DDPD_CORE_NODE_RELAY_H
 #define DDPD_CORE_NODE_RELAY_H
 
@@ -22,15 +29,26 @@
 #include <stdint.h>
 
 /* Lines first_seq, first_seq+1, ... of node `node`'s stream `stream` (strings);
+ * hello: the stream's first line, when first_seq is past it (NULL: not sent);
  * closed: the connection ended after them. Returns the seq expected next (lines
- * before it already delivered are skipped). */
-int64_t relay_stream(int node, const char *stream, int64_t first_seq, const json_t *lines, bool closed);
+ * before it already delivered are skipped); 0 for a stream this server does not
+ * know that comes without its hello past its start (the source sends it again with
+ * its hello). */
+int64_t relay_stream(int node, const char *stream, int64_t first_seq, const json_t *lines, const char *hello,
+                     bool closed);
 
 /* `text` at byte `offset` of node `node`'s copy of `file` ("trainer.log" or
  * "ranks/rank-N.log") of run `run_id`. Returns the offset expected next, or -1 with
  * why in err (a file name that is none of those, a write that failed). */
 int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *file, int64_t offset, const char *text,
                   size_t len, char *err, size_t errlen);
+
+/* A heartbeat's "streams" ([{"id", "seq", "lines", "hello", "closed"}]), relayed; the
+ * answer: {"ID": the seq expected next}. */
+json_t *relay_streams_json(int node, const json_t *streams);
+/* A heartbeat's "logs" ([{"run", "file", "offset", "text"}]), appended; the answer:
+ * [{"run", "file", "next_offset"}], or "error" instead of next_offset. */
+json_t *relay_logs_json(int node, const char *node_name, const json_t *logs);
 
 /* The node is gone: its streams are closed. */
 void relay_node_lost(int node);

@@ -32,6 +32,7 @@ typedef enum {
     OP_RUN_REQUEUE,   /* result: 1 if a preempted run is queued again, else 0 */
     OP_RUN_RESTART,   /* a started run queued again to restart (run_restart.h): result 1, else 0 */
     OP_USAGE,         /* an owner's decayed usage as of op.t (fair share) */
+    OP_RUN_SUBMITTED, /* a queued run handed to a batch system (Slurm): its job id and secret, while it waits there */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_KIND_COUNT
 } store_op_kind;
@@ -70,7 +71,8 @@ typedef struct {
             const char *device_kind;
             bool command, preemptible;
         } insert;
-        struct { char *devices, *secret; int64_t pid, pid_start_time; } starting;
+        struct { char *devices, *secret, *job; int64_t pid, pid_start_time; } starting;
+        struct { char *job, *secret; } submitted;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;
         struct { char *from_checkpoint; int64_t from_epoch, from_global_step, attempt; } resume;
         struct { int64_t by; } preempting;

@@ -249,8 +249,13 @@ static int lease_port_locked(void) {
     return 0;
 }
 
+bool batch_pending(const live_run *r) {
+    return r->status != RUN_QUEUED && !r->start_stored && r->n_parts > 0 && r->parts[0].exec->batch;
+}
+
 /* What every start does before its launchers run: the run is starting, with a
- * secret and (a command run) a MASTER_PORT. false when it failed instead (finished). */
+ * secret and (a command run) a MASTER_PORT, unless a batch system places it (its
+ * node 0 picks one there). false when it failed instead (finished). */
 static bool begin_start_locked(live_run *r, buf_t *json) {
     buf_printf(json, "]");
     r->devices_json = json->data;
@@ -263,7 +268,7 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
         return false;
     }
     rendezvous_open(r->id, r->secret); /* its processes exchange their addresses there */
-    if (r->command) {
+    if (r->command && !r->parts[0].exec->batch) {
         r->port = lease_port_locked();
         if (!r->port) {
             char err[256];
@@ -272,22 +277,45 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
             finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
             return false;
         }
-        watch_hangs_of(r);
     }
+    if (r->command) watch_hangs_of(r);
     return true;
 }
 
+/* A batch run's devices, once its parts run: each node's ranks, named by the node the
+ * batch system gave it (["n1/cpu:0","n1/cpu:1","n2/cpu:0",...]). */
+static void name_batch_devices_locked(live_run *r) {
+    buf_t json = {0};
+    int per_node = r->world_size / r->n_parts;
+    buf_printf(&json, "[");
+    for (int p = 0; p < r->n_parts; p++) {
+        for (int d = 0; d < per_node; d++) {
+            char name[200], gpu[16];
+            snprintf(gpu, sizeof gpu, "%d", d); /* the node's d-th of those Slurm gave the job */
+            const char *place = r->parts[p].handle.place;
+            device_name(r->pool, place[0] ? place : NULL, gpu, d, name, sizeof name);
+            buf_printf(&json, "%s\"%s\"", json.len > 1 ? "," : "", name);
+        }
+    }
+    buf_printf(&json, "]");
+    free(r->devices_json);
+    r->devices_json = json.data;
+}
+
 /* Every part's start is done: the run's start is stored, with this host's launcher
- * (pid and start time) when it has a part here. */
+ * (pid and start time) when it has a part here, or its batch system's job. */
 static void store_start_locked(live_run *r) {
     pid_t pid = 0;
     uint64_t start_time = 0;
-    for (int i = 0; i < r->n_parts; i++) {
+    bool batch = r->parts[0].exec->batch;
+    for (int i = 0; i < r->n_parts && !batch; i++) {
         if (r->parts[i].node) continue;
         pid = r->parts[i].handle.pid;
         start_time = r->parts[i].handle.start_time;
     }
+    if (batch) name_batch_devices_locked(r);
     store_op op = {.kind = OP_RUN_STARTING, .run_id = r->id, .t = now_ms()};
+    op.u.starting.job = batch && r->parts[0].handle.job[0] ? xstrdup(r->parts[0].handle.job) : NULL;
     op.u.starting.devices = xstrdup(r->devices_json);
     op.u.starting.pid = pid > 0 ? pid : NO_INT;
     op.u.starting.pid_start_time = pid > 0 && start_time ? (int64_t)start_time : NO_INT;
@@ -367,6 +395,43 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     return ok;
 }
 
+part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]) {
+    snprintf(rendezvous, 64, "/runs/%lld/rendezvous", (long long)r->id);
+    return (part_launch){.run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .world_size = r->world_size,
+                         .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
+                         .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm"};
+}
+
+bool start_batch_locked(live_run *r) {
+    int k = r->nodes_wanted > 1 ? r->nodes_wanted : 1;
+    r->across = k > 1;
+    r->n_parts = k;
+    r->parts = calloc((size_t)k, sizeof *r->parts);
+    if (!r->parts) abort();
+    for (int p = 0; p < k; p++)
+        r->parts[p] = (run_part){.node_rank = p, .exec = K.batch, .exit_code = NO_INT, .exit_signal = NO_INT};
+    buf_t json = {0};
+    buf_printf(&json, "[");
+    if (!begin_start_locked(r, &json)) return false;
+    log_info("run %lld handed to Slurm: %d node%s, %d rank%s each", (long long)r->id, k, k > 1 ? "s" : "",
+             r->world_size / k, r->world_size / k > 1 ? "s" : "");
+    for (int p = 0; p < k; p++) {
+        char rendezvous[64];
+        part_launch l = batch_launch_of(r, p, rendezvous);
+        r->parts[p].pending = K.batch->start(&l, &r->parts[p].handle) == START_PENDING;
+    }
+    return true;
+}
+
+void job_submitted_locked(live_run *r, const part_handle *h) {
+    for (int i = 0; i < r->n_parts; i++) snprintf(r->parts[i].handle.job, sizeof r->parts[i].handle.job, "%s", h->job);
+    store_op op = {.kind = OP_RUN_SUBMITTED, .run_id = r->id, .t = now_ms()};
+    op.u.submitted.job = xstrdup(h->job);
+    op.u.submitted.secret = xstrdup(r->secret);
+    store_submit_now(&op);
+    log_info("run %lld is Slurm job %s", (long long)r->id, h->job);
+}
+
 void part_started_locked(live_run *r, int part, const part_handle *h) {
     if (part < 0 || part >= r->n_parts || !r->parts[part].pending) return;
     r->parts[part].pending = false;
@@ -398,6 +463,7 @@ static bool server_end_locked(const live_run *r, run_status *status, char **reas
 
 static const char *part_node_name(const run_part *p, char *buf, size_t n) {
     char address[NODE_ADDR_MAX];
+    if (p->handle.place[0]) return p->handle.place; /* named where it ran (a Slurm node) */
     if (!p->node) return scheduler_local_name();
     if (!nodes_describe(p->node, buf, n, address, sizeof address)) snprintf(buf, n, "node %d", p->node);
     return buf;
@@ -475,13 +541,20 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     p->exit_code = e->exit_code;
     p->exit_signal = e->exit_signal;
     p->end_t = e->end_t;
+    if (e->stop_t && !p->stop) { /* its place stopped it, as another part failed */
+        p->stop = true;
+        p->stop_t = e->stop_t;
+    }
+    /* its place ended it (a lost node, a batch system's time limit or scancel): the
+     * server's own end of the run */
+    if (e->lost && !r->fail_reason && !r->cancel_reason) r->fail_reason = xstrdup(e->reason);
+    if (e->canceled && !r->fail_reason && !r->cancel_reason) r->cancel_reason = xstrdup(e->reason);
     if (!r->across) {
         if (requeues(r, e->exit_code == 0)) requeue_locked(r);
         else finish_alone_locked(r, e);
         return true;
     }
     p->reason = xstrdup(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL);
-    if (e->lost && !r->fail_reason && !r->cancel_reason) r->fail_reason = xstrdup(e->reason);
     if (p->exit_code != 0) stop_parts_locked(r); /* the first failure stops the others */
     for (int i = 0; i < r->n_parts; i++)
         if (!r->parts[i].ended) return false;

@@ -115,7 +115,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         return;
     }
     char gone[256];
-    bool alive = K.local->adopt(b->id, 0, &h, gone, sizeof gone) == ADOPT_TAKEN;
+    part_launch l = {.run = b->id, .world_size = r->world_size, .command = r->command, .secret = rp.secret};
+    bool alive = K.local->adopt(&l, &h, gone, sizeof gone) == ADOPT_TAKEN;
     if (alive && r->command) watch_hangs_of(r);
     char *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
     r->journal = journal_replay_open(b->id, journal,
@@ -148,6 +149,49 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         finish_from_journal_locked(r, gone);
     }
     json_decref(rp.devices);
+}
+
+/* A run a previous server handed to Slurm (the store kept its job's id): taken back
+ * as it was, waiting in Slurm's queue (the store has it queued) or started, its parts
+ * followed by the Slurm executor again. Its events were never journal-fed here: its
+ * parts kept them, and go on sending them. A server started without --executor
+ * slurm leaves the job to Slurm, and the run fails saying so. */
+static void recover_batch_locked(const run_brief *b, const run_needs *need, const run_process *rp) {
+    live_run *r = add_queued(need);
+    if (!K.batch) {
+        char *why = xasprintf("the server restarted without --executor slurm: the run's Slurm job %s was left to "
+                              "Slurm (scancel %s stops it)", rp->job, rp->job);
+        finish_locked(r, b->status == RUN_CANCELING ? RUN_CANCELED : RUN_FAILED, why, NO_INT, NO_INT);
+        free(why);
+        return;
+    }
+    bool pending = b->status == RUN_QUEUED;
+    r->status = pending ? RUN_STARTING : b->status;
+    snprintf(r->secret, sizeof r->secret, "%s", rp->secret);
+    rendezvous_open(r->id, r->secret);
+    r->devices_json = rp->devices ? json_dumps(rp->devices, JSON_COMPACT) : xstrdup("[]");
+    int k = need->nodes_wanted > 1 ? need->nodes_wanted : 1;
+    r->across = k > 1;
+    r->n_parts = k;
+    r->parts = calloc((size_t)k, sizeof *r->parts);
+    if (!r->parts) abort();
+    for (int p = 0; p < k; p++) {
+        run_part *part = &r->parts[p];
+        *part = (run_part){.node_rank = p, .exec = K.batch, .pending = pending, .exit_code = NO_INT,
+                           .exit_signal = NO_INT};
+        snprintf(part->handle.job, sizeof part->handle.job, "%s", rp->job);
+        char rendezvous[64], gone[256];
+        part_launch l = batch_launch_of(r, p, rendezvous);
+        K.batch->adopt(&l, &part->handle, gone, sizeof gone);
+    }
+    r->start_stored = !pending;
+    if (r->command) watch_hangs_of(r);
+    log_info("run %lld: taken back after the restart: Slurm job %s, %s", (long long)r->id, rp->job,
+             pending ? "waiting in Slurm's queue" : "started");
+    if (b->status == RUN_CANCELING) { /* canceled before the restart: scancel again */
+        r->cancel_reason = xstrdup("canceled before the server restarted");
+        signal_cancel_locked(r);
+    }
 }
 
 void scheduler_progress(int64_t id, int rank, int64_t global_step) {
@@ -189,12 +233,21 @@ void scheduler_recover(void) {
         free(config);
         run_needs_distributed(cfg, &need);
         json_decref(cfg);
+        run_process rp = {.pid_start_time = NO_INT};
+        if (store_get_run_process(b->id, &rp) < 0)
+            log_error("run %lld: cannot read its process from the database", (long long)b->id);
+        if (rp.job[0]) {
+            recover_batch_locked(b, &need, &rp);
+            json_decref(rp.devices);
+            continue;
+        }
+        json_decref(rp.devices);
         if (b->status != RUN_QUEUED) {
             recover_started_locked(b, &need);
             continue;
         }
         live_run *r = add_queued(&need);
-        if (b->world_size > scheduler_capacity(pool)) {
+        if (!K.batch && b->world_size > scheduler_capacity(pool)) {
             char *reason = xasprintf("needs %d %s but this server now has %d", b->world_size,
                                      pool_unit(pool), scheduler_capacity(pool));
             finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);

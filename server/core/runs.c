@@ -46,12 +46,14 @@ static bool placement(const json_t *config, run_needs *need, schema_errors *errs
     const json_t *ws = json_object_get(dist, "world_size");
     const char *backend = json_string_value(json_object_get(dist, "backend"));
     if (!backend) backend = "auto";
-    bool have_gpus = scheduler_capacity(POOL_GPU) > 0;
-    if (strcmp(backend, "nccl") == 0 && !have_gpus) {
+    bool slurm_gpus = false, batch = scheduler_batch(&slurm_gpus);
+    bool have_gpus = batch ? slurm_gpus : scheduler_capacity(POOL_GPU) > 0;
+    if (strcmp(backend, "nccl") == 0 && !have_gpus && !batch) {
         schema_errors_add(errs, "/distributed/backend",
                           "\"nccl\" needs GPUs and this server manages none: use \"cpu\" or \"auto\"");
         return false;
     }
+    /* on Slurm, "nccl" asks Slurm for GPUs whatever this host has */
     need->pool = strcmp(backend, "cpu") == 0 ? POOL_CPU : strcmp(backend, "nccl") == 0 ? POOL_GPU
                                                          : have_gpus ? POOL_GPU : POOL_CPU;
     if (!json_is_integer(ws) || json_integer_value(ws) < 1) return false; /* the schema says why */
@@ -156,9 +158,10 @@ int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char
         const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
         if (schema_errors_total(errs) == before && resolved) ckpt_fit_check(config, resolved, errs);
     }
-    /* the model and the host-memory plan, by the trainer's code (run_fit.h) */
+    /* the model and the host-memory plan, by the trainer's code (run_fit.h); on Slurm the
+     * model only: its nodes' memory is Slurm's to give */
     if (!command && placed && errs->count == 0)
-        run_fit_check(for_trainer, need.pool == POOL_CPU, scheduler_capacity(POOL_CPU), errs);
+        run_fit_check(for_trainer, need.pool == POOL_CPU && !scheduler_batch(NULL), scheduler_capacity(POOL_CPU), errs);
     if (errs->count || !placed) {
         if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
         json_decref(for_trainer);

@@ -105,6 +105,8 @@ typedef struct {
     device_pool devices;    /* this host's */
     const executor *local;  /* this host's supervisor: executor_local.c */
     const executor *agents; /* the agent nodes: executor_agents.c */
+    const executor *batch;  /* a batch system (serve --executor slurm: executor_slurm.c) that every run goes to;
+                             * NULL: runs go to this host and the agents */
     bool shutting_down;
     int next_port;          /* where the next lease looks first */
     owner_usage *usage;     /* fair share: each owner's decayed usage of the runs that ended */
@@ -128,6 +130,18 @@ live_run *add_queued(const run_needs *n);
  * them; across: as a run across nodes (each part its launcher with --nodes k). false
  * when it failed instead (finished, its devices back). */
 bool start_run_locked(live_run *r, bool across, const int *ids, int k);
+/* Hands a queued run to the batch system (K.batch) at once: one part per node it asks
+ * for (distributed.nodes, else 1), each pending until its job runs. false when it
+ * failed instead (finished). */
+bool start_batch_locked(live_run *r);
+/* What a batch run's part `part` is started (or taken back) with; `rendezvous` holds
+ * its path. */
+part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]);
+/* Whether the run's start is pending in a batch system's queue (the store has it
+ * queued: its job waits there). */
+bool batch_pending(const live_run *r);
+/* A batch system's `submitted`: its job's id is stored, the run still queued. */
+void job_submitted_locked(live_run *r, const part_handle *h);
 /* An executor's `started` for part `part`: once every part's start is done, the
  * run's start is stored. */
 void part_started_locked(live_run *r, int part, const part_handle *h);

@@ -21,7 +21,10 @@ sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIA
 
 int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&K.devices, pool); }
 
-void scheduler_set_self_url(const char *url) { executor_local_set_self_url(url); }
+void scheduler_set_self_url(const char *url, const char *reachable_url) {
+    executor_local_set_self_url(url);
+    if (K.batch) executor_slurm_set_server_url(reachable_url);
+}
 
 /* ---- the executors' hooks: a part's start done, a part's end ---- */
 
@@ -46,14 +49,29 @@ static void on_part_ended(int64_t run, int part, const part_end *e) {
     pthread_mutex_unlock(&K.mu);
 }
 
+static void on_job_submitted(int64_t run, const part_handle *h) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find_run(run);
+    if (r && batch_pending(r)) job_submitted_locked(r, h);
+    pthread_mutex_unlock(&K.mu);
+}
+
+/* The one place where it is chosen where runs execute: this host's supervisor and the
+ * agents, or a batch system that every run goes to (serve --executor slurm). */
 void scheduler_init(const scheduler_config *c) {
     K.c = *c;
     device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
-    static const executor_hooks hooks = {on_part_started, on_part_ended};
+    static const executor_hooks hooks = {on_part_started, on_part_ended, on_job_submitted};
     executor_local_config lc = {.trainer = c->trainer, .runner = c->runner, .data_roots = c->data_roots,
                                 .n_data_roots = c->n_data_roots, .advertise = c->advertise};
-    K.local = executor_local_init(&lc, &hooks);
+    K.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     K.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
+    K.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
+}
+
+bool scheduler_batch(bool *gpus) {
+    if (gpus) *gpus = K.c.slurm && K.c.slurm->gpus;
+    return K.batch != NULL;
 }
 
 static int free_devices(pool_kind pool) { return device_pool_free(&K.devices, pool); }
@@ -232,8 +250,16 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
 
 /* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
  * start that fails instead (no secret, no port) finishes its run and gives its
- * devices back: the policy decides again. */
+ * devices back: the policy decides again. With a batch system, there is no queue
+ * here in front of its own: every queued run goes there at once. */
 void schedule_locked(void) {
+    if (K.batch) {
+        for (live_run *r = K.runs, *next; r && !K.shutting_down; r = next) {
+            next = r->next; /* a start that fails finishes (frees) r */
+            if (r->status == RUN_QUEUED) start_batch_locked(r);
+        }
+        return;
+    }
     for (bool again = !K.shutting_down; again;) {
         again = false;
         snapshot sn;
@@ -295,8 +321,10 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) {
         res = CANCEL_ALREADY;
     } else {
         r->cancel_reason = xstrdup(reason);
-        /* else once its start is done (part_started_locked) */
+        /* else once its start is done (part_started_locked); a job waiting in a batch
+         * system's queue is canceled there at once */
         if (r->start_stored) signal_cancel_locked(r);
+        else if (batch_pending(r)) stop_parts_locked(r);
         res = CANCEL_SIGNALED;
     }
     pthread_mutex_unlock(&K.mu);
@@ -364,6 +392,7 @@ void scheduler_tick(void) {
     /* outside the lock: what they learn comes back through the hooks */
     K.local->tick();
     K.agents->tick();
+    if (K.batch) K.batch->tick();
 }
 
 bool scheduler_journal_fed(int64_t id) {
@@ -374,23 +403,32 @@ bool scheduler_journal_fed(int64_t id) {
     return fed;
 }
 
+/* A run a batch system runs: it is the system's, and goes on without this server
+ * (whose next start follows it again). */
+static bool left_to_batch(const live_run *r) { return r->n_parts > 0 && r->parts[0].exec->batch; }
+
 void scheduler_shutdown(void) {
     pthread_mutex_lock(&K.mu);
     K.shutting_down = true;
-    int active = 0;
+    int active = 0, left = 0;
     for (live_run *r = K.runs; r; r = r->next) {
         if (r->status == RUN_QUEUED) continue; /* stays queued for the next start */
+        if (left_to_batch(r)) {
+            left++;
+            continue;
+        }
         active++;
         if (r->cancel_reason) continue;
         r->cancel_reason = xstrdup("the server shut down");
         if (r->start_stored) signal_cancel_locked(r);
     }
     if (active) log_info("shutting down: canceling %d active run(s)", active);
+    if (left) log_info("shutting down: %d run(s) go on in Slurm; the next start follows them again", left);
     /* The reaper keeps running: it SIGKILLs after the grace period and finishes them. */
     int64_t deadline = mono_ms() + K.c.cancel_grace_ms + 5000;
     for (;;) {
         active = 0;
-        for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED;
+        for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED && !left_to_batch(r);
         if (!active || mono_ms() >= deadline) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -403,6 +441,7 @@ void scheduler_shutdown(void) {
     }
     if (active) log_warn("%d run(s) did not end in time; they stay as they are", active);
     pthread_mutex_unlock(&K.mu);
+    if (K.batch) executor_slurm_stop(); /* its commands under way done (a job id given is stored) */
 }
 
 void scheduler_take_snapshot(scheduler_snapshot *out) {
@@ -410,13 +449,14 @@ void scheduler_take_snapshot(scheduler_snapshot *out) {
     *out = (scheduler_snapshot){.cpu_slots = K.c.slots, .cpu_free = free_devices(POOL_CPU), .gpus = K.c.n_gpus,
                                 .gpu_free = free_devices(POOL_GPU)};
     for (live_run *r = K.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED) out->queued++;
+        if (r->status == RUN_QUEUED || batch_pending(r)) out->queued++;
         else out->active++;
     }
     pthread_mutex_unlock(&K.mu);
 }
 
 bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
+    if (K.batch) return true; /* the batch system says (sbatch refuses what it can never run) */
     live_run r = {.id = need->id, .pool = need->pool, .world_size = need->world_size,
                   .nodes_wanted = need->nodes_wanted};
     policy_run q = policy_run_of(&r);
@@ -435,6 +475,8 @@ char *scheduler_waiting_for(int64_t id) {
     int i = decision_of_locked(id, &sn, &d);
     char *text = i >= 0 ? queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]) : NULL;
     decisions_free(&sn, d);
+    live_run *r = text ? NULL : find_run(id);
+    if (r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
     pthread_mutex_unlock(&K.mu);
     return text;
 }

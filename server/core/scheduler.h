@@ -30,8 +30,9 @@
 
 void scheduler_init(const scheduler_config *c);
 /* The URL this server answers at for its own ranks (http://127.0.0.1:PORT), once
- * it listens: the base of a local part's rendezvous URL. */
-void scheduler_set_self_url(const char *url);
+ * it listens: the base of a local part's rendezvous URL; and the one other machines
+ * reach it at (serve --advertise's address): where a Slurm job's parts report. */
+void scheduler_set_self_url(const char *url, const char *reachable_url);
 
 /* At start-up: queued runs are queued again, in order. A run a previous server left
  * starting/running/canceling is taken back when its launcher is still alive (the pid
@@ -49,6 +50,10 @@ bool scheduler_journal_fed(int64_t id);
 
 /* How many devices of the pool this server has. */
 int scheduler_capacity(pool_kind pool);
+/* Whether runs go to a batch system that places them itself (serve --executor slurm):
+ * then no queue of this server's and no device of this host limits them. *gpus (may
+ * be NULL): whether its nodes have GPUs (what a backend "auto" asks for). */
+bool scheduler_batch(bool *gpus);
 
 
 /* nodes_wanted and hang_timeout_s, from a config's "distributed". */
@@ -104,8 +109,8 @@ void scheduler_tick(void);
  * in err, naming what there is. */
 bool scheduler_can_place(const run_needs *n, char *err, size_t errlen);
 
-/* What a queued run waits for, for a person (malloc'd), or NULL when not queued or
- * about to start. */
+/* What a queued run waits for, for a person (malloc'd), or NULL when not queued: the
+ * queue policy's words, or the batch system's (Slurm's pending reason). */
 char *scheduler_waiting_for(int64_t id);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "device_pool.h"
+#include "executor_slurm.h"
 
 typedef struct {
     const char *trainer;
@@ -35,6 +36,9 @@ typedef struct {
     int64_t backfill_window_ms;
     double fair_share_half_life_s;
     int preempt_grace_ms;
+    /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
+     * go to this host and the agents (--executor local) */
+    const executor_slurm_config *slurm;
 } scheduler_config;
 
 /* What the scheduler needs of a run, decided once where the run comes from: its

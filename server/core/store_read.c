@@ -22,13 +22,14 @@ const char *const metric_names[METRIC_COUNT] = {"loss", "lr", "samples_per_s"};
     "id, name, status, reason, config, world_size, device_kind, devices, pid, exit_code,"    \
     " exit_signal, created_at, started_at, finished_at, epochs, total_steps, steps_per_epoch," \
     " epoch, step, global_step, loss, lr, samples_per_s, first_step_at, first_global_step,"   \
-    " last_step_at, owner, priority, preemptible, preempted_by, preempted_at, preemptions, preempting"
+    " last_step_at, owner, priority, preemptible, preempted_by, preempted_at, preemptions, preempting,"   \
+    " slurm_job_id"
 enum {
     C_ID, C_NAME, C_STATUS, C_REASON, C_CONFIG, C_WORLD_SIZE, C_DEVICE_KIND, C_DEVICES, C_PID,
     C_EXIT_CODE, C_EXIT_SIGNAL, C_CREATED_AT, C_STARTED_AT, C_FINISHED_AT, C_EPOCHS,
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
-    C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING,
+    C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING, C_SLURM_JOB_ID,
     C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED /* Q_RUN only */
 };
 
@@ -49,7 +50,7 @@ static const char *QSQL[Q_COUNT] = {
     [Q_UNFINISHED] =
         "SELECT " BRIEF_COLUMNS " FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
-    [Q_PROCESS] = "SELECT pid_start_time, secret, devices FROM runs WHERE id = ?1",
+    [Q_PROCESS] = "SELECT pid_start_time, secret, devices, slurm_job_id FROM runs WHERE id = ?1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
     /* [Q_RUN], [Q_EPOCHS]: built from the kinds' fields (build_queries) */
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
@@ -294,7 +295,9 @@ int store_get_run_process(int64_t id, run_process *out) {
         out->pid_start_time = col_int(st, 0);
         const char *secret = (const char *)sqlite3_column_text(st, 1);
         const char *devices = (const char *)sqlite3_column_text(st, 2);
+        const char *job = (const char *)sqlite3_column_text(st, 3);
         snprintf(out->secret, sizeof out->secret, "%s", secret ? secret : "");
+        snprintf(out->job, sizeof out->job, "%s", job ? job : "");
         out->devices = devices ? json_loads(devices, 0, NULL) : NULL;
     }
     done(st);
@@ -350,6 +353,8 @@ static json_t *run_row_json(sqlite3_stmt *st) {
     json_t *dv = devices ? json_loads(devices, 0, NULL) : NULL;
     json_object_set_new(o, "devices", dv ? dv : json_array());
     json_object_set_new(o, "pid", col_json_int(st, C_PID));
+    if (sqlite3_column_type(st, C_SLURM_JOB_ID) != SQLITE_NULL) /* a run on Slurm only */
+        json_object_set_new(o, "slurm_job_id", col_json_text(st, C_SLURM_JOB_ID));
     json_object_set_new(o, "exit_code", col_json_int(st, C_EXIT_CODE));
     json_object_set_new(o, "exit_signal", col_json_int(st, C_EXIT_SIGNAL));
     json_object_set_new(o, "created_at", col_json_time(st, C_CREATED_AT));

@@ -43,12 +43,14 @@ int store_list_unfinished(run_brief **out);
 
 /* What a restarted server needs to take a started run back (scheduler_recover): the
  * launcher's start time (NO_INT when not recorded: started by an older ddpd), the run's
- * secret ("" when not recorded) and its devices (a JSON array, NULL when none; the
- * caller decrefs). 1 found, 0 no such run, -1 database error. */
+ * secret ("" when not recorded), its devices (a JSON array, NULL when none; the
+ * caller decrefs) and its Slurm job ("" when none). 1 found, 0 no such run, -1
+ * database error. */
 typedef struct {
     int64_t pid_start_time;
     char secret[80];
     json_t *devices;
+    char job[64];
 } run_process;
 int store_get_run_process(int64_t id, run_process *out);
 

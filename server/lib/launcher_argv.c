@@ -62,14 +62,20 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
     }
     argv[argc] = NULL;
 
-    int envc = 0;
-    out->env[envc++] = xasprintf("DDPD_RUN_ID=%lld", (long long)s->run_id);
-    out->env[envc++] = xasprintf("DDPD_RUN_SECRET=%s", s->secret);
+    int envc = launcher_env_common(s->run_id, s->secret, out->env);
     out->env[envc++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", s->visible ? s->visible : "");
+    out->env[envc] = NULL;
+}
+
+int launcher_env_common(int64_t run_id, const char *secret, char **env) {
+    int envc = 0;
+    env[envc++] = xasprintf("DDPD_RUN_ID=%lld", (long long)run_id);
+    env[envc++] = xasprintf("DDPD_RUN_SECRET=%s", secret);
     for (size_t i = 0; i < TRAINER_PASSED_ON_COUNT; i++)
         if (getenv(TRAINER_PASSED_ON[i]))
-            out->env[envc++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
-    out->env[envc] = NULL;
+            env[envc++] = xasprintf("%s=%s", TRAINER_PASSED_ON[i], getenv(TRAINER_PASSED_ON[i]));
+    env[envc] = NULL;
+    return envc;
 }
 
 void launcher_cmd_free(launcher_cmd *c) {

@@ -56,6 +56,14 @@ typedef struct {
 void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out);
 void launcher_cmd_free(launcher_cmd *c);
 
+/* What a run's processes get from ddpd wherever they start: DDPD_RUN_ID,
+ * DDPD_RUN_SECRET and the settings passed on (trainer_env.h), into env (malloc'd
+ * strings, NULL-terminated; room for LAUNCHER_ENV_COMMON_MAX). Returns how many: the
+ * launcher's (above, with CUDA_VISIBLE_DEVICES), and a Slurm job's (sbatch hands its
+ * environment to the job's `ddpd part`s). */
+#define LAUNCHER_ENV_COMMON_MAX (3 + TRAINER_PASSED_ON_MAX)
+int launcher_env_common(int64_t run_id, const char *secret, char **env);
+
 /* The prefixes of the starter's own variables a launcher does not get. */
 extern char *const LAUNCHER_ENV_DROP[];
 

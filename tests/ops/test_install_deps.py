@@ -24,11 +24,12 @@ from checks import check, cases_in  # noqa: E402
 
 COMMON = """build-essential cmake pkg-config libjansson-dev libopenblas-dev zlib1g-dev libdnnl-dev libmicrohttpd-dev
 libsqlite3-dev libcurl4-openssl-dev libgloo-dev ca-certificates nodejs npm python3 prometheus python3-jsonschema
-python3-yaml python3-torch python3-numpy clang libclang-rt-dev llvm docker.io debootstrap docker-compose
+python3-yaml python3-torch python3-numpy clang libclang-rt-dev llvm docker.io debootstrap docker-compose slurm-wlm munge
 libjansson4 libopenblas0-pthread libopenblas0 zlib1g libgomp1 libsqlite3-0 curl wrk iperf3""".split()
 DEBIAN = COMMON + "libdnnl2 libmicrohttpd12 libcurl4 libgloo0 chromium dataset-fashion-mnist".split()
 UBUNTU = COMMON + "libdnnl3 libmicrohttpd12t64 libcurl4t64 libgloo0".split()  # chromium: a snap only
-TEST_TOOLS = ("python3-torch", "chromium", "clang", "prometheus", "docker.io", "debootstrap", "dataset-fashion-mnist")
+TEST_TOOLS = ("python3-torch", "chromium", "clang", "prometheus", "docker.io", "debootstrap", "dataset-fashion-mnist",
+              "slurm-wlm", "munge")
 
 STUBS = {
     "dpkg-query": """#!/bin/sh
@@ -129,7 +130,8 @@ def case_test_mode(work):
     f = Fake(work, UBUNTU)
     p = f.run()
     check(p.returncode == 0, f"no argument exits 0: {p.returncode} {p.stderr[-500:]!r}")
-    for name in ("cmake", "python3-torch", "clang", "prometheus", "docker.io", "debootstrap", "docker-compose"):
+    for name in ("cmake", "python3-torch", "clang", "prometheus", "docker.io", "debootstrap", "docker-compose",
+                 "slurm-wlm", "munge"):
         check(name in f.installed, f"it installs {name}: {f.installed}")
     for name in ("chromium", "dataset-fashion-mnist"):
         check(name not in f.installed and f"{name} is not in this distribution's archive: skipped" in p.stderr,

@@ -34,8 +34,10 @@ TOKEN = "openapi-test-token-0123456789abcdef"
 # refused while the server shuts down (503), a database that cannot be read (500 is
 # "default" anyway), a database that cannot be written (503: tests/server/
 # test_server_full_disk.py fills a real disk and validates those against this document).
+# A Slurm job's part's report taken (200) needs a Slurm cluster: tests/slurm/test_slurm.py
+# validates that answer against this document.
 UNREACHABLE = {("get", "/events", "503"), ("get", "/runs/{id}/events", "503"), ("get", "/healthz", "503"),
-               ("post", "/runs", "503"), ("delete", "/runs/{id}", "503")}
+               ("post", "/runs", "503"), ("delete", "/runs/{id}", "503"), ("post", "/runs/{id}/parts", "200")}
 # The one reference outside the document: relative, so that it resolves offline (the
 # file beside schema/openapi.json) and online (ddpd serves it beside /openapi.json).
 RUN_CONFIG_REF = "run-config.schema.json"
@@ -235,6 +237,18 @@ def run_secret(s, rid):
     finally:
         db.close()
     return row[0] if row else None
+
+
+def parts_refused(s, req, rid):
+    """A Slurm job's part's report, refused by a server that runs no Slurm jobs (its
+    answer taken is tests/slurm's)."""
+    mine = {"Authorization": f"Bearer {run_secret(s, rid)}"}
+    tpl, path = "/runs/{id}/parts", f"/runs/{rid}/parts"
+    report = {"node_rank": 0, "node": "n1", "address": "127.0.0.1", "boot": "b0", "parts": [], "streams": [], "logs": []}
+    r = req("POST", tpl, path, "a part's report to a server without Slurm", body=report, headers=mine)
+    check(r.status == 404 and "no Slurm job" in r.json().get("detail", ""), f"404 naming why: {r.status} {r.body[:200]}")
+    req("POST", tpl, path, "a part's report that is not an object", body=[1], headers=mine)
+    req("POST", tpl, path, "a part's report without the secret", body=report)
 
 
 def rendezvous(s, req, rid, token_auth):
@@ -452,6 +466,7 @@ def run(a):
         if long_id and s.wait_status(long_id, "running", timeout=120):
             req("DELETE", "/runs/{id}", f"/runs/{long_id}", "delete a live run", headers=auth)
             rendezvous(s, req, long_id, auth)
+            parts_refused(s, req, long_id)
             req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a live run", headers=auth)
             wait_until(lambda: s.get(f"/runs/{long_id}/checkpoints").json()["checkpoints"], "a checkpoint", 120)
             req("POST", "/runs/{id}/cancel", f"/runs/{long_id}/cancel", "cancel a live run", headers=auth)

@@ -51,6 +51,29 @@ static int64_t make_run(void) {
     return run;
 }
 
+/* A run on Slurm (serve --executor slurm): queued with its job's id while the job
+ * waits in Slurm's queue, then starting on the nodes Slurm gave it, no pid here. */
+static int64_t make_slurm_run(void) {
+    store_op ins = {.kind = OP_RUN_INSERT, .t = T0 + 100};
+    ins.u.insert.name = xstrdup("on-slurm");
+    ins.u.insert.config = xstrdup("{\"name\":\"on-slurm\",\"distributed\":{\"world_size\":2,\"nodes\":2}}");
+    ins.u.insert.world_size = 2;
+    ins.u.insert.device_kind = "cpu";
+    int64_t run = submit(&ins);
+    store_op submitted = {.kind = OP_RUN_SUBMITTED, .run_id = run, .t = T0 + 101};
+    submitted.u.submitted.job = xstrdup("4242");
+    submitted.u.submitted.secret = xstrdup("fedcba9876543210");
+    submit(&submitted);
+    store_op starting = {.kind = OP_RUN_STARTING, .run_id = run, .t = T0 + 102};
+    starting.u.starting.devices = xstrdup("[\"n1/cpu:0\",\"n2/cpu:0\"]");
+    starting.u.starting.pid = NO_INT;
+    starting.u.starting.pid_start_time = NO_INT;
+    starting.u.starting.secret = xstrdup("fedcba9876543210");
+    starting.u.starting.job = xstrdup("4242");
+    submit(&starting);
+    return run;
+}
+
 /* One event line as ingest takes it (the kind's parse, the op's rank and time from
  * the event), applied; a line its kind refuses is a failed check. */
 static void event(int64_t run, const char *line) {
@@ -283,9 +306,15 @@ int main(void) {
     int64_t run = make_run();
     REQUIRE(run == 1, "the first run is 1, got %lld", (long long)run);
     report_events(run);
+    int64_t on_slurm = make_slurm_run();
+    REQUIRE(on_slurm == 2, "the second run is 2, got %lld", (long long)on_slurm);
     store_sync();
     write_feed();
     write_api(run);
+    char *raw = NULL;
+    json_t *slurm_run = store_run_json(on_slurm, &raw);
+    write_json("GET /runs/{id} of a run on Slurm", slurm_run, raw);
+    free(raw);
     write_tables();
     write_refusals();
     compare(dir);
