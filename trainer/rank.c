@@ -224,6 +224,23 @@ static double train_step(rank_state *s, long step, double lr, int *aborted) {
     return loss;
 }
 
+/* Rank 0: the run's state at s->pos into a new checkpoint (its path in path), and the
+ * `checkpoint` event saying so. -1 with why in err when it could not be written. */
+static int write_checkpoint(rank_state *s, int epoch, char *path, size_t pathlen, char *err, size_t errlen) {
+    engine *e = s->eng;
+    size_t bytes = 0;
+    json_t *removed = json_array();
+    if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, pathlen, &bytes,
+                        removed, err, errlen) != 0) {
+        json_decref(removed);
+        return -1;
+    }
+    event_emit(s->events, "checkpoint",
+               json_pack("{s:i, s:I, s:s, s:I, s:o}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
+                         "path", path, "bytes", (json_int_t)bytes, "removed", removed));
+    return 0;
+}
+
 /* Preempted: every rank stops after the same step (run_board.h); the position and the
  * epoch's loss so far go into a checkpoint there, which a resume continues from as if
  * the run had not stopped. RANK_PREEMPTED, or 1 when it could not be written. */
@@ -238,16 +255,8 @@ static int stop_preempted(rank_state *s, int epoch, double loss_total, long epoc
                  s->pos.global_step);
         set_status(s, "checkpointing", detail);
         char path[2048], err[1024];
-        size_t bytes = 0;
-        json_t *removed = json_array();
-        if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, sizeof path,
-                            &bytes, removed, err, sizeof err) != 0) {
-            json_decref(removed);
+        if (write_checkpoint(s, epoch, path, sizeof path, err, sizeof err) != 0)
             return fail(s, "preempted, but cannot write its checkpoint: %s", err);
-        }
-        event_emit(s->events, "checkpoint",
-                   json_pack("{s:i, s:I, s:s, s:I, s:o}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
-                             "path", path, "bytes", (json_int_t)bytes, "removed", removed));
         log_msg(LOG_INFO, "%s: checkpoint %s written; stopping", detail, path);
     }
     run_board_set_preempted(s->x->board, s->x->slot);
@@ -330,16 +339,8 @@ static int save_checkpoint(rank_state *s, int epoch) {
     if (s->rank != 0) return 0;
     set_status(s, "checkpointing", NULL);
     char path[2048], err[1024];
-    size_t bytes = 0;
-    json_t *removed = json_array();
-    if (checkpoint_save(s->x->run_dir, s->cfg, &e->shape, e->params, e->stats, &e->opt, s->pos, path, sizeof path,
-                        &bytes, removed, err, sizeof err) != 0) {
-        json_decref(removed);
+    if (write_checkpoint(s, epoch, path, sizeof path, err, sizeof err) != 0)
         return fail(s, "cannot write checkpoint: %s", err);
-    }
-    event_emit(s->events, "checkpoint",
-               json_pack("{s:i, s:I, s:s, s:I, s:o}", "epoch", epoch, "global_step", (json_int_t)s->pos.global_step,
-                         "path", path, "bytes", (json_int_t)bytes, "removed", removed));
     return 0;
 }
 
