@@ -298,6 +298,10 @@ static int serve(int argc, char **argv) {
     char *slurm_ddpd = o.slurm_ddpd && *o.slurm_ddpd ? xstrdup(o.slurm_ddpd) : beside_self("ddpd");
     if (slurm_work[0] != '/') die("--slurm-work-dir %s: an absolute path is needed (it is a path on the nodes)", slurm_work);
     executor_slurm_config slurm = {.partition = o.slurm_partition, .account = o.slurm_account,
+                                   .user_accounts = o.slurm_user_accounts,
+                                   .n_user_accounts = o.n_slurm_user_accounts,
+                                   .allow_priority = o.slurm_allow_priority,
+                                   .preemptible_qos = o.slurm_preemptible_qos,
                                    .options = o.slurm_options, .n_options = o.n_slurm_options,
                                    .work_dir = slurm_work, .ddpd = slurm_ddpd,
                                    .data_roots = (const char *const *)roots.roots, .n_data_roots = roots.n,
@@ -362,6 +366,12 @@ static int serve(int argc, char **argv) {
         log_info("runs are Slurm jobs (--executor slurm): partition %s, account %s, %d more sbatch option(s); the "
                  "nodes run %s part, in %s/ID/part-K", o.slurm_partition ? o.slurm_partition : "Slurm's default",
                  o.slurm_account ? o.slurm_account : "Slurm's default", o.n_slurm_options, slurm_ddpd, slurm_work);
+    if (on_slurm)
+        log_info("Slurm's queue is the queue: %d user(s) with an account of their own; a run's priority is its job's "
+                 "nice (%s); preemptible runs %s%s; ddpd's own quotas, fair share and preemption do not apply",
+                 o.n_slurm_user_accounts, o.slurm_allow_priority ? "lowered or raised" : "lowered only",
+                 o.slurm_preemptible_qos ? "get QOS " : "get no QOS of their own",
+                 o.slurm_preemptible_qos ? o.slurm_preemptible_qos : "");
 
     char *roots_text = data_roots_list(&roots);
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",
