@@ -91,6 +91,22 @@ static void name_roots(const data_roots *r, const char *what) {
     }
 }
 
+/* --slurm-user-account's users: a name no user can have stops the server; one that is
+ * not a user (yet: `ddpd user add` may come while it runs) is said. */
+static void check_slurm_users(const settings *o) {
+    for (int i = 0; i < o->n_slurm_user_accounts; i++) {
+        const char *spec = o->slurm_user_accounts[i], *eq = strchr(spec, '=');
+        char name[USER_NAME_MAX + 2];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+        const char *bad = users_name_problem(name);
+        if (bad) die("--slurm-user-account \"%s\": %s", spec, bad);
+        user_info u;
+        if (!users_find(name, &u))
+            log_warn("--slurm-user-account %s: there is no ddpd user %s (yet): its runs would go under %s once there "
+                     "is (ddpd user add %s)", spec, name, eq + 1, name);
+    }
+}
+
 static void name_server_paths(const settings *o, const char *state_dir, const data_roots *roots,
                               const data_roots *work_roots) {
     if (o->show_paths) {
@@ -307,6 +323,7 @@ static int serve(int argc, char **argv) {
                                    .data_roots = (const char *const *)roots.roots, .n_data_roots = roots.n,
                                    .gpus = o.slurm_gpus};
     bool on_slurm = strcmp(o.executor, "slurm") == 0;
+    if (on_slurm) check_slurm_users(&o);
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,

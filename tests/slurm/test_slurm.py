@@ -510,7 +510,8 @@ def case_sharing(args):
         bob = add_user(args.ddpd, state, "bob", "--max-priority", "10")
         small = {"data.limit": 512, "data.test_limit": 128, "train.epochs": 1, "distributed.world_size": 1}
         with e.server(state_dir=state, extra=["--slurm-account", "ml", "--slurm-user-account", "alice=physics",
-                                              "--slurm-allow-priority", "--slurm-preemptible-qos", "scavenger"]) as s:
+                                              "--slurm-user-account", "carol=chem", "--slurm-allow-priority",
+                                              "--slurm-preemptible-qos", "scavenger"]) as s:
             r = s.post("/runs", dict(fmnist_config(**small), priority=-3), headers=bearer(alice))
             check(r.status == 201, f"alice's run of priority -3 is taken: {r.status} {r.body[:300]!r}")
             low = r.json().get("id")
@@ -535,6 +536,11 @@ def case_sharing(args):
                   f"bob's preemptible run was submitted with the site's QOS: {log_high[:800]!r}")
             check(f"submitted as job {jobs[low]}:" in log_low and "--qos" not in log_low,
                   f"alice's, not preemptible, without: {log_low[:800]!r}")
+            with open(s.log_path, errors="replace") as f:
+                server_log = f.read()
+            check("--slurm-user-account carol=chem: there is no ddpd user carol (yet)" in server_log,
+                  "the server says carol, given an account, is no user")
+            check("alice=physics: there is no ddpd user" not in server_log, "and nothing of alice, who is one")
         with e.server(state_dir=state, extra=["--slurm-account", "ml"]) as s:
             r = s.post("/runs", dict(fmnist_config(**small), priority=5), headers=bearer(bob))
             rid = r.json().get("id") if r.status == 201 else None
@@ -563,6 +569,8 @@ def case_sharing_flags_refused(args):
                 (["--slurm-user-account", "alice="], "the Slurm account after '=' is empty"),
                 (["--slurm-user-account", "alice=a", "--slurm-user-account", "alice=b"],
                  "user alice is given twice"),
+                (["--slurm-user-account", "-bob=physics"],
+                 '--slurm-user-account "-bob=physics": a user\'s name cannot start with \'-\''),
                 (["--slurm-preemptible-qos", ""], '--slurm-preemptible-qos "": a QOS name is needed')):
             p = subprocess.run([args.ddpd, "serve", "--state-dir", state, "--listen", "127.0.0.1:0", "--executor",
                                 "slurm"] + flags, capture_output=True, timeout=30, env=env)
