@@ -73,3 +73,6 @@ ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c L
 # A run's launcher as the coordinator and an agent start it: its command line, its
 # environment, a forked child's signals.
 ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_argv.c LIBS ddpd_server)
+# What ddpd tells sbatch: a run's job, and its owner's account, its priority as a nice
+# and a preemptible run's QOS.
+ddpd_c_test(test_slurm_cli ${CMAKE_CURRENT_LIST_DIR}/server/test_slurm_cli.c LIBS ddpd_server)

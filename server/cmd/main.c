@@ -91,6 +91,22 @@ static void name_roots(const data_roots *r, const char *what) {
     }
 }
 
+/* --slurm-user-account's users: a name no user can have stops the server; one that is
+ * not a user (yet: `ddpd user add` may come while it runs) is said. */
+static void check_slurm_users(const settings *o) {
+    for (int i = 0; i < o->n_slurm_user_accounts; i++) {
+        const char *spec = o->slurm_user_accounts[i], *eq = strchr(spec, '=');
+        char name[USER_NAME_MAX + 2];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+        const char *bad = users_name_problem(name);
+        if (bad) die("--slurm-user-account \"%s\": %s", spec, bad);
+        user_info u;
+        if (!users_find(name, &u))
+            log_warn("--slurm-user-account %s: there is no ddpd user %s (yet): its runs would go under %s once there "
+                     "is (ddpd user add %s)", spec, name, eq + 1, name);
+    }
+}
+
 static void name_server_paths(const settings *o, const char *state_dir, const data_roots *roots,
                               const data_roots *work_roots) {
     if (o->show_paths) {
@@ -298,11 +314,16 @@ static int serve(int argc, char **argv) {
     char *slurm_ddpd = o.slurm_ddpd && *o.slurm_ddpd ? xstrdup(o.slurm_ddpd) : beside_self("ddpd");
     if (slurm_work[0] != '/') die("--slurm-work-dir %s: an absolute path is needed (it is a path on the nodes)", slurm_work);
     executor_slurm_config slurm = {.partition = o.slurm_partition, .account = o.slurm_account,
+                                   .user_accounts = o.slurm_user_accounts,
+                                   .n_user_accounts = o.n_slurm_user_accounts,
+                                   .allow_priority = o.slurm_allow_priority,
+                                   .preemptible_qos = o.slurm_preemptible_qos,
                                    .options = o.slurm_options, .n_options = o.n_slurm_options,
                                    .work_dir = slurm_work, .ddpd = slurm_ddpd,
                                    .data_roots = (const char *const *)roots.roots, .n_data_roots = roots.n,
                                    .gpus = o.slurm_gpus};
     bool on_slurm = strcmp(o.executor, "slurm") == 0;
+    if (on_slurm) check_slurm_users(&o);
     scheduler_config sc = {.trainer = o.trainer, .runner = o.runner, .port_lo = port_lo, .port_hi = port_hi,
                            .data_roots = (const char *const *)roots.roots,
                            .n_data_roots = roots.n, .gpus = gpus, .n_gpus = n_gpus, .slots = slots,
@@ -362,6 +383,12 @@ static int serve(int argc, char **argv) {
         log_info("runs are Slurm jobs (--executor slurm): partition %s, account %s, %d more sbatch option(s); the "
                  "nodes run %s part, in %s/ID/part-K", o.slurm_partition ? o.slurm_partition : "Slurm's default",
                  o.slurm_account ? o.slurm_account : "Slurm's default", o.n_slurm_options, slurm_ddpd, slurm_work);
+    if (on_slurm)
+        log_info("Slurm's queue is the queue: %d user(s) with an account of their own; a run's priority is its job's "
+                 "nice (%s); preemptible runs %s%s; ddpd's own quotas, fair share and preemption do not apply",
+                 o.n_slurm_user_accounts, o.slurm_allow_priority ? "lowered or raised" : "lowered only",
+                 o.slurm_preemptible_qos ? "get QOS " : "get no QOS of their own",
+                 o.slurm_preemptible_qos ? o.slurm_preemptible_qos : "");
 
     char *roots_text = data_roots_list(&roots);
     log_info("ddpd %s: state in %s; data roots %s; %d CPU slot(s); %d GPU(s); trainer %s; %d HTTP threads",

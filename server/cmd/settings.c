@@ -13,6 +13,7 @@
 #include "beside_self.h"
 #include "die.h"
 #include "secret.h"
+#include "slurm_cli.h"
 
 const char SETTINGS_USAGE[] =
     "usage: ddpd serve [options]\n"
@@ -66,6 +67,15 @@ const char SETTINGS_USAGE[] =
     "                         the environment's SLURM_CONF; the nodes reach this server at --advertise\n"
     "  --slurm-partition P    the partition jobs go to (DDPD_SLURM_PARTITION; default: Slurm's)\n"
     "  --slurm-account A      the account jobs are charged to (DDPD_SLURM_ACCOUNT; default: Slurm's)\n"
+    "  --slurm-user-account USER=ACCOUNT  USER's runs go under Slurm account ACCOUNT (others' under\n"
+    "                         --slurm-account); repeatable (DDPD_SLURM_USER_ACCOUNTS, space-separated)\n"
+    "  --slurm-allow-priority the site lets ddpd's Slurm user raise a job's priority (an operator's\n"
+    "                         right). A run's priority P is its job's sbatch --nice=-100P: a negative P\n"
+    "                         always lowers it, a positive one raises it only with this flag\n"
+    "                         (DDPD_SLURM_ALLOW_PRIORITY=1; default: priorities only lower jobs)\n"
+    "  --slurm-preemptible-qos NAME  preemptible runs are submitted with --qos NAME, a QOS the site\n"
+    "                         lets other jobs preempt (DDPD_SLURM_PREEMPTIBLE_QOS; default: none). Slurm's\n"
+    "                         queue is the queue: ddpd's own quotas, fair share and preemption do not apply\n"
     "  --slurm-option OPT     one more sbatch option for every job, e.g. --slurm-option=--time=2:00:00;\n"
     "                         repeatable (DDPD_SLURM_OPTIONS, space-separated); the site's win over ddpd's\n"
     "  --slurm-work-dir DIR   on the nodes: where each node's part keeps its run directory, DIR/ID/part-K\n"
@@ -136,6 +146,10 @@ static void parse_flags(int argc, char **argv, settings *o) {
             o->slurm_gpus = true;
             continue;
         }
+        if (strcmp(a, "--slurm-allow-priority") == 0) {
+            o->slurm_allow_priority = true;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) die("unexpected argument \"%s\" (see ddpd --help)", a);
         char name[64];
         const char *eq = strchr(a, '=');
@@ -180,7 +194,14 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--slurm-account") == 0) o->slurm_account = v;
         else if (strcmp(name, "--slurm-work-dir") == 0) o->slurm_work_dir = v;
         else if (strcmp(name, "--slurm-ddpd") == 0) o->slurm_ddpd = v;
-        else if (strcmp(name, "--slurm-option") == 0) {
+        else if (strcmp(name, "--slurm-preemptible-qos") == 0) {
+            if (!*v || strpbrk(v, " \t\n")) die("--slurm-preemptible-qos \"%s\": a QOS name is needed (no spaces)", v);
+            o->slurm_preemptible_qos = v;
+        } else if (strcmp(name, "--slurm-user-account") == 0) {
+            if (o->n_slurm_user_accounts == SETTINGS_MAX_ROOTS)
+                die("at most %d --slurm-user-account", SETTINGS_MAX_ROOTS);
+            o->slurm_user_accounts[o->n_slurm_user_accounts++] = v;
+        } else if (strcmp(name, "--slurm-option") == 0) {
             if (o->n_slurm_options == SETTINGS_MAX_ROOTS) die("at most %d --slurm-option", SETTINGS_MAX_ROOTS);
             o->slurm_options[o->n_slurm_options++] = v;
         }
@@ -247,6 +268,40 @@ static void read_token(settings *s) {
     if (s->token && !*s->token) s->token = NULL;
 }
 
+/* The runs' sharing settings in Slurm's: flags, else DDPD_SLURM_USER_ACCOUNTS (space-
+ * separated), DDPD_SLURM_ALLOW_PRIORITY, DDPD_SLURM_PREEMPTIBLE_QOS; a bad one dies
+ * naming where it came from. */
+static void read_slurm_sharing(settings *s) {
+    const char *from = "--slurm-user-account";
+    const char *ua = getenv("DDPD_SLURM_USER_ACCOUNTS");
+    if (!s->n_slurm_user_accounts && ua && *ua) {
+        from = "DDPD_SLURM_USER_ACCOUNTS";
+        s->storage_[8] = xstrdup(ua);
+        char *save = NULL;
+        for (char *w = strtok_r(s->storage_[8], " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+            if (s->n_slurm_user_accounts == SETTINGS_MAX_ROOTS) die("at most %d users in %s", SETTINGS_MAX_ROOTS, from);
+            s->slurm_user_accounts[s->n_slurm_user_accounts++] = w;
+        }
+    }
+    for (int i = 0; i < s->n_slurm_user_accounts; i++) {
+        const char *spec = s->slurm_user_accounts[i];
+        char err[512];
+        if (!slurm_user_account_ok(spec, err, sizeof err)) die("%s %s", from, err);
+        size_t len = (size_t)(strchr(spec, '=') - spec);
+        for (int k = 0; k < i; k++)
+            if (strncmp(s->slurm_user_accounts[k], spec, len + 1) == 0)
+                die("%s: user %.*s is given twice (\"%s\" and \"%s\"): one Slurm account per user", from, (int)len,
+                    spec, s->slurm_user_accounts[k], spec);
+    }
+    s->slurm_allow_priority = s->slurm_allow_priority || truthy(getenv("DDPD_SLURM_ALLOW_PRIORITY"));
+    if (!s->slurm_preemptible_qos) {
+        const char *qos = getenv("DDPD_SLURM_PREEMPTIBLE_QOS");
+        if (qos && *qos && strpbrk(qos, " \t\n"))
+            die("DDPD_SLURM_PREEMPTIBLE_QOS \"%s\": a QOS name is needed (no spaces)", qos);
+        s->slurm_preemptible_qos = qos && *qos ? qos : NULL;
+    }
+}
+
 void settings_read(int argc, char **argv, settings *s) {
     memset(s, 0, sizeof *s);
     parse_flags(argc, argv, s);
@@ -285,6 +340,7 @@ void settings_read(int argc, char **argv, settings *s) {
              w = strtok_r(NULL, " \t", &save))
             s->slurm_options[s->n_slurm_options++] = w;
     }
+    read_slurm_sharing(s);
     s->http_threads = env_or(s->http_threads, "DDPD_HTTP_THREADS");
     s->cancel_grace = env_or(s->cancel_grace, "DDPD_CANCEL_GRACE");
     s->backfill_window = env_or(s->backfill_window, "DDPD_BACKFILL_WINDOW");

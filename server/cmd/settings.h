@@ -41,10 +41,16 @@ typedef struct {
     const char *slurm_options[SETTINGS_MAX_ROOTS]; /* more sbatch options, as given */
     int n_slurm_options;
     bool slurm_gpus;             /* the Slurm nodes have GPUs: a backend "auto" asks for them */
+    /* the runs' sharing settings in Slurm's: "USER=ACCOUNT" pairs (checked), whether a
+     * positive priority raises the job, the QOS of preemptible runs (NULL: none) */
+    const char *slurm_user_accounts[SETTINGS_MAX_ROOTS];
+    int n_slurm_user_accounts;
+    bool slurm_allow_priority;
+    const char *slurm_preemptible_qos;
     const char *data_roots[SETTINGS_MAX_ROOTS];
     int n_data_roots;
     bool data_roots_given;       /* by flag or DDPD_DATA_ROOT (else the defaults: a missing one is skipped) */
-    char *storage_[8];           /* what the above point into, freed by settings_free */
+    char *storage_[9];           /* what the above point into, freed by settings_free */
 } settings;
 
 /* argv[2..]: the options after the command. Prints usage and exits 0 for --help;

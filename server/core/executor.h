@@ -67,6 +67,11 @@ typedef struct {
     const int *devices;      /* their indices there */
     const char *visible;     /* this host's GPUs for it, as CUDA_VISIBLE_DEVICES names them (NULL: none) */
     const char *where;       /* every device of the run, for a person ("cpu:0, node-b/cpu:0") */
+    /* the run's sharing settings, for a batch system that has its own (Slurm's account,
+     * nice and QOS); this host's supervisor and the agents ignore them */
+    const char *owner;       /* the user who submitted it; NULL: nobody in particular */
+    int priority;            /* its config's priority, -100..100 */
+    bool preemptible;        /* its config's preemptible */
 } part_launch;
 
 /* How a part ended. */

@@ -48,6 +48,7 @@ typedef struct sl_job {
     sl_part *parts;
     part_launch launch; /* what it was started with (its strings below) */
     char secret[80], rendezvous[64];
+    char *owner;        /* the run's owner (launch.owner points here); NULL: nobody in particular */
     char job[64];       /* "" until sbatch gave it */
     bool submit;        /* its sbatch is still to run */
     bool submitting;    /* its sbatch is running (the thread holds the job) */
@@ -117,6 +118,8 @@ static sl_job *new_job_locked(const part_launch *l) {
     snprintf(j->rendezvous, sizeof j->rendezvous, "%s", l->rendezvous ? l->rendezvous : "");
     j->launch.secret = j->secret;
     j->launch.rendezvous = j->rendezvous;
+    j->owner = l->owner ? xstrdup(l->owner) : NULL;
+    j->launch.owner = j->owner;
     j->launch.master_addr = j->launch.visible = j->launch.where = NULL;
     j->launch.devices = NULL;
     j->next = S.jobs;
@@ -128,6 +131,7 @@ static void free_job(sl_job *j) {
     for (int i = 0; i < j->n_parts; i++) free(j->parts[i].reason);
     free(j->parts);
     free(j->fail_words);
+    free(j->owner);
     free(j);
 }
 
@@ -250,9 +254,19 @@ static void submit_locked(sl_job *j) {
         snprintf(why, sizeof why, "cannot write the batch script %s: %s", script_path, strerror(errno));
         f = NULL;
     }
+    /* (l.owner is the job's own copy: the job stays while it is `submitting`) */
     slurm_job_spec js = {.run = l.run, .nodes = n_parts, .ranks_per_node = per_node, .cpus_per_rank = cpus,
-                         .gpus = l.gpu, .partition = S.c.partition, .account = S.c.account, .extra = S.c.options,
+                         .gpus = l.gpu, .partition = S.c.partition, .account = S.c.account,
+                         .owner_account = slurm_user_account(S.c.user_accounts, S.c.n_user_accounts, l.owner),
+                         .priority = l.priority, .site_allows_priority = S.c.allow_priority,
+                         .preemptible_qos = l.preemptible ? S.c.preemptible_qos : NULL, .extra = S.c.options,
                          .n_extra = S.c.n_options, .script = script_path};
+    if (l.priority > 0 && !S.c.allow_priority)
+        run_log(l.run, "priority %d is not passed on: raising a job's priority in Slurm needs an operator, and this "
+                       "server was not told the site allows it (ddpd serve --slurm-allow-priority)", l.priority);
+    if (l.preemptible && !js.preemptible_qos)
+        run_log(l.run, "preemptible, but the site names no QOS for preemptible runs (ddpd serve "
+                       "--slurm-preemptible-qos): submitted as any other");
     char **argv = slurm_sbatch_argv(&js);
     if (!why[0]) {
         char *set[LAUNCHER_ENV_COMMON_MAX];

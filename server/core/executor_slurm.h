@@ -29,6 +29,13 @@
 
 typedef struct {
     const char *partition, *account;  /* NULL: Slurm's defaults */
+    /* the runs' sharing settings in Slurm's (slurm_cli.h's slurm_job_spec): "USER=ACCOUNT"
+     * pairs (a user's runs go under their account, others' under `account`), whether the
+     * site lets ddpd raise a job's priority, the QOS of preemptible runs (NULL: none) */
+    const char *const *user_accounts;
+    int n_user_accounts;
+    bool allow_priority;
+    const char *preemptible_qos;
     const char *const *options;       /* more sbatch options, the site's own (serve --slurm-option) */
     int n_options;
     const char *work_dir;             /* on the nodes: where parts keep their run directories, DIR/ID/part-K */

@@ -382,7 +382,8 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
                              .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, .restart_count = r->restart_count,
                              .restarts_from = r->restarts_from, .master_addr = master_addr,
                              .rendezvous = rendezvous, .n_devices = per_node, .devices = devices + p * per_node,
-                             .visible = part->node ? NULL : visible.data, .where = names.data};
+                             .visible = part->node ? NULL : visible.data, .where = names.data,
+                             .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible};
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }
@@ -399,7 +400,8 @@ part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]) {
     snprintf(rendezvous, 64, "/runs/%lld/rendezvous", (long long)r->id);
     return (part_launch){.run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .world_size = r->world_size,
                          .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
-                         .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm"};
+                         .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
+                         .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible};
 }
 
 bool start_batch_locked(live_run *r) {

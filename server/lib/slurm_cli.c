@@ -23,8 +23,8 @@ char **slurm_sbatch_argv(const slurm_job_spec *j) {
     if (j->partition && *j->partition) a[n++] = xasprintf("--partition=%s", j->partition);
     const char *account = j->owner_account && *j->owner_account ? j->owner_account : j->account;
     if (account && *account) a[n++] = xasprintf("--account=%s", account);
-    if (j->priority < 0) a[n++] = xasprintf("--nice=%d", -j->priority * 100);
-    else if (j->priority > 0 && j->site_allows_priority) a[n++] = xasprintf("--priority=%d", j->priority);
+    if (j->priority < 0 || (j->priority > 0 && j->site_allows_priority))
+        a[n++] = xasprintf("--nice=%d", -j->priority * 100);
     if (j->preemptible_qos && *j->preemptible_qos) a[n++] = xasprintf("--qos=%s", j->preemptible_qos);
     /* the site's own options after ours: where they name the same, theirs win (sbatch takes the last) */
     for (int i = 0; i < j->n_extra; i++) a[n++] = xstrdup(j->extra[i]);
@@ -34,6 +34,24 @@ char **slurm_sbatch_argv(const slurm_job_spec *j) {
     a[n++] = xstrdup(j->script);
     a[n] = NULL;
     return a;
+}
+
+bool slurm_user_account_ok(const char *spec, char *err, size_t n) {
+    const char *eq = strchr(spec, '=');
+    if (!eq) snprintf(err, n, "\"%s\": USER=ACCOUNT is needed (a ddpd user, '=', a Slurm account)", spec);
+    else if (eq == spec) snprintf(err, n, "\"%s\": the ddpd user before '=' is empty", spec);
+    else if (!eq[1]) snprintf(err, n, "\"%s\": the Slurm account after '=' is empty", spec);
+    else if (strchr(eq + 1, '=')) snprintf(err, n, "\"%s\": one '=' only, between the user and the account", spec);
+    else if (strpbrk(spec, " \t\n")) snprintf(err, n, "\"%s\": no spaces in a user's name or an account", spec);
+    else return true;
+    return false;
+}
+
+const char *slurm_user_account(const char *const *pairs, int n_pairs, const char *user) {
+    size_t len = user ? strlen(user) : 0;
+    for (int i = 0; len && i < n_pairs; i++)
+        if (strncmp(pairs[i], user, len) == 0 && pairs[i][len] == '=') return pairs[i] + len + 1;
+    return NULL;
 }
 
 void slurm_argv_free(char **argv) {

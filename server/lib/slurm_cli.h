@@ -23,10 +23,13 @@ typedef struct {
     int cpus_per_rank;  /* --cpus-per-task: the config's distributed.threads_per_rank */
     bool gpus;          /* --gpus-per-node ranks_per_node: one GPU per rank */
     const char *partition, *account; /* NULL: Slurm's defaults */
-    /* The teams' seam (issue 32): a user's own account (wins over `account`), the run's
-     * priority (-100..100: a negative one is --nice, a lower priority; a positive one
-     * only where the site lets ddpd's user raise it, --priority), and the QOS the site
-     * names for preemptible runs. Unset (NULL, 0) until runs have owners. */
+    /* The run's sharing settings in Slurm's terms: its owner's own account (wins over
+     * `account`; serve --slurm-user-account), its priority (-100..100) as a nice of
+     * -100 x priority (a negative priority lowers the job among Slurm's; a positive one
+     * raises it only where the site lets ddpd's Slurm user, --slurm-allow-priority: a
+     * negative nice needs an operator, and sbatch's own --priority sets an absolute
+     * priority, below every job's default, not a raise), and the QOS the site names
+     * for preemptible runs (NULL: the run is not preemptible, or the site names none). */
     const char *owner_account;
     int priority;
     bool site_allows_priority;
@@ -35,6 +38,13 @@ typedef struct {
     int n_extra;
     const char *script; /* the batch script's path */
 } slurm_job_spec;
+
+/* serve --slurm-user-account's USER=ACCOUNT: true when it is one (a user's name and
+ * an account, neither empty, no space), else why not into err. */
+bool slurm_user_account_ok(const char *spec, char *err, size_t n);
+/* The account `user`'s runs go under among such USER=ACCOUNT pairs (the first that
+ * names them), or NULL: none (nobody in particular: NULL). */
+const char *slurm_user_account(const char *const *pairs, int n_pairs, const char *user);
 
 /* sbatch's argv, NULL-terminated (slurm_argv_free frees it). */
 char **slurm_sbatch_argv(const slurm_job_spec *j);

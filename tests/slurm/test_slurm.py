@@ -12,12 +12,14 @@ its node; a cancel that reaches every rank through scancel; a run waiting in Slu
 queue showing Slurm's reason (and the parts' route's answers against the OpenAPI
 document); ddpd serve killed mid-run and started again, following the job to its
 end with no step and no log line lost; scancel from a shell; a job Slurm requeues,
-followed to its end. Skips (exit 77), saying so, where no cluster can start (not
+followed to its end; the sharing settings in Slurm's (a user's own account, a
+priority as the job's nice, a preemptible run's QOS) and bad such flags refused.
+Skips (exit 77), saying so, where no cluster can start (not
 root, Slurm not installed).
 
 Usage: test_slurm.py CASE --ddpd PATH --trainer PATH --runner PATH [--cluster-dir DIR]
                           [--openapi schema/openapi.json]"""
-import argparse, json, os, re, shutil, signal, sqlite3, sys, tempfile, textwrap, time, uuid
+import argparse, json, os, re, shutil, signal, sqlite3, subprocess, sys, tempfile, textwrap, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -28,6 +30,7 @@ import slurm_cluster  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 from ddpd_harness import Server, wait_until, fmnist_config  # noqa: E402
 from procs import live_with_env  # noqa: E402
+from test_server_sharing import add_user, bearer  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 FINAL = ("succeeded", "failed", "canceled")
@@ -491,6 +494,101 @@ def case_requeued(args):
                   f"its steps, those of the second start replacing the first's: {[p[0] for p in m]}")
     finally:
         e.close()
+
+
+def case_sharing(args):
+    """A user's runs go under their Slurm account (--slurm-user-account), others' under
+    the server's (--slurm-account); a run's priority is its job's nice (lowered always,
+    raised where the site allows it, --slurm-allow-priority); a preemptible run goes
+    with the site's QOS (Slurm without slurmdbd keeps no QOS: scontrol shows
+    QOS=(null), so only what ddpd submitted is checked here; test_slurm_cli checks the
+    argv). Users made with `ddpd user add`, as on a shared server."""
+    e = Env(args)
+    state = tempfile.mkdtemp(prefix="ddpd-slurm-sharing-")
+    try:
+        alice = add_user(args.ddpd, state, "alice")
+        bob = add_user(args.ddpd, state, "bob", "--max-priority", "10")
+        small = {"data.limit": 512, "data.test_limit": 128, "train.epochs": 1, "distributed.world_size": 1}
+        with e.server(state_dir=state, extra=["--slurm-account", "ml", "--slurm-user-account", "alice=physics",
+                                              "--slurm-user-account", "carol=chem", "--slurm-allow-priority",
+                                              "--slurm-preemptible-qos", "scavenger"]) as s:
+            r = s.post("/runs", dict(fmnist_config(**small), priority=-3), headers=bearer(alice))
+            check(r.status == 201, f"alice's run of priority -3 is taken: {r.status} {r.body[:300]!r}")
+            low = r.json().get("id")
+            r = s.post("/runs", dict(fmnist_config(**small), priority=5, preemptible=True), headers=bearer(bob))
+            check(r.status == 201, f"bob's preemptible run of priority 5 is taken: {r.status} {r.body[:300]!r}")
+            high = r.json().get("id")
+            jobs = {rid: wait_until(lambda rid=rid: job_of(s, rid), f"run {rid}'s Slurm job", 60) for rid in (low, high)}
+            shown = {rid: e.cluster.job(job) for rid, job in jobs.items()}
+            for rid, account, nice, who in ((low, "physics", "300", "alice's run of priority -3: her own account"),
+                                            (high, "ml", "-500", "bob's of priority 5: the server's account, raised")):
+                j = shown[rid]
+                check(j.get("Account") == account and j.get("Nice") == nice,
+                      f"{who} (scontrol: Account={j.get('Account')} Nice={j.get('Nice')}; wanted {account}, {nice})")
+            check(int(shown[high].get("Priority", "0")) > int(shown[low].get("Priority", "0")),
+                  f"Slurm ranks bob's above alice's: {shown[high].get('Priority')} > {shown[low].get('Priority')}")
+            for rid in (low, high):
+                run = wait_final(s, rid)
+                check(run.get("status") == "succeeded", f"run {rid} ran under it: {run.get('status')} {run.get('reason')}")
+            log_high = s.get(f"/runs/{high}/logs").body.decode(errors="replace")
+            log_low = s.get(f"/runs/{low}/logs").body.decode(errors="replace")
+            check(f"submitted as job {jobs[high]}:" in log_high and "--qos=scavenger" in log_high,
+                  f"bob's preemptible run was submitted with the site's QOS: {log_high[:800]!r}")
+            check(f"submitted as job {jobs[low]}:" in log_low and "--qos" not in log_low,
+                  f"alice's, not preemptible, without: {log_low[:800]!r}")
+            with open(s.log_path, errors="replace") as f:
+                server_log = f.read()
+            check("--slurm-user-account carol=chem: there is no ddpd user carol (yet)" in server_log,
+                  "the server says carol, given an account, is no user")
+            check("alice=physics: there is no ddpd user" not in server_log, "and nothing of alice, who is one")
+        with e.server(state_dir=state, extra=["--slurm-account", "ml"]) as s:
+            r = s.post("/runs", dict(fmnist_config(**small), priority=5), headers=bearer(bob))
+            rid = r.json().get("id") if r.status == 201 else None
+            job = wait_until(lambda: job_of(s, rid), "the run's Slurm job", 60) if rid else None
+            j = e.cluster.job(job) if job else {}
+            check(j.get("Nice") == "0" and j.get("Account") == "ml",
+                  f"without --slurm-allow-priority, priority 5 leaves the job's nice alone: {j.get('Nice')} {j.get('Account')}")
+            run = wait_final(s, rid) if rid else {}
+            log = s.get(f"/runs/{rid}/logs").body.decode(errors="replace") if rid else ""
+            check("priority 5 is not passed on" in log and "--slurm-allow-priority" in log,
+                  f"the run's log says why its priority was not passed on: {log[:800]!r}")
+            check(run.get("status") == "succeeded", f"and it ran: {run.get('status')} {run.get('reason')}")
+    finally:
+        e.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def case_sharing_flags_refused(args):
+    """Bad sharing flags stop `ddpd serve` at once, naming the flag and what is wrong."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_")}
+    state = tempfile.mkdtemp(prefix="ddpd-slurm-flags-")
+    try:
+        for flags, words in (
+                (["--slurm-user-account", "alice"], '--slurm-user-account "alice": USER=ACCOUNT is needed'),
+                (["--slurm-user-account", "=physics"], "the ddpd user before '=' is empty"),
+                (["--slurm-user-account", "alice="], "the Slurm account after '=' is empty"),
+                (["--slurm-user-account", "alice=a", "--slurm-user-account", "alice=b"],
+                 "user alice is given twice"),
+                (["--slurm-user-account", "-bob=physics"],
+                 '--slurm-user-account "-bob=physics": a user\'s name cannot start with \'-\''),
+                (["--slurm-preemptible-qos", ""], '--slurm-preemptible-qos "": a QOS name is needed')):
+            p = subprocess.run([args.ddpd, "serve", "--state-dir", state, "--listen", "127.0.0.1:0", "--executor",
+                                "slurm"] + flags, capture_output=True, timeout=30, env=env)
+            err = p.stderr.decode(errors="replace")
+            check(p.returncode == 2 and words in err, f"ddpd serve {' '.join(flags)}: exit 2 saying {words!r}: "
+                                                      f"{p.returncode} {err[-400:]!r}")
+        p = subprocess.run([args.ddpd, "serve", "--state-dir", state, "--listen", "127.0.0.1:0"],
+                           capture_output=True, timeout=30, env=dict(env, DDPD_SLURM_USER_ACCOUNTS="alice=physics bob"))
+        err = p.stderr.decode(errors="replace")
+        check(p.returncode == 2 and 'DDPD_SLURM_USER_ACCOUNTS "bob": USER=ACCOUNT is needed' in err,
+              f"the environment's bad pair is named there: {p.returncode} {err[-400:]!r}")
+        p = subprocess.run([args.ddpd, "serve", "--help"], capture_output=True, timeout=30, env=env)
+        text = p.stdout.decode()
+        for flag in ("--slurm-user-account USER=ACCOUNT", "--slurm-allow-priority", "--slurm-preemptible-qos NAME",
+                     "DDPD_SLURM_USER_ACCOUNTS", "DDPD_SLURM_ALLOW_PRIORITY", "DDPD_SLURM_PREEMPTIBLE_QOS"):
+            check(flag in text, f"ddpd serve --help mentions {flag}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 CASES = cases_in(globals())
