@@ -5,17 +5,16 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent_http.h"
+#include "agent_loop.h"
 #include "agent_parts.h"
 #include "agent_streams.h"
 #include "base.h"
@@ -238,38 +237,23 @@ int agent_main(int argc, char **argv) {
     agent_parts_init(&pc);
     if (agent_http_init(o.coordinator, token) != 0) die("cannot set up libcurl");
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    signal(SIGPIPE, SIG_IGN);
+    agent_loop loop;
+    agent_loop_open(&loop, (const int[]){SIGTERM, SIGINT}, 2);
     log_info("ddpd agent %s for %s: %d CPU slots, GPUs %s, state in %s", G.name, o.coordinator, G.slots,
              G.gpus ? G.gpus : "none", state);
     G.last_ok_ms = mono_ms();
-    int64_t next_beat = 0, stop_deadline = 0;
+    int64_t stop_deadline = 0;
     bool stopping = false;
     for (;;) {
-        struct pollfd fds[1100];
-        fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        int n = 1 + agent_streams_pollfds(fds + 1, 1099);
-        poll(fds, (nfds_t)n, 100);
-        if (fds[0].revents && !stopping) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == sizeof si)
-                log_info("received SIG%s: stopping every part here", sigabbrev_np((int)si.ssi_signo));
+        int signo = agent_loop_turn(&loop);
+        if (signo && !stopping) {
+            log_info("received SIG%s: stopping every part here", sigabbrev_np(signo));
             stopping = true;
             stop_deadline = mono_ms() + 15000;
             agent_parts_stop_all("the agent is stopping");
         }
-        agent_streams_serve(fds + 1, n - 1);
-        agent_parts_tick();
         int64_t now = mono_ms();
-        if (now >= next_beat) {
-            heartbeat();
-            next_beat = now + (agent_streams_pending() ? 200 : 1000);
-        }
+        if (agent_loop_report_due(&loop, now)) heartbeat();
         if (!G.stopped_for_loss && agent_parts_running() && now - G.last_ok_ms > (int64_t)(G.grace_s * 1000)) {
             log_error("the coordinator has not answered for %.0f s (--coordinator-grace): stopping every part here",
                       (double)(now - G.last_ok_ms) / 1000);

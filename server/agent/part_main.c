@@ -3,17 +3,16 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent_http.h"
+#include "agent_loop.h"
 #include "agent_parts.h"
 #include "agent_streams.h"
 #include "base.h"
@@ -210,39 +209,21 @@ int part_main(int argc, char **argv) {
     agent_parts_init(&pc);
     if (agent_http_init(o.server, secret) != 0) die("cannot set up libcurl");
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    signal(SIGPIPE, SIG_IGN);
+    agent_loop loop;
+    agent_loop_open(&loop, (const int[]){SIGTERM, SIGINT, SIGHUP}, 3);
     log_info("ddpd part of run %lld: node %s (node rank %d of %d, %s), reporting to %s; its directory %s",
              (long long)P.run, P.node_name, P.node_rank, nodes, P.address, o.server, run_dir);
-    int64_t next_report = 0, ended_at = 0;
+    int64_t ended_at = 0;
     for (;;) {
-        struct pollfd fds[1100];
-        fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        int n = 1 + agent_streams_pollfds(fds + 1, 1099);
-        poll(fds, (nfds_t)n, 100);
-        if (fds[0].revents) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == sizeof si && !P.stop_t) {
-                log_info("received SIG%s: Slurm stops the job, the part's launcher with it",
-                         sigabbrev_np((int)si.ssi_signo));
-                P.stop_t = now_ms();
-                /* Slurm signals every process of the step: the launcher has its SIGTERM too */
-                agent_parts_stopped_elsewhere("Slurm stops the job");
-            }
+        int signo = agent_loop_turn(&loop);
+        if (signo && !P.stop_t) {
+            log_info("received SIG%s: Slurm stops the job, the part's launcher with it", sigabbrev_np(signo));
+            P.stop_t = now_ms();
+            /* Slurm signals every process of the step: the launcher has its SIGTERM too */
+            agent_parts_stopped_elsewhere("Slurm stops the job");
         }
-        agent_streams_serve(fds + 1, n - 1);
-        agent_parts_tick();
         int64_t now = mono_ms();
-        if (now >= next_report) {
-            report();
-            next_report = now + (agent_streams_pending() ? 200 : 1000);
-        }
+        if (agent_loop_report_due(&loop, now)) report();
         bool started = agent_parts_exit_status() >= 0 || agent_parts_running() > 0;
         if (P.delivered) break;
         if ((P.gone || P.stop_t) && !started) break; /* stopped before its launcher started */
