@@ -30,32 +30,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, os.path.join(HERE, "..", "web"))
 import ddpd_harness  # noqa: E402
 from ddpd_harness import check, cases_in, wait_until, pids_under  # noqa: E402
-from test_command_runs import WorkRoot, procs_in  # noqa: E402
+from test_command_runs import FAILS_ONCE, WorkRoot, procs_in  # noqa: E402
 import sse_client  # noqa: E402
 
 FINAL = ("succeeded", "failed", "canceled")
 PY = "/usr/bin/python3"
 
-# Rank 0 reports steps 1..5 (loss 100 + step) and waits; rank 1 then gives up, on
-# attempt 0 only. Attempt 1 reports steps 1..10 (loss = step) and both ranks end.
-FAILS_ONCE = ("import os, sys, time, ddpd\n"
-              "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
-              "print(f'rank {rank} on attempt {k}', flush=True)\n"
-              "if k == 0:\n"
-              "    if rank == 0:\n"
-              "        for step in range(1, 6):\n"
-              "            ddpd.log_step(step, loss=100.0 + step)\n"
-              "        ddpd.flush()\n"
-              "        open('reported-0', 'w').close()\n"
-              "        time.sleep(600)\n"
-              "    while not os.path.exists('reported-0'):\n"
-              "        time.sleep(0.01)\n"
-              "    print('rank 1 gives up on attempt 0', flush=True)\n"
-              "    sys.exit(3)\n"
-              "if rank == 0:\n"
-              "    for step in range(1, 11):\n"
-              "        ddpd.log_step(step, loss=float(step))\n"
-              "print(f'attempt {k} done', flush=True)\n")
 
 
 def problem(r, status, *needles):
@@ -122,7 +102,7 @@ def case_on_record(a):
                   f"rank {rank}: the two attempts' parts are the whole log, split at {at}: {texts!r}")
             check(texts[0].startswith(f"rank {rank} on attempt 0\n") and
                   texts[1].startswith("--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
-                                      f"rank {rank} on attempt 1\n") and texts[1].endswith("attempt 1 done\n"),
+                                      f"rank {rank} on attempt 1\n") and texts[1].endswith("attempt 1 of 1 done\n"),
                   f"rank {rank}: attempt 0's, then attempt 1's from its marker: {texts!r}")
             check([p.header("X-Next-Offset") for p in parts] == [str(len(t.encode())) for t in texts],
                   f"X-Next-Offset counts the part's bytes: {[p.header('X-Next-Offset') for p in parts]}")

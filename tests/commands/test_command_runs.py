@@ -89,6 +89,28 @@ def command(*args):
     return ["/usr/bin/python3", "ddp_fmnist.py", *args]
 
 
+# For the restart cases here and in test_command_attempts.py: rank 0 reports steps
+# 1..5 (loss 100 + step) and waits; rank 1 then gives up, on attempt 0 only.
+# Attempt 1 reports steps 1..10 (loss = step) and both ranks end.
+FAILS_ONCE = ("import os, sys, time, ddpd\n"
+              "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+              "print(f'rank {rank} on attempt {k}', flush=True)\n"
+              "if k == 0:\n"
+              "    if rank == 0:\n"
+              "        for step in range(1, 6):\n"
+              "            ddpd.log_step(step, loss=100.0 + step)\n"
+              "        ddpd.flush()\n"
+              "        open('reported-0', 'w').close()\n"
+              "        time.sleep(600)\n"
+              "    while not os.path.exists('reported-0'):\n"
+              "        time.sleep(0.01)\n"
+              "    print('rank 1 gives up on attempt 0', flush=True)\n"
+              "    sys.exit(3)\n"
+              "if rank == 0:\n"
+              "    for step in range(1, 11):\n"
+              "        ddpd.log_step(step, loss=float(step))\n"
+              "print(f'attempt {k} of {os.environ[\"TORCHELASTIC_MAX_RESTARTS\"]} done', flush=True)\n")
+
 def case_torch_two_ranks(a):
     with WorkRoot() as w, w.server(a) as s:
         rid = s.submit({"name": "tutorial", "command": command("--epochs", "6"), "working_dir": "proj",
@@ -278,25 +300,8 @@ def case_restarted_once(a):
     come): ddp-run restarts the gang after rank 1 fails, the server takes the
     launcher's `attempt` events without a fault, the run succeeds, and the steps the
     second attempt reports again replace the first one's (a point per step)."""
-    script = ("import os, sys, time, ddpd\n"
-              "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
-              "if k == 0:\n"
-              "    if rank == 0:\n"
-              "        for step in range(1, 6):\n"
-              "            ddpd.log_step(step, loss=100.0 + step)\n"
-              "        ddpd.flush()\n"
-              "        open('reported-0', 'w').close()\n"
-              "        time.sleep(600)\n"
-              "    while not os.path.exists('reported-0'):\n"
-              "        time.sleep(0.01)\n"
-              "    print('rank 1 gives up on attempt 0', flush=True)\n"
-              "    sys.exit(3)\n"
-              "if rank == 0:\n"
-              "    for step in range(1, 11):\n"
-              "        ddpd.log_step(step, loss=float(step))\n"
-              "print(f'attempt {k} of {os.environ[\"TORCHELASTIC_MAX_RESTARTS\"]} done', flush=True)\n")
     with WorkRoot() as w, w.server(a) as s:
-        rid = s.submit({"name": "restarts", "command": ["/usr/bin/python3", "-c", script],
+        rid = s.submit({"name": "restarts", "command": ["/usr/bin/python3", "-c", FAILS_ONCE],
                         "distributed": {"world_size": 2, "max_restarts": 1}})
         run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=120)
         if not check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}"):
@@ -312,7 +317,7 @@ def case_restarted_once(a):
               f"the run's log says why the gang started again: {whole[-600:]!r}")
         log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode()
         check("rank 1 gives up on attempt 0\n--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
-              "attempt 1 of 1 done" in log, f"rank 1's log keeps both attempts: {log!r}")
+              "rank 1 on attempt 1\nattempt 1 of 1 done" in log, f"rank 1's log keeps both attempts: {log!r}")
 
 
 def case_preempted(a):
