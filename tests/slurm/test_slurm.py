@@ -125,6 +125,12 @@ class Env:
                          "--allow-commands", "--runner", self.args.runner]
         return s
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def close(self):
         # every job of the case gone, on the shared cluster too
         self.cluster.cmd("scancel", "--user", "root", check_rc=False)
@@ -177,8 +183,7 @@ def iso_ms(t):
 
 def case_builtin_two_nodes(args):
     """The built-in MLP, 4 ranks on the 2 Slurm nodes, against the same run on one."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         with e.server() as s:
             cfg = fmnist_config(**{"data.limit": 2048, "data.test_limit": 512, "train.epochs": 2,
                                    "distributed.world_size": 4})
@@ -220,14 +225,11 @@ def case_builtin_two_nodes(args):
             ckpts = s.run(two).get("checkpoints") or []
             check(ckpts and all("part-0/checkpoints/" in c["path"] for c in ckpts),
                   f"the checkpoints rank 0 wrote on its node are listed: {ckpts}")
-    finally:
-        e.close()
 
 
 def case_command_two_nodes(args):
     """A PyTorch DDP script (gloo) across the 2 nodes: torchrun's variables on every rank."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         mark = uuid.uuid4().hex
         with e.server() as s:
             out = os.path.join(e.d, "out")
@@ -257,14 +259,11 @@ def case_command_two_nodes(args):
             m = loss_points(s, rid)
             check([p[0] for p in m] == list(range(1, 21)), f"every step the script reported: {[p[0] for p in m]}")
             check(wait_until(lambda: not ranks_alive(mark), "no rank left", 30), f"no rank left: {ranks_alive(mark)}")
-    finally:
-        e.close()
 
 
 def case_rank_fails(args):
     """Rank 3, on node n2, fails on its own: the run fails naming n2 and rank 3."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         mark = uuid.uuid4().hex
         with e.server() as s:
             out = os.path.join(e.d, "out")
@@ -277,14 +276,11 @@ def case_rank_fails(args):
             info = e.cluster.job(run.get("slurm_job_id"))
             check(info.get("JobState") == "FAILED", f"Slurm says the job failed: {info.get('JobState')}")
             check(wait_until(lambda: not ranks_alive(mark), "no rank left", 30), f"no rank left: {ranks_alive(mark)}")
-    finally:
-        e.close()
 
 
 def case_cancel(args):
     """A cancel is scancel: every rank gets SIGTERM from Slurm, and the run is canceled."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         mark = uuid.uuid4().hex
         with e.server() as s:
             out = os.path.join(e.d, "out")
@@ -314,8 +310,6 @@ def case_cancel(args):
             check(e.cluster.job(run.get("slurm_job_id")).get("JobState") == "CANCELLED", "Slurm says it was canceled")
             check(alive and wait_until(lambda: not ranks_alive(mark), "no rank left", 30),
                   f"the ranks ({alive}) are gone: {ranks_alive(mark)}")
-    finally:
-        e.close()
 
 
 def blocker(e):
@@ -330,8 +324,7 @@ def blocker(e):
 def case_waiting(args):
     """A run Slurm cannot start yet is queued, showing Slurm's reason; it starts once
     the nodes are free."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         with e.server() as s:
             held = blocker(e)
             rid = s.submit(fmnist_config(**{"data.limit": 1024, "data.test_limit": 256, "train.epochs": 1,
@@ -347,15 +340,12 @@ def case_waiting(args):
             e.cluster.cmd("scancel", held)
             run = wait_final(s, rid)
             check(run.get("status") == "succeeded", f"it ran once the nodes were free: {run.get('status')} {run.get('reason')}")
-    finally:
-        e.close()
 
 
 def case_parts_route(args):
     """POST /runs/{id}/parts, as a job's part sends it: answered as the OpenAPI document
     says, refused without the run's secret or with a node rank the job has not."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         with e.server() as s:
             held = blocker(e)
             rid = s.submit(fmnist_config(**{"data.limit": 1024, "train.epochs": 1, "distributed.world_size": 2}))
@@ -382,8 +372,6 @@ def case_parts_route(args):
             r = s.post(f"/runs/{rid}/parts", report, headers=mine)
             check(r.status == 404, f"a report for a run that ended: {r.status}")
             e.cluster.cmd("scancel", held)
-    finally:
-        e.close()
 
 
 def validate(args, component, body):
@@ -408,9 +396,8 @@ def validate(args, component, body):
 def case_server_restart(args):
     """ddpd serve killed (SIGKILL) mid-run and started again: it finds its job, follows
     it to its end, and nothing its ranks reported meanwhile is lost."""
-    e = Env(args)
-    state = tempfile.mkdtemp(prefix="ddpd-slurm-state-")
-    try:
+    with Env(args) as e:
+        state = tempfile.mkdtemp(prefix="ddpd-slurm-state-")
         mark = uuid.uuid4().hex
         out = os.path.join(e.d, "out")
         steps = 40
@@ -442,15 +429,12 @@ def case_server_restart(args):
                 log = f.read()
             check(f"taken back after the restart: Slurm job {job}" in log, "the server said it took the job back")
             check(wait_until(lambda: not ranks_alive(mark), "no rank left", 30), f"no rank left: {ranks_alive(mark)}")
-    finally:
-        e.close()
         shutil.rmtree(state, ignore_errors=True)
 
 
 def case_scancel_from_shell(args):
     """scancel from a shell, not through ddpd: the run ends canceled, saying so."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         mark = uuid.uuid4().hex
         with e.server() as s:
             out = os.path.join(e.d, "out")
@@ -463,15 +447,12 @@ def case_scancel_from_shell(args):
                   and run.get("reason") == f"Slurm canceled it (scancel, from outside ddpd) (job {job} CANCELLED)",
                   f"the run is canceled, saying Slurm did it: {run.get('status')} {run.get('reason')!r}")
             check(wait_until(lambda: not ranks_alive(mark), "no rank left", 30), f"no rank left: {ranks_alive(mark)}")
-    finally:
-        e.close()
 
 
 def case_requeued(args):
     """A job Slurm requeues (scontrol requeue) is followed, not failed: the run goes on
     when it runs again, and succeeds."""
-    e = Env(args)
-    try:
+    with Env(args) as e:
         with e.server() as s:
             out = os.path.join(e.d, "out")
             rid = s.submit(script_run(e, "requeued", 30, 0.1, out, world=2, nodes=1))
@@ -492,8 +473,6 @@ def case_requeued(args):
             m = loss_points(s, rid)
             check([p[0] for p in m] == list(range(1, 31)),
                   f"its steps, those of the second start replacing the first's: {[p[0] for p in m]}")
-    finally:
-        e.close()
 
 
 def case_sharing(args):
@@ -503,9 +482,8 @@ def case_sharing(args):
     with the site's QOS (Slurm without slurmdbd keeps no QOS: scontrol shows
     QOS=(null), so only what ddpd submitted is checked here; test_slurm_cli checks the
     argv). Users made with `ddpd user add`, as on a shared server."""
-    e = Env(args)
-    state = tempfile.mkdtemp(prefix="ddpd-slurm-sharing-")
-    try:
+    with Env(args) as e:
+        state = tempfile.mkdtemp(prefix="ddpd-slurm-sharing-")
         alice = add_user(args.ddpd, state, "alice")
         bob = add_user(args.ddpd, state, "bob", "--max-priority", "10")
         small = {"data.limit": 512, "data.test_limit": 128, "train.epochs": 1, "distributed.world_size": 1}
@@ -553,8 +531,6 @@ def case_sharing(args):
             check("priority 5 is not passed on" in log and "--slurm-allow-priority" in log,
                   f"the run's log says why its priority was not passed on: {log[:800]!r}")
             check(run.get("status") == "succeeded", f"and it ran: {run.get('status')} {run.get('reason')}")
-    finally:
-        e.close()
         shutil.rmtree(state, ignore_errors=True)
 
 
