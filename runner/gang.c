@@ -20,6 +20,7 @@
 #include "peer_loss.h"
 #include "rank_output.h"
 #include "rank_spawn.h"
+#include "signal_fd.h"
 #include "utf8_text.h"
 
 #define DRAIN_AFTER_EXIT_S 2.0 /* a rank's children may hold its pipe open after it exits */
@@ -273,19 +274,8 @@ static void compose_result(gang *g, gang_result *res) {
 }
 
 int gang_signals_open(gang_signals *s) {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &s->child_mask);
-    s->fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (s->fd >= 0) return 0;
-    int err = errno;
-    sigprocmask(SIG_SETMASK, &s->child_mask, NULL);
-    errno = err;
-    return -1;
+    s->fd = signal_fd_open((const int[]){SIGCHLD, SIGTERM, SIGINT, SIGHUP}, 4, &s->child_mask);
+    return s->fd >= 0 ? 0 : -1;
 }
 
 void gang_signals_close(gang_signals *s) {

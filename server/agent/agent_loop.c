@@ -11,16 +11,15 @@
 #include "agent_parts.h"
 #include "agent_streams.h"
 #include "die.h"
+#include "signal_fd.h"
 
 #define MAX_FDS 1100 /* the signalfd, the event socket and the ranks' connections */
 
 void agent_loop_open(agent_loop *l, const int *signals, int n) {
-    sigset_t mask;
-    sigemptyset(&mask);
-    for (int i = 0; i < n; i++) sigaddset(&mask, signals[i]);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    l->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (l->sfd < 0) die("cannot read signals (signalfd): %s", strerror(errno));
+    l->sfd = signal_fd_open(signals, n, NULL);
+    if (l->sfd < 0)
+        die("cannot open a signalfd for the signals that stop it: %s (out of file descriptors or memory: see "
+            "`ulimit -n`)", strerror(errno));
     l->next_report = 0;
     signal(SIGPIPE, SIG_IGN);
 }
