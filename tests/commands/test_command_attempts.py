@@ -37,7 +37,6 @@ FINAL = ("succeeded", "failed", "canceled")
 PY = "/usr/bin/python3"
 
 
-
 def problem(r, status, *needles):
     try:
         detail = r.json().get("detail", "")

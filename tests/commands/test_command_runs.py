@@ -111,6 +111,7 @@ FAILS_ONCE = ("import os, sys, time, ddpd\n"
               "        ddpd.log_step(step, loss=float(step))\n"
               "print(f'attempt {k} of {os.environ[\"TORCHELASTIC_MAX_RESTARTS\"]} done', flush=True)\n")
 
+
 def case_torch_two_ranks(a):
     with WorkRoot() as w, w.server(a) as s:
         rid = s.submit({"name": "tutorial", "command": command("--epochs", "6"), "working_dir": "proj",

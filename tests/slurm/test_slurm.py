@@ -117,6 +117,14 @@ class Env:
             info = self.own
         self.cluster = info
         self.d = tempfile.mkdtemp(prefix="ddpd-slurm-test-")
+        self.dirs = [self.d]
+
+    def tmpdir(self, prefix):
+        """A directory of the case's, removed with it (a state directory kept across
+        two servers lives outside the first one's)."""
+        d = tempfile.mkdtemp(prefix=prefix)
+        self.dirs.append(d)
+        return d
 
     def server(self, state_dir=None, extra=()):
         s = Server(self.args.ddpd, self.args.trainer, slots=1, state_dir=state_dir,
@@ -129,9 +137,6 @@ class Env:
         return self
 
     def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
         # every job of the case gone, on the shared cluster too
         self.cluster.cmd("scancel", "--user", "root", check_rc=False)
         wait_until(lambda: not self.cluster.cmd("squeue", "-h", check_rc=False).stdout.strip(),
@@ -139,7 +144,8 @@ class Env:
         if self.own:
             self.own.stop()
             shutil.rmtree(self.own.d, ignore_errors=True)
-        shutil.rmtree(self.d, ignore_errors=True)
+        for d in self.dirs:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def skip(reason):
@@ -397,7 +403,7 @@ def case_server_restart(args):
     """ddpd serve killed (SIGKILL) mid-run and started again: it finds its job, follows
     it to its end, and nothing its ranks reported meanwhile is lost."""
     with Env(args) as e:
-        state = tempfile.mkdtemp(prefix="ddpd-slurm-state-")
+        state = e.tmpdir("ddpd-slurm-state-")
         mark = uuid.uuid4().hex
         out = os.path.join(e.d, "out")
         steps = 40
@@ -429,7 +435,6 @@ def case_server_restart(args):
                 log = f.read()
             check(f"taken back after the restart: Slurm job {job}" in log, "the server said it took the job back")
             check(wait_until(lambda: not ranks_alive(mark), "no rank left", 30), f"no rank left: {ranks_alive(mark)}")
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_scancel_from_shell(args):
@@ -483,7 +488,7 @@ def case_sharing(args):
     QOS=(null), so only what ddpd submitted is checked here; test_slurm_cli checks the
     argv). Users made with `ddpd user add`, as on a shared server."""
     with Env(args) as e:
-        state = tempfile.mkdtemp(prefix="ddpd-slurm-sharing-")
+        state = e.tmpdir("ddpd-slurm-sharing-")
         alice = add_user(args.ddpd, state, "alice")
         bob = add_user(args.ddpd, state, "bob", "--max-priority", "10")
         small = {"data.limit": 512, "data.test_limit": 128, "train.epochs": 1, "distributed.world_size": 1}
@@ -531,7 +536,6 @@ def case_sharing(args):
             check("priority 5 is not passed on" in log and "--slurm-allow-priority" in log,
                   f"the run's log says why its priority was not passed on: {log[:800]!r}")
             check(run.get("status") == "succeeded", f"and it ran: {run.get('status')} {run.get('reason')}")
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_sharing_flags_refused(args):
