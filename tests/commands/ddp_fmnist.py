@@ -8,7 +8,10 @@ outside ddpd). It writes what it saw of its environment to env-rank-N.json and
 prints a line per epoch (each rank) and its final loss as "final loss X" (rank 0).
 
 Test hooks: --fail-rank R --fail-at STEP makes rank R print a line and exit 3 at
-that global step (the other rank is then blocked in an all-reduce)."""
+that global step (the other rank is then blocked in an all-reduce). It leaves with
+os._exit: an ordinary sys.exit there runs Debian torch 1.13's gloo teardown in the middle
+of a collective, which now and then aborts the process ("terminate called without an
+active exception", SIGABRT) instead of exiting 3, and the test wants one known status."""
 import argparse, gzip, json, os, sys
 
 import numpy as np
@@ -67,7 +70,7 @@ def main():
             step += 1
             if rank == a.fail_rank and step == a.fail_at:
                 print(f"RuntimeError: planted failure at step {step}", file=sys.stderr, flush=True)
-                sys.exit(3)
+                os._exit(3)
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(xb), yb)
             loss.backward()

@@ -162,13 +162,18 @@ def case_cancel_in_backoff(a):
               "no process left")
 
 
-# Writes what it saw to seen-RANK-COUNT; fails (rank 1) while the count is below FAIL_UNTIL.
-RECORDS_ATTEMPT = ("import os, sys, json\n"
+# Writes what it saw to seen-RANK-COUNT (whole, by a rename); fails (rank 1) while the count
+# is below its argument, once rank 0 has written its file: the gang stops rank 0 as soon as
+# rank 1 exits, and under load rank 0 may not have started its script by then.
+RECORDS_ATTEMPT = ("import os, sys, json, time\n"
                    "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
-                   "with open(f'seen-{rank}-{k}', 'w') as f:\n"
+                   "with open(f'.seen-{rank}-{k}', 'w') as f:\n"
                    "    json.dump({'cwd': os.getcwd(), 'max': os.environ['TORCHELASTIC_MAX_RESTARTS'],"
                    " 'run': os.environ['TORCHELASTIC_RUN_ID']}, f)\n"
+                   "os.replace(f'.seen-{rank}-{k}', f'seen-{rank}-{k}')\n"
                    "if rank == 1 and k < int(sys.argv[1]):\n"
+                   "    while not os.path.exists(f'seen-0-{k}'):\n"
+                   "        time.sleep(0.01)\n"
                    "    print(f'rank 1 fails on attempt {k}', flush=True)\n"
                    "    sys.exit(6)\n"
                    "print(f'rank {rank} done on attempt {k}', flush=True)\n")

@@ -354,7 +354,12 @@ def case_preempted(a):
             except OSError:
                 return True
         check(all(gone(p) for p in first), f"its first attempt's ranks {first} were stopped")
-        check(s.run(urgent)["status"] == "running", "the urgent run holds the slots it freed")
+        # the preempted run is queued again as soon as its ranks are gone; the urgent run
+        # starts in the slots they freed a moment later (starting, then running), so wait
+        # for it rather than read its status at once
+        held = s.wait_status(urgent, "running", timeout=60)
+        check(held and s.run(rid)["status"] == "queued",
+              f"the urgent run holds the slots it freed, the preempted one waits: {held and held['status']}")
         open(go, "w").close()
         done = s.wait_status(urgent, ("succeeded", "failed"), timeout=60)
         check(done and done["status"] == "succeeded", f"the urgent run ran: {done and done['status']}")
