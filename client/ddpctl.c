@@ -242,7 +242,7 @@ static int cmd_list(const args *a) {
     } else {
         table t;
         table_init(&t, 9);
-        /* STEP LOSS: the newest step's (averaged over the ranks); show ID has each epoch's mean */
+        /* STEP LOSS: the newest step's as rank 0 reported it; show ID has each epoch's mean */
         const char *head[9] = {"ID", "NAME", "OWNER", "STATUS", "PROGRESS", "STEP LOSS", "DEVICES", "STARTED", "DURATION"};
         table_row(&t, head);
         size_t i;

@@ -219,9 +219,11 @@ static inline void ddpd_report_add_(const char *type, const char *body) {
     if (ddpd_report_ms_() - ddpd_report_.last_flush_ms >= 200) ddpd_report_flush();
 }
 
-static inline void ddpd_report_metric_(const char *where, long long at, const ddpd_metric *m, int n) {
+static inline void ddpd_report_metric_(const char *where, long long at, const ddpd_metric *m, int n,
+                                       int rank_zero_only) {
     char body[3800];
-    int k = snprintf(body, sizeof body, "\"%s\":%lld,\"values\":{", where, at);
+    int k = snprintf(body, sizeof body, "%s\"%s\":%lld,\"values\":{", rank_zero_only ? "" : "\"rank_zero_only\":false,",
+                     where, at);
     size_t len = k > 0 ? (size_t)k : 0;
     for (int i = 0; i < n && len + 64 < sizeof body; i++) {
         if (i) body[len++] = ',';
@@ -241,13 +243,20 @@ static inline void ddpd_report_metric_(const char *where, long long at, const dd
 /* Metrics at a training step (global_step counts steps done, from 1): loss and lr
  * fill the run's series and progress, other names are series of their own. */
 static inline void ddpd_report_step(long long global_step, const ddpd_metric *m, int n) {
-    if (ddpd_report_on_()) ddpd_report_metric_("global_step", global_step, m, n);
+    if (ddpd_report_on_()) ddpd_report_metric_("global_step", global_step, m, n, 1);
 }
 
 /* An epoch's figures (epochs from 0): lr, train_loss, test_loss, test_acc, seconds,
- * samples_per_s fill the epoch table; other names are per-epoch series. */
+ * samples_per_s fill the epoch table; other names are per-epoch series. The table
+ * is rank 0's: another rank's figures are kept only through ddpd_report_epoch_of_rank. */
 static inline void ddpd_report_epoch(int epoch, const ddpd_metric *m, int n) {
-    if (ddpd_report_on_()) ddpd_report_metric_("epoch", epoch, m, n);
+    if (ddpd_report_on_()) ddpd_report_metric_("epoch", epoch, m, n, 1);
+}
+
+/* The same from whichever rank calls it, kept for the run (rank_zero_only false):
+ * for a program that evaluates on a rank other than 0. */
+static inline void ddpd_report_epoch_of_rank(int epoch, const ddpd_metric *m, int n) {
+    if (ddpd_report_on_()) ddpd_report_metric_("epoch", epoch, m, n, 0);
 }
 
 /* This rank's state (init, loading, training, evaluating, checkpointing, done,

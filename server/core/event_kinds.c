@@ -154,7 +154,7 @@ static void free_step(store_op *op) { json_decref(op->u.step.series); }
 
 /* ---- metric: what a command run's script reports (reporter/README.md) ---- */
 
-static const char *const METRIC_OTHERS[] = {"global_step", "epoch", "values", NULL};
+static const char *const METRIC_OTHERS[] = {"global_step", "epoch", "values", "rank_zero_only", NULL};
 
 /* Whether `key` names one of the step's real fields (loss, lr, samples_per_s). */
 static bool step_real(const char *key) {
@@ -179,7 +179,17 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
     int64_t global_step = event_int(ev, "global_step"), epoch = event_int(ev, "epoch");
     if ((global_step == NO_INT) == (epoch == NO_INT))
         return "a metric event needs exactly one of an integer global_step and an integer epoch";
+    const json_t *zero_only = json_object_get(ev, "rank_zero_only");
+    if (zero_only && !json_is_boolean(zero_only)) return "a metric event's rank_zero_only that is not true or false";
     if (epoch != NO_INT) {
+        /* The epoch table is rank 0's, as the series are: every rank of a script that
+         * reports on each rank would otherwise fill it in whatever order their events
+         * came. A rank's figures count for the run only where it says so
+         * (rank_zero_only false: a script that evaluates on another rank). */
+        if (op->rank != 0 && !json_is_false(zero_only)) {
+            op->kind = OP_SYNC; /* nothing kept */
+            return NULL;
+        }
         op->kind = OP_EPOCH;
         fields_from_values(&OP_KINDS[OP_EPOCH], values, op);
         op->u.epoch.epoch = epoch;

@@ -19,6 +19,8 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   preempted          a preemptible command run preempted for a run of a higher
                      priority: stopped (SIGTERM), queued again with preempted_by, and
                      restarted once placed, its ranks seeing TORCHELASTIC_RESTART_COUNT 1
+  epochs_rank_zero   every rank reports its epochs: the table is rank 0's, the same on a
+                     rerun; another rank's epoch counts with rank_zero_only false
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
 import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
@@ -373,6 +375,35 @@ def case_preempted(a):
         log = s.get(f"/runs/{rid}/logs?rank=0&offset=0").body.decode()
         check("rank 0 attempt 0\n" in log and "rank 0 attempt 1\n" in log,
               f"its ranks saw TORCHELASTIC_RESTART_COUNT 0, then 1: {log[-400:]!r}")
+
+
+# Every rank reports each epoch, rank 1 a moment after rank 0 (the order that made the
+# table rank 1's when the last writer won); rank 1 alone reports epoch 3, saying it counts.
+EVERY_RANK_EPOCHS = ("import os, time, ddpd\n"
+                     "rank = int(os.environ['RANK'])\n"
+                     "for epoch in range(3):\n"
+                     "    if rank == 1:\n"
+                     "        time.sleep(0.2)\n"
+                     "    ddpd.log_epoch(epoch, lr=0.1, train_loss=100.0 * rank + epoch)\n"
+                     "    ddpd.flush()\n"
+                     "if rank == 1:\n"
+                     "    ddpd.log_epoch(3, rank_zero_only=False, test_acc=0.5)\n")
+
+
+def case_epochs_rank_zero(a):
+    """The epoch table is rank 0's whatever order the ranks' reports come in, so two
+    identical runs have the same table; another rank's epoch counts only where it says so."""
+    with WorkRoot() as w, w.server(a) as s:
+        tables = []
+        for name in ("first", "again"):
+            rid = s.submit({"name": name, "command": ["/usr/bin/python3", "-c", EVERY_RANK_EPOCHS],
+                            "distributed": {"world_size": 2}})
+            run = s.wait_status(rid, ("succeeded", "failed"), timeout=120)
+            check(run and run["status"] == "succeeded", f"run {name} succeeded: {run and run['reason']}")
+            tables.append([(e["epoch"], e["train_loss"], e["test_acc"]) for e in s.get(f"/runs/{rid}/epochs").json()["epochs"]])
+        check(tables[0] == [(0, 0.0, None), (1, 1.0, None), (2, 2.0, None), (3, None, 0.5)],
+              f"rank 0's train loss for epochs 0-2, rank 1's test accuracy for epoch 3 (rank_zero_only false): {tables[0]}")
+        check(tables[1] == tables[0], f"the same table for the same script: {tables[1]} vs {tables[0]}")
 
 
 CASES = cases_in(globals())

@@ -143,7 +143,8 @@ class _Reporter:
                     body = '"global_step":%d,"values":%s' % (a, _values(b))
                     lines.append(self._line("metric", body, t))
                 elif kind == "epoch":
-                    body = '"epoch":%d,"values":%s' % (a, _values(b))
+                    values, zero_only = b
+                    body = '"epoch":%d,"values":%s%s' % (a, _values(values), "" if zero_only else ',"rank_zero_only":false')
                     lines.append(self._line("metric", body, t))
                 else:
                     body = '"state":%s,"detail":%s' % (json.dumps(a), json.dumps(b))
@@ -206,13 +207,15 @@ def log_step(global_step, **metrics):
         r.put(("step", int(global_step), metrics, time.time()))
 
 
-def log_epoch(epoch, **metrics):
+def log_epoch(epoch, rank_zero_only=True, **metrics):
     """Reports an epoch's figures (epochs count from 0): lr, train_loss, test_loss,
     test_acc, seconds and samples_per_s fill the run's epoch table
-    (GET /runs/{id}/epochs); other names become per-epoch series."""
+    (GET /runs/{id}/epochs); other names become per-epoch series. The table is rank
+    0's (as the step series are): another rank's figures are kept only with
+    rank_zero_only=False, for a script that evaluates on that rank."""
     r = _get()
     if r is not None:
-        r.put(("epoch", int(epoch), metrics, time.time()))
+        r.put(("epoch", int(epoch), (metrics, bool(rank_zero_only)), time.time()))
 
 
 def status(state, detail=""):
