@@ -73,7 +73,9 @@ void attempts_describe_event(const json_t *ev, char *out, size_t n) {
     const char *status = text_or(json_object_get(ev, "status"), "?");
     if (strcmp(status, "succeeded") == 0) return;
     const char *reason = text_or(json_object_get(ev, "reason"), "");
-    if (json_is_true(json_object_get(ev, "restarting"))) {
+    if (strcmp(status, "preempted") == 0) { /* its reason says by which run */
+        snprintf(out, n, "attempt %lld %s", k + 1, *reason ? reason : status);
+    } else if (json_is_true(json_object_get(ev, "restarting"))) {
         snprintf(out, n, "attempt %lld %s: %s; attempt %lld starts in %g s", k + 1, status, reason, k + 2,
                  json_number_value(json_object_get(ev, "backoff_s")));
     } else {

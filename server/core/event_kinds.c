@@ -388,8 +388,9 @@ static const char *parse_attempt(const json_t *ev, store_op *op) {
         return NULL;
     }
     run_status s;
-    if (!op->u.attempt.status || !run_status_parse(op->u.attempt.status, &s) || !run_status_is_final(s))
-        return "an attempt event that ended without a status (succeeded, failed or canceled)";
+    const char *status = op->u.attempt.status;
+    if (!status || (!(run_status_parse(status, &s) && run_status_is_final(s)) && strcmp(status, "preempted") != 0))
+        return "an attempt event that ended without a status (succeeded, failed, canceled or preempted)";
     op->u.attempt.restarting = json_is_true(json_object_get(ev, "restarting"));
     op->u.attempt.backoff_s = event_real(ev, "backoff_s");
     return NULL;
@@ -627,15 +628,25 @@ static int64_t apply_preempting(sqlite3 *db, sqlite3_stmt *const *st, const stor
 
 /* A preempted run queued again: what it recorded past what it continues from goes
  * (a built-in run; a command run's restart reports its steps again over them). */
+/* The run queued again (st[0]); its attempt closed as preempted, whatever its
+ * launcher called the stop (st[1]); a built-in run's records past the checkpoint it
+ * goes on from dropped (the rest). */
 static int64_t apply_requeue(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->t);
     bind_int_or_null(st[0], 3, op->u.requeue.from_global_step);
     int64_t n = run(db, st[0]);
+    if (n != 1) return n;
+    char reason[64] = "preempted";
+    if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
+    sqlite3_bind_int64(st[1], 1, op->run_id);
+    sqlite3_bind_int64(st[1], 2, op->t);
+    bind_text_or_null(st[1], 3, reason);
+    run(db, st[1]);
     int64_t gs = op->u.requeue.from_global_step, epoch = op->u.requeue.from_epoch == NO_INT ? -1 : op->u.requeue.from_epoch;
-    for (int i = 1; n == 1 && gs != NO_INT && i < OP_MAX_SQL && st[i]; i++) {
+    for (int i = 2; gs != NO_INT && i < OP_MAX_SQL && st[i]; i++) {
         sqlite3_bind_int64(st[i], 1, op->run_id);
-        sqlite3_bind_int64(st[i], 2, i == 2 ? epoch : gs);
+        sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
         run(db, st[i]);
     }
     return n;
@@ -816,6 +827,10 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
                 " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
                 " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?3) END"
                 " WHERE id = ?1 AND status IN ('starting', 'running', 'canceling')",
+                /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's */
+                "UPDATE run_attempts SET status = 'preempted', reason = ?3, ended_at = coalesce(ended_at, ?2),"
+                " failing_rank = NULL, exit_code = NULL, signal = NULL, last_line = NULL"
+                " WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM run_attempts WHERE run_id = ?1)",
                 "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
                 "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the last epoch it holds */
                 "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",

@@ -28,7 +28,7 @@ static void on_progress(void *ctx, int rank, int64_t global_step) {
     if (U.hooks.progress) U.hooks.progress(p->run_id, rank, global_step);
 }
 
-static void on_attempt(void *ctx, const store_op *op) {
+static void on_attempt(void *ctx, store_op *op) {
     (void)ctx;
     if (U.hooks.attempt) U.hooks.attempt(op);
 }

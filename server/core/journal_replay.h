@@ -44,8 +44,9 @@ typedef struct {
     void *ctx;
     /* a rank reported progress (its step or heartbeat), for the hang watch */
     void (*progress)(void *ctx, int rank, int64_t global_step);
-    /* the launcher's attempt started or ended: its op, as queued */
-    void (*attempt)(void *ctx, const store_op *op);
+    /* the launcher's attempt started or ended: its op, before it is queued (the hook may
+     * reword its end: run_restart.h) */
+    void (*attempt)(void *ctx, store_op *op);
 } journal_hooks;
 
 /* Opens the replay of run `run_id`'s journal at `path` (a missing file is an empty

@@ -201,6 +201,7 @@ void requeue_locked(live_run *r) {
     r->status = RUN_QUEUED;
     r->queued_ms = now;
     r->started_ms = 0;
+    r->requeued_by = by ? by : -1;
     r->preempt_by = 0;
     r->port = 0;
     r->secret[0] = '\0';
@@ -333,6 +334,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     int per_node = r->world_size / k;
     r->across = across;
     r->started_ms = now_ms();
+    r->requeued_by = 0;
     r->attempt = r->restart_count;
     r->n_parts = k;
     r->parts = calloc((size_t)k, sizeof *r->parts);

@@ -35,9 +35,25 @@ static run_part *part_of_rank(live_run *r, int64_t rank) {
     return part < r->n_parts ? &r->parts[part] : NULL;
 }
 
-void attempt_seen_locked(live_run *r, const store_op *op) {
+/* The end of an attempt stopped for a preemption, as the preempted user should read it. */
+static void say_preempted(const live_run *r, store_op *op) {
+    free(op->u.attempt.status);
+    free(op->u.attempt.reason);
+    free(op->u.attempt.last_line);
+    op->u.attempt.status = xstrdup("preempted");
+    op->u.attempt.reason = r->preempt_by > 0 ? xasprintf("preempted by run %lld", (long long)r->preempt_by)
+                                             : xstrdup("preempted");
+    op->u.attempt.last_line = NULL;
+    op->u.attempt.failing_rank = op->u.attempt.exit_code = op->u.attempt.signal = NO_INT;
+    op->u.attempt.restarting = false;
+}
+
+void attempt_seen_locked(live_run *r, store_op *op) {
     if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
     r->attempt = (int)op->u.attempt.attempt;
+    if (op->kind == OP_ATTEMPT_ENDED && r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
+        strcmp(op->u.attempt.status, "succeeded") != 0)
+        say_preempted(r, op);
     if (op->kind == OP_ATTEMPT_STARTED && r->command && op->u.attempt.master_port > 0 &&
         op->u.attempt.master_port < 65536)
         r->port = (int)op->u.attempt.master_port; /* a restart's own, when its port was taken: the lease follows */
@@ -55,7 +71,7 @@ void attempt_seen_locked(live_run *r, const store_op *op) {
                                 .last_line = op->u.attempt.last_line ? xstrdup(op->u.attempt.last_line) : NULL};
 }
 
-void scheduler_attempt(const store_op *op) {
+void scheduler_attempt(store_op *op) {
     pthread_mutex_lock(&K.mu);
     attempt_seen_locked(find_run(op->run_id), op);
     pthread_mutex_unlock(&K.mu);

@@ -73,7 +73,7 @@ void watch_hang_locked(live_run *r, int64_t now) {
 /* The journal's hooks: a rank of an adopted command run made progress (hang watch);
  * its launcher's attempt started or ended. */
 static void journal_progress(void *ctx, int rank, int64_t global_step) { note_progress(ctx, rank, global_step); }
-static void journal_attempt(void *ctx, const store_op *op) { attempt_seen_locked(ctx, op); }
+static void journal_attempt(void *ctx, store_op *op) { attempt_seen_locked(ctx, op); }
 
 void watch_adopted_locked(live_run *r) {
     if (r->journal) journal_replay_read(r->journal, false, 4 << 20);

@@ -75,6 +75,7 @@ typedef struct live_run {
     int64_t queued_ms;    /* unix ms it entered the queue */
     int64_t started_ms;   /* unix ms its devices were given (its usage counts from then) */
     int64_t preempt_by;   /* being preempted for this run (0: not) */
+    int64_t requeued_by;  /* queued again after a preemption for this run, and not started since (0: not; -1: by a run unknown) */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
      * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the
@@ -175,8 +176,11 @@ void finish_from_journal_locked(live_run *r, const char *gone);
 void release_started_locked(live_run *r);
 
 /* ---- run_restart.c ---- */
-/* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal). */
-void attempt_seen_locked(live_run *r, const store_op *op);
+/* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal),
+ * before its op is queued: the end of an attempt stopped for a preemption is reworded
+ * "preempted by run N", whatever the launcher called the stop (a command run's ranks
+ * are stopped by SIGTERM, which its launcher reports as a cancel). */
+void attempt_seen_locked(live_run *r, store_op *op);
 /* A started run whose ranks are all gone would fail with *reason (malloc'd), in a way
  * another attempt may mend (its processes or a node lost, a hang, a failed part of a
  * run across nodes, a restart asked for): the attempt's end is recorded as the server

@@ -468,12 +468,23 @@ bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
     return ok;
 }
 
+/* What a queued run waits for, after why it is queued again where a preemption put it
+ * back (a preempted user reads why their run waits, not only for what). */
+static char *after_preemption(const live_run *r, char *waiting) {
+    if (!waiting || !r || !r->requeued_by) return waiting;
+    char by[48] = "";
+    if (r->requeued_by > 0) snprintf(by, sizeof by, " by run %lld", (long long)r->requeued_by);
+    char *text = xasprintf("preempted%s and queued again; it waits for %s", by, waiting);
+    free(waiting);
+    return text;
+}
+
 char *scheduler_waiting_for(int64_t id) {
     pthread_mutex_lock(&K.mu);
     snapshot sn;
     policy_decision *d;
     int i = decision_of_locked(id, &sn, &d);
-    char *text = i >= 0 ? queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]) : NULL;
+    char *text = i >= 0 ? after_preemption(sn.queued_runs[i], queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i])) : NULL;
     decisions_free(&sn, d);
     live_run *r = text ? NULL : find_run(id);
     if (r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
@@ -498,17 +509,17 @@ json_t *scheduler_queue_json(void) {
         const live_run *r = sn.queued_runs[i];
         char queued_at[32];
         format_iso8601(r->queued_ms, queued_at);
-        char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
+        char *waiting = after_preemption(r, queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]));
         json_t *preempting = json_array();
         for (int v = 0; d[i].verb == POLICY_PREEMPT && v < d[i].n_preempt; v++)
             json_array_append_new(preempting, json_integer(d[i].preempt[v]));
         json_array_append_new(
-            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o}", "id", (json_int_t)r->id,
+            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o, s:o}", "id", (json_int_t)r->id,
                             "position", k + 1, "pool_position", d[i].pool_order + 1, "owner",
                             json_string_or_null(r->owner), "priority", r->priority, "world_size", r->world_size,
                             "device_kind", pool_name(r->pool), "queued_at", queued_at, "preemptible", r->preemptible,
                             "decision", verb_word(&d[i]), "waiting_for", json_string_or_null(waiting), "preempting",
-                            preempting));
+                            preempting, "preempted_by", r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null()));
         free(waiting);
     }
     json_t *owners = json_array();

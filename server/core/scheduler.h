@@ -86,7 +86,7 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step);
 /* A launcher's attempt started or ended (ingest's hook, with the op it queued): the
  * run's attempt, its MASTER_PORT (a restart's may be another), the hang watch counted
  * anew, the rank an attempt across nodes failed on. */
-void scheduler_attempt(const store_op *op);
+void scheduler_attempt(store_op *op);
 
 /* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
  * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and

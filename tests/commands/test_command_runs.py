@@ -362,6 +362,12 @@ def case_preempted(a):
         held = s.wait_status(urgent, "running", timeout=60)
         check(held and s.run(rid)["status"] == "queued",
               f"the urgent run holds the slots it freed, the preempted one waits: {held and held['status']}")
+        queued = [q for q in s.get("/queue").json()["runs"] if q["id"] == rid]
+        check(queued and queued[0]["preempted_by"] == urgent and
+              (queued[0]["waiting_for"] or "").startswith(f"preempted by run {urgent} and queued again; it waits for "),
+              f"the queue says why it waits: preempted by run {urgent}: {queued}")
+        waiting = s.run(rid).get("waiting_for") or ""
+        check(waiting.startswith(f"preempted by run {urgent}"), f"and so does the run: {waiting!r}")
         open(go, "w").close()
         done = s.wait_status(urgent, ("succeeded", "failed"), timeout=60)
         check(done and done["status"] == "succeeded", f"the urgent run ran: {done and done['status']}")
@@ -375,6 +381,14 @@ def case_preempted(a):
         log = s.get(f"/runs/{rid}/logs?rank=0&offset=0").body.decode()
         check("rank 0 attempt 0\n" in log and "rank 0 attempt 1\n" in log,
               f"its ranks saw TORCHELASTIC_RESTART_COUNT 0, then 1: {log[-400:]!r}")
+        first_attempt = s.run(rid)["attempts"][0]
+        check(first_attempt["status"] == "preempted" and first_attempt["reason"] == f"preempted by run {urgent}"
+              and first_attempt["ended_at"] and first_attempt["failing_rank"] is None,
+              f"its first attempt reads preempted by run {urgent}, not canceled: {first_attempt}")
+        env = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
+        shown = subprocess.run([a.ddpctl, "show", str(rid)], env=env, capture_output=True, text=True, timeout=30).stdout
+        check(f"preempted by run {urgent}" in shown and "canceled" not in shown,
+              f"ddpctl show says preempted by run {urgent}, nowhere canceled: {shown!r}")
 
 
 # Every rank reports each epoch, rank 1 a moment after rank 0 (the order that made the

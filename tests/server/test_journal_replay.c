@@ -258,7 +258,7 @@ static char *attempt_rows(int64_t run) {
     return out ? out : xstrdup("");
 }
 
-static void count_attempt(void *ctx, const store_op *op) {
+static void count_attempt(void *ctx, store_op *op) {
     int *told = ctx;
     if (op->kind == OP_ATTEMPT_STARTED || op->kind == OP_ATTEMPT_ENDED) (*told)++;
 }
