@@ -26,6 +26,27 @@ static void failure_cell(const json_t *a, char *out, size_t n) {
         snprintf(out, n, "rank %lld", (long long)json_integer_value(rank));
 }
 
+void attempts_took(const json_t *run, char *out, size_t n) {
+    const char *started = json_string_value(json_object_get(run, "started_at"));
+    const char *finished = json_string_value(json_object_get(run, "finished_at"));
+    double total = started ? iso_diff_s(started, finished) + json_number_value(json_object_get(run, "earlier_attempts_s"))
+                           : NAN;
+    char all[32];
+    fmt_duration(total, all, sizeof all);
+    const json_t *attempts = json_object_get(run, "attempts");
+    size_t count = json_array_size(attempts) + (size_t)json_integer_value(json_object_get(run, "attempts_omitted"));
+    const json_t *last = json_array_get(attempts, json_array_size(attempts) - 1);
+    const char *from = json_string_value(json_object_get(last, "started_at"));
+    if (count < 2 || !from || !isfinite(total)) {
+        snprintf(out, n, "%s", all);
+        return;
+    }
+    const char *to = json_string_value(json_object_get(last, "ended_at"));
+    char took[32];
+    fmt_duration(iso_diff_s(from, to ? to : finished), took, sizeof took);
+    snprintf(out, n, "%s over %zu attempts, the last %s", all, count, took);
+}
+
 void attempts_print(const json_t *run, FILE *out) {
     const json_t *attempts = json_object_get(run, "attempts");
     long long max = json_integer_value(

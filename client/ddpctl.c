@@ -286,12 +286,12 @@ static int cmd_show(const args *a) {
     const json_t *p = json_object_get(run, "progress");
     const char *status = json_string_value(json_object_get(run, "status"));
     const char *reason = json_string_value(json_object_get(run, "reason"));
-    char dev[256], t1[32], t2[32], t3[32], dur[32], prog[128], loss[32], lr[32], sps[32], eta[32];
+    char dev[256], t1[32], t2[32], t3[32], dur[96], prog[128], loss[32], lr[32], sps[32], eta[32];
     devices_cell(run, dev, sizeof dev);
     fmt_time(json_string_value(json_object_get(run, "created_at")), t1, sizeof t1);
     fmt_time(json_string_value(json_object_get(run, "started_at")), t2, sizeof t2);
     fmt_time(json_string_value(json_object_get(run, "finished_at")), t3, sizeof t3);
-    fmt_duration(run_seconds(run), dur, sizeof dur);
+    attempts_took(run, dur, sizeof dur);
     progress_cell(run, prog, sizeof prog);
     fmt_num(json_object_get(p, "loss"), loss, sizeof loss);
     fmt_sci(json_object_get(p, "lr"), lr, sizeof lr);

@@ -235,13 +235,10 @@ static void summary(follower *f) {
     if (!run) return;
     const char *status = json_string_value(json_object_get(run, "status"));
     const char *reason = json_string_value(json_object_get(run, "reason"));
-    char took[48] = "";
-    const char *started = json_string_value(json_object_get(run, "started_at"));
-    const char *finished = json_string_value(json_object_get(run, "finished_at"));
-    double secs = iso_diff_s(started, finished);
-    if (isfinite(secs)) {
-        char d[32];
-        fmt_duration(secs, d, sizeof d);
+    char took[112] = "";
+    if (json_string_value(json_object_get(run, "started_at"))) {
+        char d[96];
+        attempts_took(run, d, sizeof d); /* every attempt's time, not only the last's */
         snprintf(took, sizeof took, " in %s", d);
     }
     if (status && strcmp(status, "succeeded") == 0) {

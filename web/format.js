@@ -91,10 +91,12 @@ export function ago(iso) {
 }
 
 // How long a run took, or has taken so far.
+// Every attempt's time: since its newest start, plus what the attempts before that start
+// took (GET /runs/{id}'s earlier_attempts_s; a list's row has the newest start's alone).
 export function runDuration(run) {
   if (!run.started_at) return null;
   const end = run.finished_at ? Date.parse(run.finished_at) : Date.now();
-  return (end - Date.parse(run.started_at)) / 1000;
+  return (end - Date.parse(run.started_at)) / 1000 + (run.earlier_attempts_s || 0);
 }
 
 export function devices(run) {

@@ -30,7 +30,7 @@ enum {
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
     C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING, C_SLURM_JOB_ID,
-    C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED /* Q_RUN only */
+    C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED, C_EARLIER_ATTEMPTS_S /* Q_RUN only */
 };
 
 enum {
@@ -110,7 +110,14 @@ static const char *QSQL[Q_COUNT] = {
     " FROM (SELECT * FROM (SELECT * FROM run_attempts WHERE run_id = ?1 ORDER BY attempt DESC LIMIT " ATTEMPTS_SHOWN ")" \
     " ORDER BY attempt)),"                                                                                     \
     " (SELECT coalesce(max(attempt), 0) FROM run_attempts WHERE run_id = ?1),"                                 \
-    " (SELECT max(count(*) - " ATTEMPTS_SHOWN ", 0) FROM run_attempts WHERE run_id = ?1)"
+    " (SELECT max(count(*) - " ATTEMPTS_SHOWN ", 0) FROM run_attempts WHERE run_id = ?1),"                       \
+    EARLIER_ATTEMPTS_S
+/* How long the attempts that ended before the run's newest start ran, in seconds: with
+ * the span from that start (started_at to finished_at, or now), every attempt's time.
+ * The attempts of one start (a launcher's own restarts) are within that span. */
+#define EARLIER_ATTEMPTS_S                                                                                      \
+    " (SELECT coalesce(sum(a.ended_at - a.started_at), 0) / 1000.0 FROM run_attempts a WHERE a.run_id = ?1"     \
+    " AND a.started_at IS NOT NULL AND a.ended_at >= a.started_at AND a.ended_at <= runs.started_at)"
 
 static pthread_once_t queries_once = PTHREAD_ONCE_INIT;
 
@@ -390,10 +397,11 @@ json_t *store_run_json(int64_t id, char **raw_members) {
         path_redact_apply(&named_resumes, &n_resumes);
         path_redact_apply(&named_attempts, &n_attempts);
         *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%.*s,\"resumes\":%.*s,\"restart_count\":%lld,"
-                                 "\"attempts\":%.*s,\"attempts_omitted\":%lld", cfg ? cfg : "null", (int)n_ckpts,
-                                 named_ckpts, (int)n_resumes, named_resumes,
+                                 "\"attempts\":%.*s,\"attempts_omitted\":%lld,\"earlier_attempts_s\":%.3f",
+                                 cfg ? cfg : "null", (int)n_ckpts, named_ckpts, (int)n_resumes, named_resumes,
                                  (long long)sqlite3_column_int64(st, C_RESTART_COUNT), (int)n_attempts, named_attempts,
-                                 (long long)sqlite3_column_int64(st, C_ATTEMPTS_OMITTED));
+                                 (long long)sqlite3_column_int64(st, C_ATTEMPTS_OMITTED),
+                                 sqlite3_column_double(st, C_EARLIER_ATTEMPTS_S));
         free(named_ckpts);
         free(named_resumes);
         free(named_attempts);

@@ -24,6 +24,7 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
 import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
+from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness  # noqa: E402
@@ -389,6 +390,13 @@ def case_preempted(a):
         shown = subprocess.run([a.ddpctl, "show", str(rid)], env=env, capture_output=True, text=True, timeout=30).stdout
         check(f"preempted by run {urgent}" in shown and "canceled" not in shown,
               f"ddpctl show says preempted by run {urgent}, nowhere canceled: {shown!r}")
+        final = s.run(rid)
+        first_took = (datetime.fromisoformat(first_attempt["ended_at"].replace("Z", "+00:00")) -
+                      datetime.fromisoformat(first_attempt["started_at"].replace("Z", "+00:00"))).total_seconds()
+        check(abs(final["earlier_attempts_s"] - first_took) < 0.01,
+              f"earlier_attempts_s is its first attempt's time, {first_took} s: {final['earlier_attempts_s']}")
+        check(re.search(r"\(\S+ over 2 attempts, the last \S+\)", shown),
+              f"ddpctl show's duration counts both attempts and says the last one's: {shown!r}")
 
 
 # Every rank reports each epoch, rank 1 a moment after rank 0 (the order that made the
