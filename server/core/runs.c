@@ -105,20 +105,22 @@ static const char *who_words(const caller *who) {
     return who->kind == CALLER_USER ? who->name : who->kind == CALLER_ADMIN_TOKEN ? "the server's token" : "anybody";
 }
 
+/* Any JSON number, as the validator reads it: 100.0 and 1e2 are the integer 100 to it
+ * (and become it), so the limits are checked on the value, not on how it is written. */
 bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs) {
     size_t before = schema_errors_total(errs);
     const json_t *p = json_object_get(config, "priority");
-    if (!who->admin && json_is_integer(p) && json_integer_value(p) > who->max_priority)
+    if (!who->admin && json_is_number(p) && json_number_value(p) > who->max_priority)
         schema_errors_add(errs, "/priority",
                           "must be at most %d for %s (the highest priority this user may give a run: ddpd user add "
-                          "--max-priority; an admin may give any) (got %lld)",
-                          who->max_priority, who_words(who), (long long)json_integer_value(p));
+                          "--max-priority; an admin may give any) (got %g)",
+                          who->max_priority, who_words(who), json_number_value(p));
     const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
-    if (who->max_devices >= 0 && json_is_integer(ws) && json_integer_value(ws) > who->max_devices)
+    if (who->max_devices >= 0 && json_is_number(ws) && json_number_value(ws) > who->max_devices)
         schema_errors_add(errs, "/distributed/world_size",
-                          "needs %lld devices but %s's quota is %d (ddpd user add --max-devices): the run could never "
+                          "needs %g devices but %s's quota is %d (ddpd user add --max-devices): the run could never "
                           "start; use a world_size of at most %d, or ask an admin for a larger quota",
-                          (long long)json_integer_value(ws), who_words(who), who->max_devices, who->max_devices);
+                          json_number_value(ws), who_words(who), who->max_devices, who->max_devices);
     return schema_errors_total(errs) == before;
 }
 

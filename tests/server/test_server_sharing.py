@@ -153,6 +153,13 @@ def case_users_and_ownership(a):
             r = s.post("/runs", {"name": "sleep", "distributed": {"world_size": 3}}, headers=bearer(alice))
             problem(r, 403, "alice's quota is 2", "over her quota")
             check(r.status == 403 and r.json()["errors"][0]["pointer"] == "/distributed/world_size", "its pointer")
+            # the same numbers written otherwise: the limits hold on the value (the validator
+            # takes 100.0 and 1e2 for the integer 100)
+            for how, cfg, pointer in (("100.0", {"priority": 100.0}, "/priority"), ("1e2", {"priority": 1e2}, "/priority"),
+                                      ("3.0", {"distributed": {"world_size": 3.0}}, "/distributed/world_size")):
+                r = s.post("/runs", dict({"name": "sleep"}, **cfg), headers=bearer(alice))
+                check(r.status == 403 and r.json().get("errors", [{}])[0].get("pointer") == pointer,
+                      f"{pointer} written {how} is refused as the integer is: {r.status} {r.body[:300]!r}")
             check(s.post("/runs", {"name": "steps-5", "priority": 50}, headers=bearer(root)).status == 201,
                   "an admin gives any priority")
             # a new token replaces the old one at once, in the running server
