@@ -136,7 +136,28 @@ static const op_field STEP_FIELDS[] = {
 static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE};
 
 /* A reporter's other values (series: st[1]), then the step's row. */
+/* A reporter's step after a restart (its time past the newest attempt's start, st[2]):
+ * the points an earlier attempt reported past it leave the series for the superseded
+ * tables (st[3..6]), at once, rather than stay until the restart does those steps again
+ * (a script restarted from its own snapshot may never). The steps' tail past it is one
+ * seek, and empty but for the first step of a restart; only then is the series' read. */
+static void cut_superseded(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[2], 1, op->run_id);
+    int64_t since = NO_INT;
+    if (sqlite3_step(st[2]) == SQLITE_ROW && sqlite3_column_type(st[2], 0) != SQLITE_NULL)
+        since = sqlite3_column_int64(st[2], 0);
+    sqlite3_reset(st[2]);
+    if (since == NO_INT || op->t < since) return;
+    for (int i = 3; i <= 6; i++) {
+        sqlite3_bind_int64(st[i], 1, op->run_id);
+        sqlite3_bind_int64(st[i], 2, op->u.step.global_step);
+        sqlite3_bind_int64(st[i], 3, since);
+        if (run(db, st[i]) <= 0 && i == 4) return; /* no step of an earlier attempt past it: nothing to cut */
+    }
+}
+
 static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    if (op->u.step.reported) cut_superseded(db, st, op);
     const char *key;
     json_t *value;
     json_object_foreach(op->u.step.series, key, value) {
@@ -205,6 +226,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
     op->kind = OP_STEP;
     fields_from_values(&OP_KINDS[OP_STEP], values, op);
     op->u.step.global_step = global_step;
+    op->u.step.reported = true;
     json_t *series = NULL;
     json_object_foreach((json_t *)values, key, value) {
         if (step_real(key)) continue;
@@ -708,7 +730,19 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
-        .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
+        .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+                /* cut_superseded: the newest restart's start; then the steps and the series past ?2
+                 * that an earlier attempt reported (before ?3), kept with the attempt of each */
+                "SELECT started_at FROM run_attempts WHERE run_id = ?1 AND attempt > 0 ORDER BY attempt DESC LIMIT 1",
+                "INSERT OR REPLACE INTO superseded_steps (run_id, attempt, global_step, epoch, step, loss, lr,"
+                " samples_per_s, t) SELECT run_id, (SELECT max(attempt) FROM run_attempts a WHERE a.run_id = ?1"
+                " AND a.started_at <= s.t), global_step, epoch, step, loss, lr, samples_per_s, t FROM steps s"
+                " WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
+                "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
+                "INSERT OR REPLACE INTO superseded_series (run_id, attempt, key, global_step, value, t)"
+                " SELECT run_id, (SELECT max(attempt) FROM run_attempts a WHERE a.run_id = ?1 AND a.started_at <= s.t),"
+                " key, global_step, value, t FROM series s WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
+                "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2 AND t < ?3"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },

@@ -52,6 +52,7 @@ typedef struct {
             int64_t epoch, step, global_step;
             double loss, lr, samples_per_s;
             json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
+            bool reported;  /* a reporter's (a command run's script): a restart's first cuts what is past it */
         } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;

@@ -20,9 +20,11 @@ real processes (Debian's python3 and its torch where a script needs it):
   hang_restarted     a rank that hangs (hang_timeout_s) with a restart left: the server
                      stops the gang and starts it again; the first attempt's end names
                      the hang and the rank
+  restart_cuts_series  a restart reporting from step 4 after its attempt reached step 10:
+                     steps 5-10 leave every series at its first step, kept on record
 
 Usage: test_command_attempts.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, signal, subprocess, sys
+import argparse, json, os, signal, sqlite3, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -314,6 +316,65 @@ def case_hang_restarted(a):
               f"the feed says the run was queued again to start attempt 1: {runs}")
         check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
               "no process left")
+
+
+# Attempt 0: rank 0 reports steps 1-10 (loss 100 + step), then rank 1 fails. Attempt 1
+# starts again from "its snapshot" at step 4 (loss 200 + step) and waits for `go`
+# before steps 5 and 6.
+REDONE_FROM_4 = ("import os, sys, time, ddpd\n"
+                 "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                 "if k == 0:\n"
+                 "    if rank == 0:\n"
+                 "        for step in range(1, 11):\n"
+                 "            ddpd.log_step(step, loss=100.0 + step, acc=float(step))\n"
+                 "        ddpd.flush()\n"
+                 "        open('reported-10', 'w').close()\n"
+                 "    while not os.path.exists('reported-10'):\n"
+                 "        time.sleep(0.02)\n"
+                 "    if rank == 1:\n"
+                 "        sys.exit(6)\n"
+                 "    time.sleep(60)\n"
+                 "if rank == 0:\n"
+                 "    ddpd.log_step(4, loss=204.0, acc=40.0)\n"
+                 "    ddpd.flush()\n"
+                 "while not os.path.exists('go'):\n"
+                 "    time.sleep(0.02)\n"
+                 "if rank == 0:\n"
+                 "    for step in (5, 6):\n"
+                 "        ddpd.log_step(step, loss=200.0 + step, acc=10.0 * step)\n")
+
+
+def case_restart_cuts_series(a):
+    """A restart that reports from an earlier step than its last attempt reached hides
+    that attempt's points past it at once, in the API and what the dashboard reads, and
+    keeps them on record with their attempt."""
+    with WorkRoot() as w, w.server(a) as s:
+        proj = os.path.join(w.root, "cut")
+        os.makedirs(proj)
+        rid = s.submit({"name": "cut", "command": [PY, "-c", REDONE_FROM_4], "working_dir": "cut",
+                        "distributed": {"world_size": 2, "max_restarts": 1}})
+
+        def points(key):
+            return [tuple(p[:2]) for p in s.get(f"/runs/{rid}/metrics?key={key}").json()["points"]]
+        restarted = wait_until(lambda: s.run(rid)["restart_count"] == 1 and points("loss") == [
+            (1, 101.0), (2, 102.0), (3, 103.0), (4, 204.0)], "the restart's step 4 to cut steps 5-10", 120)
+        check(restarted, f"with the restart's first step (4), steps 5-10 of attempt 0 are gone: {points('loss')}")
+        check(points("acc") == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0)], f"from every series: {points('acc')}")
+        with open(os.path.join(proj, "go"), "w"):
+            pass
+        run = s.wait_status(rid, FINAL, timeout=120)
+        check(run and run["status"] == "succeeded", f"it succeeds: {run and run['reason']}")
+        check(points("loss") == [(1, 101.0), (2, 102.0), (3, 103.0), (4, 204.0), (5, 205.0), (6, 206.0)],
+              f"one point a step, the restart's from 4 on: {points('loss')}")
+        db = sqlite3.connect(f"file:{os.path.join(s.state_dir, 'ddpd.db')}?mode=ro", uri=True)
+        kept = db.execute("SELECT attempt, global_step, loss FROM superseded_steps WHERE run_id = ? ORDER BY global_step",
+                          (rid,)).fetchall()
+        kept_acc = db.execute("SELECT attempt, global_step, value FROM superseded_series WHERE run_id = ? AND key = 'acc'"
+                              " ORDER BY global_step", (rid,)).fetchall()
+        db.close()
+        check(kept == [(0, st, 100.0 + st) for st in range(5, 11)],
+              f"attempt 0's steps 5-10 are on record, its own: {kept}")
+        check(kept_acc == [(0, st, float(st)) for st in range(5, 11)], f"and its series' points: {kept_acc}")
 
 
 CASES = cases_in(globals())
