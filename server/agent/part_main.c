@@ -20,6 +20,7 @@
 #include "die.h"
 #include "hostport.h"
 #include "log_limit.h"
+#include "ports.h"
 #include "secret.h"
 
 #define BUDGET_BYTES (640 * 1024) /* of events and of logs per report: under the 1 MiB body cap */
@@ -88,8 +89,21 @@ static long number(const char *what, const char *v, long lo, long hi) {
     return n;
 }
 
-/* A port free on this node now, for a command run's MASTER_PORT (node 0's). */
+/* A port free on this node now, for a command run's MASTER_PORT (node 0's): from the
+ * server's --port-range (DDPD_PORT_RANGE, set by the job's script), starting at a
+ * random one of it, else one the kernel picks. A kernel-picked port is an ephemeral
+ * one, which an outgoing connection of any process of the node may take before rank 0
+ * listens there: under load, a rank 0 failed "Address already in use" so. */
 static int free_port(void) {
+    const char *range = getenv("DDPD_PORT_RANGE");
+    int lo, hi;
+    char err[200];
+    if (range && *range && port_range_parse(range, &lo, &hi, err, sizeof err) == 0) {
+        char hex[8] = "0";
+        random_hex(hex, 2); /* a random start: parts of several jobs on one node pick apart */
+        int port = port_next_listenable(lo, hi, lo + (int)(strtol(hex, NULL, 16) % (hi - lo + 1)));
+        if (port) return port;
+    }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
     socklen_t len = sizeof a;
@@ -213,6 +227,9 @@ int part_main(int argc, char **argv) {
     agent_loop_open(&loop, (const int[]){SIGTERM, SIGINT, SIGHUP}, 3);
     log_info("ddpd part of run %lld: node %s (node rank %d of %d, %s), reporting to %s; its directory %s",
              (long long)P.run, P.node_name, P.node_rank, nodes, P.address, o.server, run_dir);
+    if (P.master_port)
+        log_info("MASTER_PORT %d (%s%s)", P.master_port, getenv("DDPD_PORT_RANGE") ? "from --port-range " : "picked by the kernel",
+                 getenv("DDPD_PORT_RANGE") ? getenv("DDPD_PORT_RANGE") : "");
     int64_t ended_at = 0;
     for (;;) {
         int signo = agent_loop_turn(&loop);

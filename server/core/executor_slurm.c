@@ -246,7 +246,8 @@ static void submit_locked(sl_job *j) {
     if (slash) snprintf(slash + 1, strlen(slash + 1) + 1, "%s", "job.sh"); /* beside config.json */
     slurm_script_spec ss = {.run = l.run, .ddpd = S.c.ddpd, .server_url = url, .work_dir = S.c.work_dir,
                             .cpus_per_node = per_node * cpus, .data_roots = S.c.data_roots,
-                            .n_data_roots = l.command ? 0 : S.c.n_data_roots};
+                            .n_data_roots = l.command ? 0 : S.c.n_data_roots,
+                            .port_lo = l.command ? l.port_lo : 0, .port_hi = l.command ? l.port_hi : 0};
     char *script = slurm_batch_script(&ss);
     char job[64] = "", why[1024] = "";
     FILE *f = fopen(script_path, "w");

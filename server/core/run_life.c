@@ -403,6 +403,7 @@ part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]) {
     return (part_launch){.run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .world_size = r->world_size,
                          .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
                          .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
+                         .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, /* node 0 picks MASTER_PORT there */
                          .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible};
 }
 

@@ -76,17 +76,23 @@ char *slurm_batch_script(const slurm_script_spec *s) {
     char *dir_path = xasprintf("%s/%lld", s->work_dir, (long long)s->run);
     char *dir = slurm_sh_quote(dir_path), *ddpd = slurm_sh_quote(s->ddpd), *url = slurm_sh_quote(s->server_url);
     char *work = slurm_sh_quote(s->work_dir);
+    /* node 0's part takes MASTER_PORT from the server's range, not among the kernel's
+     * ephemeral ports, which any connection of the node may take before rank 0 listens */
+    char range[96] = "";
+    if (s->port_lo > 0 && s->port_hi >= s->port_lo)
+        snprintf(range, sizeof range, "export DDPD_PORT_RANGE=%d-%d\n", s->port_lo, s->port_hi);
     buf_printf(&b,
                "#!/bin/sh\n"
                "# ddpd run %lld as a Slurm job (ddpd serve --executor slurm): one `ddpd part` per node runs the\n"
                "# node's ranks and reports to the server; this script's own output goes to the run's directory.\n"
                "dir=%s\n"
                "mkdir -p \"$dir\" && exec >>\"$dir/slurm-$SLURM_JOB_ID.out\" 2>&1\n"
+               "%s"
                "exec srun --kill-on-bad-exit=1 --nodes=\"$SLURM_JOB_NUM_NODES\" --ntasks=\"$SLURM_JOB_NUM_NODES\" "
                "--ntasks-per-node=1 --cpus-per-task=%d \\\n"
                "    %s part --server %s --run %lld --work-dir %s",
-               (long long)s->run, dir, s->cpus_per_node > 0 ? s->cpus_per_node : 1, ddpd, url, (long long)s->run,
-               work);
+               (long long)s->run, dir, range, s->cpus_per_node > 0 ? s->cpus_per_node : 1, ddpd, url,
+               (long long)s->run, work);
     for (int i = 0; i < s->n_data_roots; i++) {
         char *root = slurm_sh_quote(s->data_roots[i]);
         buf_printf(&b, " --data-root %s", root);

@@ -59,6 +59,7 @@ typedef struct {
     int cpus_per_node;      /* --cpus-per-task of the node's one task */
     const char *const *data_roots;
     int n_data_roots;
+    int port_lo, port_hi;   /* a command run: the --port-range node 0's part takes MASTER_PORT from (0: any) */
 } slurm_script_spec;
 
 /* The batch script's text (malloc'd). */

@@ -121,8 +121,26 @@ static void test_user_accounts(void) {
     CHECK(!slurm_user_account(NULL, 0, "alice"), "no pairs: none");
 }
 
+/* The job's script: a command run's node 0 takes MASTER_PORT from the server's range
+ * (DDPD_PORT_RANGE, exported before srun, which passes it on), a built-in run has none. */
+static void test_batch_script(void) {
+    slurm_script_spec spec = {.run = 9, .ddpd = "/usr/bin/ddpd", .server_url = "http://h:8080", .work_dir = "/w",
+                              .cpus_per_node = 4, .port_lo = 29600, .port_hi = 29999};
+    char *script = slurm_batch_script(&spec);
+    const char *export = strstr(script, "export DDPD_PORT_RANGE=29600-29999\n"), *srun = strstr(script, "exec srun");
+    CHECK(export && srun && export < srun, "a command run's script exports its port range before srun: %s", script);
+    CHECK(strstr(script, "'/usr/bin/ddpd' part --server 'http://h:8080' --run 9 --work-dir '/w'"),
+          "and runs the part: %s", script);
+    free(script);
+    spec.port_lo = spec.port_hi = 0;
+    script = slurm_batch_script(&spec);
+    CHECK(!strstr(script, "DDPD_PORT_RANGE"), "a built-in run's has none: %s", script);
+    free(script);
+}
+
 int main(void) {
     test_sbatch_argv();
     test_user_accounts();
+    test_batch_script();
     return test_done("test_slurm_cli");
 }

@@ -259,6 +259,8 @@ def case_command_two_nodes(args):
                 check(not wrong, f"rank {r}: torchrun's variables (seen, wanted): {wrong}")
                 ports.add(env.get("MASTER_PORT"))
             check(len(ports) == 1 and all(p and p.isdigit() for p in ports), f"one MASTER_PORT for every rank: {ports}")
+            check(all(p and 29600 <= int(p) <= 29999 for p in ports),
+                  f"taken from the server's --port-range (29600-29999), not among the ephemeral ports: {ports}")
             for r in (0, 3):
                 log = s.get(f"/runs/{rid}/logs?rank={r}").body.decode(errors="replace")
                 check(f"step 19 of rank {r}" in log, f"rank {r}'s log reached the server: {log[-300:]!r}")
