@@ -71,7 +71,6 @@ static void free_run(live_run *r) {
     free(r->owner);
     free(r->cancel_reason);
     free(r->fail_reason);
-    free(r->restart_why);
     rank_failure_clear(&r->server_blame);
     free(r->last_progress_ms);
     free(r->last_step);
@@ -184,6 +183,26 @@ static void continue_point(live_run *r, int64_t *global_step, int64_t *epoch) {
     free(path);
 }
 
+void back_to_queue_locked(live_run *r) {
+    usage_fold_locked(r); /* its owner's share is charged for this start, now */
+    release_started_locked(r);
+    r->status = RUN_QUEUED;
+    r->started_ms = 0;
+    r->secret[0] = '\0';
+    r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
+    free(r->devices_json);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
+    r->devices_json = r->end_status = r->end_reason = NULL;
+    r->last_progress_ms = NULL;
+    r->last_step = NULL;
+    journal_replay_close(r->journal); /* an adopted run's: its next launch is this server's child */
+    r->journal = NULL;
+    pthread_cond_broadcast(&K.changed);
+}
+
 void requeue_locked(live_run *r) {
     int64_t by = r->preempt_by, now = now_ms();
     store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
@@ -196,26 +215,10 @@ void requeue_locked(live_run *r) {
         continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
     }
     store_submit_now(&op);
-    usage_fold_locked(r);
-    release_started_locked(r);
-    r->status = RUN_QUEUED;
+    back_to_queue_locked(r);
     r->queued_ms = now;
-    r->started_ms = 0;
     r->requeued_by = by ? by : -1;
     r->preempt_by = 0;
-    r->port = 0;
-    r->secret[0] = '\0';
-    r->across = r->start_stored = r->parts_stopping = r->said_hello = r->adopted = false;
-    free(r->devices_json);
-    free(r->end_status);
-    free(r->end_reason);
-    free(r->last_progress_ms);
-    free(r->last_step);
-    r->devices_json = r->end_status = r->end_reason = NULL;
-    r->last_progress_ms = NULL;
-    r->last_step = NULL;
-    journal_replay_close(r->journal);
-    r->journal = NULL;
     char why[64] = "its preemption";
     if (by > 0) snprintf(why, sizeof why, "its preemption for run %lld", (long long)by);
     if (r->command)
@@ -326,7 +329,6 @@ static void store_start_locked(live_run *r) {
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
     else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
-    else if (r->restart_why) stop_parts_locked(r);  /* to start again later, asked while it started */
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 
@@ -505,7 +507,7 @@ static void finish_parts_locked(live_run *r) {
     }
     /* A node's part never restarts on its own: the run's next attempt is the server's
      * to start, when another may mend it (a rank died, a node was lost, a hang) */
-    bool mendable = r->restart_why || r->fail_reason ||
+    bool mendable = r->fail_reason ||
                     (blamed && (blamed->failure.rank != NO_INT || (blamed->exit_signal != NO_INT && !blamed->reason)));
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
@@ -525,7 +527,7 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
         reason = xstrdup(r->end_reason ? r->end_reason : e->how);
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
-    bool mendable = r->restart_why || r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);
+    bool mendable = r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);
@@ -600,7 +602,7 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
         }
     }
     /* processes lost without their end (the server was not there to see them go) */
-    bool mendable = r->restart_why || r->fail_reason || !ended;
+    bool mendable = r->fail_reason || !ended;
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);

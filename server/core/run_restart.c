@@ -4,9 +4,8 @@
  * A launcher restarts its own ranks (trainer/attempts.h) while distributed.max_restarts
  * allows. The server starts a run's next attempt itself when the launcher cannot: its
  * processes or a node were lost (the launcher went with them), the hang watch stopped
- * it, a part of a run across nodes failed (a node's part never restarts alone), or a
- * restart was asked for (restart_run_locked: the scheduler stops the run to start it
- * again later, as a preemption does). Then every part has ended, the attempt's end is
+ * it, or a part of a run across nodes failed (a node's part never restarts alone).
+ * Then every part has ended, the attempt's end is
  * recorded as the server saw it, the run gives back what it held and is queued again
  * (OP_RUN_RESTART, at its place in submission order, so it is the first of its pool to
  * start once it fits), and its launchers start with the next restart count
@@ -104,31 +103,19 @@ static void queue_next_attempt_locked(live_run *r, const char *why) {
     store_submit_now(&op);
     log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
              (long long)r->id, r->attempt + 1, why, next + 1, next);
-    release_started_locked(r);
-    r->status = RUN_QUEUED;
+    back_to_queue_locked(r);
     r->restart_count = r->attempt = next;
-    r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
-    r->secret[0] = '\0';
     free(r->fail_reason);
-    free(r->restart_why);
-    free(r->end_status);
-    free(r->end_reason);
-    free(r->devices_json);
-    r->fail_reason = r->restart_why = r->end_status = r->end_reason = r->devices_json = NULL;
+    r->fail_reason = NULL;
     rank_failure_clear(&r->server_blame);
-    journal_replay_close(r->journal); /* an adopted run's: its next launch is this server's child */
-    r->journal = NULL;
-    pthread_cond_broadcast(&K.changed);
 }
 
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
     if (r->cancel_reason) return false;
-    bool asked = r->restart_why != NULL; /* not one of its restarts: it is started again whatever remain */
-    const char *why = asked ? r->restart_why : *reason ? *reason : "its processes were gone";
-    record_attempt_end_locked(r, asked ? "canceled" : "failed", why, asked ? NULL : f);
+    const char *why = *reason ? *reason : "its processes were gone";
+    record_attempt_end_locked(r, "failed", why, f);
     int last = r->restarts_from + r->max_restarts;
-    if (asked || (!K.shutting_down && r->attempt < last)) {
-        if (asked) r->restarts_from++; /* the next attempt has as many restarts as this one had */
+    if (!K.shutting_down && r->attempt < last) {
         queue_next_attempt_locked(r, why);
         return true;
     }
@@ -139,12 +126,4 @@ bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
         *reason = spent;
     }
     return false;
-}
-
-void restart_run_locked(live_run *r, const char *why) {
-    if (r->status == RUN_QUEUED || r->cancel_reason || r->restart_why) return;
-    r->restart_why = xstrdup(why);
-    log_info("run %lld: stopped to start again later (%s)", (long long)r->id, why);
-    if (r->start_stored) stop_parts_locked(r);
-    /* else once its start is stored (store_start_locked) */
 }

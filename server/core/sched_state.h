@@ -61,7 +61,6 @@ typedef struct live_run {
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its
      * ranks are in is `attempt` (its launchers' `attempt` events) */
     int max_restarts, restart_count, restarts_from, attempt;
-    char *restart_why;    /* set once the server stops it to start it again (restart_run_locked) */
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
@@ -174,6 +173,12 @@ void finish_from_journal_locked(live_run *r, const char *gone);
 /* What a run holds once started (its parts, devices, port, secret, rendezvous), given
  * back: by finish_locked, and by a restart before the run is started again. */
 void release_started_locked(live_run *r);
+/* A started run back in the queue, for a preemption (requeue_locked) or the server's
+ * own restart (run_restart.c): its owner charged for this start now, what it held given
+ * back, and what belonged to the start forgotten. One function for both: two copies
+ * had drifted, so a restarted attempt was never charged to fair share, and a run
+ * canceled while it waited for its next attempt was charged from its old start. */
+void back_to_queue_locked(live_run *r);
 
 /* ---- run_restart.c ---- */
 /* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal),
@@ -191,11 +196,6 @@ void attempt_seen_locked(live_run *r, store_op *op);
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f);
 /* Frees what a rank_failure holds and forgets it. */
 void rank_failure_clear(rank_failure *f);
-/* Stops a started run to start it again later, with the next restart count, not
- * using one of its restarts (a preemption): every part is asked to stop; once all have
- * ended, the attempt ends canceled with `why` and the run is queued again. Nothing for
- * a queued run, one being canceled, or one already being restarted. */
-void restart_run_locked(live_run *r, const char *why);
 
 /* ---- run_watch.c ---- */
 /* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */

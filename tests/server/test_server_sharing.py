@@ -15,6 +15,8 @@ for preemption).
                         just used the box; GET /queue says so; her usage survives a
                         restart of the server
   priority              a run of a higher priority starts first, younger or not
+  restart_charged       a run the server starts again is charged for the attempt that
+                        ended, and not for its wait when canceled before the next
   backfill              a small run starts ahead of a large one within the window,
                         not after it, and says what it waits behind
   preempt_builtin       a preemptible built-in run is preempted mid-epoch for a run of
@@ -26,7 +28,7 @@ for preemption).
                         bit-identical
 
 Usage: test_server_sharing.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
-import hashlib, json, os, shutil, subprocess, sys, tempfile, time
+import hashlib, json, os, shutil, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer  # noqa: E402
@@ -249,6 +251,34 @@ def case_fair_share(a):
             for rid, tok in ((hold, bob), (hers, alice), (his, bob)):
                 s.post(f"/runs/{rid}/cancel", headers=bearer(tok))
                 s.wait_status(rid, "canceled", timeout=30)
+
+
+def case_restart_charged(a):
+    """A run the server starts again (its launcher gone, a restart left) is charged for the
+    attempt that ended, when it ends, as a preempted run is; canceled while it waits for
+    its next attempt, it is not charged for the wait."""
+    with Box(a) as box:
+        alice, bob = box.add("alice"), box.add("bob", "--max-priority", "5")
+        with box.server(slots=1) as s:
+            rid = submit_as(s, alice, {"name": "sleep", "distributed": {"max_restarts": 1}})
+            run = s.wait_status(rid, "running", timeout=30)
+            time.sleep(2)  # alice uses the box a while
+            urgent = submit_as(s, bob, {"name": "sleep", "priority": 5})
+            os.kill(run["pid"], signal.SIGKILL)
+            s.wait_status(urgent, "running", timeout=30)  # the slot alice's run gave back
+            mine = s.run(rid)
+            check(mine["status"] == "queued", f"alice's run waits for its next attempt: {mine['status']}")
+            usage = {o["name"]: o["usage_device_seconds"] for o in queue(s)["owners"]}
+            check(usage.get("alice", 0) >= 1.5, f"its first attempt (2 s and more) is charged to alice at once: {usage}")
+            time.sleep(2)  # it waits
+            s.post(f"/runs/{rid}/cancel", headers=bearer(alice))
+            s.wait_status(rid, "canceled", timeout=30)
+            after = {o["name"]: o["usage_device_seconds"] for o in queue(s)["owners"]}
+            check(after.get("alice", 0) <= usage.get("alice", 0) + 0.5,
+                  f"canceled while it waited, nothing more is charged (not the wait from its old start): "
+                  f"{usage.get('alice')} then {after.get('alice')}")
+            s.post(f"/runs/{urgent}/cancel", headers=bearer(bob))
+            s.wait_status(urgent, "canceled", timeout=30)
 
 
 def case_priority(a):
