@@ -22,7 +22,7 @@ real processes (Debian's python3 and its torch where a script needs it):
                      the hang and the rank
 
 Usage: test_command_attempts.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, signal, subprocess, sys
+import argparse, json, os, re, signal, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -99,9 +99,11 @@ def case_on_record(a):
             texts = [p.body.decode() for p in parts]
             check(texts[0] + texts[1] == whole and len(texts[0].encode()) == at,
                   f"rank {rank}: the two attempts' parts are the whole log, split at {at}: {texts!r}")
-            check(texts[0].startswith(f"rank {rank} on attempt 0\n") and
-                  texts[1].startswith("--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
-                                      f"rank {rank} on attempt 1\n") and texts[1].endswith("attempt 1 of 1 done\n"),
+            check(re.match(r"--- ddp-run: attempt 1 of 2 starting \(TORCHELASTIC_RESTART_COUNT=0\); program \S+; "
+                           r"working directory \S+ ---\n" f"rank {rank} on attempt 0\n", texts[0]) and
+                  re.match(r"--- ddp-run: attempt 2 of 2 starting \(TORCHELASTIC_RESTART_COUNT=1\); program \S+; "
+                           r"working directory \S+ ---\n" f"rank {rank} on attempt 1\n", texts[1])
+                  and texts[1].endswith("attempt 1 of 1 done\n"),
                   f"rank {rank}: attempt 0's, then attempt 1's from its marker: {texts!r}")
             check([p.header("X-Next-Offset") for p in parts] == [str(len(t.encode())) for t in texts],
                   f"X-Next-Offset counts the part's bytes: {[p.header('X-Next-Offset') for p in parts]}")
@@ -122,7 +124,8 @@ def case_on_record(a):
               "rank 1, status 3" in p.stdout, f"ddpctl show lists the attempts: {p.returncode} {p.stdout!r} {p.stderr!r}")
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "1", "--attempt", "0"], env=env, capture_output=True,
                            text=True, timeout=60)
-        check(p.returncode == 0 and p.stdout == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n",
+        check(p.returncode == 0 and p.stdout.startswith("--- ddp-run: attempt 1 of 2 starting") and
+              p.stdout.split("\n", 1)[1] == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n",
               f"ddpctl logs --attempt 0: rank 1's output in attempt 0 alone: {p.returncode} {p.stdout!r} {p.stderr!r}")
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0"], env=env, capture_output=True, text=True,
                            timeout=60)
@@ -162,13 +165,15 @@ def case_cancel_in_backoff(a):
               "no process left")
 
 
-# Writes what it saw to seen-RANK-COUNT; fails (rank 1) while the count is below FAIL_UNTIL.
-RECORDS_ATTEMPT = ("import os, sys, json\n"
+# Writes what it saw to seen-RANK-COUNT; fails (rank 1) while the count is below FAIL_UNTIL,
+# once rank 0 has written its file (else the stop could come before it does).
+RECORDS_ATTEMPT = ("import os, sys, json, time\n"
                    "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
                    "with open(f'seen-{rank}-{k}', 'w') as f:\n"
                    "    json.dump({'cwd': os.getcwd(), 'max': os.environ['TORCHELASTIC_MAX_RESTARTS'],"
                    " 'run': os.environ['TORCHELASTIC_RUN_ID']}, f)\n"
                    "if rank == 1 and k < int(sys.argv[1]):\n"
+                   "    while not os.path.exists(f'seen-0-{k}'): time.sleep(0.01)\n"
                    "    print(f'rank 1 fails on attempt {k}', flush=True)\n"
                    "    sys.exit(6)\n"
                    "print(f'rank {rank} done on attempt {k}', flush=True)\n")
@@ -214,7 +219,7 @@ def case_resumed(a):
             check(got == {"cwd": os.path.realpath(proj), "max": "0", "run": str(rid)},
                   f"{name}: the same working dir and run, TORCHELASTIC_MAX_RESTARTS the config's: {got}")
         log = s.get(f"/runs/{rid}/logs?rank=1&attempt=2&offset=0").body.decode()
-        check(log.startswith("--- ddp-run: attempt 3 of 3 starting (TORCHELASTIC_RESTART_COUNT=2) ---\n") and
+        check(log.startswith("--- ddp-run: attempt 3 of 3 starting (TORCHELASTIC_RESTART_COUNT=2); program ") and
               "rank 1 done on attempt 2" in log, f"attempt 2's part of rank 1's log: {log!r}")
 
 

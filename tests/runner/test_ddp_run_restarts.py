@@ -229,7 +229,8 @@ def case_restarts_used_up(d):
         offsets = [e["log_offsets"][str(r)] for e in starts] + [len(log)]
         parts = [log[offsets[k]:offsets[k + 1]].decode() for k in range(3)]
         for k, part in enumerate(parts):
-            marker = f"--- ddp-run: attempt {k + 1} of 3 starting (TORCHELASTIC_RESTART_COUNT={k}) ---\n" if k else ""
+            marker = (f"--- ddp-run: attempt {k + 1} of 3 starting (TORCHELASTIC_RESTART_COUNT={k}); program "
+                      f"{os.path.realpath(PYTHON)}; working directory {L.run_dir} ---\n")
             want = marker + f"rank {r} attempt {k} of max 2\n" + (f"gives up on attempt {k}" if r == 1 else "")
             check(part.rstrip("\n") == want.rstrip("\n") if r == 1 else part == want,
                   f"rank {r}'s log from attempt {k}'s offset {offsets[k]}: {part!r}, wanted {want!r}")
@@ -245,8 +246,8 @@ def case_restarts_used_up(d):
           f"attempts 3 and 4 were made: {L2.end()}")
     a = [(e["attempt"], e["phase"]) for e in attempts(L2)]
     check(a[-4:] == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3: {a}")
-    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\nrank 0 attempt 3 of max 1\n"
-          in L2.rank_log(0), f"the first attempt of a count that goes on is marked too: {L2.rank_log(0)[-300:]!r}")
+    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3); program " in L2.rank_log(0) and
+          " ---\nrank 0 attempt 3 of max 1\n" in L2.rank_log(0), f"the first attempt of a count that goes on is marked too: {L2.rank_log(0)[-300:]!r}")
     # --restarts-from: the server started the run again within one launch's restarts
     # (it lost the run's processes after attempt 2 began): attempts 3 and 4 are what
     # is left of the 2 restarts counted from attempt 2
@@ -258,7 +259,7 @@ def case_restarts_used_up(d):
           f"attempts 3 and 4, counted with attempt 2: {L3.end()}")
     a = [(e["attempt"], e["phase"]) for e in attempts(L3)]
     check(a == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3, up to 4: {a}")
-    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\n" in L3.rank_log(0),
+    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3); program " in L3.rank_log(0),
           f"attempt 4 of the 5 counted from attempt 2: {L3.rank_log(0)[-300:]!r}")
     for args, words in ((["--restart-count", "-1"], "--restart-count -1 is not a number of attempts"),
                         (["--restart-count", "x"], "--restart-count x is not a number of attempts"),
