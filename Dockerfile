@@ -32,7 +32,8 @@ COPY scripts/install-deps.sh scripts/install-deps.sh
 COPY package.json package-lock.json ./
 RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN scripts/build.sh -DDDPD_BUILD_TESTS=OFF && cmake --install build --prefix /opt/ddpd
+RUN scripts/build.sh -DDDPD_BUILD_TESTS=OFF -DDDPD_PYTHON_INSTALL_DIR=lib/python3/dist-packages \
+ && cmake --install build --prefix /opt/ddpd
 
 FROM ${RUNTIME_IMAGE} AS runtime
 COPY scripts/install-deps.sh /tmp/install-deps.sh
@@ -50,7 +51,10 @@ RUN for p in /opt/ddpd/bin/*; do \
       "$p" --version; \
     done
 
+# PYTHONPATH: `import ddpd` (the reporter) for a python3 added to the image, in a
+# command run or not (outside one it is a no-op)
 ENV PATH=/opt/ddpd/bin:$PATH \
+    PYTHONPATH=/opt/ddpd/lib/python3/dist-packages \
     DDPD_LISTEN=0.0.0.0:8080 \
     DDPD_STATE_DIR=/var/lib/ddpd \
     DDPD_DATA_ROOT=/usr/share/datasets

@@ -189,6 +189,10 @@ def main():
                        ("uPlot", r"install\(DIRECTORY node_modules/uplot/dist/ DESTINATION share/ddpd/vendor/uplot"),
                        ("the Python reporter", r"install\(DIRECTORY reporter/python/ DESTINATION share/ddpd/reporter")):
         check(re.search(rule, cmakelists), f"and {what}")
+    check(re.search(r"install\(DIRECTORY reporter/python/ddpd DESTINATION \$\{DDPD_PYTHON_INSTALL_DIR\}", cmakelists),
+          "and the Python reporter where python3 finds it (DDPD_PYTHON_INSTALL_DIR)")
+    python_dir = re.search(r"-DDDPD_PYTHON_INSTALL_DIR=(\S+)", build_run)
+    check(python_dir, f"the build says where the reporter goes (-DDDPD_PYTHON_INSTALL_DIR): {build_run!r}")
 
     # ---- the runtime stage ----
     check(any(re.search(r"install-deps\.sh\s+--runtime", a) for a, _ in runs(final)),
@@ -219,6 +223,10 @@ def main():
         if i == "VOLUME":
             v = exec_form(a)
             volumes += v if v is not None else a.split()
+    if python_dir:
+        want = f"{prefix}/{python_dir.group(1).rstrip('/')}"
+        check(want in env.get("PYTHONPATH", "").split(":"),
+              f"PYTHONPATH has {want}: `import ddpd` in the image ({env.get('PYTHONPATH')!r})")
     state_dir = env.get("DDPD_STATE_DIR", "")
     data_roots = env.get("DDPD_DATA_ROOT", "").split(":")
     check(state_dir and state_dir in volumes, f"a VOLUME for the state dir ({state_dir}): {volumes}")
