@@ -41,7 +41,8 @@ static const char USAGE[] =
     "                               waits for; each owner's decayed usage, devices in use and quota\n"
     "  logs ID [-f] [--tail N] [--rank R [--attempt K]]  the run's log (the last N lines, 1000 by\n"
     "                               default; a command run's rank R alone with --rank, its output\n"
-    "                               in attempt K alone with --attempt); -f: keep printing new\n"
+    "                               in attempt K alone with --attempt, K from 0 as show and the\n"
+    "                               rank logs' banners number them); -f: keep printing new\n"
     "                               lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
     "  resume ID [--follow]         continue a failed or canceled run (same ID, its restart count\n"
@@ -597,11 +598,11 @@ static int cmd_resume(const args *a) {
     if (from) /* a built-in model: from its checkpoint */
         printf("run %lld resumed from %s (after epoch %lld, step %lld), at attempt %lld: %s\n", id, from,
                (long long)json_integer_value(json_object_get(last, "from_epoch")),
-               (long long)json_integer_value(json_object_get(last, "from_global_step")), attempt + 1,
+               (long long)json_integer_value(json_object_get(last, "from_global_step")), attempt,
                str_or(json_string_value(json_object_get(run, "status")), "queued"));
     else /* a command run: started again; its script's own snapshot does the rest */
         printf("run %lld resumed: its command starts again at attempt %lld (TORCHELASTIC_RESTART_COUNT=%lld): %s\n",
-               id, attempt + 1, attempt, str_or(json_string_value(json_object_get(run, "status")), "queued"));
+               id, attempt, attempt, str_or(json_string_value(json_object_get(run, "status")), "queued"));
     fflush(stdout);
     json_decref(run);
     return a->follow ? follow_run(id, isatty(STDOUT_FILENO)) : EXIT_OK;

@@ -38,10 +38,10 @@ static void choose_port(restart_params *p, int attempt) {
     int fresh = p->port_lo ? port_next_listenable(p->port_lo, p->port_hi, port) : port_any_listenable();
     if (!fresh) {
         log_msg(LOG_WARN, "MASTER_PORT %d is taken and no other port of %d-%d is free: attempt %d tries it anyway",
-                port, p->port_lo, p->port_hi, attempt + 1);
+                port, p->port_lo, p->port_hi, attempt);
         return;
     }
-    log_msg(LOG_WARN, "MASTER_PORT %d is taken now (by another program): attempt %d uses %d%s", port, attempt + 1,
+    log_msg(LOG_WARN, "MASTER_PORT %d is taken now (by another program): attempt %d uses %d%s", port, attempt,
             fresh, p->port_lo ? "" : " (a port the kernel picked: give ddp-run --port-range to keep to a range)");
     p->env->master_port = fresh;
 }

@@ -87,7 +87,7 @@ static void queue_next_attempt_locked(live_run *r, const char *why) {
     op.u.restart.reason = xstrdup(why);
     store_submit_now(&op);
     log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
-             (long long)r->id, r->attempt + 1, why, next + 1, next);
+             (long long)r->id, r->attempt, why, next, next);
     release_started_locked(r);
     r->status = RUN_QUEUED;
     r->restart_count = r->attempt = next;

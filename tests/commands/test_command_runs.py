@@ -370,11 +370,11 @@ def case_restarted_once(a):
         check(points == [(i, float(i)) for i in range(1, 11)],
               f"one point per step, the second attempt's where it reported a step again: {points}")
         whole = s.get(f"/runs/{rid}/logs").body.decode()
-        check("attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) in 1 s: rank 1 exited with status 3: rank 1 "
+        check("attempt 1 starting (TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 1) in 1 s: rank 1 exited with status 3: rank 1 "
               "gives up on attempt 0" in whole and "[rank 1] attempt 1 of 1 done" in whole,
               f"the run's log says why the gang started again: {whole[-600:]!r}")
         log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode()
-        banner = (r"--- ddp-run: attempt 2 of 2 starting \(TORCHELASTIC_RESTART_COUNT=1\); program /\S+/python3\.\d+; "
+        banner = (r"--- ddp-run: attempt 1 starting \(TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 1\); program /\S+/python3\.\d+; "
                   r"working directory \S+ ---\n")
         check(re.search("rank 1 gives up on attempt 0\n" + banner + "rank 1 on attempt 1\nattempt 1 of 1 done", log),
               f"rank 1's log keeps both attempts, each after its banner (the interpreter found, the working "

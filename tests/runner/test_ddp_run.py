@@ -254,7 +254,7 @@ def case_logs(d):
         check(mine == want, f"rank {r}'s lines, in order, stderr too, the partial last line flushed: "
                             f"{len(mine)} lines, last {mine[-2:]}")
         banner, log = L.rank_log(r).split("\n", 1)
-        check(banner == f"--- ddp-run: attempt 1 of 1 starting (TORCHELASTIC_RESTART_COUNT=0); program "
+        check(banner == f"--- ddp-run: attempt 0 starting (TORCHELASTIC_RESTART_COUNT=0; the last allowed is attempt 0); program "
                         f"{os.path.realpath(PYTHON)}; working directory {L.run_dir} ---",
               f"rank {r}'s log begins with the attempt, the interpreter found and the working directory: {banner!r}")
         check(log == "".join(f"out {r} {i}\n" for i in range(3000)) + f"err line {r}\ntail {r} without newline",

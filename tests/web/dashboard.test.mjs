@@ -637,7 +637,8 @@ it('a restarted command run: its attempts listed, a marker where the restart beg
     // the attempts, each with how it ended
     await until(async () => (await page.getAttribute('#attempts-table tbody', 'data-attempts')) === '2', 'two attempts listed');
     const rows = await page.$$eval('#attempts-table tbody tr', (trs) => trs.map((tr) => [tr.dataset.attempt, tr.dataset.status,
-      tr.querySelector('.failing-rank').textContent, tr.querySelector('.attempt-why').textContent]));
+      tr.querySelector('.failing-rank').textContent, tr.querySelector('.attempt-why').textContent, tr.cells[0].textContent]));
+    assert.deepEqual(rows.map((r) => r[4]), ['0', '1'], 'numbered as the API, ddpctl and the rank log number them, from 0');
     assert.deepEqual(rows.map((r) => r.slice(0, 3)), [['0', 'failed', '1'], ['1', 'succeeded', '—']]);
     assert.match(rows[0][3], /rank 1 exited with status 3/);
     assert.match(rows[0][3], /rank 1 gives up on attempt 0/, 'its last line');
@@ -645,7 +646,8 @@ it('a restarted command run: its attempts listed, a marker where the restart beg
     const href = await page.getAttribute('#attempts-table tr[data-attempt="0"] .attempt-logs a:nth-of-type(2)', 'href');
     assert.equal(href, `/runs/${json.id}/logs?rank=1&attempt=0`);
     const part = await (await fetch(`${s.url}${href}`)).text();
-    assert.equal(part, 'rank 1 gives up on attempt 0\n', 'the link: rank 1\'s output in attempt 0 alone');
+    assert.match(part, /^--- ddp-run: attempt 0 starting \(TORCHELASTIC_RESTART_COUNT=0; the last allowed is attempt 1\); program \S+; working directory \S+ ---\nrank 1 gives up on attempt 0\n$/,
+      'the link: rank 1\'s output in attempt 0 alone, after its banner');
     await shots(page, 'command-run-restarted');
     assert.deepEqual(page.errors, []);
     await page.close();
