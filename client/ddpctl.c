@@ -39,10 +39,11 @@ static const char USAGE[] =
     "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
     "  queue [--json]               the queued runs in the order they will start, each with what it\n"
     "                               waits for; each owner's decayed usage, devices in use and quota\n"
-    "  logs ID [-f] [--tail N] [--rank R [--attempt K]]  the run's log (the last N lines, 1000 by\n"
+    "  logs ID [-f] [--tail N] [--rank R] [--attempt K]  the run's log (the last N lines, 1000 by\n"
     "                               default; a command run's rank R alone with --rank, its output\n"
     "                               in attempt K alone with --attempt, K from 0 as show and the\n"
-    "                               rank logs' banners number them); -f: keep printing new\n"
+    "                               rank logs' banners number them; --attempt alone: every rank's\n"
+    "                               part of attempt K, one after another); -f: keep printing new\n"
     "                               lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
     "  resume ID [--follow]         continue a failed or canceled run (same ID, its restart count\n"
@@ -379,9 +380,12 @@ static int cmd_show(const args *a) {
     }
     printf("  devices:   %s\n", dev);
     printf("  submitted: %s   started: %s   finished: %s   (%s)\n", t1, t2, t3, dur);
-    printf("  progress:  %s, step %lld of %lld, ETA %s\n", prog,
-           (long long)json_integer_value(json_object_get(p, "global_step")),
-           (long long)json_integer_value(json_object_get(p, "total_steps")), eta);
+    /* a command run's total is unknown (0): no "of 0" */
+    long long total = json_integer_value(json_object_get(p, "total_steps"));
+    char of_total[40] = "";
+    if (total > 0) snprintf(of_total, sizeof of_total, " of %lld", total);
+    printf("  progress:  %s, step %lld%s, ETA %s\n", prog,
+           (long long)json_integer_value(json_object_get(p, "global_step")), of_total, eta);
     printf("  latest:    step loss %s, lr %s, %s samples/s\n", loss, lr, sps);
     attempts_print(run, stdout);
     snprintf(path, sizeof path, "/runs/%lld/epochs", id);
@@ -487,6 +491,37 @@ static int cmd_queue(const args *a) {
 
 /* ---- logs ---- */
 
+/* ddpctl logs ID --attempt K: every rank's part of attempt K, one after another,
+ * each under a line naming its rank. */
+static int print_attempt_logs(long long id, long attempt, long tail) {
+    char path[160];
+    snprintf(path, sizeof path, "/runs/%lld", id);
+    int rc = EXIT_OK;
+    json_t *run = get_json(path, &rc);
+    if (!run) return rc;
+    long long ranks = json_integer_value(json_object_get(run, "world_size"));
+    json_decref(run);
+    for (long long r = 0; r < ranks && rc == EXIT_OK; r++) {
+        snprintf(path, sizeof path, "/runs/%lld/logs?tail=%ld&rank=%lld&attempt=%ld", id, tail, r, attempt);
+        http_reply reply;
+        char err[1024];
+        if (http_call("GET", path, NULL, 0, &reply, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpctl: %s\n", err);
+            return EXIT_UNREACHABLE;
+        }
+        if (reply.status != 200) {
+            rc = print_refusal(&reply, NULL);
+        } else {
+            printf("%s==> rank %lld, attempt %ld <==\n", r ? "\n" : "", r, attempt);
+            fwrite(reply.body, 1, reply.len, stdout);
+            if (reply.len && reply.body[reply.len - 1] != '\n') putchar('\n');
+        }
+        http_reply_free(&reply);
+    }
+    fflush(stdout);
+    return rc;
+}
+
 static int cmd_logs(const args *a) {
     long long id;
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "logs takes a run ID");
@@ -497,8 +532,12 @@ static int cmd_logs(const args *a) {
     long attempt = -1;
     if (a->attempt && (attempt = atol(a->attempt)) < 0)
         return usage_error("--attempt wants an attempt's number, from 0 (got \"%s\")", a->attempt);
-    if (attempt >= 0 && rank < 0)
-        return usage_error("%s", "--attempt reads an attempt's part of a rank's log: give --rank too");
+    if (attempt >= 0 && rank < 0) {
+        if (a->follow)
+            return usage_error("%s", "-f follows one rank's log: give --rank with --attempt (without -f, --attempt "
+                                     "alone prints every rank's part of that attempt)");
+        return print_attempt_logs(id, attempt, tail);
+    }
     char rank_q[64] = "";
     if (rank >= 0) snprintf(rank_q, sizeof rank_q, "&rank=%ld", rank);
     if (attempt >= 0) snprintf(rank_q + strlen(rank_q), sizeof rank_q - strlen(rank_q), "&attempt=%ld", attempt);

@@ -140,7 +140,15 @@ def case_on_record(a):
               f"ddpctl logs --attempt 0: rank 1's output in attempt 0 alone: {p.returncode} {p.stdout!r} {p.stderr!r}")
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0"], env=env, capture_output=True, text=True,
                            timeout=60)
-        check(p.returncode != 0 and "give --rank too" in p.stderr, f"--attempt without --rank: {p.stderr!r}")
+        parts = re.split(r"(?m)^==> rank (\d), attempt 0 <==\n", p.stdout)
+        check(p.returncode == 0 and parts[0] == "" and parts[1::2] == ["0", "1"] and
+              parts[4].split("\n", 1)[1] == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n" and
+              parts[2].startswith("--- ddp-run: attempt 0 starting") and "rank 0 on attempt 0\n" in parts[2],
+              f"--attempt without --rank: every rank's part of that attempt, each under its rank: {p.returncode} "
+              f"{p.stdout!r} {p.stderr!r}")
+        p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0", "-f"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 2 and "give --rank with --attempt" in p.stderr, f"-f follows one rank: {p.stderr!r}")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=2"), 404, f"run {rid} has no attempt 2", "0 to 1")
         problem(s.get(f"/runs/{rid}/logs?attempt=0"), 400, "give rank= too", "ranks 0 to 1")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=-1"), 400, "attempt")

@@ -305,7 +305,8 @@ def case_ddpctl_run_knobs(a):
     with WorkRoot() as w, w.server(a) as s:
         env = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
         proj = os.path.join(w.root, "proj")
-        show_env = "import os; print('pwd', os.environ['PWD'], os.getcwd())"
+        show_env = ("import os, ddpd; print('pwd', os.environ['PWD'], os.getcwd())\n"
+                    "ddpd.log_step(1, loss=0.5); ddpd.log_step(2, loss=0.25); ddpd.flush()")
 
         def ddpctl(*argv):
             return subprocess.run([a.ddpctl, *argv], env=env, capture_output=True, text=True, timeout=120)
@@ -330,6 +331,15 @@ def case_ddpctl_run_knobs(a):
               f"rank 1's banner names the interpreter found and the working directory: {banner!r}")
         check(re.search(r"^pwd (<work-root>|" + re.escape(w.root) + r")/proj \1/proj$", log, re.M),
               f"PWD is the working directory: {log!r}")
+        # a command run's total of steps is unknown: no "of 0"; no samples_per_s series of nulls
+        p = ddpctl("show", str(rid))
+        check(p.returncode == 0 and re.search(r"^  progress:  100%, step 2, ETA ", p.stdout, re.M) and " of 0" not in p.stdout,
+              f"ddpctl show: the step without a total: {p.stdout!r}")
+        m = s.get(f"/runs/{rid}/metrics?key=loss").json()
+        sps = s.get(f"/runs/{rid}/metrics?key=samples_per_s").json()
+        check([pt[1] for pt in m["points"]] == [0.5, 0.25] and "samples_per_s" not in m["keys"] and
+              sps["points"] == [] and sps["count"] == 0,
+              f"the script reported no samples_per_s: not listed, no points of nulls: {m['keys']} {sps}")
         p = ddpctl("run", "--nproc_per_node=1", "--", "python3", "-c", "pass")
         check(p.returncode == 0 and "--nproc_per_node 1 is the run's world size" in p.stderr,
               f"torchrun's other spelling, with =: {p.returncode} {p.stderr!r}")
