@@ -64,10 +64,13 @@ VOLUME ["/var/lib/ddpd", "/usr/share/datasets"]
 WORKDIR /var/lib/ddpd
 USER 10001:10001
 EXPOSE 8080
+# (on the port of DDPD_LISTEN, which `docker run -e DDPD_LISTEN=...` may change)
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD curl -fsS -o /dev/null http://127.0.0.1:8080/healthz || exit 1
+  CMD curl -fsS -o /dev/null "http://127.0.0.1:${DDPD_LISTEN##*:}/healthz" || exit 1
 # SIGTERM: ddpd cancels active runs (SIGTERM, SIGKILL 10 s later) and closes the
 # database; give it the time (docker stop -t 30, compose's stop_grace_period).
 STOPSIGNAL SIGTERM
+# No --listen here: where it listens is DDPD_LISTEN (above, 0.0.0.0:8080), which
+# `docker run -e DDPD_LISTEN=...` overrides (a --listen would win over it).
 ENTRYPOINT ["ddpd"]
-CMD ["serve", "--listen", "0.0.0.0:8080"]
+CMD ["serve"]
