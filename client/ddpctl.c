@@ -32,8 +32,8 @@ static const char USAGE[] =
     "                               -100..100; --preemptible: may give its devices to a run of a\n"
     "                               higher priority; --hang-timeout: distributed.hang_timeout_s (a\n"
     "                               rank that reports no step for that long fails the run; 0: off);\n"
-    "                               torchrun's --nproc-per-node N (or --nproc_per_node) is -n N: the\n"
-    "                               world size, all on one node\n"
+    "                               torchrun's --nproc-per-node N (or --nproc_per_node): the world\n"
+    "                               size N, all ranks on one node (distributed.nodes 1)\n"
     "  list [--status S[,S]] [--limit N] [--json]\n"
     "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
     "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
@@ -69,6 +69,7 @@ typedef struct {
     const char *key, *status, *limit, *tail, *max_points, *rank, *attempt;
     const char *nproc, *name, *workdir, *max_restarts, *priority, *hang_timeout; /* run */
     bool preemptible;
+    bool one_node; /* torchrun's --nproc-per-node: every rank on one node */
     const char *env[64];
     int n_env;
     char **command; /* run: what follows -- */
@@ -238,6 +239,7 @@ static int cmd_run(const args *a) {
     json_t *dist = json_pack("{s:i}", "world_size", (int)n);
     if (max_restarts >= 0) json_object_set_new(dist, "max_restarts", json_integer(max_restarts));
     if (hang >= 0) json_object_set_new(dist, "hang_timeout_s", json_integer(hang));
+    if (a->one_node) json_object_set_new(dist, "nodes", json_integer(1));
     json_object_set_new(cfg, "distributed", dist);
     char *body = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
@@ -757,6 +759,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--nproc-per-node") || !strcmp(s, "--nproc_per_node")) {
             value = &a.nproc;
             torchrun_nproc = strchr(s, '_') ? "--nproc_per_node" : "--nproc-per-node";
+            a.one_node = true;
         }
         else if (!strcmp(s, "--max-restarts") || !strcmp(s, "--max_restarts")) value = &a.max_restarts;
         else if (!strcmp(s, "--priority")) value = &a.priority;
@@ -795,8 +798,8 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (torchrun_nproc && !strcmp(command, "run"))
-        fprintf(stderr, "ddpctl: note: %s %s is the run's world size (distributed.world_size %s), all ranks on one "
-                "node: ddpctl run -n %s\n", torchrun_nproc, a.nproc, a.nproc, a.nproc);
+        fprintf(stderr, "ddpctl: note: %s %s is the run's world size, all ranks on one node (distributed.world_size %s, "
+                "distributed.nodes 1)\n", torchrun_nproc, a.nproc, a.nproc);
     /* "http://host:port/" -> "http://host:port"; a bare "host:port" gets http:// */
     static char base[1024];
     snprintf(base, sizeof base, "%s%s", strstr(CLIENT.base, "://") ? "" : "http://", CLIENT.base);

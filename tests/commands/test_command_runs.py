@@ -315,13 +315,13 @@ def case_ddpctl_run_knobs(a):
                    "--hang-timeout", "30", "--workdir", proj, "--follow", "--", "python3", "-c", show_env)
         check(p.returncode == 0, f"ddpctl run with the knobs and an absolute --workdir succeeds: {p.returncode} "
                                  f"{p.stdout[-300:]!r} {p.stderr[-300:]!r}")
-        check("note: --nproc-per-node 2 is the run's world size (distributed.world_size 2), all ranks on one node"
-              in p.stderr, f"a note says what --nproc-per-node became: {p.stderr!r}")
+        check("note: --nproc-per-node 2 is the run's world size, all ranks on one node (distributed.world_size 2, "
+              "distributed.nodes 1)" in p.stderr, f"a note says what --nproc-per-node became: {p.stderr!r}")
         m = re.search(r"run (\d+) submitted", p.stdout)
         rid = int(m.group(1)) if m else None
         cfg = s.run(rid)["config"] if rid else {}
         dist = cfg.get("distributed", {})
-        check(dist.get("world_size") == 2 and dist.get("max_restarts") == 2 and dist.get("hang_timeout_s") == 30
+        check(dist.get("world_size") == 2 and dist.get("nodes") == 1 and dist.get("max_restarts") == 2 and dist.get("hang_timeout_s") == 30
               and cfg.get("priority") == 5 and cfg.get("preemptible") is True,
               f"each flag became its config field: {cfg}")
         log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode() if rid else ""
@@ -341,7 +341,7 @@ def case_ddpctl_run_knobs(a):
               sps["points"] == [] and sps["count"] == 0,
               f"the script reported no samples_per_s: not listed, no points of nulls: {m['keys']} {sps}")
         p = ddpctl("run", "--nproc_per_node=1", "--", "python3", "-c", "pass")
-        check(p.returncode == 0 and "--nproc_per_node 1 is the run's world size" in p.stderr,
+        check(p.returncode == 0 and "--nproc_per_node 1 is the run's world size, all ranks on one node" in p.stderr,
               f"torchrun's other spelling, with =: {p.returncode} {p.stderr!r}")
 
         # what is refused says what to pass
