@@ -224,6 +224,8 @@ def case_resumed(a):
                                  f"{p.stderr[-400:]!r}")
         check(f"run {rid} resumed" in p.stdout and "at attempt 2 (TORCHELASTIC_RESTART_COUNT=2)" in p.stdout,
               f"ddpctl says it goes on at attempt 2, numbered as the API numbers it: {p.stdout[-400:]!r}")
+        check("attempt 2 started (TORCHELASTIC_RESTART_COUNT=2)" in p.stdout,
+              f"--follow says which attempt started, by the same number: {p.stdout[-400:]!r}")
         run = s.run(rid)
         check(run["status"] == "succeeded" and run["restart_count"] == 2 and
               [(x["attempt"], x["status"]) for x in run["attempts"]] == [(0, "failed"), (1, "failed"), (2, "succeeded")]
