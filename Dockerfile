@@ -32,7 +32,8 @@ COPY scripts/install-deps.sh scripts/install-deps.sh
 COPY package.json package-lock.json ./
 RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN scripts/build.sh -DDDPD_BUILD_TESTS=OFF && cmake --install build --prefix /opt/ddpd
+RUN scripts/build.sh -DDDPD_BUILD_TESTS=OFF -DDDPD_PYTHON_INSTALL_DIR=lib/python3/dist-packages \
+ && cmake --install build --prefix /opt/ddpd
 
 FROM ${RUNTIME_IMAGE} AS runtime
 COPY scripts/install-deps.sh /tmp/install-deps.sh
@@ -50,7 +51,10 @@ RUN for p in /opt/ddpd/bin/*; do \
       "$p" --version; \
     done
 
+# PYTHONPATH: `import ddpd` (the reporter) for a python3 added to the image, in a
+# command run or not (outside one it is a no-op)
 ENV PATH=/opt/ddpd/bin:$PATH \
+    PYTHONPATH=/opt/ddpd/lib/python3/dist-packages \
     DDPD_LISTEN=0.0.0.0:8080 \
     DDPD_STATE_DIR=/var/lib/ddpd \
     DDPD_DATA_ROOT=/usr/share/datasets
@@ -60,10 +64,13 @@ VOLUME ["/var/lib/ddpd", "/usr/share/datasets"]
 WORKDIR /var/lib/ddpd
 USER 10001:10001
 EXPOSE 8080
+# (on the port of DDPD_LISTEN, which `docker run -e DDPD_LISTEN=...` may change)
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD curl -fsS -o /dev/null http://127.0.0.1:8080/healthz || exit 1
+  CMD curl -fsS -o /dev/null "http://127.0.0.1:${DDPD_LISTEN##*:}/healthz" || exit 1
 # SIGTERM: ddpd cancels active runs (SIGTERM, SIGKILL 10 s later) and closes the
 # database; give it the time (docker stop -t 30, compose's stop_grace_period).
 STOPSIGNAL SIGTERM
+# No --listen here: where it listens is DDPD_LISTEN (above, 0.0.0.0:8080), which
+# `docker run -e DDPD_LISTEN=...` overrides (a --listen would win over it).
 ENTRYPOINT ["ddpd"]
-CMD ["serve", "--listen", "0.0.0.0:8080"]
+CMD ["serve"]

@@ -88,18 +88,18 @@ void attempts_describe_event(const json_t *ev, char *out, size_t n) {
     long long k = json_integer_value(json_object_get(ev, "attempt"));
     out[0] = '\0';
     if (phase && strcmp(phase, "started") == 0) {
-        if (k > 0) snprintf(out, n, "attempt %lld started (TORCHELASTIC_RESTART_COUNT=%lld)", k + 1, k);
+        if (k > 0) snprintf(out, n, "attempt %lld started (TORCHELASTIC_RESTART_COUNT=%lld)", k, k);
         return;
     }
     const char *status = text_or(json_object_get(ev, "status"), "?");
     if (strcmp(status, "succeeded") == 0) return;
     const char *reason = text_or(json_object_get(ev, "reason"), "");
     if (strcmp(status, "preempted") == 0) { /* its reason says by which run */
-        snprintf(out, n, "attempt %lld %s", k + 1, *reason ? reason : status);
+        snprintf(out, n, "attempt %lld %s", k, *reason ? reason : status);
     } else if (json_is_true(json_object_get(ev, "restarting"))) {
-        snprintf(out, n, "attempt %lld %s: %s; attempt %lld starts in %g s", k + 1, status, reason, k + 2,
+        snprintf(out, n, "attempt %lld %s: %s; attempt %lld starts in %g s", k, status, reason, k + 1,
                  json_number_value(json_object_get(ev, "backoff_s")));
     } else {
-        snprintf(out, n, "attempt %lld %s: %s", k + 1, status, reason);
+        snprintf(out, n, "attempt %lld %s: %s", k, status, reason);
     }
 }

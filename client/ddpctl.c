@@ -22,18 +22,28 @@ static const char USAGE[] =
     "\n"
     "  submit FILE [--follow]       submit a run config (FILE, or - for stdin); --follow: show its\n"
     "                               progress until it ends (a progress bar on a terminal)\n"
-    "  run [-n N] [--name X] [--workdir DIR] [--env K=V]... [--follow] -- PROGRAM ARGS...\n"
+    "  run [-n N] [--name X] [--workdir DIR] [--env K=V]... [--max-restarts N] [--priority P]\n"
+    "      [--preemptible] [--hang-timeout SECONDS] [--follow] -- PROGRAM ARGS...\n"
     "                               a command run: PROGRAM once per rank (N ranks, 1 by default)\n"
-    "                               with torchrun's environment; DIR: under one of the server's\n"
-    "                               --work-root (default: the run's own directory)\n"
+    "                               with torchrun's environment; DIR: a directory inside one of the\n"
+    "                               server's --work-root, absolute or relative to the root (default:\n"
+    "                               the run's own, empty, directory: a relative script needs DIR);\n"
+    "                               --max-restarts: distributed.max_restarts (torchrun's); --priority\n"
+    "                               -100..100; --preemptible: may give its devices to a run of a\n"
+    "                               higher priority; --hang-timeout: distributed.hang_timeout_s (a\n"
+    "                               rank that reports no step for that long fails the run; 0: off);\n"
+    "                               torchrun's --nproc-per-node N (or --nproc_per_node): the world\n"
+    "                               size N, all ranks on one node (distributed.nodes 1)\n"
     "  list [--status S[,S]] [--limit N] [--json]\n"
     "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
     "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
     "  queue [--json]               the queued runs in the order they will start, each with what it\n"
     "                               waits for; each owner's decayed usage, devices in use and quota\n"
-    "  logs ID [-f] [--tail N] [--rank R [--attempt K]]  the run's log (the last N lines, 1000 by\n"
+    "  logs ID [-f] [--tail N] [--rank R] [--attempt K]  the run's log (the last N lines, 1000 by\n"
     "                               default; a command run's rank R alone with --rank, its output\n"
-    "                               in attempt K alone with --attempt); -f: keep printing new\n"
+    "                               in attempt K alone with --attempt, K from 0 as show and the\n"
+    "                               rank logs' banners number them; --attempt alone: every rank's\n"
+    "                               part of attempt K, one after another); -f: keep printing new\n"
     "                               lines until the run ends\n"
     "  cancel ID                    cancel a queued or running run\n"
     "  resume ID [--follow]         continue a failed or canceled run (same ID, its restart count\n"
@@ -57,7 +67,9 @@ typedef struct {
     int n_positional;
     bool follow, csv, json;
     const char *key, *status, *limit, *tail, *max_points, *rank, *attempt;
-    const char *nproc, *name, *workdir; /* run */
+    const char *nproc, *name, *workdir, *max_restarts, *priority, *hang_timeout; /* run */
+    bool preemptible;
+    bool one_node; /* torchrun's --nproc-per-node: every rank on one node */
     const char *env[64];
     int n_env;
     char **command; /* run: what follows -- */
@@ -144,16 +156,73 @@ static int cmd_submit(const args *a) {
     return post_run(body, len, file, a->follow);
 }
 
+/* A whole number within [lo, hi] from a flag's text. */
+static bool parse_int_in(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* Is `prog` an interpreter whose first argument is the script (python3, bash, ...)? */
+static bool is_interpreter(const char *prog) {
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    static const char *const names[] = {"python", "bash", "sh", "perl", "ruby", "node", "Rscript", "julia"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strncmp(base, names[i], strlen(names[i])) == 0) return true;
+    return false;
+}
+
+/* Without --workdir the ranks start in the run's own, empty, directory: a script
+ * named by a relative path cannot be found there. The script's name, or NULL. */
+static const char *relative_script(const args *a) {
+    const char *prog = a->command[0];
+    if (prog[0] != '/' && strchr(prog, '/')) return prog; /* ./train.sh */
+    if (!is_interpreter(prog)) return NULL;
+    for (int i = 1; i < a->n_command; i++) {
+        const char *s = a->command[i];
+        if (s[0] == '-') {
+            if (!strcmp(s, "-m") || !strcmp(s, "-c")) return NULL; /* a module or inline code */
+            continue;
+        }
+        return s[0] != '/' ? s : NULL;
+    }
+    return NULL;
+}
+
 /* ddpctl run [-n N] [--name X] [--workdir DIR] [--env K=V]... [-f] -- PROGRAM ARGS...:
  * a command run, as torchrun's command line says it. */
 static int cmd_run(const args *a) {
     if (a->n_command == 0) return usage_error("%s", "run takes its program after --: ddpctl run -n 2 -- python3 train.py");
     if (a->n_positional) return usage_error("unexpected \"%s\" before -- (the program goes after it)", a->positional[0]);
+    const char *script = a->workdir ? NULL : relative_script(a);
+    if (script) {
+        fprintf(stderr,
+                "ddpctl: %s is a relative path, and without --workdir the ranks start in the run's own, empty, "
+                "directory: pass --workdir DIR (the directory that holds it, inside one of the server's --work-root; "
+                "absolute or relative to that root), or name the script by its absolute path\n",
+                script);
+        return EXIT_USAGE;
+    }
+    long n = 1, max_restarts = -1, priority = 0, hang = -1;
+    if (a->nproc && !parse_int_in(a->nproc, 1, 100000, &n))
+        return usage_error("-n/--nproc-per-node wants a number of ranks, at least 1 (got \"%s\")", a->nproc);
+    if (a->max_restarts && !parse_int_in(a->max_restarts, 0, 100, &max_restarts))
+        return usage_error("--max-restarts wants a number of restarts, 0 to 100 (got \"%s\")", a->max_restarts);
+    if (a->priority && !parse_int_in(a->priority, -100, 100, &priority))
+        return usage_error("--priority wants a whole number from -100 to 100 (got \"%s\")", a->priority);
+    if (a->hang_timeout && !parse_int_in(a->hang_timeout, 0, 604800, &hang))
+        return usage_error("--hang-timeout wants whole seconds, 0 (off) to 604800 (got \"%s\")", a->hang_timeout);
     json_t *cfg = json_object(), *argv = json_array(), *env = json_object();
     for (int i = 0; i < a->n_command; i++) json_array_append_new(argv, json_string(a->command[i]));
     json_object_set_new(cfg, "command", argv);
     if (a->name) json_object_set_new(cfg, "name", json_string(a->name));
     if (a->workdir) json_object_set_new(cfg, "working_dir", json_string(a->workdir));
+    if (a->priority) json_object_set_new(cfg, "priority", json_integer(priority));
+    if (a->preemptible) json_object_set_new(cfg, "preemptible", json_true());
     for (int i = 0; i < a->n_env; i++) {
         const char *eq = strchr(a->env[i], '=');
         if (!eq || eq == a->env[i]) {
@@ -167,12 +236,11 @@ static int cmd_run(const args *a) {
     }
     if (json_object_size(env)) json_object_set(cfg, "env", env);
     json_decref(env);
-    long n = a->nproc ? atol(a->nproc) : 1;
-    if (n < 1) {
-        json_decref(cfg);
-        return usage_error("-n wants a number of ranks, at least 1 (got \"%s\")", a->nproc);
-    }
-    json_object_set_new(cfg, "distributed", json_pack("{s:i}", "world_size", (int)n));
+    json_t *dist = json_pack("{s:i}", "world_size", (int)n);
+    if (max_restarts >= 0) json_object_set_new(dist, "max_restarts", json_integer(max_restarts));
+    if (hang >= 0) json_object_set_new(dist, "hang_timeout_s", json_integer(hang));
+    if (a->one_node) json_object_set_new(dist, "nodes", json_integer(1));
+    json_object_set_new(cfg, "distributed", dist);
     char *body = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     return post_run(body, strlen(body), "the command run", a->follow);
@@ -314,9 +382,12 @@ static int cmd_show(const args *a) {
     }
     printf("  devices:   %s\n", dev);
     printf("  submitted: %s   started: %s   finished: %s   (%s)\n", t1, t2, t3, dur);
-    printf("  progress:  %s, step %lld of %lld, ETA %s\n", prog,
-           (long long)json_integer_value(json_object_get(p, "global_step")),
-           (long long)json_integer_value(json_object_get(p, "total_steps")), eta);
+    /* a command run's total is unknown (0): no "of 0" */
+    long long total = json_integer_value(json_object_get(p, "total_steps"));
+    char of_total[40] = "";
+    if (total > 0) snprintf(of_total, sizeof of_total, " of %lld", total);
+    printf("  progress:  %s, step %lld%s, ETA %s\n", prog,
+           (long long)json_integer_value(json_object_get(p, "global_step")), of_total, eta);
     printf("  latest:    step loss %s, lr %s, %s samples/s\n", loss, lr, sps);
     attempts_print(run, stdout);
     snprintf(path, sizeof path, "/runs/%lld/epochs", id);
@@ -422,6 +493,37 @@ static int cmd_queue(const args *a) {
 
 /* ---- logs ---- */
 
+/* ddpctl logs ID --attempt K: every rank's part of attempt K, one after another,
+ * each under a line naming its rank. */
+static int print_attempt_logs(long long id, long attempt, long tail) {
+    char path[160];
+    snprintf(path, sizeof path, "/runs/%lld", id);
+    int rc = EXIT_OK;
+    json_t *run = get_json(path, &rc);
+    if (!run) return rc;
+    long long ranks = json_integer_value(json_object_get(run, "world_size"));
+    json_decref(run);
+    for (long long r = 0; r < ranks && rc == EXIT_OK; r++) {
+        snprintf(path, sizeof path, "/runs/%lld/logs?tail=%ld&rank=%lld&attempt=%ld", id, tail, r, attempt);
+        http_reply reply;
+        char err[1024];
+        if (http_call("GET", path, NULL, 0, &reply, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpctl: %s\n", err);
+            return EXIT_UNREACHABLE;
+        }
+        if (reply.status != 200) {
+            rc = print_refusal(&reply, NULL);
+        } else {
+            printf("%s==> rank %lld, attempt %ld <==\n", r ? "\n" : "", r, attempt);
+            fwrite(reply.body, 1, reply.len, stdout);
+            if (reply.len && reply.body[reply.len - 1] != '\n') putchar('\n');
+        }
+        http_reply_free(&reply);
+    }
+    fflush(stdout);
+    return rc;
+}
+
 static int cmd_logs(const args *a) {
     long long id;
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "logs takes a run ID");
@@ -432,8 +534,12 @@ static int cmd_logs(const args *a) {
     long attempt = -1;
     if (a->attempt && (attempt = atol(a->attempt)) < 0)
         return usage_error("--attempt wants an attempt's number, from 0 (got \"%s\")", a->attempt);
-    if (attempt >= 0 && rank < 0)
-        return usage_error("%s", "--attempt reads an attempt's part of a rank's log: give --rank too");
+    if (attempt >= 0 && rank < 0) {
+        if (a->follow)
+            return usage_error("%s", "-f follows one rank's log: give --rank with --attempt (without -f, --attempt "
+                                     "alone prints every rank's part of that attempt)");
+        return print_attempt_logs(id, attempt, tail);
+    }
     char rank_q[64] = "";
     if (rank >= 0) snprintf(rank_q, sizeof rank_q, "&rank=%ld", rank);
     if (attempt >= 0) snprintf(rank_q + strlen(rank_q), sizeof rank_q - strlen(rank_q), "&attempt=%ld", attempt);
@@ -533,11 +639,11 @@ static int cmd_resume(const args *a) {
     if (from) /* a built-in model: from its checkpoint */
         printf("run %lld resumed from %s (after epoch %lld, step %lld), at attempt %lld: %s\n", id, from,
                (long long)json_integer_value(json_object_get(last, "from_epoch")),
-               (long long)json_integer_value(json_object_get(last, "from_global_step")), attempt + 1,
+               (long long)json_integer_value(json_object_get(last, "from_global_step")), attempt,
                str_or(json_string_value(json_object_get(run, "status")), "queued"));
     else /* a command run: started again; its script's own snapshot does the rest */
         printf("run %lld resumed: its command starts again at attempt %lld (TORCHELASTIC_RESTART_COUNT=%lld): %s\n",
-               id, attempt + 1, attempt, str_or(json_string_value(json_object_get(run, "status")), "queued"));
+               id, attempt, attempt, str_or(json_string_value(json_object_get(run, "status")), "queued"));
     fflush(stdout);
     json_decref(run);
     return a->follow ? follow_run(id, isatty(STDOUT_FILENO)) : EXIT_OK;
@@ -621,8 +727,17 @@ int main(int argc, char **argv) {
     if (env_token && *env_token) CLIENT.token = env_token;
     args a = {0};
     const char *command = NULL;
+    const char *torchrun_nproc = NULL; /* the torchrun spelling of -n, when given */
+    static char flag_name[64];
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
+        const char *inline_value = NULL; /* --flag=value, as torchrun's flags are often written */
+        const char *eq = strncmp(s, "--", 2) == 0 && s[2] ? strchr(s, '=') : NULL;
+        if (eq && (size_t)(eq - s) < sizeof flag_name) {
+            snprintf(flag_name, sizeof flag_name, "%.*s", (int)(eq - s), s);
+            inline_value = eq + 1;
+            s = flag_name;
+        }
         if (!strcmp(s, "-h") || !strcmp(s, "--help") || !strcmp(s, "help")) {
             fputs(USAGE, stdout);
             return EXIT_OK;
@@ -641,12 +756,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--rank")) value = &a.rank;
         else if (!strcmp(s, "--attempt")) value = &a.attempt;
         else if (!strcmp(s, "-n") || !strcmp(s, "--nproc")) value = &a.nproc;
+        else if (!strcmp(s, "--nproc-per-node") || !strcmp(s, "--nproc_per_node")) {
+            value = &a.nproc;
+            torchrun_nproc = strchr(s, '_') ? "--nproc_per_node" : "--nproc-per-node";
+            a.one_node = true;
+        }
+        else if (!strcmp(s, "--max-restarts") || !strcmp(s, "--max_restarts")) value = &a.max_restarts;
+        else if (!strcmp(s, "--priority")) value = &a.priority;
+        else if (!strcmp(s, "--hang-timeout")) value = &a.hang_timeout;
+        else if (!strcmp(s, "--preemptible")) { a.preemptible = true; continue; }
         else if (!strcmp(s, "--name")) value = &a.name;
         else if (!strcmp(s, "--workdir")) value = &a.workdir;
         else if (!strcmp(s, "--env")) {
-            if (i + 1 >= argc) return usage_error("%s needs a value", s);
+            if (!inline_value && i + 1 >= argc) return usage_error("%s needs a value", s);
             if (a.n_env == 64) return usage_error("%s", "at most 64 --env");
-            a.env[a.n_env++] = argv[++i];
+            a.env[a.n_env++] = inline_value ? inline_value : argv[++i];
             continue;
         } else if (!strcmp(s, "--")) { /* the rest is the program and its arguments (ddpctl run) */
             a.command = argv + i + 1;
@@ -659,10 +783,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--json")) { a.json = true; continue; }
         else if (s[0] == '-' && s[1]) return usage_error("unknown option %s", s);
         if (value) {
-            if (i + 1 >= argc) return usage_error("%s needs a value", s);
-            *value = argv[++i];
+            if (inline_value) *value = inline_value;
+            else if (i + 1 >= argc) return usage_error("%s needs a value", s);
+            else *value = argv[++i];
             continue;
         }
+        if (inline_value) return usage_error("%s takes no value", s);
         if (!command) command = s;
         else if (a.n_positional < 4) a.positional[a.n_positional++] = s;
         else return usage_error("too many arguments (\"%s\")", s);
@@ -671,6 +797,9 @@ int main(int argc, char **argv) {
         fputs(USAGE, stderr);
         return EXIT_USAGE;
     }
+    if (torchrun_nproc && !strcmp(command, "run"))
+        fprintf(stderr, "ddpctl: note: %s %s is the run's world size, all ranks on one node (distributed.world_size %s, "
+                "distributed.nodes 1)\n", torchrun_nproc, a.nproc, a.nproc);
     /* "http://host:port/" -> "http://host:port"; a bare "host:port" gets http:// */
     static char base[1024];
     snprintf(base, sizeof base, "%s%s", strstr(CLIENT.base, "://") ? "" : "http://", CLIENT.base);
@@ -681,11 +810,11 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m r a n N w e it takes */
+        const char *flags; /* which of f c j k s l t m r a n N w e R p P H it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
-        {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNwe"},
+        {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(command, commands[i].name) != 0) continue;
@@ -696,7 +825,9 @@ int main(int argc, char **argv) {
             {a.max_points != NULL, 'm', "--max-points"}, {a.rank != NULL, 'r', "--rank"},
             {a.attempt != NULL, 'a', "--attempt"},
             {a.nproc != NULL, 'n', "-n/--nproc"}, {a.name != NULL, 'N', "--name"}, {a.workdir != NULL, 'w', "--workdir"},
-            {a.n_env > 0, 'e', "--env"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
+            {a.n_env > 0, 'e', "--env"}, {a.max_restarts != NULL, 'R', "--max-restarts"},
+            {a.priority != NULL, 'p', "--priority"}, {a.preemptible, 'P', "--preemptible"},
+            {a.hang_timeout != NULL, 'H', "--hang-timeout"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
         };
         for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
             if (given[g].set && !strchr(f, given[g].flag)) {

@@ -158,7 +158,7 @@ static int on_event(void *cls, const char *event, const char *id, const char *da
         } else if (json_is_object(json_object_get(d, "restarting"))) { /* the server starts its next attempt */
             const json_t *again = json_object_get(d, "restarting");
             say(f, "run %lld %s again, to start attempt %lld: %s", (long long)f->id, status,
-                (long long)json_integer_value(json_object_get(again, "attempt")) + 1,
+                (long long)json_integer_value(json_object_get(again, "attempt")),
                 str_or_empty(json_string_value(json_object_get(again, "reason"))));
         } else if (strcmp(status, "queued") == 0 && json_integer_value(json_object_get(d, "preempted_by")) > 0) {
             say(f, "run %lld preempted by run %lld: queued again, it goes on once placed", (long long)f->id,

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "paths.h"
 #include "ports.h"
+#include "program_path.h"
 #include "rank_env.h"
 #include "restarts.h"
 #include "utf8_text.h"
@@ -259,6 +260,16 @@ static int run(const options *o, const command_config *cfg) {
     const char *reporter = rank_env_reporter_dir();
     if (!reporter) log_msg(LOG_WARN, "the ddpd Python reporter was not found: `import ddpd` will fail in the ranks");
     const char *working_dir = cfg->working_dir ? cfg->working_dir : run_dir;
+    char program[PATH_MAX];
+    const char *search_path = program_search_path(cfg->env);
+    if (program_resolve(cfg->argv[0], search_path, working_dir, program, sizeof program) == 0) {
+        if (strcmp(program, cfg->argv[0]) != 0) log_msg(LOG_INFO, "%s is %s", cfg->argv[0], program);
+    } else {
+        char hint[1024];
+        program_missing_hint(cfg->argv[0], search_path, hint, sizeof hint);
+        log_msg(LOG_WARN, "%s", hint);
+        snprintf(program, sizeof program, "%s (not found)", cfg->argv[0]);
+    }
     char line[2048];
     command_line(cfg, line, sizeof line);
     char restarts_note[96] = "";
@@ -292,6 +303,7 @@ static int run(const options *o, const command_config *cfg) {
         .isolate_devices = cfg->isolate_devices,
         .threads_per_rank = cfg->threads_per_rank,
         .config_env = cfg->env,
+        .working_dir = working_dir,
     };
     gang_signals signals;
     attempts_outcome res = {.status = "failed"};
@@ -308,6 +320,7 @@ static int run(const options *o, const command_config *cfg) {
                      .backoff_s = attempts_backoff_s("ddp-run")},
             .port_lo = port_lo,
             .port_hi = port_hi,
+            .program = program,
         };
         restarts_run(&rp, &res);
         gang_signals_close(&signals);

@@ -89,14 +89,15 @@ __attribute__((format(printf, 2, 3))) static void add(env_list *e, const char *f
 }
 
 /* An inherited variable stays unless ddpd sets it, the config sets it, or it is
- * PYTHONPATH (rebuilt below). */
+ * PYTHONPATH (rebuilt below) or PWD (the ranks' working directory, as a shell's). */
 static int inherited_kept(const char *var, const rank_env_params *p) {
     char name[256];
     size_t len = strcspn(var, "=");
     if (len >= sizeof name) return 1;
     memcpy(name, var, len);
     name[len] = '\0';
-    return !rank_env_reserved(name) && strcmp(name, "PYTHONPATH") != 0 && !find_var(p->config_env, name);
+    return !rank_env_reserved(name) && strcmp(name, "PYTHONPATH") != 0 && strcmp(name, "PWD") != 0 &&
+           !find_var(p->config_env, name);
 }
 
 char **rank_env_build(const rank_env_params *p, int rank) {
@@ -104,7 +105,8 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     for (char **v = environ; *v; v++)
         if (inherited_kept(*v, p)) add(&e, "%s", *v);
     for (size_t i = 0; p->config_env && p->config_env[i]; i++)
-        if (!name_is(p->config_env[i], "PYTHONPATH")) add(&e, "%s", p->config_env[i]);
+        if (!name_is(p->config_env[i], "PYTHONPATH") && !name_is(p->config_env[i], "PWD")) add(&e, "%s", p->config_env[i]);
+    if (p->working_dir) add(&e, "PWD=%s", p->working_dir);
 
     int n = p->world_size, local = rank - p->first_rank;
     add(&e, "RANK=%d", rank);

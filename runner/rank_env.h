@@ -21,6 +21,7 @@ typedef struct {
     int first_rank, local_ranks; /* the global ranks it starts: first_rank .. first_rank + local_ranks - 1 */
     int isolate_devices;
     int threads_per_rank;
+    const char *working_dir;     /* PWD: where the ranks start */
     char *const *config_env;     /* "NAME=value", NULL-terminated (may be NULL) */
 } rank_env_params;
 

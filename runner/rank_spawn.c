@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "child_start.h"
+#include "program_path.h"
 
 enum { STAGE_CHDIR = 1, STAGE_EXEC = 2, STAGE_SETUP = 3 };
 
@@ -75,7 +76,14 @@ pid_t rank_spawn(const rank_command *c, int *out_fd, char *why, size_t whylen) {
     while (got < 0 && errno == EINTR);
     close(report[0]);
     if (got == (ssize_t)sizeof r) {
-        if (r.stage == STAGE_EXEC)
+        if (r.stage == STAGE_EXEC && r.err == EACCES) {
+            snprintf(why, whylen, "cannot run %s: %s (make it executable, chmod +x, or run it through its interpreter: "
+                     "python3 %s)", c->argv[0], strerror(r.err), c->argv[0]);
+        } else if (r.stage == STAGE_EXEC && r.err == ENOENT) {
+            char hint[1024];
+            program_missing_hint(c->argv[0], program_search_path(c->env), hint, sizeof hint);
+            snprintf(why, whylen, "cannot run %s: %s", c->argv[0], hint);
+        } else if (r.stage == STAGE_EXEC)
             snprintf(why, whylen, "cannot run %s: %s", c->argv[0], strerror(r.err));
         else if (r.stage == STAGE_CHDIR)
             snprintf(why, whylen, "cannot enter the working directory %s: %s", c->working_dir, strerror(r.err));

@@ -2,6 +2,7 @@
 #include "restarts.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -11,15 +12,16 @@
 #include "rank_output.h"
 
 /* Where each of this launcher's ranks' logs begins this attempt, {"RANK": offset}
- * (null for a log that cannot be written), after the attempt's first line there. */
+ * (null for a log that cannot be written): at the attempt's banner there. */
 static json_t *begin_rank_logs(const restart_params *p, int attempt) {
-    char marker[160], which[128];
+    char marker[2 * PATH_MAX + 256], which[128];
     attempts_describe(&p->plan, attempt, which, sizeof which);
-    snprintf(marker, sizeof marker, "--- ddp-run: %s ---", which);
+    snprintf(marker, sizeof marker, "--- ddp-run: %s; program %s; working directory %s ---", which, p->program,
+             p->gang.working_dir);
     json_t *offsets = json_object();
     for (int r = 0; r < p->env->local_ranks; r++) {
         int rank = p->env->first_rank + r;
-        long long at = rank_output_begin_attempt(p->gang.run_dir, rank, attempt > 0 ? marker : NULL);
+        long long at = rank_output_begin_attempt(p->gang.run_dir, rank, marker);
         if (at < 0) log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         char key[16];
         snprintf(key, sizeof key, "%d", rank);
@@ -36,10 +38,10 @@ static void choose_port(restart_params *p, int attempt) {
     int fresh = p->port_lo ? port_next_listenable(p->port_lo, p->port_hi, port) : port_any_listenable();
     if (!fresh) {
         log_msg(LOG_WARN, "MASTER_PORT %d is taken and no other port of %d-%d is free: attempt %d tries it anyway",
-                port, p->port_lo, p->port_hi, attempt + 1);
+                port, p->port_lo, p->port_hi, attempt);
         return;
     }
-    log_msg(LOG_WARN, "MASTER_PORT %d is taken now (by another program): attempt %d uses %d%s", port, attempt + 1,
+    log_msg(LOG_WARN, "MASTER_PORT %d is taken now (by another program): attempt %d uses %d%s", port, attempt,
             fresh, p->port_lo ? "" : " (a port the kernel picked: give ddp-run --port-range to keep to a range)");
     p->env->master_port = fresh;
 }

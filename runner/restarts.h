@@ -3,8 +3,8 @@
  * in the same working directory with the same environment and devices,
  * TORCHELASTIC_RESTART_COUNT the attempt's number, and the same MASTER_PORT unless it
  * was taken meanwhile (then another free one of --port-range, else one the kernel
- * picks). Each rank's log keeps every attempt's output, a restart's after a line that
- * says which, and the attempt's `started` event says where each begins, so that the
+ * picks). Each rank's log keeps every attempt's output, each after a line that says
+ * which attempt, the program found for argv[0] and the working directory, and the attempt's `started` event says where each begins, so that the
  * readers of ranks/rank-N.log by byte offset (the server's tail, an agent's relay)
  * read on as before. */
 #ifndef DDPD_RESTARTS_H
@@ -18,6 +18,7 @@ typedef struct {
     rank_env_params *env; /* gang.env: its restart_count and master_port change from one attempt to the next */
     attempt_plan plan;
     int port_lo, port_hi; /* --port-range, where another MASTER_PORT comes from (0: the kernel's choice) */
+    const char *program;  /* argv[0] as found (absolute), or as given when not found: each attempt's banner */
 } restart_params;
 
 /* Runs the run's attempts: see attempts_run. */

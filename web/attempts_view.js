@@ -19,7 +19,8 @@ export function attemptMarks(run) {
 
 // A uPlot plugin: a dashed vertical line at each marker's x (marks() is read at each
 // draw, so new attempts show without rebuilding the chart), labelled with the
-// attempt's number as people count them (attempt 2 is the first restart).
+// attempt's number, from 0 as everywhere (the API's `attempt`, TORCHELASTIC_RESTART_COUNT,
+// ddpctl logs --attempt): attempt 1 is the first restart.
 export function attemptMarkersPlugin(marks, toX = (step) => step) {
   return {
     hooks: {
@@ -38,7 +39,7 @@ export function attemptMarkersPlugin(marks, toX = (step) => step) {
           ctx.moveTo(x, top);
           ctx.lineTo(x, top + height);
           ctx.stroke();
-          ctx.fillText(`attempt ${m.attempt + 1}`, x + 4 * devicePixelRatio, top + 12 * devicePixelRatio);
+          ctx.fillText(`attempt ${m.attempt}`, x + 4 * devicePixelRatio, top + 12 * devicePixelRatio);
         }
         ctx.restore();
       }],
@@ -52,7 +53,7 @@ export function attemptsCard(id) {
   const body = h('tbody');
   const note = h('p', { class: 'muted', id: 'attempts-note' });
   const table = h('table', { class: 'attempts', id: 'attempts-table' },
-    h('thead', {}, h('tr', {}, ['Attempt', 'Started', 'Took', 'Ended', 'Failing rank', 'Why'].map((t) => h('th', {}, t)))), body);
+    h('thead', {}, h('tr', {}, ['Attempt (restart count)', 'Started', 'Took', 'Ended', 'Failing rank', 'Why'].map((t) => h('th', {}, t)))), body);
   const card = h('section', { class: 'card', id: 'attempts-card', hidden: true }, h('h2', {}, 'Attempts'), note,
     h('div', { class: 'scroll-x' }, table));
 
@@ -77,7 +78,7 @@ export function attemptsCard(id) {
       (run.attempts_omitted ? `; the ${run.attempts_omitted} oldest attempts are not listed.` : '.');
     body.dataset.attempts = String(run.attempts.length);
     body.replaceChildren(...run.attempts.map((a) => h('tr', { 'data-attempt': a.attempt, 'data-status': a.status || 'running' },
-      h('td', {}, String(a.attempt + 1), h('span', { class: 'muted' }, ` (restart count ${a.attempt})`)),
+      h('td', {}, String(a.attempt)),
       h('td', {}, h('span', { title: a.started_at || '' }, ago(a.started_at))),
       h('td', {}, duration(took(a))),
       h('td', {}, a.status ? badge(a.status) : badge('running')),

@@ -14,7 +14,7 @@ import { h, int, num } from './format.js';
 
 const MAX_POINTS = 1000; // a small chart is about 500 px wide
 const ON_THE_LOSS_CHARTS = new Set(['loss', 'lr']);
-const ALWAYS_LISTED = 'samples_per_s'; // in every run's keys, reported or not: the first request
+const ALWAYS_LISTED = 'samples_per_s'; // asked for whether listed or not (a command run's keys list it once it has a value): the first request
 
 export function seriesCharts(id, marks = () => []) {
   const grid = h('div', { class: 'series-grid', id: 'series-charts', dataset: { keys: '' } });

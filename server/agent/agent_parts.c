@@ -181,7 +181,7 @@ static void start(const json_t *w) {
                     (long long)p->run, P.c.node_name, p->node_rank, nodes > 0 ? nodes : 1, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
             if (p->restart_count > 0)
-                fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count + 1, p->restart_count);
+                fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count, p->restart_count);
             fputc('\n', f);
             fclose(f);
         }

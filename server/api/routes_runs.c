@@ -445,7 +445,7 @@ static void get_metrics(request *rq, response *rs) {
     int k = -1;
     for (int i = 0; i < METRIC_COUNT; i++)
         if (strcmp(key, metric_names[i]) == 0) k = i;
-    json_t *keys = store_series_keys(id);
+    json_t *keys = store_series_keys(id, b.command);
     if (!keys) {
         reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
         return;

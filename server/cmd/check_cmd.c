@@ -394,6 +394,52 @@ static void check_trainer(const check_config *c, int n_gpus) {
     }
 }
 
+/* ---- command runs: --allow-commands, the work roots, ddp-run ---- */
+
+static void check_commands(const check_config *c) {
+    if (!c->allow_commands) {
+        say(V_OK, "commands", "off (no --allow-commands): command runs are refused (403); the work roots (%d given) "
+            "and the runner are not used", c->n_work_roots);
+        return;
+    }
+    say(V_OK, "commands", "on (--allow-commands): a command run runs its program as this server's user");
+    buf_t b = {0};
+    verdict v = V_OK;
+    for (int i = 0; i < c->n_work_roots; i++) {
+        const char *root = c->work_roots[i];
+        struct stat sb;
+        bool readable = stat(root, &sb) == 0 && S_ISDIR(sb.st_mode) && access(root, R_OK | X_OK) == 0;
+        if (!readable) v = V_FAIL;
+        buf_printf(&b, "%s%s%s", i ? "; " : "", root, readable ? "" : ": not a readable directory (serve refuses it)");
+    }
+    if (!c->n_work_roots)
+        say(V_WARN, "work roots", "none: a command run starts in its own, empty, run directory and a working_dir is "
+            "refused; give --work-root DIR (repeatable) where your scripts are");
+    else say(v, "work roots", "%s", b.data);
+    buf_free(&b);
+    if (access(c->runner, X_OK) != 0) {
+        say(V_FAIL, "runner", "%s: %s: give --runner PATH (it is built beside ddpd as ddp-run)", c->runner,
+            errno == ENOENT ? "not there" : "not executable");
+        return;
+    }
+    char *out = NULL;
+    char *argv[] = {(char *)c->runner, "--version", NULL};
+    int ws = run_capture(argv, &out, 20);
+    char first[256];
+    snprintf(first, sizeof first, "%s", out ? out : "");
+    first[strcspn(first, "\n")] = '\0';
+    free(out);
+    if (ws < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        char how[128];
+        if (ws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
+        else describe_wait_status(ws, how, sizeof how);
+        say(V_FAIL, "runner", "%s %s%s%s: command runs would fail to start", c->runner, how, first[0] ? ": " : "",
+            first);
+        return;
+    }
+    say(V_OK, "runner", "%s: %s", c->runner, first);
+}
+
 int ddpd_check(const check_config *c) {
     char version[256];
     ddpd_version_line(version, sizeof version);
@@ -405,6 +451,7 @@ int ddpd_check(const check_config *c) {
     check_data_roots(c);
     check_gpus(c, slots, &n_gpus);
     check_trainer(c, n_gpus);
+    check_commands(c);
     printf("ddpd check: %d ok, %d warning%s, %d failed\n", counts[V_OK], counts[V_WARN], counts[V_WARN] == 1 ? "" : "s",
            counts[V_FAIL]);
     return counts[V_FAIL] ? 1 : 0;

@@ -9,6 +9,11 @@
  *   ok    data roots  /usr/share/datasets (fashion-mnist: the 4 Fashion-MNIST files)
  *   warn  GPUs        none found (no NVIDIA driver: libcuda.so.1 is not there): CPU runs only
  *   ok    trainer     /opt/ddpd/bin/ddp-trainer: ddp-trainer 0.1.0 (cuda: yes)
+ *   ok    commands    off (no --allow-commands): command runs are refused
+ *
+ * With --allow-commands, "commands" says so and two lines follow: "work roots" (each
+ * --work-root readable, or none: a working_dir is refused) and "runner" (ddp-run
+ * answers --version).
  *
  * Exit status 0 when nothing failed (warnings are fine), 1 otherwise. */
 #ifndef DDPD_CHECK_CMD_H
@@ -31,6 +36,10 @@ typedef struct {
     const char *gpus;                /* NULL: detect */
     const char *slots;               /* NULL: the number of cores */
     const char *trainer;
+    bool allow_commands;             /* --allow-commands: command runs accepted */
+    const char *runner;              /* ddp-run, which launches them */
+    const char *const *work_roots;   /* --work-root, as given */
+    int n_work_roots;
     const char *log_level, *log_file, *log_max_bytes, *log_keep; /* NULL: defaults */
 } check_config;
 

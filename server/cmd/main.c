@@ -461,6 +461,8 @@ static int check(int argc, char **argv) {
         .data_roots = o.data_roots, .n_data_roots = o.n_data_roots, .data_roots_given = o.data_roots_given,
         .gpus = o.gpus, .slots = o.slots, .trainer = o.trainer, .log_level = o.log_level, .log_file = o.log_file,
         .log_max_bytes = o.log_max_bytes, .log_keep = o.log_keep,
+        .allow_commands = o.allow_commands, .runner = o.runner, .work_roots = o.work_roots,
+        .n_work_roots = o.n_work_roots,
     };
     int rc = ddpd_check(&c);
     settings_free(&o);

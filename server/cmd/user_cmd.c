@@ -50,6 +50,15 @@ static void mkdir_all(const char *path) {
     }
 }
 
+static int schema_version(sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    int v = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 /* The state directory's database, opened and migrated as `ddpd serve` does. */
 static sqlite3 *open_db(const char *state_dir) {
     mkdir_all(state_dir);
@@ -61,7 +70,14 @@ static sqlite3 *open_db(const char *state_dir) {
     char err[512];
     if (sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK)
         die("%s: %s", path, sqlite3_errmsg(db));
-    if (migrate_apply(db, ddpd_migrations, ddpd_migrations_count, err, sizeof err) < 0) die("%s: %s", path, err);
+    int was = schema_version(db);
+    /* one line for the whole migration, not serve's line per step: this is a person's command */
+    server_log_config quiet = {.level = LOG_WARN};
+    server_log_setup(&quiet, err, sizeof err);
+    int now = migrate_apply(db, ddpd_migrations, ddpd_migrations_count, err, sizeof err);
+    if (now < 0) die("%s: %s", path, err);
+    if (was == 0 && now > 0) fprintf(stderr, "ddpd user: created the database %s (schema version %d)\n", path, now);
+    else if (now > was) fprintf(stderr, "ddpd user: migrated the database %s from schema version %d to %d\n", path, was, now);
     free(path);
     return db;
 }
@@ -81,12 +97,14 @@ static void print_list(sqlite3 *db) {
     if (!n) printf("no users: anybody may change anything this server lets change without a token\n");
     else printf("%-20s %-5s %-11s %-12s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY", "CREATED", "REMOVED");
     for (int i = 0; i < n; i++) {
-        char created[32], removed[32] = "-", devices[16] = "none";
+        char created[32], removed[32] = "-", devices[16] = "none", priority[16] = "100 (admin)";
         format_iso8601(u[i].created_at, created);
         if (u[i].removed) format_iso8601(u[i].removed_at, removed);
         if (u[i].max_devices >= 0) snprintf(devices, sizeof devices, "%d", u[i].max_devices);
-        printf("%-20s %-5s %-11s %-12d %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, u[i].max_priority,
-               created, removed);
+        /* an admin may give any priority, whatever its stored max-priority says */
+        if (!u[i].admin) snprintf(priority, sizeof priority, "%d", u[i].max_priority);
+        printf("%-20s %-5s %-11s %-12s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, priority, created,
+               removed);
     }
     free(u);
 }
@@ -134,8 +152,10 @@ int user_main(int argc, char **argv) {
         } else {
             char devices[32] = "no quota";
             if (u.max_devices >= 0) snprintf(devices, sizeof devices, "max-devices %d", u.max_devices);
-            printf("user %s added (%s%s, max-priority %d); its token, shown this once (only its hash is kept):\n%s\n",
-                   u.name, u.admin ? "admin, " : "", devices, u.max_priority, token);
+            char priority[48] = "any priority, up to 100";
+            if (!u.admin) snprintf(priority, sizeof priority, "max-priority %d", u.max_priority);
+            printf("user %s added (%s%s, %s); its token, shown this once (only its hash is kept):\n%s\n", u.name,
+                   u.admin ? "admin, " : "", devices, priority, token);
         }
     } else if (strcmp(verb, "token") == 0) {
         if (users_new_token(db, u.name, token, err, sizeof err) != 0) {

@@ -106,7 +106,7 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     launcher_cmd_build(&spec, &cmd);
     char attempt[96] = "";
     if (l->restart_count > 0)
-        snprintf(attempt, sizeof attempt, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", l->restart_count + 1,
+        snprintf(attempt, sizeof attempt, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", l->restart_count,
                  l->restart_count);
     char *banner = l->command ? xasprintf("starting %s for run %lld on %s, MASTER_PORT %d%s", program,
                                           (long long)l->run, l->where, l->master_port, attempt)

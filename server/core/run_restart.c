@@ -102,7 +102,7 @@ static void queue_next_attempt_locked(live_run *r, const char *why) {
     op.u.restart.reason = xstrdup(why);
     store_submit_now(&op);
     log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
-             (long long)r->id, r->attempt + 1, why, next + 1, next);
+             (long long)r->id, r->attempt, why, next, next);
     back_to_queue_locked(r);
     r->restart_count = r->attempt = next;
     free(r->fail_reason);

@@ -36,7 +36,7 @@ enum {
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_ATTEMPT_SPAN, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -62,8 +62,10 @@ static const char *QSQL[Q_COUNT] = {
                       " ORDER BY global_step",
     [Q_SERIES_LR] = "SELECT global_step, lr, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
                     " ORDER BY global_step",
+    /* a step without a throughput (a command run's, unless its script reports one) is no point */
     [Q_SERIES_SPS] = "SELECT global_step, samples_per_s, t FROM steps WHERE run_id = ?1"
-                     " AND global_step > ?2 ORDER BY global_step",
+                     " AND global_step > ?2 AND samples_per_s IS NOT NULL ORDER BY global_step",
+    [Q_SPS_ANY] = "SELECT 1 FROM steps WHERE run_id = ?1 AND samples_per_s IS NOT NULL LIMIT 1",
     [Q_NAMED_RANGE] = "SELECT min(global_step), max(global_step) FROM series"
                       " WHERE run_id = ?1 AND key = ?3 AND global_step > ?2",
     [Q_NAMED_SERIES] = "SELECT global_step, value, t FROM series WHERE run_id = ?1 AND key = ?3"
@@ -469,11 +471,24 @@ int store_series_scan(int64_t id, metric_key key, const char *name, int64_t afte
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-json_t *store_series_keys(int64_t id) {
+/* Whether any step of the run has a throughput. */
+static int has_samples_per_s(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_SPS_ANY);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    done(st);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+json_t *store_series_keys(int64_t id, bool command) {
+    int sps = command ? has_samples_per_s(id) : 1;
+    if (sps < 0) return NULL;
     sqlite3_stmt *st = stmt(Q_NAMED_KEYS);
     if (!st) return NULL;
     json_t *a = json_array();
-    for (int i = 0; i < METRIC_COUNT; i++) json_array_append_new(a, json_string(metric_names[i]));
+    for (int i = 0; i < METRIC_COUNT; i++)
+        if (i != METRIC_SAMPLES_PER_S || sps) json_array_append_new(a, json_string(metric_names[i]));
     char *after = xstrdup("");
     int rc;
     for (;;) {

@@ -85,8 +85,9 @@ int store_series_range(int64_t id, const char *name, int64_t after, int64_t *fir
 /* Feeds the series' points after `after`, in step order, to the downsampler: the
  * steps table's `key` when name is NULL, else the named series. */
 int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d);
-/* The names of a run's series: loss, lr, samples_per_s, then those it reported. */
-json_t *store_series_keys(int64_t id);
+/* The names of a run's series: loss, lr, samples_per_s (for a command run only once
+ * a step has one: no series of nulls), then those it reported. */
+json_t *store_series_keys(int64_t id, bool command);
 
 /* Where attempt `attempt`'s output of rank `rank` is in ranks/rank-RANK.log: from
  * *begin to *end (-1: the end of the file, it is the newest there is). 1 found; 0 the

@@ -29,7 +29,8 @@ char *data_roots_list(const data_roots *r);
 void datapaths_resolve_field(const data_roots *roots, const char *what, const json_t *config,
                              json_t *resolved, const char *pointer, schema_errors *errs);
 
-/* The same for a directory (a command run's working_dir; "." is the root itself). */
+/* The same for a directory (a command run's working_dir; "." is the root itself),
+ * which may also be given as an absolute path inside one of the roots. */
 void datapaths_resolve_dir(const data_roots *roots, const char *what, const json_t *config, json_t *resolved,
                            const char *pointer, schema_errors *errs);
 

@@ -24,7 +24,7 @@ real processes (Debian's python3 and its torch where a script needs it):
                      steps 5-10 leave every series at its first step, kept on record
 
 Usage: test_command_attempts.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, signal, sqlite3, subprocess, sys
+import argparse, json, os, re, signal, sqlite3, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -101,9 +101,11 @@ def case_on_record(a):
             texts = [p.body.decode() for p in parts]
             check(texts[0] + texts[1] == whole and len(texts[0].encode()) == at,
                   f"rank {rank}: the two attempts' parts are the whole log, split at {at}: {texts!r}")
-            check(texts[0].startswith(f"rank {rank} on attempt 0\n") and
-                  texts[1].startswith("--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
-                                      f"rank {rank} on attempt 1\n") and texts[1].endswith("attempt 1 of 1 done\n"),
+            check(re.match(r"--- ddp-run: attempt 0 starting \(TORCHELASTIC_RESTART_COUNT=0; the last allowed is attempt 1\); program \S+; "
+                           r"working directory \S+ ---\n" f"rank {rank} on attempt 0\n", texts[0]) and
+                  re.match(r"--- ddp-run: attempt 1 starting \(TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 1\); program \S+; "
+                           r"working directory \S+ ---\n" f"rank {rank} on attempt 1\n", texts[1])
+                  and texts[1].endswith("attempt 1 of 1 done\n"),
                   f"rank {rank}: attempt 0's, then attempt 1's from its marker: {texts!r}")
             check([p.header("X-Next-Offset") for p in parts] == [str(len(t.encode())) for t in texts],
                   f"X-Next-Offset counts the part's bytes: {[p.header('X-Next-Offset') for p in parts]}")
@@ -122,13 +124,33 @@ def case_on_record(a):
         p = subprocess.run([a.ddpctl, "show", str(rid)], env=env, capture_output=True, text=True, timeout=60)
         check(p.returncode == 0 and "attempts:  2 (restart count 1; distributed.max_restarts 1)" in p.stdout and
               "rank 1, status 3" in p.stdout, f"ddpctl show lists the attempts: {p.returncode} {p.stdout!r} {p.stderr!r}")
+        # one numbering: the API's attempt K is show's row K, logs --attempt K, the banner's attempt K
+        shown = [ln.split()[0] for ln in p.stdout.splitlines() if re.match(r"^    \d+ ", ln)]
+        check(shown == [str(x["attempt"]) for x in run["attempts"]] == ["0", "1"],
+              f"ddpctl show numbers the attempts as the API does: {shown}")
+        for k in (0, 1):
+            p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "0", "--attempt", str(k)], env=env,
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and p.stdout.startswith(f"--- ddp-run: attempt {k} starting "
+                                                            f"(TORCHELASTIC_RESTART_COUNT={k};") and
+                  f"rank 0 on attempt {k}\n" in p.stdout,
+                  f"ddpctl logs --attempt {k}: the part whose banner says attempt {k}: {p.stdout[:200]!r}")
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--rank", "1", "--attempt", "0"], env=env, capture_output=True,
                            text=True, timeout=60)
-        check(p.returncode == 0 and p.stdout == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n",
+        check(p.returncode == 0 and p.stdout.startswith("--- ddp-run: attempt 0 starting") and
+              p.stdout.split("\n", 1)[1] == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n",
               f"ddpctl logs --attempt 0: rank 1's output in attempt 0 alone: {p.returncode} {p.stdout!r} {p.stderr!r}")
         p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0"], env=env, capture_output=True, text=True,
                            timeout=60)
-        check(p.returncode != 0 and "give --rank too" in p.stderr, f"--attempt without --rank: {p.stderr!r}")
+        parts = re.split(r"(?m)^==> rank (\d), attempt 0 <==\n", p.stdout)
+        check(p.returncode == 0 and parts[0] == "" and parts[1::2] == ["0", "1"] and
+              parts[4].split("\n", 1)[1] == "rank 1 on attempt 0\nrank 1 gives up on attempt 0\n" and
+              parts[2].startswith("--- ddp-run: attempt 0 starting") and "rank 0 on attempt 0\n" in parts[2],
+              f"--attempt without --rank: every rank's part of that attempt, each under its rank: {p.returncode} "
+              f"{p.stdout!r} {p.stderr!r}")
+        p = subprocess.run([a.ddpctl, "logs", str(rid), "--attempt", "0", "-f"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 2 and "give --rank with --attempt" in p.stderr, f"-f follows one rank: {p.stderr!r}")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=2"), 404, f"run {rid} has no attempt 2", "0 to 1")
         problem(s.get(f"/runs/{rid}/logs?attempt=0"), 400, "give rank= too", "ranks 0 to 1")
         problem(s.get(f"/runs/{rid}/logs?rank=1&attempt=-1"), 400, "attempt")
@@ -159,7 +181,7 @@ def case_cancel_in_backoff(a):
         check(run and [(x["attempt"], x["status"]) for x in run["attempts"]] == [(0, "failed")] and
               run["restart_count"] == 0, f"no second attempt was made: {run and run['attempts']}")
         log = s.get(f"/runs/{rid}/logs").body.decode()
-        check("during the pause: no attempt 2" in log, f"the run's log says the pause ended it: {log[-600:]!r}")
+        check("during the pause: no attempt 1" in log, f"the run's log says the pause ended it: {log[-600:]!r}")
         check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the launcher to be gone", 30) is not None,
               "no process left")
 
@@ -205,8 +227,10 @@ def case_resumed(a):
                            timeout=180)
         check(p.returncode == 0, f"ddpctl resume --follow exits 0 once it succeeds: {p.returncode} {p.stdout[-400:]!r} "
                                  f"{p.stderr[-400:]!r}")
-        check(f"run {rid} resumed" in p.stdout and "attempt 3" in p.stdout,
-              f"ddpctl says it goes on at attempt 3: {p.stdout[-400:]!r}")
+        check(f"run {rid} resumed" in p.stdout and "at attempt 2 (TORCHELASTIC_RESTART_COUNT=2)" in p.stdout,
+              f"ddpctl says it goes on at attempt 2, numbered as the API numbers it: {p.stdout[-400:]!r}")
+        check("attempt 2 started (TORCHELASTIC_RESTART_COUNT=2)" in p.stdout,
+              f"--follow says which attempt started, by the same number: {p.stdout[-400:]!r}")
         run = s.run(rid)
         check(run["status"] == "succeeded" and run["restart_count"] == 2 and
               [(x["attempt"], x["status"]) for x in run["attempts"]] == [(0, "failed"), (1, "failed"), (2, "succeeded")]
@@ -221,7 +245,7 @@ def case_resumed(a):
             check(got == {"cwd": os.path.realpath(proj), "max": "0", "run": str(rid)},
                   f"{name}: the same working dir and run, TORCHELASTIC_MAX_RESTARTS the config's: {got}")
         log = s.get(f"/runs/{rid}/logs?rank=1&attempt=2&offset=0").body.decode()
-        check(log.startswith("--- ddp-run: attempt 3 of 3 starting (TORCHELASTIC_RESTART_COUNT=2) ---\n") and
+        check(log.startswith("--- ddp-run: attempt 2 starting (TORCHELASTIC_RESTART_COUNT=2; the last allowed is attempt 2); program ") and
               "rank 1 done on attempt 2" in log, f"attempt 2's part of rank 1's log: {log!r}")
 
 
@@ -275,7 +299,7 @@ def case_server_killed(a):
                   ["count-0-0", "count-0-1", "count-1-0", "count-1-1"],
                   "the script's ranks saw TORCHELASTIC_RESTART_COUNT 1 the second time")
             log = s2.get(f"/runs/{rid}/logs").body.decode()
-            check("attempt 2 (TORCHELASTIC_RESTART_COUNT=1)" in log, f"the run's log says which attempt: {log[-800:]!r}")
+            check("attempt 1 (TORCHELASTIC_RESTART_COUNT=1)" in log, f"the run's log says which attempt: {log[-800:]!r}")
             run = s2.wait_status(plain, FINAL, timeout=60)
             check(run and run["status"] == "failed" and (run["reason"] or "").startswith(
                 "the server restarted and the run's processes were gone; its journal ends at step"),

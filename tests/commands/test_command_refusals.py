@@ -2,8 +2,9 @@
 """Command runs refused before anything is stored, against a real ddpd: off by
 default (403 naming the flag), and each wrong field named (400): an empty or
 non-string argv, the built-in model beside a command, a variable ddpd sets, a
-working_dir that climbs out of its work root or leads out through a symlink, a
-working_dir on a server with no work root.
+working_dir that climbs out of its work root or leads out through a symlink, an
+absolute one outside every work root (one inside is taken), a working_dir on a
+server with no work root.
 
 Usage: test_command_refusals.py CASE --ddpd PATH"""
 import argparse, os, shutil, sys, tempfile
@@ -46,7 +47,12 @@ def case_fields_named(a):
                 ({"command": ["python3"], "working_dir": "../x"}, "/working_dir", "escapes the work roots"),
                 ({"command": ["python3"], "working_dir": "out"}, "/working_dir", "leads out of the work roots"),
                 ({"command": ["python3"], "working_dir": "nope"}, "/working_dir", "no directory \"nope\""),
-                ({"command": ["python3"], "working_dir": "/etc"}, "/working_dir", "not an absolute path"),
+                ({"command": ["python3"], "working_dir": "/etc"}, "/working_dir",
+                 "\"/etc\" is not inside any of the work roots (<work-root>): give a directory inside one of them, "
+                 "absolute or relative to the root (ddpctl run --workdir DIR)"),
+                ({"command": ["python3"], "working_dir": os.path.join(root, "out")}, "/working_dir",
+                 "is not inside any of the work roots"),
+                ({"command": ["python3"], "working_dir": os.path.join(root, "nope")}, "/working_dir", "no directory"),
                 ({"working_dir": "proj"}, "", "applies to command runs only"),
             ]
             for cfg, pointer, words in bad:
@@ -60,6 +66,9 @@ def case_fields_named(a):
             cfg = r.json().get("config", {}) if r.status == 201 else {}
             check(cfg.get("working_dir") == "proj" and "model" not in cfg and "train" not in cfg,
                   f"stored as given, without the built-in sections: {cfg}")
+            r = s.post("/runs", {"command": ["python3", "-c", "pass"],
+                                 "working_dir": os.path.join(os.path.realpath(root), "proj")})
+            check(r.status == 201, f"an absolute working_dir inside the work root is taken: {r.status} {r.body[:300]!r}")
         with Server(a.ddpd, None, extra_args=["--allow-commands"]) as s:
             r = s.post("/runs", {"command": ["python3"], "working_dir": "proj"})
             errors = (r.json() or {}).get("errors", []) if r.status == 400 else []

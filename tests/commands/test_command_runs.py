@@ -14,6 +14,9 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
+  ddpctl_run_knobs   ddpctl run's torchrun knobs (--nproc-per-node, --max-restarts, ...) in
+                     the config; an absolute --workdir; the banner and PWD; what is refused
+                     (a relative script without --workdir, a missing interpreter) says why
   restarted_once     distributed.max_restarts 1: rank 1 fails once, the gang starts
                      again, the run succeeds with a point per step
   preempted          a preemptible command run preempted for a run of a higher
@@ -299,6 +302,70 @@ def case_ddpctl_run(a):
         check(p.returncode == 0 and "final loss" in p.stdout, f"ddpctl logs --rank 0: {p.stdout[-200:]!r}")
 
 
+def case_ddpctl_run_knobs(a):
+    """torchrun's knobs on ddpctl run's command line, an absolute --workdir inside the
+    work root, and the refusals that say what to pass."""
+    with WorkRoot() as w, w.server(a) as s:
+        env = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
+        proj = os.path.join(w.root, "proj")
+        show_env = ("import os, ddpd; print('pwd', os.environ['PWD'], os.getcwd())\n"
+                    "ddpd.log_step(1, loss=0.5); ddpd.log_step(2, loss=0.25); ddpd.flush()")
+
+        def ddpctl(*argv):
+            return subprocess.run([a.ddpctl, *argv], env=env, capture_output=True, text=True, timeout=120)
+
+        p = ddpctl("run", "--nproc-per-node", "2", "--max-restarts", "2", "--priority", "5", "--preemptible",
+                   "--hang-timeout", "30", "--workdir", proj, "--follow", "--", "python3", "-c", show_env)
+        check(p.returncode == 0, f"ddpctl run with the knobs and an absolute --workdir succeeds: {p.returncode} "
+                                 f"{p.stdout[-300:]!r} {p.stderr[-300:]!r}")
+        check("note: --nproc-per-node 2 is the run's world size, all ranks on one node (distributed.world_size 2, "
+              "distributed.nodes 1)" in p.stderr, f"a note says what --nproc-per-node became: {p.stderr!r}")
+        m = re.search(r"run (\d+) submitted", p.stdout)
+        rid = int(m.group(1)) if m else None
+        cfg = s.run(rid)["config"] if rid else {}
+        dist = cfg.get("distributed", {})
+        check(dist.get("world_size") == 2 and dist.get("nodes") == 1 and dist.get("max_restarts") == 2 and dist.get("hang_timeout_s") == 30
+              and cfg.get("priority") == 5 and cfg.get("preemptible") is True,
+              f"each flag became its config field: {cfg}")
+        log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode() if rid else ""
+        banner = log.split("\n", 1)[0]
+        check(f"program {os.path.realpath(shutil.which('python3'))};" in banner and
+              re.search(r"; working directory (<work-root>|" + re.escape(w.root) + ")/proj ---$", banner),
+              f"rank 1's banner names the interpreter found and the working directory: {banner!r}")
+        check(re.search(r"^pwd (<work-root>|" + re.escape(w.root) + r")/proj \1/proj$", log, re.M),
+              f"PWD is the working directory: {log!r}")
+        # a command run's total of steps is unknown: no "of 0"; no samples_per_s series of nulls
+        p = ddpctl("show", str(rid))
+        check(p.returncode == 0 and re.search(r"^  progress:  100%, step 2, ETA ", p.stdout, re.M) and " of 0" not in p.stdout,
+              f"ddpctl show: the step without a total: {p.stdout!r}")
+        m = s.get(f"/runs/{rid}/metrics?key=loss").json()
+        sps = s.get(f"/runs/{rid}/metrics?key=samples_per_s").json()
+        check([pt[1] for pt in m["points"]] == [0.5, 0.25] and "samples_per_s" not in m["keys"] and
+              sps["points"] == [] and sps["count"] == 0,
+              f"the script reported no samples_per_s: not listed, no points of nulls: {m['keys']} {sps}")
+        p = ddpctl("run", "--nproc_per_node=1", "--", "python3", "-c", "pass")
+        check(p.returncode == 0 and "--nproc_per_node 1 is the run's world size, all ranks on one node" in p.stderr,
+              f"torchrun's other spelling, with =: {p.returncode} {p.stderr!r}")
+
+        # what is refused says what to pass
+        p = ddpctl("run", "-n", "2", "--", "python3", "train.py")
+        check(p.returncode == 2 and "train.py is a relative path" in p.stderr and "pass --workdir DIR" in p.stderr,
+              f"a relative script without --workdir: {p.returncode} {p.stderr!r}")
+        outside = tempfile.mkdtemp(prefix="ddpd-outside-")
+        try:
+            p = ddpctl("run", "--workdir", outside, "--", "python3", "train.py")
+        finally:
+            os.rmdir(outside)
+        check(p.returncode == 4 and f'"{outside}" is not inside any of the work roots' in p.stderr and
+              "--workdir" in p.stderr, f"an absolute --workdir outside the work roots: {p.returncode} {p.stderr!r}")
+        p = ddpctl("run", "--workdir", "proj", "--follow", "--", "python9-not-here", "train.py")
+        check(p.returncode == 1, f"a missing interpreter fails the run: {p.returncode} {p.stderr[-300:]!r}")
+        runs = s.get("/runs").json()["runs"]
+        reason = runs[0].get("reason") or ""
+        check("no program python9-not-here on the ranks' PATH" in reason and "absolute path" in reason and
+              "--env PATH=" in reason, f"its reason says what to pass: {reason!r}")
+
+
 def case_restarted_once(a):
     """distributed.max_restarts through ddpd (the server's side of attempts is still to
     come): ddp-run restarts the gang after rank 1 fails, the server takes the
@@ -316,12 +383,15 @@ def case_restarted_once(a):
         check(points == [(i, float(i)) for i in range(1, 11)],
               f"one point per step, the second attempt's where it reported a step again: {points}")
         whole = s.get(f"/runs/{rid}/logs").body.decode()
-        check("attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) in 1 s: rank 1 exited with status 3: rank 1 "
+        check("attempt 1 starting (TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 1) in 1 s: rank 1 exited with status 3: rank 1 "
               "gives up on attempt 0" in whole and "[rank 1] attempt 1 of 1 done" in whole,
               f"the run's log says why the gang started again: {whole[-600:]!r}")
         log = s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode()
-        check("rank 1 gives up on attempt 0\n--- ddp-run: attempt 2 of 2 starting (TORCHELASTIC_RESTART_COUNT=1) ---\n"
-              "rank 1 on attempt 1\nattempt 1 of 1 done" in log, f"rank 1's log keeps both attempts: {log!r}")
+        banner = (r"--- ddp-run: attempt 1 starting \(TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 1\); program /\S+/python3\.\d+; "
+                  r"working directory \S+ ---\n")
+        check(re.search("rank 1 gives up on attempt 0\n" + banner + "rank 1 on attempt 1\nattempt 1 of 1 done", log),
+              f"rank 1's log keeps both attempts, each after its banner (the interpreter found, the working "
+              f"directory): {log!r}")
 
 
 def case_preempted(a):

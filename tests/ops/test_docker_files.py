@@ -18,7 +18,8 @@ goes over every installed program. The runtime stage installs its libraries with
 same script (--runtime), runs as a user of its own (not root), has volumes for the
 state directory and the datasets that match ddpd's settings, EXPOSEs the port ddpd
 listens on, and a HEALTHCHECK that fetches /healthz on it with curl (which the
-runtime list installs); ddpd listens on 0.0.0.0 inside the container, in exec form
+runtime list installs); ddpd listens on 0.0.0.0 inside the container (DDPD_LISTEN, no
+--listen in CMD, so that `docker run -e DDPD_LISTEN=...` is heard), in exec form
 (SIGTERM reaches it), with the token from the environment: no token or --insecure
 baked in.
 
@@ -189,6 +190,10 @@ def main():
                        ("uPlot", r"install\(DIRECTORY node_modules/uplot/dist/ DESTINATION share/ddpd/vendor/uplot"),
                        ("the Python reporter", r"install\(DIRECTORY reporter/python/ DESTINATION share/ddpd/reporter")):
         check(re.search(rule, cmakelists), f"and {what}")
+    check(re.search(r"install\(DIRECTORY reporter/python/ddpd DESTINATION \$\{DDPD_PYTHON_INSTALL_DIR\}", cmakelists),
+          "and the Python reporter where python3 finds it (DDPD_PYTHON_INSTALL_DIR)")
+    python_dir = re.search(r"-DDDPD_PYTHON_INSTALL_DIR=(\S+)", build_run)
+    check(python_dir, f"the build says where the reporter goes (-DDDPD_PYTHON_INSTALL_DIR): {build_run!r}")
 
     # ---- the runtime stage ----
     check(any(re.search(r"install-deps\.sh\s+--runtime", a) for a, _ in runs(final)),
@@ -219,6 +224,10 @@ def main():
         if i == "VOLUME":
             v = exec_form(a)
             volumes += v if v is not None else a.split()
+    if python_dir:
+        want = f"{prefix}/{python_dir.group(1).rstrip('/')}"
+        check(want in env.get("PYTHONPATH", "").split(":"),
+              f"PYTHONPATH has {want}: `import ddpd` in the image ({env.get('PYTHONPATH')!r})")
     state_dir = env.get("DDPD_STATE_DIR", "")
     data_roots = env.get("DDPD_DATA_ROOT", "").split(":")
     check(state_dir and state_dir in volumes, f"a VOLUME for the state dir ({state_dir}): {volumes}")
@@ -234,19 +243,20 @@ def main():
     command = (entry[-1] or []) + (cmd[-1] or []) if entry and cmd else []
     check(command[:2] == ["ddpd", "serve"] or command[:2] == ["/opt/ddpd/bin/ddpd", "serve"],
           f"the container runs ddpd serve: {command}")
-    listen = None
-    if "--listen" in command:
-        listen = command[command.index("--listen") + 1]
-    listen = listen or env.get("DDPD_LISTEN")
-    check(listen is not None and listen.startswith("0.0.0.0:"), f"inside the container it listens on 0.0.0.0: {listen}")
+    check("--listen" not in command,
+          f"no --listen in the command: `docker run -e DDPD_LISTEN=...` must decide (a flag wins over it): {command}")
+    listen = env.get("DDPD_LISTEN")
+    check(listen is not None and listen.startswith("0.0.0.0:"),
+          f"inside the container it listens on 0.0.0.0 by default (ENV DDPD_LISTEN): {listen}")
     port = listen.rsplit(":", 1)[1] if listen else None
     check("--token" not in command and "--insecure" not in command,
           f"the default command takes the token from DDPD_TOKEN, never --insecure: {command}")
     exposed = [p.split("/")[0] for i, a, _ in final["instrs"] if i == "EXPOSE" for p in a.split()]
     check(port in exposed, f"EXPOSE {port}: {exposed}")
     health = [a for i, a, _ in final["instrs"] if i == "HEALTHCHECK"]
-    check(health and re.search(rf"curl\s+-\S*f\S*.*http://(127\.0\.0\.1|localhost):{port}/healthz", health[-1]),
-          f"a HEALTHCHECK that fetches /healthz on port {port}, failing on an HTTP error: {health}")
+    check(health and re.search(r'curl\s+-\S*f\S*.*"http://(127\.0\.0\.1|localhost):\$\{DDPD_LISTEN##\*:\}/healthz"',
+                               health[-1]),
+          f"a HEALTHCHECK that fetches /healthz on DDPD_LISTEN's port (shell form), failing on an HTTP error: {health}")
     lists = {m.group(1): m.group(2) for m in re.finditer(r"^(\w+)_packages=\((.*?)^\)", deps_text, re.S | re.M)}
     build_list = re.sub(r"#.*", "", lists.get("build", ""))
     check(build_list and "cmake" in build_list and "npm" in deps_text, f"install-deps.sh has a build list: {sorted(lists)}")

@@ -451,7 +451,8 @@ def run_check(a, *args, env=None):
     out = p.stdout.decode(errors="replace")
     verdicts = {}
     for line in out.splitlines():
-        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|database|data roots|GPUs|trainer)\s+(.*)$", line)
+        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|database|data roots|GPUs|trainer|commands|work roots|runner)\s+(.*)$",
+                     line)
         if m:
             verdicts[m.group(2)] = (m.group(1), m.group(3))
     return p.returncode, verdicts, out
@@ -469,10 +470,22 @@ def case_check(a):
     try:
         rc, v, out = run_check(a, *common)
         check(rc == 0, f"a good box: exit 0, got {rc}:\n{out}")
-        check(set(v) == {"config", "state dir", "database", "data roots", "GPUs", "trainer"},
+        check(set(v) == {"config", "state dir", "database", "data roots", "GPUs", "trainer", "commands"},
               f"one verdict per part: {sorted(v)}\n{out}")
         check(all(verdict == "ok" for verdict, _ in v.values()), f"all ok:\n{out}")
-        check(re.search(r"^ddpd check: 6 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
+        check(re.search(r"^ddpd check: 7 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
+        check("off (no --allow-commands)" in v.get("commands", ("", ""))[1], f"command runs off, said: {v.get('commands')}")
+        # command runs: --allow-commands, the work roots, the runner (ddp-run beside ddpd by default)
+        rc, v2, out = run_check(a, *common, "--allow-commands", "--work-root", base)
+        check(rc == 0 and [v2.get(k, ("missing",))[0] for k in ("commands", "work roots", "runner")] == ["ok"] * 3 and
+              base in v2["work roots"][1] and "ddp-run" in v2["runner"][1],
+              f"--allow-commands with a work root: commands, work roots and the runner ok:\n{out}")
+        rc, v2, out = run_check(a, *common, "--allow-commands")
+        check(rc == 0 and v2.get("work roots", ("",))[0] == "warn" and "--work-root" in v2["work roots"][1],
+              f"--allow-commands without a work root: a warning that says what to give:\n{out}")
+        rc, v2, out = run_check(a, *common, "--allow-commands", "--work-root", base, "--runner", "/nonexistent/ddp-run")
+        check(rc == 1 and v2.get("runner", ("",))[0] == "FAIL" and "not there" in v2["runner"][1] and
+              "--runner" in v2["runner"][1], f"a runner that is not there FAILs:\n{out}")
         check("does not exist yet" in v.get("state dir", ("", ""))[1] and not os.path.exists(state),
               "check changes nothing: the state dir is not created")
         check("fashion-mnist" in v.get("data roots", ("", ""))[1], f"the data root's Fashion-MNIST is seen: {v.get('data roots')}")

@@ -4,7 +4,8 @@ the `ddpd` Python module (reporter/python/ddpd) and the C header
 (reporter/c/ddpd_report.h, through tests/reporter/report_c_demo.c). a no-op outside ddpd; under ddpd every point reaches the socket
 in order after a hello that carries the secret, and the journal, without the secret;
 a server that goes away and comes back gets a new hello and the points after it,
-while the journal keeps everything; a full queue drops and counts, never blocks.
+while the journal keeps everything; a full queue drops and counts, never blocks; the
+module `cmake --install` puts where python3 finds it is a no-op outside a run.
 
 Usage: test_reporter.py CASE [--c-demo PATH]"""
 import json, os, socket, subprocess, sys, tempfile, textwrap, threading, time
@@ -198,11 +199,51 @@ def case_c_header(d):
     srv.close()
 
 
+def case_installed_outside_ddpd(d):
+    """`cmake --install` puts `ddpd` where Python finds it (DDPD_PYTHON_INSTALL_DIR
+    under the prefix): a script that reports runs under plain python3, every call a
+    no-op, nothing written."""
+    prefix, work = os.path.join(d, "prefix"), os.path.join(d, "work")
+    os.makedirs(work)
+    p = subprocess.run([CMAKE, "--install", BUILD, "--prefix", prefix], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"cmake --install: {p.stderr[-500:]!r}")
+    site = os.path.join(prefix, PYTHON_INSTALL_DIR)
+    check(os.path.isfile(os.path.join(site, "ddpd", "__init__.py")) and
+          not os.path.exists(os.path.join(site, "ddpd", "__pycache__")),
+          f"the module is installed in {PYTHON_INSTALL_DIR}, without a __pycache__: {os.listdir(prefix)}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_")}
+    env["PYTHONPATH"] = site
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    code = ("import ddpd, sys\n"
+            "ddpd.log_step(1, loss=0.5, lr=0.1); ddpd.log_epoch(0, train_loss=0.4, test_acc=0.9)\n"
+            "ddpd.status('training', 'epoch 0'); ddpd.flush()\n"
+            "print(ddpd.__file__, ddpd.enabled(), ddpd.dropped())\n")
+    p = subprocess.run(["/usr/bin/python3", "-c", code], env=env, cwd=work, capture_output=True, text=True, timeout=60)
+    out = p.stdout.split()
+    check(p.returncode == 0 and out[1:] == ["False", "0"] and out[0].startswith(os.path.realpath(site) + os.sep),
+          f"the installed module, imported outside a run: every call a no-op, exit 0: {p.returncode} {p.stdout!r} "
+          f"{p.stderr[-300:]!r}")
+    check(os.listdir(work) == [] and sorted(os.listdir(os.path.join(site, "ddpd"))) == ["__init__.py"],
+          f"nothing written: {os.listdir(work)} {os.listdir(os.path.join(site, 'ddpd'))}")
+    # where it lands is where /usr/bin/python3 itself looks, for the prefixes it knows
+    p = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"], capture_output=True,
+                       text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+    seen = [x for x in p.stdout.splitlines() if x.startswith(("/usr/lib/", "/usr/local/lib/"))]
+    default_dir = "lib/python3.%d/dist-packages" % sys.version_info[1]
+    if PYTHON_INSTALL_DIR in ("lib/python3/dist-packages", default_dir):
+        check(any(x.endswith("/" + PYTHON_INSTALL_DIR) for x in seen),
+              f"/usr/bin/python3 looks in {PYTHON_INSTALL_DIR} under /usr or /usr/local: {seen}")
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
     case = sys.argv[1]
     C_DEMO = sys.argv[sys.argv.index("--c-demo") + 1] if "--c-demo" in sys.argv else None
+    CMAKE = sys.argv[sys.argv.index("--cmake") + 1] if "--cmake" in sys.argv else "cmake"
+    BUILD = sys.argv[sys.argv.index("--build") + 1] if "--build" in sys.argv else "build"
+    PYTHON_INSTALL_DIR = (sys.argv[sys.argv.index("--python-install-dir") + 1] if "--python-install-dir" in sys.argv
+                          else "lib/python3/dist-packages")
     with tempfile.TemporaryDirectory(prefix="ddpd-reporter-") as d:
         CASES[case](d)
     ddpd_harness.checks.finish(f"reporter {case}")

@@ -154,7 +154,7 @@ def case_env_contract(d):
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "3",
                 "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "2,5", "DDPD_RUN_ID": "41",
                 "DDPD_RUN_SECRET": "s3cret-41", "DDPD_EVENTS_JOURNAL": os.path.join(L.run_dir, "events.jsonl"),
-                "MY_FLAG": "1", "INHERITED_X": "kept", "cwd": work}
+                "MY_FLAG": "1", "INHERITED_X": "kept", "cwd": work, "PWD": work}
         wrong = {k: (e.get(k), v) for k, v in want.items() if e.get(k) != v}
         check(not wrong, f"rank {r}: every torchrun variable and the rest right (seen, wanted): {wrong}")
         check(set(TORCHRUN_VARS) <= set(want), "the test covers the whole torchrun list")
@@ -253,7 +253,10 @@ def case_logs(d):
         want = [f"out {r} {i}" for i in range(3000)] + [f"err line {r}", f"tail {r} without newline"]
         check(mine == want, f"rank {r}'s lines, in order, stderr too, the partial last line flushed: "
                             f"{len(mine)} lines, last {mine[-2:]}")
-        log = L.rank_log(r)
+        banner, log = L.rank_log(r).split("\n", 1)
+        check(banner == f"--- ddp-run: attempt 0 starting (TORCHELASTIC_RESTART_COUNT=0; the last allowed is attempt 0); program "
+                        f"{os.path.realpath(PYTHON)}; working directory {L.run_dir} ---",
+              f"rank {r}'s log begins with the attempt, the interpreter found and the working directory: {banner!r}")
         check(log == "".join(f"out {r} {i}\n" for i in range(3000)) + f"err line {r}\ntail {r} without newline",
               f"ranks/rank-{r}.log holds its output verbatim ({len(log)} bytes, ends {log[-40:]!r})")
     with open(os.path.join(L.run_dir, "trainer.log")) as f:
@@ -282,7 +285,7 @@ def case_rank_fails(d):
     check(end.get("status") == "failed" and end.get("reason") == "rank 1 exited with status 3: RuntimeError: boom",
           f"the reason names rank 1, its status and its last line: {end}")
     check("sleeping" in L.rank_log(0), "rank 0 was running")
-    sleeper = int(L.rank_log(0).split()[1])
+    sleeper = int(L.rank_log(0).split("\n", 1)[1].split()[1])  # after the attempt's banner
     check(not os.path.exists(f"/proc/{sleeper}") or open(f"/proc/{sleeper}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
           f"the sleeping rank {sleeper} is gone")
     check(wait_until(lambda: not L.left_running(), 30), f"no process of the run is left: {L.left_running()}")
@@ -346,7 +349,8 @@ def case_reason_is_valid_text(d):
           f"the bad byte became ?, the clipped last character was dropped: {end.get('reason', '')[:40]!r}... "
           f"({len(end.get('reason', '').encode())} bytes)")
     with open(os.path.join(L.run_dir, "ranks", "rank-0.log"), "rb") as f:
-        check(f.read() == b"bad \xff!: " + "\u00e9".encode() * 300 + b"\n", "the rank's log keeps its bytes as they were")
+        check(f.read().split(b"\n", 1)[1] == b"bad \xff!: " + "\u00e9".encode() * 300 + b"\n",
+              "the rank's log keeps its bytes as they were (after the attempt's banner)")
 
 
 def case_stubborn_rank_killed(d):
@@ -421,11 +425,18 @@ def case_error_file(d):
 def case_command_cannot_run(d):
     L = Launch(d, ["python9-no-such-program", "train.py"], 2)
     check(L.wait() == 1, f"failed: {L.p.returncode} {L.stderr[-300:]!r}")
-    check(L.end().get("reason") == "cannot run python9-no-such-program: No such file or directory", f"{L.end()}")
+    reason = L.end().get("reason", "")
+    check(reason.startswith("cannot run python9-no-such-program: no program python9-no-such-program on the ranks' "
+                            "PATH (") and "name it by its absolute path" in reason and "--env PATH=" in reason,
+          f"the program missing: what to pass instead: {L.end()}")
+    check("program python9-no-such-program (not found);" in L.rank_log(0).split("\n")[0],
+          f"the banner says it was not found: {L.rank_log(0)!r}")
     launcher_events_ok(L, "failed")
     not_exec = script(d, "not-executable.sh", "echo hi\n")
     L = Launch(d, [not_exec], 2, name="noexec")
-    check(L.wait() == 1 and L.end().get("reason") == f"cannot run {not_exec}: Permission denied", f"{L.end()}")
+    check(L.wait() == 1 and L.end().get("reason", "").startswith(f"cannot run {not_exec}: Permission denied (make it "
+                                                                  "executable, chmod +x, or run it through"),
+          f"{L.end()}")
     L = Launch(d, ["true"], 2, extra={"working_dir": os.path.join(d, "gone")}, name="nodir")
     check(L.wait() == 1 and L.end().get("reason") ==
           f"cannot enter the working directory {os.path.join(d, 'gone')}: No such file or directory", f"{L.end()}")

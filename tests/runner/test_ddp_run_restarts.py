@@ -156,7 +156,7 @@ def case_torchrun_snapshot_restart(d):
           f"the second attempt loaded the snapshot of epoch 1: {L.rank_log(0)[-400:]!r}")
     with open(os.path.join(L.run_dir, "trainer.log")) as f:
         log = f.read()
-    want = ("attempt 2 of 3 starting (TORCHELASTIC_RESTART_COUNT=1) in 1 s: rank 1 exited with status 1: "
+    want = ("attempt 1 starting (TORCHELASTIC_RESTART_COUNT=1; the last allowed is attempt 2) in 1 s: rank 1 exited with status 1: "
             "RuntimeError: rank 1 crashed in epoch 2")
     check(want in L.stderr or want in log, f"the run's log says why attempt 2 starts: {L.stderr[-800:]!r}")
     got, wanted = final_weights(outs["crashes"]), final_weights(outs["straight"])
@@ -229,7 +229,8 @@ def case_restarts_used_up(d):
         offsets = [e["log_offsets"][str(r)] for e in starts] + [len(log)]
         parts = [log[offsets[k]:offsets[k + 1]].decode() for k in range(3)]
         for k, part in enumerate(parts):
-            marker = f"--- ddp-run: attempt {k + 1} of 3 starting (TORCHELASTIC_RESTART_COUNT={k}) ---\n" if k else ""
+            marker = (f"--- ddp-run: attempt {k} starting (TORCHELASTIC_RESTART_COUNT={k}; the last allowed is attempt 2); program "
+                      f"{os.path.realpath(PYTHON)}; working directory {L.run_dir} ---\n")
             want = marker + f"rank {r} attempt {k} of max 2\n" + (f"gives up on attempt {k}" if r == 1 else "")
             check(part.rstrip("\n") == want.rstrip("\n") if r == 1 else part == want,
                   f"rank {r}'s log from attempt {k}'s offset {offsets[k]}: {part!r}, wanted {want!r}")
@@ -245,8 +246,8 @@ def case_restarts_used_up(d):
           f"attempts 3 and 4 were made: {L2.end()}")
     a = [(e["attempt"], e["phase"]) for e in attempts(L2)]
     check(a[-4:] == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3: {a}")
-    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\nrank 0 attempt 3 of max 1\n"
-          in L2.rank_log(0), f"the first attempt of a count that goes on is marked too: {L2.rank_log(0)[-300:]!r}")
+    check("--- ddp-run: attempt 3 starting (TORCHELASTIC_RESTART_COUNT=3; the last allowed is attempt 4); program " in L2.rank_log(0) and
+          " ---\nrank 0 attempt 3 of max 1\n" in L2.rank_log(0), f"the first attempt of a count that goes on is marked too: {L2.rank_log(0)[-300:]!r}")
     # --restarts-from: the server started the run again within one launch's restarts
     # (it lost the run's processes after attempt 2 began): attempts 3 and 4 are what
     # is left of the 2 restarts counted from attempt 2
@@ -258,8 +259,8 @@ def case_restarts_used_up(d):
           f"attempts 3 and 4, counted with attempt 2: {L3.end()}")
     a = [(e["attempt"], e["phase"]) for e in attempts(L3)]
     check(a == [(3, "started"), (3, "ended"), (4, "started"), (4, "ended")], f"numbered from 3, up to 4: {a}")
-    check("--- ddp-run: attempt 4 of 5 starting (TORCHELASTIC_RESTART_COUNT=3) ---\n" in L3.rank_log(0),
-          f"attempt 4 of the 5 counted from attempt 2: {L3.rank_log(0)[-300:]!r}")
+    check("--- ddp-run: attempt 3 starting (TORCHELASTIC_RESTART_COUNT=3; the last allowed is attempt 4); program " in L3.rank_log(0),
+          f"attempt 3, the last allowed 4 counted from attempt 2: {L3.rank_log(0)[-300:]!r}")
     for args, words in ((["--restart-count", "-1"], "--restart-count -1 is not a number of attempts"),
                         (["--restart-count", "x"], "--restart-count x is not a number of attempts"),
                         (["--restart-count", "1", "--restarts-from", "2"],
@@ -302,7 +303,7 @@ def case_cancel_stops_for_good(d):
     rc = L.wait(timeout=60)  # well before the pause would end
     end = L.end()
     check(rc == 128 + signal.SIGTERM and end.get("status") == "canceled" and end.get("exit_code") == rc and
-          end.get("reason") == "canceled by SIGTERM before attempt 2 of 4 (rank 1 exited with status 5: crashing on the "
+          end.get("reason") == "canceled by SIGTERM before attempt 1 (rank 1 exited with status 5: crashing on the "
                                "first attempt)", f"canceled for good during the pause: {rc} {end}")
     check([(e["attempt"], e["phase"]) for e in attempts(L)] == [(0, "started"), (0, "ended")],
           f"no second attempt started: {attempts(L)}")
@@ -375,7 +376,7 @@ def case_port_taken(d):
             check(fresh is not None and port < fresh <= port + 40, f"{name}: within the range: {fresh}")
         check(f"MASTER_PORT={fresh} on attempt 1" in L.rank_log(0) and f"MASTER_PORT={fresh} on attempt 1" in L.rank_log(1),
               f"{name}: the ranks were given it: {L.rank_log(0)!r}")
-        check(log_says(L, f"MASTER_PORT {first} is taken now (by another program): attempt 2 uses {fresh}"),
+        check(log_says(L, f"MASTER_PORT {first} is taken now (by another program): attempt 1 uses {fresh}"),
               f"{name}: the log says so")
 
 

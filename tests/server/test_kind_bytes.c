@@ -187,7 +187,7 @@ static void write_api(int64_t run) {
     write_json("GET /runs", store_runs_page(NULL, 0, 10, &next), NULL);
     write_json("GET /runs/{id}/epochs", store_epochs_json(run), NULL);
     write_json("GET /runs/{id}/ranks", store_ranks_json(run), NULL);
-    write_json("series keys", store_series_keys(run), NULL);
+    write_json("series keys", store_series_keys(run, false), NULL);
 }
 
 /* The rows as stored, every column, each value as SQL writes it (quote()). */

@@ -100,8 +100,16 @@ def queue(s):
 
 def case_users_and_ownership(a):
     with Box(a) as box:
-        alice, bob = box.add("alice", "--max-devices", "2"), box.add("bob")
-        root = box.add("root", "--admin")
+        # the first command on a fresh state dir makes the database: one line about it, not one per migration
+        code, out, err = user(a.ddpd, box.dir, "add", "alice", "--max-devices", "2")
+        check(code == 0 and len(err.splitlines()) == 1 and "created the database" in err and "schema version" in err,
+              f"ddpd user add on a fresh state dir: one line on stderr about the database: {code} {err!r}")
+        alice = out.strip().splitlines()[-1] if out.strip() else ""
+        bob = box.add("bob")
+        code, out, err = user(a.ddpd, box.dir, "add", "root", "--admin")
+        check(code == 0 and err == "" and "user root added (admin, no quota, any priority, up to 100)" in out,
+              f"an admin's line says what it may give, and nothing more is said: {out!r} {err!r}")
+        root = out.strip().splitlines()[-1] if out.strip() else ""
         code, out, err = user(a.ddpd, box.dir, "add", "alice")
         check(code == 1 and "there is a user alice already" in err, f"alice twice: refused: {code} {err!r}")
         code, out, err = user(a.ddpd, box.dir, "add", "-x")
@@ -110,7 +118,8 @@ def case_users_and_ownership(a):
         lines = out.splitlines()
         check(code == 0 and lines[0].split()[:4] == ["NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY"] and
               [l.split()[:4] for l in lines[1:]] == [["alice", "no", "2", "0"], ["bob", "no", "none", "0"],
-                                                     ["root", "yes", "none", "0"]],
+                                                     ["root", "yes", "none", "100"]] and
+              "100 (admin)" in lines[3],
               f"ddpd user list: {out!r}")
         check(not any(t in out for t in (alice, bob, root)), "no token is listed")
         server_token = "s" * 32

@@ -533,7 +533,9 @@ it('a command run shows its command, a chart per series its script reported, and
     await page.selectOption('#log-rank', '1');
     const one = await wholeLog(s, json.id, 1);
     await until(async () => (await page.textContent('#run-log')) === one, 'rank 1\'s log on the page');
-    const lines = one.trim().split('\n');
+    const [banner, ...lines] = one.trim().split('\n');
+    assert.match(banner, /^--- ddp-run: attempt 0 starting \(TORCHELASTIC_RESTART_COUNT=0; .*\); program \/\S+; working directory \S+\/proj ---$/,
+      'the attempt\'s banner first: the interpreter found and the working directory');
     assert.deepEqual(lines, ['rank 1: epoch 0 done, 16 steps', 'rank 1: epoch 1 done, 16 steps'], 'rank 1 wrote two lines');
     await shots(page, 'command-run');
     await page.selectOption('#log-rank', '0');
@@ -637,7 +639,8 @@ it('a restarted command run: its attempts listed, a marker where the restart beg
     // the attempts, each with how it ended
     await until(async () => (await page.getAttribute('#attempts-table tbody', 'data-attempts')) === '2', 'two attempts listed');
     const rows = await page.$$eval('#attempts-table tbody tr', (trs) => trs.map((tr) => [tr.dataset.attempt, tr.dataset.status,
-      tr.querySelector('.failing-rank').textContent, tr.querySelector('.attempt-why').textContent]));
+      tr.querySelector('.failing-rank').textContent, tr.querySelector('.attempt-why').textContent, tr.cells[0].textContent]));
+    assert.deepEqual(rows.map((r) => r[4]), ['0', '1'], 'numbered as the API, ddpctl and the rank log number them, from 0');
     assert.deepEqual(rows.map((r) => r.slice(0, 3)), [['0', 'failed', '1'], ['1', 'succeeded', '—']]);
     assert.match(rows[0][3], /rank 1 exited with status 3/);
     assert.match(rows[0][3], /rank 1 gives up on attempt 0/, 'its last line');
@@ -645,7 +648,8 @@ it('a restarted command run: its attempts listed, a marker where the restart beg
     const href = await page.getAttribute('#attempts-table tr[data-attempt="0"] .attempt-logs a:nth-of-type(2)', 'href');
     assert.equal(href, `/runs/${json.id}/logs?rank=1&attempt=0`);
     const part = await (await fetch(`${s.url}${href}`)).text();
-    assert.equal(part, 'rank 1 gives up on attempt 0\n', 'the link: rank 1\'s output in attempt 0 alone');
+    assert.match(part, /^--- ddp-run: attempt 0 starting \(TORCHELASTIC_RESTART_COUNT=0; the last allowed is attempt 1\); program \S+; working directory \S+ ---\nrank 1 gives up on attempt 0\n$/,
+      'the link: rank 1\'s output in attempt 0 alone, after its banner');
     await shots(page, 'command-run-restarted');
     assert.deepEqual(page.errors, []);
     await page.close();
@@ -705,6 +709,14 @@ it('with users, the dashboard asks for a token once, shows each run\'s owner, an
     await page.goto(`${shared.url}/#/`);
     await page.waitForSelector('#token-form:not([hidden])');
     assert.match(await page.textContent('#token-hint'), /This server has users: enter your token/);
+    // the open form covers none of the page: the "New run" button stays visible and clickable
+    const newRun = await page.waitForSelector('main a.button.primary[href="#/submit"]');
+    const [form, button] = [await (await page.$('#token-form')).boundingBox(), await newRun.boundingBox()];
+    const overlap = form.x < button.x + button.width && button.x < form.x + form.width &&
+      form.y < button.y + button.height && button.y < form.y + form.height;
+    assert.ok(!overlap, `the token form does not lie over "New run": ${JSON.stringify({ form, button })}`);
+    assert.ok(await page.evaluate(({ x, y }) => document.elementFromPoint(x, y)?.closest('a')?.textContent === 'New run',
+      { x: button.x + button.width / 2, y: button.y + button.height / 2 }), '"New run" is what a click there reaches');
     await page.fill('#token-input', tokens.alice);
     await page.click('#token-form button[type=submit]');
     await until(async () => /Token ✓ alice/.test(await page.textContent('#token-button')), 'the button to name alice');

@@ -29,12 +29,13 @@ static void event_ended(event_sink *s, const attempt_plan *p, int attempt, const
 }
 
 void attempts_describe(const attempt_plan *p, int attempt, char *out, size_t n) {
-    snprintf(out, n, "attempt %d of %d starting (TORCHELASTIC_RESTART_COUNT=%d)", attempt + 1, last_attempt(p) + 1,
-             attempt);
+    /* numbered as TORCHELASTIC_RESTART_COUNT and the API's `attempt` are, from 0 */
+    snprintf(out, n, "attempt %d starting (TORCHELASTIC_RESTART_COUNT=%d; the last allowed is attempt %d)", attempt,
+             attempt, last_attempt(p));
 }
 
 /* Canceled after a failure that would have been restarted: the reason says what had
- * happened (`when`: "before attempt 2 of 3", ...). */
+ * happened (`when`: "before attempt 1", ...). */
 static void canceled_after(attempts_outcome *out, int sig, const char *when, const char *failure) {
     out->status = "canceled";
     out->signal = sig;
@@ -60,9 +61,9 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
             log_msg(LOG_WARN, "%s in %g s: %s", next, plan->backoff_s, r.reason);
             int sig = h->pause(h->ctx, plan->backoff_s);
             if (!sig) continue;
-            log_msg(LOG_WARN, "received SIG%s during the pause: no attempt %d", sigabbrev_np(sig), attempt + 2);
+            log_msg(LOG_WARN, "received SIG%s during the pause: no attempt %d", sigabbrev_np(sig), attempt + 1);
             char when[64];
-            snprintf(when, sizeof when, "before attempt %d of %d", attempt + 2, last_attempt(plan) + 1);
+            snprintf(when, sizeof when, "before attempt %d", attempt + 1);
             canceled_after(out, sig, when, r.reason);
         } else if (failed && r.cancel_signal && r.may_restart && more) {
             canceled_after(out, r.cancel_signal, "as a failed attempt was being stopped", r.reason);
