@@ -62,9 +62,18 @@ static void signal_groups(gang *g, int sig) {
         if (g->ranks[r].running || g->ranks[r].out.fd >= 0) kill(-g->ranks[r].pid, sig);
 }
 
-static void begin_stop(gang *g) {
+static void begin_stop(gang *g, double grace_s) {
     signal_groups(g, SIGTERM);
-    g->kill_at = now_s() + g->p->grace_s;
+    g->kill_at = now_s() + grace_s;
+}
+
+/* "SIGKILL at 14:03:27 UTC, in 30 s": when the ranks still running are killed. */
+static void describe_deadline(double grace_s, char *out, size_t n) {
+    time_t at = time(NULL) + (time_t)(grace_s + 0.5);
+    struct tm tm;
+    char clock[16] = "?";
+    if (gmtime_r(&at, &tm)) strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+    snprintf(out, n, "SIGKILL at %s UTC, in %g s", clock, grace_s);
 }
 
 static void describe_end(int status, char *out, size_t n) {
@@ -93,8 +102,10 @@ static void reap(gang *g) {
             g->first_status = status;
             char how[128];
             describe_end(status, how, sizeof how);
-            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks", RANK_OF(g, r), how);
-            begin_stop(g);
+            char deadline[64];
+            describe_deadline(g->p->grace_s, deadline, sizeof deadline);
+            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks (%s)", RANK_OF(g, r), how, deadline);
+            begin_stop(g, g->p->grace_s);
         }
     }
 }
@@ -116,8 +127,13 @@ static void on_signal(gang *g, int sig) {
         return;
     }
     g->canceled_by = sig;
-    log_msg(LOG_WARN, "received SIG%s: stopping every rank (SIGKILL after %g s)", sigabbrev_np(sig), g->p->grace_s);
-    begin_stop(g);
+    /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down */
+    double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
+    char deadline[64];
+    describe_deadline(grace, deadline, sizeof deadline);
+    log_msg(LOG_WARN, "received SIG%s%s: SIGTERM to every rank, %s", sigabbrev_np(sig),
+            sig == SIGUSR1 ? " (preempted)" : "", deadline);
+    begin_stop(g, grace);
 }
 
 static void start_ranks(gang *g, const sigset_t *child_mask) {
@@ -150,7 +166,7 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
         g->started++;
         g->alive++;
     }
-    if (g->spawn_failure[0] && g->started) begin_stop(g);
+    if (g->spawn_failure[0] && g->started) begin_stop(g, g->p->grace_s);
 }
 
 static int open_outputs(const gang *g) {
@@ -274,7 +290,7 @@ static void compose_result(gang *g, gang_result *res) {
 }
 
 int gang_signals_open(gang_signals *s) {
-    s->fd = signal_fd_open((const int[]){SIGCHLD, SIGTERM, SIGINT, SIGHUP}, 4, &s->child_mask);
+    s->fd = signal_fd_open((const int[]){SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1}, 5, &s->child_mask);
     return s->fd >= 0 ? 0 : -1;
 }
 

@@ -89,6 +89,7 @@ typedef struct {
         double hang_timeout_s; /* 0 = never */
         double collective_timeout_s; /* nccl: a collective or GPU wait longer than this fails the run */
         int max_restarts;      /* restarts of the whole group after a failure; 0 = none */
+        int stop_grace_s;      /* a command run's ranks' grace between SIGTERM and SIGKILL; 0 = the server's */
     } distributed;
     struct {
         int every_epochs; /* 0 = never */

@@ -38,6 +38,7 @@ static run_part *part_of_rank(live_run *r, int64_t rank) {
 void attempt_seen_locked(live_run *r, const store_op *op) {
     if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
     r->attempt = (int)op->u.attempt.attempt;
+    r->attempt_open = op->kind == OP_ATTEMPT_STARTED;
     if (op->kind == OP_ATTEMPT_STARTED && r->command && op->u.attempt.master_port > 0 &&
         op->u.attempt.master_port < 65536)
         r->port = (int)op->u.attempt.master_port; /* a restart's own, when its port was taken: the lease follows */
@@ -62,8 +63,9 @@ void scheduler_attempt(const store_op *op) {
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it. */
-static void record_attempt_end_locked(const live_run *r, const char *status, const char *reason,
+static void record_attempt_end_locked(live_run *r, const char *status, const char *reason,
                                       const rank_failure *f) {
+    r->attempt_open = false;
     store_op op = {.kind = OP_ATTEMPT_ENDED, .run_id = r->id, .rank = -1, .t = now_ms()};
     fields_unknown(&OP_KINDS[OP_ATTEMPT_STARTED], &op);
     fields_unknown(&OP_KINDS[OP_ATTEMPT_ENDED], &op);
@@ -77,6 +79,13 @@ static void record_attempt_end_locked(const live_run *r, const char *status, con
         op.u.attempt.last_line = f->last_line ? xstrdup(f->last_line) : NULL;
     }
     store_submit_now(&op);
+}
+
+void close_open_attempt_locked(live_run *r, const char *status, const char *reason) {
+    if (!r->attempt_open) return;
+    log_info("run %lld: attempt %d was left open by its launcher: it ends %s", (long long)r->id, r->attempt + 1,
+             status);
+    record_attempt_end_locked(r, status, reason, NULL);
 }
 
 /* Everything it held goes back, and it waits to start its next attempt. */

@@ -61,6 +61,8 @@ typedef struct live_run {
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its
      * ranks are in is `attempt` (its launchers' `attempt` events) */
     int max_restarts, restart_count, restarts_from, attempt;
+    bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
+    int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
     char *restart_why;    /* set once the server stops it to start it again (restart_run_locked) */
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
@@ -161,6 +163,11 @@ void preempt_again_locked(live_run *r);
  * newest checkpoint (a built-in run) or with its restart count one higher (a command
  * run). */
 void requeue_locked(live_run *r);
+/* The grace a run's ranks get between SIGTERM and SIGKILL, in ms: the server's for
+ * the cause (--cancel-grace for a cancel or shutdown, --preempt-grace for a
+ * preemption), or the longer one its config asks for (distributed.stop_grace_s),
+ * at most --max-stop-grace. Its launcher is killed LAUNCHER_GRACE_MARGIN_MS later. */
+int run_stop_grace_ms(const live_run *r, bool preemption);
 /* Every part still running is asked to stop (a run across nodes: once). */
 void stop_parts_locked(live_run *r);
 /* Queues the run's final state and forgets it: its devices go back. */
@@ -185,6 +192,9 @@ void attempt_seen_locked(live_run *r, const store_op *op);
  * stays, queued; *reason is left). Else false, and *reason says that none remained
  * when distributed.max_restarts gave the run any. */
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f);
+/* The attempt its launchers left open (they died, or were killed, before they closed
+ * it) ends as the run does: `status`, `reason`. Nothing when none is open. */
+void close_open_attempt_locked(live_run *r, const char *status, const char *reason);
 /* Frees what a rank_failure holds and forgets it. */
 void rank_failure_clear(rank_failure *f);
 /* Stops a started run to start it again later, with the next restart count, not

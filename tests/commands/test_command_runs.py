@@ -11,6 +11,10 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   rank_exits_3       one rank exits 3 mid-run: the run fails naming that rank and its
                      line; the other (blocked in an all-reduce) is stopped
   cancel             a running command run canceled: no process left
+  stop_grace_kept    distributed.stop_grace_s 6 over --cancel-grace 1: a SIGTERM handler
+                     that needs 3 s keeps its checkpoint; the attempt closed; the bound
+  open_attempt_closed  a launcher stopped (SIGSTOP) is killed after the grace; the
+                     server closes the attempt it left open
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
@@ -21,7 +25,7 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
                      restarted once placed, its ranks seeing TORCHELASTIC_RESTART_COUNT 1
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
+import argparse, json, os, re, shutil, signal, socket, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness  # noqa: E402
@@ -224,6 +228,83 @@ def case_cancel(a):
         run = s.wait_status(rid, "canceled", timeout=60)
         check(run and run["status"] == "canceled", f"canceled: {run and run['status']}")
         check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+# Each rank joins a gloo group, then saves on SIGTERM: 3 s of work, then its file.
+SAVES_ON_SIGTERM = ("import os, signal, sys, time\n"
+                    "import torch, torch.distributed as dist\n"
+                    "dist.init_process_group('gloo')\n"
+                    "rank = dist.get_rank()\n"
+                    "def save(*_):\n"
+                    "    time.sleep(float(sys.argv[1]))\n"
+                    "    torch.save(torch.ones(3) * rank, f'ckpt-{rank}.pt.tmp')\n"
+                    "    os.rename(f'ckpt-{rank}.pt.tmp', f'ckpt-{rank}.pt')\n"
+                    "    os._exit(0)\n"
+                    "signal.signal(signal.SIGTERM, save)\n"
+                    "open(f'ready-{rank}', 'w').close()\n"
+                    "while True:\n"
+                    "    time.sleep(1)\n")
+
+
+def case_stop_grace_kept(a):
+    """The grace a run asks for (distributed.stop_grace_s 6, over --cancel-grace 1) is
+    its ranks' from SIGTERM to SIGKILL, kept by ddp-run and by the server: a script that
+    needs 3 s to save its checkpoint on SIGTERM keeps it, and the run ends canceled with
+    its attempt closed. A grace asked beyond --max-stop-grace gets the bound."""
+    with WorkRoot() as w:
+        s = Server(a.ddpd, None, slots=2, grace=1,
+                   extra_args=["--allow-commands", "--work-root", w.root, "--runner", a.runner,
+                               "--port-range", "%d-%d" % w.ports, "--max-stop-grace", "8"])
+        with s:
+            with open(os.path.join(w.root, "proj", "saves.py"), "w") as f:
+                f.write(SAVES_ON_SIGTERM)
+            rid = s.submit({"name": "saves", "command": ["/usr/bin/python3", "saves.py", "3"], "working_dir": "proj",
+                            "distributed": {"world_size": 2, "stop_grace_s": 6}})
+            ready = [os.path.join(w.root, "proj", f"ready-{r}") for r in range(2)]
+            wait_until(lambda: all(os.path.exists(p) for p in ready), "both ranks in their gloo group", 180)
+            check(s.post(f"/runs/{rid}/cancel").status == 202, "canceled")
+            run = s.wait_status(rid, ("canceled", "failed", "succeeded"), timeout=60)
+            check(run and run["status"] == "canceled", f"the run ends canceled: {run and (run['status'], run['reason'])}")
+            saved = [os.path.exists(os.path.join(w.root, "proj", f"ckpt-{r}.pt")) for r in range(2)]
+            check(all(saved), f"each rank's checkpoint, written 3 s after SIGTERM, is there: {saved}")
+            last = (run or {}).get("attempts", [{}])[-1]
+            check(last.get("status") == "canceled" and last.get("ended_at"),
+                  f"its attempt is closed: {last.get('status')} {last.get('ended_at')}")
+            log = s.get(f"/runs/{rid}/logs?offset=0").body.decode(errors="replace")
+            check("SIGKILL at " in log and "in 6 s" in log, f"the launcher names the deadline it keeps: {log[-600:]!r}")
+
+            bounded = s.submit({"name": "bounded", "command": ["/usr/bin/python3", "saves.py", "0"],
+                                "working_dir": "proj", "distributed": {"world_size": 2, "stop_grace_s": 600}})
+            for p in ready:
+                os.unlink(p)
+            wait_until(lambda: all(os.path.exists(p) for p in ready), "both ranks in their gloo group", 180)
+            s.post(f"/runs/{bounded}/cancel")
+            run = s.wait_status(bounded, "canceled", timeout=60)
+            log = s.get(f"/runs/{bounded}/logs?offset=0").body.decode(errors="replace")
+            check(run and "in 8 s" in log, f"600 s asked, --max-stop-grace 8 given: {log[-600:]!r}")
+            check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+def case_open_attempt_closed(a):
+    """A launcher that cannot close its attempt (stopped here: SIGSTOP, as one stuck or
+    swapped out) is killed by the server after the grace and a margin; the server closes
+    the attempt with the run's end, so nothing shows it running on a canceled run."""
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "stuck", "command": ["/usr/bin/python3", "-c", "import time; time.sleep(600)"],
+                        "distributed": {"world_size": 2}})
+        run = wait_until(lambda: (lambda r: r if r and r["status"] == "running" and r.get("attempts") else None)(
+            s.run(rid)), "the run and its attempt to start", 120)
+        check(run and run["attempts"][-1]["status"] is None, f"its attempt is open: {run and run['attempts']}")
+        pid = run and run["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        check(s.post(f"/runs/{rid}/cancel").status == 202, "canceled")
+        run = s.wait_status(rid, ("canceled", "failed"), timeout=60)
+        check(run and run["status"] == "canceled", f"the run ends canceled: {run and (run['status'], run['reason'])}")
+        last = (run or {}).get("attempts", [{}])[-1]
+        check(last.get("status") == "canceled" and last.get("ended_at") and last.get("reason"),
+              f"the server closed its attempt: {last}")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
+              "no process left")
 
 
 def case_server_killed(a):
