@@ -549,6 +549,8 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
     char *reason = NULL;
     if (e->exit_code != 0 && !server_end_locked(r, &status, &reason))
         reason = xstrdup(r->end_reason ? r->end_reason : e->how);
+    else if (e->exit_code == 0 && r->command && r->end_reason) /* a success's note: ranks ddp-run stopped at exit */
+        reason = xstrdup(r->end_reason);
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
     bool mendable = r->restart_why || r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);

@@ -15,6 +15,8 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
                      that needs 3 s keeps its checkpoint; the attempt closed; the bound
   open_attempt_closed  a launcher stopped (SIGSTOP) is killed after the grace; the
                      server closes the attempt it left open
+  finished_at_exit   rank 0 exits 0, rank 1 hangs: stopped after distributed.exit_timeout_s,
+                     the run succeeds naming it
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
@@ -303,6 +305,33 @@ def case_open_attempt_closed(a):
         last = (run or {}).get("attempts", [{}])[-1]
         check(last.get("status") == "canceled" and last.get("ended_at") and last.get("reason"),
               f"the server closed its attempt: {last}")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
+              "no process left")
+
+
+def case_finished_at_exit(a):
+    """Rank 0 exits 0 after the last all-reduce and rank 1 hangs in its teardown (here:
+    sleeps for ever): after distributed.exit_timeout_s the launcher stops rank 1 and the
+    run succeeds, its reason and its attempt naming the rank stopped at exit."""
+    script = ("import os, time\n"
+              "import torch, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "t = torch.ones(2)\n"
+              "dist.all_reduce(t)\n"
+              "print(f'reduced {t.tolist()}', flush=True)\n"
+              "if dist.get_rank() == 1:\n"
+              "    time.sleep(600)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "finished", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2, "exit_timeout_s": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=180)
+        want = "rank 1 stopped at exit: still running, silent, 2 s after rank 0 exited 0 (distributed.exit_timeout_s)"
+        check(run and run["status"] == "succeeded" and run["reason"] == want,
+              f"the finished training succeeded, naming the rank stopped at exit: {run and (run['status'], run['reason'])}")
+        last = (run or {}).get("attempts", [{}])[-1]
+        check(last.get("status") == "succeeded" and last.get("reason") == want, f"so does its attempt: {last}")
+        check("reduced [2.0, 2.0]" in s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode(),
+              "rank 1 took part in the all-reduce before it hung")
         check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
               "no process left")
 

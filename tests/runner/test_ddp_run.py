@@ -4,7 +4,8 @@ the torchrun environment of every rank (whole allocation or one GPU each), the r
 output in ranks/rank-N.log and prefixed on the launcher's stdout, gang failure (the
 first failing rank named with its last line or its TORCHELASTIC_ERROR_FILE message, the
 others stopped, nothing left running), a command that cannot run, cancel by SIGTERM,
-the grace its flags give the ranks (--stop-grace, --preempt-grace on SIGUSR1),
+the grace its flags give the ranks (--stop-grace, --preempt-grace on SIGUSR1), ranks
+stopped at exit after another exited 0 (distributed.exit_timeout_s),
 refused configs, the installed copy finding the installed reporter, and a real 2-rank PyTorch DDP script (Debian's python3-torch, gloo)
 reporting through `import ddpd` to a socket.
 
@@ -503,6 +504,50 @@ def case_stop_grace(d):
                           "--stop-grace", "soon"], capture_output=True, text=True)
     check(bad.returncode == 2 and "--stop-grace soon is not a number of seconds" in bad.stderr,
           f"a grace that is not a number is refused by name: {bad.returncode} {bad.stderr[-200:]!r}")
+
+
+def case_stopped_at_exit(d):
+    """Once a rank has exited 0, the ranks still running that write nothing for the exit
+    timeout (the config's distributed.exit_timeout_s, or --exit-timeout) are stopped and
+    the attempt succeeds, naming them; one that keeps writing is waited for."""
+    s = script(d, "hangs_at_exit.py", """
+        import os, time
+        if os.environ["RANK"] == "0":
+            print("done", flush=True)
+        else:
+            print("tearing down", flush=True)
+            time.sleep(600)
+    """)
+    L = Launch(d, [PYTHON, s], 2, distributed={"exit_timeout_s": 1})
+    rc = L.wait(timeout=120)
+    end = L.end()
+    check(rc == 0 and end.get("status") == "succeeded", f"the finished run succeeded: {rc} {end} {L.stderr[-300:]!r}")
+    want = "rank 1 stopped at exit: still running, silent, 1 s after rank 0 exited 0 (distributed.exit_timeout_s)"
+    check(end.get("reason") == want, f"the end names the rank stopped at exit: {end.get('reason')!r}")
+    ended = [e for e in L.journal() if e["type"] == "attempt" and e.get("phase") == "ended"]
+    check(ended and ended[-1]["status"] == "succeeded" and ended[-1]["reason"] == want,
+          f"and so does its attempt: {ended[-1:]}")
+    check(want in L.stderr and "run succeeded: " + want in L.stderr, f"and the log: {L.stderr[-400:]!r}")
+    check(wait_until(lambda: not L.left_running(), 30), f"every rank is gone: {L.left_running()}")
+    launcher_events_ok(L, "succeeded")
+
+    s = script(d, "slow_last_epoch.py", """
+        import os, sys, time
+        started = os.path.join(sys.argv[1], "rank-1-started")
+        if os.environ["RANK"] == "0":
+            while not os.path.exists(started):
+                time.sleep(0.02)
+        else:
+            open(started, "w").close()
+            for i in range(12):
+                print(f"still evaluating {i}", flush=True)
+                time.sleep(0.25)
+    """)
+    L = Launch(d, [PYTHON, s, d], 2, name="busy", distributed={"exit_timeout_s": 600}, args=["--exit-timeout", "2"])
+    rc = L.wait(timeout=120)
+    end = L.end()
+    check(rc == 0 and end.get("status") == "succeeded" and end.get("reason") == "" and "still evaluating 11" in L.rank_log(1),
+          f"a rank that keeps writing past --exit-timeout 2 (over the config's 600) is waited for: {rc} {end}")
 
 
 def case_launcher_killed(d):
