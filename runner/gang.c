@@ -92,6 +92,25 @@ static void describe_end(int status, char *out, size_t n) {
     }
 }
 
+/* The server's word on a rank's process (docs/events.md, `rank_state`): its rank row
+ * has its pid and how it ended, whether the script reports or not. */
+static void say_rank_state(gang *g, int r, const char *state, int status) {
+    json_t *e = json_pack("{s:i, s:s, s:i}", "of", RANK_OF(g, r), "state", state, "pid", (int)g->ranks[r].pid);
+    if (strcmp(state, "started") == 0) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        json_object_set_new(e, "host", json_string(host));
+        json_object_set_new(e, "detail", json_string(""));
+    } else {
+        char how[128];
+        describe_end(status, how, sizeof how);
+        json_object_set_new(e, "exit_code", WIFEXITED(status) ? json_integer(WEXITSTATUS(status)) : json_null());
+        json_object_set_new(e, "signal", WIFSIGNALED(status) ? json_integer(WTERMSIG(status)) : json_null());
+        json_object_set_new(e, "detail", json_string(how));
+    }
+    event_emit(g->p->events, "rank_state", e);
+}
+
 static void reap(gang *g) {
     int status;
     pid_t pid;
@@ -102,6 +121,7 @@ static void reap(gang *g) {
             k->running = 0;
             k->status = status;
             g->alive--;
+            say_rank_state(g, r, WIFEXITED(status) ? "exited" : "killed", status);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             if (ok && g->first_done < 0) g->first_done = r;
             if (ok && !stopping(g) && g->alive > 0 && g->p->exit_timeout_s > 0 && g->exit_deadline == 0)
@@ -174,6 +194,7 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
             log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         g->started++;
         g->alive++;
+        say_rank_state(g, r, "started", 0);
     }
     if (g->spawn_failure[0] && g->started) begin_stop(g, g->p->grace_s);
 }

@@ -123,6 +123,31 @@ static const op_field STATUS_FIELDS[] = {
 static const op_row STATUS_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
                                   .write = ROW_UPSERT_CHANGED};
 
+/* ---- rank_state: a launcher's word on one of its ranks' processes ---- */
+
+/* The launcher (rank -1) says it of rank `of`: the op is that rank's, on its row, so
+ * a script that reports nothing still has its ranks, their pids and how they ended. */
+static const op_field RANK_STATE_FIELDS[] = {
+    {"pid", INT(rank_state, pid), FIELD_KEEP | FIELD_FEED, NULL},
+    {"host", TEXT(rank_state, host), FIELD_KEEP | FIELD_FEED, NULL},
+    {"state", TEXT(rank_state, state), FIELD_REQUIRED | FIELD_FEED, "a rank_state event without a state"},
+    {"detail", TEXT(rank_state, detail), FIELD_FEED, NULL},
+};
+static const op_row RANK_STATE_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
+                                      .write = ROW_UPSERT_CHANGED};
+/* of: the rank (its parse's own); exit_code, signal: in `detail` for a person, not kept apart */
+static const char *const RANK_STATE_OTHERS[] = {"of", "exit_code", "signal", NULL};
+
+static const char *parse_rank_state(const json_t *ev, store_op *op) {
+    const char *why = fields_parse(&OP_KINDS[OP_RANK_STATE], ev, op);
+    if (why) return why;
+    const json_t *of = json_object_get(ev, "of");
+    if (!json_is_integer(of) || json_integer_value(of) < 0 || json_integer_value(of) > 1 << 20)
+        return "a rank_state event without the rank it is about (of)";
+    op->rank = (int)json_integer_value(of);
+    return NULL;
+}
+
 /* ---- step: rank 0's step (the loss, lr and samples/s series; the run's progress) ---- */
 
 static const op_field STEP_FIELDS[] = {
@@ -724,6 +749,11 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_ATTEMPT_ENDED, .event = "attempt", .of_launcher = true, .parse = parse_attempt,
         FIELDS(ATTEMPT_ENDED_FIELDS), .row = &ATTEMPT_ENDED_ROW, .other_fields = ATTEMPT_ENDED_OTHERS,
         .apply = apply_row, .sse_event = "attempt", .sse_data = sse_attempt, .free_fields = free_attempt,
+    },
+    [OP_RANK_STATE] = {
+        .kind = OP_RANK_STATE, .event = "rank_state", .of_launcher = true, .parse = parse_rank_state,
+        FIELDS(RANK_STATE_FIELDS), .row = &RANK_STATE_ROW, .other_fields = RANK_STATE_OTHERS, .apply = apply_rank_row,
+        .sse_event = "rank", .sse_data = sse_fields,
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,

@@ -20,6 +20,7 @@ typedef enum {
     OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
     OP_ATTEMPT_STARTED, /* a launcher's attempt of its ranks began (its `attempt` event; the phase picks the kind) */
     OP_ATTEMPT_ENDED,   /* ... and ended; also the server's own word on an attempt it ended (run_restart.h) */
+    OP_RANK_STATE,      /* a launcher's word on one of its ranks' processes: started, exited, killed */
     /* run life */
     OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
     OP_RUN_STARTING,
@@ -48,6 +49,7 @@ typedef struct {
     union {
         struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
         struct { char *state, *detail; } status;
+        struct { int64_t pid; char *host, *state, *detail; } rank_state; /* op.rank: the rank it is about */
         struct {
             int64_t epoch, step, global_step;
             double loss, lr, samples_per_s;

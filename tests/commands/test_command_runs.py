@@ -17,6 +17,8 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
                      server closes the attempt it left open
   finished_at_exit   rank 0 exits 0, rank 1 hangs: stopped after distributed.exit_timeout_s,
                      the run succeeds naming it
+  ranks_without_reporter  a script without `import ddpd`: both ranks in GET /runs/{id}/ranks
+                     with their pids, exited with status 0 (from ddp-run)
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
@@ -334,6 +336,32 @@ def case_finished_at_exit(a):
               "rank 1 took part in the all-reduce before it hung")
         check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
               "no process left")
+
+
+def case_ranks_without_reporter(a):
+    """A script that does not `import ddpd` still has its ranks in GET /runs/{id}/ranks,
+    from its launcher: each with its pid, started, then exited with status 0."""
+    script = ("import os\n"
+              "import torch, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "t = torch.ones(1)\n"
+              "dist.all_reduce(t)\n"
+              "print(f'rank {dist.get_rank()} pid {os.getpid()} sum {t.item()}', flush=True)\n"
+              "dist.destroy_process_group()\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "plain", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=180)
+        check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}")
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        check(sorted(ranks) == [0, 1], f"both ranks are listed: {sorted(ranks)}")
+        for r in (0, 1):
+            row = ranks.get(r, {})
+            log = s.get(f"/runs/{rid}/logs?rank={r}&offset=0").body.decode()
+            check(row.get("pid") and f"rank {r} pid {row.get('pid')} sum 2.0" in log,
+                  f"rank {r}'s pid is its process's: {row.get('pid')} ({log.strip()!r})")
+            check(row.get("state") == "exited" and row.get("detail") == "exited with status 0" and row.get("host"),
+                  f"rank {r} exited with status 0, on its host: {row}")
 
 
 def case_server_killed(a):

@@ -528,6 +528,10 @@ def case_stopped_at_exit(d):
     check(ended and ended[-1]["status"] == "succeeded" and ended[-1]["reason"] == want,
           f"and so does its attempt: {ended[-1:]}")
     check(want in L.stderr and "run succeeded: " + want in L.stderr, f"and the log: {L.stderr[-400:]!r}")
+    states = [(e["of"], e["state"], e.get("exit_code"), e.get("signal")) for e in L.journal() if e["type"] == "rank_state"]
+    check(sorted(states[:2]) == [(0, "started", None, None), (1, "started", None, None)]
+          and sorted(states[2:]) == [(0, "exited", 0, None), (1, "killed", None, signal.SIGTERM)],
+          f"the launcher says each rank started, rank 0 exited 0 and rank 1 was killed (rank_state): {states}")
     check(wait_until(lambda: not L.left_running(), 30), f"every rank is gone: {L.left_running()}")
     launcher_events_ok(L, "succeeded")
 
