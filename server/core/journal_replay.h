@@ -44,7 +44,7 @@ typedef struct {
     void *ctx;
     /* a rank reported progress (its step or heartbeat), for the hang watch */
     void (*progress)(void *ctx, int rank, int64_t global_step);
-    /* the launcher's attempt started or ended: its op, as queued */
+    /* the launcher's attempt started or ended, or one of its ranks' processes did (rank_state): its op, as queued */
     void (*attempt)(void *ctx, const store_op *op);
 } journal_hooks;
 

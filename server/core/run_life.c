@@ -77,6 +77,7 @@ static void free_run(live_run *r) {
     rank_failure_clear(&r->server_blame);
     free(r->last_progress_ms);
     free(r->last_step);
+    free(r->rank_gone);
     free(r->end_status);
     free(r->end_reason);
     free(r->devices_json);
@@ -232,9 +233,11 @@ void requeue_locked(live_run *r) {
     free(r->end_reason);
     free(r->last_progress_ms);
     free(r->last_step);
+    free(r->rank_gone);
     r->devices_json = r->end_status = r->end_reason = NULL;
     r->last_progress_ms = NULL;
     r->last_step = NULL;
+    r->rank_gone = NULL;
     journal_replay_close(r->journal);
     r->journal = NULL;
     if (r->command)

@@ -44,7 +44,7 @@ void attempt_seen_locked(live_run *r, const store_op *op) {
         r->port = (int)op->u.attempt.master_port; /* a restart's own, when its port was taken: the lease follows */
     /* the hang watch counts from each rank's first report of the attempt: not through
      * the pause before it, nor from what the last one's ranks said */
-    for (int k = 0; r->last_progress_ms && k < r->world_size; k++) r->last_progress_ms[k] = 0;
+    for (int k = 0; r->last_progress_ms && k < r->world_size; k++) r->last_progress_ms[k] = r->rank_gone[k] = 0;
     if (op->kind != OP_ATTEMPT_ENDED || op->u.attempt.failing_rank == NO_INT || !op->u.attempt.status ||
         strcmp(op->u.attempt.status, "failed") != 0)
         return;
@@ -58,7 +58,8 @@ void attempt_seen_locked(live_run *r, const store_op *op) {
 
 void scheduler_attempt(const store_op *op) {
     pthread_mutex_lock(&K.mu);
-    attempt_seen_locked(find_run(op->run_id), op);
+    if (op->kind == OP_RANK_STATE) rank_state_seen_locked(find_run(op->run_id), op);
+    else attempt_seen_locked(find_run(op->run_id), op);
     pthread_mutex_unlock(&K.mu);
 }
 

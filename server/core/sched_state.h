@@ -67,6 +67,7 @@ typedef struct live_run {
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
+    bool *rank_gone;           /* and whether its process has ended (its launcher's rank_state): not watched */
     bool said_hello;      /* a hello came before its start was stored */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
@@ -206,6 +207,9 @@ void restart_run_locked(live_run *r, const char *why);
 /* ---- run_watch.c ---- */
 /* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */
 void watch_hangs_of(live_run *r);
+/* A launcher's word on one of its ranks' processes (rank_state): a rank that has
+ * ended is not hung, and never blamed for a hang. */
+void rank_state_seen_locked(live_run *r, const store_op *op);
 /* Each tick: a command run that made no progress for its hang timeout is stopped. */
 void watch_hang_locked(live_run *r, int64_t now);
 /* Each tick: an adopted run's journal is read on. */

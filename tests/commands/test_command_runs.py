@@ -20,6 +20,8 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   ranks_without_reporter  a script without `import ddpd`: both ranks in GET /runs/{id}/ranks
                      with their pids, exited with status 0 (from ddp-run)
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
+  hang_blames_running  rank 0 exits 0, rank 1 hangs (exit timeout off): the hang names
+                     rank 1, never the rank that exited
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
   restarted_once     distributed.max_restarts 1: rank 1 fails once, the gang starts
@@ -417,6 +419,40 @@ def case_hang_named(a):
         other = s.post("/runs", {"command": ["true"]}).json()
         check(other.get("config", {}).get("distributed", {}).get("hang_timeout_s") == 0,
               f"a command run's default: off ({other.get('config')})")
+
+
+def case_hang_blames_running(a):
+    # Rank 0 reports steps 1..3 and exits 0; only then does rank 1 report steps 1..5
+    # and go quiet. With the exit timeout off, the hang watch fails the run, naming
+    # rank 1 at step 5: never rank 0, whose process ended (its launcher said so).
+    script = ("import os, sys, time, ddpd\n"
+              "rank = int(os.environ['RANK'])\n"
+              "if rank == 0:\n"
+              "    for step in range(1, 4):\n"
+              "        ddpd.log_step(step, loss=1.0)\n"
+              "    ddpd.flush()\n"
+              "    open('rank-0.pid.tmp', 'w').write(str(os.getpid()))\n"
+              "    os.rename('rank-0.pid.tmp', 'rank-0.pid')\n"
+              "    sys.exit(0)\n"
+              "while not os.path.exists('rank-0.pid'):\n"
+              "    time.sleep(0.02)\n"
+              "pid = int(open('rank-0.pid').read())\n"
+              "while os.path.exists(f'/proc/{pid}') and open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z':\n"
+              "    time.sleep(0.02)\n"
+              "for step in range(1, 6):\n"
+              "    ddpd.log_step(step, loss=1.0)\n"
+              "ddpd.flush()\n"
+              "time.sleep(600)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "hangs-after-exit", "command": ["/usr/bin/python3", "-c", script],
+                        "working_dir": "proj",
+                        "distributed": {"world_size": 2, "hang_timeout_s": 2, "exit_timeout_s": 0}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=90)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and "rank 1 furthest behind" in reason and "step 5" in reason,
+              f"failed, naming rank 1 (still running) at step 5, not rank 0 (exited 0): {run and run['status']} {reason!r}")
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        check(ranks.get(0, {}).get("detail") == "exited with status 0", f"rank 0 exited 0: {ranks.get(0)}")
 
 
 def case_ddpctl_run(a):
