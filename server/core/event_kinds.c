@@ -160,8 +160,17 @@ static const op_field STEP_FIELDS[] = {
 };
 static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE};
 
-/* A reporter's other values (series: st[1]), then the step's row. */
+/* A reporter's other values (series: st[1]), its rank's step (st[2]: a reporter sends
+ * no heartbeat, so a command run's rank 0 showed none in GET /runs/{id}/ranks), then
+ * the step's row. */
 static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    if (op->u.step.of_reporter && op->rank >= 0) {
+        sqlite3_bind_int64(st[2], 1, op->run_id);
+        sqlite3_bind_int(st[2], 2, op->rank);
+        sqlite3_bind_int64(st[2], 3, op->u.step.global_step);
+        sqlite3_bind_int64(st[2], 4, op->t);
+        run(db, st[2]);
+    }
     const char *key;
     json_t *value;
     json_object_foreach(op->u.step.series, key, value) {
@@ -220,6 +229,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
     op->kind = OP_STEP;
     fields_from_values(&OP_KINDS[OP_STEP], values, op);
     op->u.step.global_step = global_step;
+    op->u.step.of_reporter = true; /* it sends no heartbeat: its rank's row takes the step (apply_step) */
     json_t *series = NULL;
     json_object_foreach((json_t *)values, key, value) {
         if (step_real(key)) continue;
@@ -712,7 +722,9 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
-        .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)"},
+        .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "UPDATE ranks SET global_step = ?3, last_seen = ?4 WHERE run_id = ?1 AND rank = ?2"
+                " AND global_step IS NOT ?3"},
         .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },

@@ -54,6 +54,7 @@ typedef struct {
             int64_t epoch, step, global_step;
             double loss, lr, samples_per_s;
             json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
+            bool of_reporter; /* a reporter's metric (a command run's rank 0): its rank's row has its step too */
         } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;

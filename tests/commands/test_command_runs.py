@@ -163,6 +163,8 @@ def case_torch_two_ranks(a):
               f"progress follows the reported steps: {run['progress']}")
         ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
         check(set(ranks) >= {0, 1}, f"both ranks said hello: {sorted(ranks)}")
+        check(ranks.get(0, {}).get("global_step") == 96,
+              f"rank 0's row has its last reported step (a reporter sends no heartbeat): {ranks.get(0)}")
         for r in (0, 1):
             log = s.get(f"/runs/{rid}/logs?rank={r}&offset=0").body.decode()
             check(r != 0 or "final loss" in log, f"rank {r}'s own log: {log[-200:]!r}")
