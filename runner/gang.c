@@ -92,8 +92,8 @@ static void describe_end(int status, char *out, size_t n) {
     }
 }
 
-/* The server's word on a rank's process (docs/events.md, `rank_state`): its rank row
- * has its pid and how it ended, whether the script reports or not. */
+/* The launcher's word on a rank's process (docs/events.md, `rank_state`): the server
+ * keeps its pid and how it ended on the rank's row, whether the script reports or not. */
 static void say_rank_state(gang *g, int r, const char *state, int status) {
     json_t *e = json_pack("{s:i, s:s, s:i}", "of", RANK_OF(g, r), "state", state, "pid", (int)g->ranks[r].pid);
     if (strcmp(state, "started") == 0) {
@@ -205,8 +205,6 @@ static int open_outputs(const gang *g) {
     return n;
 }
 
-/* Deadlines: SIGKILL after the grace; after every rank exited, pipes still held by
- * their children are given a little while, then those children are killed. */
 /* A rank exited 0 and the others still running have been silent for the exit timeout
  * since: they are stopped (a rank hung in its process group's teardown after the last
  * epoch), and the attempt succeeds saying so. */
@@ -220,15 +218,20 @@ static void stop_at_exit(gang *g) {
             n++;
         }
     snprintf(g->stopped_at_exit, sizeof g->stopped_at_exit,
-             "rank%s %s stopped at exit: still running, silent, %g s after rank %d exited 0 (distributed.exit_timeout_s)",
+             "rank%s %s stopped at exit: still running, silent, %g s after rank %d exited 0 "
+             "(distributed.exit_timeout_s)",
              n > 1 ? "s" : "", who, g->p->exit_timeout_s, RANK_OF(g, g->first_done));
     utf8_repair(g->stopped_at_exit);
     char deadline[64];
     describe_deadline(g->p->grace_s, deadline, sizeof deadline);
-    log_msg(LOG_WARN, "%s: SIGTERM to %s, %s; the attempt succeeds", g->stopped_at_exit, n > 1 ? "them" : "it", deadline);
+    log_msg(LOG_WARN, "%s: SIGTERM to %s, %s; the attempt succeeds", g->stopped_at_exit, n > 1 ? "them" : "it",
+            deadline);
     begin_stop(g, g->p->grace_s);
 }
 
+/* Deadlines: the exit timeout (stop_at_exit); SIGKILL after the grace; after every
+ * rank exited, pipes still held by their children are given a little while, then
+ * those children are killed. */
 static void handle_deadlines(gang *g) {
     double now = now_s();
     if (g->exit_deadline > 0 && now >= g->exit_deadline && !stopping(g) && g->alive > 0) stop_at_exit(g);

@@ -129,7 +129,8 @@ static void start(const json_t *w) {
     int port = (int)json_integer_value(json_object_get(w, "master_port"));
     const json_t *range = json_object_get(w, "port_range");
     /* a command run's grace for its ranks, from the coordinator (one that does not say: ddp-run's own) */
-    const json_t *stop_grace = json_object_get(w, "stop_grace_s"), *preempt_grace = json_object_get(w, "preempt_grace_s");
+    const json_t *stop_grace = json_object_get(w, "stop_grace_s");
+    const json_t *preempt_grace = json_object_get(w, "preempt_grace_s");
     bool graces = command && json_is_integer(stop_grace) && json_is_integer(preempt_grace);
     p->grace_s = graces ? (double)json_integer_value(stop_grace) + LAUNCHER_GRACE_MARGIN_MS / 1000.0 : P.c.grace_s;
     snprintf(p->files[p->n_files++], sizeof p->files[0], "trainer.log");
