@@ -141,6 +141,7 @@ static void load_distributed(report *r, json_t *doc, command_config *c) {
     c->world_size = int_field(r, dist, "world_size", 1, 1, MAX_WORLD_SIZE);
     c->threads_per_rank = int_field(r, dist, "threads_per_rank", 1, 1, MAX_THREADS_PER_RANK);
     c->max_restarts = int_field(r, dist, "max_restarts", 0, 0, RUN_CONFIG_MAX_RESTARTS);
+    c->exit_timeout_s = int_field(r, dist, "exit_timeout_s", RUN_CONFIG_EXIT_TIMEOUT_S, 0, 86400);
     json_t *iso = json_object_get(dist, "isolate_devices");
     if (iso && !json_is_boolean(iso)) problem(r, "/distributed/isolate_devices", "%s", "must be true or false");
     c->isolate_devices = json_is_true(iso);

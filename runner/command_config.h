@@ -17,6 +17,8 @@ typedef struct {
     int isolate_devices;
     int threads_per_rank;
     int max_restarts;     /* distributed.max_restarts: restarts of the whole gang after a failure */
+    int exit_timeout_s;   /* distributed.exit_timeout_s: ranks still running this long after another exited 0,
+                           * silent meanwhile, are stopped and the attempt succeeds; 0: never */
 } command_config;
 
 /* Reads and checks `path`. 0, or -1 after printing every problem on `errors`

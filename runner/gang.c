@@ -42,6 +42,10 @@ typedef struct {
     char spawn_failure[1024];
     double kill_at;  /* 0: no SIGKILL due */
     double drain_until;
+    /* a rank exited 0: the others still running are stopped if silent until then (0: not due) */
+    int first_done;    /* the first rank (index) that exited 0; -1: none */
+    double exit_deadline;
+    char stopped_at_exit[512]; /* once they were: why, for the attempt's reason */
 } gang;
 
 /* The global rank of the r-th rank this launcher started (a node part starts
@@ -54,7 +58,9 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int stopping(const gang *g) { return g->first_failed >= 0 || g->canceled_by || g->spawn_failure[0]; }
+static int stopping(const gang *g) {
+    return g->first_failed >= 0 || g->canceled_by || g->spawn_failure[0] || g->stopped_at_exit[0];
+}
 
 /* Signals every rank's process group that may still have members. */
 static void signal_groups(gang *g, int sig) {
@@ -62,9 +68,18 @@ static void signal_groups(gang *g, int sig) {
         if (g->ranks[r].running || g->ranks[r].out.fd >= 0) kill(-g->ranks[r].pid, sig);
 }
 
-static void begin_stop(gang *g) {
+static void begin_stop(gang *g, double grace_s) {
     signal_groups(g, SIGTERM);
-    g->kill_at = now_s() + g->p->grace_s;
+    g->kill_at = now_s() + grace_s;
+}
+
+/* "SIGKILL at 14:03:27 UTC, in 30 s": when the ranks still running are killed. */
+static void describe_deadline(double grace_s, char *out, size_t n) {
+    time_t at = time(NULL) + (time_t)(grace_s + 0.5);
+    struct tm tm;
+    char clock[16] = "?";
+    if (gmtime_r(&at, &tm)) strftime(clock, sizeof clock, "%H:%M:%S", &tm);
+    snprintf(out, n, "SIGKILL at %s UTC, in %g s", clock, grace_s);
 }
 
 static void describe_end(int status, char *out, size_t n) {
@@ -77,6 +92,25 @@ static void describe_end(int status, char *out, size_t n) {
     }
 }
 
+/* The launcher's word on a rank's process (docs/events.md, `rank_state`): the server
+ * keeps its pid and how it ended on the rank's row, whether the script reports or not. */
+static void say_rank_state(gang *g, int r, const char *state, int status) {
+    json_t *e = json_pack("{s:i, s:s, s:i}", "of", RANK_OF(g, r), "state", state, "pid", (int)g->ranks[r].pid);
+    if (strcmp(state, "started") == 0) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        json_object_set_new(e, "host", json_string(host));
+        json_object_set_new(e, "detail", json_string(""));
+    } else {
+        char how[128];
+        describe_end(status, how, sizeof how);
+        json_object_set_new(e, "exit_code", WIFEXITED(status) ? json_integer(WEXITSTATUS(status)) : json_null());
+        json_object_set_new(e, "signal", WIFSIGNALED(status) ? json_integer(WTERMSIG(status)) : json_null());
+        json_object_set_new(e, "detail", json_string(how));
+    }
+    event_emit(g->p->events, "rank_state", e);
+}
+
 static void reap(gang *g) {
     int status;
     pid_t pid;
@@ -87,14 +121,20 @@ static void reap(gang *g) {
             k->running = 0;
             k->status = status;
             g->alive--;
+            say_rank_state(g, r, WIFEXITED(status) ? "exited" : "killed", status);
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (ok && g->first_done < 0) g->first_done = r;
+            if (ok && !stopping(g) && g->alive > 0 && g->p->exit_timeout_s > 0 && g->exit_deadline == 0)
+                g->exit_deadline = now_s() + g->p->exit_timeout_s;
             if (ok || stopping(g)) continue;
             g->first_failed = r;
             g->first_status = status;
             char how[128];
             describe_end(status, how, sizeof how);
-            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks", RANK_OF(g, r), how);
-            begin_stop(g);
+            char deadline[64];
+            describe_deadline(g->p->grace_s, deadline, sizeof deadline);
+            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks (%s)", RANK_OF(g, r), how, deadline);
+            begin_stop(g, g->p->grace_s);
         }
     }
 }
@@ -116,8 +156,13 @@ static void on_signal(gang *g, int sig) {
         return;
     }
     g->canceled_by = sig;
-    log_msg(LOG_WARN, "received SIG%s: stopping every rank (SIGKILL after %g s)", sigabbrev_np(sig), g->p->grace_s);
-    begin_stop(g);
+    /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down */
+    double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
+    char deadline[64];
+    describe_deadline(grace, deadline, sizeof deadline);
+    log_msg(LOG_WARN, "received SIG%s%s: SIGTERM to every rank, %s", sigabbrev_np(sig),
+            sig == SIGUSR1 ? " (preempted)" : "", deadline);
+    begin_stop(g, grace);
 }
 
 static void start_ranks(gang *g, const sigset_t *child_mask) {
@@ -149,8 +194,9 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
             log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         g->started++;
         g->alive++;
+        say_rank_state(g, r, "started", 0);
     }
-    if (g->spawn_failure[0] && g->started) begin_stop(g);
+    if (g->spawn_failure[0] && g->started) begin_stop(g, g->p->grace_s);
 }
 
 static int open_outputs(const gang *g) {
@@ -159,10 +205,36 @@ static int open_outputs(const gang *g) {
     return n;
 }
 
-/* Deadlines: SIGKILL after the grace; after every rank exited, pipes still held by
- * their children are given a little while, then those children are killed. */
+/* A rank exited 0 and the others still running have been silent for the exit timeout
+ * since: they are stopped (a rank hung in its process group's teardown after the last
+ * epoch), and the attempt succeeds saying so. */
+static void stop_at_exit(gang *g) {
+    char who[256] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int r = 0; r < g->started && len < sizeof who; r++)
+        if (g->ranks[r].running) {
+            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", n ? ", " : "", RANK_OF(g, r));
+            n++;
+        }
+    snprintf(g->stopped_at_exit, sizeof g->stopped_at_exit,
+             "rank%s %s stopped at exit: still running, silent, %g s after rank %d exited 0 "
+             "(distributed.exit_timeout_s)",
+             n > 1 ? "s" : "", who, g->p->exit_timeout_s, RANK_OF(g, g->first_done));
+    utf8_repair(g->stopped_at_exit);
+    char deadline[64];
+    describe_deadline(g->p->grace_s, deadline, sizeof deadline);
+    log_msg(LOG_WARN, "%s: SIGTERM to %s, %s; the attempt succeeds", g->stopped_at_exit, n > 1 ? "them" : "it",
+            deadline);
+    begin_stop(g, g->p->grace_s);
+}
+
+/* Deadlines: the exit timeout (stop_at_exit); SIGKILL after the grace; after every
+ * rank exited, pipes still held by their children are given a little while, then
+ * those children are killed. */
 static void handle_deadlines(gang *g) {
     double now = now_s();
+    if (g->exit_deadline > 0 && now >= g->exit_deadline && !stopping(g) && g->alive > 0) stop_at_exit(g);
     if (g->kill_at > 0 && now >= g->kill_at) {
         log_msg(LOG_WARN, "sending SIGKILL to the ranks still running");
         signal_groups(g, SIGKILL);
@@ -183,6 +255,7 @@ static void handle_deadlines(gang *g) {
 static int poll_timeout_ms(const gang *g) {
     double now = now_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
     if (g->kill_at > 0 && g->kill_at < until) until = g->kill_at;
+    if (g->exit_deadline > 0 && g->exit_deadline < until) until = g->exit_deadline;
     if (g->alive == 0 && g->drain_until > 0 && g->drain_until < until) until = g->drain_until;
     double ms = (until - now) * 1000.0;
     return ms < 0 ? 0 : (int)ms + 1;
@@ -202,8 +275,13 @@ static void supervise(gang *g, int sfd) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) on_signal(g, (int)si.ssi_signo);
         }
-        for (int r = 0; r < n; r++)
-            if (fds[r + 1].fd >= 0 && (fds[r + 1].revents & (POLLIN | POLLHUP | POLLERR))) rank_output_read(&g->ranks[r].out);
+        for (int r = 0; r < n; r++) {
+            if (fds[r + 1].fd < 0 || !(fds[r + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            rank_output_read(&g->ranks[r].out);
+            /* a rank still writing after another finished is still at work */
+            if (g->exit_deadline > 0 && g->ranks[r].running && (fds[r + 1].revents & POLLIN))
+                g->exit_deadline = now_s() + g->p->exit_timeout_s;
+        }
         reap(g); /* signals coalesce; a pipe's end often comes first */
         handle_deadlines(g);
         event_flush(g->p->events); /* the sink's timed flush and its reconnects */
@@ -264,6 +342,9 @@ static void compose_result(gang *g, gang_result *res) {
         utf8_repair(res->last_words);
         snprintf(res->reason, sizeof res->reason, "rank %d %s%s%s", RANK_OF(g, r), how, words[0] ? ": " : "", words);
         utf8_repair(res->reason); /* clipped to fit: no sequence cut in two */
+    } else if (g->stopped_at_exit[0] && !g->canceled_by) {
+        res->outcome = GANG_SUCCEEDED;
+        snprintf(res->reason, sizeof res->reason, "%s", g->stopped_at_exit);
     } else if (g->canceled_by) {
         res->outcome = GANG_CANCELED;
         res->signal = g->canceled_by;
@@ -274,7 +355,7 @@ static void compose_result(gang *g, gang_result *res) {
 }
 
 int gang_signals_open(gang_signals *s) {
-    s->fd = signal_fd_open((const int[]){SIGCHLD, SIGTERM, SIGINT, SIGHUP}, 4, &s->child_mask);
+    s->fd = signal_fd_open((const int[]){SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1}, 5, &s->child_mask);
     return s->fd >= 0 ? 0 : -1;
 }
 
@@ -298,7 +379,7 @@ int gang_signals_wait_cancel(gang_signals *s, double seconds) {
 }
 
 void gang_run(const gang_params *p, gang_result *res) {
-    gang g = {.p = p, .first_failed = -1};
+    gang g = {.p = p, .first_failed = -1, .first_done = -1};
     g.ranks = calloc((size_t)p->env->local_ranks, sizeof *g.ranks);
     if (!g.ranks) {
         memset(res, 0, sizeof *res);

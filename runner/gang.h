@@ -3,7 +3,10 @@
  * then SIGKILL after a grace, and the attempt fails naming the first failing rank,
  * how it ended and its last words (its error file's message, else its last non-empty
  * output line). SIGTERM, SIGINT or SIGHUP to the launcher stops every rank the same
- * way and cancels the run. One gang_run is one attempt; the launcher's signals stay
+ * way and cancels the run; SIGUSR1 (ddpd's preemption) too, with the preemption's
+ * grace. When a rank has exited 0 and the others still running write nothing for the
+ * exit timeout, they are stopped the same way and the attempt succeeds, its reason
+ * naming them (torchelastic's exit barrier). One gang_run is one attempt; the launcher's signals stay
  * with it across attempts (gang_signals), so that a cancel between two is heard. */
 #ifndef DDPD_GANG_H
 #define DDPD_GANG_H
@@ -17,7 +20,7 @@
 
 typedef enum { GANG_SUCCEEDED, GANG_FAILED, GANG_CANCELED } gang_outcome;
 
-/* SIGCHLD and the cancel signals (SIGTERM, SIGINT, SIGHUP), blocked and read from a
+/* SIGCHLD and the cancel signals (SIGTERM, SIGINT, SIGHUP, SIGUSR1), blocked and read from a
  * signalfd from gang_signals_open to gang_signals_close. */
 typedef struct {
     int fd;
@@ -37,7 +40,10 @@ typedef struct {
     const rank_env_params *env;
     const char *run_dir;
     const char *working_dir; /* where the ranks start */
-    double grace_s;          /* between SIGTERM and SIGKILL */
+    double grace_s;          /* between SIGTERM and SIGKILL: a failure, a cancel */
+    double preempt_grace_s;  /* the same when the launcher is preempted (SIGUSR1) */
+    double exit_timeout_s;   /* once a rank exited 0, the others still running are stopped after this long
+                              * without output, and the attempt succeeds; 0: never */
     event_sink *events;      /* the launcher's own (rank -1) */
     gang_signals *signals;
 } gang_params;
@@ -45,7 +51,8 @@ typedef struct {
 typedef struct {
     gang_outcome outcome;
     int signal;        /* GANG_CANCELED: the signal that canceled the run */
-    char reason[2048]; /* GANG_FAILED, GANG_CANCELED: why, for a person */
+    char reason[2048]; /* GANG_FAILED, GANG_CANCELED: why, for a person; GANG_SUCCEEDED: the ranks stopped at
+                        * exit, else "" */
     /* GANG_FAILED because a rank failed (not because one could not start): */
     int failing_rank;  /* the rank the reason names (global), else -1 */
     int rank_status;   /* its wait status */

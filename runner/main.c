@@ -42,13 +42,16 @@ typedef struct {
     const char *restart_count; /* the first attempt's number: a run's count that goes on */
     const char *restarts_from; /* the attempt its restarts count from (default: the first) */
     const char *port_range;
+    const char *stop_grace, *preempt_grace; /* seconds; NULL: DDPD_CANCEL_GRACE_S, else 10 */
+    const char *exit_timeout;               /* seconds; NULL: the config's distributed.exit_timeout_s */
 } options;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
             "               [--nodes N --node-rank K --master-addr ADDR] [--restart-count K [--restarts-from F]]\n"
-            "               [--port-range LO-HI]\n"
+            "               [--port-range LO-HI] [--stop-grace SECONDS] [--preempt-grace SECONDS]\n"
+            "               [--exit-timeout SECONDS]\n"
             "\n"
             "Runs a command run's `command` once per rank (distributed.world_size), with\n"
             "torchrun's environment, as one gang: a rank that fails stops the others, and the\n"
@@ -68,10 +71,18 @@ static void usage(FILE *f) {
             "                      ddpd starts a run again within what one launch of it may use\n"
             "  --port-range LO-HI  where a restart's MASTER_PORT comes from when the run's own was\n"
             "                      taken meanwhile (ddpd serve's; default: a port the kernel picks)\n"
+            "  --stop-grace S      seconds from SIGTERM to SIGKILL when the ranks are stopped: the\n"
+            "                      launcher canceled (SIGTERM, SIGINT, SIGHUP) or a rank failed\n"
+            "                      (default: DDPD_CANCEL_GRACE_S, else 10; ddpd passes its --cancel-grace)\n"
+            "  --preempt-grace S   the same when the launcher gets SIGUSR1 (ddpd preempts the run;\n"
+            "                      default: the stop grace)\n"
+            "  --exit-timeout S    once a rank exited 0, the ranks still running that write nothing\n"
+            "                      for S seconds are stopped and the attempt succeeds (0: never;\n"
+            "                      default: distributed.exit_timeout_s, else 30)\n"
             "  --version           print the version\n"
             "\n"
             "environment: DDPD_RUN_ID, DDPD_RUN_SECRET, CUDA_VISIBLE_DEVICES (the run's GPUs),\n"
-            "DDPD_CANCEL_GRACE_S (seconds between SIGTERM and SIGKILL, default 10),\n"
+            "DDPD_CANCEL_GRACE_S (seconds between SIGTERM and SIGKILL without --stop-grace, default 10),\n"
             "DDPD_RESTART_BACKOFF_S (seconds between a failed attempt and the next, default 1)\n"
             "\n"
             "exit status: 0 succeeded, 1 failed, 2 bad config or usage, 128+N canceled by signal N\n");
@@ -84,11 +95,13 @@ static int parse_args(int argc, char **argv, options *o) {
         {"nodes", required_argument, 0, 'n'},  {"node-rank", required_argument, 0, 'k'},
         {"master-addr", required_argument, 0, 'a'}, {"restart-count", required_argument, 0, 'r'},
         {"port-range", required_argument, 0, 'P'}, {"restarts-from", required_argument, 0, 'F'},
+        {"stop-grace", required_argument, 0, 'g'}, {"preempt-grace", required_argument, 0, 'G'},
+        {"exit-timeout", required_argument, 0, 'x'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:F:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:F:g:G:x:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o->config_path = optarg; break;
         case 'd': o->run_dir = optarg; break;
@@ -100,6 +113,9 @@ static int parse_args(int argc, char **argv, options *o) {
         case 'r': o->restart_count = optarg; break;
         case 'P': o->port_range = optarg; break;
         case 'F': o->restarts_from = optarg; break;
+        case 'g': o->stop_grace = optarg; break;
+        case 'G': o->preempt_grace = optarg; break;
+        case 'x': o->exit_timeout = optarg; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
         default: usage(stderr); return -1;
@@ -191,6 +207,18 @@ static int attempt_options(const options *o, int *first, int *from, int *port_lo
     return 0;
 }
 
+/* Seconds from an option (a grace, a timeout), 0 to a day; -1 (said on stderr) when it is not one. */
+static double seconds_option(const char *name, const char *text) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= 0 && v <= 86400)) {
+        fprintf(stderr, "ddp-run: --%s %s is not a number of seconds (0 to 86400)\n", name, text);
+        return -1;
+    }
+    return v;
+}
+
 static void send_hello(event_sink *events, int world_size) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
@@ -216,6 +244,11 @@ static int run(const options *o, const command_config *cfg) {
     int nodes = 1, node_rank = 0, first_attempt, restarts_from, port_lo, port_hi;
     if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
     if (attempt_options(o, &first_attempt, &restarts_from, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
+    double grace_s = o->stop_grace ? seconds_option("stop-grace", o->stop_grace)
+                                   : env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run");
+    double preempt_grace_s = o->preempt_grace ? seconds_option("preempt-grace", o->preempt_grace) : grace_s;
+    double exit_timeout_s = o->exit_timeout ? seconds_option("exit-timeout", o->exit_timeout) : cfg->exit_timeout_s;
+    if (grace_s < 0 || preempt_grace_s < 0 || exit_timeout_s < 0) return EXIT_BAD_INPUT;
     int local_ranks = cfg->world_size / nodes;
     const char *devices = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "";
     int gpus = rank_env_device_count(devices);
@@ -312,7 +345,7 @@ static int run(const options *o, const command_config *cfg) {
     } else {
         restart_params rp = {
             .gang = {.cfg = cfg, .env = &env, .run_dir = run_dir, .working_dir = working_dir,
-                     .grace_s = env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run"),
+                     .grace_s = grace_s, .preempt_grace_s = preempt_grace_s, .exit_timeout_s = exit_timeout_s,
                      .events = events, .signals = &signals},
             .env = &env,
             .plan = {.first = first_attempt, .from = restarts_from, .max_restarts = cfg->max_restarts,
@@ -328,7 +361,7 @@ static int run(const options *o, const command_config *cfg) {
     utf8_repair(res.reason);
 
     int succeeded = strcmp(res.status, "succeeded") == 0, canceled = strcmp(res.status, "canceled") == 0;
-    if (succeeded) log_msg(LOG_INFO, "run succeeded");
+    if (succeeded) log_msg(LOG_INFO, "run succeeded%s%s", res.reason[0] ? ": " : "", res.reason);
     else log_msg(LOG_ERROR, "run %s: %s", res.status, res.reason);
     int exit_code = canceled ? 128 + res.signal : succeeded ? EXIT_SUCCEEDED : EXIT_FAILED;
     log_set_events(NULL);

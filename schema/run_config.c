@@ -303,6 +303,8 @@ static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.hang_timeout_s = number_at(doc, "/distributed/hang_timeout_s");
     c->distributed.collective_timeout_s = number_at(doc, "/distributed/collective_timeout_s");
     c->distributed.max_restarts = (int)integer_at(doc, "/distributed/max_restarts");
+    c->distributed.stop_grace_s = (int)integer_at(doc, "/distributed/stop_grace_s");
+    c->distributed.exit_timeout_s = (int)integer_at(doc, "/distributed/exit_timeout_s");
 }
 
 static void read_checkpoint(json_t *doc, run_config *c) {

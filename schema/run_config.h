@@ -13,6 +13,7 @@
 #define RUN_CONFIG_MAX_HIDDEN 16 /* also the most hidden fully connected layers of a cnn */
 #define RUN_CONFIG_MAX_CONV 8     /* convolution blocks of a cnn */
 #define RUN_CONFIG_MAX_RESTARTS 100 /* distributed.max_restarts: the schema's maximum */
+#define RUN_CONFIG_EXIT_TIMEOUT_S 30 /* distributed.exit_timeout_s: the schema's default */
 /* Bytes for a path: the schema allows 1023 characters, and a character is at most 4
  * bytes in UTF-8, so every path the schema allows fits (as do the absolute paths
  * the server resolves them to: PATH_MAX is 4096). */
@@ -89,6 +90,8 @@ typedef struct {
         double hang_timeout_s; /* 0 = never */
         double collective_timeout_s; /* nccl: a collective or GPU wait longer than this fails the run */
         int max_restarts;      /* restarts of the whole group after a failure; 0 = none */
+        int stop_grace_s;      /* a command run's ranks' grace between SIGTERM and SIGKILL; 0 = the server's */
+        int exit_timeout_s;    /* a command run: ranks left running this long after one exited 0 are stopped */
     } distributed;
     struct {
         int every_epochs; /* 0 = never */

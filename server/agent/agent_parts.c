@@ -31,6 +31,7 @@ typedef struct {
     pid_t pid;          /* 0: never started (refused here) */
     bool exited, reported, stopping;
     int64_t kill_at_ms;
+    double grace_s;     /* SIGTERM, then SIGKILL this much later: the agent's, or the launcher's grace and a margin */
     int exit_code, signal; /* -1: none */
     char reason[2048];
     int64_t end_t;
@@ -127,6 +128,11 @@ static void start(const json_t *w) {
     const char *rendezvous = json_string_value(json_object_get(w, "rendezvous"));
     int port = (int)json_integer_value(json_object_get(w, "master_port"));
     const json_t *range = json_object_get(w, "port_range");
+    /* a command run's grace for its ranks, from the coordinator (one that does not say: ddp-run's own) */
+    const json_t *stop_grace = json_object_get(w, "stop_grace_s");
+    const json_t *preempt_grace = json_object_get(w, "preempt_grace_s");
+    bool graces = command && json_is_integer(stop_grace) && json_is_integer(preempt_grace);
+    p->grace_s = graces ? (double)json_integer_value(stop_grace) + LAUNCHER_GRACE_MARGIN_MS / 1000.0 : P.c.grace_s;
     snprintf(p->files[p->n_files++], sizeof p->files[0], "trainer.log");
     for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
         snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
@@ -165,6 +171,8 @@ static void start(const json_t *w) {
                               .events = P.c.events_socket, .command = command, .master_port = port,
                               .port_lo = (int)json_integer_value(json_array_get(range, 0)),
                               .port_hi = (int)json_integer_value(json_array_get(range, 1)),
+                              .graces = graces, .stop_grace_s = (int)json_integer_value(stop_grace),
+                              .preempt_grace_s = (int)json_integer_value(preempt_grace),
                               .restart_count = p->restart_count,
                               .restarts_from = (int)json_integer_value(json_object_get(w, "restarts_from")),
                               .nodes = nodes,
@@ -207,10 +215,10 @@ static void start(const json_t *w) {
 static void stop(part *p, const char *why, bool signal_it) {
     if (p->exited || p->stopping || p->pid <= 0) return;
     p->stopping = true;
-    p->kill_at_ms = mono_ms() + (int64_t)(P.c.grace_s * 1000);
+    p->kill_at_ms = mono_ms() + (int64_t)(p->grace_s * 1000);
     if (signal_it) kill(-p->pid, SIGTERM);
     log_info("run %lld: stopping its part here (%s process group %d, SIGKILL after %.0f s): %s", (long long)p->run,
-             signal_it ? "SIGTERM to" : "SIGTERM sent elsewhere to", (int)p->pid, P.c.grace_s, why);
+             signal_it ? "SIGTERM to" : "SIGTERM sent elsewhere to", (int)p->pid, p->grace_s, why);
 }
 
 void agent_parts_reconcile(const json_t *wanted) {

@@ -229,6 +229,8 @@ static int serve(int argc, char **argv) {
     int half_life = o.fairshare_half_life && *o.fairshare_half_life
                         ? parse_count("--fairshare-half-life", o.fairshare_half_life, 1, 365 * 24 * 3600) : 3600;
     int preempt_grace = o.preempt_grace && *o.preempt_grace ? parse_count("--preempt-grace", o.preempt_grace, 1, 3600) : 60;
+    int max_stop_grace = o.max_stop_grace && *o.max_stop_grace
+                             ? parse_count("--max-stop-grace", o.max_stop_grace, 0, 86400) : 300;
     char host_name[64] = "local";
     if (!o.node_name) gethostname(host_name, sizeof host_name - 1);
     if (o.token_error[0]) die("%s", o.token_error);
@@ -332,6 +334,7 @@ static int serve(int argc, char **argv) {
                            .advertise = o.advertise && *o.advertise ? o.advertise : NULL,
                            .node_timeout_ms = node_timeout * 1000LL, .backfill_window_ms = backfill * 1000LL,
                            .fair_share_half_life_s = half_life, .preempt_grace_ms = preempt_grace * 1000,
+                           .max_stop_grace_ms = max_stop_grace * 1000,
                            .slurm = on_slurm ? &slurm : NULL};
     scheduler_init(&sc);
     load_usage();

@@ -94,8 +94,10 @@ const char SETTINGS_USAGE[] =
     "                         first served (DDPD_BACKFILL_WINDOW; default 600)\n"
     "  --fairshare-half-life SECONDS  fair share: a user's past device-seconds weigh half as much\n"
     "                         this much later (DDPD_FAIRSHARE_HALF_LIFE; default 3600)\n"
-    "  --preempt-grace SECONDS  a preempted built-in run has this long to write its checkpoint and\n"
-    "                         stop before it is stopped as a cancel is (DDPD_PREEMPT_GRACE; default 60)\n"
+    "  --preempt-grace SECONDS  a preempted run has this long to write its checkpoint and stop\n"
+    "                         before it is killed (DDPD_PREEMPT_GRACE; default 60)\n"
+    "  --max-stop-grace SECONDS  the longest grace a command run may ask for (distributed.stop_grace_s)\n"
+    "                         when it is canceled or preempted (DDPD_MAX_STOP_GRACE; default 300)\n"
     "  --max-connections N    HTTP connections open at once, every client together\n"
     "                         (DDPD_MAX_CONNECTIONS; default: from the file descriptor limit, at most 4096)\n"
     "  --reserved-connections N  more connections that only this host (loopback) may use once the\n"
@@ -189,6 +191,7 @@ static void parse_flags(int argc, char **argv, settings *o) {
         else if (strcmp(name, "--backfill-window") == 0) o->backfill_window = v;
         else if (strcmp(name, "--fairshare-half-life") == 0) o->fairshare_half_life = v;
         else if (strcmp(name, "--preempt-grace") == 0) o->preempt_grace = v;
+        else if (strcmp(name, "--max-stop-grace") == 0) o->max_stop_grace = v;
         else if (strcmp(name, "--executor") == 0) o->executor = v;
         else if (strcmp(name, "--slurm-partition") == 0) o->slurm_partition = v;
         else if (strcmp(name, "--slurm-account") == 0) o->slurm_account = v;
@@ -346,6 +349,7 @@ void settings_read(int argc, char **argv, settings *s) {
     s->backfill_window = env_or(s->backfill_window, "DDPD_BACKFILL_WINDOW");
     s->fairshare_half_life = env_or(s->fairshare_half_life, "DDPD_FAIRSHARE_HALF_LIFE");
     s->preempt_grace = env_or(s->preempt_grace, "DDPD_PREEMPT_GRACE");
+    s->max_stop_grace = env_or(s->max_stop_grace, "DDPD_MAX_STOP_GRACE");
     s->web_dir = env_or(s->web_dir, "DDPD_WEB_DIR");
     s->log_level = env_or(s->log_level, "DDPD_LOG_LEVEL");
     s->log_file = env_or(s->log_file, "DDPD_LOG_FILE");

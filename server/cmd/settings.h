@@ -33,7 +33,7 @@ typedef struct {
      * it at (NULL: it takes no part in runs across nodes), how long a silent node lives */
     const char *node_name, *advertise, *node_timeout;
     /* sharing: the backfill window, fair share's half-life, a preemption's grace (seconds); NULL: defaults */
-    const char *backfill_window, *fairshare_half_life, *preempt_grace;
+    const char *backfill_window, *fairshare_half_life, *preempt_grace, *max_stop_grace;
     /* where runs execute: "local" (this host and agents) or "slurm" (every run a Slurm
      * job), and Slurm's settings */
     const char *executor;

@@ -123,6 +123,31 @@ static const op_field STATUS_FIELDS[] = {
 static const op_row STATUS_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
                                   .write = ROW_UPSERT_CHANGED};
 
+/* ---- rank_state: a launcher's word on one of its ranks' processes ---- */
+
+/* The launcher (rank -1) says it of rank `of`: the op is that rank's, on its row, so
+ * a script that reports nothing still has its ranks, their pids and how they ended. */
+static const op_field RANK_STATE_FIELDS[] = {
+    {"pid", INT(rank_state, pid), FIELD_KEEP | FIELD_FEED, NULL},
+    {"host", TEXT(rank_state, host), FIELD_KEEP | FIELD_FEED, NULL},
+    {"state", TEXT(rank_state, state), FIELD_REQUIRED | FIELD_FEED, "a rank_state event without a state"},
+    {"detail", TEXT(rank_state, detail), FIELD_FEED, NULL},
+};
+static const op_row RANK_STATE_ROW = {.table = "ranks", .per_rank = true, .t_columns = {"last_seen"},
+                                      .write = ROW_UPSERT_CHANGED};
+/* of: the rank (its parse's own); exit_code, signal: in `detail` for a person, not kept apart */
+static const char *const RANK_STATE_OTHERS[] = {"of", "exit_code", "signal", NULL};
+
+static const char *parse_rank_state(const json_t *ev, store_op *op) {
+    const char *why = fields_parse(&OP_KINDS[OP_RANK_STATE], ev, op);
+    if (why) return why;
+    const json_t *of = json_object_get(ev, "of");
+    if (!json_is_integer(of) || json_integer_value(of) < 0 || json_integer_value(of) > 1 << 20)
+        return "a rank_state event without the rank it is about (of)";
+    op->rank = (int)json_integer_value(of);
+    return NULL;
+}
+
 /* ---- step: rank 0's step (the loss, lr and samples/s series; the run's progress) ---- */
 
 static const op_field STEP_FIELDS[] = {
@@ -135,29 +160,38 @@ static const op_field STEP_FIELDS[] = {
 };
 static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE};
 
-/* A reporter's other values (series: st[1]), then the step's row. */
-/* A reporter's step after a restart (its time past the newest attempt's start, st[2]):
+/* A reporter's step after a restart (its time past the newest attempt's start, st[3]):
  * the points an earlier attempt reported past it leave the series for the superseded
- * tables (st[3..6]), at once, rather than stay until the restart does those steps again
+ * tables (st[4..7]), at once, rather than stay until the restart does those steps again
  * (a script restarted from its own snapshot may never). The steps' tail past it is one
  * seek, and empty but for the first step of a restart; only then is the series' read. */
 static void cut_superseded(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    sqlite3_bind_int64(st[2], 1, op->run_id);
+    sqlite3_bind_int64(st[3], 1, op->run_id);
     int64_t since = NO_INT;
-    if (sqlite3_step(st[2]) == SQLITE_ROW && sqlite3_column_type(st[2], 0) != SQLITE_NULL)
-        since = sqlite3_column_int64(st[2], 0);
-    sqlite3_reset(st[2]);
+    if (sqlite3_step(st[3]) == SQLITE_ROW && sqlite3_column_type(st[3], 0) != SQLITE_NULL)
+        since = sqlite3_column_int64(st[3], 0);
+    sqlite3_reset(st[3]);
     if (since == NO_INT || op->t < since) return;
-    for (int i = 3; i <= 6; i++) {
+    for (int i = 4; i <= 7; i++) {
         sqlite3_bind_int64(st[i], 1, op->run_id);
         sqlite3_bind_int64(st[i], 2, op->u.step.global_step);
         sqlite3_bind_int64(st[i], 3, since);
-        if (run(db, st[i]) <= 0 && i == 4) return; /* no step of an earlier attempt past it: nothing to cut */
+        if (run(db, st[i]) <= 0 && i == 5) return; /* no step of an earlier attempt past it: nothing to cut */
     }
 }
 
+/* A reporter's other values (series: st[1]), its rank's step (st[2]: a reporter sends
+ * no heartbeat, so a command run's rank 0 showed none in GET /runs/{id}/ranks), what a
+ * restart left past it (cut_superseded), then the step's row. */
 static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
-    if (op->u.step.reported) cut_superseded(db, st, op);
+    if (op->u.step.of_reporter) cut_superseded(db, st, op);
+    if (op->u.step.of_reporter && op->rank >= 0) {
+        sqlite3_bind_int64(st[2], 1, op->run_id);
+        sqlite3_bind_int(st[2], 2, op->rank);
+        sqlite3_bind_int64(st[2], 3, op->u.step.global_step);
+        sqlite3_bind_int64(st[2], 4, op->t);
+        run(db, st[2]);
+    }
     const char *key;
     json_t *value;
     json_object_foreach(op->u.step.series, key, value) {
@@ -226,7 +260,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
     op->kind = OP_STEP;
     fields_from_values(&OP_KINDS[OP_STEP], values, op);
     op->u.step.global_step = global_step;
-    op->u.step.reported = true;
+    op->u.step.of_reporter = true; /* it sends no heartbeat: its rank's row takes the step (apply_step) */
     json_t *series = NULL;
     json_object_foreach((json_t *)values, key, value) {
         if (step_real(key)) continue;
@@ -731,6 +765,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_STEP] = {
         .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
         .sql = {"INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "UPDATE ranks SET global_step = ?3, last_seen = ?4 WHERE run_id = ?1 AND rank = ?2"
+                " AND global_step IS NOT ?3",
                 /* cut_superseded: the newest restart's start; then the steps and the series past ?2
                  * that an earlier attempt reported (before ?3), kept with the attempt of each */
                 "SELECT started_at FROM run_attempts WHERE run_id = ?1 AND attempt > 0 ORDER BY attempt DESC LIMIT 1",
@@ -779,6 +815,11 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_ATTEMPT_ENDED, .event = "attempt", .of_launcher = true, .parse = parse_attempt,
         FIELDS(ATTEMPT_ENDED_FIELDS), .row = &ATTEMPT_ENDED_ROW, .other_fields = ATTEMPT_ENDED_OTHERS,
         .apply = apply_row, .sse_event = "attempt", .sse_data = sse_attempt, .free_fields = free_attempt,
+    },
+    [OP_RANK_STATE] = {
+        .kind = OP_RANK_STATE, .event = "rank_state", .of_launcher = true, .parse = parse_rank_state,
+        FIELDS(RANK_STATE_FIELDS), .row = &RANK_STATE_ROW, .other_fields = RANK_STATE_OTHERS, .apply = apply_rank_row,
+        .sse_event = "rank", .sse_data = sse_fields,
     },
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,

@@ -72,6 +72,11 @@ typedef struct {
     const char *owner;       /* the user who submitted it; NULL: nobody in particular */
     int priority;            /* its config's priority, -100..100 */
     bool preemptible;        /* its config's preemptible */
+    /* a command run: its ranks' grace between SIGTERM and SIGKILL, in seconds, when it
+     * is stopped (a cancel, a shutdown: ddp-run --stop-grace) and when it is preempted
+     * (ddp-run --preempt-grace); the executor kills the launcher only
+     * LAUNCHER_GRACE_MARGIN_MS after the grace it was given */
+    int stop_grace_s, preempt_grace_s;
 } part_launch;
 
 /* How a part ended. */
@@ -124,9 +129,10 @@ typedef struct executor {
      * the grace anew. Before a pending start is done: the part is stopped once it
      * has started. */
     void (*stop)(int64_t run, int part, int grace_ms);
-    /* Asks a built-in run's part to write a checkpoint at its current step and stop
-     * (preemption); if it has not ended preempt_grace_ms later, stops it as `stop`
-     * does with grace_ms. NULL: this executor cannot (the scheduler preempts no run
+    /* Asks a part to stop for a preemption (SIGUSR1 to its launcher: a built-in run's
+     * writes a checkpoint at its current step and stops, ddp-run stops its ranks with
+     * its --preempt-grace); if it has not ended preempt_grace_ms later, stops it as
+     * `stop` does with grace_ms. NULL: this executor cannot (the scheduler preempts no run
      * across nodes: its nodes would not agree on the step). */
     void (*preempt)(int64_t run, int part, int preempt_grace_ms, int grace_ms);
     /* The run is over: what the executor keeps of the part goes (its `ended` may never

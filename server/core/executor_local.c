@@ -96,7 +96,8 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     pthread_mutex_unlock(&L.mu);
     launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
                           .command = l->command, .master_port = l->master_port, .port_lo = l->port_lo,
-                          .port_hi = l->port_hi, .restart_count = l->restart_count,
+                          .port_hi = l->port_hi, .graces = true, .stop_grace_s = l->stop_grace_s,
+                          .preempt_grace_s = l->preempt_grace_s, .restart_count = l->restart_count,
                           .restarts_from = l->restarts_from, .nodes = l->nodes,
                           .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
                           .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,

@@ -23,8 +23,8 @@ typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
-    /* the launcher's attempt started or ended (its op, before it is queued to the store,
-     * which the hook may reword; may be NULL) */
+    /* the launcher's attempt started or ended, or one of its ranks' processes started or
+     * ended (its op, before it is queued to the store, which the hook may reword; may be NULL) */
     void (*attempt)(store_op *op);
     /* the run is fed from its journal (taken back after a restart): a connection of it
      * is opened by its hello, but what it sends after is not queued again (may be NULL) */

@@ -44,8 +44,9 @@ typedef struct {
     void *ctx;
     /* a rank reported progress (its step or heartbeat), for the hang watch */
     void (*progress)(void *ctx, int rank, int64_t global_step);
-    /* the launcher's attempt started or ended: its op, before it is queued (the hook may
-     * reword its end: run_restart.h) */
+    /* the launcher's attempt started or ended, or one of its ranks' processes did
+     * (rank_state): its op, before it is queued (the hook may reword an attempt's end:
+     * sched_state.h) */
     void (*attempt)(void *ctx, store_op *op);
 } journal_hooks;
 

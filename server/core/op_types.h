@@ -20,6 +20,7 @@ typedef enum {
     OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
     OP_ATTEMPT_STARTED, /* a launcher's attempt of its ranks began (its `attempt` event; the phase picks the kind) */
     OP_ATTEMPT_ENDED,   /* ... and ended; also the server's own word on an attempt it ended (run_restart.h) */
+    OP_RANK_STATE,      /* a launcher's word on one of its ranks' processes: started, exited, killed */
     /* run life */
     OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
     OP_RUN_STARTING,
@@ -48,11 +49,13 @@ typedef struct {
     union {
         struct { int64_t pid, total_steps, epochs, steps_per_epoch; char *host, *device; } hello;
         struct { char *state, *detail; } status;
+        struct { int64_t pid; char *host, *state, *detail; } rank_state; /* op.rank: the rank it is about */
         struct {
             int64_t epoch, step, global_step;
             double loss, lr, samples_per_s;
             json_t *series; /* a reporter's other values {name: number or null}; NULL: none */
-            bool reported;  /* a reporter's (a command run's script): a restart's first cuts what is past it */
+            bool of_reporter; /* a reporter's metric (a command run's rank 0): its rank's row has its step too,
+                               * and a restart's first cuts what an earlier attempt left past it */
         } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
         struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
@@ -97,7 +100,7 @@ typedef struct {
 #define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
 #define SUMMARY_SEEN 2u     /* the rank's last_seen */
 
-#define OP_MAX_SQL 7
+#define OP_MAX_SQL 8
 
 /* ---- a trainer event's fields ---- */
 

@@ -18,6 +18,10 @@ json_t *part_description(const part_launch *l, const char *master_addr, int mast
     /* a run started again: its attempt names the part (the node's earlier one of the run has ended) */
     json_object_set_new(part, "restart_count", json_integer(l->restart_count));
     json_object_set_new(part, "restarts_from", json_integer(l->restarts_from));
+    if (l->command) { /* its launcher's grace for its ranks (the agent kills it a little later) */
+        json_object_set_new(part, "stop_grace_s", json_integer(l->stop_grace_s));
+        json_object_set_new(part, "preempt_grace_s", json_integer(l->preempt_grace_s));
+    }
     if (l->command && l->port_lo > 0) json_object_set_new(part, "port_range", json_pack("[i,i]", l->port_lo, l->port_hi));
     return part;
 }

@@ -12,6 +12,7 @@
 #include "base.h"
 #include "ckpt_header.h"
 #include "journal_replay.h"
+#include "launcher_argv.h"
 #include "node_relay.h"
 #include "nodes.h"
 #include "part_blame.h"
@@ -42,6 +43,7 @@ live_run *new_queued(const run_needs *n) {
     r->preemptible = n->preemptible;
     r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
     r->max_restarts = n->max_restarts;
+    r->stop_grace_s = n->stop_grace_s;
     r->restart_count = r->attempt = n->restart_count;
     r->restarts_from = n->restarts_from;
     r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
@@ -74,6 +76,7 @@ static void free_run(live_run *r) {
     rank_failure_clear(&r->server_blame);
     free(r->last_progress_ms);
     free(r->last_step);
+    free(r->rank_gone);
     free(r->end_status);
     free(r->end_reason);
     free(r->devices_json);
@@ -97,6 +100,7 @@ void release_started_locked(live_run *r) {
 }
 
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal) {
+    close_open_attempt_locked(r, run_status_name(status), reason); /* its launcher was killed before it closed it */
     store_op op = {.kind = OP_RUN_FINISH, .run_id = r->id, .t = now_ms()};
     op.u.finish.status = run_status_name(status);
     op.u.finish.reason = xstrdup(reason);
@@ -113,6 +117,19 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     pthread_cond_broadcast(&K.changed);
 }
 
+int run_stop_grace_ms(const live_run *r, bool preemption) {
+    int server = preemption ? K.c.preempt_grace_ms : K.c.cancel_grace_ms;
+    int64_t asked = (int64_t)r->stop_grace_s * 1000;
+    if (asked > K.c.max_stop_grace_ms) asked = K.c.max_stop_grace_ms;
+    return asked > server ? (int)asked : server;
+}
+
+/* How long the executor waits after its SIGTERM before it kills a part's launcher: a
+ * command run's launcher kills its ranks at their grace and then closes its attempt. */
+static int launcher_kill_ms(const live_run *r, bool preemption) {
+    return r->command ? run_stop_grace_ms(r, preemption) + LAUNCHER_GRACE_MARGIN_MS : K.c.cancel_grace_ms;
+}
+
 void stop_parts_locked(live_run *r) {
     if (r->across && r->parts_stopping) return; /* a run of this host alone is asked again (a cancel after a hang) */
     r->parts_stopping = true;
@@ -121,7 +138,7 @@ void stop_parts_locked(live_run *r) {
         if (p->ended) continue;
         p->stop = true;
         p->stop_t = now_ms();
-        p->exec->stop(r->id, i, K.c.cancel_grace_ms);
+        p->exec->stop(r->id, i, launcher_kill_ms(r, false));
     }
 }
 
@@ -134,17 +151,20 @@ void signal_cancel_locked(live_run *r) {
              r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
 }
 
-/* The parts are asked to stop for a preemption: a built-in run's launcher writes a
- * checkpoint at its current step and stops (its executor's preempt), a command run's
- * is stopped as a cancel stops it (SIGTERM, the grace, SIGKILL). */
+/* The parts are asked to stop for a preemption (its executor's preempt: SIGUSR1 to the
+ * launcher): a built-in run's launcher writes a checkpoint at its current step and
+ * stops; a command run's stops its ranks with the preemption's grace (SIGTERM, the
+ * grace, SIGKILL: --preempt-grace passed to ddp-run). Where the executor has no
+ * preempt, it is stopped as a cancel stops it. */
 static void stop_for_preemption_locked(live_run *r) {
     for (int i = 0; i < r->n_parts; i++) {
         run_part *p = &r->parts[i];
         if (p->ended) continue;
         p->stop = true;
         p->stop_t = now_ms();
-        if (!r->command && p->exec->preempt) p->exec->preempt(r->id, i, K.c.preempt_grace_ms, K.c.cancel_grace_ms);
-        else p->exec->stop(r->id, i, K.c.cancel_grace_ms);
+        int preempt_ms = r->command ? launcher_kill_ms(r, true) : K.c.preempt_grace_ms;
+        if (p->exec->preempt) p->exec->preempt(r->id, i, preempt_ms, launcher_kill_ms(r, false));
+        else p->exec->stop(r->id, i, launcher_kill_ms(r, false));
     }
 }
 
@@ -195,9 +215,11 @@ void back_to_queue_locked(live_run *r) {
     free(r->end_reason);
     free(r->last_progress_ms);
     free(r->last_step);
+    free(r->rank_gone);
     r->devices_json = r->end_status = r->end_reason = NULL;
     r->last_progress_ms = NULL;
     r->last_step = NULL;
+    r->rank_gone = NULL;
     journal_replay_close(r->journal); /* an adopted run's: its next launch is this server's child */
     r->journal = NULL;
     pthread_cond_broadcast(&K.changed);
@@ -205,6 +227,9 @@ void back_to_queue_locked(live_run *r) {
 
 void requeue_locked(live_run *r) {
     int64_t by = r->preempt_by, now = now_ms();
+    char said[64] = "preempted";
+    if (by > 0) snprintf(said, sizeof said, "preempted by run %lld", (long long)by);
+    close_open_attempt_locked(r, "preempted", said);
     store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
     op.u.requeue.by = by;
     if (r->command) {
@@ -338,6 +363,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     r->started_ms = now_ms();
     r->requeued_by = 0;
     r->attempt = r->restart_count;
+    r->attempt_open = false;
     r->n_parts = k;
     r->parts = calloc((size_t)k, sizeof *r->parts);
     int *devices = xmalloc((size_t)r->world_size * sizeof *devices); /* part p's: devices + p * per_node */
@@ -375,6 +401,10 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
             log_info("run %lld starting on %d nodes (%d ranks each): %s; MASTER_ADDR %s", (long long)r->id, k,
                      per_node, names.data, master_addr);
         else log_info("run %lld starting on %s", (long long)r->id, names.data);
+        if (r->command && (int64_t)r->stop_grace_s * 1000 > K.c.max_stop_grace_ms)
+            log_warn("run %lld asks for a stop grace of %d s (distributed.stop_grace_s); this server allows at most "
+                     "%d s (--max-stop-grace): its ranks get that", (long long)r->id, r->stop_grace_s,
+                     K.c.max_stop_grace_ms / 1000);
         char rendezvous[64];
         snprintf(rendezvous, sizeof rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
         bool pending = false;
@@ -387,7 +417,9 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
                              .restarts_from = r->restarts_from, .master_addr = master_addr,
                              .rendezvous = rendezvous, .n_devices = per_node, .devices = devices + p * per_node,
                              .visible = part->node ? NULL : visible.data, .where = names.data,
-                             .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible};
+                             .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
+                             .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
+                             .preempt_grace_s = run_stop_grace_ms(r, true) / 1000};
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }
@@ -406,7 +438,9 @@ part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]) {
                          .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
                          .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
                          .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, /* node 0 picks MASTER_PORT there */
-                         .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible};
+                         .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
+                         .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
+                         .preempt_grace_s = run_stop_grace_ms(r, true) / 1000};
 }
 
 bool start_batch_locked(live_run *r) {
@@ -525,6 +559,8 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
     char *reason = NULL;
     if (e->exit_code != 0 && !server_end_locked(r, &status, &reason))
         reason = xstrdup(r->end_reason ? r->end_reason : e->how);
+    else if (e->exit_code == 0 && r->command && r->end_reason) /* a success's note: ranks ddp-run stopped at exit */
+        reason = xstrdup(r->end_reason);
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
     bool mendable = r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);

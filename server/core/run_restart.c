@@ -50,6 +50,7 @@ static void say_preempted(const live_run *r, store_op *op) {
 void attempt_seen_locked(live_run *r, store_op *op) {
     if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
     r->attempt = (int)op->u.attempt.attempt;
+    r->attempt_open = op->kind == OP_ATTEMPT_STARTED;
     if (op->kind == OP_ATTEMPT_ENDED && r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_preempted(r, op);
@@ -58,7 +59,7 @@ void attempt_seen_locked(live_run *r, store_op *op) {
         r->port = (int)op->u.attempt.master_port; /* a restart's own, when its port was taken: the lease follows */
     /* the hang watch counts from each rank's first report of the attempt: not through
      * the pause before it, nor from what the last one's ranks said */
-    for (int k = 0; r->last_progress_ms && k < r->world_size; k++) r->last_progress_ms[k] = 0;
+    for (int k = 0; r->last_progress_ms && k < r->world_size; k++) r->last_progress_ms[k] = r->rank_gone[k] = 0;
     if (op->kind != OP_ATTEMPT_ENDED || op->u.attempt.failing_rank == NO_INT || !op->u.attempt.status ||
         strcmp(op->u.attempt.status, "failed") != 0)
         return;
@@ -72,13 +73,15 @@ void attempt_seen_locked(live_run *r, store_op *op) {
 
 void scheduler_attempt(store_op *op) {
     pthread_mutex_lock(&K.mu);
-    attempt_seen_locked(find_run(op->run_id), op);
+    if (op->kind == OP_RANK_STATE) rank_state_seen_locked(find_run(op->run_id), op);
+    else attempt_seen_locked(find_run(op->run_id), op);
     pthread_mutex_unlock(&K.mu);
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it. */
-static void record_attempt_end_locked(const live_run *r, const char *status, const char *reason,
+static void record_attempt_end_locked(live_run *r, const char *status, const char *reason,
                                       const rank_failure *f) {
+    r->attempt_open = false;
     store_op op = {.kind = OP_ATTEMPT_ENDED, .run_id = r->id, .rank = -1, .t = now_ms()};
     fields_unknown(&OP_KINDS[OP_ATTEMPT_STARTED], &op);
     fields_unknown(&OP_KINDS[OP_ATTEMPT_ENDED], &op);
@@ -92,6 +95,13 @@ static void record_attempt_end_locked(const live_run *r, const char *status, con
         op.u.attempt.last_line = f->last_line ? xstrdup(f->last_line) : NULL;
     }
     store_submit_now(&op);
+}
+
+void close_open_attempt_locked(live_run *r, const char *status, const char *reason) {
+    if (!r->attempt_open) return;
+    log_info("run %lld: attempt %d was left open by its launcher: it ends %s", (long long)r->id, r->attempt + 1,
+             status);
+    record_attempt_end_locked(r, status, reason, NULL);
 }
 
 /* Everything it held goes back, and it waits to start its next attempt. */

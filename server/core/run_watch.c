@@ -21,9 +21,17 @@
 void watch_hangs_of(live_run *r) {
     free(r->last_progress_ms); /* a run started again: counted anew */
     free(r->last_step);
+    free(r->rank_gone);
     r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
     r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
-    if (!r->last_progress_ms || !r->last_step) abort();
+    r->rank_gone = calloc((size_t)r->world_size, sizeof *r->rank_gone);
+    if (!r->last_progress_ms || !r->last_step || !r->rank_gone) abort();
+}
+
+void rank_state_seen_locked(live_run *r, const store_op *op) {
+    if (!r || !r->rank_gone || r->status == RUN_QUEUED || op->rank < 0 || op->rank >= r->world_size) return;
+    const char *state = op->u.rank_state.state;
+    r->rank_gone[op->rank] = state && strcmp(state, "started") != 0;
 }
 
 /* A rank reported (a command run's, with a hang watch): its watch counts from now. */
@@ -42,7 +50,7 @@ void watch_hang_locked(live_run *r, int64_t now) {
     bool hung = false;
     int64_t behind = INT64_MAX;
     for (int k = 0; k < r->world_size; k++) {
-        if (!r->last_progress_ms[k]) continue;
+        if (!r->last_progress_ms[k] || r->rank_gone[k]) continue; /* a rank that exited is not hung */
         if (now - r->last_progress_ms[k] > limit) hung = true;
         if (r->last_step[k] < behind) behind = r->last_step[k];
     }
@@ -51,7 +59,7 @@ void watch_hang_locked(live_run *r, int64_t now) {
     int n = 0;
     rank_failure_clear(&r->server_blame);
     for (int k = 0; k < r->world_size; k++) {
-        if (!r->last_progress_ms[k] || r->last_step[k] != behind) continue;
+        if (!r->last_progress_ms[k] || r->rank_gone[k] || r->last_step[k] != behind) continue;
         buf_printf(&who, "%s%d", n++ ? ", " : "", k);
         if (r->server_blame.rank != NO_INT) continue;
         r->server_blame.rank = k; /* the attempt's failing rank: the first furthest behind, and its last line */
@@ -73,7 +81,10 @@ void watch_hang_locked(live_run *r, int64_t now) {
 /* The journal's hooks: a rank of an adopted command run made progress (hang watch);
  * its launcher's attempt started or ended. */
 static void journal_progress(void *ctx, int rank, int64_t global_step) { note_progress(ctx, rank, global_step); }
-static void journal_attempt(void *ctx, store_op *op) { attempt_seen_locked(ctx, op); }
+static void journal_attempt(void *ctx, store_op *op) {
+    if (op->kind == OP_RANK_STATE) rank_state_seen_locked(ctx, op);
+    else attempt_seen_locked(ctx, op);
+}
 
 void watch_adopted_locked(live_run *r) {
     if (r->journal) journal_replay_read(r->journal, false, 4 << 20);

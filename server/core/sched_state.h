@@ -61,9 +61,12 @@ typedef struct live_run {
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its
      * ranks are in is `attempt` (its launchers' `attempt` events) */
     int max_restarts, restart_count, restarts_from, attempt;
+    bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
+    int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
+    bool *rank_gone;           /* and whether its process has ended (its launcher's rank_state): not watched */
     bool said_hello;      /* a hello came before its start was stored */
     char *end_status, *end_reason; /* from the launcher's `end` event */
     char *devices_json;   /* ["cpu:0","cpu:1"]: for the store, once its trainer started */
@@ -161,6 +164,11 @@ void preempt_again_locked(live_run *r);
  * newest checkpoint (a built-in run) or with its restart count one higher (a command
  * run). */
 void requeue_locked(live_run *r);
+/* The grace a run's ranks get between SIGTERM and SIGKILL, in ms: the server's for
+ * the cause (--cancel-grace for a cancel or shutdown, --preempt-grace for a
+ * preemption), or the longer one its config asks for (distributed.stop_grace_s),
+ * at most --max-stop-grace. Its launcher is killed LAUNCHER_GRACE_MARGIN_MS later. */
+int run_stop_grace_ms(const live_run *r, bool preemption);
 /* Every part still running is asked to stop (a run across nodes: once). */
 void stop_parts_locked(live_run *r);
 /* Queues the run's final state and forgets it: its devices go back. */
@@ -194,12 +202,18 @@ void attempt_seen_locked(live_run *r, store_op *op);
  * stays, queued; *reason is left). Else false, and *reason says that none remained
  * when distributed.max_restarts gave the run any. */
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f);
+/* The attempt its launchers left open (they died, or were killed, before they closed
+ * it) ends as the run does: `status`, `reason`. Nothing when none is open. */
+void close_open_attempt_locked(live_run *r, const char *status, const char *reason);
 /* Frees what a rank_failure holds and forgets it. */
 void rank_failure_clear(rank_failure *f);
 
 /* ---- run_watch.c ---- */
 /* A command run's hang watch starts (the ranks report to the server, not to ddp-run). */
 void watch_hangs_of(live_run *r);
+/* A launcher's word on one of its ranks' processes (rank_state): a rank that has
+ * ended is not hung, and never blamed for a hang. */
+void rank_state_seen_locked(live_run *r, const store_op *op);
 /* Each tick: a command run that made no progress for its hang timeout is stopped. */
 void watch_hang_locked(live_run *r, int64_t now);
 /* Each tick: an adopted run's journal is read on. */

@@ -11,6 +11,7 @@
 #include "executor_agents.h"
 #include "executor_local.h"
 #include "fair_share.h"
+#include "launcher_argv.h"
 #include "nodes.h"
 #include "queue_policy.h"
 #include "secret.h"
@@ -286,6 +287,7 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
     n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
     n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
+    n->stop_grace_s = (int)json_integer_value(json_object_get(dist, "stop_grace_s"));
 }
 
 void scheduler_submit(const run_needs *n) {
@@ -424,8 +426,13 @@ void scheduler_shutdown(void) {
     }
     if (active) log_info("shutting down: canceling %d active run(s)", active);
     if (left) log_info("shutting down: %d run(s) go on in Slurm; the next start follows them again", left);
-    /* The reaper keeps running: it SIGKILLs after the grace period and finishes them. */
-    int64_t deadline = mono_ms() + K.c.cancel_grace_ms + 5000;
+    /* The reaper keeps running: it SIGKILLs after the grace period and finishes them
+     * (a command run's launcher after its ranks' grace, which its config may lengthen). */
+    int longest = K.c.cancel_grace_ms;
+    for (live_run *r = K.runs; r; r = r->next)
+        if (r->command && run_stop_grace_ms(r, false) + LAUNCHER_GRACE_MARGIN_MS > longest)
+            longest = run_stop_grace_ms(r, false) + LAUNCHER_GRACE_MARGIN_MS;
+    int64_t deadline = mono_ms() + longest + 5000;
     for (;;) {
         active = 0;
         for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED && !left_to_batch(r);

@@ -36,6 +36,9 @@ typedef struct {
     int64_t backfill_window_ms;
     double fair_share_half_life_s;
     int preempt_grace_ms;
+    /* a command run may ask (distributed.stop_grace_s) for a longer grace than the
+     * server's, up to this */
+    int max_stop_grace_ms;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
@@ -57,6 +60,7 @@ typedef struct {
     bool preemptible;      /* it may be preempted for a run of a higher priority */
     int64_t queued_ms;     /* unix ms it entered the queue (0: now) */
     int max_restarts;      /* distributed.max_restarts */
+    int stop_grace_s;      /* distributed.stop_grace_s: the grace its ranks ask for when stopped; 0: the server's */
     int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
 } run_needs;

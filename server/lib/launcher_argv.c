@@ -27,6 +27,14 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
             argv[argc++] = "--port-range";
             argv[argc++] = out->numbers[3];
         }
+        if (s->graces) {
+            snprintf(out->numbers[6], sizeof out->numbers[6], "%d", s->stop_grace_s);
+            snprintf(out->numbers[7], sizeof out->numbers[7], "%d", s->preempt_grace_s);
+            argv[argc++] = "--stop-grace";
+            argv[argc++] = out->numbers[6];
+            argv[argc++] = "--preempt-grace";
+            argv[argc++] = out->numbers[7];
+        }
     }
     if (s->nodes > 0) {
         snprintf(out->numbers[1], sizeof out->numbers[1], "%d", s->nodes);

@@ -4,6 +4,7 @@
  *
  *   PROGRAM --config C --run-dir D --events SOCKET
  *           [--master-port P --port-range LO-HI]       a command run (a restart's other port from the range)
+ *           [--stop-grace S --preempt-grace S]         a command run: its ranks' grace after SIGTERM, SIGUSR1
  *           [--nodes K --node-rank I                   a part of a run across nodes:
  *              [--master-addr A]                         a command run's rank 0's node
  *              | [--node-addr ADDR --rendezvous URL]]    a built-in run's address, and its rendezvous
@@ -22,6 +23,11 @@
 
 #include "trainer_env.h"
 
+/* A command run's launcher is killed this long after the grace it gives its ranks (its
+ * --stop-grace, --preempt-grace) has passed, so that it sees them go and closes its
+ * attempt with how they ended. */
+#define LAUNCHER_GRACE_MARGIN_MS 3000
+
 /* The most --data-root options passed on. */
 #define LAUNCHER_DATA_ROOTS_MAX 64
 
@@ -31,6 +37,9 @@ typedef struct {
     bool command;              /* ddp-run's options, not ddp-trainer's */
     int master_port;           /* a command run's MASTER_PORT */
     int port_lo, port_hi;      /* a command run: the server's --port-range (0: none given) */
+    bool graces;               /* a command run: pass stop_grace_s and preempt_grace_s on (else ddp-run's own) */
+    int stop_grace_s;          /* seconds between SIGTERM and SIGKILL to the ranks: a cancel, a shutdown */
+    int preempt_grace_s;       /* and after SIGUSR1: a preemption */
     int restart_count;         /* the first attempt's number (TORCHELASTIC_RESTART_COUNT); 0: the run's first */
     int restarts_from;         /* the attempt distributed.max_restarts counts from (<= restart_count) */
     int nodes, node_rank;      /* nodes > 0: this is node node_rank's part of a run across that many */
@@ -48,7 +57,7 @@ typedef struct {
 typedef struct {
     const char *argv[32 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
     char *env[4 + TRAINER_PASSED_ON_MAX];               /* "NAME=VALUE", NULL-terminated, malloc'd */
-    char numbers[6][24];
+    char numbers[8][24];
 } launcher_cmd;
 
 /* The launcher's command line and the variables it is given (launcher_cmd_free

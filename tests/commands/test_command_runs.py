@@ -11,7 +11,17 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
   rank_exits_3       one rank exits 3 mid-run: the run fails naming that rank and its
                      line; the other (blocked in an all-reduce) is stopped
   cancel             a running command run canceled: no process left
+  stop_grace_kept    distributed.stop_grace_s 6 over --cancel-grace 1: a SIGTERM handler
+                     that needs 3 s keeps its checkpoint; the attempt closed; the bound
+  open_attempt_closed  a launcher stopped (SIGSTOP) is killed after the grace; the
+                     server closes the attempt it left open
+  finished_at_exit   rank 0 exits 0, rank 1 hangs: stopped after distributed.exit_timeout_s,
+                     the run succeeds naming it
+  ranks_without_reporter  a script without `import ddpd`: both ranks in GET /runs/{id}/ranks
+                     with their pids, exited with status 0 (from ddp-run)
   hang_named         a rank that stops reporting fails the run by name (hang_timeout_s)
+  hang_blames_running  rank 0 exits 0, rank 1 hangs (exit timeout off): the hang names
+                     rank 1, never the rank that exited
   server_killed      the server SIGKILLed mid-run and started again: succeeded, every step
   ddpctl_run         ddpctl run -n 2 --follow -- ...: succeeds, its logs by rank
   ddpctl_run_knobs   ddpctl run's torchrun knobs (--nproc-per-node, --max-restarts, ...) in
@@ -26,7 +36,7 @@ python3-torch (gloo, CPU) with /usr/bin/python3, reporting through `import ddpd`
                      rerun; another rank's epoch counts with rank_zero_only false
 
 Usage: test_command_runs.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, re, shutil, socket, subprocess, sys, tempfile
+import argparse, json, os, re, shutil, signal, socket, subprocess, sys, tempfile
 from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
@@ -159,6 +169,8 @@ def case_torch_two_ranks(a):
               f"progress follows the reported steps: {run['progress']}")
         ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
         check(set(ranks) >= {0, 1}, f"both ranks said hello: {sorted(ranks)}")
+        check(ranks.get(0, {}).get("global_step") == 96,
+              f"rank 0's row has its last reported step (a reporter sends no heartbeat): {ranks.get(0)}")
         for r in (0, 1):
             log = s.get(f"/runs/{rid}/logs?rank={r}&offset=0").body.decode()
             check(r != 0 or "final loss" in log, f"rank {r}'s own log: {log[-200:]!r}")
@@ -232,6 +244,136 @@ def case_cancel(a):
         check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
 
 
+# Each rank joins a gloo group, then saves on SIGTERM: 3 s of work, then its file.
+SAVES_ON_SIGTERM = ("import os, signal, sys, time\n"
+                    "import torch, torch.distributed as dist\n"
+                    "dist.init_process_group('gloo')\n"
+                    "rank = dist.get_rank()\n"
+                    "def save(*_):\n"
+                    "    time.sleep(float(sys.argv[1]))\n"
+                    "    torch.save(torch.ones(3) * rank, f'ckpt-{rank}.pt.tmp')\n"
+                    "    os.rename(f'ckpt-{rank}.pt.tmp', f'ckpt-{rank}.pt')\n"
+                    "    os._exit(0)\n"
+                    "signal.signal(signal.SIGTERM, save)\n"
+                    "open(f'ready-{rank}', 'w').close()\n"
+                    "while True:\n"
+                    "    time.sleep(1)\n")
+
+
+def case_stop_grace_kept(a):
+    """The grace a run asks for (distributed.stop_grace_s 6, over --cancel-grace 1) is
+    its ranks' from SIGTERM to SIGKILL, kept by ddp-run and by the server: a script that
+    needs 3 s to save its checkpoint on SIGTERM keeps it, and the run ends canceled with
+    its attempt closed. A grace asked beyond --max-stop-grace gets the bound."""
+    with WorkRoot() as w:
+        s = Server(a.ddpd, None, slots=2, grace=1,
+                   extra_args=["--allow-commands", "--work-root", w.root, "--runner", a.runner,
+                               "--port-range", "%d-%d" % w.ports, "--max-stop-grace", "8"])
+        with s:
+            with open(os.path.join(w.root, "proj", "saves.py"), "w") as f:
+                f.write(SAVES_ON_SIGTERM)
+            rid = s.submit({"name": "saves", "command": ["/usr/bin/python3", "saves.py", "3"], "working_dir": "proj",
+                            "distributed": {"world_size": 2, "stop_grace_s": 6}})
+            ready = [os.path.join(w.root, "proj", f"ready-{r}") for r in range(2)]
+            wait_until(lambda: all(os.path.exists(p) for p in ready), "both ranks in their gloo group", 180)
+            check(s.post(f"/runs/{rid}/cancel").status == 202, "canceled")
+            run = s.wait_status(rid, ("canceled", "failed", "succeeded"), timeout=60)
+            check(run and run["status"] == "canceled", f"the run ends canceled: {run and (run['status'], run['reason'])}")
+            saved = [os.path.exists(os.path.join(w.root, "proj", f"ckpt-{r}.pt")) for r in range(2)]
+            check(all(saved), f"each rank's checkpoint, written 3 s after SIGTERM, is there: {saved}")
+            last = (run or {}).get("attempts", [{}])[-1]
+            check(last.get("status") == "canceled" and last.get("ended_at"),
+                  f"its attempt is closed: {last.get('status')} {last.get('ended_at')}")
+            log = s.get(f"/runs/{rid}/logs?offset=0").body.decode(errors="replace")
+            check("SIGKILL at " in log and "in 6 s" in log, f"the launcher names the deadline it keeps: {log[-600:]!r}")
+
+            bounded = s.submit({"name": "bounded", "command": ["/usr/bin/python3", "saves.py", "0"],
+                                "working_dir": "proj", "distributed": {"world_size": 2, "stop_grace_s": 600}})
+            for p in ready:
+                os.unlink(p)
+            wait_until(lambda: all(os.path.exists(p) for p in ready), "both ranks in their gloo group", 180)
+            s.post(f"/runs/{bounded}/cancel")
+            run = s.wait_status(bounded, "canceled", timeout=60)
+            log = s.get(f"/runs/{bounded}/logs?offset=0").body.decode(errors="replace")
+            check(run and "in 8 s" in log, f"600 s asked, --max-stop-grace 8 given: {log[-600:]!r}")
+            check(wait_until(lambda: not procs_in(w.root), "the ranks to be gone", 30) is not None, "no process left")
+
+
+def case_open_attempt_closed(a):
+    """A launcher that cannot close its attempt (stopped here: SIGSTOP, as one stuck or
+    swapped out) is killed by the server after the grace and a margin; the server closes
+    the attempt with the run's end, so nothing shows it running on a canceled run."""
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "stuck", "command": ["/usr/bin/python3", "-c", "import time; time.sleep(600)"],
+                        "distributed": {"world_size": 2}})
+        run = wait_until(lambda: (lambda r: r if r and r["status"] == "running" and r.get("attempts") else None)(
+            s.run(rid)), "the run and its attempt to start", 120)
+        check(run and run["attempts"][-1]["status"] is None, f"its attempt is open: {run and run['attempts']}")
+        pid = run and run["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        check(s.post(f"/runs/{rid}/cancel").status == 202, "canceled")
+        run = s.wait_status(rid, ("canceled", "failed"), timeout=60)
+        check(run and run["status"] == "canceled", f"the run ends canceled: {run and (run['status'], run['reason'])}")
+        last = (run or {}).get("attempts", [{}])[-1]
+        check(last.get("status") == "canceled" and last.get("ended_at") and last.get("reason"),
+              f"the server closed its attempt: {last}")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
+              "no process left")
+
+
+def case_finished_at_exit(a):
+    """Rank 0 exits 0 after the last all-reduce and rank 1 hangs in its teardown (here:
+    sleeps for ever): after distributed.exit_timeout_s the launcher stops rank 1 and the
+    run succeeds, its reason and its attempt naming the rank stopped at exit."""
+    script = ("import os, time\n"
+              "import torch, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "t = torch.ones(2)\n"
+              "dist.all_reduce(t)\n"
+              "print(f'reduced {t.tolist()}', flush=True)\n"
+              "if dist.get_rank() == 1:\n"
+              "    time.sleep(600)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "finished", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2, "exit_timeout_s": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=180)
+        want = "rank 1 stopped at exit: still running, silent, 2 s after rank 0 exited 0 (distributed.exit_timeout_s)"
+        check(run and run["status"] == "succeeded" and run["reason"] == want,
+              f"the finished training succeeded, naming the rank stopped at exit: {run and (run['status'], run['reason'])}")
+        last = (run or {}).get("attempts", [{}])[-1]
+        check(last.get("status") == "succeeded" and last.get("reason") == want, f"so does its attempt: {last}")
+        check("reduced [2.0, 2.0]" in s.get(f"/runs/{rid}/logs?rank=1&offset=0").body.decode(),
+              "rank 1 took part in the all-reduce before it hung")
+        check(wait_until(lambda: not pids_under(s.run_dir(rid)), "the ranks to be gone", 30) is not None,
+              "no process left")
+
+
+def case_ranks_without_reporter(a):
+    """A script that does not `import ddpd` still has its ranks in GET /runs/{id}/ranks,
+    from its launcher: each with its pid, started, then exited with status 0."""
+    script = ("import os\n"
+              "import torch, torch.distributed as dist\n"
+              "dist.init_process_group('gloo')\n"
+              "t = torch.ones(1)\n"
+              "dist.all_reduce(t)\n"
+              "print(f'rank {dist.get_rank()} pid {os.getpid()} sum {t.item()}', flush=True)\n"
+              "dist.destroy_process_group()\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "plain", "command": ["/usr/bin/python3", "-c", script],
+                        "distributed": {"world_size": 2}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=180)
+        check(run and run["status"] == "succeeded", f"succeeded: {run and (run['status'], run['reason'])}")
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        check(sorted(ranks) == [0, 1], f"both ranks are listed: {sorted(ranks)}")
+        for r in (0, 1):
+            row = ranks.get(r, {})
+            log = s.get(f"/runs/{rid}/logs?rank={r}&offset=0").body.decode()
+            check(row.get("pid") and f"rank {r} pid {row.get('pid')} sum 2.0" in log,
+                  f"rank {r}'s pid is its process's: {row.get('pid')} ({log.strip()!r})")
+            check(row.get("state") == "exited" and row.get("detail") == "exited with status 0" and row.get("host"),
+                  f"rank {r} exited with status 0, on its host: {row}")
+
+
 def case_server_killed(a):
     """The server SIGKILLed mid-run and started again on the same state: the run (taken
     back alive, or ended meanwhile) ends succeeded with every step and epoch its
@@ -285,6 +427,40 @@ def case_hang_named(a):
         other = s.post("/runs", {"command": ["true"]}).json()
         check(other.get("config", {}).get("distributed", {}).get("hang_timeout_s") == 0,
               f"a command run's default: off ({other.get('config')})")
+
+
+def case_hang_blames_running(a):
+    # Rank 0 reports steps 1..3 and exits 0; only then does rank 1 report steps 1..5
+    # and go quiet. With the exit timeout off, the hang watch fails the run, naming
+    # rank 1 at step 5: never rank 0, whose process ended (its launcher said so).
+    script = ("import os, sys, time, ddpd\n"
+              "rank = int(os.environ['RANK'])\n"
+              "if rank == 0:\n"
+              "    for step in range(1, 4):\n"
+              "        ddpd.log_step(step, loss=1.0)\n"
+              "    ddpd.flush()\n"
+              "    open('rank-0.pid.tmp', 'w').write(str(os.getpid()))\n"
+              "    os.rename('rank-0.pid.tmp', 'rank-0.pid')\n"
+              "    sys.exit(0)\n"
+              "while not os.path.exists('rank-0.pid'):\n"
+              "    time.sleep(0.02)\n"
+              "pid = int(open('rank-0.pid').read())\n"
+              "while os.path.exists(f'/proc/{pid}') and open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] != 'Z':\n"
+              "    time.sleep(0.02)\n"
+              "for step in range(1, 6):\n"
+              "    ddpd.log_step(step, loss=1.0)\n"
+              "ddpd.flush()\n"
+              "time.sleep(600)\n")
+    with WorkRoot() as w, w.server(a) as s:
+        rid = s.submit({"name": "hangs-after-exit", "command": ["/usr/bin/python3", "-c", script],
+                        "working_dir": "proj",
+                        "distributed": {"world_size": 2, "hang_timeout_s": 2, "exit_timeout_s": 0}})
+        run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=90)
+        reason = (run or {}).get("reason") or ""
+        check(run and run["status"] == "failed" and "rank 1 furthest behind" in reason and "step 5" in reason,
+              f"failed, naming rank 1 (still running) at step 5, not rank 0 (exited 0): {run and run['status']} {reason!r}")
+        ranks = {r["rank"]: r for r in s.get(f"/runs/{rid}/ranks").json()["ranks"]}
+        check(ranks.get(0, {}).get("detail") == "exited with status 0", f"rank 0 exited 0: {ranks.get(0)}")
 
 
 def case_ddpctl_run(a):

@@ -4,6 +4,8 @@ the torchrun environment of every rank (whole allocation or one GPU each), the r
 output in ranks/rank-N.log and prefixed on the launcher's stdout, gang failure (the
 first failing rank named with its last line or its TORCHELASTIC_ERROR_FILE message, the
 others stopped, nothing left running), a command that cannot run, cancel by SIGTERM,
+the grace its flags give the ranks (--stop-grace, --preempt-grace on SIGUSR1), ranks
+stopped at exit after another exited 0 (distributed.exit_timeout_s),
 refused configs, the installed copy finding the installed reporter, and a real 2-rank PyTorch DDP script (Debian's python3-torch, gloo)
 reporting through `import ddpd` to a socket.
 
@@ -464,6 +466,103 @@ def case_cancel(d):
     L.p.send_signal(signal.SIGINT)
     check(L.wait(timeout=120) == 128 + signal.SIGINT and L.end().get("reason") == "canceled by SIGINT", f"{L.end()}")
     check(wait_until(lambda: not L.left_running(), 30), f"gone: {L.left_running()}")
+
+
+def case_stop_grace(d):
+    """--stop-grace is the ranks' grace after SIGTERM (over DDPD_CANCEL_GRACE_S): a rank
+    whose SIGTERM handler needs a while to save keeps what it saved; --preempt-grace is
+    theirs after SIGUSR1 (ddpd's preemption): a rank that ignores SIGTERM is killed when
+    it ends. The log names each deadline."""
+    s = script(d, "saves.py", """
+        import os, signal, sys, time
+        rank = os.environ["RANK"]
+        def save(*_):
+            time.sleep(1.5)
+            with open(os.path.join(sys.argv[1], f"saved-{rank}"), "w") as f:
+                f.write("checkpoint")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, save)
+        print("ready", flush=True)
+        while True:
+            time.sleep(1)
+    """)
+    L = Launch(d, [PYTHON, s, d], 2, launcher_env={"DDPD_CANCEL_GRACE_S": "0"}, args=["--stop-grace", "5"])
+    check(wait_until(lambda: all("ready" in L.rank_log(r) for r in range(2)), 60), "both ranks are up")
+    os.killpg(L.p.pid, signal.SIGTERM)
+    rc = L.wait(timeout=120)
+    check(rc == 128 + signal.SIGTERM, f"canceled: {rc} {L.stderr[-300:]!r}")
+    check(all(os.path.exists(os.path.join(d, f"saved-{r}")) for r in range(2)),
+          f"each rank saved within --stop-grace 5 (DDPD_CANCEL_GRACE_S 0 is not used): {os.listdir(d)}")
+    check("received SIGTERM: SIGTERM to every rank, SIGKILL at " in L.stderr and "UTC, in 5 s" in L.stderr,
+          f"the log names the deadline: {L.stderr[-400:]!r}")
+    check("sending SIGKILL" not in L.stderr, f"no SIGKILL was needed: {L.stderr[-400:]!r}")
+
+    s = script(d, "stubborn.py", """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(600)
+    """)
+    L = Launch(d, [PYTHON, s], 2, name="preempted", args=["--stop-grace", "600", "--preempt-grace", "1"])
+    check(wait_until(lambda: all("ready" in L.rank_log(r) for r in range(2)), 60), "both ranks are up")
+    L.p.send_signal(signal.SIGUSR1)  # as ddpd preempts: the launcher alone
+    rc = L.wait(timeout=120)
+    check(rc == 128 + signal.SIGUSR1, f"stopped by the preemption: {rc} {L.stderr[-300:]!r}")
+    check("received SIGUSR1 (preempted): SIGTERM to every rank, SIGKILL at " in L.stderr and "in 1 s" in L.stderr
+          and "sending SIGKILL" in L.stderr, f"killed at --preempt-grace 1, not --stop-grace 600: {L.stderr[-400:]!r}")
+    check(wait_until(lambda: not L.left_running(), 30), f"every rank is gone: {L.left_running()}")
+    bad = subprocess.run([DDP_RUN, "--config", L.config_path, "--run-dir", L.run_dir, "--master-port", "1",
+                          "--stop-grace", "soon"], capture_output=True, text=True)
+    check(bad.returncode == 2 and "--stop-grace soon is not a number of seconds" in bad.stderr,
+          f"a grace that is not a number is refused by name: {bad.returncode} {bad.stderr[-200:]!r}")
+
+
+def case_stopped_at_exit(d):
+    """Once a rank has exited 0, the ranks still running that write nothing for the exit
+    timeout (the config's distributed.exit_timeout_s, or --exit-timeout) are stopped and
+    the attempt succeeds, naming them; one that keeps writing is waited for."""
+    s = script(d, "hangs_at_exit.py", """
+        import os, time
+        if os.environ["RANK"] == "0":
+            print("done", flush=True)
+        else:
+            print("tearing down", flush=True)
+            time.sleep(600)
+    """)
+    L = Launch(d, [PYTHON, s], 2, distributed={"exit_timeout_s": 1})
+    rc = L.wait(timeout=120)
+    end = L.end()
+    check(rc == 0 and end.get("status") == "succeeded", f"the finished run succeeded: {rc} {end} {L.stderr[-300:]!r}")
+    want = "rank 1 stopped at exit: still running, silent, 1 s after rank 0 exited 0 (distributed.exit_timeout_s)"
+    check(end.get("reason") == want, f"the end names the rank stopped at exit: {end.get('reason')!r}")
+    ended = [e for e in L.journal() if e["type"] == "attempt" and e.get("phase") == "ended"]
+    check(ended and ended[-1]["status"] == "succeeded" and ended[-1]["reason"] == want,
+          f"and so does its attempt: {ended[-1:]}")
+    check(want in L.stderr and "run succeeded: " + want in L.stderr, f"and the log: {L.stderr[-400:]!r}")
+    states = [(e["of"], e["state"], e.get("exit_code"), e.get("signal")) for e in L.journal() if e["type"] == "rank_state"]
+    check(sorted(states[:2]) == [(0, "started", None, None), (1, "started", None, None)]
+          and sorted(states[2:]) == [(0, "exited", 0, None), (1, "killed", None, signal.SIGTERM)],
+          f"the launcher says each rank started, rank 0 exited 0 and rank 1 was killed (rank_state): {states}")
+    check(wait_until(lambda: not L.left_running(), 30), f"every rank is gone: {L.left_running()}")
+    launcher_events_ok(L, "succeeded")
+
+    s = script(d, "slow_last_epoch.py", """
+        import os, sys, time
+        started = os.path.join(sys.argv[1], "rank-1-started")
+        if os.environ["RANK"] == "0":
+            while not os.path.exists(started):
+                time.sleep(0.02)
+        else:
+            open(started, "w").close()
+            for i in range(12):
+                print(f"still evaluating {i}", flush=True)
+                time.sleep(0.25)
+    """)
+    L = Launch(d, [PYTHON, s, d], 2, name="busy", distributed={"exit_timeout_s": 600}, args=["--exit-timeout", "2"])
+    rc = L.wait(timeout=120)
+    end = L.end()
+    check(rc == 0 and end.get("status") == "succeeded" and end.get("reason") == "" and "still evaluating 11" in L.rank_log(1),
+          f"a rank that keeps writing past --exit-timeout 2 (over the config's 600) is waited for: {rc} {end}")
 
 
 def case_launcher_killed(d):

@@ -70,6 +70,15 @@ static void test_argv(void) {
     command.restarts_from = 1;
     check_argv("a command run resumed at attempt 1, then restarted: its restarts count from 1", &command,
                "ddp-run --config C --run-dir D --events S --master-port 29601 --restart-count 2 --restarts-from 1");
+    command.restart_count = command.restarts_from = 0;
+    command.graces = true;
+    command.stop_grace_s = 30;
+    command.preempt_grace_s = 60;
+    check_argv("a command run: its ranks' graces after SIGTERM and SIGUSR1, the server's", &command,
+               "ddp-run --config C --run-dir D --events S --master-port 29601 --stop-grace 30 --preempt-grace 60");
+    alone.graces = true;
+    check_argv("a built-in run: no graces (ddp-trainer keeps its own)", &alone,
+               "ddp-trainer --config C --run-dir D --events S --resume --data-root /data/a --data-root /data/b");
 }
 
 static void test_env(void) {
