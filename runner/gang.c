@@ -22,6 +22,7 @@
 #include "rank_spawn.h"
 #include "signal_fd.h"
 #include "utf8_text.h"
+#include "monotonic.h"
 
 #define DRAIN_AFTER_EXIT_S 2.0 /* a rank's children may hold its pipe open after it exits */
 
@@ -48,12 +49,6 @@ typedef struct {
  * ranks first_rank .. first_rank + local_ranks - 1). */
 #define RANK_OF(g, r) ((g)->p->env->first_rank + (r))
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int stopping(const gang *g) { return g->first_failed >= 0 || g->canceled_by || g->spawn_failure[0]; }
 
 /* Signals every rank's process group that may still have members. */
@@ -64,7 +59,7 @@ static void signal_groups(gang *g, int sig) {
 
 static void begin_stop(gang *g) {
     signal_groups(g, SIGTERM);
-    g->kill_at = now_s() + g->p->grace_s;
+    g->kill_at = mono_s() + g->p->grace_s;
 }
 
 static void describe_end(int status, char *out, size_t n) {
@@ -107,7 +102,7 @@ static void on_signal(gang *g, int sig) {
     if (stopping(g)) {
         if (g->canceled_by && g->kill_at > 0) { /* asked again: no more grace */
             log_msg(LOG_WARN, "received SIG%s again: killing every rank now", sigabbrev_np(sig));
-            g->kill_at = now_s();
+            g->kill_at = mono_s();
         } else if (!g->canceled_by) { /* while a failure stops the ranks: no restart follows */
             g->canceled_by = sig;
             log_msg(LOG_WARN, "received SIG%s while the ranks are being stopped: the run will not start again",
@@ -162,7 +157,7 @@ static int open_outputs(const gang *g) {
 /* Deadlines: SIGKILL after the grace; after every rank exited, pipes still held by
  * their children are given a little while, then those children are killed. */
 static void handle_deadlines(gang *g) {
-    double now = now_s();
+    double now = mono_s();
     if (g->kill_at > 0 && now >= g->kill_at) {
         log_msg(LOG_WARN, "sending SIGKILL to the ranks still running");
         signal_groups(g, SIGKILL);
@@ -181,7 +176,7 @@ static void handle_deadlines(gang *g) {
 }
 
 static int poll_timeout_ms(const gang *g) {
-    double now = now_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
+    double now = mono_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
     if (g->kill_at > 0 && g->kill_at < until) until = g->kill_at;
     if (g->alive == 0 && g->drain_until > 0 && g->drain_until < until) until = g->drain_until;
     double ms = (until - now) * 1000.0;
@@ -285,9 +280,9 @@ void gang_signals_close(gang_signals *s) {
 }
 
 int gang_signals_wait_cancel(gang_signals *s, double seconds) {
-    double until = now_s() + seconds;
+    double until = mono_s() + seconds;
     for (;;) {
-        double left = until - now_s();
+        double left = until - mono_s();
         if (left <= 0) return 0;
         struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
         if (poll(&pfd, 1, (int)(left * 1000.0) + 1) < 0 && errno != EINTR) return 0;
