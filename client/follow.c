@@ -15,6 +15,7 @@
 #include "client_http.h"
 #include "format.h"
 #include "sse_reader.h"
+#include "monotonic.h"
 
 #define PLAIN_EVERY_S 10.0 /* plain progress lines, at most this often */
 #define RECONNECT_FOR_S 60.0
@@ -34,12 +35,6 @@ typedef struct {
 } follower;
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int term_cols(void) {
     struct winsize w;

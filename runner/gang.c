@@ -22,6 +22,7 @@
 #include "rank_spawn.h"
 #include "signal_fd.h"
 #include "utf8_text.h"
+#include "monotonic.h"
 
 #define DRAIN_AFTER_EXIT_S 2.0 /* a rank's children may hold its pipe open after it exits */
 
@@ -52,12 +53,6 @@ typedef struct {
  * ranks first_rank .. first_rank + local_ranks - 1). */
 #define RANK_OF(g, r) ((g)->p->env->first_rank + (r))
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int stopping(const gang *g) {
     return g->first_failed >= 0 || g->canceled_by || g->spawn_failure[0] || g->stopped_at_exit[0];
 }
@@ -70,7 +65,7 @@ static void signal_groups(gang *g, int sig) {
 
 static void begin_stop(gang *g, double grace_s) {
     signal_groups(g, SIGTERM);
-    g->kill_at = now_s() + grace_s;
+    g->kill_at = mono_s() + grace_s;
 }
 
 /* "SIGKILL at 14:03:27 UTC, in 30 s": when the ranks still running are killed. */
@@ -125,7 +120,7 @@ static void reap(gang *g) {
             int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             if (ok && g->first_done < 0) g->first_done = r;
             if (ok && !stopping(g) && g->alive > 0 && g->p->exit_timeout_s > 0 && g->exit_deadline == 0)
-                g->exit_deadline = now_s() + g->p->exit_timeout_s;
+                g->exit_deadline = mono_s() + g->p->exit_timeout_s;
             if (ok || stopping(g)) continue;
             g->first_failed = r;
             g->first_status = status;
@@ -147,7 +142,7 @@ static void on_signal(gang *g, int sig) {
     if (stopping(g)) {
         if (g->canceled_by && g->kill_at > 0) { /* asked again: no more grace */
             log_msg(LOG_WARN, "received SIG%s again: killing every rank now", sigabbrev_np(sig));
-            g->kill_at = now_s();
+            g->kill_at = mono_s();
         } else if (!g->canceled_by) { /* while a failure stops the ranks: no restart follows */
             g->canceled_by = sig;
             log_msg(LOG_WARN, "received SIG%s while the ranks are being stopped: the run will not start again",
@@ -233,7 +228,7 @@ static void stop_at_exit(gang *g) {
  * rank exited, pipes still held by their children are given a little while, then
  * those children are killed. */
 static void handle_deadlines(gang *g) {
-    double now = now_s();
+    double now = mono_s();
     if (g->exit_deadline > 0 && now >= g->exit_deadline && !stopping(g) && g->alive > 0) stop_at_exit(g);
     if (g->kill_at > 0 && now >= g->kill_at) {
         log_msg(LOG_WARN, "sending SIGKILL to the ranks still running");
@@ -253,7 +248,7 @@ static void handle_deadlines(gang *g) {
 }
 
 static int poll_timeout_ms(const gang *g) {
-    double now = now_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
+    double now = mono_s(), until = now + 1.0; /* wake now and then: the event sink reconnects */
     if (g->kill_at > 0 && g->kill_at < until) until = g->kill_at;
     if (g->exit_deadline > 0 && g->exit_deadline < until) until = g->exit_deadline;
     if (g->alive == 0 && g->drain_until > 0 && g->drain_until < until) until = g->drain_until;
@@ -280,7 +275,7 @@ static void supervise(gang *g, int sfd) {
             rank_output_read(&g->ranks[r].out);
             /* a rank still writing after another finished is still at work */
             if (g->exit_deadline > 0 && g->ranks[r].running && (fds[r + 1].revents & POLLIN))
-                g->exit_deadline = now_s() + g->p->exit_timeout_s;
+                g->exit_deadline = mono_s() + g->p->exit_timeout_s;
         }
         reap(g); /* signals coalesce; a pipe's end often comes first */
         handle_deadlines(g);
@@ -366,9 +361,9 @@ void gang_signals_close(gang_signals *s) {
 }
 
 int gang_signals_wait_cancel(gang_signals *s, double seconds) {
-    double until = now_s() + seconds;
+    double until = mono_s() + seconds;
     for (;;) {
-        double left = until - now_s();
+        double left = until - mono_s();
         if (left <= 0) return 0;
         struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
         if (poll(&pfd, 1, (int)(left * 1000.0) + 1) < 0 && errno != EINTR) return 0;

@@ -1,5 +1,5 @@
 # Server tests. C unit tests of the pieces that are pure logic (downsampling,
-# migrations, per-address counts, the queue policy, the blame among a run's parts, a
+# migrations, per-address counts, the settings table, the queue policy, the blame among a run's parts, a
 # launcher's command line) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
 # then integration tests in Python (standard library only) that start a
 # real ddpd on a free loopback port with a temporary state dir: the API and its
@@ -15,6 +15,8 @@ ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_server)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)
 ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_server)
+# serve's settings: one table for the flags, the variables, the bounds and --help
+ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS ddpd_server)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's

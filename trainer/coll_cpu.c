@@ -51,6 +51,7 @@
  * element is the same everywhere, so all ranks end bit-identical. */
 #include "collectives.h"
 #include "futex_barrier.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -174,17 +175,11 @@ void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi) {
     share_range(n, sizeof(float), world_size, rank, lo, hi);
 }
 
-static uint64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The barrier every synchronisation goes through, counted with the time spent in it. */
 static int sync_all(cpu_comm *c) {
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = (uint64_t)mono_ns();
     int rc = futex_barrier_wait(&c->ctrl->barrier, c->spin_ns);
-    c->pub.wait_ns += clock_ns() - t0;
+    c->pub.wait_ns += (uint64_t)mono_ns() - t0;
     c->pub.syncs++;
     return rc;
 }

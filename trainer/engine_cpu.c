@@ -47,6 +47,7 @@
 #include "grad_buckets.h"
 #include "host_plan.h"
 #include "log.h"
+#include "monotonic.h"
 
 #define PIXEL_SCALE (1.0f / 255.0f)
 
@@ -81,12 +82,6 @@ typedef struct {
 /* Time this rank spent in collectives not computing: waiting for peers on its host,
  * and (across nodes) in the calls between hosts. */
 static uint64_t blocked_ns(const coll_comm *c) { return c->wait_ns + c->net_ns; }
-
-static uint64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 size_t engine_cpu_arena_bytes(const model_shape *s) { return host_plan_arena_bytes(s); }
 
@@ -148,10 +143,10 @@ static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *
  * then into its peers' copies. */
 static void update_range(cpu_engine *c, size_t lo, size_t hi) {
     engine *e = &c->pub;
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = (uint64_t)mono_ns();
     optimizer_update_range(&e->opt, e->params, c->grads, c->lr, lo, hi);
     if (sharded(e)) e->comm->mirror_f32(e->comm, e->params, lo, hi);
-    c->timer.update_ns += clock_ns() - t0;
+    c->timer.update_ns += (uint64_t)mono_ns() - t0;
 }
 
 /* coll_consume_fn: a piece of this rank's shard of the bucket is reduced: update it. */
@@ -166,14 +161,14 @@ static int on_bucket_ready(void *arg, const grad_bucket *b) {
     cpu_engine *c = arg;
     engine *e = &c->pub;
     coll_comm *comm = e->comm;
-    uint64_t t0 = clock_ns(), w0 = blocked_ns(comm);
+    uint64_t t0 = (uint64_t)mono_ns(), w0 = blocked_ns(comm);
     int last = b == &c->buckets.bucket[c->buckets.n_buckets - 1];
     if (last) c->loss_mean = *c->loss_sum / c->rows;
     c->updating = b;
     int rc = comm->reduce_scatter_avg_f32_ex(comm, c->grads + b->begin, b->end - b->begin, &c->loss_mean,
                                              last ? 1 : 0, c->defer_update ? NULL : update_piece, c);
     if (!c->defer_update) c->unsettled = sharded(e);
-    c->timer.in_buckets_ns += clock_ns() - t0;
+    c->timer.in_buckets_ns += (uint64_t)mono_ns() - t0;
     c->timer.bucket_wait_ns += blocked_ns(comm) - w0;
     return rc;
 }
@@ -228,10 +223,10 @@ static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long 
     cpu_engine *c = (cpu_engine *)e;
     coll_comm *comm = e->comm;
     step_timer *t = &c->timer;
-    uint64_t start = clock_ns(), w0 = blocked_ns(comm), n0 = comm->net_ns, s0 = comm->syncs;
+    uint64_t start = (uint64_t)mono_ns(), w0 = blocked_ns(comm), n0 = comm->net_ns, s0 = comm->syncs;
     t->in_buckets_ns = t->bucket_wait_ns = t->update_ns = 0;
     gather_inputs(c, c->train, indices, 0, rows);
-    uint64_t inputs_end = clock_ns();
+    uint64_t inputs_end = (uint64_t)mono_ns();
     if (settle(c) != 0) return -1; /* the last step's updates (ranks were gathering inputs meanwhile) */
     double loss_sum = 0;
     long correct = 0;
@@ -244,17 +239,17 @@ static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long 
         pass.allreduce_arg = comm;
     }
     grad_buckets_begin(&c->buckets);
-    uint64_t fb_start = clock_ns(), fb_w0 = blocked_ns(comm);
+    uint64_t fb_start = (uint64_t)mono_ns(), fb_w0 = blocked_ns(comm);
     if (model_forward_backward(&c->ws, e->params, e->stats, c->grads, c->labels, rows, &pass, &loss_sum, &correct,
                                grad_buckets_layer_ready, &c->buckets) != 0)
         return -1;
-    uint64_t fb_ns = clock_ns() - fb_start, fb_waited = blocked_ns(comm) - fb_w0;
+    uint64_t fb_ns = (uint64_t)mono_ns() - fb_start, fb_waited = blocked_ns(comm) - fb_w0;
     if (c->buckets.failed) return -1;
     if (c->defer_update && clip_and_update(c) != 0) return -1;
     optimizer_step_done(&e->opt);
     *loss = c->loss_mean; /* the sum over ranks of their batch means, from the last bucket */
     if (comm->world_size > 1) *loss /= comm->world_size;
-    account_step(t, start, inputs_end, fb_ns, fb_waited, clock_ns(), blocked_ns(comm) - w0, comm->net_ns - n0,
+    account_step(t, start, inputs_end, fb_ns, fb_waited, (uint64_t)mono_ns(), blocked_ns(comm) - w0, comm->net_ns - n0,
                  comm->syncs - s0);
     return 0;
 }

@@ -4,6 +4,7 @@
  * mapping that several processes see, and the private variants would key the wait
  * queue on this process's address space only. */
 #include "futex_barrier.h"
+#include "monotonic.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,12 +23,6 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
-}
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout_ns) {
@@ -70,10 +65,10 @@ static int generation_moved(futex_barrier *b, uint32_t gen) {
 
 /* Spin (with a pause) while it is cheap, then sleep on the generation word. */
 static void wait_for_release(futex_barrier *b, uint32_t gen, uint64_t spin_ns) {
-    uint64_t start = spin_ns ? now_ns() : 0;
+    uint64_t start = spin_ns ? (uint64_t)mono_ns() : 0;
     for (unsigned spins = 0;; spins++) {
         if (generation_moved(b, gen) || futex_barrier_is_aborted(b)) return;
-        if (spin_ns && ((spins & 15) != 15 || now_ns() - start < spin_ns)) {
+        if (spin_ns && ((spins & 15) != 15 || (uint64_t)mono_ns() - start < spin_ns)) {
             cpu_relax();
             continue;
         }

@@ -12,7 +12,7 @@
 
 #include "data_open.h"
 
-typedef struct {
+typedef struct launcher_options {
     const char *config_path;
     const char *run_dir;
     const char *events_target; /* NULL: journal only */

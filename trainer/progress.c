@@ -5,14 +5,11 @@
 #include <time.h>
 
 #include "log.h"
+#include "monotonic.h"
 
 #define BAR_WIDTH 24
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double now_seconds(void) { return mono_s(); }
 
 void progress_init(progress_bar *p, int epochs, long steps_per_epoch) {
     p->enabled = log_stderr_is_tty();

@@ -1,5 +1,6 @@
 /* The run board: see run_board.h. */
 #include "run_board.h"
+#include "monotonic.h"
 
 #include <stdio.h>
 #include <sys/mman.h>
@@ -35,11 +36,7 @@ void run_board_enter_collective(run_board *b, int rank) {
     atomic_store_explicit(&b->slot[rank].progress_ms, run_board_now_ms(), memory_order_relaxed);
 }
 
-long long run_board_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+long long run_board_now_ms(void) { return mono_ms(); }
 
 void run_board_set_failure(run_board *b, int rank, const char *why) {
     snprintf(b->slot[rank].failure, sizeof b->slot[rank].failure, "%s", why);

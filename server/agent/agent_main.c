@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,90 +23,68 @@
 #include "die.h"
 #include "hostport.h"
 #include "log_limit.h"
+#include "opt_table.h"
 #include "secret.h"
 
 #define BUDGET_BYTES (640 * 1024) /* of events and of logs per heartbeat: under the 1 MiB body cap */
-#define MAX_ROOTS 64
-
-static const char USAGE[] =
-    "usage: ddpd agent --coordinator URL [options]\n"
-    "\n"
-    "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
-    "devices, runs the parts of runs the coordinator places here, forwards their events and\n"
-    "logs, and reports how they end.\n"
-    "\n"
-    "  --coordinator URL      the coordinator, e.g. http://10.0.0.1:8080 (DDPD_COORDINATOR)\n"
-    "  --token-file PATH      the coordinator's token, one line, readable by its owner only\n"
-    "                         (DDPD_TOKEN_FILE; or the token itself in DDPD_TOKEN)\n"
-    "  --token TOKEN          the same on the command line, where every local user can read it\n"
-    "  --name NAME            this node's name (DDPD_NODE_NAME; default: its hostname)\n"
-    "  --advertise ADDR       the address the other nodes reach this node's ranks at\n"
-    "                         (DDPD_ADVERTISE; default: the one it reaches the coordinator from)\n"
-    "  --slots N              CPU slots, one rank each (DDPD_SLOTS; default: the number of cores)\n"
-    "  --gpus LIST            GPU ids for runs here, e.g. 0,1 (DDPD_GPUS; default: none)\n"
-    "  --state-dir DIR        the parts' run directories and the event socket (DDPD_AGENT_STATE_DIR;\n"
-    "                         default $XDG_STATE_HOME/ddpd-agent, else ~/.local/state/ddpd-agent)\n"
-    "  --data-root DIR        where built-in runs read data here; repeatable (default /usr/share/datasets)\n"
-    "  --trainer PATH, --runner PATH   ddp-trainer and ddp-run (default: beside ddpd)\n"
-    "  --allow-commands       run the parts of command runs (the user's program, as this user)\n"
-    "  --coordinator-grace SECONDS  the coordinator unreachable this long: every part here is\n"
-    "                         stopped (default 30)\n";
 
 typedef struct {
-    const char *coordinator, *token, *token_file, *name, *advertise, *slots, *gpus, *state_dir, *trainer, *runner;
-    const char *grace;
-    const char *data_roots[MAX_ROOTS];
-    int n_data_roots;
-    bool allow_commands, token_on_command_line;
+    const char *coordinator, *token, *token_file, *name, *advertise, *gpus, *state_dir, *trainer, *runner;
+    int slots, grace;
+    opt_list data_roots;
+    bool allow_commands;
 } agent_options;
 
-static const char *env_or(const char *v, const char *name) { return v ? v : getenv(name); }
+#define AT(name) offsetof(agent_options, name)
+static const opt_row ROWS[] = {
+    {.flag = "--coordinator", .meta = "URL", .env = "DDPD_COORDINATOR", .kind = OPT_STRING, .field = AT(coordinator),
+     .help = "the coordinator, e.g. http://10.0.0.1:8080"},
+    {.flag = "--token-file", .meta = "PATH", .env = "DDPD_TOKEN_FILE", .kind = OPT_STRING, .field = AT(token_file),
+     .help = "the coordinator's token, one line, readable by its owner only",
+     .dflt_says = "or the token itself in DDPD_TOKEN", .flags = OPT_ENV_BY_HAND},
+    {.flag = "--token", .meta = "TOKEN", .kind = OPT_STRING, .field = AT(token),
+     .help = "the same on the command line, where every local user can read it"},
+    {.flag = "--name", .meta = "NAME", .env = "DDPD_NODE_NAME", .kind = OPT_STRING, .field = AT(name),
+     .help = "this node's name", .dflt_says = "default: its hostname"},
+    {.flag = "--advertise", .meta = "ADDR", .env = "DDPD_ADVERTISE", .kind = OPT_STRING, .field = AT(advertise),
+     .help = "the address the other nodes reach this node's ranks at",
+     .dflt_says = "default: the one it reaches the coordinator from"},
+    {.flag = "--slots", .meta = "N", .env = "DDPD_SLOTS", .kind = OPT_INT, .field = AT(slots), .min = 0, .max = 256,
+     .help = "CPU slots, one rank each", .dflt_says = "default: the number of cores"},
+    {.flag = "--gpus", .meta = "LIST", .env = "DDPD_GPUS", .kind = OPT_STRING, .field = AT(gpus),
+     .help = "GPU ids for runs here, e.g. 0,1", .dflt_says = "default: none"},
+    {.flag = "--state-dir", .meta = "DIR", .env = "DDPD_AGENT_STATE_DIR", .kind = OPT_STRING, .field = AT(state_dir),
+     .help = "the parts' run directories and the event socket",
+     .dflt_says = "default $XDG_STATE_HOME/ddpd-agent, else ~/.local/state/ddpd-agent"},
+    {.flag = "--data-root", .meta = "DIR", .kind = OPT_PATHS, .field = AT(data_roots), .dflt = "/usr/share/datasets",
+     .help = "where built-in runs read data here"},
+    {.flag = "--trainer", .meta = "PATH", .kind = OPT_STRING, .field = AT(trainer), .help = "ddp-trainer",
+     .dflt_says = "default: beside ddpd"},
+    {.flag = "--runner", .meta = "PATH", .kind = OPT_STRING, .field = AT(runner), .help = "ddp-run",
+     .dflt_says = "default: beside ddpd"},
+    {.flag = "--allow-commands", .kind = OPT_BOOL, .field = AT(allow_commands),
+     .help = "run the parts of command runs (the user's program, as this user)"},
+    {.flag = "--coordinator-grace", .meta = "SECONDS", .kind = OPT_INT, .field = AT(grace), .min = 1, .max = 86400,
+     .dflt = "30", .help = "the coordinator unreachable this long: every part here is stopped"},
+};
 
-static void parse(int argc, char **argv, agent_options *o) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (strcmp(a, "--allow-commands") == 0) {
-            o->allow_commands = true;
-            continue;
-        }
-        if (i + 1 >= argc || strncmp(a, "--", 2) != 0) die("%s: unknown, or without its value (see ddpd agent --help)", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--coordinator") == 0) o->coordinator = v;
-        else if (strcmp(a, "--token") == 0) o->token = v, o->token_on_command_line = true;
-        else if (strcmp(a, "--token-file") == 0) o->token_file = v;
-        else if (strcmp(a, "--name") == 0) o->name = v;
-        else if (strcmp(a, "--advertise") == 0) o->advertise = v;
-        else if (strcmp(a, "--slots") == 0) o->slots = v;
-        else if (strcmp(a, "--gpus") == 0) o->gpus = v;
-        else if (strcmp(a, "--state-dir") == 0) o->state_dir = v;
-        else if (strcmp(a, "--trainer") == 0) o->trainer = v;
-        else if (strcmp(a, "--runner") == 0) o->runner = v;
-        else if (strcmp(a, "--coordinator-grace") == 0) o->grace = v;
-        else if (strcmp(a, "--data-root") == 0 && o->n_data_roots < MAX_ROOTS) o->data_roots[o->n_data_roots++] = v;
-        else die("unknown option %s (see ddpd agent --help)", a);
-    }
-    o->coordinator = env_or(o->coordinator, "DDPD_COORDINATOR");
-    o->name = env_or(o->name, "DDPD_NODE_NAME");
-    o->advertise = env_or(o->advertise, "DDPD_ADVERTISE");
-    o->slots = env_or(o->slots, "DDPD_SLOTS");
-    o->gpus = env_or(o->gpus, "DDPD_GPUS");
-    o->state_dir = env_or(o->state_dir, "DDPD_AGENT_STATE_DIR");
+static const opt_table OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent",
+                                  "usage: ddpd agent --coordinator URL [options]\n"
+                                  "\n"
+                                  "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
+                                  "devices, runs the parts of runs the coordinator places here, forwards their events and\n"
+                                  "logs, and reports how they end.\n"
+                                  "\n",
+                                  true};
+
+static void parse(int argc, char **argv, agent_options *o, opt_keep *keep) {
+    opt_origins origins;
+    char problem[512];
+    opt_read(&OPTIONS, 2, argc, argv, o, &origins, keep, problem, sizeof problem);
+    if (problem[0]) die("%s", problem);
     if (!o->coordinator || strncmp(o->coordinator, "http://", 7) != 0)
         die("--coordinator http://HOST:PORT is needed: the `ddpd serve` this node works for");
 }
-
-static long number(const char *what, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > hi) die("%s %s: a whole number from %ld to %ld is needed", what, v, lo, hi);
-    return n;
-}
-
 
 /* The address this host reaches the coordinator from: what the others reach it at. */
 static char *address_of_this_node(const char *url) {
@@ -192,8 +171,9 @@ static void heartbeat(void) {
 
 int agent_main(int argc, char **argv) {
     agent_options o = {0};
+    opt_keep keep = {0};
     die_set_program("ddpd agent"); /* its start-up errors name it */
-    parse(argc, argv, &o);
+    parse(argc, argv, &o, &keep);
     umask(077);
     char err[512];
     server_log_config lc = {.level = LOG_INFO};
@@ -208,7 +188,7 @@ int agent_main(int argc, char **argv) {
         if (secret_read_file(o.token_file, &file_token, err, sizeof err) != 0) die("%s", err);
         token = file_token;
     }
-    if (o.token_on_command_line)
+    if (o.token)
         log_warn("--token: every local user can read it (ps, /proc/PID/cmdline); prefer --token-file or DDPD_TOKEN");
     if (!token || !*token) log_warn("no token given: a coordinator that has one refuses this agent (--token-file)");
 
@@ -216,9 +196,9 @@ int agent_main(int argc, char **argv) {
     gethostname(host, sizeof host - 1);
     snprintf(G.name, sizeof G.name, "%s", o.name ? o.name : host);
     G.address = o.advertise ? xstrdup(o.advertise) : address_of_this_node(o.coordinator);
-    G.slots = o.slots ? (int)number("--slots", o.slots, 0, 256) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    G.slots = o.slots != OPT_UNSET ? o.slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
     G.gpus = o.gpus;
-    G.grace_s = o.grace ? (double)number("--coordinator-grace", o.grace, 1, 86400) : 30;
+    G.grace_s = o.grace;
 
     const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     char *state = o.state_dir ? xstrdup(o.state_dir)
@@ -229,10 +209,9 @@ int agent_main(int argc, char **argv) {
     if (agent_streams_open(sock, err, sizeof err) != 0) die("%s", err);
     char *trainer = o.trainer ? xstrdup(o.trainer) : beside_self("ddp-trainer");
     char *runner = o.runner ? xstrdup(o.runner) : beside_self("ddp-run");
-    if (!o.n_data_roots) o.data_roots[o.n_data_roots++] = "/usr/share/datasets";
     agent_parts_config pc = {.state_dir = state, .events_socket = sock, .trainer = trainer, .runner = runner,
                              .advertise = G.address, .coordinator = o.coordinator, .node_name = G.name,
-                             .data_roots = o.data_roots, .n_data_roots = o.n_data_roots,
+                             .data_roots = o.data_roots.v, .n_data_roots = o.data_roots.n,
                              .allow_commands = o.allow_commands, .grace_s = 10};
     agent_parts_init(&pc);
     if (agent_http_init(o.coordinator, token) != 0) die("cannot set up libcurl");
@@ -271,5 +250,6 @@ int agent_main(int argc, char **argv) {
     free(runner);
     free(file_token);
     free(G.address);
+    opt_keep_free(&keep);
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,65 +21,65 @@
 #include "die.h"
 #include "hostport.h"
 #include "log_limit.h"
+#include "opt_table.h"
 #include "ports.h"
 #include "secret.h"
 
 #define BUDGET_BYTES (640 * 1024) /* of events and of logs per report: under the 1 MiB body cap */
-#define MAX_ROOTS 64
 
-static const char USAGE[] =
+typedef struct {
+    const char *server, *run, *work_dir, *trainer, *runner, *node_name, *advertise;
+    int node_rank, nodes, deliver;
+    opt_list data_roots;
+} part_options;
+
+#define AT(name) offsetof(part_options, name)
+static const opt_row ROWS[] = {
+    {.flag = "--server", .meta = "URL", .kind = OPT_STRING, .field = AT(server),
+     .help = "the ddpd serve the run belongs to, e.g. http://10.0.0.1:8080"},
+    {.flag = "--run", .meta = "ID", .kind = OPT_STRING, .field = AT(run), .help = "the run"},
+    {.flag = "--work-dir", .meta = "DIR", .kind = OPT_STRING, .field = AT(work_dir),
+     .help = "the part's run directory is DIR/ID/part-K (K: its node rank)"},
+    {.flag = "--data-root", .meta = "DIR", .kind = OPT_PATHS, .field = AT(data_roots), .dflt = "/usr/share/datasets",
+     .help = "where built-in runs read data on this node"},
+    {.flag = "--trainer", .meta = "PATH", .kind = OPT_STRING, .field = AT(trainer), .help = "ddp-trainer",
+     .dflt_says = "default: beside ddpd"},
+    {.flag = "--runner", .meta = "PATH", .kind = OPT_STRING, .field = AT(runner), .help = "ddp-run",
+     .dflt_says = "default: beside ddpd"},
+    {.flag = "--node-rank", .meta = "K", .env = "SLURM_NODEID", .kind = OPT_INT, .field = AT(node_rank), .min = 0,
+     .max = 4095, .help = "this node's rank in the job", .dflt_says = "default: Slurm's"},
+    {.flag = "--nodes", .meta = "N", .env = "SLURM_JOB_NUM_NODES", .kind = OPT_INT, .field = AT(nodes), .min = 1,
+     .max = 4096, .help = "the job's nodes", .dflt_says = "default: Slurm's"},
+    {.flag = "--node-name", .meta = "NAME", .env = "SLURMD_NODENAME", .kind = OPT_STRING, .field = AT(node_name),
+     .help = "this node's name", .dflt_says = "default: Slurm's, else its hostname"},
+    {.flag = "--advertise", .meta = "ADDR", .kind = OPT_STRING, .field = AT(advertise),
+     .help = "the address the other nodes reach this one at",
+     .dflt_says = "default: the one it reaches the server from"},
+    {.flag = "--deliver-timeout", .meta = "SECONDS", .kind = OPT_INT, .field = AT(deliver), .min = 1, .max = 86400,
+     .dflt = "600", .help = "once its launcher has ended, how long it goes on trying to tell the server"},
+};
+
+static const opt_table OPTIONS = {
+    ROWS, sizeof ROWS / sizeof *ROWS, "ddpd part",
     "usage: ddpd part --server URL --run ID --work-dir DIR [options]\n"
     "\n"
     "One node's part of a ddpd run in a Slurm job (ddpd serve --executor slurm writes the job's\n"
     "script, which starts one per node with srun): runs the node's ranks as the server describes\n"
     "them, and reports their events, logs and end to it with the run's secret (DDPD_RUN_SECRET).\n"
-    "\n"
-    "  --server URL           the ddpd serve the run belongs to, e.g. http://10.0.0.1:8080\n"
-    "  --run ID               the run\n"
-    "  --work-dir DIR         the part's run directory is DIR/ID/part-K (K: its node rank)\n"
-    "  --data-root DIR        where built-in runs read data on this node; repeatable\n"
-    "  --trainer PATH, --runner PATH   ddp-trainer and ddp-run (default: beside ddpd)\n"
-    "  --node-rank K, --nodes N, --node-name NAME   (default: Slurm's SLURM_NODEID,\n"
-    "                         SLURM_JOB_NUM_NODES, SLURMD_NODENAME)\n"
-    "  --advertise ADDR       the address the other nodes reach this one at (default: the one it\n"
-    "                         reaches the server from)\n"
-    "  --deliver-timeout SECONDS  once its launcher has ended, how long it goes on trying to tell\n"
-    "                         the server (default 600)\n";
-
-typedef struct {
-    const char *server, *run, *work_dir, *trainer, *runner, *node_rank, *nodes, *node_name, *advertise, *deliver;
-    const char *data_roots[MAX_ROOTS];
-    int n_data_roots;
-} part_options;
+    "\n",
+    true};
 
 static void parse(int argc, char **argv, part_options *o) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc || strncmp(a, "--", 2) != 0) die("%s: unknown, or without its value (see ddpd part --help)", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--server") == 0) o->server = v;
-        else if (strcmp(a, "--run") == 0) o->run = v;
-        else if (strcmp(a, "--work-dir") == 0) o->work_dir = v;
-        else if (strcmp(a, "--trainer") == 0) o->trainer = v;
-        else if (strcmp(a, "--runner") == 0) o->runner = v;
-        else if (strcmp(a, "--node-rank") == 0) o->node_rank = v;
-        else if (strcmp(a, "--nodes") == 0) o->nodes = v;
-        else if (strcmp(a, "--node-name") == 0) o->node_name = v;
-        else if (strcmp(a, "--advertise") == 0) o->advertise = v;
-        else if (strcmp(a, "--deliver-timeout") == 0) o->deliver = v;
-        else if (strcmp(a, "--data-root") == 0 && o->n_data_roots < MAX_ROOTS) o->data_roots[o->n_data_roots++] = v;
-        else die("unknown option %s (see ddpd part --help)", a);
-    }
-    if (!o->node_rank) o->node_rank = getenv("SLURM_NODEID");
-    if (!o->nodes) o->nodes = getenv("SLURM_JOB_NUM_NODES");
-    if (!o->node_name) o->node_name = getenv("SLURMD_NODENAME");
+    opt_origins origins;
+    opt_keep keep = {0}; /* (no row reads a list from the environment) */
+    char problem[512];
+    opt_read(&OPTIONS, 2, argc, argv, o, &origins, &keep, problem, sizeof problem);
+    opt_keep_free(&keep);
+    if (problem[0]) die("%s", problem);
     if (!o->server || strncmp(o->server, "http://", 7) != 0) die("--server http://HOST:PORT is needed: the ddpd serve of the run");
     if (!o->run || !o->work_dir) die("--run ID and --work-dir DIR are needed");
-    if (!o->node_rank || !o->nodes) die("--node-rank and --nodes are needed (Slurm's SLURM_NODEID and SLURM_JOB_NUM_NODES)");
+    if (o->node_rank == OPT_UNSET || o->nodes == OPT_UNSET)
+        die("--node-rank and --nodes are needed (Slurm's SLURM_NODEID and SLURM_JOB_NUM_NODES)");
 }
 
 static long number(const char *what, const char *v, long lo, long hi) {
@@ -191,15 +192,15 @@ int part_main(int argc, char **argv) {
     const char *secret = getenv("DDPD_RUN_SECRET");
     if (!secret || !*secret) die("DDPD_RUN_SECRET is not set: the job's environment carries the run's secret");
     P.run = number("--run", o.run, 1, INT64_MAX >> 1);
-    P.node_rank = (int)number("--node-rank", o.node_rank, 0, 4095);
-    int nodes = (int)number("--nodes", o.nodes, 1, 4096);
+    P.node_rank = o.node_rank;
+    int nodes = o.nodes;
     if (P.node_rank >= nodes) die("--node-rank %d: the job has nodes 0 to %d", P.node_rank, nodes - 1);
     char host[64] = "node";
     gethostname(host, sizeof host - 1);
     P.node_name = o.node_name ? o.node_name : host;
     if (o.advertise) snprintf(P.address, sizeof P.address, "%s", o.advertise);
     else if (address_towards(o.server, P.address, sizeof P.address, err, sizeof err) != 0) die("%s: give --advertise ADDR", err);
-    double deliver_s = o.deliver ? (double)number("--deliver-timeout", o.deliver, 1, 86400) : 600;
+    double deliver_s = o.deliver;
     if (random_hex(P.boot, 16) != 0) snprintf(P.boot, sizeof P.boot, "%d-%lld", (int)getpid(), (long long)now_ms());
     if (P.node_rank == 0) P.master_port = free_port();
     snprintf(P.path, sizeof P.path, "/runs/%lld/parts", (long long)P.run);
@@ -214,11 +215,10 @@ int part_main(int argc, char **argv) {
     if (agent_streams_open(sock, err, sizeof err) != 0) die("%s", err);
     char *trainer = o.trainer ? xstrdup(o.trainer) : beside_self("ddp-trainer");
     char *runner = o.runner ? xstrdup(o.runner) : beside_self("ddp-run");
-    if (!o.n_data_roots) o.data_roots[o.n_data_roots++] = "/usr/share/datasets";
     const char *gpus = getenv("CUDA_VISIBLE_DEVICES"); /* Slurm's, for the job's GPUs on this node */
     agent_parts_config pc = {.state_dir = run_dir, .events_socket = sock, .trainer = trainer, .runner = runner,
                              .advertise = P.address, .coordinator = o.server, .node_name = P.node_name,
-                             .data_roots = o.data_roots, .n_data_roots = o.n_data_roots, .allow_commands = true,
+                             .data_roots = o.data_roots.v, .n_data_roots = o.data_roots.n, .allow_commands = true,
                              .grace_s = 10, .run_dir = run_dir, .visible = gpus && *gpus ? gpus : NULL};
     agent_parts_init(&pc);
     if (agent_http_init(o.server, secret) != 0) die("cannot set up libcurl");

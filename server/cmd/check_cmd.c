@@ -27,6 +27,7 @@
 #include "server_log.h"
 #include "supervisor.h"
 #include "base.h"
+#include "settings.h"
 
 typedef enum { V_OK, V_WARN, V_FAIL } verdict;
 
@@ -53,15 +54,13 @@ void ddpd_version_line(char *out, size_t outlen) {
 
 /* ---- config ---- */
 
-static int check_config_part(const check_config *c, int *slots_out) {
+static int check_config_part(const settings *c, int *slots_out) {
     char err[512];
     buf_t b = {0};
     verdict v = V_OK;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int slots = (int)(cores < 1 ? 1 : cores);
-    *slots_out = slots;
-    if (c->token_error && c->token_error[0]) {
-        say(V_FAIL, "config", "%s", c->token_error);
+    *slots_out = c->slots;
+    if (c->problem[0]) { /* a setting serve would refuse */
+        say(V_FAIL, "config", "%s", c->problem);
         return -1;
     }
     int lb = auth_listen_is_loopback(c->listen, err, sizeof err);
@@ -97,19 +96,7 @@ static int check_config_part(const check_config *c, int *slots_out) {
     } else if (c->token && c->token_file) {
         buf_printf(&b, "; the token from %s", c->token_file);
     }
-    if (c->slots && *c->slots) {
-        char *end;
-        errno = 0;
-        long s = strtol(c->slots, &end, 10);
-        if (*end || errno || s < 0 || s > 4096) {
-            say(V_FAIL, "config", "--slots must be an integer from 0 to 4096 (got \"%s\")", c->slots);
-            buf_free(&b);
-            return -1;
-        }
-        slots = (int)s;
-    }
-    *slots_out = slots;
-    buf_printf(&b, "; %d CPU slot%s", slots, slots == 1 ? "" : "s");
+    buf_printf(&b, "; %d CPU slot%s", c->slots, c->slots == 1 ? "" : "s");
     server_log_config lc;
     if (server_log_parse_config(c->log_level, c->log_file, c->log_max_bytes, c->log_keep, &lc, err, sizeof err) != 0) {
         say(V_FAIL, "config", "%s", err);
@@ -143,7 +130,7 @@ static int check_config_part(const check_config *c, int *slots_out) {
 
 /* ---- state dir and database ---- */
 
-static void check_state_dir(const check_config *c) {
+static void check_state_dir(const settings *c) {
     struct stat sb;
     if (stat(c->state_dir, &sb) != 0) {
         if (errno != ENOENT) {
@@ -210,7 +197,7 @@ static void check_state_dir(const check_config *c) {
     say(V_OK, "state dir", "%s (writable; %s)", c->state_dir, serving);
 }
 
-static void check_database(const check_config *c) {
+static void check_database(const settings *c) {
     char *path = xasprintf("%s/ddpd.db", c->state_dir);
     char *runs = xasprintf("%s/runs", c->state_dir);
     db_report r;
@@ -222,14 +209,14 @@ static void check_database(const check_config *c) {
 
 /* ---- data roots ---- */
 
-static void check_data_roots(const check_config *c) {
+static void check_data_roots(const settings *c) {
     static const char *const FMNIST[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                                          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
     buf_t b = {0};
     int usable = 0;
     verdict v = V_OK;
-    for (int i = 0; i < c->n_data_roots; i++) {
-        const char *root = c->data_roots[i];
+    for (int i = 0; i < c->data_roots.n; i++) {
+        const char *root = c->data_roots.v[i];
         struct stat sb;
         if (i) buf_printf(&b, "; ");
         if (stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(root, R_OK | X_OK) != 0) {
@@ -310,7 +297,7 @@ static int run_capture(char *const argv[], char **out, int timeout_s) {
     return timed_out ? -1 : ws;
 }
 
-static void check_gpus(const check_config *c, int slots, int *n_gpus_out) {
+static void check_gpus(const settings *c, int slots, int *n_gpus_out) {
     char **ids = NULL;
     int n = c->gpus ? devices_parse_list(c->gpus, &ids) : devices_detect_gpus(&ids);
     *n_gpus_out = n;
@@ -336,7 +323,7 @@ static void check_gpus(const check_config *c, int slots, int *n_gpus_out) {
     buf_free(&b);
 }
 
-static void check_trainer(const check_config *c, int n_gpus) {
+static void check_trainer(const settings *c, int n_gpus) {
     if (access(c->trainer, X_OK) != 0) {
         say(V_FAIL, "trainer", "%s: %s: give --trainer PATH (it is built beside ddpd as ddp-trainer)", c->trainer,
             errno == ENOENT ? "not there" : "not executable");
@@ -396,23 +383,23 @@ static void check_trainer(const check_config *c, int n_gpus) {
 
 /* ---- command runs: --allow-commands, the work roots, ddp-run ---- */
 
-static void check_commands(const check_config *c) {
+static void check_commands(const settings *c) {
     if (!c->allow_commands) {
         say(V_OK, "commands", "off (no --allow-commands): command runs are refused (403); the work roots (%d given) "
-            "and the runner are not used", c->n_work_roots);
+            "and the runner are not used", c->work_roots.n);
         return;
     }
     say(V_OK, "commands", "on (--allow-commands): a command run runs its program as this server's user");
     buf_t b = {0};
     verdict v = V_OK;
-    for (int i = 0; i < c->n_work_roots; i++) {
-        const char *root = c->work_roots[i];
+    for (int i = 0; i < c->work_roots.n; i++) {
+        const char *root = c->work_roots.v[i];
         struct stat sb;
         bool readable = stat(root, &sb) == 0 && S_ISDIR(sb.st_mode) && access(root, R_OK | X_OK) == 0;
         if (!readable) v = V_FAIL;
         buf_printf(&b, "%s%s%s", i ? "; " : "", root, readable ? "" : ": not a readable directory (serve refuses it)");
     }
-    if (!c->n_work_roots)
+    if (!c->work_roots.n)
         say(V_WARN, "work roots", "none: a command run starts in its own, empty, run directory and a working_dir is "
             "refused; give --work-root DIR (repeatable) where your scripts are");
     else say(v, "work roots", "%s", b.data);
@@ -440,7 +427,7 @@ static void check_commands(const check_config *c) {
     say(V_OK, "runner", "%s: %s", c->runner, first);
 }
 
-int ddpd_check(const check_config *c) {
+int ddpd_check(const settings *c) {
     char version[256];
     ddpd_version_line(version, sizeof version);
     printf("%s: checking this host\n", version);

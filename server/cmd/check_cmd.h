@@ -19,31 +19,13 @@
 #ifndef DDPD_CHECK_CMD_H
 #define DDPD_CHECK_CMD_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
-typedef struct {
-    const char *listen;              /* resolved: flag, else env, else the default */
-    const char *token;               /* NULL: none */
-    const char *token_file;          /* where it was read from, or NULL */
-    bool token_on_command_line;      /* --token T: readable by every local user */
-    const char *token_error;         /* non-empty: why the token cannot be used */
-    bool insecure;
-    const char *state_dir;           /* as it will be used (may not exist yet) */
-    const char *const *data_roots;   /* as given, or the defaults */
-    int n_data_roots;
-    bool data_roots_given;           /* by flag or DDPD_DATA_ROOT: a missing one is an error */
-    const char *gpus;                /* NULL: detect */
-    const char *slots;               /* NULL: the number of cores */
-    const char *trainer;
-    bool allow_commands;             /* --allow-commands: command runs accepted */
-    const char *runner;              /* ddp-run, which launches them */
-    const char *const *work_roots;   /* --work-root, as given */
-    int n_work_roots;
-    const char *log_level, *log_file, *log_max_bytes, *log_keep; /* NULL: defaults */
-} check_config;
+#include "settings.h"
 
-int ddpd_check(const check_config *c);
+/* The settings as serve would read them (settings.h): a setting serve would refuse
+ * (s->problem) fails the config part. */
+int ddpd_check(const settings *s);
 
 /* "ddpd 0.1.0 (cuda: yes; libmicrohttpd 0.9.75, SQLite 3.40.1, Jansson 2.14)" */
 void ddpd_version_line(char *out, size_t outlen);

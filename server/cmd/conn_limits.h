@@ -22,10 +22,10 @@ typedef struct {
     unsigned long long fd_need;  /* about what the limits can take, at their worst */
 } conn_plan;
 
-/* 0, or -1 with a sentence naming the bad setting. `threads`: HTTP threads (each
+/* The limits (the settings' bounds are settings.c's). `threads`: HTTP threads (each
  * has a database connection); `runs_fds`: what the runs may hold (their ingest
  * connections, pipes and logs). */
-int conn_plan_make(const settings *o, unsigned threads, unsigned runs_fds, conn_plan *out, char *err, size_t errlen);
+void conn_plan_make(const settings *o, unsigned threads, unsigned runs_fds, conn_plan *out);
 
 /* "at most 425 connections (+16 for loopback), 64 per address; headers within 10 s,
  * idle 30 s; 147 event streams, 16 per address; 1024 file descriptors" */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""No include cycle in server/, trainer/, runner/, schema/, client/ or spawn/, and no
-include upward across the libraries below the trainer.
+"""No include cycle in base/, server/, trainer/, runner/, schema/, client/ or spawn/,
+and no include upward across the libraries below the trainer.
 
 A module is a source file's stem in its folder (feed.c and feed.h are the module
 server/core/feed); module A depends on module B when a file of A includes B's
@@ -12,7 +12,7 @@ header of these trees fails too: it would hide a dependency.
 The layers: each folder of BELOW includes only from the folders it lists (the run's
 I/O, the checkpoint files and the model plan are libraries below the trainer, which
 ddp-run and the server link; spawn/, what a forked child does first, is below all
-three; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
+three; base/, the monotonic clock, allocation and die, is below every program; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
 this holds the layering itself, whatever the build's flags.
 
 Usage: test_include_cycles.py CASE --source REPO"""
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 
-TREES = ("server", "trainer", "runner", "schema", "client", "spawn")
+TREES = ("base", "server", "trainer", "runner", "schema", "client", "spawn")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -74,14 +74,15 @@ def graph(root):
 
 # folder: the folders its files may include from (a folder's subfolders are its own)
 BELOW = {
+    "base": ("base",),
     "schema": ("schema",),
     "spawn": ("spawn",),
     "trainer/run_io": ("trainer/run_io",),
     "trainer/ckpt_files": ("trainer/ckpt_files", "trainer/run_io"),
     "trainer/model_plan": ("trainer/model_plan", "schema"),
-    "runner": ("runner", "trainer/run_io", "schema", "spawn"),
-    "client": ("client",),
-    "server": ("server", "schema", "spawn", "trainer/ckpt_files", "trainer/model_plan"),
+    "runner": ("runner", "trainer/run_io", "schema", "spawn", "base"),
+    "client": ("client", "base"),
+    "server": ("server", "schema", "spawn", "trainer/ckpt_files", "trainer/model_plan", "base"),
 }
 
 
@@ -213,6 +214,21 @@ def case_finds_a_planted_upward_include(a):
             check(any(u.startswith(f'{victim} includes "{header}" (trainer{os.sep}') for u in up),
                   f"{victim}'s planted include of {header} is named: {up}")
         check(len(up) == len(plants), f"only the planted includes are named: {up}")
+
+
+def case_finds_an_include_out_of_base(a):
+    # base/ (the clock, allocation, die) is below every program: one of its files
+    # including a server header is named.
+    import shutil, tempfile
+    victim = os.path.join("base", "monotonic.c")
+    with tempfile.TemporaryDirectory(prefix="ddpd-base-") as d:
+        for tree in TREES:
+            shutil.copytree(os.path.join(a.source, tree), os.path.join(d, tree))
+        with open(os.path.join(d, victim), "a") as f:
+            f.write('\n#include "buf.h"\n')
+        up = upward_includes(d)
+        check(len(up) == 1 and up[0].startswith(f'{victim} includes "buf.h" (server{os.sep}base{os.sep}buf.h)'),
+              f"base/'s planted include of a server header is named, and only it: {up}")
 
 
 CASES = cases_in(globals())

@@ -21,6 +21,7 @@
 #include "cuda_check.h"
 #include "log.h"
 #include "memory_plan.h"
+#include "monotonic.h"
 
 #define WATCHDOG_TICK_MS 50
 #define ABORT_LOCK_WAIT_S 2    /* how long the aborter waits for an NCCL call to return before it gives up aborting */
@@ -48,12 +49,6 @@ typedef struct {
     atomic_int has_reason;
     char reason[640];
 } nccl_comm;
-
-static long long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static nccl_comm *impl(coll_comm *c) { return (nccl_comm *)c->impl; }
 
@@ -84,7 +79,7 @@ const char *coll_nccl_failure(coll_comm *c) {
 static void watch(nccl_comm *c, const char *what) {
     if (c->watch_depth++ > 0) return;
     atomic_store(&c->blocked_what, what);
-    atomic_store(&c->blocked_since, now_ns());
+    atomic_store(&c->blocked_since, mono_ns());
 }
 
 static void unwatch(nccl_comm *c) {
@@ -143,7 +138,7 @@ static void sleep_ms(int ms) {
  * waits for the GPU. The deadline is the watchdog's own clock, so it holds even
  * when ncclCommAbort never returns (the aborter thread calls it). */
 static void exit_after_abort(nccl_comm *c) {
-    if ((double)(now_ns() - atomic_load(&c->aborted_at)) / 1e9 < EXIT_GRACE_S) return;
+    if ((double)(mono_ns() - atomic_load(&c->aborted_at)) / 1e9 < EXIT_GRACE_S) return;
     if (c->board) run_board_set_failure(c->board, c->device, c->reason);
     fprintf(stderr, "rank %d: %s; the rank did not end within %.0f s of the abort, ending it\n", c->pub.rank, c->reason,
             EXIT_GRACE_S);
@@ -171,7 +166,7 @@ static void *aborter_main(void *arg) {
 
 static void abort_group(nccl_comm *c) {
     if (c->board) run_board_set_failure(c->board, c->device, c->reason);
-    atomic_store(&c->aborted_at, now_ns());
+    atomic_store(&c->aborted_at, mono_ns());
     atomic_store(&c->aborted, 1);
     pthread_t t;
     if (pthread_create(&t, NULL, aborter_main, c) == 0) pthread_detach(t);
@@ -196,7 +191,7 @@ static void *watchdog_main(void *arg) {
             continue;
         }
         long long since = atomic_load(&c->blocked_since);
-        if (since && (double)(now_ns() - since) / 1e9 > c->timeout_s) {
+        if (since && (double)(mono_ns() - since) / 1e9 > c->timeout_s) {
             const char *what = atomic_load(&c->blocked_what);
             set_reason(c, "%s did not complete within %.0f s (a rank stopped taking part, or the GPU hangs); "
                           "the NCCL communicator was aborted (distributed.collective_timeout_s; rerun with "

@@ -4,6 +4,7 @@
  * local rank 0's link, while the node's other ranks wait for it in a local barrier
  * or broadcast. */
 #include "coll_nodes.h"
+#include "monotonic.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +21,6 @@ typedef struct {
     char failure[512];
 } nodes_comm;
 
-static uint64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 /* A call on the node's comm: its counters are this comm's waits and syncs. */
@@ -37,7 +32,7 @@ static int here(nodes_comm *c, int rc) {
 
 /* A call between the nodes that started at t0: its time, and why it failed. */
 static int between(nodes_comm *c, int rc, uint64_t t0) {
-    c->pub.net_ns += clock_ns() - t0;
+    c->pub.net_ns += (uint64_t)mono_ns() - t0;
     c->pub.syncs++;
     if (rc != 0 && !c->failure[0]) snprintf(c->failure, sizeof c->failure, "%s", gloo_link_error(c->link));
     return rc;
@@ -49,7 +44,7 @@ static int node_of(const nodes_comm *c, int rank) { return rank / c->local->worl
  * rank (the nodes' averages summed in the ring's order, times 1/nodes); sums[0..m)
  * summed across too, in the same call (one round trip, not two). */
 static int average_share_across(nodes_comm *c, float *buf, size_t lo, size_t hi, double *sums, size_t m) {
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = (uint64_t)mono_ns();
     int rc = m ? gloo_link_allreduce_sum_f32_f64(c->link, buf + lo, hi - lo, sums, m)
                : gloo_link_allreduce_sum_f32(c->link, buf + lo, hi - lo);
     if (between(c, rc, t0) != 0) return -1;
@@ -59,7 +54,7 @@ static int average_share_across(nodes_comm *c, float *buf, size_t lo, size_t hi,
 }
 
 static int sum_across_f64(nodes_comm *c, double *buf, size_t n) {
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = (uint64_t)mono_ns();
     return between(c, gloo_link_allreduce_sum_f64(c->link, buf, n), t0);
 }
 
@@ -109,7 +104,7 @@ static int n_broadcast(coll_comm *pub, void *buf, size_t bytes, int root) {
     int root_node = node_of(c, root), local_root = root % c->local->world_size;
     if (pub->node_rank == root_node && here(c, c->local->broadcast(c->local, buf, bytes, local_root)) != 0) return -1;
     if (pub->shard_rank == 0) {
-        uint64_t t0 = clock_ns();
+        uint64_t t0 = (uint64_t)mono_ns();
         if (between(c, gloo_link_broadcast(c->link, buf, bytes, root_node), t0) != 0) return -1;
     }
     if (pub->node_rank != root_node) return here(c, c->local->broadcast(c->local, buf, bytes, 0));
@@ -122,7 +117,7 @@ static int n_broadcast_shared(coll_comm *pub, void *buf, size_t bytes, int root)
     nodes_comm *c = (nodes_comm *)pub;
     if (here(c, c->local->barrier(c->local)) != 0) return -1;
     if (pub->shard_rank == 0) {
-        uint64_t t0 = clock_ns();
+        uint64_t t0 = (uint64_t)mono_ns();
         if (between(c, gloo_link_broadcast(c->link, buf, bytes, node_of(c, root)), t0) != 0) return -1;
     }
     return here(c, c->local->barrier(c->local));
@@ -132,7 +127,7 @@ static int n_barrier(coll_comm *pub) {
     nodes_comm *c = (nodes_comm *)pub;
     if (here(c, c->local->barrier(c->local)) != 0) return -1;
     if (pub->shard_rank == 0) {
-        uint64_t t0 = clock_ns();
+        uint64_t t0 = (uint64_t)mono_ns();
         if (between(c, gloo_link_barrier(c->link), t0) != 0) return -1;
     }
     return here(c, c->local->barrier(c->local));

@@ -5,6 +5,7 @@
  * until its timeout; a refusal for any other reason (a wrong secret, a key already
  * set to another value) fails at once with the coordinator's words. */
 #include "kv_store.h"
+#include "monotonic.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -39,12 +40,6 @@ static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
     b->len += add;
     b->data[b->len] = '\0';
     return add;
-}
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(int ms) {
@@ -152,7 +147,7 @@ static int http_get(kv_store *s, const char *key, int timeout_ms, void **data, s
         return -1;
     }
     snprintf(url, n, "%s?key=%s", k->url, key); /* a key's characters need no escaping in a query */
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = mono_ms() + timeout_ms;
     char last[512] = "";
     int wait = POLL_FIRST_MS, rc = -1;
     for (;;) {
@@ -173,7 +168,7 @@ static int http_get(kv_store *s, const char *key, int timeout_ms, void **data, s
             snprintf(err, errlen, "cannot read rendezvous key %s: %s", key, last);
             break;
         }
-        if (now_ms() >= deadline) {
+        if (mono_ms() >= deadline) {
             snprintf(err, errlen, "rendezvous key %s was not there after %.1f s (%s): did every node's part of the run "
                      "start? (DDPD_RENDEZVOUS_TIMEOUT_S sets how long to wait)", key, timeout_ms / 1000.0, last);
             break;

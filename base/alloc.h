@@ -1,5 +1,6 @@
-/* Allocation that cannot fail: out of memory, the server says so and aborts (there
- * is no useful way on for a service whose every part allocates). */
+/* Allocation that cannot fail: out of memory, the program says so (under its die.h
+ * name) and aborts (there is no useful way on for a service whose every part
+ * allocates). */
 #ifndef DDPD_BASE_ALLOC_H
 #define DDPD_BASE_ALLOC_H
 

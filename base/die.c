@@ -9,6 +9,8 @@ static const char *program = "ddpd";
 
 void die_set_program(const char *name) { program = name; }
 
+const char *die_program(void) { return program; }
+
 void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

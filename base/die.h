@@ -8,5 +8,6 @@
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* The name before the message: "ddpd" unless set ("ddpd agent"). */
 void die_set_program(const char *name);
+const char *die_program(void);
 
 #endif

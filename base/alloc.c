@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "die.h"
+
 void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) {
-        fprintf(stderr, "ddpd: out of memory (%zu bytes)\n", n);
+        fprintf(stderr, "%s: out of memory (%zu bytes)\n", die_program(), n);
         abort();
     }
     return p;
@@ -18,7 +20,7 @@ void *xmalloc(size_t n) {
 void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) {
-        fprintf(stderr, "ddpd: out of memory (%zu x %zu bytes)\n", count, size);
+        fprintf(stderr, "%s: out of memory (%zu x %zu bytes)\n", die_program(), count, size);
         abort();
     }
     return p;
@@ -27,7 +29,7 @@ void *xcalloc(size_t count, size_t size) {
 void *xrealloc(void *p, size_t n) {
     p = realloc(p, n ? n : 1);
     if (!p) {
-        fprintf(stderr, "ddpd: out of memory (%zu bytes)\n", n);
+        fprintf(stderr, "%s: out of memory (%zu bytes)\n", die_program(), n);
         abort();
     }
     return p;
@@ -47,7 +49,7 @@ char *xasprintf(const char *fmt, ...) {
     va_start(ap, fmt);
     char *s = NULL;
     if (vasprintf(&s, fmt, ap) < 0) {
-        fprintf(stderr, "ddpd: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", die_program());
         abort();
     }
     va_end(ap);
