@@ -323,25 +323,33 @@ static void check_gpus(const settings *c, int slots, int *n_gpus_out) {
     buf_free(&b);
 }
 
+#define UNSTARTABLE "could not be run (not a program for this machine, or a library it needs is missing)"
+
+/* Runs `path --version` (20 s at most): true with its first line in `first`; else false,
+ * with that line (or "") and how it ended, in words, in `how` (`unstartable` where the
+ * program could not be run at all: status 127). */
+static bool ask_version(const char *path, const char *unstartable, char first[256], char how[128]) {
+    char *out = NULL;
+    char *argv[] = {(char *)path, "--version", NULL};
+    int ws = run_capture(argv, &out, 20);
+    snprintf(first, 256, "%s", out ? out : "");
+    first[strcspn(first, "\n")] = '\0';
+    free(out);
+    if (ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return true;
+    if (ws < 0) snprintf(how, 128, "did not answer --version within 20 s");
+    else if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127) snprintf(how, 128, "%s", unstartable);
+    else describe_wait_status(ws, how, 128);
+    return false;
+}
+
 static void check_trainer(const settings *c, int n_gpus) {
     if (access(c->trainer, X_OK) != 0) {
         say(V_FAIL, "trainer", "%s: %s: give --trainer PATH (it is built beside ddpd as ddp-trainer)", c->trainer,
             errno == ENOENT ? "not there" : "not executable");
         return;
     }
-    char *out = NULL;
-    char *argv[] = {(char *)c->trainer, "--version", NULL};
-    int ws = run_capture(argv, &out, 20);
-    char first[256];
-    snprintf(first, sizeof first, "%s", out ? out : "");
-    first[strcspn(first, "\n")] = '\0';
-    free(out);
-    if (ws < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        char how[128];
-        if (ws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
-        else if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127)
-            snprintf(how, sizeof how, "could not be run (not a program for this machine, or a library it needs is missing)");
-        else describe_wait_status(ws, how, sizeof how);
+    char first[256], how[128];
+    if (!ask_version(c->trainer, UNSTARTABLE, first, how)) {
         say(V_FAIL, "trainer", "%s %s%s%s", c->trainer, how, first[0] ? ": " : "", first);
         return;
     }
@@ -356,20 +364,10 @@ static void check_trainer(const settings *c, int n_gpus) {
         if (close_paren) *close_paren = '\0';
     }
     if (nccl[0] == '/') {
-        char *nout = NULL;
-        char *nargv[] = {nccl, "--version", NULL};
-        int nws = run_capture(nargv, &nout, 20);
         char nfirst[256];
-        snprintf(nfirst, sizeof nfirst, "%s", nout ? nout : "");
-        nfirst[strcspn(nfirst, "\n")] = '\0';
-        free(nout);
-        if (nws >= 0 && WIFEXITED(nws) && WEXITSTATUS(nws) == 0) {
+        if (ask_version(nccl, "cannot start", nfirst, how)) {
             say(V_OK, "trainer", "%s: %s, which starts", c->trainer, first);
         } else {
-            char how[128];
-            if (nws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
-            else if (WIFEXITED(nws) && WEXITSTATUS(nws) == 127) snprintf(how, sizeof how, "cannot start");
-            else describe_wait_status(nws, how, sizeof how);
             say(V_WARN, "trainer", "%s: %s, but %s %s%s%s: GPU runs will fail (is the CUDA runtime with cuBLAS and NCCL installed?)",
                 c->trainer, first, nccl, how, nfirst[0] ? ": " : "", nfirst);
         }
@@ -409,17 +407,8 @@ static void check_commands(const settings *c) {
             errno == ENOENT ? "not there" : "not executable");
         return;
     }
-    char *out = NULL;
-    char *argv[] = {(char *)c->runner, "--version", NULL};
-    int ws = run_capture(argv, &out, 20);
-    char first[256];
-    snprintf(first, sizeof first, "%s", out ? out : "");
-    first[strcspn(first, "\n")] = '\0';
-    free(out);
-    if (ws < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        char how[128];
-        if (ws < 0) snprintf(how, sizeof how, "did not answer --version within 20 s");
-        else describe_wait_status(ws, how, sizeof how);
+    char first[256], how[128];
+    if (!ask_version(c->runner, UNSTARTABLE, first, how)) {
         say(V_FAIL, "runner", "%s %s%s%s: command runs would fail to start", c->runner, how, first[0] ? ": " : "",
             first);
         return;
