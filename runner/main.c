@@ -360,7 +360,8 @@ static int run(const options *o, const command_config *cfg) {
     }
     utf8_repair(res.reason);
 
-    int succeeded = strcmp(res.status, "succeeded") == 0, canceled = strcmp(res.status, "canceled") == 0;
+    int succeeded = strcmp(res.status, "succeeded") == 0;
+    int canceled = strcmp(res.status, "canceled") == 0 || strcmp(res.status, "preempted") == 0;
     if (succeeded) log_msg(LOG_INFO, "run succeeded%s%s", res.reason[0] ? ": " : "", res.reason);
     else log_msg(LOG_ERROR, "run %s: %s", res.status, res.reason);
     int exit_code = canceled ? 128 + res.signal : succeeded ? EXIT_SUCCEEDED : EXIT_FAILED;

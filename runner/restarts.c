@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -62,6 +63,11 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
     gang_run(&p->gang, &res);
     r->status = STATUS[res.outcome];
     snprintf(r->reason, sizeof r->reason, "%s", res.reason);
+    if (res.outcome == GANG_CANCELED && res.signal == SIGUSR1) { /* ddpd's preemption, not a cancel */
+        r->status = "preempted";
+        snprintf(r->reason, sizeof r->reason, "preempted: ddpd took its devices back for a run of a higher priority "
+                 "(SIGUSR1; every rank got SIGTERM); ddpd starts it again once it is placed");
+    }
     r->cancel_signal = res.outcome == GANG_CANCELED ? res.signal : res.canceled_by;
     if (res.outcome != GANG_FAILED || res.failing_rank < 0) return; /* a rank that could not start: no restart mends it */
     r->may_restart = 1;

@@ -636,6 +636,9 @@ def case_preempted(a):
         shown = subprocess.run([a.ddpctl, "show", str(rid)], env=env, capture_output=True, text=True, timeout=30).stdout
         check(f"preempted by run {urgent}" in shown and "canceled" not in shown,
               f"ddpctl show says preempted by run {urgent}, nowhere canceled: {shown!r}")
+        run_log = s.get(f"/runs/{rid}/logs?tail=400").body.decode(errors="replace")
+        check("run preempted: preempted: ddpd took its devices back" in run_log and "canceled" not in run_log,
+              f"the run's log (its launcher's words) says preempted, nowhere canceled: {run_log[-1500:]!r}")
         final = s.run(rid)
         first_took = (datetime.fromisoformat(first_attempt["ended_at"].replace("Z", "+00:00")) -
                       datetime.fromisoformat(first_attempt["started_at"].replace("Z", "+00:00"))).total_seconds()
