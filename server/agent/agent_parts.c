@@ -155,7 +155,7 @@ static void start(const json_t *w) {
     } else if (command && !P.c.allow_commands) {
         refuse(p, "node %s does not run command runs: its agent was started without --allow-commands",
                P.c.node_name);
-    } else if (command && p->node_rank == 0 && !port_is_free(port)) {
+    } else if (command && p->node_rank == 0 && !port_is_listenable(port)) { /* a TIME_WAIT left there is no bar to rank 0 */
         refuse(p, "MASTER_PORT %d is in use on node %s (rank 0's node): free it, or give the coordinator another "
                "--port-range", port, P.c.node_name);
     } else {
