@@ -479,11 +479,12 @@ def bench_get(a):
         modes = [("this build", "plain", s0, []), ("this build", "If-None-Match", s0, [f"If-None-Match: {tag}"])]
         if a.baseline_ddpd:
             modes.append(("baseline", "plain", servers[1][1], []))
-        for _ in range(a.get_rounds):  # alternating, to spread the machine's noise over all
-            for name, mode, s, headers in modes:
+        for i in range(a.get_rounds):  # alternating, to spread the machine's noise over all
+            order = modes if i % 2 == 0 else modes[::-1]  # and none always first after a pause
+            for name, mode, s, headers in order:
                 path = f"/runs/{runs[name]}"
                 rows.setdefault((name, mode, 1), []).append(one_connection_get(s, path, a.get_requests, headers))
-            for name, mode, s, headers in modes:
+            for name, mode, s, headers in order:
                 path = f"/runs/{runs[name]}"
                 rows.setdefault((name, mode, 64), []).append(
                     wrk_get(s, path, a.get_seconds, a.wrk_threads, headers) if many == "wrk"
