@@ -1,4 +1,4 @@
-# Server tests. C unit tests of the pieces that are pure logic (downsampling,
+# Server tests. C unit tests of the pieces that are pure logic (downsampling, the API's times,
 # migrations, per-address counts, the settings table, the queue policy, the blame among a run's parts, a
 # launcher's command line) and of the core modules (store, ingest parsing, feed, scheduler, rendezvous),
 # then integration tests in Python (standard library only) that start a
@@ -11,6 +11,7 @@
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
+ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_base)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_server)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)

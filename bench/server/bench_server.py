@@ -17,15 +17,18 @@
            next run's start (finished_at -> started_at) as slots are freed one at a
            time, what GET /queue and GET /runs/{id} of a queued run take, and
            bench_queue_policy's in-process figure for one decision.
-  get      GET /runs/{id} of a finished run (config and checkpoints in its answer)
-           under 64 connections (wrk), plain and with If-None-Match (304s): the
-           server's own CPU per request (its utime+stime from /proc/PID/stat around
-           each wrk), requests/s and p99 latency, the two alternating; with
-           --baseline-ddpd, the plain GET of another ddpd build (one from before the
-           cache) measured in the same rounds, and the ratios.
+  get      GET /runs/{id} of a finished run (config and checkpoints in its answer):
+           the server's own CPU per request (its utime+stime from /proc/PID/stat around
+           each measurement), requests/s and latency, over one keep-alive connection
+           (--get-requests GETs in a row) and over 64 (wrk for --get-seconds, or a
+           Python asyncio client where wrk is not installed: --get-client), plain and
+           with If-None-Match (304s); with --baseline-ddpd, the plain GET of another
+           ddpd build measured in the same rounds (each kind once a round, alternating),
+           and the ratios.
 
 Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get] [--steps N]
-                       [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]"""
+                       [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]
+                       [--get-requests N] [--get-seconds S] [--get-rounds R] [--get-client auto|wrk|python]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -380,18 +383,88 @@ def finished_run(s):
     return rid
 
 
+def one_connection_get(server, path, count, headers=()):
+    """`count` GETs one after another on one keep-alive connection (http.client): the server's
+    CPU per request and the requests' latency."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    hdrs = dict(h.split(": ", 1) for h in headers)
+    took, bad = [], 0
+    before, t0 = cpu_seconds(server.proc.pid), time.monotonic()
+    for _ in range(count):
+        t = time.monotonic()
+        conn.request("GET", path, headers=hdrs)
+        r = conn.getresponse()
+        r.read()
+        took.append(time.monotonic() - t)
+        bad += r.status not in (200, 304)
+    cpu, wall = cpu_seconds(server.proc.pid) - before, time.monotonic() - t0
+    conn.close()
+    took.sort()
+    return {"n": count, "rps": count / wall, "p50": 1000 * took[len(took) // 2], "p99": 1000 * took[int(len(took) * 0.99)],
+            "cpu": cpu, "bad": bad, "errors": ""}
+
+
+def python_get(server, path, seconds, connections=64, headers=()):
+    """wrk's stand-in where it is not installed: `connections` keep-alive connections (asyncio,
+    one thread), each sending its next GET when its answer is in, for `seconds`."""
+    import asyncio
+    request = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(f"{h}\r\n" for h in headers) + "\r\n").encode()
+    took, counts = [], {"bad": 0, "errors": 0}
+
+    async def client(deadline):
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        except OSError:
+            counts["errors"] += 1
+            return
+        try:
+            while time.monotonic() < deadline:
+                t = time.monotonic()
+                writer.write(request)
+                status = int((await reader.readline()).split()[1])
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                if length:
+                    await reader.readexactly(length)
+                took.append(time.monotonic() - t)
+                counts["bad"] += status not in (200, 304)
+        except (OSError, IndexError, ValueError, asyncio.IncompleteReadError):
+            counts["errors"] += 1
+        writer.close()
+
+    async def all_clients():
+        deadline = time.monotonic() + seconds
+        await asyncio.gather(*(client(deadline) for _ in range(connections)))
+
+    before, t0 = cpu_seconds(server.proc.pid), time.monotonic()
+    asyncio.run(all_clients())
+    cpu, wall = cpu_seconds(server.proc.pid) - before, time.monotonic() - t0
+    took.sort()
+    if not took:
+        sys.exit("get: the Python client got no answer")
+    return {"n": len(took), "rps": len(took) / wall, "p50": 1000 * took[len(took) // 2],
+            "p99": 1000 * took[int(len(took) * 0.99)], "cpu": cpu, "bad": counts["bad"],
+            "errors": f"{counts['errors']} connections broke" if counts["errors"] else ""}
+
+
 def bench_get(a):
-    if not shutil.which("wrk"):
-        print("get: wrk is not installed (scripts/install-deps.sh --bench); skipped")
-        return
+    """Each build's finished run, asked over one connection (a.get_requests GETs) and over
+    64 (wrk, or the Python client without it), every kind of request once a round,
+    the rounds alternating so that the machine's load falls on all alike."""
+    many = "wrk" if a.get_client == "wrk" or (a.get_client == "auto" and shutil.which("wrk")) else "python"
+    if many == "wrk" and not shutil.which("wrk"):
+        sys.exit("get: --get-client wrk, but wrk is not installed (scripts/install-deps.sh --bench)")
     trainer = os.path.join(a.build, "bin", "ddp-trainer")
-    # wrk's 64 connections and this script's own: above the default per-address cap (64),
-    # whose refusals (503s) wrk would count among the requests
+    # 64 connections and this script's own: above the default per-address cap (64),
+    # whose refusals (503s) would be counted among the requests
     room = ["--max-connections-per-address", "128"]
     servers = [("this build", Server(a.ddpd, trainer, slots=1, extra=room))]
     if a.baseline_ddpd:
         servers.append(("baseline", Server(os.path.abspath(a.baseline_ddpd), trainer, slots=1, extra=room)))
     rows = {}
+    load_before = os.getloadavg()
     try:
         runs = {name: finished_run(s) for name, s in servers}
         s0, rid = servers[0][1], runs["this build"]
@@ -403,37 +476,53 @@ def bench_get(a):
         status304 = s0.req("GET", f"/runs/{rid}", headers={"If-None-Match": tag})[0]
         if status304 != 304:
             sys.exit(f"get: If-None-Match with the current tag -> {status304}, not 304")
-        modes = [("this build", "plain", s0, [])] + [("this build", "If-None-Match", s0, [f"If-None-Match: {tag}"])]
+        modes = [("this build", "plain", s0, []), ("this build", "If-None-Match", s0, [f"If-None-Match: {tag}"])]
         if a.baseline_ddpd:
             modes.append(("baseline", "plain", servers[1][1], []))
-        for _ in range(a.get_rounds):  # alternating, to spread the machine's noise over all
-            for name, mode, s, headers in modes:
-                rows.setdefault((name, mode), []).append(
-                    wrk_get(s, f"/runs/{runs[name]}", a.get_seconds, a.wrk_threads, headers))
+        for i in range(a.get_rounds):  # alternating, to spread the machine's noise over all
+            order = modes if i % 2 == 0 else modes[::-1]  # and none always first after a pause
+            for name, mode, s, headers in order:
+                path = f"/runs/{runs[name]}"
+                rows.setdefault((name, mode, 1), []).append(one_connection_get(s, path, a.get_requests, headers))
+            for name, mode, s, headers in order:
+                path = f"/runs/{runs[name]}"
+                rows.setdefault((name, mode, 64), []).append(
+                    wrk_get(s, path, a.get_seconds, a.wrk_threads, headers) if many == "wrk"
+                    else python_get(s, path, a.get_seconds, 64, headers))
     finally:
         for _, s in servers:
             s.close()
     load = os.getloadavg()
-    print(f"get: GET /runs/{{id}} of a finished run ({size} bytes of JSON: config, 2 checkpoints), 64 connections,"
-          f" {a.wrk_threads} wrk thread(s), {a.get_seconds} s each, {a.get_rounds} rounds alternating;"
-          f" {os.cpu_count()} cores; load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    client = (f"wrk, {a.wrk_threads} thread(s)" if many == "wrk" else
+              f"a Python asyncio client ({'wrk is not installed' if a.get_client == 'auto' else '--get-client python'})")
+    print(f"get: GET /runs/{{id}} of a finished run ({size} bytes of JSON: config, 2 checkpoints); one connection:"
+          f" {a.get_requests} GETs in a row (Python http.client); 64 connections: {client}, {a.get_seconds} s;"
+          f" {a.get_rounds} rounds alternating; {os.cpu_count()} cores; load average before"
+          f" {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if a.baseline_ddpd:
+        print(f"  baseline: {os.path.abspath(a.baseline_ddpd)}")
     med = {}
-    for (name, mode), rs in rows.items():
-        per = [1e6 * r["cpu"] / r["n"] for r in rs]
-        med[(name, mode)] = statistics.median(per)
-        print(f"  {name:10s} {mode:14s} server CPU {statistics.median(per):6.1f} µs/request (min {min(per):.1f}, max"
-              f" {max(per):.1f});  {statistics.median(r['rps'] for r in rs):8,.0f} requests/s;"
-              f"  p50 {statistics.median(r['p50'] for r in rs):6.2f} ms, p99 {statistics.median(r['p99'] for r in rs):6.2f} ms"
-              f" (worst p99 {max(r['p99'] for r in rs):.2f})")
-        for r in rs:
-            if r["bad"] or r["errors"]:
-                print(f"    non-2xx/3xx {r['bad']}; {r['errors']}")
-    plain, cond = med[("this build", "plain")], med[("this build", "If-None-Match")]
-    print(f"  If-None-Match (304) / plain (200): {cond / plain:.2f}x the CPU per request (target: at most 20 µs each)")
-    if ("baseline", "plain") in med:
-        base = med[("baseline", "plain")]
-        print(f"  this build / baseline, plain GET: {plain / base:.2f}x the CPU per request"
-              f" ({base / plain:.1f}x fewer µs); 304s: {cond / base:.2f}x")
+    for conns in (1, 64):
+        print(f"  {conns} connection{'s' if conns > 1 else ''}:")
+        for (name, mode, c), rs in rows.items():
+            if c != conns:
+                continue
+            per = [1e6 * r["cpu"] / r["n"] for r in rs]
+            med[(name, mode, c)] = statistics.median(per)
+            print(f"    {name:10s} {mode:14s} server CPU {statistics.median(per):6.1f} µs/request (min {min(per):.1f},"
+                  f" max {max(per):.1f});  {statistics.median(r['rps'] for r in rs):8,.0f} requests/s;"
+                  f"  p50 {statistics.median(r['p50'] for r in rs):6.2f} ms, p99 {statistics.median(r['p99'] for r in rs):6.2f}"
+                  f" ms (worst p99 {max(r['p99'] for r in rs):.2f})")
+            for r in rs:
+                if r["bad"] or r["errors"]:
+                    print(f"      non-2xx/3xx {r['bad']}; {r['errors']}")
+        plain, cond = med[("this build", "plain", conns)], med[("this build", "If-None-Match", conns)]
+        print(f"    If-None-Match (304) / plain (200): {cond / plain:.2f}x the CPU per request")
+        if ("baseline", "plain", conns) in med:
+            base = med[("baseline", "plain", conns)]
+            print(f"    this build / baseline, plain GET: {plain / base:.2f}x the CPU per request"
+                  f" ({plain - base:+.1f} µs); 304s: {cond / base:.2f}x")
+    print("  (target: at most 20 µs of server CPU per request under 64 connections, and no more than the baseline's)")
 
 
 def main():
@@ -451,9 +540,13 @@ def main():
     p.add_argument("--baseline-trainer", help="latency: another ddp-trainer build whose runs alternate with this one's")
     p.add_argument("--queued", type=int, default=1000, help="queue: runs queued")
     p.add_argument("--queue-rounds", type=int, default=10, help="queue: slots freed one at a time")
-    p.add_argument("--get-seconds", type=int, default=10, help="get: seconds of each wrk")
+    p.add_argument("--get-seconds", type=int, default=10, help="get: seconds of each 64-connection measurement")
+    p.add_argument("--get-requests", type=int, default=20000,
+                   help="get: GETs of each one-connection measurement (CPU times come in 10 ms ticks: enough of them)")
+    p.add_argument("--get-client", choices=("auto", "wrk", "python"), default="auto",
+                   help="get: what makes the 64 connections (auto: wrk when installed, else Python)")
     p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
-    p.add_argument("--baseline-ddpd", help="get: another ddpd binary to compare with (same trainer)")
+    p.add_argument("--baseline-ddpd", help="get: another ddpd binary measured in the same rounds (same trainer)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")

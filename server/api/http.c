@@ -36,7 +36,8 @@ typedef struct {
     char path[256];
     int status;       /* of the answer queued; 0: none was */
     uint64_t bytes;   /* of its body */
-    caller who;       /* who sent it (http_config.identify) */
+    caller who;       /* who sent it (http_config.identify), once who_known */
+    bool who_known;
 } request_state;
 
 static struct {
@@ -409,6 +410,15 @@ static auth_verdict identify(const char *authorization, caller *who) {
     return AUTH_OK;
 }
 
+const caller *rq_caller(request *rq) {
+    request_state *st = rq->state;
+    if (!st->who_known) {
+        identify(rq_header(rq, MHD_HTTP_HEADER_AUTHORIZATION), &st->who);
+        st->who_known = true;
+    }
+    return &st->who;
+}
+
 static const char *refusal(auth_verdict v) {
     if (H.c.refusal) return H.c.refusal(v);
     return "this server needs its token to change anything: send \"Authorization: Bearer <token>\" "
@@ -458,11 +468,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         /* Reading is open; changing needs a credential the server knows, when it has a
          * token or users (identify); a run's own route is the handler's to check, by the
-         * run's secret. */
-        const char *authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        auth_verdict verdict = identify(authorization, &st->who);
-        if (verdict != AUTH_OK && auth_method_mutates(method) && !st->route->run_secret_auth)
-            return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL, refusal(verdict));
+         * run's secret. A read is identified only if its handler asks (rq_caller). */
+        if (auth_method_mutates(method) && !st->route->run_secret_auth) {
+            const char *authorization =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+            auth_verdict verdict = identify(authorization, &st->who);
+            st->who_known = true;
+            if (verdict != AUTH_OK) return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL, refusal(verdict));
+        }
         if (has_body(conn) || st->route->json_body) {
             const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
             if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
@@ -499,7 +512,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_problem(conn, st, MHD_HTTP_CONTENT_TOO_LARGE, NULL, detail);
     }
     request rq = {.conn = conn,
-                  .who = &st->who,
+                  .state = st,
                   .method = method,
                   .path = url,
                   .id_text = st->id_text,

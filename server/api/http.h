@@ -6,7 +6,8 @@
  * streaming), 415 for bodies that are not JSON, 401 for a request that changes
  * something (not GET or HEAD) without a credential the server knows, when it needs
  * one (the token, a user's: `identify`), but for a route that takes the run's secret
- * instead (run_secret_auth). Every request carries who sent it (request.who). Errors are
+ * instead (run_secret_auth). Who sent a request is rq_caller's answer, looked up when a
+ * handler first asks (a read that never does costs no look-up). Errors are
  * application/problem+json (RFC 9457). When a request is over, the request_done hook
  * hears of it (main.c: its log line and its count in /metrics). Connections come
  * through conn_guard.h's accept thread (its caps and the header deadline); a
@@ -30,7 +31,7 @@ struct MHD_Connection;
 
 typedef struct {
     struct MHD_Connection *conn;
-    const caller *who; /* who sent it: a user, the server's token, or anybody (auth.h) */
+    void *state; /* http.c's own for this request (rq_caller's answer, once known) */
     const char *method;
     const char *path;
     const char *id_text; /* the {id} segment, when the route has one */
@@ -96,6 +97,11 @@ void http_stop(void);
 const char *rq_query(request *rq, const char *key);
 /* A request header, or NULL. */
 const char *rq_header(request *rq, const char *name);
+/* Who sent the request: a user, the server's token, or anybody (auth.h), by its
+ * Authorization header. Identified when first asked: a request that changes
+ * something was before its handler ran (its verdict decides a 401); a read is
+ * when its handler needs to know, so a poller's GET costs no look-up of the users. */
+const caller *rq_caller(request *rq);
 /* Whether the request's If-None-Match names `etag` (or is "*"): RFC 9110's weak
  * comparison, so W/"x" matches "x". */
 bool rq_if_none_match(request *rq, const char *etag);

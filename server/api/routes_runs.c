@@ -172,6 +172,7 @@ static void invalid_config(response *rs, schema_errors *errs) {
 }
 
 static void post_runs(request *rq, response *rs) {
+    const caller *who = rq_caller(rq);
     size_t i = 0;
     while (i < rq->body_len && strchr(" \t\r\n", rq->body[i])) i++;
     if (i == rq->body_len) {
@@ -203,17 +204,17 @@ static void post_runs(request *rq, response *rs) {
         json_decref(config);
         return;
     }
-    if (!runs_permitted(config, rq->who, &errs)) {
+    if (!runs_permitted(config, who, &errs)) {
         char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
         reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
-                      rq->who->kind == CALLER_USER ? rq->who->name : "this caller", first);
+                      who->kind == CALLER_USER ? who->name : "this caller", first);
         free(first);
         schema_errors_free(&errs);
         json_decref(config);
         return;
     }
     char err[1024];
-    int64_t id = runs_submit(config, rq->who, &errs, err, sizeof err);
+    int64_t id = runs_submit(config, who, &errs, err, sizeof err);
     if (id == 0) invalid_config(rs, &errs);
     else if (id < 0) {
         store_health sh;
@@ -355,7 +356,7 @@ static void get_run(request *rq, response *rs) {
  * (403 naming the owner, 404, 500) is given and false. */
 static bool may_change(request *rq, response *rs, int64_t id, const char *verb) {
     char why[512];
-    switch (runs_may_change(id, rq->who, verb, why, sizeof why)) {
+    switch (runs_may_change(id, rq_caller(rq), verb, why, sizeof why)) {
     case RUNS_DONE: return true;
     case RUNS_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", why); return false;
     case RUNS_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return false;
@@ -669,7 +670,7 @@ static void get_users(request *rq, response *rs) {
 }
 
 static void get_me(request *rq, response *rs) {
-    const caller *who = rq->who;
+    const caller *who = rq_caller(rq);
     if (who->kind == CALLER_USER) {
         user_info u;
         if (users_find(who->name, &u)) {

@@ -18,7 +18,8 @@ typedef struct {
 static struct {
     pthread_mutex_t mu;
     sqlite3 *db;
-    int64_t data_version; /* of the database when the rows were read */
+    sqlite3_stmt *version_stmt; /* PRAGMA data_version, prepared once: asked on every identify */
+    int64_t data_version;       /* of the database when the rows were read */
     user_row *rows;
     int n;
     char *server_token;
@@ -42,12 +43,13 @@ static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len
     if (hash) snprintf(hash, hash_len, "%s", h ? h : "");
 }
 
-static int64_t data_version_of(sqlite3 *db) {
-    sqlite3_stmt *st;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK) return -1;
-    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+/* The database's data_version (it moves when another connection commits); -1 when
+ * it cannot be read. Under U.mu. */
+static int64_t data_version_locked(void) {
+    if (!U.version_stmt && sqlite3_prepare_v2(U.db, "PRAGMA data_version", -1, &U.version_stmt, NULL) != SQLITE_OK)
+        return -1;
+    int64_t v = sqlite3_step(U.version_stmt) == SQLITE_ROW ? sqlite3_column_int64(U.version_stmt, 0) : -1;
+    sqlite3_reset(U.version_stmt);
     return v;
 }
 
@@ -89,7 +91,7 @@ int users_open(const char *db_path, const char *server_token, char *err, size_t 
     sqlite3_busy_timeout(U.db, 5000);
     U.server_token = server_token ? xstrdup(server_token) : NULL;
     pthread_mutex_lock(&U.mu);
-    U.data_version = data_version_of(U.db);
+    U.data_version = data_version_locked();
     reload_locked();
     pthread_mutex_unlock(&U.mu);
     return 0;
@@ -97,6 +99,8 @@ int users_open(const char *db_path, const char *server_token, char *err, size_t 
 
 void users_close(void) {
     pthread_mutex_lock(&U.mu);
+    sqlite3_finalize(U.version_stmt);
+    U.version_stmt = NULL;
     sqlite3_close(U.db);
     U.db = NULL;
     free(U.rows);
@@ -110,7 +114,7 @@ void users_close(void) {
 /* Under U.mu. */
 static bool refresh_locked(void) {
     if (!U.db) return false;
-    int64_t v = data_version_of(U.db);
+    int64_t v = data_version_locked();
     if (v == U.data_version) return false;
     U.data_version = v;
     return reload_locked();

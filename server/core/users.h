@@ -4,8 +4,10 @@
  *
  * `ddpd user` (cmd/user_cmd.c) changes them in the database with the functions at
  * the bottom, whether a server runs or not; a running server sees a change at its next
- * request or tick: its copy of the table is read again whenever the database changed
- * (PRAGMA data_version), so a replaced token stops working at once.
+ * request that asks who sent it (every one that changes something, and /users/me:
+ * http.h's rq_caller) or its next tick (at most 100 ms): its copy of the table is
+ * read again whenever the database changed (PRAGMA data_version), so a replaced
+ * token stops working at once.
  *
  * Who a request is (users_identify): the server's own token (--token-file) is an
  * admin of no name; a user's token is that user; no token at all is anybody, an admin,

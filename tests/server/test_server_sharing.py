@@ -177,6 +177,11 @@ def case_users_and_ownership(a):
             code, out, _ = user(a.ddpd, box.dir, "token", "alice")
             new_alice = out.strip().splitlines()[-1]
             check(code == 0 and new_alice != alice, f"ddpd user token alice: a new one: {out!r}")
+            # a read that asks who sent it looks the users up again too (reads that do not ask skip it)
+            problem(s.get("/users/me", headers=bearer(alice)), 401, "not one this server knows",
+                    "GET /users/me with alice's old token, at once")
+            check(s.get("/users/me", headers=bearer(new_alice)).json().get("name") == "alice",
+                  "GET /users/me with her new one")
             problem(s.post("/runs", {"name": "steps-5"}, headers=bearer(alice)), 401, "not one this server knows",
                     "alice's old token, at once")
             check(s.post(f"/runs/{run_a}/resume", headers=bearer(new_alice)).status != 403, "her new one is hers")
