@@ -227,15 +227,18 @@ def case_preempted_mid_epoch(t, w):
     """SIGUSR1 stops a run after the step in progress, with a checkpoint there (not at
     an epoch's end); resumed from it, twice, the run ends with the same losses, epochs
     and weights as one that never stopped, bit for bit."""
-    # 125 steps an epoch on 2 ranks, each slow enough (a wider model, small batches)
-    # that the test's signal lands well within the run
-    cfg = config(**{"model.hidden": [512, 256], "train.epochs": 3, "data.limit": 4000, "train.batch_size": 16})
+    # 125 steps an epoch on 2 ranks, 8 epochs. The test sees the steps through the
+    # events the trainer writes in batches, so a stop comes a few hundred steps after the
+    # step it waited for (how many varies with the box: this case once wanted the first
+    # stop within epoch 0, and a busy CI box saw it at step 130): the stops are checked
+    # for what they are, not for the epoch they land in, with room for both before the end
+    cfg = config(**{"model.hidden": [512, 256], "train.epochs": 8, "data.limit": 4000, "train.batch_size": 16})
     full = Run(t, w, "full", cfg)
     check(full.wait() == 0, f"uninterrupted run exits 0: {full.stderr}")
     first = preempt_once(t, w, "part", cfg, 20, resume=False)
-    check(0 < first < 125, f"the first stop is within epoch 0: global step {first}")
+    check(0 < first < 8 * 125, f"the first stop is within the run: global step {first}")
     second = preempt_once(t, w, "part", cfg, 130, resume=True)
-    check(second > first + 125, f"the second, after more than an epoch more: global step {second}")
+    check(first + 125 < second < 8 * 125, f"the second, after more than an epoch more: global step {second}")
     resumed = Run(t, w, "part", cfg, resume=True)
     check(resumed.wait() == 0, f"resumed run exits 0: {resumed.stderr}")
     loaded = [e["msg"] for e in resumed.of_type("log") if "loaded" in e.get("msg", "")]
@@ -243,7 +246,7 @@ def case_preempted_mid_epoch(t, w):
     check(losses(resumed) == losses(full), "every step's loss is bit-identical to the uninterrupted run's")
     check(epochs_of(resumed) == epochs_of(full), f"so is every epoch's train_loss, test_loss and accuracy: "
           f"{epochs_of(resumed)} vs {epochs_of(full)}")
-    check(sha(resumed.checkpoint(2)) == sha(full.checkpoint(2)), "and so are the final weights")
+    check(sha(resumed.checkpoint(7)) == sha(full.checkpoint(7)), "and so are the final weights")
 
 
 def case_preempted_before_training(t, w):
