@@ -242,7 +242,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
          * came. A rank's figures count for the run only where it says so
          * (rank_zero_only false: a script that evaluates on another rank). */
         if (op->rank != 0 && !json_is_false(zero_only)) {
-            op->kind = OP_SYNC; /* nothing kept */
+            op->kind = OP_SYNC; /* nothing kept: ingest and the journal's replay queue no op */
             return NULL;
         }
         op->kind = OP_EPOCH;

@@ -194,6 +194,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         store_op_free(&op);
         return EV_SKIP;
     }
+    if (op.kind == OP_SYNC) return EV_OK; /* well formed, and nothing the store keeps (another rank's epoch) */
     bool launchers_word = op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED || op.kind == OP_RANK_STATE;
     if (launchers_word && I.hooks.attempt) I.hooks.attempt(&op);
     push(ops, &op);

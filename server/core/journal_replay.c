@@ -125,6 +125,7 @@ static void replay_event(journal_replay *j, const json_t *ev) {
         j->out.skipped++;
         return;
     }
+    if (op.kind == OP_SYNC) return; /* nothing the store keeps (another rank's epoch) */
     if (op.kind == OP_STEP || op.kind == OP_HEARTBEAT) {
         int64_t gs = op.kind == OP_STEP ? op.u.step.global_step : op.u.heartbeat.global_step;
         if (gs != NO_INT && (j->out.last_step == NO_INT || gs > j->out.last_step)) j->out.last_step = gs;
