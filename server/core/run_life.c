@@ -69,18 +69,29 @@ static void unlink_run(live_run *r) {
     }
 }
 
+/* What belonged to one start of the run (its devices, how its launcher ended, its hang
+ * watch, its adopted journal), let go: when the run is freed, or queued again. */
+static void forget_start(live_run *r) {
+    free(r->devices_json);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
+    free(r->rank_gone);
+    r->devices_json = r->end_status = r->end_reason = NULL;
+    r->last_progress_ms = NULL;
+    r->last_step = NULL;
+    r->rank_gone = NULL;
+    journal_replay_close(r->journal);
+    r->journal = NULL;
+}
+
 static void free_run(live_run *r) {
     free(r->owner);
     free(r->cancel_reason);
     free(r->fail_reason);
     rank_failure_clear(&r->server_blame);
-    free(r->last_progress_ms);
-    free(r->last_step);
-    free(r->rank_gone);
-    free(r->end_status);
-    free(r->end_reason);
-    free(r->devices_json);
-    journal_replay_close(r->journal);
+    forget_start(r);
     free(r);
 }
 
@@ -210,18 +221,7 @@ void back_to_queue_locked(live_run *r) {
     r->started_ms = 0;
     r->secret[0] = '\0';
     r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
-    free(r->devices_json);
-    free(r->end_status);
-    free(r->end_reason);
-    free(r->last_progress_ms);
-    free(r->last_step);
-    free(r->rank_gone);
-    r->devices_json = r->end_status = r->end_reason = NULL;
-    r->last_progress_ms = NULL;
-    r->last_step = NULL;
-    r->rank_gone = NULL;
-    journal_replay_close(r->journal); /* an adopted run's: its next launch is this server's child */
-    r->journal = NULL;
+    forget_start(r); /* an adopted run's journal too: its next launch is this server's child */
     pthread_cond_broadcast(&K.changed);
 }
 
