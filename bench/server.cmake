@@ -5,11 +5,12 @@ add_executable(bench_ingest_trainer ${CMAKE_CURRENT_LIST_DIR}/server/bench_inges
 target_link_libraries(bench_ingest_trainer PRIVATE PkgConfig::JANSSON)
 # bench_event_kinds: the CPU cost of each event kind's parse and of the store's
 # apply of steps, in-process (no socket): before/after figures for a change to
-# server/core/event_kinds.c or kind_fields.c.
+# server/store/event_kinds.c or kind_fields.c.
 add_executable(bench_event_kinds ${CMAKE_CURRENT_LIST_DIR}/server/bench_event_kinds.c)
-target_link_libraries(bench_event_kinds PRIVATE ddpd_core)
+target_link_libraries(bench_event_kinds PRIVATE ddpd_sched)
 target_include_directories(bench_event_kinds PRIVATE ${PROJECT_SOURCE_DIR}/tests/server)
 # bench_queue_policy: how long the queue policy takes to choose among 1000 queued runs
 # of 10 users (the target: at most 1 ms a decision).
 add_executable(bench_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/bench_queue_policy.c)
-target_link_libraries(bench_queue_policy PRIVATE ddpd_core)
+target_link_libraries(bench_queue_policy PRIVATE ddpd_sched)
+target_include_directories(bench_queue_policy PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)

@@ -1,5 +1,5 @@
 /* libFuzzer harness: any bytes as what one trainer connection sends on the event
- * socket, through ingest's own line handling (server/core/ingest.c, included here so
+ * socket, through ingest's own line handling (server/feed/ingest.c, included here so
  * its static functions are the ones fuzzed): the split into lines, the JSON parse,
  * one event or an array, the hello and its secret, every event kind's parse
  * (event_kinds.c) and the ops they become, freed as the store would free them.
@@ -8,7 +8,7 @@
  * them): both must give the same ops, and neither may crash, leak or misbehave. A
  * hello opens the connection when it is for run 7 with the secret "s3cret" (the
  * seeds in fuzz/corpus/ingest_line do so). */
-#include "../server/core/ingest.c"
+#include "../server/feed/ingest.c"
 
 #define FUZZ_RUN 7
 #define FUZZ_SECRET "s3cret"

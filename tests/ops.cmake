@@ -12,7 +12,7 @@ if(NOT TARGET ddpd)
   return()
 endif()
 
-ddpd_c_test(test_ops_units ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_units.c LIBS ddpd_server)
+ddpd_c_test(test_ops_units ${CMAKE_CURRENT_LIST_DIR}/ops/test_ops_units.c LIBS ddpd_api)
 
 # The OpenAPI and Docker tests use Debian's python3-jsonschema and python3-yaml
 # (scripts/install-deps.sh installs them): Debian's interpreter has them, whatever

@@ -8,23 +8,29 @@
 # trainer, resuming runs (POST /runs/{id}/resume), end-to-end runs of the real ddp-trainer on Fashion-MNIST, and a server killed and started again
 # under a live run. Each Python case is its own ctest test: they run in
 # parallel, and a failure names the case.
-ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_server)
-ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_server)
-ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_server)
+ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_lib)
+ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_store)
+ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_store)
 ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_base)
-ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_server)
-ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_server)
-ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_server)
-ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_server)
+ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_lib)
+ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_lib)
+ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_sched)
+ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_exec)
 # serve's settings: one table for the flags, the variables, the bounds and --help
-ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS ddpd_server)
+ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS ddpd_cmd)
 
 # C unit tests of the core modules through their public headers, on real parts: a
 # SQLite file in a fresh temporary directory, the event socket, the supervisor's
 # real child processes (a shell script as the trainer).
-foreach(core_test test_store test_store_faults test_ingest_parse test_feed test_kind_bytes test_kind_fields test_scheduler test_journal_replay)
-  ddpd_c_test(${core_test} ${CMAKE_CURRENT_LIST_DIR}/server/${core_test}.c LIBS ddpd_server)
+# Each links the lowest library that holds its subject, so that a call upward out of
+# that library fails to link here (docs/architecture.md).
+foreach(store_test test_store test_store_faults test_kind_fields test_journal_replay)
+  ddpd_c_test(${store_test} ${CMAKE_CURRENT_LIST_DIR}/server/${store_test}.c LIBS ddpd_store)
 endforeach()
+foreach(feed_test test_ingest_parse test_feed test_kind_bytes)
+  ddpd_c_test(${feed_test} ${CMAKE_CURRENT_LIST_DIR}/server/${feed_test}.c LIBS ddpd_feed)
+endforeach()
+ddpd_c_test(test_scheduler ${CMAKE_CURRENT_LIST_DIR}/server/test_scheduler.c LIBS ddpd_sched)
 
 set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py)
 if(TARGET ddp-trainer)
@@ -69,13 +75,18 @@ ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rec
 ddpd_py_cases(server_rebuild_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rebuild.py ARGS ${server_test_args}
               TIMEOUT 400)
 # The queue policy on hand-made snapshots: no process, socket or clock.
-ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_server)
-ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_server)
+ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_sched)
+ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_sched)
 # The blame among the parts of a failed run across nodes: a pure rule.
-ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_server)
+ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_sched)
+# These test files of scheduling that the rest of the server does not see: they
+# read its private headers, as its own files do.
+foreach(sched_inner test_placement test_queue_policy test_fair_share test_part_blame)
+  target_include_directories(${sched_inner} PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)
+endforeach()
 # A run's launcher as the coordinator and an agent start it: its command line, its
 # environment, a forked child's signals.
-ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_argv.c LIBS ddpd_server)
+ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_argv.c LIBS ddpd_host)
 # What ddpd tells sbatch: a run's job, and its owner's account, its priority as a nice
 # and a preemptible run's QOS.
-ddpd_c_test(test_slurm_cli ${CMAKE_CURRENT_LIST_DIR}/server/test_slurm_cli.c LIBS ddpd_server)
+ddpd_c_test(test_slurm_cli ${CMAKE_CURRENT_LIST_DIR}/server/test_slurm_cli.c LIBS ddpd_host)

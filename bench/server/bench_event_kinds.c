@@ -1,4 +1,4 @@
-/* The CPU cost of the event kinds (server/core/event_kinds.h), in-process, without
+/* The CPU cost of the event kinds (server/store/event_kinds.h), in-process, without
  * the socket: each socket kind's parse of a typical event (the JSON already decoded,
  * as ingest hands it over), and the store's apply of step events, the hot path of
  * ingest (the writer's batches into a real SQLite file: binding, SQLite's work, the

@@ -1,4 +1,4 @@
-/* How long the queue policy takes to choose (server/core/queue_policy.c), in-process:
+/* How long the queue policy takes to choose (server/sched/queue_policy.c), in-process:
  * 1000 queued runs of 10 users (priorities -5 to 5, 1 to 4 CPU slots each, a few
  * preemptible running runs, usage and quotas that differ), on this host and 4 agent
  * nodes, decided again and again. Prints the median and the worst of the rounds, the

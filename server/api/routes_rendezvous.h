@@ -1,4 +1,4 @@
-/* A run's rendezvous over HTTP (core/rendezvous.h): POST /runs/{id}/rendezvous
+/* A run's rendezvous over HTTP (exec/rendezvous.h): POST /runs/{id}/rendezvous
  * {"key", "value"} writes a key once, GET /runs/{id}/rendezvous?key=K reads it (404
  * until it is set: the trainers poll). Both take the run's secret as the bearer
  * ("Authorization: Bearer <DDPD_RUN_SECRET>"), not the server's token: the routes

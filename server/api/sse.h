@@ -1,5 +1,5 @@
 /* Server-sent events over libmicrohttpd: GET /events (every run) and
- * GET /runs/{id}/events (one run), text/event-stream fed by the live feed (core/feed.h).
+ * GET /runs/{id}/events (one run), text/event-stream fed by the live feed (feed/feed.h).
  *
  * No thread is parked per client and nothing polls: each stream is a response
  * built with MHD_create_response_from_callback whose callback, when the feed has

@@ -1,6 +1,6 @@
 /* ddpd: the data-parallel training service. This file only wires the parts together:
  * `ddpd serve` reads its settings (cmd/settings.c), takes the state directory's lock,
- * refuses a database it must not touch (core/db_inspect.c),
+ * refuses a database it must not touch (store/db_inspect.c),
  * and starts the parts in dependency order, handing each the hooks through which it
  * reaches the parts above it: the store (its observer: the live feed; and the cache
  * of GET /runs/{id}'s answers, told of deleted runs), the

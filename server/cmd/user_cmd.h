@@ -1,5 +1,5 @@
 /* `ddpd user`: adds, lists, re-tokens and removes the users of a shared server in its
- * state directory's database, whether the server runs or not (core/users.h). */
+ * state directory's database, whether the server runs or not (sched/include/users.h). */
 #ifndef DDPD_CMD_USER_CMD_H
 #define DDPD_CMD_USER_CMD_H
 

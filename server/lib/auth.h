@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 /* Who a request is: the server's own token or nobody on a box without users
- * (CALLER_ADMIN_TOKEN, CALLER_ANONYMOUS: admins of no name), or a user (core/users.h). */
+ * (CALLER_ADMIN_TOKEN, CALLER_ANONYMOUS: admins of no name), or a user (sched/include/users.h). */
 typedef enum { CALLER_ANONYMOUS, CALLER_ADMIN_TOKEN, CALLER_USER } caller_kind;
 
 typedef struct {

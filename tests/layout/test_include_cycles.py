@@ -3,13 +3,15 @@
 and no include upward across the libraries below the trainer.
 
 A module is a source file's stem in its folder (feed.c and feed.h are the module
-server/core/feed); module A depends on module B when a file of A includes B's
+server/feed/feed); module A depends on module B when a file of A includes B's
 header with #include "...". The test finds every strongly connected set of modules
 (Tarjan) and fails on any with more than one module, or a module that depends on
 itself, naming one cycle through it, file by file. A quoted include that names no
 header of these trees fails too: it would hide a dependency.
 
-The layers: each folder of BELOW includes only from the folders it lists (the run's
+The layers: each folder of BELOW includes only from the folders it lists (the
+server's own layers, store to cmd, are SERVER_LAYERS; tests/layout/test_layer_calls.py
+holds the same table against the calls in the built libraries) (the run's
 I/O, the checkpoint files and the model plan are libraries below the trainer, which
 ddp-run and the server link; spawn/, what a forked child does first, is below all
 three; base/, the monotonic clock, allocation and die, is below every program; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
@@ -84,6 +86,25 @@ BELOW = {
     "client": ("client", "base"),
     "server": ("server", "schema", "spawn", "trainer/ckpt_files", "trainer/model_plan", "base"),
 }
+# The server's own layers (server/CMakeLists.txt), bottom to top; each folder is a static
+# library. Scheduling is one component: the rest of the server sees sched/include/ only.
+OUTSIDE_SERVER = ("schema", "spawn", "trainer/ckpt_files", "trainer/model_plan", "base")
+SERVER_LAYERS = {
+    "server/base": (),
+    "server/lib": ("server/base",),
+    "server/host": ("server/lib", "server/base"),
+    "server/store": ("server/host", "server/lib", "server/base"),
+    "server/feed": ("server/store", "server/host", "server/lib", "server/base"),
+    "server/exec": ("server/store", "server/host", "server/lib", "server/base"),
+    "server/sched": ("server/exec", "server/store", "server/host", "server/lib", "server/base"),
+    "server/api": ("server/sched/include", "server/feed", "server/exec", "server/store", "server/host", "server/lib",
+                   "server/base"),
+    "server/cmd": ("server/api", "server/agent", "server/sched/include", "server/feed", "server/exec", "server/store", "server/host",
+                   "server/lib", "server/base"),
+    "server/agent": ("server/host", "server/lib", "server/base"),
+}
+for _folder, _below in SERVER_LAYERS.items():
+    BELOW[_folder] = (_folder,) + _below + OUTSIDE_SERVER
 
 
 def within(path, folder):
@@ -212,6 +233,28 @@ def case_finds_a_planted_upward_include(a):
         up = upward_includes(d)
         for victim, header in plants.items():
             check(any(u.startswith(f'{victim} includes "{header}" (trainer{os.sep}') for u in up),
+                  f"{victim}'s planted include of {header} is named: {up}")
+        check(len(up) == len(plants), f"only the planted includes are named: {up}")
+
+
+def case_finds_an_upward_include_in_the_server(a):
+    # The server's layers: the store including the scheduler's public header, an executor
+    # including the scheduling component's private one, and the API including it too
+    # (the rest of the server sees sched/include/ only).
+    import shutil, tempfile
+    plants = {os.path.join("server", "store", "store.c"): "scheduler.h",
+              os.path.join("server", "exec", "nodes.c"): "sched_state.h",
+              os.path.join("server", "api", "sse.c"): "queue_policy.h"}
+    with tempfile.TemporaryDirectory(prefix="ddpd-server-layers-") as d:
+        for tree in TREES:
+            shutil.copytree(os.path.join(a.source, tree), os.path.join(d, tree))
+        check(not upward_includes(d), "the copy has no upward include before the plants")
+        for victim, header in plants.items():
+            with open(os.path.join(d, victim), "a") as f:
+                f.write(f'\n#include "{header}"\n')
+        up = upward_includes(d)
+        for victim, header in plants.items():
+            check(any(u.startswith(f'{victim} includes "{header}" (server{os.sep}sched{os.sep}') for u in up),
                   f"{victim}'s planted include of {header} is named: {up}")
         check(len(up) == len(plants), f"only the planted includes are named: {up}")
 

@@ -1,4 +1,4 @@
-/* Unit tests of fair share's arithmetic (server/core/fair_share.c): a value halves
+/* Unit tests of fair share's arithmetic (server/sched/fair_share.c): a value halves
  * every half-life; a span's weight is its device-seconds when the half-life is long,
  * less when it is short, and decays as the span ages; spans add up (two halves weigh
  * what the whole does), so folding a run's usage in pieces changes nothing. */

@@ -1,4 +1,4 @@
-/* Unit tests of the live feed (server/core/feed.h) as main.c wires it: the observer
+/* Unit tests of the live feed (server/feed/feed.h) as main.c wires it: the observer
  * of a real store on a SQLite file in a fresh temporary directory. Subscribers get
  * the durable events of the ops the store applies (run status changes, rank states,
  * epochs, checkpoints, deletions) as SSE frames, in order, with ids that increase

@@ -1,7 +1,7 @@
 /* Unit tests of how trainer events are read: the event-kind table
- * (server/core/event_kinds.h: each socket event type's entry and its parse, the
+ * (server/store/event_kinds.h: each socket event type's entry and its parse, the
  * event_int/event_real/event_str readers) and ingest's line handling on a real Unix
- * socket (server/core/ingest.h) with a real store behind it. Valid lines of every
+ * socket (server/feed/ingest.h) with a real store behind it. Valid lines of every
  * kind, one event or an array, land in the store with the right fields; malformed
  * lines (not JSON, not an object, no type, a required field missing or of the wrong
  * type, another run's event, a line over 16 MiB) are skipped with a log line that

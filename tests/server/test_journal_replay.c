@@ -1,4 +1,4 @@
-/* Unit tests of the journal replay (server/core/journal_replay.c) on a real SQLite
+/* Unit tests of the journal replay (server/store/journal_replay.c) on a real SQLite
  * store in a fresh temporary state directory and a journal file written as a run's
  * processes write it: per rank, only the events newer than the newest the store has
  * of that rank are queued (so nothing is stored twice and nothing is missed); a last

@@ -1,4 +1,4 @@
-/* Unit tests of the trainer event kinds' field descriptors (server/core/event_kinds.h,
+/* Unit tests of the trainer event kinds' field descriptors (server/store/event_kinds.h,
  * kind_fields.h), held against what they must agree with: the migrated schema (each
  * field's column exists, of its type; a row's key is its table's primary key; every
  * statement built from the fields prepares and takes as many parameters as its

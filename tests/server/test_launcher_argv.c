@@ -1,5 +1,5 @@
 /* Unit tests of how a run's launcher is started, for the coordinator and an agent
- * alike (server/lib/launcher_argv.c, child_setup.c): the command line of a run of one
+ * alike (server/host/launcher_argv.c, child_setup.c): the command line of a run of one
  * host, of a built-in part across nodes and of a command run's part (the options
  * ddp-trainer and ddp-run read); the variables it is given (the run's id and secret,
  * CUDA_VISIBLE_DEVICES, the DDPD_* settings passed on and no other); the server's

@@ -1,5 +1,5 @@
 /* Unit tests of the blame among the parts of a failed run across nodes
- * (server/core/part_blame.c): a part that ended by the stop it was sent did not fail
+ * (server/sched/part_blame.c): a part that ended by the stop it was sent did not fail
  * on its own, one that ended before the stop or said another reason did; a part that
  * failed on its own is blamed before one stopped, one with a reason of its own before
  * one that only lost a peer (even when the peer's launcher ended first), else the one

@@ -1,5 +1,5 @@
-/* Unit tests of server/core/placement.c (where a run across nodes goes) and of the
- * launcher's end read from a journal (server/lib/journal_end.c): equal parts on the
+/* Unit tests of server/sched/placement.c (where a run across nodes goes) and of the
+ * launcher's end read from a journal (server/host/journal_end.c): equal parts on the
  * first nodes that fit, the fewest nodes when none are asked for, nothing when it
  * cannot fit, capacity against what is free; the last `end` of rank -1, a torn last
  * line and a rank's events skipped. */

@@ -1,4 +1,4 @@
-/* Unit tests of the queue policy (server/core/queue_policy.c) on hand-made
+/* Unit tests of the queue policy (server/sched/queue_policy.c) on hand-made
  * snapshots, with no process, socket or clock. Placement: first come first served per
  * pool among equals; a run of this host alone waits for this host's devices even when
  * agents have room; a run that does not fit blocks those behind it in its pool, not

@@ -1,4 +1,4 @@
-/* Unit tests of server/core/rendezvous.c: the key and value rules at their bounds;
+/* Unit tests of server/exec/rendezvous.c: the key and value rules at their bounds;
  * every one of 4096 keys read back after the table has grown many times, then the
  * cap; write-once (the same value, another value, another of the same length); the
  * secret (another run's, a prefix, none, an empty held secret); close frees (the

@@ -1,4 +1,4 @@
-/* The one list of run statuses (server/core/run_status.h) against the two other
+/* The one list of run statuses (server/store/run_status.h) against the two other
  * places that spell it: the store's CHECK constraint, in a real database brought up
  * by the built-in migrations, and the API's enum, components.schemas.Status of
  * schema/openapi.json. Also each status's name parses back to it, and which are

@@ -1,4 +1,4 @@
-/* Unit tests of the scheduler (server/core/scheduler.h) wired as main.c wires it:
+/* Unit tests of the scheduler (server/sched/include/scheduler.h) wired as main.c wires it:
  * the real supervisor starts its trainers (a shell script standing in for
  * ddp-trainer, waiting in its run directory until the test tells it how to exit)
  * and reports their starts and exits through its hooks; run states go to a real

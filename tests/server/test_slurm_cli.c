@@ -1,4 +1,4 @@
-/* Unit tests of what ddpd tells sbatch (server/lib/slurm_cli.c): a run's job as sbatch's
+/* Unit tests of what ddpd tells sbatch (server/host/slurm_cli.c): a run's job as sbatch's
  * command line, and the runs' sharing settings in Slurm's terms: the owner's own
  * account over the server's, a priority as the job's nice (lowered always, raised only
  * where the site allows it), the QOS of preemptible runs, the site's own options after

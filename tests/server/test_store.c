@@ -1,4 +1,4 @@
-/* Unit tests of the run store (server/core/store.c, store_read.c) on a real SQLite
+/* Unit tests of the run store (server/store/store.c, store_read.c) on a real SQLite
  * file in a fresh temporary state directory: a run's life (created, starting,
  * running, finished) and what its trainer reports (hello, steps, heartbeats, rank
  * status, epochs, checkpoints) go in through the writer's queue (store_submit,

@@ -1,5 +1,5 @@
 /* Unit tests of the store's writer when the database cannot be written
- * (server/core/store.c, write_fault.c), on a real SQLite file: SQLite's own
+ * (server/store/store.c, write_fault.c), on a real SQLite file: SQLite's own
  * "database or disk is full" (SQLITE_FULL), brought on by capping the writer's
  * connection at the pages it has (PRAGMA max_page_count), and lifted again while
  * the writer retries. A batch that cannot be committed is kept, not dropped: the
