@@ -1,12 +1,13 @@
 /* A rank's error file: see error_file.h. */
 #include "error_file.h"
+#include "run_dir.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 void error_file_path(char *out, size_t n, const char *run_dir, int rank) {
-    snprintf(out, n, "%s/ranks/rank-%d.error.json", run_dir, rank);
+    snprintf(out, n, "%s/" RUN_DIR_RANK_ERROR, run_dir, rank);
 }
 
 int error_file_message(const char *path, char *out, size_t n) {

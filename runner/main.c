@@ -28,6 +28,7 @@
 #include "rank_env.h"
 #include "restarts.h"
 #include "utf8_text.h"
+#include "run_dir.h"
 
 #define EXIT_SUCCEEDED 0
 #define EXIT_FAILED 1
@@ -260,7 +261,7 @@ static int run(const options *o, const command_config *cfg) {
         return EXIT_BAD_INPUT;
     }
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_RANKS, o->run_dir);
     if (mkdir_p(path) != 0) {
         fprintf(stderr, "ddp-run: cannot create %s: %s\n", path, strerror(errno));
         return EXIT_BAD_INPUT;
@@ -275,10 +276,10 @@ static int run(const options *o, const command_config *cfg) {
     snprintf(run_dir_copy, sizeof run_dir_copy, "%s", run_dir);
     const char *run_id = getenv("DDPD_RUN_ID") && getenv("DDPD_RUN_ID")[0] ? getenv("DDPD_RUN_ID") : basename(run_dir_copy);
 
-    snprintf(path, sizeof path, "%s/trainer.log", run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, run_dir);
     log_open(path, "launcher");
     char err[1024], warning[1024];
-    snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_JOURNAL, run_dir);
     event_sink *events = event_sink_open(events_target, path, run_id, EVENT_RANK_LAUNCHER, getenv("DDPD_RUN_SECRET"), err,
                                          sizeof err, warning, sizeof warning);
     if (!events) {

@@ -1,5 +1,6 @@
 /* Each rank's environment: see rank_env.h. */
 #include "rank_env.h"
+#include "run_dir.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -124,7 +125,7 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     add(&e, "TORCHELASTIC_RESTART_COUNT=%d", p->restart_count);
     add(&e, "TORCHELASTIC_MAX_RESTARTS=%d", p->max_restarts);
     add(&e, "TORCHELASTIC_USE_AGENT_STORE=False");
-    add(&e, "TORCHELASTIC_ERROR_FILE=%s/ranks/rank-%d.error.json", p->run_dir, rank);
+    add(&e, "TORCHELASTIC_ERROR_FILE=%s/" RUN_DIR_RANK_ERROR, p->run_dir, rank);
     add(&e, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1");
     add(&e, "NCCL_ASYNC_ERROR_HANDLING=1");
     add(&e, "OMP_NUM_THREADS=%d", p->threads_per_rank);
@@ -141,7 +142,7 @@ char **rank_env_build(const rank_env_params *p, int rank) {
     const char *secret = getenv("DDPD_RUN_SECRET");
     if (secret) add(&e, "DDPD_RUN_SECRET=%s", secret);
     if (p->events_socket) add(&e, "DDPD_EVENTS_SOCKET=%s", p->events_socket);
-    add(&e, "DDPD_EVENTS_JOURNAL=%s/events.jsonl", p->run_dir);
+    add(&e, "DDPD_EVENTS_JOURNAL=%s/" RUN_DIR_JOURNAL, p->run_dir);
 
     const char *config_path = find_var(p->config_env, "PYTHONPATH");
     const char *rest = config_path ? config_path + strlen("PYTHONPATH=") : getenv("PYTHONPATH");

@@ -3,6 +3,7 @@
  * stdout is the run's log) never mix within a line. */
 #include "rank_output.h"
 #include "utf8_text.h"
+#include "run_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@ static void write_all(int fd, const char *p, size_t n) {
 
 static int open_log(const char *run_dir, int rank, int flags) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/ranks/rank-%d.log", run_dir, rank);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_RANK_LOG, run_dir, rank);
     return open(path, flags | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 

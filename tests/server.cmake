@@ -90,3 +90,5 @@ ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_ar
 # What ddpd tells sbatch: a run's job, and its owner's account, its priority as a nice
 # and a preemptible run's QOS.
 ddpd_c_test(test_slurm_cli ${CMAKE_CURRENT_LIST_DIR}/server/test_slurm_cli.c LIBS ddpd_host)
+# A part's description on the wire: the coordinator's writer against the agent's reader.
+ddpd_c_test(test_part_wire ${CMAKE_CURRENT_LIST_DIR}/server/test_part_wire.c LIBS ddpd_host)

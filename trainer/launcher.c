@@ -19,6 +19,7 @@
 #include "ddpd_build_config.h"
 #include "log.h"
 #include "paths.h"
+#include "run_dir.h"
 
 /* The run's last event, with the exit status the launcher exits with next: a server
  * that is not its parent (one restarted meanwhile) learns it from the journal. */
@@ -120,9 +121,9 @@ int launcher_run(const launcher_options *o) {
     L.run_id = getenv("DDPD_RUN_ID") ? getenv("DDPD_RUN_ID") : basename(run_dir_copy);
     L.secret = take_secret();
 
-    snprintf(path, sizeof path, "%s/trainer.log", o->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, o->run_dir);
     log_open(path, "launcher");
-    snprintf(path, sizeof path, "%s/events.jsonl", o->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_JOURNAL, o->run_dir);
     L.events = event_sink_open(o->events_target, path, L.run_id, EVENT_RANK_LAUNCHER, L.secret, err, sizeof err, warning,
                                sizeof warning);
     if (!L.events) {

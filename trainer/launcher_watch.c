@@ -11,6 +11,7 @@
 #include "launcher_state.h"
 #include "log.h"
 #include "progress.h"
+#include "run_dir.h"
 
 #define PEER_STOP_GRACE_S 1.0  /* a rank died: the others get this long after SIGTERM */
 #define CANCEL_GRACE_S 3.0     /* canceled: the ranks get this long after SIGTERM */
@@ -39,7 +40,7 @@ static void describe_death(launcher *L, int r, int status, char *out, size_t n) 
 static void last_log_line(launcher *L, int rank, char *out, size_t n) {
     char path[2048], tag[32], buf[65536];
     out[0] = '\0';
-    snprintf(path, sizeof path, "%s/trainer.log", L->o->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, L->o->run_dir);
     snprintf(tag, sizeof tag, " rank %d: ", rank);
     FILE *f = fopen(path, "r");
     if (!f) return;

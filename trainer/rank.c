@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "run_board.h"
 #include "sampler.h"
+#include "run_dir.h"
 
 #define SMOKE_TEST_STEPS 20
 #define SMOKE_TEST_EVAL 1000
@@ -365,10 +366,10 @@ int rank_main(const rank_context *x) {
     rank_state s = {.x = x, .cfg = x->cfg, .rank = x->rank, .world = x->cfg->distributed.world_size};
     char path[RUN_CONFIG_PATH_MAX], err[1024], warning[1024], who[32];
     openblas_set_num_threads(x->cfg->distributed.threads_per_rank);
-    snprintf(path, sizeof path, "%s/trainer.log", x->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, x->run_dir);
     snprintf(who, sizeof who, "rank %d", x->rank);
     log_open(path, who);
-    snprintf(path, sizeof path, "%s/events.jsonl", x->run_dir);
+    snprintf(path, sizeof path, "%s/" RUN_DIR_JOURNAL, x->run_dir);
     s.events = event_sink_open(x->events_target, path, x->run_id, x->rank, x->secret, err, sizeof err, warning, sizeof warning);
     if (!s.events) return fail(&s, "%s", err);
     if (warning[0] && x->rank == 0) log_msg(LOG_WARN, "%s", warning);

@@ -18,6 +18,8 @@
 #include "ports.h"
 #include "child_setup.h"
 #include "launcher_argv.h"
+#include "part_wire.h"
+#include "run_dir.h"
 
 extern char **environ;
 
@@ -106,36 +108,29 @@ static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const c
 
 static int64_t file_size(const part *p, int f);
 
-static void start(const json_t *w) {
+static void start(const json_t *j) {
     if (P.n == MAX_PARTS) {
         log_error("this node already runs %d parts, its most: run %lld's part is not started", MAX_PARTS,
-                  (long long)json_integer_value(json_object_get(w, "run")));
+                  (long long)json_integer_value(json_object_get(j, "run")));
         return;
     }
     part *p = &P.p[P.n++];
     memset(p, 0, sizeof *p);
-    p->run = json_integer_value(json_object_get(w, "run"));
-    p->restart_count = restart_count_of(w);
-    p->node_rank = (int)json_integer_value(json_object_get(w, "node_rank"));
-    int nodes = (int)json_integer_value(json_object_get(w, "nodes"));
-    int world = (int)json_integer_value(json_object_get(w, "world_size"));
-    p->local_ranks = nodes > 0 ? world / nodes : world; /* nodes 0: a run on one node, all its ranks */
+    part_wire w;
+    char why[160];
+    bool whole = part_wire_read(j, &w, why, sizeof why);
+    p->run = whole ? w.run : json_integer_value(json_object_get(j, "run"));
+    p->restart_count = restart_count_of(j); /* as the coordinator matches it, even in a description refused */
+    p->node_rank = w.node_rank;
+    p->local_ranks = w.nodes > 0 ? w.world_size / w.nodes : w.world_size; /* nodes 0: a run on one node, all its ranks */
     p->first_rank = p->node_rank * p->local_ranks;
     p->exit_code = p->signal = -1;
-    bool command = json_is_true(json_object_get(w, "command"));
-    const char *secret = json_string_value(json_object_get(w, "secret"));
-    const char *master = json_string_value(json_object_get(w, "master_addr"));
-    const char *rendezvous = json_string_value(json_object_get(w, "rendezvous"));
-    int port = (int)json_integer_value(json_object_get(w, "master_port"));
-    const json_t *range = json_object_get(w, "port_range");
     /* a command run's grace for its ranks, from the coordinator (one that does not say: ddp-run's own) */
-    const json_t *stop_grace = json_object_get(w, "stop_grace_s");
-    const json_t *preempt_grace = json_object_get(w, "preempt_grace_s");
-    bool graces = command && json_is_integer(stop_grace) && json_is_integer(preempt_grace);
-    p->grace_s = graces ? (double)json_integer_value(stop_grace) + LAUNCHER_GRACE_MARGIN_MS / 1000.0 : P.c.grace_s;
-    snprintf(p->files[p->n_files++], sizeof p->files[0], "trainer.log");
+    bool graces = w.command && w.graces;
+    p->grace_s = graces ? (double)w.stop_grace_s + LAUNCHER_GRACE_MARGIN_MS / 1000.0 : P.c.grace_s;
+    snprintf(p->files[p->n_files++], sizeof p->files[0], RUN_DIR_LOG);
     for (int r = 0; r < p->local_ranks && p->n_files < MAX_FILES; r++)
-        snprintf(p->files[p->n_files++], sizeof p->files[0], "ranks/rank-%d.log", p->first_rank + r);
+        snprintf(p->files[p->n_files++], sizeof p->files[0], RUN_DIR_RANK_LOG, p->first_rank + r);
 
     if (P.c.run_dir) {
         p->run_dir = xstrdup(P.c.run_dir);
@@ -145,48 +140,46 @@ static void start(const json_t *w) {
         p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
         free(runs);
     }
-    char *config = xasprintf("%s/config.json", p->run_dir), *log = xasprintf("%s/trainer.log", p->run_dir);
-    if (!secret || !master || !rendezvous || p->local_ranks < 1) {
-        refuse(p, "the coordinator's description of run %lld's part is incomplete", (long long)p->run);
+    char *config = xasprintf("%s/" RUN_DIR_CONFIG, p->run_dir), *log = xasprintf("%s/" RUN_DIR_LOG, p->run_dir);
+    if (!whole || p->local_ranks < 1) {
+        refuse(p, "the coordinator's description of run %lld's part is incomplete: %s", (long long)p->run,
+               whole ? "no ranks on this node" : why);
     } else if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST) {
         refuse(p, "node %s cannot create %s: %s", P.c.node_name, p->run_dir, strerror(errno));
-    } else if (json_dump_file(json_object_get(w, "config"), config, JSON_INDENT(2)) != 0) {
+    } else if (json_dump_file(w.config, config, JSON_INDENT(2)) != 0) {
         refuse(p, "node %s cannot write %s: %s", P.c.node_name, config, strerror(errno));
-    } else if (command && !P.c.allow_commands) {
+    } else if (w.command && !P.c.allow_commands) {
         refuse(p, "node %s does not run command runs: its agent was started without --allow-commands",
                P.c.node_name);
-    } else if (command && p->node_rank == 0 && !port_is_listenable(port)) { /* a TIME_WAIT left there is no bar to rank 0 */
+    } else if (w.command && p->node_rank == 0 && !port_is_listenable(w.master_port)) { /* a TIME_WAIT left there is no bar to rank 0 */
         refuse(p, "MASTER_PORT %d is in use on node %s (rank 0's node): free it, or give the coordinator another "
-               "--port-range", port, P.c.node_name);
+               "--port-range", w.master_port, P.c.node_name);
     } else {
         buf_t visible = {0};
         size_t i;
         json_t *d;
-        bool gpu = strcmp(json_string_value(json_object_get(w, "pool")) ? json_string_value(json_object_get(w, "pool")) : "", "gpu") == 0;
-        json_array_foreach(json_object_get(w, "devices"), i, d) if (gpu && json_is_string(d) && !P.c.visible)
+        json_array_foreach(w.devices, i, d) if (w.gpu && json_is_string(d) && !P.c.visible)
             buf_printf(&visible, "%s%s", visible.len ? "," : "", json_string_value(d));
-        if (gpu && P.c.visible) buf_printf(&visible, "%s", P.c.visible);
-        char *rdv = xasprintf("%s%s", P.c.coordinator, rendezvous);
-        launcher_spec spec = {.program = command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
-                              .events = P.c.events_socket, .command = command, .master_port = port,
-                              .port_lo = (int)json_integer_value(json_array_get(range, 0)),
-                              .port_hi = (int)json_integer_value(json_array_get(range, 1)),
-                              .graces = graces, .stop_grace_s = (int)json_integer_value(stop_grace),
-                              .preempt_grace_s = (int)json_integer_value(preempt_grace),
-                              .restart_count = p->restart_count,
-                              .restarts_from = (int)json_integer_value(json_object_get(w, "restarts_from")),
-                              .nodes = nodes,
-                              .node_rank = p->node_rank, .master_addr = master, .node_addr = P.c.advertise,
-                              .rendezvous = rdv, .resume = json_is_true(json_object_get(w, "resume")),
+        if (w.gpu && P.c.visible) buf_printf(&visible, "%s", P.c.visible);
+        char *rdv = xasprintf("%s%s", P.c.coordinator, w.rendezvous);
+        launcher_spec spec = {.program = w.command ? P.c.runner : P.c.trainer, .config = config, .run_dir = p->run_dir,
+                              .events = P.c.events_socket, .command = w.command, .master_port = w.master_port,
+                              .port_lo = w.port_lo, .port_hi = w.port_hi,
+                              .graces = graces, .stop_grace_s = w.stop_grace_s,
+                              .preempt_grace_s = w.preempt_grace_s,
+                              .restart_count = p->restart_count, .restarts_from = w.restarts_from,
+                              .nodes = w.nodes,
+                              .node_rank = p->node_rank, .master_addr = w.master_addr, .node_addr = P.c.advertise,
+                              .rendezvous = rdv, .resume = w.resume,
                               .data_roots = P.c.data_roots, .n_data_roots = P.c.n_data_roots, .run_id = p->run,
-                              .secret = secret, .visible = visible.data};
+                              .secret = w.secret, .visible = visible.data};
         launcher_cmd cmd;
         launcher_cmd_build(&spec, &cmd);
         for (int k = 0; k < p->n_files; k++) p->acked[k] = file_size(p, k); /* an earlier start's lines are not ours */
         FILE *f = fopen(log, "a");
         if (f) {
             fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d", spec.program,
-                    (long long)p->run, P.c.node_name, p->node_rank, nodes > 0 ? nodes : 1, p->first_rank,
+                    (long long)p->run, P.c.node_name, p->node_rank, w.nodes > 0 ? w.nodes : 1, p->first_rank,
                     p->first_rank + p->local_ranks - 1);
             if (p->restart_count > 0)
                 fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count, p->restart_count);
@@ -200,7 +193,7 @@ static void start(const json_t *w) {
             refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));
         } else {
             log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
-                     nodes > 0 ? nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
+                     w.nodes > 0 ? w.nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
         }
         free(env);
         launcher_cmd_free(&cmd);
@@ -248,7 +241,7 @@ void agent_parts_tick(void) {
             p->exited = true;
             p->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
             p->signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
-            char *journal = xasprintf("%s/events.jsonl", p->run_dir);
+            char *journal = xasprintf("%s/" RUN_DIR_JOURNAL, p->run_dir);
             journal_end e;
             if (journal_end_read(journal, &e)) {
                 snprintf(p->reason, sizeof p->reason, "%s", e.reason);

@@ -46,7 +46,8 @@ static agent_part *on_node(int64_t run, int node, int64_t restart_count) {
     return NULL;
 }
 
-/* What an agent needs to start its part (part_desc.h), with its devices there. */
+/* What an agent needs to start its part (part_desc.h), with its devices there; its
+ * config is added when the agent is answered (executor_agents_heartbeat). */
 static json_t *part_json(const part_launch *l) {
     json_t *devices = json_array();
     for (int d = 0; d < l->n_devices; d++) {
@@ -124,6 +125,26 @@ json_t *executor_agents_heartbeat(int node, const json_t *reports) {
     for (agent_part *p = A.parts; p; p = p->next)
         if (p->node == node && !p->ended && !p->stop) json_array_append(parts, p->desc);
     pthread_mutex_unlock(&A.mu);
+    /* A part's config is read from its run directory here, the first time it is asked
+     * for, not in agents_start (under the scheduler's lock). A description is never
+     * changed once made (answers being written hold it): the one with its config
+     * replaces it. */
+    json_t *desc;
+    json_array_foreach(parts, i, desc) {
+        if (json_is_object(json_object_get(desc, "config"))) continue;
+        json_t *whole = json_copy(desc);
+        if (part_description_add_config(whole)) {
+            pthread_mutex_lock(&A.mu);
+            for (agent_part *p = A.parts; p; p = p->next)
+                if (p->desc == desc) {
+                    json_decref(p->desc);
+                    p->desc = json_incref(whole);
+                }
+            pthread_mutex_unlock(&A.mu);
+            json_array_set(parts, i, whole);
+        }
+        json_decref(whole);
+    }
     return parts;
 }
 

@@ -783,7 +783,11 @@ json_t *executor_slurm_report(int64_t run, int node_rank, const json_t *reports,
     int master_port = zero->master_port;
     pthread_mutex_unlock(&S.mu);
     json_t *parts = json_array();
-    if (wanted) json_array_append_new(parts, part_description(&l, master[0] ? master : NULL, master_port, NULL));
+    if (wanted) {
+        json_t *desc = part_description(&l, master[0] ? master : NULL, master_port, NULL);
+        part_description_add_config(desc); /* none: the node refuses the part, saying so */
+        json_array_append_new(parts, desc);
+    }
     return parts;
 }
 

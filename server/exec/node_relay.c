@@ -16,6 +16,7 @@
 #include "base.h"
 #include "ids.h"
 #include "state_layout.h"
+#include "run_dir.h"
 
 #define MAX_STREAMS 4096
 #define MAX_LOGS 4096
@@ -113,7 +114,7 @@ static void copy_offsets(int node, json_t *ev) {
     json_t *at;
     json_object_foreach(offsets, key, at) {
         char file[64];
-        snprintf(file, sizeof file, "ranks/rank-%s.log", key);
+        snprintf(file, sizeof file, RUN_DIR_RANKS "/rank-%s.log", key);
         log_pos *l = json_is_integer(at) ? find_log(node, run_id, file, 0) : NULL;
         if (!l) continue;
         if (!l->placed) { /* the node's copy is new to this one: its bytes go on from here */
@@ -188,9 +189,9 @@ int64_t relay_stream(int node, const char *id, int64_t first_seq, const json_t *
 
 /* "trainer.log" or "ranks/rank-N.log": nothing else is written for an agent. */
 static bool log_name_ok(const char *f) {
-    if (strcmp(f, "trainer.log") == 0) return true;
+    if (strcmp(f, RUN_DIR_LOG) == 0) return true;
     /* ranks/rank-N.log, N in plain decimal digits (no sign, no space, no leading zero) */
-    const char *prefix = "ranks/rank-", *d = f + strlen(prefix);
+    const char *prefix = RUN_DIR_RANKS "/rank-", *d = f + strlen(prefix);
     if (strncmp(f, prefix, strlen(prefix)) != 0 || !isdigit((unsigned char)*d) || (d[0] == '0' && isdigit((unsigned char)d[1])))
         return false;
     while (isdigit((unsigned char)*d)) d++;
@@ -242,13 +243,13 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
         size_t skip = (size_t)(l->next_offset - offset);
         char *dir = layout_run_dir(run_id);
         char *path = xasprintf("%s/%s", dir, file);
-        if (strncmp(file, "ranks/", 6) == 0) {
-            char *ranks = xasprintf("%s/ranks", dir);
+        if (strncmp(file, RUN_DIR_RANKS "/", strlen(RUN_DIR_RANKS "/")) == 0) {
+            char *ranks = xasprintf("%s/" RUN_DIR_RANKS, dir);
             mkdir(ranks, 0700);
             free(ranks);
         }
         buf_t out = {0};
-        bool is_main = strcmp(file, "trainer.log") == 0;
+        bool is_main = strcmp(file, RUN_DIR_LOG) == 0;
         bool mid = l->mid_line;
         if (is_main) prefixed(&out, node_name, text + skip, len - skip, &mid);
         else buf_append(&out, text + skip, len - skip);

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "ckpt_files.h"
+#include "run_dir.h"
 
 static const char *const RUN_FILES[] = {
-    [RUN_FILE_CONFIG] = "config.json",
-    [RUN_FILE_LOG] = "trainer.log",
-    [RUN_FILE_JOURNAL] = "events.jsonl",
-    [RUN_FILE_CHECKPOINTS] = "checkpoints",
+    [RUN_FILE_CONFIG] = RUN_DIR_CONFIG,
+    [RUN_FILE_LOG] = RUN_DIR_LOG,
+    [RUN_FILE_JOURNAL] = RUN_DIR_JOURNAL,
+    [RUN_FILE_CHECKPOINTS] = CKPT_DIR,
 };
 
 static struct {
@@ -56,7 +58,7 @@ char *layout_run_path(int64_t id, run_file which) {
 
 char *layout_rank_log_path(int64_t id, int rank) {
     char *dir = layout_run_dir(id);
-    char *p = xasprintf("%s/ranks/rank-%d.log", dir, rank);
+    char *p = xasprintf("%s/" RUN_DIR_RANK_LOG, dir, rank);
     free(dir);
     return p;
 }

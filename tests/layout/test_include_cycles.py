@@ -215,14 +215,10 @@ def case_layers(a):
     check(not up, "no include upward out of a layer: " + "; ".join(up))
 
 
-def case_finds_a_planted_upward_include(a):
-    # The layer check on a copy of the trees with one upward include planted in each
-    # library below the trainer: a kernel header into the model plan, the trainer's
-    # model into the checkpoint files, the collectives into the run's I/O.
+def plant_and_find(a, plants, found_in):
+    """On a copy of the trees, each of `plants` (file: header) appended as an include:
+    each is named, as a header under `found_in`, and nothing else is."""
     import shutil, tempfile
-    plants = {os.path.join("trainer", "model_plan", "host_plan.c"): "cnn_kernels.h",
-              os.path.join("trainer", "ckpt_files", "ckpt_files.c"): "model.h",
-              os.path.join("trainer", "run_io", "events.c"): "collectives.h"}
     with tempfile.TemporaryDirectory(prefix="ddpd-layers-") as d:
         for tree in TREES:
             shutil.copytree(os.path.join(a.source, tree), os.path.join(d, tree))
@@ -232,31 +228,27 @@ def case_finds_a_planted_upward_include(a):
                 f.write(f'\n#include "{header}"\n')
         up = upward_includes(d)
         for victim, header in plants.items():
-            check(any(u.startswith(f'{victim} includes "{header}" (trainer{os.sep}') for u in up),
+            check(any(u.startswith(f'{victim} includes "{header}" ({found_in}{os.sep}') for u in up),
                   f"{victim}'s planted include of {header} is named: {up}")
         check(len(up) == len(plants), f"only the planted includes are named: {up}")
+
+
+def case_finds_a_planted_upward_include(a):
+    # One upward include planted in each library below the trainer: a kernel header
+    # into the model plan, the trainer's model into the checkpoint files, the
+    # collectives into the run's I/O.
+    plant_and_find(a, {os.path.join("trainer", "model_plan", "host_plan.c"): "cnn_kernels.h",
+                       os.path.join("trainer", "ckpt_files", "ckpt_files.c"): "model.h",
+                       os.path.join("trainer", "run_io", "events.c"): "collectives.h"}, "trainer")
 
 
 def case_finds_an_upward_include_in_the_server(a):
     # The server's layers: the store including the scheduler's public header, an executor
     # including the scheduling component's private one, and the API including it too
     # (the rest of the server sees sched/include/ only).
-    import shutil, tempfile
-    plants = {os.path.join("server", "store", "store.c"): "scheduler.h",
-              os.path.join("server", "exec", "nodes.c"): "sched_state.h",
-              os.path.join("server", "api", "sse.c"): "queue_policy.h"}
-    with tempfile.TemporaryDirectory(prefix="ddpd-server-layers-") as d:
-        for tree in TREES:
-            shutil.copytree(os.path.join(a.source, tree), os.path.join(d, tree))
-        check(not upward_includes(d), "the copy has no upward include before the plants")
-        for victim, header in plants.items():
-            with open(os.path.join(d, victim), "a") as f:
-                f.write(f'\n#include "{header}"\n')
-        up = upward_includes(d)
-        for victim, header in plants.items():
-            check(any(u.startswith(f'{victim} includes "{header}" (server{os.sep}sched{os.sep}') for u in up),
-                  f"{victim}'s planted include of {header} is named: {up}")
-        check(len(up) == len(plants), f"only the planted includes are named: {up}")
+    plant_and_find(a, {os.path.join("server", "store", "store.c"): "scheduler.h",
+                       os.path.join("server", "exec", "nodes.c"): "sched_state.h",
+                       os.path.join("server", "api", "sse.c"): "queue_policy.h"}, os.path.join("server", "sched"))
 
 
 def case_finds_an_include_out_of_base(a):

@@ -76,9 +76,8 @@ CASES = cases_in(globals())
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--nm", required=True)
-    ap.add_argument("--cc", required=True)
+    for tool in ("--source", "--nm", "--cc"):  # the tree, and the build's nm and C compiler
+        ap.add_argument(tool, required=True)
     ap.add_argument("--lib", action="append", default=[], help="FOLDER=LIBRARY.a, e.g. server/store=libddpd_store.a")
     args = ap.parse_args()
     args.libs = dict(item.split("=", 1) for item in args.lib)
