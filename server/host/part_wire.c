@@ -12,8 +12,8 @@ json_t *part_wire_write(const part_wire *w) {
                           "rendezvous", w->rendezvous, "restart_count", w->restart_count, "restarts_from",
                           w->restarts_from);
     if (!j) return NULL; /* a NULL secret or rendezvous */
-    json_object_set(j, "config", w->config ? (json_t *)w->config : json_null());
-    json_object_set(j, "devices", w->devices ? (json_t *)w->devices : json_array());
+    json_object_set_new(j, "config", w->config ? json_incref((json_t *)w->config) : json_null());
+    json_object_set_new(j, "devices", w->devices ? json_incref((json_t *)w->devices) : json_array());
     if (w->graces) { /* its launcher's grace for its ranks (the agent kills it a little later) */
         json_object_set_new(j, "stop_grace_s", json_integer(w->stop_grace_s));
         json_object_set_new(j, "preempt_grace_s", json_integer(w->preempt_grace_s));
