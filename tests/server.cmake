@@ -68,6 +68,11 @@ ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secret
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 420)
+# Who may read what: reads need a token once there are users (--open-reads opens them),
+# a command run's env values and arguments are its owner's, a run reads only its
+# submitter's runs.
+ddpd_py_cases(server_reads_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_reads.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 300)
 ddpd_py_cases(server_limits_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_limits.py ARGS ${server_test_args}
               TIMEOUT 180)
 ddpd_py_cases(server_reconnect_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_reconnect.py ARGS ${server_test_args}

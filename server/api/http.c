@@ -410,13 +410,45 @@ static auth_verdict identify(const char *authorization, caller *who) {
     return AUTH_OK;
 }
 
+static auth_verdict identify_read(const char *authorization, caller *who);
+
 const caller *rq_caller(request *rq) {
     request_state *st = rq->state;
     if (!st->who_known) {
-        identify(rq_header(rq, MHD_HTTP_HEADER_AUTHORIZATION), &st->who);
+        const char *authorization = rq_header(rq, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (auth_method_mutates(rq->method)) identify(authorization, &st->who);
+        else identify_read(authorization, &st->who);
         st->who_known = true;
     }
     return &st->who;
+}
+
+/* Who a read is, where reads need a token: the hook's cheaper word when there is one. */
+static auth_verdict identify_read(const char *authorization, caller *who) {
+    return H.c.identify_read ? H.c.identify_read(authorization, who) : identify(authorization, who);
+}
+
+/* Whether this request must carry a credential the server knows before its handler
+ * runs: every one that changes something, and every read once reads need a token
+ * (reads_need_token), but for the routes open to all (/healthz, the dashboard's
+ * files) and a run's own routes (their handlers check the run's secret). */
+static bool needs_credential(const route *r, bool mutates) {
+    if (r->run_secret_auth) return false;
+    if (mutates) return true;
+    return !r->open && H.c.reads_need_token && H.c.reads_need_token();
+}
+
+/* The request's credential as an Authorization value: the header, else (on a route
+ * that takes it: an event stream, which a browser's EventSource opens without
+ * headers) the access_token query parameter, written into `room`. NULL: none. The
+ * query is never logged (the log names the path alone). */
+static const char *credential(struct MHD_Connection *conn, const route *r, char *room, size_t size) {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h || !r->token_in_query) return h;
+    const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "access_token");
+    if (!q || !*q) return NULL;
+    snprintf(room, size, "Bearer %s", q);
+    return room;
 }
 
 static const char *refusal(auth_verdict v) {
@@ -466,13 +498,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
             return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
         }
-        /* Reading is open; changing needs a credential the server knows, when it has a
-         * token or users (identify); a run's own route is the handler's to check, by the
-         * run's secret. A read is identified only if its handler asks (rq_caller). */
-        if (auth_method_mutates(method) && !st->route->run_secret_auth) {
-            const char *authorization =
-                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-            auth_verdict verdict = identify(authorization, &st->who);
+        /* Changing needs a credential the server knows, when it has a token or users
+         * (identify); reading does once it has users (needs_credential); a run's own
+         * route is the handler's to check, by the run's secret. A read that needs none
+         * is identified only if its handler asks (rq_caller). */
+        bool mutates = auth_method_mutates(method);
+        if (needs_credential(st->route, mutates)) {
+            char room[600];
+            const char *authorization = credential(conn, st->route, room, sizeof room);
+            auth_verdict verdict = mutates ? identify(authorization, &st->who) : identify_read(authorization, &st->who);
             st->who_known = true;
             if (verdict != AUTH_OK) return send_problem(conn, st, MHD_HTTP_UNAUTHORIZED, NULL, refusal(verdict));
         }

@@ -5,9 +5,11 @@
  * method, 413 for bodies past the cap (early, by Content-Length, and while
  * streaming), 415 for bodies that are not JSON, 401 for a request that changes
  * something (not GET or HEAD) without a credential the server knows, when it needs
- * one (the token, a user's: `identify`), but for a route that takes the run's secret
- * instead (run_secret_auth). Who sent a request is rq_caller's answer, looked up when a
- * handler first asks (a read that never does costs no look-up). Errors are
+ * one (the token, a user's: `identify`), and for a read without one once reads need
+ * it (`reads_need_token`: a server with users), but for the routes open to all
+ * (/healthz, the dashboard's files) and those that take the run's secret instead
+ * (run_secret_auth). Who sent a request is rq_caller's answer, looked up when a
+ * handler first asks (a read that needs no token and never asks costs no look-up). Errors are
  * application/problem+json (RFC 9457). When a request is over, the request_done hook
  * hears of it (main.c: its log line and its count in /metrics). Connections come
  * through conn_guard.h's accept thread (its caps and the header deadline); a
@@ -62,6 +64,10 @@ typedef struct {
     bool json_body;      /* the handler reads a JSON body: 415 without application/json */
     bool run_secret_auth; /* the run's own route (its rendezvous): the handler checks the run's
                              secret, and the server's token is neither needed nor enough */
+    bool open;            /* read without a token even where reads need one: /healthz, and the
+                             dashboard's own files (code, no data: its login page must load) */
+    bool token_in_query;  /* the token may also come as ?access_token=TOKEN: the event streams,
+                             which a browser's EventSource opens without headers */
 } route;
 
 /* A request that is over. `route` is the matched route's pattern, or NULL; status
@@ -83,6 +89,11 @@ typedef struct {
      * request that changes something goes on only with AUTH_OK. NULL: the token alone
      * says (without one, everybody may). `refusal`: the 401's words for a verdict. */
     auth_verdict (*identify)(const char *authorization, caller *who);
+    /* Whether a read needs a credential too (main.c: users exist and reads were not
+     * opened with --open-reads), asked on every read: no query. NULL: reads are open.
+     * `identify_read`: who a read is, without a query where it can (NULL: identify). */
+    bool (*reads_need_token)(void);
+    auth_verdict (*identify_read)(const char *authorization, caller *who);
     const char *(*refusal)(auth_verdict v);
     void (*request_done)(const http_done *d);
     conn_guard_limits limits; /* connections per address and in all, the header deadline */

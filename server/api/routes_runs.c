@@ -45,6 +45,7 @@
 #include "params.h"
 #include "routes.h"
 #include "run_cache.h"
+#include "run_mask.h"
 #include "run_config.h"
 #include "run_resume.h"
 #include "run_versions.h"
@@ -83,13 +84,23 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) 
     if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
     e->waiting_hash = text_hash(waiting);
     free(waiting);
+    const char *owner = json_string_value(json_object_get(run, "owner"));
+    snprintf(e->owner, sizeof e->owner, "%s", owner ? owner : "");
     reply_json_raw(rs, status, run, raw);
+    e->secrets = run_mask_needed(rs->body, rs->len);
     return true;
 }
 
-static void reply_run(response *rs, int status, int64_t id) {
+/* A run's answer as `rq`'s caller may see it: env values and command arguments hidden
+ * unless it is the run's owner or an admin (run_mask.h). Who the caller is is asked
+ * only of an answer that holds such things. */
+static bool hides_from(request *rq, const run_cache_entry *e) {
+    return e->secrets && !run_mask_sees_all(rq_caller(rq), e->owner);
+}
+
+static void reply_run(request *rq, response *rs, int status, int64_t id) {
     run_cache_entry e = {0};
-    build_run(rs, status, id, &e);
+    if (build_run(rs, status, id, &e) && hides_from(rq, &e)) run_mask_apply(&rs->body, &rs->len);
 }
 
 /* A write the store refused: 503 naming why while the database cannot be written
@@ -216,6 +227,12 @@ static void post_runs(request *rq, response *rs) {
     char err[1024];
     int64_t id = runs_submit(config, who, &errs, err, sizeof err);
     if (id == 0) invalid_config(rs, &errs);
+    else if (id == RUNS_SUBMIT_FORBIDDEN) {
+        char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
+        reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
+                      who->kind == CALLER_USER ? who->name : "this caller", first);
+        free(first);
+    }
     else if (id < 0) {
         store_health sh;
         store_health_take(&sh);
@@ -223,7 +240,7 @@ static void post_runs(request *rq, response *rs) {
     }
     else {
         rs->location = xasprintf("/runs/%lld", (long long)id);
-        reply_run(rs, 201, id);
+        reply_run(rq, rs, 201, id);
     }
     schema_errors_free(&errs);
     json_decref(config);
@@ -291,13 +308,13 @@ static void get_runs(request *rq, response *rs) {
  * run, its version, and a queued run's place in the queue and what it waits for
  * (which change as other runs start or leave and nodes come and go, with no change
  * to this one). */
-static void run_etag(char out[96], int64_t id, const run_cache_entry *e) {
+static void run_etag(char out[96], int64_t id, const run_cache_entry *e, bool hidden) {
     if (e->queued)
-        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d-%08x\"", (unsigned long long)run_versions_identity(), (long long)id,
-                 (unsigned long long)e->version, e->queue_position, e->waiting_hash);
+        snprintf(out, 96, "\"%016llx-%lld-%llu-q%d-%08x%s\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version, e->queue_position, e->waiting_hash, hidden ? "-h" : "");
     else
-        snprintf(out, 96, "\"%016llx-%lld-%llu\"", (unsigned long long)run_versions_identity(), (long long)id,
-                 (unsigned long long)e->version);
+        snprintf(out, 96, "\"%016llx-%lld-%llu%s\"", (unsigned long long)run_versions_identity(), (long long)id,
+                 (unsigned long long)e->version, hidden ? "-h" : "");
 }
 
 /* A cached answer whose place in the queue and what it waits for are still the scheduler's. */
@@ -322,7 +339,7 @@ static void get_run(request *rq, response *rs) {
     char etag[96];
     /* A conditional request first asks for the tag alone: a match needs no copy of the body. */
     if (conditional && cached_answer(id, version, false, &e)) {
-        run_etag(etag, id, &e);
+        run_etag(etag, id, &e, hides_from(rq, &e));
         if (rq_if_none_match(rq, etag)) {
             run_cache_note(true);
             reply_not_modified(rs, etag);
@@ -341,12 +358,14 @@ static void get_run(request *rq, response *rs) {
         run_cache_note(false);
         run_cache_put(id, &e, rs->body, rs->len);
     }
-    run_etag(etag, id, &e);
+    bool hidden = hides_from(rq, &e); /* the same answer, less what this caller may not see: a tag of its own */
+    run_etag(etag, id, &e, hidden);
     if (rq_if_none_match(rq, etag)) {
         free(rs->body);
         reply_not_modified(rs, etag);
         return;
     }
+    if (hidden) run_mask_apply(&rs->body, &rs->len);
     snprintf(rs->etag, sizeof rs->etag, "%s", etag);
 }
 
@@ -371,7 +390,7 @@ static void cancel_run(request *rq, response *rs) {
     if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "cancel")) return;
     run_status st = RUN_QUEUED;
     switch (runs_cancel(id, &st)) {
-    case RUNS_DONE: reply_run(rs, 202, id); return;
+    case RUNS_DONE: reply_run(rq, rs, 202, id); return;
     case RUNS_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
     case RUNS_FINISHED:
         reply_problem(rs, 409, NULL, "run %lld has already finished (%s): there is nothing to cancel", (long long)id,
@@ -389,7 +408,7 @@ static void resume_run(request *rq, response *rs) {
     if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "resume")) return;
     char why[2048] = "";
     switch (runs_resume(id, why, sizeof why)) {
-    case RESUME_QUEUED: reply_run(rs, 202, id); return;
+    case RESUME_QUEUED: reply_run(rq, rs, 202, id); return;
     case RESUME_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
     case RESUME_REFUSED: reply_problem(rs, 409, NULL, "%s", why); return;
     default: reply_problem(rs, 500, NULL, "the database could not be read or written; see the server's log"); return;
@@ -670,7 +689,11 @@ static void get_users(request *rq, response *rs) {
 }
 
 static void get_me(request *rq, response *rs) {
-    const caller *who = rq_caller(rq);
+    /* by the users as the database has them now (a read's check may be a tick behind):
+     * a replaced token is told at once that it is not one */
+    caller fresh;
+    users_identify(rq_header(rq, "Authorization"), &fresh);
+    const caller *who = &fresh;
     if (who->kind == CALLER_USER) {
         user_info u;
         if (users_find(who->name, &u)) {
@@ -690,7 +713,7 @@ static void get_me(request *rq, response *rs) {
 }
 
 const route api_routes[] = {
-    {.method = "GET", .pattern = "/healthz", .handler = get_healthz},
+    {.method = "GET", .pattern = "/healthz", .handler = get_healthz, .open = true},
     {.method = "POST", .pattern = "/runs", .handler = post_runs, .json_body = true},
     {.method = "GET", .pattern = "/runs", .handler = get_runs},
     {.method = "GET", .pattern = "/runs/{id}", .handler = get_run},
@@ -706,6 +729,6 @@ const route api_routes[] = {
     {.method = "GET", .pattern = "/users", .handler = get_users},
     {.method = "GET", .pattern = "/users/me", .handler = get_me},
     {.method = "GET", .pattern = "/metrics", .handler = metrics_handle},
-    {.method = "GET", .pattern = "/openapi.json", .handler = openapi_handle},
+    {.method = "GET", .pattern = "/openapi.json", .handler = openapi_handle, .open = true}, /* how to ask, tokens included */
 };
 const size_t api_routes_count = sizeof api_routes / sizeof *api_routes;

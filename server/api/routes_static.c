@@ -148,12 +148,14 @@ static void get_schema(request *rq, response *rs) {
     reply_text(rs, 200, xstrdup(text), strlen(text), "application/schema+json");
 }
 
+/* Open to all, on a server whose reads need a token too: the dashboard's code (its
+ * login page must load before it has a token) and the config schema hold no run's data. */
 const route static_routes[] = {
-    {.method = "GET", .pattern = "/", .handler = get_index},
-    {.method = "GET", .pattern = "/ui/{id}", .handler = get_ui},
-    {.method = "GET", .pattern = "/vendor/uplot/{id}", .handler = get_uplot},
-    {.method = "GET", .pattern = "/schema/run-config.schema.json", .handler = get_schema},
+    {.method = "GET", .pattern = "/", .handler = get_index, .open = true},
+    {.method = "GET", .pattern = "/ui/{id}", .handler = get_ui, .open = true},
+    {.method = "GET", .pattern = "/vendor/uplot/{id}", .handler = get_uplot, .open = true},
+    {.method = "GET", .pattern = "/schema/run-config.schema.json", .handler = get_schema, .open = true},
     /* where /openapi.json's relative reference to it resolves */
-    {.method = "GET", .pattern = "/run-config.schema.json", .handler = get_schema},
+    {.method = "GET", .pattern = "/run-config.schema.json", .handler = get_schema, .open = true},
 };
 const size_t static_routes_count = sizeof static_routes / sizeof *static_routes;

@@ -22,6 +22,8 @@ typedef struct {
     bool queued;        /* the answer says "queued" ... */
     int queue_position; /* ... at this place */
     uint32_t waiting_hash; /* ... waiting for what hashes so (its waiting_for) */
+    bool secrets;       /* it holds what only its owner and admins see (run_mask.h) */
+    char owner[65];     /* the run's owner; "": none */
     char *body;         /* malloc'd copy (when asked for), with its length */
     size_t len;
 } run_cache_entry;

@@ -183,7 +183,7 @@ static void get_run_events(request *rq, response *rs) {
 void sse_shutdown(void) { feed_close_all(); }
 
 const route sse_routes[] = {
-    {.method = "GET", .pattern = "/events", .handler = get_events},
-    {.method = "GET", .pattern = "/runs/{id}/events", .handler = get_run_events},
+    {.method = "GET", .pattern = "/events", .handler = get_events, .token_in_query = true},
+    {.method = "GET", .pattern = "/runs/{id}/events", .handler = get_run_events, .token_in_query = true},
 };
 const size_t sse_routes_count = sizeof sse_routes / sizeof *sse_routes;

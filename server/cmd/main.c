@@ -141,6 +141,10 @@ static void on_child_exited(pid_t pid, int wstatus) {
     scheduler_child_exited(pid, wstatus);
 }
 
+/* Reads need a token once there are users, unless serve --open-reads (http.h). */
+static bool open_reads;
+static bool reads_need_token(void) { return !open_reads && users_known(); }
+
 static void on_request_done(const http_done *d) {
     if (d->status) metrics_observe_request(d->route, d->method, d->status, d->seconds);
     server_log_request(d->client, d->method, d->path, d->status, d->bytes, d->seconds * 1000.0);
@@ -261,6 +265,12 @@ static void open_store(const settings *o, const db_report *verdict, bool rebuild
     if (loopback == 0 && !o->token && !has_users)
         log_warn("serving %s without a token (--insecure): anyone who can reach it can submit, cancel and delete runs",
                  o->listen);
+    if (has_users && o->open_reads)
+        log_warn("--open-reads: anybody who can reach %s reads the runs, their logs, metrics and events without a "
+                 "token (a command run's env values and arguments stay its owner's and the admins')", o->listen);
+    else if (has_users)
+        log_info("there are users: every request but /healthz and the dashboard's files needs a token, a user's or "
+                 "the server's (--open-reads lets anybody read)");
     if (!rebuild) return;
     rebuild_counts rb;
     if (history_rebuild(layout_runs_dir(), &rb, err, sizeof err) != 0) die("--rebuild-from-runs: %s", err);
@@ -465,8 +475,10 @@ static int serve(int argc, char **argv) {
     route *routes = all_routes(&n_routes);
     if (feed_start() != 0) die("cannot start the live feed's thread");
     sse_set_limits(limits.max_streams, limits.streams_per_address);
+    open_reads = o.open_reads;
     http_config hc = {.listen = o.listen, .threads = (unsigned)o.http_threads, .routes = routes, .n_routes = n_routes,
-                      .token = o.token, .identify = users_identify, .refusal = users_refusal,
+                      .token = o.token, .identify = users_identify, .reads_need_token = reads_need_token,
+                      .identify_read = users_identify_read, .refusal = users_refusal,
                       .request_done = on_request_done, .limits = limits.http, .idle_timeout_s = limits.idle_timeout_s};
     int port = 0;
     if (http_start(&hc, &port, err, sizeof err) != 0) die("%s", err);

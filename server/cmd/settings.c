@@ -54,10 +54,15 @@ static const opt_row ROWS[] = {
      .dflt_says = "default: the one beside ddpd"},
     {STR("--token-file", "PATH", "DDPD_TOKEN_FILE", token_file),
      .help = "require \"Authorization: Bearer TOKEN\" on every request that changes something (POST, DELETE), TOKEN "
-             "being the file's one line; reading stays open. The file must be readable by its owner only (chmod 600)",
+             "being the file's one line; reading stays open until there are users (then it needs a token too: "
+             "theirs or this one). The file must be readable by its owner only (chmod 600)",
      .dflt_says = "or the token itself in DDPD_TOKEN; default: none", .flags = OPT_ENV_BY_HAND},
     {STR("--token", "TOKEN", NULL, token), .help = "the same with the token on the command line, where every local "
                                                    "user can read it (ps): prefer --token-file or DDPD_TOKEN"},
+    {BOOL("--open-reads", "DDPD_OPEN_READS", open_reads),
+     .help = "with users, let anybody read without a token (the runs, their configs but a command run's env values "
+             "and arguments, logs, metrics, events, /queue, /users, /metrics), as before users",
+     .dflt_says = "default: once there are users, every request but /healthz and the dashboard's files needs a token"},
     {BOOL("--insecure", "DDPD_INSECURE", insecure),
      .help = "without a token, listen on a non-loopback address all the same", .dflt_says = "default: refuse"},
     {STR("--advertise", "ADDR", "DDPD_ADVERTISE", advertise),

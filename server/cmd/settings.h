@@ -28,6 +28,7 @@ typedef struct {
     const char *token;           /* NULL: none (an empty value is none) */
     bool token_on_command_line;  /* --token T: every local user can read it (ps, /proc/PID/cmdline) */
     bool insecure;
+    bool open_reads;             /* with users, reads need no token all the same (as before users) */
     /* runs across nodes: the address other nodes reach this host at (NULL or "": it
      * takes no part in runs across nodes), its name among them, how long a silent node lives */
     const char *advertise, *node_name;

@@ -14,6 +14,7 @@
 #include "command_run.h"
 #include "run_config.h"
 #include "run_fit.h"
+#include "run_reads.h"
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
@@ -154,12 +155,20 @@ int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char
      * arbitrary file, and one the run can load (ckpt_fit.h). "" means the newest in its
      * own run directory. */
     const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
-    if (load && *load) {
-        size_t before = schema_errors_total(errs);
+    size_t before_load = schema_errors_total(errs);
+    if (load && *load)
         datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", errs);
-        const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
-        if (schema_errors_total(errs) == before && resolved) ckpt_fit_check(config, resolved, errs);
+    /* what it names of other runs must be the submitter's (run_reads.h): said before
+     * anything of such a file is (a checkpoint's shapes are its owner's to know) */
+    schema_errors denied = {0};
+    if (R.runs_root->n && !run_reads_own(for_trainer, R.runs_root->roots[0], who, &denied)) {
+        json_decref(for_trainer);
+        schema_errors_free(errs);
+        *errs = denied;
+        return RUNS_SUBMIT_FORBIDDEN;
     }
+    const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
+    if (load && *load && schema_errors_total(errs) == before_load && resolved) ckpt_fit_check(config, resolved, errs);
     /* the model and the host-memory plan, by the trainer's code (run_fit.h); on Slurm the
      * model only: its nodes' memory is Slurm's to give */
     if (!command && placed && errs->count == 0)

@@ -2,6 +2,7 @@
 #include "users.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static struct {
     user_row *rows;
     int n;
     char *server_token;
+    atomic_bool any; /* U.n > 0 as last read: what a read asks, with no query */
 } U = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 #define USERS_SELECT \
@@ -77,6 +79,7 @@ static bool reload_locked(void) {
     free(U.rows);
     U.rows = rows;
     U.n = n;
+    atomic_store(&U.any, n > 0);
     return changed;
 }
 
@@ -141,21 +144,22 @@ static const user_row *row_named(const char *name) {
     return NULL;
 }
 
-auth_verdict users_identify(const char *authorization, caller *who) {
+bool users_known(void) { return atomic_load(&U.any); }
+
+/* The row whose token hashes to `hash`. Under U.mu. */
+static const user_row *row_with_hash(const char *hash) {
+    for (int i = 0; i < U.n; i++) /* a hash of a random token: no timing to learn from */
+        if (U.rows[i].token_sha256[0] && strcmp(U.rows[i].token_sha256, hash) == 0) return &U.rows[i];
+    return NULL;
+}
+
+/* Who `token` (NULL: none; `hash`: its SHA-256) is, by the rows as they are. Under U.mu. */
+static auth_verdict identify_locked(const char *token, const char *hash, caller *who) {
     memset(who, 0, sizeof *who);
     who->max_devices = -1;
-    const char *token = auth_bearer_value(authorization);
-    pthread_mutex_lock(&U.mu);
-    refresh_locked();
     auth_verdict v = AUTH_OK;
     bool server_token = U.server_token && secret_equal(token, U.server_token);
-    const user_row *found = NULL;
-    if (token && !server_token) {
-        char hash[SHA256_HEX_LEN + 1];
-        sha256_hex(token, hash);
-        for (int i = 0; i < U.n && !found; i++) /* a hash of a random token: no timing to learn from */
-            if (U.rows[i].token_sha256[0] && strcmp(U.rows[i].token_sha256, hash) == 0) found = &U.rows[i];
-    }
+    const user_row *found = token && !server_token ? row_with_hash(hash) : NULL;
     if (server_token) {
         who->kind = CALLER_ADMIN_TOKEN;
     } else if (found) {
@@ -171,6 +175,27 @@ auth_verdict users_identify(const char *authorization, caller *who) {
     }
     if (who->kind != CALLER_USER && v == AUTH_OK) who->admin = true;
     if (who->admin) who->max_priority = 100;
+    return v;
+}
+
+auth_verdict users_identify(const char *authorization, caller *who) {
+    const char *token = auth_bearer_value(authorization);
+    char hash[SHA256_HEX_LEN + 1] = "";
+    if (token) sha256_hex(token, hash);
+    pthread_mutex_lock(&U.mu);
+    refresh_locked();
+    auth_verdict v = identify_locked(token, hash, who);
+    pthread_mutex_unlock(&U.mu);
+    return v;
+}
+
+auth_verdict users_identify_read(const char *authorization, caller *who) {
+    const char *token = auth_bearer_value(authorization);
+    char hash[SHA256_HEX_LEN + 1] = "";
+    if (token) sha256_hex(token, hash);
+    pthread_mutex_lock(&U.mu);
+    auth_verdict v = identify_locked(token, hash, who);
+    if (v == AUTH_UNKNOWN && refresh_locked()) v = identify_locked(token, hash, who); /* a user added just now */
     pthread_mutex_unlock(&U.mu);
     return v;
 }

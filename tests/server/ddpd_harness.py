@@ -142,6 +142,7 @@ class Server:
         self.proc = None
         self.port = None
         self.headers = {}  # sent with every request (a token)
+        self.read_headers = {}  # sent with every GET and HEAD (a token, where reads need one)
 
     def __enter__(self):
         self.start()
@@ -219,9 +220,11 @@ class Server:
 
     # ---- HTTP ----
 
-    def request(self, method, path, body=None, headers=None, timeout=30):
+    def request(self, method, path, body=None, headers=None, timeout=30, anonymous=False):
+        """anonymous: neither self.headers nor self.read_headers are sent, only `headers`."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        hdrs = dict(self.headers, **(headers or {}))
+        hdrs = {} if anonymous else dict(self.headers, **(self.read_headers if method in ("GET", "HEAD") else {}))
+        hdrs.update(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")

@@ -80,10 +80,17 @@ class Box:
         return False
 
     def add(self, name, *opts):
-        return add_user(self.a.ddpd, self.dir, name, *opts)
+        token = add_user(self.a.ddpd, self.dir, name, *opts)
+        self.reader = getattr(self, "reader", None) or token
+        return token
 
     def server(self, trainer=None, **kw):
-        return Server(self.a.ddpd, trainer or self.a.fake_trainer, state_dir=self.dir, **kw)
+        """A server on the box; its reads carry the first user's token (reads need one once
+        there are users: test_server_reads.py holds that)."""
+        s = Server(self.a.ddpd, trainer or self.a.fake_trainer, state_dir=self.dir, **kw)
+        if getattr(self, "reader", None):
+            s.read_headers = bearer(self.reader)
+        return s
 
 
 def submit_as(s, token, cfg):
@@ -153,7 +160,7 @@ def case_users_and_ownership(a):
             me = s.get("/users/me", headers=bearer(alice)).json()
             check(me.get("name") == "alice" and me.get("admin") is False and me.get("max_devices") == 2,
                   f"GET /users/me: {me}")
-            problem(s.get("/users/me"), 401, "this server has users", "GET /users/me without a token")
+            problem(s.get("/users/me", anonymous=True), 401, "this server has users", "GET /users/me without a token")
             names = [u["name"] for u in s.get("/users").json()["users"]]
             check(names == ["alice", "bob", "root"], f"GET /users lists them: {names}")
             # what a user may not submit

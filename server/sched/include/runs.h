@@ -35,8 +35,11 @@ bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs
 
 /* A parsed config (an object; defaults not yet filled), submitted by `who` (a user
  * owns its runs; the server's token and anybody own none). Returns the new run's id;
- * 0 when the config is refused (every violation in errs); -1 when it could not be
- * stored or set up (a sentence in err: the server's fault, not the config's). */
+ * 0 when the config is refused (every violation in errs); RUNS_SUBMIT_FORBIDDEN when
+ * it names files of runs that are not `who`'s (run_reads.h: errs holds those alone);
+ * -1 when it could not be stored or set up (a sentence in err: the server's fault,
+ * not the config's). */
+#define RUNS_SUBMIT_FORBIDDEN (-2)
 int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen);
 
 typedef enum {

@@ -4,15 +4,16 @@
  *
  * `ddpd user` (cmd/user_cmd.c) changes them in the database with the functions at
  * the bottom, whether a server runs or not; a running server sees a change at its next
- * request that asks who sent it (every one that changes something, and /users/me:
- * http.h's rq_caller) or its next tick (at most 100 ms): its copy of the table is
- * read again whenever the database changed (PRAGMA data_version), so a replaced
- * token stops working at once.
+ * request that changes something (users_identify), at a read whose token it does not
+ * know yet, or at its next tick (at most 100 ms): its copy of the table is read again
+ * whenever the database changed (PRAGMA data_version), so a replaced token stops
+ * changing anything at once, and reading within a tick.
  *
  * Who a request is (users_identify): the server's own token (--token-file) is an
  * admin of no name; a user's token is that user; no token at all is anybody, an admin,
  * only while the server has no token and has never had a user (today's single-user
- * box); otherwise a request that changes something needs one of the two. */
+ * box); otherwise a request that changes something needs one of the two, and so does
+ * a read once there are users (unless ddpd serve --open-reads). */
 #ifndef DDPD_CORE_USERS_H
 #define DDPD_CORE_USERS_H
 
@@ -45,8 +46,15 @@ bool users_refresh(void);
 
 /* Whether the table has a row (a removed user counts): requests then need a token. */
 bool users_exist(void);
-/* Who a request with this Authorization header's value is (auth.h's verdicts). */
+/* The same as the table was last read (at most a tick ago), with no query: what
+ * every read asks. */
+bool users_known(void);
+/* Who a request with this Authorization header's value is (auth.h's verdicts), the
+ * table read again first if the database changed: for requests that change something. */
 auth_verdict users_identify(const char *authorization, caller *who);
+/* The same by the table as last read (a token not in it reads the table again, so a
+ * user added a moment ago is known): for reads, that cost no query. */
+auth_verdict users_identify_read(const char *authorization, caller *who);
 /* A 401's words for a verdict other than AUTH_OK. */
 const char *users_refusal(auth_verdict v);
 
