@@ -17,6 +17,7 @@
 #include "launcher_argv.h"
 #include "logtail.h"
 #include "procstat.h"
+#include "run_as.h"
 #include "state_layout.h"
 #include "supervisor.h"
 
@@ -113,9 +114,16 @@ static start_result local_start(const part_launch *l, part_handle *h) {
                                           (long long)l->run, l->where, l->master_port, attempt)
                               : xasprintf("starting %s for run %lld on %s%s", program, (long long)l->run, l->where,
                                           attempt);
+    /* whom it runs as (run_as.h); a refusal (its account gone since it was submitted)
+     * comes back as a start that failed */
+    run_account account;
+    char refused[1024];
+    run_as_verdict as = run_as_resolve(l->owner, l->command, &account, refused, sizeof refused);
+    if (as == RUN_AS_ACCOUNT) layout_open_for_accounts();
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
-                         .log_banner = banner};
+                         .log_banner = banner, .account = as == RUN_AS_ACCOUNT ? &account : NULL,
+                         .refused = as == RUN_AS_REFUSED ? refused : NULL};
     supervisor_request_spawn(&req);
     launcher_cmd_free(&cmd);
     free(banner);
