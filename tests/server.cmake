@@ -64,6 +64,10 @@ if(TARGET ddp-run)
 endif()
 ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secrets.py ARGS ${server_secret_args}
               TIMEOUT 300)
+# The wall between accounts: real Unix accounts made and removed by the test, the
+# server as root and with capabilities only (needs root: skipped with a message else).
+ddpd_py_cases(server_wall_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_wall.py ARGS ${server_secret_args}
+              TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_as.h"
 #include "agent.h"
 #include "auth.h"
 #include "beside_self.h"
@@ -255,6 +256,8 @@ static void open_store(const settings *o, const db_report *verdict, bool rebuild
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
     if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, &CACHE_FORGETS_DELETED, err, sizeof err) != 0) die("%s", err);
     if (users_open(layout_db_path(), o->token, err, sizeof err) != 0) die("%s", err);
+    run_as_config ra = {.run_user = o->run_user, .unsafe_as_server = o->unsafe_commands_as_server};
+    if (run_as_init(&ra, err, sizeof err) != 0) die("%s", err);
     bool has_users = users_exist(); /* their tokens are needed to change anything */
     if (loopback == 0 && !o->token && !has_users && !o->insecure)
         die("refusing to listen on %s without a token: anyone who can reach it could submit, cancel and delete runs. "
@@ -328,6 +331,8 @@ static void start_runs(const settings *o, serving *v) {
     load_usage();
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
+    /* runs of other accounts reach their directories and the socket (before any is adopted) */
+    if (run_as_accounts_in_use()) layout_open_for_accounts();
     scheduler_recover();
     if (data_roots_add(&v->runs_root, layout_runs_dir(), err, sizeof err) != 0) die("%s", err);
     runs_config rc = {.data_roots = &v->roots, .runs_root = &v->runs_root, .work_roots = &v->work_roots,
@@ -394,9 +399,13 @@ static void announce(const settings *o, const serving *v, const char *state_dir,
     log_info("HTTP: %s", limits_text);
     if (o->allow_commands) {
         char *wr = data_roots_list(&v->work_roots);
-        log_warn("command runs are on (--allow-commands): submitted programs run as this server's user; work roots: "
-                 "%s; MASTER_PORTs %d-%d; runner %s", v->work_roots.n ? wr : "none (runs work in their run directory)",
-                 v->port_lo, v->port_hi, o->runner);
+        log_warn("command runs are on (--allow-commands): submitted programs run as %s; work roots: "
+                 "%s; MASTER_PORTs %d-%d; runner %s",
+                 o->run_user ? "their user's Unix account, else --run-user's"
+                 : o->unsafe_commands_as_server ? "their user's Unix account, else THIS SERVER'S USER "
+                                                  "(--unsafe-commands-as-server)"
+                                                : "their user's Unix account (others are refused)",
+                 v->work_roots.n ? wr : "none (runs work in their run directory)", v->port_lo, v->port_hi, o->runner);
         free(wr);
         if (access(o->runner, X_OK) != 0)
             log_warn("the runner %s is not there or not executable (%s): command runs will fail to start (--runner)",

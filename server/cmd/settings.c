@@ -44,8 +44,20 @@ static const opt_row ROWS[] = {
      .dflt_says = "default: they are named by their roots: <state-dir>/runs/3/..., <data-root>/..."},
     {BOOL("--allow-commands", "DDPD_ALLOW_COMMANDS", allow_commands),
      .help =
-         "accept command runs: configs with \"command\", the user's own program run once per rank AS THE SERVER'S USER",
+         "accept command runs: configs with \"command\", the user's own program run once per rank, as the user's "
+         "account (--unix-user), else --run-user, else the server's own user (refused where the server has users or "
+         "is root)",
      .dflt_says = "default: refuse"},
+    {STR("--run-user", "ACCOUNT", "DDPD_RUN_USER", run_user),
+     .help = "every run of a user without a Unix account of its own (ddpd user add NAME --unix-user), and of a server "
+             "without users, runs as this unprivileged account of the host, never as the server. Needs root or "
+             "CAP_SETUID and CAP_SETGID",
+     .dflt_says = "default: none"},
+    {BOOL("--unsafe-commands-as-server", "DDPD_UNSAFE_COMMANDS_AS_SERVER", unsafe_commands_as_server),
+     .help = "UNSAFE: command runs that have no account to run as (no --unix-user, no --run-user) run as the "
+             "server's own user, which can read and change its database and every run, even where the server has "
+             "users or runs as root",
+     .dflt_says = "default: such runs are refused at submission"},
     {PATHS("--work-root", "DIR", "DDPD_WORK_ROOT", work_roots), .help = "where a command run's working_dir may lie",
      .dflt_says = "default: none, so command runs work in their run directory"},
     {STR("--port-range", "LO-HI", "DDPD_PORT_RANGE", port_range), .dflt = "29600-29999",

@@ -22,6 +22,8 @@ typedef struct {
     bool show_paths;             /* answers show the server's absolute paths (else named by their roots) */
     bool allow_commands;         /* command runs accepted */
     opt_list work_roots;         /* where a command run's working_dir may lie */
+    const char *run_user;        /* the account runs without one of their own run as; NULL: none */
+    bool unsafe_commands_as_server; /* command runs without an account may run as the server's own user */
     const char *port_range;      /* "LO-HI": MASTER_PORTs for command runs */
     const char *runner;          /* default: the ddp-run beside this ddpd (command runs) */
     const char *token_file;      /* where the token was read from (--token-file, DDPD_TOKEN_FILE), or NULL */

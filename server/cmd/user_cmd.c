@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@
 #include "users.h"
 
 static const char USER_USAGE[] =
-    "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--state-dir DIR]\n"
+    "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--unix-user ACCOUNT]\n"
+    "                     [--state-dir DIR]\n"
+    "       ddpd user set NAME --unix-user ACCOUNT|--no-unix-user [--state-dir DIR]\n"
     "       ddpd user list [--state-dir DIR]\n"
     "       ddpd user token NAME [--state-dir DIR]\n"
     "       ddpd user remove NAME [--state-dir DIR]\n"
@@ -29,12 +32,17 @@ static const char USER_USAGE[] =
     "\n"
     "  add NAME             a new user; its token is printed once, alone on the last line (only its\n"
     "                       hash is kept). A removed user's name can be given back.\n"
-    "  list                 every user: admin or not, quota, highest priority, removed or not\n"
+    "  set NAME             changes the user's Unix account (its runs started from now on)\n"
+    "  list                 every user: admin or not, quota, highest priority, Unix account, removed or not\n"
     "  token NAME           a new token for the user; the old one stops working at once\n"
     "  remove NAME          the user's token stops working; its runs stay, owned by its name\n"
     "  --admin              may cancel, delete and resume anyone's run, and give any priority\n"
     "  --max-devices N      its quota: the devices its runs may hold at once (default: none)\n"
     "  --max-priority P     the highest priority its runs may have, -100 to 100 (default 0)\n"
+    "  --unix-user ACCOUNT  every process of its runs runs as this account of the host (its uid, gid\n"
+    "                       and groups, HOME, umask 077), and its run directories are that account's.\n"
+    "                       The server must be root or hold CAP_SETUID and CAP_SETGID (ddpd check says)\n"
+    "  --no-unix-user       (set) none of its own: its runs go under ddpd serve --run-user ACCOUNT\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
 static void mkdir_all(const char *path) {
@@ -95,7 +103,8 @@ static void print_list(sqlite3 *db) {
     int n = users_list(db, &u);
     if (n < 0) die("cannot read the users: %s", sqlite3_errmsg(db));
     if (!n) printf("no users: anybody may change anything this server lets change without a token\n");
-    else printf("%-20s %-5s %-11s %-12s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY", "CREATED", "REMOVED");
+    else printf("%-20s %-5s %-11s %-12s %-16s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY",
+                "UNIX-USER", "CREATED", "REMOVED");
     for (int i = 0; i < n; i++) {
         char created[32], removed[32] = "-", devices[16] = "none", priority[16] = "100 (admin)";
         format_iso8601(u[i].created_at, created);
@@ -103,8 +112,8 @@ static void print_list(sqlite3 *db) {
         if (u[i].max_devices >= 0) snprintf(devices, sizeof devices, "%d", u[i].max_devices);
         /* an admin may give any priority, whatever its stored max-priority says */
         if (!u[i].admin) snprintf(priority, sizeof priority, "%d", u[i].max_priority);
-        printf("%-20s %-5s %-11s %-12s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, priority, created,
-               removed);
+        printf("%-20s %-5s %-11s %-12s %-16s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, priority,
+               u[i].unix_user[0] ? u[i].unix_user : "-", created, removed);
     }
     free(u);
 }
@@ -118,8 +127,11 @@ int user_main(int argc, char **argv) {
     const char *verb = argv[2], *name = NULL, *state_flag = NULL;
     user_info u = {.max_devices = -1};
     bool wants_name = strcmp(verb, "list") != 0;
-    if (strcmp(verb, "add") && strcmp(verb, "list") && strcmp(verb, "token") && strcmp(verb, "remove"))
-        die("there is no `ddpd user %s`: add, list, token or remove (ddpd user --help)", verb);
+    bool account_given = false;
+    if (strcmp(verb, "add") && strcmp(verb, "set") && strcmp(verb, "list") && strcmp(verb, "token") &&
+        strcmp(verb, "remove"))
+        die("there is no `ddpd user %s`: add, set, list, token or remove (ddpd user --help)", verb);
+    bool takes_account = strcmp(verb, "add") == 0 || strcmp(verb, "set") == 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,12 +139,25 @@ int user_main(int argc, char **argv) {
         else if (strcmp(verb, "add") == 0 && strcmp(a, "--admin") == 0) u.admin = true;
         else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-devices") == 0) u.max_devices = parse_int(a, v, 0, 100000), i++;
         else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-priority") == 0) u.max_priority = parse_int(a, v, -100, 100), i++;
+        else if (takes_account && strcmp(a, "--unix-user") == 0) {
+            if (!v || !*v) die("--unix-user needs the name of an account of this host");
+            snprintf(u.unix_user, sizeof u.unix_user, "%s", v);
+            const char *bad = strlen(v) > USER_UNIX_MAX ? "an account's name is at most 32 characters"
+                                                        : users_unix_user_problem(v);
+            if (bad) die("--unix-user \"%.80s\": %s", v, bad);
+            account_given = true, i++;
+        } else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-unix-user") == 0) u.unix_user[0] = '\0', account_given = true;
         else if (a[0] == '-' && a[1] == '-') die("ddpd user %s takes no %s (ddpd user --help)", verb, a);
         else if (wants_name && !name) name = a;
         else die("unexpected argument \"%s\" (ddpd user --help)", a);
         if (strcmp(a, "--state-dir") == 0 && !v) die("--state-dir needs a value");
     }
     if (wants_name && !name) die("ddpd user %s needs the user's NAME (ddpd user --help)", verb);
+    if (strcmp(verb, "set") == 0 && !account_given)
+        die("ddpd user set %s needs what to change: --unix-user ACCOUNT or --no-unix-user (ddpd user --help)", name);
+    if (account_given && u.unix_user[0] && !getpwnam(u.unix_user))
+        fprintf(stderr, "ddpd user: warning: this host has no account %s (yet): runs of %s are refused until it "
+                        "does (useradd %s)\n", u.unix_user, name, u.unix_user);
     if (name) {
         const char *bad = users_name_problem(name);
         if (bad) die("\"%.80s\": %s", name, bad);
@@ -154,8 +179,20 @@ int user_main(int argc, char **argv) {
             if (u.max_devices >= 0) snprintf(devices, sizeof devices, "max-devices %d", u.max_devices);
             char priority[48] = "any priority, up to 100";
             if (!u.admin) snprintf(priority, sizeof priority, "max-priority %d", u.max_priority);
-            printf("user %s added (%s%s, %s); its token, shown this once (only its hash is kept):\n%s\n", u.name,
-                   u.admin ? "admin, " : "", devices, priority, token);
+            char account[64] = "";
+            if (u.unix_user[0]) snprintf(account, sizeof account, ", runs as %s", u.unix_user);
+            printf("user %s added (%s%s, %s%s); its token, shown this once (only its hash is kept):\n%s\n", u.name,
+                   u.admin ? "admin, " : "", devices, priority, account, token);
+        }
+    } else if (strcmp(verb, "set") == 0) {
+        if (users_set_unix_user(db, u.name, u.unix_user, err, sizeof err) != 0) {
+            fprintf(stderr, "ddpd user: %s\n", err);
+            rc = 1;
+        } else if (u.unix_user[0]) {
+            printf("user %s: its runs started from now on run as the account %s\n", u.name, u.unix_user);
+        } else {
+            printf("user %s: no account of its own; its runs started from now on run as ddpd serve's --run-user\n",
+                   u.name);
         }
     } else if (strcmp(verb, "token") == 0) {
         if (users_new_token(db, u.name, token, err, sizeof err) != 0) {

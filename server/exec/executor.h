@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "run_account.h"
+
 /* What names a started part where it runs: what the store keeps to find it again. */
 typedef struct {
     pid_t pid;           /* this host: its launcher, the leader of its process group (0: none) */
@@ -77,6 +79,11 @@ typedef struct {
      * (ddp-run --preempt-grace); the executor kills the launcher only
      * LAUNCHER_GRACE_MARGIN_MS after the grace it was given */
     int stop_grace_s, preempt_grace_s;
+    /* whom its processes run as, as the scheduler decided (sched/include/run_as.h):
+     * another account (NULL: the server's own user); or, in account_refused, why it
+     * cannot start (its account gone since it was submitted): a start that failed */
+    const run_account *account;
+    const char *account_refused;
 } part_launch;
 
 /* How a part ended. */

@@ -113,9 +113,11 @@ static start_result local_start(const part_launch *l, part_handle *h) {
                                           (long long)l->run, l->where, l->master_port, attempt)
                               : xasprintf("starting %s for run %lld on %s%s", program, (long long)l->run, l->where,
                                           attempt);
+    /* whom it runs as (the scheduler's run_as); a refusal comes back as a start that failed */
+    if (l->account) layout_open_for_accounts();
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
-                         .log_banner = banner};
+                         .log_banner = banner, .account = l->account, .refused = l->account_refused};
     supervisor_request_spawn(&req);
     launcher_cmd_free(&cmd);
     free(banner);

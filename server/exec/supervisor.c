@@ -2,6 +2,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +42,9 @@ typedef struct queued_spawn {
     int group;
     char *program, *cwd, *log_path, *log_banner;
     char **argv, **env_set, **env_drop;
+    run_account account;
+    bool as_account;
+    char *refused;
     struct queued_spawn *next;
 } queued_spawn;
 
@@ -62,6 +67,7 @@ static void free_queued(queued_spawn *q) {
     free(q->cwd);
     free(q->log_path);
     free(q->log_banner);
+    free(q->refused);
     free_strv(q->argv);
     free_strv(q->env_set);
     free_strv(q->env_drop);
@@ -89,6 +95,8 @@ void supervisor_request_spawn(const spawn_request *r) {
     q->argv = copy_strv(r->argv);
     q->env_set = copy_strv(r->env_set);
     q->env_drop = copy_strv(r->env_drop);
+    if (r->account) q->account = *r->account, q->as_account = true;
+    q->refused = r->refused ? xstrdup(r->refused) : NULL;
     pthread_mutex_lock(&R.mu);
     if (R.tail) R.tail->next = q;
     else R.head = q;
@@ -99,8 +107,115 @@ void supervisor_request_spawn(const spawn_request *r) {
 
 /* ---- spawning ---- */
 
+/* The run directory (cwd) handed to the account: the directory itself and what the
+ * server put in it (config.json, the log) become the account's, the directory's group
+ * the server's (it keeps its way in), mode 0770: no other account may enter. Never
+ * following a link the run may have put there. 0, or -1 and err. */
+static int hand_over_dir(const queued_spawn *q, char *err, size_t errlen) {
+    int dfd = open(q->cwd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || fchown(dfd, q->account.uid, getegid()) != 0 || fchmod(dfd, 0770) != 0) {
+        snprintf(err, errlen, "cannot hand the run directory %s to the account %s: %s", q->cwd, q->account.name,
+                 strerror(errno));
+        if (dfd >= 0) close(dfd);
+        return -1;
+    }
+    uid_t self = geteuid();
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == self &&
+            (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+            (void)fchownat(dfd, e->d_name, q->account.uid, getegid(), AT_SYMLINK_NOFOLLOW);
+    }
+    if (d) closedir(d);
+    else if (lfd >= 0) close(lfd);
+    close(dfd);
+    return 0;
+}
+
+/* The child's side of fork_as: its own session, the log as its output, the account
+ * become, its run directory as cwd, the server's signals and descriptors gone, exec.
+ * Async-signal-safe calls only. On a failure: errno and the step, on `report`. */
+static void child_as(const queued_spawn *q, int log_fd, int report, char **env) {
+    const char *step = "setsid";
+    if (setsid() < 0) goto fail;
+    child_reset_signals();
+    step = "open /dev/null";
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0) goto fail;
+    step = "become the account";
+    if (run_account_become(&q->account) != 0) goto fail;
+    step = "enter the run directory";
+    if (q->cwd && chdir(q->cwd) != 0) goto fail;
+    step = "exec";
+    if (strchr(q->program, '/')) execve(q->program, q->argv, env);
+    else execvpe(q->program, q->argv, env);
+fail:;
+    int e = errno;
+    ssize_t w = write(report, &e, sizeof e);
+    w = write(report, step, strlen(step));
+    (void)w;
+    _exit(127);
+}
+
+/* Starts the program as q->account: fork, and the child becomes it before exec (a
+ * posix_spawn cannot). A pipe closed on exec says whether the exec happened. */
+static pid_t fork_as(const queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
+    if (q->cwd && hand_over_dir(q, err, errlen) != 0) return -1;
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "cannot start %s: pipe: %s", q->program, strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(report[0]);
+        child_as(q, log_fd, report[1], env);
+    }
+    close(report[1]);
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot start %s: fork: %s", q->program, strerror(errno));
+        close(report[0]);
+        return -1;
+    }
+    int child_errno = 0;
+    char step[64] = "";
+    ssize_t n = read(report[0], &child_errno, sizeof child_errno);
+    if (n == (ssize_t)sizeof child_errno) {
+        ssize_t m = read(report[0], step, sizeof step - 1);
+        step[m > 0 ? m : 0] = '\0';
+    }
+    close(report[0]);
+    if (n <= 0) return pid; /* the exec closed it: started */
+    waitpid(pid, NULL, 0);
+    snprintf(err, errlen, "cannot start %s as the account %s (uid %d): %s: %s", q->program, q->account.name,
+             (int)q->account.uid, step, strerror(child_errno));
+    return -1;
+}
+
+/* The account's HOME, USER and LOGNAME over the server's (malloc'd; free_strv). */
+static char **account_env(const queued_spawn *q) {
+    size_t n = 0;
+    while (q->env_set && q->env_set[n]) n++;
+    char **v = xmalloc((n + 4) * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = xstrdup(q->env_set[i]);
+    v[n] = xasprintf("HOME=%s", q->account.home);
+    v[n + 1] = xasprintf("USER=%s", q->account.name);
+    v[n + 2] = xasprintf("LOGNAME=%s", q->account.name);
+    v[n + 3] = NULL;
+    return v;
+}
+
 static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
-    int log_fd = open(q->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (q->refused) {
+        snprintf(err, errlen, "%s", q->refused);
+        return -1;
+    }
+    /* never through a link the run put in its directory: the server may be root */
+    int log_fd = open(q->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (log_fd < 0) {
         snprintf(err, errlen, "cannot open the run's log %s: %s", q->log_path, strerror(errno));
         return -1;
@@ -110,7 +225,16 @@ static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
         format_iso8601(now_ms(), when);
         dprintf(log_fd, "%s ddpd: %s\n", when, q->log_banner);
     }
-    char **env = child_env(environ, q->env_drop, q->env_set);
+    char **set = q->as_account ? account_env(q) : NULL;
+    char **env = child_env(environ, q->env_drop, set ? set : q->env_set);
+    if (q->as_account) {
+        pid_t pid = fork_as(q, log_fd, env, err, errlen);
+        if (pid < 0) dprintf(log_fd, "ddpd: %s\n", err);
+        close(log_fd);
+        free(env);
+        free_strv(set);
+        return pid;
+    }
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

@@ -4,7 +4,8 @@
  * reaps them and keeps time.
  *
  * Starts are requests: supervisor_request_spawn queues one and returns at once; the
- * supervisor's thread does the posix_spawn (never an HTTP thread, never under the
+ * supervisor's thread does the posix_spawn (or, as another account, fork, becoming
+ * it, exec) (never an HTTP thread, never under the
  * caller's locks) and reports the pid, or why it could not start, through the
  * `spawned` hook. The same thread waits for SIGCHLD on a signalfd (SIGCHLD is blocked
  * in every thread), reaps with waitpid and reports each exit through `exited`, and
@@ -16,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "run_account.h"
+
 typedef struct {
     int64_t run_id;
     int group;                 /* which of the run's process groups (0 for the built-in trainer) */
@@ -26,6 +29,11 @@ typedef struct {
     const char *cwd;
     const char *log_path;      /* stdout and stderr are appended here (created 0600) */
     const char *log_banner;    /* a first line for the log, or NULL */
+    /* the account it runs as (run_as.h): its uid, gid and groups, HOME, USER and LOGNAME,
+     * umask 077, no capability; cwd (its run directory) is handed to it first. NULL: the
+     * server's own user */
+    const run_account *account;
+    const char *refused;       /* not started at all: `spawned` reports pid -1 with this */
 } spawn_request;
 
 typedef struct {

@@ -52,6 +52,7 @@ typedef struct conn {
     catch_up_process *proc; /* its process, as its hello names it (ingest_catch_up.h) */
     int64_t run_id;
     int rank;
+    long peer_uid, peer_pid; /* SO_PEERCRED: who connected (-1, 0: unknown) */
     unsigned malformed;
     int64_t accepted_ms;
     struct conn *prev, *next;
@@ -128,9 +129,11 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
         log_warn("event socket: a hello without a valid run and rank; connection dropped");
         return EV_DROP;
     }
-    if (!I.hooks.hello || !I.hooks.hello(run_id, secret, (int)rank)) {
-        log_warn("event socket: hello for run %lld rank %d %s; connection dropped", (long long)run_id,
-                 (int)rank, secret ? "with the wrong secret, or the run is not active" : "without a secret");
+    if (!I.hooks.hello || !I.hooks.hello(run_id, secret, (int)rank, c->peer_uid)) {
+        log_warn("event socket: hello for run %lld rank %d from uid %ld %s; connection dropped", (long long)run_id,
+                 (int)rank, c->peer_uid,
+                 secret ? "with the wrong secret, from another account than the run's, or the run is not active"
+                        : "without a secret");
         return EV_DROP;
     }
     bool again = false;
@@ -182,7 +185,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
     if (strcmp(type, "end") == 0) {
         const char *status = json_string_value(json_object_get(ev, "status"));
         const char *reason = json_string_value(json_object_get(ev, "reason"));
-        if (I.hooks.end) I.hooks.end(c->run_id, status ? status : "", reason);
+        if (I.hooks.end) I.hooks.end(c->run_id, status ? status : "", reason, c->peer_pid);
         return EV_OK;
     }
     const op_kind_desc *d = op_kind_for_event(type);
@@ -406,6 +409,11 @@ static void accept_all(void) {
             if (old) drop_pending(old, "more than 256 waiting for theirs");
         }
         c->fd = fd;
+        struct ucred cred;
+        socklen_t cred_len = sizeof cred;
+        bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
+        c->peer_uid = known ? (long)cred.uid : -1;
+        c->peer_pid = known ? (long)cred.pid : 0;
         c->accepted_ms = mono_ms();
         I.n_pending++;
         c->run_id = NO_INT;

@@ -19,8 +19,12 @@
  * hello: does the secret open a connection for this run and rank (and the run counts
  * as running once a rank has said hello)? end: the launcher's last word. */
 typedef struct {
-    bool (*hello)(int64_t run_id, const char *secret, int rank);
-    void (*end)(int64_t run_id, const char *status, const char *reason);
+    /* peer_uid: the connecting process's uid (SO_PEERCRED; -1 unknown), which must be
+     * the run's account's (run_as.h) */
+    bool (*hello)(int64_t run_id, const char *secret, int rank, long peer_uid);
+    /* peer_pid: the process that sent it (SO_PEERCRED); 0 when replayed from the
+     * journal. Only the launcher's own word counts */
+    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
     /* the launcher's attempt started or ended, or one of its ranks' processes started or

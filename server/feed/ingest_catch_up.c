@@ -56,7 +56,7 @@ static void replay_missed(catch_up_process *p) {
                  "from its journal (through seq %lld)", (long long)p->run_id, p->id.rank, (long long)o->replayed,
                  (long long)o->last_seq);
     }
-    if (o->ended && U.hooks.end) U.hooks.end(p->run_id, o->status, o->reason);
+    if (o->ended && U.hooks.end) U.hooks.end(p->run_id, o->status, o->reason, 0);
     journal_replay_close(j);
     free(path);
 }

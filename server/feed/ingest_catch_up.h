@@ -27,7 +27,7 @@ typedef struct catch_up_process catch_up_process;
 /* What the catch-up tells the rest of ingest: a replayed `end`, a replayed step or
  * heartbeat (for the hang watch), a replayed attempt's start or end. Any may be NULL. */
 typedef struct {
-    void (*end)(int64_t run_id, const char *status, const char *reason);
+    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
     void (*attempt)(store_op *op);
 } catch_up_hooks;

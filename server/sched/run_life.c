@@ -21,6 +21,7 @@
 #include "secret.h"
 #include "state_layout.h"
 #include "store.h"
+#include "run_as.h"
 
 live_run *find_run(int64_t id) {
     for (live_run *r = K.runs; r; r = r->next)
@@ -408,6 +409,10 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
         char rendezvous[64];
         snprintf(rendezvous, sizeof rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
         bool pending = false;
+        /* whom its processes run as (run_as.h), decided here for every part's executor */
+        run_account account;
+        char refused[1024];
+        run_as_verdict as = run_as_resolve(r->owner, r->command, &account, refused, sizeof refused);
         for (int p = 0; p < k; p++) {
             run_part *part = &r->parts[p];
             part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
@@ -419,7 +424,9 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
                              .visible = part->node ? NULL : visible.data, .where = names.data,
                              .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
                              .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
-                             .preempt_grace_s = run_stop_grace_ms(r, true) / 1000};
+                             .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
+                             .account = as == RUN_AS_ACCOUNT ? &account : NULL,
+                             .account_refused = as == RUN_AS_REFUSED ? refused : NULL};
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }

@@ -13,6 +13,7 @@
 #include "ckpt_fit.h"
 #include "command_run.h"
 #include "run_config.h"
+#include "run_as.h"
 #include "run_fit.h"
 #include "run_reads.h"
 #include "scheduler.h"
@@ -122,6 +123,12 @@ bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs
                           "needs %g devices but %s's quota is %d (ddpd user add --max-devices): the run could never "
                           "start; use a world_size of at most %d, or ask an admin for a larger quota",
                           json_number_value(ws), who_words(who), who->max_devices, who->max_devices);
+    /* whom its processes would run as (run_as.h): never the server where that hands it the server */
+    run_account account;
+    char why[1024];
+    if (run_as_resolve(who->kind == CALLER_USER ? who->name : NULL, command_run_is(config), &account, why,
+                       sizeof why) == RUN_AS_REFUSED)
+        schema_errors_add(errs, command_run_is(config) ? "/command" : "", "%s", why);
     return schema_errors_total(errs) == before;
 }
 

@@ -14,6 +14,7 @@
 #include "launcher_argv.h"
 #include "nodes.h"
 #include "queue_policy.h"
+#include "run_as.h"
 #include "secret.h"
 #include "store.h"
 #include "users.h"
@@ -353,12 +354,18 @@ int scheduler_queue_position(int64_t id) {
     return pos;
 }
 
-bool scheduler_hello(int64_t id, const char *secret, int rank) {
+bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find_run(id);
     /* A started run (its secret made, its trainer asked for): the trainer may say hello
-     * before the supervisor has told us its pid, so the secret alone decides. */
+     * before the supervisor has told us its pid, so the secret decides, and the account
+     * the process runs as (run_as.h): another account's process never reports for it */
     bool ok = r && r->status != RUN_QUEUED && r->secret[0] && secret_equal(secret, r->secret);
+    if (ok && peer_uid >= 0 && peer_uid != run_as_uid(r->owner, r->command)) {
+        log_warn("event socket: a hello for run %lld from uid %ld, not the run's account: refused", (long long)id,
+                 peer_uid);
+        ok = false;
+    }
     /* running: a rank has said hello; for a command run, ddp-run has (its ranks are
      * started, and a script need not report at all) */
     if (ok && (rank >= 0 || r->command) && r->status == RUN_STARTING) {
@@ -369,9 +376,28 @@ bool scheduler_hello(int64_t id, const char *secret, int rank) {
     return ok;
 }
 
-void scheduler_end_event(int64_t id, const char *status, const char *reason) {
+/* Whether pid is the launcher of one of the run's parts on this host (0: a launcher
+ * not yet known, or none here: any word counts, as before there were accounts). */
+static bool from_launcher_locked(const live_run *r, long pid) {
+    bool known = false;
+    for (int i = 0; i < r->n_parts; i++) {
+        if (r->parts[i].handle.pid <= 0) continue;
+        known = true;
+        if ((long)r->parts[i].handle.pid == pid) return true;
+    }
+    return !known;
+}
+
+void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find_run(id);
+    /* how a run ended is its launcher's to say (beside its exit status): an `end` any
+     * other process of the run sends is not taken */
+    if (r && peer_pid > 0 && !from_launcher_locked(r, peer_pid)) {
+        log_warn("event socket: an end event for run %lld from pid %ld, not its launcher: ignored", (long long)id,
+                 peer_pid);
+        r = NULL;
+    }
     if (r) {
         free(r->end_status);
         free(r->end_reason);

@@ -28,8 +28,8 @@ static struct {
 } U = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 #define USERS_SELECT \
-    "SELECT name, admin, max_devices, max_priority, removed_at IS NOT NULL, created_at, removed_at, token_sha256" \
-    " FROM users ORDER BY name"
+    "SELECT name, admin, max_devices, max_priority, removed_at IS NOT NULL, created_at, removed_at, token_sha256," \
+    " unix_user FROM users ORDER BY name"
 
 static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len) {
     memset(u, 0, sizeof *u);
@@ -43,6 +43,8 @@ static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len
     u->removed_at = sqlite3_column_type(st, 6) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 6);
     const char *h = (const char *)sqlite3_column_text(st, 7);
     if (hash) snprintf(hash, hash_len, "%s", h ? h : "");
+    const char *account = (const char *)sqlite3_column_text(st, 8);
+    snprintf(u->unix_user, sizeof u->unix_user, "%s", account ? account : "");
 }
 
 /* The database's data_version (it moves when another connection commits); -1 when
@@ -220,6 +222,14 @@ const char *users_refusal(auth_verdict v) {
                    "NAME` prints it once; `ddpd user token NAME` makes a new one)";
 }
 
+bool users_any_unix_user(void) {
+    bool any = false;
+    pthread_mutex_lock(&U.mu);
+    for (int i = 0; i < U.n && !any; i++) any = U.rows[i].info.unix_user[0] && !U.rows[i].info.removed;
+    pthread_mutex_unlock(&U.mu);
+    return any;
+}
+
 bool users_find(const char *name, user_info *out) {
     pthread_mutex_lock(&U.mu);
     const user_row *r = row_named(name);
@@ -326,14 +336,18 @@ int users_add(sqlite3 *db, const user_info *u, char token[65], char *err, size_t
     }
     char hash[SHA256_HEX_LEN + 1];
     if (make_token(token, hash, err, errlen) != 0) return -1;
-    const char *texts[] = {u->name, hash};
+    if (u->unix_user[0] && (bad = users_unix_user_problem(u->unix_user))) {
+        snprintf(err, errlen, "--unix-user \"%.80s\": %s", u->unix_user, bad);
+        return -1;
+    }
+    const char *texts[] = {u->name, hash, u->unix_user[0] ? u->unix_user : NULL};
     long long ints[] = {u->admin, u->max_devices < 0 ? NO_INT : u->max_devices, u->max_priority, now_ms()};
     /* a removed user's name given back: the same row, its runs its own again */
-    const char *sql = found ? "UPDATE users SET token_sha256 = ?2, admin = ?3, max_devices = ?4, max_priority = ?5,"
-                              " removed_at = NULL WHERE name = ?1"
-                            : "INSERT INTO users (name, token_sha256, admin, max_devices, max_priority, created_at)"
-                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-    return exec_bound(db, sql, texts, 2, ints, found ? 3 : 4, err, errlen) == 1 ? 0 : -1;
+    const char *sql = found ? "UPDATE users SET token_sha256 = ?2, unix_user = ?3, admin = ?4, max_devices = ?5,"
+                              " max_priority = ?6, removed_at = NULL WHERE name = ?1"
+                            : "INSERT INTO users (name, token_sha256, unix_user, admin, max_devices, max_priority,"
+                              " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    return exec_bound(db, sql, texts, 3, ints, found ? 3 : 4, err, errlen) == 1 ? 0 : -1;
 }
 
 int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, size_t errlen) {
@@ -342,6 +356,33 @@ int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, si
     const char *texts[] = {name, hash};
     int n = exec_bound(db, "UPDATE users SET token_sha256 = ?2 WHERE name = ?1 AND removed_at IS NULL", texts, 2,
                        NULL, 0, err, errlen);
+    if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
+    return n == 1 ? 0 : -1;
+}
+
+const char *users_unix_user_problem(const char *account) {
+    size_t n = account ? strlen(account) : 0;
+    if (n == 0) return "an account's name cannot be empty";
+    if (n > USER_UNIX_MAX) return "an account's name is at most 32 characters";
+    if (account[0] == '-') return "an account's name cannot start with '-'";
+    for (size_t i = 0; i < n; i++) {
+        char c = account[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return "an account's name holds only letters, digits, '.', '_' and '-'";
+    }
+    return NULL;
+}
+
+int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char *err, size_t errlen) {
+    const char *bad = account && *account ? users_unix_user_problem(account) : NULL;
+    if (bad) {
+        snprintf(err, errlen, "--unix-user \"%.80s\": %s", account, bad);
+        return -1;
+    }
+    const char *texts[] = {name, account && *account ? account : NULL};
+    int n = exec_bound(db, "UPDATE users SET unix_user = ?2 WHERE name = ?1 AND removed_at IS NULL", texts, 2, NULL, 0,
+                       err, errlen);
     if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
     return n == 1 ? 0 : -1;
 }

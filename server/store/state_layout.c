@@ -72,14 +72,17 @@ static struct {
 } T;
 
 static int tighten_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & 077)) return 0;
+    /* a run directory handed to its account (run_as.h) is that account's: never
+     * touched here (a run could swap what lies in it under a path) */
+    if (ftw->level > 0 && st->st_uid != geteuid()) return type == FTW_D ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
+    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & 077)) return FTW_CONTINUE;
     if (chmod(path, st->st_mode & 07700) == 0) {
         T.tightened++;
     } else if (T.refused++ < 5) {
         log_warn("state dir: cannot take group and other access off %s (mode %04o, owner uid %d): %s", path,
                  (unsigned)(st->st_mode & 07777), (int)st->st_uid, strerror(errno));
     }
-    return 0;
+    return FTW_CONTINUE;
 }
 
 int layout_tighten(char *err, size_t errlen) {
@@ -98,12 +101,22 @@ int layout_tighten(char *err, size_t errlen) {
                  (unsigned)(st.st_mode & 07777));
     }
     T.tightened = T.refused = 0;
-    nftw(S.dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT);
+    nftw(S.dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
     if (T.tightened)
         log_warn("state dir %s: %ld file(s) and directories in it were readable by others; they are now this user's "
                  "only", S.dir, T.tightened);
     if (T.refused > 5) log_warn("state dir %s: %ld more entries could not be tightened", S.dir, T.refused - 5);
     return 0;
+}
+
+void layout_open_for_accounts(void) {
+    /* search only (no listing) for others: a run's account reaches its own directory and
+     * the socket by name; the database, the lock and every other run stay 0600/0700 */
+    if (chmod(S.dir, 0711) != 0) log_warn("state dir %s: cannot make it 0711: %s", S.dir, strerror(errno));
+    if (chmod(S.runs, 0711) != 0) log_warn("%s: cannot make it 0711: %s", S.runs, strerror(errno));
+    struct stat st;
+    if (lstat(S.socket, &st) == 0 && S_ISSOCK(st.st_mode) && (st.st_mode & 0777) != 0666 && chmod(S.socket, 0666) != 0)
+        log_warn("event socket %s: cannot open it to the runs' accounts: %s", S.socket, strerror(errno));
 }
 
 static int by_id(const void *a, const void *b) {

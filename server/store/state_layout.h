@@ -44,4 +44,9 @@ size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
  * is logged and skipped. */
 int layout_tighten(char *err, size_t errlen);
 
+/* Where runs run as other accounts (run_as.h): the state directory and runs/ become
+ * 0711 (others may pass through to what they are given by name, never list), the
+ * event socket 0666 (ingest checks each peer's uid, SO_PEERCRED, beside the secret). */
+void layout_open_for_accounts(void);
+
 #endif

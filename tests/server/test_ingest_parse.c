@@ -189,17 +189,20 @@ static struct {
     int hellos;
     char end_status[32], end_reason[64];
     int ends;
+    long hello_uid, end_pid; /* the peer the socket saw (SO_PEERCRED) */
 } H;
 
-static bool hook_hello(int64_t run_id, const char *secret, int rank) {
+static bool hook_hello(int64_t run_id, const char *secret, int rank, long peer_uid) {
     H.hellos++;
+    H.hello_uid = peer_uid;
     (void)rank;
     return run_id == H.run_id && secret && strcmp(secret, RUN_SECRET) == 0;
 }
 
-static void hook_end(int64_t run_id, const char *status, const char *reason) {
+static void hook_end(int64_t run_id, const char *status, const char *reason, long peer_pid) {
     if (run_id != H.run_id) return;
     H.ends++;
+    H.end_pid = peer_pid;
     snprintf(H.end_status, sizeof H.end_status, "%s", status);
     snprintf(H.end_reason, sizeof H.end_reason, "%s", reason ? reason : "");
 }
@@ -364,6 +367,9 @@ static void test_socket(const char *log_path) {
     /* the hooks */
     CHECK(H.ends == 1 && str_is(H.end_status, "failed") && str_is(H.end_reason, "rank 1 lost"),
           "the launcher's end reached its hook: %d, %s: %s", H.ends, H.end_status, H.end_reason);
+    CHECK(H.hello_uid == (long)getuid() && H.end_pid == (long)getpid(),
+          "the hooks are told who sent it (SO_PEERCRED): uid %ld (this is %d), pid %ld (this is %d)", H.hello_uid,
+          (int)getuid(), H.end_pid, (int)getpid());
     CHECK(H.hellos == 3, "hellos asked of the hook: the two good ones and the wrong secret, not the bad rank: %d",
           H.hellos);
 
@@ -405,8 +411,8 @@ static void test_socket(const char *log_path) {
     CHECK(strstr(log, who), "the log says the over-long line was skipped: %s", who);
     CHECK(strstr(log, "the first event of a connection must be a hello, not \"step\"; connection dropped"),
           "the log says why the connection without a hello was dropped");
-    char *bad = xasprintf("hello for run %lld rank 0 with the wrong secret, or the run is not active; connection dropped",
-                          (long long)run);
+    char *bad = xasprintf("hello for run %lld rank 0 from uid %d with the wrong secret, from another account than the "
+                          "run's, or the run is not active; connection dropped", (long long)run, (int)getuid());
     CHECK(strstr(log, bad), "the log says: %s", bad);
     free(bad);
     CHECK(strstr(log, "a hello without a valid run and rank; connection dropped"),

@@ -201,14 +201,14 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     char *secret_path = run_dir_file(a, "secret"), *secret = scratch_read_file(secret_path);
     free(secret_path);
     CHECK(secret && strlen(secret) == 64, "the trainer got a 64-hex-digit secret: %s", or_none(secret));
-    CHECK(!scheduler_hello(a, "not-the-secret", 0), "a wrong secret is refused");
-    CHECK(!scheduler_hello(a, NULL, 0), "no secret is refused");
-    CHECK(!scheduler_hello(c, secret, 0), "a queued run takes no hello");
-    CHECK(!scheduler_hello(c + 1000, secret, 0), "an unknown run takes no hello");
+    CHECK(!scheduler_hello(a, "not-the-secret", 0, -1), "a wrong secret is refused");
+    CHECK(!scheduler_hello(a, NULL, 0, -1), "no secret is refused");
+    CHECK(!scheduler_hello(c, secret, 0, -1), "a queued run takes no hello");
+    CHECK(!scheduler_hello(c + 1000, secret, 0, -1), "an unknown run takes no hello");
     CHECK(status_of(a) == RUN_STARTING, "still starting after the refused hellos");
-    CHECK(scheduler_hello(a, secret, -1), "the launcher's hello with the secret");
+    CHECK(scheduler_hello(a, secret, -1, -1), "the launcher's hello with the secret");
     CHECK(status_of(a) == RUN_STARTING, "the launcher's hello does not make it running");
-    CHECK(scheduler_hello(a, secret, 0), "rank 0's hello with the secret");
+    CHECK(scheduler_hello(a, secret, 0, -1), "rank 0's hello with the secret");
     CHECK(status_of(a) == RUN_RUNNING, "running once a rank said hello");
     free(secret);
 

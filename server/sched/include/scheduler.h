@@ -78,8 +78,8 @@ int scheduler_queue_position(int64_t id);
 
 /* Ingest's hooks (ingest.h): a connection's hello, true when the secret is the run's
  * (the run then counts as running once a rank has said hello); the launcher's `end`. */
-bool scheduler_hello(int64_t id, const char *secret, int rank);
-void scheduler_end_event(int64_t id, const char *status, const char *reason);
+bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid);
+void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid);
 /* A rank's progress (ingest's hook): the hang watch of command runs
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);

@@ -25,6 +25,7 @@
 #include "auth.h"
 
 #define USER_NAME_MAX 64
+#define USER_UNIX_MAX 32
 
 typedef struct {
     char name[USER_NAME_MAX + 1];
@@ -33,6 +34,7 @@ typedef struct {
     int max_priority; /* the highest priority its runs may have (an admin's: any) */
     bool removed;
     long long created_at, removed_at; /* unix ms; removed_at 0 while not removed */
+    char unix_user[USER_UNIX_MAX + 1]; /* the host's account its runs run as; "": none of its own */
 } user_info;
 
 /* ---- the server's copy ---- */
@@ -60,6 +62,8 @@ const char *users_refusal(auth_verdict v);
 
 /* The user named so (removed ones too): false when there is none. */
 bool users_find(const char *name, user_info *out);
+/* Whether a user (not removed) is mapped to a Unix account. */
+bool users_any_unix_user(void);
 /* Its quota: the devices its runs may hold at once; -1 when none (or no such user). */
 int users_max_devices(const char *name);
 /* GET /users: every user (no token, no hash), removed ones marked. */
@@ -75,6 +79,12 @@ const char *users_name_problem(const char *name);
 int users_add(sqlite3 *db, const user_info *u, char token[65], char *err, size_t errlen);
 /* A new token for the user (the old one stops working). 0, or -1 and why. */
 int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, size_t errlen);
+/* A name a Unix account may have (letters, digits, '.', '_', '-'; 1 to 32, not
+ * starting with '-'): NULL, or why not. Whether the host has it is asked at use. */
+const char *users_unix_user_problem(const char *account);
+/* Maps the user to a Unix account of this host ("" or NULL: none of its own). 0, or
+ * -1 and why. */
+int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char *err, size_t errlen);
 /* Removes the user: its token goes, its runs stay its own. 0, or -1 and why. */
 int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen);
 /* Every user in name order (*out malloc'd): how many, or -1. */

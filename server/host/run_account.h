@@ -1,0 +1,43 @@
+/* The Unix account a run's processes run as (issue 37's wall between accounts): an
+ * account of this host looked up by name (its uid, gid, supplementary groups as
+ * initgroups would set them, and home), whether this server may switch to another
+ * account at all (root, or CAP_SETUID and CAP_SETGID), and, in a forked child before
+ * exec, becoming that account with nothing of the server's rights left.
+ *
+ * run_account_become makes only async-signal-safe calls (setgroups, setgid, setuid,
+ * capset, prctl, umask): the parent has threads. Everything it needs was looked up
+ * by run_account_lookup in the parent. */
+#ifndef DDPD_LIB_RUN_ACCOUNT_H
+#define DDPD_LIB_RUN_ACCOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define RUN_ACCOUNT_MAX_GROUPS 64
+
+typedef struct {
+    char name[33];
+    uid_t uid;
+    gid_t gid;
+    int n_groups;
+    gid_t groups[RUN_ACCOUNT_MAX_GROUPS];
+    char home[256];
+} run_account;
+
+/* The account named so. 0; or -1 and why: this host has no such account, it is root
+ * (uid 0: a run never runs as root this way), it has too many groups. */
+int run_account_lookup(const char *name, run_account *out, char *err, size_t errlen);
+
+/* Whether this process may start others as another account: true when it is root or
+ * holds CAP_SETUID and CAP_SETGID in its effective set. `how` says which, or what is
+ * missing. The other capabilities a server without root needs to end, own and serve
+ * the files of runs across accounts (CAP_KILL, CAP_CHOWN, CAP_FOWNER,
+ * CAP_DAC_OVERRIDE) are named in *missing ("" when it has them all). */
+bool run_account_can_switch(char *how, size_t howlen, char *missing, size_t missing_len);
+
+/* In a forked child: the account's groups, gid and uid, no capability left (none
+ * effective, permitted, inheritable or ambient), umask 077. 0, or -1 with errno. */
+int run_account_become(const run_account *a);
+
+#endif

@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""The wall between accounts (the README's Security model), with real Unix accounts:
+the test makes them (ddpdt-ROLE-PID, names no real user has) and removes them after,
+even when a case fails. Every case but unix_user_cli needs root (CI runs as root);
+without it a case says why and is skipped (exit 77).
+
+  unix_user_cli      ddpd user add --unix-user, ddpd user set --unix-user/--no-unix-user,
+                     list shows it; a bad account name is refused naming it
+  runs_as_account    a mapped user's command run and built-in run run as her account
+                     (uid, gid, groups, HOME, USER, LOGNAME, umask 077, no capability),
+                     her run directory is hers (group: the server's, no other access);
+                     a user without an account runs as --run-user
+  refusals           command runs refused at submission, saying what the operator must
+                     do: a root server with no account to run as, a server with users
+                     and no way to switch; --unsafe-commands-as-server lets them run;
+                     --run-user of no account stops serve
+  hostile            bob's command run attacks alice's live run and the server: the
+                     database, her run directory, her ranks' /proc environ, signals to
+                     her ranks and to the server, forged events on the socket with her
+                     run's secret, the token file; each fails with a permission error
+                     seen in bob's log, and the database, her run and the users are as
+                     they were
+  caps_only          the same server not root, holding only its capabilities (setpriv):
+                     runs still run as their accounts and cannot reach the database
+
+Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
+import argparse, grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddpd_harness import Server, check, cases_in, wait_until, main, fmnist_config  # noqa: E402
+
+SKIP = 77
+CAPS = "setuid,setgid,kill,chown,fowner,dac_override"
+
+
+class Accounts:
+    """Unix accounts made for one case (ddpdt-ROLE-PID), removed on exit."""
+
+    def __init__(self, *roles):
+        self.names = {r: f"ddpdt-{r}-{os.getpid()}" for r in roles}
+
+    def __enter__(self):
+        for name in self.names.values():
+            subprocess.run(["userdel", name], capture_output=True)
+            p = subprocess.run(["useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
+                                "/usr/sbin/nologin", name], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(f"useradd {name}: {p.stderr}")
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.names.values():
+            subprocess.run(["userdel", name], capture_output=True)
+        return False
+
+    def __getitem__(self, role):
+        return self.names[role]
+
+    def uid(self, role):
+        return pwd.getpwnam(self.names[role]).pw_uid
+
+
+def needs_root(a):
+    if os.geteuid() != 0:
+        print(f"{a.case}: skipped: it makes Unix accounts and starts the server as root; run it as root (CI does)")
+        sys.exit(SKIP)
+
+
+def user(ddpd, state_dir, *args):
+    p = subprocess.run([ddpd, "user", *args, "--state-dir", state_dir], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def add_user(ddpd, state_dir, name, *opts):
+    code, out, err = user(ddpd, state_dir, "add", name, *opts)
+    check(code == 0, f"ddpd user add {name} {opts} exits 0: {code} {err}")
+    return out.strip().splitlines()[-1]
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def submit_as(s, token, cfg):
+    s.read_headers = bearer(token)  # reads need a token once there are users: the submitter's
+    r = s.post("/runs", cfg, headers=bearer(token))
+    check(r.status == 201, f"POST /runs -> 201, got {r.status}: {r.body[:600]!r}")
+    return r.json()["id"] if r.status == 201 else None
+
+
+def run_log(s, rid):
+    with open(os.path.join(s.run_dir(rid), "trainer.log"), errors="replace") as f:
+        return f.read()
+
+
+def command(script, *args, world_size=1):
+    return {"name": "wall", "command": ["/usr/bin/python3", "-c", script, *args],
+            "distributed": {"world_size": world_size}}
+
+
+def state_dir_for(owner_uid=0):
+    """A state dir (0700) of the server's account."""
+    d = tempfile.mkdtemp(prefix="ddpd-wall-")
+    os.chown(d, owner_uid, -1)
+    return d
+
+
+def token_file(owner_uid=0):
+    fd, path = tempfile.mkstemp(prefix="ddpd-wall-token-")
+    os.write(fd, hashlib.sha256(os.urandom(16)).hexdigest().encode() + b"\n")
+    os.close(fd)
+    os.chmod(path, 0o600)
+    os.chown(path, owner_uid, -1)
+    return path
+
+
+# ---- unix_user_cli ----
+
+def case_unix_user_cli(a):
+    state = tempfile.mkdtemp(prefix="ddpd-wall-")
+    try:
+        add_user(a.ddpd, state, "alice", "--unix-user", "nobody")
+        code, out, err = user(a.ddpd, state, "add", "bob", "--unix-user", "no such")
+        check(code != 0 and '--unix-user "no such"' in err and "letters, digits" in err,
+              f"a bad account name is refused naming it: {code} {err!r}")
+        add_user(a.ddpd, state, "bob")
+        code, out, err = user(a.ddpd, state, "set", "bob", "--unix-user", "ddpdt-none-here")
+        check(code == 0 and "run as the account ddpdt-none-here" in out and "has no account ddpdt-none-here" in err,
+              f"set --unix-user maps bob, warning that the host has no such account: {code} {out!r} {err!r}")
+        code, out, err = user(a.ddpd, state, "list")
+        lines = {ln.split()[0]: ln for ln in out.splitlines()[1:]}
+        check("UNIX-USER" in out and " nobody " in lines.get("alice", "") and "ddpdt-none-here" in lines.get("bob", ""),
+              f"list shows each user's account: {out!r}")
+        code, out, err = user(a.ddpd, state, "set", "alice", "--no-unix-user")
+        check(code == 0 and "no account of its own" in out, f"--no-unix-user takes it off: {code} {out!r}")
+        code, out, err = user(a.ddpd, state, "list")
+        check(" nobody " not in out, f"alice has no account any more: {out!r}")
+        code, out, err = user(a.ddpd, state, "set", "alice")
+        check(code == 2 and "--unix-user ACCOUNT or --no-unix-user" in err, f"set without a change: {code} {err!r}")
+        code, out, err = user(a.ddpd, state, "set", "carol", "--unix-user", "nobody")
+        check(code == 1 and "there is no user carol" in err, f"set of no user: {code} {err!r}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- runs_as_account ----
+
+WHO_AM_I = r"""
+import json, os
+status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l)
+old = os.umask(0); os.umask(old)
+print('WHOAMI ' + json.dumps({'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(), 'groups': os.getgroups(),
+      'home': os.environ.get('HOME'), 'user': os.environ.get('USER'), 'logname': os.environ.get('LOGNAME'),
+      'umask': old, 'cap_eff': status['CapEff'].strip(), 'cap_prm': status['CapPrm'].strip(),
+      'cap_amb': status['CapAmb'].strip(), 'token': [k for k in os.environ if 'TOKEN' in k]}), flush=True)
+"""
+
+
+def whoami_of(log):
+    for line in log.splitlines():
+        if "] WHOAMI " in line:
+            return json.loads(line.split("WHOAMI ", 1)[1])
+    return None
+
+
+def case_runs_as_account(a):
+    needs_root(a)
+    with Accounts("alice", "runner") as acc:
+        state = state_dir_for()
+        tok = token_file()
+        extra = ["--allow-commands", "--runner", a.runner, "--run-user", acc["runner"], "--token-file", tok]
+        add_user(a.ddpd, state, "carol")
+        alice = add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+        gid_alice = pwd.getpwnam(acc["alice"]).pw_gid
+        try:
+            with Server(a.ddpd, a.trainer, state_dir=state, extra_args=extra, env={"DDPD_TOKEN": "x" * 40}) as s:
+                st = os.stat(state)
+                check(stat.S_IMODE(st.st_mode) == 0o711, f"the state dir is 0711 (no listing): {oct(st.st_mode)}")
+                for name in ("ddpd.db", "ddpd.lock"):
+                    m = stat.S_IMODE(os.stat(os.path.join(state, name)).st_mode)
+                    check(m == 0o600, f"{name} is the server's only: {oct(m)}")
+                rid = submit_as(s, alice, command(WHO_AM_I, world_size=2))
+                s.wait_status(rid, "succeeded", timeout=120)
+                who = whoami_of(run_log(s, rid))
+                want_groups = sorted(os.getgrouplist(acc["alice"], gid_alice))
+                check(who and who["uid"] == acc.uid("alice") and who["euid"] == acc.uid("alice") and
+                      who["gid"] == gid_alice and sorted(who["groups"]) == want_groups,
+                      f"alice's ranks run as her account and its groups: {who}")
+                check(who and who["home"] == f"/nonexistent/{acc['alice']}" and who["user"] == acc["alice"] and
+                      who["logname"] == acc["alice"] and who["umask"] == 0o077,
+                      f"with her HOME, USER, LOGNAME and umask 077: {who}")
+                check(who and int(who["cap_eff"], 16) == 0 and int(who["cap_prm"], 16) == 0 and
+                      int(who["cap_amb"], 16) == 0, f"and no capability: {who}")
+                check(who and who["token"] == [], f"no token variable of the server reaches a run: {who}")
+                d = os.stat(s.run_dir(rid))
+                check(d.st_uid == acc.uid("alice") and d.st_gid == os.getegid() and stat.S_IMODE(d.st_mode) == 0o770,
+                      f"her run directory is hers, its group the server's, no other access: {d.st_uid} {d.st_gid} "
+                      f"{oct(d.st_mode)}")
+                cfg = os.stat(os.path.join(s.run_dir(rid), "config.json"))
+                check(cfg.st_uid == acc.uid("alice") and stat.S_IMODE(cfg.st_mode) == 0o600,
+                      f"config.json is hers, 0600: {cfg.st_uid} {oct(cfg.st_mode)}")
+                rank_log = os.stat(os.path.join(s.run_dir(rid), "ranks", "rank-0.log"))
+                check(rank_log.st_uid == acc.uid("alice") and stat.S_IMODE(rank_log.st_mode) == 0o600,
+                      f"what her run writes is hers, 0600: {oct(rank_log.st_mode)}")
+                # the built-in trainer too: the launcher and every rank, checkpoints hers
+                bid = submit_as(s, alice, fmnist_config(**{"name": "builtin", "data.limit": 1000,
+                                                            "data.test_limit": 500, "train.epochs": 1,
+                                                            "checkpoint.every_epochs": 1}))
+                s.wait_status(bid, "succeeded", timeout=180)
+                ck = os.path.join(s.run_dir(bid), "checkpoints")
+                files = os.listdir(ck) if os.path.isdir(ck) else []
+                check(files and all(os.stat(os.path.join(ck, f)).st_uid == acc.uid("alice") for f in files),
+                      f"the built-in trainer's checkpoints are hers: {files}")
+                r = s.get(f"/runs/{bid}", headers=bearer(alice)).json()
+                check(r.get("checkpoints"), f"the server still serves them: {r.get('checkpoints')}")
+                # a user without an account of its own: --run-user
+                carol_tok = subprocess.run([a.ddpd, "user", "token", "carol", "--state-dir", state],
+                                           capture_output=True, text=True).stdout.strip().splitlines()[-1]
+                cid = submit_as(s, carol_tok, command(WHO_AM_I))
+                s.wait_status(cid, "succeeded", timeout=120)
+                who = whoami_of(run_log(s, cid))
+                check(who and who["uid"] == acc.uid("runner") and who["user"] == acc["runner"],
+                      f"carol, with no account, runs as --run-user: {who}")
+        finally:
+            os.unlink(tok)
+            shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- refusals ----
+
+def refused(s, token, cfg, words, what):
+    r = s.post("/runs", cfg, headers=bearer(token) if token else None)
+    detail = r.body.decode(errors="replace")
+    check(r.status == 403 and all(w in detail for w in words), f"{what}: {r.status} {detail[:700]}")
+
+
+def case_refusals(a):
+    needs_root(a)
+    say = ["ddpd user set NAME --unix-user ACCOUNT", "--run-user ACCOUNT", "--unsafe-commands-as-server"]
+    with Accounts("alice") as acc:
+        state = state_dir_for()
+        try:
+            p = subprocess.Popen([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--gpus", "none",
+                                  "--slots", "1", "--run-user", "ddpdt-nobody-here"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = p.communicate(timeout=60)
+            check(p.returncode != 0 and "--run-user ddpdt-nobody-here" in err and "no account" in err,
+                  f"serve refuses a --run-user the host has not: {p.returncode} {err!r}")
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+        state = state_dir_for()
+        try:
+            alice = add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+            bob = add_user(a.ddpd, state, "bob")
+            # run as root knowingly without the unsafe flag: the harness adds it only when neither is given
+            with Server(a.ddpd, a.trainer, state_dir=state,
+                        extra_args=["--allow-commands", "--runner", a.runner, "--run-user", ""]) as s:
+                refused(s, bob, command("print(1)"), ["/command", "runs as root"] + say,
+                        "a root server refuses bob's command run with no account to run as")
+                rid = submit_as(s, alice, command("print('mapped')"))
+                s.wait_status(rid, "succeeded", timeout=120)
+                b2 = submit_as(s, bob, fmnist_config(**{"name": "b", "data.limit": 500, "data.test_limit": 200,
+                                                         "train.epochs": 1}))
+                run = s.wait_status(b2, ("succeeded", "failed"), timeout=180)
+                check(run and run["status"] == "succeeded", "bob's built-in run still runs (as the server, as before)")
+            with Server(a.ddpd, a.trainer, state_dir=state,
+                        extra_args=["--allow-commands", "--runner", a.runner, "--unsafe-commands-as-server"]) as s:
+                rid = submit_as(s, bob, command("import os; print('UID', os.getuid())"))
+                s.wait_status(rid, "succeeded", timeout=120)
+                check("UID 0" in run_log(s, rid), "--unsafe-commands-as-server: bob's command runs as the server")
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+        # a server that cannot switch (not root, no capability), with users
+        srv = Accounts("srv")
+        with srv:
+            state = state_dir_for(srv.uid("srv"))
+            alice = add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+            bob = add_user(a.ddpd, state, "bob")
+            for f in os.listdir(state):
+                os.chown(os.path.join(state, f), srv.uid("srv"), -1)
+            wrapper = as_account_wrapper(a.ddpd, srv["srv"], caps=None)
+            try:
+                with Server(wrapper, a.trainer, state_dir=state, extra_args=["--allow-commands", "--runner", a.runner,
+                                                                             "--run-user", ""]) as s:
+                    refused(s, bob, command("print(1)"), ["/command", "the server's own user"] + say,
+                            "users and no way to switch: bob's command run is refused")
+                    refused(s, alice, command("print(1)"), ["cannot switch accounts", acc["alice"], "CAP_SETUID"],
+                            "alice's run (mapped) is refused: the server cannot switch")
+            finally:
+                os.unlink(wrapper)
+                shutil.rmtree(state, ignore_errors=True)
+
+
+def as_account_wrapper(ddpd, account, caps):
+    """An executable that starts ddpd as `account` with only `caps` (setpriv): the
+    harness runs it as if it were ddpd."""
+    fd, path = tempfile.mkstemp(prefix="ddpd-as-", suffix=".sh")
+    pw = pwd.getpwnam(account)
+    capflags = f"--inh-caps=+{CAPS.replace(',', ',+')} --ambient-caps=+{CAPS.replace(',', ',+')}" if caps else \
+        "--inh-caps=-all"
+    os.write(fd, (f"#!/bin/sh\nexec setpriv --reuid={pw.pw_uid} --regid={pw.pw_gid} --init-groups {capflags} "
+                  f"-- {ddpd} \"$@\"\n").encode())
+    os.close(fd)
+    os.chmod(path, 0o755)
+    return path
+
+
+# ---- hostile ----
+
+ATTACKS = r"""
+import json, os, signal, socket, sys
+a = json.loads(sys.argv[1])
+def attempt(name, fn):
+    try:
+        got = fn()
+        print('ATTACK %s: SUCCEEDED %r' % (name, got)[:300], flush=True)
+    except PermissionError as e:
+        print('ATTACK %s: denied: PermissionError: %s' % (name, e), flush=True)
+    except Exception as e:
+        print('ATTACK %s: denied: %s: %s' % (name, type(e).__name__, e), flush=True)
+def db_write():
+    import sqlite3
+    open(a['db'], 'r+b').close()
+def db_sql():
+    import sqlite3
+    c = sqlite3.connect(a['db'])
+    c.execute("UPDATE users SET admin = 1 WHERE name = 'bob'"); c.commit()
+def forge():
+    s = socket.socket(socket.AF_UNIX); s.connect(a['socket'])
+    hello = {'run': str(a['run']), 'rank': -1, 'seq': 0, 't': 1, 'type': 'hello', 'pid': os.getpid(), 'host': 'x',
+             'device': 'cpu', 'world_size': 2, 'secret': a['secret']}
+    step = {'run': str(a['run']), 'rank': 0, 'seq': 1, 't': 2, 'type': 'step', 'epoch': 0, 'step': 999,
+            'global_step': 999, 'loss': 42.0, 'lr': 0.1, 'samples_per_s': 1.0}
+    end = {'run': str(a['run']), 'rank': -1, 'seq': 2, 't': 3, 'type': 'end', 'status': 'failed', 'reason': 'forged'}
+    s.sendall(('\n'.join(json.dumps(x) for x in (hello, step, end)) + '\n').encode())
+    s.settimeout(20)
+    if s.recv(100) == b'':
+        raise PermissionError('the server closed the connection: the hello was refused')
+    return 'the connection stayed open'
+attempt('open the database for writing', db_write)
+attempt('change the database with SQL', db_sql)
+attempt('list alice\'s run directory', lambda: os.listdir(a['dir']))
+attempt('read alice\'s checkpoint', lambda: open(a['ckpt'], 'rb').read(10))
+attempt('read alice\'s log', lambda: open(a['log'], 'rb').read(10))
+attempt('write into alice\'s run directory', lambda: open(os.path.join(a['dir'], 'planted'), 'w').write('x'))
+attempt('delete alice\'s checkpoint', lambda: os.unlink(a['ckpt']))
+attempt('read alice\'s rank environ', lambda: open('/proc/%d/environ' % a['rank_pid'], 'rb').read(10))
+attempt('read the server\'s environ', lambda: open('/proc/%d/environ' % a['server'], 'rb').read(10))
+attempt('signal alice\'s rank', lambda: os.kill(a['rank_pid'], signal.SIGKILL))
+attempt('signal the server', lambda: os.kill(a['server'], signal.SIGTERM))
+attempt('read the token file', lambda: open(a['token'], 'rb').read(10))
+attempt('list the state directory', lambda: os.listdir(a['state']))
+attempt('send events for alice\'s run', forge)
+print('ATTACKS DONE', flush=True)
+"""
+
+ATTACK_NAMES = ["open the database for writing", "change the database with SQL", "list alice's run directory",
+                "read alice's checkpoint", "read alice's log", "write into alice's run directory",
+                "delete alice's checkpoint", "read alice's rank environ", "read the server's environ",
+                "signal alice's rank", "signal the server", "read the token file", "list the state directory",
+                "send events for alice's run"]
+
+ALICE = r"""
+import ddpd, os, time
+for g in range(1, 6):
+    ddpd.log_step(g, loss=1.0 / g)
+if os.environ['RANK'] == '0':
+    with open('ckpt.bin', 'wb') as f:
+        f.write(b'weights of alice' * 64)
+    os.rename('ckpt.bin', 'ckpt-ready.bin')
+while not os.path.exists('release'):
+    time.sleep(0.05)
+print('alice done', flush=True)
+"""
+
+
+def snapshot(state, rid):
+    db = sqlite3.connect(f"file:{os.path.join(state, 'ddpd.db')}?mode=ro", uri=True)
+    try:
+        users = db.execute("SELECT name, admin, token_sha256, unix_user, removed_at FROM users ORDER BY name").fetchall()
+        run = db.execute("SELECT owner, status, reason FROM runs WHERE id = ?", (rid,)).fetchone()
+        steps = db.execute("SELECT count(*), max(global_step) FROM steps WHERE run_id = ?", (rid,)).fetchone()
+        return {"users": users, "run": run, "steps": steps}
+    finally:
+        db.close()
+
+
+def pids_of_uid(uid, mark):
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if mark.encode() in f.read():
+                        found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+def hostile(a, acc, wrapper=None, server_uid=0):
+    state = state_dir_for(server_uid)
+    tok = token_file(server_uid)
+    alice = add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+    bob = add_user(a.ddpd, state, "bob", "--unix-user", acc["bob"])
+    for f in os.listdir(state):
+        os.chown(os.path.join(state, f), server_uid, -1)
+    try:
+        with Server(wrapper or a.ddpd, a.trainer, slots=3, state_dir=state,
+                    extra_args=["--allow-commands", "--runner", a.runner, "--token-file", tok]) as s:
+            with open(f"/proc/{s.proc.pid}/status") as f:
+                status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+            check(int(status["Uid"].split()[1]) == server_uid,
+                  f"the server runs as uid {server_uid}: {status['Uid'].strip()}, capabilities {status['CapEff'].strip()}")
+            rid = submit_as(s, alice, command(ALICE, world_size=2))
+            ckpt = os.path.join(s.run_dir(rid), "ckpt-ready.bin")
+            wait_until(lambda: os.path.exists(ckpt), "alice's checkpoint", timeout=120)
+            wait_until(lambda: (snapshot(state, rid)["steps"][1] or 0) >= 5, "alice's 5 steps stored", timeout=60)
+            ranks = wait_until(lambda: pids_of_uid(acc.uid("alice"), "python3"), "alice's ranks")
+            rank_pid = ranks[0] if ranks else 1
+            with open(f"/proc/{rank_pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            secret = env.get(b"DDPD_RUN_SECRET", b"").decode()
+            check(len(secret) >= 32, "the test (root) took alice's secret to hand it to bob: the socket must still "
+                  "refuse him")
+            with open(ckpt, "rb") as f:
+                ckpt_sum = hashlib.sha256(f.read()).hexdigest()
+            before = snapshot(state, rid)
+            args = json.dumps({"db": os.path.join(state, "ddpd.db"), "dir": s.run_dir(rid), "ckpt": ckpt,
+                               "log": os.path.join(s.run_dir(rid), "trainer.log"), "rank_pid": rank_pid,
+                               "server": s.proc.pid, "token": tok, "state": state, "run": rid, "secret": secret,
+                               "socket": os.path.join(state, "events.sock")})
+            bid = submit_as(s, bob, command(ATTACKS, args))
+            s.wait_status(bid, ("succeeded", "failed"), timeout=120)
+            log = run_log(s, bid)
+            check("ATTACKS DONE" in log, f"bob's run went through every attack: {log[-3000:]}")
+            for name in ATTACK_NAMES:
+                line = next((ln for ln in log.splitlines() if f"ATTACK {name}:" in ln), "")
+                print(f"  bob: {line.split('] ', 1)[-1]}")
+                # SQLite says its permission error in its own words
+                denied = ": denied: PermissionError" in line or (
+                    "OperationalError: unable to open database file" in line and "SQL" in name)
+                check(denied, f"bob's attack fails with a permission error: {name}: {line}")
+            check(s.proc.poll() is None, "the server still runs")
+            check(all(os.path.exists(f"/proc/{p}") for p in ranks), "alice's ranks still run")
+            with open(os.path.join(s.run_dir(rid), "release"), "w"):
+                pass
+            run = s.wait_status(rid, ("succeeded", "failed"), timeout=120)
+            check(run and run["status"] == "succeeded" and not run.get("reason"),
+                  f"alice's run succeeded, no forged end taken: {run and (run['status'], run.get('reason'))}")
+            after = snapshot(state, rid)
+            check(after["users"] == before["users"], f"the users are unchanged: {before['users']} -> {after['users']}")
+            check(after["steps"] == before["steps"], f"alice's points are unchanged: {before['steps']} -> {after['steps']}")
+            check(after["run"][0] == "alice", f"alice's run is still hers: {after['run']}")
+            with open(ckpt, "rb") as f:
+                check(hashlib.sha256(f.read()).hexdigest() == ckpt_sum, "alice's checkpoint is unchanged")
+            check(not os.path.exists(os.path.join(s.run_dir(rid), "planted")), "nothing was planted in her directory")
+    finally:
+        os.unlink(tok)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def case_hostile(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc:
+        hostile(a, acc)
+
+
+def case_caps_only(a):
+    needs_root(a)
+    if not shutil.which("setpriv"):
+        print("caps_only: skipped: setpriv (util-linux) is not installed")
+        sys.exit(SKIP)
+    with Accounts("alice", "bob", "srv") as acc:
+        wrapper = as_account_wrapper(a.ddpd, acc["srv"], caps=True)
+        try:
+            hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
+        finally:
+            os.unlink(wrapper)
+
+
+def parse_args(cases):
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(cases))
+    p.add_argument("--ddpd", required=True)
+    p.add_argument("--trainer")
+    p.add_argument("--fake-trainer", required=True)
+    p.add_argument("--runner", required=True)
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    cases = cases_in(globals())
+    main(cases, parse_args(cases))
