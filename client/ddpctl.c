@@ -578,7 +578,8 @@ static int cmd_logs(const args *a) {
         json_t *run = get_json(path, &rc);
         if (!run) break;
         const char *st = json_string_value(json_object_get(run, "status"));
-        ended = st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "canceled"));
+        ended = st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "canceled") ||
+                       !strcmp(st, "stopped"));
         json_decref(run);
         for (int i = 0; i < 10 && !ended && !client_interrupted(); i++) usleep(100000);
         if (client_interrupted()) {

@@ -272,6 +272,7 @@ static void read_data(json_t *doc, run_config *c) {
 
 static void read_train(json_t *doc, run_config *c) {
     c->train.epochs = (int)integer_at(doc, "/train/epochs");
+    c->train.stop_after_epochs = (int)integer_at(doc, "/train/stop_after_epochs");
     c->train.batch_size = (int)integer_at(doc, "/train/batch_size");
     c->train.smoke_test = bool_at(doc, "/train/smoke_test");
     c->train.grad_clip_norm = number_at(doc, "/train/grad_clip_norm");

@@ -63,6 +63,7 @@ typedef struct {
     } data;
     struct {
         int epochs;
+        int stop_after_epochs; /* end `stopped` after this many epochs, checkpointed; 0 = never */
         int batch_size; /* global; each rank takes batch_size / world_size */
         bool smoke_test;
         double grad_clip_norm; /* 0 = no clipping */

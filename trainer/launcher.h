@@ -34,6 +34,7 @@ typedef struct launcher_options {
 #define EXIT_RUN_FAILED 1
 #define EXIT_BAD_INPUT 2 /* bad config or command line: nothing was started */
 #define EXIT_RUN_PREEMPTED 3 /* stopped for a preemption (SIGUSR1): a checkpoint where it stopped */
+#define EXIT_RUN_STOPPED 4 /* stopped at train.stop_after_epochs: a checkpoint where it stopped */
 
 /* Returns the process exit code: 0, 1, 2, 3, or 128 + signal when canceled. SIGUSR1
  * asks it to stop for a preemption: every rank stops after the same step, rank 0

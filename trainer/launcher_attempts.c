@@ -38,8 +38,14 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
     attempt_outcome out;
     launcher_supervise(L, &L->mask, &out);
     long stopped_at = out.failed || out.canceled_by ? 0 : launcher_stopped_preempted(L);
-    r->status = out.failed ? "failed" : out.canceled_by ? "canceled" : stopped_at ? "preempted" : "succeeded";
+    bool paused = !out.failed && !out.canceled_by && !stopped_at && launcher_stopped_paused(L);
+    r->status = out.failed ? "failed" : out.canceled_by ? "canceled" : stopped_at ? "preempted" : paused ? "stopped"
+                                                                                                          : "succeeded";
     snprintf(r->reason, sizeof r->reason, "%s", out.reason);
+    if (paused)
+        snprintf(r->reason, sizeof r->reason, "stopped after epoch %d (train.stop_after_epochs of %d), where its "
+                 "checkpoint was written; resumed from there it goes on as if it had not stopped",
+                 L->cfg.train.stop_after_epochs - 1, L->cfg.train.epochs);
     if (stopped_at)
         snprintf(r->reason, sizeof r->reason, "preempted: every rank stopped after global step %ld, where its "
                  "checkpoint was written; resumed from there it goes on as if it had not stopped", stopped_at);
@@ -107,6 +113,7 @@ int launcher_start_and_supervise(launcher *L) {
     int rc = strcmp(out.status, "succeeded") == 0   ? EXIT_RUN_SUCCEEDED
              : strcmp(out.status, "canceled") == 0  ? 128 + out.signal
              : strcmp(out.status, "preempted") == 0 ? EXIT_RUN_PREEMPTED
+             : strcmp(out.status, "stopped") == 0   ? EXIT_RUN_STOPPED
                                                     : EXIT_RUN_FAILED;
     launcher_end_run(L, out.status, out.reason, rc);
     return rc;

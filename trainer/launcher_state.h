@@ -91,5 +91,7 @@ void launcher_signal_ranks(launcher *L, int sig);
 void launcher_supervise(launcher *L, const sigset_t *mask, attempt_outcome *out);
 void launcher_preempt_signal(launcher *L);
 long launcher_stopped_preempted(const launcher *L);
+/* Whether every rank stopped at train.stop_after_epochs. */
+bool launcher_stopped_paused(const launcher *L);
 
 #endif

@@ -157,6 +157,13 @@ long launcher_stopped_preempted(const launcher *L) {
     return atomic_load(&L->board->stop_at);
 }
 
+/* Whether every rank stopped at train.stop_after_epochs (and exited 0). */
+bool launcher_stopped_paused(const launcher *L) {
+    for (int r = 0; r < L->local; r++)
+        if (!atomic_load(&L->board->slot[r].paused)) return false;
+    return L->local > 0;
+}
+
 /* Supervises the ranks until all have exited. */
 void launcher_supervise(launcher *L, const sigset_t *mask, attempt_outcome *out) {
     int alive = L->local;

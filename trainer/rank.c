@@ -345,6 +345,23 @@ static int save_checkpoint(rank_state *s, int epoch) {
     return 0;
 }
 
+/* train.stop_after_epochs: every rank stops after the same epoch, as for a preemption,
+ * where rank 0 has its checkpoint (written now unless save_checkpoint just did). */
+static int stop_paused(rank_state *s, int epoch) {
+    int every = s->cfg->checkpoint.every_epochs;
+    if (every == 0 || (epoch + 1) % every != 0) {
+        engine *e = s->eng;
+        if (e->ops->sync_to_host(e) != 0) return fail_aborted(s);
+        char path[2048], err[1024];
+        if (s->rank == 0 && write_checkpoint(s, epoch, path, sizeof path, err, sizeof err) != 0)
+            return fail(s, "stopping after epoch %d (train.stop_after_epochs), but cannot write its checkpoint: %s",
+                        epoch, err);
+    }
+    if (s->rank == 0) log_msg(LOG_INFO, "stopped after epoch %d (train.stop_after_epochs)", epoch);
+    run_board_set_paused(s->x->board, s->x->slot);
+    return RANK_PREEMPTED;
+}
+
 static int run_eval_mode(rank_state *s) {
     char path[RUN_CONFIG_PATH_MAX];
     if ((holds_checkpoints(s) && find_checkpoint(s, path, sizeof path) != 1) || restore(s, path, 0) != 0) return 1;
@@ -394,6 +411,8 @@ int rank_main(const rank_context *x) {
         for (int epoch = s.pos.next_epoch; epoch < s.epochs && rc == 0; epoch++) {
             rc = train_epoch(&s, epoch);
             if (rc == 0) rc = save_checkpoint(&s, epoch);
+            int pause = x->cfg->train.stop_after_epochs;
+            if (rc == 0 && pause > 0 && epoch + 1 == pause && epoch + 1 < s.epochs) rc = stop_paused(&s, epoch);
         }
         if (rc == 0 || rc == RANK_PREEMPTED) heartbeat(&s);
     }

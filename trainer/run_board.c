@@ -53,3 +53,5 @@ long run_board_stop_after(run_board *b, long done) {
 }
 
 void run_board_set_preempted(run_board *b, int rank) { atomic_store(&b->slot[rank].preempted, 1); }
+
+void run_board_set_paused(run_board *b, int rank) { atomic_store(&b->slot[rank].paused, 1); }

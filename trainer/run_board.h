@@ -23,6 +23,7 @@ typedef struct {
     atomic_llong progress_ms;    /* CLOCK_MONOTONIC ms of the last step done or collective entered */
     char failure[512]; /* written once, before the rank exits non-zero */
     atomic_int preempted; /* it stopped for a preemption, after its checkpoint (rank 0: written) */
+    atomic_int paused;    /* it stopped at train.stop_after_epochs, after its checkpoint (rank 0: written) */
 } rank_slot;
 
 typedef struct {
@@ -48,5 +49,7 @@ void run_board_request_preempt(run_board *b);
 long run_board_stop_after(run_board *b, long done);
 /* The rank stopped for a preemption (its position saved). */
 void run_board_set_preempted(run_board *b, int rank);
+/* The rank stopped at train.stop_after_epochs (its checkpoint written). */
+void run_board_set_paused(run_board *b, int rank);
 
 #endif

@@ -48,6 +48,8 @@
 #include "routes_parts.h"
 #include "routes_rendezvous.h"
 #include "routes_static.h"
+#include "routes_sweeps.h"
+#include "sweep.h"
 #include "run_cache.h"
 #include "runs.h"
 #include "scheduler.h"
@@ -338,6 +340,7 @@ static void start_runs(const settings *o, serving *v) {
     runs_config rc = {.data_roots = &v->roots, .runs_root = &v->runs_root, .work_roots = &v->work_roots,
                       .allow_commands = o->allow_commands};
     runs_init(&rc);
+    if (sweep_start(layout_db_path(), err, sizeof err) != 0) die("%s", err);
 }
 
 /* The routes: the API's, the nodes', the runs' rendezvous and parts, the event
@@ -348,7 +351,8 @@ static route *all_routes(size_t *n) {
         size_t n;
     } parts[] = {{api_routes, api_routes_count},       {node_routes, node_routes_count},
                  {rendezvous_routes, rendezvous_routes_count}, {part_routes, part_routes_count},
-                 {sse_routes, sse_routes_count},       {static_routes, static_routes_count}};
+                 {sse_routes, sse_routes_count},       {sweep_routes, sweep_routes_count},
+                 {static_routes, static_routes_count}};
     *n = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) *n += parts[i].n;
     route *all = xmalloc(*n * sizeof *all), *at = all;
@@ -435,6 +439,7 @@ static void stop_all(int lock_fd) {
     sse_shutdown(); /* event streams end before the HTTP server stops */
     http_stop();
     feed_stop();
+    sweep_stop(); /* before the shutdown's cancels, which are no trial's end */
     scheduler_shutdown();
     supervisor_stop();
     ingest_stop();

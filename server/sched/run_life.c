@@ -502,7 +502,7 @@ void mark_running_locked(live_run *r) {
 static bool server_end_locked(const live_run *r, run_status *status, char **reason) {
     const char *why = r->cancel_reason ? r->cancel_reason : r->fail_reason;
     if (!why) return false;
-    *status = r->cancel_reason ? RUN_CANCELED : RUN_FAILED;
+    *status = r->cancel_reason ? (r->cancel_stops ? RUN_STOPPED : RUN_CANCELED) : RUN_FAILED;
     *reason = xstrdup(why);
     return true;
 }
@@ -564,8 +564,11 @@ static void finish_parts_locked(live_run *r) {
 static void finish_alone_locked(live_run *r, const part_end *e) {
     run_status status = e->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
     char *reason = NULL;
-    if (e->exit_code != 0 && !server_end_locked(r, &status, &reason))
+    if (e->exit_code != 0 && !server_end_locked(r, &status, &reason)) {
         reason = xstrdup(r->end_reason ? r->end_reason : e->how);
+        /* its launcher stopped it, checkpointed, at train.stop_after_epochs */
+        if (r->end_status && strcmp(r->end_status, run_status_name(RUN_STOPPED)) == 0) status = RUN_STOPPED;
+    }
     else if (e->exit_code == 0 && r->command && r->end_reason) /* a success's note: ranks ddp-run stopped at exit */
         reason = xstrdup(r->end_reason);
     /* its launcher restarts its ranks itself: the server does when it stopped them (a

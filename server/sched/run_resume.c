@@ -39,8 +39,8 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int found = store_get_brief(id, &b);
     if (found < 0) return RESUME_STORE_ERROR;
     if (!found) return RESUME_NOT_FOUND;
-    if (b.status != RUN_FAILED && b.status != RUN_CANCELED) {
-        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s", (long long)id,
+    if (b.status != RUN_FAILED && b.status != RUN_CANCELED && b.status != RUN_STOPPED) {
+        snprintf(why, whylen, "only a failed, canceled or stopped run can be resumed; run %lld is %s", (long long)id,
                  run_status_name(b.status));
         return RESUME_REFUSED;
     }

@@ -148,6 +148,11 @@ runs_result runs_may_change(int64_t id, const caller *who, const char *verb, cha
 }
 
 int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen) {
+    return runs_submit_trial(config, who, 0, 0, errs, err, errlen);
+}
+
+int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, int trial, schema_errors *errs, char *err,
+                          size_t errlen) {
     /* Every violation at once: the schema's (defaults filled in), then this host's. */
     run_config_validate(config, errs);
     json_t *for_trainer = json_deep_copy(config);
@@ -199,6 +204,8 @@ int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char
     ins.u.insert.owner = need.owner ? xstrdup(need.owner) : NULL;
     ins.u.insert.priority = need.priority;
     ins.u.insert.preemptible = need.preemptible;
+    ins.u.insert.sweep_id = sweep_id;
+    ins.u.insert.trial = trial;
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];
@@ -224,6 +231,12 @@ int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char
     need.id = id;
     scheduler_submit(&need);
     return id;
+}
+
+void runs_set_stopped_reason(int64_t id, const char *reason) {
+    store_op op = {.kind = OP_RUN_REASON, .run_id = id, .t = now_ms()};
+    op.u.finish.reason = xstrdup(reason);
+    store_submit_now(&op);
 }
 
 runs_result runs_cancel(int64_t id, run_status *status) {

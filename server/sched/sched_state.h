@@ -55,6 +55,7 @@ typedef struct live_run {
     run_status status;  /* queued, starting, running, canceling */
     char secret[65];
     char *cancel_reason;  /* set once canceled */
+    bool cancel_stops;    /* the cancel ends it stopped, not canceled (scheduler_stop: a sweep's searcher) */
     char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
     double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
     /* attempts (run_restart.c): its launchers start at attempt restart_count; the

@@ -310,20 +310,21 @@ void scheduler_resume(const run_needs *n) {
     pthread_mutex_unlock(&K.mu);
 }
 
-cancel_result scheduler_cancel(int64_t id, const char *reason) {
+static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) {
     pthread_mutex_lock(&K.mu);
     live_run *r = find_run(id);
     cancel_result res = CANCEL_NOT_LIVE;
     if (!r) {
         res = CANCEL_NOT_LIVE;
     } else if (r->status == RUN_QUEUED) {
-        finish_locked(r, RUN_CANCELED, reason, NO_INT, NO_INT);
+        finish_locked(r, stops ? RUN_STOPPED : RUN_CANCELED, reason, NO_INT, NO_INT);
         schedule_locked(); /* it may have been blocking the runs behind it */
         res = CANCEL_DONE;
     } else if (r->cancel_reason) {
         res = CANCEL_ALREADY;
     } else {
         r->cancel_reason = xstrdup(reason);
+        r->cancel_stops = stops;
         /* else once its start is done (part_started_locked); a job waiting in a batch
          * system's queue is canceled there at once */
         if (r->start_stored) signal_cancel_locked(r);
@@ -333,6 +334,10 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) {
     pthread_mutex_unlock(&K.mu);
     return res;
 }
+
+cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_or_stop(id, reason, false); }
+
+cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true); }
 
 /* The decision the queue policy makes for queued run `id` now, with its snapshot; -1
  * when it is not queued. */

@@ -446,7 +446,7 @@ static const char *parse_attempt(const json_t *ev, store_op *op) {
     run_status s;
     const char *status = op->u.attempt.status;
     if (!status || (!(run_status_parse(status, &s) && run_status_is_final(s)) && strcmp(status, "preempted") != 0))
-        return "an attempt event that ended without a status (succeeded, failed, canceled or preempted)";
+        return "an attempt event that ended without a status (succeeded, failed, canceled, stopped or preempted)";
     op->u.attempt.restarting = json_is_true(json_object_get(ev, "restarting"));
     op->u.attempt.backoff_s = event_real(ev, "backoff_s");
     return NULL;
@@ -504,6 +504,13 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     bind_text_or_null(st[0], 8, op->u.insert.owner);
     sqlite3_bind_int(st[0], 9, op->u.insert.priority);
     sqlite3_bind_int(st[0], 10, op->u.insert.preemptible);
+    if (op->u.insert.sweep_id > 0) { /* a sweep's trial */
+        sqlite3_bind_int64(st[0], 11, op->u.insert.sweep_id);
+        sqlite3_bind_int(st[0], 12, op->u.insert.trial);
+    } else {
+        sqlite3_bind_null(st[0], 11);
+        sqlite3_bind_null(st[0], 12);
+    }
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -515,6 +522,10 @@ static json_t *sse_insert(const store_op *op, int64_t result) {
     json_object_set_new(d, "device_kind", json_string(op->u.insert.device_kind ? op->u.insert.device_kind : ""));
     json_object_set_new(d, "owner", json_string_or_null(op->u.insert.owner));
     json_object_set_new(d, "priority", json_integer(op->u.insert.priority));
+    if (op->u.insert.sweep_id > 0) {
+        json_object_set_new(d, "sweep_id", json_integer(op->u.insert.sweep_id));
+        json_object_set_new(d, "trial", json_integer(op->u.insert.trial));
+    }
     return d;
 }
 
@@ -611,6 +622,19 @@ static bool finish_ends_run(const store_op *op, int64_t result) {
 }
 
 static void free_finish(store_op *op) { free(op->u.finish.reason); }
+
+static int64_t apply_reason(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    bind_text_or_null(st[0], 2, op->u.finish.reason);
+    return run(db, st[0]);
+}
+
+static json_t *sse_reason(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = run_event(op->run_id, run_status_name(RUN_STOPPED), op->t);
+    json_object_set_new(d, "reason", json_string_or_null(op->u.finish.reason));
+    return d;
+}
 
 /* A finished run and everything recorded of it, its feed events too. */
 static int64_t apply_delete(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
@@ -824,7 +848,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
         .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
-                " preemptible, queued_at) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10, ?5)"},
+                " preemptible, queued_at, sweep_id, trial) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10, ?5,"
+                " ?11, ?12)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {
@@ -846,13 +871,13 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_FINISH] = {
         .kind = OP_RUN_FINISH,
         .sql = {"UPDATE runs SET status = ?2, reason = ?3, exit_code = ?4, exit_signal = ?5, finished_at = ?6,"
-                " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled')"},
+                " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped')"},
         .apply = apply_finish, .sse_event = "run", .sse_data = sse_finish, .ends_run = finish_ends_run,
         .free_fields = free_finish,
     },
     [OP_RUN_DELETE] = {
         .kind = OP_RUN_DELETE,
-        .sql = {"DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled')",
+        .sql = {"DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled', 'stopped')",
                 "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
                 "DELETE FROM epochs WHERE run_id = ?1",
                 "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
@@ -864,7 +889,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .sql = {"INSERT INTO run_resumes (run_id, n, at, from_checkpoint, from_epoch, from_global_step, prior_status,"
                 " prior_reason, prior_exit_code, prior_exit_signal, attempt)"
                 " SELECT id, (SELECT count(*) + 1 FROM run_resumes WHERE run_id = ?1), ?2, ?3, ?4, ?5, status, reason,"
-                " exit_code, exit_signal, ?6 FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled')"
+                " exit_code, exit_signal, ?6 FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled', 'stopped')"
                 " AND (?3 IS NOT NULL OR kind = 'command')",
                 /* ?2: the checkpoint's global step; NULL (a command run): its progress stays */
                 "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"
@@ -930,6 +955,11 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .apply = apply_submitted, .sse_event = "run", .sse_data = sse_submitted, .free_fields = free_submitted,
     },
     [OP_SYNC] = {.kind = OP_SYNC, .apply = apply_nothing},
+    [OP_RUN_REASON] = {
+        .kind = OP_RUN_REASON,
+        .sql = {"UPDATE runs SET reason = ?2 WHERE id = ?1 AND status = 'stopped'"},
+        .apply = apply_reason, .sse_event = "run", .sse_data = sse_reason, .free_fields = free_finish,
+    },
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

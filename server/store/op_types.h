@@ -35,6 +35,7 @@ typedef enum {
     OP_USAGE,         /* an owner's decayed usage as of op.t (fair share) */
     OP_RUN_SUBMITTED, /* a queued run handed to a batch system (Slurm): its job id and secret, while it waits there */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
+    OP_RUN_REASON,    /* a stopped run's reason, as its sweep's searcher decided on it (u.finish.reason): 1, else 0 */
     OP_KIND_COUNT
 } store_op_kind;
 
@@ -74,6 +75,8 @@ typedef struct {
             int world_size, priority;
             const char *device_kind;
             bool command, preemptible;
+            int64_t sweep_id; /* a sweep's trial (server/sweep/): its sweep and number; 0: not a trial */
+            int trial;
         } insert;
         struct { char *devices, *secret, *job; int64_t pid, pid_start_time; } starting;
         struct { char *job, *secret; } submitted;

@@ -6,7 +6,7 @@
 static const char *const NAMES[RUN_STATUS_COUNT] = {
     [RUN_QUEUED] = "queued",       [RUN_STARTING] = "starting", [RUN_RUNNING] = "running",
     [RUN_CANCELING] = "canceling", [RUN_SUCCEEDED] = "succeeded", [RUN_FAILED] = "failed",
-    [RUN_CANCELED] = "canceled",
+    [RUN_CANCELED] = "canceled",   [RUN_STOPPED] = "stopped",
 };
 
 const char *run_status_name(run_status s) { return s >= 0 && s < RUN_STATUS_COUNT ? NAMES[s] : "unknown"; }
@@ -21,6 +21,8 @@ bool run_status_parse(const char *s, run_status *out) {
     return false;
 }
 
-bool run_status_is_final(run_status s) { return s == RUN_SUCCEEDED || s == RUN_FAILED || s == RUN_CANCELED; }
+bool run_status_is_final(run_status s) {
+    return s == RUN_SUCCEEDED || s == RUN_FAILED || s == RUN_CANCELED || s == RUN_STOPPED;
+}
 
 bool run_status_is_active(run_status s) { return s == RUN_STARTING || s == RUN_RUNNING || s == RUN_CANCELING; }

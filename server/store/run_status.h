@@ -1,5 +1,6 @@
-/* A run's life: queued -> starting -> running -> succeeded | failed | canceled, with
- * canceling on the way to canceled. The one list of statuses: the store's CHECK
+/* A run's life: queued -> starting -> running -> succeeded | failed | canceled | stopped,
+ * with canceling on the way to canceled and stopped (stopped: a sweep's trial its
+ * searcher stopped, server/sweep/). The one list of statuses: the store's CHECK
  * constraint (migrations/0001_init.sql) and the API's enum (schema/openapi.json) are
  * held against it by tests/server/test_run_status.c. */
 #ifndef DDPD_CORE_RUN_STATUS_H
@@ -15,6 +16,7 @@ typedef enum {
     RUN_SUCCEEDED,
     RUN_FAILED,
     RUN_CANCELED,
+    RUN_STOPPED,
     RUN_STATUS_COUNT
 } run_status;
 
@@ -22,7 +24,7 @@ typedef enum {
 const char *run_status_name(run_status s);
 /* false when `s` names no status. */
 bool run_status_parse(const char *s, run_status *out);
-/* succeeded, failed, canceled: it never changes again. */
+/* succeeded, failed, canceled, stopped: it never changes again (but a resume). */
 bool run_status_is_final(run_status s);
 /* starting, running, canceling: it holds devices and has processes. */
 bool run_status_is_active(run_status s);

@@ -23,13 +23,14 @@ const char *const metric_names[METRIC_COUNT] = {"loss", "lr", "samples_per_s"};
     " exit_signal, created_at, started_at, finished_at, epochs, total_steps, steps_per_epoch," \
     " epoch, step, global_step, loss, lr, samples_per_s, first_step_at, first_global_step,"   \
     " last_step_at, owner, priority, preemptible, preempted_by, preempted_at, preemptions, preempting,"   \
-    " slurm_job_id"
+    " slurm_job_id, sweep_id, trial"
 enum {
     C_ID, C_NAME, C_STATUS, C_REASON, C_CONFIG, C_WORLD_SIZE, C_DEVICE_KIND, C_DEVICES, C_PID,
     C_EXIT_CODE, C_EXIT_SIGNAL, C_CREATED_AT, C_STARTED_AT, C_FINISHED_AT, C_EPOCHS,
     C_TOTAL_STEPS, C_STEPS_PER_EPOCH, C_EPOCH, C_STEP, C_GLOBAL_STEP, C_LOSS, C_LR,
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
     C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING, C_SLURM_JOB_ID,
+    C_SWEEP_ID, C_TRIAL,
     C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED, C_EARLIER_ATTEMPTS_S /* Q_RUN only */
 };
 
@@ -377,6 +378,10 @@ static json_t *run_row_json(sqlite3_stmt *st) {
     json_object_set_new(o, "preempted_at", col_json_time(st, C_PREEMPTED_AT));
     json_object_set_new(o, "preemptions", col_json_int(st, C_PREEMPTIONS));
     json_object_set_new(o, "preempting", json_boolean(sqlite3_column_int(st, C_PREEMPTING)));
+    if (sqlite3_column_type(st, C_SWEEP_ID) != SQLITE_NULL) { /* a sweep's trial only */
+        json_object_set_new(o, "sweep_id", col_json_int(st, C_SWEEP_ID));
+        json_object_set_new(o, "trial", col_json_int(st, C_TRIAL));
+    }
     return o;
 }
 

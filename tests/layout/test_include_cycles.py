@@ -97,9 +97,11 @@ SERVER_LAYERS = {
     "server/feed": ("server/store", "server/host", "server/lib", "server/base"),
     "server/exec": ("server/store", "server/host", "server/lib", "server/base"),
     "server/sched": ("server/exec", "server/store", "server/host", "server/lib", "server/base"),
-    "server/api": ("server/sched/include", "server/feed", "server/exec", "server/store", "server/host", "server/lib",
+    "server/sweep": ("server/sched/include", "server/feed", "server/exec", "server/store", "server/host", "server/lib",
+                     "server/base"),
+    "server/api": ("server/sweep", "server/sched/include", "server/feed", "server/exec", "server/store", "server/host", "server/lib",
                    "server/base"),
-    "server/cmd": ("server/api", "server/agent", "server/sched/include", "server/feed", "server/exec", "server/store", "server/host",
+    "server/cmd": ("server/api", "server/agent", "server/sweep", "server/sched/include", "server/feed", "server/exec", "server/store", "server/host",
                    "server/lib", "server/base"),
     "server/agent": ("server/host", "server/lib", "server/base"),
 }

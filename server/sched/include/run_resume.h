@@ -1,4 +1,4 @@
-/* POST /runs/{id}/resume: a failed or canceled run goes on under the same id, its
+/* POST /runs/{id}/resume: a failed, canceled or stopped run goes on under the same id, its
  * count of attempts too (its launchers start with --restart-count: the attempt after
  * its last, whose ranks see TORCHELASTIC_RESTART_COUNT one higher; distributed.
  * max_restarts more may follow it). The store records the resume (with what the run

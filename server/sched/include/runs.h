@@ -41,6 +41,10 @@ bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs
  * not the config's). */
 #define RUNS_SUBMIT_FORBIDDEN (-2)
 int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen);
+/* runs_submit for a sweep's trial: the run is stored with its sweep and trial number
+ * (in the same insert, so a restarted sweep finds it and never makes it twice). */
+int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, int trial, schema_errors *errs, char *err,
+                          size_t errlen);
 
 typedef enum {
     RUNS_DONE,          /* canceled (queued), signaled (started), or deleted */
@@ -59,6 +63,9 @@ typedef enum {
 runs_result runs_may_change(int64_t id, const caller *who, const char *verb, char *why, size_t whylen);
 
 runs_result runs_cancel(int64_t id, run_status *status);
+/* A stopped run's reason, rewritten (a sweep's searcher: the rung it stopped at, and
+ * why); queued to the store. */
+void runs_set_stopped_reason(int64_t id, const char *reason);
 runs_result runs_delete(int64_t id, run_status *status);
 
 #endif

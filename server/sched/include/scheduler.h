@@ -71,6 +71,10 @@ typedef enum { CANCEL_DONE, CANCEL_SIGNALED, CANCEL_ALREADY, CANCEL_NOT_LIVE } c
 /* Cancels a queued run at once; signals a started one (SIGTERM to its group, SIGKILL
  * after the grace period). CANCEL_NOT_LIVE: no such unfinished run. */
 cancel_result scheduler_cancel(int64_t id, const char *reason);
+/* As scheduler_cancel, but the run ends `stopped` with `reason`, not canceled: a
+ * sweep's searcher stopping a trial (server/sweep/). Its newest checkpoint stays, so a
+ * resume (runs_resume) continues it. */
+cancel_result scheduler_stop(int64_t id, const char *reason);
 
 /* 1-based position among the queued runs of its pool in the order they will start
  * (queue_policy.h), or 0 when not queued. */

@@ -1,0 +1,92 @@
+/* The sweeps' routes: see routes_sweeps.h; what they do is sweep.h's.
+ *
+ *   POST /sweeps               a sweep (base config, parameters, method, metric, early stopping) -> 201, Location
+ *   GET  /sweeps               every sweep, newest first, with its best trial
+ *   GET  /sweeps/{id}          the sweep: status, spec, trials (run, params, status, metric), best
+ *   POST /sweeps/{id}/cancel   cancel it and its trials -> 202 (its owner or an admin) */
+#include "routes_sweeps.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "sweep.h"
+
+/* The {id} of /sweeps/{id}: false (and a 404) when it is not a positive integer. */
+static bool sweep_id(request *rq, response *rs, int64_t *id) {
+    char *end = NULL;
+    long long v = rq->id_text ? strtoll(rq->id_text, &end, 10) : 0;
+    if (!rq->id_text || !*rq->id_text || *end || v <= 0) {
+        reply_problem(rs, 404, NULL, "there is no sweep %s (GET /sweeps lists them)", rq->id_text ? rq->id_text : "");
+        return false;
+    }
+    *id = v;
+    return true;
+}
+
+static void reply_sweep(response *rs, int status, int64_t id) {
+    json_t *o = sweep_json(id);
+    if (!o) reply_problem(rs, 404, NULL, "there is no sweep %lld (GET /sweeps lists them)", (long long)id);
+    else reply_json(rs, status, o);
+}
+
+static void post_sweeps(request *rq, response *rs) {
+    json_error_t je;
+    json_t *body = json_loadb(rq->body ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!body) {
+        reply_problem(rs, 400, NULL, "the request body is not valid JSON: %s at line %d, column %d: send a sweep, "
+                      "a JSON object", je.text, je.line, je.column);
+        return;
+    }
+    schema_errors errs = {0};
+    char err[1024] = "";
+    int64_t id = 0;
+    switch (sweep_submit(body, rq_caller(rq), &errs, &id, err, sizeof err)) {
+    case SWEEP_OK:
+        rs->location = xasprintf("/sweeps/%lld", (long long)id);
+        reply_sweep(rs, 201, id);
+        break;
+    case SWEEP_INVALID:
+        reply_problem_counted(rs, 400, schema_errors_to_json(&errs), schema_errors_total(&errs),
+                              "the sweep is refused before any trial starts: %s: %s%s", errs.items[0].pointer,
+                              errs.items[0].message,
+                              schema_errors_total(&errs) > 1 ? " (and more: see errors)" : "");
+        break;
+    case SWEEP_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", err); break;
+    default: reply_problem(rs, 500, NULL, "%s", err); break;
+    }
+    schema_errors_free(&errs);
+    json_decref(body);
+}
+
+static void get_sweeps(request *rq, response *rs) {
+    (void)rq;
+    reply_json(rs, 200, sweep_list_json());
+}
+
+static void get_sweep(request *rq, response *rs) {
+    int64_t id;
+    if (sweep_id(rq, rs, &id)) reply_sweep(rs, 200, id);
+}
+
+static void cancel_sweep(request *rq, response *rs) {
+    int64_t id;
+    if (!sweep_id(rq, rs, &id)) return;
+    char why[512] = "";
+    switch (sweep_cancel(id, rq_caller(rq), why, sizeof why)) {
+    case SWEEP_OK: reply_sweep(rs, 202, id); return;
+    case SWEEP_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no sweep %lld (GET /sweeps lists them)", (long long)id); return;
+    case SWEEP_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", why); return;
+    case SWEEP_FINISHED: reply_problem(rs, 409, NULL, "%s", why); return;
+    default: reply_problem(rs, 500, NULL, "the database could not be read or written; see the server's log"); return;
+    }
+}
+
+const route sweep_routes[] = {
+    {.method = "POST", .pattern = "/sweeps", .handler = post_sweeps, .json_body = true},
+    {.method = "GET", .pattern = "/sweeps", .handler = get_sweeps},
+    {.method = "GET", .pattern = "/sweeps/{id}", .handler = get_sweep},
+    {.method = "POST", .pattern = "/sweeps/{id}/cancel", .handler = cancel_sweep},
+};
+const size_t sweep_routes_count = sizeof sweep_routes / sizeof *sweep_routes;

@@ -1,0 +1,49 @@
+/* Sweeps: a base run config, its parameters, a search method and a searcher, whose
+ * trials are runs of the sweep's owner (POST /sweeps, api/routes_sweeps.c).
+ *
+ * The searcher is one thread that looks at every running sweep about four times a
+ * second: it reads its trials' runs (status, the metric per epoch) from the
+ * database, records what it decides in the sweeps' tables (sweep_store.h) and only
+ * then asks the scheduler to act (runs_submit_trial, scheduler_stop, runs_resume,
+ * scheduler_cancel). It keeps nothing in memory that the tables do not hold, so a
+ * restarted server carries each sweep on where it was: a trial's run is found by
+ * its sweep and number before a new one is made, a pause that had not landed is
+ * asked again, a promotion that had not been queued is queued.
+ *
+ * Early stopping: ASHA (asynchronous successive halving) pauses a built-in trial at
+ * each rung (min_resource * reduction_factor^k epochs): its run is stopped (status
+ * `stopped`, the rung in its reason) and continues from its checkpoint when it ranks
+ * in the top 1/reduction_factor of its rung; a command trial is judged at the rung
+ * and stopped or left to run. Median stopping stops a trial whose metric at an epoch
+ * is worse than the median of the other trials' at that epoch. */
+#ifndef DDPD_SWEEP_H
+#define DDPD_SWEEP_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "validator.h"
+
+/* After the store and the scheduler are up: opens the sweeps' connection and starts
+ * the searcher's thread. */
+int sweep_start(const char *db_path, char *err, size_t errlen);
+/* Before the scheduler shuts down (so the searcher does not take the shutdown's
+ * cancels for its trials' ends). */
+void sweep_stop(void);
+
+typedef enum { SWEEP_OK, SWEEP_INVALID, SWEEP_FORBIDDEN, SWEEP_NOT_FOUND, SWEEP_FINISHED, SWEEP_ERROR } sweep_result;
+
+/* A sweep submitted by `who`: checked whole (every violation in errs: SWEEP_INVALID),
+ * then as a run of who's (SWEEP_FORBIDDEN, why in err), then stored (*id). */
+sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *errs, int64_t *id, char *err,
+                          size_t errlen);
+/* GET /sweeps/{id}: NULL when there is none. */
+json_t *sweep_json(int64_t id);
+/* GET /sweeps: {"sweeps": [...]}, newest first. */
+json_t *sweep_list_json(void);
+/* Cancels a running sweep and its trials (owner or admin). */
+sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,521 @@
+/* Parsing, checking and expanding a sweep: see sweep_spec.h. */
+#include "sweep_spec.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "command_run.h"
+#include "run_config.h"
+
+/* The epoch table's columns: what a built-in trial can be judged by. */
+static const char *const EPOCH_KEYS[] = {"test_loss", "test_acc", "train_loss", "lr", "seconds", "samples_per_s"};
+
+static bool is_epoch_key(const char *k) {
+    for (size_t i = 0; i < sizeof EPOCH_KEYS / sizeof *EPOCH_KEYS; i++)
+        if (strcmp(k, EPOCH_KEYS[i]) == 0) return true;
+    return false;
+}
+
+/* ---- values as text (an environment variable, a placeholder) ---- */
+
+/* The shortest decimal that reads back as v: 0.1, not 0.10000000000000001. */
+static void number_text(double v, char *out, size_t n) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, n, "%.*g", p, v);
+        if (strtod(out, NULL) == v) return;
+    }
+}
+
+static char *value_text(const json_t *v) {
+    char buf[64];
+    if (json_is_string(v)) return xstrdup(json_string_value(v));
+    if (json_is_integer(v)) return xasprintf("%lld", (long long)json_integer_value(v));
+    if (json_is_real(v)) {
+        number_text(json_real_value(v), buf, sizeof buf);
+        return xstrdup(buf);
+    }
+    if (json_is_boolean(v)) return xstrdup(json_is_true(v) ? "true" : "false");
+    return json_dumps(v, JSON_FLAGS | JSON_ENCODE_ANY);
+}
+
+/* ---- JSON paths ---- */
+
+/* The member or element `seg` of `at`, or NULL. */
+static json_t *path_step(json_t *at, const char *seg) {
+    if (json_is_object(at)) return json_object_get(at, seg);
+    if (json_is_array(at) && *seg && strspn(seg, "0123456789") == strlen(seg))
+        return json_array_get(at, strtoul(seg, NULL, 10));
+    return NULL;
+}
+
+/* Sets the value at dotted `path` in `doc` (taking `v`); false when the path is not
+ * there (its last step's parent must be). */
+static bool path_set(json_t *doc, const char *path, json_t *v) {
+    char *copy = xstrdup(path), *seg = copy, *dot;
+    json_t *at = doc;
+    while ((dot = strchr(seg, '.'))) {
+        *dot = 0;
+        at = path_step(at, seg);
+        seg = dot + 1;
+        if (!at) break;
+    }
+    bool ok = false;
+    if (at && json_is_object(at) && json_object_get(at, seg)) ok = json_object_set(at, seg, v) == 0;
+    else if (at && json_is_array(at) && path_step(at, seg)) ok = json_array_set(at, strtoul(seg, NULL, 10), v) == 0;
+    json_decref(v);
+    free(copy);
+    return ok;
+}
+
+static bool path_exists(json_t *doc, const char *path) {
+    char *copy = xstrdup(path), *seg = copy, *dot;
+    json_t *at = doc;
+    while (at && (dot = strchr(seg, '.'))) {
+        *dot = 0;
+        at = path_step(at, seg);
+        seg = dot + 1;
+    }
+    bool ok = at && path_step(at, seg);
+    free(copy);
+    return ok;
+}
+
+/* ---- the parameters ---- */
+
+static bool env_name_ok(const char *s) {
+    if (!*s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_')) return false;
+    return true;
+}
+
+/* Whether "{name}" is in some element of the base's command. */
+static bool command_has(const json_t *base, const char *placeholder) {
+    const json_t *cmd = json_object_get(base, "command");
+    for (size_t i = 0; i < json_array_size(cmd); i++) {
+        const char *a = json_string_value(json_array_get(cmd, i));
+        if (a && strstr(a, placeholder)) return true;
+    }
+    return false;
+}
+
+/* How many values a parameter has on a grid (its values, or an int range's
+ * integers); 0 for a float range, which a grid cannot walk. */
+static long grid_count(const sweep_param *p) {
+    if (p->values) return (long)json_array_size(p->values);
+    if (p->is_int) return (long)(floor(p->max) - ceil(p->min)) + 1;
+    return 0;
+}
+
+static void param_error(schema_errors *errs, const char *key, const char *fmt, const char *detail) {
+    char ptr[512];
+    snprintf(ptr, sizeof ptr, "/parameters/%s", key);
+    schema_errors_add(errs, ptr, fmt, key, detail ? detail : "");
+}
+
+static bool parse_param(sweep_spec *s, const char *key, const json_t *o, json_t *filled, sweep_param *p,
+                        schema_errors *errs) {
+    memset(p, 0, sizeof *p);
+    p->key = xstrdup(key);
+    size_t klen = strlen(key);
+    if (klen > 2 && key[0] == '{' && key[klen - 1] == '}') {
+        p->target = PARAM_PLACEHOLDER;
+        if (!s->command) {
+            param_error(errs, key, "parameter %s is a placeholder of a command run's `command`, but the base is a built-in run%s", NULL);
+            return false;
+        }
+        if (!command_has(s->base, key)) {
+            param_error(errs, key, "parameter %s: the base's `command` has no %s placeholder: put it in an argument, e.g. \"--lr={lr}\"", key);
+            return false;
+        }
+    } else if (strncmp(key, "env.", 4) == 0) {
+        p->target = PARAM_ENV;
+        if (!s->command) {
+            param_error(errs, key, "parameter %s sets an environment variable, which only a command run's program reads; the base is a built-in run%s", NULL);
+            return false;
+        }
+        if (!env_name_ok(key + 4)) {
+            param_error(errs, key, "parameter %s: %s is not an environment variable's name (letters, digits and _, not starting with a digit)", key + 4);
+            return false;
+        }
+    } else {
+        p->target = PARAM_PATH;
+        if (!path_exists(filled, key)) {
+            param_error(errs, key, "parameter %s is not a path in the base config%s: name a field that is there "
+                        "(defaults count), dotted, e.g. train.optimizer.lr or model.hidden.0", NULL);
+            return false;
+        }
+    }
+    if (!json_is_object(o)) {
+        param_error(errs, key, "parameter %s must be an object: {\"values\": [...]} or {\"min\", \"max\", \"log\", \"type\"}%s", NULL);
+        return false;
+    }
+    const json_t *values = json_object_get(o, "values");
+    if (values) {
+        if (!json_is_array(values) || json_array_size(values) == 0) {
+            param_error(errs, key, "parameter %s: values must be a non-empty array%s", NULL);
+            return false;
+        }
+        p->values = json_deep_copy(values);
+        return true;
+    }
+    const json_t *mn = json_object_get(o, "min"), *mx = json_object_get(o, "max");
+    if (!json_is_number(mn) || !json_is_number(mx)) {
+        param_error(errs, key, "parameter %s needs values: [...], or min and max (numbers)%s", NULL);
+        return false;
+    }
+    p->min = json_number_value(mn);
+    p->max = json_number_value(mx);
+    p->log = json_is_true(json_object_get(o, "log"));
+    const char *type = json_string_value(json_object_get(o, "type"));
+    p->is_int = type ? strcmp(type, "int") == 0 : json_is_integer(mn) && json_is_integer(mx);
+    if (type && strcmp(type, "int") != 0 && strcmp(type, "float") != 0) {
+        param_error(errs, key, "parameter %s: type must be \"float\" or \"int\" (got \"%s\")", type);
+        return false;
+    }
+    char detail[128];
+    if (p->min > p->max || (p->is_int && ceil(p->min) > floor(p->max))) {
+        snprintf(detail, sizeof detail, "min %g, max %g", p->min, p->max);
+        param_error(errs, key, "parameter %s: the range is empty (%s): min must be at most max", detail);
+        return false;
+    }
+    if (p->log && p->min <= 0) {
+        snprintf(detail, sizeof detail, "%g", p->min);
+        param_error(errs, key, "parameter %s: a log range needs min > 0 (got %s)", detail);
+        return false;
+    }
+    return true;
+}
+
+/* The value parameter p takes for u in [0, 1) (random search). */
+static json_t *sample(const sweep_param *p, double u) {
+    if (p->values) {
+        size_t n = json_array_size(p->values), i = (size_t)(u * (double)n);
+        return json_incref(json_array_get(p->values, i < n ? i : n - 1));
+    }
+    if (p->is_int) {
+        double lo = ceil(p->min), hi = floor(p->max), v;
+        if (p->log) v = round(exp(log(lo) + u * (log(hi) - log(lo))));
+        else v = floor(lo + u * (hi - lo + 1));
+        return json_integer((json_int_t)fmin(fmax(v, lo), hi));
+    }
+    double v = p->log ? exp(log(p->min) + u * (log(p->max) - log(p->min))) : p->min + u * (p->max - p->min);
+    return json_real(fmin(fmax(v, p->min), p->max));
+}
+
+/* The grid's i-th value of p. */
+static json_t *grid_value(const sweep_param *p, long i) {
+    if (p->values) return json_incref(json_array_get(p->values, (size_t)i));
+    return json_integer((json_int_t)(ceil(p->min) + (double)i));
+}
+
+/* SplitMix64: a stream of its own for every (seed, trial, parameter), so a trial's
+ * values do not depend on which trials were made before it. */
+static double uniform(uint64_t seed, int trial, int param) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * ((uint64_t)trial * 1000003ULL + (uint64_t)param + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+json_t *sweep_trial_params(const sweep_spec *s, int trial) {
+    json_t *out = json_object();
+    long rest = trial;
+    for (int i = s->n_params - 1; i >= 0; i--) { /* the grid: the last parameter varies fastest */
+        const sweep_param *p = &s->params[i];
+        json_t *v;
+        if (s->method == METHOD_GRID) {
+            long n = grid_count(p);
+            v = grid_value(p, rest % n);
+            rest /= n;
+        } else {
+            v = sample(p, uniform(s->seed, trial, i));
+        }
+        json_object_set_new(out, p->key, v);
+    }
+    /* in the parameters' order, for a person */
+    json_t *ordered = json_object();
+    for (int i = 0; i < s->n_params; i++) json_object_set(ordered, s->params[i].key, json_object_get(out, s->params[i].key));
+    json_decref(out);
+    return ordered;
+}
+
+static char *replace_all(const char *text, const char *what, const char *with) {
+    buf_t b = {0};
+    size_t wl = strlen(what);
+    const char *at;
+    while ((at = strstr(text, what))) {
+        buf_append(&b, text, (size_t)(at - text));
+        buf_append(&b, with, strlen(with));
+        text = at + wl;
+    }
+    buf_append(&b, text, strlen(text) + 1);
+    return b.data;
+}
+
+json_t *sweep_trial_config(const sweep_spec *s, const json_t *params, const char *run_name) {
+    json_t *cfg = json_deep_copy(s->base);
+    if (run_name) json_object_set_new(cfg, "name", json_string(run_name));
+    if (s->preemptible) json_object_set_new(cfg, "preemptible", json_true());
+    for (int i = 0; i < s->n_params; i++) {
+        const sweep_param *p = &s->params[i];
+        json_t *v = json_object_get(params, p->key);
+        if (!v) continue;
+        if (p->target == PARAM_PATH) {
+            if (!path_set(cfg, p->key, json_incref(v))) { /* a default the base leaves out: fill them first */
+                run_config_validate(cfg, &(schema_errors){0});
+                path_set(cfg, p->key, json_incref(v));
+            }
+        } else if (p->target == PARAM_ENV) {
+            json_t *env = json_object_get(cfg, "env");
+            if (!json_is_object(env)) {
+                env = json_object();
+                json_object_set_new(cfg, "env", env);
+            }
+            char *t = value_text(v);
+            json_object_set_new(env, p->key + 4, json_string(t));
+            free(t);
+        } else {
+            json_t *cmd = json_object_get(cfg, "command");
+            char *t = value_text(v);
+            for (size_t j = 0; j < json_array_size(cmd); j++) {
+                const char *a = json_string_value(json_array_get(cmd, j));
+                if (!a || !strstr(a, p->key)) continue;
+                char *r = replace_all(a, p->key, t);
+                json_array_set_new(cmd, j, json_string(r));
+                free(r);
+            }
+            free(t);
+        }
+    }
+    return cfg;
+}
+
+/* Validates the base with `params` applied; the first violation, named with the
+ * parameters, into errs. */
+static void check_point(const sweep_spec *s, const json_t *params, schema_errors *errs) {
+    json_t *cfg = sweep_trial_config(s, params, NULL);
+    schema_errors e = {0};
+    run_config_validate(cfg, &e);
+    if (e.count) {
+        char *ptext = json_dumps(params, JSON_FLAGS);
+        schema_errors_add(errs, "/parameters", "the parameters %s make an invalid run config: %s %s", ptext,
+                          e.items[0].pointer, e.items[0].message);
+        free(ptext);
+    }
+    schema_errors_free(&e);
+    json_decref(cfg);
+}
+
+static int int_field(const json_t *o, const char *k, int dflt, int lo, int hi, const char *ptr, schema_errors *errs) {
+    const json_t *v = json_object_get(o, k);
+    if (!v) return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        schema_errors_add(errs, ptr, "must be an integer from %d to %d", lo, hi);
+        return dflt;
+    }
+    return (int)json_integer_value(v);
+}
+
+sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
+    size_t before = schema_errors_total(errs);
+    if (!json_is_object(body)) {
+        schema_errors_add(errs, "", "a sweep is a JSON object: {name, base, method, parameters, metric, ...}");
+        return NULL;
+    }
+    sweep_spec *s = xcalloc(1, sizeof *s);
+    const json_t *name = json_object_get(body, "name");
+    if (name && !json_is_string(name)) schema_errors_add(errs, "/name", "must be a string");
+    s->name = xstrdup(json_is_string(name) ? json_string_value(name) : "sweep");
+    const json_t *base = json_object_get(body, "base");
+    if (!json_is_object(base)) {
+        schema_errors_add(errs, "/base", "must be a run config (an object): what every trial runs, before its parameters");
+        sweep_spec_free(s);
+        return NULL;
+    }
+    s->base = json_deep_copy(base);
+    s->command = command_run_is(base);
+    json_t *filled = json_deep_copy(base);
+    schema_errors be = {0};
+    run_config_validate(filled, &be);
+    for (size_t i = 0; i < be.count; i++) {
+        char *ptr = xasprintf("/base%s", be.items[i].pointer);
+        schema_errors_add(errs, ptr, "%s", be.items[i].message);
+        free(ptr);
+    }
+    schema_errors_free(&be);
+    s->epochs = (int)json_integer_value(json_object_get(json_object_get(filled, "train"), "epochs"));
+    int every = (int)json_integer_value(json_object_get(json_object_get(filled, "checkpoint"), "every_epochs"));
+
+    const char *method = json_string_value(json_object_get(body, "method"));
+    if (!method || strcmp(method, "grid") == 0) s->method = METHOD_GRID;
+    else if (strcmp(method, "random") == 0) s->method = METHOD_RANDOM;
+    else schema_errors_add(errs, "/method", "must be \"grid\" or \"random\" (got \"%s\")", method);
+    const json_t *seed = json_object_get(body, "seed");
+    if (seed && !json_is_integer(seed)) schema_errors_add(errs, "/seed", "must be an integer");
+    s->seed = (uint64_t)json_integer_value(seed);
+    s->parallel = int_field(body, "parallel", 2, 1, 256, "/parallel", errs);
+    s->preemptible = json_is_true(json_object_get(body, "preemptible"));
+
+    const json_t *params = json_object_get(body, "parameters");
+    if (!json_is_object(params) || json_object_size(params) == 0) {
+        schema_errors_add(errs, "/parameters", "must be a non-empty object: {\"train.optimizer.lr\": {\"values\": [0.01, 0.1]}, ...}");
+    } else {
+        s->params = xcalloc(json_object_size(params), sizeof *s->params);
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)params, key, v) {
+            if (parse_param(s, key, v, filled, &s->params[s->n_params], errs)) s->n_params++;
+            else {
+                free(s->params[s->n_params].key);
+                json_decref(s->params[s->n_params].values);
+            }
+        }
+    }
+    json_decref(filled);
+
+    /* how many trials */
+    const json_t *mt = json_object_get(body, "max_trials");
+    s->max_trials = int_field(body, "max_trials", 0, 1, SWEEP_MAX_TRIALS, "/max_trials", errs);
+    if (s->method == METHOD_GRID && schema_errors_total(errs) == before) {
+        double size = 1;
+        for (int i = 0; i < s->n_params; i++) {
+            long n = grid_count(&s->params[i]);
+            if (n == 0) {
+                param_error(errs, s->params[i].key, "parameter %s is a float range, which a grid cannot walk: give "
+                            "values: [...], or use method \"random\"%s", NULL);
+            }
+            size *= (double)n;
+        }
+        if (schema_errors_total(errs) == before) {
+            if (size > SWEEP_MAX_TRIALS)
+                schema_errors_add(errs, "/parameters", "the grid has %.0f trials, more than a sweep may make (%d): "
+                                  "give fewer values, or use method \"random\" with max_trials", size, SWEEP_MAX_TRIALS);
+            else if (mt && size > s->max_trials)
+                schema_errors_add(errs, "/max_trials", "the grid has %.0f trials but max_trials is %d: raise "
+                                  "max_trials, or give fewer values", size, s->max_trials);
+            s->n_trials = (int)size;
+        }
+    } else if (s->method == METHOD_RANDOM) {
+        if (!mt) schema_errors_add(errs, "/max_trials", "a random search needs max_trials (how many trials to draw)");
+        s->n_trials = s->max_trials;
+    }
+    if (!s->max_trials) s->max_trials = s->n_trials;
+
+    /* the metric */
+    const json_t *metric = json_object_get(body, "metric");
+    const char *mkey = json_string_value(json_object_get(metric, "key"));
+    const char *goal = json_string_value(json_object_get(metric, "goal"));
+    if (!mkey || !*mkey || strlen(mkey) >= sizeof s->metric) {
+        schema_errors_add(errs, "/metric/key", "must name the metric to judge trials by: a column of the epoch "
+                          "table (test_loss, test_acc, train_loss, ...) or, for a command run, a series it reports");
+    } else {
+        snprintf(s->metric, sizeof s->metric, "%s", mkey);
+        if (!s->command && !is_epoch_key(mkey))
+            schema_errors_add(errs, "/metric/key", "a built-in run reports test_loss, test_acc, train_loss, lr, "
+                              "seconds and samples_per_s per epoch; \"%s\" is none of them", mkey);
+    }
+    if (goal && strcmp(goal, "minimize") != 0 && strcmp(goal, "maximize") != 0)
+        schema_errors_add(errs, "/metric/goal", "must be \"minimize\" or \"maximize\" (got \"%s\")", goal);
+    s->maximize = goal && strcmp(goal, "maximize") == 0;
+
+    /* early stopping */
+    const json_t *es = json_object_get(body, "early_stopping");
+    if (es && !json_is_null(es)) {
+        const char *type = json_string_value(json_object_get(es, "type"));
+        if (type && strcmp(type, "asha") == 0) s->stop = STOP_ASHA;
+        else if (type && strcmp(type, "median") == 0) s->stop = STOP_MEDIAN;
+        else schema_errors_add(errs, "/early_stopping/type", "must be \"asha\" or \"median\"");
+        s->min_resource = int_field(es, "min_resource", 1, 1, 100000, "/early_stopping/min_resource", errs);
+        s->reduction_factor = int_field(es, "reduction_factor", 3, 2, 100, "/early_stopping/reduction_factor", errs);
+        s->min_trials = int_field(es, "min_trials", 3, 1, SWEEP_MAX_TRIALS, "/early_stopping/min_trials", errs);
+        if (s->stop != STOP_NONE && !s->command && s->min_resource >= s->epochs)
+            schema_errors_add(errs, "/early_stopping/min_resource", "is %d epochs but the base trains %d: a trial "
+                              "would finish before it is judged; use a min_resource below train.epochs",
+                              s->min_resource, s->epochs);
+        if (s->stop == STOP_ASHA && !s->command && every < 1)
+            schema_errors_add(errs, "/base/checkpoint/every_epochs", "is 0, but ASHA pauses a trial at a rung and "
+                              "continues it from its checkpoint: give checkpoint.every_epochs 1");
+        if (s->stop == STOP_ASHA && !s->command && every > 1)
+            schema_errors_add(errs, "/base/checkpoint/every_epochs", "is %d, but a trial paused at a rung continues "
+                              "from its newest checkpoint: give checkpoint.every_epochs 1", every);
+    }
+
+    /* every trial a valid run config: each grid point, or a random range's ends */
+    if (schema_errors_total(errs) == before) {
+        if (s->method == METHOD_GRID) {
+            for (int t = 0; t < s->n_trials && schema_errors_total(errs) == before; t++) {
+                json_t *p = sweep_trial_params(s, t);
+                check_point(s, p, errs);
+                json_decref(p);
+            }
+        } else {
+            for (int i = 0; i < s->n_params && schema_errors_total(errs) == before; i++) {
+                const sweep_param *p = &s->params[i];
+                size_t n = p->values ? json_array_size(p->values) : 2;
+                for (size_t j = 0; j < n && schema_errors_total(errs) == before; j++) {
+                    json_t *one = json_object();
+                    json_t *v = p->values ? json_incref(json_array_get(p->values, j))
+                              : p->is_int ? json_integer((json_int_t)(j ? floor(p->max) : ceil(p->min)))
+                                          : json_real(j ? p->max : p->min);
+                    json_object_set_new(one, p->key, v);
+                    check_point(s, one, errs);
+                    json_decref(one);
+                }
+            }
+        }
+    }
+    if (schema_errors_total(errs) != before) {
+        sweep_spec_free(s);
+        return NULL;
+    }
+    /* what GET /sweeps/{id} shows: the body with its defaults */
+    s->spec = json_deep_copy(body);
+    json_object_set_new(s->spec, "name", json_string(s->name));
+    json_object_set_new(s->spec, "method", json_string(s->method == METHOD_GRID ? "grid" : "random"));
+    json_object_set_new(s->spec, "seed", json_integer((json_int_t)s->seed));
+    json_object_set_new(s->spec, "max_trials", json_integer(s->max_trials));
+    json_object_set_new(s->spec, "parallel", json_integer(s->parallel));
+    json_object_set_new(s->spec, "metric", json_pack("{s:s,s:s}", "key", s->metric, "goal", s->maximize ? "maximize" : "minimize"));
+    if (s->stop != STOP_NONE)
+        json_object_set_new(s->spec, "early_stopping",
+                            json_pack("{s:s,s:i,s:i,s:i}", "type", s->stop == STOP_ASHA ? "asha" : "median",
+                                      "min_resource", s->min_resource, "reduction_factor", s->reduction_factor,
+                                      "min_trials", s->min_trials));
+    return s;
+}
+
+sweep_spec *sweep_spec_load(const char *spec_json) {
+    json_t *body = json_loads(spec_json, 0, NULL);
+    schema_errors e = {0};
+    sweep_spec *s = body ? sweep_spec_parse(body, &e) : NULL;
+    schema_errors_free(&e);
+    json_decref(body);
+    return s;
+}
+
+void sweep_spec_free(sweep_spec *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_params; i++) {
+        free(s->params[i].key);
+        json_decref(s->params[i].values);
+    }
+    free(s->params);
+    free(s->name);
+    json_decref(s->spec);
+    json_decref(s->base);
+    free(s);
+}
+
+int sweep_rung_epochs(const sweep_spec *s, int rung) {
+    long e = s->min_resource;
+    for (int k = 0; k < rung; k++) e *= s->reduction_factor;
+    return e < s->epochs ? (int)e : 0;
+}
+
+bool sweep_better(const sweep_spec *s, double a, double b) { return s->maximize ? a > b : a < b; }

@@ -1,0 +1,78 @@
+/* A sweep as submitted (POST /sweeps): parsed, checked before any trial starts, and
+ * expanded into its trials. What a trial is (its parameters, its run config) is a pure
+ * function of the spec and the trial's number, so a restarted server makes the same
+ * trial again and a seeded random search gives the same trials twice.
+ *
+ * Parameters are named by where they go:
+ *   "train.optimizer.lr", "model.hidden.0"  a JSON path into the base config (an object
+ *                                           member or an array index that is there,
+ *                                           defaults filled)
+ *   "env.LR"                                a command run's environment variable
+ *   "{lr}"                                  a placeholder in a command run's `command`
+ * each with `values: [...]`, or `min`/`max` with `log` and `type` ("float", "int"). */
+#ifndef DDPD_SWEEP_SPEC_H
+#define DDPD_SWEEP_SPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "validator.h"
+
+/* The most trials one sweep may make (a grid larger than this is refused). */
+#define SWEEP_MAX_TRIALS 1000
+
+typedef enum { PARAM_PATH, PARAM_ENV, PARAM_PLACEHOLDER } param_target;
+
+typedef struct {
+    char *key;           /* as submitted: "train.optimizer.lr", "env.LR", "{lr}" */
+    param_target target;
+    json_t *values;      /* an array, or NULL for a range */
+    double min, max;
+    bool log, is_int;
+} sweep_param;
+
+typedef enum { METHOD_GRID, METHOD_RANDOM } sweep_method;
+typedef enum { STOP_NONE, STOP_ASHA, STOP_MEDIAN } stop_rule;
+
+typedef struct {
+    char *name;
+    json_t *spec;        /* the body, defaults filled: what GET /sweeps/{id} shows */
+    json_t *base;        /* the base run config as submitted */
+    bool command;        /* the base is a command run */
+    int epochs;          /* the base's train.epochs (what a built-in trial runs) */
+    sweep_param *params;
+    int n_params;
+    sweep_method method;
+    uint64_t seed;
+    int max_trials, parallel;
+    int n_trials;        /* how many it makes: the grid's size, or max_trials */
+    char metric[64];
+    bool maximize;
+    stop_rule stop;
+    int min_resource;    /* epochs before the first rung (ASHA) or the first judgement (median) */
+    int reduction_factor;
+    int min_trials;      /* median: how many other trials must have reported an epoch */
+    bool preemptible;    /* every trial preemptible */
+} sweep_spec;
+
+/* Parses and checks a body: every violation in errs (a pointer into the body and a
+ * sentence naming the parameter); NULL when there is one. The caller frees the spec. */
+sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs);
+/* Parses a spec stored by sweep_spec_parse's `spec` (it was checked then). */
+sweep_spec *sweep_spec_load(const char *spec_json);
+void sweep_spec_free(sweep_spec *s);
+
+/* Trial `trial`'s parameters: {"key": value, ...} (new reference). */
+json_t *sweep_trial_params(const sweep_spec *s, int trial);
+/* The base config with `params` applied and the trial's name (new reference). */
+json_t *sweep_trial_config(const sweep_spec *s, const json_t *params, const char *run_name);
+
+/* The rungs (ASHA): the epoch count at rung k, or 0 past the last rung (a rung is
+ * only where a trial still has epochs to go). */
+int sweep_rung_epochs(const sweep_spec *s, int rung);
+
+/* Whether metric a is better than b by the sweep's goal. */
+bool sweep_better(const sweep_spec *s, double a, double b);
+
+#endif

@@ -1,0 +1,68 @@
+/* The sweeps' tables (migrations/0012_sweeps.sql) on a connection of their own: the
+ * sweeps, their trials, the metric each trial had at each rung, and the searcher's
+ * decisions. Every function is called with sweep_store_lock held (the searcher's
+ * thread holds it for a whole pass; the API's handlers for one read or write). The
+ * runs' own rows are the store's (core/store.h); only read here. */
+#ifndef DDPD_SWEEP_STORE_H
+#define DDPD_SWEEP_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t id;
+    char *name, *owner, *spec, *reason; /* owner NULL: nobody in particular */
+    char status[16];
+    int n_trials, best_trial; /* best_trial -1: none yet */
+    int64_t created_at, finished_at; /* finished_at 0: not yet */
+} sweep_row;
+
+typedef struct {
+    int trial;
+    char *params; /* JSON text */
+    int64_t run_id; /* 0: not stored yet */
+    char state[16];
+    int rung, promoted;
+    double metric; /* NaN: none yet */
+    int metric_epoch; /* -1: none */
+    char *reason;
+} trial_row;
+
+int sweep_store_open(const char *db_path, char *err, size_t errlen);
+void sweep_store_close(void);
+void sweep_store_lock(void);
+void sweep_store_unlock(void);
+int sweep_store_begin(void);
+int sweep_store_commit(void);
+
+int64_t sweep_store_insert(const char *name, const char *owner, const char *spec, int n_trials, int64_t t);
+/* running_only: the sweeps the searcher carries on. Returns how many (*out malloc'd), or -1. */
+int sweep_store_list(sweep_row **out, bool running_only);
+/* 1 found, 0 not, -1 error. */
+int sweep_store_get(int64_t id, sweep_row *out);
+void sweep_row_free(sweep_row *r);
+int sweep_store_finish(int64_t id, const char *status, const char *reason, int64_t t);
+int sweep_store_set_best(int64_t id, int trial);
+
+int sweep_store_trials(int64_t id, trial_row **out);
+void trial_rows_free(trial_row *t, int n);
+int sweep_store_trial_put(int64_t id, const trial_row *t, int64_t now);
+
+int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t);
+int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t);
+/* The metrics recorded at `rung`, trial by trial (both arrays malloc'd). */
+int sweep_store_rung(int64_t id, int rung, int **trials, double **metrics);
+
+/* A run's status and reason (reason malloc'd or NULL): 1, 0 (no such run), -1. */
+int sweep_store_run_state(int64_t run_id, char status[16], char **reason);
+/* The run a sweep's trial has (0: none): for a restart that finds a trial's run stored
+ * but not yet its row. */
+int64_t sweep_store_trial_run(int64_t id, int trial);
+/* A run's metric per epoch (key: a column of the epoch table, or a series' key, whose
+ * points are per step): values[e] for e < n, NaN where missing. Returns n (the newest
+ * epoch + 1; for a series the number of points, its latest last), or -1. */
+int sweep_store_run_metric(int64_t run_id, const char *key, double **values);
+
+#endif
