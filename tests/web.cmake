@@ -18,6 +18,13 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(web_dashboard PROPERTIES TIMEOUT 900
       ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
+    # the sweep pages (#/sweeps, #/sweeps/{id}): a real sweep of real trials
+    add_test(NAME web_sweeps
+             COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
+                     ${CMAKE_CURRENT_LIST_DIR}/web/sweeps.test.mjs
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(web_sweeps PROPERTIES TIMEOUT 900
+      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
   else()
     message(WARNING "node is not installed: the dashboard's browser tests are not registered (scripts/install-deps.sh installs it)")
   endif()

@@ -1,6 +1,6 @@
 // The dashboard's entry point: the header (connection state, the token), the
 // "connection lost" banner, and the router: #/ runs (#/?compare=3,5 with runs 3 and 5
-// overlaid), #/runs/{id} a run, #/submit, #/nodes.
+// overlaid), #/runs/{id} a run, #/submit, #/nodes, #/sweeps and #/sweeps/{id} a sweep.
 import { get, getToken, onReachability, setToken } from './api.js';
 import { h } from './format.js';
 import { onConnectionState } from './live.js';
@@ -8,6 +8,8 @@ import { mountNodes } from './page_nodes.js';
 import { mountRun } from './page_run.js';
 import { mountRuns } from './page_runs.js';
 import { mountSubmit } from './page_submit.js';
+import { mountSweep } from './page_sweep.js';
+import { mountSweeps } from './page_sweeps.js';
 import { onWho, refreshWho } from './who.js';
 
 const main = document.getElementById('main');
@@ -22,8 +24,11 @@ function route() {
   const hash = location.hash || '#/';
   let m;
   document.title = 'ddpd';
-  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === (hash.startsWith('#/submit') ? '#/submit' : hash.startsWith('#/nodes') ? '#/nodes' : '#/'));
+  const section = ['#/submit', '#/nodes', '#/sweeps'].find((p) => hash.startsWith(p)) || '#/';
+  for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === section);
   if ((m = /^#\/runs\/(\d+)$/.exec(hash))) unmount = mountRun(main, Number(m[1]));
+  else if ((m = /^#\/sweeps\/(\d+)$/.exec(hash))) unmount = mountSweep(main, Number(m[1]));
+  else if (hash === '#/sweeps') unmount = mountSweeps(main);
   else if (hash === '#/submit') unmount = mountSubmit(main);
   else if (hash === '#/nodes') unmount = mountNodes(main);
   else if (hash === '#/' || hash === '#' || hash.startsWith('#/?')) unmount = mountRuns(main);

@@ -1,0 +1,138 @@
+// The dashboard's sweep pages in headless Chromium against a real ddpd running the real
+// trainer on Fashion-MNIST: a 2x2 sweep (learning rate on a log scale, by min/max
+// random search, and a width by listed values) followed live from the sweeps list to
+// its end; its page's trials table sorted by the metric, best first, with each trial's
+// parameters and run; the best trial named; the trials' curves overlaid (one line per
+// trial); the metric against each parameter, one point per trial, the learning rate's
+// axis logarithmic; the nav; cancel of a second sweep stops its trials. Screenshots
+// at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS.
+//
+// Run by ctest: node --test tests/web/sweeps.test.mjs (DDPD_BIN, DDP_TRAINER set).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { closeBrowser, fmnist, launchBrowser, screenshot, Server, until } from './ddpd_server.mjs';
+
+let server, browser;
+let passed = 0, failed = 0;
+const TIMEOUT = 300000;
+
+function it(name, fn) {
+  test(name, { timeout: TIMEOUT }, async () => {
+    try { await fn(); passed++; } catch (e) {
+      failed++;
+      if (server) process.stderr.write(`---- ddpd log ----\n${server.log.slice(-4000)}\n`);
+      throw e;
+    }
+  });
+}
+
+before(async () => {
+  server = new Server();
+  await server.start();
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  if (browser) await closeBrowser(browser);
+  if (server) { await server.stop(); server.cleanup(); }
+  console.log(`sweeps: ${passed} passed, ${failed} failed`);
+});
+
+async function open(hash, width = 1280) {
+  const page = await browser.newPage();
+  await page.setViewportSize({ width, height: 900 });
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(e.message));
+  page.on('dialog', (d) => d.accept());
+  await page.goto(`${server.url}/${hash}`);
+  return page;
+}
+
+// A small base run: 1 rank, a few hundred examples, 2 epochs.
+function base() {
+  return fmnist({ name: 'sweep-base', model: { hidden: [32] }, data: { limit: 600, test_limit: 200 },
+    train: { epochs: 2, batch_size: 32 }, distributed: { world_size: 1 } });
+}
+
+let sweepId = null;
+
+it('a sweep followed live from the list to its page: trials sorted by the metric, the best named, curves and scatters', async () => {
+  const list = await open('#/sweeps');
+  await list.waitForSelector('#sweeps-empty:not([hidden])');
+  const r = await server.api('POST', '/sweeps', {
+    name: 'lr-width', base: base(), method: 'random', seed: 7, max_trials: 4, parallel: 2,
+    parameters: { 'train.optimizer.lr': { min: 0.001, max: 0.1, log: true }, 'model.hidden.0': { values: [16, 48] } },
+    metric: { key: 'test_loss', goal: 'minimize' },
+  });
+  assert.equal(r.status, 201, `POST /sweeps: ${JSON.stringify(r.json)}`);
+  sweepId = r.json.id;
+  // the list learns of it live (a trial's run event), without a reload
+  await list.waitForSelector(`#sweeps-table tr[data-sweep="${sweepId}"]`, { timeout: 60000 });
+  assert.equal(await list.locator('nav a.active').textContent(), 'Sweeps', 'the nav marks Sweeps');
+  await list.click(`#sweeps-table tr[data-sweep="${sweepId}"] a`);
+  await list.waitForSelector('#sweep-trials tbody tr');
+
+  // live to its end, on the page that is open
+  await until(async () => (await list.locator('.title-line .badge').textContent()).trim().toLowerCase() === 'succeeded',
+    'the sweep page shows it succeeded', 240000, 500);
+  const api = (await server.api('GET', `/sweeps/${sweepId}`)).json;
+  assert.equal(api.trials.length, 4);
+  assert.ok(api.trials.every((t) => t.status === 'succeeded'), `every trial succeeded: ${JSON.stringify(api.trials.map((t) => [t.status, t.reason]))}`);
+  await until(async () => (await list.locator('#sweep-trials tbody tr').count()) === 4 &&
+    (await list.$$eval('#sweep-trials tbody tr', (trs) => trs.every((tr) => tr.dataset.status === 'succeeded'))),
+  'four trials, each succeeded', 20000, 200);
+
+  // sorted by the metric, best first; the best trial named, as the API names it
+  const order = await list.$$eval('#sweep-trials tbody tr', (trs) => trs.map((tr) => Number(tr.dataset.trial)));
+  const wanted = api.trials.slice().sort((a, b) => a.metric - b.metric || a.trial - b.trial).map((t) => t.trial);
+  assert.deepEqual(order, wanted, 'the trials table is sorted by test_loss, lowest first');
+  assert.equal(order[0], api.best.trial, 'the first row is the best trial');
+  assert.match(await list.locator('#sweep-best').textContent(), new RegExp(`trial ${api.best.trial}\\b`));
+  const firstRow = await list.locator('#sweep-trials tbody tr').first().textContent();
+  assert.ok(firstRow.includes(`#${api.best.run_id}`), `the best trial's run is linked: ${firstRow}`);
+  const headers = await list.$$eval('#sweep-trials thead th', (ths) => ths.map((th) => th.textContent));
+  assert.ok(headers.includes('train.optimizer.lr') && headers.includes('model.hidden.0'), `a column per parameter: ${headers}`);
+
+  // the metric against each parameter: a point per trial, the learning rate on a log axis
+  await until(async () => (await list.locator('#sweep-scatters .chart').count()) === 2, 'two scatters', 20000, 200);
+  const scatters = await list.$$eval('#sweep-scatters .chart', (els) => els.map((e) => ({ ...e.dataset })));
+  const lr = scatters.find((s) => s.param === 'train.optimizer.lr');
+  const width = scatters.find((s) => s.param === 'model.hidden.0');
+  assert.ok(lr && lr.points === '4' && lr.log === 'true', `the lr scatter: 4 points, log axis: ${JSON.stringify(lr)}`);
+  assert.ok(width && width.points === '4' && width.log === 'false', `the width scatter: 4 points: ${JSON.stringify(width)}`);
+  assert.ok(await list.locator('#sweep-scatters canvas').count() >= 2, 'the scatters are drawn');
+
+  // the trials' curves overlaid: one line per trial
+  await until(async () => (await list.locator('#compare-chart').getAttribute('data-series')) === '4',
+    'the compare chart has a line per trial', 30000, 200);
+  assert.equal(await list.locator('#compare-chart').getAttribute('data-metric'), 'test_loss', 'by the sweep\'s metric');
+  await screenshot(list, 'sweep-1280');
+  await list.setViewportSize({ width: 390, height: 844 });
+  await list.waitForTimeout(700);
+  const { scroll, win } = await list.evaluate(() => ({ scroll: document.documentElement.scrollWidth, win: window.innerWidth }));
+  assert.ok(scroll <= win + 1, `the sweep page fits 390 px: ${scroll}`);
+  await screenshot(list, 'sweep-390');
+  assert.deepEqual(list.errors, [], 'no script errors');
+  await list.close();
+});
+
+it('cancel on a sweep page stops its trials', async () => {
+  const r = await server.api('POST', '/sweeps', {
+    name: 'to-cancel', base: fmnist({ name: 'c', data: { limit: 4000, test_limit: 200 }, train: { epochs: 20 },
+      distributed: { world_size: 1 } }),
+    method: 'grid', parallel: 1, parameters: { 'train.optimizer.lr': { values: [0.01, 0.02, 0.03] } },
+    metric: { key: 'test_loss', goal: 'minimize' },
+  });
+  assert.equal(r.status, 201, JSON.stringify(r.json));
+  const page = await open(`#/sweeps/${r.json.id}`);
+  await page.waitForSelector('#cancel-sweep:not([hidden])');
+  await page.click('#cancel-sweep');
+  await until(async () => (await page.locator('.title-line .badge').textContent()).trim().toLowerCase() === 'canceled',
+    'the page shows the sweep canceled', 60000, 300);
+  assert.ok(await page.locator('#cancel-sweep').isHidden(), 'no cancel button on a canceled sweep');
+  const api = (await server.api('GET', `/sweeps/${r.json.id}`)).json;
+  assert.ok(api.trials.every((t) => !['pending', 'running', 'paused'].includes(t.status)),
+    `no trial is left queued or running: ${api.trials.map((t) => t.status)}`);
+  assert.deepEqual(page.errors, [], 'no script errors');
+  await page.close();
+});
