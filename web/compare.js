@@ -24,11 +24,11 @@ const MORE_COLORS = ['#0891b2', '#db2777', '#65a30d', '#4b5563', '#9333ea', '#ea
 export function colorOf(i) { const all = [...COLORS, ...MORE_COLORS]; return all[i % all.length]; }
 
 // A panel in `root`; returns { show(runs), dispose() }: runs is the selected
-// [{id, name, progress}], newest first.
-export function mountCompare(root) {
+// [{id, name, progress}], newest first. `metric`: the one shown first (a sweep's).
+export function mountCompare(root, firstMetric = 'loss') {
   let runs = [], uPlot = null, chart = null, disposed = false, drawing = 0;
   const cache = new Map(); // `${id}:${key}` -> {xs, ys, spe} | `${id}:epochs` -> epochs
-  const view = { metric: 'loss', x: 'step', log: false, smoothing: 0.6 };
+  const view = { metric: firstMetric, x: 'step', log: false, smoothing: 0.6 };
 
   const title = h('h2', { id: 'compare-title' }, 'Compare');
   const metric = h('select', { id: 'compare-metric', onchange: () => { view.metric = metric.value; draw(true); } });

@@ -54,8 +54,8 @@ export function mountSweep(root, id) {
   root.append(
     h('div', { class: 'page-head' }, h('div', { class: 'title-line' }, title, statusSlot), h('div', { class: 'actions' }, actionMsg, cancelBtn)),
     status, summary, reasonBox, bestBox, h('h2', {}, 'Trials'), table, scatterGrid);
-  const compare = mountCompare(root);
-  compare.panel.querySelector('#compare-clear').hidden = true;
+  let compare = null; // made once the sweep's metric is known (the chart shows it first)
+  const progress = new Map(); // run id -> its progress (the compare view offers step series with it)
 
   loadUPlot().then((u) => { uPlot = u; if (sweep) render(); }).catch(() => { /* the scatters say so when drawn */ });
 
@@ -101,15 +101,23 @@ export function mountSweep(root, id) {
     }
 
     // the curves of the trials that have reached the metric (one line per trial's run)
+    if (!compare) {
+      compare = mountCompare(root, sweep.metric.key);
+      compare.panel.querySelector('#compare-clear').hidden = true;
+    }
     for (const rid of changed) compare.refresh(rid);
     changed.clear();
     compare.show(trials.filter((t) => t.run_id && t.metric !== null && t.metric !== undefined)
-      .map((t) => ({ id: t.run_id, name: `trial ${t.trial}`, progress: null })));
+      .map((t) => ({ id: t.run_id, name: `trial ${t.trial}`, progress: progress.get(t.run_id) || null })));
   }
 
   async function load() {
-    try { sweep = await get(`/sweeps/${id}`); } catch (e) { status.textContent = e.message; status.hidden = false; return; }
+    let runs;
+    try {
+      [sweep, runs] = await Promise.all([get(`/sweeps/${id}`), get('/runs?limit=200').catch(() => ({ runs: [] }))]);
+    } catch (e) { status.textContent = e.message; status.hidden = false; return; }
     if (disposed) return;
+    for (const r of runs.runs || []) progress.set(r.id, r.progress || null);
     status.hidden = true;
     render();
   }
@@ -141,5 +149,5 @@ export function mountSweep(root, id) {
 
   const close = subscribe('/events', { ready: () => load(), run: soon, epoch: soon, deleted: soon });
   load();
-  return () => { disposed = true; clearTimeout(timer); close(); compare.dispose(); for (const s of scatters.values()) s.destroy(); };
+  return () => { disposed = true; clearTimeout(timer); close(); if (compare) compare.dispose(); for (const s of scatters.values()) s.destroy(); };
 }

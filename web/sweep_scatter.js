@@ -39,7 +39,8 @@ export function mountScatter(root, uPlot, index, path, spec, metric) {
     if (chart) chart.destroy();
     chart = mountChart(uPlot, chartEl, (width) => ({
       width, height: 220,
-      scales: { x: log ? { time: false, distr: 3, log: 10 } : { time: false } },
+      scales: { x: log ? { time: false, distr: 3, log: 10, range: (u, lo, hi) => [lo / 1.5, hi * 1.5] }
+        : { time: false, range: (u, lo, hi) => { const pad = (hi - lo || Math.abs(hi) || 1) * 0.08; return [lo - pad, hi + pad]; } } },
       series: [
         { label: path, value: (u, v) => (v === null ? '' : labels ? labels[v] ?? '' : num(v)) },
         { label: metric.key, stroke: '#2563eb', paths: () => null, points: { show: true, size: 8, fill: '#2563eb' }, value: (u, v) => (v === null ? '' : num(v)) },
