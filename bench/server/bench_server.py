@@ -250,7 +250,9 @@ def bench_queue(a):
         if p.returncode != 0:
             sys.exit(f"ddpd user add: {p.stderr}")
         tokens.append(p.stdout.strip().splitlines()[-1])
-    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state)
+    # reads too need a token on a server with users: user0's, unless a request names its own
+    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state,
+               headers={"Authorization": f"Bearer {tokens[0]}"})
     try:
         t0 = time.time()
         ids = []
