@@ -56,6 +56,7 @@ def ctl(s, *args, env=None, timeout=300, server=True):
     """Runs ddpctl; returns (exit status, stdout, stderr)."""
     e = dict(os.environ)
     e.pop("DDPD_TOKEN", None)
+    e.pop("DDPD_TOKEN_FILE", None)
     if server:
         e["DDPD_URL"] = f"http://127.0.0.1:{s.port}"
     e.update(env or {})
@@ -178,6 +179,18 @@ def case_queue_owners(a):
               f"a read without a token: refused, saying what to do: {rc} {err!r}")
         rc, out, err = ctl(s, "queue", env=as_bob)
         check(rc == 0 and out.startswith("nothing is queued"), f"an empty queue says so: {out!r}")
+        # or from a file only its owner reads (DDPD_TOKEN_FILE, --token-file)
+        token_path = os.path.join(state, "bob.token")
+        with open(os.open(token_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(tokens["bob"] + "\n")
+        rc, out, err = ctl(s, "queue", env={"DDPD_TOKEN_FILE": token_path})
+        check(rc == 0 and out.startswith("nothing is queued"), f"DDPD_TOKEN_FILE: the token read from it: {rc} {err!r}")
+        rc, out, err = ctl(s, "--token-file", token_path, "list")
+        check(rc == 0, f"--token-file: the token read from it: {rc} {err!r}")
+        os.chmod(token_path, 0o644)
+        rc, out, err = ctl(s, "queue", env={"DDPD_TOKEN_FILE": token_path})
+        check(rc == 2 and "may be read by others (mode 644): chmod 600" in err,
+              f"a token file others may read is refused, saying what to do: {rc} {err!r}")
         rc, out, err = ctl(s, "submit", config_file(long_run()), env=as_alice)
         busy = run_id(out)
         s.wait_status(busy, "running", timeout=60)
