@@ -181,7 +181,10 @@ int print_refusal(const http_reply *r, const char *context) {
     const char *pre = context && *context ? context : "";
     const char *sep = context && *context ? ": " : "";
     if (r->status == 401) {
-        fprintf(stderr, "ddpctl: %s%sddpd needs its token for this: pass --token or set DDPD_TOKEN\n", pre, sep);
+        fprintf(stderr, "ddpctl: %s%sddpd needs a token for this%s: pass --token TOKEN or set DDPD_TOKEN (your user's "
+                "token, which `ddpd user add` printed, or the server's)%s%s\n", pre, sep,
+                detail && strstr(detail, "not one this server knows") ? " (the one sent is not one it knows)" : "",
+                detail ? ". ddpd says: " : "", detail ? detail : "");
     } else if (json_array_size(errors) > 0) {
         /* a refused config: one line per field, as the server named it */
         fprintf(stderr, "ddpctl: %s%sthe server refused it (%zu problem%s):\n", pre, sep, json_array_size(errors),

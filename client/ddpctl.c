@@ -15,10 +15,11 @@
 #include "client_http.h"
 #include "ddpd_build_config.h"
 #include "follow.h"
+#include "token_file.h"
 #include "format.h"
 
 static const char USAGE[] =
-    "usage: ddpctl [--server URL] [--token TOKEN] COMMAND ...\n"
+    "usage: ddpctl [--server URL] [--token TOKEN | --token-file PATH] COMMAND ...\n"
     "\n"
     "  submit FILE [--follow]       submit a run config (FILE, or - for stdin); --follow: show its\n"
     "                               progress until it ends (a progress bar on a terminal)\n"
@@ -55,8 +56,11 @@ static const char USAGE[] =
     "\n"
     "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
     "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN): your user's token\n"
+    "  --token-file PATH  the token from the file's first line (DDPD_TOKEN_FILE; mode 600):\n"
+    "                 kept off the command line, where every local user can read it\n"
     "                 (ddpd user add), or the server's; needed to submit, cancel or resume when\n"
-    "                 ddpd has users or was started with --token\n"
+    "                 ddpd has users or was started with --token, and for everything once it\n"
+    "                 has users (unless it was started with --open-reads)\n"
     "\n"
     "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
     "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
@@ -724,6 +728,7 @@ static int cmd_metrics(const args *a) {
 
 int main(int argc, char **argv) {
     const char *env_url = getenv("DDPD_URL"), *env_token = getenv("DDPD_TOKEN");
+    const char *token_file = getenv("DDPD_TOKEN_FILE"), *flag_token = NULL, *flag_token_file = NULL;
     if (env_url && *env_url) CLIENT.base = env_url;
     if (env_token && *env_token) CLIENT.token = env_token;
     args a = {0};
@@ -749,7 +754,8 @@ int main(int argc, char **argv) {
         }
         const char **value = NULL;
         if (!strcmp(s, "--server")) value = &CLIENT.base;
-        else if (!strcmp(s, "--token")) value = &CLIENT.token;
+        else if (!strcmp(s, "--token")) value = &flag_token;
+        else if (!strcmp(s, "--token-file")) value = &flag_token_file;
         else if (!strcmp(s, "--key")) value = &a.key;
         else if (!strcmp(s, "--status")) value = &a.status;
         else if (!strcmp(s, "--limit")) value = &a.limit;
@@ -797,6 +803,18 @@ int main(int argc, char **argv) {
     if (!command) {
         fputs(USAGE, stderr);
         return EXIT_USAGE;
+    }
+    /* the token: a flag, else the environment; a file's beats the variable beside it */
+    if (flag_token && flag_token_file) return usage_error("%s", "give --token or --token-file, not both");
+    if (flag_token) CLIENT.token = flag_token;
+    else if (flag_token_file || (token_file && *token_file)) {
+        char err[512];
+        char *t = token_file_read(flag_token_file ? flag_token_file : token_file, err, sizeof err);
+        if (!t) {
+            fprintf(stderr, "ddpctl: %s\n", err);
+            return EXIT_USAGE;
+        }
+        CLIENT.token = t; /* kept for the life of the process */
     }
     if (torchrun_nproc && !strcmp(command, "run"))
         fprintf(stderr, "ddpctl: note: %s %s is the run's world size, all ranks on one node (distributed.world_size %s, "

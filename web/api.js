@@ -1,8 +1,10 @@
 // The dashboard's HTTP client: JSON requests to ddpd, the token (a user's, or the
-// server's: kept in localStorage, sent as "Authorization: Bearer" on requests that
-// change something, and to ask who it is),
-// and errors as the server words them (application/problem+json: detail, errors[]);
-// getText for an answer whose headers say something (the logs' next offset).
+// server's: kept in localStorage until "Sign out", sent as "Authorization: Bearer" on
+// every request: a server with users answers no read without one), and errors as the
+// server words them (application/problem+json: detail, errors[]); getText for an
+// answer whose headers say something (the logs' next offset). A read answered 401 (no
+// token, or one the server no longer knows) is told to onUnauthorized's listeners:
+// the page asks for a token again.
 
 const TOKEN_KEY = 'ddpd.token';
 
@@ -37,6 +39,28 @@ export async function whoami() {
   } catch { return null; }
 }
 
+// The event stream `path` with the token as ?access_token= (an EventSource cannot
+// send headers; ddpd takes it there on its event streams only, and never logs it).
+export function streamUrl(path) {
+  const token = getToken();
+  return token ? `${path}${path.includes('?') ? '&' : '?'}access_token=${encodeURIComponent(token)}` : path;
+}
+
+const unauthorizedListeners = new Set();
+// Called when a read is refused for want of a token the server knows.
+export function onUnauthorized(fn) { unauthorizedListeners.add(fn); return () => unauthorizedListeners.delete(fn); }
+export function noticeUnauthorized() { for (const fn of unauthorizedListeners) fn(); }
+
+// Whether this page may read ddpd with the token it has: 'ok', 'unauthorized' (the
+// server has users and no token it knows was sent) or 'offline'.
+export async function probe() {
+  const token = getToken();
+  try {
+    const res = await fetch('/runs?limit=1', { headers: token ? { Authorization: `Bearer ${token}` } : {}, cache: 'no-store' });
+    return res.status === 401 ? 'unauthorized' : 'ok';
+  } catch { return 'offline'; }
+}
+
 const listeners = new Set();
 // Called with true/false as requests reach ddpd or fail to.
 export function onReachability(fn) { listeners.add(fn); return () => listeners.delete(fn); }
@@ -46,7 +70,7 @@ function reachable(ok) { for (const fn of listeners) fn(ok); }
 async function send(method, path, body) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
-  if (token && method !== 'GET') headers.Authorization = `Bearer ${token}`;
+  if (token) headers.Authorization = `Bearer ${token}`;
   let init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -65,7 +89,8 @@ async function send(method, path, body) {
   let problem = null;
   try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
   let message = (problem && problem.detail) || `${res.status} ${res.statusText}`;
-  if (res.status === 401) message = 'This server needs a token to change anything: set it with the Token button at the top.';
+  if (res.status === 401 && method === 'GET') noticeUnauthorized();
+  if (res.status === 401) message = 'This server needs a token for this: set yours with the Token button at the top.';
   throw new ApiError(res.status, message, (problem && problem.errors) || []);
 }
 

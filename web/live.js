@@ -3,7 +3,10 @@
 // server replays what was missed; when the browser gives up (the server answered
 // with an error, e.g. while restarting) this opens a new stream that asks for the
 // events after the last one it saw (?last_event_id=). The connection's state goes
-// to the header's indicator and to the "connection lost" banner.
+// to the header's indicator and to the "connection lost" banner. The token goes as
+// ?access_token= (an EventSource sends no headers); a stream the server refuses
+// makes the page ask whether the token still reads (a 401 brings the sign-in back).
+import { noticeUnauthorized, probe, streamUrl } from './api.js';
 
 const EVENT_TYPES = ['ready', 'run', 'rank', 'epoch', 'checkpoint', 'attempt', 'deleted', 'step', 'heartbeat'];
 const stateListeners = new Set();
@@ -25,7 +28,7 @@ export function subscribe(path, handlers) {
 
   function open() {
     const url = lastId === null ? path : `${path}${path.includes('?') ? '&' : '?'}last_event_id=${encodeURIComponent(lastId)}`;
-    es = new EventSource(url);
+    es = new EventSource(streamUrl(url));
     es.onopen = () => { clearTimeout(lostTimer); setState('live'); };
     es.onerror = () => {
       if (closed) return;
@@ -34,6 +37,7 @@ export function subscribe(path, handlers) {
       lostTimer = setTimeout(() => setState('lost'), 1500);
       if (es.readyState === EventSource.CLOSED) {
         es = null;
+        probe().then((p) => { if (p === 'unauthorized' && !closed) noticeUnauthorized(); });
         clearTimeout(retryTimer);
         retryTimer = setTimeout(open, 3000);
       }

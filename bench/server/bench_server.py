@@ -24,11 +24,13 @@
            Python asyncio client where wrk is not installed: --get-client), plain and
            with If-None-Match (304s); with --baseline-ddpd, the plain GET of another
            ddpd build measured in the same rounds (each kind once a round, alternating),
-           and the ratios.
+           and the ratios. --get-users: each server has a user first, and every GET
+           carries its token (a server with users reads nothing without one).
 
 Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get] [--steps N]
                        [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]
-                       [--get-requests N] [--get-seconds S] [--get-rounds R] [--get-client auto|wrk|python]"""
+                       [--get-requests N] [--get-seconds S] [--get-rounds R] [--get-client auto|wrk|python]
+                       [--get-users]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -41,8 +43,9 @@ def iso_s(t):
 
 
 class Server:
-    def __init__(self, ddpd, trainer, slots=2, extra=(), state_dir=None):
+    def __init__(self, ddpd, trainer, slots=2, extra=(), state_dir=None, headers=None):
         self.dir = state_dir or tempfile.mkdtemp(prefix="ddpd-bench-")
+        self.headers = dict(headers or {})  # sent with every request (a user's token)
         self.log = open(os.path.join(self.dir, "server.log"), "wb")
         self.proc = subprocess.Popen([ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", self.dir,
                                       "--slots", str(slots), "--gpus", "none", "--trainer", trainer, *extra],
@@ -55,6 +58,7 @@ class Server:
 
     def req(self, method, path, body=None, headers=None, with_headers=False):
         hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        hdrs.update(self.headers)
         hdrs.update(headers or {})
         self.conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
         r = self.conn.getresponse()
@@ -246,7 +250,9 @@ def bench_queue(a):
         if p.returncode != 0:
             sys.exit(f"ddpd user add: {p.stderr}")
         tokens.append(p.stdout.strip().splitlines()[-1])
-    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state)
+    # reads too need a token on a server with users: user0's, unless a request names its own
+    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state,
+               headers={"Authorization": f"Bearer {tokens[0]}"})
     try:
         t0 = time.time()
         ids = []
@@ -460,9 +466,25 @@ def bench_get(a):
     # 64 connections and this script's own: above the default per-address cap (64),
     # whose refusals (503s) would be counted among the requests
     room = ["--max-connections-per-address", "128"]
-    servers = [("this build", Server(a.ddpd, trainer, slots=1, extra=room))]
+
+    def server(ddpd):
+        """A server of that build; with --get-users, on a state dir that has a user, its
+        token sent with every request."""
+        if not a.get_users:
+            return Server(ddpd, trainer, slots=1, extra=room), []
+        state = tempfile.mkdtemp(prefix="ddpd-bench-")
+        p = subprocess.run([ddpd, "user", "add", "bench", "--state-dir", state], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"get: ddpd user add: {p.stderr}")
+        token = p.stdout.strip().splitlines()[-1]
+        return (Server(ddpd, trainer, slots=1, extra=room, state_dir=state, headers={"Authorization": f"Bearer {token}"}),
+                [f"Authorization: Bearer {token}"])
+
+    this, auth = server(a.ddpd)
+    servers, auths = [("this build", this)], {"this build": auth}
     if a.baseline_ddpd:
-        servers.append(("baseline", Server(os.path.abspath(a.baseline_ddpd), trainer, slots=1, extra=room)))
+        base, auths["baseline"] = server(os.path.abspath(a.baseline_ddpd))
+        servers.append(("baseline", base))
     rows = {}
     load_before = os.getloadavg()
     try:
@@ -476,9 +498,10 @@ def bench_get(a):
         status304 = s0.req("GET", f"/runs/{rid}", headers={"If-None-Match": tag})[0]
         if status304 != 304:
             sys.exit(f"get: If-None-Match with the current tag -> {status304}, not 304")
-        modes = [("this build", "plain", s0, []), ("this build", "If-None-Match", s0, [f"If-None-Match: {tag}"])]
+        mine = auths["this build"]
+        modes = [("this build", "plain", s0, mine), ("this build", "If-None-Match", s0, mine + [f"If-None-Match: {tag}"])]
         if a.baseline_ddpd:
-            modes.append(("baseline", "plain", servers[1][1], []))
+            modes.append(("baseline", "plain", servers[1][1], auths["baseline"]))
         for i in range(a.get_rounds):  # alternating, to spread the machine's noise over all
             order = modes if i % 2 == 0 else modes[::-1]  # and none always first after a pause
             for name, mode, s, headers in order:
@@ -497,7 +520,8 @@ def bench_get(a):
               f"a Python asyncio client ({'wrk is not installed' if a.get_client == 'auto' else '--get-client python'})")
     print(f"get: GET /runs/{{id}} of a finished run ({size} bytes of JSON: config, 2 checkpoints); one connection:"
           f" {a.get_requests} GETs in a row (Python http.client); 64 connections: {client}, {a.get_seconds} s;"
-          f" {a.get_rounds} rounds alternating; {os.cpu_count()} cores; load average before"
+          f" {a.get_rounds} rounds alternating;{' each server with a user, every GET with its token;' if a.get_users else ''}"
+          f" {os.cpu_count()} cores; load average before"
           f" {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if a.baseline_ddpd:
         print(f"  baseline: {os.path.abspath(a.baseline_ddpd)}")
@@ -547,6 +571,8 @@ def main():
                    help="get: what makes the 64 connections (auto: wrk when installed, else Python)")
     p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
     p.add_argument("--baseline-ddpd", help="get: another ddpd binary measured in the same rounds (same trainer)")
+    p.add_argument("--get-users", action="store_true",
+                   help="get: each server has a user, and every GET sends its token")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")

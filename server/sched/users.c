@@ -191,10 +191,26 @@ auth_verdict users_identify(const char *authorization, caller *who) {
     return v;
 }
 
+/* The SHA-256 of the token this thread hashed last: a client's next read, on the same
+ * keep-alive connection, brings the same token (compared in constant time: the one
+ * kept may be another user's). */
+static void read_token_hash(const char *token, char hash[SHA256_HEX_LEN + 1]) {
+    static __thread char last_token[128], last_hash[SHA256_HEX_LEN + 1];
+    if (last_hash[0] && secret_equal(token, last_token)) {
+        memcpy(hash, last_hash, sizeof last_hash);
+        return;
+    }
+    sha256_hex(token, hash);
+    if (strlen(token) < sizeof last_token) {
+        memcpy(last_token, token, strlen(token) + 1);
+        memcpy(last_hash, hash, sizeof last_hash);
+    }
+}
+
 auth_verdict users_identify_read(const char *authorization, caller *who) {
     const char *token = auth_bearer_value(authorization);
     char hash[SHA256_HEX_LEN + 1] = "";
-    if (token) sha256_hex(token, hash);
+    if (token) read_token_hash(token, hash);
     pthread_mutex_lock(&U.mu);
     auth_verdict v = identify_locked(token, hash, who);
     if (v == AUTH_UNKNOWN && refresh_locked()) v = identify_locked(token, hash, who); /* a user added just now */

@@ -2,7 +2,7 @@
  * sweeps, their trials, the metric each trial had at each rung, and the searcher's
  * decisions. Every function is called with sweep_store_lock held (the searcher's
  * thread holds it for a whole pass; the API's handlers for one read or write). The
- * runs' own rows are the store's (core/store.h); only read here. */
+ * runs' own rows are the store's (store/store.h); only read here. */
 #ifndef DDPD_SWEEP_STORE_H
 #define DDPD_SWEEP_STORE_H
 

@@ -56,6 +56,7 @@ def ctl(s, *args, env=None, timeout=300, server=True):
     """Runs ddpctl; returns (exit status, stdout, stderr)."""
     e = dict(os.environ)
     e.pop("DDPD_TOKEN", None)
+    e.pop("DDPD_TOKEN_FILE", None)
     if server:
         e["DDPD_URL"] = f"http://127.0.0.1:{s.port}"
     e.update(env or {})
@@ -170,9 +171,26 @@ def case_queue_owners(a):
         p = subprocess.run([a.ddpd, "user", "add", name, "--state-dir", state], capture_output=True, text=True)
         tokens[name] = p.stdout.strip().splitlines()[-1]
     with H.Server(a.ddpd, a.trainer, state_dir=state) as s:
-        rc, out, err = ctl(s, "queue")
-        check(rc == 0 and out.startswith("nothing is queued"), f"an empty queue says so: {out!r}")
+        s.read_headers = {"Authorization": f"Bearer {tokens['alice']}"}
         as_alice, as_bob = {"DDPD_TOKEN": tokens["alice"]}, {"DDPD_TOKEN": tokens["bob"]}
+        # with users, reading needs a token too: ddpctl says what to do without one
+        rc, out, err = ctl(s, "queue")
+        check(rc == 4 and "ddpd needs a token for this" in err and "DDPD_TOKEN" in err,
+              f"a read without a token: refused, saying what to do: {rc} {err!r}")
+        rc, out, err = ctl(s, "queue", env=as_bob)
+        check(rc == 0 and out.startswith("nothing is queued"), f"an empty queue says so: {out!r}")
+        # or from a file only its owner reads (DDPD_TOKEN_FILE, --token-file)
+        token_path = os.path.join(state, "bob.token")
+        with open(os.open(token_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(tokens["bob"] + "\n")
+        rc, out, err = ctl(s, "queue", env={"DDPD_TOKEN_FILE": token_path})
+        check(rc == 0 and out.startswith("nothing is queued"), f"DDPD_TOKEN_FILE: the token read from it: {rc} {err!r}")
+        rc, out, err = ctl(s, "--token-file", token_path, "list")
+        check(rc == 0, f"--token-file: the token read from it: {rc} {err!r}")
+        os.chmod(token_path, 0o644)
+        rc, out, err = ctl(s, "queue", env={"DDPD_TOKEN_FILE": token_path})
+        check(rc == 2 and "may be read by others (mode 644): chmod 600" in err,
+              f"a token file others may read is refused, saying what to do: {rc} {err!r}")
         rc, out, err = ctl(s, "submit", config_file(long_run()), env=as_alice)
         busy = run_id(out)
         s.wait_status(busy, "running", timeout=60)
@@ -182,7 +200,7 @@ def case_queue_owners(a):
         rc, out, err = ctl(s, "submit", config_file(quick_run(name="his")), env=as_bob)
         his = run_id(out)
         check(rc == 0 and "position 1 in the queue" in out, f"bob's run is first in the queue: {out!r}")
-        rc, out, err = ctl(s, "queue")
+        rc, out, err = ctl(s, "queue", env=as_bob)
         lines = out.splitlines()
         check(rc == 0 and lines[0].split()[:5] == ["#", "ID", "OWNER", "PRIORITY", "NEEDS"], f"queue: a table: {lines[:1]}")
         rows = [l.split() for l in lines[1:3]]
@@ -191,12 +209,12 @@ def case_queue_owners(a):
         check("2 CPU slots on this host (0 free of 2)" in lines[1], f"what it waits for: {lines[1]!r}")
         check(any(l.split()[:1] == ["alice"] and l.split()[2] == "2" for l in lines if l.startswith("  alice")),
               f"the owners: alice holds 2 devices: {out!r}")
-        rc, out, err = ctl(s, "queue", "--json")
+        rc, out, err = ctl(s, "queue", "--json", env=as_bob)
         check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == [his, hers], "queue --json is the API's")
-        rc, out, err = ctl(s, "list")
+        rc, out, err = ctl(s, "list", env=as_bob)
         owners = {l.split()[0]: l.split()[2] for l in out.splitlines()[1:]}
         check(owners == {str(busy): "alice", str(hers): "alice", str(his): "bob"}, f"list names the owners: {owners}")
-        rc, out, err = ctl(s, "show", str(his))
+        rc, out, err = ctl(s, "show", str(his), env=as_alice)
         check(re.search(r"^  owner:     bob   priority: 0$", out, re.M) and "waits for: 2 CPU slots" in out,
               f"show names the owner and what it waits for: {out!r}")
         rc, out, err = ctl(s, "cancel", str(busy), env=as_bob)
@@ -306,7 +324,7 @@ def case_errors(a):
     with H.Server(a.ddpd, a.trainer, extra_args=["--token", "s3cret"]) as s:
         path = config_file(quick_run())
         rc, out, err = ctl(s, "submit", path)
-        check(rc == 4 and "needs its token" in err and "--token" in err, f"no token: refused, and how to give it: {err!r}")
+        check(rc == 4 and "needs a token" in err and "--token" in err, f"no token: refused, and how to give it: {err!r}")
         rc, out, err = ctl(s, "--token", "s3cret", "submit", path)
         check(rc == 0 and run_id(out), f"--token: accepted ({rc} {err!r})")
         rc, out, err = ctl(s, "submit", path, "--follow", env={"DDPD_TOKEN": "s3cret"})

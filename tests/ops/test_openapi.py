@@ -217,8 +217,11 @@ ROUTE_ENTRY = re.compile(r'\{\s*\.method\s*=\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,
 def route_tables(source):
     """(method, normalized path) of every route in server/**/*.c's route tables, and
     of those among them that take the run's secret instead of the token (the route's
-    .run_secret_auth set true)."""
+    .run_secret_auth set true). The sets of those open to all (.open: no token even
+    where reads need one) and of those that take the token as ?access_token= too
+    (.token_in_query) are ROUTE_FLAGS' after the call."""
     found, run_secret = set(), set()
+    ROUTE_FLAGS["open"], ROUTE_FLAGS["token_in_query"] = set(), set()
     for path in glob.glob(os.path.join(source, "server", "**", "*.c"), recursive=True):
         with open(path) as f:
             text = f.read()
@@ -226,7 +229,13 @@ def route_tables(source):
             found.add((m.group(1).lower(), normalize(m.group(2))))
             if re.search(r"\.run_secret_auth\s*=\s*true\b", m.group(3)):
                 run_secret.add((m.group(1).lower(), normalize(m.group(2))))
+            for flag in ROUTE_FLAGS:
+                if re.search(r"\." + flag + r"\s*=\s*true\b", m.group(3)):
+                    ROUTE_FLAGS[flag].add((m.group(1).lower(), normalize(m.group(2))))
     return found, run_secret
+
+
+ROUTE_FLAGS = {"open": set(), "token_in_query": set()}
 
 
 def run_secret(s, rid):
@@ -334,8 +343,16 @@ def run(a):
                 elif m in ("post", "put", "patch", "delete"):
                     check(op.get("security") == [{"bearer": []}, {}], f"{m.upper()} {template}: documents the token")
                     check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
-                else:
+                elif (m, normalize(template)) in ROUTE_FLAGS["open"]:
                     check(op.get("security") == [], f"{m.upper()} {template}: declares that it needs no token (security: [])")
+                elif (m, normalize(template)) in ROUTE_FLAGS["token_in_query"]:
+                    check(op.get("security") == [{"bearer": []}, {"accessToken": []}, {}],
+                          f"{m.upper()} {template}: documents the token, in the header or ?access_token=, once there are users")
+                    check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
+                else:
+                    check(op.get("security") == [{"bearer": []}, {}],
+                          f"{m.upper()} {template}: documents the token, needed once there are users")
+                    check("401" in op.get("responses", {}), f"{m.upper()} {template}: documents 401")
                 check(any(st.startswith("4") for st in op.get("responses", {})), f"{m.upper()} {template}: documents a 4xx")
 
     documented = {(m, normalize(t)) for t, item in doc["paths"].items() for m in METHODS if m in item}
@@ -514,6 +531,17 @@ def run(a):
             p = subprocess.run([a.ddpd, "user", "add", name, "--state-dir", s.state_dir], capture_output=True, text=True)
             tokens[name] = p.stdout.strip().splitlines()[-1] if p.returncode == 0 else ""
         as_alice, as_bob = ({"Authorization": f"Bearer {tokens[n]}"} for n in ("alice", "bob"))
+        # with users, every read but the open ones needs a token (401 without one)
+        wait_until(lambda: s.get("/users", anonymous=True).status == 401, "reads close once there are users")
+        for m, template in sorted(served):
+            if m != "get" or (m, template) in ROUTE_FLAGS["open"] or (m, template) in run_secret_routes:
+                continue
+            path = template.replace("{}", str(rid))
+            named = [t for t in doc["paths"] if normalize(t) == template]
+            r = s.request("GET", path, anonymous=True)
+            c.response("GET", named[0] if named else template, r, f"GET {path} without a token, once there are users")
+            check(r.status == 401, f"GET {path} without a token once there are users: 401, got {r.status}")
+        s.read_headers = as_alice  # the reads below: any user's token
         r = req("GET", "/users", "/users")
         check(r.status == 200 and [u["name"] for u in r.json()["users"]] == ["alice", "bob"], f"GET /users: {r.body[:300]!r}")
         r = req("GET", "/users/me", "/users/me", "who alice's token is", headers=as_alice)

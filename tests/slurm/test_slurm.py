@@ -512,6 +512,7 @@ def case_sharing(args):
         with e.server(state_dir=state, extra=["--slurm-account", "ml", "--slurm-user-account", "alice=physics",
                                               "--slurm-user-account", "carol=chem", "--slurm-allow-priority",
                                               "--slurm-preemptible-qos", "scavenger"]) as s:
+            s.read_headers = bearer(alice)  # with users, reading needs a token too
             r = s.post("/runs", dict(fmnist_config(**small), priority=-3), headers=bearer(alice))
             check(r.status == 201, f"alice's run of priority -3 is taken: {r.status} {r.body[:300]!r}")
             low = r.json().get("id")
@@ -542,6 +543,7 @@ def case_sharing(args):
                   "the server says carol, given an account, is no user")
             check("alice=physics: there is no ddpd user" not in server_log, "and nothing of alice, who is one")
         with e.server(state_dir=state, extra=["--slurm-account", "ml"]) as s:
+            s.read_headers = bearer(bob)
             r = s.post("/runs", dict(fmnist_config(**small), priority=5), headers=bearer(bob))
             rid = r.json().get("id") if r.status == 201 else None
             job = wait_until(lambda: job_of(s, rid), "the run's Slurm job", 60) if rid else None

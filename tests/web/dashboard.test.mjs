@@ -9,7 +9,8 @@
 // text); a failed run's reason; the nodes page (this host and an agent node that goes lost); a command run (the user's torch script, 2 ranks): its
 // command, a chart per series it reported, each rank's own log, and a log and a chart
 // that follow a live run without gaps or repeats; the connection lost and found again;
-// a server with users: the token asked for once, each run's owner, and "mine".
+// a server with users: the sign-in before any page, live updates with the token, each
+// run's owner, "mine", a replaced token bringing the sign-in back, and signing out.
 // Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/web/README.md).
 //
 // Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER, DDP_RUN set).
@@ -685,70 +686,97 @@ it('with a token, the dashboard sends the one the user enters', async () => {
   }
 });
 
-it('with users, the dashboard asks for a token once, shows each run\'s owner, and "mine" shows the user\'s own', async () => {
+it('with users, the dashboard signs in with a token before any page, follows live, shows each run\'s owner and "mine", and signs out', async () => {
   const shared = new Server();
   const tokens = {};
-  for (const name of ['alice', 'bob']) {
-    const r = spawnSync(DDPD, ['user', 'add', name, '--state-dir', shared.stateDir], { encoding: 'utf8' });
-    assert.equal(r.status, 0, `ddpd user add ${name}: ${r.stderr}`);
-    tokens[name] = r.stdout.trim().split('\n').pop();
-  }
+  const userCmd = (...args) => {
+    const r = spawnSync(DDPD, ['user', ...args, '--state-dir', shared.stateDir], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `ddpd user ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout.trim().split('\n').pop();
+  };
+  for (const name of ['alice', 'bob']) tokens[name] = userCmd('add', name);
   await shared.start();
   const as = async (token, method, p, body) => {
     const res = await fetch(shared.url + p, { method, body: body ? JSON.stringify(body) : undefined,
       headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) } });
     return res.status === 204 ? null : res.json();
   };
+  const ids = [];
   try {
     const hers = (await as(tokens.alice, 'POST', '/runs', fmnist({ name: 'alices', train: { epochs: 1 } }))).id;
     const his = (await as(tokens.bob, 'POST', '/runs', fmnist({ name: 'bobs', train: { epochs: 1 } }))).id;
+    ids.push([hers, 'alice'], [his, 'bob']);
     const page = await browser.newPage();
     await page.setViewportSize({ width: 1280, height: 900 });
     page.errors = [];
     page.on('pageerror', (e) => page.errors.push(e.message));
+    // without a token: the sign-in page, and nothing of the runs
     await page.goto(`${shared.url}/#/`);
-    await page.waitForSelector('#token-form:not([hidden])');
-    assert.match(await page.textContent('#token-hint'), /This server has users: enter your token/);
-    // the open form covers none of the page: the "New run" button stays visible and clickable
-    const newRun = await page.waitForSelector('main a.button.primary[href="#/submit"]');
-    const [form, button] = [await (await page.$('#token-form')).boundingBox(), await newRun.boundingBox()];
-    const overlap = form.x < button.x + button.width && button.x < form.x + form.width &&
-      form.y < button.y + button.height && button.y < form.y + form.height;
-    assert.ok(!overlap, `the token form does not lie over "New run": ${JSON.stringify({ form, button })}`);
-    assert.ok(await page.evaluate(({ x, y }) => document.elementFromPoint(x, y)?.closest('a')?.textContent === 'New run',
-      { x: button.x + button.width / 2, y: button.y + button.height / 2 }), '"New run" is what a click there reaches');
-    await page.fill('#token-input', tokens.alice);
-    await page.click('#token-form button[type=submit]');
+    await page.waitForSelector('#signin-form');
+    assert.match(await page.textContent('#signin-hint'), /ddpd user add/);
+    assert.equal(await page.$('tr[data-run]'), null, 'no run is shown before signing in');
+    assert.doesNotMatch(await page.textContent('main'), /alices|bobs/);
+    await shots(page, 'signin');
+    await page.goto(`${shared.url}/#/runs/${hers}`);
+    await page.waitForSelector('#signin-form');
+    assert.equal(await page.$('#run-facts'), null, 'a run\'s page asks for the token too');
+    await page.fill('#signin-token', 'f'.repeat(64));
+    await page.click('#signin-form button[type=submit]');
+    await until(() => page.isVisible('#signin-error'), 'a token nobody has is said so');
+    assert.match(await page.textContent('#signin-error'), /not a token this server knows/);
+    // signed in as alice: the page she asked for, then the runs with their owners
+    await page.fill('#signin-token', tokens.alice);
+    await page.click('#signin-form button[type=submit]');
+    await until(async () => /Owner\s*alice/.test((await page.textContent('#run-facts').catch(() => '')) || ''), 'her run\'s page');
     await until(async () => /Token ✓ alice/.test(await page.textContent('#token-button')), 'the button to name alice');
+    assert.ok(await page.isVisible('#sign-out'), 'a way to sign out');
+    await page.goto(`${shared.url}/#/`);
     await page.waitForSelector(`tr[data-run="${his}"]`);
     const owner = (id) => page.textContent(`tr[data-run="${id}"] td[data-label="Owner"]`);
     assert.equal((await owner(hers)).trim(), 'alice');
     assert.equal((await owner(his)).trim(), 'bob');
+    // live updates with the token (the event stream takes it as ?access_token=)
+    await until(() => page.evaluate(() => document.getElementById('conn').textContent === 'live'), 'live');
+    const third = (await as(tokens.bob, 'POST', '/runs', fmnist({ name: 'bobs-live', train: { epochs: 1 } }))).id;
+    ids.push([third, 'bob']);
+    await until(() => page.$(`tr[data-run="${third}"]`), 'a run submitted now, without a reload', 60000);
     assert.ok(await page.isVisible('#mine-label'), 'a user\'s token: the "Mine" filter is there');
     await page.check('#mine-filter');
     assert.ok(await page.isHidden(`tr[data-run="${his}"]`), 'mine: bob\'s run is hidden');
     assert.ok(await page.isVisible(`tr[data-run="${hers}"]`), 'mine: alice\'s run stays');
     await screenshot(page, 'runs-mine-1280');
-    // once asked, and the token kept: a reload asks no more, and the filter holds
+    // the token kept: a reload signs in by itself, and the filter holds
     await page.reload();
     await page.waitForSelector(`tr[data-run="${hers}"]`);
     await until(async () => /alice/.test(await page.textContent('#token-button')), 'the token kept');
-    assert.ok(await page.isHidden('#token-form'), 'the token is asked for once');
+    assert.equal(await page.$('#signin-form'), null, 'no sign-in after a reload');
     await until(() => page.isHidden(`tr[data-run="${his}"]`), 'the filter kept after a reload');
-    // a run's page names its owner
-    await page.goto(`${shared.url}/#/runs/${his}`);
-    await page.waitForSelector('#run-facts');
-    await until(async () => /Owner\s*bob/.test(await page.textContent('#run-facts')), 'the owner among the facts');
-    await page.uncheck('#mine-filter').catch(() => {});
-    await page.evaluate(() => { localStorage.removeItem('ddpd.token'); localStorage.removeItem('ddpd.mine'); localStorage.removeItem('ddpd.token-asked'); });
+    await page.uncheck('#mine-filter');
+    // her token replaced mid-session: the next read brings the sign-in back
+    const renewed = userCmd('token', 'alice');
+    await until(async () => (await fetch(`${shared.url}/runs`, { headers: { Authorization: `Bearer ${tokens.alice}` } })).status === 401,
+      'the server to refuse her old token');
+    tokens.alice = renewed;
+    await page.evaluate(() => { location.hash = '#/nodes'; });
+    await page.waitForSelector('#signin-form');
+    assert.match(await page.textContent('#signin-hint'), /no longer accepted/);
+    await page.fill('#signin-token', renewed);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#nodes, main h1');
+    assert.equal(await page.$('#signin-form'), null, 'signed in again with the new token');
+    // signing out forgets the token and shows the sign-in
+    await page.click('#sign-out');
+    await page.waitForSelector('#signin-form');
+    assert.equal(await page.evaluate(() => localStorage.getItem('ddpd.token')), null, 'the token is forgotten');
+    await page.evaluate(() => { localStorage.removeItem('ddpd.mine'); localStorage.removeItem('ddpd.token-asked'); });
     assert.deepEqual(page.errors, []);
     await page.close();
-    for (const [id, token] of [[hers, tokens.alice], [his, tokens.bob]]) {
-      await as(token, 'POST', `/runs/${id}/cancel`);
-      await until(async () => ['succeeded', 'failed', 'canceled'].includes((await shared.api('GET', `/runs/${id}`)).json.status),
-        `run ${id} to end`, 120000);
-    }
   } finally {
+    for (const [id, owner] of ids) await as(tokens[owner], 'POST', `/runs/${id}/cancel`).catch(() => {});
+    for (const [id] of ids) {
+      await until(async () => ['succeeded', 'failed', 'canceled'].includes((await as(tokens.bob, 'GET', `/runs/${id}`)).status),
+        `run ${id} to end`, 120000).catch(() => {});
+    }
     await shared.stop();
     shared.cleanup();
   }
