@@ -236,23 +236,55 @@ def case_asha_bit_for_bit(a):
               "the promoted trial's final checkpoint is byte for byte the straight run's")
 
 
+# A command trial that reports its epochs: a bad one (LR 5) then waits to be stopped,
+# so the rule's decision, not a race with its end, is what the test sees.
+MEDIAN_SCRIPT = ("import os, time, ddpd\n"
+                 "lr = float(os.environ['LR'])\n"
+                 "for e in range(3):\n"
+                 "    ddpd.log_epoch(e, test_loss=lr * 10 + 1.0 / (e + 1))\n"
+                 "ddpd.flush()\n"
+                 "if lr > 1:\n"
+                 "    time.sleep(600)\n")
+
+
+def command_server(a, root):
+    return Server(a.ddpd, None, slots=2, extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner])
+
+
+def work_root(script):
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-work-"))
+    os.mkdir(os.path.join(root, "proj"))
+    with open(os.path.join(root, "proj", "train.py"), "w") as f:
+        f.write(script)
+    return root
+
+
 def case_median_stops(a):
-    with Server(a.ddpd, a.trainer, slots=2) as s:
-        cfg = base(**{"train.epochs": 3, "data.limit": 1500})
-        body = {"name": "median", "base": cfg, "parallel": 1,
-                "parameters": {"train.optimizer.lr": {"values": [0.001, 0.002, 0.003, 5.0]}},
-                "metric": {"key": "test_loss", "goal": "minimize"},
-                "early_stopping": {"type": "median", "min_resource": 1, "min_trials": 3}}
-        sid = submit(s, body)["id"]
-        w = wait_sweep(s, sid, timeout=600)
-        if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
-            return
-        t = w["trials"]
-        check([x["status"] for x in t[:3]] == ["succeeded"] * 3, f"the first three run to the end: {t}")
-        check(t[3]["status"] == "stopped" and "median" in (t[3]["reason"] or ""),
-              f"the fourth (lr 5) is stopped by the median rule: {t[3]}")
-        run = s.run(t[3]["run_id"])
-        check(run["status"] == "stopped" and "median" in run["reason"], f"its run is stopped: {run['status']} {run['reason']}")
+    if not check(a.runner, "needs --runner"):
+        return
+    root = work_root(MEDIAN_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            body = {"name": "median", "parallel": 1,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.001, 0.002, 0.003, 5.0]}},
+                    "metric": {"key": "test_loss", "goal": "minimize"},
+                    "early_stopping": {"type": "median", "min_resource": 1, "min_trials": 3}}
+            sid = submit(s, body)["id"]
+            w = wait_sweep(s, sid, timeout=300)
+            if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+                return
+            t = w["trials"]
+            check([x["status"] for x in t[:3]] == ["succeeded"] * 3, f"the first three run to the end: {t}")
+            check(t[3]["status"] == "stopped" and "median" in (t[3]["reason"] or ""),
+                  f"the fourth (LR 5) is stopped by the median rule: {t[3]}")
+            run = s.wait_status(t[3]["run_id"], FINAL + ("stopped",), timeout=60)
+            check(run and run["status"] == "stopped" and "median rule at epoch" in run["reason"],
+                  f"its run ends stopped, naming the epoch: {run and (run['status'], run['reason'])}")
+            check(w["best"]["trial"] == 0, f"the best is LR 0.001: {w['best']}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def case_restart_mid_sweep(a):
@@ -294,16 +326,11 @@ SCRIPT = ("import os, sys, ddpd\n"
 
 
 def case_command_sweep(a):
-    if not a.runner:
-        check(False, "needs --runner")
+    if not check(a.runner, "needs --runner"):
         return
-    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-work-"))
+    root = work_root(SCRIPT)
     try:
-        os.mkdir(os.path.join(root, "proj"))
-        with open(os.path.join(root, "proj", "train.py"), "w") as f:
-            f.write(SCRIPT)
-        with Server(a.ddpd, None, slots=2, extra_args=["--allow-commands", "--work-root", root,
-                                                        "--runner", a.runner]) as s:
+        with command_server(a, root) as s:
             body = {"name": "cmd", "base": {"command": ["/usr/bin/python3", "train.py", "--width={width}"],
                                             "working_dir": "proj", "distributed": {"world_size": 1}},
                     "parameters": {"env.LR": {"values": [0.01, 0.1]}, "{width}": {"values": [32, 64]}},
@@ -319,6 +346,9 @@ def case_command_sweep(a):
             run = s.run(w["best"]["run_id"])
             check(run["config"]["env"]["LR"] == "0.01" and run["config"]["command"][2] == "--width=64",
                   f"its run's config: {run['config'].get('env')} {run['config'].get('command')}")
+            bad = dict(body, parameters={"{depth}": {"values": [1]}})
+            r = s.post("/sweeps", bad)
+            check(r.status == 400 and "{depth}" in r.json()["detail"], f"a placeholder not in the command: {r.body[:300]!r}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -340,7 +370,8 @@ def case_ddpctl_sweep(a):
             return p.returncode, p.stdout, p.stderr
 
         rc, out, err = ctl("sweep", "submit", path)
-        check(rc == 0 and "sweep 1" in out, f"ddpctl sweep submit: {rc} {out!r} {err!r}")
+        if not check(rc == 0 and "sweep 1 submitted" in out, f"ddpctl sweep submit: {rc} {out!r} {err!r}"):
+            return
         w = wait_sweep(s, 1)
         check(w and w["status"] == "succeeded", "the sweep succeeds")
         rc, out, err = ctl("sweep", "list")
