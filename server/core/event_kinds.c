@@ -623,6 +623,31 @@ static bool finish_ends_run(const store_op *op, int64_t result) {
 
 static void free_finish(store_op *op) { free(op->u.finish.reason); }
 
+/* A sweep's decision: published as it is (`run` is its trial's run, 0 for the sweep's own). */
+static int64_t apply_one(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    (void)db;
+    (void)st;
+    (void)op;
+    return 1;
+}
+
+static json_t *sse_sweep(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = json_pack("{s:I,s:I,s:s,s:s}", "run", (json_int_t)(op->run_id > 0 ? op->run_id : 0), "sweep",
+                          (json_int_t)op->u.sweep.sweep_id, "action", op->u.sweep.action ? op->u.sweep.action : "",
+                          "status", op->u.sweep.status ? op->u.sweep.status : "");
+    json_object_set_new(d, "trial", op->u.sweep.trial >= 0 ? json_integer(op->u.sweep.trial) : json_null());
+    json_object_set_new(d, "detail", json_string_or_null(op->u.sweep.detail));
+    json_object_set_new(d, "t", json_time(op->t));
+    return d;
+}
+
+static void free_sweep(store_op *op) {
+    free(op->u.sweep.action);
+    free(op->u.sweep.detail);
+    free(op->u.sweep.status);
+}
+
 static int64_t apply_reason(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     bind_text_or_null(st[0], 2, op->u.finish.reason);
@@ -959,6 +984,9 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_RUN_REASON,
         .sql = {"UPDATE runs SET reason = ?2 WHERE id = ?1 AND status = 'stopped'"},
         .apply = apply_reason, .sse_event = "run", .sse_data = sse_reason, .free_fields = free_finish,
+    },
+    [OP_SWEEP_EVENT] = {
+        .kind = OP_SWEEP_EVENT, .apply = apply_one, .sse_event = "sweep", .sse_data = sse_sweep, .free_fields = free_sweep,
     },
 };
 

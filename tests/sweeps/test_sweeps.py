@@ -61,6 +61,31 @@ def wait_sweep(s, sid, statuses=FINAL, timeout=400):
     return got
 
 
+def sweep_events(s, sid, until_action):
+    """The live feed's `sweep` events of sweep sid, from the start (last_event_id=0),
+    read until one of the sweep's own with action `until_action` has come."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    conn.request("GET", "/events?last_event_id=0")
+    r = conn.getresponse()
+    got, event = [], None
+    try:
+        while True:
+            line = r.fp.readline().decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "sweep":
+                d = json.loads(line[6:])
+                if d["sweep"] == sid:
+                    got.append(d)
+                    if d["trial"] is None and d["action"] == until_action:
+                        return got
+            elif not line:
+                event = None
+    finally:
+        conn.close()
+
+
 def sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -96,6 +121,16 @@ def case_grid_2x2(a):
                   f"{t['metric']} vs {epochs[-1]['test_loss']}")
         best = min(trials, key=lambda t: t["metric"])
         check(w["best"] and w["best"]["trial"] == best["trial"], f"the best trial is the lowest test_loss: {w['best']}")
+        events = sweep_events(s, made["id"], "succeeded")
+        actions = [(e["trial"], e["action"]) for e in events]
+        check(actions[0] == (None, "submitted") and actions[-1] == (None, "succeeded"),
+              f"the feed has the sweep's submission first and its end last: {actions}")
+        for k in range(4):
+            mine = [a for t, a in actions if t == k]
+            check(mine == ["made", "started", "succeeded"], f"trial {k}'s events: made, started, succeeded: {mine}")
+        started = [e for e in events if e["action"] == "started"]
+        check(sorted(e["run"] for e in started) == sorted(t["run_id"] for t in trials),
+              f"a trial's event names its run: {[(e['trial'], e['run']) for e in started]}")
         listed = s.get("/sweeps").json()["sweeps"]
         check([x["id"] for x in listed] == [made["id"]] and listed[0]["best"]["trial"] == best["trial"],
               f"GET /sweeps lists it with its best: {listed}")
