@@ -642,6 +642,26 @@ static json_t *sse_sweep(const store_op *op, int64_t result) {
     return d;
 }
 
+/* The sweeps' own writes, in the writer's transaction like every other change, so that
+ * the database keeps one writer; a statement the database refuses is logged and
+ * answered -1 (the rest of the batch goes on). */
+static int64_t apply_exec(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    (void)st;
+    if (write_fault_noted() || !op->u.exec.sql) return -1;
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, op->u.exec.sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        if (!write_fault_is(rc)) log_error("database write failed (%s): %s", op->u.exec.sql, msg ? msg : "?");
+        write_fault_note(db, rc);
+        sqlite3_free(msg);
+        return -1;
+    }
+    int64_t id = sqlite3_last_insert_rowid(db);
+    return id > 0 ? id : 1;
+}
+
+static void free_exec(store_op *op) { free(op->u.exec.sql); }
+
 static void free_sweep(store_op *op) {
     free(op->u.sweep.action);
     free(op->u.sweep.detail);
@@ -988,6 +1008,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_SWEEP_EVENT] = {
         .kind = OP_SWEEP_EVENT, .apply = apply_one, .sse_event = "sweep", .sse_data = sse_sweep, .free_fields = free_sweep,
     },
+    [OP_SWEEP_WRITE] = {.kind = OP_SWEEP_WRITE, .apply = apply_exec, .free_fields = free_exec},
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

@@ -104,6 +104,8 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
         t->run_id = run;
         snprintf(t->state, sizeof t->state, "running");
         decide(sw, t, "started", NULL);
+    } else if (run < 0) { /* the server's fault (the database cannot be written): made again next pass */
+        log_warn("sweep %lld trial %d: its run could not be stored, tried again: %s", (long long)sw->id, t->trial, err);
     } else {
         snprintf(t->state, sizeof t->state, "failed");
         set_reason(t, run == 0 && errs.count ? xasprintf("its run config was refused: %s %s", errs.items[0].pointer,
@@ -232,6 +234,7 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
         free(v);
         return;
     }
+    int seen = t->metric_epoch; /* the newest epoch looked at before */
     bool changed = latest != t->metric_epoch || v[latest] != t->metric;
     t->metric = v[latest];
     t->metric_epoch = latest;
@@ -267,7 +270,7 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
             changed = true;
         }
     } else if (s->stop == STOP_MEDIAN) {
-        for (int e = 0; e < n; e++)
+        for (int e = seen + 1; e < n; e++) /* each epoch once (a restart's again is ignored) */
             if (!isnan(v[e])) sweep_store_rung_put(sw->id, e, t->trial, v[e], now);
         if (median_stops(sw, s, t, latest, v[latest])) {
             decide(sw, t, "stopped", t->reason);

@@ -325,18 +325,19 @@ def case_median_stops(a):
 def case_restart_mid_sweep(a):
     state = tempfile.mkdtemp(prefix="ddpd-sweep-restart-")
     try:
-        body = {"name": "rs", "base": base(**{"train.epochs": 3, "data.limit": 3000}), "parallel": 2,
+        body = {"name": "rs", "base": base(**{"train.epochs": 6, "data.limit": 3000}), "parallel": 2,
                 "parameters": {"train.optimizer.lr": {"values": [0.001, 0.003]}, "model.hidden.0": {"values": [32, 64]}},
                 "metric": {"key": "test_loss"},
                 "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 2}}
         s = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
         s.start()
         sid = submit(s, body)["id"]
-        wait_until(lambda: len([t for t in sweep(s, sid)["trials"] if t["run_id"]]) >= 2 and
-                   any(t["metric"] is not None for t in sweep(s, sid)["trials"]),
-                   "two trials made and one with an epoch", 180, interval=0.1)
+        before = wait_until(lambda: (lambda w: w if len([t for t in w["trials"] if t["run_id"]]) >= 2 and
+                                     any(t["metric"] is not None for t in w["trials"]) else None)(sweep(s, sid)),
+                            "two trials made and one with an epoch", 180, interval=0.05)
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait()
+        check(before and before["status"] == "running", f"the server is killed mid-sweep: {before and before['status']}")
         with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
             w = wait_sweep(s2, sid, timeout=600)
             check(w and w["status"] == "succeeded", f"the sweep carries on and succeeds: {w and (w['status'], w['reason'])}")
