@@ -17,6 +17,7 @@
 #include "follow.h"
 #include "token_file.h"
 #include "format.h"
+#include "sweep_cmd.h"
 
 static const char USAGE[] =
     "usage: ddpctl [--server URL] [--token TOKEN | --token-file PATH] COMMAND ...\n"
@@ -53,6 +54,11 @@ static const char USAGE[] =
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
     "                               a series (loss, lr or samples_per_s; loss by default)\n"
     "  follow ID                    what submit --follow does, for a run submitted before\n"
+    "  sweep submit FILE | list | show ID | cancel ID  [--json]\n"
+    "                               sweeps (README \"Sweeps\"): submit one (FILE: base config,\n"
+    "                               parameters, method, metric, early stopping); list them; show\n"
+    "                               one with its trials sorted by the metric, best first; cancel\n"
+    "                               one and its trials\n"
     "\n"
     "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
     "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN): your user's token\n"
@@ -64,7 +70,7 @@ static const char USAGE[] =
     "\n"
     "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
     "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
-    "5 the run was canceled, 130 interrupted while following (the run goes on).\n";
+    "5 the run was canceled (or stopped by its sweep), 130 interrupted while following (the run goes on).\n";
 
 typedef struct {
     const char *positional[4];
@@ -430,6 +436,10 @@ static int cmd_show(const args *a) {
     json_decref(run);
     return EXIT_OK;
 }
+
+/* ---- sweep ---- */
+
+static int cmd_sweep(const args *a) { return sweep_command(a->positional, a->n_positional, a->json); }
 
 /* ---- queue ---- */
 
@@ -833,7 +843,7 @@ int main(int argc, char **argv) {
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
-        {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"},
+        {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"}, {"sweep", cmd_sweep, "j"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(command, commands[i].name) != 0) continue;

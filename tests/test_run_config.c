@@ -151,6 +151,7 @@ static const field fields[] = {
     {"/data/limit", LONG, AT(data.limit), NULL, 0, NULL},
     {"/data/test_limit", LONG, AT(data.test_limit), NULL, 0, NULL},
     {"/train/epochs", INT, AT(train.epochs), NULL, 0, NULL},
+    {"/train/stop_after_epochs", INT, AT(train.stop_after_epochs), NULL, 0, NULL},
     {"/train/batch_size", INT, AT(train.batch_size), NULL, 0, NULL},
     {"/train/smoke_test", BOOL, AT(train.smoke_test), NULL, 0, NULL},
     {"/train/grad_clip_norm", REAL, AT(train.grad_clip_norm), NULL, 0, NULL},

@@ -623,6 +623,51 @@ static bool finish_ends_run(const store_op *op, int64_t result) {
 
 static void free_finish(store_op *op) { free(op->u.finish.reason); }
 
+/* A sweep's decision: published as it is (`run` is its trial's run, 0 for the sweep's own). */
+static int64_t apply_one(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    (void)db;
+    (void)st;
+    (void)op;
+    return 1;
+}
+
+static json_t *sse_sweep(const store_op *op, int64_t result) {
+    if (result != 1) return NULL;
+    json_t *d = json_pack("{s:I,s:I,s:s,s:s}", "run", (json_int_t)(op->run_id > 0 ? op->run_id : 0), "sweep",
+                          (json_int_t)op->u.sweep.sweep_id, "action", op->u.sweep.action ? op->u.sweep.action : "",
+                          "status", op->u.sweep.status ? op->u.sweep.status : "");
+    json_object_set_new(d, "trial", op->u.sweep.trial >= 0 ? json_integer(op->u.sweep.trial) : json_null());
+    json_object_set_new(d, "detail", json_string_or_null(op->u.sweep.detail));
+    json_object_set_new(d, "t", json_time(op->t));
+    return d;
+}
+
+/* The sweeps' own writes, in the writer's transaction like every other change, so that
+ * the database keeps one writer; a statement the database refuses is logged and
+ * answered -1 (the rest of the batch goes on). */
+static int64_t apply_exec(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    (void)st;
+    if (write_fault_noted() || !op->u.exec.sql) return -1;
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, op->u.exec.sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        if (!write_fault_is(rc)) log_error("database write failed (%s): %s", op->u.exec.sql, msg ? msg : "?");
+        write_fault_note(db, rc);
+        sqlite3_free(msg);
+        return -1;
+    }
+    int64_t id = sqlite3_last_insert_rowid(db);
+    return id > 0 ? id : 1;
+}
+
+static void free_exec(store_op *op) { free(op->u.exec.sql); }
+
+static void free_sweep(store_op *op) {
+    free(op->u.sweep.action);
+    free(op->u.sweep.detail);
+    free(op->u.sweep.status);
+}
+
 static int64_t apply_reason(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     bind_text_or_null(st[0], 2, op->u.finish.reason);
@@ -960,6 +1005,10 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .sql = {"UPDATE runs SET reason = ?2 WHERE id = ?1 AND status = 'stopped'"},
         .apply = apply_reason, .sse_event = "run", .sse_data = sse_reason, .free_fields = free_finish,
     },
+    [OP_SWEEP_EVENT] = {
+        .kind = OP_SWEEP_EVENT, .apply = apply_one, .sse_event = "sweep", .sse_data = sse_sweep, .free_fields = free_sweep,
+    },
+    [OP_SWEEP_WRITE] = {.kind = OP_SWEEP_WRITE, .apply = apply_exec, .free_fields = free_exec},
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

@@ -36,6 +36,8 @@ typedef enum {
     OP_RUN_SUBMITTED, /* a queued run handed to a batch system (Slurm): its job id and secret, while it waits there */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
     OP_RUN_REASON,    /* a stopped run's reason, as its sweep's searcher decided on it (u.finish.reason): 1, else 0 */
+    OP_SWEEP_EVENT,   /* a sweep's searcher decided (server/sweep/): nothing stored but the feed's `sweep` event */
+    OP_SWEEP_WRITE,   /* the sweeps' tables written (server/sweep/sweep_store.c: u.exec.sql): result the last rowid, or 1 */
     OP_KIND_COUNT
 } store_op_kind;
 
@@ -78,6 +80,14 @@ typedef struct {
             int64_t sweep_id; /* a sweep's trial (server/sweep/): its sweep and number; 0: not a trial */
             int trial;
         } insert;
+        struct {
+            int64_t sweep_id;
+            int trial; /* -1: the sweep's own (submitted, finished, canceled) */
+            char *action, *detail, *status; /* detail may be NULL; status: the trial's, or the sweep's */
+        } sweep;
+        struct {
+            char *sql; /* statements with their values in them (sqlite3_mprintf's %Q) */
+        } exec;
         struct { char *devices, *secret, *job; int64_t pid, pid_start_time; } starting;
         struct { char *job, *secret; } submitted;
         struct { const char *status; char *reason; int64_t exit_code, exit_signal; } finish;

@@ -13,6 +13,7 @@
 #include "runs.h"
 #include "scheduler.h"
 #include "state_layout.h"
+#include "store.h"
 #include "sweep_spec.h"
 #include "sweep_store.h"
 
@@ -51,6 +52,18 @@ static void set_reason(trial_row *t, char *reason) {
     t->reason = reason;
 }
 
+/* The live feed's `sweep` event of a decision (GET /events; a trial's in its run's
+ * stream too). */
+static void publish(int64_t sweep_id, const trial_row *t, const char *action, const char *detail, const char *status) {
+    store_op op = {.kind = OP_SWEEP_EVENT, .run_id = t ? t->run_id : 0, .t = now_ms()};
+    op.u.sweep.sweep_id = sweep_id;
+    op.u.sweep.trial = t ? t->trial : -1;
+    op.u.sweep.action = xstrdup(action);
+    op.u.sweep.detail = xstrdup(detail);
+    op.u.sweep.status = xstrdup(t ? t->state : status);
+    store_submit_now(&op);
+}
+
 /* A decision and the trial's row it changes, in one transaction. */
 static void decide(const sweep_row *sw, trial_row *t, const char *action, const char *detail) {
     int64_t now = now_ms();
@@ -58,6 +71,7 @@ static void decide(const sweep_row *sw, trial_row *t, const char *action, const 
     sweep_store_trial_put(sw->id, t, now);
     sweep_store_decide(sw->id, t->trial, action, detail, now);
     sweep_store_commit();
+    publish(sw->id, t, action, detail, NULL);
     log_info("sweep %lld trial %d (run %lld): %s%s%s", (long long)sw->id, t->trial, (long long)t->run_id, action,
              detail ? ": " : "", detail ? detail : "");
 }
@@ -90,6 +104,8 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
         t->run_id = run;
         snprintf(t->state, sizeof t->state, "running");
         decide(sw, t, "started", NULL);
+    } else if (run < 0) { /* the server's fault (the database cannot be written): made again next pass */
+        log_warn("sweep %lld trial %d: its run could not be stored, tried again: %s", (long long)sw->id, t->trial, err);
     } else {
         snprintf(t->state, sizeof t->state, "failed");
         set_reason(t, run == 0 && errs.count ? xasprintf("its run config was refused: %s %s", errs.items[0].pointer,
@@ -218,6 +234,7 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
         free(v);
         return;
     }
+    int seen = t->metric_epoch; /* the newest epoch looked at before */
     bool changed = latest != t->metric_epoch || v[latest] != t->metric;
     t->metric = v[latest];
     t->metric_epoch = latest;
@@ -253,7 +270,7 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
             changed = true;
         }
     } else if (s->stop == STOP_MEDIAN) {
-        for (int e = 0; e < n; e++)
+        for (int e = seen + 1; e < n; e++) /* each epoch once (a restart's again is ignored) */
             if (!isnan(v[e])) sweep_store_rung_put(sw->id, e, t->trial, v[e], now);
         if (median_stops(sw, s, t, latest, v[latest])) {
             decide(sw, t, "stopped", t->reason);
@@ -431,6 +448,8 @@ static void sweep_pass(const sweep_row *sw) {
         sweep_store_finish(sw->id, succeeded ? "succeeded" : "failed", succeeded ? NULL : "no trial succeeded", now_ms());
         sweep_store_decide(sw->id, -1, succeeded ? "succeeded" : "failed", NULL, now_ms());
         sweep_store_commit();
+        publish(sw->id, NULL, succeeded ? "succeeded" : "failed", succeeded ? NULL : "no trial succeeded",
+                succeeded ? "succeeded" : "failed");
         log_info("sweep %lld %s: best trial %d", (long long)sw->id, succeeded ? "succeeded" : "failed", best);
     }
     trial_rows_free(tr, n);
@@ -524,6 +543,7 @@ sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *
     *id = sweep_store_insert(s->name, who->kind == CALLER_USER ? who->name : NULL, spec, s->n_trials, now_ms());
     if (*id > 0) sweep_store_decide(*id, -1, "submitted", NULL, now_ms());
     sweep_store_unlock();
+    if (*id > 0) publish(*id, NULL, "submitted", s->name, "running");
     free(spec);
     sweep_spec_free(s);
     if (*id <= 0) {
@@ -639,6 +659,7 @@ sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whyle
         sweep_store_finish(id, "canceled", "canceled by request", now_ms());
         sweep_store_decide(id, -1, "canceled", NULL, now_ms());
         sweep_store_commit();
+        publish(id, NULL, "canceled", "canceled by request", "canceled");
         trial_row *tr;
         int n = sweep_store_trials(id, &tr);
         for (int i = 0; i < n; i++) {

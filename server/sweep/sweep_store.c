@@ -1,4 +1,6 @@
-/* The sweeps' tables: see sweep_store.h. */
+/* The sweeps' tables: see sweep_store.h. Reads on a connection of this file's own;
+ * writes go to the store's writer (OP_SWEEP_WRITE), the database's one writer, as
+ * statements with their values in them, a transaction's together in one op. */
 #include "sweep_store.h"
 
 #include <math.h>
@@ -9,12 +11,15 @@
 #include <string.h>
 
 #include "base.h"
+#include "store.h"
 
 static sqlite3 *DB;
 static pthread_mutex_t MU = PTHREAD_MUTEX_INITIALIZER;
+static buf_t TX;       /* the statements of the transaction begun, until its commit */
+static bool IN_TX;
 
 int sweep_store_open(const char *db_path, char *err, size_t errlen) {
-    if (sqlite3_open_v2(db_path, &DB, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(db_path, &DB, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "sweeps: cannot open %s: %s", db_path, sqlite3_errmsg(DB));
         return -1;
     }
@@ -30,21 +35,35 @@ void sweep_store_close(void) {
 void sweep_store_lock(void) { pthread_mutex_lock(&MU); }
 void sweep_store_unlock(void) { pthread_mutex_unlock(&MU); }
 
-static int exec(const char *sql) {
-    char *msg = NULL;
-    if (sqlite3_exec(DB, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        log_warn("sweeps: %s: %s", sql, msg ? msg : "?");
-        sqlite3_free(msg);
-        return -1;
+/* Writes `sql` (taken: sqlite3_mprintf's) now, waiting for its commit, or with the
+ * transaction begun. The op's result (a rowid, or 1), or -1. */
+static int64_t write_sql(char *sql) {
+    if (!sql) return -1;
+    if (IN_TX) {
+        buf_printf(&TX, "%s;\n", sql);
+        sqlite3_free(sql);
+        return 1;
     }
+    store_op op = {.kind = OP_SWEEP_WRITE, .t = now_ms()};
+    op.u.exec.sql = xstrdup(sql);
+    sqlite3_free(sql);
+    return store_submit_wait(&op);
+}
+
+int sweep_store_begin(void) {
+    IN_TX = true;
+    TX.len = 0;
+    if (TX.data) TX.data[0] = 0;
     return 0;
 }
 
-int sweep_store_begin(void) { return exec("BEGIN IMMEDIATE"); }
 int sweep_store_commit(void) {
-    if (exec("COMMIT") == 0) return 0;
-    exec("ROLLBACK");
-    return -1;
+    IN_TX = false;
+    if (!TX.len) return 0;
+    store_op op = {.kind = OP_SWEEP_WRITE, .t = now_ms()};
+    op.u.exec.sql = xstrdup(TX.data);
+    TX.len = 0;
+    return store_submit_wait(&op) < 0 ? -1 : 0;
 }
 
 static sqlite3_stmt *prep(const char *sql) {
@@ -53,28 +72,14 @@ static sqlite3_stmt *prep(const char *sql) {
     return st;
 }
 
-static int step_done(sqlite3_stmt *st) {
-    int rc = st ? sqlite3_step(st) : SQLITE_ERROR;
-    if (rc != SQLITE_DONE) log_warn("sweeps: a write failed: %s", sqlite3_errmsg(DB));
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
-}
-
 static char *col_text(sqlite3_stmt *st, int c) {
     const unsigned char *t = sqlite3_column_text(st, c);
     return t ? xstrdup((const char *)t) : NULL;
 }
 
 int64_t sweep_store_insert(const char *name, const char *owner, const char *spec, int n_trials, int64_t t) {
-    sqlite3_stmt *st = prep("INSERT INTO sweeps (name, owner, spec, status, n_trials, created_at) VALUES (?1, ?2, ?3,"
-                            " 'running', ?4, ?5)");
-    if (!st) return -1;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-    if (owner) sqlite3_bind_text(st, 2, owner, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, spec, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 4, n_trials);
-    sqlite3_bind_int64(st, 5, t);
-    return step_done(st) == 0 ? sqlite3_last_insert_rowid(DB) : -1;
+    return write_sql(sqlite3_mprintf("INSERT INTO sweeps (name, owner, spec, status, n_trials, created_at) VALUES (%Q,"
+                                     " %Q, %Q, 'running', %d, %lld)", name, owner, spec, n_trials, (long long)t));
 }
 
 #define SWEEP_COLS "id, name, owner, spec, status, reason, n_trials, best_trial, created_at, finished_at"
@@ -124,21 +129,14 @@ void sweep_row_free(sweep_row *r) {
 }
 
 int sweep_store_finish(int64_t id, const char *status, const char *reason, int64_t t) {
-    sqlite3_stmt *st = prep("UPDATE sweeps SET status = ?2, reason = ?3, finished_at = ?4 WHERE id = ?1 AND status = 'running'");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_text(st, 2, status, -1, SQLITE_TRANSIENT);
-    if (reason) sqlite3_bind_text(st, 3, reason, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 4, t);
-    return step_done(st);
+    return write_sql(sqlite3_mprintf("UPDATE sweeps SET status = %Q, reason = %Q, finished_at = %lld WHERE id = %lld AND"
+                                     " status = 'running'", status, reason, (long long)t, (long long)id)) < 0 ? -1 : 0;
 }
 
 int sweep_store_set_best(int64_t id, int trial) {
-    sqlite3_stmt *st = prep("UPDATE sweeps SET best_trial = ?2 WHERE id = ?1");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    if (trial >= 0) sqlite3_bind_int(st, 2, trial);
-    return step_done(st);
+    char best[16] = "NULL";
+    if (trial >= 0) snprintf(best, sizeof best, "%d", trial);
+    return write_sql(sqlite3_mprintf("UPDATE sweeps SET best_trial = %s WHERE id = %lld", best, (long long)id)) < 0 ? -1 : 0;
 }
 
 int sweep_store_trials(int64_t id, trial_row **out) {
@@ -173,45 +171,36 @@ void trial_rows_free(trial_row *t, int n) {
     free(t);
 }
 
+/* A number as SQL: NULL when NaN. */
+static void real_sql(double v, char *out, size_t n) {
+    if (isnan(v)) snprintf(out, n, "NULL");
+    else snprintf(out, n, "%.17g", v);
+}
+
 int sweep_store_trial_put(int64_t id, const trial_row *t, int64_t now) {
-    sqlite3_stmt *st = prep("INSERT OR REPLACE INTO sweep_trials (sweep_id, trial, params, run_id, state, rung, promoted,"
-                            " metric, metric_epoch, reason, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int(st, 2, t->trial);
-    sqlite3_bind_text(st, 3, t->params, -1, SQLITE_TRANSIENT);
-    if (t->run_id > 0) sqlite3_bind_int64(st, 4, t->run_id);
-    sqlite3_bind_text(st, 5, t->state, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 6, t->rung);
-    sqlite3_bind_int(st, 7, t->promoted);
-    if (!isnan(t->metric)) sqlite3_bind_double(st, 8, t->metric);
-    if (t->metric_epoch >= 0) sqlite3_bind_int(st, 9, t->metric_epoch);
-    if (t->reason) sqlite3_bind_text(st, 10, t->reason, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 11, now);
-    return step_done(st);
+    char run[24] = "NULL", metric[40], epoch[16] = "NULL";
+    if (t->run_id > 0) snprintf(run, sizeof run, "%lld", (long long)t->run_id);
+    real_sql(t->metric, metric, sizeof metric);
+    if (t->metric_epoch >= 0) snprintf(epoch, sizeof epoch, "%d", t->metric_epoch);
+    return write_sql(sqlite3_mprintf("INSERT OR REPLACE INTO sweep_trials (sweep_id, trial, params, run_id, state, rung,"
+                                     " promoted, metric, metric_epoch, reason, updated_at) VALUES (%lld, %d, %Q, %s, %Q,"
+                                     " %d, %d, %s, %s, %Q, %lld)", (long long)id, t->trial, t->params, run, t->state,
+                                     t->rung, t->promoted, metric, epoch, t->reason, (long long)now)) < 0 ? -1 : 0;
 }
 
 int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t) {
-    sqlite3_stmt *st = prep("INSERT INTO sweep_decisions (sweep_id, n, trial, action, detail, t) VALUES (?1,"
-                            " (SELECT count(*) FROM sweep_decisions WHERE sweep_id = ?1), ?2, ?3, ?4, ?5)");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    if (trial >= 0) sqlite3_bind_int(st, 2, trial);
-    sqlite3_bind_text(st, 3, action, -1, SQLITE_TRANSIENT);
-    if (detail) sqlite3_bind_text(st, 4, detail, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 5, t);
-    return step_done(st);
+    char tr[16] = "NULL";
+    if (trial >= 0) snprintf(tr, sizeof tr, "%d", trial);
+    return write_sql(sqlite3_mprintf("INSERT INTO sweep_decisions (sweep_id, n, trial, action, detail, t) VALUES (%lld,"
+                                     " (SELECT count(*) FROM sweep_decisions WHERE sweep_id = %lld), %s, %Q, %Q, %lld)",
+                                     (long long)id, (long long)id, tr, action, detail, (long long)t)) < 0 ? -1 : 0;
 }
 
 int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t) {
-    sqlite3_stmt *st = prep("INSERT OR IGNORE INTO sweep_rungs (sweep_id, rung, trial, metric, t) VALUES (?1, ?2, ?3, ?4, ?5)");
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int(st, 2, rung);
-    sqlite3_bind_int(st, 3, trial);
-    sqlite3_bind_double(st, 4, metric);
-    sqlite3_bind_int64(st, 5, t);
-    return step_done(st);
+    char m[40];
+    real_sql(metric, m, sizeof m);
+    return write_sql(sqlite3_mprintf("INSERT OR IGNORE INTO sweep_rungs (sweep_id, rung, trial, metric, t) VALUES (%lld,"
+                                     " %d, %d, %s, %lld)", (long long)id, rung, trial, m, (long long)t)) < 0 ? -1 : 0;
 }
 
 int sweep_store_rung(int64_t id, int rung, int **trials, double **metrics) {

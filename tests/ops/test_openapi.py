@@ -391,7 +391,7 @@ def run(a):
         req("GET", "/metrics", "/metrics")
         # a body over 1 MiB is refused on any route (the 4xx every operation documents)
         for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json",
-                     "/nodes", "/queue", "/users"):
+                     "/nodes", "/queue", "/users", "/sweeps"):
             big = raw_exchange(s.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                         f"Content-Length: 2097152\r\n\r\n{{").encode())
             c.response("GET", path, big, f"GET {path} with a 2 MiB body")
@@ -555,6 +555,35 @@ def run(a):
         req("DELETE", "/runs/{id}", f"/runs/{hers}", "bob deletes alice's run", headers=as_bob)
         req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "alice cancels her run", headers=as_alice)
         s.wait_status(hers, ("canceled", "failed", "succeeded"), timeout=120)
+
+        # ---- sweeps: alice's, which bob may not cancel ----
+        sweep = {"name": "oa", "base": fmnist_config(**{"train.epochs": 200, "name": "oa"}), "parallel": 1,
+                 "parameters": {"train.optimizer.lr": {"values": [0.01, 0.02]}}, "metric": {"key": "test_loss"}}
+        r = req("POST", "/sweeps", "/sweeps", "alice submits a sweep", body=sweep, headers=as_alice)
+        sid = r.json()["id"] if r.status == 201 else 999999
+        check(r.status == 201 and r.header("Location") == f"/sweeps/{sid}", f"the sweep is accepted: {r.status} {r.body[:300]!r}")
+        req("POST", "/sweeps", "/sweeps", "a sweep without the token", body=sweep)
+        req("POST", "/sweeps", "/sweeps", "a sweep with a path not in its base",
+            body=dict(sweep, parameters={"train.nope": {"values": [1]}}), headers=auth)
+        req("POST", "/sweeps", "/sweeps", "a sweep of command runs on a server without --allow-commands",
+            body=dict(sweep, base={"command": ["python3", "t.py"]}, parameters={"env.X": {"values": ["1"]}}), headers=auth)
+        req("POST", "/sweeps", "/sweeps", "a sweep as text/plain", body="{}", headers=dict(auth, **{"Content-Type": "text/plain"}))
+        big = raw_exchange(s.port, (f"POST /sweeps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                                    f"Content-Type: application/json\r\nContent-Length: 2097152\r\n\r\n{{").encode())
+        c.response("POST", "/sweeps", big, "POST /sweeps of 2 MiB")
+        r = req("GET", "/sweeps", "/sweeps")
+        check(r.status == 200 and [x["id"] for x in r.json()["sweeps"]] == [sid], f"GET /sweeps lists it: {r.body[:300]!r}")
+        wait_until(lambda: s.get(f"/sweeps/{sid}").json()["trials"], "its first trial", 60)
+        req("GET", "/sweeps/{id}", f"/sweeps/{sid}")
+        req("GET", "/sweeps/{id}", "/sweeps/999999")
+        req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "bob cancels alice's sweep", headers=as_bob)
+        req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "a sweep's cancel without the token")
+        r = req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "alice cancels her sweep", headers=as_alice)
+        req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "a canceled sweep's cancel", headers=as_alice)
+        req("POST", "/sweeps/{id}/cancel", "/sweeps/999999/cancel", headers=auth)
+        for t in (r.json().get("trials", []) if r.status == 202 else []):
+            if t["run_id"]:
+                s.wait_status(t["run_id"], ("canceled", "failed", "succeeded"), timeout=120)
 
         # ---- the dashboard's files ----
         r = req("GET", "/", "/")

@@ -61,6 +61,31 @@ def wait_sweep(s, sid, statuses=FINAL, timeout=400):
     return got
 
 
+def sweep_events(s, sid, until_action):
+    """The live feed's `sweep` events of sweep sid, from the start (last_event_id=0),
+    read until one of the sweep's own with action `until_action` has come."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    conn.request("GET", "/events?last_event_id=0")
+    r = conn.getresponse()
+    got, event = [], None
+    try:
+        while True:
+            line = r.fp.readline().decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "sweep":
+                d = json.loads(line[6:])
+                if d["sweep"] == sid:
+                    got.append(d)
+                    if d["trial"] is None and d["action"] == until_action:
+                        return got
+            elif not line:
+                event = None
+    finally:
+        conn.close()
+
+
 def sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -96,6 +121,16 @@ def case_grid_2x2(a):
                   f"{t['metric']} vs {epochs[-1]['test_loss']}")
         best = min(trials, key=lambda t: t["metric"])
         check(w["best"] and w["best"]["trial"] == best["trial"], f"the best trial is the lowest test_loss: {w['best']}")
+        events = sweep_events(s, made["id"], "succeeded")
+        actions = [(e["trial"], e["action"]) for e in events]
+        check(actions[0] == (None, "submitted") and actions[-1] == (None, "succeeded"),
+              f"the feed has the sweep's submission first and its end last: {actions}")
+        for k in range(4):
+            mine = [a for t, a in actions if t == k]
+            check(mine == ["made", "started", "succeeded"], f"trial {k}'s events: made, started, succeeded: {mine}")
+        started = [e for e in events if e["action"] == "started"]
+        check(sorted(e["run"] for e in started) == sorted(t["run_id"] for t in trials),
+              f"a trial's event names its run: {[(e['trial'], e['run']) for e in started]}")
         listed = s.get("/sweeps").json()["sweeps"]
         check([x["id"] for x in listed] == [made["id"]] and listed[0]["best"]["trial"] == best["trial"],
               f"GET /sweeps lists it with its best: {listed}")
@@ -236,40 +271,73 @@ def case_asha_bit_for_bit(a):
               "the promoted trial's final checkpoint is byte for byte the straight run's")
 
 
+# A command trial that reports its epochs: a bad one (LR 5) then waits to be stopped,
+# so the rule's decision, not a race with its end, is what the test sees.
+MEDIAN_SCRIPT = ("import os, time, ddpd\n"
+                 "lr = float(os.environ['LR'])\n"
+                 "for e in range(3):\n"
+                 "    ddpd.log_epoch(e, test_loss=lr * 10 + 1.0 / (e + 1))\n"
+                 "ddpd.flush()\n"
+                 "if lr > 1:\n"
+                 "    time.sleep(600)\n")
+
+
+def command_server(a, root):
+    return Server(a.ddpd, None, slots=2, extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner])
+
+
+def work_root(script):
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-work-"))
+    os.mkdir(os.path.join(root, "proj"))
+    with open(os.path.join(root, "proj", "train.py"), "w") as f:
+        f.write(script)
+    return root
+
+
 def case_median_stops(a):
-    with Server(a.ddpd, a.trainer, slots=2) as s:
-        cfg = base(**{"train.epochs": 3, "data.limit": 1500})
-        body = {"name": "median", "base": cfg, "parallel": 1,
-                "parameters": {"train.optimizer.lr": {"values": [0.001, 0.002, 0.003, 5.0]}},
-                "metric": {"key": "test_loss", "goal": "minimize"},
-                "early_stopping": {"type": "median", "min_resource": 1, "min_trials": 3}}
-        sid = submit(s, body)["id"]
-        w = wait_sweep(s, sid, timeout=600)
-        if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
-            return
-        t = w["trials"]
-        check([x["status"] for x in t[:3]] == ["succeeded"] * 3, f"the first three run to the end: {t}")
-        check(t[3]["status"] == "stopped" and "median" in (t[3]["reason"] or ""),
-              f"the fourth (lr 5) is stopped by the median rule: {t[3]}")
-        run = s.run(t[3]["run_id"])
-        check(run["status"] == "stopped" and "median" in run["reason"], f"its run is stopped: {run['status']} {run['reason']}")
+    if not check(a.runner, "needs --runner"):
+        return
+    root = work_root(MEDIAN_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            body = {"name": "median", "parallel": 1,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.001, 0.002, 0.003, 5.0]}},
+                    "metric": {"key": "test_loss", "goal": "minimize"},
+                    "early_stopping": {"type": "median", "min_resource": 1, "min_trials": 3}}
+            sid = submit(s, body)["id"]
+            w = wait_sweep(s, sid, timeout=300)
+            if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+                return
+            t = w["trials"]
+            check([x["status"] for x in t[:3]] == ["succeeded"] * 3, f"the first three run to the end: {t}")
+            check(t[3]["status"] == "stopped" and "median" in (t[3]["reason"] or ""),
+                  f"the fourth (LR 5) is stopped by the median rule: {t[3]}")
+            run = s.wait_status(t[3]["run_id"], FINAL + ("stopped",), timeout=60)
+            check(run and run["status"] == "stopped" and "median rule at epoch" in run["reason"],
+                  f"its run ends stopped, naming the epoch: {run and (run['status'], run['reason'])}")
+            check(w["best"]["trial"] == 0, f"the best is LR 0.001: {w['best']}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def case_restart_mid_sweep(a):
     state = tempfile.mkdtemp(prefix="ddpd-sweep-restart-")
     try:
-        body = {"name": "rs", "base": base(**{"train.epochs": 3, "data.limit": 3000}), "parallel": 2,
+        body = {"name": "rs", "base": base(**{"train.epochs": 6, "data.limit": 3000}), "parallel": 2,
                 "parameters": {"train.optimizer.lr": {"values": [0.001, 0.003]}, "model.hidden.0": {"values": [32, 64]}},
                 "metric": {"key": "test_loss"},
                 "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 2}}
         s = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
         s.start()
         sid = submit(s, body)["id"]
-        wait_until(lambda: len([t for t in sweep(s, sid)["trials"] if t["run_id"]]) >= 2 and
-                   any(t["metric"] is not None for t in sweep(s, sid)["trials"]),
-                   "two trials made and one with an epoch", 180, interval=0.1)
+        before = wait_until(lambda: (lambda w: w if len([t for t in w["trials"] if t["run_id"]]) >= 2 and
+                                     any(t["metric"] is not None for t in w["trials"]) else None)(sweep(s, sid)),
+                            "two trials made and one with an epoch", 180, interval=0.05)
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait()
+        check(before and before["status"] == "running", f"the server is killed mid-sweep: {before and before['status']}")
         with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
             w = wait_sweep(s2, sid, timeout=600)
             check(w and w["status"] == "succeeded", f"the sweep carries on and succeeds: {w and (w['status'], w['reason'])}")
@@ -294,16 +362,11 @@ SCRIPT = ("import os, sys, ddpd\n"
 
 
 def case_command_sweep(a):
-    if not a.runner:
-        check(False, "needs --runner")
+    if not check(a.runner, "needs --runner"):
         return
-    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-work-"))
+    root = work_root(SCRIPT)
     try:
-        os.mkdir(os.path.join(root, "proj"))
-        with open(os.path.join(root, "proj", "train.py"), "w") as f:
-            f.write(SCRIPT)
-        with Server(a.ddpd, None, slots=2, extra_args=["--allow-commands", "--work-root", root,
-                                                        "--runner", a.runner]) as s:
+        with command_server(a, root) as s:
             body = {"name": "cmd", "base": {"command": ["/usr/bin/python3", "train.py", "--width={width}"],
                                             "working_dir": "proj", "distributed": {"world_size": 1}},
                     "parameters": {"env.LR": {"values": [0.01, 0.1]}, "{width}": {"values": [32, 64]}},
@@ -319,6 +382,9 @@ def case_command_sweep(a):
             run = s.run(w["best"]["run_id"])
             check(run["config"]["env"]["LR"] == "0.01" and run["config"]["command"][2] == "--width=64",
                   f"its run's config: {run['config'].get('env')} {run['config'].get('command')}")
+            bad = dict(body, parameters={"{depth}": {"values": [1]}})
+            r = s.post("/sweeps", bad)
+            check(r.status == 400 and "{depth}" in r.json()["detail"], f"a placeholder not in the command: {r.body[:300]!r}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -340,7 +406,8 @@ def case_ddpctl_sweep(a):
             return p.returncode, p.stdout, p.stderr
 
         rc, out, err = ctl("sweep", "submit", path)
-        check(rc == 0 and "sweep 1" in out, f"ddpctl sweep submit: {rc} {out!r} {err!r}")
+        if not check(rc == 0 and "sweep 1 submitted" in out, f"ddpctl sweep submit: {rc} {out!r} {err!r}"):
+            return
         w = wait_sweep(s, 1)
         check(w and w["status"] == "succeeded", "the sweep succeeds")
         rc, out, err = ctl("sweep", "list")
