@@ -10,6 +10,10 @@ without it a case says why and is skipped (exit 77).
                      (uid, gid, groups, HOME, USER, LOGNAME, umask 077, no capability),
                      her run directory is hers (group: the server's, no other access);
                      a user without an account runs as --run-user
+  check              ddpd check: whether the server can switch, and each mapped user's
+                     account there or not
+  forged_end         a rank's own `end` event (its run's secret, its account) is not
+                     taken: how a run ended is its launcher's to say
   refusals           command runs refused at submission, saying what the operator must
                      do: a root server with no account to run as, a server with users
                      and no way to switch; --unsafe-commands-as-server lets them run;
@@ -222,6 +226,65 @@ def case_runs_as_account(a):
                       f"carol, with no account, runs as --run-user: {who}")
         finally:
             os.unlink(tok)
+            shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- forged_end ----
+
+FORGE_OWN_END = r"""
+import json, os, socket
+s = socket.socket(socket.AF_UNIX); s.connect(os.environ['DDPD_EVENTS_SOCKET'])
+run = os.environ['DDPD_RUN_ID']
+hello = {'run': run, 'rank': -1, 'seq': 0, 't': 1, 'type': 'hello', 'pid': os.getpid(), 'host': 'x', 'device': 'cpu',
+         'world_size': 1, 'secret': os.environ['DDPD_RUN_SECRET']}
+end = {'run': run, 'rank': -1, 'seq': 1, 't': 2, 'type': 'end', 'status': 'failed', 'reason': 'FORGED by a rank'}
+s.sendall((json.dumps(hello) + '\n' + json.dumps(end) + '\n').encode())
+s.close()
+print('sent a forged end', flush=True)
+"""
+
+
+def case_forged_end(a):
+    """A rank of the run sends its own `end` (rank -1, with the run's secret, as its own
+    account): only the launcher's word counts, so the run that exits 0 succeeds."""
+    with Server(a.ddpd, a.trainer, extra_args=["--allow-commands", "--runner", a.runner]) as s:
+        rid = s.submit(command(FORGE_OWN_END))
+        run = s.wait_status(rid, ("succeeded", "failed"), timeout=120)
+        check("sent a forged end" in run_log(s, rid), "the rank sent its forged end")
+        check(run and run["status"] == "succeeded" and "FORGED" not in (run.get("reason") or ""),
+              f"the run succeeded, its reason not the forged one: {run and (run['status'], run.get('reason'))}")
+        with open(s.log_path) as f:
+            log = f.read()
+        check(f"an end event for run {rid} from pid" in log and "not its launcher: ignored" in log,
+              "the server's log says the forged end was ignored")
+
+
+# ---- check ----
+
+def case_check(a):
+    """ddpd check says whether the server can switch accounts, and for --run-user and
+    each mapped user whether the host has the account."""
+    needs_root(a)
+    with Accounts("alice", "runner") as acc:
+        state = state_dir_for()
+        try:
+            add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+            add_user(a.ddpd, state, "bob", "--unix-user", "ddpdt-gone-here")
+            p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--gpus", "none", "--slots", "1",
+                                "--data-root", "/usr/share/datasets", "--trainer", a.trainer or a.fake_trainer,
+                                "--run-user", acc["runner"]], capture_output=True, text=True, timeout=120)
+            lines = {ln[6:18].strip(): (ln[:5].strip(), ln[18:]) for ln in p.stdout.splitlines() if ln[:5].strip()
+                     in ("ok", "warn", "FAIL")}
+            check(lines.get("accounts", ("",))[0] == "ok" and "it runs as root" in lines["accounts"][1],
+                  f"as root, it can switch: {lines.get('accounts')}")
+            check(lines.get("run user", ("",))[0] == "ok" and acc["runner"] in lines["run user"][1],
+                  f"--run-user's account is there: {lines.get('run user')}")
+            check(lines.get("user alice", ("",))[0] == "ok" and acc["alice"] in lines["user alice"][1],
+                  f"alice's account is there: {lines.get('user alice')}\n{p.stdout}")
+            check(lines.get("user bob", ("",))[0] == "FAIL" and "no account \"ddpdt-gone-here\"" in lines["user bob"][1],
+                  f"bob's account is not: FAIL: {lines.get('user bob')}")
+            check(p.returncode == 1, f"check exits 1: {p.returncode}")
+        finally:
             shutil.rmtree(state, ignore_errors=True)
 
 
