@@ -24,8 +24,10 @@ without it a case says why and is skipped (exit 77).
                      run's secret, the token file; each fails with a permission error
                      seen in bob's log, and the database, her run and the users are as
                      they were
-  caps_only          the same server not root, holding only its capabilities (setpriv):
-                     runs still run as their accounts and cannot reach the database
+  caps_only          hostile's attacks on a server that is not root and holds only its
+                     capabilities (setpriv, ambient)
+  caps_from_file     the same with the capabilities on ddpd's file (setcap +p, as the
+                     Docker image has them), started as an account that has none
 
 Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
 import argparse, grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
@@ -539,6 +541,31 @@ def case_caps_only(a):
             hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
         finally:
             os.unlink(wrapper)
+
+
+def case_caps_from_file(a):
+    """As the Docker image: a ddpd whose file holds the capabilities as permitted ones
+    (setcap ...+p), started as a plain account that has none."""
+    needs_root(a)
+    if not shutil.which("setpriv") or not shutil.which("setcap"):
+        print("caps_from_file: skipped: setpriv or setcap is not installed")
+        sys.exit(SKIP)
+    with Accounts("alice", "bob", "srv") as acc:
+        d = tempfile.mkdtemp(prefix="ddpd-wall-bin-")
+        os.chmod(d, 0o755)
+        ddpd = os.path.join(d, "ddpd")
+        shutil.copy2(a.ddpd, ddpd)
+        p = subprocess.run(["setcap", f"cap_{CAPS.replace(',', ',cap_')}+p", ddpd], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"caps_from_file: skipped: this filesystem keeps no file capabilities: {p.stderr.strip()}")
+            shutil.rmtree(d)
+            sys.exit(SKIP)
+        wrapper = as_account_wrapper(ddpd, acc["srv"], caps=None)
+        try:
+            hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
+        finally:
+            os.unlink(wrapper)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def parse_args(cases):
