@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "journal_end.h"
@@ -18,6 +19,8 @@
 #include "logtail.h"
 #include "procstat.h"
 #include "run_as.h"
+#include "run_cgroup.h"
+#include "sha256.h"
 #include "state_layout.h"
 #include "supervisor.h"
 
@@ -84,6 +87,25 @@ static void sigterm_locked(local_part *p, int grace_ms) {
     else log_info("run %lld: SIGTERM sent to process group %d", (long long)p->run, (int)p->pid);
 }
 
+/* The cgroup of a run's part on this host (run_cgroup.h): named by the state
+ * directory too, so that two servers' runs never share one, and a server started
+ * again finds those of the runs it adopts (malloc'd). */
+static char *part_cgroup_name(int64_t run, int part) {
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(layout_state_dir(), hex);
+    return xasprintf("%.12s-run-%lld-%d", hex, (long long)run, part);
+}
+
+/* Kills whatever is left of the part's processes, wherever they went (its cgroup). */
+static int kill_cgroup(int64_t run, int part) {
+    char *name = part_cgroup_name(run, part);
+    int killed = run_cgroup_kill(name);
+    free(name);
+    if (killed) log_info("run %lld: killed %d process%s left in its cgroup", (long long)run, killed,
+                         killed == 1 ? "" : "es");
+    return killed;
+}
+
 static start_result local_start(const part_launch *l, part_handle *h) {
     (void)h;
     const char *program = l->command ? L.c.runner : L.c.trainer;
@@ -120,11 +142,20 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char refused[1024];
     run_as_verdict as = run_as_resolve(l->owner, l->command, &account, refused, sizeof refused);
     if (as == RUN_AS_ACCOUNT) layout_open_for_accounts();
+    /* every process it starts kept in one cgroup; a CPU run's on the CPUs of its slots */
+    char *cgroup = part_cgroup_name(l->run, l->part);
+    int *cpus = xmalloc((size_t)(l->n_devices > 0 ? l->n_devices : 1) * sizeof *cpus);
+    int n_cpus = 0;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 0; !l->gpu && i < l->n_devices && online > 0; i++) cpus[n_cpus++] = l->devices[i] % (int)online;
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
                          .log_banner = banner, .account = as == RUN_AS_ACCOUNT ? &account : NULL,
-                         .refused = as == RUN_AS_REFUSED ? refused : NULL};
+                         .refused = as == RUN_AS_REFUSED ? refused : NULL, .cgroup = cgroup, .cpus = cpus,
+                         .n_cpus = n_cpus};
     supervisor_request_spawn(&req);
+    free(cgroup);
+    free(cpus);
     launcher_cmd_free(&cmd);
     free(banner);
     free(rendezvous);
@@ -193,6 +224,7 @@ void executor_local_exited(pid_t pid, int wstatus) {
     /* No process of the run may outlive it: the ranks die with the launcher
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
+    kill_cgroup(p->run, p->part); /* and any that left the group (setsid) */
     part_end e = {.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT,
                   .exit_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT, .end_t = now_ms()};
     journal_end je;
@@ -282,6 +314,7 @@ static adopt_result local_adopt(const part_launch *l, const part_handle *h, char
         pthread_mutex_unlock(&L.mu);
     } else {
         int killed = h->pid > 0 ? kill_leftovers(h->pid, run_dir) : 0;
+        killed += kill_cgroup(run, part);
         snprintf(gone, gone_len, "%s",
                  !killed    ? "the server restarted and the run's processes were gone"
                  : recorded ? "the server restarted and the run's launcher was gone: what was left of its processes "
@@ -298,6 +331,7 @@ static void local_abandon(int64_t run, const part_handle *h) {
     char *run_dir = layout_run_dir(run);
     kill_leftovers(h->pid, run_dir);
     free(run_dir);
+    kill_cgroup(run, 0);
 }
 
 /* SIGKILLs after the grace; adopted launchers that are gone (what is left of their
@@ -335,6 +369,7 @@ static void local_tick(void) {
         if (kill_leftovers(p->pid, run_dir))
             log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)p->pid);
         free(run_dir);
+        kill_cgroup(p->run, p->part);
         char *how = xasprintf("its launcher (pid %d) exited while the server was not its parent", (int)p->pid);
         part_end e = {.exit_code = NO_INT, .exit_signal = NO_INT, .how = how, .end_t = now_ms()};
         L.hooks.ended(p->run, p->part, &e);

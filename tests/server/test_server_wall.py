@@ -10,6 +10,8 @@ without it a case says why and is skipped (exit 77).
                      (uid, gid, groups, HOME, USER, LOGNAME, umask 077, no capability),
                      her run directory is hers (group: the server's, no other access);
                      a user without an account runs as --run-user
+  escapee            a rank's grandchild that calls setsid is killed when its run ends
+                     and when it is canceled; a 1-slot run's processes are on one CPU
   check              ddpd check: whether the server can switch, and each mapped user's
                      account there or not
   forged_end         a rank's own `end` event (its run's secret, its account) is not
@@ -288,6 +290,70 @@ def case_check(a):
             check(p.returncode == 1, f"check exits 1: {p.returncode}")
         finally:
             shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- escapee ----
+
+ESCAPE = r"""
+import os, sys, time
+mode = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a grandchild in a session of its own, its parent gone: nobody's group
+        with open('escapee.pid.tmp', 'w') as f:
+            f.write(str(os.getpid()))
+        os.rename('escapee.pid.tmp', 'escapee.pid')
+        while True:
+            time.sleep(1)
+    os._exit(0)
+while not os.path.exists('escapee.pid'):
+    time.sleep(0.01)
+print('AFFINITY', sorted(os.sched_getaffinity(0)), flush=True)
+if mode == 'wait':
+    while True:
+        time.sleep(1)
+"""
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def case_escapee(a):
+    """A rank's child that leaves its session (setsid) and its parent dies with the
+    run's end and with its cancel; a 1-slot run's processes run on one CPU."""
+    needs_root(a)
+    with Accounts("runner") as acc:
+        with Server(a.ddpd, a.trainer, slots=2, extra_args=["--allow-commands", "--runner", a.runner,
+                                                            "--run-user", acc["runner"]]) as s:
+            for mode in ("end", "wait"):
+                rid = s.submit(command(ESCAPE, mode))
+                pid_file = os.path.join(s.run_dir(rid), "escapee.pid")
+                wait_until(lambda: os.path.exists(pid_file), f"run {rid}'s escapee", timeout=60)
+                with open(pid_file) as f:
+                    pid = int(f.read())
+                check(alive(pid), f"the escapee {pid} runs")
+                with open(f"/proc/{pid}/status") as f:
+                    status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+                check(status["Cpus_allowed_list"].strip() in ("0", "1"),
+                      f"a 1-slot run's processes, the escapee too, are on one CPU: {status['Cpus_allowed_list'].strip()}")
+                check(os.getsid(pid) != os.getpgid(s.run(rid)["pid"] or 1), "the escapee left the run's session")
+                if mode == "wait":
+                    wait_until(lambda: "AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
+                    r = s.post(f"/runs/{rid}/cancel")
+                    check(r.status in (200, 202), f"cancel: {r.status} {r.body[:200]!r}")
+                    run = s.wait_status(rid, "canceled", timeout=60)
+                else:
+                    run = s.wait_status(rid, "succeeded", timeout=60)
+                check(run is not None, f"run {rid} ended ({mode})")
+                wait_until(lambda: not alive(pid), f"the escapee {pid} of run {rid} is killed with its run ({mode})",
+                           timeout=30)
+                line = next((ln for ln in run_log(s, rid).splitlines() if "] AFFINITY" in ln), "")
+                check(line.endswith("[0]") or line.endswith("[1]"), f"the rank sees one CPU: {line}")
 
 
 # ---- refusals ----
