@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ typedef struct local_part {
     int64_t kill_at;     /* mono ms: SIGKILL then; 0: not stopping */
     int64_t term_at;     /* mono ms: asked to checkpoint and stop (preempted); SIGTERM then if still there */
     bool killed;
+    long uid;            /* the account its processes run as */
     struct local_part *next;
 } local_part;
 
@@ -47,6 +49,7 @@ static struct {
     pthread_mutex_t mu;
     local_part *parts;
     char self_url[128];
+    int64_t next_sweep; /* mono ms: the next look for orphans of ended runs */
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void executor_local_set_self_url(const char *url) {
@@ -96,6 +99,61 @@ static char *part_cgroup_name(int64_t run, int part) {
     return xasprintf("%.12s-run-%lld-%d", hex, (long long)run, part);
 }
 
+/* The run a process belongs to, from its DDPD_RUN_ID (every process of a run has it);
+ * -1 when its environment cannot be read (another account's, to a server without
+ * CAP_SYS_PTRACE) or has none. */
+static int64_t run_of_process(pid_t pid) {
+    char path[64], buf[16384];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strncmp(buf + i, "DDPD_RUN_ID=", 12) == 0) return strtoll(buf + i + 12, NULL, 10);
+    return -1;
+}
+
+/* Where a run has no cgroup: a process of it that left its session and whose parent
+ * ended was handed to this server (a child subreaper: supervisor.c), not to init. Such
+ * an orphan of a run that no longer runs here is killed: by the run its environment
+ * names, else (an environment this server may not read) by its account, when no run
+ * of that account runs here. Returns how many. */
+static int sweep_orphans(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    pid_t self = getpid();
+    int killed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        proc_stat ps;
+        if (proc_stat_read(pid, &ps) != 0 || ps.ppid != self || ps.state == 'Z') continue;
+        struct stat st;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d", (int)pid);
+        if (stat(path, &st) != 0) continue;
+        int64_t run = run_of_process(pid);
+        bool ours = false, live = false;
+        pthread_mutex_lock(&L.mu);
+        for (local_part *p = L.parts; p; p = p->next) {
+            if (p->pid == pid) ours = true; /* a launcher */
+            if (run >= 0 ? p->run == run : p->uid == (long)st.st_uid) live = true;
+        }
+        pthread_mutex_unlock(&L.mu);
+        bool of_a_run = run >= 0 || st.st_uid != geteuid(); /* the server's own helpers are neither */
+        if (!ours && !live && of_a_run && kill(pid, SIGKILL) == 0) {
+            killed++;
+            log_info("killed process %d, left behind by %s%lld that has ended", (int)pid, run >= 0 ? "run " : "uid ",
+                     run >= 0 ? (long long)run : (long long)st.st_uid);
+        }
+    }
+    closedir(d);
+    return killed;
+}
+
 /* Kills whatever is left of the part's processes, wherever they went (its cgroup). */
 static int kill_cgroup(int64_t run, int part) {
     char *name = part_cgroup_name(run, part);
@@ -142,6 +200,10 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char refused[1024];
     run_as_verdict as = run_as_resolve(l->owner, l->command, &account, refused, sizeof refused);
     if (as == RUN_AS_ACCOUNT) layout_open_for_accounts();
+    pthread_mutex_lock(&L.mu);
+    local_part *me = *slot_of(l->run, l->part);
+    if (me) me->uid = as == RUN_AS_ACCOUNT ? (long)account.uid : (long)geteuid();
+    pthread_mutex_unlock(&L.mu);
     /* every process it starts kept in one cgroup; a CPU run's on the CPUs of its slots */
     char *cgroup = part_cgroup_name(l->run, l->part);
     int *cpus = xmalloc((size_t)(l->n_devices > 0 ? l->n_devices : 1) * sizeof *cpus);
@@ -225,6 +287,7 @@ void executor_local_exited(pid_t pid, int wstatus) {
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
     kill_cgroup(p->run, p->part); /* and any that left the group (setsid) */
+    sweep_orphans();              /* where there was no cgroup */
     part_end e = {.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT,
                   .exit_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT, .end_t = now_ms()};
     journal_end je;
@@ -338,6 +401,10 @@ static void local_abandon(int64_t run, const part_handle *h) {
  * group is killed) end. */
 static void local_tick(void) {
     int64_t now = mono_ms();
+    if (now >= L.next_sweep) { /* an orphan whose run ended before it was handed to this server */
+        L.next_sweep = now + 1000;
+        sweep_orphans();
+    }
     local_part *gone = NULL;
     pthread_mutex_lock(&L.mu);
     for (local_part **slot = &L.parts; *slot;) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -322,6 +323,9 @@ static void *supervisor_main(void *arg) {
 
 int supervisor_start(const supervisor_hooks *hooks) {
     R.hooks = *hooks;
+    /* a run's process whose parent ends comes to this server, not to init: reaped here,
+     * and found by the executor's sweep where the run has no cgroup */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) log_warn("cannot become the runs' subreaper: %s", strerror(errno));
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);

@@ -12,6 +12,8 @@ without it a case says why and is skipped (exit 77).
                      a user without an account runs as --run-user
   escapee            a rank's grandchild that calls setsid is killed when its run ends
                      and when it is canceled; a 1-slot run's processes are on one CPU
+  escapee_no_cgroups the same on a server that can make no cgroup: it is the runs'
+                     subreaper and sweeps what they leave behind
   check              ddpd check: whether the server can switch, and each mapped user's
                      account there or not
   forged_end         a rank's own `end` event (its run's secret, its account) is not
@@ -327,9 +329,30 @@ def case_escapee(a):
     """A rank's child that leaves its session (setsid) and its parent dies with the
     run's end and with its cancel; a 1-slot run's processes run on one CPU."""
     needs_root(a)
+    escapee(a)
+
+
+def case_escapee_no_cgroups(a):
+    """The same where no cgroup can be made (the cgroup filesystems read-only, in a
+    mount namespace of the server's own): the server, the runs' subreaper, sweeps."""
+    needs_root(a)
+    fd, wrapper = tempfile.mkstemp(prefix="ddpd-nocg-", suffix=".sh")
+    os.write(fd, ("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'for m in /sys/fs/cgroup/*; do "
+                  "mount -o remount,bind,ro \"$m\" || exit 1; done; exec \"$0\" \"$@\"' " + a.ddpd + ' "$@"\n').encode())
+    os.close(fd)
+    os.chmod(wrapper, 0o755)
+    try:
+        log = escapee(a, wrapper)
+        check("cannot make the run's cgroup" in log and "killed process" in log,
+              f"the server said it had no cgroup, and swept: {log[-1500:]}")
+    finally:
+        os.unlink(wrapper)
+
+
+def escapee(a, ddpd=None):
     with Accounts("runner") as acc:
-        with Server(a.ddpd, a.trainer, slots=2, extra_args=["--allow-commands", "--runner", a.runner,
-                                                            "--run-user", acc["runner"]]) as s:
+        with Server(ddpd or a.ddpd, a.trainer, slots=2, extra_args=["--allow-commands", "--runner", a.runner,
+                                                                    "--run-user", acc["runner"]]) as s:
             for mode in ("end", "wait"):
                 rid = s.submit(command(ESCAPE, mode))
                 pid_file = os.path.join(s.run_dir(rid), "escapee.pid")
@@ -354,6 +377,8 @@ def case_escapee(a):
                            timeout=30)
                 line = next((ln for ln in run_log(s, rid).splitlines() if "] AFFINITY" in ln), "")
                 check(line.endswith("[0]") or line.endswith("[1]"), f"the rank sees one CPU: {line}")
+            with open(s.log_path) as f:
+                return f.read()
 
 
 # ---- refusals ----
