@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "procstat.h"
+
 #define ROOT "/sys/fs/cgroup"
 
 static bool is_v2(void) {
@@ -110,14 +112,17 @@ int run_cgroup_join(const run_cgroup *g) {
     return 0;
 }
 
-/* SIGKILL to every process the cgroup lists; how many. */
+/* SIGKILL to every live process the cgroup lists (a zombie, already dead, waits for
+ * its parent: not counted); how many. */
 static int kill_listed(const char *procs) {
     FILE *f = fopen(procs, "re");
     if (!f) return 0;
     int killed = 0;
     long pid;
+    proc_stat ps;
     while (fscanf(f, "%ld", &pid) == 1)
-        if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0) killed++;
+        if (pid > 0 && proc_stat_read((pid_t)pid, &ps) == 0 && ps.state != 'Z' && kill((pid_t)pid, SIGKILL) == 0)
+            killed++;
     fclose(f);
     return killed;
 }
@@ -128,16 +133,16 @@ int run_cgroup_kill(const char *name) {
     char procs[320];
     snprintf(procs, sizeof procs, "%.250s/cgroup.procs", dirs[0]);
     int total = 0;
-    /* a process may fork as it is killed: again until it lists none (each pass waits 1 ms more) */
+    /* a process may fork as it is killed: again until it lists none alive (at most 0.2 s) */
     for (int pass = 0; pass < 200; pass++) {
         int k = kill_listed(procs);
-        total += k;
         if (!k) break;
-        struct timespec ts = {0, (long)(pass + 1) * 1000000L};
+        if (!pass) total = k;
+        struct timespec ts = {0, 1000000L};
         nanosleep(&ts, NULL);
     }
     for (int i = 0; i < n; i++)
-        for (int tries = 0; rmdir(dirs[i]) != 0 && errno == EBUSY && tries < 100; tries++) {
+        for (int tries = 0; rmdir(dirs[i]) != 0 && errno == EBUSY && tries < 50; tries++) {
             struct timespec ts = {0, 2000000L};
             nanosleep(&ts, NULL); /* killed, not yet gone */
         }

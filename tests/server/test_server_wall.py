@@ -27,7 +27,9 @@ without it a case says why and is skipped (exit 77).
                      her ranks and to the server, forged events on the socket with her
                      run's secret, the token file; each fails with a permission error
                      seen in bob's log, and the database, her run and the users are as
-                     they were
+                     they were. Links he leaves in his own directory (his log to the
+                     database, his ranks and checkpoints to alice's) are not followed
+                     when the server serves his run
   caps_only          hostile's attacks on a server that is not root and holds only its
                      capabilities (setpriv, ambient)
   caps_from_file     the same with the capabilities on ddpd's file (setcap +p, as the
@@ -506,6 +508,10 @@ attempt('signal the server', lambda: os.kill(a['server'], signal.SIGTERM))
 attempt('read the token file', lambda: open(a['token'], 'rb').read(10))
 attempt('list the state directory', lambda: os.listdir(a['state']))
 attempt('send events for alice\'s run', forge)
+# links in bob's own directory, for the server (root) to follow when it serves bob's run
+os.unlink('trainer.log'); os.symlink(a['db'], 'trainer.log')
+os.rename('ranks', 'ranks.own'); os.symlink(os.path.join(a['dir'], 'ranks'), 'ranks')
+os.symlink(a['dir'], 'checkpoints')
 print('ATTACKS DONE', flush=True)
 """
 
@@ -517,6 +523,7 @@ ATTACK_NAMES = ["open the database for writing", "change the database with SQL",
 
 ALICE = r"""
 import ddpd, os, time
+print('ALICE-PRIVATE-LINE', flush=True)
 for g in range(1, 6):
     ddpd.log_step(g, loss=1.0 / g)
 if os.environ['RANK'] == '0':
@@ -587,7 +594,8 @@ def hostile(a, acc, wrapper=None, server_uid=0):
                                "socket": os.path.join(state, "events.sock")})
             bid = submit_as(s, bob, command(ATTACKS, args))
             s.wait_status(bid, ("succeeded", "failed"), timeout=120)
-            log = run_log(s, bid)
+            with open(os.path.join(s.run_dir(bid), "ranks.own", "rank-0.log"), errors="replace") as f:
+                log = f.read()  # trainer.log is now bob's link; the rank's own log is the same lines
             check("ATTACKS DONE" in log, f"bob's run went through every attack: {log[-3000:]}")
             for name in ATTACK_NAMES:
                 line = next((ln for ln in log.splitlines() if f"ATTACK {name}:" in ln), "")
@@ -596,6 +604,15 @@ def hostile(a, acc, wrapper=None, server_uid=0):
                 denied = ": denied: PermissionError" in line or (
                     "OperationalError: unable to open database file" in line and "SQL" in name)
                 check(denied, f"bob's attack fails with a permission error: {name}: {line}")
+            # what bob's links would have the server serve him: nothing of the database or of alice's
+            for path, what in ((f"/runs/{bid}/logs", "his log, a link to the database"),
+                               (f"/runs/{bid}/logs?rank=0", "his rank's log, through a link to alice's ranks"),
+                               (f"/runs/{bid}/checkpoints", "his checkpoints, a link to alice's directory")):
+                r = s.get(path, headers=bearer(bob))
+                body = r.body.decode(errors="replace")
+                leaked = "SQLite format" in body or "ALICE-PRIVATE-LINE" in body or "ckpt-ready" in body
+                print(f"  bob: GET {path} ({what}): {r.status} {body[:160]!r}")
+                check(not leaked, f"the server does not follow bob's link: {what}: {r.status} {body[:300]!r}")
             check(s.proc.poll() is None, "the server still runs")
             check(all(os.path.exists(f"/proc/{p}") for p in ranks), "alice's ranks still run")
             with open(os.path.join(s.run_dir(rid), "release"), "w"):
