@@ -232,6 +232,16 @@ def case_runs_as_account(a):
                 who = whoami_of(run_log(s, cid))
                 check(who and who["uid"] == acc.uid("runner") and who["user"] == acc["runner"],
                       f"carol, with no account, runs as --run-user: {who}")
+            # started again: the state dir stays passable, the runs' directories their accounts'
+            with Server(a.ddpd, a.trainer, state_dir=state, extra_args=extra) as s2:
+                with open(s2.log_path) as f:
+                    log = f.read()
+                check("was mode 0711" not in log and "were readable by others" not in log,
+                      f"no warning of a loose state dir at the next start: {log[-600:]}")
+                check(stat.S_IMODE(os.stat(state).st_mode) == 0o711, "the state dir is still 0711")
+                d = os.stat(s2.run_dir(rid))
+                check(d.st_uid == acc.uid("alice") and stat.S_IMODE(d.st_mode) == 0o770,
+                      f"alice's run directory is untouched: {d.st_uid} {oct(d.st_mode)}")
         finally:
             os.unlink(tok)
             shutil.rmtree(state, ignore_errors=True)
