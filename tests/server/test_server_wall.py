@@ -313,6 +313,9 @@ import os, sys, time
 mode = sys.argv[1]
 if os.fork() == 0:
     os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)  # a daemon's way: the rank's output pipe is not held open
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     if os.fork() == 0:  # a grandchild in a session of its own, its parent gone: nobody's group
         with open('escapee.pid.tmp', 'w') as f:
             f.write(str(os.getpid()))
@@ -323,9 +326,8 @@ if os.fork() == 0:
 while not os.path.exists('escapee.pid'):
     time.sleep(0.01)
 print('AFFINITY', sorted(os.sched_getaffinity(0)), flush=True)
-if mode == 'wait':
-    while True:
-        time.sleep(1)
+while mode == 'wait' or not os.path.exists('release'):  # 'end': until the test has looked at the escapee
+    time.sleep(0.05)
 """
 
 
@@ -383,6 +385,8 @@ def escapee(a, ddpd=None):
                     check(r.status in (200, 202), f"cancel: {r.status} {r.body[:200]!r}")
                     run = s.wait_status(rid, "canceled", timeout=60)
                 else:
+                    with open(os.path.join(s.run_dir(rid), "release"), "w"):
+                        pass
                     run = s.wait_status(rid, "succeeded", timeout=60)
                 check(run is not None, f"run {rid} ended ({mode})")
                 wait_until(lambda: not alive(pid), f"the escapee {pid} of run {rid} is killed with its run ({mode})",
