@@ -51,18 +51,40 @@ class Accounts:
     def __init__(self, *roles):
         self.names = {r: f"ddpdt-{r}-{os.getpid()}" for r in roles}
 
+    @staticmethod
+    def _shadow_tool(*argv):
+        """useradd/userdel, again while another test holds /etc/passwd's lock (ctest -j)."""
+        for _ in range(100):
+            p = subprocess.run(list(argv), capture_output=True, text=True)
+            if p.returncode == 0 or "lock" not in p.stderr:
+                return p
+            time.sleep(0.1)
+        return p
+
     def __enter__(self):
         for name in self.names.values():
-            subprocess.run(["userdel", name], capture_output=True)
-            p = subprocess.run(["useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
-                                "/usr/sbin/nologin", name], capture_output=True, text=True)
+            self._shadow_tool("userdel", name)
+            p = self._shadow_tool("useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
+                                  "/usr/sbin/nologin", name)
             if p.returncode != 0:
+                self.__exit__()
                 raise RuntimeError(f"useradd {name}: {p.stderr}")
         return self
 
     def __exit__(self, *exc):
         for name in self.names.values():
-            subprocess.run(["userdel", name], capture_output=True)
+            try:
+                uid = pwd.getpwnam(name).pw_uid
+            except KeyError:
+                continue
+            for pid in [int(n) for n in os.listdir("/proc") if n.isdigit()]:  # what its runs left, by pid
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid == uid:
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            p = self._shadow_tool("userdel", "--force", name)
+            check(p.returncode == 0, f"the test's account {name} is removed: {p.stderr}")
         return False
 
     def __getitem__(self, role):
