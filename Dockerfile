@@ -44,6 +44,13 @@ RUN /tmp/install-deps.sh --runtime \
  && install -d -o ddpd -g ddpd -m 0700 /var/lib/ddpd \
  && install -d -m 0755 /usr/share/datasets
 COPY --from=build /opt/ddpd /opt/ddpd
+# ddpd runs as its own user, not root; to run each user's runs as that user's account
+# (the README's Security model) it holds these capabilities as permitted ones of its
+# file, and makes them effective itself: CAP_SETUID, CAP_SETGID (switch accounts),
+# CAP_KILL (end runs of other accounts), CAP_CHOWN, CAP_FOWNER (hand a run its
+# directory), CAP_DAC_OVERRIDE (serve and delete what runs wrote). Docker's default
+# set has them all; with --cap-drop ALL add exactly these (docker-compose.yml does).
+RUN setcap cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+p /opt/ddpd/bin/ddpd
 # Every library each installed program links is here (libcuda comes from the host's
 # driver at run time, through the NVIDIA runtime), and each one starts.
 RUN for p in /opt/ddpd/bin/*; do \

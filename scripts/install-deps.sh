@@ -72,11 +72,12 @@ test_packages=(
 )
 
 # To run what `cmake --install` put in place (the runtime stage of the image): the
-# libraries the programs link (ldd checks them there) and curl for the health check.
+# libraries the programs link (ldd checks them there), curl for the health check and
+# setcap (libcap2-bin: the capabilities ddpd takes to run runs as their users' accounts).
 runtime_packages=(
   libjansson4 "libopenblas0-pthread|libopenblas0" zlib1g "libdnnl3|libdnnl2" libgomp1
   "libmicrohttpd12t64|libmicrohttpd12" libsqlite3-0 "libcurl4t64|libcurl4" "libgloo0t64|libgloo0?"
-  curl ca-certificates
+  curl ca-certificates libcap2-bin
 )
 
 case "$mode" in

@@ -28,6 +28,8 @@
  * serves its answer from run_cache.h while the run's version is unchanged.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +42,7 @@
 #include "downsample.h"
 #include "ingest.h"
 #include "logtail.h"
+#include "open_exact.h"
 #include "metrics.h"
 #include "openapi.h"
 #include "params.h"
@@ -559,7 +562,10 @@ static void get_checkpoints(request *rq, response *rs) {
     if (!param_existing_run(rq, rs, &id, &b)) return;
     char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS);
     json_t *files = json_array();
-    DIR *d = opendir(dir);
+    /* the run's own folder: never through a link it put there, nor a file's link followed */
+    int dfd = open_exact(dir, O_RDONLY | O_DIRECTORY);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d && dfd >= 0) close(dfd);
     struct dirent *e;
     while (d && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
@@ -567,7 +573,7 @@ static void get_checkpoints(request *rq, response *rs) {
         if (n <= strlen(suffix) || strcmp(e->d_name + n - strlen(suffix), suffix) != 0) continue; /* *.tmp.PID: being written */
         char *path = xasprintf("%s/%s", dir, e->d_name);
         struct stat sb;
-        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
             char when[32];
             format_iso8601((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000, when);
             int epoch = -1;

@@ -24,6 +24,7 @@
 #include "db_inspect.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
+#include "run_account.h"
 #include "server_log.h"
 #include "supervisor.h"
 #include "base.h"
@@ -381,13 +382,83 @@ static void check_trainer(const settings *c, int n_gpus) {
 
 /* ---- command runs: --allow-commands, the work roots, ddp-run ---- */
 
+/* ---- accounts (the README's Security model) ---- */
+
+/* The users mapped to an account (ddpd user --unix-user), from the database if there
+ * is one: "name\taccount" lines in *out; how many (0 when none, or no such column yet). */
+static int mapped_users(const settings *c, buf_t *out) {
+    char *path = xasprintf("%s/ddpd.db", c->state_dir);
+    sqlite3 *db = NULL;
+    int n = 0;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT name, unix_user FROM users WHERE unix_user IS NOT NULL AND removed_at IS NULL"
+                               " ORDER BY name", -1, &st, NULL) == SQLITE_OK)
+            while (sqlite3_step(st) == SQLITE_ROW) {
+                buf_printf(out, "%s\t%s\n", (const char *)sqlite3_column_text(st, 0),
+                           (const char *)sqlite3_column_text(st, 1));
+                n++;
+            }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    free(path);
+    return n;
+}
+
+static void check_accounts(const settings *c) {
+    char how[160], missing[128];
+    bool can = run_account_can_switch(how, sizeof how, missing, sizeof missing);
+    buf_t users = {0};
+    int n = mapped_users(c, &users);
+    bool wanted = n > 0 || (c->run_user && *c->run_user);
+    if (can && missing[0] && wanted)
+        say(V_WARN, "accounts", "runs can run as other accounts (%s), but it lacks %s: it cannot end, own or serve "
+            "their files (the README's Security model)", how, missing);
+    else if (can) say(V_OK, "accounts", "runs can run as other accounts (%s)", how);
+    else if (wanted)
+        say(V_FAIL, "accounts", "runs are to run as other accounts (--run-user, ddpd user --unix-user), but this server "
+            "cannot switch (%s): run it as root, or give it CAP_SETUID, CAP_SETGID, CAP_KILL, CAP_CHOWN, CAP_FOWNER "
+            "and CAP_DAC_OVERRIDE", how);
+    else say(V_OK, "accounts", "runs run as this server's user (%s, and no user is mapped to an account)", how);
+    if (c->run_user && *c->run_user) {
+        run_account a;
+        char err[512];
+        if (run_account_lookup(c->run_user, &a, err, sizeof err) != 0) say(V_FAIL, "run user", "--run-user: %s", err);
+        else say(V_OK, "run user", "%s (uid %d): runs of users without an account of their own", a.name, (int)a.uid);
+    }
+    char *line = users.data;
+    for (int i = 0; i < n && line; i++) {
+        char *nl = strchr(line, '\n'), *tab = strchr(line, '\t');
+        if (!nl || !tab) break;
+        *nl = *tab = '\0';
+        run_account a;
+        char err[512], part[96];
+        snprintf(part, sizeof part, "user %.60s", line);
+        if (run_account_lookup(tab + 1, &a, err, sizeof err) != 0) say(V_FAIL, part, "%s: its runs are refused", err);
+        else say(V_OK, part, "runs as the account %s (uid %d, gid %d, %d group%s)", a.name, (int)a.uid, (int)a.gid,
+                 a.n_groups, a.n_groups == 1 ? "" : "s");
+        line = nl + 1;
+    }
+    buf_free(&users);
+}
+
 static void check_commands(const settings *c) {
     if (!c->allow_commands) {
         say(V_OK, "commands", "off (no --allow-commands): command runs are refused (403); the work roots (%d given) "
             "and the runner are not used", c->work_roots.n);
         return;
     }
-    say(V_OK, "commands", "on (--allow-commands): a command run runs its program as this server's user");
+    bool run_user = c->run_user && *c->run_user;
+    if (!run_user && !c->unsafe_commands_as_server && geteuid() == 0)
+        say(V_WARN, "commands", "on (--allow-commands): a command run runs its program as its user's account; this "
+            "server is root, so one of a user without an account is refused: give --run-user ACCOUNT");
+    else
+        say(V_OK, "commands", "on (--allow-commands): a command run runs its program as its user's account, else %s",
+            run_user ? "--run-user's" : c->unsafe_commands_as_server ? "as this server's user (--unsafe-commands-as-server)"
+                                                                     : "as this server's user where it has no users");
     buf_t b = {0};
     verdict v = V_OK;
     for (int i = 0; i < c->work_roots.n; i++) {
@@ -427,6 +498,7 @@ int ddpd_check(const settings *c) {
     check_data_roots(c);
     check_gpus(c, slots, &n_gpus);
     check_trainer(c, n_gpus);
+    check_accounts(c);
     check_commands(c);
     printf("ddpd check: %d ok, %d warning%s, %d failed\n", counts[V_OK], counts[V_WARN], counts[V_WARN] == 1 ? "" : "s",
            counts[V_FAIL]);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_account.h"
 #include "run_as.h"
 #include "agent.h"
 #include "auth.h"
@@ -258,6 +259,8 @@ static void open_store(const settings *o, const db_report *verdict, bool rebuild
     feed_init(); /* the live feed (sse.h): it observes the store's writer */
     if (store_open(layout_db_path(), &FEED_OBSERVES_STORE, &CACHE_FORGETS_DELETED, err, sizeof err) != 0) die("%s", err);
     if (users_open(layout_db_path(), o->token, err, sizeof err) != 0) die("%s", err);
+    if (run_account_take_permitted() != 0) log_warn("cannot make this server's permitted capabilities effective: %s",
+                                                    strerror(errno));
     run_as_config ra = {.run_user = o->run_user, .unsafe_as_server = o->unsafe_commands_as_server};
     if (run_as_init(&ra, err, sizeof err) != 0) die("%s", err);
     bool has_users = users_exist(); /* their tokens are needed to change anything */

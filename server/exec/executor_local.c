@@ -10,13 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "journal_end.h"
 #include "launcher_argv.h"
 #include "logtail.h"
 #include "procstat.h"
+#include "run_cgroup.h"
+#include "sha256.h"
 #include "state_layout.h"
 #include "supervisor.h"
 
@@ -34,6 +38,7 @@ typedef struct local_part {
     int64_t kill_at;     /* mono ms: SIGKILL then; 0: not stopping */
     int64_t term_at;     /* mono ms: asked to checkpoint and stop (preempted); SIGTERM then if still there */
     bool killed;
+    long uid;            /* the account its processes run as */
     struct local_part *next;
 } local_part;
 
@@ -43,6 +48,7 @@ static struct {
     pthread_mutex_t mu;
     local_part *parts;
     char self_url[128];
+    int64_t next_sweep; /* mono ms: the next look for orphans of ended runs */
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void executor_local_set_self_url(const char *url) {
@@ -83,6 +89,80 @@ static void sigterm_locked(local_part *p, int grace_ms) {
     else log_info("run %lld: SIGTERM sent to process group %d", (long long)p->run, (int)p->pid);
 }
 
+/* The cgroup of a run's part on this host (run_cgroup.h): named by the state
+ * directory too, so that two servers' runs never share one, and a server started
+ * again finds those of the runs it adopts (malloc'd). */
+static char *part_cgroup_name(int64_t run, int part) {
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(layout_state_dir(), hex);
+    return xasprintf("%.12s-run-%lld-%d", hex, (long long)run, part);
+}
+
+/* The run a process belongs to, from its DDPD_RUN_ID (every process of a run has it);
+ * -1 when its environment cannot be read (another account's, to a server without
+ * CAP_SYS_PTRACE) or has none. */
+static int64_t run_of_process(pid_t pid) {
+    char path[64], buf[16384];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strncmp(buf + i, "DDPD_RUN_ID=", 12) == 0) return strtoll(buf + i + 12, NULL, 10);
+    return -1;
+}
+
+/* Where a run has no cgroup: a process of it that left its session and whose parent
+ * ended was handed to this server (a child subreaper: supervisor.c), not to init. Such
+ * an orphan of a run that no longer runs here is killed: by the run its environment
+ * names, else (an environment this server may not read) by its account, when no run
+ * of that account runs here. Returns how many. */
+static int sweep_orphans(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    pid_t self = getpid();
+    int killed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        proc_stat ps;
+        if (proc_stat_read(pid, &ps) != 0 || ps.ppid != self || ps.state == 'Z') continue;
+        struct stat st;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d", (int)pid);
+        if (stat(path, &st) != 0) continue;
+        int64_t run = run_of_process(pid);
+        bool ours = false, live = false;
+        pthread_mutex_lock(&L.mu);
+        for (local_part *p = L.parts; p; p = p->next) {
+            if (p->pid == pid) ours = true; /* a launcher */
+            if (run >= 0 ? p->run == run : p->uid == (long)st.st_uid) live = true;
+        }
+        pthread_mutex_unlock(&L.mu);
+        bool of_a_run = run >= 0 || st.st_uid != geteuid(); /* the server's own helpers are neither */
+        if (!ours && !live && of_a_run && kill(pid, SIGKILL) == 0) {
+            killed++;
+            log_info("killed process %d, left behind by %s%lld that has ended", (int)pid, run >= 0 ? "run " : "uid ",
+                     run >= 0 ? (long long)run : (long long)st.st_uid);
+        }
+    }
+    closedir(d);
+    return killed;
+}
+
+/* Kills whatever is left of the part's processes, wherever they went (its cgroup). */
+static int kill_cgroup(int64_t run, int part) {
+    char *name = part_cgroup_name(run, part);
+    int killed = run_cgroup_kill(name);
+    free(name);
+    if (killed) log_info("run %lld: killed %d process%s left in its cgroup", (long long)run, killed,
+                         killed == 1 ? "" : "es");
+    return killed;
+}
+
 static start_result local_start(const part_launch *l, part_handle *h) {
     (void)h;
     const char *program = l->command ? L.c.runner : L.c.trainer;
@@ -115,10 +195,23 @@ static start_result local_start(const part_launch *l, part_handle *h) {
                                           attempt);
     /* whom it runs as (the scheduler's run_as); a refusal comes back as a start that failed */
     if (l->account) layout_open_for_accounts();
+    pthread_mutex_lock(&L.mu);
+    local_part *me = *slot_of(l->run, l->part);
+    if (me) me->uid = l->account ? (long)l->account->uid : (long)geteuid();
+    pthread_mutex_unlock(&L.mu);
+    /* every process it starts kept in one cgroup; a CPU run's on the CPUs of its slots */
+    char *cgroup = part_cgroup_name(l->run, l->part);
+    int *cpus = xmalloc((size_t)(l->n_devices > 0 ? l->n_devices : 1) * sizeof *cpus);
+    int n_cpus = 0;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int i = 0; !l->gpu && i < l->n_devices && online > 0; i++) cpus[n_cpus++] = l->devices[i] % (int)online;
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
-                         .log_banner = banner, .account = l->account, .refused = l->account_refused};
+                         .log_banner = banner, .account = l->account, .refused = l->account_refused,
+                         .cgroup = cgroup, .cpus = cpus, .n_cpus = n_cpus};
     supervisor_request_spawn(&req);
+    free(cgroup);
+    free(cpus);
     launcher_cmd_free(&cmd);
     free(banner);
     free(rendezvous);
@@ -187,6 +280,8 @@ void executor_local_exited(pid_t pid, int wstatus) {
     /* No process of the run may outlive it: the ranks die with the launcher
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
+    kill_cgroup(p->run, p->part); /* and any that left the group (setsid) */
+    sweep_orphans();              /* where there was no cgroup */
     part_end e = {.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT,
                   .exit_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT, .end_t = now_ms()};
     journal_end je;
@@ -276,6 +371,7 @@ static adopt_result local_adopt(const part_launch *l, const part_handle *h, char
         pthread_mutex_unlock(&L.mu);
     } else {
         int killed = h->pid > 0 ? kill_leftovers(h->pid, run_dir) : 0;
+        killed += kill_cgroup(run, part);
         snprintf(gone, gone_len, "%s",
                  !killed    ? "the server restarted and the run's processes were gone"
                  : recorded ? "the server restarted and the run's launcher was gone: what was left of its processes "
@@ -292,12 +388,17 @@ static void local_abandon(int64_t run, const part_handle *h) {
     char *run_dir = layout_run_dir(run);
     kill_leftovers(h->pid, run_dir);
     free(run_dir);
+    kill_cgroup(run, 0);
 }
 
 /* SIGKILLs after the grace; adopted launchers that are gone (what is left of their
  * group is killed) end. */
 static void local_tick(void) {
     int64_t now = mono_ms();
+    if (now >= L.next_sweep) { /* an orphan whose run ended before it was handed to this server */
+        L.next_sweep = now + 1000;
+        sweep_orphans();
+    }
     local_part *gone = NULL;
     pthread_mutex_lock(&L.mu);
     for (local_part **slot = &L.parts; *slot;) {
@@ -329,6 +430,7 @@ static void local_tick(void) {
         if (kill_leftovers(p->pid, run_dir))
             log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)p->pid);
         free(run_dir);
+        kill_cgroup(p->run, p->part);
         char *how = xasprintf("its launcher (pid %d) exited while the server was not its parent", (int)p->pid);
         part_end e = {.exit_code = NO_INT, .exit_signal = NO_INT, .how = how, .end_t = now_ms()};
         L.hooks.ended(p->run, p->part, &e);

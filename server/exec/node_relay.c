@@ -1,4 +1,5 @@
 /* What agents forward, delivered: see node_relay.h. */
+#include "open_exact.h"
 #include "node_relay.h"
 
 #include <ctype.h>
@@ -253,7 +254,7 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
         bool mid = l->mid_line;
         if (is_main) prefixed(&out, node_name, text + skip, len - skip, &mid);
         else buf_append(&out, text + skip, len - skip);
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int fd = open_exact_mode(path, O_WRONLY | O_CREAT | O_APPEND, 0600); /* never through a run's link */
         bool ok = fd >= 0 && write(fd, out.data, out.len) == (ssize_t)out.len;
         if (!ok) snprintf(err, errlen, "cannot append to run %lld's %s: %s", (long long)run_id, file, strerror(errno));
         if (fd >= 0) close(fd);

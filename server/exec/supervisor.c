@@ -7,12 +7,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 
 #include "base.h"
 #include "child_setup.h"
+#include "run_cgroup.h"
 
 extern char **environ;
 
@@ -45,6 +47,10 @@ typedef struct queued_spawn {
     run_account account;
     bool as_account;
     char *refused;
+    char *cgroup;
+    run_cgroup cgroups; /* made on the supervisor's thread before the fork */
+    int cpus[CPU_SETSIZE];
+    int n_cpus;
     struct queued_spawn *next;
 } queued_spawn;
 
@@ -68,6 +74,7 @@ static void free_queued(queued_spawn *q) {
     free(q->log_path);
     free(q->log_banner);
     free(q->refused);
+    free(q->cgroup);
     free_strv(q->argv);
     free_strv(q->env_set);
     free_strv(q->env_drop);
@@ -97,6 +104,8 @@ void supervisor_request_spawn(const spawn_request *r) {
     q->env_drop = copy_strv(r->env_drop);
     if (r->account) q->account = *r->account, q->as_account = true;
     q->refused = r->refused ? xstrdup(r->refused) : NULL;
+    q->cgroup = r->cgroup ? xstrdup(r->cgroup) : NULL;
+    for (int i = 0; i < r->n_cpus && q->n_cpus < CPU_SETSIZE; i++) q->cpus[q->n_cpus++] = r->cpus[i];
     pthread_mutex_lock(&R.mu);
     if (R.tail) R.tail->next = q;
     else R.head = q;
@@ -146,8 +155,20 @@ static void child_as(const queued_spawn *q, int log_fd, int report, char **env) 
     step = "open /dev/null";
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0) goto fail;
+    /* none of the server's descriptors goes through exec (the report pipe closes there too) */
+    step = "close the server's descriptors";
+    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) goto fail;
+    step = "join the run's cgroup";
+    if (run_cgroup_join(&q->cgroups) != 0) goto fail;
+    step = "take the run's CPUs";
+    if (q->n_cpus > 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int i = 0; i < q->n_cpus; i++) CPU_SET(q->cpus[i], &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) goto fail;
+    }
     step = "become the account";
-    if (run_account_become(&q->account) != 0) goto fail;
+    if (q->as_account && run_account_become(&q->account) != 0) goto fail;
     step = "enter the run directory";
     if (q->cwd && chdir(q->cwd) != 0) goto fail;
     step = "exec";
@@ -161,10 +182,20 @@ fail:;
     _exit(127);
 }
 
-/* Starts the program as q->account: fork, and the child becomes it before exec (a
- * posix_spawn cannot). A pipe closed on exec says whether the exec happened. */
-static pid_t fork_as(const queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
-    if (q->cwd && hand_over_dir(q, err, errlen) != 0) return -1;
+/* Starts the program: fork, and the child joins its cgroup, takes its CPUs and
+ * becomes its account (q->account, when as_account) before exec, which a posix_spawn
+ * cannot. A pipe closed on exec says whether the exec happened. */
+static pid_t fork_as(queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
+    if (q->as_account && q->cwd && hand_over_dir(q, err, errlen) != 0) return -1;
+    if (q->cgroup) {
+        char why[512];
+        static bool said;
+        if (run_cgroup_make(q->cgroup, q->cpus, q->n_cpus, &q->cgroups, why, sizeof why) != 0 && !said) {
+            said = true; /* once: the host has none to give, each run says the same */
+            log_warn("%s: runs are tracked by their process group and confined to their CPUs by affinity only "
+                     "(a process that leaves its session outlives its run)", why);
+        }
+    }
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot start %s: pipe: %s", q->program, strerror(errno));
@@ -183,6 +214,7 @@ static pid_t fork_as(const queued_spawn *q, int log_fd, char **env, char *err, s
     }
     int child_errno = 0;
     char step[64] = "";
+    (void)env;
     ssize_t n = read(report[0], &child_errno, sizeof child_errno);
     if (n == (ssize_t)sizeof child_errno) {
         ssize_t m = read(report[0], step, sizeof step - 1);
@@ -191,8 +223,11 @@ static pid_t fork_as(const queued_spawn *q, int log_fd, char **env, char *err, s
     close(report[0]);
     if (n <= 0) return pid; /* the exec closed it: started */
     waitpid(pid, NULL, 0);
-    snprintf(err, errlen, "cannot start %s as the account %s (uid %d): %s: %s", q->program, q->account.name,
-             (int)q->account.uid, step, strerror(child_errno));
+    if (q->as_account)
+        snprintf(err, errlen, "cannot start %s as the account %s (uid %d): %s: %s", q->program, q->account.name,
+                 (int)q->account.uid, step, strerror(child_errno));
+    else snprintf(err, errlen, "cannot start %s: %s: %s", q->program, step, strerror(child_errno));
+    if (q->cgroup && q->cgroups.n) run_cgroup_kill(q->cgroup);
     return -1;
 }
 
@@ -209,7 +244,7 @@ static char **account_env(const queued_spawn *q) {
     return v;
 }
 
-static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
+static pid_t spawn_one(queued_spawn *q, char *err, size_t errlen) {
     if (q->refused) {
         snprintf(err, errlen, "%s", q->refused);
         return -1;
@@ -227,46 +262,11 @@ static pid_t spawn_one(const queued_spawn *q, char *err, size_t errlen) {
     }
     char **set = q->as_account ? account_env(q) : NULL;
     char **env = child_env(environ, q->env_drop, set ? set : q->env_set);
-    if (q->as_account) {
-        pid_t pid = fork_as(q, log_fd, env, err, errlen);
-        if (pid < 0) dprintf(log_fd, "ddpd: %s\n", err);
-        close(log_fd);
-        free(env);
-        free_strv(set);
-        return pid;
-    }
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-    if (q->cwd) posix_spawn_file_actions_addchdir_np(&fa, q->cwd);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-
-    /* Its own session (so its own process group: pgid = pid). The server blocks
-     * SIGTERM/SIGINT/SIGCHLD and ignores SIGPIPE; the child gets none of that. */
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    child_default_signals(&defaults);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &defaults);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    pid_t pid = -1;
-    int rc = strchr(q->program, '/') ? posix_spawn(&pid, q->program, &fa, &at, q->argv, env)
-                                     : posix_spawnp(&pid, q->program, &fa, &at, q->argv, env);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot start %s: %s", q->program, strerror(rc));
-        dprintf(log_fd, "ddpd: %s\n", err);
-        pid = -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    pid_t pid = fork_as(q, log_fd, env, err, errlen);
+    if (pid < 0) dprintf(log_fd, "ddpd: %s\n", err);
     close(log_fd);
     free(env);
+    free_strv(set);
     return pid;
 }
 
@@ -323,6 +323,9 @@ static void *supervisor_main(void *arg) {
 
 int supervisor_start(const supervisor_hooks *hooks) {
     R.hooks = *hooks;
+    /* a run's process whose parent ends comes to this server, not to init: reaped here,
+     * and found by the executor's sweep where the run has no cgroup */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) log_warn("cannot become the runs' subreaper: %s", strerror(errno));
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);

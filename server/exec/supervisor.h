@@ -4,8 +4,8 @@
  * reaps them and keeps time.
  *
  * Starts are requests: supervisor_request_spawn queues one and returns at once; the
- * supervisor's thread does the posix_spawn (or, as another account, fork, becoming
- * it, exec) (never an HTTP thread, never under the
+ * supervisor's thread forks, and the child joins the run's cgroup, takes its CPUs,
+ * becomes its account and execs (never an HTTP thread, never under the
  * caller's locks) and reports the pid, or why it could not start, through the
  * `spawned` hook. The same thread waits for SIGCHLD on a signalfd (SIGCHLD is blocked
  * in every thread), reaps with waitpid and reports each exit through `exited`, and
@@ -34,6 +34,12 @@ typedef struct {
      * server's own user */
     const run_account *account;
     const char *refused;       /* not started at all: `spawned` reports pid -1 with this */
+    /* where every process it starts is kept (run_cgroup.h; NULL: none), and the CPUs
+     * they may use (the run's slots: its cgroup's cpuset and the launcher's affinity,
+     * which its children inherit; n_cpus 0: any) */
+    const char *cgroup;
+    const int *cpus;
+    int n_cpus;
 } spawn_request;
 
 typedef struct {

@@ -1,4 +1,5 @@
 /* The launcher's `end` in a journal: see journal_end.h. */
+#include "open_exact.h"
 #include "journal_end.h"
 
 #include <fcntl.h>
@@ -27,7 +28,7 @@ static bool parse_end(const char *line, size_t len, journal_end *out) {
 }
 
 bool journal_end_read(const char *path, journal_end *out) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_exact(path, O_RDONLY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0) close(fd);

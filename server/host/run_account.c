@@ -73,6 +73,17 @@ bool run_account_can_switch(char *how, size_t howlen, char *missing, size_t miss
     return setuid_ok && setgid_ok;
 }
 
+int run_account_take_permitted(void) {
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) != 0) return -1;
+    if (d[0].effective == d[0].permitted && d[1].effective == d[1].permitted) return 0;
+    d[0].effective = d[0].permitted;
+    d[1].effective = d[1].permitted;
+    return syscall(SYS_capset, &h, d) == 0 ? 0 : -1;
+}
+
 int run_account_become(const run_account *a) {
     if (setgroups((size_t)a->n_groups, a->groups) != 0) return -1;
     if (setgid(a->gid) != 0) return -1;

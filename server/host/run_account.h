@@ -36,6 +36,10 @@ int run_account_lookup(const char *name, run_account *out, char *err, size_t err
  * CAP_DAC_OVERRIDE) are named in *missing ("" when it has them all). */
 bool run_account_can_switch(char *how, size_t howlen, char *missing, size_t missing_len);
 
+/* A server given its capabilities as the file's permitted ones (setcap ...+p, as the
+ * Docker image does) makes them effective: 0, or -1 when they cannot be read or set. */
+int run_account_take_permitted(void);
+
 /* In a forked child: the account's groups, gid and uid, no capability left (none
  * effective, permitted, inheritable or ambient), umask 077. 0, or -1 with errno. */
 int run_account_become(const run_account *a);

@@ -1,4 +1,5 @@
 /* Rebuilding the history from the run directories: see history_rebuild.h. */
+#include "open_exact.h"
 #include "history_rebuild.h"
 
 #include <dirent.h>
@@ -114,7 +115,7 @@ static const char *device_kind_of(const json_t *config, const char *journal) {
     const char *backend = json_string_value(json_object_get(json_object_get(config, "distributed"), "backend"));
     if (backend && strcmp(backend, "nccl") == 0) return "gpu";
     if (backend && strcmp(backend, "cpu") == 0) return "cpu";
-    FILE *f = fopen(journal, "re");
+    FILE *f = fopen_exact(journal);
     const char *kind = "cpu";
     char *line = NULL;
     size_t cap = 0;

@@ -1,4 +1,5 @@
 /* Replaying a run's journal into the store: see journal_replay.h. */
+#include "open_exact.h"
 #include "journal_replay.h"
 
 #include <errno.h>
@@ -166,7 +167,7 @@ static void replay_line(journal_replay *j, const char *line, size_t len) {
 
 void journal_replay_read(journal_replay *j, bool final, int64_t budget) {
     if (!j->f) {
-        j->f = fopen(j->path, "re");
+        j->f = fopen_exact(j->path); /* the run's own file: never through a link it put there */
         if (!j->f) {
             if (errno != ENOENT) log_warn("run %lld: cannot read its journal %s: %s", (long long)j->run_id, j->path,
                                           strerror(errno));

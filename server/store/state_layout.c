@@ -75,8 +75,10 @@ static int tighten_entry(const char *path, const struct stat *st, int type, stru
     /* a run directory handed to its account (run_as.h) is that account's: never
      * touched here (a run could swap what lies in it under a path) */
     if (ftw->level > 0 && st->st_uid != geteuid()) return type == FTW_D ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
-    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & 077)) return FTW_CONTINUE;
-    if (chmod(path, st->st_mode & 07700) == 0) {
+    /* a directory others may only pass through (0711: layout_open_for_accounts) lists nothing */
+    mode_t loose = S_ISDIR(st->st_mode) ? 066 : 077;
+    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & loose)) return FTW_CONTINUE;
+    if (chmod(path, st->st_mode & (07700 | (S_ISDIR(st->st_mode) ? 011 : 0))) == 0) {
         T.tightened++;
     } else if (T.refused++ < 5) {
         log_warn("state dir: cannot take group and other access off %s (mode %04o, owner uid %d): %s", path,
@@ -91,7 +93,7 @@ int layout_tighten(char *err, size_t errlen) {
         snprintf(err, errlen, "state dir %s: %s", S.dir, errno ? strerror(errno) : "not a directory");
         return -1;
     }
-    if (st.st_mode & 077) {
+    if (st.st_mode & 066) { /* pass-through only (0711, where runs run as other accounts) is kept */
         if (chmod(S.dir, 0700) != 0) {
             snprintf(err, errlen, "state dir %s is mode %04o (others may read the database and the runs) and cannot "
                      "be made 0700: %s", S.dir, (unsigned)(st.st_mode & 07777), strerror(errno));

@@ -37,7 +37,9 @@ const char *layout_run_file_name(run_file which);
 size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
 
 /* Makes the state directory and everything in it this user's only: group and other
- * bits are taken off every directory and file (symlinks are not followed). Logs a
+ * bits are taken off every directory and file (symlinks are not followed), but for
+ * the pass-through bit of a directory (0711: layout_open_for_accounts), and nothing
+ * beneath a directory of another account (a run's, handed to it) is touched. Logs a
  * warning naming the state directory's old mode when it was looser, and how many
  * entries beneath it were tightened. Returns -1 (and err) when the state directory
  * itself cannot be tightened; an entry beneath it that cannot be (another user's)

@@ -451,7 +451,7 @@ def run_check(a, *args, env=None):
     out = p.stdout.decode(errors="replace")
     verdicts = {}
     for line in out.splitlines():
-        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|database|data roots|GPUs|trainer|commands|work roots|runner)\s+(.*)$",
+        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|database|data roots|GPUs|trainer|accounts|run user|user \S+|commands|work roots|runner)\s+(.*)$",
                      line)
         if m:
             verdicts[m.group(2)] = (m.group(1), m.group(3))
@@ -470,16 +470,20 @@ def case_check(a):
     try:
         rc, v, out = run_check(a, *common)
         check(rc == 0, f"a good box: exit 0, got {rc}:\n{out}")
-        check(set(v) == {"config", "state dir", "database", "data roots", "GPUs", "trainer", "commands"},
+        check(set(v) == {"config", "state dir", "database", "data roots", "GPUs", "trainer", "accounts", "commands"},
               f"one verdict per part: {sorted(v)}\n{out}")
         check(all(verdict == "ok" for verdict, _ in v.values()), f"all ok:\n{out}")
-        check(re.search(r"^ddpd check: 7 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
+        check(re.search(r"^ddpd check: 8 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
         check("off (no --allow-commands)" in v.get("commands", ("", ""))[1], f"command runs off, said: {v.get('commands')}")
         # command runs: --allow-commands, the work roots, the runner (ddp-run beside ddpd by default)
         rc, v2, out = run_check(a, *common, "--allow-commands", "--work-root", base)
-        check(rc == 0 and [v2.get(k, ("missing",))[0] for k in ("commands", "work roots", "runner")] == ["ok"] * 3 and
+        check(rc == 0 and [v2.get(k, ("missing",))[0] for k in ("work roots", "runner")] == ["ok"] * 2 and
               base in v2["work roots"][1] and "ddp-run" in v2["runner"][1],
-              f"--allow-commands with a work root: commands, work roots and the runner ok:\n{out}")
+              f"--allow-commands with a work root: work roots and the runner ok:\n{out}")
+        # as root, a command run of a user without an account would run as root: it is refused, and check warns
+        want = ("warn", "give --run-user ACCOUNT") if os.geteuid() == 0 else ("ok", "as its user's account")
+        check(v2.get("commands", ("", ""))[0] == want[0] and want[1] in v2["commands"][1],
+              f"commands: {want}: {v2.get('commands')}")
         rc, v2, out = run_check(a, *common, "--allow-commands")
         check(rc == 0 and v2.get("work roots", ("",))[0] == "warn" and "--work-root" in v2["work roots"][1],
               f"--allow-commands without a work root: a warning that says what to give:\n{out}")

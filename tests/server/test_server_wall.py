@@ -10,6 +10,14 @@ without it a case says why and is skipped (exit 77).
                      (uid, gid, groups, HOME, USER, LOGNAME, umask 077, no capability),
                      her run directory is hers (group: the server's, no other access);
                      a user without an account runs as --run-user
+  escapee            a rank's grandchild that calls setsid is killed when its run ends
+                     and when it is canceled; a 1-slot run's processes are on one CPU
+  escapee_no_cgroups the same on a server that can make no cgroup: it is the runs'
+                     subreaper and sweeps what they leave behind
+  check              ddpd check: whether the server can switch, and each mapped user's
+                     account there or not
+  forged_end         a rank's own `end` event (its run's secret, its account) is not
+                     taken: how a run ended is its launcher's to say
   refusals           command runs refused at submission, saying what the operator must
                      do: a root server with no account to run as, a server with users
                      and no way to switch; --unsafe-commands-as-server lets them run;
@@ -19,9 +27,13 @@ without it a case says why and is skipped (exit 77).
                      her ranks and to the server, forged events on the socket with her
                      run's secret, the token file; each fails with a permission error
                      seen in bob's log, and the database, her run and the users are as
-                     they were
-  caps_only          the same server not root, holding only its capabilities (setpriv):
-                     runs still run as their accounts and cannot reach the database
+                     they were. Links he leaves in his own directory (his log to the
+                     database, his ranks and checkpoints to alice's) are not followed
+                     when the server serves his run
+  caps_only          hostile's attacks on a server that is not root and holds only its
+                     capabilities (setpriv, ambient)
+  caps_from_file     the same with the capabilities on ddpd's file (setcap +p, as the
+                     Docker image has them), started as an account that has none
 
 Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
 import argparse, grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
@@ -39,18 +51,40 @@ class Accounts:
     def __init__(self, *roles):
         self.names = {r: f"ddpdt-{r}-{os.getpid()}" for r in roles}
 
+    @staticmethod
+    def _shadow_tool(*argv):
+        """useradd/userdel, again while another test holds /etc/passwd's lock (ctest -j)."""
+        for _ in range(100):
+            p = subprocess.run(list(argv), capture_output=True, text=True)
+            if p.returncode == 0 or "lock" not in p.stderr:
+                return p
+            time.sleep(0.1)
+        return p
+
     def __enter__(self):
         for name in self.names.values():
-            subprocess.run(["userdel", name], capture_output=True)
-            p = subprocess.run(["useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
-                                "/usr/sbin/nologin", name], capture_output=True, text=True)
+            self._shadow_tool("userdel", name)
+            p = self._shadow_tool("useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
+                                  "/usr/sbin/nologin", name)
             if p.returncode != 0:
+                self.__exit__()
                 raise RuntimeError(f"useradd {name}: {p.stderr}")
         return self
 
     def __exit__(self, *exc):
         for name in self.names.values():
-            subprocess.run(["userdel", name], capture_output=True)
+            try:
+                uid = pwd.getpwnam(name).pw_uid
+            except KeyError:
+                continue
+            for pid in [int(n) for n in os.listdir("/proc") if n.isdigit()]:  # what its runs left, by pid
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid == uid:
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            p = self._shadow_tool("userdel", "--force", name)
+            check(p.returncode == 0, f"the test's account {name} is removed: {p.stderr}")
         return False
 
     def __getitem__(self, role):
@@ -221,9 +255,169 @@ def case_runs_as_account(a):
                 who = whoami_of(run_log(s, cid))
                 check(who and who["uid"] == acc.uid("runner") and who["user"] == acc["runner"],
                       f"carol, with no account, runs as --run-user: {who}")
+            # started again: the state dir stays passable, the runs' directories their accounts'
+            with Server(a.ddpd, a.trainer, state_dir=state, extra_args=extra) as s2:
+                with open(s2.log_path) as f:
+                    log = f.read()
+                check("was mode 0711" not in log and "were readable by others" not in log,
+                      f"no warning of a loose state dir at the next start: {log[-600:]}")
+                check(stat.S_IMODE(os.stat(state).st_mode) == 0o711, "the state dir is still 0711")
+                d = os.stat(s2.run_dir(rid))
+                check(d.st_uid == acc.uid("alice") and stat.S_IMODE(d.st_mode) == 0o770,
+                      f"alice's run directory is untouched: {d.st_uid} {oct(d.st_mode)}")
         finally:
             os.unlink(tok)
             shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- forged_end ----
+
+FORGE_OWN_END = r"""
+import json, os, socket
+s = socket.socket(socket.AF_UNIX); s.connect(os.environ['DDPD_EVENTS_SOCKET'])
+run = os.environ['DDPD_RUN_ID']
+hello = {'run': run, 'rank': -1, 'seq': 0, 't': 1, 'type': 'hello', 'pid': os.getpid(), 'host': 'x', 'device': 'cpu',
+         'world_size': 1, 'secret': os.environ['DDPD_RUN_SECRET']}
+end = {'run': run, 'rank': -1, 'seq': 1, 't': 2, 'type': 'end', 'status': 'failed', 'reason': 'FORGED by a rank'}
+s.sendall((json.dumps(hello) + '\n' + json.dumps(end) + '\n').encode())
+s.close()
+print('sent a forged end', flush=True)
+"""
+
+
+def case_forged_end(a):
+    """A rank of the run sends its own `end` (rank -1, with the run's secret, as its own
+    account): only the launcher's word counts, so the run that exits 0 succeeds."""
+    with Server(a.ddpd, a.trainer, extra_args=["--allow-commands", "--runner", a.runner]) as s:
+        rid = s.submit(command(FORGE_OWN_END))
+        run = s.wait_status(rid, ("succeeded", "failed"), timeout=120)
+        check("sent a forged end" in run_log(s, rid), "the rank sent its forged end")
+        check(run and run["status"] == "succeeded" and "FORGED" not in (run.get("reason") or ""),
+              f"the run succeeded, its reason not the forged one: {run and (run['status'], run.get('reason'))}")
+        with open(s.log_path) as f:
+            log = f.read()
+        check(f"an end event for run {rid} from pid" in log and "not its launcher: ignored" in log,
+              "the server's log says the forged end was ignored")
+
+
+# ---- check ----
+
+def case_check(a):
+    """ddpd check says whether the server can switch accounts, and for --run-user and
+    each mapped user whether the host has the account."""
+    needs_root(a)
+    with Accounts("alice", "runner") as acc:
+        state = state_dir_for()
+        try:
+            add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+            add_user(a.ddpd, state, "bob", "--unix-user", "ddpdt-gone-here")
+            p = subprocess.run([a.ddpd, "check", "--state-dir", state, "--gpus", "none", "--slots", "1",
+                                "--data-root", "/usr/share/datasets", "--trainer", a.trainer or a.fake_trainer,
+                                "--run-user", acc["runner"]], capture_output=True, text=True, timeout=120)
+            lines = {ln[6:18].strip(): (ln[:5].strip(), ln[18:]) for ln in p.stdout.splitlines() if ln[:5].strip()
+                     in ("ok", "warn", "FAIL")}
+            check(lines.get("accounts", ("",))[0] == "ok" and "it runs as root" in lines["accounts"][1],
+                  f"as root, it can switch: {lines.get('accounts')}")
+            check(lines.get("run user", ("",))[0] == "ok" and acc["runner"] in lines["run user"][1],
+                  f"--run-user's account is there: {lines.get('run user')}")
+            check(lines.get("user alice", ("",))[0] == "ok" and acc["alice"] in lines["user alice"][1],
+                  f"alice's account is there: {lines.get('user alice')}\n{p.stdout}")
+            check(lines.get("user bob", ("",))[0] == "FAIL" and "no account \"ddpdt-gone-here\"" in lines["user bob"][1],
+                  f"bob's account is not: FAIL: {lines.get('user bob')}")
+            check(p.returncode == 1, f"check exits 1: {p.returncode}")
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+# ---- escapee ----
+
+ESCAPE = r"""
+import os, sys, time
+mode = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)  # a daemon's way: the rank's output pipe is not held open
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if os.fork() == 0:  # a grandchild in a session of its own, its parent gone: nobody's group
+        with open('escapee.pid.tmp', 'w') as f:
+            f.write(str(os.getpid()))
+        os.rename('escapee.pid.tmp', 'escapee.pid')
+        while True:
+            time.sleep(1)
+    os._exit(0)
+while not os.path.exists('escapee.pid'):
+    time.sleep(0.01)
+print('AFFINITY', sorted(os.sched_getaffinity(0)), flush=True)
+while mode == 'wait' or not os.path.exists('release'):  # 'end': until the test has looked at the escapee
+    time.sleep(0.05)
+"""
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def case_escapee(a):
+    """A rank's child that leaves its session (setsid) and its parent dies with the
+    run's end and with its cancel; a 1-slot run's processes run on one CPU."""
+    needs_root(a)
+    escapee(a)
+
+
+def case_escapee_no_cgroups(a):
+    """The same where no cgroup can be made (the cgroup filesystems read-only, in a
+    mount namespace of the server's own): the server, the runs' subreaper, sweeps."""
+    needs_root(a)
+    fd, wrapper = tempfile.mkstemp(prefix="ddpd-nocg-", suffix=".sh")
+    os.write(fd, ("#!/bin/sh\nexec unshare --mount --propagation private sh -c 'for m in /sys/fs/cgroup/*; do "
+                  "mount -o remount,bind,ro \"$m\" || exit 1; done; exec \"$0\" \"$@\"' " + a.ddpd + ' "$@"\n').encode())
+    os.close(fd)
+    os.chmod(wrapper, 0o755)
+    try:
+        log = escapee(a, wrapper)
+        check("cannot make the run's cgroup" in log and "killed process" in log,
+              f"the server said it had no cgroup, and swept: {log[-1500:]}")
+    finally:
+        os.unlink(wrapper)
+
+
+def escapee(a, ddpd=None):
+    with Accounts("runner") as acc:
+        with Server(ddpd or a.ddpd, a.trainer, slots=2, extra_args=["--allow-commands", "--runner", a.runner,
+                                                                    "--run-user", acc["runner"]]) as s:
+            for mode in ("end", "wait"):
+                rid = s.submit(command(ESCAPE, mode))
+                pid_file = os.path.join(s.run_dir(rid), "escapee.pid")
+                wait_until(lambda: os.path.exists(pid_file), f"run {rid}'s escapee", timeout=60)
+                with open(pid_file) as f:
+                    pid = int(f.read())
+                check(alive(pid), f"the escapee {pid} runs")
+                with open(f"/proc/{pid}/status") as f:
+                    status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+                check(status["Cpus_allowed_list"].strip() in ("0", "1"),
+                      f"a 1-slot run's processes, the escapee too, are on one CPU: {status['Cpus_allowed_list'].strip()}")
+                check(os.getsid(pid) != os.getpgid(s.run(rid)["pid"] or 1), "the escapee left the run's session")
+                if mode == "wait":
+                    wait_until(lambda: "AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
+                    r = s.post(f"/runs/{rid}/cancel")
+                    check(r.status in (200, 202), f"cancel: {r.status} {r.body[:200]!r}")
+                    run = s.wait_status(rid, "canceled", timeout=60)
+                else:
+                    with open(os.path.join(s.run_dir(rid), "release"), "w"):
+                        pass
+                    run = s.wait_status(rid, "succeeded", timeout=60)
+                check(run is not None, f"run {rid} ended ({mode})")
+                wait_until(lambda: not alive(pid), f"the escapee {pid} of run {rid} is killed with its run ({mode})",
+                           timeout=30)
+                line = next((ln for ln in run_log(s, rid).splitlines() if "] AFFINITY" in ln), "")
+                check(line.endswith("[0]") or line.endswith("[1]"), f"the rank sees one CPU: {line}")
+            with open(s.log_path) as f:
+                return f.read()
 
 
 # ---- refusals ----
@@ -351,6 +545,10 @@ attempt('signal the server', lambda: os.kill(a['server'], signal.SIGTERM))
 attempt('read the token file', lambda: open(a['token'], 'rb').read(10))
 attempt('list the state directory', lambda: os.listdir(a['state']))
 attempt('send events for alice\'s run', forge)
+# links in bob's own directory, for the server (root) to follow when it serves bob's run
+os.unlink('trainer.log'); os.symlink(a['db'], 'trainer.log')
+os.rename('ranks', 'ranks.own'); os.symlink(os.path.join(a['dir'], 'ranks'), 'ranks')
+os.symlink(a['dir'], 'checkpoints')
 print('ATTACKS DONE', flush=True)
 """
 
@@ -362,6 +560,7 @@ ATTACK_NAMES = ["open the database for writing", "change the database with SQL",
 
 ALICE = r"""
 import ddpd, os, time
+print('ALICE-PRIVATE-LINE', flush=True)
 for g in range(1, 6):
     ddpd.log_step(g, loss=1.0 / g)
 if os.environ['RANK'] == '0':
@@ -432,7 +631,8 @@ def hostile(a, acc, wrapper=None, server_uid=0):
                                "socket": os.path.join(state, "events.sock")})
             bid = submit_as(s, bob, command(ATTACKS, args))
             s.wait_status(bid, ("succeeded", "failed"), timeout=120)
-            log = run_log(s, bid)
+            with open(os.path.join(s.run_dir(bid), "ranks.own", "rank-0.log"), errors="replace") as f:
+                log = f.read()  # trainer.log is now bob's link; the rank's own log is the same lines
             check("ATTACKS DONE" in log, f"bob's run went through every attack: {log[-3000:]}")
             for name in ATTACK_NAMES:
                 line = next((ln for ln in log.splitlines() if f"ATTACK {name}:" in ln), "")
@@ -441,6 +641,15 @@ def hostile(a, acc, wrapper=None, server_uid=0):
                 denied = ": denied: PermissionError" in line or (
                     "OperationalError: unable to open database file" in line and "SQL" in name)
                 check(denied, f"bob's attack fails with a permission error: {name}: {line}")
+            # what bob's links would have the server serve him: nothing of the database or of alice's
+            for path, what in ((f"/runs/{bid}/logs", "his log, a link to the database"),
+                               (f"/runs/{bid}/logs?rank=0", "his rank's log, through a link to alice's ranks"),
+                               (f"/runs/{bid}/checkpoints", "his checkpoints, a link to alice's directory")):
+                r = s.get(path, headers=bearer(bob))
+                body = r.body.decode(errors="replace")
+                leaked = "SQLite format" in body or "ALICE-PRIVATE-LINE" in body or "ckpt-ready" in body
+                print(f"  bob: GET {path} ({what}): {r.status} {body[:160]!r}")
+                check(not leaked, f"the server does not follow bob's link: {what}: {r.status} {body[:300]!r}")
             check(s.proc.poll() is None, "the server still runs")
             check(all(os.path.exists(f"/proc/{p}") for p in ranks), "alice's ranks still run")
             with open(os.path.join(s.run_dir(rid), "release"), "w"):
@@ -477,6 +686,31 @@ def case_caps_only(a):
             hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
         finally:
             os.unlink(wrapper)
+
+
+def case_caps_from_file(a):
+    """As the Docker image: a ddpd whose file holds the capabilities as permitted ones
+    (setcap ...+p), started as a plain account that has none."""
+    needs_root(a)
+    if not shutil.which("setpriv") or not shutil.which("setcap"):
+        print("caps_from_file: skipped: setpriv or setcap is not installed")
+        sys.exit(SKIP)
+    with Accounts("alice", "bob", "srv") as acc:
+        d = tempfile.mkdtemp(prefix="ddpd-wall-bin-")
+        os.chmod(d, 0o755)
+        ddpd = os.path.join(d, "ddpd")
+        shutil.copy2(a.ddpd, ddpd)
+        p = subprocess.run(["setcap", f"cap_{CAPS.replace(',', ',cap_')}+p", ddpd], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"caps_from_file: skipped: this filesystem keeps no file capabilities: {p.stderr.strip()}")
+            shutil.rmtree(d)
+            sys.exit(SKIP)
+        wrapper = as_account_wrapper(ddpd, acc["srv"], caps=None)
+        try:
+            hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
+        finally:
+            os.unlink(wrapper)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def parse_args(cases):
