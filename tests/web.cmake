@@ -12,19 +12,16 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
 
   find_program(NODE_EXECUTABLE node)
   if(NODE_EXECUTABLE)
-    add_test(NAME web_dashboard
-             COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
-                     ${CMAKE_CURRENT_LIST_DIR}/web/dashboard.test.mjs
-             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(web_dashboard PROPERTIES TIMEOUT 900
-      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
-    # the sweep pages (#/sweeps, #/sweeps/{id}): a real sweep of real trials
-    add_test(NAME web_sweeps
-             COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
-                     ${CMAKE_CURRENT_LIST_DIR}/web/sweeps.test.mjs
-             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(web_sweeps PROPERTIES TIMEOUT 900
-      ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
+    # web_dashboard: the runs, a run, the form, nodes, users; web_sweeps: the sweep pages
+    # (#/sweeps, #/sweeps/{id}) on a real sweep of real trials
+    foreach(page dashboard sweeps)
+      add_test(NAME web_${page}
+               COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
+                       ${CMAKE_CURRENT_LIST_DIR}/web/${page}.test.mjs
+               WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(web_${page} PROPERTIES TIMEOUT 900
+        ENVIRONMENT "DDPD_BIN=$<TARGET_FILE:ddpd>;DDP_TRAINER=$<TARGET_FILE:ddp-trainer>;DDP_RUN=$<TARGET_FILE:ddp-run>;DDPD_TEST_ARTIFACTS=${CMAKE_BINARY_DIR}/test-artifacts/web")
+    endforeach()
   else()
     message(WARNING "node is not installed: the dashboard's browser tests are not registered (scripts/install-deps.sh installs it)")
   endif()

@@ -15,48 +15,13 @@
 //
 // Run by ctest: node --test tests/web/dashboard.test.mjs (DDPD_BIN, DDP_TRAINER, DDP_RUN set).
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { closeBrowser, commandWorkRoot, DDPD, elementShot, fmnist, launchBrowser, screenshot, Server, TORCH_SCRIPT, until } from './ddpd_server.mjs';
+import { browserSuite, commandWorkRoot, DDPD, elementShot, fmnist, screenshot, Server, TORCH_SCRIPT, until } from './ddpd_server.mjs';
 
-let server, browser;
-let passed = 0, failed = 0;
-const TIMEOUT = 240000;
-
-// Each case counts toward the closing "N passed, N failed" line.
-function it(name, fn) {
-  test(name, { timeout: TIMEOUT }, async () => {
-    try { await fn(); passed++; } catch (e) {
-      failed++;
-      if (server) process.stderr.write(`---- ddpd log ----\n${server.log.slice(-4000)}\n`);
-      throw e;
-    }
-  });
-}
-
-before(async () => {
-  server = new Server();
-  await server.start();
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  if (browser) await closeBrowser(browser);
-  if (server) { await server.stop(); server.cleanup(); }
-  console.log(`dashboard: ${passed} passed, ${failed} failed`);
-});
-
-async function open(hash, width = 1280) {
-  const page = await browser.newPage();
-  await page.setViewportSize({ width, height: 900 });
-  page.errors = [];
-  page.on('pageerror', (e) => page.errors.push(e.message));
-  page.on('dialog', (d) => d.accept());
-  await page.goto(`${server.url}/${hash}`);
-  return page;
-}
+const suite = browserSuite('dashboard', 240000);
+const { it, open } = suite;
 
 // No sideways scrolling: the page fits its width.
 async function fits(page) {
@@ -94,7 +59,7 @@ async function oneLine(page, selector) {
 
 async function finished(id, timeout = 180000) {
   return until(async () => {
-    const r = (await server.api('GET', `/runs/${id}`)).json;
+    const r = (await suite.server.api('GET', `/runs/${id}`)).json;
     return ['succeeded', 'failed', 'canceled'].includes(r.status) ? r : null;
   }, `run ${id} to finish`, timeout, 200);
 }
@@ -115,7 +80,7 @@ it('the nodes page lists this host and an agent node, and shows the node lost on
   try {
     const reg = await coord.api('POST', '/nodes', { name: 'node-b', address: '10.9.0.2', slots: 2, gpus: ['GPU-a'] });
     assert.equal(reg.status, 201, `the node registers: ${JSON.stringify(reg.json)}`);
-    const page = await browser.newPage();
+    const page = await suite.browser.newPage();
     await page.setViewportSize({ width: 1280, height: 900 });
     page.errors = [];
     page.on('pageerror', (e) => page.errors.push(e.message));
@@ -171,7 +136,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   assert.ok(seen.some((s) => s.status === 'running' && s.points > 0), 'the loss curve grew while running');
 
   // The curves: the loss chart's points (every step: fewer than max_points), the LR's step.
-  const run = (await server.api('GET', `/runs/${id}`)).json;
+  const run = (await suite.server.api('GET', `/runs/${id}`)).json;
   await until(() => page.evaluate((n) => Number(document.getElementById('loss-chart').dataset.points) === n, run.progress.total_steps),
     'every step on the loss chart');
   assert.ok(await page.$('#loss-chart canvas'), 'the loss chart is drawn by uPlot');
@@ -188,7 +153,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   alike(await column(page, '#epochs-table tbody td.test-loss'), 'test loss');
   alike(await column(page, '#epochs-table tbody td.seconds'), 'time');
   // the summary: best and final test metrics, as the epochs say
-  const eps = (await server.api('GET', `/runs/${id}/epochs`)).json.epochs;
+  const eps = (await suite.server.api('GET', `/runs/${id}/epochs`)).json.epochs;
   const bestAcc = eps.reduce((a, e) => (e.test_acc > a.test_acc ? e : a));
   const bestLoss = eps.reduce((a, e) => (e.test_loss < a.test_loss ? e : a));
   const lastEp = eps[eps.length - 1];
@@ -198,7 +163,7 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
   assert.equal((await dd('#summary-best-loss')).epoch, String(bestLoss.epoch), 'the best test loss names its epoch');
   assert.match(await page.textContent('#run-summary'), /Final test accuracy/, 'a finished run says final');
   // the checkpoint files, as they are on disk (checkpoint.keep 2: the newest two of five)
-  const files = (await server.api('GET', `/runs/${id}/checkpoints`)).json.checkpoints.map((c) => c.file);
+  const files = (await suite.server.api('GET', `/runs/${id}/checkpoints`)).json.checkpoints.map((c) => c.file);
   assert.deepEqual(files, ['epoch-0003.safetensors', 'epoch-0004.safetensors']);
   await until(() => page.evaluate(() => document.getElementById('checkpoints').dataset.files === '2'), 'the checkpoint list');
   assert.deepEqual(await page.$$eval('#checkpoints-table tbody tr', (trs) => trs.map((tr) => tr.dataset.file)), files, 'the list is the files on disk');
@@ -262,13 +227,13 @@ it('a run submitted from the form goes live to succeeded, with its curves', asyn
 it('the runs list overlays the selected runs on one chart, with the metrics they share', async () => {
   const made = [];
   for (const [name, lr] of [['cmp-slow', 0.0005], ['cmp-fast', 0.003]]) {
-    const { status, json } = await server.api('POST', '/runs', fmnist({ name, train: { epochs: 3, optimizer: { lr } } }));
+    const { status, json } = await suite.server.api('POST', '/runs', fmnist({ name, train: { epochs: 3, optimizer: { lr } } }));
     assert.equal(status, 201);
     made.push(json.id);
   }
   const bad = fmnist({ name: 'cmp-bad' });
   bad.data.train.images = 'fashion-mnist/train-labels-idx1-ubyte.gz'; // fails before its first step
-  const badId = (await server.api('POST', '/runs', bad)).json.id;
+  const badId = (await suite.server.api('POST', '/runs', bad)).json.id;
   for (const id of [...made, badId]) await finished(id);
   const [a, b] = made;
 
@@ -281,7 +246,7 @@ it('the runs list overlays the selected runs on one chart, with the metrics they
   await page.waitForSelector('#compare:not([hidden]) #compare-chart canvas');
   await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.series === '2'), 'two lines');
   assert.equal(await page.getAttribute('#compare-chart', 'data-metric'), 'loss', 'the loss first');
-  const steps = (await server.api('GET', `/runs/${a}`)).json.progress.total_steps;
+  const steps = (await suite.server.api('GET', `/runs/${a}`)).json.progress.total_steps;
   assert.equal(Number(await page.getAttribute('#compare-chart', 'data-points')), 2 * steps, 'every step of both runs');
   assert.deepEqual(await page.$$eval('#compare-legend li', (lis) => lis.map((li) => Number(li.dataset.run))), [b, a], 'a legend entry per run');
   assert.match(page.url(), new RegExp(`#/\\?compare=${a},${b}$`), 'the selection is in the address');
@@ -310,7 +275,7 @@ it('the runs list overlays the selected runs on one chart, with the metrics they
   await until(() => page.evaluate(() => document.getElementById('compare-chart').dataset.series === '2'), 'two lines again');
 
   // the address brings the comparison back
-  await page.goto(`${server.url}/#/?compare=${a},${b}`);
+  await page.goto(`${suite.server.url}/#/?compare=${a},${b}`);
   await page.reload();
   await until(() => page.evaluate(() => document.getElementById('compare-chart')?.dataset.series === '2'), 'the comparison after a reload');
   assert.equal(await page.isChecked(`tr[data-run="${a}"] .pick-run`), true);
@@ -353,7 +318,7 @@ it('the straggler rule judges a window of step times, not one heartbeat', async 
 });
 
 it('a bad config shows the server\'s error next to the field it names', async () => {
-  const before_ = (await server.api('GET', '/runs')).json.runs.length;
+  const before_ = (await suite.server.api('GET', '/runs')).json.runs.length;
   const page = await open('#/submit');
   await page.waitForSelector('#config-text[data-ready]');
   const cfg = JSON.parse(await page.inputValue('#config-text'));
@@ -397,13 +362,13 @@ it('a bad config shows the server\'s error next to the field it names', async ()
   const caretLine = await page.evaluate(() => { const t = document.getElementById('config-text'); return t.value.slice(0, t.selectionStart).split('\n').length - 1; });
   assert.equal(caretLine, line, 'the caret is on the refused line');
   await screenshot(page, 'submit-error-390-caret');
-  assert.equal((await server.api('GET', '/runs')).json.runs.length, before_, 'nothing was submitted');
+  assert.equal((await suite.server.api('GET', '/runs')).json.runs.length, before_, 'nothing was submitted');
   assert.deepEqual(page.errors, []);
   await page.close();
 });
 
 it('a run is canceled from its page', async () => {
-  const { status, json } = await server.api('POST', '/runs', fmnist({ name: 'to-cancel', train: { epochs: 200 } }));
+  const { status, json } = await suite.server.api('POST', '/runs', fmnist({ name: 'to-cancel', train: { epochs: 200 } }));
   assert.equal(status, 201);
   const page = await open(`#/runs/${json.id}`);
   await until(() => page.evaluate(() => Number(document.getElementById('run-progress').dataset.fraction) > 0),
@@ -432,14 +397,14 @@ it('a run is canceled from its page', async () => {
 // out slowly: the list's answer held back, the address moved without the event, then
 // the answer let through, then the event.
 it('a run opened while the runs list is still loading stays open', async () => {
-  const id = (await server.api('GET', '/runs?limit=1')).json.runs[0]?.id ?? (await server.api('POST', '/runs', fmnist({ name: 'to-open' }))).json.id;
-  const page = await browser.newPage();
+  const id = (await suite.server.api('GET', '/runs?limit=1')).json.runs[0]?.id ?? (await suite.server.api('POST', '/runs', fmnist({ name: 'to-open' }))).json.id;
+  const page = await suite.browser.newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(e.message));
   let release, asked = false;
   const held = new Promise((r) => { release = r; });
   await page.route((url) => url.pathname === '/runs' && url.searchParams.has('limit'), async (route) => { asked = true; await held; await route.continue(); });
-  await page.goto(`${server.url}/#/`);
+  await page.goto(`${suite.server.url}/#/`);
   await until(() => asked, 'the list to ask for the runs');
   await page.evaluate((to) => history.pushState(null, '', to), `#/runs/${id}`);
   const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/runs');
@@ -456,7 +421,7 @@ it('a run opened while the runs list is still loading stays open', async () => {
 it('a failed run shows its reason plainly', async () => {
   const cfg = fmnist({ name: 'bad-data' });
   cfg.data.train.images = 'fashion-mnist/train-labels-idx1-ubyte.gz'; // a labels file: the trainer refuses it
-  const { json } = await server.api('POST', '/runs', cfg);
+  const { json } = await suite.server.api('POST', '/runs', cfg);
   const page = await open(`#/runs/${json.id}`);
   await until(() => page.evaluate(() => document.querySelector('#run-status .badge')?.dataset.status === 'failed'),
     'the run to fail', 120000);
@@ -476,14 +441,14 @@ it('a failed run shows its reason plainly', async () => {
 async function withCommands(files, fn) {
   const work = await commandWorkRoot(files);
   const s = new Server(work.args);
-  const was = server;
+  const was = suite.server;
   await s.start();
-  server = s; // open() and finished() talk to it; its log is printed when a case fails
+  suite.server = s; // open() and finished() talk to it; its log is printed when a case fails
   try { await fn(s, work); } catch (e) {
     process.stderr.write(`---- ddpd log (command runs) ----\n${s.log.slice(-4000)}\n`);
     throw e;
   } finally {
-    server = was;
+    suite.server = was;
     await s.stop();
     s.cleanup();
     work.cleanup();
@@ -661,7 +626,7 @@ it('with a token, the dashboard sends the one the user enters', async () => {
   const guarded = new Server(['--token', 'web-s3cret']);
   await guarded.start();
   try {
-    const page = await browser.newPage();
+    const page = await suite.browser.newPage();
     page.errors = [];
     page.on('pageerror', (e) => page.errors.push(e.message));
     await page.goto(`${guarded.url}/#/submit`);
@@ -706,7 +671,7 @@ it('with users, the dashboard signs in with a token before any page, follows liv
     const hers = (await as(tokens.alice, 'POST', '/runs', fmnist({ name: 'alices', train: { epochs: 1 } }))).id;
     const his = (await as(tokens.bob, 'POST', '/runs', fmnist({ name: 'bobs', train: { epochs: 1 } }))).id;
     ids.push([hers, 'alice'], [his, 'bob']);
-    const page = await browser.newPage();
+    const page = await suite.browser.newPage();
     await page.setViewportSize({ width: 1280, height: 900 });
     page.errors = [];
     page.on('pageerror', (e) => page.errors.push(e.message));
@@ -786,16 +751,16 @@ it('a lost connection is said plainly, and the page recovers', async () => {
   const page = await open('#/');
   await until(() => page.evaluate(() => document.getElementById('conn').textContent === 'live'), 'live');
   assert.ok(await page.isHidden('#banner'));
-  await server.stop();
+  await suite.server.stop();
   await until(() => page.isVisible('#banner'), 'the banner', 30000);
   assert.match(await page.textContent('#banner'), /Lost the connection to ddpd/);
   assert.equal(await page.textContent('#conn'), 'offline');
   await shots(page, 'connection-lost');
-  await server.start(); // same port, same state
+  await suite.server.start(); // same port, same state
   await until(() => page.isHidden('#banner'), 'the banner to go', 60000);
   assert.equal(await page.textContent('#conn'), 'live');
   // After reconnecting, a run submitted now appears without a reload.
-  const { json } = await server.api('POST', '/runs', fmnist({ name: 'after-reconnect', train: { epochs: 1 } }));
+  const { json } = await suite.server.api('POST', '/runs', fmnist({ name: 'after-reconnect', train: { epochs: 1 } }));
   await until(() => page.$(`tr[data-run="${json.id}"]`), 'the new run in the list', 60000);
   await page.close();
 });

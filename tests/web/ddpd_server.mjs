@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 export const DDPD = process.env.DDPD_BIN;
@@ -176,4 +177,42 @@ export async function screenshot(page, name) {
   const file = path.join(ARTIFACTS, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   return file;
+}
+
+// A file of browser cases against one server and one headless Chromium, started before
+// the first case and stopped after the last: suite.it(name, fn) is a case that counts
+// toward the closing "LABEL: N passed, N failed" line and prints the server's log when
+// it fails; suite.open(hash, width) a page on the server that records its script
+// errors (page.errors) and accepts dialogs. suite.server may be swapped for a case
+// that needs a server of its own.
+export function browserSuite(label, timeout) {
+  const suite = { server: null, browser: null };
+  let passed = 0, failed = 0;
+  before(async () => {
+    suite.server = new Server();
+    await suite.server.start();
+    suite.browser = await launchBrowser();
+  });
+  after(async () => {
+    if (suite.browser) await closeBrowser(suite.browser);
+    if (suite.server) { await suite.server.stop(); suite.server.cleanup(); }
+    console.log(`${label}: ${passed} passed, ${failed} failed`);
+  });
+  suite.it = (name, fn) => test(name, { timeout }, async () => {
+    try { await fn(); passed++; } catch (e) {
+      failed++;
+      if (suite.server) process.stderr.write(`---- ddpd log ----\n${suite.server.log.slice(-4000)}\n`);
+      throw e;
+    }
+  });
+  suite.open = async (hash, width = 1280) => {
+    const page = await suite.browser.newPage();
+    await page.setViewportSize({ width, height: 900 });
+    page.errors = [];
+    page.on('pageerror', (e) => page.errors.push(e.message));
+    page.on('dialog', (d) => d.accept());
+    await page.goto(`${suite.server.url}/${hash}`);
+    return page;
+  };
+  return suite;
 }

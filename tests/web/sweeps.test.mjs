@@ -9,44 +9,10 @@
 //
 // Run by ctest: node --test tests/web/sweeps.test.mjs (DDPD_BIN, DDP_TRAINER set).
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { closeBrowser, fmnist, launchBrowser, screenshot, Server, until } from './ddpd_server.mjs';
+import { browserSuite, fmnist, screenshot, until } from './ddpd_server.mjs';
 
-let server, browser;
-let passed = 0, failed = 0;
-const TIMEOUT = 300000;
-
-function it(name, fn) {
-  test(name, { timeout: TIMEOUT }, async () => {
-    try { await fn(); passed++; } catch (e) {
-      failed++;
-      if (server) process.stderr.write(`---- ddpd log ----\n${server.log.slice(-4000)}\n`);
-      throw e;
-    }
-  });
-}
-
-before(async () => {
-  server = new Server();
-  await server.start();
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  if (browser) await closeBrowser(browser);
-  if (server) { await server.stop(); server.cleanup(); }
-  console.log(`sweeps: ${passed} passed, ${failed} failed`);
-});
-
-async function open(hash, width = 1280) {
-  const page = await browser.newPage();
-  await page.setViewportSize({ width, height: 900 });
-  page.errors = [];
-  page.on('pageerror', (e) => page.errors.push(e.message));
-  page.on('dialog', (d) => d.accept());
-  await page.goto(`${server.url}/${hash}`);
-  return page;
-}
+const suite = browserSuite('sweeps', 300000);
+const { it, open } = suite;
 
 // A small base run: 1 rank, a few hundred examples, 2 epochs.
 function base() {
@@ -59,7 +25,7 @@ let sweepId = null;
 it('a sweep followed live from the list to its page: trials sorted by the metric, the best named, curves and scatters', async () => {
   const list = await open('#/sweeps');
   await list.waitForSelector('#sweeps-empty:not([hidden])');
-  const r = await server.api('POST', '/sweeps', {
+  const r = await suite.server.api('POST', '/sweeps', {
     name: 'lr-width', base: base(), method: 'random', seed: 7, max_trials: 4, parallel: 2,
     parameters: { 'train.optimizer.lr': { min: 0.001, max: 0.1, log: true }, 'model.hidden.0': { values: [16, 48] } },
     metric: { key: 'test_loss', goal: 'minimize' },
@@ -75,7 +41,7 @@ it('a sweep followed live from the list to its page: trials sorted by the metric
   // live to its end, on the page that is open
   await until(async () => (await list.locator('.title-line .badge').textContent()).trim().toLowerCase() === 'succeeded',
     'the sweep page shows it succeeded', 240000, 500);
-  const api = (await server.api('GET', `/sweeps/${sweepId}`)).json;
+  const api = (await suite.server.api('GET', `/sweeps/${sweepId}`)).json;
   assert.equal(api.trials.length, 4);
   assert.ok(api.trials.every((t) => t.status === 'succeeded'), `every trial succeeded: ${JSON.stringify(api.trials.map((t) => [t.status, t.reason]))}`);
   await until(async () => (await list.locator('#sweep-trials tbody tr').count()) === 4 &&
@@ -117,7 +83,7 @@ it('a sweep followed live from the list to its page: trials sorted by the metric
 });
 
 it('cancel on a sweep page stops its trials', async () => {
-  const r = await server.api('POST', '/sweeps', {
+  const r = await suite.server.api('POST', '/sweeps', {
     name: 'to-cancel', base: fmnist({ name: 'c', data: { limit: 4000, test_limit: 200 }, train: { epochs: 20 },
       distributed: { world_size: 1 } }),
     method: 'grid', parallel: 1, parameters: { 'train.optimizer.lr': { values: [0.01, 0.02, 0.03] } },
@@ -130,7 +96,7 @@ it('cancel on a sweep page stops its trials', async () => {
   await until(async () => (await page.locator('.title-line .badge').textContent()).trim().toLowerCase() === 'canceled',
     'the page shows the sweep canceled', 60000, 300);
   assert.ok(await page.locator('#cancel-sweep').isHidden(), 'no cancel button on a canceled sweep');
-  const api = (await server.api('GET', `/sweeps/${r.json.id}`)).json;
+  const api = (await suite.server.api('GET', `/sweeps/${r.json.id}`)).json;
   assert.ok(api.trials.every((t) => !['pending', 'running', 'paused'].includes(t.status)),
     `no trial is left queued or running: ${api.trials.map((t) => t.status)}`);
   assert.deepEqual(page.errors, [], 'no script errors');
