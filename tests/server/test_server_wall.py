@@ -635,7 +635,7 @@ def hostile(a, acc, wrapper=None, server_uid=0):
             check("ATTACKS DONE" in log, f"bob's run went through every attack: {log[-3000:]}")
             for name in ATTACK_NAMES:
                 line = next((ln for ln in log.splitlines() if f"ATTACK {name}:" in ln), "")
-                print(f"  bob: {line.split('] ', 1)[-1]}")
+                print(f"  bob: {line.split('[rank 0] ', 1)[-1]}")
                 # SQLite says its permission error in its own words
                 denied = ": denied: PermissionError" in line or (
                     "OperationalError: unable to open database file" in line and "SQL" in name)
