@@ -446,5 +446,12 @@ static const executor LOCAL = {.name = "local", .start = local_start, .stop = lo
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks) {
     L.c = *c;
     L.hooks = *hooks;
+    /* the empty cgroups of runs that ended while no server of this state dir ran */
+    if (layout_state_dir()) {
+        char *name = part_cgroup_name(0, 0);
+        name[strcspn(name, "-")] = '\0';
+        run_cgroup_remove_empty(name);
+        free(name);
+    }
     return &LOCAL;
 }

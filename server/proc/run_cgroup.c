@@ -1,6 +1,7 @@
 /* A control group per run part: see run_cgroup.h. */
 #include "run_cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -125,6 +126,21 @@ static int kill_listed(const char *procs) {
             killed++;
     fclose(f);
     return killed;
+}
+
+void run_cgroup_remove_empty(const char *prefix) {
+    const char *bases[] = {ROOT "/ddpd", ROOT "/pids/ddpd", ROOT "/cpuset/ddpd"};
+    for (size_t b = is_v2() ? 0 : 1; b < (is_v2() ? 1 : 3); b++) {
+        DIR *d = opendir(bases[b]);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+            char path[512];
+            snprintf(path, sizeof path, "%s/%.200s", bases[b], e->d_name);
+            (void)rmdir(path); /* EBUSY: a run's processes are still in it */
+        }
+        if (d) closedir(d);
+    }
 }
 
 int run_cgroup_kill(const char *name) {

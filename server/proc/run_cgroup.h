@@ -32,4 +32,8 @@ int run_cgroup_join(const run_cgroup *g);
  * and removes them. Returns how many processes it killed (0: none, or no such cgroup). */
 int run_cgroup_kill(const char *name);
 
+/* Removes the empty cgroups whose names start with `prefix` (those a server killed
+ * before its runs ended left behind; one that still holds a process stays). */
+void run_cgroup_remove_empty(const char *prefix);
+
 #endif

@@ -364,9 +364,21 @@ def alive(pid):
 
 def case_escapee(a):
     """A rank's child that leaves its session (setsid) and its parent dies with the
-    run's end and with its cancel; a 1-slot run's processes run on one CPU."""
+    run's end and with its cancel; a 1-slot run's processes run on one CPU. An empty
+    cgroup a killed server left for its state dir is removed at the next start."""
     needs_root(a)
-    escapee(a)
+    state = tempfile.mkdtemp(prefix="ddpd-wall-")
+    prefix = hashlib.sha256(os.path.realpath(state).encode()).hexdigest()[:12]
+    base = "/sys/fs/cgroup/ddpd" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "/sys/fs/cgroup/pids/ddpd"
+    stale = os.path.join(base, f"{prefix}-run-99-0")
+    os.makedirs(stale, exist_ok=True)
+    try:
+        escapee(a, state_dir=state)
+        check(not os.path.exists(stale), f"the stale empty cgroup {stale} was removed at start")
+    finally:
+        if os.path.isdir(stale):
+            os.rmdir(stale)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_escapee_no_cgroups(a):
@@ -386,9 +398,9 @@ def case_escapee_no_cgroups(a):
         os.unlink(wrapper)
 
 
-def escapee(a, ddpd=None):
+def escapee(a, ddpd=None, state_dir=None):
     with Accounts("runner") as acc:
-        with Server(ddpd or a.ddpd, a.trainer, slots=2, extra_args=["--allow-commands", "--runner", a.runner,
+        with Server(ddpd or a.ddpd, a.trainer, slots=2, state_dir=state_dir, extra_args=["--allow-commands", "--runner", a.runner,
                                                                     "--run-user", acc["runner"]]) as s:
             for mode in ("end", "wait"):
                 rid = s.submit(command(ESCAPE, mode))
@@ -636,7 +648,7 @@ def hostile(a, acc, wrapper=None, server_uid=0):
             check("ATTACKS DONE" in log, f"bob's run went through every attack: {log[-3000:]}")
             for name in ATTACK_NAMES:
                 line = next((ln for ln in log.splitlines() if f"ATTACK {name}:" in ln), "")
-                print(f"  bob: {line.split('] ', 1)[-1]}")
+                print(f"  bob: {line.split('[rank 0] ', 1)[-1]}")
                 # SQLite says its permission error in its own words
                 denied = ": denied: PermissionError" in line or (
                     "OperationalError: unable to open database file" in line and "SQL" in name)
