@@ -102,13 +102,10 @@ static char *part_cgroup_name(int64_t run, int part) {
  * -1 when its environment cannot be read (another account's, to a server without
  * CAP_SYS_PTRACE) or has none. */
 static int64_t run_of_process(pid_t pid) {
-    char path[64], buf[16384];
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    char buf[16384];
+    long got = proc_read(pid, "environ", buf, sizeof buf);
+    if (got < 0) return -1;
+    size_t n = (size_t)got;
     for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
         if (strncmp(buf + i, "DDPD_RUN_ID=", 12) == 0) return strtoll(buf + i + 12, NULL, 10);
     return -1;
@@ -119,37 +116,33 @@ static int64_t run_of_process(pid_t pid) {
  * an orphan of a run that no longer runs here is killed: by the run its environment
  * names, else (an environment this server may not read) by its account, when no run
  * of that account runs here. Returns how many. */
-static int sweep_orphans(void) {
-    DIR *d = opendir("/proc");
-    if (!d) return 0;
-    pid_t self = getpid();
-    int killed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!isdigit((unsigned char)e->d_name[0])) continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
-        proc_stat ps;
-        if (proc_stat_read(pid, &ps) != 0 || ps.ppid != self || ps.state == 'Z') continue;
-        struct stat st;
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d", (int)pid);
-        if (stat(path, &st) != 0) continue;
-        int64_t run = run_of_process(pid);
-        bool ours = false, live = false;
-        pthread_mutex_lock(&L.mu);
-        for (local_part *p = L.parts; p; p = p->next) {
-            if (p->pid == pid) ours = true; /* a launcher */
-            if (run >= 0 ? p->run == run : p->uid == (long)st.st_uid) live = true;
-        }
-        pthread_mutex_unlock(&L.mu);
-        bool of_a_run = run >= 0 || st.st_uid != geteuid(); /* the server's own helpers are neither */
-        if (!ours && !live && of_a_run && kill(pid, SIGKILL) == 0) {
-            killed++;
-            log_info("killed process %d, left behind by %s%lld that has ended", (int)pid, run >= 0 ? "run " : "uid ",
-                     run >= 0 ? (long long)run : (long long)st.st_uid);
-        }
+static bool sweep_orphan(pid_t pid, const proc_stat *ps, void *ctx) {
+    int *killed = ctx;
+    if (ps->ppid != getpid() || ps->state == 'Z') return true;
+    struct stat st;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    if (stat(path, &st) != 0) return true;
+    int64_t run = run_of_process(pid);
+    bool ours = false, live = false;
+    pthread_mutex_lock(&L.mu);
+    for (local_part *p = L.parts; p; p = p->next) {
+        if (p->pid == pid) ours = true; /* a launcher */
+        if (run >= 0 ? p->run == run : p->uid == (long)st.st_uid) live = true;
     }
-    closedir(d);
+    pthread_mutex_unlock(&L.mu);
+    bool of_a_run = run >= 0 || st.st_uid != geteuid(); /* the server's own helpers are neither */
+    if (!ours && !live && of_a_run && kill(pid, SIGKILL) == 0) {
+        (*killed)++;
+        log_info("killed process %d, left behind by %s%lld that has ended", (int)pid, run >= 0 ? "run " : "uid ",
+                 run >= 0 ? (long long)run : (long long)st.st_uid);
+    }
+    return true;
+}
+
+static int sweep_orphans(void) {
+    int killed = 0;
+    proc_each(sweep_orphan, &killed);
     return killed;
 }
 
@@ -337,23 +330,25 @@ static void local_release(int64_t run, int part) {
     pthread_mutex_unlock(&L.mu);
 }
 
+typedef struct {
+    pid_t pgid;
+    const char *run_dir;
+    int killed;
+} leftovers;
+
+static bool kill_leftover(pid_t pid, const proc_stat *ps, void *ctx) {
+    leftovers *l = ctx;
+    if (ps->pgrp == l->pgid && proc_cmdline_has(pid, l->run_dir) && kill(pid, SIGKILL) == 0) l->killed++;
+    return true;
+}
+
 /* Kills the processes of process group `pgid` that belong to `run_dir` (a pid may
  * have been reused: only processes started for that run directory are touched).
  * Returns how many. */
 static int kill_leftovers(pid_t pgid, const char *run_dir) {
-    DIR *d = opendir("/proc");
-    if (!d) return 0;
-    int killed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!isdigit((unsigned char)e->d_name[0])) continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
-        proc_stat ps;
-        if (proc_stat_read(pid, &ps) != 0 || ps.pgrp != pgid) continue;
-        if (proc_cmdline_has(pid, run_dir) && kill(pid, SIGKILL) == 0) killed++;
-    }
-    closedir(d);
-    return killed;
+    leftovers l = {.pgid = pgid, .run_dir = run_dir};
+    proc_each(kill_leftover, &l);
+    return l.killed;
 }
 
 static adopt_result local_adopt(const part_launch *l, const part_handle *h, char *gone, size_t gone_len) {

@@ -1,18 +1,44 @@
 /* Reading /proc/PID/stat and cmdline: see procstat.h. */
 #include "procstat.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-int proc_stat_read(pid_t pid, proc_stat *out) {
-    char path[64], text[2048];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+long proc_read(pid_t pid, const char *what, char *buf, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
     FILE *f = fopen(path, "re");
     if (!f) return -1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    size_t n = fread(buf, 1, size - 1, f);
     fclose(f);
-    text[n] = '\0';
+    buf[n] = '\0';
+    return (long)n;
+}
+
+int proc_each(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int called = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        proc_stat ps;
+        if (proc_stat_read(pid, &ps) != 0) continue;
+        called++;
+        if (!fn(pid, &ps, ctx)) break;
+    }
+    closedir(d);
+    return called;
+}
+
+int proc_stat_read(pid_t pid, proc_stat *out) {
+    char text[2048];
+    if (proc_read(pid, "stat", text, sizeof text) < 0) return -1;
     /* pid (comm) state ppid pgrp ...: the command name may hold spaces and ')' */
     char *rp = strrchr(text, ')');
     if (!rp) return -1;
@@ -35,13 +61,9 @@ bool proc_is_alive(pid_t pid, uint64_t start_time) {
 }
 
 bool proc_cmdline_has(pid_t pid, const char *arg) {
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    char buf[8192];
+    long got = proc_read(pid, "cmdline", buf, sizeof buf);
+    size_t n = got < 0 ? 0 : (size_t)got;
     for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
         if (strcmp(buf + i, arg) == 0) return true;
     return false;

@@ -6,6 +6,7 @@
 #define DDPD_LIB_PROCSTAT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,5 +25,13 @@ bool proc_is_alive(pid_t pid, uint64_t start_time);
 
 /* /proc/PID/cmdline holds `arg` as one of its arguments (its first 8 KiB). */
 bool proc_cmdline_has(pid_t pid, const char *arg);
+
+/* /proc/PID/`what` (its first size - 1 bytes) into buf, NUL-terminated: the bytes
+ * read, or -1 when it cannot be read (no such process, another account's). */
+long proc_read(pid_t pid, const char *what, char *buf, size_t size);
+
+/* Calls fn for every process /proc lists (with its stat) until fn returns false;
+ * returns how many fn was called for. */
+int proc_each(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx);
 
 #endif
