@@ -279,18 +279,22 @@ json_t *users_json(void) {
 
 /* ---- `ddpd user` ---- */
 
-const char *users_name_problem(const char *name) {
+/* What is wrong with a name of `what` (a user's, an account's) of at most `max`
+ * characters, in `out`; NULL when nothing is. */
+static const char *name_problem(const char *name, const char *what, size_t max, char *out, size_t outlen) {
     size_t n = name ? strlen(name) : 0;
-    if (n == 0) return "a user's name cannot be empty";
-    if (n > USER_NAME_MAX) return "a user's name is at most 64 characters";
-    if (name[0] == '-') return "a user's name cannot start with '-'";
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-'))
-            return "a user's name holds only letters, digits, '.', '_' and '-'";
-    }
-    return NULL;
+    if (n == 0) snprintf(out, outlen, "%s name cannot be empty", what);
+    else if (n > max) snprintf(out, outlen, "%s name is at most %zu characters", what, max);
+    else if (name[0] == '-') snprintf(out, outlen, "%s name cannot start with '-'", what);
+    else if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+        snprintf(out, outlen, "%s name holds only letters, digits, '.', '_' and '-'", what);
+    else return NULL;
+    return out;
+}
+
+const char *users_name_problem(const char *name) {
+    static _Thread_local char why[96];
+    return name_problem(name, "a user's", USER_NAME_MAX, why, sizeof why);
 }
 
 /* A new token and its hash. 0 or -1. */
@@ -377,17 +381,8 @@ int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, si
 }
 
 const char *users_unix_user_problem(const char *account) {
-    size_t n = account ? strlen(account) : 0;
-    if (n == 0) return "an account's name cannot be empty";
-    if (n > USER_UNIX_MAX) return "an account's name is at most 32 characters";
-    if (account[0] == '-') return "an account's name cannot start with '-'";
-    for (size_t i = 0; i < n; i++) {
-        char c = account[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-'))
-            return "an account's name holds only letters, digits, '.', '_' and '-'";
-    }
-    return NULL;
+    static _Thread_local char why[96];
+    return name_problem(account, "an account's", USER_UNIX_MAX, why, sizeof why);
 }
 
 int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char *err, size_t errlen) {

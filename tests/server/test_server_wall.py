@@ -157,6 +157,11 @@ def case_unix_user_cli(a):
         code, out, err = user(a.ddpd, state, "add", "bob", "--unix-user", "no such")
         check(code != 0 and '--unix-user "no such"' in err and "letters, digits" in err,
               f"a bad account name is refused naming it: {code} {err!r}")
+        code, out, err = user(a.ddpd, state, "add", "bob", "--unix-user", "x" * 33)
+        check(code != 0 and "at most 32 characters" in err, f"a too long account name is refused: {code} {err!r}")
+        code, out, err = user(a.ddpd, state, "add", "bad name!")
+        check(code != 0 and "a user's name holds only letters, digits" in err,
+              f"a bad user name is refused, saying what a name holds: {code} {err!r}")
         add_user(a.ddpd, state, "bob")
         code, out, err = user(a.ddpd, state, "set", "bob", "--unix-user", "ddpdt-none-here")
         check(code == 0 and "run as the account ddpdt-none-here" in out and "has no account ddpdt-none-here" in err,
