@@ -27,6 +27,28 @@ def wait_until(pred, what, timeout=60.0, interval=0.05):
         time.sleep(interval)
 
 
+# ---- users (ddpd user) ----
+
+def user(ddpd, state_dir, *args):
+    """`ddpd user ARGS --state-dir DIR`: (exit status, stdout, stderr)."""
+    p = subprocess.run([ddpd, "user", *args, "--state-dir", state_dir], capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def add_user(ddpd, state_dir, name, *opts):
+    """Adds a user; its token, the last line of what the command printed."""
+    code, out, err = user(ddpd, state_dir, "add", name, *opts)
+    check(code == 0, f"ddpd user add {name} exits 0: {code} {err}")
+    token = out.strip().splitlines()[-1] if out.strip() else ""
+    check(len(token) == 64 and all(c in "0123456789abcdef" for c in token),
+          f"its token is alone on the last line of its output: {out!r}")
+    return token
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
 def args_for(cases):
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=sorted(cases))

@@ -31,29 +31,10 @@ Usage: test_server_sharing.py CASE --ddpd PATH --trainer PATH --fake-trainer PAT
 import hashlib, json, os, shutil, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer  # noqa: E402
+from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
+                          user, add_user, bearer)
 
 FINAL = ("succeeded", "failed", "canceled")
-
-
-def user(ddpd, state_dir, *args):
-    """`ddpd user ARGS --state-dir DIR`: (exit status, stdout, stderr)."""
-    p = subprocess.run([ddpd, "user", *args, "--state-dir", state_dir], capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout, p.stderr
-
-
-def add_user(ddpd, state_dir, name, *opts):
-    """Adds a user; its token, the last line of what the command printed."""
-    code, out, err = user(ddpd, state_dir, "add", name, *opts)
-    check(code == 0, f"ddpd user add {name} exits 0: {code} {err}")
-    token = out.strip().splitlines()[-1] if out.strip() else ""
-    check(len(token) == 64 and all(c in "0123456789abcdef" for c in token),
-          f"its token is alone on the last line of its output: {out!r}")
-    return token
-
-
-def bearer(token):
-    return {"Authorization": f"Bearer {token}"}
 
 
 def problem(r, status, words, what):

@@ -39,7 +39,7 @@ Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH -
 import argparse, grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, main, fmnist_config  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, main, fmnist_config, user, add_user, bearer  # noqa: E402
 
 SKIP = 77
 CAPS = "setuid,setgid,kill,chown,fowner,dac_override"
@@ -98,21 +98,6 @@ def needs_root(a):
     if os.geteuid() != 0:
         print(f"{a.case}: skipped: it makes Unix accounts and starts the server as root; run it as root (CI does)")
         sys.exit(SKIP)
-
-
-def user(ddpd, state_dir, *args):
-    p = subprocess.run([ddpd, "user", *args, "--state-dir", state_dir], capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout, p.stderr
-
-
-def add_user(ddpd, state_dir, name, *opts):
-    code, out, err = user(ddpd, state_dir, "add", name, *opts)
-    check(code == 0, f"ddpd user add {name} {opts} exits 0: {code} {err}")
-    return out.strip().splitlines()[-1]
-
-
-def bearer(token):
-    return {"Authorization": f"Bearer {token}"}
 
 
 def submit_as(s, token, cfg):
