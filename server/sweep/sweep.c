@@ -92,8 +92,11 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     char *name = xasprintf("%s-t%d", sw->name, t->trial);
     json_t *cfg = sweep_trial_config(s, params, name);
     free(name);
-    if (s->stop == STOP_ASHA && !s->command) /* it pauses itself at the first rung */
-        json_object_set_new(json_object_get(cfg, "train"), "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
+    if (s->stop == STOP_ASHA && !s->command) { /* it pauses itself at the first rung */
+        json_t *train = json_object_get(cfg, "train");
+        if (!json_is_object(train)) json_object_set_new(cfg, "train", train = json_object());
+        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
+    }
     json_decref(params);
     caller who = owner_caller(sw);
     schema_errors errs = {0};
