@@ -2,7 +2,7 @@
 """Successive halving against the full grid, in one run: a sweep of 16 trials of the
 default MLP (784-512-256-10 widened or narrowed by its first layer, Adam) over the
 learning rate and the first layer's width, on a ddpd with 2 CPU slots, one trial per
-slot, on a Fashion-MNIST subset:
+slot, on Fashion-MNIST (its 60000 training examples by default; --limit for fewer):
 
   grid  every trial trains all its epochs;
   asha  the same 16 trials with ASHA (min_resource 1 epoch, reduction factor 3: rungs
@@ -13,7 +13,7 @@ best, to the sweep's end, the best metric (test accuracy, maximized) and the epo
 trained in all. Each sweep runs on a fresh server, one after the other.
 
 Usage: bench/bench_sweep.py --ddpd build/bin/ddpd --trainer build/bin/ddp-trainer
-                            [--limit 12000] [--epochs 9] [--json OUT]"""
+                            [--limit 60000] [--epochs 9] [--json OUT]"""
 import argparse, calendar, json, os, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,7 +62,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ddpd", required=True)
     p.add_argument("--trainer", required=True)
-    p.add_argument("--limit", type=int, default=12000)
+    p.add_argument("--limit", type=int, default=60000)
     p.add_argument("--epochs", type=int, default=9)
     p.add_argument("--json")
     args = p.parse_args()

@@ -151,7 +151,7 @@ static int show(long long id, bool json) {
            (long long)json_integer_value(json_object_get(s, "n_trials")), key, MAXIMIZE ? "maximize" : "minimize");
     json_t *best = json_object_get(s, "best");
     if (json_is_object(best)) {
-        char v[32], *p = json_dumps(json_object_get(best, "params"), JSON_COMPACT);
+        char v[32], *p = json_dumps(json_object_get(best, "params"), JSON_COMPACT | JSON_REAL_PRECISION(15));
         metric_cell(json_object_get(best, "metric"), v, sizeof v);
         printf("best: trial %lld (run %lld), %s %s, %s\n", (long long)json_integer_value(json_object_get(best, "trial")),
                (long long)json_integer_value(json_object_get(best, "run_id")), key, v, p);
@@ -181,7 +181,7 @@ static int show(long long id, bool json) {
             snprintf(run, sizeof run, json_is_integer(rid) ? "%lld" : "-", (long long)json_integer_value(rid));
             snprintf(epoch, sizeof epoch, json_is_integer(ep) ? "%lld" : "-", (long long)json_integer_value(ep));
             metric_cell(json_object_get(tr, "metric"), v, sizeof v);
-            char *p = json_dumps(json_object_get(tr, "params"), JSON_COMPACT);
+            char *p = json_dumps(json_object_get(tr, "params"), JSON_COMPACT | JSON_REAL_PRECISION(15));
             const char *row[7] = {trial, run, p, json_string_value(json_object_get(tr, "status")), epoch, v,
                                   str_or(json_string_value(json_object_get(tr, "reason")), "-")};
             table_row(&t, row);

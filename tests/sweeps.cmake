@@ -7,3 +7,5 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
                      --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 600)
 endif()
+# The spec's parsing and expansion on hand-made bodies (C, no server).
+ddpd_c_test(test_sweep_spec ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_spec.c LIBS ddpd_sweep)

@@ -109,7 +109,7 @@ export function mountRun(root, id) {
     if (run.reason && run.status !== 'succeeded') {
       reasonBox.hidden = false;
       reasonBox.className = run.status === 'failed' ? 'error-box' : 'note-box';
-      reasonBox.replaceChildren(h('strong', {}, run.status === 'failed' ? 'Failed: ' : run.status === 'canceled' ? 'Canceled: ' : 'Note: '), run.reason);
+      reasonBox.replaceChildren(h('strong', {}, run.status === 'failed' ? 'Failed: ' : run.status === 'canceled' ? 'Canceled: ' : run.status === 'stopped' ? 'Stopped: ' : 'Note: '), run.reason);
     } else reasonBox.hidden = true;
     const p = run.progress || {};
     const command = isCommandRun(run);

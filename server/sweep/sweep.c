@@ -92,8 +92,11 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     char *name = xasprintf("%s-t%d", sw->name, t->trial);
     json_t *cfg = sweep_trial_config(s, params, name);
     free(name);
-    if (s->stop == STOP_ASHA && !s->command) /* it pauses itself at the first rung */
-        json_object_set_new(json_object_get(cfg, "train"), "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
+    if (s->stop == STOP_ASHA && !s->command) { /* it pauses itself at the first rung */
+        json_t *train = json_object_get(cfg, "train");
+        if (!json_is_object(train)) json_object_set_new(cfg, "train", train = json_object());
+        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
+    }
     json_decref(params);
     caller who = owner_caller(sw);
     schema_errors errs = {0};
@@ -249,8 +252,10 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
                                     "checkpoint if it ranks in the top 1/%d of its rung", (long long)sw->id, k, r,
                                     metric_words(s), v[r - 1], s->reduction_factor));
             decide(sw, t, "paused", t->reason);
-            stop_run(t, t->reason); /* it stops itself there (train.stop_after_epochs); this if it went past */
-            runs_set_stopped_reason(t->run_id, t->reason); /* the rung in its run's reason */
+            /* It stops itself there, after its checkpoint (train.stop_after_epochs): a
+             * stop now could cut that checkpoint short. Only one that went past it is
+             * stopped; its run's reason gets the rung once it has ended. */
+            if (n > r) stop_run(t, t->reason);
             free(v);
             return;
         }
@@ -300,14 +305,15 @@ static void follow_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     run_status st;
     if (!run_status_parse(status, &st)) st = RUN_FAILED;
     if (!run_status_is_final(st)) {
-        if (paused) stop_run(t, t->reason); /* asked before a restart and not yet done */
-        else judge_running(sw, s, t);
+        if (!paused) judge_running(sw, s, t); /* a paused one is stopping itself */
     } else if (st == RUN_SUCCEEDED) {
         judge_running(sw, s, t); /* its last epochs */
         snprintf(t->state, sizeof t->state, "succeeded");
         decide(sw, t, "succeeded", NULL);
     } else if (st == RUN_STOPPED) {
         if (!paused) judge_running(sw, s, t); /* it paused itself at a rung (train.stop_after_epochs) */
+        if (!strcmp(t->state, "paused") && t->reason && (!reason || strcmp(reason, t->reason) != 0))
+            runs_set_stopped_reason(t->run_id, t->reason); /* the rung in its run's reason */
         /* else promoted, and the server went down before it was queued */
         if (!strcmp(t->state, "running")) resume_trial(sw, s, t);
     } else if (st == RUN_CANCELED && reason && strcmp(reason, SHUTDOWN_REASON) == 0) {

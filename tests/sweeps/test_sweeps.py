@@ -9,6 +9,8 @@ small Python script.
                        (and another seed others)
   bad_sweeps           refused before any trial starts, naming what is wrong
   cancel               cancel stops its trials and makes no more
+  fair_beside_others   a user's trials are that user's runs: another user's run, submitted
+                       while the sweep waits for slots, starts before its next trials
   asha_bit_for_bit     successive halving stops the worst trials at the first rung and
                        promotes the best, whose final weights equal a straight run's
   median_stops         median stopping stops a trial worse than the others' median
@@ -222,6 +224,49 @@ def case_cancel(a):
               f"no more trials are made, the one there is canceled: {w['trials']}")
         check(s.post(f"/sweeps/{sid}/cancel").status == 409, "a second cancel: 409")
         check(len(s.get("/runs").json()["runs"]) == 1, "one run in all")
+
+
+def add_user(a, state_dir, name):
+    p = subprocess.run([a.ddpd, "user", "add", name, "--state-dir", state_dir], capture_output=True, text=True)
+    check(p.returncode == 0, f"ddpd user add {name}: {p.returncode} {p.stderr!r}")
+    return {"Authorization": "Bearer " + (p.stdout.strip().splitlines() or [""])[-1]}
+
+
+def case_fair_beside_others(a):
+    with Server(a.ddpd, a.trainer, slots=2) as s:
+        alice, bob = add_user(a, s.state_dir, "alice"), add_user(a, s.state_dir, "bob")
+        s.read_headers = alice  # reads need a token once there are users
+        body = {"name": "alices", "base": base(**{"train.epochs": 6, "data.limit": 6000}), "parallel": 4,
+                "parameters": {"train.optimizer.lr": {"values": [0.001, 0.002, 0.003, 0.004]}},
+                "metric": {"key": "test_loss"}}
+        r = s.post("/sweeps", body, headers=alice)
+        if not check(r.status == 201, f"alice's sweep: {r.status} {r.body[:300]!r}"):
+            return
+        sid = r.json()["id"]
+        w = wait_until(lambda: (lambda w: w if len([t for t in w["trials"] if t["run_id"]]) == 4 else None)(sweep(s, sid)),
+                       "all four trials queued", 60, interval=0.05)
+        if not check(w, "four trials made at once (parallel 4)"):
+            return
+        runs = {t["trial"]: s.run(t["run_id"]) for t in w["trials"]}
+        check(all(r["owner"] == "alice" for r in runs.values()), f"the trials are alice's runs: {[r['owner'] for r in runs.values()]}")
+        # both slots taken by alice's trials first: from then on she has usage and bob none
+        wait_until(lambda: sum(s.run(t["run_id"])["status"] == "running" for t in w["trials"]) == 2,
+                   "two of alice's trials running", 120, interval=0.05)
+        r = s.post("/runs", dict(base(**{"train.epochs": 1}), name="bobs"), headers=bob)
+        if not check(r.status == 201, f"bob's run is accepted: {r.status}"):
+            return
+        bobs = r.json()["id"]
+        # the trials still queued once bob's run is (each start is decided under the scheduler's lock)
+        waiting = [t["trial"] for t in w["trials"] if s.run(t["run_id"])["status"] == "queued"]
+        check(waiting, "some of alice's trials wait for slots when bob's run comes")
+        done = s.wait_status(bobs, FINAL, timeout=300)
+        check(done and done["status"] == "succeeded", "bob's run succeeds")
+        w = wait_sweep(s, sid)
+        check(w and w["status"] == "succeeded", "alice's sweep succeeds")
+        starts = {t["trial"]: s.run(t["run_id"])["started_at"] for t in w["trials"]}
+        later = [t for t in waiting if starts[t] > done["started_at"]]
+        check(later == waiting, f"bob's run (no usage yet) starts before alice's trials that were waiting (fair "
+                                f"share): bob {done['started_at']}, trials {starts}")
 
 
 def case_asha_bit_for_bit(a):

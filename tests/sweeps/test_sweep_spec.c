@@ -1,0 +1,147 @@
+/* A sweep's spec (server/sweep/sweep_spec.h) on hand-made bodies: the grid's order and
+ * size, a seeded random search's trials (the same twice, within their ranges, each
+ * trial's a function of its number alone), the rungs, a trial's config (a JSON path,
+ * an environment variable, a placeholder), and refusals naming the parameter. */
+#include "check.h"
+#include "sweep_spec.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+static const char *BASE = "{\"train\": {\"epochs\": 9}, \"distributed\": {\"world_size\": 1}}";
+
+static json_t *body(const char *params, const char *extra) {
+    char text[4096];
+    snprintf(text, sizeof text, "{\"base\": %s, \"parameters\": %s, \"metric\": {\"key\": \"test_loss\"}%s%s}", BASE,
+             params, extra ? ", " : "", extra ? extra : "");
+    json_error_t je;
+    json_t *b = json_loads(text, 0, &je);
+    REQUIRE(b, "the body parses: %s", je.text);
+    return b;
+}
+
+static sweep_spec *parse(const char *params, const char *extra, schema_errors *errs) {
+    json_t *b = body(params, extra);
+    sweep_spec *s = sweep_spec_parse(b, errs);
+    json_decref(b);
+    return s;
+}
+
+static void grid(void) {
+    schema_errors e = {0};
+    sweep_spec *s = parse("{\"train.optimizer.lr\": {\"values\": [0.1, 0.2]}, \"model.hidden.0\": {\"min\": 8, \"max\": 10}}",
+                          NULL, &e);
+    REQUIRE(s, "a grid of values and an int range: %s", e.count ? e.items[0].message : "");
+    CHECK(s->n_trials == 6 && s->max_trials == 6, "2 x 3 trials: %d", s->n_trials);
+    const double lr[6] = {0.1, 0.1, 0.1, 0.2, 0.2, 0.2};
+    const int width[6] = {8, 9, 10, 8, 9, 10};
+    for (int t = 0; t < 6; t++) {
+        json_t *p = sweep_trial_params(s, t);
+        CHECK(json_real_value(json_object_get(p, "train.optimizer.lr")) == lr[t] &&
+                  json_integer_value(json_object_get(p, "model.hidden.0")) == width[t],
+              "trial %d: the last parameter varies fastest", t);
+        json_t *cfg = sweep_trial_config(s, p, "g-t0");
+        CHECK(json_integer_value(json_array_get(json_object_get(json_object_get(cfg, "model"), "hidden"), 0)) == width[t],
+              "trial %d's config has its width (a default filled to take it)", t);
+        CHECK(!strcmp(json_string_value(json_object_get(cfg, "name")), "g-t0"), "and its name");
+        json_decref(cfg);
+        json_decref(p);
+    }
+    CHECK(sweep_rung_epochs(s, 0) == 0, "no early stopping: no rungs");
+    sweep_spec_free(s);
+    s = parse("{\"train.optimizer.lr\": {\"values\": [0.1]}}",
+              "\"early_stopping\": {\"type\": \"asha\", \"min_resource\": 1, \"reduction_factor\": 3}", &e);
+    REQUIRE(s, "an ASHA sweep");
+    CHECK(sweep_rung_epochs(s, 0) == 1 && sweep_rung_epochs(s, 1) == 3 && sweep_rung_epochs(s, 2) == 0,
+          "rungs at 1 and 3 epochs of 9: %d %d %d", sweep_rung_epochs(s, 0), sweep_rung_epochs(s, 1),
+          sweep_rung_epochs(s, 2));
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+}
+
+static void random_search(void) {
+    const char *params = "{\"train.optimizer.lr\": {\"min\": 0.0001, \"max\": 0.1, \"log\": true},"
+                         " \"model.hidden.0\": {\"min\": 16, \"max\": 128}, \"train.optimizer.type\": {\"values\": [\"adam\", \"sgd\"]}}";
+    schema_errors e = {0};
+    sweep_spec *a = parse(params, "\"method\": \"random\", \"seed\": 7, \"max_trials\": 50", &e);
+    sweep_spec *b = parse(params, "\"method\": \"random\", \"seed\": 7, \"max_trials\": 50", &e);
+    sweep_spec *c = parse(params, "\"method\": \"random\", \"seed\": 8, \"max_trials\": 50", &e);
+    REQUIRE(a && b && c, "three random searches: %s", e.count ? e.items[0].message : "");
+    int differ = 0, sgd = 0;
+    for (int t = 49; t >= 0; t--) { /* in another order than they are made */
+        json_t *pa = sweep_trial_params(a, t), *pb = sweep_trial_params(b, t), *pc = sweep_trial_params(c, t);
+        CHECK(json_equal(pa, pb), "seed 7 twice: trial %d the same", t);
+        differ += !json_equal(pa, pc);
+        double lr = json_real_value(json_object_get(pa, "train.optimizer.lr"));
+        json_int_t w = json_integer_value(json_object_get(pa, "model.hidden.0"));
+        CHECK(lr >= 0.0001 && lr <= 0.1 && json_is_integer(json_object_get(pa, "model.hidden.0")) && w >= 16 && w <= 128,
+              "trial %d within its ranges: %g %lld", t, lr, (long long)w);
+        sgd += !strcmp(json_string_value(json_object_get(pa, "train.optimizer.type")), "sgd");
+        json_decref(pa);
+        json_decref(pb);
+        json_decref(pc);
+    }
+    CHECK(differ == 50, "seed 8 draws other trials (%d of 50 differ)", differ);
+    CHECK(sgd > 5 && sgd < 45, "both values are drawn (%d sgd of 50)", sgd);
+    sweep_spec_free(a);
+    sweep_spec_free(b);
+    sweep_spec_free(c);
+    schema_errors_free(&e);
+}
+
+static void command_trials(void) {
+    json_error_t je;
+    json_t *b = json_loads("{\"base\": {\"command\": [\"python3\", \"t.py\", \"--w={w}\", \"{w}{w}\"]},"
+                           " \"parameters\": {\"env.LR\": {\"values\": [0.1]}, \"{w}\": {\"values\": [64]}},"
+                           " \"metric\": {\"key\": \"acc\"}}", 0, &je);
+    schema_errors e = {0};
+    sweep_spec *s = sweep_spec_parse(b, &e);
+    REQUIRE(s, "a command-run sweep: %s", e.count ? e.items[0].message : "");
+    json_t *p = sweep_trial_params(s, 0), *cfg = sweep_trial_config(s, p, "c-t0");
+    json_t *cmd = json_object_get(cfg, "command");
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(cfg, "env"), "LR")), "0.1"), "LR=0.1 in env");
+    CHECK(!strcmp(json_string_value(json_array_get(cmd, 2)), "--w=64") &&
+              !strcmp(json_string_value(json_array_get(cmd, 3)), "6464"),
+          "every {w} replaced: %s %s", json_string_value(json_array_get(cmd, 2)), json_string_value(json_array_get(cmd, 3)));
+    json_decref(p);
+    json_decref(cfg);
+    sweep_spec_free(s);
+    json_decref(b);
+    schema_errors_free(&e);
+}
+
+/* The body is refused, its first error at `pointer` with `needle` in the message. */
+static void refused(const char *params, const char *extra, const char *pointer, const char *needle) {
+    schema_errors e = {0};
+    sweep_spec *s = parse(params, extra, &e);
+    CHECK(!s && e.count && !strcmp(e.items[0].pointer, pointer) && strstr(e.items[0].message, needle),
+          "refused at %s naming \"%s\": %s %s", pointer, needle, e.count ? e.items[0].pointer : "(none)",
+          e.count ? e.items[0].message : "");
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+}
+
+static void refusals(void) {
+    refused("{\"train.nope\": {\"values\": [1]}}", NULL, "/parameters/train.nope", "not a path in the base config");
+    refused("{\"model.hidden.7\": {\"values\": [1]}}", NULL, "/parameters/model.hidden.7", "not a path");
+    refused("{\"train.epochs\": {\"values\": []}}", NULL, "/parameters/train.epochs", "non-empty");
+    refused("{\"train.epochs\": {\"min\": 5, \"max\": 2}}", NULL, "/parameters/train.epochs", "range is empty");
+    refused("{\"train.optimizer.lr\": {\"min\": 0, \"max\": 1, \"log\": true}}", "\"method\": \"random\", \"max_trials\": 2",
+            "/parameters/train.optimizer.lr", "min > 0");
+    refused("{\"train.epochs\": {\"values\": [3, 0]}}", NULL, "/parameters", "/train/epochs");
+    refused("{\"train.epochs\": {\"values\": [1, 2, 3]}}", "\"max_trials\": 2", "/max_trials", "grid has 3 trials");
+    refused("{\"train.optimizer.lr\": {\"min\": 0.1, \"max\": 0.2}}", NULL, "/parameters/train.optimizer.lr", "float range");
+    refused("{\"env.X\": {\"values\": [1]}}", NULL, "/parameters/env.X", "command run");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"method\": \"random\"", "/max_trials", "needs max_trials");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"early_stopping\": {\"type\": \"asha\", \"min_resource\": 9}",
+            "/early_stopping/min_resource", "below train.epochs");
+}
+
+int main(void) {
+    grid();
+    random_search();
+    command_trials();
+    refusals();
+    return test_done("test_sweep_spec");
+}
