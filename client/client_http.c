@@ -174,6 +174,18 @@ void http_reply_free(http_reply *r) {
     r->body = NULL;
 }
 
+int post_action(const char *path, int want, http_reply *r) {
+    char err[1024];
+    if (http_call("POST", path, NULL, 0, r, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return EXIT_UNREACHABLE;
+    }
+    if (r->status == want || r->status == 200) return EXIT_OK;
+    int rc = print_refusal(r, NULL);
+    http_reply_free(r);
+    return rc;
+}
+
 int print_refusal(const http_reply *r, const char *context) {
     json_t *p = strstr(r->content_type, "json") ? json_loadb(r->body, r->len, 0, NULL) : NULL;
     const char *detail = json_string_value(json_object_get(p, "detail"));

@@ -52,6 +52,11 @@ void describe_transport_error(int code, const char *detail, char *err, size_t er
  * Returns EXIT_REFUSED. */
 int print_refusal(const http_reply *r, const char *context);
 
+/* POST to `path` with no body, for an action (cancel, resume): EXIT_OK with *r the
+ * answer when its status is `want` (or 200); else the failure printed, *r freed, and
+ * the exit status to return (EXIT_UNREACHABLE, or print_refusal's). */
+int post_action(const char *path, int want, http_reply *r);
+
 /* GET path and parse JSON; prints the failure and returns NULL (*exit_code set) on
  * any failure. */
 json_t *get_json(const char *path, int *exit_code);

@@ -609,18 +609,11 @@ static int cmd_logs(const args *a) {
 static int cmd_cancel(const args *a) {
     long long id;
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "cancel takes a run ID");
-    char path[64], err[1024];
+    char path[64];
     snprintf(path, sizeof path, "/runs/%lld/cancel", id);
     http_reply r;
-    if (http_call("POST", path, NULL, 0, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "ddpctl: %s\n", err);
-        return EXIT_UNREACHABLE;
-    }
-    if (r.status != 202 && r.status != 200) {
-        int rc = print_refusal(&r, NULL);
-        http_reply_free(&r);
-        return rc;
-    }
+    int rc = post_action(path, 202, &r);
+    if (rc != EXIT_OK) return rc;
     json_t *run = json_loadb(r.body, r.len, 0, NULL);
     printf("run %lld: %s\n", id, str_or(json_string_value(json_object_get(run, "status")), "canceling"));
     json_decref(run);
@@ -633,18 +626,11 @@ static int cmd_cancel(const args *a) {
 static int cmd_resume(const args *a) {
     long long id;
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "resume takes a run ID");
-    char path[64], err[1024];
+    char path[64];
     snprintf(path, sizeof path, "/runs/%lld/resume", id);
     http_reply r;
-    if (http_call("POST", path, NULL, 0, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "ddpctl: %s\n", err);
-        return EXIT_UNREACHABLE;
-    }
-    if (r.status != 202) {
-        int rc = print_refusal(&r, NULL);
-        http_reply_free(&r);
-        return rc;
-    }
+    int rc = post_action(path, 202, &r);
+    if (rc != EXIT_OK) return rc;
     json_t *run = json_loadb(r.body, r.len, 0, NULL);
     http_reply_free(&r);
     json_t *resumes = json_object_get(run, "resumes");

@@ -196,18 +196,11 @@ static int show(long long id, bool json) {
 }
 
 static int cancel(long long id) {
-    char path[64], err[1024];
+    char path[64];
     snprintf(path, sizeof path, "/sweeps/%lld/cancel", id);
     http_reply r;
-    if (http_call("POST", path, NULL, 0, &r, err, sizeof err) != 0) {
-        fprintf(stderr, "ddpctl: %s\n", err);
-        return EXIT_UNREACHABLE;
-    }
-    if (r.status != 202) {
-        int rc = print_refusal(&r, NULL);
-        http_reply_free(&r);
-        return rc;
-    }
+    int rc = post_action(path, 202, &r);
+    if (rc != EXIT_OK) return rc;
     printf("sweep %lld: canceled, and its trials\n", id);
     http_reply_free(&r);
     return EXIT_OK;
