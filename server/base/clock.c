@@ -11,6 +11,15 @@ int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec realtime_in_ms(int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000LL;
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
+
 /* Each thread keeps its last second's "YYYY-MM-DDTHH:MM:SS": every request's log line
  * and every answer's times are written with one, mostly within the same second, and
  * gmtime_r + strftime + snprintf cost more than the rest of a cached GET's log line. */

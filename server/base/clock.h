@@ -5,10 +5,15 @@
 #define DDPD_BASE_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "monotonic.h"
 
 int64_t now_ms(void);  /* wall clock, unix milliseconds */
+
+/* The wall-clock time `ms` milliseconds from now, as pthread_cond_timedwait takes
+ * its deadline. */
+struct timespec realtime_in_ms(int64_t ms);
 
 /* "2024-06-01T12:00:00.123Z" (UTC) into out[32]. */
 void format_iso8601(int64_t unix_ms, char out[32]);

@@ -624,15 +624,7 @@ static void *slurm_main(void *arg) {
             next_poll = mono_ms() + poll_ms;
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait_ms = next_poll - now;
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = realtime_in_ms(next_poll - now);
         pthread_cond_timedwait(&S.wake, &S.mu, &ts);
     }
     pthread_mutex_unlock(&S.mu);

@@ -466,12 +466,7 @@ static void *ticker_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&F.mu);
     while (!F.stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait_ms = F.n_subs ? PROGRESS_TICK_MS : 1000;
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        ts.tv_sec += wait_ms / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = realtime_in_ms(F.n_subs ? PROGRESS_TICK_MS : 1000);
         pthread_cond_timedwait(&F.tick, &F.mu, &ts);
         if (F.stopping) break;
         int64_t now = mono_ms();

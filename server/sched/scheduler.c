@@ -468,13 +468,7 @@ void scheduler_shutdown(void) {
         active = 0;
         for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED && !left_to_batch(r);
         if (!active || mono_ms() >= deadline) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = realtime_in_ms(100);
         pthread_cond_timedwait(&K.changed, &K.mu, &ts);
     }
     if (active) log_warn("%d run(s) did not end in time; they stay as they are", active);

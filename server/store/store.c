@@ -327,11 +327,7 @@ static size_t answer_waiters_failed_locked(store_op *batch, size_t n, bool *woke
 
 /* Sleeps `seconds` (under the lock) unless a stop is asked meanwhile. */
 static void backoff_locked(double seconds) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    long long ns = until.tv_nsec + (long long)(seconds * 1e9);
-    until.tv_sec += ns / 1000000000LL;
-    until.tv_nsec = ns % 1000000000LL;
+    struct timespec until = realtime_in_ms((int64_t)(seconds * 1000));
     bool was_stopping = S.stopping;
     while (S.stopping == was_stopping) {
         if (pthread_cond_timedwait(&S.wake, &S.mu, &until) != 0) break; /* ETIMEDOUT */

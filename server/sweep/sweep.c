@@ -477,13 +477,7 @@ static void *searcher(void *arg) {
         sweep_store_unlock();
         pthread_mutex_lock(&W.mu);
         if (!W.stopping) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 250 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            struct timespec until = realtime_in_ms(250);
             pthread_cond_timedwait(&W.cv, &W.mu, &until);
         }
     }

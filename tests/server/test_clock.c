@@ -36,7 +36,23 @@ static void *other_thread(void *arg) {
     return (void *)(long)mismatches(1717243200000LL, 7, 200000);
 }
 
+/* realtime_in_ms: a deadline ms from now, its nanoseconds always below a second. */
+static void deadlines(void) {
+    static const int64_t waits[] = {0, 1, 250, 999, 1000, 1001, 2500, 86400000};
+    for (size_t i = 0; i < sizeof waits / sizeof *waits; i++) {
+        int64_t before = now_ms();
+        struct timespec ts = realtime_in_ms(waits[i]);
+        int64_t after = now_ms();
+        int64_t at = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        CHECK(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L, "%lld ms: nanoseconds in range (%ld)", (long long)waits[i],
+              ts.tv_nsec);
+        CHECK(at >= before + waits[i] - 1 && at <= after + waits[i], "%lld ms from now: %lld, between %lld and %lld",
+              (long long)waits[i], (long long)at, (long long)(before + waits[i]), (long long)(after + waits[i]));
+    }
+}
+
 int main(void) {
+    deadlines();
     char out[32];
     format_iso8601(1717243200123LL, out);
     CHECK(strcmp(out, "2024-06-01T12:00:00.123Z") == 0, "the header's example: %s", out);
