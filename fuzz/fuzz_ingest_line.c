@@ -13,12 +13,14 @@
 #define FUZZ_RUN 7
 #define FUZZ_SECRET "s3cret"
 
-static bool fuzz_hello(int64_t run_id, const char *secret, int rank) {
+static bool fuzz_hello(int64_t run_id, const char *secret, int rank, long peer_uid) {
+    (void)peer_uid; /* the fuzzer's own: the account check is the scheduler's hook */
     return run_id == FUZZ_RUN && secret && strcmp(secret, FUZZ_SECRET) == 0 && rank >= -1;
 }
-static void fuzz_end(int64_t run_id, const char *status, const char *reason) {
+static void fuzz_end(int64_t run_id, const char *status, const char *reason, long peer_pid) {
     if (run_id != FUZZ_RUN || !status) abort(); /* an end only from the connection's run */
     (void)reason;
+    (void)peer_pid;
 }
 static void fuzz_progress(int64_t run_id, int rank, int64_t global_step) {
     if (run_id != FUZZ_RUN || rank < 0) abort();
