@@ -49,12 +49,15 @@ def bearer(token):
     return {"Authorization": f"Bearer {token}"}
 
 
-def args_for(cases):
+def args_for(cases, required=()):
+    """The case and the programs every server test is given, and `required`'s flags."""
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=sorted(cases))
     p.add_argument("--ddpd", required=True)
     p.add_argument("--trainer")
     p.add_argument("--fake-trainer", required=True)
+    for flag in required:
+        p.add_argument(flag, required=True)
     return p.parse_args()
 
 

@@ -36,10 +36,10 @@ without it a case says why and is skipped (exit 77).
                      Docker image has them), started as an account that has none
 
 Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
-import argparse, grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
+import grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, main, fmnist_config, user, add_user, bearer  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, user, add_user, bearer  # noqa: E402
 
 SKIP = 77
 CAPS = "setuid,setgid,kill,chown,fowner,dac_override"
@@ -715,16 +715,6 @@ def case_caps_from_file(a):
             shutil.rmtree(d, ignore_errors=True)
 
 
-def parse_args(cases):
-    p = argparse.ArgumentParser()
-    p.add_argument("case", choices=sorted(cases))
-    p.add_argument("--ddpd", required=True)
-    p.add_argument("--trainer")
-    p.add_argument("--fake-trainer", required=True)
-    p.add_argument("--runner", required=True)
-    return p.parse_args()
-
-
 if __name__ == "__main__":
     cases = cases_in(globals())
-    main(cases, parse_args(cases))
+    main(cases, args_for(cases, ["--runner"]))

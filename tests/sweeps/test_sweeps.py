@@ -31,15 +31,8 @@ FINAL = ("succeeded", "failed", "canceled")
 
 def base(**over):
     """A small built-in run: 2000 examples, one rank."""
-    cfg = fmnist_config(**{"name": "sw", "data.limit": 2000, "data.test_limit": 500, "train.epochs": 2,
-                           "distributed.world_size": 1, "model.hidden": [64, 32]})
-    for k, v in over.items():
-        node = cfg
-        keys = k.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = v
-    return cfg
+    return fmnist_config(**{"name": "sw", "data.limit": 2000, "data.test_limit": 500, "train.epochs": 2,
+                            "distributed.world_size": 1, "model.hidden": [64, 32], **over})
 
 
 def submit(s, body, expect=201):
@@ -52,6 +45,14 @@ def submit(s, body, expect=201):
 def sweep(s, sid):
     r = s.get(f"/sweeps/{sid}")
     return r.json() if r.status == 200 else None
+
+
+def sweep_succeeded(s, body, timeout):
+    """Submits body and waits for the sweep's end: the sweep once it succeeded, else None
+    (a failed check saying how it ended)."""
+    sid = submit(s, body)["id"]
+    w = wait_sweep(s, sid, timeout=timeout)
+    return w if check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}") else None
 
 
 def wait_sweep(s, sid, statuses=FINAL, timeout=400):
@@ -276,9 +277,8 @@ def case_asha_bit_for_bit(a):
                 "parameters": {"train.optimizer.lr": {"values": [0.001, 0.3, 0.003, 1.0]}},
                 "metric": {"key": "test_loss", "goal": "minimize"},
                 "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 2}}
-        sid = submit(s, body)["id"]
-        w = wait_sweep(s, sid, timeout=600)
-        if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+        w = sweep_succeeded(s, body, 600)
+        if not w:
             return
         trials = {t["trial"]: t for t in w["trials"]}
         print(json.dumps(w["trials"], indent=1), file=sys.stderr)
@@ -351,9 +351,8 @@ def case_median_stops(a):
                     "parameters": {"env.LR": {"values": [0.001, 0.002, 0.003, 5.0]}},
                     "metric": {"key": "test_loss", "goal": "minimize"},
                     "early_stopping": {"type": "median", "min_resource": 1, "min_trials": 3}}
-            sid = submit(s, body)["id"]
-            w = wait_sweep(s, sid, timeout=300)
-            if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+            w = sweep_succeeded(s, body, 300)
+            if not w:
                 return
             t = w["trials"]
             check([x["status"] for x in t[:3]] == ["succeeded"] * 3, f"the first three run to the end: {t}")
@@ -416,9 +415,8 @@ def case_command_sweep(a):
                                             "working_dir": "proj", "distributed": {"world_size": 1}},
                     "parameters": {"env.LR": {"values": [0.01, 0.1]}, "{width}": {"values": [32, 64]}},
                     "metric": {"key": "test_loss", "goal": "minimize"}, "parallel": 2}
-            sid = submit(s, body)["id"]
-            w = wait_sweep(s, sid, timeout=300)
-            if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+            w = sweep_succeeded(s, body, 300)
+            if not w:
                 return
             seen = sorted(f for f in os.listdir(os.path.join(root, "proj")) if f.startswith("seen-"))
             check(seen == ["seen-0.01-32", "seen-0.01-64", "seen-0.1-32", "seen-0.1-64"],
