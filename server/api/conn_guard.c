@@ -17,6 +17,7 @@
 
 #include "addr_counts.h"
 #include "base.h"
+#include "thread_start.h"
 
 #define ACCEPTS_PER_ROUND 256 /* then the deadlines are looked at again */
 #define NO_FDS_PAUSE_MS 250   /* out of file descriptors: no accept for this long */
@@ -286,12 +287,7 @@ int conn_guard_start(int listen_fd, const conn_guard_limits *limits, conn_admit_
         snprintf(err, errlen, "cannot start accepting HTTP connections: %s", strerror(errno));
         return -1;
     }
-    if (pthread_create(&G.thread, NULL, guard_main, NULL) != 0) {
-        snprintf(err, errlen, "cannot start the HTTP accept thread");
-        return -1;
-    }
-    G.started = true;
-    return 0;
+    return thread_start(&G.thread, guard_main, &G.started, "the HTTP accept thread", err, errlen);
 }
 
 void conn_guard_stop(void) {

@@ -11,6 +11,7 @@
 
 #include "path_redact.h"
 #include "write_fault.h"
+#include "thread_start.h"
 
 #define PROGRESS_TICK_MS 100 /* the ticker's period: progress reaches a subscriber at most ~10 times a second */
 #define PROGRESS_GAP_MS 90   /* ... and never twice within this (a durable event's wake-up brings none) */
@@ -507,13 +508,7 @@ bool feed_closing(void) {
 }
 
 void feed_stop(void) {
-    if (!F.ticker_started) return;
-    pthread_mutex_lock(&F.mu);
-    F.stopping = true;
-    pthread_cond_broadcast(&F.tick);
-    pthread_mutex_unlock(&F.mu);
-    pthread_join(F.ticker, NULL);
-    F.ticker_started = false;
+    thread_stop(F.ticker, &F.mu, &F.tick, &F.stopping, &F.ticker_started);
 }
 
 size_t feed_subscribers(void) {

@@ -22,6 +22,7 @@
 #include "ingest_catch_up.h"
 #include "store.h"
 #include "base.h"
+#include "thread_start.h"
 
 #define READ_CHUNK 65536
 /* Per connection and wake-up: a rank that never pauses does not starve the others
@@ -564,12 +565,7 @@ int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t 
     epoll_ctl(I.epoll_fd, EPOLL_CTL_ADD, I.listen_fd, &ev);
     struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &wake_marker};
     epoll_ctl(I.epoll_fd, EPOLL_CTL_ADD, I.wake_fd, &wev);
-    if (pthread_create(&I.thread, NULL, ingest_main, NULL) != 0) {
-        snprintf(err, errlen, "cannot start the ingest thread");
-        return -1;
-    }
-    I.started = true;
-    return 0;
+    return thread_start(&I.thread, ingest_main, &I.started, "the ingest thread", err, errlen);
 }
 
 void ingest_stop(void) {

@@ -16,6 +16,7 @@
 #include "migrations.h"
 #include "run_versions.h"
 #include "write_fault.h"
+#include "thread_start.h"
 
 /* Past this many ops not yet written (queued, or kept by the writer after a fault),
  * store_submit waits: about 40 MB. */
@@ -624,12 +625,7 @@ static int open_and_start(const char *path, const store_observer *observer, cons
         }
     }
     if (S.observer.attach && S.observer.attach(S.db, err, errlen) != 0) return -1;
-    if (pthread_create(&S.thread, NULL, writer_main, NULL) != 0) {
-        snprintf(err, errlen, "cannot start the database writer thread");
-        return -1;
-    }
-    S.started = true;
-    return 0;
+    return thread_start(&S.thread, writer_main, &S.started, "the database writer thread", err, errlen);
 }
 
 void store_close(void) {

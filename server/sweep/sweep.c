@@ -16,6 +16,7 @@
 #include "store.h"
 #include "sweep_spec.h"
 #include "sweep_store.h"
+#include "thread_start.h"
 
 static struct {
     pthread_t thread;
@@ -488,22 +489,12 @@ static void *searcher(void *arg) {
 int sweep_start(const char *db_path, char *err, size_t errlen) {
     if (sweep_store_open(db_path, err, errlen) != 0) return -1;
     W.stopping = false;
-    if (pthread_create(&W.thread, NULL, searcher, NULL) != 0) {
-        snprintf(err, errlen, "cannot start the sweeps' thread");
-        return -1;
-    }
-    W.running = true;
-    return 0;
+    return thread_start(&W.thread, searcher, &W.running, "the sweeps' thread", err, errlen);
 }
 
 void sweep_stop(void) {
     if (!W.running) return;
-    pthread_mutex_lock(&W.mu);
-    W.stopping = true;
-    pthread_cond_signal(&W.cv);
-    pthread_mutex_unlock(&W.mu);
-    pthread_join(W.thread, NULL);
-    W.running = false;
+    thread_stop(W.thread, &W.mu, &W.cv, &W.stopping, &W.running);
     for (int i = 0; i < W.n; i++) sweep_spec_free(W.specs[i]);
     free(W.specs);
     free(W.ids);
