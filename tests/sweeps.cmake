@@ -1,7 +1,7 @@
 # Sweeps (POST /sweeps, ddpctl sweep) against a real ddpd running the real trainer on
 # Fashion-MNIST subsets, and ddp-run for a command-run sweep (tests/sweeps/).
 if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
-  ddpd_py_cases(sweep_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps.py
+  ddpd_py_cases(sweep_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps.py SANITIZE
                 ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
                      --fake-trainer ${CMAKE_CURRENT_LIST_DIR}/server/fake_trainer.py
                      --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>

@@ -372,11 +372,10 @@ static void promote(const sweep_row *sw, const sweep_spec *s, trial_row *tr, int
         for (int i = 0; i < nk; i++) {
             trial_row *t = find_trial(tr, n, r[i].trial);
             if (!t || strcmp(t->state, "paused") != 0 || t->rung != k) continue;
+            char status[16] = "";
+            if (sweep_store_run_state(t->run_id, status, NULL) != 1 || strcmp(status, "stopped") != 0)
+                continue; /* its pause has not landed yet (or it finished first): next pass */
             if (i < keep) {
-                char status[16] = "";
-                if (sweep_store_run_state(t->run_id, status, NULL) != 1 || strcmp(status, "stopped") != 0) {
-                    continue; /* its pause has not landed yet (or it finished first): next pass */
-                }
                 t->promoted = k;
                 snprintf(t->state, sizeof t->state, "running");
                 char *d = xasprintf("rung %d: %s %.6g ranks %d of %d; it goes on from its checkpoint", k,

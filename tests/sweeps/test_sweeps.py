@@ -257,8 +257,9 @@ def case_fair_beside_others(a):
         if not check(r.status == 201, f"bob's run is accepted: {r.status}"):
             return
         bobs = r.json()["id"]
-        # the trials still queued once bob's run is (each start is decided under the scheduler's lock)
-        waiting = [t["trial"] for t in w["trials"] if s.run(t["run_id"])["status"] == "queued"]
+        # the trials the scheduler still holds queued once bob's run is (the store may say
+        # queued a moment longer for one it has started: queue_position is the scheduler's)
+        waiting = [t["trial"] for t in w["trials"] if s.run(t["run_id"]).get("queue_position", 0) > 0]
         check(waiting, "some of alice's trials wait for slots when bob's run comes")
         done = s.wait_status(bobs, FINAL, timeout=300)
         check(done and done["status"] == "succeeded", "bob's run succeeds")
@@ -382,7 +383,23 @@ def case_restart_mid_sweep(a):
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait()
         check(before and before["status"] == "running", f"the server is killed mid-sweep: {before and before['status']}")
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
+        s2 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
+
+        def started():
+            """A trainer forked as the server was killed holds its state dir's lock until
+            it execs: a start then is refused ("another ddpd"), and tried again."""
+            try:
+                s2.start()
+                return True
+            except RuntimeError:
+                s2.proc.wait()
+                s2.log.close()
+                return False
+        if not check(wait_until(started, "the killed server's state dir to be free", 60, interval=0.2),
+                     "the server starts again on its state dir"):
+            return
+        s2.start = lambda timeout=30: None  # started above; `with` stops and checks it
+        with s2:
             w = wait_sweep(s2, sid, timeout=600)
             check(w and w["status"] == "succeeded", f"the sweep carries on and succeeds: {w and (w['status'], w['reason'])}")
             runs = [r for r in s2.get("/runs?limit=100").json()["runs"] if r.get("sweep_id") == sid]
