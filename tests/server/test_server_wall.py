@@ -404,8 +404,10 @@ def escapee(a, ddpd=None, state_dir=None):
                 check(status["Cpus_allowed_list"].strip() in ("0", "1"),
                       f"a 1-slot run's processes, the escapee too, are on one CPU: {status['Cpus_allowed_list'].strip()}")
                 check(os.getsid(pid) != os.getpgid(s.run(rid)["pid"] or 1), "the escapee left the run's session")
+                # the rank's affinity line, before the run is let go or canceled (it is printed
+                # after the escapee is there, and may not be in the log yet when it is)
+                wait_until(lambda: "AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
                 if mode == "wait":
-                    wait_until(lambda: "AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
                     r = s.post(f"/runs/{rid}/cancel")
                     check(r.status in (200, 202), f"cancel: {r.status} {r.body[:200]!r}")
                     run = s.wait_status(rid, "canceled", timeout=60)
