@@ -4,6 +4,8 @@ On the test's image plus a layer of two accounts (ddpd-alice, ddpd-bob: made in 
 image built on it, as the README says an operator does), a container started with
 `--cap-drop ALL` and exactly docker-compose.yml's cap_add, as the image's own user:
 
+- ddpd holds exactly those capabilities, and `ddpd check` says runs can run as other
+  accounts and finds alice's;
 - users alice and bob, mapped to those accounts (`ddpd user add --unix-user`), a token
   file on the volume, --allow-commands (ddp-run is the image's; the runs are `sh -c`);
 - alice's command run writes a file in its run directory and holds; its processes,
@@ -16,7 +18,7 @@ image built on it, as the README says an operator does), a container started wit
 
 And the same image with `--cap-drop ALL` and nothing added refuses alice's run at
 submission (403), saying the server cannot switch accounts and which capabilities it
-lacks."""
+lacks, as `ddpd check` does."""
 import json, re, secrets, sys
 
 from checks import check
@@ -25,6 +27,7 @@ from ddpd_harness import wait_until
 IMAGE = "ddpd-test:users"
 ACCOUNTS = {"alice": "ddpd-alice", "bob": "ddpd-bob"}
 STATE = "/var/lib/ddpd"
+CAP_BITS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}  # linux/capability.h
 TOKEN_FILE = f"{STATE}/server-token"
 
 ALICE = ("echo alice-private-words > alice-file && echo ALICE READY && "
@@ -120,6 +123,18 @@ def processes(c):
             (ln.split(" ", 2) for ln in out.splitlines() if len(ln.split(" ", 2)) == 3)]
 
 
+def check_lines(c):
+    """`ddpd check` in the container, as the image's user: {what: (verdict, text)}."""
+    out = c.exec("ddpd", "check").stdout
+    return {ln[6:18].strip(): (ln[:5].strip(), ln[18:]) for ln in out.splitlines()
+            if ln[:5].strip() in ("ok", "warn", "FAIL")}
+
+
+def cap_eff(c):
+    m = re.search(r"^CapEff:\s+(\S+)", c.exec("cat", "/proc/1/status").stdout, re.M)
+    return int(m.group(1), 16) if m else None
+
+
 def uid_of(c, account):
     p = c.exec("id", "-u", account)
     return int(p.stdout.strip()) if p.returncode == 0 else None
@@ -129,12 +144,21 @@ def check_two_users(engine, make_container, tag, network, compose):
     name, volume = f"{tag}-users", f"{tag}-users-state"
     try:
         c = start(engine, make_container, name, network, volume, compose.cap_add)
-        eff = re.search(r"^CapEff:\s+(\S+)", c.exec("cat", "/proc/1/status").stdout, re.M)
+        eff = cap_eff(c)
         uid = c.exec("sh", "-c", "stat -c %u /proc/1").stdout.strip()
-        print(f"two users: ddpd runs as uid {uid}, capabilities {eff and eff.group(1)}, "
+        print(f"two users: ddpd runs as uid {uid}, capabilities {eff and hex(eff)}, "
               f"added: {' '.join(compose.cap_add)}")
         check(uid == "10001", f"the server is the image's user, not root: uid {uid}")
+        want = sum(1 << CAP_BITS.get(cap, 63) for cap in compose.cap_add)
+        check(eff == want, f"ddpd holds exactly compose's capabilities, effective: {eff and hex(eff)} "
+                           f"against {hex(want)}")
         alice, bob = add_user(c, "alice"), add_user(c, "bob")
+        lines = check_lines(c)
+        print(f"  ddpd check: accounts: {lines.get('accounts')}; user alice: {lines.get('user alice')}")
+        check(lines.get("accounts", ("",))[0] == "ok" and "it holds CAP_SETUID and CAP_SETGID" in lines["accounts"][1],
+              f"ddpd check says runs can run as other accounts: {lines.get('accounts')}")
+        check(lines.get("user alice", ("",))[0] == "ok" and ACCOUNTS["alice"] in lines["user alice"][1],
+              f"and finds alice's account: {lines.get('user alice')}")
         users_before = c.exec("ddpd", "user", "list").stdout
         check("ddpd-alice" in users_before and "ddpd-bob" in users_before, f"ddpd user list: {users_before!r}")
 
@@ -191,10 +215,13 @@ def check_refused_without_caps(engine, make_container, tag, network):
     name, volume = f"{tag}-nocaps", f"{tag}-nocaps-state"
     try:
         c = start(engine, make_container, name, network, volume, [])
-        eff = re.search(r"^CapEff:\s+(\S+)", c.exec("cat", "/proc/1/status").stdout, re.M)
-        check(eff and int(eff.group(1), 16) == 0, f"with --cap-drop ALL alone ddpd holds no capability: "
-                                                  f"{eff and eff.group(0)!r}")
+        eff = cap_eff(c)
+        check(eff == 0, f"with --cap-drop ALL alone ddpd holds no capability: {eff and hex(eff)}")
         alice = add_user(c, "alice")
+        lines = check_lines(c)
+        print(f"  ddpd check without them: accounts: {lines.get('accounts')}")
+        check(lines.get("accounts", ("",))[0] == "FAIL" and "lacks CAP_SETUID and CAP_SETGID" in lines["accounts"][1],
+              f"ddpd check says it cannot switch, naming what it lacks: {lines.get('accounts')}")
         r = c.request("POST", "/runs", command("alice", "echo hi"), token=alice)
         detail = r.body.decode(errors="replace")
         print(f"without the capabilities, alice's run: {r.status} {detail[:400]}")
