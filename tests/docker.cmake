@@ -1,7 +1,9 @@
 # The Docker image, built from the repository's Dockerfile (the CPU-only image, on a
 # Debian 12 base made with debootstrap: no registry) and run for real: its programs and
 # their libraries, the token, the health check, a run and its files, the dashboard,
-# docker stop and start on the same volume, and a resume (tests/docker/). It starts a
+# docker stop and start on the same volume, a resume, and two users mapped to accounts
+# with only the capabilities compose adds, bob's run denied alice's files and the
+# database, and without them the refusal (tests/docker/). It starts a
 # dockerd of its own where none answers, and is skipped, saying why, where none can
 # start. The longest test (most of it the image's build, which takes every core), it
 # runs alone (RUN_SERIAL): beside it, the tests that wait on real processes raced with

@@ -409,6 +409,9 @@ static int mapped_users(const settings *c, buf_t *out) {
 }
 
 static void check_accounts(const settings *c) {
+    /* as `ddpd serve` does at start: capabilities its file permits (the Docker image's setcap) count */
+    if (run_account_take_permitted() != 0)
+        say(V_WARN, "accounts", "cannot make this program's permitted capabilities effective: %s", strerror(errno));
     char how[160], missing[128];
     bool can = run_account_can_switch(how, sizeof how, missing, sizeof missing);
     buf_t users = {0};

@@ -1,9 +1,11 @@
 """docker-compose.yml as Debian's docker-compose reads it (`docker-compose config`), and
 the settings of its one service that the image's test gives its container: the shm
-size, the stop grace period, the state volume's and the datasets' targets. read()
-checks the file on the way: compose accepts it with DDPD_TOKEN set and refuses it,
-naming DDPD_TOKEN, without; GPUs are reserved the NVIDIA runtime's way; the state is
-a named volume, the datasets read-only, the port on the host's loopback.
+size, the stop grace period, the state volume's and the datasets' targets, the
+capabilities. read() checks the file on the way: compose accepts it with DDPD_TOKEN set
+and refuses it, naming DDPD_TOKEN, without; GPUs are reserved the NVIDIA runtime's way;
+the state is a named volume, the datasets read-only, the port on the host's loopback;
+it drops every capability and adds back exactly the ones the Dockerfile's setcap gives
+ddpd's file, which are the README's --cap-add list.
 
 Needs docker-compose (scripts/install-deps.sh) and python3-yaml; no Docker engine."""
 import os, re, shutil, subprocess
@@ -41,6 +43,21 @@ def compose(repo, token):
         env["DDPD_TOKEN"] = token
     return subprocess.run([exe, "-f", os.path.join(repo, "docker-compose.yml"), "config"], capture_output=True,
                           text=True, timeout=120, env=env, cwd=repo)
+
+
+def file_capabilities(repo):
+    """The capabilities the Dockerfile's `setcap CAPS+p` gives ddpd's file, as Docker names them."""
+    with open(os.path.join(repo, "Dockerfile")) as f:
+        m = re.search(r"setcap (\S+)\+p /opt/ddpd/bin/ddpd", f.read())
+    return sorted(c.upper().removeprefix("CAP_") for c in m.group(1).split(",")) if m else []
+
+
+def readme_cap_add(repo):
+    """The README's `--cap-drop ALL ... --cap-add X --cap-add Y` line: the X, Y."""
+    with open(os.path.join(repo, "README.md")) as f:
+        lines = [ln for ln in f if "--cap-add" in ln]
+    check(len(lines) == 1, f"the README names the --cap-add list once: {lines}")
+    return sorted(re.findall(r"--cap-add (\w+)", lines[0])) if lines else []
 
 
 def read(repo):
@@ -85,6 +102,12 @@ def read(repo):
     check(s.data_target == "/usr/share/datasets", f"the datasets are mounted read-only: {svc.get('volumes')}")
     ports = [str(x) for x in svc.get("ports") or []]
     check(ports and all(x.startswith("127.0.0.1:") for x in ports), f"the port is on the host's loopback: {ports}")
+    s.cap_add = sorted(str(c).upper().removeprefix("CAP_") for c in svc.get("cap_add") or [])
+    check([str(c).upper() for c in svc.get("cap_drop") or []] == ["ALL"], f"cap_drop is ALL: {svc.get('cap_drop')}")
+    check(s.cap_add == file_capabilities(repo), f"cap_add is exactly what the Dockerfile's setcap gives ddpd: "
+                                                f"{s.cap_add} against {file_capabilities(repo)}")
+    check(s.cap_add == readme_cap_add(repo), f"cap_add is exactly the README's --cap-add list: {s.cap_add} "
+                                             f"against {readme_cap_add(repo)}")
     if s.state_target is None or s.data_target is None or not s.shm_bytes or not s.grace_s:
         raise RuntimeError("docker-compose.yml lacks settings the container needs")
     return s

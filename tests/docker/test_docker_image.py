@@ -25,7 +25,11 @@ then, against running containers:
 - `docker stop` during a second run: ddpd ends on its own within the grace period
   (exit 0, not docker's SIGKILL) with the run canceled, not failed; `docker start`
   serves both runs' history unchanged, and resuming the canceled run through the
-  API succeeds in the restarted container, from its checkpoint.
+  API succeeds in the restarted container, from its checkpoint;
+- two users mapped to accounts of the image (two_users.py): with --cap-drop ALL and
+  exactly compose's cap_add, alice's run runs under her uid and bob's run cannot read
+  her directory, the database or the token file; with no capability added, her run
+  is refused, naming the capabilities the server lacks.
 
 Skipped (exit 77), saying why, only where no Docker engine answers and none can be
 started. Prints how long the base image, the build and the whole test took.
@@ -42,6 +46,7 @@ from checks import check  # noqa: E402
 from ddpd_harness import DATA_ROOT, Response, fmnist_config, wait_until  # noqa: E402
 import compose_settings  # noqa: E402
 import docker_engine  # noqa: E402
+import two_users  # noqa: E402
 
 IMAGE = "ddpd-test:cpu"
 USER_ID = "10001"
@@ -68,6 +73,9 @@ class Container:
 
     def exec(self, *argv, input=None, timeout=120):
         return self.engine.run("exec", "-i", self.name, *argv, input=input, timeout=timeout)
+
+    def exec_as(self, user, *argv, timeout=120):
+        return self.engine.run("exec", "-u", user, self.name, *argv, timeout=timeout)
 
     def wait_healthy(self, timeout=180):
         def healthy():
@@ -365,6 +373,9 @@ def main():
         first = check_first_run(c)
         check_nccl_refused(c)
         check_stop_start_resume(c, engine, compose, first)
+        two_users.build_image(engine, IMAGE)
+        two_users.check_two_users(engine, Container, tag, network, compose)
+        two_users.check_refused_without_caps(engine, Container, tag, network)
     except (Fatal, RuntimeError) as e:
         check(False, f"stopped early: {e}")
         tail = engine.run("logs", "--tail", "60", name)

@@ -25,7 +25,8 @@ baked in.
 
 Compose: GPUs through deploy.resources.reservations.devices (driver nvidia,
 capabilities [gpu]), the token from the environment, the port on the host's
-loopback, the same volumes. Also: .dockerignore keeps build trees out, the README
+loopback, the same volumes, cap_drop ALL and cap_add exactly the capabilities the
+Dockerfile's setcap gives ddpd and the README's --cap-add line names. Also: .dockerignore keeps build trees out, the README
 shows `docker run --gpus all`, what to mount and how to build the CPU-only image,
 and install-deps.sh is valid bash that names both Debian's and Ubuntu's packages
 where they differ.

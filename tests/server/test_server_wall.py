@@ -692,23 +692,64 @@ def case_caps_only(a):
             os.unlink(wrapper)
 
 
+def ddpd_with_file_caps(a, case):
+    """A copy of ddpd whose file holds the capabilities as permitted ones (setcap ...+p,
+    as the Docker image's), in a directory of its own; skips where that cannot be."""
+    if not shutil.which("setpriv") or not shutil.which("setcap"):
+        print(f"{case}: skipped: setpriv or setcap is not installed")
+        sys.exit(SKIP)
+    d = tempfile.mkdtemp(prefix="ddpd-wall-bin-")
+    os.chmod(d, 0o755)
+    ddpd = os.path.join(d, "ddpd")
+    shutil.copy2(a.ddpd, ddpd)
+    p = subprocess.run(["setcap", f"cap_{CAPS.replace(',', ',cap_')}+p", ddpd], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"{case}: skipped: this filesystem keeps no file capabilities: {p.stderr.strip()}")
+        shutil.rmtree(d)
+        sys.exit(SKIP)
+    return d, ddpd
+
+
+def case_check_caps_from_file(a):
+    """ddpd check, run as a plain account with the capabilities only on its file (the
+    Docker image's `docker run ... ddpd check`), says it can switch as serve would;
+    the same program without them says it cannot and which it lacks."""
+    needs_root(a)
+    with Accounts("alice", "srv") as acc:
+        d, ddpd = ddpd_with_file_caps(a, "check_caps_from_file")
+        state = state_dir_for(acc.uid("srv"))
+        try:
+            add_user(a.ddpd, state, "alice", "--unix-user", acc["alice"])
+            for f in os.listdir(state):
+                os.chown(os.path.join(state, f), acc.uid("srv"), -1)
+            for caps in (True, False):
+                if not caps:
+                    subprocess.run(["setcap", "-r", ddpd], check=True)
+                wrapper = as_account_wrapper(ddpd, acc["srv"], caps=None)
+                try:
+                    p = subprocess.run([wrapper, "check", "--state-dir", state, "--gpus", "none", "--slots", "1"],
+                                       capture_output=True, text=True, timeout=120)
+                finally:
+                    os.unlink(wrapper)
+                line = next((ln for ln in p.stdout.splitlines() if ln[6:18].strip() == "accounts"), "")
+                if caps:
+                    check(line.startswith("ok") and "it holds CAP_SETUID and CAP_SETGID" in line,
+                          f"with the file's capabilities, check says runs can run as other accounts: {line!r}\n"
+                          f"{p.stdout}{p.stderr}")
+                else:
+                    check(line.startswith("FAIL") and "lacks CAP_SETUID and CAP_SETGID" in line,
+                          f"without them, check says it cannot switch and what it lacks: {line!r}")
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def case_caps_from_file(a):
     """As the Docker image: a ddpd whose file holds the capabilities as permitted ones
     (setcap ...+p), started as a plain account that has none."""
     needs_root(a)
-    if not shutil.which("setpriv") or not shutil.which("setcap"):
-        print("caps_from_file: skipped: setpriv or setcap is not installed")
-        sys.exit(SKIP)
     with Accounts("alice", "bob", "srv") as acc:
-        d = tempfile.mkdtemp(prefix="ddpd-wall-bin-")
-        os.chmod(d, 0o755)
-        ddpd = os.path.join(d, "ddpd")
-        shutil.copy2(a.ddpd, ddpd)
-        p = subprocess.run(["setcap", f"cap_{CAPS.replace(',', ',cap_')}+p", ddpd], capture_output=True, text=True)
-        if p.returncode != 0:
-            print(f"caps_from_file: skipped: this filesystem keeps no file capabilities: {p.stderr.strip()}")
-            shutil.rmtree(d)
-            sys.exit(SKIP)
+        d, ddpd = ddpd_with_file_caps(a, "caps_from_file")
         wrapper = as_account_wrapper(ddpd, acc["srv"], caps=None)
         try:
             hostile(a, acc, wrapper=wrapper, server_uid=acc.uid("srv"))
