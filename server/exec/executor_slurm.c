@@ -385,7 +385,9 @@ static void cancel_locked(sl_job *j) {
     cmd_result r;
     if (run_slurm_command(argv, as_account ? &as : NULL, &r, why, sizeof why) != 0)
         log_warn("run %lld: scancel %s: %s", (long long)run, job, why);
-    else log_info("run %lld: Slurm job %s canceled (scancel)", (long long)run, job);
+    else
+        log_info("run %lld: Slurm job %s canceled (scancel%s%s)", (long long)run, job, as_account ? " as " : "",
+                 as_account ? as.name : "");
     run_log(run, "scancel %s", job);
     cmd_result_free(&r);
     pthread_mutex_lock(&S.mu);

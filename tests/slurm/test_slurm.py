@@ -576,7 +576,8 @@ def case_mapped_users(args):
     """Two users mapped to Unix accounts of their own (ddpd user add NAME --unix-user):
     each one's run is submitted as that account (sbatch run as it): squeue and
     scontrol name it as the job's owner, every rank on the nodes runs under its uid,
-    and the run's work directory on the nodes is its alone (0700)."""
+    the run's work directory on the nodes is its alone (0700), and a cancel (scancel,
+    as the account) ends the job."""
     if os.geteuid() != 0:
         skip("mapping users to accounts needs root (useradd, and a server that may switch accounts)")
     with Accounts("alice", "bob") as acc, Env(args) as e:  # its jobs gone before its accounts
@@ -630,13 +631,25 @@ def case_mapped_users(args):
                 check(st is not None and st.st_uid == acc.uid(who) and (st.st_mode & 0o777) == 0o700,
                       f"{who}'s work directory on the nodes is her account's alone: "
                       f"{(st.st_uid, oct(st.st_mode & 0o777)) if st else 'missing'}")
-                with open(os.path.join(outs[who], "go"), "w"):
-                    pass
+                if who == "alice":  # hers ends on its own
+                    with open(os.path.join(outs[who], "go"), "w"):
+                        pass
+                else:  # his is canceled: scancel as his account
+                    r = s.post(f"/runs/{rid}/cancel", headers=bearer(tokens[who]))
+                    check(r.status == 202, f"{who}'s cancel -> 202: {r.status} {r.body[:300]!r}")
             for who, rid in runs.items():
                 if rid is None:
                     continue
                 run = wait_final(s, rid)
-                check(run.get("status") == "succeeded", f"{who}'s run succeeded: {run.get('status')} {run.get('reason')}")
+                want = "succeeded" if who == "alice" else "canceled"
+                check(run.get("status") == want, f"{who}'s run {want}: {run.get('status')} {run.get('reason')}")
+                if who == "bob":
+                    state = e.cluster.job(job_of(s, rid)).get("JobState")
+                    check(state == "CANCELLED", f"and Slurm canceled his job: {state}")
+                    with open(s.log_path, errors="replace") as f:
+                        server_log = f.read()
+                    check(f"Slurm job {job_of(s, rid)} canceled (scancel as {acc[who]})" in server_log,
+                          f"the server's scancel ran as his account: {server_log[-1500:]!r}")
                 log = s.get(f"/runs/{rid}/logs", headers=bearer(tokens[who])).body.decode(errors="replace")
                 check(f"submitted as job {job_of(s, rid)}" in log, f"{who}'s run's log names its job: {log[:600]!r}")
             e.cluster.cmd("scancel", "--user", acc["alice"], check_rc=False)
