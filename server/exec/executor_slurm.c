@@ -263,6 +263,22 @@ static int hand_dirs_to(const run_account *a, int64_t run, char *why, size_t n) 
     return rc;
 }
 
+static int run_slurm_command(char *const *argv, const run_account *as, cmd_result *r, char *why, size_t n);
+
+/* A job submitted by a run's account, raised by the server to the run's priority
+ * (scontrol update ... Nice=, as only an operator may lower a nice below 0). */
+static void raise_job(int64_t run, const char *job, int priority) {
+    char id[80], nice[32], why[600];
+    snprintf(id, sizeof id, "JobId=%s", job);
+    snprintf(nice, sizeof nice, "Nice=%d", -priority * 100);
+    char *argv[] = {"scontrol", "update", id, nice, NULL};
+    cmd_result r;
+    if (run_slurm_command(argv, NULL, &r, why, sizeof why) != 0)
+        run_log(run, "priority %d could not be passed on (scontrol update %s %s): %s", priority, id, nice, why);
+    else run_log(run, "priority %d passed on by the server: scontrol update %s %s", priority, id, nice);
+    cmd_result_free(&r);
+}
+
 /* sbatch for `j` (the lock is let go meanwhile; the job stays: `submitting`). Its
  * id, or why not, is told through the hooks. */
 static void submit_locked(sl_job *j) {
@@ -301,6 +317,10 @@ static void submit_locked(sl_job *j) {
                          .priority = l.priority, .site_allows_priority = S.c.allow_priority,
                          .preemptible_qos = l.preemptible ? S.c.preemptible_qos : NULL, .extra = S.c.options,
                          .n_extra = S.c.n_options, .script = script_path};
+    /* a negative nice is an operator's right in Slurm: the server's, not the account's
+     * sbatch; the server raises the account's job after it is submitted */
+    bool raise_after = l.account && l.priority > 0 && S.c.allow_priority;
+    if (raise_after) js.site_allows_priority = false;
     if (l.priority > 0 && !S.c.allow_priority)
         run_log(l.run, "priority %d is not passed on: raising a job's priority in Slurm needs an operator, and this "
                        "server was not told the site allows it (ddpd serve --slurm-allow-priority)", l.priority);
@@ -331,8 +351,10 @@ static void submit_locked(sl_job *j) {
     }
     buf_t line = {0};
     for (int i = 0; argv[i]; i++) buf_printf(&line, "%s%s", i ? " " : "", argv[i]);
-    if (job[0]) run_log(l.run, "submitted as job %s: %s", job, line.data);
+    if (job[0]) run_log(l.run, "submitted as job %s%s%s: %s", job, l.account ? " by the account " : "",
+                        l.account ? l.account->name : "", line.data);
     else run_log(l.run, "%s (%s)", why, line.data);
+    if (job[0] && raise_after) raise_job(l.run, job, l.priority);
     buf_free(&line);
     slurm_argv_free(argv);
     free(script);

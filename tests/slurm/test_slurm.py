@@ -576,13 +576,15 @@ def case_mapped_users(args):
     """Two users mapped to Unix accounts of their own (ddpd user add NAME --unix-user):
     each one's run is submitted as that account (sbatch run as it): squeue and
     scontrol name it as the job's owner, every rank on the nodes runs under its uid,
-    the run's work directory on the nodes is its alone (0700), and a cancel (scancel,
-    as the account) ends the job."""
+    the run's work directory on the nodes is its alone (0700), a cancel (scancel, as
+    the account) ends the job, and a raised priority (a negative nice: an operator's)
+    is set by the server after the account's sbatch."""
     if os.geteuid() != 0:
         skip("mapping users to accounts needs root (useradd, and a server that may switch accounts)")
     with Accounts("alice", "bob") as acc, Env(args) as e:  # its jobs gone before its accounts
         state = e.tmpdir("ddpd-slurm-accounts-")
-        tokens = {who: add_user(args.ddpd, state, who, "--unix-user", acc[who]) for who in ("alice", "bob")}
+        tokens = {who: add_user(args.ddpd, state, who, "--unix-user", acc[who], "--max-priority", "10")
+                  for who in ("alice", "bob")}
         shared = e.tmpdir("ddpd-slurm-accounts-files-")
         os.chmod(shared, 0o755)  # the script, readable by both accounts
         script = os.path.join(shared, "uid.py")
@@ -594,12 +596,13 @@ def case_mapped_users(args):
             outs[who] = os.path.join(shared, who)
             os.makedirs(outs[who])
             os.chown(outs[who], acc.uid(who), -1)
-        with e.server(state_dir=state) as s:
+        with e.server(state_dir=state, extra=["--slurm-allow-priority"]) as s:
             s.read_headers = bearer(tokens["alice"])
             runs = {}
             for who in ("alice", "bob"):
                 r = s.post("/runs", {"name": f"uid-{who}", "command": [PYTHON, script, outs[who]],
-                                     "distributed": {"world_size": 2, "nodes": 2}}, headers=bearer(tokens[who]))
+                                     "distributed": {"world_size": 2, "nodes": 2}, "priority": 5 if who == "alice" else 0},
+                           headers=bearer(tokens[who]))
                 check(r.status == 201, f"{who}'s command run is taken: {r.status} {r.body[:300]!r}")
                 runs[who] = r.json().get("id") if r.status == 201 else None
             for who, rid in runs.items():
@@ -651,7 +654,12 @@ def case_mapped_users(args):
                     check(f"Slurm job {job_of(s, rid)} canceled (scancel as {acc[who]})" in server_log,
                           f"the server's scancel ran as his account: {server_log[-1500:]!r}")
                 log = s.get(f"/runs/{rid}/logs", headers=bearer(tokens[who])).body.decode(errors="replace")
-                check(f"submitted as job {job_of(s, rid)}" in log, f"{who}'s run's log names its job: {log[:600]!r}")
+                check(f"submitted as job {job_of(s, rid)} by the account {acc[who]}:" in log,
+                      f"{who}'s run's log names its job and its account: {log[:600]!r}")
+                if who == "alice":  # a raise is an operator's (the server's), not her sbatch's
+                    nice = e.cluster.job(job_of(s, rid)).get("Nice")
+                    check(nice == "-500" and "--nice" not in log and "priority 5 passed on by the server" in log,
+                          f"her priority 5 is her job's nice, set by the server: Nice={nice} {log[:800]!r}")
             e.cluster.cmd("scancel", "--user", acc["alice"], check_rc=False)
             e.cluster.cmd("scancel", "--user", acc["bob"], check_rc=False)
 
