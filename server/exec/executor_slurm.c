@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base.h"
@@ -49,6 +50,9 @@ typedef struct sl_job {
     part_launch launch; /* what it was started with (its strings below) */
     char secret[80], rendezvous[64];
     char *owner;        /* the run's owner (launch.owner points here); NULL: nobody in particular */
+    run_account account; /* whom its job is submitted as (launch.account points here when as_account) */
+    bool as_account;
+    char *refused;      /* why its account cannot be used (launch.account_refused); NULL: it can */
     char job[64];       /* "" until sbatch gave it */
     bool submit;        /* its sbatch is still to run */
     bool submitting;    /* its sbatch is running (the thread holds the job) */
@@ -120,6 +124,10 @@ static sl_job *new_job_locked(const part_launch *l) {
     j->launch.rendezvous = j->rendezvous;
     j->owner = l->owner ? xstrdup(l->owner) : NULL;
     j->launch.owner = j->owner;
+    if (l->account) j->account = *l->account, j->as_account = true;
+    j->launch.account = j->as_account ? &j->account : NULL;
+    j->refused = l->account_refused ? xstrdup(l->account_refused) : NULL;
+    j->launch.account_refused = j->refused;
     j->launch.master_addr = j->launch.visible = j->launch.where = NULL;
     j->launch.devices = NULL;
     j->next = S.jobs;
@@ -132,6 +140,7 @@ static void free_job(sl_job *j) {
     free(j->parts);
     free(j->fail_words);
     free(j->owner);
+    free(j->refused);
     free(j);
 }
 
@@ -228,6 +237,48 @@ static int cpus_per_rank(int64_t run) {
     return t > 0 ? (int)t : 1;
 }
 
+/* A run of another account: its directory here (the batch script sbatch reads) handed
+ * to the account, and its directory under --slurm-work-dir made the account's alone
+ * (0700) where this host has the work directory (a shared filesystem, or one node's
+ * own: made 0711 when missing, so that the account passes through it). Where this
+ * host cannot reach it, the job's own mkdir makes it, as the account, umask 077.
+ * 0, or -1 and why. */
+static int hand_dirs_to(const run_account *a, int64_t run, char *why, size_t n) {
+    layout_open_for_accounts();
+    char *run_dir = layout_run_path(run, RUN_FILE_CONFIG);
+    char *slash = strrchr(run_dir, '/');
+    if (slash) *slash = '\0';
+    int rc = run_account_take_dir(a, run_dir, why, n);
+    free(run_dir);
+    if (rc != 0) return -1;
+    if (mkdir(S.c.work_dir, 0711) == 0) (void)chmod(S.c.work_dir, 0711); /* whatever the umask */
+    else if (errno != EEXIST) return 0;                                      /* not on this host */
+    char *work = xasprintf("%s/%lld", S.c.work_dir, (long long)run);
+    if ((mkdir(work, 0700) != 0 && errno != EEXIST) || lchown(work, a->uid, a->gid) != 0 || chmod(work, 0700) != 0) {
+        snprintf(why, n, "cannot hand the run's work directory %s to the account %s: %s", work, a->name,
+                 strerror(errno));
+        rc = -1;
+    }
+    free(work);
+    return rc;
+}
+
+static int run_slurm_command(char *const *argv, const run_account *as, cmd_result *r, char *why, size_t n);
+
+/* A job submitted by a run's account, raised by the server to the run's priority
+ * (scontrol update ... Nice=, as only an operator may lower a nice below 0). */
+static void raise_job(int64_t run, const char *job, int priority) {
+    char id[80], nice[32], why[600];
+    snprintf(id, sizeof id, "JobId=%s", job);
+    snprintf(nice, sizeof nice, "Nice=%d", -priority * 100);
+    char *argv[] = {"scontrol", "update", id, nice, NULL};
+    cmd_result r;
+    if (run_slurm_command(argv, NULL, &r, why, sizeof why) != 0)
+        run_log(run, "priority %d could not be passed on (scontrol update %s %s): %s", priority, id, nice, why);
+    else run_log(run, "priority %d passed on by the server: scontrol update %s %s", priority, id, nice);
+    cmd_result_free(&r);
+}
+
 /* sbatch for `j` (the lock is let go meanwhile; the job stays: `submitting`). Its
  * id, or why not, is told through the hooks. */
 static void submit_locked(sl_job *j) {
@@ -255,6 +306,10 @@ static void submit_locked(sl_job *j) {
         snprintf(why, sizeof why, "cannot write the batch script %s: %s", script_path, strerror(errno));
         f = NULL;
     }
+    if (!why[0] && l.account_refused) /* its owner's account is gone since it was submitted */
+        snprintf(why, sizeof why, "%s", l.account_refused);
+    else if (!why[0] && l.account && hand_dirs_to(l.account, l.run, why, sizeof why) != 0)
+        f = NULL;
     /* (l.owner is the job's own copy: the job stays while it is `submitting`) */
     slurm_job_spec js = {.run = l.run, .nodes = n_parts, .ranks_per_node = per_node, .cpus_per_rank = cpus,
                          .gpus = l.gpu, .partition = S.c.partition, .account = S.c.account,
@@ -262,6 +317,10 @@ static void submit_locked(sl_job *j) {
                          .priority = l.priority, .site_allows_priority = S.c.allow_priority,
                          .preemptible_qos = l.preemptible ? S.c.preemptible_qos : NULL, .extra = S.c.options,
                          .n_extra = S.c.n_options, .script = script_path};
+    /* a negative nice is an operator's right in Slurm: the server's, not the account's
+     * sbatch; the server raises the account's job after it is submitted */
+    bool raise_after = l.account && l.priority > 0 && S.c.allow_priority;
+    if (raise_after) js.site_allows_priority = false;
     if (l.priority > 0 && !S.c.allow_priority)
         run_log(l.run, "priority %d is not passed on: raising a job's priority in Slurm needs an operator, and this "
                        "server was not told the site allows it (ddpd serve --slurm-allow-priority)", l.priority);
@@ -276,15 +335,15 @@ static void submit_locked(sl_job *j) {
         cmd_result r;
         char err[512];
         int64_t t0 = mono_ms();
-        if (run_cmd(argv, env, CMD_TIMEOUT_MS, &r, err, sizeof err) != 0) {
+        if (run_cmd_as(argv, env, l.account, CMD_TIMEOUT_MS, &r, err, sizeof err) != 0) {
             snprintf(why, sizeof why, "Slurm's sbatch could not be run: %s", err);
         } else if (!WIFEXITED(r.wstatus) || WEXITSTATUS(r.wstatus) != 0 || !slurm_parse_sbatch(r.out, job, sizeof job)) {
             char last[600];
             cmd_result_last_line(&r, last, sizeof last);
             snprintf(why, sizeof why, "Slurm refused the job: %s", last[0] ? last : "sbatch failed saying nothing");
         } else {
-            log_info("run %lld: submitted to Slurm as job %s (sbatch took %lld ms)", (long long)l.run, job,
-                     (long long)(mono_ms() - t0));
+            log_info("run %lld: submitted to Slurm as job %s%s%s (sbatch took %lld ms)", (long long)l.run, job,
+                     l.account ? " by the account " : "", l.account ? l.account->name : "", (long long)(mono_ms() - t0));
         }
         cmd_result_free(&r);
         free(env);
@@ -292,8 +351,10 @@ static void submit_locked(sl_job *j) {
     }
     buf_t line = {0};
     for (int i = 0; argv[i]; i++) buf_printf(&line, "%s%s", i ? " " : "", argv[i]);
-    if (job[0]) run_log(l.run, "submitted as job %s: %s", job, line.data);
+    if (job[0]) run_log(l.run, "submitted as job %s%s%s: %s", job, l.account ? " by the account " : "",
+                        l.account ? l.account->name : "", line.data);
     else run_log(l.run, "%s (%s)", why, line.data);
+    if (job[0] && raise_after) raise_job(l.run, job, l.priority);
     buf_free(&line);
     slurm_argv_free(argv);
     free(script);
@@ -319,9 +380,9 @@ static void submit_locked(sl_job *j) {
     pthread_mutex_lock(&S.mu);
 }
 
-static int run_slurm_command(char *const *argv, cmd_result *r, char *why, size_t n) {
+static int run_slurm_command(char *const *argv, const run_account *as, cmd_result *r, char *why, size_t n) {
     char err[512];
-    if (run_cmd(argv, NULL, CMD_TIMEOUT_MS, r, err, sizeof err) != 0) {
+    if (run_cmd_as(argv, NULL, as, CMD_TIMEOUT_MS, r, err, sizeof err) != 0) {
         snprintf(why, n, "%s", err);
         return -1;
     }
@@ -339,12 +400,16 @@ static void cancel_locked(sl_job *j) {
     char job[64];
     snprintf(job, sizeof job, "%s", j->job);
     int64_t run = j->run;
+    run_account as = j->account; /* its owner's job is theirs to cancel (a server not root may not) */
+    bool as_account = j->as_account;
     pthread_mutex_unlock(&S.mu);
     char *argv[] = {"scancel", job, NULL}, why[600];
     cmd_result r;
-    if (run_slurm_command(argv, &r, why, sizeof why) != 0)
+    if (run_slurm_command(argv, as_account ? &as : NULL, &r, why, sizeof why) != 0)
         log_warn("run %lld: scancel %s: %s", (long long)run, job, why);
-    else log_info("run %lld: Slurm job %s canceled (scancel)", (long long)run, job);
+    else
+        log_info("run %lld: Slurm job %s canceled (scancel%s%s)", (long long)run, job, as_account ? " as " : "",
+                 as_account ? as.name : "");
     run_log(run, "scancel %s", job);
     cmd_result_free(&r);
     pthread_mutex_lock(&S.mu);
@@ -436,7 +501,7 @@ static void end_job_locked(sl_job *j, const slurm_job_info *info, const char *go
 static bool job_details(const char *job, slurm_job_info *info) {
     char *argv[] = {"scontrol", "-o", "show", "job", (char *)job, NULL}, why[600];
     cmd_result r;
-    bool ok = run_slurm_command(argv, &r, why, sizeof why) == 0 && slurm_parse_show_job(r.out, info);
+    bool ok = run_slurm_command(argv, NULL, &r, why, sizeof why) == 0 && slurm_parse_show_job(r.out, info);
     cmd_result_free(&r);
     return ok;
 }
@@ -542,7 +607,7 @@ static void poll_locked(void) {
     pthread_mutex_unlock(&S.mu);
     char *argv[] = {"squeue", "-h", "-t", "all", "-j", ids.data, "-o", "%i|%T|%r|%N", NULL}, why[600];
     cmd_result r;
-    int rc = run_slurm_command(argv, &r, why, sizeof why);
+    int rc = run_slurm_command(argv, NULL, &r, why, sizeof why);
     /* every id unknown is an error to squeue: none of them listed */
     bool none_known = rc == 1 && r.err && strstr(r.err, "Invalid job id");
     int cap = n + 8;

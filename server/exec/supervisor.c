@@ -116,35 +116,6 @@ void supervisor_request_spawn(const spawn_request *r) {
 
 /* ---- spawning ---- */
 
-/* The run directory (cwd) handed to the account: the directory itself and what the
- * server put in it (config.json, the log) become the account's, the directory's group
- * the server's (it keeps its way in), mode 0770: no other account may enter. Never
- * following a link the run may have put there. 0, or -1 and err. */
-static int hand_over_dir(const queued_spawn *q, char *err, size_t errlen) {
-    int dfd = open(q->cwd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0 || fchown(dfd, q->account.uid, getegid()) != 0 || fchmod(dfd, 0770) != 0) {
-        snprintf(err, errlen, "cannot hand the run directory %s to the account %s: %s", q->cwd, q->account.name,
-                 strerror(errno));
-        if (dfd >= 0) close(dfd);
-        return -1;
-    }
-    uid_t self = geteuid();
-    int lfd = dup(dfd);
-    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        struct stat st;
-        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
-        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == self &&
-            (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-            (void)fchownat(dfd, e->d_name, q->account.uid, getegid(), AT_SYMLINK_NOFOLLOW);
-    }
-    if (d) closedir(d);
-    else if (lfd >= 0) close(lfd);
-    close(dfd);
-    return 0;
-}
-
 /* The child's side of fork_as: its own session, the log as its output, the account
  * become, its run directory as cwd, the server's signals and descriptors gone, exec.
  * Async-signal-safe calls only. On a failure: errno and the step, on `report`. */
@@ -186,7 +157,7 @@ fail:;
  * becomes its account (q->account, when as_account) before exec, which a posix_spawn
  * cannot. A pipe closed on exec says whether the exec happened. */
 static pid_t fork_as(queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
-    if (q->as_account && q->cwd && hand_over_dir(q, err, errlen) != 0) return -1;
+    if (q->as_account && q->cwd && run_account_take_dir(&q->account, q->cwd, err, errlen) != 0) return -1;
     if (q->cgroup) {
         char why[512];
         static bool said;

@@ -1,7 +1,9 @@
 /* A run's Unix account: see run_account.h. */
 #include "run_account.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <pwd.h>
@@ -100,5 +102,29 @@ int run_account_become(const run_account *a) {
         return -1;
     }
     umask(077);
+    return 0;
+}
+
+int run_account_take_dir(const run_account *a, const char *dir, char *err, size_t errlen) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || fchown(dfd, a->uid, getegid()) != 0 || fchmod(dfd, 0770) != 0) {
+        snprintf(err, errlen, "cannot hand the run directory %s to the account %s: %s", dir, a->name, strerror(errno));
+        if (dfd >= 0) close(dfd);
+        return -1;
+    }
+    uid_t self = geteuid();
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == self &&
+            (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+            (void)fchownat(dfd, e->d_name, a->uid, getegid(), AT_SYMLINK_NOFOLLOW);
+    }
+    if (d) closedir(d);
+    else if (lfd >= 0) close(lfd);
+    close(dfd);
     return 0;
 }

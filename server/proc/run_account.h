@@ -44,4 +44,11 @@ int run_account_take_permitted(void);
  * effective, permitted, inheritable or ambient), umask 077. 0, or -1 with errno. */
 int run_account_become(const run_account *a);
 
+/* A run directory handed to the account (the local supervisor's cwd, a Slurm run's
+ * directory holding its batch script): the directory itself and what this process put
+ * in it (config.json, the log) become the account's, the directory's group this
+ * process's (it keeps its way in), mode 0770: no other account may enter. Never
+ * following a link the run may have put there. 0, or -1 and err. */
+int run_account_take_dir(const run_account *a, const char *dir, char *err, size_t errlen);
+
 #endif

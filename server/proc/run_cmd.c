@@ -13,17 +13,22 @@
 
 #include "base.h"
 #include "child_setup.h"
+#include "run_account.h"
 
 extern char **environ;
 
 /* The command itself, in the grandchild: never returns. */
-static void exec_command(char *const *argv, char *const *env, int out_fd, int err_fd) {
+static void exec_command(char *const *argv, char *const *env, const run_account *as, int out_fd, int err_fd) {
     setpgid(0, 0); /* one kill reaches what it forks, at the deadline */
     child_reset_signals();
     int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, 0);
     dup2(out_fd, 1);
     dup2(err_fd, 2);
+    if (as && run_account_become(as) != 0) {
+        dprintf(2, "cannot run %s as the account %s: %s\n", argv[0], as->name, strerror(errno));
+        _exit(126);
+    }
     execvpe(argv[0], argv, env ? env : environ);
     dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -31,9 +36,10 @@ static void exec_command(char *const *argv, char *const *env, int out_fd, int er
 
 /* The child between us and the command: it waits for the command (its own child, so
  * no other reaper takes it) and writes the command's pid, then its wait status. */
-static void wait_for_command(char *const *argv, char *const *env, int out_fd, int err_fd, int status_fd) {
+static void wait_for_command(char *const *argv, char *const *env, const run_account *as, int out_fd, int err_fd,
+                             int status_fd) {
     pid_t cmd = fork();
-    if (cmd == 0) exec_command(argv, env, out_fd, err_fd);
+    if (cmd == 0) exec_command(argv, env, as, out_fd, err_fd);
     if (write(status_fd, &cmd, sizeof cmd) != sizeof cmd || cmd < 0) _exit(1);
     int ws = 0;
     while (waitpid(cmd, &ws, 0) < 0)
@@ -68,6 +74,11 @@ static char *take_text(output *o) {
 }
 
 int run_cmd(char *const *argv, char *const *env, int timeout_ms, cmd_result *r, char *err, size_t errlen) {
+    return run_cmd_as(argv, env, NULL, timeout_ms, r, err, errlen);
+}
+
+int run_cmd_as(char *const *argv, char *const *env, const run_account *as, int timeout_ms, cmd_result *r, char *err,
+               size_t errlen) {
     memset(r, 0, sizeof *r);
     int out[2], errp[2], st[2];
     if (pipe2(out, O_CLOEXEC) != 0) goto no_pipe;
@@ -80,7 +91,7 @@ int run_cmd(char *const *argv, char *const *env, int timeout_ms, cmd_result *r, 
         goto no_pipe;
     }
     pid_t mid = fork();
-    if (mid == 0) wait_for_command(argv, env, out[1], errp[1], st[1]);
+    if (mid == 0) wait_for_command(argv, env, as, out[1], errp[1], st[1]);
     close(out[1]);
     close(errp[1]);
     close(st[1]);

@@ -439,15 +439,18 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     return ok;
 }
 
-part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]) {
-    snprintf(rendezvous, 64, "/runs/%lld/rendezvous", (long long)r->id);
+part_launch batch_launch_of(const live_run *r, int part, batch_launch_strings *keep) {
+    snprintf(keep->rendezvous, sizeof keep->rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
+    run_as_verdict as = run_as_resolve(r->owner, r->command, &keep->account, keep->refused, sizeof keep->refused);
     return (part_launch){.run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .world_size = r->world_size,
                          .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
-                         .rendezvous = rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
+                         .rendezvous = keep->rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
                          .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, /* node 0 picks MASTER_PORT there */
                          .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
                          .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
-                         .preempt_grace_s = run_stop_grace_ms(r, true) / 1000};
+                         .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
+                         .account = as == RUN_AS_ACCOUNT ? &keep->account : NULL,
+                         .account_refused = as == RUN_AS_REFUSED ? keep->refused : NULL};
 }
 
 bool start_batch_locked(live_run *r) {
@@ -464,8 +467,8 @@ bool start_batch_locked(live_run *r) {
     log_info("run %lld handed to Slurm: %d node%s, %d rank%s each", (long long)r->id, k, k > 1 ? "s" : "",
              r->world_size / k, r->world_size / k > 1 ? "s" : "");
     for (int p = 0; p < k; p++) {
-        char rendezvous[64];
-        part_launch l = batch_launch_of(r, p, rendezvous);
+        batch_launch_strings keep;
+        part_launch l = batch_launch_of(r, p, &keep);
         r->parts[p].pending = K.batch->start(&l, &r->parts[p].handle) == START_PENDING;
     }
     return true;

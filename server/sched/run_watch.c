@@ -191,8 +191,9 @@ static void recover_batch_locked(const run_brief *b, const run_needs *need, cons
         *part = (run_part){.node_rank = p, .exec = K.batch, .pending = pending, .exit_code = NO_INT,
                            .exit_signal = NO_INT};
         snprintf(part->handle.job, sizeof part->handle.job, "%s", rp->job);
-        char rendezvous[64], gone[256];
-        part_launch l = batch_launch_of(r, p, rendezvous);
+        char gone[256];
+        batch_launch_strings keep;
+        part_launch l = batch_launch_of(r, p, &keep);
         K.batch->adopt(&l, &part->handle, gone, sizeof gone);
     }
     r->start_stored = !pending;

@@ -138,9 +138,15 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k);
  * for (distributed.nodes, else 1), each pending until its job runs. false when it
  * failed instead (finished). */
 bool start_batch_locked(live_run *r);
-/* What a batch run's part `part` is started (or taken back) with; `rendezvous` holds
- * its path. */
-part_launch batch_launch_of(const live_run *r, int part, char rendezvous[64]);
+/* What a batch run's part `part` is started (or taken back) with, whom it runs as
+ * decided there (run_as.h); `keep` holds what its rendezvous, account and
+ * account_refused point to. */
+typedef struct {
+    char rendezvous[64];
+    run_account account;
+    char refused[1024];
+} batch_launch_strings;
+part_launch batch_launch_of(const live_run *r, int part, batch_launch_strings *keep);
 /* Whether the run's start is pending in a batch system's queue (the store has it
  * queued: its job waits there). */
 bool batch_pending(const live_run *r);

@@ -19,7 +19,7 @@ root, Slurm not installed).
 
 Usage: test_slurm.py CASE --ddpd PATH --trainer PATH --runner PATH [--cluster-dir DIR]
                           [--openapi schema/openapi.json]"""
-import argparse, json, os, re, shutil, signal, sqlite3, subprocess, sys, tempfile, textwrap, time, uuid
+import argparse, json, os, pwd, re, shutil, signal, sqlite3, subprocess, sys, tempfile, textwrap, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -31,6 +31,7 @@ from checks import check, cases_in  # noqa: E402
 from ddpd_harness import Server, wait_until, fmnist_config  # noqa: E402
 from procs import live_with_env  # noqa: E402
 from test_server_sharing import add_user, bearer  # noqa: E402
+from test_server_wall import Accounts  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 FINAL = ("succeeded", "failed", "canceled")
@@ -152,8 +153,9 @@ class Env:
         return self
 
     def __exit__(self, *exc):
-        # every job of the case gone, on the shared cluster too
-        self.cluster.cmd("scancel", "--user", "root", check_rc=False)
+        # every job of the case gone, on the shared cluster too, whoever owns it (a
+        # mapped user's job is theirs)
+        self.cluster.cmd("scancel", "--partition", "debug", check_rc=False)
         wait_until(lambda: not self.cluster.cmd("squeue", "-h", check_rc=False).stdout.strip(),
                    "the cluster's queue to be empty", 30)
         if self.own:
@@ -555,6 +557,111 @@ def case_sharing(args):
             check("priority 5 is not passed on" in log and "--slurm-allow-priority" in log,
                   f"the run's log says why its priority was not passed on: {log[:800]!r}")
             check(run.get("status") == "succeeded", f"and it ran: {run.get('status')} {run.get('reason')}")
+
+
+UID_SCRIPT = """
+    import os, sys, time
+    out = sys.argv[1]
+    with open(os.path.join(out, ".uid-%s" % os.environ["RANK"]), "w") as f:
+        f.write("%d %d" % (os.getuid(), os.getgid()))
+    os.replace(os.path.join(out, ".uid-%s" % os.environ["RANK"]), os.path.join(out, "uid-%s" % os.environ["RANK"]))
+    for _ in range(1200):  # until the test has looked at the job in squeue
+        if os.path.exists(os.path.join(out, "go")):
+            break
+        time.sleep(0.1)
+"""
+
+
+def case_mapped_users(args):
+    """Two users mapped to Unix accounts of their own (ddpd user add NAME --unix-user):
+    each one's run is submitted as that account (sbatch run as it): squeue and
+    scontrol name it as the job's owner, every rank on the nodes runs under its uid,
+    the run's work directory on the nodes is its alone (0700), a cancel (scancel, as
+    the account) ends the job, and a raised priority (a negative nice: an operator's)
+    is set by the server after the account's sbatch."""
+    if os.geteuid() != 0:
+        skip("mapping users to accounts needs root (useradd, and a server that may switch accounts)")
+    with Accounts("alice", "bob") as acc, Env(args) as e:  # its jobs gone before its accounts
+        state = e.tmpdir("ddpd-slurm-accounts-")
+        tokens = {who: add_user(args.ddpd, state, who, "--unix-user", acc[who], "--max-priority", "10")
+                  for who in ("alice", "bob")}
+        shared = e.tmpdir("ddpd-slurm-accounts-files-")
+        os.chmod(shared, 0o755)  # the script, readable by both accounts
+        script = os.path.join(shared, "uid.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent(UID_SCRIPT))
+        os.chmod(script, 0o644)
+        outs = {}
+        for who in ("alice", "bob"):
+            outs[who] = os.path.join(shared, who)
+            os.makedirs(outs[who])
+            os.chown(outs[who], acc.uid(who), -1)
+        with e.server(state_dir=state, extra=["--slurm-allow-priority"]) as s:
+            s.read_headers = bearer(tokens["alice"])
+            runs = {}
+            for who in ("alice", "bob"):
+                r = s.post("/runs", {"name": f"uid-{who}", "command": [PYTHON, script, outs[who]],
+                                     "distributed": {"world_size": 2, "nodes": 2}, "priority": 5 if who == "alice" else 0},
+                           headers=bearer(tokens[who]))
+                check(r.status == 201, f"{who}'s command run is taken: {r.status} {r.body[:300]!r}")
+                runs[who] = r.json().get("id") if r.status == 201 else None
+            for who, rid in runs.items():
+                if rid is None:
+                    continue
+                job = wait_until(lambda rid=rid: job_of(s, rid), f"{who}'s run {rid}'s Slurm job", 60)
+                uid_files = [os.path.join(outs[who], f"uid-{r}") for r in (0, 1)]
+                wait_until(lambda: all(os.path.exists(p) for p in uid_files) or
+                           (s.run(rid) or {}).get("status") in FINAL, f"{who}'s ranks to run", 120)
+                q = e.cluster.cmd("squeue", "-h", "-j", str(job), "-o", "%u", check_rc=False)
+                check(q.stdout.strip() == acc[who],
+                      f"squeue names {who}'s account as job {job}'s owner: {q.stdout.strip()!r} {q.stderr.strip()!r}")
+                shown = e.cluster.job(job)
+                check(shown.get("UserId", "").startswith(f"{acc[who]}({acc.uid(who)})"),
+                      f"scontrol's UserId of job {job} is {who}'s account: {shown.get('UserId')}")
+                for r, path in enumerate(uid_files):
+                    try:
+                        with open(path) as f:
+                            uid, gid = (int(x) for x in f.read().split())
+                    except (OSError, ValueError):
+                        check(False, f"{who}'s rank {r} ran and wrote its uid: {(s.run(rid) or {}).get('reason')}")
+                        continue
+                    check(uid == acc.uid(who) and gid == pwd.getpwnam(acc[who]).pw_gid,
+                          f"{who}'s rank {r} runs as her account's uid and gid: {uid} {gid}, "
+                          f"wanted {acc.uid(who)}")
+                    check(os.stat(path).st_uid == acc.uid(who), f"and the file it made is the account's")
+                work = os.path.join(s.state_dir, "work", str(rid))
+                st = os.stat(work) if os.path.isdir(work) else None
+                check(st is not None and st.st_uid == acc.uid(who) and (st.st_mode & 0o777) == 0o700,
+                      f"{who}'s work directory on the nodes is her account's alone: "
+                      f"{(st.st_uid, oct(st.st_mode & 0o777)) if st else 'missing'}")
+                if who == "alice":  # hers ends on its own
+                    with open(os.path.join(outs[who], "go"), "w"):
+                        pass
+                else:  # his is canceled: scancel as his account
+                    r = s.post(f"/runs/{rid}/cancel", headers=bearer(tokens[who]))
+                    check(r.status == 202, f"{who}'s cancel -> 202: {r.status} {r.body[:300]!r}")
+            for who, rid in runs.items():
+                if rid is None:
+                    continue
+                run = wait_final(s, rid)
+                want = "succeeded" if who == "alice" else "canceled"
+                check(run.get("status") == want, f"{who}'s run {want}: {run.get('status')} {run.get('reason')}")
+                if who == "bob":
+                    state = e.cluster.job(job_of(s, rid)).get("JobState")
+                    check(state == "CANCELLED", f"and Slurm canceled his job: {state}")
+                    with open(s.log_path, errors="replace") as f:
+                        server_log = f.read()
+                    check(f"Slurm job {job_of(s, rid)} canceled (scancel as {acc[who]})" in server_log,
+                          f"the server's scancel ran as his account: {server_log[-1500:]!r}")
+                log = s.get(f"/runs/{rid}/logs", headers=bearer(tokens[who])).body.decode(errors="replace")
+                check(f"submitted as job {job_of(s, rid)} by the account {acc[who]}:" in log,
+                      f"{who}'s run's log names its job and its account: {log[:600]!r}")
+                if who == "alice":  # a raise is an operator's (the server's), not her sbatch's
+                    nice = e.cluster.job(job_of(s, rid)).get("Nice")
+                    check(nice == "-500" and "--nice" not in log and "priority 5 passed on by the server" in log,
+                          f"her priority 5 is her job's nice, set by the server: Nice={nice} {log[:800]!r}")
+            e.cluster.cmd("scancel", "--user", acc["alice"], check_rc=False)
+            e.cluster.cmd("scancel", "--user", acc["bob"], check_rc=False)
 
 
 def case_sharing_flags_refused(args):
