@@ -263,7 +263,7 @@ def case_runs_as_account(a):
 # ---- forged_end ----
 
 FORGE_OWN_END = r"""
-import json, os, socket
+import json, os, socket, time
 s = socket.socket(socket.AF_UNIX); s.connect(os.environ['DDPD_EVENTS_SOCKET'])
 run = os.environ['DDPD_RUN_ID']
 hello = {'run': run, 'rank': -1, 'seq': 0, 't': 1, 'type': 'hello', 'pid': os.getpid(), 'host': 'x', 'device': 'cpu',
@@ -272,6 +272,8 @@ end = {'run': run, 'rank': -1, 'seq': 1, 't': 2, 'type': 'end', 'status': 'faile
 s.sendall((json.dumps(hello) + '\n' + json.dumps(end) + '\n').encode())
 s.close()
 print('sent a forged end', flush=True)
+while not os.path.exists('release'):  # until the test has seen the server take it (and ignore it)
+    time.sleep(0.05)
 """
 
 
@@ -280,14 +282,21 @@ def case_forged_end(a):
     account): only the launcher's word counts, so the run that exits 0 succeeds."""
     with Server(a.ddpd, a.trainer, extra_args=["--allow-commands", "--runner", a.runner]) as s:
         rid = s.submit(command(FORGE_OWN_END))
+
+        def server_log():
+            with open(s.log_path) as f:
+                return f.read()
+        # the forged end is taken while the run still runs (its rank waits for it), then let go
+        check(wait_until(lambda: f"an end event for run {rid} from pid" in server_log()
+                         and "not its launcher: ignored" in server_log(), "the server to take the forged end", 60),
+              "the server's log says the forged end was ignored")
+        check(s.run(rid)["status"] == "running", f"the forged end did not end the run: {s.run(rid)['status']}")
+        with open(os.path.join(s.run_dir(rid), "release"), "w"):
+            pass
         run = s.wait_status(rid, ("succeeded", "failed"), timeout=120)
         check("sent a forged end" in run_log(s, rid), "the rank sent its forged end")
         check(run and run["status"] == "succeeded" and "FORGED" not in (run.get("reason") or ""),
               f"the run succeeded, its reason not the forged one: {run and (run['status'], run.get('reason'))}")
-        with open(s.log_path) as f:
-            log = f.read()
-        check(f"an end event for run {rid} from pid" in log and "not its launcher: ignored" in log,
-              "the server's log says the forged end was ignored")
 
 
 # ---- check ----
@@ -404,9 +413,10 @@ def escapee(a, ddpd=None, state_dir=None):
                 check(status["Cpus_allowed_list"].strip() in ("0", "1"),
                       f"a 1-slot run's processes, the escapee too, are on one CPU: {status['Cpus_allowed_list'].strip()}")
                 check(os.getsid(pid) != os.getpgid(s.run(rid)["pid"] or 1), "the escapee left the run's session")
-                # the rank's affinity line, before the run is let go or canceled (it is printed
-                # after the escapee is there, and may not be in the log yet when it is)
-                wait_until(lambda: "AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
+                # the rank's own affinity line ("[rank 0] AFFINITY ...", not the launcher's banner
+                # that quotes the script), before the run is let go or canceled: it is printed
+                # after the escapee is there, and may not be in the log yet when it is
+                wait_until(lambda: "] AFFINITY" in run_log(s, rid), "the rank's affinity line", timeout=60)
                 if mode == "wait":
                     r = s.post(f"/runs/{rid}/cancel")
                     check(r.status in (200, 202), f"cancel: {r.status} {r.body[:200]!r}")
