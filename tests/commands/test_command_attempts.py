@@ -276,12 +276,16 @@ def case_server_killed(a):
             check(up, f"both runs running, steps reported: {s1.run(rid)['status']} {s1.run(plain)['status']}")
         finally:
             s1.kill()
-        # the server and every process of the runs gone (the host's restart, an OOM killer's sweep)
-        for pid in set(pids_under(s1.state_dir)) | set(procs_in(w.root)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        # the server and every process of the runs gone at once (the host's restart, an OOM
+        # killer's sweep): all held first, so that no launcher sees a rank die and says so
+        # in its journal before it dies itself
+        doomed = set(pids_under(s1.state_dir)) | set(procs_in(w.root))
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in doomed:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
         wait_until(lambda: not pids_under(s1.state_dir) and not procs_in(w.root), "the runs' processes to be gone", 30)
         s2 = w.server(a, slots=3)
         s2.state_dir, s2.own_dir = s1.state_dir, True
