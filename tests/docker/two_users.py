@@ -119,8 +119,10 @@ def processes(c):
     script = ('for d in /proc/[0-9]*; do [ -r "$d/cmdline" ] || continue; '
               'printf "%s %s %s\\n" "${d#/proc/}" "$(stat -c %u "$d")" "$(tr "\\0" " " < "$d/cmdline")"; done')
     out = c.exec_as("0", "sh", "-c", script).stdout
-    return [(int(p), int(u), cmd) for p, u, cmd in
-            (ln.split(" ", 2) for ln in out.splitlines() if len(ln.split(" ", 2)) == 3)]
+    # a process that exits while it is read (the shell's own children, the exec's) has no
+    # uid by the time stat looks: such a line is no process to judge
+    rows = (ln.split(" ", 2) for ln in out.splitlines())
+    return [(int(r[0]), int(r[1]), r[2]) for r in rows if len(r) == 3 and r[0].isdigit() and r[1].isdigit()]
 
 
 def check_lines(c):
