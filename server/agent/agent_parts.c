@@ -142,7 +142,8 @@ static void start(const json_t *j) {
     }
     char *config = xasprintf("%s/" RUN_DIR_CONFIG, p->run_dir), *log = xasprintf("%s/" RUN_DIR_LOG, p->run_dir);
     if (!whole || p->local_ranks < 1) {
-        refuse(p, "the coordinator's description of run %lld's part is incomplete: %s", (long long)p->run,
+        refuse(p, "the coordinator's description of run %lld's part is incomplete (%s): run the same ddpd "
+               "version on the coordinator and this node", (long long)p->run,
                whole ? "no ranks on this node" : why);
     } else if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST) {
         refuse(p, "node %s cannot create %s: %s", P.c.node_name, p->run_dir, strerror(errno));
