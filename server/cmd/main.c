@@ -120,7 +120,7 @@ static void name_server_paths(const settings *o, const char *state_dir, const da
 }
 
 static int lock_state_dir(const char *state_dir) {
-    char *path = xstrdup(layout_lock_path());
+    const char *path = layout_lock_path();
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) die("cannot open %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -132,7 +132,6 @@ static int lock_state_dir(const char *state_dir) {
             *pid ? ")" : "", state_dir);
     }
     if (ftruncate(fd, 0) == 0) dprintf(fd, "%d\n", (int)getpid());
-    free(path);
     return fd;
 }
 

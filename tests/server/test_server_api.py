@@ -5,10 +5,11 @@ refused with 400 naming the offending field by its JSON pointer, nothing stored)
 pagination, deletion, the token, and the config a run is stored and started with.
 
 Usage: test_server_api.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import http.client, json, os, shutil, socket, sqlite3, sys, tempfile, time
+import http.client, json, os, shutil, socket, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, merge, DATA_ROOT  # noqa: E402
+from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, merge, DATA_ROOT,  # noqa: E402
+                          SANITIZER_REPORTS)
 
 
 def is_problem(r, status):
@@ -272,6 +273,23 @@ def case_token(a):
         check(s.request("DELETE", "/runs/1").status == 401 and
               s.request("DELETE", "/runs/1", headers={"Authorization": "Bearer from-env"}).status == 404,
               "DDPD_TOKEN sets the token")
+
+
+def case_state_dir_held(a):
+    """A second server on a state dir that one serves is refused at once, naming the
+    one that serves it, and leaves it serving (and, under the sanitizers, leaks nothing
+    on its way out)."""
+    with Server(a.ddpd, a.fake_trainer) as s:
+        second = subprocess.run([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", s.state_dir,
+                                 "--gpus", "none", "--data-root", DATA_ROOT],
+                                capture_output=True, text=True, timeout=60)
+        check(second.returncode != 0 and "listening on" not in second.stdout,
+              f"the second server does not start: {second.returncode} {second.stdout!r}")
+        check(f"another ddpd (pid {s.proc.pid}) is serving" in second.stderr and "--state-dir" in second.stderr,
+              f"it names the server that holds the state dir and what to do: {second.stderr[-400:]!r}")
+        check(not any(mark in second.stderr for mark in SANITIZER_REPORTS),
+              f"no sanitizer report on the way out: {second.stderr[-600:]!r}")
+        check(s.get("/healthz").status == 200, "the first server serves on")
 
 
 def case_config_defaults(a):
