@@ -57,6 +57,7 @@
 #include "settings.h"
 #include "sse.h"
 #include "state_layout.h"
+#include "state_lock.h"
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
@@ -75,7 +76,10 @@ static void mkdir_p(const char *path, mode_t mode) {
     if (mkdir(tmp, mode) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
 }
 
-/* One server per state directory: the lock lives as long as the process. */
+/* How long a start waits for a lock that a dead server's child still holds between
+ * its fork and its exec (state_lock.h). */
+enum { STATE_LOCK_WAIT_MS = 5000 };
+
 /* The server's own paths, named by their roots in what it answers (path_redact.h),
  * unless serve --show-paths. */
 static void name_roots(const data_roots *r, const char *what) {
@@ -117,22 +121,6 @@ static void name_server_paths(const settings *o, const char *state_dir, const da
     const char *trainer = strrchr(o->trainer, '/'), *runner = strrchr(o->runner, '/');
     path_redact_add(o->trainer, trainer ? trainer + 1 : o->trainer);
     path_redact_add(o->runner, runner ? runner + 1 : o->runner);
-}
-
-static int lock_state_dir(const char *state_dir) {
-    const char *path = layout_lock_path();
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) die("cannot open %s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        die("another ddpd%s%s%s is serving %s: stop it, or use another --state-dir", *pid ? " (pid " : "", pid,
-            *pid ? ")" : "", state_dir);
-    }
-    if (ftruncate(fd, 0) == 0) dprintf(fd, "%d\n", (int)getpid());
-    return fd;
 }
 
 /* ---- the hooks: how the lower parts reach the upper ones ---- */
@@ -196,7 +184,7 @@ static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report
     if (!realpath(o->state_dir, state_dir)) die("state dir %s: %s", o->state_dir, strerror(errno));
     state_layout_init(state_dir);
     mkdir_p(layout_runs_dir(), 0700);
-    int lock_fd = lock_state_dir(state_dir);
+    int lock_fd = state_lock_take(layout_lock_path(), state_dir, STATE_LOCK_WAIT_MS);
     db_inspect(layout_db_path(), layout_runs_dir(), verdict);
     *rebuild = false;
     if (o->rebuild_from_runs) {

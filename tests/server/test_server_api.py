@@ -5,7 +5,7 @@ refused with 400 naming the offending field by its JSON pointer, nothing stored)
 pagination, deletion, the token, and the config a run is stored and started with.
 
 Usage: test_server_api.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import http.client, json, os, shutil, socket, sqlite3, subprocess, sys, tempfile, time
+import fcntl, http.client, json, os, shutil, signal, socket, sqlite3, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, merge, DATA_ROOT,  # noqa: E402
@@ -290,6 +290,50 @@ def case_state_dir_held(a):
         check(not any(mark in second.stderr for mark in SANITIZER_REPORTS),
               f"no sanitizer report on the way out: {second.stderr[-600:]!r}")
         check(s.get("/healthz").status == 200, "the first server serves on")
+
+
+def case_lock_of_a_dead_server(a):
+    """A server killed while it was starting a run leaves a child between its fork and
+    its exec, holding the state dir's lock a moment: the next start waits for it, saying
+    so, then serves; one held on and on is refused naming the lock and what to do."""
+    state = tempfile.mkdtemp(prefix="ddpd-lock-")
+    try:
+        lock = os.open(os.path.join(state, "ddpd.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        os.write(lock, f"{dead.pid}\n".encode())
+        cmd = [a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--gpus", "none", "--data-root", DATA_ROOT]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = []
+
+        def read_err():
+            for line in p.stderr:
+                said.append(line)
+        threading.Thread(target=read_err, daemon=True).start()
+        check(wait_until(lambda: any("is gone: waiting" in line for line in said), "the start to wait", 30),
+              f"the start waits, saying why: {said}")
+        check(any(f"(pid {dead.pid})" in line for line in said), f"naming the ddpd that took it: {said}")
+        os.close(lock)  # the child execs: its close-on-exec copy goes
+        line = p.stdout.readline()
+        check("listening on http://" in line, f"then it serves: {line!r} {said[-3:]}")
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=60) == 0, f"and stops cleanly: {p.returncode}")
+        check(not any(mark in "".join(said) for mark in SANITIZER_REPORTS), f"no sanitizer report: {said[-5:]}")
+
+        lock = os.open(os.path.join(state, "ddpd.lock"), os.O_RDWR)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.ftruncate(lock, 0)
+        os.write(lock, f"{dead.pid}\n".encode())
+        held = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        os.close(lock)
+        check(held.returncode != 0 and "listening on" not in held.stdout,
+              f"a lock held on is refused: {held.returncode} {held.stdout!r}")
+        check("is still held" in held.stderr and "fuser -v" in held.stderr and "ddpd.lock" in held.stderr,
+              f"naming the lock and how to find its holder: {held.stderr[-500:]!r}")
+        check(not any(mark in held.stderr for mark in SANITIZER_REPORTS), f"no sanitizer report: {held.stderr[-600:]!r}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_config_defaults(a):
