@@ -671,6 +671,13 @@ static void get_logs(request *rq, response *rs) {
                          : logtail_read_span(path, begin, end, (size_t)tail, &text, &len, &next);
     int read_errno = errno;
     free(path);
+    if (rc != 0 && read_errno == ELOOP) { /* open_exact.h */
+        reply_problem(rs, 403, NULL,
+                      "run %lld's log is not a file of its own: the run left a link in its directory where its log "
+                      "was, and ddpd does not follow a run's links",
+                      (long long)id);
+        return;
+    }
     if (rc != 0 && read_errno != ENOENT) {
         reply_problem(rs, 500, NULL, "the run's log cannot be read: %s", strerror(read_errno));
         return;

@@ -468,6 +468,14 @@ def run(a):
               f"the checkpoint files are the ones on disk: {[f['file'] for f in files]} vs {on_disk}")
         check([f["epoch"] for f in files] == [0, 1] and all(f["bytes"] == os.path.getsize(s.server_path(f["path"])) for f in files),
               f"with their epochs and sizes: {files}")
+        # a run that put a link where its log was: refused, not followed
+        log = os.path.join(s.state_dir, "runs", str(rid), "trainer.log")
+        os.rename(log, log + ".own")
+        os.symlink(os.path.join(s.state_dir, "ddpd.db"), log)
+        r = req("GET", "/runs/{id}/logs", f"/runs/{rid}/logs", "a log the run replaced with a link")
+        check(r.status == 403 and b"SQLite" not in r.body, f"a log that is a link: 403, not followed: {r.status} {r.body[:200]!r}")
+        os.unlink(log)
+        os.rename(log + ".own", log)
         for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
                      "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):
             tpl = "/runs/{id}" + path[len("/runs/999999"):] if path.startswith("/runs/999999") else "/runs/{id}"

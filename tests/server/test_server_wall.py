@@ -659,14 +659,18 @@ def hostile(a, acc, wrapper=None, server_uid=0):
                     "OperationalError: unable to open database file" in line and "SQL" in name)
                 check(denied, f"bob's attack fails with a permission error: {name}: {line}")
             # what bob's links would have the server serve him: nothing of the database or of alice's
-            for path, what in ((f"/runs/{bid}/logs", "his log, a link to the database"),
-                               (f"/runs/{bid}/logs?rank=0", "his rank's log, through a link to alice's ranks"),
-                               (f"/runs/{bid}/checkpoints", "his checkpoints, a link to alice's directory")):
+            for path, what, status in ((f"/runs/{bid}/logs", "his log, a link to the database", 403),
+                                       (f"/runs/{bid}/logs?rank=0", "his rank's log, through a link to alice's ranks", 403),
+                                       (f"/runs/{bid}/checkpoints", "his checkpoints, a link to alice's directory", 200)):
                 r = s.get(path, headers=bearer(bob))
                 body = r.body.decode(errors="replace")
                 leaked = "SQLite format" in body or "ALICE-PRIVATE-LINE" in body or "ckpt-ready" in body
                 print(f"  bob: GET {path} ({what}): {r.status} {body[:160]!r}")
                 check(not leaked, f"the server does not follow bob's link: {what}: {r.status} {body[:300]!r}")
+                check(r.status == status and (status == 200 or "does not follow a run's links" in body),
+                      f"a link is refused as one ({status}), the checkpoints listed without it: {what}: {r.status} {body[:300]!r}")
+                if status == 200:
+                    check(r.json()["checkpoints"] == [], f"no checkpoint of alice's listed as bob's: {body[:300]!r}")
             check(s.proc.poll() is None, "the server still runs")
             check(all(os.path.exists(f"/proc/{p}") for p in ranks), "alice's ranks still run")
             with open(os.path.join(s.run_dir(rid), "release"), "w"):
