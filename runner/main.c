@@ -22,6 +22,7 @@
 #include "events.h"
 #include "gang.h"
 #include "log.h"
+#include "dirs.h"
 #include "paths.h"
 #include "ports.h"
 #include "program_path.h"
@@ -262,7 +263,7 @@ static int run(const options *o, const command_config *cfg) {
     }
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/" RUN_DIR_RANKS, o->run_dir);
-    if (mkdir_p(path) != 0) {
+    if (mkdir_p(path, 0755) != 0) {
         fprintf(stderr, "ddp-run: cannot create %s: %s\n", path, strerror(errno));
         return EXIT_BAD_INPUT;
     }

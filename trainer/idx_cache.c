@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "idx.h"
+#include "dirs.h"
 #include "paths.h"
 
 #define CACHE_MAGIC "DDPDIDX1"
@@ -155,7 +156,7 @@ static int write_all(int fd, const void *p, size_t n) {
 
 static int write_cache(const char *dir, const char *path, uint64_t identity, const idx_dataset *d) {
     char tmp[4200];
-    if (mkdir_p(dir) != 0) return -1;
+    if (mkdir_p(dir, 0755) != 0) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;

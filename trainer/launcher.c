@@ -18,6 +18,7 @@
 #include "backend_select.h"
 #include "ddpd_build_config.h"
 #include "log.h"
+#include "dirs.h"
 #include "paths.h"
 #include "run_dir.h"
 
@@ -53,7 +54,7 @@ static int load_config(launcher *L) {
     /* Keep the config as it was run, defaults filled, beside the run's outputs. */
     char path[2048];
     snprintf(path, sizeof path, "%s/config.resolved.json", L->o->run_dir);
-    if (mkdir_p(L->o->run_dir) == 0) json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (mkdir_p(L->o->run_dir, 0755) == 0) json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(doc);
     return 0;
 }
@@ -112,7 +113,7 @@ int launcher_run(const launcher_options *o) {
         fprintf(stderr, "ddp-trainer: cannot start the GPU backend %s: %s\n", nccl_path, strerror(errno));
         return EXIT_BAD_INPUT;
     }
-    if (mkdir_p(o->run_dir) != 0) {
+    if (mkdir_p(o->run_dir, 0755) != 0) {
         fprintf(stderr, "ddp-trainer: cannot create the run directory %s: %s\n", o->run_dir, strerror(errno));
         return EXIT_BAD_INPUT;
     }

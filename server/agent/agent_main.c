@@ -21,6 +21,7 @@
 #include "base.h"
 #include "beside_self.h"
 #include "die.h"
+#include "dirs.h"
 #include "hostport.h"
 #include "log_limit.h"
 #include "opt_table.h"
@@ -204,7 +205,7 @@ int agent_main(int argc, char **argv) {
     char *state = o.state_dir ? xstrdup(o.state_dir)
                   : xdg && *xdg ? xasprintf("%s/ddpd-agent", xdg)
                                 : xasprintf("%s/.local/state/ddpd-agent", home ? home : ".");
-    if (mkdir(state, 0700) != 0 && errno != EEXIST) die("cannot create the state dir %s: %s", state, strerror(errno));
+    if (mkdir_p(state, 0700) != 0) die("cannot create the state dir %s: %s", state, strerror(errno));
     char *sock = xasprintf("%s/events.sock", state);
     if (agent_streams_open(sock, err, sizeof err) != 0) die("%s", err);
     char *trainer = o.trainer ? xstrdup(o.trainer) : beside_self("ddp-trainer");

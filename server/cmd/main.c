@@ -35,6 +35,7 @@
 #include "history_rebuild.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
+#include "dirs.h"
 #include "die.h"
 #include "feed.h"
 #include "hostport.h"
@@ -64,16 +65,8 @@
 #include "user_cmd.h"
 #include "users.h"
 
-static void mkdir_p(const char *path, mode_t mode) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, mode) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
+static void make_dir(const char *path) {
+    if (mkdir_p(path, 0700) != 0) die("cannot create %s: %s", path, strerror(errno));
 }
 
 /* How long a start waits for a lock that a dead server's child still holds between
@@ -180,10 +173,10 @@ static void start_log(const settings *o) {
  * directories is refused (ddpd check says the same), unless --rebuild-from-runs
  * applies. Returns the lock's descriptor; *rebuild: the history is to be rebuilt. */
 static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report *verdict, bool *rebuild) {
-    mkdir_p(o->state_dir, 0700);
+    make_dir(o->state_dir);
     if (!realpath(o->state_dir, state_dir)) die("state dir %s: %s", o->state_dir, strerror(errno));
     state_layout_init(state_dir);
-    mkdir_p(layout_runs_dir(), 0700);
+    make_dir(layout_runs_dir());
     int lock_fd = state_lock_take(layout_lock_path(), state_dir, STATE_LOCK_WAIT_MS);
     db_inspect(layout_db_path(), layout_runs_dir(), verdict);
     *rebuild = false;

@@ -14,6 +14,7 @@
 
 #include "base.h"
 #include "die.h"
+#include "dirs.h"
 #include "migrations.h"
 #include "settings.h"
 #include "users.h"
@@ -45,19 +46,6 @@ static const char USER_USAGE[] =
     "  --no-unix-user       (set) none of its own: its runs go under ddpd serve --run-user ACCOUNT\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
-static void mkdir_all(const char *path) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1;; p++) {
-        bool end = !*p;
-        if (*p && *p != '/') continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) die("cannot create %s: %s", tmp, strerror(errno));
-        if (end) break;
-        *p = '/';
-    }
-}
-
 static int schema_version(sqlite3 *db) {
     sqlite3_stmt *st = NULL;
     int v = 0;
@@ -69,7 +57,7 @@ static int schema_version(sqlite3 *db) {
 
 /* The state directory's database, opened and migrated as `ddpd serve` does. */
 static sqlite3 *open_db(const char *state_dir) {
-    mkdir_all(state_dir);
+    if (mkdir_p(state_dir, 0700) != 0) die("cannot create %s: %s", state_dir, strerror(errno));
     char *path = xasprintf("%s/ddpd.db", state_dir);
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)

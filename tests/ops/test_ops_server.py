@@ -744,6 +744,35 @@ def case_agent_start_errors(a):
               f"ddpd agent {' '.join(args)}: exit 2 and 'ddpd agent: {words}...': {p.returncode} {err!r}")
 
 
+def case_agent_default_state_dir(a):
+    """`ddpd agent` with no --state-dir on a fresh account (no ~/.local yet) makes its
+    default state dir, parents and all, its own only (0700), and says where it is."""
+    home = tempfile.mkdtemp(prefix="ddpd-agent-home-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPD_") and k != "XDG_STATE_HOME"}
+    env["HOME"] = home
+    state = os.path.join(home, ".local", "state", "ddpd-agent")
+    p = subprocess.Popen([a.ddpd, "agent", "--coordinator", "http://127.0.0.1:9", "--advertise", "127.0.0.1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    said = []
+    try:
+        def started():
+            line = p.stderr.readline().decode(errors="replace")
+            said.append(line)
+            return "state in" in line or not line
+        wait_until(started, "the agent's first lines", 30, interval=0)
+        check(any(f"state in {state}" in line for line in said), f"the agent says where its state is: {said}")
+        check(os.path.isdir(state) and stat.S_IMODE(os.stat(state).st_mode) == 0o700,
+              f"{state} made, 0700: {os.path.isdir(state) and oct(os.stat(state).st_mode)}")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
