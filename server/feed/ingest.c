@@ -122,6 +122,14 @@ static void note_malformed(conn *c, const char *what, const char *line, size_t l
 
 typedef enum { EV_OK, EV_SKIP, EV_DROP } ev_result;
 
+/* An attempt's start or end, or a rank's process state: the launcher's word, taken only
+ * from it (the hook says); one not taken is dropped, not queued. */
+static bool launchers_word_taken(conn *c, store_op *op) {
+    if (!I.hooks.attempt || I.hooks.attempt(op, c->peer_pid)) return true;
+    store_op_free(op);
+    return false;
+}
+
 static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t) {
     int64_t run_id = get_run_id(ev);
     int64_t rank = event_int(ev, "rank");
@@ -149,7 +157,7 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     if (c->journal_fed || again) return EV_OK; /* a reconnection's hello is the one already stored */
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
-    if ((op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) && I.hooks.attempt) I.hooks.attempt(&op);
+    if ((op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) && !launchers_word_taken(c, &op)) return EV_OK;
     push(ops, &op);
     return EV_OK;
 }
@@ -200,7 +208,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
     }
     if (op.kind == OP_SYNC) return EV_OK; /* well formed, and nothing the store keeps (another rank's epoch) */
     bool launchers_word = op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED || op.kind == OP_RANK_STATE;
-    if (launchers_word && I.hooks.attempt) I.hooks.attempt(&op);
+    if (launchers_word && !launchers_word_taken(c, &op)) return EV_OK;
     push(ops, &op);
     return EV_OK;
 }

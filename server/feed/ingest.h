@@ -28,8 +28,10 @@ typedef struct {
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
     /* the launcher's attempt started or ended, or one of its ranks' processes started or
-     * ended (its op, before it is queued to the store, which the hook may reword; may be NULL) */
-    void (*attempt)(store_op *op);
+     * ended (its op, before it is queued to the store, which the hook may reword; may be
+     * NULL). peer_pid as end's: only the launcher's own word counts; false: not taken,
+     * and not queued */
+    bool (*attempt)(store_op *op, long peer_pid);
     /* the run is fed from its journal (taken back after a restart): a connection of it
      * is opened by its hello, but what it sends after is not queued again (may be NULL) */
     bool (*journal_fed)(int64_t run_id);

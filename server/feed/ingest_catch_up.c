@@ -30,7 +30,7 @@ static void on_progress(void *ctx, int rank, int64_t global_step) {
 
 static void on_attempt(void *ctx, store_op *op) {
     (void)ctx;
-    if (U.hooks.attempt) U.hooks.attempt(op);
+    if (U.hooks.attempt) (void)U.hooks.attempt(op, 0); /* the journal's word, as its end's */
 }
 
 /* The newest of a process's seqs, stored either way. */

@@ -29,7 +29,7 @@ typedef struct catch_up_process catch_up_process;
 typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
-    void (*attempt)(store_op *op);
+    bool (*attempt)(store_op *op, long peer_pid); /* peer_pid 0: the journal's word */
 } catch_up_hooks;
 
 void catch_up_init(const catch_up_hooks *hooks);

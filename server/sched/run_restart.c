@@ -16,10 +16,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "event_kinds.h"
 #include "kind_fields.h"
+#include "log_limit.h"
 #include "store.h"
 
 void rank_failure_clear(rank_failure *f) {
@@ -71,11 +73,27 @@ void attempt_seen_locked(live_run *r, store_op *op) {
                                 .last_line = op->u.attempt.last_line ? xstrdup(op->u.attempt.last_line) : NULL};
 }
 
-void scheduler_attempt(store_op *op) {
+bool scheduler_attempt(store_op *op, long peer_pid) {
     pthread_mutex_lock(&K.mu);
-    if (op->kind == OP_RANK_STATE) rank_state_seen_locked(find_run(op->run_id), op);
-    else attempt_seen_locked(find_run(op->run_id), op);
+    live_run *r = find_run(op->run_id);
+    /* a rank of the run with its secret is not its launcher: what it says of the run's
+     * attempts (their number, MASTER_PORT, which rank failed) is not taken */
+    bool taken = !r || peer_pid <= 0 || peer_pid == (long)getpid() || from_launcher_locked(r, peer_pid);
+    if (!taken) {
+        static log_limit forged = LOG_LIMIT_INIT; /* a rank may send them by the thousand */
+        uint64_t skipped = 0;
+        if (log_limit_now(&forged, 10000, &skipped))
+            log_warn("event socket: %s for run %lld from pid %ld, not its launcher: ignored (and %llu more such "
+                     "since the last line)",
+                     op->kind == OP_RANK_STATE ? "a rank_state event" : "an attempt event", (long long)op->run_id,
+                     peer_pid, (unsigned long long)skipped);
+    } else if (op->kind == OP_RANK_STATE) {
+        rank_state_seen_locked(r, op);
+    } else {
+        attempt_seen_locked(r, op);
+    }
     pthread_mutex_unlock(&K.mu);
+    return taken;
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it. */

@@ -201,6 +201,9 @@ void back_to_queue_locked(live_run *r);
  * "preempted by run N", whatever the launcher called the stop (a command run's ranks
  * are stopped by SIGTERM, which its launcher reports as a cancel). */
 void attempt_seen_locked(live_run *r, store_op *op);
+/* Whether pid is the launcher of one of the run's parts on this host (true when no
+ * launcher of it is known here: any word counts, as before there were accounts). */
+bool from_launcher_locked(const live_run *r, long pid);
 /* A started run whose ranks are all gone would fail with *reason (malloc'd), in a way
  * another attempt may mend (its processes or a node lost, a hang, a failed part of a
  * run across nodes, a restart asked for): the attempt's end is recorded as the server

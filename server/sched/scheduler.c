@@ -381,9 +381,7 @@ bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
     return ok;
 }
 
-/* Whether pid is the launcher of one of the run's parts on this host (0: a launcher
- * not yet known, or none here: any word counts, as before there were accounts). */
-static bool from_launcher_locked(const live_run *r, long pid) {
+bool from_launcher_locked(const live_run *r, long pid) {
     bool known = false;
     for (int i = 0; i < r->n_parts; i++) {
         if (r->parts[i].handle.pid <= 0) continue;

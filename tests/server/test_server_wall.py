@@ -16,8 +16,8 @@ without it a case says why and is skipped (exit 77).
                      subreaper and sweeps what they leave behind
   check              ddpd check: whether the server can switch, and each mapped user's
                      account there or not
-  forged_end         a rank's own `end` event (its run's secret, its account) is not
-                     taken: how a run ended is its launcher's to say
+  forged_end         a rank's own `end` and attempt events (its run's secret, its
+                     account) are not taken: how a run ended is its launcher's to say
   refusals           command runs refused at submission, saying what the operator must
                      do: a root server with no account to run as, a server with users
                      and no way to switch; --unsafe-commands-as-server lets them run;
@@ -270,8 +270,17 @@ run = os.environ['DDPD_RUN_ID']
 # own, come back, and drops what its journal already holds (a forger picks numbers past it)
 hello = {'run': run, 'rank': -1, 'seq': 10**9, 't': 1, 'type': 'hello', 'pid': os.getpid(), 'host': 'x', 'device': 'cpu',
          'world_size': 1, 'secret': os.environ['DDPD_RUN_SECRET']}
-end = {'run': run, 'rank': -1, 'seq': 10**9 + 1, 't': 2, 'type': 'end', 'status': 'failed', 'reason': 'FORGED by a rank'}
-s.sendall((json.dumps(hello) + '\n' + json.dumps(end) + '\n').encode())
+# the launcher's words of its attempts: a 51st attempt on another MASTER_PORT, a rank
+# killed, the attempt failed
+started = {'run': run, 'rank': -1, 'seq': 10**9 + 1, 't': 2, 'type': 'attempt', 'phase': 'started', 'attempt': 50,
+           'max_restarts': 99, 'master_port': 1, 'log_offsets': {'0': 0}}
+killed = {'run': run, 'rank': -1, 'seq': 10**9 + 2, 't': 3, 'type': 'rank_state', 'of': 0, 'state': 'killed',
+          'pid': 1, 'exit_code': None, 'signal': 9, 'detail': 'FORGED kill'}
+ended = {'run': run, 'rank': -1, 'seq': 10**9 + 3, 't': 4, 'type': 'attempt', 'phase': 'ended', 'attempt': 50,
+         'status': 'failed', 'reason': 'FORGED attempt', 'failing_rank': 0, 'exit_code': 1, 'signal': None,
+         'last_line': 'FORGED', 'restarting': False}
+end = {'run': run, 'rank': -1, 'seq': 10**9 + 4, 't': 5, 'type': 'end', 'status': 'failed', 'reason': 'FORGED by a rank'}
+s.sendall(''.join(json.dumps(e) + '\n' for e in (hello, started, killed, ended, end)).encode())
 s.close()
 print('sent a forged end', flush=True)
 while not os.path.exists('release'):  # until the test has seen the server take it (and ignore it)
@@ -280,8 +289,10 @@ while not os.path.exists('release'):  # until the test has seen the server take 
 
 
 def case_forged_end(a):
-    """A rank of the run sends its own `end` (rank -1, with the run's secret, as its own
-    account): only the launcher's word counts, so the run that exits 0 succeeds."""
+    """A rank of the run sends its own `end` and its launcher's words of its attempts
+    (rank -1, with the run's secret, as its own account: a 51st attempt on another
+    MASTER_PORT, its rank killed, the attempt failed): only the launcher's word counts, so
+    the run that exits 0 succeeds in its one attempt, its rank's end its own."""
     with Server(a.ddpd, a.trainer, extra_args=["--allow-commands", "--runner", a.runner]) as s:
         rid = s.submit(command(FORGE_OWN_END))
 
@@ -300,6 +311,18 @@ def case_forged_end(a):
         check("sent a forged end" in run_log(s, rid), "the rank sent its forged end")
         check(run and run["status"] == "succeeded" and "FORGED" not in (run.get("reason") or ""),
               f"the run succeeded, its reason not the forged one: {run and (run['status'], run.get('reason'))}")
+        if not check(f"an attempt event for run {rid} from pid" in server_log(),
+                     "the server's log says the forged attempt words were ignored"):
+            print("\n".join(ln for ln in server_log().splitlines() if "http " not in ln)[-3000:], file=sys.stderr)
+        whole = s.get(f"/runs/{rid}")
+        attempts = whole.json().get("attempts") if whole.status == 200 else None
+        check(attempts and [x.get("attempt") for x in attempts] == [0] and attempts[0].get("status") == "succeeded",
+              f"one attempt, the launcher's, succeeded: {attempts}")
+        check(whole.status == 200 and "FORGED" not in json.dumps({k: v for k, v in whole.json().items() if k != "config"}),
+              f"nothing forged in the run (but its script): {whole.body[:600]!r}")
+        ranks = s.get(f"/runs/{rid}/ranks")
+        check(ranks.status == 200 and b"FORGED" not in ranks.body and b'"killed"' not in ranks.body,
+              f"its rank's end is its own, not the forged kill: {ranks.body[:400]!r}")
 
 
 # ---- check ----

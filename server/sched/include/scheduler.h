@@ -87,10 +87,12 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
 /* A rank's progress (ingest's hook): the hang watch of command runs
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
-/* A launcher's attempt started or ended (ingest's hook, with the op it queued): the
- * run's attempt, its MASTER_PORT (a restart's may be another), the hang watch counted
- * anew, the rank an attempt across nodes failed on. */
-void scheduler_attempt(store_op *op);
+/* A launcher's attempt started or ended, or a rank's process did (ingest's hook, with
+ * the op it queues): the run's attempt, its MASTER_PORT (a restart's may be another),
+ * the hang watch counted anew, the rank an attempt across nodes failed on. Taken only
+ * from the launcher of one of the run's parts here, from this server's own relay (an
+ * agent's or Slurm part's words), or from the journal (peer_pid 0); false: not taken. */
+bool scheduler_attempt(store_op *op, long peer_pid);
 
 /* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
  * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and
