@@ -74,7 +74,9 @@ static const opt_table OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent"
                                   "\n"
                                   "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
                                   "devices, runs the parts of runs the coordinator places here, forwards their events and\n"
-                                  "logs, and reports how they end.\n"
+                                  "logs, and reports how they end. A run of a user mapped to a Unix account runs here\n"
+                                  "as that account: that takes root, or CAP_SETUID and CAP_SETGID (its start-up log says\n"
+                                  "whether it can), and the account made on this host by the same name.\n"
                                   "\n",
                                   true};
 
