@@ -715,6 +715,19 @@ def case_account_across_nodes(args, d):
             said = f"a connection of uid {bob.pw_uid} speaks for run {rid}, whose part here runs as another account"
             check(wait_until(lambda: said in agent_log(d), "the agent to drop bob's connection", 30) is not None,
                   f"the agent drops another account's connection that speaks for alice's run: {agent_log(d)[-800:]}")
+            # a built-in run: its launcher and ranks on node-b are alice's too (what they wrote there is hers)
+            r = cl.server.post("/runs", builtin_config(**{"name": "builtin-as-alice", "data.limit": 1024,
+                                                          "train.epochs": 1}), headers=bearer(alice))
+            check(r.status == 201, f"alice's built-in run across nodes is accepted: {r.status} {r.body[:300]!r}")
+            bid = r.json()["id"] if r.status == 201 else None
+            run = wait_final(cl, bid, 240) if bid else None
+            check(run and run["status"] == "succeeded", f"alice's built-in run across nodes succeeded: "
+                  f"{run and run['reason']}")
+            bdir = os.path.join(d, "agent", "runs", str(bid))
+            owners = {os.path.relpath(os.path.join(root, n), bdir): os.lstat(os.path.join(root, n)).st_uid
+                      for root, dirs, files in os.walk(bdir) for n in dirs + files}
+            check("events.jsonl" in owners and set(owners.values()) == {pw.pw_uid},
+                  f"everything in the built-in part's directory on node-b is alice's (its journal too): {owners}")
 
 
 def case_agent_cannot_switch(args, d):
