@@ -413,9 +413,7 @@ static void accept_all(void) {
         struct ucred cred;
         socklen_t cred_len = sizeof cred;
         bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
-        /* this server's own connections relay what an agent's socket took (node_relay.h): the agent
-         * checked each of its peers' accounts against its run's (agent_streams.h), the secret is checked here */
-        c->peer_uid = known && cred.pid != getpid() ? (long)cred.uid : -1;
+        c->peer_uid = known ? (long)cred.uid : -1;
         c->peer_pid = known ? (long)cred.pid : 0;
         c->accepted_ms = mono_ms();
         I.n_pending++;
