@@ -13,8 +13,9 @@ ranks after its grace); GET /nodes and the refusals of what cannot be
 placed. The built-in MLP across the nodes (gloo between them): its losses against
 one node's 4 ranks and against its own rerun, canceled and resumed, a rank of node-b
 killed or stopped, node-b's agent killed. A user mapped to a Unix account: every
-process of its runs, on both nodes, runs as that account (the agent root), and an
-agent that cannot switch accounts refuses the part, naming what to do. Skips (exit
+process of its runs, on both nodes, runs as that account (the agent root); an agent
+that cannot switch accounts refuses the part, naming what to do; a run whose account
+went while it was queued never reaches the agent. Skips (exit
 77), saying so, where network namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
@@ -114,18 +115,21 @@ def marked(mark):
 class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
-    def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None):
+    def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True):
         """agent_as: the agent runs as this account (setpriv: its uid, gid and groups,
-        no capability), its state dir and token file its own."""
+        no capability), its state dir and token file its own. here_across: the
+        coordinator's host takes part in runs across nodes (--advertise); without it, a
+        run larger than this host runs on the agent's node alone."""
         self.args, self.d, self.agent_data_root, self.agent_as = args, d, agent_data_root, agent_as
+        self.agent_slots = agent_slots
         self.token_file = os.path.join(d, "token")
         with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(uuid.uuid4().hex + "\n")
         with open(self.token_file) as f:
             self.token = f.read().strip()
         self.server = Server(args.ddpd, args.trainer, slots=2, state_dir=os.path.join(d, "coordinator"), extra_args=[
-            "--listen", "0.0.0.0:0", "--token-file", self.token_file, "--advertise", args.coord_addr,
-            "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
+            "--listen", "0.0.0.0:0", "--token-file", self.token_file,
+            *(["--advertise", args.coord_addr] if here_across else []), "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
         os.makedirs(self.server.state_dir, mode=0o700)
         self.agent = None
 
@@ -150,7 +154,7 @@ class Cluster:
                       "--inh-caps=-all", "--bounding-set=-all", "--"]
         self.agent = subprocess.Popen(
             ["ip", "netns", "exec", self.args.node_ns, *prefix, self.args.ddpd, "agent", "--coordinator",
-             f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", token_file, "--slots", "2",
+             f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", token_file, "--slots", str(self.agent_slots),
              "--name", "node-b", "--state-dir", state, "--allow-commands", "--runner",
              self.args.runner, "--trainer", self.args.trainer, "--data-root", self.agent_data_root,
              "--coordinator-grace", "5"],
@@ -761,6 +765,39 @@ def case_agent_cannot_switch(args, d):
             check(not os.path.exists(os.path.join(part_dir, "trainer.log")),
                   f"the agent started no launcher for it: {os.listdir(part_dir) if os.path.isdir(part_dir) else []}")
             check("cannot run parts as the account" in agent_log(d), "the agent's log says why it refused the part")
+
+
+def case_account_gone_before_agent_start(args, d):
+    """A run placed on node-b alone whose account was removed on the coordinator while
+    it was queued: its start fails there (the scheduler's refusal), saying so, and the
+    agent is never handed the part."""
+    with Accounts("alice", "bob") as acc:
+        cl = Cluster(args, d, agent_slots=4, here_across=False)  # a 4-rank run: node-b's alone
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        bob = add_user(args.ddpd, cl.server.state_dir, "bob", "--unix-user", acc["bob"])
+        sleep = {"command": [PYTHON, "-c", "import time; time.sleep(120)"], "distributed": {"world_size": 4}}
+        with cl:
+            r = cl.server.post("/runs", dict(sleep, name="hold"), headers=bearer(bob))
+            hid = r.json()["id"] if r.status == 201 else None
+            run = wait_until(lambda: (lambda x: x if x["status"] == "running" else None)(
+                cl.server.get(f"/runs/{hid}").json()), "bob's run on node-b", 60) if hid else None
+            check(run and all(x.startswith("node-b/") for x in run["devices"]),
+                  f"bob's run holds node-b: {run and run['devices']}")
+            r = cl.server.post("/runs", dict(sleep, name="alice"), headers=bearer(alice))
+            rid = r.json()["id"] if r.status == 201 else None
+            check(rid and cl.server.get(f"/runs/{rid}").json()["status"] == "queued", "alice's run waits")
+            p = Accounts._shadow_tool("userdel", acc["alice"])
+            check(p.returncode == 0, f"alice's account is removed: {p.stderr}")
+            cl.server.post(f"/runs/{hid}/cancel", headers=bearer(bob))
+            run = wait_final(cl, rid, 60) if rid else None
+            reason = (run or {}).get("reason") or ""
+            check(run and run["status"] == "failed" and f"this host has no account \"{acc['alice']}\"" in reason,
+                  f"alice's run fails as it starts, naming the account it lacks: {run and run['status']} {reason!r}")
+            with open(cl.server.log_path) as f:
+                started = f"run {rid} starting on 1 nodes (4 ranks each): node-b/cpu:0" in f.read()
+            check(started, "it was placed on node-b alone (the agents' executor refused its start)")
+            check(not os.path.exists(os.path.join(d, "agent", "runs", str(rid))) and f"run {rid}:" not in agent_log(d),
+                  f"the agent was never handed its part: {agent_log(d)[-800:]}")
 
 
 CASES = cases_in(globals())
