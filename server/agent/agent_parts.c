@@ -275,7 +275,10 @@ static void start(const json_t *j) {
         if (p->as_account) open_for_accounts();
         char **set = p->as_account ? run_account_env(&p->account, cmd.env) : NULL;
         char **env = child_env(environ, LAUNCHER_ENV_DROP, set ? set : cmd.env);
-        p->pid = spawn((char *const *)cmd.argv, env, p->run_dir, log_fd, p->as_account ? &p->account : NULL);
+        /* an agent that runs as the account itself and may not switch is that account already (it
+         * could not set the account's groups): its own umask 077 and credentials are the part's */
+        const run_account *become = p->as_account && P.can_switch ? &p->account : NULL;
+        p->pid = spawn((char *const *)cmd.argv, env, p->run_dir, log_fd, become);
         if (p->pid < 0) {
             p->pid = 0;
             refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));

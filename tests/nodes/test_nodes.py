@@ -767,6 +767,33 @@ def case_agent_cannot_switch(args, d):
             check("cannot run parts as the account" in agent_log(d), "the agent's log says why it refused the part")
 
 
+def case_agent_is_the_account(args, d):
+    """An agent that runs as the run's account itself, unprivileged: it has nothing to
+    switch, and runs the part as it is (its ranks that account's) rather than refusing
+    it or failing to set the account's groups."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice") as acc:
+        cl = Cluster(args, d, agent_as=acc["alice"])
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        pw = pwd.getpwnam(acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        with cl:
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 180) if rid else None
+            check(run and run["status"] == "succeeded", f"alice's run succeeds on her own agent: {run and run['reason']}")
+            for r in (2, 3):
+                try:
+                    with open(os.path.join(out, f"who-rank-{r}.json")) as f:
+                        who = json.load(f)
+                except OSError as e:
+                    check(False, f"node-b's rank {r} wrote who it is: {e}")
+                    continue
+                check(who["uid"] == pw.pw_uid and who["user"] == acc["alice"],
+                      f"node-b's rank {r} runs as alice, her HOME and USER: {who}")
+
+
 def case_account_gone_before_agent_start(args, d):
     """A run placed on node-b alone whose account was removed on the coordinator while
     it was queued: its start fails there (the scheduler's refusal), saying so, and the
