@@ -71,9 +71,8 @@ bool agent_parts_can_switch(const char **how, const char **missing) {
 static bool account_usable(part *p, const char *name, char *why, size_t n) {
     char err[512];
     if (run_account_lookup(name, &p->account, err, sizeof err) != 0) {
-        snprintf(why, n, "node %s cannot run run %lld's part as the account %s: %s; on node %s (the account must "
-                 "exist on every node a user's runs reach, by the same name)", P.c.node_name, (long long)p->run, name,
-                 err, P.c.node_name);
+        snprintf(why, n, "node %s cannot run run %lld's part as the account %s: %s; every node a user's runs reach "
+                 "needs the account, by the same name", P.c.node_name, (long long)p->run, name, err);
         return false;
     }
     if (p->account.uid != geteuid() && !P.can_switch) {

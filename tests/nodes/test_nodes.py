@@ -14,7 +14,8 @@ placed. The built-in MLP across the nodes (gloo between them): its losses agains
 one node's 4 ranks and against its own rerun, canceled and resumed, a rank of node-b
 killed or stopped, node-b's agent killed. A user mapped to a Unix account: every
 process of its runs, on both nodes, runs as that account (the agent root); an agent
-that cannot switch accounts refuses the part, naming what to do; a run whose account
+that cannot switch accounts, or a node without the account, refuses the part, naming
+what to do; a run whose account
 went while it was queued never reaches the agent. Skips (exit
 77), saying so, where network namespaces cannot be made.
 
@@ -115,13 +116,15 @@ def marked(mark):
 class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
-    def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True):
+    def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True,
+                 agent_passwd=None):
         """agent_as: the agent runs as this account (setpriv: its uid, gid and groups,
         no capability), its state dir and token file its own. here_across: the
         coordinator's host takes part in runs across nodes (--advertise); without it, a
-        run larger than this host runs on the agent's node alone."""
+        run larger than this host runs on the agent's node alone. agent_passwd: the
+        agent's node has this file as its /etc/passwd (a mount namespace of its own)."""
         self.args, self.d, self.agent_data_root, self.agent_as = args, d, agent_data_root, agent_as
-        self.agent_slots = agent_slots
+        self.agent_slots, self.agent_passwd = agent_slots, agent_passwd
         self.token_file = os.path.join(d, "token")
         with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(uuid.uuid4().hex + "\n")
@@ -152,6 +155,9 @@ class Cluster:
             os.chown(token_file, pw.pw_uid, pw.pw_gid)
             prefix = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
                       "--inh-caps=-all", "--bounding-set=-all", "--"]
+        if self.agent_passwd:
+            prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                      'mount --bind "$0" /etc/passwd && exec "$@"', self.agent_passwd, *prefix]
         self.agent = subprocess.Popen(
             ["ip", "netns", "exec", self.args.node_ns, *prefix, self.args.ddpd, "agent", "--coordinator",
              f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", token_file, "--slots", str(self.agent_slots),
@@ -765,6 +771,37 @@ def case_agent_cannot_switch(args, d):
             check(not os.path.exists(os.path.join(part_dir, "trainer.log")),
                   f"the agent started no launcher for it: {os.listdir(part_dir) if os.path.isdir(part_dir) else []}")
             check("cannot run parts as the account" in agent_log(d), "the agent's log says why it refused the part")
+
+
+def case_account_missing_on_node(args, d):
+    """The agent's node has no account of the run's name: the part is refused there,
+    the run failing naming the node, the account and what to do, and no rank runs
+    there as the agent's user instead."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice") as acc:
+        passwd = os.path.join(d, "node-b-passwd")
+        with open("/etc/passwd") as f, open(passwd, "w") as g:
+            g.writelines(l for l in f if not l.startswith(acc["alice"] + ":"))
+        os.chmod(passwd, 0o644)
+        cl = Cluster(args, d, agent_passwd=passwd)
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chmod(out, 0o1777)
+        with cl:
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 120) if rid else None
+            reason = (run or {}).get("reason") or ""
+            check(run and run["status"] == "failed", f"the run fails: {run and run['status']}")
+            for words in (f"node node-b cannot run run {rid}'s part as the account {acc['alice']}",
+                          f"this host has no account \"{acc['alice']}\"", "make it with useradd",
+                          "every node a user's runs reach needs the account"):
+                check(words in reason, f"its reason says {words!r}: {reason!r}")
+            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
+                  f"nothing of the run is left on either node: {marked(mark)}")
+            ran = sorted(os.listdir(out))
+            check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")],
+                  f"no rank started on node-b, as no account: {ran}")
 
 
 def case_agent_is_the_account(args, d):
