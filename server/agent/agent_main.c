@@ -25,6 +25,7 @@
 #include "hostport.h"
 #include "log_limit.h"
 #include "opt_table.h"
+#include "run_account.h"
 #include "secret.h"
 
 #define BUDGET_BYTES (640 * 1024) /* of events and of logs per heartbeat: under the 1 MiB body cap */
@@ -74,7 +75,9 @@ static const opt_table OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent"
                                   "\n"
                                   "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
                                   "devices, runs the parts of runs the coordinator places here, forwards their events and\n"
-                                  "logs, and reports how they end.\n"
+                                  "logs, and reports how they end. A run of a user mapped to a Unix account runs here\n"
+                                  "as that account: that takes root, or CAP_SETUID and CAP_SETGID (its start-up log says\n"
+                                  "whether it can), and the account made on this host by the same name.\n"
                                   "\n",
                                   true};
 
@@ -206,6 +209,10 @@ int agent_main(int argc, char **argv) {
                   : xdg && *xdg ? xasprintf("%s/ddpd-agent", xdg)
                                 : xasprintf("%s/.local/state/ddpd-agent", home ? home : ".");
     if (mkdir_p(state, 0700) != 0) die("cannot create the state dir %s: %s", state, strerror(errno));
+    char *real = realpath(state, NULL); /* the parts' files are opened by their exact paths (open_exact.h) */
+    if (!real) die("the state dir %s: %s", state, strerror(errno));
+    free(state);
+    state = real;
     char *sock = xasprintf("%s/events.sock", state);
     if (agent_streams_open(sock, err, sizeof err) != 0) die("%s", err);
     char *trainer = o.trainer ? xstrdup(o.trainer) : beside_self("ddp-trainer");
@@ -214,13 +221,27 @@ int agent_main(int argc, char **argv) {
                              .advertise = G.address, .coordinator = o.coordinator, .node_name = G.name,
                              .data_roots = o.data_roots.v, .n_data_roots = o.data_roots.n,
                              .allow_commands = o.allow_commands, .grace_s = 10};
+    /* an agent given its capabilities as the file's permitted ones (setcap ...+p) takes them, as ddpd serve does */
+    if (run_account_take_permitted() != 0)
+        log_warn("cannot make this agent's permitted capabilities effective: %s", strerror(errno));
     agent_parts_init(&pc);
+    agent_streams_check_peers(agent_parts_peer_ok);
     if (agent_http_init(o.coordinator, token) != 0) die("cannot set up libcurl");
 
     agent_loop loop;
     agent_loop_open(&loop, (const int[]){SIGTERM, SIGINT}, 2);
     log_info("ddpd agent %s for %s: %d CPU slots, GPUs %s, state in %s", G.name, o.coordinator, G.slots,
              G.gpus ? G.gpus : "none", state);
+    const char *how, *missing;
+    if (agent_parts_can_switch(&how, &missing) && !missing[0])
+        log_info("runs parts as their runs' accounts: yes (%s)", how);
+    else if (agent_parts_can_switch(&how, &missing))
+        log_warn("runs parts as their runs' accounts: yes (%s), but without %s it may fail to stop them or to read "
+                 "their logs: give it those too, or start it as root (the README's Security model)", how, missing);
+    else
+        log_info("runs parts as their runs' accounts: no (%s): the parts of runs of users mapped to an account "
+                 "(ddpd user --unix-user, serve --run-user) are refused here; start it as root or with CAP_SETUID and "
+                 "CAP_SETGID to run them", how);
     G.last_ok_ms = mono_ms();
     int64_t stop_deadline = 0;
     bool stopping = false;

@@ -18,7 +18,9 @@
 #include "ports.h"
 #include "child_setup.h"
 #include "launcher_argv.h"
+#include "open_exact.h"
 #include "part_wire.h"
+#include "run_account.h"
 #include "run_dir.h"
 
 extern char **environ;
@@ -38,6 +40,8 @@ typedef struct {
     char reason[2048];
     int64_t end_t;
     char *run_dir;
+    bool as_account;    /* its processes run as `account` (the coordinator named one), not as the agent's user */
+    run_account account;
     int n_files;
     char files[MAX_FILES][32];
     int64_t acked[MAX_FILES];
@@ -47,9 +51,77 @@ static struct {
     agent_parts_config c;
     part p[MAX_PARTS];
     int n;
+    bool can_switch; /* root, or CAP_SETUID and CAP_SETGID: parts may run as other accounts */
+    char switch_how[160], switch_missing[128];
 } P;
 
-void agent_parts_init(const agent_parts_config *c) { P.c = *c; }
+void agent_parts_init(const agent_parts_config *c) {
+    P.c = *c;
+    P.can_switch = run_account_can_switch(P.switch_how, sizeof P.switch_how, P.switch_missing, sizeof P.switch_missing);
+}
+
+bool agent_parts_can_switch(const char **how, const char **missing) {
+    *how = P.switch_how;
+    *missing = P.switch_missing;
+    return P.can_switch;
+}
+
+/* Whether the part's account is one this agent can run it as, here (its account
+ * looked up on this node, by name): false and why, for the operator, when not. */
+static bool account_usable(part *p, const char *name, char *why, size_t n) {
+    char err[512];
+    if (run_account_lookup(name, &p->account, err, sizeof err) != 0) {
+        snprintf(why, n, "node %s cannot run run %lld's part as the account %s: %s; every node a user's runs reach "
+                 "needs the account, by the same name", P.c.node_name, (long long)p->run, name, err);
+        return false;
+    }
+    if (p->account.uid != geteuid() && !P.can_switch) {
+        snprintf(why, n, "node %s: the agent cannot run parts as the account %s: %s; start `ddpd agent` there as root "
+                 "or with CAP_SETUID and CAP_SETGID (the README's Security model)", P.c.node_name, name,
+                 P.switch_how);
+        return false;
+    }
+    p->as_account = true;
+    return true;
+}
+
+/* Where parts run as other accounts: the state directory and its runs/ become 0711
+ * (an account passes through to its own part's directory by name, never lists), the
+ * event socket 0666 (each connection's account is checked against its run's:
+ * agent_parts_peer_ok). */
+static void open_for_accounts(void) {
+    char *runs = xasprintf("%s/runs", P.c.state_dir);
+    if (chmod(P.c.state_dir, 0711) != 0) log_warn("state dir %s: cannot make it 0711: %s", P.c.state_dir, strerror(errno));
+    if (chmod(runs, 0711) != 0) log_warn("%s: cannot make it 0711: %s", runs, strerror(errno));
+    if (chmod(P.c.events_socket, 0666) != 0)
+        log_warn("event socket %s: cannot open it to the parts' accounts: %s", P.c.events_socket, strerror(errno));
+    free(runs);
+}
+
+bool agent_parts_peer_ok(int64_t run, long uid) {
+    for (int k = 0; k < P.n; k++)
+        if (P.p[k].run == run && !P.p[k].exited && P.p[k].as_account) return uid == (long)P.p[k].account.uid;
+    return uid == (long)geteuid(); /* a part of the agent's own user */
+}
+
+/* A file of the part's directory, opened by the agent (which may be root) where the
+ * account may have put a link: never through one (open_exact). */
+static int open_in_part(const part *p, const char *path, int flags) {
+    return p->as_account ? open_exact_mode(path, flags, 0600) : open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* The run's config, written anew (the file unlinked first: an earlier attempt's
+ * directory is the account's, and what it left there is not written through). */
+static bool write_config(const part *p, const json_t *config, const char *path) {
+    if (unlink(path) != 0 && errno != ENOENT) return false;
+    int fd = open_in_part(p, path, O_WRONLY | O_CREAT | O_EXCL);
+    if (fd < 0) return false;
+    bool ok = json_dumpfd(config, fd, JSON_INDENT(2)) == 0;
+    int e = errno;
+    if (close(fd) != 0) ok = false;
+    else errno = e;
+    return ok;
+}
 
 static int restart_count_of(const json_t *w) { return (int)json_integer_value(json_object_get(w, "restart_count")); }
 
@@ -85,21 +157,27 @@ static void refuse(part *p, const char *fmt, ...) {
 }
 
 /* fork + exec in a process group of its own that dies with the agent: the agent's
- * main thread forks (PR_SET_PDEATHSIG follows the thread that forked). */
-static pid_t spawn(char *const *argv, char *const *env, const char *cwd, const char *log_path) {
+ * main thread forks (PR_SET_PDEATHSIG follows the thread that forked), its output to
+ * log_fd, as `as` when not NULL (as this host's supervisor starts a run of another
+ * account: run_account_become; the tie to the agent comes after it, a change of
+ * credentials clears PR_SET_PDEATHSIG). */
+static pid_t spawn(char *const *argv, char *const *env, const char *cwd, int log_fd, const run_account *as) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid != 0) return pid;
     setpgid(0, 0);
-    if (child_tie_to_parent(parent) < 0) _exit(127);
     child_reset_signals();
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
+    if (log_fd >= 0) {
+        dup2(log_fd, 1);
+        dup2(log_fd, 2);
     }
     int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, 0);
+    if (as && run_account_become(as) != 0) {
+        dprintf(2, "ddpd agent: cannot become the account %s (uid %d): %s\n", as->name, (int)as->uid, strerror(errno));
+        _exit(127);
+    }
+    if (child_tie_to_parent(parent) < 0) _exit(127);
     if (chdir(cwd) != 0) _exit(127);
     execve(argv[0], argv, env);
     dprintf(2, "ddpd agent: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -141,14 +219,22 @@ static void start(const json_t *j) {
         free(runs);
     }
     char *config = xasprintf("%s/" RUN_DIR_CONFIG, p->run_dir), *log = xasprintf("%s/" RUN_DIR_LOG, p->run_dir);
+    char unusable[1024] = "", taken[512] = "";
+    int log_fd = -1;
     if (!whole || p->local_ranks < 1) {
         refuse(p, "the coordinator's description of run %lld's part is incomplete (%s): run the same ddpd "
                "version on the coordinator and this node", (long long)p->run,
                whole ? "no ranks on this node" : why);
+    } else if (w.account && !account_usable(p, w.account, unusable, sizeof unusable)) {
+        refuse(p, "%s", unusable); /* never as the agent's own user instead */
     } else if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST) {
         refuse(p, "node %s cannot create %s: %s", P.c.node_name, p->run_dir, strerror(errno));
-    } else if (json_dump_file(w.config, config, JSON_INDENT(2)) != 0) {
+    } else if (!write_config(p, w.config, config)) {
         refuse(p, "node %s cannot write %s: %s", P.c.node_name, config, strerror(errno));
+    } else if ((log_fd = open_in_part(p, log, O_WRONLY | O_CREAT | O_APPEND)) < 0) {
+        refuse(p, "node %s cannot open %s: %s", P.c.node_name, log, strerror(errno));
+    } else if (p->as_account && run_account_take_dir(&p->account, p->run_dir, taken, sizeof taken) != 0) {
+        refuse(p, "node %s: %s", P.c.node_name, taken);
     } else if (w.command && !P.c.allow_commands) {
         refuse(p, "node %s does not run command runs: its agent was started without --allow-commands",
                P.c.node_name);
@@ -177,30 +263,36 @@ static void start(const json_t *j) {
         launcher_cmd cmd;
         launcher_cmd_build(&spec, &cmd);
         for (int k = 0; k < p->n_files; k++) p->acked[k] = file_size(p, k); /* an earlier start's lines are not ours */
-        FILE *f = fopen(log, "a");
-        if (f) {
-            fprintf(f, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d", spec.program,
-                    (long long)p->run, P.c.node_name, p->node_rank, w.nodes > 0 ? w.nodes : 1, p->first_rank,
-                    p->first_rank + p->local_ranks - 1);
-            if (p->restart_count > 0)
-                fprintf(f, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count, p->restart_count);
-            fputc('\n', f);
-            fclose(f);
-        }
-        char **env = child_env(environ, LAUNCHER_ENV_DROP, cmd.env);
-        p->pid = spawn((char *const *)cmd.argv, env, p->run_dir, log);
+        char attempt[96] = "";
+        if (p->restart_count > 0)
+            snprintf(attempt, sizeof attempt, ", attempt %d (TORCHELASTIC_RESTART_COUNT=%d)", p->restart_count,
+                     p->restart_count);
+        dprintf(log_fd, "starting %s for run %lld on node %s: node %d of %d, ranks %d to %d%s%s%s\n", spec.program,
+                (long long)p->run, P.c.node_name, p->node_rank, w.nodes > 0 ? w.nodes : 1, p->first_rank,
+                p->first_rank + p->local_ranks - 1, attempt, p->as_account ? ", as the account " : "",
+                p->as_account ? p->account.name : "");
+        if (p->as_account) open_for_accounts();
+        char **set = p->as_account ? run_account_env(&p->account, cmd.env) : NULL;
+        char **env = child_env(environ, LAUNCHER_ENV_DROP, set ? set : cmd.env);
+        /* an agent that runs as the account itself and may not switch is that account already (it
+         * could not set the account's groups): its own umask 077 and credentials are the part's */
+        const run_account *become = p->as_account && P.can_switch ? &p->account : NULL;
+        p->pid = spawn((char *const *)cmd.argv, env, p->run_dir, log_fd, become);
         if (p->pid < 0) {
             p->pid = 0;
             refuse(p, "node %s cannot start %s: fork: %s", P.c.node_name, spec.program, strerror(errno));
         } else {
-            log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d", (long long)p->run, p->node_rank,
-                     w.nodes > 0 ? w.nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1);
+            log_info("run %lld: node %d of %d started (pid %d): ranks %d to %d%s%s", (long long)p->run, p->node_rank,
+                     w.nodes > 0 ? w.nodes : 1, (int)p->pid, p->first_rank, p->first_rank + p->local_ranks - 1,
+                     p->as_account ? ", as the account " : "", p->as_account ? p->account.name : "");
         }
         free(env);
+        run_account_env_free(set);
         launcher_cmd_free(&cmd);
         free(rdv);
         buf_free(&visible);
     }
+    if (log_fd >= 0) close(log_fd);
     free(config);
     free(log);
 }
@@ -271,8 +363,9 @@ void agent_parts_tick(void) {
 
 static int64_t file_size(const part *p, int f) {
     char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
-    struct stat st;
-    int64_t n = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    struct stat st; /* a link the account put there is no log of its (open_in_part reads none) */
+    int64_t n = (p->as_account ? lstat(path, &st) : stat(path, &st)) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size
+                                                                                                 : 0;
     free(path);
     return n;
 }
@@ -329,7 +422,7 @@ json_t *agent_parts_log_batch(size_t budget) {
             size_t want = (size_t)(size - p->acked[f]);
             if (want > budget - used) want = budget - used;
             char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            int fd = open_in_part(p, path, O_RDONLY);
             free(path);
             char *text = malloc(want + 1);
             ssize_t got = fd >= 0 && text ? pread(fd, text, want, p->acked[f]) : -1;

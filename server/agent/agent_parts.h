@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     const char *state_dir, *events_socket;
@@ -28,6 +29,17 @@ typedef struct {
 } agent_parts_config;
 
 void agent_parts_init(const agent_parts_config *c);
+/* Whether this agent can run parts as other accounts (root, or CAP_SETUID and
+ * CAP_SETGID): *how says why or what it lacks, *missing the capabilities a
+ * non-root agent lacks to end and read its parts' files ("": none). A part whose
+ * description names an account (part_wire.h) runs as that account, looked up on
+ * this node, in a directory handed to it (run_account.h, as this host's runs of
+ * other accounts), or is refused saying what the operator must do: never as the
+ * agent's own user. */
+bool agent_parts_can_switch(const char **how, const char **missing);
+/* Whether a connection of uid to the event socket may speak for run `run`: the
+ * account its part here runs as; else (no account) the agent's own user. */
+bool agent_parts_peer_ok(int64_t run, long uid);
 
 /* The coordinator's answer: the parts this node should run. New ones start; those
  * running here and not in it are stopped. */

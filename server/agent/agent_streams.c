@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "ids.h"
 
 #define MAX_CONNS 1024
 #define MAX_PENDING_LINES 100000 /* per stream; beyond, it is not read until some are taken (its writer waits) */
@@ -26,6 +27,8 @@ typedef struct {
     bool closed_sent;
     json_t *hello;   /* its first line, sent again to a coordinator that lost the stream (it restarted) */
     bool send_hello;
+    long peer_uid;   /* who connected (SO_PEERCRED; -1: unknown) */
+    bool refused;    /* its hello spoke for a run its account may not speak for: dropped, never forwarded */
 } stream;
 
 static struct {
@@ -34,7 +37,20 @@ static struct {
     int n;
     char boot[17];
     uint64_t counter;
+    bool (*peer_ok)(int64_t run, long uid);
 } S = {.listen_fd = -1};
+
+void agent_streams_check_peers(bool (*peer_ok)(int64_t run, long uid)) { S.peer_ok = peer_ok; }
+
+/* The run a hello speaks for ({"run": ID} or "ID"); -1: none. */
+static int64_t run_of_hello(const char *line, size_t len) {
+    json_t *ev = json_loadb(line, len, 0, NULL), *v = json_object_get(ev, "run");
+    int64_t id = -1;
+    if (json_is_integer(v)) id = json_integer_value(v);
+    else if (json_is_string(v) && !parse_run_id(json_string_value(v), &id)) id = -1;
+    json_decref(ev);
+    return id;
+}
 
 int agent_streams_open(const char *path, char *err, size_t errlen) {
     unlink(path);
@@ -78,6 +94,13 @@ static void take_line(stream *s, const char *line, size_t len) {
     if (!len) return;
     json_t *l = json_stringn(line, len); /* NULL for a line that is not UTF-8: not an event */
     if (!l) return;
+    if (!s->hello && S.peer_ok && !S.peer_ok(run_of_hello(line, len), s->peer_uid)) {
+        log_warn("event socket: a connection of uid %ld speaks for run %lld, whose part here runs as another "
+                 "account: dropped", s->peer_uid, (long long)run_of_hello(line, len));
+        s->refused = true;
+        json_decref(l);
+        return;
+    }
     if (!s->hello) s->hello = json_incref(l);
     json_array_append_new(s->lines, l); /* past the cap by at most one read: nothing is dropped */
 }
@@ -95,10 +118,18 @@ static void read_stream(stream *s) {
         }
         buf_append(&s->partial, chunk, (size_t)n);
         size_t start = 0;
-        for (size_t i = 0; i < s->partial.len; i++) {
+        for (size_t i = 0; i < s->partial.len && !s->refused; i++) {
             if (s->partial.data[i] != '\n') continue;
             take_line(s, s->partial.data + start, i - start);
             start = i + 1;
+        }
+        if (s->refused) { /* gone at once: nothing of it reaches the coordinator */
+            close(s->fd);
+            buf_free(&s->partial);
+            json_decref(s->lines);
+            json_decref(s->hello);
+            *s = S.s[--S.n];
+            return;
         }
         memmove(s->partial.data, s->partial.data + start, s->partial.len - start);
         s->partial.len -= start;
@@ -112,7 +143,10 @@ void agent_streams_serve(const struct pollfd *fds, int n) {
             int fd;
             while (S.n < MAX_CONNS && (fd = accept4(S.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
                 stream *s = &S.s[S.n++];
-                *s = (stream){.fd = fd, .lines = json_array()};
+                struct ucred cred;
+                socklen_t cred_len = sizeof cred;
+                bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
+                *s = (stream){.fd = fd, .lines = json_array(), .peer_uid = known ? (long)cred.uid : -1};
                 snprintf(s->id, sizeof s->id, "%s-%llu", S.boot, (unsigned long long)S.counter++);
             }
             continue;

@@ -9,8 +9,13 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 int agent_streams_open(const char *socket_path, char *err, size_t errlen);
+/* Each connection's first line (its hello) names its run: peer_ok says whether the
+ * account that connected (SO_PEERCRED) may speak for it; a connection it refuses is
+ * dropped, nothing of it forwarded. NULL (the default): every connection is taken. */
+void agent_streams_check_peers(bool (*peer_ok)(int64_t run, long uid));
 void agent_streams_close(void);
 
 /* The descriptors to poll (the socket and each connection); returns how many. */

@@ -22,6 +22,9 @@ typedef struct agent_part {
     json_t *desc;  /* what its agent is told: the heartbeat answer's entry */
     bool stop;     /* left out of the answer from now on */
     bool ended;
+    char *refused; /* why it cannot start (its run's account, part_launch.account_refused): never handed to its
+                    * agent; the tick tells the scheduler its start failed */
+    bool refusal_told;
     struct agent_part *next;
 } agent_part;
 
@@ -66,13 +69,16 @@ static start_result agents_start(const part_launch *l, part_handle *h) {
     p->per_node = l->n_devices;
     p->restart_count = l->restart_count;
     p->desc = part_json(l);
+    p->refused = l->account_refused ? xstrdup(l->account_refused) : NULL;
+    p->ended = p->refused != NULL; /* it never runs: no end to wait for, no loss to tell */
     pthread_mutex_lock(&A.mu);
     agent_part **tail = &A.parts;
     while (*tail) tail = &(*tail)->next;
     *tail = p;
     pthread_mutex_unlock(&A.mu);
     h->node = l->node;
-    return START_DONE;
+    return p->refused ? START_PENDING : START_DONE; /* a refusal: a start that failed, told from the tick (a hook
+                                                       * takes the scheduler's lock, held here) */
 }
 
 static void agents_stop(int64_t run, int part, int grace_ms) {
@@ -90,6 +96,7 @@ static void agents_release(int64_t run, int part) {
     pthread_mutex_unlock(&A.mu);
     if (!p) return;
     json_decref(p->desc);
+    free(p->refused);
     free(p); /* (where its logs were is kept while the run lives: its next attempt's logs go on from there) */
 }
 
@@ -123,7 +130,7 @@ json_t *executor_agents_heartbeat(int node, const json_t *reports) {
     json_t *parts = json_array();
     pthread_mutex_lock(&A.mu);
     for (agent_part *p = A.parts; p; p = p->next)
-        if (p->node == node && !p->ended && !p->stop) json_array_append(parts, p->desc);
+        if (p->node == node && !p->ended && !p->stop && !p->refused) json_array_append(parts, p->desc);
     pthread_mutex_unlock(&A.mu);
     /* A part's config is read from its run directory here, the first time it is asked
      * for, not in agents_start (under the scheduler's lock). A description is never
@@ -148,9 +155,22 @@ json_t *executor_agents_heartbeat(int node, const json_t *reports) {
     return parts;
 }
 
-/* Nodes not heard from for the node timeout are lost, and every part they ran ends:
- * lost, naming the node. */
+/* The parts whose account cannot be used: their start failed. Nodes not heard from
+ * for the node timeout are lost, and every part they ran ends: lost, naming the node. */
 static void agents_tick(void) {
+    for (;;) { /* the starts refused: one at a time, the hook may release others */
+        pthread_mutex_lock(&A.mu);
+        agent_part *p = A.parts;
+        while (p && !(p->refused && !p->refusal_told)) p = p->next;
+        int64_t run = p ? p->run : 0;
+        int part = p ? p->part : 0;
+        char *why = p ? xstrdup(p->refused) : NULL;
+        if (p) p->refusal_told = true;
+        pthread_mutex_unlock(&A.mu);
+        if (!why) break;
+        A.hooks.started(run, part, NULL, why);
+        free(why);
+    }
     int ids[NODES_MAX];
     int64_t silent[NODES_MAX];
     int n = nodes_take_lost(mono_ms(), ids, silent, NODES_MAX);

@@ -835,6 +835,7 @@ json_t *executor_slurm_report(int64_t run, int node_rank, const json_t *reports,
     bool wanted = !p->exited && !*stop && ready;
     part_launch l = j->launch;
     l.part = node_rank;
+    l.account = NULL; /* the job was submitted by the account: its `ddpd part` runs as it already, nothing to switch */
     char master[64];
     snprintf(master, sizeof master, "%s", zero->address);
     int master_port = zero->master_port;

@@ -13,7 +13,7 @@ json_t *part_description(const part_launch *l, const char *master_addr, int mast
                    .restart_count = l->restart_count, .restarts_from = l->restarts_from, .graces = l->command,
                    .stop_grace_s = l->stop_grace_s, .preempt_grace_s = l->preempt_grace_s,
                    .port_lo = l->command ? l->port_lo : 0, .port_hi = l->command ? l->port_hi : 0,
-                   .devices = devices};
+                   .devices = devices, .account = l->account ? l->account->name : NULL};
     json_t *desc = part_wire_write(&w);
     json_decref(devices);
     return desc;

@@ -14,7 +14,9 @@
 #include "executor.h"
 
 /* l's run and part, with rank 0's node at master_addr:master_port (NULL, 0: none
- * yet) and `devices` (taken; NULL: none listed), its config null. A new reference. */
+ * yet) and `devices` (taken; NULL: none listed), its config null, and the account
+ * its processes run as when l has one (the node switches to it: an agent). A new
+ * reference. */
 json_t *part_description(const part_launch *l, const char *master_addr, int master_port, json_t *devices);
 
 /* desc's config read from its run's directory, once (true: it has one now). */

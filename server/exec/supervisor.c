@@ -202,19 +202,6 @@ static pid_t fork_as(queued_spawn *q, int log_fd, char **env, char *err, size_t 
     return -1;
 }
 
-/* The account's HOME, USER and LOGNAME over the server's (malloc'd; free_strv). */
-static char **account_env(const queued_spawn *q) {
-    size_t n = 0;
-    while (q->env_set && q->env_set[n]) n++;
-    char **v = xmalloc((n + 4) * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = xstrdup(q->env_set[i]);
-    v[n] = xasprintf("HOME=%s", q->account.home);
-    v[n + 1] = xasprintf("USER=%s", q->account.name);
-    v[n + 2] = xasprintf("LOGNAME=%s", q->account.name);
-    v[n + 3] = NULL;
-    return v;
-}
-
 static pid_t spawn_one(queued_spawn *q, char *err, size_t errlen) {
     if (q->refused) {
         snprintf(err, errlen, "%s", q->refused);
@@ -231,13 +218,13 @@ static pid_t spawn_one(queued_spawn *q, char *err, size_t errlen) {
         format_iso8601(now_ms(), when);
         dprintf(log_fd, "%s ddpd: %s\n", when, q->log_banner);
     }
-    char **set = q->as_account ? account_env(q) : NULL;
+    char **set = q->as_account ? run_account_env(&q->account, q->env_set) : NULL;
     char **env = child_env(environ, q->env_drop, set ? set : q->env_set);
     pid_t pid = fork_as(q, log_fd, env, err, errlen);
     if (pid < 0) dprintf(log_fd, "ddpd: %s\n", err);
     close(log_fd);
     free(env);
-    free_strv(set);
+    run_account_env_free(set);
     return pid;
 }
 

@@ -19,6 +19,7 @@ json_t *part_wire_write(const part_wire *w) {
         json_object_set_new(j, "preempt_grace_s", json_integer(w->preempt_grace_s));
     }
     if (w->port_lo > 0) json_object_set_new(j, "port_range", json_pack("[i,i]", w->port_lo, w->port_hi));
+    if (w->account) json_object_set_new(j, "account", json_string(w->account));
     return j;
 }
 
@@ -60,5 +61,9 @@ bool part_wire_read(const json_t *j, part_wire *w, char *why, size_t why_len) {
     w->config = json_object_get(j, "config");
     if (!json_is_object(w->config)) return fail(why, why_len, "no run config");
     w->devices = json_object_get(j, "devices");
+    const json_t *account = json_object_get(j, "account"); /* absent: the node's own user, as before accounts */
+    w->account = json_string_value(account);
+    if (account && (!w->account || !w->account[0] || strlen(w->account) > 32))
+        return fail(why, why_len, "an account that is not an account's name");
     return true;
 }

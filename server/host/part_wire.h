@@ -30,6 +30,8 @@ typedef struct {
     int port_lo, port_hi;    /* a command run's --port-range (0, 0: none given) */
     const json_t *config;    /* the run's config as the trainer reads it (NULL: written as null) */
     const json_t *devices;   /* its devices on that node (NULL: none listed) */
+    const char *account;     /* the Unix account its processes run as there, by name (the run's, run_as.h);
+                              * NULL: absent, the node's own user (the agent's) */
 } part_wire;
 
 /* w as JSON (a new reference; config and devices are copied by reference). */

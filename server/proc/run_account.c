@@ -12,7 +12,10 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#include "base.h"
 
 int run_account_lookup(const char *name, run_account *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -127,4 +130,21 @@ int run_account_take_dir(const run_account *a, const char *dir, char *err, size_
     else if (lfd >= 0) close(lfd);
     close(dfd);
     return 0;
+}
+
+char **run_account_env(const run_account *a, char *const *set) {
+    size_t n = 0;
+    while (set && set[n]) n++;
+    char **v = xmalloc((n + 4) * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = xstrdup(set[i]);
+    v[n] = xasprintf("HOME=%s", a->home);
+    v[n + 1] = xasprintf("USER=%s", a->name);
+    v[n + 2] = xasprintf("LOGNAME=%s", a->name);
+    v[n + 3] = NULL;
+    return v;
+}
+
+void run_account_env_free(char **env) {
+    for (size_t i = 0; env && env[i]; i++) free(env[i]);
+    free(env);
 }

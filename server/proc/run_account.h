@@ -44,6 +44,12 @@ int run_account_take_permitted(void);
  * effective, permitted, inheritable or ambient), umask 077. 0, or -1 with errno. */
 int run_account_become(const run_account *a);
 
+/* A child's variables to set (child_env's `set`): `set`'s, then the account's HOME,
+ * USER and LOGNAME over its parent's. A NULL-terminated array of malloc'd strings:
+ * free it with run_account_env_free. */
+char **run_account_env(const run_account *a, char *const *set);
+void run_account_env_free(char **env);
+
 /* A run directory handed to the account (the local supervisor's cwd, a Slurm run's
  * directory holding its batch script): the directory itself and what this process put
  * in it (config.json, the log) become the account's, the directory's group this

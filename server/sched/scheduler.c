@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "executor_agents.h"
@@ -364,9 +365,11 @@ bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
     live_run *r = find_run(id);
     /* A started run (its secret made, its trainer asked for): the trainer may say hello
      * before the supervisor has told us its pid, so the secret decides, and the account
-     * the process runs as (run_as.h): another account's process never reports for it */
+     * the process runs as (run_as.h): another account's process never reports for it.
+     * The server's own account is no other: its relay writes what agents forwarded (the
+     * agent checked its peers' accounts, agent_streams.h), and it holds every secret */
     bool ok = r && r->status != RUN_QUEUED && r->secret[0] && secret_equal(secret, r->secret);
-    if (ok && peer_uid >= 0 && peer_uid != run_as_uid(r->owner, r->command)) {
+    if (ok && peer_uid >= 0 && peer_uid != (long)geteuid() && peer_uid != run_as_uid(r->owner, r->command)) {
         log_warn("event socket: a hello for run %lld from uid %ld, not the run's account: refused", (long long)id,
                  peer_uid);
         ok = false;

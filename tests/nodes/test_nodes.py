@@ -12,11 +12,15 @@ rank process is left on either node); the coordinator killed (the agent stops it
 ranks after its grace); GET /nodes and the refusals of what cannot be
 placed. The built-in MLP across the nodes (gloo between them): its losses against
 one node's 4 ranks and against its own rerun, canceled and resumed, a rank of node-b
-killed or stopped, node-b's agent killed. Skips (exit 77), saying so, where network
-namespaces cannot be made.
+killed or stopped, node-b's agent killed. A user mapped to a Unix account: every
+process of its runs, on both nodes, runs as that account (the agent root); an agent
+that cannot switch accounts, or a node without the account, refuses the part, naming
+what to do; a run whose account
+went while it was queued never reaches the agent. Skips (exit
+77), saying so, where network namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
-import argparse, json, os, signal, subprocess, sys, tempfile, textwrap, time, uuid
+import argparse, json, os, pwd, signal, stat, subprocess, sys, tempfile, textwrap, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -25,7 +29,7 @@ import checks  # noqa: E402
 from procs import live_with_env  # noqa: E402
 import ddpd_harness  # noqa: E402
 from checks import check, cases_in  # noqa: E402
-from ddpd_harness import Server, wait_until, DATA_ROOT  # noqa: E402
+from ddpd_harness import Server, Accounts, add_user, bearer, wait_until, DATA_ROOT  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 NODE_TIMEOUT = 4
@@ -112,16 +116,23 @@ def marked(mark):
 class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
-    def __init__(self, args, d, agent_data_root=DATA_ROOT):
-        self.args, self.d, self.agent_data_root = args, d, agent_data_root
+    def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True,
+                 agent_passwd=None):
+        """agent_as: the agent runs as this account (setpriv: its uid, gid and groups,
+        no capability), its state dir and token file its own. here_across: the
+        coordinator's host takes part in runs across nodes (--advertise); without it, a
+        run larger than this host runs on the agent's node alone. agent_passwd: the
+        agent's node has this file as its /etc/passwd (a mount namespace of its own)."""
+        self.args, self.d, self.agent_data_root, self.agent_as = args, d, agent_data_root, agent_as
+        self.agent_slots, self.agent_passwd = agent_slots, agent_passwd
         self.token_file = os.path.join(d, "token")
         with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(uuid.uuid4().hex + "\n")
         with open(self.token_file) as f:
             self.token = f.read().strip()
         self.server = Server(args.ddpd, args.trainer, slots=2, state_dir=os.path.join(d, "coordinator"), extra_args=[
-            "--listen", "0.0.0.0:0", "--token-file", self.token_file, "--advertise", args.coord_addr,
-            "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
+            "--listen", "0.0.0.0:0", "--token-file", self.token_file,
+            *(["--advertise", args.coord_addr] if here_across else []), "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
         os.makedirs(self.server.state_dir, mode=0o700)
         self.agent = None
 
@@ -133,10 +144,24 @@ class Cluster:
 
     def start_agent(self):
         self.agent_log = open(os.path.join(self.d, "agent.log"), "ab")
+        state, token_file, prefix = os.path.join(self.d, "agent"), self.token_file, []
+        if self.agent_as:
+            pw = pwd.getpwnam(self.agent_as)
+            os.makedirs(state, mode=0o700, exist_ok=True)
+            os.chown(state, pw.pw_uid, pw.pw_gid)
+            token_file = os.path.join(self.d, "agent-token")
+            with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(self.token + "\n")
+            os.chown(token_file, pw.pw_uid, pw.pw_gid)
+            prefix = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                      "--inh-caps=-all", "--bounding-set=-all", "--"]
+        if self.agent_passwd:
+            prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                      'mount --bind "$0" /etc/passwd && exec "$@"', self.agent_passwd, *prefix]
         self.agent = subprocess.Popen(
-            ["ip", "netns", "exec", self.args.node_ns, self.args.ddpd, "agent", "--coordinator",
-             f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", self.token_file, "--slots", "2",
-             "--name", "node-b", "--state-dir", os.path.join(self.d, "agent"), "--allow-commands", "--runner",
+            ["ip", "netns", "exec", self.args.node_ns, *prefix, self.args.ddpd, "agent", "--coordinator",
+             f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", token_file, "--slots", str(self.agent_slots),
+             "--name", "node-b", "--state-dir", state, "--allow-commands", "--runner",
              self.args.runner, "--trainer", self.args.trainer, "--data-root", self.agent_data_root,
              "--coordinator-grace", "5"],
             stdout=self.agent_log, stderr=self.agent_log)
@@ -589,6 +614,254 @@ def case_placement_refusals(args, d):
         cl.server.post(f"/runs/{rid}/cancel")
         cl.server.post(f"/runs/{hold}/cancel")
         wait_until(lambda: cl.server.get(f"/runs/{hold}").json()["status"] == "canceled", "the cancel", 60)
+
+
+WHOAMI = """
+    import json, os, sys
+    import ddpd
+    out, rank = sys.argv[1], int(os.environ["RANK"])
+    parent = os.stat("/proc/%d" % os.getppid())
+    who = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": sorted(os.getgroups()),
+           "home": os.environ.get("HOME"), "user": os.environ.get("USER"), "logname": os.environ.get("LOGNAME"),
+           "launcher_uid": parent.st_uid, "cwd": os.getcwd()}
+    with open(os.path.join(out, "who-rank-%d.json" % rank), "w") as f:
+        json.dump(who, f)
+    with open("wrote-rank-%d" % rank, "w") as f:  # in its part's directory on its node
+        f.write("x")
+    ddpd.log_step(0, loss=1.0)
+"""
+
+
+def submit_whoami(cl, d, token, mark):
+    """A command run of 4 ranks on the 2 nodes, each writing who it runs as into out/
+    (made the submitter's account's by the caller) and a file into its cwd."""
+    path = os.path.join(d, "whoami.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(WHOAMI))
+    os.chmod(path, 0o644)
+    cfg = {"name": "whoami", "command": [PYTHON, path, os.path.join(d, "out")],
+           "env": {"NODES_TEST_MARK": mark, "GLOO_SOCKET_IFNAME": "ddpd0"},
+           "distributed": {"world_size": 4, "nodes": 2}}
+    r = cl.server.post("/runs", cfg, headers=bearer(token))
+    check(r.status == 201, f"a run across 2 nodes is accepted: {r.status} {r.body[:400]!r}")
+    return r.json()["id"] if r.status == 201 else None
+
+
+def agent_log(d):
+    with open(os.path.join(d, "agent.log"), "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def case_account_across_nodes(args, d):
+    """A user mapped to a Unix account: every rank on both nodes runs as that account
+    (uid, gid, groups, HOME, USER; the launchers too); what the agent node's rank
+    writes is the account's, and its part's directory there is the account's and not
+    another account's to read."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice", "bob") as acc:
+        cl = Cluster(args, d)
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        pw = pwd.getpwnam(acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        os.chmod(out, 0o700)
+        with cl:
+            check("runs parts as their runs' accounts: yes (it runs as root)" in agent_log(d),
+                  f"the agent's start says it can switch accounts: {agent_log(d)[-1500:]}")
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 180) if rid else None
+            check(run and run["status"] == "succeeded", f"alice's run across nodes succeeded: {run and run['reason']}")
+            want_groups = sorted(os.getgrouplist(acc["alice"], pw.pw_gid))
+            for r in range(4):
+                try:
+                    with open(os.path.join(out, f"who-rank-{r}.json")) as f:
+                        who = json.load(f)
+                    st = os.stat(os.path.join(out, f"who-rank-{r}.json"))
+                except OSError as e:
+                    check(False, f"rank {r} wrote who it is: {e}")
+                    continue
+                check(who["uid"] == who["euid"] == pw.pw_uid and who["gid"] == pw.pw_gid and
+                      who["groups"] == want_groups, f"rank {r} runs as alice's account and its groups: {who}")
+                check(who["home"] == pw.pw_dir and who["user"] == who["logname"] == acc["alice"],
+                      f"rank {r} has alice's HOME, USER and LOGNAME: {who}")
+                check(who["launcher_uid"] == pw.pw_uid, f"rank {r}'s launcher (ddp-run) runs as alice too: {who}")
+                check(st.st_uid == pw.pw_uid, f"what rank {r} writes is alice's: uid {st.st_uid}")
+            part_dir = os.path.join(d, "agent", "runs", str(rid))
+            try:
+                ds = os.stat(part_dir)
+                check(ds.st_uid == pw.pw_uid and stat.S_IMODE(ds.st_mode) & 0o007 == 0,
+                      f"the part's directory on node-b is alice's, no access for others: uid {ds.st_uid} "
+                      f"{oct(ds.st_mode)}")
+                wrote = [os.stat(os.path.join(part_dir, f"wrote-rank-{r}")).st_uid for r in (2, 3)]
+                check(wrote == [pw.pw_uid] * 2, f"node-b's ranks ran in their part's directory and wrote as alice: "
+                      f"{wrote}")
+                for name in ("config.json", "trainer.log"):
+                    st = os.stat(os.path.join(part_dir, name))
+                    check(st.st_uid == pw.pw_uid and stat.S_IMODE(st.st_mode) == 0o600,
+                          f"{name} of the part is alice's, 0600: {st.st_uid} {oct(st.st_mode)}")
+            except OSError as e:
+                check(False, f"the part's directory on node-b: {e}")
+            bob = pwd.getpwnam(acc["bob"])
+            peek = subprocess.run(["setpriv", f"--reuid={bob.pw_uid}", f"--regid={bob.pw_gid}", "--clear-groups",
+                                   "ls", part_dir], capture_output=True, text=True)
+            check(peek.returncode != 0 and "Permission denied" in peek.stderr,
+                  f"another account cannot list alice's part's directory on node-b: {peek.returncode} {peek.stderr!r}")
+            ranks = cl.server.get(f"/runs/{rid}/ranks").json()
+            ranks = ranks.get("ranks", ranks) if isinstance(ranks, dict) else ranks
+            check(sorted(x["rank"] for x in ranks if x["rank"] >= 0) == [0, 1, 2, 3],
+                  f"every rank reported, node-b's (as alice, through the agent) too: {ranks}")
+            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
+                  f"nothing of the run is left on either node: {marked(mark)}")
+            # the agent's event socket is open to the parts' accounts now: another account's
+            # connection that speaks for a run is dropped there, never forwarded
+            sock = os.path.join(d, "agent", "events.sock")
+            hello = json.dumps({"event": "hello", "run": rid, "rank": 7, "secret": "a guess"})
+            talk = subprocess.run(["setpriv", f"--reuid={bob.pw_uid}", f"--regid={bob.pw_gid}", "--clear-groups",
+                                   PYTHON, "-c", "import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                                   "s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode() + b'\\n'); s.close()",
+                                   sock, hello], capture_output=True, text=True)
+            check(talk.returncode == 0, f"another account reaches the agent's socket: {talk.stderr!r}")
+            said = f"a connection of uid {bob.pw_uid} speaks for run {rid}, whose part here runs as another account"
+            check(wait_until(lambda: said in agent_log(d), "the agent to drop bob's connection", 30) is not None,
+                  f"the agent drops another account's connection that speaks for alice's run: {agent_log(d)[-800:]}")
+            # a built-in run: its launcher and ranks on node-b are alice's too (what they wrote there is hers)
+            r = cl.server.post("/runs", builtin_config(**{"name": "builtin-as-alice", "data.limit": 1024,
+                                                          "train.epochs": 1}), headers=bearer(alice))
+            check(r.status == 201, f"alice's built-in run across nodes is accepted: {r.status} {r.body[:300]!r}")
+            bid = r.json()["id"] if r.status == 201 else None
+            run = wait_final(cl, bid, 240) if bid else None
+            check(run and run["status"] == "succeeded", f"alice's built-in run across nodes succeeded: "
+                  f"{run and run['reason']}")
+            bdir = os.path.join(d, "agent", "runs", str(bid))
+            owners = {os.path.relpath(os.path.join(root, n), bdir): os.lstat(os.path.join(root, n)).st_uid
+                      for root, dirs, files in os.walk(bdir) for n in dirs + files}
+            check("events.jsonl" in owners and set(owners.values()) == {pw.pw_uid},
+                  f"everything in the built-in part's directory on node-b is alice's (its journal too): {owners}")
+
+
+def case_agent_cannot_switch(args, d):
+    """An agent that is not root and has no CAP_SETUID/CAP_SETGID is given the part of
+    a run of a user mapped to an account: the part is refused, the run fails naming
+    the node, the account and what the operator must do, and no rank ran there (not as
+    the agent's own user either)."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice", "agent") as acc:
+        cl = Cluster(args, d, agent_as=acc["agent"])
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chmod(out, 0o1777)  # anyone's: a rank of any account could say it ran
+        with cl:
+            check("runs parts as their runs' accounts: no (it is not root and lacks CAP_SETUID and CAP_SETGID)"
+                  in agent_log(d), f"the agent's start says it cannot switch accounts: {agent_log(d)[-1500:]}")
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 120) if rid else None
+            reason = (run or {}).get("reason") or ""
+            check(run and run["status"] == "failed", f"the run fails: {run}")
+            for words in ("node node-b", f"cannot run parts as the account {acc['alice']}", "is not root",
+                          "CAP_SETUID", "start `ddpd agent` there as root or with CAP_SETUID and CAP_SETGID"):
+                check(words in reason, f"its reason says {words!r}: {reason!r}")
+            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
+                  f"nothing of the run is left on either node: {marked(mark)}")
+            ran = sorted(os.listdir(out))
+            check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")],
+                  f"no rank started on node-b, as no account: {ran}")
+            part_dir = os.path.join(d, "agent", "runs", str(rid))
+            check(not os.path.exists(os.path.join(part_dir, "trainer.log")),
+                  f"the agent started no launcher for it: {os.listdir(part_dir) if os.path.isdir(part_dir) else []}")
+            check("cannot run parts as the account" in agent_log(d), "the agent's log says why it refused the part")
+
+
+def case_account_missing_on_node(args, d):
+    """The agent's node has no account of the run's name: the part is refused there,
+    the run failing naming the node, the account and what to do, and no rank runs
+    there as the agent's user instead."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice") as acc:
+        passwd = os.path.join(d, "node-b-passwd")
+        with open("/etc/passwd") as f, open(passwd, "w") as g:
+            g.writelines(l for l in f if not l.startswith(acc["alice"] + ":"))
+        os.chmod(passwd, 0o644)
+        cl = Cluster(args, d, agent_passwd=passwd)
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chmod(out, 0o1777)
+        with cl:
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 120) if rid else None
+            reason = (run or {}).get("reason") or ""
+            check(run and run["status"] == "failed", f"the run fails: {run and run['status']}")
+            for words in (f"node node-b cannot run run {rid}'s part as the account {acc['alice']}",
+                          f"this host has no account \"{acc['alice']}\"", "make it with useradd",
+                          "every node a user's runs reach needs the account"):
+                check(words in reason, f"its reason says {words!r}: {reason!r}")
+            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
+                  f"nothing of the run is left on either node: {marked(mark)}")
+            ran = sorted(os.listdir(out))
+            check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")],
+                  f"no rank started on node-b, as no account: {ran}")
+
+
+def case_agent_is_the_account(args, d):
+    """An agent that runs as the run's account itself, unprivileged: it has nothing to
+    switch, and runs the part as it is (its ranks that account's) rather than refusing
+    it or failing to set the account's groups."""
+    mark = uuid.uuid4().hex
+    with Accounts("alice") as acc:
+        cl = Cluster(args, d, agent_as=acc["alice"])
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        pw = pwd.getpwnam(acc["alice"])
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        os.chown(out, pw.pw_uid, pw.pw_gid)
+        with cl:
+            rid = submit_whoami(cl, d, alice, mark)
+            run = wait_final(cl, rid, 180) if rid else None
+            check(run and run["status"] == "succeeded", f"alice's run succeeds on her own agent: {run and run['reason']}")
+            for r in (2, 3):
+                try:
+                    with open(os.path.join(out, f"who-rank-{r}.json")) as f:
+                        who = json.load(f)
+                except OSError as e:
+                    check(False, f"node-b's rank {r} wrote who it is: {e}")
+                    continue
+                check(who["uid"] == pw.pw_uid and who["user"] == acc["alice"],
+                      f"node-b's rank {r} runs as alice, her HOME and USER: {who}")
+
+
+def case_account_gone_before_agent_start(args, d):
+    """A run placed on node-b alone whose account was removed on the coordinator while
+    it was queued: its start fails there (the scheduler's refusal), saying so, and the
+    agent is never handed the part."""
+    with Accounts("alice", "bob") as acc:
+        cl = Cluster(args, d, agent_slots=4, here_across=False)  # a 4-rank run: node-b's alone
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
+        bob = add_user(args.ddpd, cl.server.state_dir, "bob", "--unix-user", acc["bob"])
+        sleep = {"command": [PYTHON, "-c", "import time; time.sleep(120)"], "distributed": {"world_size": 4}}
+        with cl:
+            r = cl.server.post("/runs", dict(sleep, name="hold"), headers=bearer(bob))
+            hid = r.json()["id"] if r.status == 201 else None
+            run = wait_until(lambda: (lambda x: x if x["status"] == "running" else None)(
+                cl.server.get(f"/runs/{hid}").json()), "bob's run on node-b", 60) if hid else None
+            check(run and all(x.startswith("node-b/") for x in run["devices"]),
+                  f"bob's run holds node-b: {run and run['devices']}")
+            r = cl.server.post("/runs", dict(sleep, name="alice"), headers=bearer(alice))
+            rid = r.json()["id"] if r.status == 201 else None
+            check(rid and cl.server.get(f"/runs/{rid}").json()["status"] == "queued", "alice's run waits")
+            p = Accounts._shadow_tool("userdel", acc["alice"])
+            check(p.returncode == 0, f"alice's account is removed: {p.stderr}")
+            cl.server.post(f"/runs/{hid}/cancel", headers=bearer(bob))
+            run = wait_final(cl, rid, 60) if rid else None
+            reason = (run or {}).get("reason") or ""
+            check(run and run["status"] == "failed" and f"this host has no account \"{acc['alice']}\"" in reason,
+                  f"alice's run fails as it starts, naming the account it lacks: {run and run['status']} {reason!r}")
+            with open(cl.server.log_path) as f:
+                started = f"run {rid} starting on 1 nodes (4 ranks each): node-b/cpu:0" in f.read()
+            check(started, "it was placed on node-b alone (the agents' executor refused its start)")
+            check(not os.path.exists(os.path.join(d, "agent", "runs", str(rid))) and f"run {rid}:" not in agent_log(d),
+                  f"the agent was never handed its part: {agent_log(d)[-800:]}")
 
 
 CASES = cases_in(globals())

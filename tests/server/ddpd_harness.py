@@ -4,7 +4,7 @@ fails), a small HTTP client, polling with deadlines, and the pass/fail count.
 
 Standard library only. Every wait polls with a generous deadline: these tests run
 on slow 2-core machines next to other tests."""
-import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time, traceback
+import argparse, http.client, json, os, pwd, shutil, signal, subprocess, sys, tempfile, threading, time, traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402  (the one pass/fail count)
@@ -43,6 +43,56 @@ def add_user(ddpd, state_dir, name, *opts):
     check(len(token) == 64 and all(c in "0123456789abcdef" for c in token),
           f"its token is alone on the last line of its output: {out!r}")
     return token
+
+
+class Accounts:
+    """Unix accounts made for one case (ddpdt-ROLE-PID), removed on exit (root only): the
+    accounts runs run as (ddpd user --unix-user, serve --run-user), an agent's own."""
+
+    def __init__(self, *roles):
+        self.names = {r: f"ddpdt-{r}-{os.getpid()}" for r in roles}
+
+    @staticmethod
+    def _shadow_tool(*argv):
+        """useradd/userdel, again while another test holds /etc/passwd's lock (ctest -j)."""
+        for _ in range(100):
+            p = subprocess.run(list(argv), capture_output=True, text=True)
+            if p.returncode == 0 or "lock" not in p.stderr:
+                return p
+            time.sleep(0.1)
+        return p
+
+    def __enter__(self):
+        for name in self.names.values():
+            self._shadow_tool("userdel", name)
+            p = self._shadow_tool("useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
+                                  "/usr/sbin/nologin", name)
+            if p.returncode != 0:
+                self.__exit__()
+                raise RuntimeError(f"useradd {name}: {p.stderr}")
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.names.values():
+            try:
+                uid = pwd.getpwnam(name).pw_uid
+            except KeyError:
+                continue
+            for pid in [int(n) for n in os.listdir("/proc") if n.isdigit()]:  # what its runs left, by pid
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid == uid:
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            p = self._shadow_tool("userdel", "--force", name)
+            check(p.returncode == 0, f"the test's account {name} is removed: {p.stderr}")
+        return False
+
+    def __getitem__(self, role):
+        return self.names[role]
+
+    def uid(self, role):
+        return pwd.getpwnam(self.names[role]).pw_uid
 
 
 def bearer(token):

@@ -2,7 +2,8 @@
  * coordinator writes is what an agent or `ddpd part` reads, member by member, through
  * a JSON text as the heartbeat's answer carries it; the reader refuses a description
  * that lacks what a launcher needs, naming it; a coordinator that gives no graces or
- * port range leaves ddp-run's own. */
+ * port range leaves ddp-run's own; the account a part runs as is carried when the run
+ * has one, and absent (the node's own user) when not. */
 #include <jansson.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@ static void every_member(void) {
                    .gpu = true, .secret = "s3cret", .master_addr = "10.0.0.1", .master_port = 29500,
                    .rendezvous = "/runs/42/rendezvous", .restart_count = 3, .restarts_from = 2, .graces = true,
                    .stop_grace_s = 7, .preempt_grace_s = 11, .port_lo = 29000, .port_hi = 29999,
-                   .config = config, .devices = devices};
+                   .config = config, .devices = devices, .account = "alice"};
     part_wire r;
     json_t *j;
     char why[160] = "";
@@ -43,6 +44,7 @@ static void every_member(void) {
     CHECK(r.port_lo == 29000 && r.port_hi == 29999, "the port range");
     CHECK(json_equal((json_t *)r.config, config), "the config, whole");
     CHECK(json_equal((json_t *)r.devices, devices), "the devices, in order");
+    CHECK(r.account && strcmp(r.account, "alice") == 0, "the account its processes run as");
     json_decref(j);
     json_decref(config);
     json_decref(devices);
@@ -59,6 +61,8 @@ static void what_a_coordinator_leaves_out(void) {
           "no graces (ddp-run's own) and no port range");
     CHECK(strcmp(r.master_addr, "") == 0 && r.nodes == 0, "no rank 0's node yet, a run of this one part");
     CHECK(json_array_size(r.devices) == 0, "no devices listed");
+    CHECK(r.account == NULL && !json_object_get(j, "account"), "no account: none written, none read (the node's own "
+          "user)");
     json_decref(j);
     json_decref(config);
 }
@@ -90,6 +94,10 @@ static void incomplete_descriptions(void) {
     refused("a node rank outside its nodes", "{\"run\":3,\"world_size\":2,\"nodes\":2,\"node_rank\":2,\"secret\":\"x\","
             "\"master_addr\":\"\",\"rendezvous\":\"/r\",\"config\":{}}", "node rank");
     refused("not an object", "[1]", "object");
+    refused("an account that is no name", "{\"run\":3,\"world_size\":2,\"secret\":\"x\",\"master_addr\":\"\","
+            "\"rendezvous\":\"/r\",\"config\":{},\"account\":7}", "account");
+    refused("an empty account", "{\"run\":3,\"world_size\":2,\"secret\":\"x\",\"master_addr\":\"\","
+            "\"rendezvous\":\"/r\",\"config\":{},\"account\":\"\"}", "account");
 }
 
 int main(void) {

@@ -39,59 +39,10 @@ Usage: test_server_wall.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH -
 import grp, hashlib, json, os, pwd, shutil, signal, sqlite3, stat, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, fmnist_config, user, add_user, bearer  # noqa: E402
+from ddpd_harness import Server, Accounts, check, cases_in, wait_until, args_for, main, fmnist_config, user, add_user, bearer  # noqa: E402
 
 SKIP = 77
 CAPS = "setuid,setgid,kill,chown,fowner,dac_override"
-
-
-class Accounts:
-    """Unix accounts made for one case (ddpdt-ROLE-PID), removed on exit."""
-
-    def __init__(self, *roles):
-        self.names = {r: f"ddpdt-{r}-{os.getpid()}" for r in roles}
-
-    @staticmethod
-    def _shadow_tool(*argv):
-        """useradd/userdel, again while another test holds /etc/passwd's lock (ctest -j)."""
-        for _ in range(100):
-            p = subprocess.run(list(argv), capture_output=True, text=True)
-            if p.returncode == 0 or "lock" not in p.stderr:
-                return p
-            time.sleep(0.1)
-        return p
-
-    def __enter__(self):
-        for name in self.names.values():
-            self._shadow_tool("userdel", name)
-            p = self._shadow_tool("useradd", "--no-create-home", "--home-dir", f"/nonexistent/{name}", "--shell",
-                                  "/usr/sbin/nologin", name)
-            if p.returncode != 0:
-                self.__exit__()
-                raise RuntimeError(f"useradd {name}: {p.stderr}")
-        return self
-
-    def __exit__(self, *exc):
-        for name in self.names.values():
-            try:
-                uid = pwd.getpwnam(name).pw_uid
-            except KeyError:
-                continue
-            for pid in [int(n) for n in os.listdir("/proc") if n.isdigit()]:  # what its runs left, by pid
-                try:
-                    if os.stat(f"/proc/{pid}").st_uid == uid:
-                        os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            p = self._shadow_tool("userdel", "--force", name)
-            check(p.returncode == 0, f"the test's account {name} is removed: {p.stderr}")
-        return False
-
-    def __getitem__(self, role):
-        return self.names[role]
-
-    def uid(self, role):
-        return pwd.getpwnam(self.names[role]).pw_uid
 
 
 def needs_root(a):
