@@ -17,7 +17,7 @@
   logs           logs prints the trainer's log; logs -f follows it to the run's end
 
 Usage: test_ddpctl.py CASE --ddpd PATH --trainer PATH --ddpctl PATH"""
-import argparse, csv, io, json, os, pty, re, select, socket, subprocess, sys, tempfile, time
+import argparse, atexit, csv, io, json, os, pty, re, select, socket, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import ddpd_harness as H  # noqa: E402
@@ -46,9 +46,11 @@ def long_run():
 
 
 def config_file(cfg):
+    """cfg written to a file of its own, removed when the case ends."""
     f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump(cfg, f)
     f.close()
+    atexit.register(lambda: os.path.exists(f.name) and os.unlink(f.name))
     return f.name
 
 

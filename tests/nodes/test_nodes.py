@@ -20,7 +20,7 @@ went while it was queued never reaches the agent. Skips (exit
 77), saying so, where network namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
-import argparse, json, os, pwd, signal, stat, subprocess, sys, tempfile, textwrap, time, uuid
+import argparse, json, os, pwd, shutil, signal, stat, subprocess, sys, tempfile, textwrap, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -117,14 +117,15 @@ class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
     def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True,
-                 agent_passwd=None):
+                 agent_etc=None):
         """agent_as: the agent runs as this account (setpriv: its uid, gid and groups,
         no capability), its state dir and token file its own. here_across: the
         coordinator's host takes part in runs across nodes (--advertise); without it, a
-        run larger than this host runs on the agent's node alone. agent_passwd: the
-        agent's node has this file as its /etc/passwd (a mount namespace of its own)."""
+        run larger than this host runs on the agent's node alone. agent_etc: the
+        agent's node has this directory as its /etc (a mount namespace of its own; see
+        node_etc)."""
         self.args, self.d, self.agent_data_root, self.agent_as = args, d, agent_data_root, agent_as
-        self.agent_slots, self.agent_passwd = agent_slots, agent_passwd
+        self.agent_slots, self.agent_etc = agent_slots, agent_etc
         self.token_file = os.path.join(d, "token")
         with open(os.open(self.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write(uuid.uuid4().hex + "\n")
@@ -155,9 +156,9 @@ class Cluster:
             os.chown(token_file, pw.pw_uid, pw.pw_gid)
             prefix = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
                       "--inh-caps=-all", "--bounding-set=-all", "--"]
-        if self.agent_passwd:
+        if self.agent_etc:
             prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                      'mount --bind "$0" /etc/passwd && exec "$@"', self.agent_passwd, *prefix]
+                      'mount --bind "$0" /etc && exec "$@"', self.agent_etc, *prefix]
         self.agent = subprocess.Popen(
             ["ip", "netns", "exec", self.args.node_ns, *prefix, self.args.ddpd, "agent", "--coordinator",
              f"http://{self.args.coord_addr}:{self.server.port}", "--token-file", token_file, "--slots", str(self.agent_slots),
@@ -773,17 +774,33 @@ def case_agent_cannot_switch(args, d):
             check("cannot run parts as the account" in agent_log(d), "the agent's log says why it refused the part")
 
 
+def node_etc(d, without):
+    """A copy of this host's /etc whose passwd lacks the account `without`: another
+    node's. (A bind mount over /etc/passwd alone would not do: a useradd of a test
+    beside this one renames a new passwd over it, which takes such a mount away in
+    every namespace; over /etc, it stays.) The shadow files and locks are left out."""
+    etc = os.path.join(d, "node-b-etc")
+    skip = shutil.ignore_patterns("shadow*", "gshadow*", "*.lock", "*+", "*-")
+    try:
+        shutil.copytree("/etc", etc, symlinks=True, ignore=skip)
+    except shutil.Error:
+        pass  # a file that another test's useradd replaced meanwhile: passwd and group are written below
+    for name in ("passwd", "group"):
+        with open(os.path.join("/etc", name)) as f:
+            lines = f.readlines()
+        with open(os.path.join(etc, name), "w") as g:
+            g.writelines(l for l in lines if name == "group" or not l.startswith(without + ":"))
+        os.chmod(os.path.join(etc, name), 0o644)
+    return etc
+
+
 def case_account_missing_on_node(args, d):
     """The agent's node has no account of the run's name: the part is refused there,
     the run failing naming the node, the account and what to do, and no rank runs
     there as the agent's user instead."""
     mark = uuid.uuid4().hex
     with Accounts("alice") as acc:
-        passwd = os.path.join(d, "node-b-passwd")
-        with open("/etc/passwd") as f, open(passwd, "w") as g:
-            g.writelines(l for l in f if not l.startswith(acc["alice"] + ":"))
-        os.chmod(passwd, 0o644)
-        cl = Cluster(args, d, agent_passwd=passwd)
+        cl = Cluster(args, d, agent_etc=node_etc(d, acc["alice"]))
         alice = add_user(args.ddpd, cl.server.state_dir, "alice", "--unix-user", acc["alice"])
         out = os.path.join(d, "out")
         os.makedirs(out)
@@ -876,6 +893,8 @@ def inside(args):
         import traceback
         traceback.print_exc()
         check(False, f"case {args.case} raised")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     checks.finish(args.case)
 
 
