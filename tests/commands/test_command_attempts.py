@@ -287,8 +287,8 @@ def case_server_killed(a):
                 except OSError:
                     pass
         wait_until(lambda: not pids_under(s1.state_dir) and not procs_in(w.root), "the runs' processes to be gone", 30)
-        s2 = w.server(a, slots=3)
-        s2.state_dir, s2.own_dir = s1.state_dir, True
+        s2 = w.server(a, slots=3, state_dir=s1.state_dir)
+        s2.own_dir = True  # removed when it stops
         with s2:
             run = s2.wait_status(rid, FINAL, timeout=180)
             if not check(run and run["status"] == "succeeded", f"restarted, it succeeds: {run and run['reason']}"):

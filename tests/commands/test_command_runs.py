@@ -95,8 +95,8 @@ class WorkRoot:
     def __exit__(self, *exc):
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def server(self, a, slots=2, env=None):
-        return Server(a.ddpd, None, slots=slots, env=env,
+    def server(self, a, slots=2, env=None, state_dir=None):
+        return Server(a.ddpd, None, slots=slots, env=env, state_dir=state_dir,
                       extra_args=["--allow-commands", "--work-root", self.root, "--runner", a.runner,
                                   "--port-range", "%d-%d" % self.ports])
 
@@ -388,8 +388,8 @@ def case_server_killed(a):
             wait_until(lambda: s1.get(f"/runs/{rid}/metrics?key=loss").json()["count"] >= 3, "steps reported", 120)
         finally:
             s1.kill()
-        s2 = w.server(a)
-        s2.state_dir, s2.own_dir = s1.state_dir, True
+        s2 = w.server(a, state_dir=s1.state_dir)
+        s2.own_dir = True  # removed when it stops
         with s2:
             run = s2.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=240)
             check(run and run["status"] == "succeeded" and run["exit_code"] == 0,
