@@ -653,6 +653,23 @@ def agent_log(d):
         return f.read().decode(errors="replace")
 
 
+def refused_on_node_b(cl, d, token, mark, out, words_for):
+    """submit_whoami's run, refused on node-b: it fails with a reason that holds each
+    of words_for(its id), nothing of it is left on either node, and no rank ran on
+    node-b (where it would have run as the agent's user). Its id."""
+    rid = submit_whoami(cl, d, token, mark)
+    run = wait_final(cl, rid, 120) if rid else None
+    reason = (run or {}).get("reason") or ""
+    check(run and run["status"] == "failed", f"the run fails: {run and (run['status'], reason)}")
+    for w in words_for(rid):
+        check(w in reason, f"its reason says {w!r}: {reason!r}")
+    check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
+          f"nothing of the run is left on either node: {marked(mark)}")
+    ran = sorted(os.listdir(out))
+    check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")], f"no rank started on node-b: {ran}")
+    return rid
+
+
 def case_account_across_nodes(args, d):
     """A user mapped to a Unix account: every rank on both nodes runs as that account
     (uid, gid, groups, HOME, USER; the launchers too); what the agent node's rank
@@ -756,18 +773,9 @@ def case_agent_cannot_switch(args, d):
         with cl:
             check("runs parts as their runs' accounts: no (it is not root and lacks CAP_SETUID and CAP_SETGID)"
                   in agent_log(d), f"the agent's start says it cannot switch accounts: {agent_log(d)[-1500:]}")
-            rid = submit_whoami(cl, d, alice, mark)
-            run = wait_final(cl, rid, 120) if rid else None
-            reason = (run or {}).get("reason") or ""
-            check(run and run["status"] == "failed", f"the run fails: {run}")
-            for words in ("node node-b", f"cannot run parts as the account {acc['alice']}", "is not root",
-                          "CAP_SETUID", "start `ddpd agent` there as root or with CAP_SETUID and CAP_SETGID"):
-                check(words in reason, f"its reason says {words!r}: {reason!r}")
-            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
-                  f"nothing of the run is left on either node: {marked(mark)}")
-            ran = sorted(os.listdir(out))
-            check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")],
-                  f"no rank started on node-b, as no account: {ran}")
+            rid = refused_on_node_b(cl, d, alice, mark, out, lambda rid: (
+                "node node-b", f"cannot run parts as the account {acc['alice']}", "is not root", "CAP_SETUID",
+                "start `ddpd agent` there as root or with CAP_SETUID and CAP_SETGID"))
             part_dir = os.path.join(d, "agent", "runs", str(rid))
             check(not os.path.exists(os.path.join(part_dir, "trainer.log")),
                   f"the agent started no launcher for it: {os.listdir(part_dir) if os.path.isdir(part_dir) else []}")
@@ -806,19 +814,10 @@ def case_account_missing_on_node(args, d):
         os.makedirs(out)
         os.chmod(out, 0o1777)
         with cl:
-            rid = submit_whoami(cl, d, alice, mark)
-            run = wait_final(cl, rid, 120) if rid else None
-            reason = (run or {}).get("reason") or ""
-            check(run and run["status"] == "failed", f"the run fails: {run and run['status']}")
-            for words in (f"node node-b cannot run run {rid}'s part as the account {acc['alice']}",
-                          f"this host has no account \"{acc['alice']}\"", "make it with useradd",
-                          "every node a user's runs reach needs the account"):
-                check(words in reason, f"its reason says {words!r}: {reason!r}")
-            check(wait_until(lambda: not marked(mark), "no process of the run left", 30) is not None,
-                  f"nothing of the run is left on either node: {marked(mark)}")
-            ran = sorted(os.listdir(out))
-            check(not [f for f in ran if f in ("who-rank-2.json", "who-rank-3.json")],
-                  f"no rank started on node-b, as no account: {ran}")
+            refused_on_node_b(cl, d, alice, mark, out, lambda rid: (
+                f"node node-b cannot run run {rid}'s part as the account {acc['alice']}",
+                f"this host has no account \"{acc['alice']}\"", "make it with useradd",
+                "every node a user's runs reach needs the account"))
 
 
 def case_agent_is_the_account(args, d):
