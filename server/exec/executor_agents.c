@@ -61,8 +61,7 @@ static json_t *part_json(const part_launch *l) {
 }
 
 static start_result agents_start(const part_launch *l, part_handle *h) {
-    agent_part *p = calloc(1, sizeof *p);
-    if (!p) abort();
+    agent_part *p = xcalloc(1, sizeof *p);
     p->run = l->run;
     p->part = l->part;
     p->node = l->node;

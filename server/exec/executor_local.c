@@ -71,8 +71,7 @@ static local_part *unlink_part(local_part **slot) {
 }
 
 static local_part *add_part(int64_t run, int part) {
-    local_part *p = calloc(1, sizeof *p);
-    if (!p) abort();
+    local_part *p = xcalloc(1, sizeof *p);
     p->run = run;
     p->part = part;
     p->next = L.parts;

@@ -91,8 +91,7 @@ static struct {
 } R = {.sigfd = -1, .wake_fd = -1, .stop_pipe = {-1, -1}, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 void supervisor_request_spawn(const spawn_request *r) {
-    queued_spawn *q = calloc(1, sizeof *q);
-    if (!q) abort();
+    queued_spawn *q = xcalloc(1, sizeof *q);
     q->run_id = r->run_id;
     q->group = r->group;
     q->program = xstrdup(r->program);

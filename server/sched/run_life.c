@@ -30,8 +30,7 @@ live_run *find_run(int64_t id) {
 }
 
 live_run *new_queued(const run_needs *n) {
-    live_run *r = calloc(1, sizeof *r);
-    if (!r) abort();
+    live_run *r = xcalloc(1, sizeof *r);
     r->id = n->id;
     r->world_size = n->world_size;
     r->pool = n->pool;
@@ -366,9 +365,8 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     r->attempt = r->restart_count;
     r->attempt_open = false;
     r->n_parts = k;
-    r->parts = calloc((size_t)k, sizeof *r->parts);
+    r->parts = xcalloc((size_t)k, sizeof *r->parts);
     int *devices = xmalloc((size_t)r->world_size * sizeof *devices); /* part p's: devices + p * per_node */
-    if (!r->parts) abort();
     buf_t names = {0}, json = {0}, visible = {0};
     buf_printf(&json, "[");
     char master_addr[NODE_ADDR_MAX] = "";
@@ -457,8 +455,7 @@ bool start_batch_locked(live_run *r) {
     int k = r->nodes_wanted > 1 ? r->nodes_wanted : 1;
     r->across = k > 1;
     r->n_parts = k;
-    r->parts = calloc((size_t)k, sizeof *r->parts);
-    if (!r->parts) abort();
+    r->parts = xcalloc((size_t)k, sizeof *r->parts);
     for (int p = 0; p < k; p++)
         r->parts[p] = (run_part){.node_rank = p, .exec = K.batch, .exit_code = NO_INT, .exit_signal = NO_INT};
     buf_t json = {0};
