@@ -141,7 +141,7 @@ static bool sweep_orphan(pid_t pid, const proc_stat *ps, void *ctx) {
 
 static int sweep_orphans(void) {
     int killed = 0;
-    proc_each(sweep_orphan, &killed);
+    proc_each_child(sweep_orphan, &killed); /* an orphan handed to this server is its child */
     return killed;
 }
 

@@ -36,6 +36,30 @@ int proc_each(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx) 
     return called;
 }
 
+int proc_each_child(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    int called = 0;
+    bool more = true;
+    struct dirent *e;
+    while (more && (e = readdir(d))) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", atoi(e->d_name));
+        FILE *f = fopen(path, "re");
+        int pid;
+        while (f && more && fscanf(f, "%d", &pid) == 1) {
+            proc_stat ps;
+            if (proc_stat_read((pid_t)pid, &ps) != 0) continue;
+            called++;
+            more = fn((pid_t)pid, &ps, ctx);
+        }
+        if (f) fclose(f);
+    }
+    closedir(d);
+    return called;
+}
+
 int proc_stat_read(pid_t pid, proc_stat *out) {
     char text[2048];
     if (proc_read(pid, "stat", text, sizeof text) < 0) return -1;

@@ -34,4 +34,9 @@ long proc_read(pid_t pid, const char *what, char *buf, size_t size);
  * returns how many fn was called for. */
 int proc_each(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx);
 
+/* The same for this process's own children alone (every thread's, as
+ * /proc/self/task/TID/children lists them: those it started and, as a child
+ * subreaper, those handed to it), without reading the rest of /proc. */
+int proc_each_child(bool (*fn)(pid_t pid, const proc_stat *ps, void *ctx), void *ctx);
+
 #endif
