@@ -15,8 +15,8 @@
 #include "client_http.h"
 #include "ddpd_build_config.h"
 #include "follow.h"
-#include "token_file.h"
 #include "format.h"
+#include "secret_file.h"
 #include "sweep_cmd.h"
 
 static const char USAGE[] =
@@ -805,8 +805,8 @@ int main(int argc, char **argv) {
     if (flag_token) CLIENT.token = flag_token;
     else if (flag_token_file || (token_file && *token_file)) {
         char err[512];
-        char *t = token_file_read(flag_token_file ? flag_token_file : token_file, err, sizeof err);
-        if (!t) {
+        char *t = NULL;
+        if (secret_read_file(flag_token_file ? flag_token_file : token_file, &t, err, sizeof err) != 0) {
             fprintf(stderr, "ddpctl: %s\n", err);
             return EXIT_USAGE;
         }

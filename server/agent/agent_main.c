@@ -26,7 +26,7 @@
 #include "log_limit.h"
 #include "opt_table.h"
 #include "run_account.h"
-#include "secret.h"
+#include "secret_file.h"
 
 #define BUDGET_BYTES (640 * 1024) /* of events and of logs per heartbeat: under the 1 MiB body cap */
 

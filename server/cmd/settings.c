@@ -12,7 +12,7 @@
 
 #include "base.h"
 #include "beside_self.h"
-#include "secret.h"
+#include "secret_file.h"
 #include "slurm_cli.h"
 
 #define AT(field) offsetof(settings, field)
