@@ -101,3 +101,6 @@ ddpd_c_test(test_launcher_argv ${CMAKE_CURRENT_LIST_DIR}/server/test_launcher_ar
 ddpd_c_test(test_slurm_cli ${CMAKE_CURRENT_LIST_DIR}/server/test_slurm_cli.c LIBS ddpd_host)
 # A part's description on the wire: the coordinator's writer against the agent's reader.
 ddpd_c_test(test_part_wire ${CMAKE_CURRENT_LIST_DIR}/server/test_part_wire.c LIBS ddpd_host)
+# the one way into a run's directory (links, FIFOs, owners, bounds, removal by
+# descriptors under a race) and the bounded line reader, on a real scratch directory
+ddpd_c_test(test_run_files ${CMAKE_CURRENT_LIST_DIR}/server/test_run_files.c LIBS ddpd_lib)
