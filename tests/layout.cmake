@@ -10,3 +10,7 @@ foreach(layer base lib proc host store feed exec sched sweep api cmd agent)
   list(APPEND layer_call_args --lib server/${layer}=$<TARGET_FILE:ddpd_${layer}>)
 endforeach()
 ddpd_py_cases(layout_calls_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_layer_calls.py ARGS ${layer_call_args} TIMEOUT 60)
+# Nothing in the server reaches a file by its path but run_files and the places whose
+# paths are not a run's, each with its reason (the same libraries, nm), and the
+# detector finds a planted fopen of a run's config.
+ddpd_py_cases(layout_run_paths_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_run_paths.py ARGS ${layer_call_args} TIMEOUT 60)

@@ -209,7 +209,7 @@ int agent_main(int argc, char **argv) {
                   : xdg && *xdg ? xasprintf("%s/ddpd-agent", xdg)
                                 : xasprintf("%s/.local/state/ddpd-agent", home ? home : ".");
     if (mkdir_p(state, 0700) != 0) die("cannot create the state dir %s: %s", state, strerror(errno));
-    char *real = realpath(state, NULL); /* the parts' files are opened by their exact paths (open_exact.h) */
+    char *real = realpath(state, NULL); /* the parts' directories are opened by their real paths (run_files.h) */
     if (!real) die("the state dir %s: %s", state, strerror(errno));
     free(state);
     state = real;

@@ -18,7 +18,7 @@
 #include "ports.h"
 #include "child_setup.h"
 #include "launcher_argv.h"
-#include "open_exact.h"
+#include "run_files.h"
 #include "part_wire.h"
 #include "run_account.h"
 #include "run_dir.h"
@@ -104,23 +104,12 @@ bool agent_parts_peer_ok(int64_t run, long uid) {
     return uid == (long)geteuid(); /* a part of the agent's own user */
 }
 
-/* A file of the part's directory, opened by the agent (which may be root) where the
- * account may have put a link: never through one (open_exact). */
-static int open_in_part(const part *p, const char *path, int flags) {
-    return p->as_account ? open_exact_mode(path, flags, 0600) : open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
-/* The run's config, written anew (the file unlinked first: an earlier attempt's
- * directory is the account's, and what it left there is not written through). */
-static bool write_config(const part *p, const json_t *config, const char *path) {
-    if (unlink(path) != 0 && errno != ENOENT) return false;
-    int fd = open_in_part(p, path, O_WRONLY | O_CREAT | O_EXCL);
-    if (fd < 0) return false;
-    bool ok = json_dumpfd(config, fd, JSON_INDENT(2)) == 0;
-    int e = errno;
-    if (close(fd) != 0) ok = false;
-    else errno = e;
-    return ok;
+/* A file of the part's directory, read by the agent (which may be root) where the
+ * account may have put anything: as run_files.h reads a run's files (never through
+ * a link, never a FIFO, the account's own). A descriptor, *st its fstat, or -1. */
+static int open_in_part(const part *p, const char *file, struct stat *st) {
+    char why[512];
+    return run_file_open_in(p->run_dir, file, RUN_FILE_ANY_SIZE, st, why, sizeof why);
 }
 
 static int restart_count_of(const json_t *w) { return (int)json_integer_value(json_object_get(w, "restart_count")); }
@@ -218,9 +207,10 @@ static void start(const json_t *j) {
         p->run_dir = xasprintf("%s/%lld", runs, (long long)p->run);
         free(runs);
     }
-    char *config = xasprintf("%s/" RUN_DIR_CONFIG, p->run_dir), *log = xasprintf("%s/" RUN_DIR_LOG, p->run_dir);
-    char unusable[1024] = "", taken[512] = "";
+    char *config = xasprintf("%s/" RUN_DIR_CONFIG, p->run_dir);
+    char unusable[1024] = "", taken[512] = "", files_why[768] = "";
     int log_fd = -1;
+    run_dir d = {.fd = -1};
     if (!whole || p->local_ranks < 1) {
         refuse(p, "the coordinator's description of run %lld's part is incomplete (%s): run the same ddpd "
                "version on the coordinator and this node", (long long)p->run,
@@ -229,10 +219,14 @@ static void start(const json_t *j) {
         refuse(p, "%s", unusable); /* never as the agent's own user instead */
     } else if (mkdir(p->run_dir, 0700) != 0 && errno != EEXIST) {
         refuse(p, "node %s cannot create %s: %s", P.c.node_name, p->run_dir, strerror(errno));
-    } else if (!write_config(p, w.config, config)) {
-        refuse(p, "node %s cannot write %s: %s", P.c.node_name, config, strerror(errno));
-    } else if ((log_fd = open_in_part(p, log, O_WRONLY | O_CREAT | O_APPEND)) < 0) {
-        refuse(p, "node %s cannot open %s: %s", P.c.node_name, log, strerror(errno));
+    } else if (run_dir_open(&d, p->run_dir, files_why, sizeof files_why) != 0) {
+        refuse(p, "node %s cannot open its part's directory: %s", P.c.node_name, files_why);
+        /* an earlier attempt's directory is the account's: written as run_files.h writes a
+         * run's files, what it left there is never written through */
+    } else if (run_file_write_json(&d, RUN_DIR_CONFIG, w.config, files_why, sizeof files_why) != 0) {
+        refuse(p, "node %s: %s", P.c.node_name, files_why);
+    } else if ((log_fd = run_file_open_append(&d, RUN_DIR_LOG, files_why, sizeof files_why)) < 0) {
+        refuse(p, "node %s cannot open the part's log: %s", P.c.node_name, files_why);
     } else if (p->as_account && run_account_take_dir(&p->account, p->run_dir, taken, sizeof taken) != 0) {
         refuse(p, "node %s: %s", P.c.node_name, taken);
     } else if (w.command && !P.c.allow_commands) {
@@ -293,8 +287,8 @@ static void start(const json_t *j) {
         buf_free(&visible);
     }
     if (log_fd >= 0) close(log_fd);
+    run_dir_close(&d);
     free(config);
-    free(log);
 }
 
 /* signal_it: SIGTERM now (else someone else sent it); SIGKILL after the grace either way. */
@@ -334,9 +328,8 @@ void agent_parts_tick(void) {
             p->exited = true;
             p->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
             p->signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
-            char *journal = xasprintf("%s/" RUN_DIR_JOURNAL, p->run_dir);
             journal_end e;
-            if (journal_end_read(journal, &e)) {
+            if (journal_end_read(p->run_dir, &e)) {
                 snprintf(p->reason, sizeof p->reason, "%s", e.reason);
                 p->end_t = e.t;
             } else {
@@ -346,7 +339,6 @@ void agent_parts_tick(void) {
                              WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
                              WIFSIGNALED(status) ? p->signal : p->exit_code);
             }
-            free(journal);
             log_info("run %lld: its part here exited (%s %d)", (long long)p->run,
                      WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? p->signal : p->exit_code);
         }
@@ -362,12 +354,11 @@ void agent_parts_tick(void) {
 }
 
 static int64_t file_size(const part *p, int f) {
-    char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
     struct stat st; /* a link the account put there is no log of its (open_in_part reads none) */
-    int64_t n = (p->as_account ? lstat(path, &st) : stat(path, &st)) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size
-                                                                                                 : 0;
-    free(path);
-    return n;
+    int fd = open_in_part(p, p->files[f], &st);
+    if (fd < 0) return 0;
+    close(fd);
+    return (int64_t)st.st_size;
 }
 
 static bool logs_delivered(const part *p) {
@@ -421,9 +412,8 @@ json_t *agent_parts_log_batch(size_t budget) {
             if (size <= p->acked[f]) continue;
             size_t want = (size_t)(size - p->acked[f]);
             if (want > budget - used) want = budget - used;
-            char *path = xasprintf("%s/%s", p->run_dir, p->files[f]);
-            int fd = open_in_part(p, path, O_RDONLY);
-            free(path);
+            struct stat st;
+            int fd = open_in_part(p, p->files[f], &st);
             char *text = malloc(want + 1);
             ssize_t got = fd >= 0 && text ? pread(fd, text, want, p->acked[f]) : -1;
             if (fd >= 0) close(fd);

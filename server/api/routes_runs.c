@@ -42,7 +42,8 @@
 #include "downsample.h"
 #include "ingest.h"
 #include "logtail.h"
-#include "open_exact.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "metrics.h"
 #include "openapi.h"
 #include "params.h"
@@ -560,38 +561,44 @@ static void get_checkpoints(request *rq, response *rs) {
     int64_t id;
     run_brief b;
     if (!param_existing_run(rq, rs, &id, &b)) return;
-    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS);
+    char *run = layout_run_dir(id), *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS), why[512];
     json_t *files = json_array();
     /* the run's own folder: never through a link it put there, nor a file's link followed */
-    int dfd = open_exact(dir, O_RDONLY | O_DIRECTORY);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d && dfd >= 0) close(dfd);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        size_t n = strlen(e->d_name);
+    run_dir rd, cd = {.fd = -1};
+    if (run_dir_open(&rd, run, why, sizeof why) == 0) {
+        (void)run_dir_open_sub(&rd, layout_run_file_name(RUN_FILE_CHECKPOINTS), &cd, why, sizeof why);
+        run_dir_close(&rd);
+    }
+    free(run);
+    char **names = NULL;
+    int count = cd.fd >= 0 ? run_dir_names(&cd, &names) : 0;
+    for (int i = 0; i < count; i++) {
+        const char *name = names[i];
+        size_t n = strlen(name);
         const char *suffix = ".safetensors";
-        if (n <= strlen(suffix) || strcmp(e->d_name + n - strlen(suffix), suffix) != 0) continue; /* *.tmp.PID: being written */
-        char *path = xasprintf("%s/%s", dir, e->d_name);
+        if (n <= strlen(suffix) || strcmp(name + n - strlen(suffix), suffix) != 0) continue; /* *.tmp.PID: being written */
+        char *path = xasprintf("%s/%s", dir, name);
         struct stat sb;
-        if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+        if (run_dir_stat(&cd, name, &sb) == 0 && S_ISREG(sb.st_mode)) {
             char when[32];
             format_iso8601((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000, when);
             int epoch = -1;
             long step = -1;
             char tail;
             /* epoch-NNNN: the end of epoch N; epoch-NNNN-step-S: within epoch N, before its step S (a preemption) */
-            bool within = sscanf(e->d_name, "epoch-%d-step-%ld.safetensor%c", &epoch, &step, &tail) == 3 &&
+            bool within = sscanf(name, "epoch-%d-step-%ld.safetensor%c", &epoch, &step, &tail) == 3 &&
                           tail == 's' && epoch >= 0 && step >= 0;
-            bool numbered = within || (sscanf(e->d_name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' &&
+            bool numbered = within || (sscanf(name, "epoch-%d.safetensor%c", &epoch, &tail) == 2 && tail == 's' &&
                                        epoch >= 0);
-            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "file", e->d_name, "path", path,
+            json_array_append_new(files, json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "file", name, "path", path,
                                                    "bytes", (json_int_t)sb.st_size, "modified_at", when, "epoch",
                                                    numbered ? json_integer(epoch) : json_null(), "next_step",
                                                    within ? json_integer(step) : json_null()));
         }
         free(path);
     }
-    if (d) closedir(d);
+    run_dir_names_free(names, count);
+    if (cd.fd >= 0) run_dir_close(&cd);
     size_t n = json_array_size(files);
     json_t **items = xmalloc((n ? n : 1) * sizeof *items);
     for (size_t i = 0; i < n; i++) items[i] = json_incref(json_array_get(files, i));
@@ -661,21 +668,26 @@ static void get_logs(request *rq, response *rs) {
      * read as if it were the whole: offsets count from its start) */
     int64_t begin = 0, end = -1;
     if (attempt >= 0 && !attempt_span(rs, id, &b, attempt, rank, &begin, &end)) return;
-    char *path = rank >= 0 ? layout_rank_log_path(id, (int)rank) : layout_run_path(id, RUN_FILE_LOG);
+    char *dir = layout_run_dir(id), rel[64];
+    if (rank >= 0) snprintf(rel, sizeof rel, RUN_DIR_RANK_LOG, (int)rank);
+    else snprintf(rel, sizeof rel, "%s", RUN_DIR_LOG);
     char *text = NULL;
     size_t len = 0;
     long long next = 0, size = 0;
     /* offset=: whole lines from that byte on, and where the next read starts (so that
      * a follower misses nothing and repeats nothing); else the last `tail` lines */
-    int rc = offset >= 0 ? logtail_read_from_span(path, begin, end, begin + offset, 1 << 20, &text, &len, &next, &size)
-                         : logtail_read_span(path, begin, end, (size_t)tail, &text, &len, &next);
+    int rc = offset >= 0 ? logtail_read_from_span(dir, rel, begin, end, begin + offset, 1 << 20, &text, &len, &next,
+                                                  &size)
+                         : logtail_read_span(dir, rel, begin, end, (size_t)tail, &text, &len, &next);
     int read_errno = errno;
-    free(path);
-    if (rc != 0 && read_errno == ELOOP) { /* open_exact.h */
+    free(dir);
+    if (rc != 0 && run_file_planted(read_errno)) { /* run_files.h */
         reply_problem(rs, 403, NULL,
-                      "run %lld's log is not a file of its own: the run left a link in its directory where its log "
-                      "was, and ddpd does not follow a run's links",
-                      (long long)id);
+                      "run %lld's log is not a file of its own: the run left %s in its directory where its log was, "
+                      "and ddpd does not follow a run's links nor open what is not its own file",
+                      (long long)id, read_errno == ELOOP ? "a link" : read_errno == ENXIO ? "a FIFO, a socket or a device"
+                                    : read_errno == EXDEV ? "another account's file (or a hard link to one)"
+                                                          : "a file too large to be its log");
         return;
     }
     if (rc != 0 && read_errno != ENOENT) {

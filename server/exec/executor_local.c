@@ -19,6 +19,7 @@
 #include "launcher_argv.h"
 #include "logtail.h"
 #include "procstat.h"
+#include "run_dir.h"
 #include "run_cgroup.h"
 #include "sha256.h"
 #include "state_layout.h"
@@ -159,7 +160,6 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     (void)h;
     const char *program = l->command ? L.c.runner : L.c.trainer;
     char *run_dir = layout_run_dir(l->run), *config = layout_run_path(l->run, RUN_FILE_CONFIG);
-    char *log = layout_run_path(l->run, RUN_FILE_LOG);
     pthread_mutex_lock(&L.mu);
     local_part *p = add_part(l->run, l->part);
     p->across = l->nodes > 0;
@@ -198,7 +198,7 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; !l->gpu && i < l->n_devices && online > 0; i++) cpus[n_cpus++] = l->devices[i] % (int)online;
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
-                         .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_path = log,
+                         .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_name = RUN_DIR_LOG,
                          .log_banner = banner, .account = l->account, .refused = l->account_refused,
                          .cgroup = cgroup, .cpus = cpus, .n_cpus = n_cpus};
     supervisor_request_spawn(&req);
@@ -209,7 +209,6 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     free(rendezvous);
     free(run_dir);
     free(config);
-    free(log);
     return START_PENDING;
 }
 
@@ -242,9 +241,9 @@ static char *describe_end(const local_part *p, int wstatus) {
     describe_wait_status(wstatus, how, sizeof how);
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2) {
         /* 2: invalid config or usage, said in the log before any rank started */
-        char *log_path = layout_run_path(p->run, RUN_FILE_LOG);
-        char *last = logtail_last_line(log_path, 400);
-        free(log_path);
+        char *dir = layout_run_dir(p->run);
+        char *last = logtail_last_line(dir, RUN_DIR_LOG, 400);
+        free(dir);
         char *reason = last ? xasprintf("the trainer refused the run: %s", last)
                             : xasprintf("%s %s (invalid config or usage); see its log", who, how);
         free(last);
@@ -254,9 +253,9 @@ static char *describe_end(const local_part *p, int wstatus) {
         int sig = WEXITSTATUS(wstatus) - 128;
         return xasprintf("%s stopped on signal %d (%s) that the server did not send", who, sig, strsignal(sig));
     }
-    char *log_path = layout_run_path(p->run, RUN_FILE_LOG);
-    char *last = WIFEXITED(wstatus) ? logtail_last_line(log_path, 400) : NULL;
-    free(log_path);
+    char *dir = layout_run_dir(p->run);
+    char *last = WIFEXITED(wstatus) ? logtail_last_line(dir, RUN_DIR_LOG, 400) : NULL;
+    free(dir);
     char *reason = last ? xasprintf("%s %s; its last log line: %s", who, how, last) : xasprintf("%s %s", who, how);
     free(last);
     return reason;
@@ -278,12 +277,12 @@ void executor_local_exited(pid_t pid, int wstatus) {
                   .exit_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : NO_INT, .end_t = now_ms()};
     journal_end je;
     if (p->across) { /* the relayed parts' ends come through the same socket: only the journal here says ours */
-        char *journal = layout_run_path(p->run, RUN_FILE_JOURNAL);
-        if (journal_end_read(journal, &je)) {
+        char *dir = layout_run_dir(p->run);
+        if (journal_end_read(dir, &je)) {
             e.reason = je.reason[0] ? je.reason : NULL;
             e.end_t = je.t;
         }
-        free(journal);
+        free(dir);
     }
     char *how = e.exit_code != 0 ? describe_end(p, wstatus) : NULL;
     e.how = how;

@@ -20,9 +20,12 @@
 #include "part_desc.h"
 #include "rendezvous.h"
 #include "run_cmd.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "secret.h"
 #include "slurm_cli.h"
 #include "state_layout.h"
+#include "store_read.h"
 
 extern char **environ;
 
@@ -85,6 +88,8 @@ static struct {
     char squeue_error[600]; /* why squeue did not answer last; "": it did */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
+#define JOB_SCRIPT "job.sh" /* the batch script sbatch reads, beside config.json */
+
 /* ---- the run's trainer.log: what Slurm did with it ---- */
 
 static void run_log(int64_t run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -94,13 +99,17 @@ static void run_log(int64_t run, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    char *path = layout_run_path(run, RUN_FILE_LOG);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        dprintf(fd, "slurm: %s\n", line);
-        close(fd);
+    char *dir = layout_run_dir(run), why[512];
+    run_dir d;
+    if (run_dir_open(&d, dir, why, sizeof why) == 0) { /* never through a link the run left (run_files.h) */
+        int fd = run_file_open_append(&d, RUN_DIR_LOG, why, sizeof why);
+        if (fd >= 0) {
+            dprintf(fd, "slurm: %s\n", line);
+            close(fd);
+        }
+        run_dir_close(&d);
     }
-    free(path);
+    free(dir);
 }
 
 /* ---- jobs ---- */
@@ -227,11 +236,11 @@ static char *slurm_waiting_for(int64_t run) {
 
 /* ---- the thread's commands ---- */
 
-/* The part's CPUs per rank: the config's distributed.threads_per_rank. */
+/* The part's CPUs per rank: the config's distributed.threads_per_rank, as submitted
+ * (the database's: its account may edit the config.json in its directory). */
 static int cpus_per_rank(int64_t run) {
-    char *path = layout_run_path(run, RUN_FILE_CONFIG);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    free(path);
+    json_t *cfg = NULL;
+    (void)store_get_config(run, &cfg);
     json_int_t t = json_integer_value(json_object_get(json_object_get(cfg, "distributed"), "threads_per_rank"));
     json_decref(cfg);
     return t > 0 ? (int)t : 1;
@@ -245,20 +254,22 @@ static int cpus_per_rank(int64_t run) {
  * 0, or -1 and why. */
 static int hand_dirs_to(const run_account *a, int64_t run, char *why, size_t n) {
     layout_open_for_accounts();
-    char *run_dir = layout_run_path(run, RUN_FILE_CONFIG);
-    char *slash = strrchr(run_dir, '/');
-    if (slash) *slash = '\0';
-    int rc = run_account_take_dir(a, run_dir, why, n);
-    free(run_dir);
+    char *dir = layout_run_dir(run);
+    int rc = run_account_take_dir(a, dir, why, n);
+    free(dir);
     if (rc != 0) return -1;
     if (mkdir(S.c.work_dir, 0711) == 0) (void)chmod(S.c.work_dir, 0711); /* whatever the umask */
     else if (errno != EEXIST) return 0;                                      /* not on this host */
-    char *work = xasprintf("%s/%lld", S.c.work_dir, (long long)run);
-    if ((mkdir(work, 0700) != 0 && errno != EEXIST) || lchown(work, a->uid, a->gid) != 0 || chmod(work, 0700) != 0) {
+    /* by its descriptor, never following a link in its place (run_files.h) */
+    char *work = xasprintf("%s/%lld", S.c.work_dir, (long long)run), err[768];
+    run_dir w;
+    if ((mkdir(work, 0700) != 0 && errno != EEXIST) || run_dir_open(&w, work, err, sizeof err) != 0 ||
+        run_dir_hand_over(&w, a->uid, a->gid, 0700, err, sizeof err) != 0) {
         snprintf(why, n, "cannot hand the run's work directory %s to the account %s: %s", work, a->name,
-                 strerror(errno));
+                 w.fd >= 0 || errno != EEXIST ? err : strerror(errno));
         rc = -1;
     }
+    run_dir_close(&w);
     free(work);
     return rc;
 }
@@ -292,24 +303,24 @@ static void submit_locked(sl_job *j) {
     pthread_mutex_unlock(&S.mu);
 
     int per_node = l.world_size / n_parts, cpus = cpus_per_rank(l.run);
-    char *script_path = layout_run_path(l.run, RUN_FILE_CONFIG);
-    char *slash = strrchr(script_path, '/');
-    if (slash) snprintf(slash + 1, strlen(slash + 1) + 1, "%s", "job.sh"); /* beside config.json */
+    char *run_dir_path = layout_run_dir(l.run), *script_path = xasprintf("%s/" JOB_SCRIPT, run_dir_path);
     slurm_script_spec ss = {.run = l.run, .ddpd = S.c.ddpd, .server_url = url, .work_dir = S.c.work_dir,
                             .cpus_per_node = per_node * cpus, .data_roots = S.c.data_roots,
                             .n_data_roots = l.command ? 0 : S.c.n_data_roots,
                             .port_lo = l.command ? l.port_lo : 0, .port_hi = l.command ? l.port_hi : 0};
     char *script = slurm_batch_script(&ss);
     char job[64] = "", why[1024] = "";
-    FILE *f = fopen(script_path, "w");
-    if (!f || fputs(script, f) < 0 || fclose(f) != 0) {
-        snprintf(why, sizeof why, "cannot write the batch script %s: %s", script_path, strerror(errno));
-        f = NULL;
-    }
+    run_dir d; /* beside config.json, as run_files.h writes a run's files: never through a link it left */
+    char werr[768];
+    if (run_dir_open(&d, run_dir_path, werr, sizeof werr) != 0 ||
+        run_file_write(&d, JOB_SCRIPT, script, strlen(script), 0600, werr, sizeof werr) != 0)
+        snprintf(why, sizeof why, "cannot write the batch script: %s", werr);
+    run_dir_close(&d);
+    free(run_dir_path);
     if (!why[0] && l.account_refused) /* its owner's account is gone since it was submitted */
         snprintf(why, sizeof why, "%s", l.account_refused);
-    else if (!why[0] && l.account && hand_dirs_to(l.account, l.run, why, sizeof why) != 0)
-        f = NULL;
+    else if (!why[0] && l.account)
+        (void)hand_dirs_to(l.account, l.run, why, sizeof why); /* why says it when it could not */
     /* (l.owner is the job's own copy: the job stays while it is `submitting`) */
     slurm_job_spec js = {.run = l.run, .nodes = n_parts, .ranks_per_node = per_node, .cpus_per_rank = cpus,
                          .gpus = l.gpu, .partition = S.c.partition, .account = S.c.account,

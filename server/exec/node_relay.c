@@ -1,5 +1,4 @@
 /* What agents forward, delivered: see node_relay.h. */
-#include "open_exact.h"
 #include "node_relay.h"
 
 #include <ctype.h>
@@ -18,6 +17,7 @@
 #include "ids.h"
 #include "state_layout.h"
 #include "run_dir.h"
+#include "run_files.h"
 
 #define MAX_STREAMS 4096
 #define MAX_LOGS 4096
@@ -89,10 +89,11 @@ static log_pos *find_log(int node, int64_t run_id, const char *file, int64_t off
 
 /* The size of this server's copy of a run's file (0: none yet). */
 static int64_t copy_size(int64_t run_id, const char *file) {
-    char *dir = layout_run_dir(run_id), *path = xasprintf("%s/%s", dir, file);
+    char *dir = layout_run_dir(run_id), why[512];
     struct stat st;
-    int64_t n = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
-    free(path);
+    int fd = run_file_open_in(dir, file, RUN_FILE_ANY_SIZE, &st, why, sizeof why); /* never through a run's link */
+    int64_t n = fd >= 0 ? (int64_t)st.st_size : 0;
+    if (fd >= 0) close(fd);
     free(dir);
     return n;
 }
@@ -242,21 +243,25 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
         next = l->next_offset; /* had it all */
     } else {
         size_t skip = (size_t)(l->next_offset - offset);
-        char *dir = layout_run_dir(run_id);
-        char *path = xasprintf("%s/%s", dir, file);
-        if (strncmp(file, RUN_DIR_RANKS "/", strlen(RUN_DIR_RANKS "/")) == 0) {
-            char *ranks = xasprintf("%s/" RUN_DIR_RANKS, dir);
-            mkdir(ranks, 0700);
-            free(ranks);
+        char *dir = layout_run_dir(run_id), why[768] = "";
+        run_dir d;
+        int fd = -1;
+        /* the run's own files, as run_files.h writes them: never through a link it left */
+        if (run_dir_open(&d, dir, why, sizeof why) == 0) {
+            if (strncmp(file, RUN_DIR_RANKS "/", strlen(RUN_DIR_RANKS "/")) == 0)
+                (void)run_dir_make_sub(&d, RUN_DIR_RANKS, why, sizeof why);
+            fd = run_file_open_append(&d, file, why, sizeof why);
+            run_dir_close(&d);
         }
         buf_t out = {0};
         bool is_main = strcmp(file, RUN_DIR_LOG) == 0;
         bool mid = l->mid_line;
         if (is_main) prefixed(&out, node_name, text + skip, len - skip, &mid);
         else buf_append(&out, text + skip, len - skip);
-        int fd = open_exact_mode(path, O_WRONLY | O_CREAT | O_APPEND, 0600); /* never through a run's link */
         bool ok = fd >= 0 && write(fd, out.data, out.len) == (ssize_t)out.len;
-        if (!ok) snprintf(err, errlen, "cannot append to run %lld's %s: %s", (long long)run_id, file, strerror(errno));
+        if (!ok)
+            snprintf(err, errlen, "cannot append to run %lld's %s: %s", (long long)run_id, file,
+                     fd < 0 ? why : strerror(errno));
         if (fd >= 0) close(fd);
         if (ok) {
             l->next_offset = offset + (int64_t)len;
@@ -264,7 +269,6 @@ int64_t relay_log(int node, const char *node_name, int64_t run_id, const char *f
             next = l->next_offset;
         }
         buf_free(&out);
-        free(path);
         free(dir);
     }
     pthread_mutex_unlock(&R.mu);

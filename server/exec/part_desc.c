@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "part_wire.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "state_layout.h"
 
 json_t *part_description(const part_launch *l, const char *master_addr, int master_port, json_t *devices) {
@@ -21,9 +23,10 @@ json_t *part_description(const part_launch *l, const char *master_addr, int mast
 
 bool part_description_add_config(json_t *desc) {
     if (json_is_object(json_object_get(desc, "config"))) return true;
-    char *path = layout_run_path(json_integer_value(json_object_get(desc, "run")), RUN_FILE_CONFIG);
-    json_t *config = json_load_file(path, 0, NULL); /* as this host's trainer reads it: paths resolved */
-    free(path);
+    char *dir = layout_run_dir(json_integer_value(json_object_get(desc, "run"))), why[512];
+    /* as this host's trainer reads it (paths resolved), as the run's own file (run_files.h) */
+    json_t *config = run_file_load_json_in(dir, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, why, sizeof why);
+    free(dir);
     if (!config) return false;
     json_object_set_new(desc, "config", config);
     return true;

@@ -22,6 +22,7 @@
 #include "base.h"
 #include "child_setup.h"
 #include "run_cgroup.h"
+#include "run_files.h"
 
 extern char **environ;
 
@@ -42,7 +43,7 @@ void describe_wait_status(int wstatus, char *out, size_t outlen) {
 typedef struct queued_spawn {
     int64_t run_id;
     int group;
-    char *program, *cwd, *log_path, *log_banner;
+    char *program, *cwd, *log_name, *log_banner;
     char **argv, **env_set, **env_drop;
     run_account account;
     bool as_account;
@@ -71,7 +72,7 @@ static void free_strv(char **v) {
 static void free_queued(queued_spawn *q) {
     free(q->program);
     free(q->cwd);
-    free(q->log_path);
+    free(q->log_name);
     free(q->log_banner);
     free(q->refused);
     free(q->cgroup);
@@ -96,7 +97,7 @@ void supervisor_request_spawn(const spawn_request *r) {
     q->group = r->group;
     q->program = xstrdup(r->program);
     q->cwd = xstrdup(r->cwd);
-    q->log_path = xstrdup(r->log_path);
+    q->log_name = xstrdup(r->log_name);
     q->log_banner = xstrdup(r->log_banner);
     q->argv = copy_strv(r->argv);
     q->env_set = copy_strv(r->env_set);
@@ -156,7 +157,6 @@ fail:;
  * becomes its account (q->account, when as_account) before exec, which a posix_spawn
  * cannot. A pipe closed on exec says whether the exec happened. */
 static pid_t fork_as(queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
-    if (q->as_account && q->cwd && run_account_take_dir(&q->account, q->cwd, err, errlen) != 0) return -1;
     if (q->cgroup) {
         char why[512];
         static bool said;
@@ -206,10 +206,23 @@ static pid_t spawn_one(queued_spawn *q, char *err, size_t errlen) {
         snprintf(err, errlen, "%s", q->refused);
         return -1;
     }
-    /* never through a link the run put in its directory: the server may be root */
-    int log_fd = open(q->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* the run directory handed to its account first, so that the log it makes is the
+     * account's; never through a link the run put there, never blocked by a FIFO */
+    run_dir d;
+    char why[384];
+    if (run_dir_open(&d, q->cwd, why, sizeof why) != 0) {
+        snprintf(err, errlen, "cannot open the run's directory: %s", why);
+        return -1;
+    }
+    if (q->as_account && run_dir_hand_over(&d, q->account.uid, getegid(), 0770, why, sizeof why) != 0) {
+        snprintf(err, errlen, "cannot hand the run directory to the account %s: %s", q->account.name, why);
+        run_dir_close(&d);
+        return -1;
+    }
+    int log_fd = run_file_open_append(&d, q->log_name, why, sizeof why);
+    run_dir_close(&d);
     if (log_fd < 0) {
-        snprintf(err, errlen, "cannot open the run's log %s: %s", q->log_path, strerror(errno));
+        snprintf(err, errlen, "cannot open the run's log: %s", why);
         return -1;
     }
     if (q->log_banner) {

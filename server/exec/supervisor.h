@@ -26,8 +26,9 @@ typedef struct {
     char *const *argv;         /* NULL-terminated; argv[0] as the program sees it */
     char *const *env_set;      /* "NAME=VALUE", NULL-terminated: added, replacing the server's */
     char *const *env_drop;     /* name prefixes ("DDPD_") of the server's variables not passed on */
-    const char *cwd;
-    const char *log_path;      /* stdout and stderr are appended here (created 0600) */
+    const char *cwd;           /* its run directory */
+    const char *log_name;      /* stdout and stderr are appended to this file of cwd (created 0600), opened
+                                * as run_files.h opens a run's files: never through a link, never a FIFO */
     const char *log_banner;    /* a first line for the log, or NULL */
     /* the account it runs as (run_as.h): its uid, gid and groups, HOME, USER and LOGNAME,
      * umask 077, no capability; cwd (its run directory) is handed to it first. NULL: the

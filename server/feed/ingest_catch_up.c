@@ -33,6 +33,10 @@ static void on_attempt(void *ctx, store_op *op) {
     if (U.hooks.attempt) (void)U.hooks.attempt(op, 0); /* the journal's word, as its end's */
 }
 
+/* What one catch-up reads of a journal at most (its events are about 100 bytes: a
+ * million of them), whatever the journal holds. */
+#define CATCH_UP_MAX_BYTES ((int64_t)128 << 20)
+
 /* The newest of a process's seqs, stored either way. */
 static int64_t stored_through(const catch_up_process *p) {
     if (p->received == NO_INT) return p->replayed_through;
@@ -42,13 +46,14 @@ static int64_t stored_through(const catch_up_process *p) {
 
 /* The journal's events of p after what it stored, queued now. */
 static void replay_missed(catch_up_process *p) {
-    char *path = layout_run_path(p->run_id, RUN_FILE_JOURNAL);
+    char *dir = layout_run_dir(p->run_id);
     journal_process want = p->id;
     want.after_seq = stored_through(p);
-    journal_replay *j = journal_replay_open_process(p->run_id, path, &want,
+    journal_replay *j = journal_replay_open_process(p->run_id, dir, &want,
                                                     &(journal_hooks){.ctx = p, .progress = on_progress,
                                                                      .attempt = on_attempt});
-    journal_replay_read(j, false, 0);
+    /* on the ingest thread: bounded, so that one run's journal cannot hold every run's events */
+    journal_replay_read(j, false, CATCH_UP_MAX_BYTES);
     const journal_outcome *o = journal_replay_outcome(j);
     if (o->last_seq != NO_INT) {
         p->replayed_through = o->last_seq;
@@ -58,7 +63,7 @@ static void replay_missed(catch_up_process *p) {
     }
     if (o->ended && U.hooks.end) U.hooks.end(p->run_id, o->status, o->reason, 0);
     journal_replay_close(j);
-    free(path);
+    free(dir);
 }
 
 catch_up_process *catch_up_hello(int64_t run_id, int rank, const json_t *hello, bool *again) {

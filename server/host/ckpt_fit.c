@@ -42,10 +42,10 @@ static void check_mlp_widths(const json_t *config, const ckpt_header *h, const c
     }
 }
 
-void ckpt_fit_check(const json_t *config, const char *path, schema_errors *errs) {
+void ckpt_fit_check(const json_t *config, const char *runs_dir, const char *path, schema_errors *errs) {
     ckpt_header h;
     char err[1024];
-    if (ckpt_header_read(path, &h, err, sizeof err) != 0) {
+    if (ckpt_header_read(runs_dir, path, &h, err, sizeof err) != 0) {
         schema_errors_add(errs, AT, "%s", err);
         return;
     }

@@ -11,8 +11,9 @@
 
 #include "validator.h"
 
-/* config: with its defaults filled; path: checkpoint.load resolved (absolute). Adds
- * every misfit to errs, at /checkpoint/load (or /train/epochs). */
-void ckpt_fit_check(const json_t *config, const char *path, schema_errors *errs);
+/* config: with its defaults filled; path: checkpoint.load resolved (absolute), a
+ * checkpoint of a run directory beneath runs_dir. Adds every misfit to errs, at
+ * /checkpoint/load (or /train/epochs). */
+void ckpt_fit_check(const json_t *config, const char *runs_dir, const char *path, schema_errors *errs);
 
 #endif

@@ -1,5 +1,4 @@
 /* The launcher's `end` in a journal: see journal_end.h. */
-#include "open_exact.h"
 #include "journal_end.h"
 
 #include <fcntl.h>
@@ -9,6 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "run_dir.h"
+#include "run_files.h"
 
 #define TAIL_BYTES (256 * 1024)
 
@@ -27,13 +29,11 @@ static bool parse_end(const char *line, size_t len, journal_end *out) {
     return ok;
 }
 
-bool journal_end_read(const char *path, journal_end *out) {
-    int fd = open_exact(path, O_RDONLY);
+bool journal_end_read(const char *run_dir, journal_end *out) {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0) close(fd);
-        return false;
-    }
+    char why[512];
+    int fd = run_file_open_in(run_dir, RUN_DIR_JOURNAL, RUN_FILE_ANY_SIZE, &st, why, sizeof why);
+    if (fd < 0) return false;
     off_t from = st.st_size > TAIL_BYTES ? st.st_size - TAIL_BYTES : 0;
     size_t n = (size_t)(st.st_size - from);
     char *tail = malloc(n + 1);

@@ -14,7 +14,9 @@ typedef struct {
     int64_t t;         /* unix ms, the node's clock */
 } journal_end;
 
-/* false when the journal has no launcher `end` (among its last 256 KiB). */
-bool journal_end_read(const char *path, journal_end *out);
+/* The journal of the run directory `run_dir`, opened as run_files.h opens a run's
+ * files. false when it has no launcher `end` (among its last 256 KiB), or is not the
+ * run's own file. */
+bool journal_end_read(const char *run_dir, journal_end *out);
 
 #endif

@@ -11,38 +11,34 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "open_exact.h"
+#include "run_files.h"
 
 /* Opens the file and says where the span ends in it now: the file's size, or `end`
  * when it is short of that. -1 with errno. */
-static int open_span(const char *path, long long end, long long *size, long long *stop) {
-    int fd = open_exact(path, O_RDONLY); /* a run's own log: never through a link it put there */
-    if (fd < 0) return -1;
+static int open_span(const char *dir, const char *rel, long long end, long long *size, long long *stop) {
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
+    char why[512];
+    /* a run's own log: never through a link it put there, never a FIFO (run_files.h) */
+    int fd = run_file_open_in(dir, rel, RUN_FILE_ANY_SIZE, &sb, why, sizeof why);
+    if (fd < 0) return -1;
     *size = (long long)sb.st_size;
     *stop = end >= 0 && end < *size ? end : *size;
     return fd;
 }
 
-int logtail_read_from(const char *path, long long offset, size_t max, char **out, size_t *len, long long *next,
+int logtail_read_from(const char *dir, const char *rel, long long offset, size_t max, char **out, size_t *len, long long *next,
                       long long *size) {
-    return logtail_read_from_span(path, 0, -1, offset, max, out, len, next, size);
+    return logtail_read_from_span(dir, rel, 0, -1, offset, max, out, len, next, size);
 }
 
-int logtail_read_from_span(const char *path, long long begin, long long end, long long offset, size_t max, char **out,
+int logtail_read_from_span(const char *dir, const char *rel, long long begin, long long end, long long offset, size_t max, char **out,
                            size_t *len, long long *next, long long *size) {
     *out = NULL;
     *len = 0;
     if (offset < begin) offset = begin;
     *next = offset;
     long long stop;
-    int fd = open_span(path, end, size, &stop);
+    int fd = open_span(dir, rel, end, size, &stop);
     if (fd < 0) return -1;
     if (offset >= stop) {
         close(fd);
@@ -71,17 +67,17 @@ int logtail_read_from_span(const char *path, long long begin, long long end, lon
     return 0;
 }
 
-int logtail_read(const char *path, size_t n, char **out, size_t *len, long long *end_offset) {
-    return logtail_read_span(path, 0, -1, n, out, len, end_offset);
+int logtail_read(const char *dir, const char *rel, size_t n, char **out, size_t *len, long long *end_offset) {
+    return logtail_read_span(dir, rel, 0, -1, n, out, len, end_offset);
 }
 
-int logtail_read_span(const char *path, long long begin, long long stop, size_t n, char **out, size_t *len,
+int logtail_read_span(const char *dir, const char *rel, long long begin, long long stop, size_t n, char **out, size_t *len,
                       long long *end_offset) {
     *out = NULL;
     *len = 0;
     *end_offset = begin;
     long long size, last;
-    int fd = open_span(path, stop, &size, &last);
+    int fd = open_span(dir, rel, stop, &size, &last);
     if (fd < 0) return -1;
     off_t floor = (off_t)(begin < last ? begin : last), end = (off_t)last, start = end;
     *end_offset = (long long)end;
@@ -119,11 +115,11 @@ int logtail_read_span(const char *path, long long begin, long long stop, size_t 
     return 0;
 }
 
-char *logtail_last_line(const char *path, size_t maxlen) {
+char *logtail_last_line(const char *dir, const char *rel, size_t maxlen) {
     char *text;
     size_t len;
     long long end;
-    if (logtail_read(path, 8, &text, &len, &end) != 0 || !text) return NULL;
+    if (logtail_read(dir, rel, 8, &text, &len, &end) != 0 || !text) return NULL;
     char *result = NULL;
     /* the last non-blank line of the (up to) eight */
     char *e = text + len;

@@ -1,7 +1,6 @@
 /* A run's Unix account: see run_account.h. */
 #include "run_account.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "run_files.h"
 
 int run_account_lookup(const char *name, run_account *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -109,27 +109,13 @@ int run_account_become(const run_account *a) {
 }
 
 int run_account_take_dir(const run_account *a, const char *dir, char *err, size_t errlen) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0 || fchown(dfd, a->uid, getegid()) != 0 || fchmod(dfd, 0770) != 0) {
-        snprintf(err, errlen, "cannot hand the run directory %s to the account %s: %s", dir, a->name, strerror(errno));
-        if (dfd >= 0) close(dfd);
-        return -1;
-    }
-    uid_t self = geteuid();
-    int lfd = dup(dfd);
-    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        struct stat st;
-        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
-        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == self &&
-            (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-            (void)fchownat(dfd, e->d_name, a->uid, getegid(), AT_SYMLINK_NOFOLLOW);
-    }
-    if (d) closedir(d);
-    else if (lfd >= 0) close(lfd);
-    close(dfd);
-    return 0;
+    run_dir d;
+    char why[768];
+    int rc = run_dir_open(&d, dir, why, sizeof why) == 0 ? run_dir_hand_over(&d, a->uid, getegid(), 0770, why, sizeof why)
+                                                         : -1;
+    if (rc != 0) snprintf(err, errlen, "cannot hand the run directory to the account %s: %s", a->name, why);
+    run_dir_close(&d);
+    return rc;
 }
 
 char **run_account_env(const run_account *a, char *const *set) {

@@ -50,11 +50,12 @@ int run_account_become(const run_account *a);
 char **run_account_env(const run_account *a, char *const *set);
 void run_account_env_free(char **env);
 
-/* A run directory handed to the account (the local supervisor's cwd, a Slurm run's
- * directory holding its batch script): the directory itself and what this process put
+/* A run directory handed to the account (a Slurm run's directory holding its batch
+ * script, an agent's part directory): the directory itself and what this process put
  * in it (config.json, the log) become the account's, the directory's group this
- * process's (it keeps its way in), mode 0770: no other account may enter. Never
- * following a link the run may have put there. 0, or -1 and err. */
+ * process's (it keeps its way in), mode 0770: no other account may enter. By
+ * descriptors, never following a link the run may have put there (run_files.h's
+ * run_dir_hand_over). 0, or -1 and err. */
 int run_account_take_dir(const run_account *a, const char *dir, char *err, size_t errlen);
 
 #endif

@@ -196,13 +196,13 @@ void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
 /* A built-in run's position to continue from: its newest checkpoint's (it resumes
  * from it), else the start. */
 static void continue_point(live_run *r, int64_t *global_step, int64_t *epoch) {
-    char *dir = layout_run_path(r->id, RUN_FILE_CHECKPOINTS), *path = ckpt_newest(dir);
+    char *dir = layout_run_dir(r->id), *path = ckpt_newest(dir);
     free(dir);
     ckpt_header h = {0};
     char err[512];
     *global_step = 0;
     *epoch = -1;
-    r->resume = path && ckpt_header_read(path, &h, err, sizeof err) == 0 && h.global_step >= 0 && h.next_epoch >= 0;
+    r->resume = path && ckpt_header_read(layout_runs_dir(), path, &h, err, sizeof err) == 0 && h.global_step >= 0 && h.next_epoch >= 0;
     if (r->resume) {
         *global_step = h.global_step;
         *epoch = h.next_epoch - 1;

@@ -8,6 +8,8 @@
 
 #include "base.h"
 #include "ckpt_header.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "run_status.h"
 #include "scheduler.h"
 #include "state_layout.h"
@@ -18,7 +20,7 @@
  * newest in the run directory, else the config's checkpoint.load (where the run
  * started from). NULL (and why) when there is none. */
 static char *checkpoint_to_resume(int64_t id, const json_t *cfg, char *why, size_t whylen) {
-    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS);
+    char *dir = layout_run_dir(id);
     char *path = ckpt_newest(dir);
     free(dir);
     if (path) return path;
@@ -44,23 +46,20 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
                  run_status_name(b.status));
         return RESUME_REFUSED;
     }
-    /* The config as its trainer reads it (paths resolved), which --resume reads again. */
-    char *cfg_path = layout_run_path(id, RUN_FILE_CONFIG);
-    json_error_t je;
-    json_t *cfg = json_load_file(cfg_path, 0, &je);
+    /* The config as its trainer reads it (paths resolved), which --resume reads again:
+     * the run's own file (run_files.h: never through a link, never a FIFO, bounded) */
+    char *dir = layout_run_dir(id), err[1024];
+    json_t *cfg = run_file_load_json_in(dir, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, err, sizeof err);
+    free(dir);
     if (!cfg) {
-        snprintf(why, whylen, "run %lld cannot be resumed: its config %s cannot be read (%s)", (long long)id, cfg_path,
-                 je.text);
-        free(cfg_path);
+        snprintf(why, whylen, "run %lld cannot be resumed: its config cannot be read: %s", (long long)id, err);
         return RESUME_REFUSED;
     }
-    free(cfg_path);
     resume_result res = RESUME_REFUSED;
     char *ckpt = NULL;
     const char *mode = json_string_value(json_object_get(cfg, "mode"));
     pool_kind pool = strcmp(b.device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
     ckpt_header h = {0};
-    char err[1024];
     if (!b.command && mode && strcmp(mode, "eval") == 0) {
         snprintf(why, whylen, "run %lld is an eval run (mode eval): there is no training to continue; submit it again "
                  "(POST /runs)", (long long)id);
@@ -70,7 +69,15 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .command = b.command, .resume = !b.command,
                       .restart_count = next, .restarts_from = next, .owner = b.has_owner ? b.owner : NULL,
                       .priority = b.priority, .preemptible = b.preemptible};
-    run_needs_distributed(cfg, &need);
+    /* how it runs, from the config as submitted (the database's, which its account
+     * cannot edit) */
+    json_t *submitted = NULL;
+    if (store_get_config(id, &submitted) < 0) {
+        res = RESUME_STORE_ERROR;
+        goto out;
+    }
+    run_needs_distributed(submitted ? submitted : cfg, &need);
+    json_decref(submitted);
     if (!scheduler_can_place(&need, err, sizeof err)) {
         /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */
         const char *flag = pool == POOL_GPU ? "--gpus" : "--slots";
@@ -85,7 +92,7 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     op.u.resume.attempt = next;
     if (!b.command) { /* a command run has no checkpoint of ddpd's: its script keeps its own */
         if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
-        bool readable = ckpt_header_read(ckpt, &h, err, sizeof err) == 0;
+        bool readable = ckpt_header_read(layout_runs_dir(), ckpt, &h, err, sizeof err) == 0;
         if (!readable || h.next_epoch < 1 || h.global_step < 0) {
             if (readable) /* err names the file first */
                 snprintf(err, sizeof err, "%s: it holds no position to continue from (next_epoch, global_step)", ckpt);

@@ -13,6 +13,7 @@
 #include "journal_replay.h"
 #include "logtail.h"
 #include "rendezvous.h"
+#include "run_dir.h"
 #include "state_layout.h"
 #include "store.h"
 #include "store_read.h"
@@ -63,9 +64,10 @@ void watch_hang_locked(live_run *r, int64_t now) {
         buf_printf(&who, "%s%d", n++ ? ", " : "", k);
         if (r->server_blame.rank != NO_INT) continue;
         r->server_blame.rank = k; /* the attempt's failing rank: the first furthest behind, and its last line */
-        char *log = layout_rank_log_path(r->id, k);
-        r->server_blame.last_line = logtail_last_line(log, 1000);
-        free(log);
+        char *dir = layout_run_dir(r->id), rel[64];
+        snprintf(rel, sizeof rel, RUN_DIR_RANK_LOG, k);
+        r->server_blame.last_line = logtail_last_line(dir, rel, 1000);
+        free(dir);
     }
     r->fail_reason = xasprintf("no progress for %.0f s (distributed.hang_timeout_s): rank%s %s furthest behind, at "
                                "step %lld; the run was stopped", r->hang_timeout_s, n > 1 ? "s" : "", who.data,
@@ -129,10 +131,10 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
     part_launch l = {.run = b->id, .world_size = r->world_size, .command = r->command, .secret = rp.secret};
     bool alive = K.local->adopt(&l, &h, gone, sizeof gone) == ADOPT_TAKEN;
     if (alive && r->command) watch_hangs_of(r);
-    char *journal = layout_run_path(b->id, RUN_FILE_JOURNAL);
-    r->journal = journal_replay_open(b->id, journal,
+    char *dir = layout_run_dir(b->id);
+    r->journal = journal_replay_open(b->id, dir,
                                      &(journal_hooks){.ctx = r, .progress = journal_progress, .attempt = journal_attempt});
-    free(journal);
+    free(dir);
     if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
     if (alive) {
         r->adopted = true;
@@ -213,9 +215,9 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step) {
 }
 
 static bool has_checkpoint(int64_t id) {
-    char *dir = layout_run_path(id, RUN_FILE_CHECKPOINTS), *path = ckpt_newest(dir);
-    bool found = path != NULL;
-    free(path);
+    char *dir = layout_run_dir(id), *name = ckpt_newest(dir);
+    bool found = name != NULL;
+    free(name);
     free(dir);
     return found;
 }
@@ -240,9 +242,10 @@ void scheduler_recover(void) {
                           .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
                           .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
                           .restart_count = next, .restarts_from = b->restarts_from};
-        char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
-        json_t *cfg = json_load_file(config, 0, NULL);
-        free(config);
+        /* how it runs, from the config as submitted: not from its config.json, which
+         * its account may have edited, and which is not read under the lock */
+        json_t *cfg = NULL;
+        if (store_get_config(b->id, &cfg) < 0) log_error("run %lld: cannot read its config from the database", (long long)b->id);
         run_needs_distributed(cfg, &need);
         json_decref(cfg);
         run_process rp = {.pid_start_time = NO_INT};

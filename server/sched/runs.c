@@ -2,7 +2,6 @@
 #include "runs.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,8 @@
 #include "command_run.h"
 #include "run_config.h"
 #include "run_as.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "run_fit.h"
 #include "run_reads.h"
 #include "scheduler.h"
@@ -78,27 +79,18 @@ static bool placement(const json_t *config, run_needs *need, schema_errors *errs
     return false;
 }
 
-/* Writes config.json through a temporary file: the trainer never reads half of one. */
-static int write_config_file(int64_t id, const json_t *config, char *err, size_t errlen) {
-    char *path = layout_run_path(id, RUN_FILE_CONFIG), *tmp = xasprintf("%s.tmp", path);
-    int rc = json_dump_file(config, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0 ? 0 : -1;
-    if (rc) snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-    free(tmp);
-    free(path);
-    return rc;
-}
-
-static int make_run_dir(int64_t id, char *err, size_t errlen) {
-    char *dir = layout_run_dir(id);
-    int rc = mkdir(dir, 0700);
-    if (rc != 0 && errno == EEXIST) {
-        /* Left by a database that was reset: keep it, out of the way. */
-        char *aside = xasprintf("%s.stale-%lld", dir, (long long)now_ms());
-        if (rename(dir, aside) == 0) rc = mkdir(dir, 0700);
-        free(aside);
+/* The run's directory made (one left by a database that was reset is kept, out of
+ * the way) and config.json written in it through a fresh file: the trainer never
+ * reads half of one (run_files.h). */
+static int make_run_dir(int64_t id, const json_t *config, char *err, size_t errlen) {
+    char *path = layout_run_dir(id);
+    run_dir d;
+    int rc = run_dir_make(path, err, errlen) == 0 && run_dir_open(&d, path, err, errlen) == 0 ? 0 : -1;
+    if (rc == 0) {
+        rc = run_file_write_json(&d, RUN_DIR_CONFIG, config, err, errlen);
+        run_dir_close(&d);
     }
-    if (rc != 0) snprintf(err, errlen, "cannot create the run directory %s: %s", dir, strerror(errno));
-    free(dir);
+    free(path);
     return rc;
 }
 
@@ -180,7 +172,7 @@ int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, i
         return RUNS_SUBMIT_FORBIDDEN;
     }
     const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
-    if (load && *load && schema_errors_total(errs) == before_load && resolved) ckpt_fit_check(config, resolved, errs);
+    if (load && *load && schema_errors_total(errs) == before_load && resolved) ckpt_fit_check(config, R.runs_root->roots[0], resolved, errs);
     /* the model and the host-memory plan, by the trainer's code (run_fit.h); on Slurm the
      * model only: its nodes' memory is Slurm's to give */
     if (!command && placed && errs->count == 0)
@@ -217,7 +209,7 @@ int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, i
         return -1;
     }
     char why[1024];
-    bool ready = make_run_dir(id, why, sizeof why) == 0 && write_config_file(id, for_trainer, why, sizeof why) == 0;
+    bool ready = make_run_dir(id, for_trainer, why, sizeof why) == 0;
     json_decref(for_trainer);
     if (!ready) {
         store_op fin = {.kind = OP_RUN_FINISH, .run_id = id, .t = now_ms()};
@@ -254,14 +246,6 @@ runs_result runs_cancel(int64_t id, run_status *status) {
     return run_status_is_final(b.status) ? RUNS_FINISHED : RUNS_SETTING_UP;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)ftw;
-    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
-    if (rc != 0) log_warn("deleting %s: %s", path, strerror(errno));
-    return 0;
-}
-
 runs_result runs_delete(int64_t id, run_status *status) {
     run_brief b;
     int found = store_get_brief(id, &b);
@@ -273,9 +257,11 @@ runs_result runs_delete(int64_t id, run_status *status) {
     int64_t deleted = store_submit_wait(&op);
     if (deleted < 0) return RUNS_STORE_ERROR; /* the database cannot be written: nothing was deleted */
     if (deleted != 1) return RUNS_CHANGED;
-    char *dir = layout_run_dir(id);
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    /* by descriptors: what its account left there (links, a subdirectory swapped for
+     * one mid-walk) leads nowhere (run_files.h) */
+    char *dir = layout_run_dir(id), why[768];
+    if (run_dir_remove(dir, why, sizeof why) != 0) log_warn("run %lld deleted, but not all of its directory: %s", (long long)id, why);
+    else log_info("run %lld deleted", (long long)id);
     free(dir);
-    log_info("run %lld deleted", (long long)id);
     return RUNS_DONE;
 }

@@ -1,5 +1,4 @@
 /* Rebuilding the history from the run directories: see history_rebuild.h. */
-#include "open_exact.h"
 #include "history_rebuild.h"
 
 #include <dirent.h>
@@ -16,7 +15,10 @@
 #include "command_run.h"
 #include "event_kinds.h"
 #include "journal_replay.h"
+#include "line_reader.h"
 #include "procstat.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "run_status.h"
 #include "state_layout.h"
 #include "store.h"
@@ -111,16 +113,21 @@ static int kill_left_running(const char *run_dir) {
 
 /* Whether a run of `config` ran on GPUs: its backend, else (auto) the device its
  * ranks' hellos in the journal name ("cuda:0 NAME"). */
-static const char *device_kind_of(const json_t *config, const char *journal) {
+static const char *device_kind_of(const json_t *config, const char *dir) {
     const char *backend = json_string_value(json_object_get(json_object_get(config, "distributed"), "backend"));
     if (backend && strcmp(backend, "nccl") == 0) return "gpu";
     if (backend && strcmp(backend, "cpu") == 0) return "cpu";
-    FILE *f = fopen_exact(journal);
+    struct stat st;
+    char why[512];
+    int fd = run_file_open_in(dir, RUN_DIR_JOURNAL, RUN_FILE_ANY_SIZE, &st, why, sizeof why);
     const char *kind = "cpu";
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; f && i < 4096 && getline(&line, &cap, f) > 0; i++) { /* the hellos come first */
-        json_t *ev = json_loads(line, 0, NULL);
+    line_reader lr;
+    line_reader_init(&lr, fd, 0, 1 << 20);
+    const char *line;
+    size_t n;
+    int64_t budget = 64 << 20;
+    for (int i = 0; fd >= 0 && i < 4096 && line_reader_next(&lr, &line, &n, &budget) == 1; i++) { /* the hellos come first */
+        json_t *ev = json_loadb(line, n, 0, NULL);
         const char *type = json_string_value(json_object_get(ev, "type"));
         const char *device = json_string_value(json_object_get(ev, "device"));
         bool found = type && strcmp(type, "hello") == 0 && device;
@@ -128,40 +135,46 @@ static const char *device_kind_of(const json_t *config, const char *journal) {
         json_decref(ev);
         if (found) break;
     }
-    free(line);
-    if (f) fclose(f);
+    line_reader_free(&lr);
+    if (fd >= 0) close(fd);
     return kind;
 }
 
 /* One run directory into the store. 1 rebuilt, 0 skipped (logged), -1 the store failed. */
 static int rebuild_run(int64_t id, rebuild_counts *out, char *err, size_t errlen) {
-    char *config_path = layout_run_path(id, RUN_FILE_CONFIG), *journal = layout_run_path(id, RUN_FILE_JOURNAL);
-    char *run_dir = layout_run_dir(id);
-    json_error_t jerr;
-    json_t *config = json_load_file(config_path, 0, &jerr);
+    char *dir = layout_run_dir(id), why[1024];
+    run_dir d;
+    json_t *config = NULL;
     int rc = 0;
-    struct stat sb;
+    struct stat sb = {0};
+    bool opened = run_dir_open(&d, dir, why, sizeof why) == 0;
+    if (opened) { /* the run's own files (run_files.h): never through a link, never a FIFO */
+        config = run_file_load_json(&d, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, why, sizeof why);
+        if (config && run_dir_stat(&d, RUN_DIR_CONFIG, &sb) != 0) sb.st_mtim.tv_sec = 0;
+        run_dir_close(&d);
+    }
     if (!json_is_object(config)) {
-        log_warn("rebuild: run %lld skipped: %s cannot be read as a config (%s)", (long long)id, config_path, jerr.text);
+        log_warn("rebuild: run %lld skipped: its config cannot be read: %s", (long long)id,
+                 config ? "it is not a JSON object" : why);
         out->skipped++;
         goto done;
     }
     const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
     store_op ins = {.kind = OP_RUN_INSERT, .run_id = id,
-                    .t = stat(config_path, &sb) == 0 ? (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000
-                                                     : now_ms()};
+                    .t = sb.st_mtim.tv_sec ? (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000
+                                           : now_ms()};
     ins.u.insert.name = xstrdup(json_string_value(json_object_get(config, "name")));
     ins.u.insert.config = json_dumps(config, JSON_COMPACT | JSON_PRESERVE_ORDER);
     ins.u.insert.world_size = json_is_integer(ws) && json_integer_value(ws) > 0 ? (int)json_integer_value(ws) : 1;
-    ins.u.insert.device_kind = device_kind_of(config, journal);
+    ins.u.insert.device_kind = device_kind_of(config, dir);
     ins.u.insert.command = command_run_is(config);
     if (store_submit_wait(&ins) != id) {
         snprintf(err, errlen, "run %lld could not be stored in the new database (see the log above)", (long long)id);
         rc = -1;
         goto done;
     }
-    int killed = kill_left_running(run_dir);
-    journal_replay *j = journal_replay_open(id, journal, NULL);
+    int killed = kill_left_running(dir);
+    journal_replay *j = journal_replay_open(id, dir, NULL);
     if (!j) {
         snprintf(err, errlen, "run %lld: the new database cannot be read", (long long)id);
         rc = -1;
@@ -202,9 +215,7 @@ static int rebuild_run(int64_t id, rebuild_counts *out, char *err, size_t errlen
     rc = 1;
 done:
     json_decref(config);
-    free(config_path);
-    free(journal);
-    free(run_dir);
+    free(dir);
     return rc;
 }
 

@@ -1,15 +1,19 @@
 /* Replaying a run's journal into the store: see journal_replay.h. */
-#include "open_exact.h"
 #include "journal_replay.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "event_kinds.h"
 #include "ids.h"
+#include "line_reader.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "store.h"
 #include "store_read.h"
 
@@ -18,9 +22,11 @@
 
 struct journal_replay {
     int64_t run_id;
-    char *path;
-    FILE *f;
-    off_t offset; /* the first byte not yet read: the start of a line */
+    char *dir;      /* its run directory */
+    int fd;         /* its journal, once there is one (-1 before) */
+    line_reader lr; /* where it was read to: the start of a line */
+    bool said;      /* a journal that is not the run's own file was logged */
+    int64_t said_long; /* overlong lines logged so far */
     rank_seen *seen;
     int n_seen;
     journal_hooks hooks;
@@ -33,18 +39,19 @@ struct journal_replay {
 };
 
 /* A replay of `path` for run `run_id`, reading from the start. */
-static journal_replay *replay_new(int64_t run_id, const char *path, const journal_hooks *hooks) {
+static journal_replay *replay_new(int64_t run_id, const char *dir, const journal_hooks *hooks) {
     journal_replay *j = xcalloc(1, sizeof *j);
     j->run_id = run_id;
-    j->path = xstrdup(path);
+    j->dir = xstrdup(dir);
+    j->fd = -1;
     if (hooks) j->hooks = *hooks;
     j->out.exit_code = j->out.last_step = j->out.end_t = j->out.last_seq = j->out.last_attempt = NO_INT;
     j->ops = xmalloc(SUBMIT_BATCH * sizeof *j->ops);
     return j;
 }
 
-journal_replay *journal_replay_open(int64_t run_id, const char *path, const journal_hooks *hooks) {
-    journal_replay *j = replay_new(run_id, path, hooks);
+journal_replay *journal_replay_open(int64_t run_id, const char *dir, const journal_hooks *hooks) {
+    journal_replay *j = replay_new(run_id, dir, hooks);
     j->n_seen = store_ranks_last_seen(run_id, &j->seen);
     if (j->n_seen < 0) {
         journal_replay_close(j);
@@ -53,9 +60,9 @@ journal_replay *journal_replay_open(int64_t run_id, const char *path, const jour
     return j;
 }
 
-journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
+journal_replay *journal_replay_open_process(int64_t run_id, const char *dir, const journal_process *p,
                                             const journal_hooks *hooks) {
-    journal_replay *j = replay_new(run_id, path, hooks);
+    journal_replay *j = replay_new(run_id, dir, hooks);
     j->one_process = true;
     j->process = *p;
     return j;
@@ -166,35 +173,37 @@ static void replay_line(journal_replay *j, const char *line, size_t len) {
 }
 
 void journal_replay_read(journal_replay *j, bool final, int64_t budget) {
-    if (!j->f) {
-        j->f = fopen_exact(j->path); /* the run's own file: never through a link it put there */
-        if (!j->f) {
-            if (errno != ENOENT) log_warn("run %lld: cannot read its journal %s: %s", (long long)j->run_id, j->path,
-                                          strerror(errno));
+    if (j->fd < 0) {
+        /* the run's own file (run_files.h): never through a link, never a FIFO */
+        struct stat st;
+        char why[768];
+        j->fd = run_file_open_in(j->dir, RUN_DIR_JOURNAL, RUN_FILE_ANY_SIZE, &st, why, sizeof why);
+        if (j->fd < 0) {
+            if (errno != ENOENT && !j->said) log_warn("run %lld: its journal is not read: %s", (long long)j->run_id, why);
+            j->said = j->said || errno != ENOENT;
             return;
         }
+        line_reader_init(&j->lr, j->fd, 0, MAX_LINE);
     }
-    clearerr(j->f);
-    if (fseeko(j->f, j->offset, SEEK_SET) != 0) return;
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t got = 0;
-    ssize_t n;
-    while ((budget <= 0 || got < budget) && (n = getline(&line, &cap, j->f)) > 0) {
-        if (line[n - 1] != '\n') { /* the last line, not whole (yet) */
-            if (final) {
-                j->out.skipped++;
-                j->offset += n;
-                log_warn("run %lld: the last line of its journal is torn (%zd bytes without a newline): skipped",
-                         (long long)j->run_id, n);
-            }
-            break;
-        }
-        j->offset += n;
-        got += n;
-        replay_line(j, line, (size_t)n);
+    int64_t left = budget > 0 ? budget : INT64_MAX;
+    const char *line;
+    size_t n;
+    while (line_reader_next(&j->lr, &line, &n, &left) == 1) replay_line(j, line, n);
+    if (j->lr.skipped_lines > j->said_long) { /* each said once, without its bytes */
+        log_warn("run %lld: %lld line(s) of its journal longer than %d MiB skipped (%lld bytes in all): no event is "
+                 "that long", (long long)j->run_id, (long long)j->lr.skipped_lines, MAX_LINE >> 20,
+                 (long long)j->lr.skipped_bytes);
+        j->out.skipped += j->lr.skipped_lines - j->said_long;
+        j->said_long = j->lr.skipped_lines;
     }
-    free(line);
+    size_t rest = line_reader_rest(&j->lr);
+    if (final && left > 0 && (rest || j->lr.skipping)) { /* the last line, not whole: torn */
+        j->out.skipped++;
+        if (j->lr.skipping) j->said_long++; /* counted here, not again as overlong */
+        line_reader_drop_rest(&j->lr);
+        log_warn("run %lld: the last line of its journal is torn (%zu bytes without a newline): skipped",
+                 (long long)j->run_id, rest);
+    }
     flush_ops(j);
 }
 
@@ -202,11 +211,12 @@ const journal_outcome *journal_replay_outcome(const journal_replay *j) { return 
 
 void journal_replay_close(journal_replay *j) {
     if (!j) return;
-    if (j->f) fclose(j->f);
+    if (j->fd >= 0) close(j->fd);
+    line_reader_free(&j->lr);
     for (size_t i = 0; i < j->n_ops; i++) store_op_free(&j->ops[i]);
     free(j->ops);
     free(j->seen);
-    free(j->path);
+    free(j->dir);
     free(j->out.reason);
     free(j);
 }

@@ -50,10 +50,11 @@ typedef struct {
     void (*attempt)(void *ctx, store_op *op);
 } journal_hooks;
 
-/* Opens the replay of run `run_id`'s journal at `path` (a missing file is an empty
- * journal, read again later); hooks may be NULL. NULL when the store cannot say what
- * it holds. */
-journal_replay *journal_replay_open(int64_t run_id, const char *path, const journal_hooks *hooks);
+/* Opens the replay of run `run_id`'s journal, events.jsonl of its directory `dir`
+ * (a missing file is an empty journal, read again later; one that is not the run's
+ * own file is not read: run_files.h); hooks may be NULL. NULL when the store cannot
+ * say what it holds. */
+journal_replay *journal_replay_open(int64_t run_id, const char *dir, const journal_hooks *hooks);
 
 /* One process of a run, as its hello names it (a reconnection sends its original
  * hello again): its rank, pid, and the hello's t and seq. */
@@ -66,12 +67,15 @@ typedef struct {
 /* The replay of one process's events only (those after its hello in the journal, with
  * a seq after p->after_seq), whatever the store holds: ingest's catch-up after the
  * process reconnected (ingest_catch_up.h). */
-journal_replay *journal_replay_open_process(int64_t run_id, const char *path, const journal_process *p,
+journal_replay *journal_replay_open_process(int64_t run_id, const char *dir, const journal_process *p,
                                             const journal_hooks *hooks);
 
 /* Reads the whole lines added since the last call and queues their events. final:
  * the journal's writers are gone, so a last line without a newline is torn (skipped);
- * otherwise it is left for the next call. Reads at most about `budget` bytes (0: all). */
+ * otherwise it is left for the next call. Reads at most about `budget` bytes (0: all).
+ * Memory stays bounded whatever the file holds: a line over 16 MiB is skipped without
+ * being buffered, and a sparse file's holes inside one are jumped over
+ * (line_reader.h). */
 void journal_replay_read(journal_replay *j, bool final, int64_t budget);
 
 const journal_outcome *journal_replay_outcome(const journal_replay *j);

@@ -35,7 +35,7 @@ enum {
 };
 
 enum {
-    Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
+    Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
     Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_COUNT
 };
@@ -52,6 +52,7 @@ static const char *QSQL[Q_COUNT] = {
         "SELECT " BRIEF_COLUMNS " FROM runs"
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
     [Q_PROCESS] = "SELECT pid_start_time, secret, devices, slurm_job_id FROM runs WHERE id = ?1",
+    [Q_CONFIG] = "SELECT config FROM runs WHERE id = ?1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
     /* [Q_RUN], [Q_EPOCHS]: built from the kinds' fields (build_queries) */
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
@@ -309,6 +310,21 @@ int store_get_run_process(int64_t id, run_process *out) {
         snprintf(out->secret, sizeof out->secret, "%s", secret ? secret : "");
         snprintf(out->job, sizeof out->job, "%s", job ? job : "");
         out->devices = devices ? json_loads(devices, 0, NULL) : NULL;
+    }
+    done(st);
+    return found;
+}
+
+int store_get_config(int64_t id, json_t **out) {
+    *out = NULL;
+    sqlite3_stmt *st = stmt(Q_CONFIG);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (found == 1) {
+        const char *text = (const char *)sqlite3_column_text(st, 0);
+        *out = text ? json_loads(text, 0, NULL) : NULL;
     }
     done(st);
     return found;

@@ -54,6 +54,11 @@ typedef struct {
 } run_process;
 int store_get_run_process(int64_t id, run_process *out);
 
+/* The run's config as it was submitted and checked (the database's copy, which no
+ * run can edit; its directory's config.json is its account's): *out, the caller's to
+ * decref (NULL when it does not parse). 1 found, 0 no such run, -1 database error. */
+int store_get_config(int64_t id, json_t **out);
+
 /* Fair share: each owner's decayed usage as the store kept it (owner "": nobody in
  * particular). Returns how many (the three arrays malloc'd, the names too), or -1. */
 int store_list_usage(char ***owners, double **values, int64_t **as_of);

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "run_resume.h"
 #include "run_status.h"
 #include "runs.h"
@@ -129,22 +131,26 @@ static void stop_run(const trial_row *t, const char *reason) {
 /* A paused built-in trial's next stop: the rung after the one it was promoted from (0:
  * none, it trains to the end), in the config its trainer reads again at the resume. */
 static int set_next_pause(const sweep_spec *s, const trial_row *t, char *why, size_t whylen) {
-    char *path = layout_run_path(t->run_id, RUN_FILE_CONFIG), *tmp = xasprintf("%s.tmp", path);
-    json_error_t je;
-    json_t *cfg = json_load_file(path, 0, &je);
+    /* the trial's directory is its account's: read and written as run_files.h does,
+     * never through a link it put there, the new file the account's */
+    char *dir = layout_run_dir(t->run_id), err[1024];
+    run_dir d;
+    json_t *cfg = NULL;
     int rc = -1;
-    if (!cfg) {
-        snprintf(why, whylen, "its config %s cannot be read: %s", path, je.text);
+    if (run_dir_open(&d, dir, err, sizeof err) != 0) {
+        snprintf(why, whylen, "its directory cannot be opened: %s", err);
+    } else if (!(cfg = run_file_load_json(&d, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, err, sizeof err))) {
+        snprintf(why, whylen, "its config cannot be read: %s", err);
     } else {
         json_t *train = json_object_get(cfg, "train");
         if (!json_is_object(train)) json_object_set_new(cfg, "train", train = json_object());
         json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, t->promoted + 1)));
-        rc = json_dump_file(cfg, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) == 0 ? 0 : -1;
-        if (rc) snprintf(why, whylen, "its config %s cannot be written", path);
+        rc = run_file_write_json(&d, RUN_DIR_CONFIG, cfg, err, sizeof err);
+        if (rc) snprintf(why, whylen, "its config cannot be written: %s", err);
     }
+    if (d.fd >= 0) run_dir_close(&d);
     json_decref(cfg);
-    free(tmp);
-    free(path);
+    free(dir);
     return rc;
 }
 
@@ -154,6 +160,10 @@ static void resume_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
         snprintf(t->state, sizeof t->state, "failed");
         set_reason(t, xasprintf("it could not be continued: %s", why));
         decide(sw, t, "failed", t->reason);
+        /* its run says it too: it stays stopped, and will not go on */
+        char *reason = xasprintf("stopped by sweep %lld, which could not continue it: %s", (long long)sw->id, why);
+        runs_set_stopped_reason(t->run_id, reason);
+        free(reason);
         return;
     }
     resume_result r = runs_resume(t->run_id, why, sizeof why);

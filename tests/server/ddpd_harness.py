@@ -4,7 +4,7 @@ fails), a small HTTP client, polling with deadlines, and the pass/fail count.
 
 Standard library only. Every wait polls with a generous deadline: these tests run
 on slow 2-core machines next to other tests."""
-import argparse, http.client, json, os, pwd, shutil, signal, subprocess, sys, tempfile, threading, time, traceback
+import argparse, http.client, json, os, pwd, shutil, signal, stat, subprocess, sys, tempfile, threading, time, traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402  (the one pass/fail count)
@@ -178,7 +178,9 @@ def sanitizer_reports(state_dir):
     if os.path.isdir(runs):
         logs += [os.path.join(runs, r, "trainer.log") for r in sorted(os.listdir(runs))]
     for path in logs:
-        try:
+        try:  # a run may have left a FIFO or a link where its log was (test_server_wall_files.py)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
             with open(path, "rb") as f:
                 text = f.read().decode(errors="replace")
         except OSError:

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base.h"
 #include "check.h"
@@ -33,6 +34,15 @@ static int64_t new_run(void) {
     op.u.insert.world_size = 2;
     op.u.insert.device_kind = "cpu";
     return store_submit_wait(&op);
+}
+
+/* A run directory of the scratch dir (`name`), and its journal's path in *journal
+ * (both malloc'd): the replay opens the journal of a run directory. */
+static char *run_dir_in(const char *dir, const char *name, char **journal) {
+    char *run_dir = xasprintf("%s/%s", dir, name);
+    mkdir(run_dir, 0700);
+    *journal = xasprintf("%s/events.jsonl", run_dir);
+    return run_dir;
 }
 
 static void append(const char *path, const char *text) {
@@ -85,7 +95,7 @@ static void noop_progress(void *ctx, int rank, int64_t gs) {
 static void test_replay(const char *dir) {
     int64_t run = new_run(), other = new_run();
     REQUIRE(run > 0 && other > 0, "runs inserted: %lld %lld", (long long)run, (long long)other);
-    char *journal = xasprintf("%s/journal-%lld.jsonl", dir, (long long)run);
+    char *journal, *run_dir = run_dir_in(dir, "replay", &journal);
 
     REQUIRE(run == 1, "the first run is 1 (the journal lines name it): %lld", (long long)run);
     /* The server stored rank 0's hello and steps 1..3 from the socket before it died;
@@ -108,7 +118,7 @@ static void test_replay(const char *dir) {
     append(journal, "{\"run\":\"1\",\"rank\":0,\"seq\":50,\"t\":1700000000200,\"type\":\"epoch\",\"epo\n");
 
     int64_t newest = 0;
-    journal_replay *j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &newest, .progress = noop_progress});
+    journal_replay *j = journal_replay_open(run, run_dir, &(journal_hooks){.ctx = &newest, .progress = noop_progress});
     REQUIRE(j, "journal_replay_open");
     /* a line being written: not read yet */
     append(journal, "{\"run\":\"1\",\"rank\":0,\"seq\":7,\"t\":1700000000070,\"type\":\"step\",\"global_step\":7,\"loss\":0.");
@@ -155,7 +165,7 @@ static void test_replay(const char *dir) {
     journal_replay_close(j);
 
     /* a second replay (a second restart) from the store as it is now adds nothing */
-    j = journal_replay_open(run, journal, NULL);
+    j = journal_replay_open(run, run_dir, NULL);
     REQUIRE(j, "journal_replay_open again");
     journal_replay_read(j, true, 0);
     CHECK(journal_replay_outcome(j)->replayed <= 1, "a replay from where the store is now queues at most the event at "
@@ -163,7 +173,7 @@ static void test_replay(const char *dir) {
     journal_replay_close(j);
 
     /* a missing journal is an empty one */
-    char *missing = xasprintf("%s/none.jsonl", dir);
+    char *missing = xasprintf("%s/none", dir);
     j = journal_replay_open(other, missing, NULL);
     REQUIRE(j, "journal_replay_open of a missing file");
     journal_replay_read(j, true, 0);
@@ -173,6 +183,7 @@ static void test_replay(const char *dir) {
     journal_replay_close(j);
     free(missing);
     free(journal);
+    free(run_dir);
 }
 
 static void append_step(const char *path, int64_t run, int rank, int64_t seq, int64_t gs) {
@@ -197,7 +208,7 @@ static void append_hello(const char *path, int64_t run, int rank, int64_t pid, i
 static void test_replay_process(const char *dir) {
     int64_t run = new_run();
     REQUIRE(run > 0, "a run inserted: %lld", (long long)run);
-    char *journal = xasprintf("%s/journal-process-%lld.jsonl", dir, (long long)run);
+    char *journal, *run_dir = run_dir_in(dir, "process", &journal);
     append_hello(journal, run, 0, 10, T0 + 1);
     append_hello(journal, run, 1, 12, T0 + 2);
     for (int64_t k = 1; k <= 4; k++) {
@@ -208,7 +219,7 @@ static void test_replay_process(const char *dir) {
     for (int64_t k = 1; k <= 3; k++) append_step(journal, run, 0, k, 4 + k);
 
     journal_process first = {.rank = 0, .pid = 10, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = 2};
-    journal_replay *j = journal_replay_open_process(run, journal, &first, NULL);
+    journal_replay *j = journal_replay_open_process(run, run_dir, &first, NULL);
     journal_replay_read(j, false, 0);
     const journal_outcome *o = journal_replay_outcome(j);
     CHECK(o->replayed == 2 && o->last_seq == 4, "the first process: its seqs 3 and 4 replayed: %lld, through %lld",
@@ -220,7 +231,7 @@ static void test_replay_process(const char *dir) {
     free(got);
 
     journal_process later = {.rank = 0, .pid = 11, .hello_t = T0 + 100, .hello_seq = 0, .after_seq = NO_INT};
-    j = journal_replay_open_process(run, journal, &later, NULL);
+    j = journal_replay_open_process(run, run_dir, &later, NULL);
     journal_replay_read(j, false, 0);
     o = journal_replay_outcome(j);
     CHECK(o->replayed == 3 && o->last_seq == 3, "the later process: its 3 events: %lld, through %lld",
@@ -232,12 +243,13 @@ static void test_replay_process(const char *dir) {
     free(got);
 
     journal_process stranger = {.rank = 0, .pid = 99, .hello_t = T0 + 1, .hello_seq = 0, .after_seq = NO_INT};
-    j = journal_replay_open_process(run, journal, &stranger, NULL);
+    j = journal_replay_open_process(run, run_dir, &stranger, NULL);
     journal_replay_read(j, false, 0);
     CHECK(journal_replay_outcome(j)->replayed == 0 && journal_replay_outcome(j)->last_seq == NO_INT,
           "a process the journal has no hello of: nothing (%lld)", (long long)journal_replay_outcome(j)->replayed);
     journal_replay_close(j);
     free(journal);
+    free(run_dir);
 }
 
 /* The rows of run_attempts of the run, "attempt status reason offsets;..." (malloc'd). */
@@ -269,7 +281,7 @@ static void count_attempt(void *ctx, store_op *op) {
 static void test_replay_attempts(const char *dir) {
     int64_t run = new_run();
     REQUIRE(run > 0, "a run inserted: %lld", (long long)run);
-    char *journal = xasprintf("%s/journal-attempts-%lld.jsonl", dir, (long long)run);
+    char *journal, *run_dir = run_dir_in(dir, "attempts", &journal);
     char *lines = xasprintf(
         "{\"run\":\"%lld\",\"rank\":-1,\"seq\":0,\"t\":1700000000001,\"type\":\"hello\",\"pid\":7,\"secret\":null}\n"
         "{\"run\":\"%lld\",\"rank\":-1,\"seq\":1,\"t\":1700000000002,\"type\":\"attempt\",\"attempt\":0,"
@@ -283,7 +295,7 @@ static void test_replay_attempts(const char *dir) {
     append(journal, lines);
     free(lines);
     int told = 0;
-    journal_replay *j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
+    journal_replay *j = journal_replay_open(run, run_dir, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
     REQUIRE(j, "journal_replay_open");
     journal_replay_read(j, false, 0);
     store_sync();
@@ -299,7 +311,7 @@ static void test_replay_attempts(const char *dir) {
 
     /* again from the start (a second restart): the same rows */
     told = 0;
-    j = journal_replay_open(run, journal, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
+    j = journal_replay_open(run, run_dir, &(journal_hooks){.ctx = &told, .attempt = count_attempt});
     journal_replay_read(j, false, 0);
     store_sync();
     rows = attempt_rows(run);
@@ -317,6 +329,7 @@ static void test_replay_attempts(const char *dir) {
           o->attempt_open);
     journal_replay_close(j);
     free(journal);
+    free(run_dir);
 }
 
 int main(void) {

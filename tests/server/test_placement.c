@@ -40,26 +40,28 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_journal_end(void) {
-    char path[] = "/tmp/ddpd-journal-end-XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0, "mkstemp");
-    close(fd);
+    char dir[] = "/tmp/ddpd-journal-end-XXXXXX";
+    REQUIRE(mkdtemp(dir), "mkdtemp");
+    char path[64];
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    write_file(path, "");
     journal_end e;
-    CHECK(!journal_end_read(path, &e), "an empty journal has no end");
+    CHECK(!journal_end_read(dir, &e), "an empty journal has no end");
     write_file(path, "{\"type\":\"hello\",\"rank\":-1,\"t\":1}\n"
                      "{\"type\":\"end\",\"rank\":-1,\"t\":5,\"status\":\"failed\",\"reason\":\"rank 3 exited\"}\n"
                      "{\"type\":\"step\",\"rank\":2,\"t\":6}\n"
                      "{\"type\":\"end\",\"rank\":2,\"t\":7,\"status\":\"succeeded\"}\n"
                      "{\"type\":\"end\",\"rank\":-1,\"t\":9,\"sta");
-    CHECK(journal_end_read(path, &e) && strcmp(e.status, "failed") == 0 && strcmp(e.reason, "rank 3 exited") == 0 &&
+    CHECK(journal_end_read(dir, &e) && strcmp(e.status, "failed") == 0 && strcmp(e.reason, "rank 3 exited") == 0 &&
               e.t == 5,
           "the launcher's end, past a rank's events and a torn last line: %s %s %lld", e.status, e.reason,
           (long long)e.t);
     write_file(path, "{\"type\":\"end\",\"rank\":-1,\"t\":3,\"status\":\"succeeded\"}\n");
-    CHECK(journal_end_read(path, &e) && strcmp(e.status, "succeeded") == 0 && e.reason[0] == '\0',
+    CHECK(journal_end_read(dir, &e) && strcmp(e.status, "succeeded") == 0 && e.reason[0] == '\0',
           "an end without a reason");
     unlink(path);
-    CHECK(!journal_end_read(path, &e), "no journal, no end");
+    CHECK(!journal_end_read(dir, &e), "no journal, no end");
+    rmdir(dir);
 }
 
 int main(void) {

@@ -296,7 +296,7 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     scheduler_submit(&(run_needs){.id = g, .world_size = 1, .pool = POOL_CPU});
     WAIT_UNTIL(status_of(g) == RUN_FAILED, "run %lld failed to start", (long long)g);
     j = run_json(g);
-    CHECK(jstr(j, "reason") && strstr(jstr(j, "reason"), "cannot open the run's log"),
+    CHECK(jstr(j, "reason") && strstr(jstr(j, "reason"), "cannot open the run's directory"),
           "the reason says why it could not start: %s", or_none(jstr(j, "reason")));
     json_decref(j);
     WAIT_UNTIL(cpu_free() == 2, "the slot came back");

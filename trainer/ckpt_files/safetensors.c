@@ -217,9 +217,10 @@ static size_t dtype_size(const char *dtype) {
     return 0;
 }
 
-/* Opens path for reading, a regular file: its descriptor and size, or -1 (and err). */
+/* Opens path for reading, a regular file: its descriptor and size, or -1 (and err).
+ * O_NONBLOCK: a FIFO in a checkpoint's place is refused, not waited on. */
 static int open_regular(const char *path, size_t *size, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -231,6 +232,8 @@ static int open_regular(const char *path, size_t *size, char *err, size_t errlen
         close(fd);
         return fail(err, errlen, "%s: is not a regular file", path);
     }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *size = (size_t)st.st_size;
     return fd;
 }
@@ -252,7 +255,7 @@ static int read_at(int fd, const char *path, char *buf, size_t n, off_t off, cha
 /* The file's bytes, followed by a NUL-terminated copy of the path so that later errors
  * (st_get_f32) can name the file; f->size counts the file's bytes only. */
 static int read_whole_file(const char *path, st_file *f, char *err, size_t errlen) {
-    size_t size;
+    size_t size = 0;
     int fd = open_regular(path, &size, err, errlen);
     if (fd < 0) return -1;
     size_t path_len = strlen(path);
@@ -395,9 +398,20 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen) {
 
 int st_read_header(const char *path, json_t **header, char *err, size_t errlen) {
     *header = NULL;
-    size_t size;
+    size_t size = 0;
     int fd = open_regular(path, &size, err, errlen);
     if (fd < 0) return -1;
+    int rc = st_read_header_fd(fd, path, header, err, errlen);
+    close(fd);
+    return rc;
+}
+
+int st_read_header_fd(int fd, const char *path, json_t **header, char *err, size_t errlen) {
+    *header = NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return fail(err, errlen, "%s: is not a regular file", path);
+    size_t size = (size_t)st.st_size;
     char first8[8];
     uint64_t len = 0;
     char *text = NULL;
@@ -418,7 +432,6 @@ int st_read_header(const char *path, json_t **header, char *err, size_t errlen) 
     rc = parse_header(path, text, len, size, header, err, errlen);
 out:
     free(text);
-    close(fd);
     if (rc != 0) {
         json_decref(*header);
         *header = NULL;

@@ -34,6 +34,9 @@ int st_open(const char *path, st_file *f, char *err, size_t errlen);
  * (and err). A header over ST_HEADER_MAX bytes is refused before it is read. */
 #define ST_HEADER_MAX 100000000u /* the safetensors format's own limit */
 int st_read_header(const char *path, json_t **header, char *err, size_t errlen);
+/* The same from a file already open (the server opens a run's files itself:
+ * server/lib/run_files.h); `path` names it in messages. The descriptor stays open. */
+int st_read_header_fd(int fd, const char *path, json_t **header, char *err, size_t errlen);
 /* The named F32 tensor, checking that it holds `count` elements; NULL + err if not. */
 const float *st_get_f32(const st_file *f, const char *name, size_t count, char *err, size_t errlen);
 /* A metadata value, or NULL. */
