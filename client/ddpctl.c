@@ -16,6 +16,7 @@
 #include "ddpd_build_config.h"
 #include "follow.h"
 #include "format.h"
+#include "roff.h"
 #include "secret_file.h"
 #include "sweep_cmd.h"
 
@@ -54,6 +55,7 @@ static const char USAGE[] =
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
     "                               a series (loss, lr or samples_per_s; loss by default)\n"
     "  follow ID                    what submit --follow does, for a run submitted before\n"
+    "  man                          this manual in roff (installed as man ddpctl)\n"
     "  sweep submit FILE | list | show ID | cancel ID  [--json]\n"
     "                               sweeps (README \"Sweeps\"): submit one (FILE: base config,\n"
     "                               parameters, method, metric, early stopping); list them; show\n"
@@ -71,6 +73,16 @@ static const char USAGE[] =
     "Exit status: 0 done (with --follow: the run succeeded), 1 the run failed, 2 usage,\n"
     "3 ddpd cannot be reached, 4 ddpd refused the request (the reason is printed),\n"
     "5 the run was canceled (or stopped by its sweep), 130 interrupted while following (the run goes on).\n";
+
+static void man_page(FILE *out) {
+    roff_header(out, "ddpctl", "ddpd " DDPD_VERSION, "ddpd manual");
+    roff_section(out, "NAME");
+    fputs("ddpctl \\- the command-line client of ddpd, the data-parallel training service\n", out);
+    roff_section(out, "SYNOPSIS");
+    roff_usage(out, USAGE, "COMMANDS AND OPTIONS");
+    roff_section(out, "SEE ALSO");
+    roff_paragraph(out, "ddpd(1); the documentation in the repository's docs/ (using ddpd).");
+}
 
 typedef struct {
     const char *positional[4];
@@ -746,6 +758,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(s, "--version") || !strcmp(s, "version")) {
             printf("ddpctl %s\n", DDPD_VERSION);
+            return EXIT_OK;
+        }
+        if (!strcmp(s, "man")) { /* ddpctl(1), from this very usage (roff.h) */
+            man_page(stdout);
             return EXIT_OK;
         }
         const char **value = NULL;

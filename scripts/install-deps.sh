@@ -66,6 +66,8 @@ test_packages=(
   # tests/docker: a Docker engine to build and run the image, debootstrap to make its
   # Debian base (no image registry is needed), and compose to check docker-compose.yml
   docker.io debootstrap docker-compose
+  # the manual pages the build writes are read with man (tests/ops/test_readme.py)
+  man-db
   # tests/slurm: a real Slurm cluster the test starts on this host (a slurmctld, two
   # slurmd, munged on a socket of its own); the packages start no daemon by themselves
   slurm-wlm munge

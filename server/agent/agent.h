@@ -10,6 +10,11 @@
 #define DDPD_AGENT_H
 
 /* argv[2..] are its options (`ddpd agent --help`). Returns the exit status. */
+#include "opt_table.h"
+
 int agent_main(int argc, char **argv);
+
+/* Its settings (`ddpd agent --help`, and `ddpd man`'s AGENT section). */
+extern const opt_table AGENT_OPTIONS;
 
 #endif

@@ -70,7 +70,7 @@ static const opt_row ROWS[] = {
      .dflt = "30", .help = "the coordinator unreachable this long: every part here is stopped"},
 };
 
-static const opt_table OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent",
+const opt_table AGENT_OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent",
                                   "usage: ddpd agent --coordinator URL [options]\n"
                                   "\n"
                                   "Makes this host a node of a ddpd coordinator (an ordinary `ddpd serve`): registers its\n"
@@ -84,7 +84,7 @@ static const opt_table OPTIONS = {ROWS, sizeof ROWS / sizeof *ROWS, "ddpd agent"
 static void parse(int argc, char **argv, agent_options *o, opt_keep *keep) {
     opt_origins origins;
     char problem[512];
-    opt_read(&OPTIONS, 2, argc, argv, o, &origins, keep, problem, sizeof problem);
+    opt_read(&AGENT_OPTIONS, 2, argc, argv, o, &origins, keep, problem, sizeof problem);
     if (problem[0]) die("%s", problem);
     if (!o->coordinator || strncmp(o->coordinator, "http://", 7) != 0)
         die("--coordinator http://HOST:PORT is needed: the `ddpd serve` this node works for");

@@ -17,6 +17,11 @@
 #define DDPD_AGENT_PART_H
 
 /* argv[2..] are its options (`ddpd part --help`). Returns the exit status. */
+#include "opt_table.h"
+
 int part_main(int argc, char **argv);
+
+/* Its settings (`ddpd part --help`, and `ddpd man`'s section on Slurm nodes). */
+extern const opt_table PART_OPTIONS;
 
 #endif

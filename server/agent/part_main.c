@@ -59,7 +59,7 @@ static const opt_row ROWS[] = {
      .dflt = "600", .help = "once its launcher has ended, how long it goes on trying to tell the server"},
 };
 
-static const opt_table OPTIONS = {
+const opt_table PART_OPTIONS = {
     ROWS, sizeof ROWS / sizeof *ROWS, "ddpd part",
     "usage: ddpd part --server URL --run ID --work-dir DIR [options]\n"
     "\n"
@@ -73,7 +73,7 @@ static void parse(int argc, char **argv, part_options *o) {
     opt_origins origins;
     opt_keep keep = {0}; /* (no row reads a list from the environment) */
     char problem[512];
-    opt_read(&OPTIONS, 2, argc, argv, o, &origins, &keep, problem, sizeof problem);
+    opt_read(&PART_OPTIONS, 2, argc, argv, o, &origins, &keep, problem, sizeof problem);
     opt_keep_free(&keep);
     if (problem[0]) die("%s", problem);
     if (!o->server || strncmp(o->server, "http://", 7) != 0) die("--server http://HOST:PORT is needed: the ddpd serve of the run");

@@ -29,6 +29,7 @@
 #include "beside_self.h"
 #include "base.h"
 #include "check_cmd.h"
+#include "man_page.h"
 #include "conn_limits.h"
 #include "datapaths.h"
 #include "db_inspect.h"
@@ -510,6 +511,10 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "agent") == 0) return agent_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "user") == 0) return user_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "part") == 0) return part_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "man") == 0) {
+        man_page_write(stdout);
+        return 0;
+    }
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
         char line[256];
         ddpd_version_line(line, sizeof line);

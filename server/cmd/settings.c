@@ -166,6 +166,7 @@ static const char USAGE_HEAD[] =
     "       ddpd check [options]     is this host ready to serve? one verdict per part, nothing changed\n"
     "       ddpd user add|list|token|remove ...   the users of a shared server (ddpd user --help)\n"
     "       ddpd --version\n"
+    "       ddpd man                 this manual in roff (installed as man ddpd; ddpd man | man -l -)\n"
     "\n"
     "Serves the ddpd API: submit data-parallel training runs as JSON, follow them, cancel them.\n"
     "Every option can also be set with the environment variable shown (the flag wins).\n"

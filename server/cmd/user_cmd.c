@@ -19,7 +19,7 @@
 #include "settings.h"
 #include "users.h"
 
-static const char USER_USAGE[] =
+const char USER_USAGE[] =
     "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--unix-user ACCOUNT]\n"
     "                     [--state-dir DIR]\n"
     "       ddpd user set NAME --unix-user ACCOUNT|--no-unix-user [--state-dir DIR]\n"

@@ -7,4 +7,7 @@
  * one that does not, the database), 2 a mistake on the command line. */
 int user_main(int argc, char **argv);
 
+/* Its usage (`ddpd user --help`, and `ddpd man`'s USERS section). */
+extern const char USER_USAGE[];
+
 #endif

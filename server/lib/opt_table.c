@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "die.h"
+#include "roff.h"
 
 #define USAGE_WIDTH 98 /* the usage's lines are at most this long */
 #define USAGE_INDENT 25 /* where a row's text starts */
@@ -173,9 +174,9 @@ static void wrap(FILE *out, const char *text, size_t column) {
     fputc('\n', out);
 }
 
-static void usage_row(const opt_row *r, FILE *out) {
-    char head[128], text[2048], paren[768] = "";
-    snprintf(head, sizeof head, "  %s%s%s", r->flag, r->meta ? " " : "", r->meta ? r->meta : "");
+/* A row's text in the usage: its help, then its variable and default in parentheses. */
+static void row_text(const opt_row *r, char *text, size_t textlen) {
+    char paren[768] = "";
     bool list = r->kind == OPT_PATHS || r->kind == OPT_WORDS;
     size_t at = 0;
 #define PAREN(...) (at += (size_t)snprintf(paren + at, at < sizeof paren ? sizeof paren - at : 0, __VA_ARGS__))
@@ -186,8 +187,14 @@ static void usage_row(const opt_row *r, FILE *out) {
     else if (r->dflt) PAREN("%sdefault %s", at ? "; " : "", r->dflt);
     if (r->note) PAREN("%s%s", at ? "; " : "", r->note);
 #undef PAREN
-    snprintf(text, sizeof text, "%s%s%s%s%s%s", r->help, list ? "; repeatable" : "", paren[0] ? " (" : "", paren,
+    snprintf(text, textlen, "%s%s%s%s%s%s", r->help, list ? "; repeatable" : "", paren[0] ? " (" : "", paren,
              paren[0] ? ")" : "", r->after ? r->after : "");
+}
+
+static void usage_row(const opt_row *r, FILE *out) {
+    char head[128], text[2048];
+    snprintf(head, sizeof head, "  %s%s%s", r->flag, r->meta ? " " : "", r->meta ? r->meta : "");
+    row_text(r, text, sizeof text);
     size_t column = strlen(head);
     fputs(head, out);
     if (column < USAGE_INDENT) {
@@ -198,6 +205,17 @@ static void usage_row(const opt_row *r, FILE *out) {
         column += 2;
     }
     wrap(out, text, column);
+}
+
+void opt_roff(const opt_table *t, FILE *out) {
+    roff_usage(out, roff_after_synopsis(t->usage), NULL);
+    for (size_t i = 0; i < t->n; i++) {
+        const opt_row *r = &t->rows[i];
+        char head[128], text[2048];
+        snprintf(head, sizeof head, "%s%s%s", r->flag, r->meta ? " " : "", r->meta ? r->meta : "");
+        row_text(r, text, sizeof text);
+        roff_entry(out, head, text);
+    }
 }
 
 void opt_usage(const opt_table *t, FILE *out) {

@@ -87,5 +87,8 @@ bool opt_truthy(const char *v);
 
 /* The usage: t->usage, then a paragraph per row. */
 void opt_usage(const opt_table *t, FILE *out);
+/* The same for a manual page, in roff (roff.h): t->usage after its "usage:" lines
+ * (the page's synopsis says them), then a tagged entry per row. */
+void opt_roff(const opt_table *t, FILE *out);
 
 #endif

@@ -24,7 +24,7 @@ from checks import check, cases_in  # noqa: E402
 
 COMMON = """build-essential cmake pkg-config libjansson-dev libopenblas-dev zlib1g-dev libdnnl-dev libmicrohttpd-dev
 libsqlite3-dev libcurl4-openssl-dev libgloo-dev ca-certificates nodejs npm python3 prometheus python3-jsonschema
-python3-yaml python3-torch python3-numpy clang libclang-rt-dev llvm docker.io debootstrap docker-compose slurm-wlm munge
+python3-yaml python3-torch python3-numpy clang libclang-rt-dev llvm docker.io debootstrap docker-compose man-db slurm-wlm munge
 libjansson4 libopenblas0-pthread libopenblas0 zlib1g libgomp1 libsqlite3-0 curl libcap2-bin wrk iperf3""".split()
 DEBIAN = COMMON + "libdnnl2 libmicrohttpd12 libcurl4 libgloo0 chromium dataset-fashion-mnist".split()
 UBUNTU = COMMON + "libdnnl3 libmicrohttpd12t64 libcurl4t64 libgloo0".split()  # chromium: a snap only

@@ -10,6 +10,8 @@
                 in a build without CUDA; the accounts line's words when run as root).
   binaries      every build/bin/NAME the README names is built, and `cmake --install`
                 puts each in bin/.
+  man_pages     man ddpd and man ddpctl after `cmake --install`: clean roff, every flag
+                of ddpd's --help tables and every ddpctl command in them.
   checkpoint_layout  a real checkpoint read as "A checkpoint in PyTorch" says (a
                 ModuleList `layers` of nn.Linear [out, in], pixels / 255, relu between),
                 evaluated by hand in plain Python (no PyTorch needed): the trainer's own
@@ -130,6 +132,48 @@ def case_binaries(a):
                 check(os.access(os.path.join(base, "bin", name), os.X_OK), f"cmake --install puts {name} in bin/")
             check(os.path.isfile(os.path.join(base, "share", "ddpd", "web", "index.html")),
                   "and the dashboard in share/ddpd/web, where the installed ddpd looks")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- the manual pages ----
+
+def flags_of(help_text):
+    """The flags a --help text lists, one per entry ("  --flag ..." lines)."""
+    return sorted(set(m.group(1) for m in re.finditer(r"^  (--[a-z][a-z0-9-]*)", help_text, re.M)))
+
+
+def case_man_pages(a):
+    """`man ddpd` and `man ddpctl` work after `cmake --install`: the installed pages are
+    clean roff (groff -ww warns of nothing), and they say every flag the programs'
+    own --help lists (serve's, the agent's, a Slurm part's) and every ddpctl command."""
+    base = tempfile.mkdtemp(prefix="ddpd-install-")
+    try:
+        if not install(a, base):
+            return
+        env = dict(os.environ, MANPATH=os.path.join(base, "share", "man"), MANWIDTH="200")
+        pages = {}
+        for page in ("ddpd", "ddpctl"):
+            path = os.path.join(base, "share", "man", "man1", f"{page}.1")
+            check(os.path.isfile(path), f"cmake --install puts {page}.1 in share/man/man1")
+            p = subprocess.run(["groff", "-man", "-ww", "-z", path], capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and not p.stderr.strip(), f"{page}.1 is clean roff: {p.stderr[:500]}")
+            p = subprocess.run(["man", "-P", "cat", page], capture_output=True, text=True, env=env, timeout=60)
+            check(p.returncode == 0 and f"{page.upper()}(1)" in p.stdout, f"man {page} shows the page: {p.returncode} "
+                  f"{p.stderr[:300]} {p.stdout[:200]!r}")
+            pages[page] = p.stdout
+        ddpd = os.path.join(a.build, "bin", "ddpd")
+        for what in (["serve", "--help"], ["agent", "--help"], ["part", "--help"]):
+            flags = flags_of(subprocess.run([ddpd, *what], capture_output=True, text=True, timeout=60).stdout)
+            missing = [f for f in flags if f not in pages.get("ddpd", "")]
+            check(len(flags) > 3 and not missing, f"man ddpd says every flag of ddpd {what[0]} --help ({len(flags)}): "
+                  f"missing {missing}")
+        usage = subprocess.run([os.path.join(a.build, "bin", "ddpctl"), "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+        commands = re.findall(r"^  ([a-z]+) ", usage, re.M)
+        missing = [c for c in commands if not re.search(rf"^ +{c}\b", pages.get("ddpctl", ""), re.M)]
+        check(len(commands) > 8 and not missing, f"man ddpctl has an entry for every command of ddpctl --help "
+              f"({commands}): missing {missing}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
