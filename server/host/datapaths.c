@@ -82,26 +82,35 @@ static json_t *at_pointer(const json_t *doc, const char *pointer) {
     return cur;
 }
 
-/* An absolute directory (a command run's working_dir as a person types it, $PWD):
- * taken when it lies inside one of the roots, by its canonical path. */
-static void resolve_absolute_dir(const data_roots *roots, const char *what, const char *list, const char *abs,
-                                 json_t *resolved, const char *pointer, schema_errors *errs) {
+/* An absolute path (as a person types it, $PWD, a path copied from ls): taken when it
+ * lies inside one of the roots, by its canonical path, with the checks a relative one
+ * gets. */
+static void resolve_absolute(const data_roots *roots, const char *what, const char *list, const char *abs,
+                             bool want_dir, json_t *resolved, const char *pointer, schema_errors *errs) {
     char real[PATH_MAX];
     struct stat sb;
     bool in_a_root = false;
+    const char *thing = want_dir ? "directory" : "file";
     if (!realpath(abs, real)) {
-        schema_errors_add(errs, pointer, "no directory \"%s\": %s", abs, strerror(errno));
+        schema_errors_add(errs, pointer, "no %s \"%s\": %s", thing, abs, strerror(errno));
         return;
     }
     for (int k = 0; k < roots->n; k++) in_a_root |= inside(real, roots->roots[k]);
     if (!in_a_root) {
-        schema_errors_add(errs, pointer,
-                          "\"%s\" is not inside any of the %s (%s): give a directory inside one of them, absolute or "
-                          "relative to the root (ddpctl run --workdir DIR), or start the server with --work-root "
-                          "for it",
-                          abs, what, list);
-    } else if (stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(real, R_OK | X_OK) != 0) {
-        schema_errors_add(errs, pointer, "%s is not a readable directory", real);
+        if (want_dir)
+            schema_errors_add(errs, pointer,
+                              "\"%s\" is not inside any of the %s (%s): give a directory inside one of them, absolute "
+                              "or relative to the root (ddpctl run --workdir DIR), or start the server with "
+                              "--work-root for it",
+                              abs, what, list);
+        else
+            schema_errors_add(errs, pointer,
+                              "\"%s\" is not inside any of the %s (%s): give a file inside one of them, absolute or "
+                              "relative to the root%s",
+                              abs, what, list, strcmp(real, abs) != 0 ? " (a symlink on the way leads out)" : "");
+    } else if (stat(real, &sb) != 0 || !(want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)) ||
+               access(real, want_dir ? R_OK | X_OK : R_OK) != 0) {
+        schema_errors_add(errs, pointer, "%s is not a readable %s", real, want_dir ? "directory" : "regular file");
     } else {
         json_t *slot = at_pointer(resolved, pointer);
         if (slot) json_string_set(slot, real);
@@ -121,11 +130,8 @@ static void resolve(const data_roots *roots, const char *what, const json_t *con
                           want_dir ? "work-root" : "data-root");
     } else if (rel[0] == '\0') {
         schema_errors_add(errs, pointer, "must name a %s (a path relative to one of the %s: %s)", thing, what, list);
-    } else if (rel[0] == '/' && want_dir) {
-        resolve_absolute_dir(roots, what, list, rel, resolved, pointer, errs);
     } else if (rel[0] == '/') {
-        schema_errors_add(errs, pointer, "must be a path relative to one of the %s (%s), not an absolute path: \"%s\"",
-                          what, list, rel);
+        resolve_absolute(roots, what, list, rel, want_dir, resolved, pointer, errs);
     } else if (climbs_out(rel)) {
         schema_errors_add(errs, pointer, "\"%s\" escapes the %s (%s) with \"..\": name a %s inside",
                           rel, what, list, thing);

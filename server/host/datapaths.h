@@ -1,9 +1,10 @@
 /* Where a submitted run may read files from. Paths in a submitted config are
- * relative to the server's data roots (the first root that holds the file wins);
- * the trainer gets them as absolute, canonical paths. Absolute paths, paths whose
- * ".." climbs out of a root, symlinks that lead out of every root (into another
- * root is fine: nothing outside the roots is read), and missing files are refused,
- * each with the JSON pointer of the offending field. */
+ * relative to the server's data roots (the first root that holds the file wins), or
+ * absolute and inside one of them; the trainer gets them as absolute, canonical
+ * paths. Absolute paths outside every root, paths whose ".." climbs out of a root,
+ * symlinks that lead out of every root (into another root is fine: nothing outside
+ * the roots is read), and missing files are refused, each with the JSON pointer of
+ * the offending field. */
 #ifndef DDPD_DATAPATHS_H
 #define DDPD_DATAPATHS_H
 

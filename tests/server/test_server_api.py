@@ -360,6 +360,15 @@ def case_config_defaults(a):
         check(given["train"]["images"] == os.path.realpath(f"{DATA_ROOT}/fashion-mnist/train-images-idx3-ubyte.gz"),
               f"the trainer gets canonical absolute paths: {given['train']['images']}")
         check(given["test"]["labels"].startswith("/"), "all four")
+        # an absolute path inside a data root, as a newcomer copies it from ls, is taken
+        absolute = f"{DATA_ROOT}/fashion-mnist/t10k-labels-idx1-ubyte.gz"
+        r = s.post("/runs", {"name": "record", "data": {"test": {"labels": absolute}}})
+        check(r.status == 201, f"an absolute data path inside a data root is taken: {r.status} {r.body[:300]!r}")
+        if r.status == 201:
+            done = s.wait_status(r.json()["id"], "succeeded", timeout=60)
+            with open(os.path.join(s.run_dir(r.json()["id"]), "fake.json")) as f:
+                labels = json.load(f)["config"]["data"]["test"]["labels"]
+            check(done and labels == os.path.realpath(absolute), f"and the trainer gets its canonical path: {labels}")
         check(seen["argv"][1:] == ["--config", os.path.join(s.run_dir(run["id"]), "config.json"), "--run-dir",
                                    s.run_dir(run["id"]), "--events", os.path.join(s.state_dir, "events.sock"),
                                    "--data-root", os.path.realpath(DATA_ROOT)],
