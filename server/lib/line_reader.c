@@ -41,7 +41,7 @@ static void skip_buffered(line_reader *r) {
 
 int line_reader_next(line_reader *r, const char **line, size_t *len, int64_t *budget) {
     for (;;) {
-        char *start = r->buf + r->pos, *nl = r->len > r->pos ? memchr(start, '\n', r->len - r->pos) : NULL;
+        char *start = r->buf ? r->buf + r->pos : NULL, *nl = r->len > r->pos ? memchr(start, '\n', r->len - r->pos) : NULL;
         if (nl) {
             size_t n = (size_t)(nl - start) + 1;
             r->pos += n;

@@ -240,6 +240,7 @@ static void test_remove(const char *scratch) {
     CHECK(access(run, F_OK) != 0, "the run directory is gone");
     CHECK(count_files(outside) == 10, "every file the links named is still there: %d of 10", count_files(outside));
     CHECK(run_dir_remove(run, err, sizeof err) == 0, "a directory already gone: removed");
+    free(run);
 
     /* the race: another process of the account renames the subdirectory away (into its
      * other run) and puts a link to the outside directory in its place, over and over */
@@ -260,10 +261,11 @@ static void test_remove(const char *scratch) {
                 if (lstat(sub, &st) == 0 && S_ISLNK(st.st_mode)) { /* put a real directory back, full */
                     unlink(sub);
                     mkdir(sub, 0700);
-                    for (int k = 0; k < 20; k++) {
-                        char name[32];
-                        snprintf(name, sizeof name, "f%d", k);
-                        put(sub, name, "x");
+                    for (int k = 0; k < 20; k++) { /* (the removal may take them as they come) */
+                        char *f = xasprintf("%s/f%d", sub, k);
+                        int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                        if (fd >= 0) close(fd);
+                        free(f);
                     }
                 }
             }
