@@ -424,6 +424,19 @@ static int best_of(const sweep_spec *s, const trial_row *tr, int n) {
     return best < 0 ? -1 : tr[best].trial;
 }
 
+/* A trial's parameters as anybody who may read the live feed sees them (the decision
+ * `made`, also in the log): the values that reach a command run's environment or
+ * arguments hidden, as GET /sweeps/{id} hides them from all but the owner. */
+static char *params_shown(const json_t *params) {
+    json_t *shown = json_deep_copy(params);
+    const char *key;
+    json_t *v;
+    json_object_foreach(shown, key, v) if (sweep_param_secret(key)) json_object_set_new(shown, key, json_string(COMMAND_RUN_HIDDEN));
+    char *text = json_dumps(shown, JSON_FLAGS);
+    json_decref(shown);
+    return text;
+}
+
 /* One look at a running sweep. */
 static void sweep_pass(const sweep_row *sw) {
     const sweep_spec *s = spec_of(sw);
@@ -444,9 +457,11 @@ static void sweep_pass(const sweep_row *sw) {
         json_t *p = sweep_trial_params(s, n);
         *t = (trial_row){.trial = n, .params = json_dumps(p, JSON_FLAGS), .rung = -1, .promoted = -1,
                          .metric = NAN, .metric_epoch = -1};
-        json_decref(p);
         snprintf(t->state, sizeof t->state, "pending");
-        decide(sw, t, "made", t->params);
+        char *shown = params_shown(p);
+        decide(sw, t, "made", shown);
+        free(shown);
+        json_decref(p);
         n++;
         submit_trial(sw, s, t);
         active++;
