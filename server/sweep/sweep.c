@@ -451,6 +451,16 @@ static void sweep_pass(const sweep_row *sw) {
     if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n);
     int active = 0;
     for (int i = 0; i < n; i++) active += is_active(&tr[i]);
+    char unwritable[512];
+    if (active < s->parallel && n < s->n_trials && store_unwritable(unwritable, sizeof unwritable)) {
+        /* no trial is made (nor its decision written, nor said) until it can be stored */
+        static log_limit waiting = LOG_LIMIT_INIT;
+        uint64_t skipped;
+        if (log_limit_now(&waiting, 10000, &skipped))
+            log_warn("sweep %lld: its next trial waits until the database can be written (%llu such passes not "
+                     "logged since the last line): %s", (long long)sw->id, (unsigned long long)skipped, unwritable);
+        active = s->parallel;
+    }
     while (active < s->parallel && n < s->n_trials) {
         tr = xrealloc(tr, (size_t)(n + 1) * sizeof *tr);
         trial_row *t = &tr[n];
