@@ -187,9 +187,11 @@ void datapaths_resolve_config(const data_roots *roots, const json_t *config, jso
 }
 
 /* `abs` made canonical into out (PATH_MAX): realpath of its longest existing part, the
- * rest appended as written. False when that rest climbs (".", "..") or it is too long. */
-static bool canonical_now(const char *abs, char *out) {
+ * rest appended as written (*missing then). False when that rest climbs (".", "..")
+ * or it is too long. */
+static bool canonical_now(const char *abs, char *out, bool *missing) {
     if (realpath(abs, out)) return true;
+    *missing = true;
     if (errno != ENOENT && errno != ENOTDIR) return false;
     const char *slash = strrchr(abs, '/');
     if (!slash || slash == abs) return false;
@@ -199,7 +201,7 @@ static bool canonical_now(const char *abs, char *out) {
     if ((size_t)(slash - abs) >= sizeof parent) return false;
     memcpy(parent, abs, (size_t)(slash - abs));
     parent[slash - abs] = '\0';
-    if (!canonical_now(parent, out)) return false;
+    if (!canonical_now(parent, out, missing)) return false;
     size_t n = strlen(out);
     if (n + 1 + strlen(last) >= PATH_MAX) return false;
     snprintf(out + n, PATH_MAX - n, "%s%s", strcmp(out, "/") == 0 ? "" : "/", last);
@@ -213,8 +215,8 @@ void datapaths_recheck(const data_roots *roots, const char *what, json_t *config
     if (!path || !*path) return;
     char real[PATH_MAX];
     char *list = data_roots_list(roots);
-    bool in_a_root = false;
-    if (path[0] != '/' || !canonical_now(path, real)) {
+    bool in_a_root = false, missing = false;
+    if (path[0] != '/' || !canonical_now(path, real, &missing)) {
         schema_errors_add(errs, pointer, "is \"%.300s\", not the canonical path the server wrote at submission (the "
                           "run's config.json was changed since): it must lie inside the %s (%s)", path, what, list);
     } else {
@@ -223,7 +225,7 @@ void datapaths_recheck(const data_roots *roots, const char *what, json_t *config
             schema_errors_add(errs, pointer, "leads to %.300s, outside the %s (%s): the run's config.json was "
                               "changed since its submission", real, what, list);
         else
-            json_string_set(slot, real);
+            json_string_set(slot, missing ? "" : real);
     }
     free(list);
 }

@@ -40,7 +40,7 @@ void datapaths_resolve_dir(const data_roots *roots, const char *what, const json
  * `config` when it lies inside one of `roots`; else a violation naming where it
  * leads. Absent and empty fields are left alone. A path that no longer exists is
  * judged by its longest part that does, made canonical, and the rest as written
- * (which may hold no "." or ".."). */
+ * (which may hold no "." or ".."), and written back as "" (it reads nothing). */
 void datapaths_recheck(const data_roots *roots, const char *what, json_t *config, const char *pointer,
                        schema_errors *errs);
 

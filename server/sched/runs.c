@@ -329,7 +329,8 @@ submit_result runs_check_resume(const json_t *config, const char *owner, int pri
         return refuse(out, permitted ? SUBMIT_FORBIDDEN : SUBMIT_NOT_PERMITTED, &who, "resume this run");
     }
     /* every path as the launcher would open it now: in the roots of its kind, in no
-     * other member's run */
+     * other member's run (one that leads to nothing now reads nothing: its roots judge
+     * it, no run's owner; the run it started from may have been deleted since) */
     const data_roots *roots[] = {R.data_roots, R.work_roots, R.runs_root};
     static const char *const what[] = {"data roots", "work roots", "run directories"};
     for (size_t i = 0; i < sizeof RESUME_PATHS / sizeof *RESUME_PATHS; i++)

@@ -8,6 +8,9 @@ case says why and is skipped (exit 77). The sweeps' side is tests/sweeps/test_sw
                         config.json to alice's checkpoint (straight, and through ".."
                         out of his own run), then bob (and an admin) resumes the run:
                         403 naming alice, the run stays as it was and nothing starts
+  resume_source_deleted a run started from another run of its owner's, since
+                        deleted, resumes from its own checkpoint (the gates refuse
+                        no more than they should)
   resume_lowered_limit  a command run of bob's whose priority his limit no longer
                         allows (ddpd user set --max-priority) is not resumed: 403
                         naming the limit, and it stays canceled
@@ -20,7 +23,8 @@ Usage: test_server_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH 
 import hashlib, json, os, pwd, shutil, sys, tempfile, subprocess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddpd_harness import Server, Accounts, check, cases_in, args_for, main, fmnist_config, add_user, user, bearer  # noqa: E402
+from ddpd_harness import (Server, Accounts, check, cases_in, args_for, main, fmnist_config, add_user, user,  # noqa: E402
+                          bearer, wait_until)
 
 SKIP = 77
 FINAL = ("succeeded", "failed", "canceled")
@@ -158,6 +162,31 @@ def case_resume_lowered_limit(a):
         check(r.status == 403 and "/priority" in detail and "at most 0" in detail,
               f"the resume is refused by bob's current limit: {r.status} {r.body[:400]!r}")
         check(t.server.run(rid)["status"] == "canceled", "the run stays canceled")
+
+
+def case_resume_source_deleted(a):
+    """The gates at a resume refuse no more than they should: a run that started from
+    another of its owner's runs' checkpoint, since deleted, resumes from its own."""
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        first = t.submit(t.bob, small(name="first", **{"checkpoint.every_epochs": 1}))
+        run = t.server.wait_status(first, FINAL, timeout=180)
+        check(run and run["status"] == "succeeded", f"bob's first run succeeds: {run and run['reason']}")
+        ckpt = sorted(os.listdir(os.path.join(t.server.run_dir(first), "checkpoints")))[-1]
+        second = t.submit(t.bob, small(name="second", **{"train.epochs": 200, "checkpoint.every_epochs": 1,
+                                                           "checkpoint.load": f"{first}/checkpoints/{ckpt}"}))
+        own = os.path.join(t.server.run_dir(second), "checkpoints")
+        wait_until(lambda: os.path.isdir(own) and os.listdir(own), "the second run's own checkpoint", 180)
+        t.server.post(f"/runs/{second}/cancel", headers=bearer(t.bob))
+        t.server.wait_status(second, "canceled", timeout=120)
+        r = t.server.request("DELETE", f"/runs/{first}", headers=bearer(t.bob))
+        check(r.status in (200, 204), f"bob deletes his first run: {r.status} {r.body[:300]!r}")
+        r = t.server.post(f"/runs/{second}/resume", headers=bearer(t.bob))
+        check(r.status == 202, f"the second run resumes from its own checkpoint: {r.status} {r.body[:400]!r}")
+        if r.status == 202:
+            t.server.wait_status(second, ("running", "succeeded"), timeout=120)
+            t.server.post(f"/runs/{second}/cancel", headers=bearer(t.bob))
+            t.server.wait_status(second, FINAL, timeout=120)
 
 
 SECRET = "sekrit-ARG-9f3c"
