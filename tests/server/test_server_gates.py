@@ -18,6 +18,9 @@ case says why and is skipped (exit 77). The sweeps' side is tests/sweeps/test_sw
                         in its log, its rank's log (a restart's banner included) or
                         GET /runs/{id}/logs for anybody, nor where its program cannot
                         be started; the program's name and how many arguments it had are
+  proc_cmdline_hidepid  what the host still shows: another account reads a rank's
+                        arguments in /proc/PID/cmdline, and none with /proc mounted
+                        hidepid=2 (in a mount namespace of the test's own)
 
 Usage: test_server_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
 import hashlib, json, os, pwd, shutil, sys, tempfile, subprocess
@@ -140,6 +143,14 @@ def case_resume_edited_config(a):
         check(not procs, f"no process of bob's account runs: {procs}")
 
 
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def _uid_of(pid):
     try:
         return os.stat(f"/proc/{pid}").st_uid
@@ -234,6 +245,51 @@ def case_argv_hidden(a):
                           f"GET /runs/{run_id}/logs{q} as {who} holds no argument: {r.status} {body[-600:]!r}")
         with open(os.path.join(t.state, "server.log"), errors="replace") as f:
             check(SECRET not in f.read(), "nor does the server's own log")
+
+
+# Run as alice's account: how many processes' command lines (other than its own) hold argv[1].
+LOOK = ("import os, sys\n"
+        "hits = 0\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if p.isdigit() and p != str(os.getpid()):\n"
+        "        try:\n"
+        "            hits += sys.argv[1].encode() in open('/proc/%s/cmdline' % p, 'rb').read()\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(hits)\n")
+
+
+def case_proc_cmdline_hidepid(a):
+    """What the README's Security model says of the host's process table: another
+    account reads a rank's arguments in /proc/PID/cmdline, unless /proc is mounted
+    with hidepid=2. Shown in a mount namespace of the test's own (the machine's /proc
+    is left as it is)."""
+    needs_root(a)
+    if not shutil.which("unshare") or not shutil.which("setpriv"):
+        print("proc_cmdline_hidepid: skipped: unshare and setpriv (util-linux) are needed")
+        sys.exit(SKIP)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        rid = t.submit(t.bob, {"name": "ps", "distributed": {"world_size": 1},
+                               "command": ["/usr/bin/python3", "-c", "import time; time.sleep(600)",
+                                           f"--api-key={SECRET}"]})
+        t.server.wait_status(rid, "running", timeout=120)
+        pw = pwd.getpwnam(acc["alice"])
+
+        def seen_by_alice(hidepid):
+            mount = "mount -t proc -o hidepid=2 proc /proc && " if hidepid else ""
+            p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                f'{mount}exec setpriv --reuid={pw.pw_uid} --regid={pw.pw_gid} --clear-groups '
+                                f'/usr/bin/python3 -c "$1" "$2"', "sh", LOOK, SECRET],
+                               capture_output=True, text=True, timeout=60)
+            return int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip().isdigit() else p.stderr[-300:]
+        # bob's rank is there once root sees it (its launcher has forked it)
+        wait_until(lambda: any(SECRET.encode() in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()),
+                   "bob's rank", 60)
+        plain, hidden = seen_by_alice(False), seen_by_alice(True)
+        check(plain == 1, f"without hidepid, alice's account reads bob's rank's argument in /proc: {plain!r}")
+        check(hidden == 0, f"with /proc mounted hidepid=2, it reads none: {hidden!r}")
+        t.server.post(f"/runs/{rid}/cancel", headers=bearer(t.bob))
+        t.server.wait_status(rid, FINAL, timeout=120)
 
 
 if __name__ == "__main__":
