@@ -142,11 +142,12 @@ it('another user\'s command sweep: its env and placeholder values read <hidden>,
       await page.setViewportSize({ width: 1280, height: 900 });
       page.errors = [];
       page.on('pageerror', (e) => page.errors.push(e.message));
-      // signed in as `who` (the token the sign-in keeps: this server's origin is its own)
+      // signed in as `who` on the sweep's page (signed out at the end: the next starts afresh)
       await page.goto(`${shared.url}/#/sweeps/${id}`);
-      await page.evaluate((t) => localStorage.setItem('ddpd.token', t), tokens[who]);
-      await page.reload();
-      await page.waitForSelector('#sweep-trials tbody tr');
+      await page.waitForSelector('#signin-form');
+      await page.fill('#signin-token', tokens[who]);
+      await page.click('#signin-form button[type=submit]');
+      await page.waitForSelector('#sweep-trials tbody tr', { timeout: 60000 });
       await until(async () => (await page.locator('#sweep-trials tbody tr').count()) === 2, 'two trials', 20000, 200);
       await until(async () => (await page.locator('#sweep-scatters .chart').count()) >= 1, 'a scatter', 20000, 200);
       seen[who] = {
@@ -157,7 +158,8 @@ it('another user\'s command sweep: its env and placeholder values read <hidden>,
       };
       if (who === 'alice') await screenshot(page, 'sweep-hidden-1280');
       assert.deepEqual(page.errors, [], `no script errors (${who})`);
-      await page.evaluate(() => localStorage.removeItem('ddpd.token'));
+      await page.click('#sign-out');
+      await page.waitForSelector('#signin-form');
       await page.close();
     }
     assert.ok(secrets.every((x) => !seen.alice.text.includes(x)), `alice's page shows no hidden value: ${secrets.filter((x) => seen.alice.text.includes(x))}`);
