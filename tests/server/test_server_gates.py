@@ -23,11 +23,12 @@ case says why and is skipped (exit 77). The sweeps' side is tests/sweeps/test_sw
                         hidepid=2 (in a mount namespace of the test's own)
 
 Usage: test_server_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
-import hashlib, json, os, pwd, shutil, sys, tempfile, subprocess
+import hashlib, os, pwd, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import (Server, Accounts, check, cases_in, args_for, main, fmnist_config, add_user, user,  # noqa: E402
                           bearer, wait_until)
+from test_server_full_disk import openapi_checker  # noqa: E402  (answers against schema/openapi.json)
 
 SKIP = 77
 FINAL = ("succeeded", "failed", "canceled")
@@ -125,6 +126,7 @@ def case_resume_edited_config(a):
         rid, before = bob_canceled_run(t)
         if not before:
             return
+        api = openapi_checker()
         cfg_path = os.path.join(t.server.run_dir(rid), "config.json")
         climbing = os.path.join(t.server.run_dir(rid), "..", str(hers), "checkpoints", os.path.basename(ckpt))
         for how, path in (("straight", ckpt), ("through .. out of his run", climbing)):
@@ -136,6 +138,7 @@ def case_resume_edited_config(a):
                 check(r.status == 403 and "alice" in detail and "/checkpoint/load" in detail,
                       f"{who}'s resume of the edited run ({how}) is refused, 403 naming alice: {r.status} "
                       f"{r.body[:400]!r}")
+                api.response("POST", "/runs/{id}/resume", r, "the resume's 403")
         after = t.server.run(rid)
         check(after["status"] == "canceled" and len(after.get("attempts") or []) == len(before.get("attempts") or []),
               f"the run is as it was, no attempt started: {after['status']} {len(after.get('attempts') or [])}")

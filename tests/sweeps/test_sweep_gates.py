@@ -24,12 +24,13 @@ and is skipped (exit 77).
                      the server's token see them all
 
 Usage: test_sweep_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
-import argparse, hashlib, http.client, json, os, shutil, subprocess, sys, tempfile
+import argparse, hashlib, http.client, json, os, shutil, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 from ddpd_harness import (Server, Accounts, check, cases_in, wait_until, main, fmnist_config, add_user, user,  # noqa: E402
                           bearer)
+from test_server_full_disk import openapi_checker  # noqa: E402  (answers against schema/openapi.json)
 
 SKIP = 77
 FINAL = ("succeeded", "failed", "canceled")
@@ -126,6 +127,7 @@ def case_priority_param(a):
                 "metric": {"key": "test_loss"}}
         r = t.post_sweep(t.bob, body)
         refused(r, 403, ["/parameters/priority", "100", "at most 0", "bob"], "a grid's priority 100 over bob's limit")
+        openapi_checker().response("POST", "/sweeps", r, "the 403 of POST /sweeps")
         if r.status == 403:
             errs = r.json().get("errors") or []
             check(errs and errs[0]["pointer"] == "/parameters/priority" and "/base/priority" in errs[0]["message"],
@@ -288,7 +290,7 @@ def case_masked(a):
                 "base": {"command": ["/usr/bin/python3", "-c", REPORT, "--token=sekrit-arg-B2", "--w={w}"],
                          "env": {"API_KEY": "sekrit-env-A1"}, "distributed": {"world_size": 1}},
                 "parameters": {"env.LR": {"values": ["sekrit-lr-C3"]}, "{w}": {"values": ["sekrit-w-D4"]},
-                               "priority": {"values": [-1]}},
+                               "env.K": {"min": 1, "max": 2}, "priority": {"values": [-1]}},
                 "metric": {"key": "test_loss"}}
         r = t.post_sweep(t.bob, body)
         if not check(r.status == 201, f"bob's command sweep is taken: {r.status} {r.body[:400]!r}"):
@@ -315,20 +317,25 @@ def case_masked(a):
                   f"the base's program, its arguments hidden: {spec['base']['command']}")
             check(spec["parameters"]["env.LR"] == {"values": ["<hidden>"]} and
                   spec["parameters"]["{w}"] == {"values": ["<hidden>"]} and
+                  spec["parameters"]["env.K"] == {"min": "<hidden>", "max": "<hidden>"} and
                   spec["parameters"]["priority"] == {"values": [-1]},
                   f"the env and placeholder parameters' values hidden, the others shown: {spec['parameters']}")
             params = [x["params"] for x in m["trials"]] + [m["best"]["params"]]
-            check(all(p == {"env.LR": "<hidden>", "{w}": "<hidden>", "priority": -1} for p in params),
+            check(len(params) == 3 and all(p == {"env.LR": "<hidden>", "{w}": "<hidden>", "env.K": "<hidden>",
+                                                  "priority": -1} for p in params),
                   f"each trial's and the best's params hidden the same way: {params}")
             check(set(m.get("hidden") or []) >= {"/spec/base/env", "/spec/base/command", "/spec/parameters/env.LR",
                                                  "/spec/parameters/{w}"},
                   f"the answer says what it hides: {m.get('hidden')}")
+        api = openapi_checker()
+        api.response("GET", "/sweeps/{id}", one, "alice's masked GET /sweeps/{id}")
         listed = t.get(t.alice, "/sweeps")
+        api.response("GET", "/sweeps", listed, "alice's masked GET /sweeps")
         text = listed.body.decode()
         check(listed.status == 200 and not any(x in text for x in SECRETS),
               f"alice's GET /sweeps shows no secret: {[x for x in SECRETS if x in text]}")
         best = next((x for x in listed.json()["sweeps"] if x["id"] == sid), {}).get("best") or {}
-        check(best.get("params") == {"env.LR": "<hidden>", "{w}": "<hidden>", "priority": -1},
+        check(best.get("params") == {"env.LR": "<hidden>", "{w}": "<hidden>", "env.K": "<hidden>", "priority": -1},
               f"the list's best trial, hidden the same way: {best}")
         feed = sweep_events_text(t.server, t.alice, sid)
         check(feed and not any(x in feed for x in SECRETS), f"the live feed's sweep events hold no secret: "
