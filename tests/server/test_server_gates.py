@@ -189,8 +189,8 @@ def case_resume_source_deleted(a):
         ckpt = sorted(os.listdir(os.path.join(t.server.run_dir(first), "checkpoints")))[-1]
         second = t.submit(t.bob, small(name="second", **{"train.epochs": 200, "checkpoint.every_epochs": 1,
                                                            "checkpoint.load": f"{first}/checkpoints/{ckpt}"}))
-        own = os.path.join(t.server.run_dir(second), "checkpoints")
-        wait_until(lambda: os.path.isdir(own) and os.listdir(own), "the second run's own checkpoint", 180)
+        # a checkpoint the run reported is whole on disk (a file being written is not one yet)
+        wait_until(lambda: (t.server.run(second) or {}).get("checkpoints"), "the second run's own checkpoint", 180)
         t.server.post(f"/runs/{second}/cancel", headers=bearer(t.bob))
         t.server.wait_status(second, "canceled", timeout=120)
         r = t.server.request("DELETE", f"/runs/{first}", headers=bearer(t.bob))
