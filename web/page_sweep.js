@@ -159,7 +159,10 @@ export function mountSweep(root, id) {
     }
   }
 
-  const close = subscribe('/events', { ready: () => load(), run: soon, epoch: soon, deleted: soon });
+  // a decision of this sweep's searcher (a trial's end, the sweep's own) comes as a
+  // `sweep` event: its last one follows its trials' last run event
+  const ofThis = (d) => { if (d && String(d.sweep) === String(id)) soon(d); };
+  const close = subscribe('/events', { ready: () => load(), run: soon, epoch: soon, deleted: soon, sweep: ofThis });
   load();
   return () => { disposed = true; clearTimeout(timer); close(); if (compare) compare.dispose(); for (const s of scatters.values()) s.destroy(); };
 }
