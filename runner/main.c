@@ -228,13 +228,15 @@ static void send_hello(event_sink *events, int world_size) {
                json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size", world_size));
 }
 
-/* The command as one line, for the log. */
-static void command_line(const command_config *c, char *out, size_t n) {
-    size_t len = 0;
-    out[0] = '\0';
-    for (int i = 0; i < c->argc && len < n; i++)
-        len += (size_t)snprintf(out + len, n - len, "%s%s", i ? " " : "", c->argv[i]);
-    utf8_repair(out); /* a long command is clipped */
+/* The command for the log: its program and how many arguments it has, never the
+ * arguments themselves. The run's log is read by others than the run's owner (admins,
+ * GET /runs/{id}/logs), while the API shows a command's arguments to its owner alone
+ * (they may hold a token passed as --token=...). */
+static void command_words(const command_config *c, char *out, size_t n) {
+    int args = c->argc - 1;
+    snprintf(out, n, "`%s` with %d argument%s (not shown: the run's config has them)", c->argv[0], args,
+             args == 1 ? "" : "s");
+    utf8_repair(out); /* a long program's path is clipped */
 }
 
 static int run(const options *o, const command_config *cfg) {
@@ -305,19 +307,19 @@ static int run(const options *o, const command_config *cfg) {
         log_msg(LOG_WARN, "%s", hint);
         snprintf(program, sizeof program, "%s (not found)", cfg->argv[0]);
     }
-    char line[2048];
-    command_line(cfg, line, sizeof line);
+    char line[PATH_MAX + 128];
+    command_words(cfg, line, sizeof line);
     char restarts_note[96] = "";
     if (cfg->max_restarts > 0)
         snprintf(restarts_note, sizeof restarts_note, ", up to %d restart%s (distributed.max_restarts)",
                  cfg->max_restarts, cfg->max_restarts > 1 ? "s" : "");
     if (nodes > 1)
-        log_msg(LOG_INFO, "run %s: node %d of %d: ranks %d to %d of %d of `%s` in %s, MASTER_ADDR %s, MASTER_PORT %d%s%s",
+        log_msg(LOG_INFO, "run %s: node %d of %d: ranks %d to %d of %d of %s in %s, MASTER_ADDR %s, MASTER_PORT %d%s%s",
                 run_id, node_rank, nodes, node_rank * local_ranks, (node_rank + 1) * local_ranks - 1, cfg->world_size,
                 line, working_dir, o->master_addr ? o->master_addr : "127.0.0.1", port,
                 gpus ? ", CUDA_VISIBLE_DEVICES " : "", gpus ? devices : "");
     else
-        log_msg(LOG_INFO, "run %s: %d rank%s of `%s` in %s, MASTER_PORT %d%s%s%s", run_id, cfg->world_size,
+        log_msg(LOG_INFO, "run %s: %d rank%s of %s in %s, MASTER_PORT %d%s%s%s", run_id, cfg->world_size,
                 cfg->world_size > 1 ? "s" : "", line, working_dir, port, gpus ? ", CUDA_VISIBLE_DEVICES " : "",
                 gpus ? devices : "", restarts_note);
     rank_env_params env = {

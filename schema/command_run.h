@@ -11,6 +11,11 @@
 
 #include "validator.h"
 
+/* What a reader who is not a command run's owner (nor an admin) is shown in place of
+ * each of its env values and of each argument of its command (api/run_mask.h), and of
+ * a sweep's parameter values that reach them. */
+#define COMMAND_RUN_HIDDEN "<hidden>"
+
 /* Whether `doc` is a command run (it has "command"). */
 bool command_run_is(const json_t *doc);
 

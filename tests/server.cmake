@@ -73,6 +73,11 @@ ddpd_py_cases(server_wall_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_wall.py 
 # server, as root, works in them (needs root: skipped with a message else).
 ddpd_py_cases(server_wall_files_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_wall_files.py ARGS ${server_secret_args}
               TIMEOUT 420 SKIP_RETURN_CODE 77)
+# The gates a run passes, attacked between two members (real accounts, the server as root):
+# a resume of a config its account edited, a resume past a lowered limit, a command's
+# arguments kept out of every log.
+ddpd_py_cases(server_gates_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_gates.py SANITIZE ARGS ${server_secret_args}
+              TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}

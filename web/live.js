@@ -8,7 +8,7 @@
 // makes the page ask whether the token still reads (a 401 brings the sign-in back).
 import { noticeUnauthorized, probe, streamUrl } from './api.js';
 
-const EVENT_TYPES = ['ready', 'run', 'rank', 'epoch', 'checkpoint', 'attempt', 'deleted', 'step', 'heartbeat'];
+const EVENT_TYPES = ['ready', 'run', 'rank', 'epoch', 'checkpoint', 'attempt', 'deleted', 'step', 'heartbeat', 'sweep'];
 const stateListeners = new Set();
 let currentState = 'idle', open_streams = 0;
 

@@ -24,6 +24,15 @@ export function byMetric(trials, goal) {
 // A parameter's value as a cell shows it.
 function paramText(v) { return typeof v === 'number' ? num(v) : typeof v === 'string' ? v : JSON.stringify(v); }
 
+// The parameters whose values this reader may not see (a command run's sweep read by
+// one who is neither its owner nor an admin: the answer's `hidden` lists them as
+// /spec/parameters/KEY): their cells read <hidden>, and no scatter is drawn for them.
+function hiddenParams(sweep) {
+  const prefix = '/spec/parameters/';
+  return new Set((sweep.hidden || []).filter((p) => p.startsWith(prefix))
+    .map((p) => p.slice(prefix.length).replace(/~1/g, '/').replace(/~0/g, '~')));
+}
+
 // How the sweep searches, in a line.
 function methodText(spec) {
   if (!spec) return '';
@@ -68,7 +77,9 @@ export function mountSweep(root, id) {
     document.title = `ddpd · sweep #${sweep.id}`;
     statusSlot.replaceChildren(badge(sweep.status));
     cancelBtn.hidden = sweep.status !== 'running';
-    summary.textContent = `${metricName(sweep.metric)} · ${methodText(spec)} · ${trialCounts(sweep.trial_counts)}${sweep.owner ? ` · ${sweep.owner}'s` : ''}`;
+    const hidden = hiddenParams(sweep);
+    summary.textContent = `${metricName(sweep.metric)} · ${methodText(spec)} · ${trialCounts(sweep.trial_counts)}${sweep.owner ? ` · ${sweep.owner}'s` : ''}`
+      + (hidden.size ? ` · the values of ${[...hidden].join(', ')} are hidden (${sweep.owner ? `${sweep.owner}'s` : 'its owner\'s'} and admins' to see)` : '');
     reasonBox.hidden = !sweep.reason;
     reasonBox.textContent = sweep.reason || '';
 
@@ -95,6 +106,7 @@ export function mountSweep(root, id) {
 
     if (uPlot) {
       for (const [i, p] of params.entries()) {
+        if (hidden.has(p)) continue; // values it may not see: nothing to draw
         if (!scatters.has(p)) scatters.set(p, mountScatter(scatterGrid, uPlot, i, p, spec.parameters[p], sweep.metric));
         scatters.get(p).update(sweep.trials || [], best ? best.trial : null);
       }
@@ -147,7 +159,10 @@ export function mountSweep(root, id) {
     }
   }
 
-  const close = subscribe('/events', { ready: () => load(), run: soon, epoch: soon, deleted: soon });
+  // a decision of this sweep's searcher (a trial's end, the sweep's own) comes as a
+  // `sweep` event: its last one follows its trials' last run event
+  const ofThis = (d) => { if (d && String(d.sweep) === String(id)) soon(d); };
+  const close = subscribe('/events', { ready: () => load(), run: soon, epoch: soon, deleted: soon, sweep: ofThis });
   load();
   return () => { disposed = true; clearTimeout(timer); close(); if (compare) compare.dispose(); for (const s of scatters.values()) s.destroy(); };
 }

@@ -56,9 +56,10 @@ export function mountSweeps(root) {
     tbody.replaceChildren(...list.map(row));
   }
 
-  // a run's change may be a trial's: the list is fetched again, at most once a second
+  // a run's change may be a trial's, a sweep event a sweep's decision (its end among
+  // them): the list is fetched again, at most once a second
   function soon() { if (!timer) timer = setTimeout(() => { timer = null; if (!disposed) load(); }, 1000); }
-  const close = subscribe('/events', { ready: soon, run: soon, deleted: soon, epoch: soon });
+  const close = subscribe('/events', { ready: soon, run: soon, deleted: soon, epoch: soon, sweep: soon });
   load();
   return () => { disposed = true; clearTimeout(timer); close(); };
 }

@@ -212,40 +212,21 @@ static void post_runs(request *rq, response *rs) {
         json_decref(config);
         return;
     }
-    const char *forbidden = runs_forbidden(config);
-    if (forbidden) {
-        reply_problem(rs, 403, NULL, "%s", forbidden);
-        schema_errors_free(&errs);
-        json_decref(config);
-        return;
+    /* every gate a run passes (runs.h), then stored and queued */
+    submit_outcome out = {0};
+    switch (runs_submit(config, who, 0, 0, &out)) {
+    case SUBMIT_OK:
+        rs->location = xasprintf("/runs/%lld", (long long)out.id);
+        reply_run(rq, rs, 201, out.id);
+        break;
+    case SUBMIT_INVALID: invalid_config(rs, &out.errs); break;
+    case SUBMIT_FORBIDDEN:
+    case SUBMIT_NOT_PERMITTED:
+        reply_problem(rs, 403, schema_errors_to_json(&out.errs), "%s", out.why);
+        break;
+    default: reply_problem(rs, submit_http_status(out.result), NULL, "%s", out.why); break;
     }
-    if (!runs_permitted(config, who, &errs)) {
-        char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
-        reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
-                      who->kind == CALLER_USER ? who->name : "this caller", first);
-        free(first);
-        schema_errors_free(&errs);
-        json_decref(config);
-        return;
-    }
-    char err[1024];
-    int64_t id = runs_submit(config, who, &errs, err, sizeof err);
-    if (id == 0) invalid_config(rs, &errs);
-    else if (id == RUNS_SUBMIT_FORBIDDEN) {
-        char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
-        reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
-                      who->kind == CALLER_USER ? who->name : "this caller", first);
-        free(first);
-    }
-    else if (id < 0) {
-        store_health sh;
-        store_health_take(&sh);
-        reply_problem(rs, sh.writable ? 500 : 503, NULL, "%s", err);
-    }
-    else {
-        rs->location = xasprintf("/runs/%lld", (long long)id);
-        reply_run(rq, rs, 201, id);
-    }
+    submit_outcome_free(&out);
     schema_errors_free(&errs);
     json_decref(config);
 }
@@ -415,6 +396,7 @@ static void resume_run(request *rq, response *rs) {
     case RESUME_QUEUED: reply_run(rq, rs, 202, id); return;
     case RESUME_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no run %lld (GET /runs lists them)", (long long)id); return;
     case RESUME_REFUSED: reply_problem(rs, 409, NULL, "%s", why); return;
+    case RESUME_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", why); return;
     default: reply_problem(rs, 500, NULL, "the database could not be read or written; see the server's log"); return;
     }
 }

@@ -3,7 +3,10 @@
  *   POST /sweeps               a sweep (base config, parameters, method, metric, early stopping) -> 201, Location
  *   GET  /sweeps               every sweep, newest first, with its best trial
  *   GET  /sweeps/{id}          the sweep: status, spec, trials (run, params, status, metric), best
- *   POST /sweeps/{id}/cancel   cancel it and its trials -> 202 (its owner or an admin) */
+ *   POST /sweeps/{id}/cancel   cancel it and its trials -> 202 (its owner or an admin)
+ *
+ * Every answer holding a sweep is masked for whoever is not its owner or an admin
+ * (sweep_mask.h). */
 #include "routes_sweeps.h"
 
 #include <inttypes.h>
@@ -12,6 +15,7 @@
 
 #include "base.h"
 #include "sweep.h"
+#include "sweep_mask.h"
 
 /* The {id} of /sweeps/{id}: false (and a 404) when it is not a positive integer. */
 static bool sweep_id(request *rq, response *rs, int64_t *id) {
@@ -25,10 +29,14 @@ static bool sweep_id(request *rq, response *rs, int64_t *id) {
     return true;
 }
 
-static void reply_sweep(response *rs, int status, int64_t id) {
+static void reply_sweep(request *rq, response *rs, int status, int64_t id) {
     json_t *o = sweep_json(id);
-    if (!o) reply_problem(rs, 404, NULL, "there is no sweep %lld (GET /sweeps lists them)", (long long)id);
-    else reply_json(rs, status, o);
+    if (!o) {
+        reply_problem(rs, 404, NULL, "there is no sweep %lld (GET /sweeps lists them)", (long long)id);
+        return;
+    }
+    sweep_mask_for(o, rq_caller(rq));
+    reply_json(rs, status, o);
 }
 
 static void post_sweeps(request *rq, response *rs) {
@@ -45,7 +53,7 @@ static void post_sweeps(request *rq, response *rs) {
     switch (sweep_submit(body, rq_caller(rq), &errs, &id, err, sizeof err)) {
     case SWEEP_OK:
         rs->location = xasprintf("/sweeps/%lld", (long long)id);
-        reply_sweep(rs, 201, id);
+        reply_sweep(rq, rs, 201, id);
         break;
     case SWEEP_INVALID:
         reply_problem_counted(rs, 400, schema_errors_to_json(&errs), schema_errors_total(&errs),
@@ -53,7 +61,7 @@ static void post_sweeps(request *rq, response *rs) {
                               errs.items[0].message,
                               schema_errors_total(&errs) > 1 ? " (and more: see errors)" : "");
         break;
-    case SWEEP_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", err); break;
+    case SWEEP_FORBIDDEN: reply_problem(rs, 403, errs.count ? schema_errors_to_json(&errs) : NULL, "%s", err); break;
     default: reply_problem(rs, 500, NULL, "%s", err); break;
     }
     schema_errors_free(&errs);
@@ -61,13 +69,14 @@ static void post_sweeps(request *rq, response *rs) {
 }
 
 static void get_sweeps(request *rq, response *rs) {
-    (void)rq;
-    reply_json(rs, 200, sweep_list_json());
+    json_t *list = sweep_list_json(), *sweeps = json_object_get(list, "sweeps");
+    for (size_t i = 0; i < json_array_size(sweeps); i++) sweep_mask_for(json_array_get(sweeps, i), rq_caller(rq));
+    reply_json(rs, 200, list);
 }
 
 static void get_sweep(request *rq, response *rs) {
     int64_t id;
-    if (sweep_id(rq, rs, &id)) reply_sweep(rs, 200, id);
+    if (sweep_id(rq, rs, &id)) reply_sweep(rq, rs, 200, id);
 }
 
 static void cancel_sweep(request *rq, response *rs) {
@@ -75,7 +84,7 @@ static void cancel_sweep(request *rq, response *rs) {
     if (!sweep_id(rq, rs, &id)) return;
     char why[512] = "";
     switch (sweep_cancel(id, rq_caller(rq), why, sizeof why)) {
-    case SWEEP_OK: reply_sweep(rs, 202, id); return;
+    case SWEEP_OK: reply_sweep(rq, rs, 202, id); return;
     case SWEEP_NOT_FOUND: reply_problem(rs, 404, NULL, "there is no sweep %lld (GET /sweeps lists them)", (long long)id); return;
     case SWEEP_FORBIDDEN: reply_problem(rs, 403, NULL, "%s", why); return;
     case SWEEP_FINISHED: reply_problem(rs, 409, NULL, "%s", why); return;

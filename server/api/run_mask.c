@@ -26,6 +26,26 @@ bool run_mask_sees_all(const caller *who, const char *owner) {
     return who->admin || (who->kind == CALLER_USER && owner && *owner && strcmp(owner, who->name) == 0);
 }
 
+bool run_mask_config(json_t *config, json_t *hidden, const char *at) {
+    bool any = false;
+    json_t *env = json_object_get(config, "env");
+    if (json_is_object(env) && json_object_size(env) > 0) {
+        const char *name;
+        json_t *value;
+        json_object_foreach(env, name, value) json_object_set_new(env, name, json_string(RUN_MASK_HIDDEN));
+        json_array_append_new(hidden, json_sprintf("%s/env", at));
+        any = true;
+    }
+    json_t *command = json_object_get(config, "command");
+    if (json_is_array(command) && json_array_size(command) > 1) {
+        for (size_t i = 1; i < json_array_size(command); i++)
+            json_array_set_new(command, i, json_string(RUN_MASK_HIDDEN));
+        json_array_append_new(hidden, json_sprintf("%s/command", at));
+        any = true;
+    }
+    return any;
+}
+
 bool run_mask_apply(char **body, size_t *len) {
     json_t *run = json_loadb(*body, *len, 0, NULL);
     json_t *config = json_object_get(run, "config");
@@ -34,19 +54,7 @@ bool run_mask_apply(char **body, size_t *len) {
         return false;
     }
     json_t *hidden = json_array();
-    json_t *env = json_object_get(config, "env");
-    if (json_is_object(env) && json_object_size(env) > 0) {
-        const char *name;
-        json_t *value;
-        json_object_foreach(env, name, value) json_object_set_new(env, name, json_string(RUN_MASK_HIDDEN));
-        json_array_append_new(hidden, json_string("/config/env"));
-    }
-    json_t *command = json_object_get(config, "command");
-    if (json_is_array(command) && json_array_size(command) > 1) {
-        for (size_t i = 1; i < json_array_size(command); i++)
-            json_array_set_new(command, i, json_string(RUN_MASK_HIDDEN));
-        json_array_append_new(hidden, json_string("/config/command"));
-    }
+    run_mask_config(config, hidden, "/config");
     json_object_set_new(run, "hidden", hidden);
     size_t n = json_dumpb(run, NULL, 0, JSON_FLAGS);
     char *s = xmalloc(n + 1);

@@ -22,7 +22,8 @@
 const char USER_USAGE[] =
     "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--unix-user ACCOUNT]\n"
     "                     [--state-dir DIR]\n"
-    "       ddpd user set NAME --unix-user ACCOUNT|--no-unix-user [--state-dir DIR]\n"
+    "       ddpd user set NAME [--unix-user ACCOUNT|--no-unix-user] [--max-devices N|--no-max-devices]\n"
+    "                     [--max-priority P] [--state-dir DIR]\n"
     "       ddpd user list [--state-dir DIR]\n"
     "       ddpd user token NAME [--state-dir DIR]\n"
     "       ddpd user remove NAME [--state-dir DIR]\n"
@@ -33,7 +34,8 @@ const char USER_USAGE[] =
     "\n"
     "  add NAME             a new user; its token is printed once, alone on the last line (only its\n"
     "                       hash is kept). A removed user's name can be given back.\n"
-    "  set NAME             changes the user's Unix account (its runs started from now on)\n"
+    "  set NAME             changes the user's Unix account (its runs started from now on), quota or\n"
+    "                       highest priority (its submissions, sweep trials and resumes from now on)\n"
     "  list                 every user: admin or not, quota, highest priority, Unix account, removed or not\n"
     "  token NAME           a new token for the user; the old one stops working at once\n"
     "  remove NAME          the user's token stops working; its runs stay, owned by its name\n"
@@ -44,6 +46,7 @@ const char USER_USAGE[] =
     "                       and groups, HOME, umask 077), and its run directories are that account's.\n"
     "                       The server must be root or hold CAP_SETUID and CAP_SETGID (ddpd check says)\n"
     "  --no-unix-user       (set) none of its own: its runs go under ddpd serve --run-user ACCOUNT\n"
+    "  --no-max-devices     (set) no quota\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
 static int schema_version(sqlite3 *db) {
@@ -106,6 +109,34 @@ static void print_list(sqlite3 *db) {
     free(u);
 }
 
+/* `ddpd user set`: each change given, in one transaction (all or none). 0, or 1. */
+static int set_user(sqlite3 *db, const user_info *u, bool account, bool devices, bool priority) {
+    char err[512];
+    sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    bool ok = (!account || users_set_unix_user(db, u->name, u->unix_user, err, sizeof err) == 0) &&
+              (!devices || users_set_max_devices(db, u->name, u->max_devices, err, sizeof err) == 0) &&
+              (!priority || users_set_max_priority(db, u->name, u->max_priority, err, sizeof err) == 0);
+    if (!ok || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        if (ok) snprintf(err, sizeof err, "the database cannot be written: %s", sqlite3_errmsg(db));
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        fprintf(stderr, "ddpd user: %s\n", err);
+        return 1;
+    }
+    if (account && u->unix_user[0])
+        printf("user %s: its runs started from now on run as the account %s\n", u->name, u->unix_user);
+    else if (account)
+        printf("user %s: no account of its own; its runs started from now on run as ddpd serve's --run-user\n",
+               u->name);
+    if (devices && u->max_devices >= 0)
+        printf("user %s: max-devices %d (its runs may hold that many devices at once)\n", u->name, u->max_devices);
+    else if (devices)
+        printf("user %s: no quota\n", u->name);
+    if (priority)
+        printf("user %s: max-priority %d: its submissions, sweep trials and resumes from now on may not go above it\n",
+               u->name, u->max_priority);
+    return 0;
+}
+
 int user_main(int argc, char **argv) {
     die_set_program("ddpd user");
     if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "help") == 0) {
@@ -115,19 +146,22 @@ int user_main(int argc, char **argv) {
     const char *verb = argv[2], *name = NULL, *state_flag = NULL;
     user_info u = {.max_devices = -1};
     bool wants_name = strcmp(verb, "list") != 0;
-    bool account_given = false;
+    bool account_given = false, devices_given = false, priority_given = false;
     if (strcmp(verb, "add") && strcmp(verb, "set") && strcmp(verb, "list") && strcmp(verb, "token") &&
         strcmp(verb, "remove"))
         die("there is no `ddpd user %s`: add, set, list, token or remove (ddpd user --help)", verb);
-    bool takes_account = strcmp(verb, "add") == 0 || strcmp(verb, "set") == 0;
+    bool sets_fields = strcmp(verb, "add") == 0 || strcmp(verb, "set") == 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--state-dir") == 0) state_flag = v, i++;
         else if (strcmp(verb, "add") == 0 && strcmp(a, "--admin") == 0) u.admin = true;
-        else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-devices") == 0) u.max_devices = parse_int(a, v, 0, 100000), i++;
-        else if (strcmp(verb, "add") == 0 && strcmp(a, "--max-priority") == 0) u.max_priority = parse_int(a, v, -100, 100), i++;
-        else if (takes_account && strcmp(a, "--unix-user") == 0) {
+        else if (sets_fields && strcmp(a, "--max-devices") == 0)
+            u.max_devices = parse_int(a, v, 0, 100000), devices_given = true, i++;
+        else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-max-devices") == 0) u.max_devices = -1, devices_given = true;
+        else if (sets_fields && strcmp(a, "--max-priority") == 0)
+            u.max_priority = parse_int(a, v, -100, 100), priority_given = true, i++;
+        else if (sets_fields && strcmp(a, "--unix-user") == 0) {
             if (!v || !*v) die("--unix-user needs the name of an account of this host");
             snprintf(u.unix_user, sizeof u.unix_user, "%s", v);
             const char *bad = strlen(v) > USER_UNIX_MAX ? "an account's name is at most 32 characters"
@@ -141,8 +175,9 @@ int user_main(int argc, char **argv) {
         if (strcmp(a, "--state-dir") == 0 && !v) die("--state-dir needs a value");
     }
     if (wants_name && !name) die("ddpd user %s needs the user's NAME (ddpd user --help)", verb);
-    if (strcmp(verb, "set") == 0 && !account_given)
-        die("ddpd user set %s needs what to change: --unix-user ACCOUNT or --no-unix-user (ddpd user --help)", name);
+    if (strcmp(verb, "set") == 0 && !account_given && !devices_given && !priority_given)
+        die("ddpd user set %s needs what to change: --unix-user ACCOUNT or --no-unix-user, --max-devices N or "
+            "--no-max-devices, --max-priority P (ddpd user --help)", name);
     if (account_given && u.unix_user[0] && !getpwnam(u.unix_user))
         fprintf(stderr, "ddpd user: warning: this host has no account %s (yet): runs of %s are refused until it "
                         "does (useradd %s)\n", u.unix_user, name, u.unix_user);
@@ -173,15 +208,7 @@ int user_main(int argc, char **argv) {
                    u.admin ? "admin, " : "", devices, priority, account, token);
         }
     } else if (strcmp(verb, "set") == 0) {
-        if (users_set_unix_user(db, u.name, u.unix_user, err, sizeof err) != 0) {
-            fprintf(stderr, "ddpd user: %s\n", err);
-            rc = 1;
-        } else if (u.unix_user[0]) {
-            printf("user %s: its runs started from now on run as the account %s\n", u.name, u.unix_user);
-        } else {
-            printf("user %s: no account of its own; its runs started from now on run as ddpd serve's --run-user\n",
-                   u.name);
-        }
+        rc = set_user(db, &u, account_given, devices_given, priority_given);
     } else if (strcmp(verb, "token") == 0) {
         if (users_new_token(db, u.name, token, err, sizeof err) != 0) {
             fprintf(stderr, "ddpd user: %s\n", err);

@@ -191,3 +191,47 @@ void datapaths_resolve_config(const data_roots *roots, const json_t *config, jso
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         datapaths_resolve_field(roots, "data roots", config, resolved, fields[i], errs);
 }
+
+/* `abs` made canonical into out (PATH_MAX): realpath of its longest existing part, the
+ * rest appended as written (*missing then). False when that rest climbs (".", "..")
+ * or it is too long. */
+static bool canonical_now(const char *abs, char *out, bool *missing) {
+    if (realpath(abs, out)) return true;
+    *missing = true;
+    if (errno != ENOENT && errno != ENOTDIR) return false;
+    const char *slash = strrchr(abs, '/');
+    if (!slash || slash == abs) return false;
+    const char *last = slash + 1;
+    if (!*last || strcmp(last, ".") == 0 || strcmp(last, "..") == 0) return false;
+    char parent[PATH_MAX];
+    if ((size_t)(slash - abs) >= sizeof parent) return false;
+    memcpy(parent, abs, (size_t)(slash - abs));
+    parent[slash - abs] = '\0';
+    if (!canonical_now(parent, out, missing)) return false;
+    size_t n = strlen(out);
+    if (n + 1 + strlen(last) >= PATH_MAX) return false;
+    snprintf(out + n, PATH_MAX - n, "%s%s", strcmp(out, "/") == 0 ? "" : "/", last);
+    return true;
+}
+
+void datapaths_recheck(const data_roots *roots, const char *what, json_t *config, const char *pointer,
+                       schema_errors *errs) {
+    json_t *slot = at_pointer(config, pointer);
+    const char *path = json_string_value(slot);
+    if (!path || !*path) return;
+    char real[PATH_MAX];
+    char *list = data_roots_list(roots);
+    bool in_a_root = false, missing = false;
+    if (path[0] != '/' || !canonical_now(path, real, &missing)) {
+        schema_errors_add(errs, pointer, "is \"%.300s\", not the canonical path the server wrote at submission (the "
+                          "run's config.json was changed since): it must lie inside the %s (%s)", path, what, list);
+    } else {
+        for (int k = 0; k < roots->n; k++) in_a_root |= inside(real, roots->roots[k]);
+        if (!in_a_root)
+            schema_errors_add(errs, pointer, "leads to %.300s, outside the %s (%s): the run's config.json was "
+                              "changed since its submission", real, what, list);
+        else
+            json_string_set(slot, missing ? "" : real);
+    }
+    free(list);
+}

@@ -35,6 +35,16 @@ void datapaths_resolve_field(const data_roots *roots, const char *what, const js
 void datapaths_resolve_dir(const data_roots *roots, const char *what, const json_t *config, json_t *resolved,
                            const char *pointer, schema_errors *errs);
 
+/* A path a config was given at submission (then absolute and canonical: as the
+ * functions above wrote it; a file the run's account may have rewritten since) made
+ * canonical again, as its reader would open it now, and written back at `pointer` in
+ * `config` when it lies inside one of `roots`; else a violation naming where it
+ * leads. Absent and empty fields are left alone. A path that no longer exists is
+ * judged by its longest part that does, made canonical, and the rest as written
+ * (which may hold no "." or ".."), and written back as "" (it reads nothing). */
+void datapaths_recheck(const data_roots *roots, const char *what, json_t *config, const char *pointer,
+                       schema_errors *errs);
+
 /* The four data files of a run config (/data/train/images, ...). */
 void datapaths_resolve_config(const data_roots *roots, const json_t *config, json_t *resolved,
                               schema_errors *errs);

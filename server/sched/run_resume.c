@@ -11,6 +11,7 @@
 #include "run_dir.h"
 #include "run_files.h"
 #include "run_status.h"
+#include "runs.h"
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
@@ -60,6 +61,14 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     const char *mode = json_string_value(json_object_get(cfg, "mode"));
     pool_kind pool = strcmp(b.device_kind, "gpu") == 0 ? POOL_GPU : POOL_CPU;
     ckpt_header h = {0};
+    /* the gates again, on what its launcher would read back, as its owner may now */
+    submit_outcome gate = {0};
+    if (runs_check_resume(cfg, b.has_owner ? b.owner : NULL, b.priority, b.world_size, &gate) != SUBMIT_OK) {
+        snprintf(why, whylen, "run %lld cannot be resumed: %s", (long long)id, gate.why);
+        submit_outcome_free(&gate);
+        res = RESUME_FORBIDDEN;
+        goto out;
+    }
     if (!b.command && mode && strcmp(mode, "eval") == 0) {
         snprintf(why, whylen, "run %lld is an eval run (mode eval): there is no training to continue; submit it again "
                  "(POST /runs)", (long long)id);

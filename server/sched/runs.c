@@ -1,4 +1,4 @@
-/* Submitting, canceling and deleting runs: see runs.h. */
+/* Every gate a run passes, and submitting, canceling and deleting runs: see runs.h. */
 #include "runs.h"
 
 #include <errno.h>
@@ -21,12 +21,15 @@
 #include "state_layout.h"
 #include "store.h"
 #include "store_read.h"
+#include "users.h"
 
 static runs_config R;
 
 void runs_init(const runs_config *c) { R = *c; }
 
-const char *runs_forbidden(const json_t *config) {
+/* Why the server refuses even to look at `config` (a command run on a server that does
+ * not allow them); NULL when it may. */
+static const char *runs_forbidden(const json_t *config) {
     if (command_run_is(config) && !R.allow_commands)
         return "command runs are off on this server: they run the user's program as the server's user. "
                "An operator turns them on with ddpd serve --allow-commands (DDPD_ALLOW_COMMANDS=1)";
@@ -99,16 +102,22 @@ static const char *who_words(const caller *who) {
     return who->kind == CALLER_USER ? who->name : who->kind == CALLER_ADMIN_TOKEN ? "the server's token" : "anybody";
 }
 
-/* Any JSON number, as the validator reads it: 100.0 and 1e2 are the integer 100 to it
- * (and become it), so the limits are checked on the value, not on how it is written. */
-bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs) {
+/* What `who` may not submit though the config may be valid: a priority over its
+ * max-priority, a world size over its quota (max-devices: such a run could never
+ * start), a run it has no account to run as. Each with its pointer in errs; true when
+ * there is none. Any JSON number, as the validator reads it: 100.0 and 1e2 are the
+ * integer 100 to it (and become it), so the limits are checked on the value, not on
+ * how it is written. */
+static bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs) {
     size_t before = schema_errors_total(errs);
+    /* a config without one has the schema's default, 0, which a limit below 0 refuses */
     const json_t *p = json_object_get(config, "priority");
-    if (!who->admin && json_is_number(p) && json_number_value(p) > who->max_priority)
+    double priority = json_is_number(p) ? json_number_value(p) : 0;
+    if (!who->admin && (json_is_number(p) || !p) && priority > who->max_priority)
         schema_errors_add(errs, "/priority",
-                          "must be at most %d for %s (the highest priority this user may give a run: ddpd user add "
-                          "--max-priority; an admin may give any) (got %g)",
-                          who->max_priority, who_words(who), json_number_value(p));
+                          "must be at most %d for %s (the highest priority this user may give a run: ddpd user "
+                          "add|set --max-priority; an admin may give any) (got %g%s)",
+                          who->max_priority, who_words(who), priority, p ? "" : ", the default");
     const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
     if (who->max_devices >= 0 && json_is_number(ws) && json_number_value(ws) > who->max_devices)
         schema_errors_add(errs, "/distributed/world_size",
@@ -139,17 +148,50 @@ runs_result runs_may_change(int64_t id, const caller *who, const char *verb, cha
     return RUNS_FORBIDDEN;
 }
 
-int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen) {
-    return runs_submit_trial(config, who, 0, 0, errs, err, errlen);
+void submit_outcome_free(submit_outcome *o) { schema_errors_free(&o->errs); }
+
+int submit_http_status(submit_result r) {
+    switch (r) {
+    case SUBMIT_OK: return 201;
+    case SUBMIT_INVALID: return 400;
+    case SUBMIT_FORBIDDEN:
+    case SUBMIT_NOT_PERMITTED: return 403;
+    case SUBMIT_UNAVAILABLE: return 503;
+    default: return 500;
+    }
 }
 
-int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, int trial, schema_errors *errs, char *err,
-                          size_t errlen) {
-    /* Every violation at once: the schema's (defaults filled in), then this host's. */
+/* Ends a gate with result r, its sentence the first problem in out->errs: "bob may not
+ * VERB: POINTER: ..." where it is the submitter's to mend, "the run config
+ * is invalid: ..." where it is the config's. */
+static submit_result refuse(submit_outcome *out, submit_result r, const caller *who, const char *verb) {
+    const schema_error *e = out->errs.count ? &out->errs.items[0] : NULL;
+    char first[1280];
+    if (e && e->pointer[0]) snprintf(first, sizeof first, "%s: %s", e->pointer, e->message);
+    else snprintf(first, sizeof first, "%s", e ? e->message : "refused");
+    if (r == SUBMIT_INVALID) snprintf(out->why, sizeof out->why, "the run config is invalid: %s", first);
+    else snprintf(out->why, sizeof out->why, "%s may not %s: %s", who_words(who), verb, first);
+    return out->result = r;
+}
+
+/* Every gate (runs.h), in order; on SUBMIT_OK *resolved is the config as its trainer
+ * reads it (paths made absolute) and *need what it needs of the scheduler. */
+static submit_result gate(json_t *config, const caller *who, json_t **resolved, run_needs *need, submit_outcome *out) {
+    schema_errors *errs = &out->errs;
+    *resolved = NULL;
+    /* 1. what the server forbids whoever asks */
+    const char *forbidden = runs_forbidden(config);
+    if (forbidden) {
+        schema_errors_add(errs, "/command", "%s", forbidden);
+        snprintf(out->why, sizeof out->why, "%s", forbidden);
+        return out->result = SUBMIT_FORBIDDEN;
+    }
+    /* 2. what its owner may */
+    if (!runs_permitted(config, who, errs)) return refuse(out, SUBMIT_NOT_PERMITTED, who, "submit this run");
+    /* 3. every violation at once: the schema's (defaults filled in), then this host's */
     run_config_validate(config, errs);
     json_t *for_trainer = json_deep_copy(config);
-    run_needs need = {.pool = POOL_CPU};
-    bool placed = placement(config, &need, errs);
+    bool placed = placement(config, need, errs);
     datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
     bool command = command_run_is(config);
     /* a command run's working_dir: beneath a work root ("" is its own run directory) */
@@ -169,26 +211,43 @@ int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, i
         json_decref(for_trainer);
         schema_errors_free(errs);
         *errs = denied;
-        return RUNS_SUBMIT_FORBIDDEN;
+        return refuse(out, SUBMIT_FORBIDDEN, who, "submit this run");
     }
-    const char *resolved = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
-    if (load && *load && schema_errors_total(errs) == before_load && resolved) ckpt_fit_check(config, R.runs_root->roots[0], resolved, errs);
-    /* the model and the host-memory plan, by the trainer's code (run_fit.h); on Slurm the
-     * model only: its nodes' memory is Slurm's to give */
+    /* 4. the checkpoint's fit; the model and the host-memory plan, by the trainer's code
+     * (run_fit.h); on Slurm the model only: its nodes' memory is Slurm's to give */
+    const char *loads = json_string_value(json_object_get(json_object_get(for_trainer, "checkpoint"), "load"));
+    if (load && *load && schema_errors_total(errs) == before_load && loads)
+        ckpt_fit_check(config, R.runs_root->roots[0], loads, errs);
     if (!command && placed && errs->count == 0)
-        run_fit_check(for_trainer, need.pool == POOL_CPU && !scheduler_batch(NULL), scheduler_capacity(POOL_CPU), errs);
+        run_fit_check(for_trainer, need->pool == POOL_CPU && !scheduler_batch(NULL), scheduler_capacity(POOL_CPU), errs);
     if (errs->count || !placed) {
         if (!errs->count) schema_errors_add(errs, "/distributed/world_size", "must be an integer of at least 1");
         json_decref(for_trainer);
-        return 0;
+        return refuse(out, SUBMIT_INVALID, who, "submit this run");
     }
+    *resolved = for_trainer;
+    return out->result = SUBMIT_OK;
+}
+
+submit_result runs_check(json_t *config, const caller *who, submit_outcome *out) {
+    json_t *resolved;
+    run_needs need = {.pool = POOL_CPU};
+    gate(config, who, &resolved, &need, out);
+    json_decref(resolved);
+    return out->result;
+}
+
+submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, int trial, submit_outcome *out) {
+    json_t *for_trainer;
+    run_needs need = {.pool = POOL_CPU};
+    if (gate(config, who, &for_trainer, &need, out) != SUBMIT_OK) return out->result;
 
     store_op ins = {.kind = OP_RUN_INSERT, .t = now_ms()};
     ins.u.insert.name = xstrdup(json_string_value(json_object_get(config, "name")));
     ins.u.insert.config = json_dumps(config, JSON_FLAGS);
     ins.u.insert.world_size = need.world_size;
     ins.u.insert.device_kind = pool_name(need.pool);
-    ins.u.insert.command = command;
+    ins.u.insert.command = command_run_is(config);
     need.owner = who->kind == CALLER_USER ? who->name : NULL;
     need.priority = (int)json_integer_value(json_object_get(config, "priority"));
     need.preemptible = json_is_true(json_object_get(config, "preemptible"));
@@ -201,12 +260,14 @@ int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, i
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];
-        if (store_unwritable(why, sizeof why))
-            snprintf(err, errlen, "the run was not stored (submit it again once the database can be written): %s", why);
-        else
-            snprintf(err, errlen, "the run could not be stored (a database error; see the server's log)");
         json_decref(for_trainer);
-        return -1;
+        if (store_unwritable(why, sizeof why)) {
+            snprintf(out->why, sizeof out->why,
+                     "the run was not stored (submit it again once the database can be written): %s", why);
+            return out->result = SUBMIT_UNAVAILABLE;
+        }
+        snprintf(out->why, sizeof out->why, "the run could not be stored (a database error; see the server's log)");
+        return out->result = SUBMIT_FAILED;
     }
     char why[1024];
     bool ready = make_run_dir(id, for_trainer, why, sizeof why) == 0;
@@ -217,12 +278,61 @@ int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, i
         fin.u.finish.reason = xstrdup(why);
         fin.u.finish.exit_code = fin.u.finish.exit_signal = NO_INT;
         store_submit_wait(&fin);
-        snprintf(err, errlen, "run %lld was stored but cannot start: %s", (long long)id, why);
-        return -1;
+        snprintf(out->why, sizeof out->why, "run %lld was stored but cannot start: %s", (long long)id, why);
+        out->id = id;
+        return out->result = SUBMIT_FAILED;
     }
     need.id = id;
     scheduler_submit(&need);
-    return id;
+    out->id = id;
+    return out->result = SUBMIT_OK;
+}
+
+/* The paths of a config its launcher reads, and the roots each must lie in. */
+static const struct {
+    const char *pointer;
+    int roots; /* 0: data roots, 1: work roots, 2: the runs directory */
+} RESUME_PATHS[] = {{"/data/train/images", 0}, {"/data/train/labels", 0}, {"/data/test/images", 0},
+                    {"/data/test/labels", 0},  {"/working_dir", 1},       {"/checkpoint/load", 2}};
+
+submit_result runs_check_resume(const json_t *config, const char *owner, int priority, int world_size,
+                                submit_outcome *out) {
+    caller who;
+    if (!users_caller(owner, &who)) {
+        schema_errors_add(&out->errs, "", "the run's owner %s is no longer a user of this server (ddpd user list): "
+                          "its runs are kept, but none of them is resumed; an admin may submit it again", owner);
+        return refuse(out, SUBMIT_NOT_PERMITTED, &who, "resume this run");
+    }
+    const char *forbidden = runs_forbidden(config);
+    if (forbidden) {
+        schema_errors_add(&out->errs, "/command", "%s", forbidden);
+        snprintf(out->why, sizeof out->why, "%s", forbidden);
+        return out->result = SUBMIT_FORBIDDEN;
+    }
+    /* its limits now, on the priority and world size the scheduler gives it */
+    json_t *view = json_deep_copy(config);
+    json_object_set_new(view, "priority", json_integer(priority));
+    bool permitted = runs_permitted(view, &who, &out->errs);
+    const json_t *ws = json_object_get(json_object_get(config, "distributed"), "world_size");
+    if (permitted && (!json_is_integer(ws) || json_integer_value(ws) != world_size))
+        schema_errors_add(&out->errs, "/distributed/world_size", "is not %d, the world size the run was submitted "
+                          "with (its config.json was changed since): submit it again as a new run", world_size);
+    if (out->errs.count) {
+        json_decref(view);
+        return refuse(out, permitted ? SUBMIT_FORBIDDEN : SUBMIT_NOT_PERMITTED, &who, "resume this run");
+    }
+    /* every path as the launcher would open it now: in the roots of its kind, in no
+     * other member's run (one that leads to nothing now reads nothing: its roots judge
+     * it, no run's owner; the run it started from may have been deleted since) */
+    const data_roots *roots[] = {R.data_roots, R.work_roots, R.runs_root};
+    static const char *const what[] = {"data roots", "work roots", "run directories"};
+    for (size_t i = 0; i < sizeof RESUME_PATHS / sizeof *RESUME_PATHS; i++)
+        datapaths_recheck(roots[RESUME_PATHS[i].roots], what[RESUME_PATHS[i].roots], view, RESUME_PATHS[i].pointer,
+                          &out->errs);
+    if (!out->errs.count && R.runs_root->n) run_reads_own(view, R.runs_root->roots[0], &who, &out->errs);
+    json_decref(view);
+    if (out->errs.count) return refuse(out, SUBMIT_FORBIDDEN, &who, "resume this run");
+    return out->result = SUBMIT_OK;
 }
 
 void runs_set_stopped_reason(int64_t id, const char *reason) {

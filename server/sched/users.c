@@ -254,6 +254,32 @@ bool users_find(const char *name, user_info *out) {
     return r != NULL;
 }
 
+bool users_caller(const char *owner, caller *out) {
+    memset(out, 0, sizeof *out);
+    out->max_devices = -1;
+    if (!owner) {
+        out->kind = CALLER_ADMIN_TOKEN;
+        out->admin = true;
+        out->max_priority = 100;
+        return true;
+    }
+    out->kind = CALLER_USER;
+    snprintf(out->name, sizeof out->name, "%s", owner);
+    out->max_priority = -100;
+    out->max_devices = 0;
+    pthread_mutex_lock(&U.mu);
+    refresh_locked(); /* a limit changed a moment ago counts */
+    const user_row *r = row_named(owner);
+    bool found = r && !r->info.removed;
+    if (found) {
+        out->admin = r->info.admin;
+        out->max_priority = r->info.admin ? 100 : r->info.max_priority;
+        out->max_devices = r->info.max_devices;
+    }
+    pthread_mutex_unlock(&U.mu);
+    return found;
+}
+
 int users_max_devices(const char *name) {
     user_info u;
     return users_find(name, &u) ? u.max_devices : -1;
@@ -396,6 +422,25 @@ int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char
                        err, errlen);
     if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
     return n == 1 ? 0 : -1;
+}
+
+/* `sql` sets ?2 of user ?1 (not removed). */
+static int set_limit(sqlite3 *db, const char *sql, const char *name, long long value, char *err, size_t errlen) {
+    const char *texts[] = {name};
+    long long ints[] = {value};
+    int n = exec_bound(db, sql, texts, 1, ints, 1, err, errlen);
+    if (n == 0) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
+    return n == 1 ? 0 : -1;
+}
+
+int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *err, size_t errlen) {
+    return set_limit(db, "UPDATE users SET max_devices = ?2 WHERE name = ?1 AND removed_at IS NULL", name,
+                     max_devices < 0 ? NO_INT : max_devices, err, errlen);
+}
+
+int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen) {
+    return set_limit(db, "UPDATE users SET max_priority = ?2 WHERE name = ?1 AND removed_at IS NULL", name,
+                     max_priority, err, errlen);
 }
 
 int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen) {

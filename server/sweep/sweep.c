@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base.h"
+#include "command_run.h"
+#include "log_limit.h"
 #include "run_dir.h"
 #include "run_files.h"
 #include "run_resume.h"
@@ -19,6 +21,7 @@
 #include "sweep_spec.h"
 #include "sweep_store.h"
 #include "thread_start.h"
+#include "users.h"
 
 static struct {
     pthread_t thread;
@@ -42,12 +45,6 @@ static sweep_spec *spec_of(const sweep_row *sw) {
     W.ids[W.n] = sw->id;
     W.specs[W.n] = sweep_spec_load(sw->spec);
     return W.specs[W.n++];
-}
-
-static caller owner_caller(const sweep_row *sw) {
-    caller who = {.kind = sw->owner ? CALLER_USER : CALLER_ADMIN_TOKEN, .admin = !sw->owner, .max_devices = -1};
-    if (sw->owner) snprintf(who.name, sizeof who.name, "%s", sw->owner);
-    return who;
 }
 
 static void set_reason(trial_row *t, char *reason) {
@@ -101,25 +98,38 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
         json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
     }
     json_decref(params);
-    caller who = owner_caller(sw);
-    schema_errors errs = {0};
-    char err[1024] = "";
-    run = runs_submit_trial(cfg, &who, sw->id, t->trial, &errs, err, sizeof err);
+    /* every gate a run passes, as its owner may now (a limit lowered since counts) */
+    caller who;
+    submit_outcome out = {0};
+    if (!users_caller(sw->owner, &who)) {
+        out.result = SUBMIT_NOT_PERMITTED;
+        snprintf(out.why, sizeof out.why, "the sweep's owner %s is no longer a user of this server (ddpd user list)",
+                 sw->owner);
+    } else {
+        runs_submit(cfg, &who, sw->id, t->trial, &out);
+    }
     json_decref(cfg);
-    if (run > 0) {
-        t->run_id = run;
+    if (out.result == SUBMIT_OK) {
+        t->run_id = out.id;
         snprintf(t->state, sizeof t->state, "running");
         decide(sw, t, "started", NULL);
-    } else if (run < 0) { /* the server's fault (the database cannot be written): made again next pass */
-        log_warn("sweep %lld trial %d: its run could not be stored, tried again: %s", (long long)sw->id, t->trial, err);
-    } else {
+    } else if (out.result == SUBMIT_UNAVAILABLE) {
+        /* the database cannot be written now: the trial is made again at a later pass,
+         * and the log says so at most every 10 s (a pass is every 250 ms) */
+        static log_limit unstored = LOG_LIMIT_INIT;
+        uint64_t skipped;
+        if (log_limit_now(&unstored, 10000, &skipped))
+            log_warn("sweep %lld trial %d: its run could not be stored now, tried again at the next pass (%llu such "
+                     "retries not logged since the last line): %s", (long long)sw->id, t->trial,
+                     (unsigned long long)skipped, out.why);
+    } else { /* refused, or not set up: once, with the gate's reason */
+        if (out.id > 0) t->run_id = out.id;
         snprintf(t->state, sizeof t->state, "failed");
-        set_reason(t, run == 0 && errs.count ? xasprintf("its run config was refused: %s %s", errs.items[0].pointer,
-                                                         errs.items[0].message)
-                                             : xstrdup(err));
+        set_reason(t, xasprintf(out.result == SUBMIT_FAILED ? "its run could not be set up: %s" : "its run was refused: %s",
+                                out.why));
         decide(sw, t, "failed", t->reason);
     }
-    schema_errors_free(&errs);
+    submit_outcome_free(&out);
 }
 
 /* Stops a trial's run, ending it `stopped` with `reason` (again, harmlessly, when it
@@ -424,6 +434,19 @@ static int best_of(const sweep_spec *s, const trial_row *tr, int n) {
     return best < 0 ? -1 : tr[best].trial;
 }
 
+/* A trial's parameters as anybody who may read the live feed sees them (the decision
+ * `made`, also in the log): the values that reach a command run's environment or
+ * arguments hidden, as GET /sweeps/{id} hides them from all but the owner. */
+static char *params_shown(const json_t *params) {
+    json_t *shown = json_deep_copy(params);
+    const char *key;
+    json_t *v;
+    json_object_foreach(shown, key, v) if (sweep_param_secret(key)) json_object_set_new(shown, key, json_string(COMMAND_RUN_HIDDEN));
+    char *text = json_dumps(shown, JSON_FLAGS);
+    json_decref(shown);
+    return text;
+}
+
 /* One look at a running sweep. */
 static void sweep_pass(const sweep_row *sw) {
     const sweep_spec *s = spec_of(sw);
@@ -438,15 +461,27 @@ static void sweep_pass(const sweep_row *sw) {
     if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n);
     int active = 0;
     for (int i = 0; i < n; i++) active += is_active(&tr[i]);
+    char unwritable[512];
+    if (active < s->parallel && n < s->n_trials && store_unwritable(unwritable, sizeof unwritable)) {
+        /* no trial is made (nor its decision written, nor said) until it can be stored */
+        static log_limit waiting = LOG_LIMIT_INIT;
+        uint64_t skipped;
+        if (log_limit_now(&waiting, 10000, &skipped))
+            log_warn("sweep %lld: its next trial waits until the database can be written (%llu such passes not "
+                     "logged since the last line): %s", (long long)sw->id, (unsigned long long)skipped, unwritable);
+        active = s->parallel;
+    }
     while (active < s->parallel && n < s->n_trials) {
         tr = xrealloc(tr, (size_t)(n + 1) * sizeof *tr);
         trial_row *t = &tr[n];
         json_t *p = sweep_trial_params(s, n);
         *t = (trial_row){.trial = n, .params = json_dumps(p, JSON_FLAGS), .rung = -1, .promoted = -1,
                          .metric = NAN, .metric_epoch = -1};
-        json_decref(p);
         snprintf(t->state, sizeof t->state, "pending");
-        decide(sw, t, "made", t->params);
+        char *shown = params_shown(p);
+        decide(sw, t, "made", shown);
+        free(shown);
+        json_decref(p);
         n++;
         submit_trial(sw, s, t);
         active++;
@@ -521,20 +556,92 @@ static void wake(void) {
 
 /* ---- what the API asks ---- */
 
+/* A point's config, as its trial would submit it (the longest trial name). */
+static json_t *point_config(const sweep_spec *s, const json_t *params) {
+    char *name = xasprintf("%s-t%d", s->name, s->n_trials - 1);
+    json_t *cfg = sweep_trial_config(s, params, name);
+    free(name);
+    return cfg;
+}
+
+/* Whether `params` (a point's, maybe fewer) pass the gate where `failed` did not: it
+ * passes, or its first problem is elsewhere. */
+static bool clears(const sweep_spec *s, const json_t *params, const caller *who, const submit_outcome *failed) {
+    json_t *cfg = point_config(s, params);
+    submit_outcome o = {0};
+    bool cleared = runs_check(cfg, who, &o) == SUBMIT_OK || !o.errs.count || !failed->errs.count ||
+                   strcmp(o.errs.items[0].pointer, failed->errs.items[0].pointer) != 0;
+    submit_outcome_free(&o);
+    json_decref(cfg);
+    return cleared;
+}
+
+/* Names where a point's refusal comes from, into errs: the parameter whose value alone
+ * makes it (/parameters/KEY, the value and the base's pointer), else the parameters
+ * together (/parameters), else the base itself (/base/POINTER). */
+static void blame_point(const sweep_spec *s, const json_t *params, const caller *who, const submit_outcome *failed,
+                        schema_errors *errs) {
+    const char *ptr = failed->errs.count ? failed->errs.items[0].pointer : "";
+    const char *msg = failed->errs.count ? failed->errs.items[0].message : failed->why;
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)params, key, value) {
+        json_t *without = json_deep_copy(params);
+        json_object_del(without, key);
+        bool culprit = clears(s, without, who, failed);
+        json_decref(without);
+        if (!culprit) continue;
+        char *pointer = xasprintf("/parameters/%s", key), *v = json_dumps(value, JSON_FLAGS | JSON_ENCODE_ANY);
+        schema_errors_add(errs, pointer, "value %s gives a trial /base%s: %s", v, ptr, msg);
+        free(v);
+        free(pointer);
+        return;
+    }
+    json_t *none = json_object();
+    bool together = json_object_size(params) > 0 && clears(s, none, who, failed);
+    json_decref(none);
+    if (together) {
+        char *p = json_dumps(params, JSON_FLAGS);
+        schema_errors_add(errs, "/parameters", "the parameters %s together give a trial /base%s: %s", p, ptr, msg);
+        free(p);
+    } else {
+        char *pointer = xasprintf("/base%s", ptr);
+        schema_errors_add(errs, pointer, "%s", msg);
+        free(pointer);
+    }
+}
+
+/* Every point a trial of the sweep can be (sweep_check_point: each grid point; a random
+ * search's base and each parameter's values and ends) through the gates a run passes
+ * (runs.h), as `who`'s run: the first one refused names where it comes from in errs.
+ * SUBMIT_OK, or how it was refused. */
+static submit_result gate_points(const sweep_spec *s, const caller *who, schema_errors *errs) {
+    int n = sweep_check_points(s);
+    for (int i = 0; i < n; i++) {
+        json_t *params = sweep_check_point(s, i), *cfg = point_config(s, params);
+        submit_outcome out = {0};
+        submit_result r = runs_check(cfg, who, &out);
+        json_decref(cfg);
+        if (r != SUBMIT_OK) blame_point(s, params, who, &out, errs);
+        submit_outcome_free(&out);
+        json_decref(params);
+        if (r != SUBMIT_OK) return r;
+    }
+    return SUBMIT_OK;
+}
+
 sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *errs, int64_t *id, char *err,
                           size_t errlen) {
     sweep_spec *s = sweep_spec_parse(body, errs);
     if (!s) return SWEEP_INVALID;
-    const char *forbidden = runs_forbidden(s->base);
-    schema_errors perm = {0};
-    if (forbidden) {
-        snprintf(err, errlen, "%s", forbidden);
-    } else if (!runs_permitted(s->base, who, &perm)) {
-        snprintf(err, errlen, "%s may not submit this sweep's trials: /base%s: %s",
-                 who->kind == CALLER_USER ? who->name : "this caller", perm.items[0].pointer, perm.items[0].message);
+    submit_result gated = gate_points(s, who, errs);
+    if (gated == SUBMIT_INVALID) {
+        sweep_spec_free(s);
+        return SWEEP_INVALID;
     }
-    schema_errors_free(&perm);
-    if (*err) {
+    if (gated != SUBMIT_OK) {
+        snprintf(err, errlen, "%s may not submit this sweep's trials: %s: %s",
+                 who->kind == CALLER_USER ? who->name : "this caller", errs->items[0].pointer, errs->items[0].message);
         sweep_spec_free(s);
         return SWEEP_FORBIDDEN;
     }

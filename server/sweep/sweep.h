@@ -4,7 +4,7 @@
  * The searcher is one thread that looks at every running sweep about four times a
  * second: it reads its trials' runs (status, the metric per epoch) from the
  * database, records what it decides in the sweeps' tables (sweep_store.h) and only
- * then asks the scheduler to act (runs_submit_trial, scheduler_stop, runs_resume,
+ * then asks the scheduler to act (runs_submit, scheduler_stop, runs_resume,
  * scheduler_cancel). It keeps nothing in memory that the tables do not hold, so a
  * restarted server carries each sweep on where it was: a trial's run is found by
  * its sweep and number before a new one is made, a pause that had not landed is
@@ -36,7 +36,14 @@ void sweep_stop(void);
 typedef enum { SWEEP_OK, SWEEP_INVALID, SWEEP_FORBIDDEN, SWEEP_NOT_FOUND, SWEEP_FINISHED, SWEEP_ERROR } sweep_result;
 
 /* A sweep submitted by `who`: checked whole (every violation in errs: SWEEP_INVALID),
- * then as a run of who's (SWEEP_FORBIDDEN, why in err), then stored (*id). */
+ * then every point its trials can reach (a grid's every point; a random search's base,
+ * and each parameter at each of its values, a range's ends) through every gate a run
+ * passes (runs.h), as who's run with who's limits: the first refused is named in errs
+ * (the parameter and its value, or the base's pointer) and is SWEEP_INVALID where the
+ * config is wrong or can never run here, SWEEP_FORBIDDEN (the sentence in err) where
+ * the server forbids it or who may not; then stored (*id). Each trial passes the
+ * gates again when it is submitted, with its owner's limits then: one refused ends
+ * `failed` with the gate's reason, once. */
 sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *errs, int64_t *id, char *err,
                           size_t errlen);
 /* GET /sweeps/{id}: NULL when there is none. */

@@ -298,7 +298,7 @@ json_t *sweep_trial_config(const sweep_spec *s, const json_t *params, const char
 
 /* Validates the base with `params` applied; the first violation, named with the
  * parameters, into errs. */
-static void check_point(const sweep_spec *s, const json_t *params, schema_errors *errs) {
+static void check_valid(const sweep_spec *s, const json_t *params, schema_errors *errs) {
     json_t *cfg = sweep_trial_config(s, params, NULL);
     schema_errors e = {0};
     run_config_validate(cfg, &e);
@@ -446,28 +446,13 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
                               "from its newest checkpoint: give checkpoint.every_epochs 1", every);
     }
 
-    /* every trial a valid run config: each grid point, or a random range's ends */
+    /* every trial a valid run config: each grid point, or a random search's values and ends */
     if (schema_errors_total(errs) == before) {
-        if (s->method == METHOD_GRID) {
-            for (int t = 0; t < s->n_trials && schema_errors_total(errs) == before; t++) {
-                json_t *p = sweep_trial_params(s, t);
-                check_point(s, p, errs);
-                json_decref(p);
-            }
-        } else {
-            for (int i = 0; i < s->n_params && schema_errors_total(errs) == before; i++) {
-                const sweep_param *p = &s->params[i];
-                size_t n = p->values ? json_array_size(p->values) : 2;
-                for (size_t j = 0; j < n && schema_errors_total(errs) == before; j++) {
-                    json_t *one = json_object();
-                    json_t *v = p->values ? json_incref(json_array_get(p->values, j))
-                              : p->is_int ? json_integer((json_int_t)(j ? floor(p->max) : ceil(p->min)))
-                                          : json_real(j ? p->max : p->min);
-                    json_object_set_new(one, p->key, v);
-                    check_point(s, one, errs);
-                    json_decref(one);
-                }
-            }
+        int n = sweep_check_points(s);
+        for (int i = 0; i < n && schema_errors_total(errs) == before; i++) {
+            json_t *p = sweep_check_point(s, i);
+            check_valid(s, p, errs);
+            json_decref(p);
         }
     }
     if (schema_errors_total(errs) != before) {
@@ -488,6 +473,53 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
                                       "min_resource", s->min_resource, "reduction_factor", s->reduction_factor,
                                       "min_trials", s->min_trials));
     return s;
+}
+
+/* How many values parameter p takes in a random search's checks. */
+static long random_check_count(const sweep_param *p) {
+    if (p->values) return (long)json_array_size(p->values);
+    long n = p->is_int ? grid_count(p) : 2;
+    return n <= SWEEP_MAX_TRIALS ? n : 2;
+}
+
+int sweep_check_points(const sweep_spec *s) {
+    if (s->method == METHOD_GRID) return s->n_trials;
+    long n = 1; /* the base alone */
+    for (int i = 0; i < s->n_params; i++) n += random_check_count(&s->params[i]);
+    return (int)n;
+}
+
+json_t *sweep_check_point(const sweep_spec *s, int i) {
+    if (s->method == METHOD_GRID) return sweep_trial_params(s, i);
+    json_t *one = json_object();
+    long k = i - 1;
+    for (int j = 0; j < s->n_params && k >= 0; j++) {
+        const sweep_param *p = &s->params[j];
+        long n = random_check_count(p);
+        if (k >= n) {
+            k -= n;
+            continue;
+        }
+        json_t *v;
+        if (p->values) v = json_incref(json_array_get(p->values, (size_t)k));
+        else if (p->is_int && k >= 2) v = grid_value(p, k - 1); /* the ends first, then the integers between */
+        else if (p->is_int) v = json_integer((json_int_t)(k ? floor(p->max) : ceil(p->min)));
+        else v = json_real(k ? p->max : p->min);
+        json_object_set_new(one, p->key, v);
+        break;
+    }
+    return one;
+}
+
+bool sweep_param_secret(const char *key) {
+    size_t n = strlen(key);
+    if (n > 2 && key[0] == '{' && key[n - 1] == '}') return true;
+    static const char *const roots[] = {"env", "command"};
+    for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
+        size_t r = strlen(roots[i]);
+        if (strncmp(key, roots[i], r) == 0 && (key[r] == '\0' || key[r] == '.')) return true;
+    }
+    return false;
 }
 
 sweep_spec *sweep_spec_load(const char *spec_json) {

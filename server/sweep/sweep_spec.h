@@ -68,6 +68,22 @@ json_t *sweep_trial_params(const sweep_spec *s, int trial);
 /* The base config with `params` applied and the trial's name (new reference). */
 json_t *sweep_trial_config(const sweep_spec *s, const json_t *params, const char *run_name);
 
+/* The parameter sets that a sweep's checks take before any trial starts (each makes
+ * a config that must be valid, and pass every gate a run passes: sweep.c): every
+ * point of a grid; for a random search the base alone, then each parameter at each
+ * of its values (a float range's two ends; an int range's every integer while it has
+ * at most SWEEP_MAX_TRIALS of them, else its two ends), the others as the base has
+ * them. sweep_check_points says how many; sweep_check_point gives the i-th,
+ * {"key": value, ...} ({} for the base alone; new reference). */
+int sweep_check_points(const sweep_spec *s);
+json_t *sweep_check_point(const sweep_spec *s, int i);
+
+/* Whether a parameter's values reach a command run's environment or its command's
+ * arguments ("env.NAME", a "{placeholder}", a path into env or command): such
+ * values are their owner's to see, as a run's env values and arguments are
+ * (api/run_mask.h). Decided by the key alone. */
+bool sweep_param_secret(const char *key);
+
 /* The rungs (ASHA): the epoch count at rung k, or 0 past the last rung (a rung is
  * only where a trial still has epochs to go). */
 int sweep_rung_epochs(const sweep_spec *s, int rung);

@@ -4,12 +4,15 @@
 // its end; its page's trials table sorted by the metric, best first, with each trial's
 // parameters and run; the best trial named; the trials' curves overlaid (one line per
 // trial); the metric against each parameter, one point per trial, the learning rate's
-// axis logarithmic; the nav; cancel of a second sweep stops its trials. Screenshots
-// at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS.
+// axis logarithmic; the nav; cancel of a second sweep stops its trials; a command
+// run's sweep of another user shows its hidden values as <hidden>, with no scatter
+// for them, while its owner sees them. Screenshots at 1280 and 390 px go to
+// $DDPD_TEST_ARTIFACTS.
 //
 // Run by ctest: node --test tests/web/sweeps.test.mjs (DDPD_BIN, DDP_TRAINER set).
 import assert from 'node:assert/strict';
-import { browserSuite, fmnist, screenshot, until } from './ddpd_server.mjs';
+import { spawnSync } from 'node:child_process';
+import { browserSuite, commandWorkRoot, DDPD, fmnist, screenshot, Server, until } from './ddpd_server.mjs';
 
 const suite = browserSuite('sweeps', 300000);
 const { it, open } = suite;
@@ -101,4 +104,74 @@ it('cancel on a sweep page stops its trials', async () => {
     `no trial is left queued or running: ${api.trials.map((t) => t.status)}`);
   assert.deepEqual(page.errors, [], 'no script errors');
   await page.close();
+});
+
+it('another user\'s command sweep: its env and placeholder values read <hidden>, no scatter of them; its owner sees them', async () => {
+  const work = await commandWorkRoot();
+  // with users, a command run as the server's own user is refused unless the operator
+  // says so knowingly (these pages are not about the accounts)
+  const args = work.args.includes('--unsafe-commands-as-server') ? work.args : [...work.args, '--unsafe-commands-as-server'];
+  const shared = new Server(args);
+  const userCmd = (...a) => {
+    const r = spawnSync(DDPD, ['user', ...a, '--state-dir', shared.stateDir], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `ddpd user ${a.join(' ')}: ${r.stderr}`);
+    return r.stdout.trim().split('\n').pop();
+  };
+  const tokens = { alice: userCmd('add', 'alice'), bob: userCmd('add', 'bob') };
+  await shared.start();
+  const as = async (token, method, p, body) => {
+    const res = await fetch(shared.url + p, { method, body: body ? JSON.stringify(body) : undefined,
+      headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) } });
+    return { status: res.status, json: await res.json() };
+  };
+  const secrets = ['sekrit-env-A1', 'sekrit-arg-B2', 'sekrit-lr-C3'];
+  try {
+    const r = await as(tokens.bob, 'POST', '/sweeps', {
+      name: 'secret', parallel: 2, method: 'grid',
+      base: { command: ['/usr/bin/python3', '-c', 'import ddpd, os; ddpd.log_epoch(0, test_loss=float(os.environ["N"])); ddpd.flush()',
+        '--token=sekrit-arg-B2'], env: { API_KEY: 'sekrit-env-A1', N: '1' }, distributed: { world_size: 1 } },
+      parameters: { 'env.LR': { values: ['sekrit-lr-C3'] }, priority: { values: [-1, 0] } },
+      metric: { key: 'test_loss', goal: 'minimize' },
+    });
+    assert.equal(r.status, 201, `bob's command sweep: ${JSON.stringify(r.json)}`);
+    const id = r.json.id;
+    await until(async () => (await as(tokens.bob, 'GET', `/sweeps/${id}`)).json.status === 'succeeded', 'the sweep to succeed', 120000, 300);
+    const seen = {};
+    for (const who of ['alice', 'bob']) {
+      const page = await suite.browser.newPage();
+      await page.setViewportSize({ width: 1280, height: 900 });
+      page.errors = [];
+      page.on('pageerror', (e) => page.errors.push(e.message));
+      // signed in as `who` on the sweep's page (signed out at the end: the next starts afresh)
+      await page.goto(`${shared.url}/#/sweeps/${id}`);
+      await page.waitForSelector('#signin-form');
+      await page.fill('#signin-token', tokens[who]);
+      await page.click('#signin-form button[type=submit]');
+      await page.waitForSelector('#sweep-trials tbody tr', { timeout: 60000 });
+      await until(async () => (await page.locator('#sweep-trials tbody tr').count()) === 2, 'two trials', 20000, 200);
+      await until(async () => (await page.locator('#sweep-scatters .chart').count()) >= 1, 'a scatter', 20000, 200);
+      seen[who] = {
+        text: await page.textContent('main'),
+        cells: await page.$$eval('#sweep-trials tbody td[data-label="env.LR"]', (tds) => tds.map((td) => td.textContent)),
+        scatters: await page.$$eval('#sweep-scatters .chart', (els) => els.map((e) => e.dataset.param)),
+        summary: await page.textContent('#sweep-summary'),
+      };
+      if (who === 'alice') await screenshot(page, 'sweep-hidden-1280');
+      assert.deepEqual(page.errors, [], `no script errors (${who})`);
+      await page.click('#sign-out');
+      await page.waitForSelector('#signin-form');
+      await page.close();
+    }
+    assert.ok(secrets.every((x) => !seen.alice.text.includes(x)), `alice's page shows no hidden value: ${secrets.filter((x) => seen.alice.text.includes(x))}`);
+    assert.deepEqual(seen.alice.cells, ['<hidden>', '<hidden>'], 'her trials table reads <hidden> for env.LR');
+    assert.deepEqual(seen.alice.scatters, ['priority'], 'no scatter of values she may not see, the others\' drawn');
+    assert.match(seen.alice.summary, /values of env\.LR are hidden/, 'the summary says what is hidden');
+    assert.deepEqual(seen.bob.cells, ['sekrit-lr-C3', 'sekrit-lr-C3'], 'bob, its owner, reads the values');
+    assert.deepEqual(seen.bob.scatters.sort(), ['env.LR', 'priority'], 'and gets a scatter per parameter');
+    assert.doesNotMatch(seen.bob.summary, /hidden/);
+  } finally {
+    await shared.stop();
+    shared.cleanup();
+    work.cleanup();
+  }
 });

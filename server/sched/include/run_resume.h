@@ -13,7 +13,12 @@
  *
  * Refused, with a sentence that says why and what to do: a run that is not there,
  * one that is active or succeeded, an eval run, a built-in run with no checkpoint to
- * continue from, and one that no longer fits this server's devices. */
+ * continue from, and one that no longer fits this server's devices. Before any of
+ * its files is read for the resume, the run passes the gates again (runs.h,
+ * runs_check_resume) as its owner may now: the config its launcher would read back
+ * (which the run's account may have rewritten since) naming another member's run or
+ * a path outside its roots, or a priority or world size past the owner's current
+ * limits, is refused (RESUME_FORBIDDEN) and nothing starts. */
 #ifndef DDPD_CORE_RUN_RESUME_H
 #define DDPD_CORE_RUN_RESUME_H
 
@@ -24,6 +29,7 @@ typedef enum {
     RESUME_QUEUED,      /* queued again */
     RESUME_NOT_FOUND,   /* no such run */
     RESUME_REFUSED,     /* 409: why says why */
+    RESUME_FORBIDDEN,   /* 403: the gates refuse it (runs.h); why names what and whose */
     RESUME_STORE_ERROR, /* the database could not be read or written */
 } resume_result;
 

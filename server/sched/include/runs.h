@@ -1,7 +1,24 @@
-/* What the API does to runs, top to bottom in one place: submit (the config checked
- * against the schema and against this host — devices it can never give, files it
- * will not let the trainer read — then stored, its directory and config.json
- * written, and queued), cancel, and delete (the store's rows and the directory). */
+/* What the API and the sweeps do to runs, top to bottom in one place: submit, cancel
+ * and delete (the store's rows and the directory).
+ *
+ * Every run passes the same gates, in one function (runs_check), whoever asks:
+ * POST /runs, each trial of a sweep as it is submitted, each point a sweep can reach
+ * at POST /sweeps, and (runs_check_resume) a run about to be resumed. In order:
+ *   1. what the server forbids: command runs, on a server without --allow-commands
+ *      (SUBMIT_FORBIDDEN);
+ *   2. what its owner may (users.h, with the limits as they are now): a priority over
+ *      its max-priority, a world size over its quota (such a run could never start),
+ *      an account it may run as (run_as.h) (SUBMIT_NOT_PERMITTED);
+ *   3. the schema, its defaults filled into the config, and this host: the devices
+ *      it can never give (placement), the data roots, the work roots, checkpoint.load
+ *      (SUBMIT_INVALID, every violation at once); but a path into a run that is not
+ *      its owner's (run_reads.h) is SUBMIT_FORBIDDEN, those alone reported (a
+ *      checkpoint's shapes are its owner's to know);
+ *   4. whether the checkpoint it loads fits it, the model and a CPU run's host memory
+ *      (run_fit.h) (SUBMIT_INVALID).
+ * The outcome carries the result, each problem at its JSON pointer (into the config)
+ * and one sentence that says what is wrong, so that the caller answers 400, 403 or
+ * 503 naming it. */
 #ifndef DDPD_CORE_RUNS_H
 #define DDPD_CORE_RUNS_H
 
@@ -24,27 +41,44 @@ typedef struct {
 
 void runs_init(const runs_config *c);
 
-/* Why the server refuses even to look at `config` (403: a command run on a server
- * that does not allow them); NULL when it may. */
-const char *runs_forbidden(const json_t *config);
+/* What became of a submission, or of a check. */
+typedef enum {
+    SUBMIT_OK,            /* it passed every gate (and, submitted, was stored and queued): 201 */
+    SUBMIT_INVALID,       /* the config is wrong, or this server can never run it: 400 */
+    SUBMIT_FORBIDDEN,     /* the server forbids it, or it names files of another member's run: 403 */
+    SUBMIT_NOT_PERMITTED, /* over its owner's limits, or no account it may run as: 403 */
+    SUBMIT_UNAVAILABLE,   /* the database cannot be written now (a full disk, ...): 503, try again later */
+    SUBMIT_FAILED,        /* stored but not set up, or refused by the database: 500, see the server's log */
+} submit_result;
 
-/* What `who` may not submit though the config is valid (403): a priority over its
- * max-priority, a world size over its quota (max-devices: such a run could never
- * start). Each with its pointer in errs; true when there is none. */
-bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs);
+typedef struct {
+    submit_result result;
+    int64_t id;         /* runs_submit: the new run (SUBMIT_OK; SUBMIT_FAILED when it was stored, failed) */
+    schema_errors errs; /* INVALID, FORBIDDEN, NOT_PERMITTED: each problem at its pointer into the config */
+    char why[1536];     /* every result but OK: one sentence naming what is wrong (the first problem) */
+} submit_outcome;
 
-/* A parsed config (an object; defaults not yet filled), submitted by `who` (a user
- * owns its runs; the server's token and anybody own none). Returns the new run's id;
- * 0 when the config is refused (every violation in errs); RUNS_SUBMIT_FORBIDDEN when
- * it names files of runs that are not `who`'s (run_reads.h: errs holds those alone);
- * -1 when it could not be stored or set up (a sentence in err: the server's fault,
- * not the config's). */
-#define RUNS_SUBMIT_FORBIDDEN (-2)
-int64_t runs_submit(json_t *config, const caller *who, schema_errors *errs, char *err, size_t errlen);
-/* runs_submit for a sweep's trial: the run is stored with its sweep and trial number
- * (in the same insert, so a restarted sweep finds it and never makes it twice). */
-int64_t runs_submit_trial(json_t *config, const caller *who, int64_t sweep_id, int trial, schema_errors *errs, char *err,
-                          size_t errlen);
+void submit_outcome_free(submit_outcome *o);
+/* The HTTP status a result is answered with (201, 400, 403, 503, 500). */
+int submit_http_status(submit_result r);
+
+/* Every gate (above) on a parsed config (defaults are filled into it) that `who`
+ * submits: nothing is stored. Returns out->result. */
+submit_result runs_check(json_t *config, const caller *who, submit_outcome *out);
+/* runs_check, then the run stored (owned by `who` when a user, else by nobody; with
+ * its sweep and trial number when sweep_id > 0, in the same insert, so that a
+ * restarted sweep finds it and never makes it twice), its directory and config.json
+ * written, and queued: SUBMIT_OK with out->id. */
+submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, int trial, submit_outcome *out);
+/* The gates again for a run about to be resumed (run_resume.h), as its owner (NULL:
+ * none) may now: `config` is the one its launcher reads back (config.json, paths made
+ * absolute at submission, and the run's account may have written it since);
+ * `priority` and `world_size` are the run's as stored. What the server forbids now,
+ * the owner's current limits and account, the config's world size against the
+ * stored one, and every path it names made canonical again: inside the roots of its
+ * kind and not into another member's run (FORBIDDEN). Returns out->result. */
+submit_result runs_check_resume(const json_t *config, const char *owner, int priority, int world_size,
+                                submit_outcome *out);
 
 typedef enum {
     RUNS_DONE,          /* canceled (queued), signaled (started), or deleted */

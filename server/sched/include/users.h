@@ -60,6 +60,12 @@ auth_verdict users_identify_read(const char *authorization, caller *who);
 /* A 401's words for a verdict other than AUTH_OK. */
 const char *users_refusal(auth_verdict v);
 
+/* Who a run of `owner` acts as where no request carries it (a sweep's trial, a
+ * resume's check): the user's limits as the table has them now, so that a limit
+ * lowered with `ddpd user set` counts from the next trial or resume on. NULL: a run of
+ * no owner, the server's own token (an admin of no name). False (and *out a caller
+ * with no rights) when `owner` is not a user now: removed, or never one. */
+bool users_caller(const char *owner, caller *out);
 /* The user named so (removed ones too): false when there is none. */
 bool users_find(const char *name, user_info *out);
 /* Whether a user (not removed) is mapped to a Unix account. */
@@ -85,6 +91,11 @@ const char *users_unix_user_problem(const char *account);
 /* Maps the user to a Unix account of this host ("" or NULL: none of its own). 0, or
  * -1 and why. */
 int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char *err, size_t errlen);
+/* Changes the user's quota (-1: none) or the highest priority its runs may have. A
+ * running server counts the new limit from the next submission, sweep trial or resume
+ * on (runs already queued or running keep theirs). 0, or -1 and why. */
+int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *err, size_t errlen);
+int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen);
 /* Removes the user: its token goes, its runs stay its own. 0, or -1 and why. */
 int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen);
 /* Every user in name order (*out malloc'd): how many, or -1. */
