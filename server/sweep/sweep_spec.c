@@ -422,7 +422,8 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
     }
     if (goal && strcmp(goal, "minimize") != 0 && strcmp(goal, "maximize") != 0)
         schema_errors_add(errs, "/metric/goal", "must be \"minimize\" or \"maximize\" (got \"%s\")", goal);
-    s->maximize = goal && strcmp(goal, "maximize") == 0;
+    s->rules.maximize = goal && strcmp(goal, "maximize") == 0;
+    s->rules.epochs = s->command ? 0 : s->epochs;
 
     /* early stopping */
     const json_t *es = json_object_get(body, "early_stopping");
@@ -431,13 +432,13 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
         if (type && strcmp(type, "asha") == 0) s->stop = STOP_ASHA;
         else if (type && strcmp(type, "median") == 0) s->stop = STOP_MEDIAN;
         else schema_errors_add(errs, "/early_stopping/type", "must be \"asha\" or \"median\"");
-        s->min_resource = int_field(es, "min_resource", 1, 1, 100000, "/early_stopping/min_resource", errs);
-        s->reduction_factor = int_field(es, "reduction_factor", 3, 2, 100, "/early_stopping/reduction_factor", errs);
-        s->min_trials = int_field(es, "min_trials", 3, 1, SWEEP_MAX_TRIALS, "/early_stopping/min_trials", errs);
-        if (s->stop != STOP_NONE && !s->command && s->min_resource >= s->epochs)
+        s->rules.min_resource = int_field(es, "min_resource", 1, 1, 100000, "/early_stopping/min_resource", errs);
+        s->rules.reduction_factor = int_field(es, "reduction_factor", 3, 2, 100, "/early_stopping/reduction_factor", errs);
+        s->rules.min_trials = int_field(es, "min_trials", 3, 1, SWEEP_MAX_TRIALS, "/early_stopping/min_trials", errs);
+        if (s->stop != STOP_NONE && !s->command && s->rules.min_resource >= s->epochs)
             schema_errors_add(errs, "/early_stopping/min_resource", "is %d epochs but the base trains %d: a trial "
                               "would finish before it is judged; use a min_resource below train.epochs",
-                              s->min_resource, s->epochs);
+                              s->rules.min_resource, s->epochs);
         if (s->stop == STOP_ASHA && !s->command && every < 1)
             schema_errors_add(errs, "/base/checkpoint/every_epochs", "is 0, but ASHA pauses a trial at a rung and "
                               "continues it from its checkpoint: give checkpoint.every_epochs 1");
@@ -466,12 +467,12 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
     json_object_set_new(s->spec, "seed", json_integer((json_int_t)s->seed));
     json_object_set_new(s->spec, "max_trials", json_integer(s->max_trials));
     json_object_set_new(s->spec, "parallel", json_integer(s->parallel));
-    json_object_set_new(s->spec, "metric", json_pack("{s:s,s:s}", "key", s->metric, "goal", s->maximize ? "maximize" : "minimize"));
+    json_object_set_new(s->spec, "metric", json_pack("{s:s,s:s}", "key", s->metric, "goal", s->rules.maximize ? "maximize" : "minimize"));
     if (s->stop != STOP_NONE)
         json_object_set_new(s->spec, "early_stopping",
                             json_pack("{s:s,s:i,s:i,s:i}", "type", s->stop == STOP_ASHA ? "asha" : "median",
-                                      "min_resource", s->min_resource, "reduction_factor", s->reduction_factor,
-                                      "min_trials", s->min_trials));
+                                      "min_resource", s->rules.min_resource, "reduction_factor", s->rules.reduction_factor,
+                                      "min_trials", s->rules.min_trials));
     return s;
 }
 
@@ -543,11 +544,3 @@ void sweep_spec_free(sweep_spec *s) {
     json_decref(s->base);
     free(s);
 }
-
-int sweep_rung_epochs(const sweep_spec *s, int rung) {
-    long e = s->min_resource;
-    for (int k = 0; k < rung; k++) e *= s->reduction_factor;
-    return e < s->epochs ? (int)e : 0;
-}
-
-bool sweep_better(const sweep_spec *s, double a, double b) { return s->maximize ? a > b : a < b; }

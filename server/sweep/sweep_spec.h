@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sweep_rules.h"
 #include "validator.h"
 
 /* The most trials one sweep may make (a grid larger than this is refused). */
@@ -48,11 +49,8 @@ typedef struct {
     int max_trials, parallel;
     int n_trials;        /* how many it makes: the grid's size, or max_trials */
     char metric[64];
-    bool maximize;
     stop_rule stop;
-    int min_resource;    /* epochs before the first rung (ASHA) or the first judgement (median) */
-    int reduction_factor;
-    int min_trials;      /* median: how many other trials must have reported an epoch */
+    sweep_rules rules;   /* the goal, the rungs, the median's: what the rules take (sweep_rules.h) */
     bool preemptible;    /* every trial preemptible */
 } sweep_spec;
 
@@ -83,12 +81,5 @@ json_t *sweep_check_point(const sweep_spec *s, int i);
  * values are their owner's to see, as a run's env values and arguments are
  * (api/run_mask.h). Decided by the key alone. */
 bool sweep_param_secret(const char *key);
-
-/* The rungs (ASHA): the epoch count at rung k, or 0 past the last rung (a rung is
- * only where a trial still has epochs to go). */
-int sweep_rung_epochs(const sweep_spec *s, int rung);
-
-/* Whether metric a is better than b by the sweep's goal. */
-bool sweep_better(const sweep_spec *s, double a, double b);
 
 #endif

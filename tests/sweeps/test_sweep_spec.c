@@ -48,14 +48,14 @@ static void grid(void) {
         json_decref(cfg);
         json_decref(p);
     }
-    CHECK(sweep_rung_epochs(s, 0) == 0, "no early stopping: no rungs");
+    CHECK(sweep_rules_rung_epochs(&s->rules, 0) == 0, "no early stopping: no rungs");
     sweep_spec_free(s);
     s = parse("{\"train.optimizer.lr\": {\"values\": [0.1]}}",
               "\"early_stopping\": {\"type\": \"asha\", \"min_resource\": 1, \"reduction_factor\": 3}", &e);
     REQUIRE(s, "an ASHA sweep");
-    CHECK(sweep_rung_epochs(s, 0) == 1 && sweep_rung_epochs(s, 1) == 3 && sweep_rung_epochs(s, 2) == 0,
-          "rungs at 1 and 3 epochs of 9: %d %d %d", sweep_rung_epochs(s, 0), sweep_rung_epochs(s, 1),
-          sweep_rung_epochs(s, 2));
+    int r0 = sweep_rules_rung_epochs(&s->rules, 0), r1 = sweep_rules_rung_epochs(&s->rules, 1),
+        r2 = sweep_rules_rung_epochs(&s->rules, 2);
+    CHECK(r0 == 1 && r1 == 3 && r2 == 0, "rungs at 1 and 3 epochs of 9: %d %d %d", r0, r1, r2);
     sweep_spec_free(s);
     schema_errors_free(&e);
 }
