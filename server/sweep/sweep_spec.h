@@ -1,7 +1,8 @@
-/* A sweep as submitted (POST /sweeps): parsed, checked before any trial starts, and
- * expanded into its trials. What a trial is (its parameters, its run config) is a pure
- * function of the spec and the trial's number, so a restarted server makes the same
- * trial again and a seeded random search gives the same trials twice.
+/* A sweep as submitted (POST /sweeps): checked against schema/sweep.schema.json (its
+ * defaults filled), then for what a schema cannot say, and expanded into its trials.
+ * What a trial is (its parameters, its run config) is a pure function of the spec and
+ * the trial's number, so a restarted server makes the same trial again and a seeded
+ * random search gives the same trials twice.
  *
  * Parameters are named by where they go:
  *   "train.optimizer.lr", "model.hidden.0"  a JSON path into the base config (an object
@@ -54,8 +55,10 @@ typedef struct {
     bool preemptible;    /* every trial preemptible */
 } sweep_spec;
 
-/* Parses and checks a body: every violation in errs (a pointer into the body and a
- * sentence naming the parameter); NULL when there is one. The caller frees the spec. */
+/* Checks a body against the sweep's schema (every violation, with its pointer) and the
+ * base as a run config (its violations under /base), then, when those pass, what a
+ * schema cannot say (a sentence naming the parameter): NULL when there is one
+ * violation or more, all in errs. The caller frees the spec. */
 sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs);
 /* Parses a spec stored by sweep_spec_parse's `spec` (it was checked then). */
 sweep_spec *sweep_spec_load(const char *spec_json);
