@@ -18,3 +18,6 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
 endif()
 # The spec's parsing and expansion on hand-made bodies (C, no server).
 ddpd_c_test(test_sweep_spec ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_spec.c LIBS ddpd_sweep)
+# The searcher's rules (median stopping, ASHA's rungs and promotions, the best trial) on
+# hand-made tables (C, no database, no clock).
+ddpd_c_test(test_sweep_rules ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_rules.c LIBS ddpd_sweep)

@@ -1,8 +1,9 @@
 /* The API's own description, served at GET /openapi.json: schema/openapi.json, the
  * OpenAPI 3.1 document, embedded in the binary at build time, so that what ddpd
- * serves is what it was built with. It refers to the run-config schema relatively,
- * as run-config.schema.json, which resolves beside it both in the repository and on
- * the server (routes_static.c serves the schema at /run-config.schema.json too). */
+ * serves is what it was built with. It refers to the run-config and sweep schemas
+ * relatively, as run-config.schema.json and sweep.schema.json, which resolve beside it
+ * both in the repository and on the server (routes_static.c serves them at
+ * /run-config.schema.json and /sweep.schema.json too). */
 #ifndef DDPD_OPENAPI_H
 #define DDPD_OPENAPI_H
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "run_config.h"
+#include "sweep_schema.h"
 #include "base.h"
 
 #ifndef DDPD_SOURCE_DIR
@@ -142,20 +143,30 @@ static void get_uplot(request *rq, response *rs) {
     serve_file(rs, uplot_dir, rq->id_text, "uPlot is not installed: run scripts/install-deps.sh (it runs npm ci)");
 }
 
-static void get_schema(request *rq, response *rs) {
-    (void)rq;
-    const char *text = run_config_schema_text();
+static void reply_schema(response *rs, const char *text) {
     reply_text(rs, 200, xstrdup(text), strlen(text), "application/schema+json");
 }
 
+static void get_schema(request *rq, response *rs) {
+    (void)rq;
+    reply_schema(rs, run_config_schema_text());
+}
+
+static void get_sweep_schema(request *rq, response *rs) {
+    (void)rq;
+    reply_schema(rs, sweep_schema_text());
+}
+
 /* Open to all, on a server whose reads need a token too: the dashboard's code (its
- * login page must load before it has a token) and the config schema hold no run's data. */
+ * login page must load before it has a token) and the schemas hold no run's data. */
 const route static_routes[] = {
     {.method = "GET", .pattern = "/", .handler = get_index, .open = true},
     {.method = "GET", .pattern = "/ui/{id}", .handler = get_ui, .open = true},
     {.method = "GET", .pattern = "/vendor/uplot/{id}", .handler = get_uplot, .open = true},
     {.method = "GET", .pattern = "/schema/run-config.schema.json", .handler = get_schema, .open = true},
-    /* where /openapi.json's relative reference to it resolves */
+    {.method = "GET", .pattern = "/schema/sweep.schema.json", .handler = get_sweep_schema, .open = true},
+    /* where /openapi.json's relative references to them resolve */
     {.method = "GET", .pattern = "/run-config.schema.json", .handler = get_schema, .open = true},
+    {.method = "GET", .pattern = "/sweep.schema.json", .handler = get_sweep_schema, .open = true},
 };
 const size_t static_routes_count = sizeof static_routes / sizeof *static_routes;

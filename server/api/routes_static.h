@@ -7,6 +7,10 @@
  *   GET /schema/run-config.schema.json    the run-config schema the server validates
  *                                         with (embedded in the binary): the submit
  *                                         form's defaults come from it
+ *   GET /schema/sweep.schema.json         the sweep schema a body of POST /sweeps is
+ *                                         checked against (embedded too)
+ * and both schemas beside /openapi.json (/run-config.schema.json, /sweep.schema.json),
+ * where its relative references to them resolve.
  *
  * Where web/ is: --web-dir (DDPD_WEB_DIR), else <bin>/../share/ddpd/web (installed),
  * else the source tree ddpd was built from (so that a build directory's ddpd, the

@@ -643,20 +643,32 @@ static json_t *sse_sweep(const store_op *op, int64_t result) {
 }
 
 /* The sweeps' own writes, in the writer's transaction like every other change, so that
- * the database keeps one writer; a statement the database refuses is logged and
- * answered -1 (the rest of the batch goes on). */
+ * the database keeps one writer. One op is one of the searcher's decisions (the
+ * statements between sweep_store_begin and sweep_store_commit), applied whole or not
+ * at all: inside a savepoint, rolled back to it when a statement is refused, so that
+ * none of its earlier statements stays. A refused op is logged and answered -1; the
+ * rest of the batch goes on. */
 static int64_t apply_exec(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     (void)st;
     if (write_fault_noted() || !op->u.exec.sql) return -1;
     char *msg = NULL;
-    int rc = sqlite3_exec(db, op->u.exec.sql, NULL, NULL, &msg);
+    int rc = sqlite3_exec(db, "SAVEPOINT sweep_write", NULL, NULL, &msg);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, op->u.exec.sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         if (!write_fault_is(rc)) log_error("database write failed (%s): %s", op->u.exec.sql, msg ? msg : "?");
         write_fault_note(db, rc);
         sqlite3_free(msg);
+        /* undone, unless SQLite has rolled the whole transaction back itself (a fault) */
+        if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK TO sweep_write; RELEASE sweep_write", NULL, NULL, NULL);
         return -1;
     }
     int64_t id = sqlite3_last_insert_rowid(db);
+    if (sqlite3_exec(db, "RELEASE sweep_write", NULL, NULL, &msg) != SQLITE_OK) {
+        log_error("database write failed (RELEASE sweep_write): %s", msg ? msg : "?");
+        write_fault_note(db, SQLITE_IOERR);
+        sqlite3_free(msg);
+        return -1;
+    }
     return id > 0 ? id : 1;
 }
 

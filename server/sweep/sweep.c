@@ -18,6 +18,7 @@
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
+#include "sweep_rules.h"
 #include "sweep_spec.h"
 #include "sweep_store.h"
 #include "thread_start.h"
@@ -95,7 +96,7 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     if (s->stop == STOP_ASHA && !s->command) { /* it pauses itself at the first rung */
         json_t *train = json_object_get(cfg, "train");
         if (!json_is_object(train)) json_object_set_new(cfg, "train", train = json_object());
-        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, 0)));
+        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rules_rung_epochs(&s->rules, 0)));
     }
     json_decref(params);
     /* every gate a run passes, as its owner may now (a limit lowered since counts) */
@@ -154,7 +155,7 @@ static int set_next_pause(const sweep_spec *s, const trial_row *t, char *why, si
     } else {
         json_t *train = json_object_get(cfg, "train");
         if (!json_is_object(train)) json_object_set_new(cfg, "train", train = json_object());
-        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rung_epochs(s, t->promoted + 1)));
+        json_object_set_new(train, "stop_after_epochs", json_integer(sweep_rules_rung_epochs(&s->rules, t->promoted + 1)));
         rc = run_file_write_json(&d, RUN_DIR_CONFIG, cfg, err, sizeof err);
         if (rc) snprintf(why, whylen, "its config cannot be written: %s", err);
     }
@@ -183,77 +184,96 @@ static void resume_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     decide(sw, t, "failed", t->reason);
 }
 
-/* ---- the searcher's rules ---- */
+/* ---- what the rules say (sweep_rules.h), recorded and acted on ---- */
 
-/* How many of the n metrics are strictly better than v. */
-static int rank_of(const sweep_spec *s, const double *m, int n, double v) {
-    int better = 0;
-    for (int i = 0; i < n; i++)
-        if (sweep_better(s, m[i], v)) better++;
-    return better;
+/* A trial as the rules see it. */
+static sweep_trial_view view_of(const trial_row *t) {
+    sweep_trial_view v = {.trial = t->trial, .rung = t->rung, .promoted = t->promoted, .metric = t->metric};
+    if (!sweep_phase_parse(t->state, &v.phase)) v.phase = SWEEP_FAILED; /* the table's CHECK allows no other word */
+    return v;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+/* The rules' view of the trials (malloc'd, n of them). */
+static sweep_trial_view *views_of(const trial_row *tr, int n) {
+    sweep_trial_view *v = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    for (int i = 0; i < n; i++) v[i] = view_of(&tr[i]);
+    return v;
 }
 
-/* Median stopping at epoch e: stops the trial when its value v is worse than the
- * median of the other trials' at e. */
-static bool median_stops(const sweep_row *sw, const sweep_spec *s, trial_row *t, int e, double v) {
-    if (e + 1 < s->min_resource || (!s->command && e + 1 >= s->epochs)) return false;
-    int *trials;
-    double *m;
-    int n = sweep_store_rung(sw->id, e, &trials, &m), k = 0;
-    for (int i = 0; i < n; i++)
-        if (trials[i] != t->trial) m[k++] = m[i];
-    bool stop = false;
-    if (k >= s->min_trials) {
-        qsort(m, (size_t)k, sizeof *m, cmp_double);
-        double median = k % 2 ? m[k / 2] : (m[k / 2 - 1] + m[k / 2]) / 2;
-        if (sweep_better(s, median, v)) {
-            stop = true;
+/* The values recorded at a rung (ASHA) or an epoch (median); n in *n (0 on a read error). */
+static sweep_mark *marks_at(const sweep_row *sw, int rung, int *n) {
+    sweep_mark *at;
+    *n = sweep_store_rung(sw->id, rung, &at);
+    if (*n < 0) *n = 0;
+    return at;
+}
+
+/* A built-in trial under ASHA that reached its next rung (rung `k`, `r` epochs; v[0..n)
+ * its metric per epoch): paused there, and it stops itself. */
+static void asha_pause(const sweep_row *sw, const sweep_spec *s, trial_row *t, int k, int r, const double *v, int n) {
+    sweep_store_rung_put(sw->id, k, t->trial, v[r - 1], now_ms());
+    t->rung = k;
+    snprintf(t->state, sizeof t->state, "paused");
+    set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d, %s %.6g): it goes on from its "
+                            "checkpoint if it ranks in the top 1/%d of its rung", (long long)sw->id, k, r,
+                            metric_words(s), v[r - 1], s->rules.reduction_factor));
+    decide(sw, t, "paused", t->reason);
+    /* It stops itself there, after its checkpoint (train.stop_after_epochs): a stop now
+     * could cut that checkpoint short. Only one that went past it is stopped; its run's
+     * reason gets the rung once it has ended. */
+    if (n > r) stop_run(t, t->reason);
+}
+
+/* A command trial under ASHA: judged at each rung it reached since the last look, as
+ * they come. True when it was stopped. */
+static bool asha_command(const sweep_row *sw, const sweep_spec *s, trial_row *t, const double *v, int n) {
+    int r;
+    for (int k = t->rung + 1; sweep_rules_rung_reached(&s->rules, k, v, n, &r); k++) {
+        sweep_store_rung_put(sw->id, k, t->trial, v[r - 1], now_ms());
+        t->rung = k;
+        int nm;
+        sweep_mark *at = marks_at(sw, k, &nm);
+        sweep_asha_verdict verdict = sweep_asha_command_judge(&s->rules, v[r - 1], at, nm);
+        free(at);
+        if (verdict.stop) {
             snprintf(t->state, sizeof t->state, "stopped");
-            t->rung = e;
-            set_reason(t, xasprintf("stopped by sweep %lld's median rule at epoch %d: %s %.6g is worse than the "
-                                    "median %.6g of %d other trials there", (long long)sw->id, e, metric_words(s), v,
-                                    median, k));
+            set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d): %s %.6g is not in the top "
+                                    "1/%d of the %d trials there", (long long)sw->id, k, r, metric_words(s), v[r - 1],
+                                    s->rules.reduction_factor, verdict.n));
+            decide(sw, t, "stopped", t->reason);
+            stop_run(t, t->reason);
+            return true;
         }
     }
-    free(trials);
-    free(m);
-    return stop;
+    return false;
 }
 
-/* ASHA on a command trial at rung k (v: its metric there): stopped unless it ranks
- * in the top 1/reduction_factor of the trials recorded at the rung so far. */
-static bool asha_command_stops(const sweep_row *sw, const sweep_spec *s, trial_row *t, int k, int epochs, double v) {
-    int *trials;
-    double *m;
-    int n = sweep_store_rung(sw->id, k, &trials, &m);
-    int keep = n / s->reduction_factor > 1 ? n / s->reduction_factor : 1;
-    bool stop = rank_of(s, m, n, v) >= keep;
-    free(trials);
-    free(m);
-    if (stop) {
-        snprintf(t->state, sizeof t->state, "stopped");
-        set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d): %s %.6g is not in the top 1/%d of "
-                                "the %d trials there", (long long)sw->id, k, epochs, metric_words(s),
-                                v, s->reduction_factor, n));
-    }
-    return stop;
+/* Median stopping: each new epoch's value recorded once (a restart's again is ignored),
+ * then the newest judged against the others'. True when it was stopped. */
+static bool median_stop(const sweep_row *sw, const sweep_spec *s, trial_row *t, const double *v, int n, int seen,
+                        int latest) {
+    for (int e = seen + 1; e < n; e++)
+        if (!isnan(v[e])) sweep_store_rung_put(sw->id, e, t->trial, v[e], now_ms());
+    int nm;
+    sweep_mark *at = marks_at(sw, latest, &nm);
+    sweep_median_verdict verdict = sweep_median_judge(&s->rules, t->trial, latest, v[latest], at, nm);
+    free(at);
+    if (!verdict.stop) return false;
+    snprintf(t->state, sizeof t->state, "stopped");
+    t->rung = latest;
+    set_reason(t, xasprintf("stopped by sweep %lld's median rule at epoch %d: %s %.6g is worse than the median %.6g "
+                            "of %d other trials there", (long long)sw->id, latest, metric_words(s), v[latest],
+                            verdict.median, verdict.others));
+    decide(sw, t, "stopped", t->reason);
+    stop_run(t, t->reason);
+    return true;
 }
 
 /* A running trial's new epochs: its metric, the rungs it reached, what the rules say. */
 static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t) {
     double *v;
     int n = sweep_store_run_metric(t->run_id, s->metric, &v);
-    if (n <= 0) {
-        free(v);
-        return;
-    }
-    int latest = n - 1;
-    while (latest >= 0 && isnan(v[latest])) latest--;
+    int latest = n > 0 ? sweep_rules_latest(v, n) : -1;
     if (latest < 0) {
         free(v);
         return;
@@ -262,50 +282,21 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
     bool changed = latest != t->metric_epoch || v[latest] != t->metric;
     t->metric = v[latest];
     t->metric_epoch = latest;
-    int64_t now = now_ms();
+    bool decided = false;
+    int k = t->promoted + 1, r;
     if (s->stop == STOP_ASHA && !s->command) {
-        int k = t->promoted + 1, r = sweep_rung_epochs(s, k);
-        if (r > 0 && n >= r && !isnan(v[r - 1])) {
-            sweep_store_rung_put(sw->id, k, t->trial, v[r - 1], now);
-            t->rung = k;
-            snprintf(t->state, sizeof t->state, "paused");
-            set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d, %s %.6g): it goes on from its "
-                                    "checkpoint if it ranks in the top 1/%d of its rung", (long long)sw->id, k, r,
-                                    metric_words(s), v[r - 1], s->reduction_factor));
-            decide(sw, t, "paused", t->reason);
-            /* It stops itself there, after its checkpoint (train.stop_after_epochs): a
-             * stop now could cut that checkpoint short. Only one that went past it is
-             * stopped; its run's reason gets the rung once it has ended. */
-            if (n > r) stop_run(t, t->reason);
-            free(v);
-            return;
+        if (sweep_rules_rung_reached(&s->rules, k, v, n, &r)) {
+            asha_pause(sw, s, t, k, r, v, n);
+            decided = true;
         }
     } else if (s->stop == STOP_ASHA) {
-        for (int k = t->rung + 1; k < 32; k++) { /* rungs without end: a command run's length is its own */
-            long r = s->min_resource;
-            for (int j = 0; j < k; j++) r *= s->reduction_factor;
-            if (r > n || isnan(v[r - 1])) break;
-            sweep_store_rung_put(sw->id, k, t->trial, v[r - 1], now);
-            t->rung = k;
-            if (asha_command_stops(sw, s, t, k, (int)r, v[r - 1])) {
-                decide(sw, t, "stopped", t->reason);
-                stop_run(t, t->reason);
-                free(v);
-                return;
-            }
-            changed = true;
-        }
+        int was = t->rung;
+        decided = asha_command(sw, s, t, v, n);
+        changed = changed || t->rung != was;
     } else if (s->stop == STOP_MEDIAN) {
-        for (int e = seen + 1; e < n; e++) /* each epoch once (a restart's again is ignored) */
-            if (!isnan(v[e])) sweep_store_rung_put(sw->id, e, t->trial, v[e], now);
-        if (median_stops(sw, s, t, latest, v[latest])) {
-            decide(sw, t, "stopped", t->reason);
-            stop_run(t, t->reason);
-            free(v);
-            return;
-        }
+        decided = median_stop(sw, s, t, v, n, seen, latest);
     }
-    if (changed) sweep_store_trial_put(sw->id, t, now);
+    if (!decided && changed) sweep_store_trial_put(sw->id, t, now_ms());
     free(v);
 }
 
@@ -353,85 +344,49 @@ static trial_row *find_trial(trial_row *tr, int n, int trial) {
     return NULL;
 }
 
-typedef struct {
-    int trial;
-    double metric;
-    const sweep_spec *s;
-} ranked;
-
-static const sweep_spec *SORT_SPEC;
-static int by_metric(const void *a, const void *b) {
-    const ranked *x = a, *y = b;
-    if (sweep_better(SORT_SPEC, x->metric, y->metric)) return -1;
-    if (sweep_better(SORT_SPEC, y->metric, x->metric)) return 1;
-    return x->trial - y->trial;
-}
-
-/* ASHA's promotions, rung by rung: the top 1/eta of those that reached a rung go on
- * from their checkpoints; once no more trials can reach it (every trial made, none
- * still on its way there), the rest end stopped, and at least its best goes on. */
+/* ASHA's promotions, rung by rung (sweep_asha_promotions): a paused trial the rules
+ * promote goes on from its checkpoint, one they stop ends stopped, once its pause has
+ * landed (its run ended stopped). The trials' view is taken again at each rung, as
+ * what was done at the rung below changes it. */
 static void promote(const sweep_row *sw, const sweep_spec *s, trial_row *tr, int n) {
-    bool lower_closed = n == s->n_trials;
-    for (int k = 0; sweep_rung_epochs(s, k) > 0; k++) {
-        int *trials;
-        double *m;
-        int nk = sweep_store_rung(sw->id, k, &trials, &m);
-        bool closed = lower_closed;
-        for (int i = 0; i < n && closed; i++) {
-            const trial_row *t = &tr[i];
-            if (strcmp(t->state, "pending") == 0 || (strcmp(t->state, "running") == 0 && t->promoted < k) ||
-                (strcmp(t->state, "paused") == 0 && t->rung < k))
-                closed = false;
-        }
-        ranked *r = xmalloc((size_t)(nk ? nk : 1) * sizeof *r);
-        for (int i = 0; i < nk; i++) r[i] = (ranked){.trial = trials[i], .metric = m[i]};
-        SORT_SPEC = s;
-        qsort(r, (size_t)nk, sizeof *r, by_metric);
-        int keep = nk / s->reduction_factor;
-        if (closed && keep < 1 && nk > 0) keep = 1;
-        for (int i = 0; i < nk; i++) {
-            trial_row *t = find_trial(tr, n, r[i].trial);
-            if (!t || strcmp(t->state, "paused") != 0 || t->rung != k) continue;
+    bool all_made = n == s->n_trials;
+    for (int k = 0; sweep_rules_rung_epochs(&s->rules, k) > 0; k++) {
+        sweep_trial_view *views = views_of(tr, n);
+        bool closed = sweep_asha_rung_closed(k, all_made, views, n);
+        int nk, keep;
+        sweep_mark *at = marks_at(sw, k, &nk);
+        sweep_asha_pick *picks = xmalloc((size_t)(nk > 0 ? nk : 1) * sizeof *picks);
+        int ranked = sweep_asha_promotions(&s->rules, k, closed, at, nk, views, n, picks, &keep);
+        free(views);
+        free(at);
+        for (int i = 0; i < ranked; i++) {
+            const sweep_asha_pick *p = &picks[i];
+            trial_row *t = find_trial(tr, n, p->trial);
+            if (!t || (p->action != ASHA_PROMOTE && p->action != ASHA_STOP)) continue;
             char status[16] = "";
             if (sweep_store_run_state(t->run_id, status, NULL) != 1 || strcmp(status, "stopped") != 0)
                 continue; /* its pause has not landed yet (or it finished first): next pass */
-            if (i < keep) {
+            if (p->action == ASHA_PROMOTE) {
                 t->promoted = k;
                 snprintf(t->state, sizeof t->state, "running");
                 char *d = xasprintf("rung %d: %s %.6g ranks %d of %d; it goes on from its checkpoint", k,
-                                    metric_words(s), r[i].metric, i + 1, nk);
+                                    metric_words(s), p->metric, p->rank, ranked);
                 set_reason(t, NULL);
                 decide(sw, t, "promoted", d);
                 free(d);
                 resume_trial(sw, s, t);
-            } else if (closed) {
+            } else {
                 snprintf(t->state, sizeof t->state, "stopped");
                 char *d = xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d): %s %.6g ranks %d of %d, "
-                                    "not in the top %d", (long long)sw->id, k, sweep_rung_epochs(s, k),
-                                    metric_words(s), r[i].metric, i + 1, nk, keep);
+                                    "not in the top %d", (long long)sw->id, k, sweep_rules_rung_epochs(&s->rules, k),
+                                    metric_words(s), p->metric, p->rank, ranked, keep);
                 set_reason(t, d);
                 decide(sw, t, "stopped", d);
                 runs_set_stopped_reason(t->run_id, d);
             }
         }
-        free(r);
-        free(trials);
-        free(m);
-        lower_closed = closed;
+        free(picks);
     }
-}
-
-static bool is_active(const trial_row *t) { return !strcmp(t->state, "pending") || !strcmp(t->state, "running"); }
-
-/* The best trial: among those that succeeded, else among all with a metric. */
-static int best_of(const sweep_spec *s, const trial_row *tr, int n) {
-    int best = -1;
-    for (int pass = 0; pass < 2 && best < 0; pass++)
-        for (int i = 0; i < n; i++) {
-            if (isnan(tr[i].metric) || (pass == 0 && strcmp(tr[i].state, "succeeded") != 0)) continue;
-            if (best < 0 || sweep_better(s, tr[i].metric, tr[best].metric)) best = i;
-        }
-    return best < 0 ? -1 : tr[best].trial;
 }
 
 /* A trial's parameters as anybody who may read the live feed sees them (the decision
@@ -459,8 +414,9 @@ static void sweep_pass(const sweep_row *sw) {
     if (n < 0) return;
     for (int i = 0; i < n; i++) follow_trial(sw, s, &tr[i]);
     if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n);
-    int active = 0;
-    for (int i = 0; i < n; i++) active += is_active(&tr[i]);
+    sweep_trial_view *views = views_of(tr, n);
+    int active = sweep_rules_active(views, n);
+    free(views);
     char unwritable[512];
     if (active < s->parallel && n < s->n_trials && store_unwritable(unwritable, sizeof unwritable)) {
         /* no trial is made (nor its decision written, nor said) until it can be stored */
@@ -486,15 +442,13 @@ static void sweep_pass(const sweep_row *sw) {
         submit_trial(sw, s, t);
         active++;
     }
-    int best = best_of(s, tr, n);
+    views = views_of(tr, n);
+    int best = sweep_rules_best(&s->rules, views, n);
+    sweep_end end = sweep_rules_end(n == s->n_trials, views, n);
+    free(views);
     if (best != sw->best_trial) sweep_store_set_best(sw->id, best);
-    bool done = n == s->n_trials;
-    int succeeded = 0;
-    for (int i = 0; i < n; i++) {
-        if (is_active(&tr[i]) || !strcmp(tr[i].state, "paused")) done = false;
-        succeeded += !strcmp(tr[i].state, "succeeded");
-    }
-    if (done) {
+    if (end != SWEEP_GOES_ON) {
+        bool succeeded = end == SWEEP_ENDS_SUCCEEDED;
         sweep_store_begin();
         sweep_store_finish(sw->id, succeeded ? "succeeded" : "failed", succeeded ? NULL : "no trial succeeded", now_ms());
         sweep_store_decide(sw->id, -1, succeeded ? "succeeded" : "failed", NULL, now_ms());

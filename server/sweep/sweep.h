@@ -15,7 +15,10 @@
  * `stopped`, the rung in its reason) and continues from its checkpoint when it ranks
  * in the top 1/reduction_factor of its rung; a command trial is judged at the rung
  * and stopped or left to run. Median stopping stops a trial whose metric at an epoch
- * is worse than the median of the other trials' at that epoch. */
+ * is worse than the median of the other trials' at that epoch. Those rules are
+ * sweep_rules.h's, pure functions of the tables read here: this file reads, asks them,
+ * records what they decide (a decision and the trial's row it changes in one
+ * transaction, sweep_store_begin/commit) and acts. */
 #ifndef DDPD_SWEEP_H
 #define DDPD_SWEEP_H
 

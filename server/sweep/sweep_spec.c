@@ -2,6 +2,7 @@
 #include "sweep_spec.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "base.h"
 #include "command_run.h"
 #include "run_config.h"
+#include "sweep_schema.h"
 
 /* The epoch table's columns: what a built-in trial can be judged by. */
 static const char *const EPOCH_KEYS[] = {"test_loss", "test_acc", "train_loss", "lr", "seconds", "samples_per_s"};
@@ -111,12 +113,35 @@ static long grid_count(const sweep_param *p) {
     return 0;
 }
 
-static void param_error(schema_errors *errs, const char *key, const char *fmt, const char *detail) {
-    char ptr[512];
-    snprintf(ptr, sizeof ptr, "/parameters/%s", key);
-    schema_errors_add(errs, ptr, fmt, key, detail ? detail : "");
+/* /parameters/KEY (the key escaped as RFC 6901 says), then /MEMBER when given. */
+static char *param_pointer(const char *key, const char *member) {
+    buf_t b = {0};
+    buf_printf(&b, "/parameters/");
+    for (const char *c = key; *c; c++) {
+        if (*c == '~') buf_printf(&b, "~0");
+        else if (*c == '/') buf_printf(&b, "~1");
+        else buf_append(&b, c, 1);
+    }
+    if (member) buf_printf(&b, "/%s", member);
+    return b.data;
 }
 
+/* A violation of parameter `key` (at its member `member`, or the parameter itself). */
+static void param_error(schema_errors *errs, const char *key, const char *member, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void param_error(schema_errors *errs, const char *key, const char *member, const char *fmt, ...) {
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    char *ptr = param_pointer(key, member);
+    schema_errors_add(errs, ptr, "%s", message);
+    free(ptr);
+}
+
+/* A parameter the schema passed ({"values": [...]} or a range): where it goes, and its
+ * range's sense. */
 static bool parse_param(sweep_spec *s, const char *key, const json_t *o, json_t *filled, sweep_param *p,
                         schema_errors *errs) {
     memset(p, 0, sizeof *p);
@@ -125,47 +150,45 @@ static bool parse_param(sweep_spec *s, const char *key, const json_t *o, json_t 
     if (klen > 2 && key[0] == '{' && key[klen - 1] == '}') {
         p->target = PARAM_PLACEHOLDER;
         if (!s->command) {
-            param_error(errs, key, "parameter %s is a placeholder of a command run's `command`, but the base is a built-in run%s", NULL);
+            param_error(errs, key, NULL, "parameter %s is a placeholder of a command run's `command`, but the base is a "
+                        "built-in run", key);
             return false;
         }
         if (!command_has(s->base, key)) {
-            param_error(errs, key, "parameter %s: the base's `command` has no %s placeholder: put it in an argument, e.g. \"--lr={lr}\"", key);
+            param_error(errs, key, NULL, "parameter %s: the base's `command` has no %s placeholder: put it in an "
+                        "argument, e.g. \"--lr={lr}\"", key, key);
             return false;
         }
     } else if (strncmp(key, "env.", 4) == 0) {
         p->target = PARAM_ENV;
         if (!s->command) {
-            param_error(errs, key, "parameter %s sets an environment variable, which only a command run's program reads; the base is a built-in run%s", NULL);
+            param_error(errs, key, NULL, "parameter %s sets an environment variable, which only a command run's "
+                        "program reads; the base is a built-in run", key);
             return false;
         }
         if (!env_name_ok(key + 4)) {
-            param_error(errs, key, "parameter %s: %s is not an environment variable's name (letters, digits and _, not starting with a digit)", key + 4);
+            param_error(errs, key, NULL, "parameter %s: %s is not an environment variable's name (letters, digits and "
+                        "_, not starting with a digit)", key, key + 4);
             return false;
         }
     } else {
         p->target = PARAM_PATH;
         if (!path_exists(filled, key)) {
-            param_error(errs, key, "parameter %s is not a path in the base config%s: name a field that is there "
-                        "(defaults count), dotted, e.g. train.optimizer.lr or model.hidden.0", NULL);
+            param_error(errs, key, NULL, "parameter %s is not a path in the base config: name a field that is there "
+                        "(defaults count), dotted, e.g. train.optimizer.lr or model.hidden.0", key);
             return false;
         }
-    }
-    if (!json_is_object(o)) {
-        param_error(errs, key, "parameter %s must be an object: {\"values\": [...]} or {\"min\", \"max\", \"log\", \"type\"}%s", NULL);
-        return false;
     }
     const json_t *values = json_object_get(o, "values");
     if (values) {
-        if (!json_is_array(values) || json_array_size(values) == 0) {
-            param_error(errs, key, "parameter %s: values must be a non-empty array%s", NULL);
-            return false;
-        }
         p->values = json_deep_copy(values);
         return true;
     }
     const json_t *mn = json_object_get(o, "min"), *mx = json_object_get(o, "max");
-    if (!json_is_number(mn) || !json_is_number(mx)) {
-        param_error(errs, key, "parameter %s needs values: [...], or min and max (numbers)%s", NULL);
+    const char *hidden = !json_is_number(mn) ? "min" : !json_is_number(mx) ? "max" : NULL;
+    if (hidden) { /* the schema's other form: what an answer shows in place of a hidden value */
+        param_error(errs, key, hidden, "parameter %s: %s is \"%s\", which is how an answer shows a value hidden from "
+                    "its reader: give the number itself", key, hidden, COMMAND_RUN_HIDDEN);
         return false;
     }
     p->min = json_number_value(mn);
@@ -173,19 +196,13 @@ static bool parse_param(sweep_spec *s, const char *key, const json_t *o, json_t 
     p->log = json_is_true(json_object_get(o, "log"));
     const char *type = json_string_value(json_object_get(o, "type"));
     p->is_int = type ? strcmp(type, "int") == 0 : json_is_integer(mn) && json_is_integer(mx);
-    if (type && strcmp(type, "int") != 0 && strcmp(type, "float") != 0) {
-        param_error(errs, key, "parameter %s: type must be \"float\" or \"int\" (got \"%s\")", type);
-        return false;
-    }
-    char detail[128];
     if (p->min > p->max || (p->is_int && ceil(p->min) > floor(p->max))) {
-        snprintf(detail, sizeof detail, "min %g, max %g", p->min, p->max);
-        param_error(errs, key, "parameter %s: the range is empty (%s): min must be at most max", detail);
+        param_error(errs, key, NULL, "parameter %s: the range is empty (min %g, max %g): min must be at most max", key,
+                    p->min, p->max);
         return false;
     }
     if (p->log && p->min <= 0) {
-        snprintf(detail, sizeof detail, "%g", p->min);
-        param_error(errs, key, "parameter %s: a log range needs min > 0 (got %s)", detail);
+        param_error(errs, key, NULL, "parameter %s: a log range needs min > 0 (got %g)", key, p->min);
         return false;
     }
     return true;
@@ -312,35 +329,8 @@ static void check_valid(const sweep_spec *s, const json_t *params, schema_errors
     json_decref(cfg);
 }
 
-static int int_field(const json_t *o, const char *k, int dflt, int lo, int hi, const char *ptr, schema_errors *errs) {
-    const json_t *v = json_object_get(o, k);
-    if (!v) return dflt;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        schema_errors_add(errs, ptr, "must be an integer from %d to %d", lo, hi);
-        return dflt;
-    }
-    return (int)json_integer_value(v);
-}
-
-sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
-    size_t before = schema_errors_total(errs);
-    if (!json_is_object(body)) {
-        schema_errors_add(errs, "", "a sweep is a JSON object: {name, base, method, parameters, metric, ...}");
-        return NULL;
-    }
-    sweep_spec *s = xcalloc(1, sizeof *s);
-    const json_t *name = json_object_get(body, "name");
-    if (name && !json_is_string(name)) schema_errors_add(errs, "/name", "must be a string");
-    s->name = xstrdup(json_is_string(name) ? json_string_value(name) : "sweep");
-    const json_t *base = json_object_get(body, "base");
-    if (!json_is_object(base)) {
-        schema_errors_add(errs, "/base", "must be a run config (an object): what every trial runs, before its parameters");
-        sweep_spec_free(s);
-        return NULL;
-    }
-    s->base = json_deep_copy(base);
-    s->command = command_run_is(base);
-    json_t *filled = json_deep_copy(base);
+/* The base's own violations as a run config (defaults filled into it), under /base. */
+static void check_base(json_t *filled, schema_errors *errs) {
     schema_errors be = {0};
     run_config_validate(filled, &be);
     for (size_t i = 0; i < be.count; i++) {
@@ -348,48 +338,61 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
         schema_errors_add(errs, ptr, "%s", be.items[i].message);
         free(ptr);
     }
+    errs->dropped += be.dropped;
     schema_errors_free(&be);
-    s->epochs = (int)json_integer_value(json_object_get(json_object_get(filled, "train"), "epochs"));
-    int every = (int)json_integer_value(json_object_get(json_object_get(filled, "checkpoint"), "every_epochs"));
+}
 
-    const char *method = json_string_value(json_object_get(body, "method"));
-    if (!method || strcmp(method, "grid") == 0) s->method = METHOD_GRID;
-    else if (strcmp(method, "random") == 0) s->method = METHOD_RANDOM;
-    else schema_errors_add(errs, "/method", "must be \"grid\" or \"random\" (got \"%s\")", method);
-    const json_t *seed = json_object_get(body, "seed");
-    if (seed && !json_is_integer(seed)) schema_errors_add(errs, "/seed", "must be an integer");
-    s->seed = (uint64_t)json_integer_value(seed);
-    s->parallel = int_field(body, "parallel", 2, 1, 256, "/parallel", errs);
-    s->preemptible = json_is_true(json_object_get(body, "preemptible"));
+static int int_member(const json_t *o, const char *k) { return (int)json_integer_value(json_object_get(o, k)); }
 
-    const json_t *params = json_object_get(body, "parameters");
-    if (!json_is_object(params) || json_object_size(params) == 0) {
-        schema_errors_add(errs, "/parameters", "must be a non-empty object: {\"train.optimizer.lr\": {\"values\": [0.01, 0.1]}, ...}");
-    } else {
-        s->params = xcalloc(json_object_size(params), sizeof *s->params);
-        const char *key;
-        const json_t *v;
-        json_object_foreach((json_t *)params, key, v) {
-            if (parse_param(s, key, v, filled, &s->params[s->n_params], errs)) s->n_params++;
-            else {
-                free(s->params[s->n_params].key);
-                json_decref(s->params[s->n_params].values);
-            }
+sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
+    size_t before = schema_errors_total(errs);
+    /* the schema first (every violation, defaults filled), and the base as a run config */
+    json_t *doc = body ? json_deep_copy(body) : NULL;
+    schema_validate(sweep_schema(), doc, errs);
+    const json_t *base = json_object_get(doc, "base");
+    json_t *filled = json_is_object(base) ? json_deep_copy(base) : NULL;
+    if (filled) check_base(filled, errs);
+    if (schema_errors_total(errs) != before) {
+        json_decref(filled);
+        json_decref(doc);
+        return NULL;
+    }
+
+    /* then what a schema cannot say, on a body of the schema's shape */
+    sweep_spec *s = xcalloc(1, sizeof *s);
+    s->name = xstrdup(json_string_value(json_object_get(doc, "name")));
+    s->base = json_deep_copy(base);
+    s->command = command_run_is(base);
+    s->epochs = int_member(json_object_get(filled, "train"), "epochs");
+    int every = int_member(json_object_get(filled, "checkpoint"), "every_epochs");
+    s->method = strcmp(json_string_value(json_object_get(doc, "method")), "random") == 0 ? METHOD_RANDOM : METHOD_GRID;
+    s->seed = (uint64_t)json_integer_value(json_object_get(doc, "seed"));
+    s->parallel = int_member(doc, "parallel");
+    s->preemptible = json_is_true(json_object_get(doc, "preemptible"));
+
+    const json_t *params = json_object_get(doc, "parameters");
+    s->params = xcalloc(json_object_size(params), sizeof *s->params);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)params, key, v) {
+        if (parse_param(s, key, v, filled, &s->params[s->n_params], errs)) s->n_params++;
+        else {
+            free(s->params[s->n_params].key);
+            json_decref(s->params[s->n_params].values);
         }
     }
     json_decref(filled);
 
     /* how many trials */
-    const json_t *mt = json_object_get(body, "max_trials");
-    s->max_trials = int_field(body, "max_trials", 0, 1, SWEEP_MAX_TRIALS, "/max_trials", errs);
+    const json_t *mt = json_object_get(doc, "max_trials");
+    s->max_trials = mt ? (int)json_integer_value(mt) : 0;
     if (s->method == METHOD_GRID && schema_errors_total(errs) == before) {
         double size = 1;
         for (int i = 0; i < s->n_params; i++) {
             long n = grid_count(&s->params[i]);
-            if (n == 0) {
-                param_error(errs, s->params[i].key, "parameter %s is a float range, which a grid cannot walk: give "
-                            "values: [...], or use method \"random\"%s", NULL);
-            }
+            if (n == 0)
+                param_error(errs, s->params[i].key, NULL, "parameter %s is a float range, which a grid cannot walk: "
+                            "give values: [...], or use method \"random\"", s->params[i].key);
             size *= (double)n;
         }
         if (schema_errors_total(errs) == before) {
@@ -408,36 +411,25 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
     if (!s->max_trials) s->max_trials = s->n_trials;
 
     /* the metric */
-    const json_t *metric = json_object_get(body, "metric");
-    const char *mkey = json_string_value(json_object_get(metric, "key"));
-    const char *goal = json_string_value(json_object_get(metric, "goal"));
-    if (!mkey || !*mkey || strlen(mkey) >= sizeof s->metric) {
-        schema_errors_add(errs, "/metric/key", "must name the metric to judge trials by: a column of the epoch "
-                          "table (test_loss, test_acc, train_loss, ...) or, for a command run, a series it reports");
-    } else {
-        snprintf(s->metric, sizeof s->metric, "%s", mkey);
-        if (!s->command && !is_epoch_key(mkey))
-            schema_errors_add(errs, "/metric/key", "a built-in run reports test_loss, test_acc, train_loss, lr, "
-                              "seconds and samples_per_s per epoch; \"%s\" is none of them", mkey);
-    }
-    if (goal && strcmp(goal, "minimize") != 0 && strcmp(goal, "maximize") != 0)
-        schema_errors_add(errs, "/metric/goal", "must be \"minimize\" or \"maximize\" (got \"%s\")", goal);
-    s->maximize = goal && strcmp(goal, "maximize") == 0;
+    const json_t *metric = json_object_get(doc, "metric");
+    snprintf(s->metric, sizeof s->metric, "%s", json_string_value(json_object_get(metric, "key")));
+    if (!s->command && !is_epoch_key(s->metric))
+        schema_errors_add(errs, "/metric/key", "a built-in run reports test_loss, test_acc, train_loss, lr, "
+                          "seconds and samples_per_s per epoch; \"%s\" is none of them", s->metric);
+    s->rules.maximize = strcmp(json_string_value(json_object_get(metric, "goal")), "maximize") == 0;
+    s->rules.epochs = s->command ? 0 : s->epochs;
 
     /* early stopping */
-    const json_t *es = json_object_get(body, "early_stopping");
-    if (es && !json_is_null(es)) {
-        const char *type = json_string_value(json_object_get(es, "type"));
-        if (type && strcmp(type, "asha") == 0) s->stop = STOP_ASHA;
-        else if (type && strcmp(type, "median") == 0) s->stop = STOP_MEDIAN;
-        else schema_errors_add(errs, "/early_stopping/type", "must be \"asha\" or \"median\"");
-        s->min_resource = int_field(es, "min_resource", 1, 1, 100000, "/early_stopping/min_resource", errs);
-        s->reduction_factor = int_field(es, "reduction_factor", 3, 2, 100, "/early_stopping/reduction_factor", errs);
-        s->min_trials = int_field(es, "min_trials", 3, 1, SWEEP_MAX_TRIALS, "/early_stopping/min_trials", errs);
-        if (s->stop != STOP_NONE && !s->command && s->min_resource >= s->epochs)
+    const json_t *es = json_object_get(doc, "early_stopping");
+    if (json_is_object(es)) {
+        s->stop = strcmp(json_string_value(json_object_get(es, "type")), "asha") == 0 ? STOP_ASHA : STOP_MEDIAN;
+        s->rules.min_resource = int_member(es, "min_resource");
+        s->rules.reduction_factor = int_member(es, "reduction_factor");
+        s->rules.min_trials = int_member(es, "min_trials");
+        if (!s->command && s->rules.min_resource >= s->epochs)
             schema_errors_add(errs, "/early_stopping/min_resource", "is %d epochs but the base trains %d: a trial "
                               "would finish before it is judged; use a min_resource below train.epochs",
-                              s->min_resource, s->epochs);
+                              s->rules.min_resource, s->epochs);
         if (s->stop == STOP_ASHA && !s->command && every < 1)
             schema_errors_add(errs, "/base/checkpoint/every_epochs", "is 0, but ASHA pauses a trial at a rung and "
                               "continues it from its checkpoint: give checkpoint.every_epochs 1");
@@ -456,22 +448,13 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
         }
     }
     if (schema_errors_total(errs) != before) {
+        json_decref(doc);
         sweep_spec_free(s);
         return NULL;
     }
-    /* what GET /sweeps/{id} shows: the body with its defaults */
-    s->spec = json_deep_copy(body);
-    json_object_set_new(s->spec, "name", json_string(s->name));
-    json_object_set_new(s->spec, "method", json_string(s->method == METHOD_GRID ? "grid" : "random"));
-    json_object_set_new(s->spec, "seed", json_integer((json_int_t)s->seed));
-    json_object_set_new(s->spec, "max_trials", json_integer(s->max_trials));
-    json_object_set_new(s->spec, "parallel", json_integer(s->parallel));
-    json_object_set_new(s->spec, "metric", json_pack("{s:s,s:s}", "key", s->metric, "goal", s->maximize ? "maximize" : "minimize"));
-    if (s->stop != STOP_NONE)
-        json_object_set_new(s->spec, "early_stopping",
-                            json_pack("{s:s,s:i,s:i,s:i}", "type", s->stop == STOP_ASHA ? "asha" : "median",
-                                      "min_resource", s->min_resource, "reduction_factor", s->reduction_factor,
-                                      "min_trials", s->min_trials));
+    /* what GET /sweeps/{id} shows: the body with its defaults, and how many trials at most */
+    json_object_set_new(doc, "max_trials", json_integer(s->max_trials));
+    s->spec = doc;
     return s;
 }
 
@@ -543,11 +526,3 @@ void sweep_spec_free(sweep_spec *s) {
     json_decref(s->base);
     free(s);
 }
-
-int sweep_rung_epochs(const sweep_spec *s, int rung) {
-    long e = s->min_resource;
-    for (int k = 0; k < rung; k++) e *= s->reduction_factor;
-    return e < s->epochs ? (int)e : 0;
-}
-
-bool sweep_better(const sweep_spec *s, double a, double b) { return s->maximize ? a > b : a < b; }

@@ -1,7 +1,8 @@
-/* A sweep as submitted (POST /sweeps): parsed, checked before any trial starts, and
- * expanded into its trials. What a trial is (its parameters, its run config) is a pure
- * function of the spec and the trial's number, so a restarted server makes the same
- * trial again and a seeded random search gives the same trials twice.
+/* A sweep as submitted (POST /sweeps): checked against schema/sweep.schema.json (its
+ * defaults filled), then for what a schema cannot say, and expanded into its trials.
+ * What a trial is (its parameters, its run config) is a pure function of the spec and
+ * the trial's number, so a restarted server makes the same trial again and a seeded
+ * random search gives the same trials twice.
  *
  * Parameters are named by where they go:
  *   "train.optimizer.lr", "model.hidden.0"  a JSON path into the base config (an object
@@ -17,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sweep_rules.h"
 #include "validator.h"
 
 /* The most trials one sweep may make (a grid larger than this is refused). */
@@ -48,16 +50,15 @@ typedef struct {
     int max_trials, parallel;
     int n_trials;        /* how many it makes: the grid's size, or max_trials */
     char metric[64];
-    bool maximize;
     stop_rule stop;
-    int min_resource;    /* epochs before the first rung (ASHA) or the first judgement (median) */
-    int reduction_factor;
-    int min_trials;      /* median: how many other trials must have reported an epoch */
+    sweep_rules rules;   /* the goal, the rungs, the median's: what the rules take (sweep_rules.h) */
     bool preemptible;    /* every trial preemptible */
 } sweep_spec;
 
-/* Parses and checks a body: every violation in errs (a pointer into the body and a
- * sentence naming the parameter); NULL when there is one. The caller frees the spec. */
+/* Checks a body against the sweep's schema (every violation, with its pointer) and the
+ * base as a run config (its violations under /base), then, when those pass, what a
+ * schema cannot say (a sentence naming the parameter): NULL when there is one
+ * violation or more, all in errs. The caller frees the spec. */
 sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs);
 /* Parses a spec stored by sweep_spec_parse's `spec` (it was checked then). */
 sweep_spec *sweep_spec_load(const char *spec_json);
@@ -83,12 +84,5 @@ json_t *sweep_check_point(const sweep_spec *s, int i);
  * values are their owner's to see, as a run's env values and arguments are
  * (api/run_mask.h). Decided by the key alone. */
 bool sweep_param_secret(const char *key);
-
-/* The rungs (ASHA): the epoch count at rung k, or 0 past the last rung (a rung is
- * only where a trial still has epochs to go). */
-int sweep_rung_epochs(const sweep_spec *s, int rung);
-
-/* Whether metric a is better than b by the sweep's goal. */
-bool sweep_better(const sweep_spec *s, double a, double b);
 
 #endif

@@ -203,22 +203,16 @@ int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t
                                      " %d, %d, %s, %lld)", (long long)id, rung, trial, m, (long long)t)) < 0 ? -1 : 0;
 }
 
-int sweep_store_rung(int64_t id, int rung, int **trials, double **metrics) {
+int sweep_store_rung(int64_t id, int rung, sweep_mark **out) {
     sqlite3_stmt *st = prep("SELECT trial, metric FROM sweep_rungs WHERE sweep_id = ?1 AND rung = ?2 ORDER BY trial");
-    *trials = NULL;
-    *metrics = NULL;
+    *out = NULL;
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int(st, 2, rung);
     int n = 0, cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            *trials = xrealloc(*trials, (size_t)cap * sizeof **trials);
-            *metrics = xrealloc(*metrics, (size_t)cap * sizeof **metrics);
-        }
-        (*trials)[n] = sqlite3_column_int(st, 0);
-        (*metrics)[n++] = sqlite3_column_double(st, 1);
+        if (n == cap) *out = xrealloc(*out, (size_t)(cap = cap ? cap * 2 : 16) * sizeof **out);
+        (*out)[n++] = (sweep_mark){.trial = sqlite3_column_int(st, 0), .metric = sqlite3_column_double(st, 1)};
     }
     sqlite3_finalize(st);
     return n;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sweep_rules.h"
+
 typedef struct {
     int64_t id;
     char *name, *owner, *spec, *reason; /* owner NULL: nobody in particular */
@@ -52,8 +54,9 @@ int sweep_store_trial_put(int64_t id, const trial_row *t, int64_t now);
 
 int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t);
 int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t);
-/* The metrics recorded at `rung`, trial by trial (both arrays malloc'd). */
-int sweep_store_rung(int64_t id, int rung, int **trials, double **metrics);
+/* The metrics recorded at `rung` (ASHA; median: the epoch), trial by trial: how many
+ * (*out malloc'd, NULL when none), or -1. */
+int sweep_store_rung(int64_t id, int rung, sweep_mark **out);
 
 /* A run's status and reason (reason malloc'd or NULL): 1, 0 (no such run), -1. */
 int sweep_store_run_state(int64_t run_id, char status[16], char **reason);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """schema/openapi.json against the real server: the document is OpenAPI 3.1 whose
 every $ref resolves; it names exactly the routes the router serves (read from the
-route tables in server/**/*.c); ddpd serves it (and the run-config schema it refers to)
-as they are in the repository; and every route is exercised on a real ddpd with the
+route tables in server/**/*.c); ddpd serves it (and the run-config and sweep schemas it
+refers to) as they are in the repository; and every route is exercised on a real ddpd with the
 real trainer training Fashion-MNIST (a small data.limit), each answer's status,
 content type, required headers and body validated against the document, until
 every documented status of every operation has been seen. Security is held against
@@ -38,9 +38,20 @@ TOKEN = "openapi-test-token-0123456789abcdef"
 # validates that answer against this document.
 UNREACHABLE = {("get", "/events", "503"), ("get", "/runs/{id}/events", "503"), ("get", "/healthz", "503"),
                ("post", "/runs", "503"), ("delete", "/runs/{id}", "503"), ("post", "/runs/{id}/parts", "200")}
-# The one reference outside the document: relative, so that it resolves offline (the
-# file beside schema/openapi.json) and online (ddpd serves it beside /openapi.json).
+# The references outside the document: relative, so that they resolve offline (the
+# files beside schema/openapi.json) and online (ddpd serves them beside /openapi.json).
 RUN_CONFIG_REF = "run-config.schema.json"
+SWEEP_REF = "sweep.schema.json"
+OUTSIDE_REFS = {RUN_CONFIG_REF: "RunConfig", SWEEP_REF: "SweepSpec"}  # the file, the component that refers to it
+
+
+def outside_schemas(schema_dir):
+    """{file name: its schema} for each schema the document refers to outside itself."""
+    out = {}
+    for name in OUTSIDE_REFS:
+        with open(os.path.join(schema_dir, name)) as f:
+            out[name] = json.load(f)
+    return out
 
 
 def pointer_escape(s):
@@ -73,23 +84,25 @@ def normalize(template):
 class Validator:
     """Validates instances against schemas at JSON pointers of the document."""
 
-    def __init__(self, doc, run_config_schema):
-        self.doc = doc
-        rc_url = BASE + RUN_CONFIG_REF  # where the relative reference resolves from BASE/openapi.json
+    def __init__(self, doc, outside):
+        """outside: {file name: schema} of the documents the relative references name."""
+        urls = {BASE + name: schema for name, schema in outside.items()}  # where each resolves from BASE/openapi.json
         try:
             from referencing import Registry, Resource
             from referencing.jsonschema import DRAFT202012
-            resources = [(BASE + "openapi.json", Resource(contents=doc, specification=DRAFT202012)),
-                         (rc_url, Resource.from_contents(run_config_schema, default_specification=DRAFT202012))]
-            if "$id" in run_config_schema:
-                resources.append((run_config_schema["$id"], resources[1][1]))
+            resources = [(BASE + "openapi.json", Resource(contents=doc, specification=DRAFT202012))]
+            for url, schema in urls.items():
+                resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+                resources.append((url, resource))
+                if "$id" in schema:
+                    resources.append((schema["$id"], resource))
             registry = Registry().with_resources(resources)
             self.make = lambda uri: jsonschema.Draft202012Validator({"$ref": uri}, registry=registry)
         except ImportError:
             # RefResolver (jsonschema 4.10) cannot resolve "#/..." against a urn: $id:
-            # the schema is stored without it, under the URL ddpd serves it at.
-            plain = {k: v for k, v in run_config_schema.items() if k != "$id"}
-            store = {BASE + "openapi.json": doc, rc_url: plain}
+            # each schema is stored without it, under the URL ddpd serves it at.
+            store = {BASE + "openapi.json": doc}
+            store.update({url: {k: v for k, v in schema.items() if k != "$id"} for url, schema in urls.items()})
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 resolver = jsonschema.RefResolver(BASE + "openapi.json", doc, store=store)
@@ -294,8 +307,8 @@ def rendezvous(s, req, rid, token_auth):
 def run(a):
     with open(a.openapi) as f:
         doc = json.load(f)
-    with open(os.path.join(a.source, "schema", "run-config.schema.json")) as f:
-        rc_schema = json.load(f)
+    outside = outside_schemas(os.path.join(a.source, "schema"))
+    rc_schema, sweep_schema = outside[RUN_CONFIG_REF], outside[SWEEP_REF]
     if not check(jsonschema is not None, "python3-jsonschema is installed (scripts/install-deps.sh)"):
         return
 
@@ -313,7 +326,7 @@ def run(a):
                     except (KeyError, IndexError, ValueError):
                         check(False, f"{where}: $ref {ref} resolves")
                 else:
-                    check(ref == RUN_CONFIG_REF, f"{where}: the one outside reference is the run-config schema: {ref}")
+                    check(ref in OUTSIDE_REFS, f"{where}: the outside references are the run-config and sweep schemas: {ref}")
             for k, v in node.items():
                 walk(v, f"{where}/{k}")
         elif isinstance(node, list):
@@ -322,8 +335,11 @@ def run(a):
     walk(doc, "")
     check(doc["components"]["schemas"]["RunConfig"].get("$ref") == RUN_CONFIG_REF,
           "request bodies and stored configs reuse the run-config schema")
-    check(os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(a.openapi)), RUN_CONFIG_REF)),
-          f"the reference resolves in the repository: {RUN_CONFIG_REF} is beside {a.openapi}")
+    check(doc["components"]["schemas"]["SweepSpec"].get("$ref") == SWEEP_REF,
+          "a sweep's body and its stored spec reuse the sweep schema")
+    for name in OUTSIDE_REFS:
+        check(os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(a.openapi)), name)),
+              f"the reference resolves in the repository: {name} is beside {a.openapi}")
     served, run_secret_routes = route_tables(a.source)
     check(run_secret_routes, f"the routes that take the run's secret were found in the route tables: {run_secret_routes}")
     for template, item in doc["paths"].items():
@@ -360,7 +376,7 @@ def run(a):
     check(served - documented == set(), f"every route the server has is documented; missing: {sorted(served - documented)}")
     check(documented - served == set(), f"every documented route exists; not served: {sorted(documented - served)}")
 
-    validator = Validator(doc, rc_schema)
+    validator = Validator(doc, outside)
     c = Checker(doc, validator)
 
     # the request bodies this test sends, against the document's request schema
@@ -370,6 +386,15 @@ def run(a):
                                                        f"{validator.errors(body_ptr, good_config)}")
     bad_config = fmnist_config(**{"train.batch_size": "big", "model.activation": "sigmoid"})
     check(validator.errors(body_ptr, bad_config), "a config with the wrong types is not a RunConfig")
+    sweep_ptr = "/paths/~1sweeps/post/requestBody/content/application~1json/schema"
+    good_sweep = {"base": good_config, "parameters": {"train.optimizer.lr": {"values": [0.01, 0.1]},
+                                                      "model.hidden.0": {"min": 8, "max": 16}},
+                  "metric": {"key": "test_loss"}, "early_stopping": {"type": "asha"}}
+    check(not validator.errors(sweep_ptr, good_sweep), f"a sweep body is a SweepSpec (sweep.schema.json): "
+                                                       f"{validator.errors(sweep_ptr, good_sweep)}")
+    for change in ({"parallel": 0}, {"early_stoping": {"type": "asha"}}, {"parameters": {"x": {"values": []}}},
+                   {"parameters": {"x": {"min": 1}}}):
+        check(validator.errors(sweep_ptr, dict(good_sweep, **change)), f"{change} makes it no SweepSpec")
 
     if not check(a.trainer, "the real trainer is given (--trainer)"):
         return
@@ -387,11 +412,15 @@ def run(a):
         check(r.status == 200 and json.loads(r.body) == rc_schema, "and the run-config schema it refers to")
         r = req("GET", "/run-config.schema.json", "/" + RUN_CONFIG_REF)
         check(r.status == 200 and json.loads(r.body) == rc_schema, "at the URL the reference resolves to from /openapi.json")
+        r = req("GET", "/schema/sweep.schema.json", "/schema/sweep.schema.json")
+        check(r.status == 200 and json.loads(r.body) == sweep_schema, "and the sweep schema it refers to")
+        r = req("GET", "/sweep.schema.json", "/" + SWEEP_REF)
+        check(r.status == 200 and json.loads(r.body) == sweep_schema, "at the URL its reference resolves to")
         req("GET", "/healthz", "/healthz")
         req("GET", "/metrics", "/metrics")
         # a body over 1 MiB is refused on any route (the 4xx every operation documents)
         for path in ("/healthz", "/metrics", "/openapi.json", "/schema/run-config.schema.json", "/run-config.schema.json",
-                     "/nodes", "/queue", "/users", "/sweeps"):
+                     "/schema/sweep.schema.json", "/sweep.schema.json", "/nodes", "/queue", "/users", "/sweeps"):
             big = raw_exchange(s.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                         f"Content-Length: 2097152\r\n\r\n{{").encode())
             c.response("GET", path, big, f"GET {path} with a 2 MiB body")

@@ -2,8 +2,8 @@
 """schema/openapi.json under a standard outside linter: npm's @redocly/cli (`redocly
 lint`, its built-in recommended rules), installed by scripts/install-deps.sh from
 package-lock.json. The document must come out with no error and no warning: every
-$ref resolves offline (the run-config schema by a relative reference, the file beside
-it), every operation declares its security (the open GETs `security: []`), every
+$ref resolves offline (the run-config and sweep schemas by relative references, the
+files beside it), every operation declares its security (the open GETs `security: []`), every
 operation documents a 4xx.
 
 It runs offline: without the network where this host lets a user make a namespace
@@ -55,7 +55,7 @@ def main():
         return
     work = tempfile.mkdtemp(prefix="ddpd-openapi-lint-")  # no redocly.yaml here: the recommended rules
     try:
-        for name in ("openapi.json", "run-config.schema.json"):
+        for name in ("openapi.json", "run-config.schema.json", "sweep.schema.json"):
             shutil.copy(os.path.join(a.source, "schema", name), os.path.join(work, name))
         rc, report, err = lint(redocly, "openapi.json", work)
         check(report is not None, f"redocly printed its JSON report (exit {rc}): {err[-2000:]}")

@@ -105,7 +105,8 @@ def case_reads_need_token(a):
                 check(open_stream(s, f"{path}?access_token={'f' * 64}")[0] == 401, f"{path} with a bad access_token")
             r = s.get(f"/runs?access_token={bob}", anonymous=True)
             check(r.status == 401, f"?access_token= is for the event streams only: GET /runs with it -> {r.status}")
-            for path in ("/healthz", "/", "/ui/app.js", "/openapi.json", "/schema/run-config.schema.json"):
+            for path in ("/healthz", "/", "/ui/app.js", "/openapi.json", "/schema/run-config.schema.json",
+                         "/schema/sweep.schema.json", "/sweep.schema.json"):
                 r = s.get(path, anonymous=True)
                 check(r.status == 200, f"GET {path} stays open: {r.status}")
             # a user added while the server runs reads at once; a removed one stops

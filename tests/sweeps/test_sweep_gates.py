@@ -21,7 +21,8 @@ and is skipped (exit 77).
   masked             alice's GET /sweeps/{id} and GET /sweeps of bob's command sweep
                      (and the live feed's sweep events) show none of its env values,
                      arguments or env/placeholder parameter values; bob, an admin and
-                     the server's token see them all
+                     the server's token see them all; the masked spec alice was shown,
+                     posted back as hers, is refused naming the hidden range's min
 
 Usage: test_sweep_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
 import argparse, hashlib, http.client, json, os, shutil, sys, tempfile
@@ -329,6 +330,13 @@ def case_masked(a):
                   f"the answer says what it hides: {m.get('hidden')}")
         api = openapi_checker()
         api.response("GET", "/sweeps/{id}", one, "alice's masked GET /sweeps/{id}")
+        if one.status == 200:  # the spec alice was shown, submitted as hers: "<hidden>" is refused, not run
+            again = t.post_sweep(t.alice, one.json()["spec"])
+            errs = again.json().get("errors", []) if again.status == 400 else []
+            check(any(e["pointer"] == "/parameters/env.K/min" and "give the number itself" in e["message"] for e in errs),
+                  f"the masked spec posted back: 400 naming /parameters/env.K/min: {again.status} {again.body[:600]!r}")
+            api.response("POST", "/sweeps", again, "alice posts the masked spec back")
+            check([x["id"] for x in t.get(t.bob, "/sweeps").json()["sweeps"]] == [sid], "and no sweep of hers is stored")
         listed = t.get(t.alice, "/sweeps")
         api.response("GET", "/sweeps", listed, "alice's masked GET /sweeps")
         text = listed.body.decode()

@@ -1,8 +1,13 @@
 /* A sweep's spec (server/sweep/sweep_spec.h) on hand-made bodies: the grid's order and
  * size, a seeded random search's trials (the same twice, within their ranges, each
  * trial's a function of its number alone), the rungs, a trial's config (a JSON path,
- * an environment variable, a placeholder), and refusals naming the parameter. */
+ * an environment variable, a placeholder), and refusals naming the parameter; the body
+ * checked by schema/sweep.schema.json: every violation with its pointer, unknown
+ * fields, at most 1000 values a parameter and 64 parameters, "<hidden>" allowed by
+ * the schema (a masked answer) but refused in a submission, the defaults filled into
+ * what GET /sweeps/{id} shows, a stored spec parsed again the same. */
 #include "check.h"
+#include "sweep_schema.h"
 #include "sweep_spec.h"
 
 #include <jansson.h>
@@ -48,14 +53,14 @@ static void grid(void) {
         json_decref(cfg);
         json_decref(p);
     }
-    CHECK(sweep_rung_epochs(s, 0) == 0, "no early stopping: no rungs");
+    CHECK(sweep_rules_rung_epochs(&s->rules, 0) == 0, "no early stopping: no rungs");
     sweep_spec_free(s);
     s = parse("{\"train.optimizer.lr\": {\"values\": [0.1]}}",
               "\"early_stopping\": {\"type\": \"asha\", \"min_resource\": 1, \"reduction_factor\": 3}", &e);
     REQUIRE(s, "an ASHA sweep");
-    CHECK(sweep_rung_epochs(s, 0) == 1 && sweep_rung_epochs(s, 1) == 3 && sweep_rung_epochs(s, 2) == 0,
-          "rungs at 1 and 3 epochs of 9: %d %d %d", sweep_rung_epochs(s, 0), sweep_rung_epochs(s, 1),
-          sweep_rung_epochs(s, 2));
+    int r0 = sweep_rules_rung_epochs(&s->rules, 0), r1 = sweep_rules_rung_epochs(&s->rules, 1),
+        r2 = sweep_rules_rung_epochs(&s->rules, 2);
+    CHECK(r0 == 1 && r1 == 3 && r2 == 0, "rungs at 1 and 3 epochs of 9: %d %d %d", r0, r1, r2);
     sweep_spec_free(s);
     schema_errors_free(&e);
 }
@@ -125,7 +130,7 @@ static void refused(const char *params, const char *extra, const char *pointer, 
 static void refusals(void) {
     refused("{\"train.nope\": {\"values\": [1]}}", NULL, "/parameters/train.nope", "not a path in the base config");
     refused("{\"model.hidden.7\": {\"values\": [1]}}", NULL, "/parameters/model.hidden.7", "not a path");
-    refused("{\"train.epochs\": {\"values\": []}}", NULL, "/parameters/train.epochs", "non-empty");
+    refused("{\"train.epochs\": {\"values\": []}}", NULL, "/parameters/train.epochs/values", "at least 1 item");
     refused("{\"train.epochs\": {\"min\": 5, \"max\": 2}}", NULL, "/parameters/train.epochs", "range is empty");
     refused("{\"train.optimizer.lr\": {\"min\": 0, \"max\": 1, \"log\": true}}", "\"method\": \"random\", \"max_trials\": 2",
             "/parameters/train.optimizer.lr", "min > 0");
@@ -138,7 +143,133 @@ static void refusals(void) {
             "/early_stopping/min_resource", "below train.epochs");
 }
 
+/* A body's text (with `base` and a metric unless it has its own) is refused: its
+ * violations, in order, at pointers[] with needles[] in their messages. */
+static void refused_whole(const char *text, int n, const char *const *pointers, const char *const *needles) {
+    json_error_t je;
+    json_t *b = json_loads(text, 0, &je);
+    REQUIRE(b, "the body parses: %s (%s)", je.text, text);
+    schema_errors e = {0};
+    sweep_spec *s = sweep_spec_parse(b, &e);
+    bool all = !s && (int)e.count == n;
+    for (int i = 0; all && i < n; i++)
+        all = !strcmp(e.items[i].pointer, pointers[i]) && strstr(e.items[i].message, needles[i]);
+    char *got = schema_errors_format(&e);
+    CHECK(all, "%s: refused with %d violations (%s: %s first): got %zu:\n%s", text, n, pointers[0], needles[0], e.count,
+          got);
+    free(got);
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+    json_decref(b);
+}
+
+static void schema_checks(void) {
+    REQUIRE(sweep_schema(), "the embedded sweep schema parses");
+    const char *text = sweep_schema_text();
+    CHECK(text && strstr(text, "\"urn:ddpd:schema:sweep\""), "its text is the file's");
+
+    /* every violation the schema finds, each at its pointer */
+    refused_whole("{\"base\": {}, \"parameters\": {\"train.epochs\": {\"values\": [1]}}, \"metric\": {\"key\": \"test_loss\"},"
+                  " \"parallel\": 0, \"early_stoping\": {\"type\": \"asha\"}, \"method\": \"bayes\"}",
+                  3, (const char *const[]){"/method", "/parallel", "/early_stoping"},
+                  (const char *const[]){"must be one of: grid, random", "at least 1", "unknown field"});
+    refused_whole("{\"parameters\": {\"train.epochs\": {\"values\": [1]}}}", 2, (const char *const[]){"/base", "/metric"},
+                  (const char *const[]){"is required", "is required"});
+    refused_whole("[1, 2]", 1, (const char *const[]){""}, (const char *const[]){"must be an object"});
+    /* the base is a run config: its own violations under /base, beside the schema's */
+    refused_whole("{\"base\": {\"train\": {\"epochs\": 0}}, \"parameters\": {}, \"metric\": {\"key\": \"test_loss\"}}", 2,
+                  (const char *const[]){"/parameters", "/base/train/epochs"},
+                  (const char *const[]){"at least 1 field", "at least 1"});
+
+    /* a parameter: values, or a range, nothing else */
+    refused("{\"train.epochs\": {\"values\": [1], \"min\": 1, \"max\": 2}}", NULL, "/parameters/train.epochs/values",
+            "unknown field (allowed here: min, max, log, type)");
+    refused("{\"train.epochs\": {\"valuse\": [1]}}", NULL, "/parameters/train.epochs/values", "is required");
+    refused("{\"train.epochs\": {\"min\": 1}}", NULL, "/parameters/train.epochs/max", "is required");
+    refused("{\"train.epochs\": [1, 2]}", NULL, "/parameters/train.epochs", "must be an object");
+    refused("{\"train.epochs\": {\"min\": 1, \"max\": \"9\"}}", NULL, "/parameters/train.epochs/max",
+            "does not match any of the allowed forms");
+    refused("{\"train.epochs\": {\"min\": 1, \"max\": 3, \"type\": \"double\"}}", NULL,
+            "/parameters/train.epochs/type", "must be one of: float, int");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"name\": \"my sweep\"", "/name", "must match the pattern");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"seed\": -1", "/seed", "at least 0");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"early_stopping\": {\"min_resource\": 1}",
+            "/early_stopping/type", "is required");
+    refused("{\"train.epochs\": {\"values\": [1]}}", "\"metric\": {\"key\": \"\"}", "/metric/key", "at least 1 character");
+
+    /* bounds on the work a body asks for: 1000 values a parameter, 64 parameters */
+    json_t *b = body("{\"train.epochs\": {\"values\": [1]}}", "\"method\": \"random\", \"max_trials\": 2");
+    json_t *values = json_object_get(json_object_get(json_object_get(b, "parameters"), "train.epochs"), "values");
+    for (int i = 2; i <= 1001; i++) json_array_append_new(values, json_integer(i));
+    schema_errors e = {0};
+    sweep_spec *s = sweep_spec_parse(b, &e);
+    CHECK(!s && e.count == 1 && !strcmp(e.items[0].pointer, "/parameters/train.epochs/values") &&
+              strstr(e.items[0].message, "at most 1000 items"),
+          "1001 values: refused (%s %s)", e.count ? e.items[0].pointer : "", e.count ? e.items[0].message : "");
+    schema_errors_free(&e);
+    json_array_remove(values, 1000);
+    s = sweep_spec_parse(b, &e);
+    CHECK(s && s->n_trials == 2, "1000 values: taken (%s)", e.count ? e.items[0].message : "");
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+    json_t *params = json_object_get(b, "parameters");
+    for (int i = 0; i < 64; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "env.V%d", i);
+        json_object_set_new(params, key, json_pack("{s:[i]}", "values", 1));
+    }
+    s = sweep_spec_parse(b, &e);
+    CHECK(!s && e.count == 1 && !strcmp(e.items[0].pointer, "/parameters") && strstr(e.items[0].message, "at most 64 fields"),
+          "65 parameters: refused (%s %s)", e.count ? e.items[0].pointer : "", e.count ? e.items[0].message : "");
+    schema_errors_free(&e);
+    json_decref(b);
+
+    /* "<hidden>": an answer's (the schema allows it), never a submission's */
+    json_error_t je;
+    json_t *masked = json_loads("{\"base\": {\"command\": [\"python3\", \"--w={w}\"], \"env\": {\"K\": \"<hidden>\"}},"
+                                " \"parameters\": {\"env.K\": {\"min\": \"<hidden>\", \"max\": \"<hidden>\"},"
+                                " \"{w}\": {\"values\": [\"<hidden>\"]}}, \"metric\": {\"key\": \"acc\"}}", 0, &je);
+    REQUIRE(masked, "a masked spec parses: %s", je.text);
+    CHECK(schema_validate(sweep_schema(), masked, &e) == 0, "a masked answer's spec is a sweep by the schema: %s",
+          e.count ? e.items[0].message : "");
+    schema_errors_free(&e);
+    s = sweep_spec_parse(masked, &e);
+    CHECK(!s && e.count == 1 && !strcmp(e.items[0].pointer, "/parameters/env.K/min") &&
+              strstr(e.items[0].message, "hidden from its reader: give the number itself"),
+          "but refused as a submission, naming the field and what to give: %s %s", e.count ? e.items[0].pointer : "",
+          e.count ? e.items[0].message : "");
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+    json_decref(masked);
+
+    /* the defaults filled into what GET /sweeps/{id} shows; parsed again the same */
+    s = parse("{\"train.epochs\": {\"values\": [2, 3]}}", "\"early_stopping\": {\"type\": \"median\"}", &e);
+    REQUIRE(s, "a sweep with defaults: %s", e.count ? e.items[0].message : "");
+    json_t *want = json_loads("{\"name\": \"sweep\", \"method\": \"grid\", \"seed\": 0, \"parallel\": 2,"
+                              " \"preemptible\": false, \"max_trials\": 2, \"metric\": {\"key\": \"test_loss\","
+                              " \"goal\": \"minimize\"}, \"early_stopping\": {\"type\": \"median\", \"min_resource\": 1,"
+                              " \"reduction_factor\": 3, \"min_trials\": 3}}", 0, &je);
+    const char *k;
+    json_t *v;
+    int same = 0;
+    json_object_foreach(want, k, v) same += json_equal(json_object_get(s->spec, k), v);
+    CHECK(same == (int)json_object_size(want), "the spec has every default (%d of %zu)", same, json_object_size(want));
+    CHECK(s->stop == STOP_MEDIAN && s->rules.min_resource == 1 && s->rules.min_trials == 3 && !s->rules.maximize &&
+              s->rules.epochs == 9,
+          "the rules' numbers: %d %d %d", s->rules.min_resource, s->rules.min_trials, s->rules.epochs);
+    char *stored = json_dumps(s->spec, JSON_COMPACT);
+    sweep_spec *again = sweep_spec_load(stored);
+    CHECK(again && json_equal(again->spec, s->spec) && again->n_trials == 2 && again->stop == STOP_MEDIAN,
+          "the stored spec parses again to the same");
+    free(stored);
+    sweep_spec_free(again);
+    sweep_spec_free(s);
+    json_decref(want);
+    schema_errors_free(&e);
+}
+
 int main(void) {
+    schema_checks();
     grid();
     random_search();
     command_trials();

@@ -178,8 +178,14 @@ def case_bad_sweeps(a):
 
         refused(lambda b: b["parameters"].update({"train.optimiser.lr": {"values": [1]}}), "train.optimiser.lr",
                 "not a path in the base config")
-        refused(lambda b: b["parameters"].update({"train.optimizer.lr": {"values": []}}), "train.optimizer.lr",
-                "non-empty")
+        refused(lambda b: b["parameters"].update({"train.optimizer.lr": {"values": []}}),
+                "/parameters/train.optimizer.lr/values", "must have at least 1 item")
+        refused(lambda b: b.update({"early_stoping": {"type": "asha"}}), "/early_stoping", "unknown field")
+        refused(lambda b: b["parameters"].update({"train.optimizer.lr": {"valuse": [0.1]}}),
+                "/parameters/train.optimizer.lr/values", "is required")
+        refused(lambda b: b["parameters"].update({"model.hidden.0": {"min": "<hidden>", "max": 64}}),
+                "/parameters/model.hidden.0/min", "hidden from its reader: give the number itself")
+        refused(lambda b: b.update({"parallel": 0}), "/parallel", "must be at least 1")
         refused(lambda b: b["parameters"].update({"train.optimizer.lr": {"min": 0.1, "max": 0.01}}),
                 "train.optimizer.lr", "range is empty")
         refused(lambda b: b["parameters"].update({"train.epochs": {"values": [1, 0]}}), "train.epochs",
