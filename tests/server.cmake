@@ -14,6 +14,7 @@ ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c L
 ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_base)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_lib)
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_lib)
+ddpd_c_test(test_dir_usage ${CMAKE_CURRENT_LIST_DIR}/server/test_dir_usage.c LIBS ddpd_lib)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_sched)
 ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_exec)
 # serve's settings: one table for the flags, the variables, the bounds and --help
