@@ -353,6 +353,7 @@ static void store_start_locked(live_run *r) {
     r->start_stored = true;
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
+    else if (r->fail_reason) stop_parts_locked(r); /* failed by the server (scheduler_fail) meanwhile */
     else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
@@ -548,7 +549,7 @@ static void finish_parts_locked(live_run *r) {
     }
     /* A node's part never restarts on its own: the run's next attempt is the server's
      * to start, when another may mend it (a rank died, a node was lost, a hang) */
-    bool mendable = r->fail_reason ||
+    bool mendable = (r->fail_reason && !r->fail_final) ||
                     (blamed && (blamed->failure.rank != NO_INT || (blamed->exit_signal != NO_INT && !blamed->reason)));
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
@@ -573,7 +574,7 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
         reason = xstrdup(r->end_reason);
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
-    bool mendable = r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);
+    bool mendable = (r->fail_reason && !r->fail_final) || (!r->end_status && e->exit_signal != NO_INT);
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);
@@ -648,7 +649,7 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
         }
     }
     /* processes lost without their end (the server was not there to see them go) */
-    bool mendable = r->fail_reason || !ended;
+    bool mendable = (r->fail_reason && !r->fail_final) || !ended;
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);

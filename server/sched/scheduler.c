@@ -340,6 +340,24 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_o
 
 cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true); }
 
+bool scheduler_fail(int64_t id, const char *reason) {
+    pthread_mutex_lock(&K.mu);
+    live_run *r = find_run(id);
+    bool done = r && !r->cancel_reason && !r->fail_reason;
+    if (done && r->status == RUN_QUEUED) {
+        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+        schedule_locked();
+    } else if (done) {
+        r->fail_reason = xstrdup(reason);
+        r->fail_final = true;
+        log_warn("run %lld: %s: %s", (long long)id, reason,
+                 r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+        if (r->start_stored || batch_pending(r)) stop_parts_locked(r); /* else once its start is done */
+    }
+    pthread_mutex_unlock(&K.mu);
+    return done;
+}
+
 /* The decision the queue policy makes for queued run `id` now, with its snapshot; -1
  * when it is not queued. */
 static int decision_of_locked(int64_t id, snapshot *sn, policy_decision **d) {
