@@ -69,7 +69,7 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int next = b.last_attempt + 1; /* its count of attempts goes on */
     run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .command = b.command, .resume = !b.command,
                       .restart_count = next, .restarts_from = next, .owner = b.has_owner ? b.owner : NULL,
-                      .priority = b.priority, .preemptible = b.preemptible};
+                      .priority = b.priority, .preemptible = b.preemptible, .memory_bytes = b.memory_bytes};
     run_needs_distributed(cfg, &need);
     if (!scheduler_can_place(&need, err, sizeof err)) {
         /* as at submission: what this host holds fits; a larger run goes across nodes, if they hold it */

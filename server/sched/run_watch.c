@@ -239,7 +239,7 @@ void scheduler_recover(void) {
                           .resume = !b->command && (b->resumes > 0 || (b->preemptions > 0 && has_checkpoint(b->id))),
                           .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
                           .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
-                          .restart_count = next, .restarts_from = b->restarts_from};
+                          .restart_count = next, .restarts_from = b->restarts_from, .memory_bytes = b->memory_bytes};
         char *config = layout_run_path(b->id, RUN_FILE_CONFIG);
         json_t *cfg = json_load_file(config, 0, NULL);
         free(config);

@@ -65,6 +65,7 @@ typedef struct live_run {
     int max_restarts, restart_count, restarts_from, attempt;
     bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
     int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
+    int64_t memory_asked; /* resources.memory_gb in bytes (0: the server's default): run_limits.h */
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */

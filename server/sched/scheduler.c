@@ -66,7 +66,8 @@ void scheduler_init(const scheduler_config *c) {
     device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
     static const executor_hooks hooks = {on_part_started, on_part_ended, on_job_submitted};
     executor_local_config lc = {.trainer = c->trainer, .runner = c->runner, .data_roots = c->data_roots,
-                                .n_data_roots = c->n_data_roots, .advertise = c->advertise};
+                                .n_data_roots = c->n_data_roots, .advertise = c->advertise,
+                                .max_log_bytes = c->max_log_bytes};
     K.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     K.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     K.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;

@@ -43,7 +43,8 @@ static sweep_spec *spec_of(const sweep_row *sw) {
 }
 
 static caller owner_caller(const sweep_row *sw) {
-    caller who = {.kind = sw->owner ? CALLER_USER : CALLER_ADMIN_TOKEN, .admin = !sw->owner, .max_devices = -1};
+    caller who = {.kind = sw->owner ? CALLER_USER : CALLER_ADMIN_TOKEN, .admin = !sw->owner, .max_devices = -1,
+                  .max_memory_bytes = -1, .max_disk_bytes = -1};
     if (sw->owner) snprintf(who.name, sizeof who.name, "%s", sw->owner);
     return who;
 }

@@ -30,7 +30,9 @@ const char *runs_forbidden(const json_t *config);
 
 /* What `who` may not submit though the config is valid (403): a priority over its
  * max-priority, a world size over its quota (max-devices: such a run could never
- * start). Each with its pointer in errs; true when there is none. */
+ * start), a memory limit over its max-memory-gb, any run while its runs hold more
+ * than its disk quota (max-disk-gb). Each with its pointer in errs; true when there
+ * is none. */
 bool runs_permitted(const json_t *config, const caller *who, schema_errors *errs);
 
 /* A parsed config (an object; defaults not yet filled), submitted by `who` (a user
