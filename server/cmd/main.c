@@ -110,6 +110,10 @@ static void name_server_paths(const settings *o, const char *state_dir, const da
         path_redact_disable();
         return;
     }
+    if (layout_runs_apart()) { /* before the state dir: the longer of two nested roots names a path */
+        path_redact_add(layout_runs_dir(), "<runs-dir>");
+        path_redact_add(o->runs_dir, "<runs-dir>");
+    }
     path_redact_add(state_dir, "<state-dir>");
     path_redact_add(o->state_dir, "<state-dir>");
     name_roots(roots, "data-root");
@@ -186,12 +190,23 @@ static void start_log(const settings *o) {
  * writes to it: a database that is damaged, not ddpd's, newer, or gone beside run
  * directories is refused (ddpd check says the same), unless --rebuild-from-runs
  * applies. Returns the lock's descriptor; *rebuild: the history is to be rebuilt. */
+static int runs_lock_fd = -1; /* the runs' directory's own lock, where it lies apart */
+
 static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report *verdict, bool *rebuild) {
     make_dir(o->state_dir);
     if (!realpath(o->state_dir, state_dir)) die("state dir %s: %s", o->state_dir, strerror(errno));
     state_layout_init(state_dir);
-    make_dir(layout_runs_dir());
+    make_dir(o->runs_dir);
+    char runs_dir[PATH_MAX];
+    if (!realpath(o->runs_dir, runs_dir)) die("runs dir %s: %s", o->runs_dir, strerror(errno));
+    state_layout_set_runs_dir(runs_dir);
     int lock_fd = state_lock_take(layout_lock_path(), state_dir, STATE_LOCK_WAIT_MS);
+    if (layout_runs_apart()) { /* one server's alone, as its state dir is */
+        char *runs_lock = xasprintf("%s/ddpd.lock", runs_dir);
+        runs_lock_fd = state_lock_take(runs_lock, runs_dir, STATE_LOCK_WAIT_MS);
+        free(runs_lock);
+        log_info("the runs' directories are in %s (--runs-dir), apart from the state dir %s", runs_dir, state_dir);
+    }
     db_inspect(layout_db_path(), layout_runs_dir(), verdict);
     *rebuild = false;
     if (o->rebuild_from_runs) {
@@ -471,6 +486,7 @@ static void stop_all(int lock_fd) {
     run_cache_clear(); /* after the writer: it may still tell of a deletion */
     path_redact_clear();
     unlink(layout_socket_path());
+    if (runs_lock_fd >= 0) close(runs_lock_fd);
     close(lock_fd);
     log_info("stopped");
 }

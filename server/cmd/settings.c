@@ -29,6 +29,11 @@ static const opt_row ROWS[] = {
      .note = "port 0 picks a free port, printed on start-up"},
     {STR("--state-dir", "DIR", "DDPD_STATE_DIR", state_dir), .help = "database, event socket and run directories",
      .dflt_says = "default $XDG_STATE_HOME/ddpd, else ~/.local/state/ddpd"},
+    {STR("--runs-dir", "DIR", "DDPD_RUNS_DIR", runs_dir),
+     .help = "the runs' directories (configs, logs, journals, checkpoints, what command runs write) here instead, e.g. "
+             "on a filesystem apart from the database's, so that runs filling their disk never stop the database. "
+             "One server's alone",
+     .dflt_says = "default <state-dir>/runs"},
     {PATHS("--data-root", "DIR", "DDPD_DATA_ROOT", data_roots), .help = "where run configs may read data from",
      .dflt_says = "default /usr/share/datasets and, if it exists, <state-dir>/datasets"},
     {INT("--slots", "N", "DDPD_SLOTS", slots, 0, 4096), .help = "CPU slots for CPU runs, one rank each",
@@ -323,6 +328,9 @@ void settings_memory_per_device(const settings *s, int n_gpus, int64_t out[2], c
 /* The defaults that depend on this host, and what spans settings. */
 static void computed_defaults(settings *s) {
     s->state_dir = opt_keep_add(&s->keep, settings_state_dir(s->state_dir));
+    s->runs_dir = opt_keep_add(&s->keep, s->runs_dir && *s->runs_dir ? xstrdup(s->runs_dir)
+                                                                     : xasprintf("%s/runs", s->state_dir));
+    if (s->run_memory_per_slot && !*s->run_memory_per_slot) s->run_memory_per_slot = NULL; /* "": the default */
     s->trainer = opt_keep_add(&s->keep, s->trainer && *s->trainer ? xstrdup(s->trainer) : beside_self("ddp-trainer"));
     s->runner = opt_keep_add(&s->keep, s->runner && *s->runner ? xstrdup(s->runner) : beside_self("ddp-run"));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
