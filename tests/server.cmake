@@ -69,6 +69,11 @@ ddpd_py_cases(server_secret_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_secret
 # server as root and with capabilities only (needs root: skipped with a message else).
 ddpd_py_cases(server_wall_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_wall.py ARGS ${server_secret_args}
               TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Each run bounded: memory, processes, stored points, log bytes and each user's disk,
+# attacked from bob's run beside alice's (real accounts, the server as root: skipped
+# with a message else); the runs' directories apart from the database (--runs-dir).
+ddpd_py_cases(server_bounds_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_bounds.py ARGS ${server_secret_args}
+              TIMEOUT 600 SKIP_RETURN_CODE 77)
 # Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
