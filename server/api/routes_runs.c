@@ -220,7 +220,9 @@ static void post_runs(request *rq, response *rs) {
         return;
     }
     if (!runs_permitted(config, who, &errs)) {
-        char *first = xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message);
+        /* a refusal of the run as a whole (its owner's disk quota) has no field to name */
+        char *first = errs.items[0].pointer[0] ? xasprintf("%s: %s", errs.items[0].pointer, errs.items[0].message)
+                                               : xstrdup(errs.items[0].message);
         reply_problem(rs, 403, schema_errors_to_json(&errs), "%s may not submit this run: %s",
                       who->kind == CALLER_USER ? who->name : "this caller", first);
         free(first);

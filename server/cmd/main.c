@@ -110,7 +110,7 @@ static void name_server_paths(const settings *o, const char *state_dir, const da
         path_redact_disable();
         return;
     }
-    if (layout_runs_apart()) { /* before the state dir: the longer of two nested roots names a path */
+    if (layout_runs_apart()) { /* a root of its own (the longest root that holds a path names it) */
         path_redact_add(layout_runs_dir(), "<runs-dir>");
         path_redact_add(o->runs_dir, "<runs-dir>");
     }
