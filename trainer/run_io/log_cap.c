@@ -53,8 +53,16 @@ void log_cap_write(log_cap *c, int fd, const void *p, size_t n) {
     }
     c->capped = true;
     if (size > end) return; /* another writer of this log has said so already */
+    /* what fits is written, to the byte, so that the notice takes the file past `end`:
+     * every later write, this process's or another's, then finds no room */
+    size_t fits = (size_t)(end - size);
     char last = '\n', cap[32], line[RUN_DIR_LOG_CAP_ROOM];
-    if (size > 0 && pread(fd, &last, 1, (off_t)size - 1) != 1) last = '\n';
+    if (fits) {
+        write_all(fd, p, fits);
+        last = ((const char *)p)[fits - 1];
+    } else if (size > 0 && pread(fd, &last, 1, (off_t)size - 1) != 1) {
+        last = '\n';
+    }
     int len = snprintf(line, sizeof line, "%sddpd: this log reached its cap of %s (ddpd serve --max-log-bytes-per-run, "
                        "%s): what is written to it from here on is dropped\n", last == '\n' ? "" : "\n",
                        byte_size_format(c->cap, cap, sizeof cap), RUN_DIR_LOG_CAP_ENV);
