@@ -42,6 +42,7 @@ RUN /tmp/install-deps.sh --runtime \
  && groupadd --system --gid 10001 ddpd \
  && useradd --system --uid 10001 --gid ddpd --home-dir /var/lib/ddpd --shell /usr/sbin/nologin ddpd \
  && install -d -o ddpd -g ddpd -m 0700 /var/lib/ddpd \
+ && install -d -o ddpd -g ddpd -m 0700 /var/lib/ddpd-runs \
  && install -d -m 0755 /usr/share/datasets
 COPY --from=build /opt/ddpd /opt/ddpd
 # ddpd runs as its own user, not root; to run each user's runs as that user's account
@@ -66,7 +67,10 @@ ENV PATH=/opt/ddpd/bin:$PATH \
     DDPD_STATE_DIR=/var/lib/ddpd \
     DDPD_DATA_ROOT=/usr/share/datasets
 # The database, the event socket and the runs' directories (checkpoints, logs);
-# and the datasets run configs may read (mount them read-only).
+# and the datasets run configs may read (mount them read-only). The runs' directories
+# may go to a volume of their own, apart from the database (a runs disk that fills
+# never stops it): mount one at /var/lib/ddpd-runs, made for it above, and set
+# DDPD_RUNS_DIR=/var/lib/ddpd-runs.
 VOLUME ["/var/lib/ddpd", "/usr/share/datasets"]
 WORKDIR /var/lib/ddpd
 USER 10001:10001

@@ -22,6 +22,14 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+/* The run's log (this launcher's stdout): every rank's copies share its cap. */
+static void to_stdout(const char *p, size_t n) {
+    static log_cap cap;
+    static bool ready;
+    if (!ready) log_cap_init(&cap), ready = true;
+    log_cap_write(&cap, STDOUT_FILENO, p, n);
+}
+
 static int open_log(const char *run_dir, int rank, int flags) {
     char path[4096];
     snprintf(path, sizeof path, "%s/" RUN_DIR_RANK_LOG, run_dir, rank);
@@ -57,6 +65,7 @@ int rank_output_open(rank_output *o, int rank, int pipe_fd, const char *run_dir)
     o->rank = rank;
     o->fd = pipe_fd;
     o->log_fd = open_log(run_dir, rank, O_WRONLY);
+    log_cap_init(&o->log_cap);
     return o->log_fd < 0 ? -1 : 0;
 }
 
@@ -89,14 +98,14 @@ static void emit_lines(rank_output *o, const char *data, size_t n) {
         if (!newline) o->partial[o->partial_len++] = data[i];
         if (!newline && o->partial_len < sizeof o->partial) continue;
         if (used + o->partial_len + 32 > sizeof out) {
-            write_all(STDOUT_FILENO, out, used);
+            to_stdout(out, used);
             used = 0;
         }
         used += prefixed(o, out + used, o->partial, o->partial_len);
         remember_if_not_blank(o, o->partial, o->partial_len);
         o->partial_len = 0;
     }
-    write_all(STDOUT_FILENO, out, used);
+    to_stdout(out, used);
 }
 
 int rank_output_read(rank_output *o) {
@@ -108,7 +117,7 @@ int rank_output_read(rank_output *o) {
         rank_output_close(o);
         return 0;
     }
-    if (o->log_fd >= 0) write_all(o->log_fd, buf, (size_t)got);
+    if (o->log_fd >= 0) log_cap_write(&o->log_cap, o->log_fd, buf, (size_t)got);
     emit_lines(o, buf, (size_t)got);
     return 1;
 }
@@ -116,7 +125,7 @@ int rank_output_read(rank_output *o) {
 void rank_output_close(rank_output *o) {
     if (o->partial_len) {
         char out[RANK_OUTPUT_LINE_MAX + 32];
-        write_all(STDOUT_FILENO, out, prefixed(o, out, o->partial, o->partial_len));
+        to_stdout(out, prefixed(o, out, o->partial, o->partial_len));
         remember_if_not_blank(o, o->partial, o->partial_len);
         o->partial_len = 0;
     }

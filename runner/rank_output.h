@@ -1,11 +1,14 @@
 /* What a rank writes (its stdout and stderr, one pipe): kept verbatim in
  * ranks/rank-N.log (every attempt's, a restart's after a line that says which) and copied line by line, prefixed "[rank N] ", to the launcher's
  * standard output (the run's log when ddpd started it). The last non-empty line is
- * remembered: it explains a rank that failed. */
+ * remembered: it explains a rank that failed. Both copies are held to the run's cap
+ * on its logs (log_cap.h): past it they are dropped, the pipe still read to its end. */
 #ifndef DDPD_RANK_OUTPUT_H
 #define DDPD_RANK_OUTPUT_H
 
 #include <stddef.h>
+
+#include "log_cap.h"
 
 #define RANK_OUTPUT_LINE_MAX 4096 /* longer lines are copied in pieces of this size */
 
@@ -13,6 +16,7 @@ typedef struct {
     int rank;
     int fd;      /* the read end of the rank's pipe; -1 once closed */
     int log_fd;  /* ranks/rank-N.log; -1 when it could not be opened */
+    log_cap log_cap; /* ranks/rank-N.log's cap */
     char partial[RANK_OUTPUT_LINE_MAX];
     size_t partial_len;
     char last_line[512];

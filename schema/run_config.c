@@ -328,6 +328,7 @@ int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
     out->seed = (uint64_t)integer_at(doc, "/seed");
     out->priority = (int)integer_at(doc, "/priority");
     out->preemptible = bool_at(doc, "/preemptible");
+    out->resources.memory_gb = number_at(doc, "/resources/memory_gb");
     read_model(doc, out);
     read_data(doc, out);
     read_train(doc, out);

@@ -42,6 +42,9 @@ typedef struct {
     int priority;     /* -100 to 100: the server's queue (the trainer does not use it) */
     bool preemptible; /* the server may preempt it */
     struct {
+        double memory_gb; /* GiB its processes may use together (the server's cgroup); 0 = the server's default */
+    } resources;
+    struct {
         model_kind type;
         int hidden[RUN_CONFIG_MAX_HIDDEN]; /* mlp */
         int n_hidden;

@@ -15,4 +15,11 @@
 #define RUN_DIR_RANK_LOG "ranks/rank-%d.log"          /* a rank's output (its global rank) */
 #define RUN_DIR_RANK_ERROR "ranks/rank-%d.error.json" /* TORCHELASTIC_ERROR_FILE */
 
+/* The cap on each log of a run (ddpd serve --max-log-bytes-per-run): the launchers
+ * find it in their environment, and write a log only up to RUN_DIR_LOG_CAP_ROOM bytes
+ * short of it; the write that would pass that is cut there, and one line in that room
+ * says so. So a log longer than the cap less the room has reached it. */
+#define RUN_DIR_LOG_CAP_ENV "DDPD_MAX_LOG_BYTES_PER_RUN"
+#define RUN_DIR_LOG_CAP_ROOM 512
+
 #endif

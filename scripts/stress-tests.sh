@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The suite's stress mode: runs the tests most exposed to timing (command runs and their
-# attempts, sharing and preemption, the attacks on the wall between members and on the
-# gates, ddp-run, runs across nodes, Slurm) over and over with
+# attempts, sharing and preemption, each run's bounds, the attacks on the wall between
+# members and on the gates, ddp-run, runs across nodes, Slurm) over and over with
 # a CPU hog busy on every core, so that a race which CI's load trips one run in twenty
 # shows up here first. Each test runs until it fails or has passed N times.
 #   scripts/stress-tests.sh [-n N] [-R REGEX] [--no-hog] [CTEST_ARGS...]
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=20
-regex='^(command_|server_attempts_|server_sharing_|server_wall_files_|server_gates_|sweep_gates_|ddp_run_|nodes_|slurm_)'
+regex='^(command_|server_attempts_|server_sharing_|server_bounds_|server_wall_files_|server_gates_|sweep_gates_|ddp_run_|nodes_|slurm_)'
 hog=1
 while [[ $# -gt 0 ]]; do
   case "$1" in

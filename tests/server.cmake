@@ -14,6 +14,7 @@ ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c L
 ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_base)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_lib)
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_lib)
+ddpd_c_test(test_dir_usage ${CMAKE_CURRENT_LIST_DIR}/server/test_dir_usage.c LIBS ddpd_lib)
 ddpd_c_test(test_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_placement.c LIBS ddpd_sched)
 ddpd_c_test(test_rendezvous ${CMAKE_CURRENT_LIST_DIR}/server/test_rendezvous.c LIBS ddpd_exec)
 # serve's settings: one table for the flags, the variables, the bounds and --help
@@ -78,6 +79,11 @@ ddpd_py_cases(server_wall_files_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_wa
 # arguments kept out of every log.
 ddpd_py_cases(server_gates_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_gates.py SANITIZE ARGS ${server_secret_args}
               TIMEOUT 300 SKIP_RETURN_CODE 77)
+# Each run bounded: memory, processes, stored points, log bytes and each user's disk,
+# attacked from bob's run beside alice's (real accounts, the server as root: skipped
+# with a message else); the runs' directories apart from the database (--runs-dir).
+ddpd_py_cases(server_bounds_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_bounds.py ARGS ${server_secret_args}
+              TIMEOUT 600 SKIP_RETURN_CODE 77)
 # Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}

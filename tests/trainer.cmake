@@ -14,6 +14,7 @@ target_link_libraries(optim_replay PRIVATE ddpd_trainer)
 ddpd_py_cases(optim_torch_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_optim_torch.py PYTHON /usr/bin/python3
               ARGS --replay $<TARGET_FILE:optim_replay> SKIP_RETURN_CODE 77 TIMEOUT 120)
 ddpd_c_test(test_event_sink ${CMAKE_CURRENT_LIST_DIR}/test_event_sink.c)
+ddpd_c_test(test_log_cap ${CMAKE_CURRENT_LIST_DIR}/test_log_cap.c)
 ddpd_c_test(test_data_open ${CMAKE_CURRENT_LIST_DIR}/test_data_open.c)
 
 ddpd_c_test(test_idx_cache ${CMAKE_CURRENT_LIST_DIR}/test_idx_cache.c)

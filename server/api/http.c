@@ -403,7 +403,8 @@ static bool has_body(struct MHD_Connection *conn) {
  * without one, everybody is an admin; with it, the token's holder. */
 static auth_verdict identify(const char *authorization, caller *who) {
     if (H.c.identify) return H.c.identify(authorization, who);
-    *who = (caller){.kind = CALLER_ANONYMOUS, .admin = true, .max_priority = 100, .max_devices = -1};
+    *who = (caller){.kind = CALLER_ANONYMOUS, .admin = true, .max_priority = 100, .max_devices = -1,
+                    .max_memory_bytes = -1, .max_disk_bytes = -1};
     if (!H.c.token) return AUTH_OK;
     if (!auth_bearer_ok(authorization, H.c.token)) return auth_bearer_value(authorization) ? AUTH_UNKNOWN : AUTH_MISSING;
     who->kind = CALLER_ADMIN_TOKEN;

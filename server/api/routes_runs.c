@@ -59,6 +59,7 @@
 #include "store.h"
 #include "store_read.h"
 #include "users.h"
+#include "disk_use.h"
 
 static int64_t started_at;
 
@@ -704,9 +705,14 @@ static void get_me(request *rq, response *rs) {
     if (who->kind == CALLER_USER) {
         user_info u;
         if (users_find(who->name, &u)) {
-            reply_json(rs, 200, json_pack("{s:s, s:s, s:b, s:o, s:i}", "kind", "user", "name", u.name, "admin", u.admin,
-                                          "max_devices", u.max_devices < 0 ? json_null() : json_integer(u.max_devices),
-                                          "max_priority", u.max_priority));
+            int64_t used = disk_use_of(u.name);
+            reply_json(rs, 200, json_pack("{s:s, s:s, s:b, s:o, s:i, s:o, s:o, s:o}", "kind", "user", "name", u.name,
+                                          "admin", u.admin, "max_devices",
+                                          u.max_devices < 0 ? json_null() : json_integer(u.max_devices),
+                                          "max_priority", u.max_priority, "max_memory_gb",
+                                          u.max_memory_gb < 0 || u.admin ? json_null() : json_real(u.max_memory_gb),
+                                          "max_disk_gb", u.max_disk_gb < 0 ? json_null() : json_real(u.max_disk_gb),
+                                          "disk_used_bytes", used < 0 ? json_null() : json_integer(used)));
             return;
         }
     }

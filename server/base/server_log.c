@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "byte_size.h"
 #include "clock.h"
 
 #define DAY_MS 86400000LL
@@ -55,29 +56,7 @@ const char *log_level_name(log_level l) { return l >= LOG_DEBUG && l <= LOG_ERRO
 
 bool log_enabled(log_level l) { return l >= __atomic_load_n(&L.level, __ATOMIC_RELAXED); }
 
-int log_parse_size(const char *s, uint64_t *out) {
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-') return -1;
-    unsigned shift = 0;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        default: return -1;
-        }
-        end++;
-        if (*end == 'i') end++;            /* 64Ki, 10MiB */
-        if (*end == 'b' || *end == 'B') end++;
-        if (*end) return -1;
-    }
-    if (shift && v > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
+int log_parse_size(const char *s, uint64_t *out) { return byte_size_parse(s, out); }
 
 int server_log_parse_config(const char *level, const char *file, const char *max_bytes, const char *keep,
                             server_log_config *out, char *err, size_t errlen) {

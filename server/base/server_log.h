@@ -51,7 +51,7 @@ int log_level_parse(const char *s, log_level *out);
 const char *log_level_name(log_level l);
 bool log_enabled(log_level l);
 
-/* "100M", "64k", "1G", "4096": bytes (k, M, G are powers of 1024). 0, or -1. */
+/* "100M", "64k", "1G", "4096": bytes (k, M, G are powers of 1024; base/byte_size.h). 0, or -1. */
 int log_parse_size(const char *s, uint64_t *out);
 
 void server_log_vwrite(log_level l, const char *fmt, va_list ap);

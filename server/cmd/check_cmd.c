@@ -21,7 +21,10 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "byte_size.h"
 #include "db_inspect.h"
+#include "disk_space.h"
+#include "run_cgroup.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
 #include "run_account.h"
@@ -200,12 +203,97 @@ static void check_state_dir(const settings *c) {
 
 static void check_database(const settings *c) {
     char *path = xasprintf("%s/ddpd.db", c->state_dir);
-    char *runs = xasprintf("%s/runs", c->state_dir);
     db_report r;
-    db_inspect(path, runs, &r); /* the verdict serve goes by */
+    db_inspect(path, c->runs_dir, &r); /* the verdict serve goes by */
     say(db_refuses(r.state) ? V_FAIL : V_OK, "database", "%s", r.line);
-    free(runs);
     free(path);
+}
+
+/* The runs' directories: where (apart from the database's filesystem or not), and
+ * that serve can make or write them. */
+static void check_runs_dir(const settings *c) {
+    struct stat rs, ss;
+    if (stat(c->runs_dir, &rs) != 0) {
+        if (errno == ENOENT)
+            say(V_OK, "runs dir", "%s does not exist yet: ddpd serve creates it (mode 0700)", c->runs_dir);
+        else say(V_FAIL, "runs dir", "%s: %s", c->runs_dir, strerror(errno));
+        return;
+    }
+    if (!S_ISDIR(rs.st_mode) || access(c->runs_dir, W_OK | X_OK) != 0) {
+        say(V_FAIL, "runs dir", "%s is not a directory this user (uid %d) can write: chown it, or use --runs-dir",
+            c->runs_dir, (int)getuid());
+        return;
+    }
+    unsigned long long avail = 0;
+    char free_text[32] = "?";
+    if (disk_space_low(c->runs_dir, &avail) || avail) byte_size_format(avail, free_text, sizeof free_text);
+    bool apart = stat(c->state_dir, &ss) == 0 && ss.st_dev != rs.st_dev;
+    if (apart)
+        say(V_OK, "runs dir", "%s (%s free; a filesystem apart from the database's: runs that fill it leave the "
+            "database writable)", c->runs_dir, free_text);
+    else
+        say(V_OK, "runs dir", "%s (%s free, on the database's filesystem: runs that fill it stop the database too; "
+            "--runs-dir DIR puts them on another)", c->runs_dir, free_text);
+}
+
+/* What bounds each run (the README's Security model): what this host's cgroups can
+ * hold a run to, and the caps. A warning where a run would go without a limit. */
+static void check_limits(const settings *c, int n_gpus) {
+    char mem_why[256], pids_why[256], says[256], logs[32];
+    int64_t per_device[2];
+    settings_memory_per_device(c, n_gpus, per_device, says, sizeof says);
+    bool memory = run_cgroup_can_limit_memory(mem_why, sizeof mem_why);
+    bool pids = run_cgroup_can_limit_pids(pids_why, sizeof pids_why);
+    buf_t b = {0};
+    if (!memory || !pids)
+        buf_printf(&b, "runs go without %s: %s; run ddpd serve as root, or give it a cgroup it may write. Each run: ",
+                   !memory && !pids ? "a memory or process limit" : !memory ? "a memory limit" : "a process limit",
+                   !memory ? mem_why : pids_why);
+    else buf_printf(&b, "each run: ");
+    if (memory) buf_printf(&b, "memory %s unless its config asks (%s), ", says, mem_why);
+    if (pids && c->max_run_processes == 0) buf_printf(&b, "no process limit (--max-run-processes 0), ");
+    else if (pids && c->max_run_processes > 0) buf_printf(&b, "at most %d processes and threads, ", c->max_run_processes);
+    else if (pids) buf_printf(&b, "at most 1024 processes and threads a device (at least 4096), ");
+    if (c->max_log_bytes) byte_size_format(c->max_log_bytes, logs, sizeof logs);
+    buf_printf(&b, "at most %d points stored, %s%s", c->max_points_per_run, c->max_log_bytes ? logs : "no cap on",
+               c->max_log_bytes ? " a log" : " its logs");
+    say(memory && pids ? V_OK : V_WARN, "limits", "%s", b.data);
+    buf_free(&b);
+}
+
+/* Each user's disk use as the server last measured it, and its quota: where there are
+ * users (and a database with them). */
+static void check_disk_use(const settings *c) {
+    char *path = xasprintf("%s/ddpd.db", c->state_dir);
+    sqlite3 *db = NULL;
+    struct stat sb;
+    buf_t b = {0};
+    int over = 0;
+    if (stat(path, &sb) == 0 && sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT name, max_disk_gb, (SELECT sum(disk_bytes) FROM runs WHERE owner = users.name)"
+                               " FROM users WHERE removed_at IS NULL ORDER BY name", -1, &st, NULL) == SQLITE_OK)
+            while (sqlite3_step(st) == SQLITE_ROW) {
+                char used[32] = "nothing measured", quota[32];
+                if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+                    byte_size_format((uint64_t)sqlite3_column_int64(st, 2), used, sizeof used);
+                bool has_quota = sqlite3_column_type(st, 1) != SQLITE_NULL;
+                double gb = sqlite3_column_double(st, 1);
+                if (has_quota) byte_size_format((uint64_t)(gb * 1073741824.0), quota, sizeof quota);
+                bool past = has_quota && sqlite3_column_int64(st, 2) > (sqlite3_int64)(gb * 1073741824.0);
+                over += past;
+                buf_printf(&b, "%s%s %s%s%s%s", b.len ? "; " : "", (const char *)sqlite3_column_text(st, 0), used,
+                           has_quota ? " of " : " (no quota)", has_quota ? quota : "", past ? " (PAST its quota)" : "");
+            }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    free(path);
+    if (b.len)
+        say(over ? V_WARN : V_OK, "disk use", "%s (as ddpd serve last measured each run's directory; ddpd user set NAME "
+            "--max-disk-gb)", b.data);
+    buf_free(&b);
 }
 
 /* ---- data roots ---- */
@@ -497,11 +585,14 @@ int ddpd_check(const settings *c) {
     int slots = 0, n_gpus = 0;
     check_config_part(c, &slots);
     check_state_dir(c);
+    check_runs_dir(c);
     check_database(c);
     check_data_roots(c);
     check_gpus(c, slots, &n_gpus);
     check_trainer(c, n_gpus);
+    check_limits(c, n_gpus);
     check_accounts(c);
+    check_disk_use(c);
     check_commands(c);
     printf("ddpd check: %d ok, %d warning%s, %d failed\n", counts[V_OK], counts[V_WARN], counts[V_WARN] == 1 ? "" : "s",
            counts[V_FAIL]);

@@ -24,6 +24,10 @@
 
 #include "run_account.h"
 #include "run_as.h"
+#include "run_cgroup.h"
+#include "run_dir.h"
+#include "byte_size.h"
+#include "disk_use.h"
 #include "agent.h"
 #include "auth.h"
 #include "beside_self.h"
@@ -107,6 +111,10 @@ static void name_server_paths(const settings *o, const char *state_dir, const da
         path_redact_disable();
         return;
     }
+    if (layout_runs_apart()) { /* a root of its own (the longest root that holds a path names it) */
+        path_redact_add(layout_runs_dir(), "<runs-dir>");
+        path_redact_add(o->runs_dir, "<runs-dir>");
+    }
     path_redact_add(state_dir, "<state-dir>");
     path_redact_add(o->state_dir, "<state-dir>");
     name_roots(roots, "data-root");
@@ -137,10 +145,20 @@ static void on_request_done(const http_done *d) {
 
 static const store_observer FEED_OBSERVES_STORE = {feed_attach, feed_detach, feed_record, feed_commit};
 static const supervisor_hooks SUPERVISOR_REPORTS = {scheduler_spawned, on_child_exited, scheduler_tick};
-static const store_cache_hooks CACHE_FORGETS_DELETED = {run_cache_forget};
+/* A run deleted: its cached answer goes, and what its directory held counts no more. */
+static void on_run_deleted(int64_t run_id) {
+    run_cache_forget(run_id);
+    disk_use_run_deleted(run_id);
+}
+
+static const store_cache_hooks CACHE_FORGETS_DELETED = {on_run_deleted};
+/* A run's metrics passed --max-points-per-run (ingest.h): it fails, for good. */
+static void on_points_capped(int64_t run_id, const char *reason) { scheduler_fail(run_id, reason); }
+
 static const ingest_hooks INGEST_ASKS = {.hello = scheduler_hello, .end = scheduler_end_event,
                                          .progress = scheduler_progress, .attempt = scheduler_attempt,
-                                         .journal_fed = scheduler_journal_fed};
+                                         .journal_fed = scheduler_journal_fed, .checkpoint = disk_use_checkpoint,
+                                         .points_capped = on_points_capped};
 
 /* Fair share: each owner's usage as the store kept it, for the scheduler. */
 static void load_usage(void) {
@@ -173,12 +191,23 @@ static void start_log(const settings *o) {
  * writes to it: a database that is damaged, not ddpd's, newer, or gone beside run
  * directories is refused (ddpd check says the same), unless --rebuild-from-runs
  * applies. Returns the lock's descriptor; *rebuild: the history is to be rebuilt. */
+static int runs_lock_fd = -1; /* the runs' directory's own lock, where it lies apart */
+
 static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report *verdict, bool *rebuild) {
     make_dir(o->state_dir);
     if (!realpath(o->state_dir, state_dir)) die("state dir %s: %s", o->state_dir, strerror(errno));
     state_layout_init(state_dir);
-    make_dir(layout_runs_dir());
+    make_dir(o->runs_dir);
+    char runs_dir[PATH_MAX];
+    if (!realpath(o->runs_dir, runs_dir)) die("runs dir %s: %s", o->runs_dir, strerror(errno));
+    state_layout_set_runs_dir(runs_dir);
     int lock_fd = state_lock_take(layout_lock_path(), state_dir, STATE_LOCK_WAIT_MS);
+    if (layout_runs_apart()) { /* one server's alone, as its state dir is */
+        char *runs_lock = xasprintf("%s/ddpd.lock", runs_dir);
+        runs_lock_fd = state_lock_take(runs_lock, runs_dir, STATE_LOCK_WAIT_MS);
+        free(runs_lock);
+        log_info("the runs' directories are in %s (--runs-dir), apart from the state dir %s", runs_dir, state_dir);
+    }
     db_inspect(layout_db_path(), layout_runs_dir(), verdict);
     *rebuild = false;
     if (o->rebuild_from_runs) {
@@ -286,6 +315,22 @@ typedef struct {
     bool on_slurm;
 } serving;
 
+/* What bounds each run (the README's Security model), said once at start: what this
+ * host's cgroups can hold a run to, and the caps. */
+static void announce_bounds(const settings *o, const char *memory_says, bool on_slurm) {
+    char why[256], logs[32];
+    if (on_slurm) return; /* Slurm's own limits hold its jobs */
+    if (!run_cgroup_can_limit_memory(why, sizeof why))
+        log_warn("runs go without a memory limit: %s (ddpd check says what this host can limit)", why);
+    else log_info("each run's memory is limited by its cgroup (%s): %s unless its config asks (resources.memory_gb)", why,
+                  memory_says);
+    if (!run_cgroup_can_limit_pids(why, sizeof why)) log_warn("runs go without a process limit: %s", why);
+    if (o->max_log_bytes) byte_size_format(o->max_log_bytes, logs, sizeof logs);
+    log_info("each run: at most %d points stored (--max-points-per-run), %s a log (--max-log-bytes-per-run), %s",
+             o->max_points_per_run, o->max_log_bytes ? logs : "no cap on", o->max_run_processes == 0
+             ? "no process limit (--max-run-processes 0)" : "a process limit (--max-run-processes)");
+}
+
 /* The scheduler and what feeds it: the supervisor, the event socket, the runs it
  * recovers; then runs (submit, cancel, delete). Where runs execute (this host and
  * its agents, or Slurm) the scheduler chooses from sc.slurm, in one place. */
@@ -303,6 +348,9 @@ static void start_runs(const settings *o, serving *v) {
                                        .n_data_roots = v->roots.n, .gpus = o->slurm_gpus};
     v->on_slurm = strcmp(o->executor, "slurm") == 0;
     if (v->on_slurm) check_slurm_users(o);
+    char memory_says[256];
+    int64_t memory_per_device[2];
+    settings_memory_per_device(o, v->n_gpus, memory_per_device, memory_says, sizeof memory_says);
     scheduler_config sc = {.trainer = o->trainer, .runner = o->runner, .port_lo = v->port_lo, .port_hi = v->port_hi,
                            .data_roots = (const char *const *)v->roots.roots, .n_data_roots = v->roots.n,
                            .gpus = v->gpus, .n_gpus = v->n_gpus, .slots = o->slots,
@@ -312,10 +360,15 @@ static void start_runs(const settings *o, serving *v) {
                            .backfill_window_ms = o->backfill_window * 1000LL,
                            .fair_share_half_life_s = o->fairshare_half_life,
                            .preempt_grace_ms = o->preempt_grace * 1000,
-                           .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL};
+                           .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL,
+                           .memory_per_device = {memory_per_device[0], memory_per_device[1]},
+                           .max_run_processes = o->max_run_processes, .max_log_bytes = o->max_log_bytes,
+                           .max_points = o->max_points_per_run};
     scheduler_init(&sc);
     load_usage();
+    announce_bounds(o, memory_says, v->on_slurm);
     if (supervisor_start(&SUPERVISOR_REPORTS) != 0) die("cannot start the supervisor's thread");
+    ingest_set_max_points(o->max_points_per_run);
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
     /* runs of other accounts reach their directories and the socket (before any is adopted) */
     if (run_as_accounts_in_use()) layout_open_for_accounts();
@@ -324,6 +377,7 @@ static void start_runs(const settings *o, serving *v) {
     runs_config rc = {.data_roots = &v->roots, .runs_root = &v->runs_root, .work_roots = &v->work_roots,
                       .allow_commands = o->allow_commands};
     runs_init(&rc);
+    if (disk_use_start(err, sizeof err) != 0) die("%s", err);
     if (sweep_start(layout_db_path(), err, sizeof err) != 0) die("%s", err);
 }
 
@@ -425,6 +479,7 @@ static void stop_all(int lock_fd) {
     feed_stop();
     sweep_stop(); /* before the shutdown's cancels, which are no trial's end */
     scheduler_shutdown();
+    disk_use_stop();
     supervisor_stop();
     ingest_stop();
     store_read_release();
@@ -433,6 +488,7 @@ static void stop_all(int lock_fd) {
     run_cache_clear(); /* after the writer: it may still tell of a deletion */
     path_redact_clear();
     unlink(layout_socket_path());
+    if (runs_lock_fd >= 0) close(runs_lock_fd);
     close(lock_fd);
     log_info("stopped");
 }
@@ -441,6 +497,11 @@ static int serve(int argc, char **argv) {
     settings o;
     settings_read(argc, argv, &o);
     if (o.problem[0]) die("%s", o.problem);
+    /* the cap on a run's logs reaches its launchers as the other settings they read do
+     * (trainer_env.h), given by flag or not; before any thread */
+    char cap[32];
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)o.max_log_bytes);
+    setenv(RUN_DIR_LOG_CAP_ENV, cap, 1);
     /* Everything this server and its trainers create is this user's only: the state
      * directory holds the runs' configs, logs, journals and checkpoints, and the
      * database (a command run's program inherits it too; the README's Security part). */

@@ -12,6 +12,7 @@
 
 #include "base.h"
 #include "beside_self.h"
+#include "byte_size.h"
 #include "secret_file.h"
 #include "slurm_cli.h"
 
@@ -28,6 +29,11 @@ static const opt_row ROWS[] = {
      .note = "port 0 picks a free port, printed on start-up"},
     {STR("--state-dir", "DIR", "DDPD_STATE_DIR", state_dir), .help = "database, event socket and run directories",
      .dflt_says = "default $XDG_STATE_HOME/ddpd, else ~/.local/state/ddpd"},
+    {STR("--runs-dir", "DIR", "DDPD_RUNS_DIR", runs_dir),
+     .help = "the runs' directories (configs, logs, journals, checkpoints, what command runs write) here instead, e.g. "
+             "on a filesystem apart from the database's, so that runs filling their disk never stop the database. "
+             "One server's alone",
+     .dflt_says = "default <state-dir>/runs"},
     {PATHS("--data-root", "DIR", "DDPD_DATA_ROOT", data_roots), .help = "where run configs may read data from",
      .dflt_says = "default /usr/share/datasets and, if it exists, <state-dir>/datasets"},
     {INT("--slots", "N", "DDPD_SLOTS", slots, 0, 4096), .help = "CPU slots for CPU runs, one rank each",
@@ -151,6 +157,25 @@ static const opt_row ROWS[] = {
      .dflt_says = "default: from the file descriptor limit, at most 1024"},
     {INT("--max-streams-per-address", "N", "DDPD_MAX_STREAMS_PER_ADDRESS", max_streams_per_address, 1, 1000000),
      .help = "event streams of one client address", .dflt_says = "default 16"},
+    {STR("--run-memory-per-slot", "GB", "DDPD_RUN_MEMORY_PER_SLOT", run_memory_per_slot),
+     .help = "the memory (GiB) a run's processes may use together, per device it holds, when its config asks for none "
+             "(resources.memory_gb); never more than its owner's --max-memory-gb (ddpd user). Enforced by the run's "
+             "cgroup (memory and swap): a run past it has a process killed, and fails saying so; others are untouched. 0: "
+             "no limit unless asked",
+     .dflt_says = "default: this host's memory divided among its devices (its CPU slots for a CPU run, its GPUs for a "
+                  "GPU run)"},
+    {INT("--max-run-processes", "N", "DDPD_MAX_RUN_PROCESSES", max_run_processes, 0, 4194304),
+     .help = "the processes and threads a run may hold at once on this host (its cgroup's pids.max), so that a fork "
+             "loop stops there instead of taking the host's. A PyTorch rank with DataLoader workers holds hundreds of "
+             "threads: it is counted per device. 0: no limit",
+     .dflt_says = "default 1024 per device the run holds here, at least 4096"},
+    {INT("--max-points-per-run", "N", "DDPD_MAX_POINTS_PER_RUN", max_points_per_run, 1, 2000000000),
+     .dflt = "10000000",
+     .help = "the points a run may store (its steps, epochs and series values: ddpd.log_step); a run that reports "
+             "more is a runaway flood: its points past it are not stored and it fails, saying so"},
+    {STR("--max-log-bytes-per-run", "SIZE", "DDPD_MAX_LOG_BYTES_PER_RUN", max_log_bytes_per_run), .dflt = "1G",
+     .help = "the size each log of a run may reach (trainer.log, each ranks/rank-N.log), as ddpd's own launchers write "
+             "them: past it their lines are dropped and one line says so; 0: no cap"},
     {STR("--log-level", "LEVEL", "DDPD_LOG_LEVEL", log_level), .help = "debug, info, warn or error",
      .dflt_says = "default info: a line per request"},
     {STR("--log-file", "PATH", "DDPD_LOG_FILE", log_file),
@@ -259,9 +284,54 @@ static void check_slurm_sharing(settings *s, const opt_origins *o) {
         problem(s, "%s \"%s\": a QOS name is needed (no spaces)", qos_from, qos);
 }
 
+/* GiB as given: a number from 0, else -1. */
+static double parse_gb(const char *v) {
+    char *end;
+    double gb = v && *v ? strtod(v, &end) : -1;
+    return v && *v && !*end && gb >= 0 && gb <= 1e9 ? gb : -1;
+}
+
+/* Each run's bounds: the memory per device and the log cap well formed. */
+static void check_bounds(settings *s, const opt_origins *o) {
+    if (s->run_memory_per_slot && parse_gb(s->run_memory_per_slot) < 0)
+        problem(s, "%s \"%s\": a number of GiB is needed (e.g. 4 or 0.5; 0: no limit unless a run asks for one)",
+                from_of(o, AT(run_memory_per_slot)), s->run_memory_per_slot);
+    s->max_log_bytes = 0;
+    const char *cap = s->max_log_bytes_per_run;
+    if (cap && byte_size_parse(cap, &s->max_log_bytes) != 0)
+        problem(s, "%s \"%s\": a size is needed (e.g. 1G, 500M; 0: no cap)", from_of(o, AT(max_log_bytes_per_run)), cap);
+    else if (s->max_log_bytes && s->max_log_bytes < 4096)
+        problem(s, "%s %s: a cap of at least 4096 bytes is needed (the line that says a log reached it takes some)",
+                from_of(o, AT(max_log_bytes_per_run)), cap);
+}
+
+void settings_memory_per_device(const settings *s, int n_gpus, int64_t out[2], char *says, size_t sayslen) {
+    char a[32], b[32], host[32];
+    double gb = parse_gb(s->run_memory_per_slot);
+    if (gb >= 0) {
+        out[0] = out[1] = (int64_t)(gb * 1073741824.0);
+        if (!out[0]) snprintf(says, sayslen, "none unless a run asks for it (--run-memory-per-slot 0)");
+        else snprintf(says, sayslen, "%s per device (--run-memory-per-slot)", byte_size_format((uint64_t)out[0], a, sizeof a));
+        return;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+    out[0] = s->slots > 0 ? mem / s->slots : 0;
+    out[1] = n_gpus > 0 ? mem / n_gpus : 0;
+    byte_size_format((uint64_t)mem, host, sizeof host);
+    int n = snprintf(says, sayslen, "%s a CPU slot (this host's %s over %d slot%s)",
+                     byte_size_format((uint64_t)out[0], a, sizeof a), host, s->slots, s->slots == 1 ? "" : "s");
+    if (n_gpus > 0 && n > 0 && (size_t)n < sayslen)
+        snprintf(says + n, sayslen - (size_t)n, ", %s a GPU (over %d GPU%s)", byte_size_format((uint64_t)out[1], b, sizeof b),
+                 n_gpus, n_gpus == 1 ? "" : "s");
+}
+
 /* The defaults that depend on this host, and what spans settings. */
 static void computed_defaults(settings *s) {
     s->state_dir = opt_keep_add(&s->keep, settings_state_dir(s->state_dir));
+    s->runs_dir = opt_keep_add(&s->keep, s->runs_dir && *s->runs_dir ? xstrdup(s->runs_dir)
+                                                                     : xasprintf("%s/runs", s->state_dir));
+    if (s->run_memory_per_slot && !*s->run_memory_per_slot) s->run_memory_per_slot = NULL; /* "": the default */
     s->trainer = opt_keep_add(&s->keep, s->trainer && *s->trainer ? xstrdup(s->trainer) : beside_self("ddp-trainer"));
     s->runner = opt_keep_add(&s->keep, s->runner && *s->runner ? xstrdup(s->runner) : beside_self("ddp-run"));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -297,6 +367,7 @@ void settings_read(int argc, char **argv, settings *s) {
         problem(s, "--executor %s: local (this host and its agents) or slurm (every run a Slurm job)", s->executor);
     if (s->slurm_work_dir[0] != '/')
         problem(s, "--slurm-work-dir %s: an absolute path is needed (it is a path on the nodes)", s->slurm_work_dir);
+    check_bounds(s, &origins);
 }
 
 void settings_free(settings *s) {

@@ -6,6 +6,7 @@
 #define DDPD_CMD_SETTINGS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "opt_table.h"
@@ -55,6 +56,17 @@ typedef struct {
     int max_connections, reserved_connections, max_connections_per_address, header_timeout, idle_timeout,
         max_streams, max_streams_per_address;
     const char *log_level, *log_file, *log_max_bytes, *log_keep; /* NULL: defaults (server_log.h reads them) */
+    /* where the runs' directories are (default <state-dir>/runs), as given or the default */
+    const char *runs_dir;
+    /* each run bounded: the memory a run gets per device it holds when its config asks for
+     * none (GiB as given; NULL: derived, see settings_memory_per_device), the processes
+     * and threads a run's part may hold (OPT_UNSET: 1024 per device, at least 4096), the
+     * points stored per run, and the bytes of each of its logs (as given, and parsed) */
+    const char *run_memory_per_slot;
+    int max_run_processes;
+    int max_points_per_run;
+    const char *max_log_bytes_per_run;
+    uint64_t max_log_bytes; /* parsed; 0: no cap */
     char problem[512];           /* "": fine; else the first setting that cannot be used (serve refuses, check fails) */
     opt_keep keep;               /* what the above point into, freed by settings_free */
 } settings;
@@ -67,6 +79,13 @@ void settings_free(settings *s);
 /* The state directory: `flag` (--state-dir), else DDPD_STATE_DIR, else the default
  * ($XDG_STATE_HOME/ddpd, ~/.local/state/ddpd). malloc'd. */
 char *settings_state_dir(const char *flag);
+
+/* The memory a run gets per device it holds when its config asks for none, in bytes,
+ * per pool ([0] a CPU slot, [1] a GPU): --run-memory-per-slot for both, else this
+ * host's memory divided among its CPU slots, and among its GPUs (0: none to divide).
+ * Its words for a person in `says` ("11.7 GiB a CPU slot (this host's 23.4 GiB over
+ * 2 slots)"). */
+void settings_memory_per_device(const settings *s, int n_gpus, int64_t out[2], char *says, size_t sayslen);
 
 /* The usage text, for --help and mistakes. */
 void settings_usage(FILE *out);

@@ -7,12 +7,14 @@
 #include <limits.h>
 #include <pwd.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "base.h"
+#include "byte_size.h"
 #include "die.h"
 #include "dirs.h"
 #include "migrations.h"
@@ -21,9 +23,9 @@
 
 const char USER_USAGE[] =
     "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--unix-user ACCOUNT]\n"
-    "                     [--state-dir DIR]\n"
+    "                     [--max-memory-gb N] [--max-disk-gb N] [--state-dir DIR]\n"
     "       ddpd user set NAME [--unix-user ACCOUNT|--no-unix-user] [--max-devices N|--no-max-devices]\n"
-    "                     [--max-priority P] [--state-dir DIR]\n"
+    "                     [--max-priority P] [--max-memory-gb N|none] [--max-disk-gb N|none] [--state-dir DIR]\n"
     "       ddpd user list [--state-dir DIR]\n"
     "       ddpd user token NAME [--state-dir DIR]\n"
     "       ddpd user remove NAME [--state-dir DIR]\n"
@@ -34,9 +36,10 @@ const char USER_USAGE[] =
     "\n"
     "  add NAME             a new user; its token is printed once, alone on the last line (only its\n"
     "                       hash is kept). A removed user's name can be given back.\n"
-    "  set NAME             changes the user's Unix account (its runs started from now on), quota or\n"
-    "                       highest priority (its submissions, sweep trials and resumes from now on)\n"
-    "  list                 every user: admin or not, quota, highest priority, Unix account, removed or not\n"
+    "  set NAME             changes the user's Unix account (its runs started from now on), or its limits\n"
+    "                       (its submissions, sweep trials and resumes from now on)\n"
+    "  list                 every user: admin or not, quota, highest priority, memory and disk limits, disk\n"
+    "                       used (as the server last measured it), Unix account, removed or not\n"
     "  token NAME           a new token for the user; the old one stops working at once\n"
     "  remove NAME          the user's token stops working; its runs stay, owned by its name\n"
     "  --admin              may cancel, delete and resume anyone's run, and give any priority\n"
@@ -47,6 +50,12 @@ const char USER_USAGE[] =
     "                       The server must be root or hold CAP_SETUID and CAP_SETGID (ddpd check says)\n"
     "  --no-unix-user       (set) none of its own: its runs go under ddpd serve --run-user ACCOUNT\n"
     "  --no-max-devices     (set) no quota\n"
+    "  --max-memory-gb N    the largest memory limit (GiB) a run of its may have (resources.memory_gb; a\n"
+    "                       larger one is refused, and a run that asks none gets at most this; an admin\n"
+    "                       any); none: no maximum (default)\n"
+    "  --max-disk-gb N      its quota of disk (GiB): what its runs' directories may hold together. Past\n"
+    "                       it a new run is refused and a running one stops at its next checkpoint\n"
+    "                       (resumable); none: no quota (default)\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
 static int schema_version(sqlite3 *db) {
@@ -89,51 +98,105 @@ static int parse_int(const char *flag, const char *v, int lo, int hi) {
     return (int)n;
 }
 
+/* What `owner`'s runs hold on disk as the server last measured them (runs.disk_bytes);
+ * -1 when none was measured. */
+static long long disk_used(sqlite3 *db, const char *owner) {
+    sqlite3_stmt *st = NULL;
+    long long used = -1;
+    if (sqlite3_prepare_v2(db, "SELECT sum(disk_bytes) FROM runs WHERE owner = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) used = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return used;
+}
+
+/* GiB as a column: "none", "4", "0.5". */
+static void gb_text(double gb, char *out, size_t outlen) {
+    if (gb < 0) snprintf(out, outlen, "none");
+    else snprintf(out, outlen, "%g", gb);
+}
+
 static void print_list(sqlite3 *db) {
     user_info *u = NULL;
     int n = users_list(db, &u);
     if (n < 0) die("cannot read the users: %s", sqlite3_errmsg(db));
     if (!n) printf("no users: anybody may change anything this server lets change without a token\n");
-    else printf("%-20s %-5s %-11s %-12s %-16s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES", "MAX-PRIORITY",
-                "UNIX-USER", "CREATED", "REMOVED");
+    else printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-16s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES",
+                "MAX-PRIORITY", "MAX-MEMORY-GB", "MAX-DISK-GB", "DISK-USED", "UNIX-USER", "CREATED", "REMOVED");
     for (int i = 0; i < n; i++) {
         char created[32], removed[32] = "-", devices[16] = "none", priority[16] = "100 (admin)";
+        char memory[24], disk[24], used[32] = "-";
         format_iso8601(u[i].created_at, created);
         if (u[i].removed) format_iso8601(u[i].removed_at, removed);
         if (u[i].max_devices >= 0) snprintf(devices, sizeof devices, "%d", u[i].max_devices);
         /* an admin may give any priority, whatever its stored max-priority says */
         if (!u[i].admin) snprintf(priority, sizeof priority, "%d", u[i].max_priority);
-        printf("%-20s %-5s %-11s %-12s %-16s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no", devices, priority,
-               u[i].unix_user[0] ? u[i].unix_user : "-", created, removed);
+        if (u[i].admin) snprintf(memory, sizeof memory, "any (admin)");
+        else gb_text(u[i].max_memory_gb, memory, sizeof memory);
+        gb_text(u[i].max_disk_gb, disk, sizeof disk);
+        long long bytes = disk_used(db, u[i].name);
+        if (bytes >= 0) byte_size_format((uint64_t)bytes, used, sizeof used);
+        for (char *sp = strchr(used, ' '); sp; sp = strchr(sp, ' ')) *sp = '_'; /* one column: "1.5_GiB" */
+        printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-16s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no",
+               devices, priority, memory, disk, used, u[i].unix_user[0] ? u[i].unix_user : "-", created, removed);
     }
     free(u);
 }
 
-/* `ddpd user set`: each change given, in one transaction (all or none). 0, or 1. */
-static int set_user(sqlite3 *db, const user_info *u, bool account, bool devices, bool priority) {
-    char err[512];
+/* A number of GiB from 0 (or "none": -1, where `none_ok`), else dies naming the flag. */
+static double parse_gb(const char *flag, const char *v, bool none_ok) {
+    if (none_ok && v && strcmp(v, "none") == 0) return -1;
+    char *end;
+    errno = 0;
+    double gb = v && *v ? strtod(v, &end) : -1;
+    if (!v || !*v || *end || errno || !(gb >= 0) || gb > 1e9)
+        die("%s needs a number of GiB from 0 (e.g. 8 or 0.5)%s (got \"%s\")", flag, none_ok ? ", or none" : "", v ? v : "");
+    return gb;
+}
+
+/* What `ddpd user set` was given to change. */
+typedef struct {
+    bool account, devices, priority, memory, disk;
+} set_given;
+
+/* `ddpd user set`: each change given, in one transaction (all or none), each said in
+ * a line. 0, or 1. */
+static int set_user(sqlite3 *db, const user_info *u, set_given g) {
+    char err[512], gb[32];
     sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    bool ok = (!account || users_set_unix_user(db, u->name, u->unix_user, err, sizeof err) == 0) &&
-              (!devices || users_set_max_devices(db, u->name, u->max_devices, err, sizeof err) == 0) &&
-              (!priority || users_set_max_priority(db, u->name, u->max_priority, err, sizeof err) == 0);
+    bool ok = (!g.account || users_set_unix_user(db, u->name, u->unix_user, err, sizeof err) == 0) &&
+              (!g.devices || users_set_max_devices(db, u->name, u->max_devices, err, sizeof err) == 0) &&
+              (!g.priority || users_set_max_priority(db, u->name, u->max_priority, err, sizeof err) == 0) &&
+              (!g.memory || users_set_limit(db, u->name, "max_memory_gb", u->max_memory_gb, err, sizeof err) == 0) &&
+              (!g.disk || users_set_limit(db, u->name, "max_disk_gb", u->max_disk_gb, err, sizeof err) == 0);
     if (!ok || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         if (ok) snprintf(err, sizeof err, "the database cannot be written: %s", sqlite3_errmsg(db));
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         fprintf(stderr, "ddpd user: %s\n", err);
         return 1;
     }
-    if (account && u->unix_user[0])
+    if (g.account && u->unix_user[0])
         printf("user %s: its runs started from now on run as the account %s\n", u->name, u->unix_user);
-    else if (account)
+    else if (g.account)
         printf("user %s: no account of its own; its runs started from now on run as ddpd serve's --run-user\n",
                u->name);
-    if (devices && u->max_devices >= 0)
+    if (g.devices && u->max_devices >= 0)
         printf("user %s: max-devices %d (its runs may hold that many devices at once)\n", u->name, u->max_devices);
-    else if (devices)
+    else if (g.devices)
         printf("user %s: no quota\n", u->name);
-    if (priority)
+    if (g.priority)
         printf("user %s: max-priority %d: its submissions, sweep trials and resumes from now on may not go above it\n",
                u->name, u->max_priority);
+    gb_text(u->max_memory_gb, gb, sizeof gb);
+    if (g.memory)
+        printf("user %s: max-memory-gb %s: its runs may ask for %s%s%s (runs started from now on)\n", u->name, gb,
+               u->max_memory_gb < 0 ? "any memory limit" : "a memory limit of at most ", u->max_memory_gb < 0 ? "" : gb,
+               u->max_memory_gb < 0 ? "" : " GiB");
+    gb_text(u->max_disk_gb, gb, sizeof gb);
+    if (g.disk)
+        printf("user %s: max-disk-gb %s: %s%s%s\n", u->name, gb, u->max_disk_gb < 0 ? "no quota on its runs' disk" :
+               "its runs' directories may hold at most ", u->max_disk_gb < 0 ? "" : gb, u->max_disk_gb < 0 ? "" : " GiB");
     return 0;
 }
 
@@ -144,9 +207,9 @@ int user_main(int argc, char **argv) {
         return argc < 3 ? 2 : 0;
     }
     const char *verb = argv[2], *name = NULL, *state_flag = NULL;
-    user_info u = {.max_devices = -1};
+    user_info u = {.max_devices = -1, .max_memory_gb = -1, .max_disk_gb = -1};
     bool wants_name = strcmp(verb, "list") != 0;
-    bool account_given = false, devices_given = false, priority_given = false;
+    set_given given = {0};
     if (strcmp(verb, "add") && strcmp(verb, "set") && strcmp(verb, "list") && strcmp(verb, "token") &&
         strcmp(verb, "remove"))
         die("there is no `ddpd user %s`: add, set, list, token or remove (ddpd user --help)", verb);
@@ -157,28 +220,33 @@ int user_main(int argc, char **argv) {
         if (strcmp(a, "--state-dir") == 0) state_flag = v, i++;
         else if (strcmp(verb, "add") == 0 && strcmp(a, "--admin") == 0) u.admin = true;
         else if (sets_fields && strcmp(a, "--max-devices") == 0)
-            u.max_devices = parse_int(a, v, 0, 100000), devices_given = true, i++;
-        else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-max-devices") == 0) u.max_devices = -1, devices_given = true;
+            u.max_devices = parse_int(a, v, 0, 100000), given.devices = true, i++;
+        else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-max-devices") == 0) u.max_devices = -1, given.devices = true;
         else if (sets_fields && strcmp(a, "--max-priority") == 0)
-            u.max_priority = parse_int(a, v, -100, 100), priority_given = true, i++;
+            u.max_priority = parse_int(a, v, -100, 100), given.priority = true, i++;
         else if (sets_fields && strcmp(a, "--unix-user") == 0) {
             if (!v || !*v) die("--unix-user needs the name of an account of this host");
             snprintf(u.unix_user, sizeof u.unix_user, "%s", v);
             const char *bad = strlen(v) > USER_UNIX_MAX ? "an account's name is at most 32 characters"
                                                         : users_unix_user_problem(v);
             if (bad) die("--unix-user \"%.80s\": %s", v, bad);
-            account_given = true, i++;
-        } else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-unix-user") == 0) u.unix_user[0] = '\0', account_given = true;
+            given.account = true, i++;
+        } else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-unix-user") == 0) u.unix_user[0] = '\0', given.account = true;
+        else if (sets_fields && strcmp(a, "--max-memory-gb") == 0)
+            u.max_memory_gb = parse_gb(a, v, strcmp(verb, "set") == 0), given.memory = true, i++;
+        else if (sets_fields && strcmp(a, "--max-disk-gb") == 0)
+            u.max_disk_gb = parse_gb(a, v, strcmp(verb, "set") == 0), given.disk = true, i++;
         else if (a[0] == '-' && a[1] == '-') die("ddpd user %s takes no %s (ddpd user --help)", verb, a);
         else if (wants_name && !name) name = a;
         else die("unexpected argument \"%s\" (ddpd user --help)", a);
         if (strcmp(a, "--state-dir") == 0 && !v) die("--state-dir needs a value");
     }
     if (wants_name && !name) die("ddpd user %s needs the user's NAME (ddpd user --help)", verb);
-    if (strcmp(verb, "set") == 0 && !account_given && !devices_given && !priority_given)
+    if (strcmp(verb, "set") == 0 && !given.account && !given.devices && !given.priority && !given.memory && !given.disk)
         die("ddpd user set %s needs what to change: --unix-user ACCOUNT or --no-unix-user, --max-devices N or "
-            "--no-max-devices, --max-priority P (ddpd user --help)", name);
-    if (account_given && u.unix_user[0] && !getpwnam(u.unix_user))
+            "--no-max-devices, --max-priority P, --max-memory-gb N|none, --max-disk-gb N|none (ddpd user --help)",
+            name);
+    if (given.account && u.unix_user[0] && !getpwnam(u.unix_user))
         fprintf(stderr, "ddpd user: warning: this host has no account %s (yet): runs of %s are refused until it "
                         "does (useradd %s)\n", u.unix_user, name, u.unix_user);
     if (name) {
@@ -202,13 +270,16 @@ int user_main(int argc, char **argv) {
             if (u.max_devices >= 0) snprintf(devices, sizeof devices, "max-devices %d", u.max_devices);
             char priority[48] = "any priority, up to 100";
             if (!u.admin) snprintf(priority, sizeof priority, "max-priority %d", u.max_priority);
-            char account[64] = "";
+            char account[64] = "", limits[96] = "";
             if (u.unix_user[0]) snprintf(account, sizeof account, ", runs as %s", u.unix_user);
-            printf("user %s added (%s%s, %s%s); its token, shown this once (only its hash is kept):\n%s\n", u.name,
-                   u.admin ? "admin, " : "", devices, priority, account, token);
+            int at = 0;
+            if (u.max_memory_gb >= 0) at = snprintf(limits, sizeof limits, ", max-memory-gb %g", u.max_memory_gb);
+            if (u.max_disk_gb >= 0) snprintf(limits + at, sizeof limits - (size_t)at, ", max-disk-gb %g", u.max_disk_gb);
+            printf("user %s added (%s%s, %s%s%s); its token, shown this once (only its hash is kept):\n%s\n", u.name,
+                   u.admin ? "admin, " : "", devices, priority, limits, account, token);
         }
     } else if (strcmp(verb, "set") == 0) {
-        rc = set_user(db, &u, account_given, devices_given, priority_given);
+        rc = set_user(db, &u, given);
     } else if (strcmp(verb, "token") == 0) {
         if (users_new_token(db, u.name, token, err, sizeof err) != 0) {
             fprintf(stderr, "ddpd user: %s\n", err);

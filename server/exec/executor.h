@@ -84,6 +84,13 @@ typedef struct {
      * cannot start (its account gone since it was submitted): a start that failed */
     const run_account *account;
     const char *account_refused;
+    /* what its processes may hold on this node where the executor can hold them to it
+     * (this host's cgroups, run_cgroup.h): their memory together (0: no limit), with
+     * the words that say where that limit comes from ("resources.memory_gb"), and
+     * their processes and threads (0: no limit) */
+    int64_t memory_bytes;
+    const char *memory_from;
+    long pids_max;
 } part_launch;
 
 /* How a part ended. */
@@ -100,6 +107,11 @@ typedef struct {
                           * `reason` */
     int64_t stop_t;      /* when the place it ran asked it to stop on its own account (Slurm, as another node's
                           * part failed), unix ms; 0: it did not. Not the stop the scheduler asks for */
+    /* what the place it ran says of it beside how it ended (NULL: nothing): it ran out
+     * of its memory limit (a process of it was killed for it), put before the reason;
+     * its log reached its cap, put after */
+    const char *out_of_memory;
+    const char *log_capped;
 } part_end;
 
 /* How an executor reaches the scheduler (which takes its lock). */

@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "byte_size.h"
 #include "journal_end.h"
+#include "run_dir.h"
+#include "run_files.h"
 #include "launcher_argv.h"
 #include "logtail.h"
 #include "procstat.h"
@@ -40,6 +43,8 @@ typedef struct local_part {
     int64_t term_at;     /* mono ms: asked to checkpoint and stop (preempted); SIGTERM then if still there */
     bool killed;
     long uid;            /* the account its processes run as */
+    int64_t memory_bytes; /* its cgroup's memory limit (0: none), and where it comes from, for a reason */
+    char memory_from[256];
     struct local_part *next;
 } local_part;
 
@@ -164,6 +169,8 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     local_part *p = add_part(l->run, l->part);
     p->across = l->nodes > 0;
     p->command = l->command;
+    p->memory_bytes = l->memory_bytes;
+    snprintf(p->memory_from, sizeof p->memory_from, "%s", l->memory_from ? l->memory_from : "");
     char *rendezvous = xasprintf("%s%s", L.self_url, l->rendezvous);
     pthread_mutex_unlock(&L.mu);
     launcher_spec spec = {.program = program, .config = config, .run_dir = run_dir, .events = layout_socket_path(),
@@ -200,7 +207,8 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
                          .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_name = RUN_DIR_LOG,
                          .log_banner = banner, .account = l->account, .refused = l->account_refused,
-                         .cgroup = cgroup, .cpus = cpus, .n_cpus = n_cpus};
+                         .cgroup = cgroup, .cpus = cpus, .n_cpus = n_cpus,
+                         .limits = {.memory_bytes = l->memory_bytes, .pids_max = l->pids_max}};
     supervisor_request_spawn(&req);
     free(cgroup);
     free(cpus);
@@ -261,6 +269,40 @@ static char *describe_end(const local_part *p, int wstatus) {
     return reason;
 }
 
+/* "ran out of its memory limit of 2 GiB (resources.memory_gb): ..." when the part's
+ * cgroup counted an OOM kill (malloc'd), else NULL. Before its cgroup is removed. */
+static char *out_of_memory(const local_part *p) {
+    char *name = part_cgroup_name(p->run, p->part);
+    long kills = run_cgroup_oom_kills(name);
+    free(name);
+    if (kills <= 0) return NULL;
+    char limit[32] = "";
+    if (p->memory_bytes > 0) byte_size_format((uint64_t)p->memory_bytes, limit, sizeof limit);
+    return xasprintf("out of memory: its processes on %s together passed their memory limit%s%s%s%s%s, and the kernel "
+                     "killed %ld of them for it (raise resources.memory_gb, within your --max-memory-gb)",
+                     "this host", limit[0] ? " of " : "", limit, p->memory_from[0] ? " (" : "", p->memory_from,
+                     p->memory_from[0] ? ")" : "", kills);
+}
+
+/* "its log reached its cap ..." when the run's log is at its cap (the launchers stop
+ * writing there, log_cap.h), malloc'd; else NULL. The file is looked at through the
+ * run's directory's descriptor, not opened, and a link there is not followed
+ * (run_files.h). */
+static char *log_capped(const local_part *p) {
+    if (!L.c.max_log_bytes) return NULL;
+    char *dir = layout_run_dir(p->run), why[256];
+    struct stat st;
+    run_dir d;
+    bool at_cap = run_dir_open(&d, dir, why, sizeof why) == 0 && run_dir_stat(&d, RUN_DIR_LOG, &st) == 0 &&
+                  S_ISREG(st.st_mode) && (uint64_t)st.st_size + RUN_DIR_LOG_CAP_ROOM > L.c.max_log_bytes;
+    if (d.fd >= 0) run_dir_close(&d);
+    free(dir);
+    if (!at_cap) return NULL;
+    char cap[32];
+    return xasprintf("its log reached its cap of %s (ddpd serve --max-log-bytes-per-run): the lines past it were "
+                     "dropped", byte_size_format(L.c.max_log_bytes, cap, sizeof cap));
+}
+
 void executor_local_exited(pid_t pid, int wstatus) {
     pthread_mutex_lock(&L.mu);
     local_part **slot = &L.parts;
@@ -271,6 +313,7 @@ void executor_local_exited(pid_t pid, int wstatus) {
     /* No process of the run may outlive it: the ranks die with the launcher
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
+    char *oom = out_of_memory(p); /* its cgroup's count, before the cgroup goes */
     kill_cgroup(p->run, p->part); /* and any that left the group (setsid) */
     sweep_orphans();              /* where there was no cgroup */
     part_end e = {.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : NO_INT,
@@ -285,9 +328,15 @@ void executor_local_exited(pid_t pid, int wstatus) {
         free(dir);
     }
     char *how = e.exit_code != 0 ? describe_end(p, wstatus) : NULL;
+    char *capped = log_capped(p);
     e.how = how;
+    e.out_of_memory = oom;
+    e.log_capped = capped;
+    if (oom) log_warn("run %lld: %s", (long long)p->run, oom);
     L.hooks.ended(p->run, p->part, &e);
     free(how);
+    free(oom);
+    free(capped);
     free(p);
 }
 

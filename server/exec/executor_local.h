@@ -22,6 +22,10 @@ typedef struct {
     const char *const *data_roots; /* passed to the trainer (--data-root) */
     int n_data_roots;
     const char *advertise;         /* this host's address among nodes (a built-in part's --node-addr) */
+    /* the cap on each log of a run (ddpd serve --max-log-bytes-per-run, passed to the
+     * launchers in DDPD_MAX_LOG_BYTES_PER_RUN): a part whose log reached it says so at
+     * its end; 0: none */
+    uint64_t max_log_bytes;
 } executor_local_config;
 
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks);

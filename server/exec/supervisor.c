@@ -50,6 +50,7 @@ typedef struct queued_spawn {
     char *refused;
     char *cgroup;
     run_cgroup cgroups; /* made on the supervisor's thread before the fork */
+    run_cgroup_limits limits;
     int cpus[CPU_SETSIZE];
     int n_cpus;
     struct queued_spawn *next;
@@ -105,6 +106,7 @@ void supervisor_request_spawn(const spawn_request *r) {
     if (r->account) q->account = *r->account, q->as_account = true;
     q->refused = r->refused ? xstrdup(r->refused) : NULL;
     q->cgroup = r->cgroup ? xstrdup(r->cgroup) : NULL;
+    q->limits = r->limits;
     for (int i = 0; i < r->n_cpus && q->n_cpus < CPU_SETSIZE; i++) q->cpus[q->n_cpus++] = r->cpus[i];
     pthread_mutex_lock(&R.mu);
     if (R.tail) R.tail->next = q;
@@ -159,11 +161,14 @@ fail:;
 static pid_t fork_as(queued_spawn *q, int log_fd, char **env, char *err, size_t errlen) {
     if (q->cgroup) {
         char why[512];
-        static bool said;
-        if (run_cgroup_make(q->cgroup, q->cpus, q->n_cpus, &q->cgroups, why, sizeof why) != 0 && !said) {
+        static bool said, said_unlimited;
+        if (run_cgroup_make(q->cgroup, q->cpus, q->n_cpus, &q->limits, &q->cgroups, why, sizeof why) != 0 && !said) {
             said = true; /* once: the host has none to give, each run says the same */
-            log_warn("%s: runs are tracked by their process group and confined to their CPUs by affinity only "
-                     "(a process that leaves its session outlives its run)", why);
+            log_warn("%s: runs are tracked by their process group and confined to their CPUs by affinity only, "
+                     "without a memory or process limit (a process that leaves its session outlives its run)", why);
+        } else if (q->cgroups.n && q->cgroups.unlimited[0] && !said_unlimited) {
+            said_unlimited = true; /* once, as above */
+            log_warn("runs go without %s (ddpd check says what this host's cgroups can limit)", q->cgroups.unlimited);
         }
     }
     int report[2];

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "run_account.h"
+#include "run_cgroup.h"
 
 typedef struct {
     int64_t run_id;
@@ -41,6 +42,9 @@ typedef struct {
     const char *cgroup;
     const int *cpus;
     int n_cpus;
+    /* what its cgroup holds it to (run_cgroup.h): its memory, its processes; a limit the
+     * host cannot set is said once in the log, and the process starts without it */
+    run_cgroup_limits limits;
 } spawn_request;
 
 typedef struct {

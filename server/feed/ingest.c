@@ -20,6 +20,8 @@
 #include "event_kinds.h"
 #include "ids.h"
 #include "ingest_catch_up.h"
+#include "point_cap.h"
+#include "store_read.h"
 #include "store.h"
 #include "base.h"
 #include "thread_start.h"
@@ -86,6 +88,7 @@ static struct {
     size_t n_pending;       /* connections without a hello yet */
     log_limit pending_log;
     uint64_t pending_dropped; /* since the last line about them */
+    int64_t max_points;       /* per run (point_cap.h); 0: no cap */
 } I = {.listen_fd = -1, .epoll_fd = -1, .wake_fd = -1,
        .mu = PTHREAD_MUTEX_INITIALIZER, .synced = PTHREAD_COND_INITIALIZER};
 
@@ -162,6 +165,27 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     return EV_OK;
 }
 
+void ingest_set_max_points(int64_t max_points_per_run) { I.max_points = max_points_per_run; }
+
+/* Whether the op's points fit the run's cap (point_cap.h); the first that does not
+ * fails the run (the hook), saying why. */
+static bool within_cap(const store_op *op) {
+    int64_t points = store_op_points(op), stored = 0;
+    bool first;
+    if (point_cap_take(op->run_id, points, I.max_points, &first, &stored)) return true;
+    if (first) {
+        char *reason = xasprintf("its metrics passed the cap of %lld points a run may store (ddpd serve "
+                                 "--max-points-per-run): it had stored %lld (steps, epochs and series values) and was "
+                                 "stopped as a runaway flood; what it reported past the cap was not stored. Report less "
+                                 "often (every N steps), or ask the operator for a larger cap",
+                                 (long long)I.max_points, (long long)stored);
+        log_warn("run %lld: %s", (long long)op->run_id, reason);
+        if (I.hooks.points_capped) I.hooks.points_capped(op->run_id, reason);
+        free(reason);
+    }
+    return false;
+}
+
 /* An event of an authenticated connection: its kind's parse (event_kinds.c); `end`
  * goes to the hook; `log` and types this server does not know are taken and ignored. */
 static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char **why) {
@@ -209,6 +233,11 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
     if (op.kind == OP_SYNC) return EV_OK; /* well formed, and nothing the store keeps (another rank's epoch) */
     bool launchers_word = op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED || op.kind == OP_RANK_STATE;
     if (launchers_word && !launchers_word_taken(c, &op)) return EV_OK;
+    if (!within_cap(&op)) { /* past the run's cap: taken, and not stored */
+        store_op_free(&op);
+        return EV_OK;
+    }
+    if (op.kind == OP_CHECKPOINT && I.hooks.checkpoint) I.hooks.checkpoint(op.run_id, op.u.checkpoint.path);
     push(ops, &op);
     return EV_OK;
 }
@@ -457,6 +486,7 @@ static void close_ended_runs(void) {
             log_info("event socket: run %lld has ended: closed its %d remaining connection%s", (long long)ended[i],
                      closed, closed == 1 ? "" : "s");
         catch_up_run_ended(ended[i]);
+        point_cap_forget(ended[i]);
     }
     free(ended);
 }
@@ -541,7 +571,8 @@ void ingest_sync(void) {
 
 int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t errlen) {
     I.hooks = *hooks;
-    catch_up_init(&(catch_up_hooks){.end = hooks->end, .progress = hooks->progress, .attempt = hooks->attempt});
+    catch_up_init(&(catch_up_hooks){.end = hooks->end, .progress = hooks->progress, .attempt = hooks->attempt,
+                                    .keep = within_cap});
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path) {
         snprintf(err, errlen, "the event socket path %s is longer than %zu bytes, the limit for a Unix socket: use a shorter --state-dir",
@@ -588,6 +619,7 @@ void ingest_stop(void) {
     }
     while (I.conns) close_conn(I.conns);
     catch_up_free_all();
+    point_cap_clear();
     free(I.ended);
     I.ended = NULL;
     I.n_ended = I.cap_ended = 0;

@@ -3,7 +3,8 @@
  * `hello` with the run's secret, or the connection is dropped. Lines are JSON: one
  * event, or an array of events. A malformed line is logged and skipped; the rest of
  * the connection's lines still count. Events become store ops, queued to the
- * writer in batches (one submit per read, not per event).
+ * writer in batches (one submit per read, not per event). A run's points past its cap
+ * (point_cap.h) are dropped here, before they cost the store anything.
  *
  * One thread, epoll, non-blocking sockets, a line buffer per connection. */
 #ifndef DDPD_INGEST_H
@@ -35,7 +36,15 @@ typedef struct {
     /* the run is fed from its journal (taken back after a restart): a connection of it
      * is opened by its hello, but what it sends after is not queued again (may be NULL) */
     bool (*journal_fed)(int64_t run_id);
+    /* a checkpoint of the run (its file `path`) was taken to be stored (may be NULL) */
+    void (*checkpoint)(int64_t run_id, const char *path);
+    /* the run's events would store more points than --max-points-per-run: those past it
+     * are dropped, and this says why, once per run (may be NULL) */
+    void (*points_capped)(int64_t run_id, const char *reason);
 } ingest_hooks;
+
+/* The points a run may store (point_cap.h; 0: no cap). Before ingest_start. */
+void ingest_set_max_points(int64_t max_points_per_run);
 
 /* Binds `path` (mode 0600; a stale socket file is replaced) and starts the thread. */
 int ingest_start(const char *path, const ingest_hooks *hooks, char *err, size_t errlen);

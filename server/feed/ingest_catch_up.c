@@ -33,6 +33,12 @@ static void on_attempt(void *ctx, store_op *op) {
     if (U.hooks.attempt) (void)U.hooks.attempt(op, 0); /* the journal's word, as its end's */
 }
 
+/* A replayed point counts against the run's cap as one from the socket does. */
+static bool on_keep(void *ctx, const store_op *op) {
+    (void)ctx;
+    return !U.hooks.keep || U.hooks.keep(op);
+}
+
 /* What one catch-up reads of a journal at most (its events are about 100 bytes: a
  * million of them), whatever the journal holds. */
 #define CATCH_UP_MAX_BYTES ((int64_t)128 << 20)
@@ -51,7 +57,7 @@ static void replay_missed(catch_up_process *p) {
     want.after_seq = stored_through(p);
     journal_replay *j = journal_replay_open_process(p->run_id, dir, &want,
                                                     &(journal_hooks){.ctx = p, .progress = on_progress,
-                                                                     .attempt = on_attempt});
+                                                                     .attempt = on_attempt, .keep = on_keep});
     /* on the ingest thread: bounded, so that one run's journal cannot hold every run's events */
     journal_replay_read(j, false, CATCH_UP_MAX_BYTES);
     const journal_outcome *o = journal_replay_outcome(j);

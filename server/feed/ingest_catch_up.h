@@ -30,6 +30,7 @@ typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
     bool (*attempt)(store_op *op, long peer_pid); /* peer_pid 0: the journal's word */
+    bool (*keep)(const store_op *op); /* within the run's cap on its points, as a socket's event would be */
 } catch_up_hooks;
 
 void catch_up_init(const catch_up_hooks *hooks);

@@ -2,8 +2,9 @@
  * the ones a run's launcher reads too are passed on by name, by the coordinator and
  * by every agent alike: where the dataset cache lies, the collectives' and the
  * rendezvous' timeouts, the CPU convolutions' implementation, which
- * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names), and the pause before
- * a run's restart (distributed.max_restarts). */
+ * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names), the pause before
+ * a run's restart (distributed.max_restarts), and the cap on each of a run's logs
+ * (ddpd serve --max-log-bytes-per-run, which serve puts in its own environment). */
 #ifndef DDPD_TRAINER_ENV_H
 #define DDPD_TRAINER_ENV_H
 

@@ -23,6 +23,8 @@ typedef struct {
     bool admin;       /* may cancel, delete and resume anyone's run and give any priority */
     int max_priority; /* the highest priority it may give a run (an admin: 100) */
     int max_devices;  /* its quota; -1: none */
+    long long max_memory_bytes; /* the largest memory limit its runs may ask for (resources.memory_gb); -1: none */
+    long long max_disk_bytes;   /* its quota of disk: what its runs' directories may hold together; -1: none */
 } caller;
 
 /* Whether a request may go on as the caller it names. */

@@ -42,8 +42,11 @@ static int read_text(const char *path, char *out, size_t outlen) {
 
 static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
 
-/* The hierarchies' directories for `name`: v2 one, v1 pids and cpuset (the first is
- * the one whose cgroup.procs lists the processes). */
+/* Whether v1's memory hierarchy is mounted (its root's limit file is there). */
+static bool v1_has_memory(void) { return access(ROOT "/memory/memory.limit_in_bytes", F_OK) == 0; }
+
+/* The hierarchies' directories for `name`: v2 one; v1 pids, cpuset and, where the host
+ * has it, memory (the first is the one whose cgroup.procs lists the processes). */
 static int dirs_of(const char *name, char dirs[RUN_CGROUP_MAX][256]) {
     if (is_v2()) {
         snprintf(dirs[0], sizeof dirs[0], ROOT "/ddpd/%.200s", name);
@@ -51,7 +54,60 @@ static int dirs_of(const char *name, char dirs[RUN_CGROUP_MAX][256]) {
     }
     snprintf(dirs[0], sizeof dirs[0], ROOT "/pids/ddpd/%.200s", name);
     snprintf(dirs[1], sizeof dirs[1], ROOT "/cpuset/ddpd/%.200s", name);
-    return 2;
+    if (!v1_has_memory()) return 2;
+    snprintf(dirs[2], sizeof dirs[2], ROOT "/memory/ddpd/%.200s", name);
+    return 3;
+}
+
+/* Writes `value` into the cgroup directory's file `file`. 0 or -1 (errno). */
+static int write_in(const char *dir, const char *file, const char *value) {
+    char path[320];
+    snprintf(path, sizeof path, "%.250s/%s", dir, file);
+    return write_text(path, value);
+}
+
+static bool has_file(const char *dir, const char *file) {
+    char path[320];
+    snprintf(path, sizeof path, "%.250s/%s", dir, file);
+    return access(path, F_OK) == 0;
+}
+
+/* v1: the memory limit in the run's memory cgroup `dir`, and the same for memory and
+ * swap together where the kernel accounts swap (memsw), so no swap is taken beyond it.
+ * The two are written in the order the kernel takes (memsw may never be below the
+ * limit), whatever an earlier cgroup of the same name held. 0 or -1 (errno). */
+static int v1_memory_limit(const char *dir, const char *bytes) {
+    bool memsw = has_file(dir, "memory.memsw.limit_in_bytes");
+    if (write_in(dir, "memory.limit_in_bytes", bytes) == 0) return memsw ? write_in(dir, "memory.memsw.limit_in_bytes", bytes) : 0;
+    if (!memsw || write_in(dir, "memory.memsw.limit_in_bytes", bytes) != 0) return -1;
+    return write_in(dir, "memory.limit_in_bytes", bytes);
+}
+
+/* The limits of one cgroup (v2), or of v1's pids cgroup `dir` and memory cgroup `mem`
+ * (NULL: none); what cannot be set is said in `unlimited`, and fails nothing. */
+static void set_limits(const char *dir, const char *mem, const run_cgroup_limits *l, bool v2, char *unlimited,
+                       size_t ulen) {
+    char value[32];
+    if (l->pids_max > 0) {
+        snprintf(value, sizeof value, "%ld", l->pids_max);
+        if (write_in(dir, "pids.max", value) != 0)
+            snprintf(unlimited, ulen, "the process limit (pids.max %ld): %s", l->pids_max, strerror(errno));
+    }
+    if (l->memory_bytes <= 0) return;
+    snprintf(value, sizeof value, "%lld", l->memory_bytes);
+    int rc = -1;
+    if (v2) {
+        rc = write_in(dir, "memory.max", value);
+        /* no swap beyond it (absent: the kernel accounts no swap here) */
+        if (rc == 0 && has_file(dir, "memory.swap.max")) rc = write_in(dir, "memory.swap.max", "0");
+    } else if (mem) {
+        rc = v1_memory_limit(mem, value);
+    } else {
+        errno = ENOENT;
+    }
+    if (rc != 0 && !unlimited[0])
+        snprintf(unlimited, ulen, "the memory limit (%lld bytes): %s", l->memory_bytes,
+                 errno == ENOENT ? "this host's cgroups have no memory controller" : strerror(errno));
 }
 
 static void cpu_list(const int *cpus, int n, char *out, size_t outlen) {
@@ -60,17 +116,26 @@ static void cpu_list(const int *cpus, int n, char *out, size_t outlen) {
     for (int i = 0; i < n && at < outlen; i++) at += (size_t)snprintf(out + at, outlen - at, "%s%d", i ? "," : "", cpus[i]);
 }
 
-int run_cgroup_make(const char *name, const int *cpus, int n_cpus, run_cgroup *out, char *err, size_t errlen) {
+int run_cgroup_make(const char *name, const int *cpus, int n_cpus, const run_cgroup_limits *limits, run_cgroup *out,
+                    char *err, size_t errlen) {
     out->n = 0;
+    out->unlimited[0] = '\0';
+    run_cgroup_limits none = {0};
+    if (!limits) limits = &none;
     char list[1024];
     cpu_list(cpus, n_cpus, list, sizeof list);
     char dirs[RUN_CGROUP_MAX][256];
     int n = dirs_of(name, dirs);
     if (n == 1) { /* v2: cpuset where it can be enabled down to ddpd/ */
         if (make_dir(ROOT "/ddpd") != 0) goto fail;
-        (void)write_text(ROOT "/cgroup.subtree_control", "+cpuset");
-        (void)write_text(ROOT "/ddpd/cgroup.subtree_control", "+cpuset");
+        /* each controller on its own: one the host lacks leaves the others on */
+        static const char *const CONTROLLERS[] = {"+cpuset", "+memory", "+pids"};
+        for (size_t c = 0; c < sizeof CONTROLLERS / sizeof *CONTROLLERS; c++) {
+            (void)write_text(ROOT "/cgroup.subtree_control", CONTROLLERS[c]);
+            (void)write_text(ROOT "/ddpd/cgroup.subtree_control", CONTROLLERS[c]);
+        }
         if (make_dir(dirs[0]) != 0) goto fail;
+        set_limits(dirs[0], NULL, limits, true, out->unlimited, sizeof out->unlimited);
         char path[320];
         snprintf(path, sizeof path, "%.250s/cpuset.cpus", dirs[0]);
         if (n_cpus > 0 && access(path, F_OK) == 0 && write_text(path, list) != 0) goto fail;
@@ -93,6 +158,15 @@ int run_cgroup_make(const char *name, const int *cpus, int n_cpus, run_cgroup *o
         if (write_text(path, n_cpus > 0 ? list : cpus_all) != 0) goto fail;
         snprintf(path, sizeof path, "%.250s/cpuset.mems", dirs[1]);
         if (write_text(path, mems) != 0) goto fail;
+        /* memory: where the host has the hierarchy and lets it be written; else the run
+         * goes without the memory limit, and says so */
+        if (n == 3 && (make_dir(ROOT "/memory/ddpd") != 0 || make_dir(dirs[2]) != 0)) {
+            if (limits->memory_bytes > 0)
+                snprintf(out->unlimited, sizeof out->unlimited, "the memory limit (%lld bytes): cannot make %.120s: %s",
+                         limits->memory_bytes, dirs[2], strerror(errno));
+            n = 2;
+        }
+        set_limits(dirs[0], n == 3 ? dirs[2] : NULL, limits, false, out->unlimited, sizeof out->unlimited);
     }
     for (int i = 0; i < n; i++) snprintf(out->procs[i], sizeof out->procs[i], "%.250s/cgroup.procs", dirs[i]);
     out->n = n;
@@ -129,8 +203,8 @@ static int kill_listed(const char *procs) {
 }
 
 void run_cgroup_remove_empty(const char *prefix) {
-    const char *bases[] = {ROOT "/ddpd", ROOT "/pids/ddpd", ROOT "/cpuset/ddpd"};
-    for (size_t b = is_v2() ? 0 : 1; b < (is_v2() ? 1 : 3); b++) {
+    const char *bases[] = {ROOT "/ddpd", ROOT "/pids/ddpd", ROOT "/cpuset/ddpd", ROOT "/memory/ddpd"};
+    for (size_t b = is_v2() ? 0 : 1; b < (is_v2() ? 1 : 4); b++) {
         DIR *d = opendir(bases[b]);
         struct dirent *e;
         while (d && (e = readdir(d))) {
@@ -163,4 +237,60 @@ int run_cgroup_kill(const char *name) {
             nanosleep(&ts, NULL); /* killed, not yet gone */
         }
     return total;
+}
+
+/* The number after `key ` in a flat-keyed cgroup file ("oom_kill 3"); -1 when absent. */
+static long keyed_value(const char *path, const char *key) {
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+            v = strtol(line + klen + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+long run_cgroup_oom_kills(const char *name) {
+    char path[320];
+    if (is_v2()) snprintf(path, sizeof path, ROOT "/ddpd/%.200s/memory.events", name);
+    else snprintf(path, sizeof path, ROOT "/memory/ddpd/%.200s/memory.oom_control", name);
+    return keyed_value(path, "oom_kill");
+}
+
+/* Whether v2's root lists `controller` among those it has. */
+static bool v2_controller(const char *controller) {
+    char have[512];
+    if (read_text(ROOT "/cgroup.controllers", have, sizeof have) != 0) return false;
+    for (char *w = strtok(have, " "); w; w = strtok(NULL, " "))
+        if (strcmp(w, controller) == 0) return true;
+    return false;
+}
+
+static bool can_limit(const char *controller, const char *v1_dir, const char *v1_file, char *why, size_t whylen) {
+    const char *dir = is_v2() ? ROOT : v1_dir;
+    bool there = is_v2() ? v2_controller(controller) : has_file(v1_dir, v1_file);
+    if (!there) {
+        snprintf(why, whylen, "this host's cgroups (%s) have no %s controller", is_v2() ? "v2, " ROOT : "v1", controller);
+        return false;
+    }
+    if (access(dir, W_OK) != 0) {
+        snprintf(why, whylen, "the %s controller (%s) cannot be written by this server: %s", controller, dir,
+                 strerror(errno));
+        return false;
+    }
+    snprintf(why, whylen, "cgroup %s, %s", is_v2() ? "v2" : "v1", dir);
+    return true;
+}
+
+bool run_cgroup_can_limit_memory(char *why, size_t whylen) {
+    return can_limit("memory", ROOT "/memory", "memory.limit_in_bytes", why, whylen);
+}
+
+bool run_cgroup_can_limit_pids(char *why, size_t whylen) {
+    return can_limit("pids", ROOT "/pids", "cgroup.procs", why, whylen);
 }

@@ -22,6 +22,8 @@
 #include "state_layout.h"
 #include "store.h"
 #include "run_as.h"
+#include "run_limits.h"
+#include "disk_use.h"
 
 live_run *find_run(int64_t id) {
     for (live_run *r = K.runs; r; r = r->next)
@@ -46,6 +48,8 @@ live_run *new_queued(const run_needs *n) {
     r->stop_grace_s = n->stop_grace_s;
     r->restart_count = r->attempt = n->restart_count;
     r->restarts_from = n->restarts_from;
+    r->memory_asked = n->memory_bytes;
+    r->journal_points = -1;
     r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
     r->status = RUN_QUEUED;
     return r;
@@ -121,6 +125,7 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
     if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
+    disk_use_run_ended(r->id); /* what it left on disk, measured (disk_use.h) */
     release_started_locked(r);
     relay_run_ended(r->id); /* where its agents' logs were, kept across its attempts */
     unlink_run(r);
@@ -353,6 +358,7 @@ static void store_start_locked(live_run *r) {
     r->start_stored = true;
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
+    else if (r->fail_reason) stop_parts_locked(r); /* failed by the server (scheduler_fail) meanwhile */
     else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
@@ -411,6 +417,11 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
         run_account account;
         char refused[1024];
         run_as_verdict as = run_as_resolve(r->owner, r->command, &account, refused, sizeof refused);
+        /* what its cgroup holds its part here to (run_limits.h; an agent's node has none) */
+        char memory_from[256];
+        int64_t memory = run_memory_limit(r->memory_asked, r->owner, r->pool, per_node, r->world_size, memory_from,
+                                          sizeof memory_from);
+        long pids = K.c.max_run_processes >= 0 ? K.c.max_run_processes : per_node > 4 ? 1024L * per_node : 4096;
         for (int p = 0; p < k; p++) {
             run_part *part = &r->parts[p];
             part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
@@ -424,7 +435,8 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
                              .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
                              .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
                              .account = as == RUN_AS_ACCOUNT ? &account : NULL,
-                             .account_refused = as == RUN_AS_REFUSED ? refused : NULL};
+                             .account_refused = as == RUN_AS_REFUSED ? refused : NULL,
+                             .memory_bytes = memory, .memory_from = memory_from, .pids_max = pids};
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }
@@ -507,6 +519,16 @@ static bool server_end_locked(const live_run *r, run_status *status, char **reas
     return true;
 }
 
+/* A part's reason with what its place said beside it (part_end): that it ran out of
+ * its memory limit first, that its log reached its cap last; malloc'd, NULL when
+ * there is nothing to say. `failed`: the memory counts only where the run failed. */
+static char *with_notes(const char *reason, const part_end *e, bool failed) {
+    const char *oom = failed ? e->out_of_memory : NULL;
+    if (!oom && !e->log_capped) return reason ? xstrdup(reason) : NULL;
+    return xasprintf("%s%s%s%s%s", oom ? oom : "", oom && reason ? ": " : "", reason ? reason : "",
+                     e->log_capped && (oom || reason) ? "; " : "", e->log_capped ? e->log_capped : "");
+}
+
 /* ---- runs across nodes: their parts' ends ---- */
 
 static const char *part_node_name(const run_part *p, char *buf, size_t n) {
@@ -548,7 +570,7 @@ static void finish_parts_locked(live_run *r) {
     }
     /* A node's part never restarts on its own: the run's next attempt is the server's
      * to start, when another may mend it (a rank died, a node was lost, a hang) */
-    bool mendable = r->fail_reason ||
+    bool mendable = (r->fail_reason && !r->fail_final) ||
                     (blamed && (blamed->failure.rank != NO_INT || (blamed->exit_signal != NO_INT && !blamed->reason)));
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
@@ -571,9 +593,14 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
     }
     else if (e->exit_code == 0 && r->command && r->end_reason) /* a success's note: ranks ddp-run stopped at exit */
         reason = xstrdup(r->end_reason);
+    if (!r->fail_reason && !r->cancel_reason) { /* the server's own end says why itself */
+        char *noted = with_notes(reason, e, status == RUN_FAILED);
+        free(reason);
+        reason = noted;
+    }
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
-    bool mendable = r->fail_reason || (!r->end_status && e->exit_signal != NO_INT);
+    bool mendable = (r->fail_reason && !r->fail_final) || (!r->end_status && e->exit_signal != NO_INT);
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);
@@ -607,7 +634,7 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
         else finish_alone_locked(r, e);
         return true;
     }
-    p->reason = xstrdup(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL);
+    p->reason = with_notes(e->reason ? e->reason : e->exit_code != 0 ? e->how : NULL, e, e->exit_code != 0);
     if (p->exit_code != 0) stop_parts_locked(r); /* the first failure stops the others */
     for (int i = 0; i < r->n_parts; i++)
         if (!r->parts[i].ended) return false;
@@ -648,7 +675,7 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
         }
     }
     /* processes lost without their end (the server was not there to see them go) */
-    bool mendable = r->fail_reason || !ended;
+    bool mendable = (r->fail_reason && !r->fail_final) || !ended;
     if (status == RUN_FAILED && mendable &&
         restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);

@@ -88,6 +88,33 @@ static void journal_attempt(void *ctx, store_op *op) {
     else attempt_seen_locked(ctx, op);
 }
 
+/* A point its journal brings counts against the run's cap (--max-points-per-run), as
+ * ingest counts those its sockets bring: past it the point is not stored and the run
+ * fails for good, with ingest's words. */
+static bool journal_keep(void *ctx, const store_op *op) {
+    live_run *r = ctx;
+    int64_t points = store_op_points(op);
+    if (!points || K.c.max_points <= 0) return true;
+    if (r->journal_points < 0) {
+        int64_t held = store_count_points(r->id);
+        r->journal_points = held > 0 ? held : 0;
+    }
+    if (r->journal_points + points <= K.c.max_points) {
+        r->journal_points += points;
+        return true;
+    }
+    if (!r->fail_reason) {
+        char *reason = xasprintf("its metrics passed the cap of %lld points a run may store (ddpd serve "
+                                 "--max-points-per-run): it had stored %lld (steps, epochs and series values, its "
+                                 "journal's among them) and was stopped as a runaway flood; what it reported past the "
+                                 "cap was not stored. Report less often (every N steps), or ask the operator for a "
+                                 "larger cap", (long long)K.c.max_points, (long long)r->journal_points);
+        fail_for_good_locked(r, reason);
+        free(reason);
+    }
+    return false;
+}
+
 void watch_adopted_locked(live_run *r) {
     if (r->journal) journal_replay_read(r->journal, false, 4 << 20);
 }
@@ -133,7 +160,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
     if (alive && r->command) watch_hangs_of(r);
     char *dir = layout_run_dir(b->id);
     r->journal = journal_replay_open(b->id, dir,
-                                     &(journal_hooks){.ctx = r, .progress = journal_progress, .attempt = journal_attempt});
+                                     &(journal_hooks){.ctx = r, .progress = journal_progress, .attempt = journal_attempt,
+                                                      .keep = journal_keep});
     free(dir);
     if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
     if (alive) {
@@ -241,7 +269,7 @@ void scheduler_recover(void) {
                           .resume = !b->command && (b->resumes > 0 || (b->preemptions > 0 && has_checkpoint(b->id))),
                           .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
                           .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
-                          .restart_count = next, .restarts_from = b->restarts_from};
+                          .restart_count = next, .restarts_from = b->restarts_from, .memory_bytes = b->memory_bytes};
         /* how it runs, from the config as submitted: not from its config.json, which
          * its account may have edited, and which is not read under the lock */
         json_t *cfg = NULL;

@@ -17,6 +17,8 @@
 #include "run_files.h"
 #include "run_fit.h"
 #include "run_reads.h"
+#include "run_limits.h"
+#include "disk_use.h"
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
@@ -130,6 +132,7 @@ static bool runs_permitted(const json_t *config, const caller *who, schema_error
     if (run_as_resolve(who->kind == CALLER_USER ? who->name : NULL, command_run_is(config), &account, why,
                        sizeof why) == RUN_AS_REFUSED)
         schema_errors_add(errs, command_run_is(config) ? "/command" : "", "%s", why);
+    run_limits_permitted(config, who, errs); /* its memory, its owner's disk (run_limits.h) */
     return schema_errors_total(errs) == before;
 }
 
@@ -257,6 +260,7 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
     ins.u.insert.preemptible = need.preemptible;
     ins.u.insert.sweep_id = sweep_id;
     ins.u.insert.trial = trial;
+    ins.u.insert.memory_bytes = need.memory_bytes = run_memory_asked(config);
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];
@@ -283,6 +287,7 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
         return out->result = SUBMIT_FAILED;
     }
     need.id = id;
+    disk_use_run_added(id, need.owner);
     scheduler_submit(&need);
     out->id = id;
     return out->result = SUBMIT_OK;

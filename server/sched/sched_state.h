@@ -57,6 +57,7 @@ typedef struct live_run {
     char *cancel_reason;  /* set once canceled */
     bool cancel_stops;    /* the cancel ends it stopped, not canceled (scheduler_stop: a sweep's searcher) */
     char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
+    bool fail_final;      /* ... and no restart may mend it (a cap or quota it passed: scheduler_fail) */
     double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
     /* attempts (run_restart.c): its launchers start at attempt restart_count; the
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its
@@ -64,6 +65,9 @@ typedef struct live_run {
     int max_restarts, restart_count, restarts_from, attempt;
     bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
     int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
+    int64_t memory_asked; /* resources.memory_gb in bytes (0: the server's default): run_limits.h */
+    int64_t journal_points; /* an adopted run: the points the store holds of it, with those its journal
+                             * brought, against its cap (run_watch.c); -1: not counted yet */
     rank_failure server_blame; /* the rank the server's own reason names (a hang: the one furthest behind) */
     int64_t *last_progress_ms; /* command runs, per rank: mono ms of its last report; 0: none yet */
     int64_t *last_step;        /* and its global step then */
@@ -178,6 +182,10 @@ void requeue_locked(live_run *r);
 int run_stop_grace_ms(const live_run *r, bool preemption);
 /* Every part still running is asked to stop (a run across nodes: once). */
 void stop_parts_locked(live_run *r);
+/* The server fails the run for good (a cap or quota it passed): a queued run at once,
+ * a started one once its parts are stopped; no restart mends it. False when it is
+ * canceled or failed already (scheduler.c: scheduler_fail). */
+bool fail_for_good_locked(live_run *r, const char *reason);
 /* Queues the run's final state and forgets it: its devices go back. */
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal);
 /* The end a run's journal gives it once its processes are gone (adopted or not):

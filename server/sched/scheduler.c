@@ -66,7 +66,8 @@ void scheduler_init(const scheduler_config *c) {
     device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
     static const executor_hooks hooks = {on_part_started, on_part_ended, on_job_submitted};
     executor_local_config lc = {.trainer = c->trainer, .runner = c->runner, .data_roots = c->data_roots,
-                                .n_data_roots = c->n_data_roots, .advertise = c->advertise};
+                                .n_data_roots = c->n_data_roots, .advertise = c->advertise,
+                                .max_log_bytes = c->max_log_bytes};
     K.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     K.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     K.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
@@ -339,6 +340,28 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) 
 cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_or_stop(id, reason, false); }
 
 cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true); }
+
+bool fail_for_good_locked(live_run *r, const char *reason) {
+    bool done = r && !r->cancel_reason && !r->fail_reason;
+    if (done && r->status == RUN_QUEUED) {
+        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+        schedule_locked();
+    } else if (done) {
+        r->fail_reason = xstrdup(reason);
+        r->fail_final = true;
+        log_warn("run %lld: %s: %s", (long long)r->id, reason,
+                 r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+        if (r->start_stored || batch_pending(r)) stop_parts_locked(r); /* else once its start is done */
+    }
+    return done;
+}
+
+bool scheduler_fail(int64_t id, const char *reason) {
+    pthread_mutex_lock(&K.mu);
+    bool done = fail_for_good_locked(find_run(id), reason);
+    pthread_mutex_unlock(&K.mu);
+    return done;
+}
 
 /* The decision the queue policy makes for queued run `id` now, with its snapshot; -1
  * when it is not queued. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "disk_use.h"
 #include "secret.h"
 #include "sha256.h"
 
@@ -29,7 +30,7 @@ static struct {
 
 #define USERS_SELECT \
     "SELECT name, admin, max_devices, max_priority, removed_at IS NOT NULL, created_at, removed_at, token_sha256," \
-    " unix_user FROM users ORDER BY name"
+    " unix_user, max_memory_gb, max_disk_gb FROM users ORDER BY name"
 
 static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len) {
     memset(u, 0, sizeof *u);
@@ -45,7 +46,11 @@ static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len
     if (hash) snprintf(hash, hash_len, "%s", h ? h : "");
     const char *account = (const char *)sqlite3_column_text(st, 8);
     snprintf(u->unix_user, sizeof u->unix_user, "%s", account ? account : "");
+    u->max_memory_gb = sqlite3_column_type(st, 9) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 9);
+    u->max_disk_gb = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 10);
 }
+
+long long users_gb_bytes(double gb) { return gb < 0 ? -1 : (long long)(gb * (double)(1LL << 30)); }
 
 /* The database's data_version (it moves when another connection commits); -1 when
  * it cannot be read. Under U.mu. */
@@ -159,6 +164,7 @@ static const user_row *row_with_hash(const char *hash) {
 static auth_verdict identify_locked(const char *token, const char *hash, caller *who) {
     memset(who, 0, sizeof *who);
     who->max_devices = -1;
+    who->max_memory_bytes = who->max_disk_bytes = -1;
     auth_verdict v = AUTH_OK;
     bool server_token = U.server_token && secret_equal(token, U.server_token);
     const user_row *found = token && !server_token ? row_with_hash(hash) : NULL;
@@ -170,13 +176,15 @@ static auth_verdict identify_locked(const char *token, const char *hash, caller 
         who->admin = found->info.admin;
         who->max_priority = found->info.max_priority;
         who->max_devices = found->info.max_devices;
+        who->max_memory_bytes = users_gb_bytes(found->info.max_memory_gb);
+        who->max_disk_bytes = users_gb_bytes(found->info.max_disk_gb);
     } else if (!U.server_token && U.n == 0) {
         who->kind = CALLER_ANONYMOUS; /* a box without users and without a token: as before users */
     } else {
         v = token ? AUTH_UNKNOWN : AUTH_MISSING;
     }
     if (who->kind != CALLER_USER && v == AUTH_OK) who->admin = true;
-    if (who->admin) who->max_priority = 100;
+    if (who->admin) who->max_priority = 100, who->max_memory_bytes = -1; /* an admin may give any */
     return v;
 }
 
@@ -257,6 +265,7 @@ bool users_find(const char *name, user_info *out) {
 bool users_caller(const char *owner, caller *out) {
     memset(out, 0, sizeof *out);
     out->max_devices = -1;
+    out->max_memory_bytes = out->max_disk_bytes = -1;
     if (!owner) {
         out->kind = CALLER_ADMIN_TOKEN;
         out->admin = true;
@@ -275,6 +284,8 @@ bool users_caller(const char *owner, caller *out) {
         out->admin = r->info.admin;
         out->max_priority = r->info.admin ? 100 : r->info.max_priority;
         out->max_devices = r->info.max_devices;
+        out->max_memory_bytes = r->info.admin ? -1 : users_gb_bytes(r->info.max_memory_gb); /* an admin may give any */
+        out->max_disk_bytes = users_gb_bytes(r->info.max_disk_gb);
     }
     pthread_mutex_unlock(&U.mu);
     return found;
@@ -285,13 +296,18 @@ int users_max_devices(const char *name) {
     return users_find(name, &u) ? u.max_devices : -1;
 }
 
+static json_t *gb_or_null(double gb) { return gb < 0 ? json_null() : json_real(gb); }
+
 static json_t *user_json(const user_info *u) {
     char created[32], removed[32];
     format_iso8601(u->created_at, created);
     if (u->removed) format_iso8601(u->removed_at, removed);
-    return json_pack("{s:s, s:b, s:o, s:i, s:s, s:o}", "name", u->name, "admin", u->admin, "max_devices",
+    int64_t used = disk_use_of(u->name);
+    return json_pack("{s:s, s:b, s:o, s:i, s:o, s:o, s:o, s:s, s:o}", "name", u->name, "admin", u->admin, "max_devices",
                      u->max_devices < 0 ? json_null() : json_integer(u->max_devices), "max_priority", u->max_priority,
-                     "created_at", created, "removed_at", u->removed ? json_string(removed) : json_null());
+                     "max_memory_gb", gb_or_null(u->admin ? -1 : u->max_memory_gb), "max_disk_gb", gb_or_null(u->max_disk_gb),
+                     "disk_used_bytes", used < 0 ? json_null() : json_integer(used), "created_at", created,
+                     "removed_at", u->removed ? json_string(removed) : json_null());
 }
 
 json_t *users_json(void) {
@@ -393,7 +409,10 @@ int users_add(sqlite3 *db, const user_info *u, char token[65], char *err, size_t
                               " max_priority = ?6, removed_at = NULL WHERE name = ?1"
                             : "INSERT INTO users (name, token_sha256, unix_user, admin, max_devices, max_priority,"
                               " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-    return exec_bound(db, sql, texts, 3, ints, found ? 3 : 4, err, errlen) == 1 ? 0 : -1;
+    if (exec_bound(db, sql, texts, 3, ints, found ? 3 : 4, err, errlen) != 1) return -1;
+    /* its limits, as given (a name given back starts without the old ones) */
+    if (users_set_limit(db, u->name, "max_memory_gb", u->max_memory_gb, err, errlen) != 0) return -1;
+    return users_set_limit(db, u->name, "max_disk_gb", u->max_disk_gb, err, errlen);
 }
 
 int users_new_token(sqlite3 *db, const char *name, char token[65], char *err, size_t errlen) {
@@ -441,6 +460,26 @@ int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *
 int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen) {
     return set_limit(db, "UPDATE users SET max_priority = ?2 WHERE name = ?1 AND removed_at IS NULL", name,
                      max_priority, err, errlen);
+}
+
+int users_set_limit(sqlite3 *db, const char *name, const char *which, double gb, char *err, size_t errlen) {
+    const char *sql = strcmp(which, "max_memory_gb") == 0
+                          ? "UPDATE users SET max_memory_gb = ?2 WHERE name = ?1 AND removed_at IS NULL"
+                          : "UPDATE users SET max_disk_gb = ?2 WHERE name = ?1 AND removed_at IS NULL";
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "the database: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    if (gb >= 0) sqlite3_bind_double(st, 2, gb);
+    else sqlite3_bind_null(st, 2);
+    int rc = sqlite3_step(st);
+    int changed = rc == SQLITE_DONE ? sqlite3_changes(db) : -1;
+    if (rc != SQLITE_DONE) snprintf(err, errlen, "the database cannot be written: %s", sqlite3_errmsg(db));
+    else if (!changed) snprintf(err, errlen, "there is no user %s (ddpd user list shows them)", name);
+    sqlite3_finalize(st);
+    return changed == 1 ? 0 : -1;
 }
 
 int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen) {

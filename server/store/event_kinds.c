@@ -511,6 +511,8 @@ static int64_t apply_insert(sqlite3 *db, sqlite3_stmt *const *st, const store_op
         sqlite3_bind_null(st[0], 11);
         sqlite3_bind_null(st[0], 12);
     }
+    if (op->u.insert.memory_bytes > 0) sqlite3_bind_int64(st[0], 13, op->u.insert.memory_bytes);
+    else sqlite3_bind_null(st[0], 13);
     return run(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
 }
 
@@ -691,6 +693,14 @@ static json_t *sse_reason(const store_op *op, int64_t result) {
     json_t *d = run_event(op->run_id, run_status_name(RUN_STOPPED), op->t);
     json_object_set_new(d, "reason", json_string_or_null(op->u.finish.reason));
     return d;
+}
+
+/* What a run's directory holds on disk, as the server measured it (sched's disk use). */
+static int64_t apply_disk(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    sqlite3_bind_int64(st[0], 2, op->u.disk.bytes);
+    sqlite3_bind_int64(st[0], 3, op->t);
+    return run(db, st[0]);
 }
 
 /* A finished run and everything recorded of it, its feed events too. */
@@ -905,8 +915,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_INSERT] = {
         .kind = OP_RUN_INSERT,
         .sql = {"INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
-                " preemptible, queued_at, sweep_id, trial) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10, ?5,"
-                " ?11, ?12)"},
+                " preemptible, queued_at, sweep_id, trial, memory_bytes) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8,"
+                " ?9, ?10, ?5, ?11, ?12, ?13)"},
         .apply = apply_insert, .sse_event = "run", .sse_data = sse_insert, .free_fields = free_insert,
     },
     [OP_RUN_STARTING] = {
@@ -1021,6 +1031,11 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_SWEEP_EVENT, .apply = apply_one, .sse_event = "sweep", .sse_data = sse_sweep, .free_fields = free_sweep,
     },
     [OP_SWEEP_WRITE] = {.kind = OP_SWEEP_WRITE, .apply = apply_exec, .free_fields = free_exec},
+    [OP_RUN_DISK] = {
+        .kind = OP_RUN_DISK,
+        .sql = {"UPDATE runs SET disk_bytes = ?2, disk_measured_at = ?3 WHERE id = ?1"},
+        .apply = apply_disk,
+    },
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

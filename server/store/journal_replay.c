@@ -150,6 +150,11 @@ static void replay_event(journal_replay *j, const json_t *ev) {
         if (j->hooks.attempt) j->hooks.attempt(j->hooks.ctx, &op);
     }
     if (op.kind == OP_RANK_STATE && j->hooks.attempt) j->hooks.attempt(j->hooks.ctx, &op);
+    if (j->hooks.keep && !j->hooks.keep(j->hooks.ctx, &op)) { /* past the run's cap on its points */
+        store_op_free(&op);
+        j->out.capped++;
+        return;
+    }
     j->ops[j->n_ops++] = op;
     j->out.replayed++;
     if (j->n_ops == SUBMIT_BATCH) flush_ops(j);

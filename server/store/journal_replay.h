@@ -37,6 +37,7 @@ typedef struct {
     bool attempt_open;    /* ... and it started without an end */
     int64_t replayed;  /* events queued to the store */
     int64_t skipped;   /* lines skipped: torn or not an event */
+    int64_t capped;    /* events the keep hook dropped (past the run's cap on its points) */
 } journal_outcome;
 
 /* What a replay tells as it reads (each may be NULL). */
@@ -48,6 +49,9 @@ typedef struct {
      * (rank_state): its op, before it is queued (the hook may reword an attempt's end:
      * sched_state.h) */
     void (*attempt)(void *ctx, store_op *op);
+    /* whether an op may be stored (a run's cap on its points, ddpd serve
+     * --max-points-per-run): false drops it, counted in `capped` */
+    bool (*keep)(void *ctx, const store_op *op);
 } journal_hooks;
 
 /* Opens the replay of run `run_id`'s journal, events.jsonl of its directory `dir`

@@ -38,6 +38,7 @@ typedef enum {
     OP_RUN_REASON,    /* a stopped run's reason, as its sweep's searcher decided on it (u.finish.reason): 1, else 0 */
     OP_SWEEP_EVENT,   /* a sweep's searcher decided (server/sweep/): nothing stored but the feed's `sweep` event */
     OP_SWEEP_WRITE,   /* the sweeps' tables written (server/sweep/sweep_store.c: u.exec.sql): result the last rowid, or 1 */
+    OP_RUN_DISK,      /* what a run's directory holds on disk, as last measured (u.disk): 1, else 0 */
     OP_KIND_COUNT
 } store_op_kind;
 
@@ -79,6 +80,7 @@ typedef struct {
             bool command, preemptible;
             int64_t sweep_id; /* a sweep's trial (server/sweep/): its sweep and number; 0: not a trial */
             int trial;
+            int64_t memory_bytes; /* resources.memory_gb as asked, in bytes; 0: the server's default */
         } insert;
         struct {
             int64_t sweep_id;
@@ -98,6 +100,7 @@ typedef struct {
         struct { int64_t by, from_epoch, from_global_step; } requeue;
         struct { int64_t attempt; char *reason; } restart; /* the attempt it starts at next, and why */
         struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
+        struct { int64_t bytes; } disk; /* op.t: when it was measured */
     } u;
     store_wait *wait; /* set by store_submit_wait */
 } store_op;

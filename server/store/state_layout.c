@@ -50,6 +50,16 @@ const char *layout_lock_path(void) { return S.lock; }
 const char *layout_socket_path(void) { return S.socket; }
 const char *layout_runs_dir(void) { return S.runs; }
 
+void state_layout_set_runs_dir(const char *runs_dir) {
+    free(S.runs);
+    S.runs = xstrdup(runs_dir);
+}
+
+bool layout_runs_apart(void) {
+    size_t n = S.dir ? strlen(S.dir) : 0;
+    return S.runs && !(n && strncmp(S.runs, S.dir, n) == 0 && S.runs[n] == '/');
+}
+
 char *layout_run_dir(int64_t id) { return xasprintf("%s/%lld", S.runs, (long long)id); }
 
 char *layout_run_path(int64_t id, run_file which) {
@@ -71,6 +81,28 @@ static struct {
     long tightened, refused;
 } T;
 
+/* The mode a directory the server keeps others out of may have (the pass-through
+ * bit of 0711 kept); -1 and err when it cannot be made so. */
+static int tighten_top(const char *dir, const char *what, char *err, size_t errlen) {
+    struct stat st;
+    errno = 0;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s %s: %s", what, dir, errno ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    if (st.st_mode & 066) { /* pass-through only (0711, where runs run as other accounts) is kept */
+        if (chmod(dir, 0700) != 0) {
+            snprintf(err, errlen, "%s %s is mode %04o (others may read %s) and cannot be made 0700: %s", what, dir,
+                     (unsigned)(st.st_mode & 07777), S.runs == dir ? "the runs" : "the database and the runs",
+                     strerror(errno));
+            return -1;
+        }
+        log_warn("%s %s was mode %04o: others could read %s; it is now 0700", what, dir, (unsigned)(st.st_mode & 07777),
+                 S.runs == dir ? "the runs" : "the database and the runs");
+    }
+    return 0;
+}
+
 static int tighten_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     /* a run directory handed to its account (run_as.h) is that account's: never
      * touched here (a run could swap what lies in it under a path) */
@@ -87,28 +119,21 @@ static int tighten_entry(const char *path, const struct stat *st, int type, stru
     return FTW_CONTINUE;
 }
 
-int layout_tighten(char *err, size_t errlen) {
-    struct stat st;
-    if (lstat(S.dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "state dir %s: %s", S.dir, errno ? strerror(errno) : "not a directory");
-        return -1;
-    }
-    if (st.st_mode & 066) { /* pass-through only (0711, where runs run as other accounts) is kept */
-        if (chmod(S.dir, 0700) != 0) {
-            snprintf(err, errlen, "state dir %s is mode %04o (others may read the database and the runs) and cannot "
-                     "be made 0700: %s", S.dir, (unsigned)(st.st_mode & 07777), strerror(errno));
-            return -1;
-        }
-        log_warn("state dir %s was mode %04o: others could read the database and the runs; it is now 0700", S.dir,
-                 (unsigned)(st.st_mode & 07777));
-    }
+/* `dir` and what is beneath it (its own mode by tighten_top). */
+static int tighten_tree(const char *dir, const char *what, char *err, size_t errlen) {
+    if (tighten_top(dir, what, err, errlen) != 0) return -1;
     T.tightened = T.refused = 0;
-    nftw(S.dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
+    nftw(dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
     if (T.tightened)
-        log_warn("state dir %s: %ld file(s) and directories in it were readable by others; they are now this user's "
-                 "only", S.dir, T.tightened);
-    if (T.refused > 5) log_warn("state dir %s: %ld more entries could not be tightened", S.dir, T.refused - 5);
+        log_warn("%s %s: %ld file(s) and directories in it were readable by others; they are now this user's only",
+                 what, dir, T.tightened);
+    if (T.refused > 5) log_warn("%s %s: %ld more entries could not be tightened", what, dir, T.refused - 5);
     return 0;
+}
+
+int layout_tighten(char *err, size_t errlen) {
+    if (tighten_tree(S.dir, "state dir", err, errlen) != 0) return -1;
+    return layout_runs_apart() ? tighten_tree(S.runs, "runs dir", err, errlen) : 0;
 }
 
 void layout_open_for_accounts(void) {

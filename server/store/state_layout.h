@@ -6,10 +6,16 @@
  *   DIR/runs/ID/           a run's directory: config.json (what the trainer reads),
  *                          trainer.log, events.jsonl (the journal), checkpoints/
  *
- * state_layout_init once, at start-up; then any thread may ask. */
+ * The runs' directories may be elsewhere (ddpd serve --runs-dir RUNS, e.g. on a
+ * filesystem apart from the database's): RUNS/ID/ then, and RUNS/ddpd.lock, the lock
+ * that keeps a second server out of it.
+ *
+ * state_layout_init once, at start-up (and state_layout_set_runs_dir); then any thread
+ * may ask. */
 #ifndef DDPD_CORE_STATE_LAYOUT_H
 #define DDPD_CORE_STATE_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +23,8 @@ typedef enum { RUN_FILE_CONFIG, RUN_FILE_LOG, RUN_FILE_JOURNAL, RUN_FILE_CHECKPO
 
 /* `state_dir` is an absolute path (realpath'd). */
 void state_layout_init(const char *state_dir);
+/* The runs' directories in `runs_dir` (absolute, realpath'd) instead of DIR/runs. */
+void state_layout_set_runs_dir(const char *runs_dir);
 void state_layout_free(void);
 
 const char *layout_state_dir(void);
@@ -24,6 +32,8 @@ const char *layout_db_path(void);
 const char *layout_lock_path(void);
 const char *layout_socket_path(void);
 const char *layout_runs_dir(void);
+/* Whether the runs' directories lie outside the state directory (--runs-dir). */
+bool layout_runs_apart(void);
 
 /* malloc'd: DIR/runs/ID, and a file (or folder) in it. */
 char *layout_run_dir(int64_t id);
@@ -36,7 +46,8 @@ const char *layout_run_file_name(run_file which);
  * ascending, in *ids (malloc'd; NULL when none); their count. */
 size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
 
-/* Makes the state directory and everything in it this user's only: group and other
+/* Makes the state directory (and the runs' directories, where they lie apart) and
+ * everything in it this user's only: group and other
  * bits are taken off every directory and file (symlinks are not followed), but for
  * the pass-through bit of a directory (0711: layout_open_for_accounts), and nothing
  * beneath a directory of another account (a run's, handed to it) is touched. Logs a
@@ -46,8 +57,8 @@ size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
  * is logged and skipped. */
 int layout_tighten(char *err, size_t errlen);
 
-/* Where runs run as other accounts (run_as.h): the state directory and runs/ become
- * 0711 (others may pass through to what they are given by name, never list), the
+/* Where runs run as other accounts (run_as.h): the state directory and the runs'
+ * directory become 0711 (others may pass through to what they are given by name, never list), the
  * event socket 0666 (ingest checks each peer's uid, SO_PEERCRED, beside the secret). */
 void layout_open_for_accounts(void);
 

@@ -37,14 +37,14 @@ enum {
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
     "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)," \
     " owner, priority, preemptible, coalesce(queued_at, created_at), started_at, preemptions, preempting,"       \
     " preempted_by, (SELECT max(attempt) FROM run_attempts WHERE run_id = runs.id),"                             \
-    " (SELECT attempt FROM run_resumes WHERE run_id = runs.id ORDER BY n DESC LIMIT 1)"
+    " (SELECT attempt FROM run_resumes WHERE run_id = runs.id ORDER BY n DESC LIMIT 1), memory_bytes"
 
 static const char *QSQL[Q_COUNT] = {
     [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
@@ -79,6 +79,10 @@ static const char *QSQL[Q_COUNT] = {
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
     [Q_USAGE] = "SELECT owner, device_seconds, as_of FROM usage",
+    [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1)"
+                 " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
+    [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped') FROM runs"
+               " ORDER BY id",
     /* ?3: the rank's member, '$."N"': the attempt's offset, the next attempt's that has one, the newest attempt */
     [Q_ATTEMPT_SPAN] = "SELECT (SELECT count(*) FROM run_attempts WHERE run_id = ?1 AND attempt = ?2),"
                        " (SELECT json_extract(log_offsets, ?3) FROM run_attempts WHERE run_id = ?1 AND attempt = ?2),"
@@ -231,6 +235,46 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     b->preempted_by = col_int(st, 14);
     b->last_attempt = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 15);
     b->restarts_from = sqlite3_column_int(st, 16); /* NULL: 0 */
+    b->memory_bytes = sqlite3_column_int64(st, 17); /* NULL: 0 */
+}
+
+int64_t store_op_points(const store_op *op) {
+    if (op->kind == OP_EPOCH) return 1;
+    if (op->kind != OP_STEP) return 0;
+    return 1 + (op->u.step.series ? (int64_t)json_object_size(op->u.step.series) : 0);
+}
+
+int64_t store_count_points(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_POINTS);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    done(st);
+    return n;
+}
+
+int store_list_disk(run_disk **out) {
+    sqlite3_stmt *st = stmt(Q_DISK);
+    if (!st) return -1;
+    size_t n = 0, cap = 64;
+    run_disk *v = xmalloc(cap * sizeof *v);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) v = xrealloc(v, (cap *= 2) * sizeof *v);
+        run_disk *d = &v[n++];
+        d->id = sqlite3_column_int64(st, 0);
+        const char *owner = (const char *)sqlite3_column_text(st, 1);
+        snprintf(d->owner, sizeof d->owner, "%s", owner ? owner : "");
+        d->bytes = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+        d->finished = sqlite3_column_int(st, 3) != 0;
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return (int)n;
 }
 
 int store_get_brief(int64_t id, run_brief *out) {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "downsample.h"
+#include "op_types.h"
 #include "run_status.h"
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef struct {
     int64_t preempted_by; /* the run it was last preempted for; NO_INT: none */
     int last_attempt;  /* the newest of its attempts on record; -1: none */
     int restarts_from; /* the attempt its latest resume started (0: never resumed): its restarts count from it */
+    int64_t memory_bytes; /* resources.memory_gb as submitted, in bytes; 0: the server's default */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;
@@ -58,6 +60,23 @@ int store_get_run_process(int64_t id, run_process *out);
  * run can edit; its directory's config.json is its account's): *out, the caller's to
  * decref (NULL when it does not parse). 1 found, 0 no such run, -1 database error. */
 int store_get_config(int64_t id, json_t **out);
+
+/* What the store holds of run `id`'s points (the rows of its steps, series and
+ * epochs): where a cap on them counts from. -1 on a database error. */
+int64_t store_count_points(int64_t id);
+/* The points `op` would store: 1 for an epoch's row, 1 and its series' values for a
+ * step; 0 for every other kind (what store_count_points counts). */
+int64_t store_op_points(const store_op *op);
+
+/* Each run's disk use as last measured (sched's disk use): its id, owner ("" none),
+ * bytes (-1: never measured), whether it is finished. How many (*out malloc'd), or -1. */
+typedef struct {
+    int64_t id;
+    char owner[72];
+    int64_t bytes;
+    bool finished;
+} run_disk;
+int store_list_disk(run_disk **out);
 
 /* Fair share: each owner's decayed usage as the store kept it (owner "": nobody in
  * particular). Returns how many (the three arrays malloc'd, the names too), or -1. */

@@ -14,7 +14,7 @@ server's own layers, store to cmd, are SERVER_LAYERS; tests/layout/test_layer_ca
 holds the same table against the calls in the built libraries) (the run's
 I/O, the checkpoint files and the model plan are libraries below the trainer, which
 ddp-run and the server link; spawn/, what a forked child does first, is below all
-three; base/, the monotonic clock, allocation and die, is below every program; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
+three; base/, the monotonic clock, allocation and die, is below every program, and schema/, the contracts, below the run's I/O too; the server and ddp-run see nothing of the trainer proper). Their include directories already make an upward include fail to compile;
 this holds the layering itself, whatever the build's flags.
 
 Usage: test_include_cycles.py CASE --source REPO"""
@@ -79,7 +79,7 @@ BELOW = {
     "base": ("base",),
     "schema": ("schema",),
     "spawn": ("spawn",),
-    "trainer/run_io": ("trainer/run_io",),
+    "trainer/run_io": ("trainer/run_io", "schema", "base"),
     "trainer/ckpt_files": ("trainer/ckpt_files", "trainer/run_io"),
     "trainer/model_plan": ("trainer/model_plan", "schema"),
     "runner": ("runner", "trainer/run_io", "schema", "spawn", "base"),

@@ -36,6 +36,10 @@ PATH_CALLS = {
 ALLOWED = {
     "lib/run_files.c": ({"open", "openat", "mkdir", "mkdirat", "rename", "renameat", "unlinkat", "fstatat", "lstat"},
                         "the one way into a run's directory"),
+    "lib/dir_usage.c": ({"open", "openat", "fstatat", "lstat"},
+                        "measures what a run's directory holds (a user's disk use) as run_files would: by "
+                        "descriptors, fstatat never following a link, only subdirectories opened (O_DIRECTORY | "
+                        "O_NOFOLLOW), never a file; a walk that streams millions of entries in bounded memory"),
     "base/server_log.c": ({"open", "opendir", "rename", "unlink", "access"},
                           "the server's own log file (--log-file) and its rotated copies"),
     "store/state_lock.c": ({"open"}, "the state directory's lock file, the server's own"),

@@ -451,7 +451,7 @@ def run_check(a, *args, env=None):
     out = p.stdout.decode(errors="replace")
     verdicts = {}
     for line in out.splitlines():
-        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|database|data roots|GPUs|trainer|accounts|run user|user \S+|commands|work roots|runner)\s+(.*)$",
+        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|runs dir|database|data roots|GPUs|trainer|limits|accounts|run user|user \S+|disk use|commands|work roots|runner)\s+(.*)$",
                      line)
         if m:
             verdicts[m.group(2)] = (m.group(1), m.group(3))
@@ -470,10 +470,10 @@ def case_check(a):
     try:
         rc, v, out = run_check(a, *common)
         check(rc == 0, f"a good box: exit 0, got {rc}:\n{out}")
-        check(set(v) == {"config", "state dir", "database", "data roots", "GPUs", "trainer", "accounts", "commands"},
-              f"one verdict per part: {sorted(v)}\n{out}")
+        check(set(v) == {"config", "state dir", "runs dir", "database", "data roots", "GPUs", "trainer", "limits",
+                         "accounts", "commands"}, f"one verdict per part: {sorted(v)}\n{out}")
         check(all(verdict == "ok" for verdict, _ in v.values()), f"all ok:\n{out}")
-        check(re.search(r"^ddpd check: 8 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
+        check(re.search(r"^ddpd check: 10 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
         check("off (no --allow-commands)" in v.get("commands", ("", ""))[1], f"command runs off, said: {v.get('commands')}")
         # command runs: --allow-commands, the work roots, the runner (ddp-run beside ddpd by default)
         rc, v2, out = run_check(a, *common, "--allow-commands", "--work-root", base)

@@ -39,6 +39,7 @@ static int64_t make_run(void) {
     ins.u.insert.config = xstrdup("{\"name\":\"bytes\",\"train\":{\"epochs\":2}}");
     ins.u.insert.world_size = 2;
     ins.u.insert.device_kind = "cpu";
+    ins.u.insert.memory_bytes = 1LL << 30; /* resources.memory_gb 1 */
     int64_t run = submit(&ins);
     store_op starting = {.kind = OP_RUN_STARTING, .run_id = run, .t = T0 + 1};
     starting.u.starting.devices = xstrdup("[\"cpu:0\",\"cpu:1\"]");
@@ -48,6 +49,9 @@ static int64_t make_run(void) {
     submit(&starting);
     store_op running = {.kind = OP_RUN_RUNNING, .run_id = run, .t = T0 + 2};
     submit(&running);
+    store_op disk = {.kind = OP_RUN_DISK, .run_id = run, .t = T0 + 3}; /* its directory measured (disk_use.h) */
+    disk.u.disk.bytes = 12288;
+    submit(&disk);
     return run;
 }
 

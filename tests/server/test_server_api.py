@@ -267,7 +267,9 @@ def case_token(a):
         run = s.wait_status(r.json()["id"], "succeeded", timeout=60)
         with open(os.path.join(s.run_dir(run["id"]), "fake.json")) as f:
             seen = json.load(f)
-        check(not any(k.startswith("DDPD_") and k not in ("DDPD_RUN_ID", "DDPD_RUN_SECRET") for k in seen["env"]),
+        # but the cap on its logs, which the launchers read (trainer_env.h)
+        check(not any(k.startswith("DDPD_") and k not in ("DDPD_RUN_ID", "DDPD_RUN_SECRET", "DDPD_MAX_LOG_BYTES_PER_RUN")
+                      for k in seen["env"]),
               f"the trainer gets none of the server's DDPD_* settings: {[k for k in seen['env'] if k.startswith('DDPD')]}")
     with Server(a.ddpd, a.fake_trainer, env={"DDPD_TOKEN": "from-env"}) as s:
         check(s.request("DELETE", "/runs/1").status == 401 and

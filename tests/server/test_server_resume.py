@@ -409,7 +409,9 @@ def case_env_passed_on(a):
               "DDPD_TRAINER_NCCL": "/nonexistent/ddp-trainer-nccl", "DDPD_RENDEZVOUS_TIMEOUT_S": "9",
               "DDPD_RESTART_BACKOFF_S": "4"}
     kept = {"DDPD_TOKEN": "s3cret-token", "DDPD_LOG_LEVEL": "info", "DDPD_SOMETHING_ELSE": "x"}
-    with Server(a.ddpd, a.fake_trainer, env=dict(passed, **kept)) as s:
+    # the cap on a run's logs: serve's own setting, passed on as it read it, in bytes
+    cap = {"DDPD_MAX_LOG_BYTES_PER_RUN": "2M"}
+    with Server(a.ddpd, a.fake_trainer, env=dict(passed, **kept, **cap)) as s:
         s.headers = {"Authorization": "Bearer s3cret-token"}
         rid = s.submit({"name": "record"})
         run = s.wait_status(rid, "succeeded", timeout=60)
@@ -419,8 +421,10 @@ def case_env_passed_on(a):
             env = json.load(f)["env"]
         for k, v in passed.items():
             check(env.get(k) == v, f"{k} reaches the trainer: {env.get(k)!r}")
+        check(env.get("DDPD_MAX_LOG_BYTES_PER_RUN") == str(2 << 20),
+              f"the log cap reaches it in bytes: {env.get('DDPD_MAX_LOG_BYTES_PER_RUN')!r}")
         got = sorted(k for k in env if k.startswith("DDPD_"))
-        check(got == sorted(list(passed) + ["DDPD_RUN_ID", "DDPD_RUN_SECRET"]),
+        check(got == sorted(list(passed) + list(cap) + ["DDPD_RUN_ID", "DDPD_RUN_SECRET"]),
               f"and no other DDPD_* variable (the token stays with the server): {got}")
 
 

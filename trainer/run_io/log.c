@@ -1,6 +1,8 @@
 /* The trainer's log: see log.h. One process writes each line with a single write()
- * on an O_APPEND descriptor, so lines from the launcher and the ranks never mix. */
+ * on an O_APPEND descriptor, so lines from the launcher and the ranks never mix; every
+ * line within the run's cap on its log (log_cap.h). */
 #include "log.h"
+#include "log_cap.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@ static int mirror_stderr = 1;
 static int bar_active;
 static char log_who[32] = "ddp-trainer";
 static event_sink *log_sink;
+static log_cap cap; /* the run's cap on its log (log_cap.h) */
 
 static const char *level_name(log_level l) {
     switch (l) {
@@ -30,6 +33,7 @@ void log_open(const char *path, const char *who) {
     snprintf(log_who, sizeof log_who, "%s", who);
     if (log_fd >= 0) close(log_fd);
     log_fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+    log_cap_init(&cap);
     mirror_stderr = 1;
     struct stat a, b;
     if (log_fd >= 0 && fstat(log_fd, &a) == 0 && fstat(STDERR_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
@@ -61,7 +65,7 @@ void log_msg(log_level level, const char *fmt, ...) {
                      level_name(level), log_who, msg);
     if (n < 0) return;
     if ((size_t)n >= sizeof line) n = sizeof line - 1;
-    if (log_fd >= 0 && write(log_fd, line, (size_t)n) < 0) { /* nothing better to do */ }
+    if (log_fd >= 0) log_cap_write(&cap, log_fd, line, (size_t)n);
     if (mirror_stderr || log_fd < 0) {
         if (bar_active) fputs("\r\033[K", stderr);
         fputs(line, stderr);

@@ -76,6 +76,14 @@ cancel_result scheduler_cancel(int64_t id, const char *reason);
  * resume (runs_resume) continues it. */
 cancel_result scheduler_stop(int64_t id, const char *reason);
 
+/* Fails run `id` with `reason`, for good: a limit of the server's that it passed (its
+ * stored points, its owner's disk quota), which another attempt would pass again. A
+ * queued run fails at once; a started one's parts are stopped (SIGTERM, the grace,
+ * SIGKILL) and it fails with `reason` once they have ended, whatever its launcher
+ * says, and is not restarted (distributed.max_restarts). false: no such unfinished
+ * run, or one already ending (canceled, failed by the server). */
+bool scheduler_fail(int64_t id, const char *reason);
+
 /* 1-based position among the queued runs of its pool in the order they will start
  * (queue_policy.h), or 0 when not queued. */
 int scheduler_queue_position(int64_t id);

@@ -42,6 +42,15 @@ typedef struct {
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
+    /* What a run's cgroup holds it to on this host (run_cgroup.h): the memory a run gets
+     * per device it holds when its config asks for none (ddpd serve
+     * --run-memory-per-slot; per pool, 0: no limit), and the processes and threads a
+     * run's part may hold (--max-run-processes; 0: none; -1: 1024 per device, at least 4096) */
+    int64_t memory_per_device[2];
+    long max_run_processes;
+    uint64_t max_log_bytes; /* the cap on each log of a run (--max-log-bytes-per-run; 0: none): said at its end */
+    int64_t max_points;     /* the cap on a run's stored points (--max-points-per-run; 0: none), for the points
+                             * its journal brings to a run taken back after a restart (ingest caps the rest) */
 } scheduler_config;
 
 /* What the scheduler needs of a run, decided once where the run comes from: its
@@ -63,6 +72,8 @@ typedef struct {
     int stop_grace_s;      /* distributed.stop_grace_s: the grace its ranks ask for when stopped; 0: the server's */
     int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
+    int64_t memory_bytes;  /* resources.memory_gb as submitted, in bytes (the store's, never config.json's); 0: the
+                            * server's default (run_limits.h) */
 } run_needs;
 
 #endif

@@ -1,6 +1,8 @@
 /* The users of a shared server (Slurm's accounts, in one table): each a name, a token
  * of which only the SHA-256 is kept, whether it is an admin, a quota (the devices its
- * runs may hold at once) and the highest priority it may give a run.
+ * runs may hold at once), the highest priority it may give a run, the largest memory
+ * limit its runs may ask for and its quota of disk (what its runs' directories may
+ * hold together).
  *
  * `ddpd user` (cmd/user_cmd.c) changes them in the database with the functions at
  * the bottom, whether a server runs or not; a running server sees a change at its next
@@ -35,7 +37,12 @@ typedef struct {
     bool removed;
     long long created_at, removed_at; /* unix ms; removed_at 0 while not removed */
     char unix_user[USER_UNIX_MAX + 1]; /* the host's account its runs run as; "": none of its own */
+    double max_memory_gb; /* GiB: the largest memory limit a run of its may have; < 0: none */
+    double max_disk_gb;   /* GiB: what its runs' directories may hold together; < 0: none */
 } user_info;
+
+/* GiB as bytes (a limit of `gb` GiB; < 0: none, -1). */
+long long users_gb_bytes(double gb);
 
 /* ---- the server's copy ---- */
 
@@ -96,6 +103,9 @@ int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char
  * on (runs already queued or running keep theirs). 0, or -1 and why. */
 int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *err, size_t errlen);
 int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen);
+/* Sets the user's largest memory limit for a run (`which` "max_memory_gb") or its disk
+ * quota ("max_disk_gb"), in GiB; < 0: none. 0, or -1 and why. */
+int users_set_limit(sqlite3 *db, const char *name, const char *which, double gb, char *err, size_t errlen);
 /* Removes the user: its token goes, its runs stay its own. 0, or -1 and why. */
 int users_remove(sqlite3 *db, const char *name, char *err, size_t errlen);
 /* Every user in name order (*out malloc'd): how many, or -1. */
