@@ -5,7 +5,7 @@ add_executable(bench_allreduce
   ${PROJECT_SOURCE_DIR}/trainer/coll_cpu.c
   ${PROJECT_SOURCE_DIR}/trainer/futex_barrier.c)
 target_include_directories(bench_allreduce PRIVATE ${PROJECT_SOURCE_DIR}/trainer)
-target_link_libraries(bench_allreduce PRIVATE ddpd_basics Threads::Threads ${MATH_LIBRARY})
+target_link_libraries(bench_allreduce PRIVATE ddpd_common Threads::Threads ${MATH_LIBRARY})
 
 # bench_gloo_allreduce: the built-in trainer's link between nodes (gloo's ring over
 # TCP), one process per node (run by bench/cross_node.py).

@@ -5,7 +5,7 @@ add_executable(bench_ingest_trainer ${CMAKE_CURRENT_LIST_DIR}/server/bench_inges
 target_link_libraries(bench_ingest_trainer PRIVATE PkgConfig::JANSSON)
 # bench_event_kinds: the CPU cost of each event kind's parse and of the store's
 # apply of steps, in-process (no socket): before/after figures for a change to
-# server/store/event_kinds.c or kind_fields.c.
+# server/store/event_kinds.c, run_ops.c or kind_fields.c.
 add_executable(bench_event_kinds ${CMAKE_CURRENT_LIST_DIR}/server/bench_event_kinds.c)
 target_link_libraries(bench_event_kinds PRIVATE ddpd_sched)
 target_include_directories(bench_event_kinds PRIVATE ${PROJECT_SOURCE_DIR}/tests/server)

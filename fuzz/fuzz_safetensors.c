@@ -1,4 +1,4 @@
-/* libFuzzer harness: the safetensors reader (trainer/safetensors.c) on any file, and
+/* libFuzzer harness: the safetensors reader (trainer/ckpt_files/safetensors.c) on any file, and
  * every tensor its header names read as F32 with the count its shape says. Must
  * fail cleanly or read inside the file. */
 #include <jansson.h>

@@ -6,7 +6,9 @@ ddpd_py_cases(layout_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_include_cycles.py AR
 # The same layers against the calls in the built server libraries (nm), and the detector
 # finds a call planted upward.
 set(layer_call_args --source ${PROJECT_SOURCE_DIR} --nm ${CMAKE_NM} --cc ${CMAKE_C_COMPILER})
-foreach(layer base lib proc host store feed exec sched sweep api cmd agent)
+# (each layer's library is ddpd_LAYER, but server/base/'s: ddpd_server_base, the top-level base/ being ddpd_common)
+list(APPEND layer_call_args --lib server/base=$<TARGET_FILE:ddpd_server_base>)
+foreach(layer lib proc host store feed exec sched sweep api cmd agent)
   list(APPEND layer_call_args --lib server/${layer}=$<TARGET_FILE:ddpd_${layer}>)
 endforeach()
 ddpd_py_cases(layout_calls_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_layer_calls.py ARGS ${layer_call_args} TIMEOUT 60)

@@ -11,7 +11,7 @@
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_lib)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_store)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_store)
-ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_base)
+ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_server_base)
 ddpd_c_test(test_addr_counts ${CMAKE_CURRENT_LIST_DIR}/server/test_addr_counts.c LIBS ddpd_lib)
 ddpd_c_test(test_path_redact ${CMAKE_CURRENT_LIST_DIR}/server/test_path_redact.c LIBS ddpd_lib)
 ddpd_c_test(test_dir_usage ${CMAKE_CURRENT_LIST_DIR}/server/test_dir_usage.c LIBS ddpd_lib)
@@ -25,7 +25,8 @@ ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS 
 # real child processes (a shell script as the trainer).
 # Each links the lowest library that holds its subject, so that a call upward out of
 # that library fails to link here (docs/architecture.md).
-foreach(store_test test_store test_store_faults test_store_sweep_write test_kind_fields test_journal_replay)
+foreach(store_test test_store test_store_faults test_store_sweep_write test_kind_fields test_journal_replay
+                   test_run_ops)
   ddpd_c_test(${store_test} ${CMAKE_CURRENT_LIST_DIR}/server/${store_test}.c LIBS ddpd_store)
 endforeach()
 foreach(feed_test test_ingest_parse test_feed test_kind_bytes)

@@ -1,4 +1,4 @@
-/* The trainer's event sink (trainer/events.c) against a real Unix socket: the
+/* The trainer's event sink (trainer/run_io/events.c) against a real Unix socket: the
  * secret reaches the socket and never the journal; a sink whose server went away
  * keeps journaling and reconnects, hello first, when a server listens again; a
  * server that stops reading does not stall the sink for good; a torn journal line

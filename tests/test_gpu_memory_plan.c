@@ -1,4 +1,4 @@
-/* The GPU memory plan (trainer/cuda/memory_plan.c), on the CPU: its formula
+/* The GPU memory plan (trainer/model_plan/memory_plan.c), on the CPU: its formula
  * against sizes worked out by hand (MLPs and a CNN), the layout (aligned, disjoint, inside the
  * arena), the resident-or-staged decision, and the refusal message with both
  * numbers in it. */

@@ -1,6 +1,8 @@
 /* Every kind of change ddpd makes to its store, in one table: the events trainers
- * report (hello, status, step, heartbeat, epoch, checkpoint) and the run-life ops of
- * the server's own (insert, starting, running, canceling, finish, delete, resume).
+ * report (hello, status, step, heartbeat, epoch, checkpoint, a reporter's metric, a
+ * launcher's attempt and rank_state) and the server's own ops (a run's life: insert,
+ * starting, running, canceling, finish, delete, resume, preempting, requeue, restart,
+ * submitted, reason, disk; an owner's usage, a sync, the sweeps' events and writes).
  *
  * One entry per kind says everything about it: the event type it is on the socket
  * and how its fields are read from one (ingest), the SQL that applies it and how it
@@ -9,6 +11,12 @@
  * feed's record are loops over this table. A kind's parse may hand the op to another
  * kind (a reporter's `metric` becomes a step, an epoch or, from a rank other than 0,
  * a heartbeat): it sets op->kind.
+ *
+ * Where each kind lives: the table (OP_KINDS) and the trainer events' fields, rows,
+ * parse, statements, apply and feed data are event_kinds.c's; the server's own ops'
+ * statements, apply and feed data are run_ops.c's (run_ops.h names them after their
+ * kind). In both, a kind's statements (its `sql`) sit right above the function that
+ * binds them, in the order it binds them (st[i]).
  *
  * A trainer event's fields are described once, each by an op_field (its name, type,
  * place in store_op, flags), and the descriptors drive everything done with them
@@ -27,7 +35,9 @@
  * and a step's series (metric_names). A new event kind is all that for each field,
  * its member of store_op's union and of store_op_kind, its entry in OP_KINDS (fields,
  * the row they go to, how it applies: most kinds use the generic functions), its
- * table's migration, and its `type` in the two schemas.
+ * table's migration, and its `type` in the two schemas. A new op of the server's is
+ * its member of the union and of store_op_kind, its statements and functions in
+ * run_ops.c (declared in run_ops.h), and its entry in OP_KINDS.
  * tests/server/test_kind_fields.c holds the descriptors against the migrated schema
  * and both schemas; tests/server/test_kind_bytes.c holds what every kind becomes,
  * byte for byte. */

@@ -19,7 +19,7 @@ typedef enum {
     OP_CHECKPOINT,
     OP_METRIC,        /* a reporter's metric: parsed into a step, epoch or heartbeat op */
     OP_ATTEMPT_STARTED, /* a launcher's attempt of its ranks began (its `attempt` event; the phase picks the kind) */
-    OP_ATTEMPT_ENDED,   /* ... and ended; also the server's own word on an attempt it ended (run_restart.h) */
+    OP_ATTEMPT_ENDED,   /* ... and ended; also the server's own word on an attempt it ended (sched/run_restart.c) */
     OP_RANK_STATE,      /* a launcher's word on one of its ranks' processes: started, exited, killed */
     /* run life */
     OP_RUN_INSERT,    /* result: the new run's id (the op's run_id when set: a rebuilt run) */
@@ -31,7 +31,7 @@ typedef enum {
     OP_RUN_RESUME,    /* result: 1 if a failed or canceled run is queued again, else 0 */
     OP_RUN_PREEMPTING, /* result: 1 if a started run is marked as being preempted, else 0 */
     OP_RUN_REQUEUE,   /* result: 1 if a preempted run is queued again, else 0 */
-    OP_RUN_RESTART,   /* a started run queued again to restart (run_restart.h): result 1, else 0 */
+    OP_RUN_RESTART,   /* a started run queued again to restart (sched/run_restart.c): result 1, else 0 */
     OP_USAGE,         /* an owner's decayed usage as of op.t (fair share) */
     OP_RUN_SUBMITTED, /* a queued run handed to a batch system (Slurm): its job id and secret, while it waits there */
     OP_SYNC,          /* nothing: waiting on it waits for everything queued before */
@@ -172,9 +172,9 @@ typedef struct {
      * nothing keeps (tests/server/test_kind_fields.c holds them against the schema). */
     const char *const *other_fields;
     /* The statements it runs besides its row's (op_kind_sql), prepared once by the
-     * writer; apply binds and runs them inside the writer's transaction and returns
-     * the op's result. */
-    const char *sql[OP_MAX_SQL];
+     * writer: a NULL-terminated list that sits beside its apply (NO_SQL: none); apply
+     * binds and runs them inside the writer's transaction and returns the op's result. */
+    const char *const *sql;
     int64_t (*apply)(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
     unsigned summary;
     /* The feed: a durable SSE event (sse_event, with sse_data's JSON, or none when it

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base.h"
+
 static struct {
     bool noted;
     int code;
@@ -51,4 +53,20 @@ void write_fault_clear(void) {
     W.noted = false;
     W.code = 0;
     W.message[0] = '\0';
+}
+
+int64_t write_fault_step(sqlite3 *db, sqlite3_stmt *st) {
+    if (W.noted) { /* the batch is rolled back and retried: nothing more runs */
+        sqlite3_clear_bindings(st);
+        return -1;
+    }
+    int rc = sqlite3_step(st);
+    int64_t changes = rc == SQLITE_DONE ? sqlite3_changes(db) : -1;
+    if (rc != SQLITE_DONE) {
+        if (!write_fault_is(rc)) log_error("database write failed (%s): %s", sqlite3_sql(st), sqlite3_errmsg(db));
+        write_fault_note(db, rc);
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return changes;
 }

@@ -1,4 +1,4 @@
-/* Unit tests of server/downsample.c: a series that fits comes back whole; one that
+/* Unit tests of server/lib/downsample.c: a series that fits comes back whole; one that
  * does not is bounded by max_points, keeps its first bucket's and every bucket's
  * extremes (a planted spike and a planted dip survive), its last point, ascending
  * steps, and a NaN (null) loss survives as a spike. */

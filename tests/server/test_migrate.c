@@ -1,4 +1,4 @@
-/* Unit tests of server/migrate.c against real SQLite files: the built-in migrations
+/* Unit tests of server/lib/migrate.c against real SQLite files: the built-in migrations
  * apply to a new database and record user_version; applying again changes nothing;
  * a failing migration is rolled back whole and leaves the version where it was; a
  * gap in the numbering and a database newer than the binary are refused. */

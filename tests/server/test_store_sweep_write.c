@@ -1,5 +1,5 @@
 /* Unit tests of the sweeps' writes through the store's writer (OP_SWEEP_WRITE,
- * apply_exec in server/store/event_kinds.c) on a real SQLite file: one op is one of
+ * op_sweep_write_apply in server/store/run_ops.c) on a real SQLite file: one op is one of
  * the searcher's decisions, applied whole or not at all. An op whose later statement
  * the database refuses (a CHECK, a primary key) leaves nothing of its earlier ones,
  * answers -1, and the writer goes on: the ops before and after it in the same batch
