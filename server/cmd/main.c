@@ -377,7 +377,7 @@ static void start_runs(const settings *o, serving *v) {
     runs_config rc = {.data_roots = &v->roots, .runs_root = &v->runs_root, .work_roots = &v->work_roots,
                       .allow_commands = o->allow_commands};
     runs_init(&rc);
-    if (disk_use_start(err, sizeof err) != 0) die("%s", err);
+    if (disk_use_start(scheduler_fail, err, sizeof err) != 0) die("%s", err);
     if (sweep_start(layout_db_path(), err, sizeof err) != 0) die("%s", err);
 }
 

@@ -3,7 +3,8 @@
  * (executor_local.c: a process group, spawned by the supervisor's thread), the
  * agents' nodes (executor_agents.c: a part handed out in a heartbeat's answer), and
  * a batch system (executor_slurm.c: the run is one Slurm job, its parts the job's
- * nodes). The scheduler chooses them in one place (scheduler_init).
+ * nodes). The scheduler chooses them in one place (scheduler_init), the only place
+ * in it that names one: the rest asks this table.
  *
  * A run is one part (a run of this host alone) or k parts (a run across k nodes:
  * part i is node rank i, world_size / k ranks), each its own launcher, started
@@ -138,8 +139,9 @@ typedef enum {
 } adopt_result;
 
 typedef struct executor {
-    const char *name; /* "local", "agents", "slurm" */
-    bool batch;       /* a batch system: it places runs itself (above) */
+    const char *name;  /* "local", "agents", "slurm" */
+    const char *title; /* for a person, in the scheduler's words about a run it holds: "this host", "Slurm" */
+    bool batch;        /* a batch system: it places runs itself (above) */
     /* Starts a part. */
     start_result (*start)(const part_launch *l, part_handle *h);
     /* Asks a part to stop: a polite request at once (SIGTERM to its process group; an
@@ -172,6 +174,19 @@ typedef struct executor {
     /* A batch system's: what run `run`, whose start is pending, waits for there, for a
      * person (malloc'd), or NULL. NULL: none to say. */
     char *(*waiting_for)(int64_t run);
+    /* Where this server answers, once it listens: `url` for the processes of this host
+     * (http://127.0.0.1:PORT, the base of a local part's rendezvous URL), and
+     * `reachable_url` for other machines (serve --advertise's address: where a batch
+     * system's parts report). NULL: it needs neither. */
+    void (*set_server_url)(const char *url, const char *reachable_url);
+    /* A batch system's: whether the nodes it places runs on have GPUs (what a run's
+     * backend "auto" asks for there). NULL: it cannot say (the scheduler counts this
+     * host's and the agents' devices itself). */
+    bool (*gives_gpus)(void);
+    /* Shutting down, once the scheduler has said its last word to it: what its own
+     * thread is doing is done (a job id given is told), and it stops. Its parts go on.
+     * NULL: it has no thread of its own. */
+    void (*shut_down)(void);
 } executor;
 
 #endif

@@ -200,7 +200,7 @@ static void agents_tick(void) {
     }
 }
 
-static const executor AGENTS = {.name = "agents", .start = agents_start, .stop = agents_stop,
+static const executor AGENTS = {.name = "agents", .title = "the agent nodes", .start = agents_start, .stop = agents_stop,
                                 .release = agents_release, .tick = agents_tick};
 
 const executor *executor_agents_init(int64_t node_timeout_ms, const executor_hooks *hooks) {

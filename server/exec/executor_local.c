@@ -57,7 +57,10 @@ static struct {
     int64_t next_sweep; /* mono ms: the next look for orphans of ended runs */
 } L = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-void executor_local_set_self_url(const char *url) {
+/* The URL this server answers at for its own ranks, once it listens: the base of a
+ * part's rendezvous URL (other machines' is not this host's business). */
+static void local_set_server_url(const char *url, const char *reachable_url) {
+    (void)reachable_url;
     pthread_mutex_lock(&L.mu);
     snprintf(L.self_url, sizeof L.self_url, "%s", url);
     pthread_mutex_unlock(&L.mu);
@@ -481,9 +484,9 @@ static void local_tick(void) {
     }
 }
 
-static const executor LOCAL = {.name = "local", .start = local_start, .stop = local_stop, .preempt = local_preempt,
-                               .release = local_release,
-                               .adopt = local_adopt, .abandon = local_abandon, .tick = local_tick};
+static const executor LOCAL = {.name = "local", .title = "this host", .start = local_start, .stop = local_stop,
+                               .preempt = local_preempt, .release = local_release, .adopt = local_adopt,
+                               .abandon = local_abandon, .tick = local_tick, .set_server_url = local_set_server_url};
 
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks) {
     L.c = *c;

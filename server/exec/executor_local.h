@@ -28,10 +28,9 @@ typedef struct {
     uint64_t max_log_bytes;
 } executor_local_config;
 
+/* Its executor: its set_server_url takes the URL this server answers at for its own
+ * ranks, the base of a part's rendezvous URL. */
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks);
-/* The URL this server answers at for its own ranks, once it listens: the base of a
- * part's rendezvous URL. */
-void executor_local_set_self_url(const char *url);
 
 /* The supervisor's hooks (supervisor.h): a spawn it was asked for is done (pid, or -1
  * and why not); a child was reaped. */

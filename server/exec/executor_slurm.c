@@ -707,7 +707,10 @@ static void *slurm_main(void *arg) {
     return NULL;
 }
 
-void executor_slurm_set_server_url(const char *url) {
+/* Where the parts reach this server (http://HOST:PORT), once it listens: no job is
+ * submitted before. The URL of this host's own processes is not the parts'. */
+static void slurm_set_server_url(const char *local_url, const char *url) {
+    (void)local_url;
     pthread_mutex_lock(&S.mu);
     snprintf(S.url, sizeof S.url, "%s", url);
     pthread_cond_signal(&S.wake);
@@ -715,7 +718,9 @@ void executor_slurm_set_server_url(const char *url) {
     log_info("Slurm: jobs' ddpd parts report to %s", url);
 }
 
-void executor_slurm_stop(void) {
+/* Shutting down: what its thread is doing is done (a job id sbatch gave is told), and
+ * it stops. The jobs go on in Slurm. */
+static void slurm_shut_down(void) {
     pthread_mutex_lock(&S.mu);
     S.stopping = true;
     pthread_cond_signal(&S.wake);
@@ -860,9 +865,14 @@ json_t *executor_slurm_report(int64_t run, int node_rank, const json_t *reports,
     return parts;
 }
 
-static const executor SLURM = {.name = "slurm", .batch = true, .start = slurm_start, .stop = slurm_stop,
-                               .release = slurm_release, .adopt = slurm_adopt, .tick = slurm_tick,
-                               .waiting_for = slurm_waiting_for};
+/* Whether the nodes have GPUs (--slurm-gpus): what a backend "auto" asks for. */
+static bool slurm_gives_gpus(void) { return S.c.gpus; }
+
+static const executor SLURM = {.name = "slurm", .title = "Slurm", .batch = true, .start = slurm_start,
+                               .stop = slurm_stop, .release = slurm_release, .adopt = slurm_adopt,
+                               .tick = slurm_tick, .waiting_for = slurm_waiting_for,
+                               .set_server_url = slurm_set_server_url, .gives_gpus = slurm_gives_gpus,
+                               .shut_down = slurm_shut_down};
 
 const executor *executor_slurm_init(const executor_slurm_config *c, const executor_hooks *hooks) {
     S.c = *c;

@@ -47,13 +47,10 @@ typedef struct {
     int checkin_s;                    /* a job running this long with a part that never reported is canceled (0: 120) */
 } executor_slurm_config;
 
+/* Its executor: its set_server_url takes where the parts reach this server (no job is
+ * submitted before), gives_gpus says c->gpus, and shut_down stops its thread (the jobs
+ * go on in Slurm). */
 const executor *executor_slurm_init(const executor_slurm_config *c, const executor_hooks *hooks);
-/* Where the parts reach this server (http://HOST:PORT), once it listens: no job is
- * submitted before. */
-void executor_slurm_set_server_url(const char *url);
-/* Shutting down: what its thread is doing is done (a job id sbatch gave is told), and
- * it stops. The jobs go on in Slurm. */
-void executor_slurm_stop(void);
 
 /* A part's report (POST /runs/{id}/parts), in two steps around the relay of its
  * events and logs. First who it is: `body` has node_rank, node (Slurm's name of its

@@ -9,7 +9,6 @@
 #include "base.h"
 #include "byte_size.h"
 #include "dir_usage.h"
-#include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
 #include "store_read.h"
@@ -44,6 +43,7 @@ static struct {
     size_t n, cap;
     walk_req *head, *tail;
     int64_t next_refresh; /* mono ms */
+    bool (*fail)(int64_t id, const char *reason); /* how a run past its owner's quota is failed */
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Under D.mu. */
@@ -165,7 +165,7 @@ static void judge_checkpoint(int64_t id, const char *owner, const char *checkpoi
     char *reason = xasprintf("%s: the run was stopped at its checkpoint %s; delete runs %s no longer needs (DELETE "
                              "/runs/{id}, ddpctl delete) or ask an admin for a larger quota, then resume it from that "
                              "checkpoint (POST /runs/%lld/resume)", why, checkpoint, owner, (long long)id);
-    if (scheduler_fail(id, reason)) log_warn("run %lld: %s", (long long)id, reason);
+    if (D.fail(id, reason)) log_warn("run %lld: %s", (long long)id, reason);
     free(reason);
 }
 
@@ -220,7 +220,8 @@ static void *walker(void *arg) {
     return NULL;
 }
 
-int disk_use_start(char *err, size_t errlen) {
+int disk_use_start(bool (*fail)(int64_t id, const char *reason), char *err, size_t errlen) {
+    D.fail = fail;
     run_disk *runs = NULL;
     int n = store_list_disk(&runs);
     if (n < 0) {

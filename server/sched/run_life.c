@@ -1,8 +1,10 @@
-/* The life of a run once queued: its start (devices, secret, port, its parts handed
- * to their executors), its parts' starts and ends, and how it ends (the blame among
- * the parts of a run across nodes, the end its journal gives it). See sched_state.h. */
+/* A run's transitions, from queued to its end: its start (devices, secret, port, its
+ * part_launch built in one place, its parts handed to their executors), its parts'
+ * starts and ends, running, cancel, preemption and the requeue after it, the queue
+ * again for a restart, and how it ends (the blame among the parts of a run across
+ * nodes, the end its journal gives it). Every move of a run's status is made here,
+ * by one setter, against one table of legal moves. See sched_state.h. */
 #include "sched_state.h"
-#include "scheduler.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +13,8 @@
 
 #include "base.h"
 #include "ckpt_header.h"
+#include "ddpd_build_config.h"
+#include "disk_use.h"
 #include "journal_replay.h"
 #include "launcher_argv.h"
 #include "node_relay.h"
@@ -18,103 +22,59 @@
 #include "part_blame.h"
 #include "ports.h"
 #include "rendezvous.h"
+#include "run_as.h"
+#include "run_limits.h"
 #include "secret.h"
 #include "state_layout.h"
 #include "store.h"
-#include "run_as.h"
-#include "run_limits.h"
-#include "disk_use.h"
 
-live_run *find_run(int64_t id) {
-    for (live_run *r = K.runs; r; r = r->next)
-        if (r->id == id) return r;
-    return NULL;
+/* ---- a run's status: the one setter, and its table of legal moves ---- */
+
+#define FINAL_MOVES [RUN_SUCCEEDED] = true, [RUN_FAILED] = true, [RUN_CANCELED] = true, [RUN_STOPPED] = true
+
+/* MOVES[from][to]: queued -> starting -> running -> canceling -> final, and
+ *  - queued -> failed, canceled, stopped: a cancel or a stop while it waits, a failure
+ *    the server decides for it (a cap, a quota, a host that no longer has its devices);
+ *  - starting, running -> queued: preempted (queued again once it ended, to continue),
+ *    or failed in a way another attempt may mend (the server's restart);
+ *  - starting -> canceling, and starting -> final: canceled, or ended, before any of
+ *    its processes said hello (a launcher that fails at once; running needs a hello);
+ *  - canceling -> succeeded, failed: it ended on its own before the cancel took (every
+ *    part exited 0), or a part's start failed under the cancel.
+ * Nothing leaves a final status (its run is freed), and canceling goes nowhere but an
+ * end: a canceled run is never preempted, restarted or started again. */
+static const bool MOVES[RUN_STATUS_COUNT][RUN_STATUS_COUNT] = {
+    [RUN_QUEUED] = {[RUN_STARTING] = true, [RUN_FAILED] = true, [RUN_CANCELED] = true, [RUN_STOPPED] = true},
+    [RUN_STARTING] = {[RUN_RUNNING] = true, [RUN_CANCELING] = true, [RUN_QUEUED] = true, FINAL_MOVES},
+    [RUN_RUNNING] = {[RUN_CANCELING] = true, [RUN_QUEUED] = true, FINAL_MOVES},
+    [RUN_CANCELING] = {FINAL_MOVES},
+};
+
+bool run_move_legal(run_status from, run_status to) {
+    return (unsigned)from < RUN_STATUS_COUNT && (unsigned)to < RUN_STATUS_COUNT && MOVES[from][to];
 }
 
-live_run *new_queued(const run_needs *n) {
-    live_run *r = xcalloc(1, sizeof *r);
-    r->id = n->id;
-    r->world_size = n->world_size;
-    r->pool = n->pool;
-    r->nodes_wanted = n->nodes_wanted;
-    r->command = n->command;
-    r->resume = n->resume;
-    r->hang_timeout_s = n->hang_timeout_s;
-    r->owner = n->owner ? xstrdup(n->owner) : NULL;
-    r->priority = n->priority;
-    r->preemptible = n->preemptible;
-    r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
-    r->max_restarts = n->max_restarts;
-    r->stop_grace_s = n->stop_grace_s;
-    r->restart_count = r->attempt = n->restart_count;
-    r->restarts_from = n->restarts_from;
-    r->memory_asked = n->memory_bytes;
-    r->journal_points = -1;
-    r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
-    r->status = RUN_QUEUED;
-    return r;
-}
-
-live_run *add_queued(const run_needs *n) {
-    live_run *r = new_queued(n);
-    live_run **p = &K.runs;
-    while (*p && (*p)->id < n->id) p = &(*p)->next; /* ids are submission order */
-    r->next = *p;
-    *p = r;
-    return r;
-}
-
-static void unlink_run(live_run *r) {
-    for (live_run **p = &K.runs; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            return;
-        }
+/* The one place a live run's status moves. An illegal move is refused: logged as the
+ * bug it is, the run left as it was, and the caller queues nothing to the store (each
+ * transition asks here first), so memory and the store still agree. In the sanitizer
+ * build, where the tests run every server under checks, it also aborts: a test that
+ * makes one fails there, loudly, instead of passing over a log line. A server in
+ * production goes on: one run left as it was is better than every run lost with it. */
+static bool set_status_locked(live_run *r, run_status to) {
+    if (run_move_legal(r->status, to)) {
+        r->status = to;
+        return true;
     }
+    log_error("run %lld: its status cannot move from %s to %s: the move is refused (a bug in the scheduler)",
+              (long long)r->id, run_status_name(r->status), run_status_name(to));
+    if (DDPD_SANITIZED) abort();
+    return false;
 }
 
-/* What belonged to one start of the run (its devices, how its launcher ended, its hang
- * watch, its adopted journal), let go: when the run is freed, or queued again. */
-static void forget_start(live_run *r) {
-    free(r->devices_json);
-    free(r->end_status);
-    free(r->end_reason);
-    free(r->last_progress_ms);
-    free(r->last_step);
-    free(r->rank_gone);
-    r->devices_json = r->end_status = r->end_reason = NULL;
-    r->last_progress_ms = NULL;
-    r->last_step = NULL;
-    r->rank_gone = NULL;
-    journal_replay_close(r->journal);
-    r->journal = NULL;
-}
-
-static void free_run(live_run *r) {
-    free(r->owner);
-    free(r->cancel_reason);
-    free(r->fail_reason);
-    rank_failure_clear(&r->server_blame);
-    forget_start(r);
-    free(r);
-}
-
-void release_started_locked(live_run *r) {
-    rendezvous_close(r->id); /* its keys go with it */
-    device_pool_release(&K.devices, r->pool, r->id);
-    for (int i = 0; i < r->n_parts; i++) {
-        r->parts[i].exec->release(r->id, i);
-        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
-        free(r->parts[i].reason);
-        rank_failure_clear(&r->parts[i].failure);
-    }
-    free(r->parts);
-    r->parts = NULL;
-    r->n_parts = 0;
-    r->port = 0;
-}
+/* ---- how a run ends ---- */
 
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal) {
+    if (!set_status_locked(r, status)) return;
     close_open_attempt_locked(r, run_status_name(status), reason); /* its launcher was killed before it closed it */
     store_op op = {.kind = OP_RUN_FINISH, .run_id = r->id, .t = now_ms()};
     op.u.finish.status = run_status_name(status);
@@ -124,26 +84,40 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     store_submit_now(&op);
     usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
-    if (K.c.run_ended) K.c.run_ended(r->id); /* no hello opens a connection for it from now on */
+    if (sched.c.run_ended) sched.c.run_ended(r->id); /* no hello opens a connection for it from now on */
     disk_use_run_ended(r->id); /* what it left on disk, measured (disk_use.h) */
     release_started_locked(r);
     relay_run_ended(r->id); /* where its agents' logs were, kept across its attempts */
-    unlink_run(r);
-    free_run(r);
-    pthread_cond_broadcast(&K.changed);
+    live_run_drop(r);
 }
 
+bool fail_for_good_locked(live_run *r, const char *reason) {
+    bool done = r && !r->cancel_reason && !r->fail_reason;
+    if (done && r->status == RUN_QUEUED) {
+        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
+    } else if (done) {
+        r->fail_reason = xstrdup(reason);
+        r->fail_final = true;
+        log_warn("run %lld: %s: %s", (long long)r->id, reason,
+                 r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
+        if (r->start_stored || batch_pending(r)) stop_parts_locked(r); /* else once its start is done */
+    }
+    return done;
+}
+
+/* ---- stops: a cancel, a preemption ---- */
+
 int run_stop_grace_ms(const live_run *r, bool preemption) {
-    int server = preemption ? K.c.preempt_grace_ms : K.c.cancel_grace_ms;
+    int server = preemption ? sched.c.preempt_grace_ms : sched.c.cancel_grace_ms;
     int64_t asked = (int64_t)r->stop_grace_s * 1000;
-    if (asked > K.c.max_stop_grace_ms) asked = K.c.max_stop_grace_ms;
+    if (asked > sched.c.max_stop_grace_ms) asked = sched.c.max_stop_grace_ms;
     return asked > server ? (int)asked : server;
 }
 
 /* How long the executor waits after its SIGTERM before it kills a part's launcher: a
  * command run's launcher kills its ranks at their grace and then closes its attempt. */
 static int launcher_kill_ms(const live_run *r, bool preemption) {
-    return r->command ? run_stop_grace_ms(r, preemption) + LAUNCHER_GRACE_MARGIN_MS : K.c.cancel_grace_ms;
+    return r->command ? run_stop_grace_ms(r, preemption) + LAUNCHER_GRACE_MARGIN_MS : sched.c.cancel_grace_ms;
 }
 
 void stop_parts_locked(live_run *r) {
@@ -159,7 +133,7 @@ void stop_parts_locked(live_run *r) {
 }
 
 void signal_cancel_locked(live_run *r) {
-    r->status = RUN_CANCELING;
+    if (r->status != RUN_CANCELING && !set_status_locked(r, RUN_CANCELING)) return;
     stop_parts_locked(r);
     store_op op = {.kind = OP_RUN_CANCELING, .run_id = r->id, .t = now_ms()};
     store_submit_now(&op);
@@ -178,7 +152,7 @@ static void stop_for_preemption_locked(live_run *r) {
         if (p->ended) continue;
         p->stop = true;
         p->stop_t = now_ms();
-        int preempt_ms = r->command ? launcher_kill_ms(r, true) : K.c.preempt_grace_ms;
+        int preempt_ms = r->command ? launcher_kill_ms(r, true) : sched.c.preempt_grace_ms;
         if (p->exec->preempt) p->exec->preempt(r->id, i, preempt_ms, launcher_kill_ms(r, false));
         else p->exec->stop(r->id, i, launcher_kill_ms(r, false));
     }
@@ -197,6 +171,8 @@ void preempt_locked(live_run *r, int64_t by) {
 }
 
 void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
+
+/* ---- back to the queue: after a preemption, for a restart ---- */
 
 /* A built-in run's position to continue from: its newest checkpoint's (it resumes
  * from it), else the start. */
@@ -219,18 +195,11 @@ static void continue_point(live_run *r, int64_t *global_step, int64_t *epoch) {
     free(path);
 }
 
-void back_to_queue_locked(live_run *r) {
-    usage_fold_locked(r); /* its owner's share is charged for this start, now */
-    release_started_locked(r);
-    r->status = RUN_QUEUED;
-    r->started_ms = 0;
-    r->secret[0] = '\0';
-    r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
-    forget_start(r); /* an adopted run's journal too: its next launch is this server's child */
-    pthread_cond_broadcast(&K.changed);
-}
-
-void requeue_locked(live_run *r) {
+/* A preempted run that ended: queued again, its devices back, to continue from its
+ * newest checkpoint (a built-in run) or with its restart count one higher (a command
+ * run). */
+static void requeue_locked(live_run *r) {
+    if (!set_status_locked(r, RUN_QUEUED)) return;
     int64_t by = r->preempt_by, now = now_ms();
     char said[64] = "preempted";
     if (by > 0) snprintf(said, sizeof said, "preempted by run %lld", (long long)by);
@@ -265,18 +234,43 @@ static bool requeues(const live_run *r, bool succeeded) {
     return r->preempt_by && !succeeded && !r->cancel_reason;
 }
 
+/* A run that failed with *reason, in a way another attempt may mend (f: the rank
+ * blamed): its attempt's end recorded (run_restart.c) and, while restarts remain,
+ * queued again to start its next attempt: everything it held goes back. true then (r
+ * stays, queued; *reason is left); else false, *reason reworded when no restart
+ * remained, and the caller finishes it. */
+static bool restart_locked(live_run *r, char **reason, const rank_failure *f) {
+    if (!restart_or_fail_locked(r, reason, f) || !set_status_locked(r, RUN_QUEUED)) return false;
+    const char *why = *reason ? *reason : "its processes were gone";
+    int next = r->attempt + 1;
+    store_op op = {.kind = OP_RUN_RESTART, .run_id = r->id, .t = now_ms()};
+    op.u.restart.attempt = next;
+    op.u.restart.reason = xstrdup(why);
+    store_submit_now(&op);
+    log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
+             (long long)r->id, r->attempt, why, next, next);
+    back_to_queue_locked(r);
+    r->restart_count = r->attempt = next;
+    free(r->fail_reason);
+    r->fail_reason = NULL;
+    rank_failure_clear(&r->server_blame);
+    return true;
+}
+
+/* ---- a start ---- */
+
 /* A MASTER_PORT for a command run: in the range, held by no live run, free on the
  * host now (a bind succeeds); taken round the range so a port just released is not
  * the next one given. 0 when none is. */
 static int lease_port_locked(void) {
-    int span = K.c.port_hi - K.c.port_lo + 1;
-    if (K.next_port < K.c.port_lo || K.next_port > K.c.port_hi) K.next_port = K.c.port_lo;
+    int span = sched.c.port_hi - sched.c.port_lo + 1;
+    if (sched.next_port < sched.c.port_lo || sched.next_port > sched.c.port_hi) sched.next_port = sched.c.port_lo;
     for (int i = 0; i < span; i++) {
-        int port = K.c.port_lo + (K.next_port - K.c.port_lo + i) % span;
+        int port = sched.c.port_lo + (sched.next_port - sched.c.port_lo + i) % span;
         bool held = false;
-        for (live_run *o = K.runs; o && !held; o = o->next) held = o->port == port;
+        for (live_run *o = sched.runs; o && !held; o = o->next) held = o->port == port;
         if (!held && port_is_free(port)) {
-            K.next_port = port + 1;
+            sched.next_port = port + 1;
             return port;
         }
     }
@@ -287,14 +281,13 @@ bool batch_pending(const live_run *r) {
     return r->status != RUN_QUEUED && !r->start_stored && r->n_parts > 0 && r->parts[0].exec->batch;
 }
 
-/* What every start does before its launchers run: the run is starting, with a
- * secret and (a command run) a MASTER_PORT, unless a batch system places it (its
- * node 0 picks one there). false when it failed instead (finished). */
+/* What every start does before its launchers run, the run starting: a secret and (a
+ * command run) a MASTER_PORT, unless a batch system places it (its node 0 picks one
+ * there). false when it failed instead (finished). */
 static bool begin_start_locked(live_run *r, buf_t *json) {
     buf_printf(json, "]");
     r->devices_json = json->data;
     json->data = NULL;
-    r->status = RUN_STARTING;
     if (random_hex(r->secret, 32) != 0) {
         char err[256];
         snprintf(err, sizeof err, "cannot make a secret for the run: getrandom failed: %s", strerror(errno));
@@ -307,7 +300,8 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
         if (!r->port) {
             char err[256];
             snprintf(err, sizeof err, "no free port for MASTER_PORT in --port-range %d-%d (all held by runs or by "
-                     "other programs): an operator can give ddpd serve a wider --port-range", K.c.port_lo, K.c.port_hi);
+                     "other programs): an operator can give ddpd serve a wider --port-range", sched.c.port_lo,
+                     sched.c.port_hi);
             finish_locked(r, RUN_FAILED, err, NO_INT, NO_INT);
             return false;
         }
@@ -325,7 +319,7 @@ static void name_batch_devices_locked(live_run *r) {
     for (int p = 0; p < r->n_parts; p++) {
         for (int d = 0; d < per_node; d++) {
             char name[200], gpu[16];
-            snprintf(gpu, sizeof gpu, "%d", d); /* the node's d-th of those Slurm gave the job */
+            snprintf(gpu, sizeof gpu, "%d", d); /* the node's d-th of those the system gave the job */
             const char *place = r->parts[p].handle.place;
             device_name(r->pool, place[0] ? place : NULL, gpu, d, name, sizeof name);
             buf_printf(&json, "%s\"%s\"", json.len > 1 ? "," : "", name);
@@ -363,7 +357,37 @@ static void store_start_locked(live_run *r) {
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 
+part_launch launch_of(const live_run *r, int part, const launch_place *at, launch_keep *keep) {
+    const run_part *p = &r->parts[part];
+    int per_node = r->world_size / r->n_parts;
+    bool batch = p->exec->batch;
+    snprintf(keep->rendezvous, sizeof keep->rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
+    /* whom its processes run as (run_as.h), decided here for every executor */
+    run_as_verdict as = run_as_resolve(r->owner, r->command, &keep->account, keep->refused, sizeof keep->refused);
+    /* what its cgroup holds its part to (run_limits.h; where the executor has none, it
+     * ignores them: an agent's node, a batch system's) */
+    int64_t memory = run_memory_limit(r->memory_asked, r->owner, r->pool, per_node, r->world_size,
+                                      sched.c.memory_per_device[r->pool], keep->memory_from, sizeof keep->memory_from);
+    long pids = sched.c.max_run_processes >= 0 ? sched.c.max_run_processes : per_node > 4 ? 1024L * per_node : 4096;
+    return (part_launch){
+        .run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .node = p->node, .world_size = r->world_size,
+        .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
+        .master_port = r->port, /* a batch system's node 0 picks one there */
+        .port_lo = sched.c.port_lo, .port_hi = sched.c.port_hi,
+        /* a batch system's parts have always been started at attempt 0, their restarts counted from 0: a
+         * restart the server makes of such a run does not pass its count on (not changed here) */
+        .restart_count = batch ? 0 : r->restart_count, .restarts_from = batch ? 0 : r->restarts_from,
+        .master_addr = at ? at->master_addr : NULL, .rendezvous = keep->rendezvous, .n_devices = per_node,
+        .devices = at ? at->devices + part * per_node : NULL, .visible = at && !p->node ? at->visible : NULL,
+        .where = at ? at->where : NULL, .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
+        .stop_grace_s = run_stop_grace_ms(r, false) / 1000, .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
+        .account = as == RUN_AS_ACCOUNT ? &keep->account : NULL,
+        .account_refused = as == RUN_AS_REFUSED ? keep->refused : NULL,
+        .memory_bytes = memory, .memory_from = keep->memory_from, .pids_max = pids};
+}
+
 bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
+    if (!set_status_locked(r, RUN_STARTING)) return true; /* nothing changed: nothing to decide again */
     int per_node = r->world_size / k;
     r->across = across;
     r->started_ms = now_ms();
@@ -380,13 +404,13 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
         run_part *part = &r->parts[p];
         part->node = ids[p];
         part->node_rank = p;
-        part->exec = part->node ? K.agents : K.local;
+        part->exec = part->node ? sched.agents : sched.local;
         part->exit_code = part->exit_signal = NO_INT;
         part->failure = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
         int *mine = devices + p * per_node;
         if (!part->node) {
-            device_pool_take(&K.devices, r->pool, per_node, r->id, mine, &names, &json, &visible);
-            if (p == 0 && across) snprintf(master_addr, sizeof master_addr, "%s", K.c.advertise);
+            device_pool_take(&sched.devices, r->pool, per_node, r->id, mine, &names, &json, &visible);
+            if (p == 0 && across) snprintf(master_addr, sizeof master_addr, "%s", sched.c.advertise);
             continue;
         }
         char node_name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
@@ -406,37 +430,16 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
             log_info("run %lld starting on %d nodes (%d ranks each): %s; MASTER_ADDR %s", (long long)r->id, k,
                      per_node, names.data, master_addr);
         else log_info("run %lld starting on %s", (long long)r->id, names.data);
-        if (r->command && (int64_t)r->stop_grace_s * 1000 > K.c.max_stop_grace_ms)
+        if (r->command && (int64_t)r->stop_grace_s * 1000 > sched.c.max_stop_grace_ms)
             log_warn("run %lld asks for a stop grace of %d s (distributed.stop_grace_s); this server allows at most "
                      "%d s (--max-stop-grace): its ranks get that", (long long)r->id, r->stop_grace_s,
-                     K.c.max_stop_grace_ms / 1000);
-        char rendezvous[64];
-        snprintf(rendezvous, sizeof rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
+                     sched.c.max_stop_grace_ms / 1000);
+        launch_place at = {.devices = devices, .visible = visible.data, .where = names.data, .master_addr = master_addr};
         bool pending = false;
-        /* whom its processes run as (run_as.h), decided here for every part's executor */
-        run_account account;
-        char refused[1024];
-        run_as_verdict as = run_as_resolve(r->owner, r->command, &account, refused, sizeof refused);
-        /* what its cgroup holds its part here to (run_limits.h; an agent's node has none) */
-        char memory_from[256];
-        int64_t memory = run_memory_limit(r->memory_asked, r->owner, r->pool, per_node, r->world_size, memory_from,
-                                          sizeof memory_from);
-        long pids = K.c.max_run_processes >= 0 ? K.c.max_run_processes : per_node > 4 ? 1024L * per_node : 4096;
         for (int p = 0; p < k; p++) {
             run_part *part = &r->parts[p];
-            part_launch l = {.run = r->id, .part = p, .nodes = across ? k : 0, .node = part->node,
-                             .world_size = r->world_size, .gpu = r->pool == POOL_GPU, .command = r->command,
-                             .resume = r->resume, .secret = r->secret, .master_port = r->port,
-                             .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, .restart_count = r->restart_count,
-                             .restarts_from = r->restarts_from, .master_addr = master_addr,
-                             .rendezvous = rendezvous, .n_devices = per_node, .devices = devices + p * per_node,
-                             .visible = part->node ? NULL : visible.data, .where = names.data,
-                             .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
-                             .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
-                             .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
-                             .account = as == RUN_AS_ACCOUNT ? &account : NULL,
-                             .account_refused = as == RUN_AS_REFUSED ? refused : NULL,
-                             .memory_bytes = memory, .memory_from = memory_from, .pids_max = pids};
+            launch_keep keep;
+            part_launch l = launch_of(r, p, &at, &keep);
             part->pending = part->exec->start(&l, &part->handle) == START_PENDING;
             pending |= part->pending;
         }
@@ -449,36 +452,23 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     return ok;
 }
 
-part_launch batch_launch_of(const live_run *r, int part, batch_launch_strings *keep) {
-    snprintf(keep->rendezvous, sizeof keep->rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
-    run_as_verdict as = run_as_resolve(r->owner, r->command, &keep->account, keep->refused, sizeof keep->refused);
-    return (part_launch){.run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .world_size = r->world_size,
-                         .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
-                         .rendezvous = keep->rendezvous, .n_devices = r->world_size / r->n_parts, .where = "Slurm",
-                         .port_lo = K.c.port_lo, .port_hi = K.c.port_hi, /* node 0 picks MASTER_PORT there */
-                         .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
-                         .stop_grace_s = run_stop_grace_ms(r, false) / 1000,
-                         .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
-                         .account = as == RUN_AS_ACCOUNT ? &keep->account : NULL,
-                         .account_refused = as == RUN_AS_REFUSED ? keep->refused : NULL};
-}
-
 bool start_batch_locked(live_run *r) {
+    if (!set_status_locked(r, RUN_STARTING)) return true;
     int k = r->nodes_wanted > 1 ? r->nodes_wanted : 1;
     r->across = k > 1;
     r->n_parts = k;
     r->parts = xcalloc((size_t)k, sizeof *r->parts);
     for (int p = 0; p < k; p++)
-        r->parts[p] = (run_part){.node_rank = p, .exec = K.batch, .exit_code = NO_INT, .exit_signal = NO_INT};
+        r->parts[p] = (run_part){.node_rank = p, .exec = sched.batch, .exit_code = NO_INT, .exit_signal = NO_INT};
     buf_t json = {0};
     buf_printf(&json, "[");
     if (!begin_start_locked(r, &json)) return false;
-    log_info("run %lld handed to Slurm: %d node%s, %d rank%s each", (long long)r->id, k, k > 1 ? "s" : "",
-             r->world_size / k, r->world_size / k > 1 ? "s" : "");
+    log_info("run %lld handed to %s: %d node%s, %d rank%s each", (long long)r->id, sched.batch->title, k,
+             k > 1 ? "s" : "", r->world_size / k, r->world_size / k > 1 ? "s" : "");
     for (int p = 0; p < k; p++) {
-        batch_launch_strings keep;
-        part_launch l = batch_launch_of(r, p, &keep);
-        r->parts[p].pending = K.batch->start(&l, &r->parts[p].handle) == START_PENDING;
+        launch_keep keep;
+        part_launch l = launch_of(r, p, NULL, &keep);
+        r->parts[p].pending = sched.batch->start(&l, &r->parts[p].handle) == START_PENDING;
     }
     return true;
 }
@@ -489,7 +479,7 @@ void job_submitted_locked(live_run *r, const part_handle *h) {
     op.u.submitted.job = xstrdup(h->job);
     op.u.submitted.secret = xstrdup(r->secret);
     store_submit_now(&op);
-    log_info("run %lld is Slurm job %s", (long long)r->id, h->job);
+    log_info("run %lld is %s job %s", (long long)r->id, r->parts[0].exec->title, h->job);
 }
 
 void part_started_locked(live_run *r, int part, const part_handle *h) {
@@ -502,7 +492,7 @@ void part_started_locked(live_run *r, int part, const part_handle *h) {
 }
 
 void mark_running_locked(live_run *r) {
-    r->status = RUN_RUNNING;
+    if (!set_status_locked(r, RUN_RUNNING)) return;
     store_op op = {.kind = OP_RUN_RUNNING, .run_id = r->id, .t = now_ms()};
     store_submit_now(&op);
     log_info("run %lld running", (long long)r->id);
@@ -533,8 +523,8 @@ static char *with_notes(const char *reason, const part_end *e, bool failed) {
 
 static const char *part_node_name(const run_part *p, char *buf, size_t n) {
     char address[NODE_ADDR_MAX];
-    if (p->handle.place[0]) return p->handle.place; /* named where it ran (a Slurm node) */
-    if (!p->node) return scheduler_local_name();
+    if (p->handle.place[0]) return p->handle.place; /* named where it ran (a batch system's node) */
+    if (!p->node) return local_node_name();
     if (!nodes_describe(p->node, buf, n, address, sizeof address)) snprintf(buf, n, "node %d", p->node);
     return buf;
 }
@@ -573,7 +563,7 @@ static void finish_parts_locked(live_run *r) {
     bool mendable = (r->fail_reason && !r->fail_final) ||
                     (blamed && (blamed->failure.rank != NO_INT || (blamed->exit_signal != NO_INT && !blamed->reason)));
     if (status == RUN_FAILED && mendable &&
-        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
+        restart_locked(r, &reason, r->fail_reason ? &r->server_blame : blamed ? &blamed->failure : NULL)) {
         free(reason);
         return;
     }
@@ -602,7 +592,7 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
      * hang, a restart asked for), or when the launcher was killed before its end */
     bool mendable = (r->fail_reason && !r->fail_final) || (!r->end_status && e->exit_signal != NO_INT);
     if (status == RUN_FAILED && mendable &&
-        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
+        restart_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);
         return;
     }
@@ -677,7 +667,7 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
     /* processes lost without their end (the server was not there to see them go) */
     bool mendable = (r->fail_reason && !r->fail_final) || !ended;
     if (status == RUN_FAILED && mendable &&
-        restart_or_fail_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
+        restart_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
         free(reason);
         return;
     }

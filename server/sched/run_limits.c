@@ -6,7 +6,6 @@
 
 #include "byte_size.h"
 #include "disk_use.h"
-#include "sched_state.h"
 #include "users.h"
 
 #define GIB 1073741824.0
@@ -37,15 +36,14 @@ void run_limits_permitted(const json_t *config, const caller *who, schema_errors
                           "admin for a larger quota, then submit again", why);
 }
 
-int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int devices, int world_size, char *from,
-                         size_t fromlen) {
+int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int devices, int world_size,
+                         int64_t per_device, char *from, size_t fromlen) {
     int64_t limit;
     char per[32];
     if (asked > 0) {
         limit = world_size > 0 ? asked / world_size * devices : asked; /* a part across nodes: its share */
         snprintf(from, fromlen, "resources.memory_gb");
     } else {
-        int64_t per_device = K.c.memory_per_device[pool];
         if (per_device <= 0) return 0;
         limit = per_device * devices;
         snprintf(from, fromlen, "ddpd serve --run-memory-per-slot: %s x %d %s",

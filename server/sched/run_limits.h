@@ -24,12 +24,13 @@ int64_t run_memory_asked(const json_t *config);
 void run_limits_permitted(const json_t *config, const caller *who, schema_errors *errs);
 
 /* The memory limit of a part holding `devices` of the run's `world_size` devices of
- * `pool`: its share of what the run asked (`asked` bytes, 0: the server's default per
- * device times its devices), never past `owner`'s --max-memory-gb (NULL owner: no such
- * maximum). Its words, for a reason, in `from` ("resources.memory_gb", "ddpd serve
+ * `pool`: its share of what the run asked (`asked` bytes, 0: the server's default,
+ * `per_device` bytes per device of the pool (ddpd serve --run-memory-per-slot), times
+ * its devices), never past `owner`'s --max-memory-gb (NULL owner: no such maximum). Its
+ * words, for a reason, in `from` ("resources.memory_gb", "ddpd serve
  * --run-memory-per-slot: 2 GiB x 2 CPU slots"). 0: no limit (the server has no
- * default: no memory known). Under the scheduler's lock (its config). */
-int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int devices, int world_size, char *from,
-                         size_t fromlen);
+ * default: no memory known). */
+int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int devices, int world_size,
+                         int64_t per_device, char *from, size_t fromlen);
 
 #endif

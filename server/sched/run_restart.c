@@ -1,33 +1,25 @@
-/* A run's attempts as the server sees them, and the restarts it makes itself. See
- * sched_state.h.
+/* A run's attempts as the server sees them, and whether another attempt may mend a run
+ * that failed. See sched_state.h.
  *
  * A launcher restarts its own ranks (trainer/attempts.h) while distributed.max_restarts
  * allows. The server starts a run's next attempt itself when the launcher cannot: its
  * processes or a node were lost (the launcher went with them), the hang watch stopped
  * it, or a part of a run across nodes failed (a node's part never restarts alone).
- * Then every part has ended, the attempt's end is
- * recorded as the server saw it, the run gives back what it held and is queued again
- * (OP_RUN_RESTART, at its place in submission order, so it is the first of its pool to
- * start once it fits), and its launchers start with the next restart count
+ * Then every part has ended, the attempt's end is recorded here as the server saw it,
+ * and while restarts remain run_life.c queues the run again (OP_RUN_RESTART, at its
+ * place in submission order, so it is the first of its pool to start once it fits):
+ * it gives back what it held, and its launchers start with the next restart count
  * (--restart-count, TORCHELASTIC_RESTART_COUNT one higher) within the same restarts
  * (--restarts-from). A built-in run's ranks carry on from its newest checkpoint. */
 #include "sched_state.h"
-#include "scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base.h"
 #include "event_kinds.h"
 #include "kind_fields.h"
-#include "log_limit.h"
 #include "store.h"
-
-void rank_failure_clear(rank_failure *f) {
-    free(f->last_line);
-    *f = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
-}
 
 /* The part whose ranks hold `rank`: a run's parts hold world_size / n_parts each. */
 static run_part *part_of_rank(live_run *r, int64_t rank) {
@@ -73,29 +65,6 @@ void attempt_seen_locked(live_run *r, store_op *op) {
                                 .last_line = op->u.attempt.last_line ? xstrdup(op->u.attempt.last_line) : NULL};
 }
 
-bool scheduler_attempt(store_op *op, long peer_pid) {
-    pthread_mutex_lock(&K.mu);
-    live_run *r = find_run(op->run_id);
-    /* a rank of the run with its secret is not its launcher: what it says of the run's
-     * attempts (their number, MASTER_PORT, which rank failed) is not taken */
-    bool taken = !r || peer_pid <= 0 || peer_pid == (long)getpid() || from_launcher_locked(r, peer_pid);
-    if (!taken) {
-        static log_limit forged = LOG_LIMIT_INIT; /* a rank may send them by the thousand */
-        uint64_t skipped = 0;
-        if (log_limit_now(&forged, 10000, &skipped))
-            log_warn("event socket: %s for run %lld from pid %ld, not its launcher: ignored (and %llu more such "
-                     "since the last line)",
-                     op->kind == OP_RANK_STATE ? "a rank_state event" : "an attempt event", (long long)op->run_id,
-                     peer_pid, (unsigned long long)skipped);
-    } else if (op->kind == OP_RANK_STATE) {
-        rank_state_seen_locked(r, op);
-    } else {
-        attempt_seen_locked(r, op);
-    }
-    pthread_mutex_unlock(&K.mu);
-    return taken;
-}
-
 /* The attempt's end as the server saw it, after whatever its launchers said of it. */
 static void record_attempt_end_locked(live_run *r, const char *status, const char *reason,
                                       const rank_failure *f) {
@@ -122,31 +91,12 @@ void close_open_attempt_locked(live_run *r, const char *status, const char *reas
     record_attempt_end_locked(r, status, reason, NULL);
 }
 
-/* Everything it held goes back, and it waits to start its next attempt. */
-static void queue_next_attempt_locked(live_run *r, const char *why) {
-    int next = r->attempt + 1;
-    store_op op = {.kind = OP_RUN_RESTART, .run_id = r->id, .t = now_ms()};
-    op.u.restart.attempt = next;
-    op.u.restart.reason = xstrdup(why);
-    store_submit_now(&op);
-    log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
-             (long long)r->id, r->attempt, why, next, next);
-    back_to_queue_locked(r);
-    r->restart_count = r->attempt = next;
-    free(r->fail_reason);
-    r->fail_reason = NULL;
-    rank_failure_clear(&r->server_blame);
-}
-
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
     if (r->cancel_reason) return false;
     const char *why = *reason ? *reason : "its processes were gone";
     record_attempt_end_locked(r, "failed", why, f);
     int last = r->restarts_from + r->max_restarts;
-    if (!K.shutting_down && r->attempt < last) {
-        queue_next_attempt_locked(r, why);
-        return true;
-    }
+    if (!sched.shutting_down && r->attempt < last) return true; /* run_life.c queues it for the next */
     if (r->max_restarts > 0) {
         char *spent = xasprintf("all %d attempts failed (distributed.max_restarts is %d); the last: %s",
                                 r->attempt - r->restarts_from + 1, r->max_restarts, why);

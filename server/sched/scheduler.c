@@ -1,4 +1,8 @@
-/* The lock, the queue and the entry points of the scheduler: see scheduler.h and sched_state.h. */
+/* The scheduler's front door: every entry point of scheduler.h but the recovery at
+ * start-up (run_recovery.c, beside it), the executors' hooks, the tick, and the queue
+ * policy's decisions applied under the lock (schedule_locked). The one place that
+ * chooses where runs execute, and so the one that names an executor: the rest asks
+ * the executor table. See scheduler.h and sched_state.h. */
 #include "sched_state.h"
 #include "scheduler.h"
 
@@ -11,8 +15,10 @@
 #include "base.h"
 #include "executor_agents.h"
 #include "executor_local.h"
+#include "executor_slurm.h"
 #include "fair_share.h"
 #include "launcher_argv.h"
+#include "log_limit.h"
 #include "nodes.h"
 #include "queue_policy.h"
 #include "run_as.h"
@@ -20,19 +26,24 @@
 #include "store.h"
 #include "users.h"
 
-sched_state K = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&sched.devices, pool); }
 
-int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&K.devices, pool); }
+/* This host's, the agents', and the batch system's when there is one: each executor
+ * in use, in that order (NULL past the last). */
+static const executor *executor_at(int i) {
+    const executor *in_use[] = {sched.local, sched.agents, sched.batch};
+    return i < 3 ? in_use[i] : NULL;
+}
 
 void scheduler_set_self_url(const char *url, const char *reachable_url) {
-    executor_local_set_self_url(url);
-    if (K.batch) executor_slurm_set_server_url(reachable_url);
+    for (int i = 0; i < 3; i++)
+        if (executor_at(i) && executor_at(i)->set_server_url) executor_at(i)->set_server_url(url, reachable_url);
 }
 
 /* ---- the executors' hooks: a part's start done, a part's end ---- */
 
 static bool on_part_started(int64_t run, int part, const part_handle *h, const char *err) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(run);
     bool wanted = r && r->status != RUN_QUEUED;
     if (wanted && err) {
@@ -41,52 +52,61 @@ static bool on_part_started(int64_t run, int part, const part_handle *h, const c
     } else if (wanted) {
         part_started_locked(r, part, h);
     }
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return wanted;
 }
 
 static void on_part_ended(int64_t run, int part, const part_end *e) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(run);
     if (r && part_ended_locked(r, part, e)) schedule_locked();
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 static void on_job_submitted(int64_t run, const part_handle *h) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(run);
     if (r && batch_pending(r)) job_submitted_locked(r, h);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
 }
 
-/* The one place where it is chosen where runs execute: this host's supervisor and the
- * agents, or a batch system that every run goes to (serve --executor slurm). */
+/* The one place where it is chosen where runs execute, and the only one that names an
+ * executor: this host's supervisor and the agents, or a batch system that every run
+ * goes to (serve --executor slurm). */
 void scheduler_init(const scheduler_config *c) {
-    K.c = *c;
-    device_pool_init(&K.devices, c->gpus, c->n_gpus, c->slots);
+    sched.c = *c;
+    device_pool_init(&sched.devices, c->gpus, c->n_gpus, c->slots);
     static const executor_hooks hooks = {on_part_started, on_part_ended, on_job_submitted};
     executor_local_config lc = {.trainer = c->trainer, .runner = c->runner, .data_roots = c->data_roots,
                                 .n_data_roots = c->n_data_roots, .advertise = c->advertise,
                                 .max_log_bytes = c->max_log_bytes};
-    K.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
-    K.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
-    K.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
+    sched.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
+    sched.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
+    sched.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
 }
 
 bool scheduler_batch(bool *gpus) {
-    if (gpus) *gpus = K.c.slurm && K.c.slurm->gpus;
-    return K.batch != NULL;
+    if (gpus) *gpus = sched.batch && sched.batch->gives_gpus && sched.batch->gives_gpus();
+    return sched.batch != NULL;
 }
 
-static int free_devices(pool_kind pool) { return device_pool_free(&K.devices, pool); }
+static int free_devices(pool_kind pool) { return device_pool_free(&sched.devices, pool); }
 
-const char *scheduler_local_name(void) { return K.c.node_name && K.c.node_name[0] ? K.c.node_name : "local"; }
+const char *scheduler_local_name(void) { return local_node_name(); }
 
 void scheduler_spawned(int64_t id, int group, pid_t pid, const char *err) {
     executor_local_spawned(id, group, pid, err);
 }
 
 void scheduler_child_exited(pid_t pid, int wstatus) { executor_local_exited(pid, wstatus); }
+
+/* ---- fair share: each owner's decayed usage (live_runs.c keeps it) ---- */
+
+void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n) {
+    pthread_mutex_lock(&sched.mu);
+    for (int i = 0; i < n; i++) usage_load_locked(owners[i], values[i], as_of[i]);
+    pthread_mutex_unlock(&sched.mu);
+}
 
 /* ---- the queue policy's snapshot, and what it decides ---- */
 
@@ -103,54 +123,6 @@ typedef struct {
     policy_owner *owners;
 } snapshot;
 
-/* ---- fair share: each owner's decayed usage ---- */
-
-static bool same_owner(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
-
-static owner_usage *usage_of_locked(const char *owner) {
-    for (int i = 0; i < K.n_usage; i++)
-        if (same_owner(K.usage[i].owner, owner)) return &K.usage[i];
-    return NULL;
-}
-
-/* What the owner's runs that ended weigh now. */
-static double ended_usage_locked(const char *owner, int64_t now) {
-    const owner_usage *u = usage_of_locked(owner);
-    return u ? fair_share_decay(u->value, now - u->as_of, K.c.fair_share_half_life_s) : 0.0;
-}
-
-void usage_fold_locked(const live_run *r) {
-    if (!r->started_ms) return;
-    int64_t now = now_ms();
-    owner_usage *u = usage_of_locked(r->owner);
-    if (!u) {
-        K.usage = xrealloc(K.usage, (size_t)(K.n_usage + 1) * sizeof *K.usage);
-        u = &K.usage[K.n_usage++];
-        *u = (owner_usage){.owner = r->owner ? xstrdup(r->owner) : NULL, .as_of = now};
-    }
-    u->value = fair_share_decay(u->value, now - u->as_of, K.c.fair_share_half_life_s) +
-               fair_share_span(r->world_size, r->started_ms, now, now, K.c.fair_share_half_life_s);
-    u->as_of = now;
-    store_op op = {.kind = OP_USAGE, .t = now};
-    op.u.usage.owner = r->owner ? xstrdup(r->owner) : NULL;
-    op.u.usage.device_seconds = u->value;
-    store_submit_now(&op);
-}
-
-void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n) {
-    pthread_mutex_lock(&K.mu);
-    for (int i = 0; i < n; i++) {
-        K.usage = xrealloc(K.usage, (size_t)(K.n_usage + 1) * sizeof *K.usage);
-        K.usage[K.n_usage++] = (owner_usage){.owner = owners[i] && owners[i][0] ? xstrdup(owners[i]) : NULL,
-                                             .value = values[i], .as_of = as_of[i]};
-    }
-    pthread_mutex_unlock(&K.mu);
-}
-
-/* ---- the queue policy's snapshot, and what it decides ---- */
-
-_Static_assert(NODES_MAX + 1 <= POLICY_NODES_MAX, "a policy snapshot holds this host and every node");
-
 /* The index of r's owner among the snapshot's, added when new (its quota, its usage
  * of the runs that ended; the running ones' spans are added after). */
 static int owner_index(snapshot *sn, const char *owner, int64_t now) {
@@ -158,7 +130,7 @@ static int owner_index(snapshot *sn, const char *owner, int64_t now) {
         if (same_owner(sn->owners[i].name, owner)) return i;
     int i = sn->s.n_owners++;
     sn->owners[i] = (policy_owner){.name = owner, .max_devices = owner ? users_max_devices(owner) : -1,
-                                   .usage = ended_usage_locked(owner, now)};
+                                   .usage = usage_ended_locked(owner, now)};
     return i;
 }
 
@@ -171,7 +143,7 @@ static policy_run policy_run_of(const live_run *r) {
  * `runs`, the queue and the started runs with what they hold, and their owners. */
 static void snapshot_take_locked(snapshot *sn, bool runs) {
     memset(sn, 0, sizeof *sn);
-    sn->nodes[0] = (policy_node){.id = 0, .name = scheduler_local_name()};
+    sn->nodes[0] = (policy_node){.id = 0, .name = local_node_name()};
     int n = 1, ids[NODES_MAX], up = nodes_up(ids, NODES_MAX);
     for (int i = 0; i < up; i++) {
         char address[NODE_ADDR_MAX];
@@ -180,8 +152,8 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         n++;
     }
     for (pool_kind pool = POOL_CPU; pool <= POOL_GPU; pool++) {
-        sn->nodes[0].free[pool] = device_pool_free(&K.devices, pool);
-        sn->nodes[0].capacity[pool] = device_pool_capacity(&K.devices, pool);
+        sn->nodes[0].free[pool] = device_pool_free(&sched.devices, pool);
+        sn->nodes[0].capacity[pool] = device_pool_capacity(&sched.devices, pool);
         node_pool np = pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU;
         for (int i = 1; i < n; i++) {
             sn->nodes[i].free[pool] = nodes_free(sn->nodes[i].id, np);
@@ -189,11 +161,11 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         }
     }
     int64_t now = now_ms();
-    sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = K.c.advertise && K.c.advertise[0],
-                              .backfill_window_ms = K.c.backfill_window_ms, .now_ms = now};
+    sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = sched.c.advertise && sched.c.advertise[0],
+                              .backfill_window_ms = sched.c.backfill_window_ms, .now_ms = now};
     if (!runs) return;
     int queued = 0, started = 0, parts = 0;
-    for (live_run *r = K.runs; r; r = r->next) {
+    for (live_run *r = sched.runs; r; r = r->next) {
         if (r->status == RUN_QUEUED) queued++;
         else started++;
         parts += r->n_parts;
@@ -205,7 +177,7 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
     sn->owners = xmalloc((size_t)(queued + started + 1) * sizeof *sn->owners);
     sn->s.owners = sn->owners;
     policy_hold *hold = sn->holds;
-    for (live_run *r = K.runs; r; r = r->next) {
+    for (live_run *r = sched.runs; r; r = r->next) {
         int owner = owner_index(sn, r->owner, now);
         if (r->status == RUN_QUEUED) {
             policy_run q = policy_run_of(r);
@@ -223,7 +195,7 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
         if (r->started_ms) /* its span so far */
-            sn->owners[owner].usage += fair_share_span(r->world_size, r->started_ms, now, now, K.c.fair_share_half_life_s);
+            sn->owners[owner].usage += fair_share_span(r->world_size, r->started_ms, now, now, sched.c.fair_share_half_life_s);
     }
     sn->s.queued = sn->queued;
     sn->s.running = sn->running;
@@ -257,14 +229,14 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
  * devices back: the policy decides again. With a batch system, there is no queue
  * here in front of its own: every queued run goes there at once. */
 void schedule_locked(void) {
-    if (K.batch) {
-        for (live_run *r = K.runs, *next; r && !K.shutting_down; r = next) {
+    if (sched.batch) {
+        for (live_run *r = sched.runs, *next; r && !sched.shutting_down; r = next) {
             next = r->next; /* a start that fails finishes (frees) r */
             if (r->status == RUN_QUEUED) start_batch_locked(r);
         }
         return;
     }
-    for (bool again = !K.shutting_down; again;) {
+    for (bool again = !sched.shutting_down; again;) {
         again = false;
         snapshot sn;
         policy_decision *d = decide_locked(&sn);
@@ -294,26 +266,24 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 }
 
 void scheduler_submit(const run_needs *n) {
-    pthread_mutex_lock(&K.mu);
-    add_queued(n);
+    pthread_mutex_lock(&sched.mu);
+    live_run_add(n, RUN_QUEUED);
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 void scheduler_resume(const run_needs *n) {
-    live_run *r = new_queued(n);
-    pthread_mutex_lock(&K.mu);
-    live_run **p = &K.runs;
-    while (*p) p = &(*p)->next; /* at the back of the queue: it is queued now */
-    *p = r;
+    live_run *r = live_run_new(n);
+    pthread_mutex_lock(&sched.mu);
+    live_run_append(r); /* at the back of the queue: it is queued now */
     log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(id);
     cancel_result res = CANCEL_NOT_LIVE;
     if (!r) {
@@ -333,7 +303,7 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) 
         else if (batch_pending(r)) stop_parts_locked(r);
         res = CANCEL_SIGNALED;
     }
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return res;
 }
 
@@ -341,25 +311,13 @@ cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_o
 
 cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true); }
 
-bool fail_for_good_locked(live_run *r, const char *reason) {
-    bool done = r && !r->cancel_reason && !r->fail_reason;
-    if (done && r->status == RUN_QUEUED) {
-        finish_locked(r, RUN_FAILED, reason, NO_INT, NO_INT);
-        schedule_locked();
-    } else if (done) {
-        r->fail_reason = xstrdup(reason);
-        r->fail_final = true;
-        log_warn("run %lld: %s: %s", (long long)r->id, reason,
-                 r->across ? "its nodes are told to stop it" : "its launcher is told to stop");
-        if (r->start_stored || batch_pending(r)) stop_parts_locked(r); /* else once its start is done */
-    }
-    return done;
-}
-
 bool scheduler_fail(int64_t id, const char *reason) {
-    pthread_mutex_lock(&K.mu);
-    bool done = fail_for_good_locked(find_run(id), reason);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    bool queued = r && r->status == RUN_QUEUED;
+    bool done = fail_for_good_locked(r, reason);
+    if (done && queued) schedule_locked(); /* it finished at once: what waited behind it may start */
+    pthread_mutex_unlock(&sched.mu);
     return done;
 }
 
@@ -373,18 +331,18 @@ static int decision_of_locked(int64_t id, snapshot *sn, policy_decision **d) {
 }
 
 int scheduler_queue_position(int64_t id) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     snapshot sn;
     policy_decision *d;
     int i = decision_of_locked(id, &sn, &d);
     int pos = i >= 0 ? d[i].pool_order + 1 : 0;
     decisions_free(&sn, d);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return pos;
 }
 
 bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(id);
     /* A started run (its secret made, its trainer asked for): the trainer may say hello
      * before the supervisor has told us its pid, so the secret decides, and the account
@@ -403,22 +361,12 @@ bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
         if (r->start_stored) mark_running_locked(r);
         else r->said_hello = true; /* running once its start is stored (part_started_locked) */
     }
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return ok;
 }
 
-bool from_launcher_locked(const live_run *r, long pid) {
-    bool known = false;
-    for (int i = 0; i < r->n_parts; i++) {
-        if (r->parts[i].handle.pid <= 0) continue;
-        known = true;
-        if ((long)r->parts[i].handle.pid == pid) return true;
-    }
-    return !known;
-}
-
 void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(id);
     /* how a run ended is its launcher's to say (beside its exit status): an `end` any
      * other process of the run sends is not taken */
@@ -433,30 +381,58 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
         r->end_status = xstrdup(status);
         r->end_reason = reason && *reason ? xstrdup(reason) : NULL;
     }
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
+}
+
+void scheduler_progress(int64_t id, int rank, int64_t global_step) {
+    pthread_mutex_lock(&sched.mu);
+    progress_seen_locked(find_run(id), rank, global_step);
+    pthread_mutex_unlock(&sched.mu);
+}
+
+bool scheduler_attempt(store_op *op, long peer_pid) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(op->run_id);
+    /* a rank of the run with its secret is not its launcher: what it says of the run's
+     * attempts (their number, MASTER_PORT, which rank failed) is not taken */
+    bool taken = !r || peer_pid <= 0 || peer_pid == (long)getpid() || from_launcher_locked(r, peer_pid);
+    if (!taken) {
+        static log_limit forged = LOG_LIMIT_INIT; /* a rank may send them by the thousand */
+        uint64_t skipped = 0;
+        if (log_limit_now(&forged, 10000, &skipped))
+            log_warn("event socket: %s for run %lld from pid %ld, not its launcher: ignored (and %llu more such "
+                     "since the last line)",
+                     op->kind == OP_RANK_STATE ? "a rank_state event" : "an attempt event", (long long)op->run_id,
+                     peer_pid, (unsigned long long)skipped);
+    } else if (op->kind == OP_RANK_STATE) {
+        rank_state_seen_locked(r, op);
+    } else {
+        attempt_seen_locked(r, op);
+    }
+    pthread_mutex_unlock(&sched.mu);
+    return taken;
 }
 
 void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     int64_t now = mono_ms();
-    for (live_run *r = K.runs; r; r = r->next) {
+    for (live_run *r = sched.runs; r; r = r->next) {
         if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
     }
     if (users_changed) schedule_locked();
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     /* outside the lock: what they learn comes back through the hooks */
-    K.local->tick();
-    K.agents->tick();
-    if (K.batch) K.batch->tick();
+    for (int i = 0; i < 3; i++)
+        if (executor_at(i)) executor_at(i)->tick();
 }
 
 bool scheduler_journal_fed(int64_t id) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(id);
     bool fed = r && r->adopted;
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return fed;
 }
 
@@ -465,10 +441,10 @@ bool scheduler_journal_fed(int64_t id) {
 static bool left_to_batch(const live_run *r) { return r->n_parts > 0 && r->parts[0].exec->batch; }
 
 void scheduler_shutdown(void) {
-    pthread_mutex_lock(&K.mu);
-    K.shutting_down = true;
+    pthread_mutex_lock(&sched.mu);
+    sched.shutting_down = true;
     int active = 0, left = 0;
-    for (live_run *r = K.runs; r; r = r->next) {
+    for (live_run *r = sched.runs; r; r = r->next) {
         if (r->status == RUN_QUEUED) continue; /* stays queued for the next start */
         if (left_to_batch(r)) {
             left++;
@@ -480,47 +456,48 @@ void scheduler_shutdown(void) {
         if (r->start_stored) signal_cancel_locked(r);
     }
     if (active) log_info("shutting down: canceling %d active run(s)", active);
-    if (left) log_info("shutting down: %d run(s) go on in Slurm; the next start follows them again", left);
+    if (left) log_info("shutting down: %d run(s) go on in %s; the next start follows them again", left, sched.batch->title);
     /* The reaper keeps running: it SIGKILLs after the grace period and finishes them
      * (a command run's launcher after its ranks' grace, which its config may lengthen). */
-    int longest = K.c.cancel_grace_ms;
-    for (live_run *r = K.runs; r; r = r->next)
+    int longest = sched.c.cancel_grace_ms;
+    for (live_run *r = sched.runs; r; r = r->next)
         if (r->command && run_stop_grace_ms(r, false) + LAUNCHER_GRACE_MARGIN_MS > longest)
             longest = run_stop_grace_ms(r, false) + LAUNCHER_GRACE_MARGIN_MS;
     int64_t deadline = mono_ms() + longest + 5000;
     for (;;) {
         active = 0;
-        for (live_run *r = K.runs; r; r = r->next) active += r->status != RUN_QUEUED && !left_to_batch(r);
+        for (live_run *r = sched.runs; r; r = r->next) active += r->status != RUN_QUEUED && !left_to_batch(r);
         if (!active || mono_ms() >= deadline) break;
         struct timespec ts = realtime_in_ms(100);
-        pthread_cond_timedwait(&K.changed, &K.mu, &ts);
+        pthread_cond_timedwait(&sched.changed, &sched.mu, &ts);
     }
     if (active) log_warn("%d run(s) did not end in time; they stay as they are", active);
-    pthread_mutex_unlock(&K.mu);
-    if (K.batch) executor_slurm_stop(); /* its commands under way done (a job id given is stored) */
+    pthread_mutex_unlock(&sched.mu);
+    for (int i = 0; i < 3; i++) /* their commands under way done (a job id given is stored) */
+        if (executor_at(i) && executor_at(i)->shut_down) executor_at(i)->shut_down();
 }
 
 void scheduler_take_snapshot(scheduler_snapshot *out) {
-    pthread_mutex_lock(&K.mu);
-    *out = (scheduler_snapshot){.cpu_slots = K.c.slots, .cpu_free = free_devices(POOL_CPU), .gpus = K.c.n_gpus,
+    pthread_mutex_lock(&sched.mu);
+    *out = (scheduler_snapshot){.cpu_slots = sched.c.slots, .cpu_free = free_devices(POOL_CPU), .gpus = sched.c.n_gpus,
                                 .gpu_free = free_devices(POOL_GPU)};
-    for (live_run *r = K.runs; r; r = r->next) {
+    for (live_run *r = sched.runs; r; r = r->next) {
         if (r->status == RUN_QUEUED || batch_pending(r)) out->queued++;
         else out->active++;
     }
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
-    if (K.batch) return true; /* the batch system says (sbatch refuses what it can never run) */
+    if (sched.batch) return true; /* the batch system says (sbatch refuses what it can never run) */
     live_run r = {.id = need->id, .pool = need->pool, .world_size = need->world_size,
                   .nodes_wanted = need->nodes_wanted};
     policy_run q = policy_run_of(&r);
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     snapshot sn;
     snapshot_take_locked(&sn, false);
     bool ok = queue_policy_can_place(&sn.s, &q, err, errlen);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return ok;
 }
 
@@ -536,7 +513,7 @@ static char *after_preemption(const live_run *r, char *waiting) {
 }
 
 char *scheduler_waiting_for(int64_t id) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     snapshot sn;
     policy_decision *d;
     int i = decision_of_locked(id, &sn, &d);
@@ -544,7 +521,7 @@ char *scheduler_waiting_for(int64_t id) {
     decisions_free(&sn, d);
     live_run *r = text ? NULL : find_run(id);
     if (r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return text;
 }
 
@@ -553,7 +530,7 @@ static const char *verb_word(const policy_decision *d) {
 }
 
 json_t *scheduler_queue_json(void) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     snapshot sn;
     policy_decision *d = decide_locked(&sn);
     int n = sn.s.n_queued;
@@ -589,21 +566,21 @@ json_t *scheduler_queue_json(void) {
                                                 "max_devices", o->max_devices < 0 ? json_null() : json_integer(o->max_devices)));
     }
     json_t *out = json_pack("{s:o, s:o, s:f, s:I}", "runs", runs, "owners", owners, "fair_share_half_life_s",
-                            K.c.fair_share_half_life_s, "backfill_window_s", (json_int_t)(K.c.backfill_window_ms / 1000));
+                            sched.c.fair_share_half_life_s, "backfill_window_s", (json_int_t)(sched.c.backfill_window_ms / 1000));
     free(by_order);
     decisions_free(&sn, d);
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     return out;
 }
 
 json_t *scheduler_nodes_json(void) {
-    pthread_mutex_lock(&K.mu);
+    pthread_mutex_lock(&sched.mu);
     json_t *gpus = json_array();
-    for (int i = 0; i < K.c.n_gpus; i++) json_array_append_new(gpus, json_string(K.c.gpus[i]));
-    json_t *here = json_pack("{s:s, s:s?, s:b, s:s, s:i, s:i, s:o, s:i}", "name", scheduler_local_name(), "address",
-                             K.c.advertise, "local", 1, "state", "up", "slots", K.c.slots, "free_slots",
+    for (int i = 0; i < sched.c.n_gpus; i++) json_array_append_new(gpus, json_string(sched.c.gpus[i]));
+    json_t *here = json_pack("{s:s, s:s?, s:b, s:s, s:i, s:i, s:o, s:i}", "name", local_node_name(), "address",
+                             sched.c.advertise, "local", 1, "state", "up", "slots", sched.c.slots, "free_slots",
                              free_devices(POOL_CPU), "gpus", gpus, "free_gpus", free_devices(POOL_GPU));
-    pthread_mutex_unlock(&K.mu);
+    pthread_mutex_unlock(&sched.mu);
     json_t *all = json_array();
     json_array_append_new(all, here);
     json_t *agents = nodes_to_json();

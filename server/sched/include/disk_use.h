@@ -10,8 +10,9 @@
  * The quota (ddpd user add|set NAME --max-disk-gb N): a submission of a user past
  * it is refused (disk_use_over, through the submission's gate); a run whose
  * owner is past it when one of its checkpoints has been measured is failed
- * (scheduler_fail), resumable from that checkpoint, its reason naming the usage and
- * the quota. A directory the walk could not finish (deeper than its limit, more
+ * (scheduler_fail, which main.c hands to disk_use_start: the scheduler calls this
+ * module, which does not call it back), resumable from that checkpoint, its reason
+ * naming the usage and the quota. A directory the walk could not finish (deeper than its limit, more
  * entries than its limit) counts as past any quota its owner has. */
 #ifndef DDPD_SCHED_DISK_USE_H
 #define DDPD_SCHED_DISK_USE_H
@@ -21,8 +22,9 @@
 #include <stdint.h>
 
 /* Reads what the store has measured and starts the walking thread (runs never
- * measured, and the live ones, are walked first). 0, or -1 and why. */
-int disk_use_start(char *err, size_t errlen);
+ * measured, and the live ones, are walked first); `fail` fails a run for good with a
+ * reason (scheduler_fail), false when it is not live. 0, or -1 and why. */
+int disk_use_start(bool (*fail)(int64_t id, const char *reason), char *err, size_t errlen);
 void disk_use_stop(void);
 
 /* A new run of `owner` (NULL: nobody in particular), its directory empty. */

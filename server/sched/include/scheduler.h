@@ -1,21 +1,29 @@
-/* The scheduler owns the devices and the life of every unfinished run in memory.
+/* The scheduler: the front door of scheduling. It owns the devices and the life of
+ * every unfinished run in memory, and each entry point below is defined in
+ * scheduler.c (or, the recovery at start-up, in run_recovery.c beside it).
  *
  * Devices come in two pools: GPUs (given to a run through CUDA_VISIBLE_DEVICES) and
- * CPU slots (for CPU runs, one rank each). A run needs world_size devices of one
- * pool; runs wait in submission order (FIFO per pool: a big run at the head is not
- * overtaken by smaller ones behind it) until enough are free, and no device is ever
- * given to two runs.
+ * CPU slots (one rank each), on this host and on the agents' nodes. The queue policy
+ * (queue_policy.h, a pure function of a snapshot) decides which queued run starts
+ * where: by priority, then its owner's decayed usage (fair share), then age; within
+ * its owner's quotas; backfilling behind a big run at the head of a pool within the
+ * backfill window; preempting lower-priority preemptible runs for a higher one. No
+ * device is ever given to two runs.
  *
- * State changes happen here, under one lock, and are queued to the store's writer
- * in the same order: queued -> starting (devices given, trainer started) -> running
- * (its first rank said hello) -> succeeded | failed | canceled, with canceling on the
- * way to canceled.
+ * A run's status moves under one lock, in one setter against a table of legal moves
+ * (run_life.c), and each move is queued to the store's writer in the same order:
+ * queued -> starting -> running -> succeeded | failed | canceled | stopped, with
+ * canceling on the way to canceled or stopped; a started run preempted, or restarted
+ * (another attempt of a run that failed), goes back to queued, and a resume queues a
+ * finished run again. A run that failed is restarted when its config allows another
+ * attempt and the failure is one another attempt may mend (run_restart.c).
  *
- * What it is made of: the queue policy decides which run starts where
- * (queue_policy.h, a pure function of a snapshot); the executors start, stop and
- * follow a run's parts where they run (executor.h: this host's supervisor, the
- * agents); run_life.c and run_watch.c hold the life of a run and the watches
- * (sched_state.h); scheduler.c the lock, these entry points and the tick. */
+ * Where a run's parts run is an executor's business (executor.h: this host's
+ * supervisor, the agents' nodes, or Slurm, which places runs itself and then no
+ * queue of this server's is run); the scheduler asks the executors' table and names
+ * one only where it chooses it (scheduler_init). Inside, the files call downward
+ * only, in the order sched_state.h lists (front door, watches, life, restarts, the
+ * floor of live runs), which tests/layout/test_layer_calls.py checks. */
 #ifndef DDPD_SCHEDULER_H
 #define DDPD_SCHEDULER_H
 

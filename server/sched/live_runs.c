@@ -1,0 +1,191 @@
+/* The floor of the scheduler's state machine: the table of live runs, what a start
+ * held given back, each owner's usage. See live_runs.h. */
+#include "live_runs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "fair_share.h"
+#include "nodes.h"
+#include "rendezvous.h"
+#include "store.h"
+
+sched_state sched = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+
+/* ---- the table ---- */
+
+live_run *find_run(int64_t id) {
+    for (live_run *r = sched.runs; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+live_run *live_run_new(const run_needs *n) {
+    live_run *r = xcalloc(1, sizeof *r);
+    r->id = n->id;
+    r->world_size = n->world_size;
+    r->pool = n->pool;
+    r->nodes_wanted = n->nodes_wanted;
+    r->command = n->command;
+    r->resume = n->resume;
+    r->hang_timeout_s = n->hang_timeout_s;
+    r->owner = n->owner ? xstrdup(n->owner) : NULL;
+    r->priority = n->priority;
+    r->preemptible = n->preemptible;
+    r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
+    r->max_restarts = n->max_restarts;
+    r->stop_grace_s = n->stop_grace_s;
+    r->restart_count = r->attempt = n->restart_count;
+    r->restarts_from = n->restarts_from;
+    r->memory_asked = n->memory_bytes;
+    r->journal_points = -1;
+    r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
+    r->status = RUN_QUEUED; /* where every run starts; run_life.c moves it from here */
+    return r;
+}
+
+live_run *live_run_add(const run_needs *n, run_status at) {
+    live_run *r = live_run_new(n);
+    r->status = at; /* a run taken back after a restart is made at the status the store has */
+    live_run **p = &sched.runs;
+    while (*p && (*p)->id < n->id) p = &(*p)->next; /* ids are submission order */
+    r->next = *p;
+    *p = r;
+    return r;
+}
+
+void live_run_append(live_run *r) {
+    live_run **p = &sched.runs;
+    while (*p) p = &(*p)->next;
+    r->next = NULL;
+    *p = r;
+}
+
+/* What belonged to one start of the run (its devices, how its launcher ended, its hang
+ * watch, its adopted journal), let go: when the run is freed, or queued again. */
+static void forget_start(live_run *r) {
+    free(r->devices_json);
+    free(r->end_status);
+    free(r->end_reason);
+    free(r->last_progress_ms);
+    free(r->last_step);
+    free(r->rank_gone);
+    r->devices_json = r->end_status = r->end_reason = NULL;
+    r->last_progress_ms = NULL;
+    r->last_step = NULL;
+    r->rank_gone = NULL;
+    journal_replay_close(r->journal);
+    r->journal = NULL;
+}
+
+void live_run_drop(live_run *r) {
+    for (live_run **p = &sched.runs; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    free(r->owner);
+    free(r->cancel_reason);
+    free(r->fail_reason);
+    rank_failure_clear(&r->server_blame);
+    forget_start(r);
+    free(r);
+    pthread_cond_broadcast(&sched.changed);
+}
+
+/* ---- what a start held ---- */
+
+void release_started_locked(live_run *r) {
+    rendezvous_close(r->id); /* its keys go with it */
+    device_pool_release(&sched.devices, r->pool, r->id);
+    for (int i = 0; i < r->n_parts; i++) {
+        r->parts[i].exec->release(r->id, i);
+        if (r->parts[i].node) nodes_release(r->parts[i].node, r->id);
+        free(r->parts[i].reason);
+        rank_failure_clear(&r->parts[i].failure);
+    }
+    free(r->parts);
+    r->parts = NULL;
+    r->n_parts = 0;
+    r->port = 0;
+}
+
+void back_to_queue_locked(live_run *r) {
+    usage_fold_locked(r); /* its owner's share is charged for this start, now */
+    release_started_locked(r);
+    r->started_ms = 0;
+    r->secret[0] = '\0';
+    r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
+    forget_start(r); /* an adopted run's journal too: its next launch is this server's child */
+    pthread_cond_broadcast(&sched.changed);
+}
+
+void watch_hangs_of(live_run *r) {
+    free(r->last_progress_ms); /* a run started again: counted anew */
+    free(r->last_step);
+    free(r->rank_gone);
+    r->last_progress_ms = calloc((size_t)r->world_size, sizeof *r->last_progress_ms);
+    r->last_step = calloc((size_t)r->world_size, sizeof *r->last_step);
+    r->rank_gone = calloc((size_t)r->world_size, sizeof *r->rank_gone);
+    if (!r->last_progress_ms || !r->last_step || !r->rank_gone) abort();
+}
+
+void rank_failure_clear(rank_failure *f) {
+    free(f->last_line);
+    *f = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
+}
+
+bool from_launcher_locked(const live_run *r, long pid) {
+    bool known = false;
+    for (int i = 0; i < r->n_parts; i++) {
+        if (r->parts[i].handle.pid <= 0) continue;
+        known = true;
+        if ((long)r->parts[i].handle.pid == pid) return true;
+    }
+    return !known;
+}
+
+/* ---- fair share: each owner's decayed usage ---- */
+
+bool same_owner(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+static owner_usage *usage_of_locked(const char *owner) {
+    for (int i = 0; i < sched.n_usage; i++)
+        if (same_owner(sched.usage[i].owner, owner)) return &sched.usage[i];
+    return NULL;
+}
+
+double usage_ended_locked(const char *owner, int64_t now) {
+    const owner_usage *u = usage_of_locked(owner);
+    return u ? fair_share_decay(u->value, now - u->as_of, sched.c.fair_share_half_life_s) : 0.0;
+}
+
+void usage_fold_locked(const live_run *r) {
+    if (!r->started_ms) return;
+    int64_t now = now_ms();
+    owner_usage *u = usage_of_locked(r->owner);
+    if (!u) {
+        sched.usage = xrealloc(sched.usage, (size_t)(sched.n_usage + 1) * sizeof *sched.usage);
+        u = &sched.usage[sched.n_usage++];
+        *u = (owner_usage){.owner = r->owner ? xstrdup(r->owner) : NULL, .as_of = now};
+    }
+    u->value = fair_share_decay(u->value, now - u->as_of, sched.c.fair_share_half_life_s) +
+               fair_share_span(r->world_size, r->started_ms, now, now, sched.c.fair_share_half_life_s);
+    u->as_of = now;
+    store_op op = {.kind = OP_USAGE, .t = now};
+    op.u.usage.owner = r->owner ? xstrdup(r->owner) : NULL;
+    op.u.usage.device_seconds = u->value;
+    store_submit_now(&op);
+}
+
+void usage_load_locked(const char *owner, double value, int64_t as_of) {
+    sched.usage = xrealloc(sched.usage, (size_t)(sched.n_usage + 1) * sizeof *sched.usage);
+    sched.usage[sched.n_usage++] =
+        (owner_usage){.owner = owner && owner[0] ? xstrdup(owner) : NULL, .value = value, .as_of = as_of};
+}
+
+const char *local_node_name(void) {
+    return sched.c.node_name && sched.c.node_name[0] ? sched.c.node_name : "local";
+}
