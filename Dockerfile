@@ -46,7 +46,7 @@ RUN /tmp/install-deps.sh --runtime \
  && install -d -m 0755 /usr/share/datasets
 COPY --from=build /opt/ddpd /opt/ddpd
 # ddpd runs as its own user, not root; to run each user's runs as that user's account
-# (the README's Security model) it holds these capabilities as permitted ones of its
+# (docs/security.md) it holds these capabilities as permitted ones of its
 # file, and makes them effective itself: CAP_SETUID, CAP_SETGID (switch accounts),
 # CAP_KILL (end runs of other accounts), CAP_CHOWN, CAP_FOWNER (hand a run its
 # directory), CAP_DAC_OVERRIDE (serve and delete what runs wrote). Docker's default

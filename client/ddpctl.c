@@ -57,7 +57,7 @@ static const char USAGE[] =
     "  follow ID                    what submit --follow does, for a run submitted before\n"
     "  man                          this manual in roff (installed as man ddpctl)\n"
     "  sweep submit FILE | list | show ID | cancel ID  [--json]\n"
-    "                               sweeps (README \"Sweeps\"): submit one (FILE: base config,\n"
+    "                               sweeps (docs/sweeps.md): submit one (FILE: base config,\n"
     "                               parameters, method, metric, early stopping); list them; show\n"
     "                               one with its trials sorted by the metric, best first; cancel\n"
     "                               one and its trials\n"
@@ -81,7 +81,8 @@ static void man_page(FILE *out) {
     roff_section(out, "SYNOPSIS");
     roff_usage(out, USAGE, "COMMANDS AND OPTIONS");
     roff_section(out, "SEE ALSO");
-    roff_paragraph(out, "ddpd(1); the documentation in the repository's docs/ (using ddpd).");
+    roff_paragraph(out, "ddpd(1); the documentation in the repository: README.md, then docs/using.md, docs/sweeps.md "
+                        "and docs/training.md (using ddpd).");
 }
 
 typedef struct {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages (and npm's, for the dashboard), what ddpd needs to
 # build, to run its tests, or only to run. Idempotent: when everything is already there
-# it checks and says nothing. Used by the README's commands, by CI and by the
+# it checks and says nothing. Used by the README's two commands, by CI and by the
 # Dockerfile, so they cannot drift.
 #
 # It works on Debian 12 and on Ubuntu 24.04 (what NVIDIA's CUDA images are built on):
@@ -66,7 +66,7 @@ test_packages=(
   # tests/docker: a Docker engine to build and run the image, debootstrap to make its
   # Debian base (no image registry is needed), and compose to check docker-compose.yml
   docker.io debootstrap docker-compose
-  # the manual pages the build writes are read with man (tests/ops/test_readme.py)
+  # the manual pages the build writes are read with man (tests/ops/test_doc_samples.py)
   man-db
   # tests/slurm: a real Slurm cluster the test starts on this host (a slurmctld, two
   # slurmd, munged on a socket of its own); the packages start no daemon by themselves
@@ -119,7 +119,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     if [[ -n "$pick" ]]; then
       install+=("$pick")
     elif [[ "$spec" == *\? ]]; then
-      echo "install-deps: ${spec%\?} is not in this distribution's archive: skipped (see the README)" >&2
+      echo "install-deps: ${spec%\?} is not in this distribution's archive: skipped (see docs/operating.md, Installing)" >&2
     else
       install+=("${alternatives[0]}") # apt says why it cannot
     fi

@@ -3,6 +3,11 @@
 # what is planted).
 ddpd_py_cases(layout_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_include_cycles.py ARGS --source ${PROJECT_SOURCE_DIR}
               TIMEOUT 60)
+# The docs hold together: every relative link and #anchor in README.md, CONTRIBUTING.md and
+# docs/*.md leads to a file and heading that exist, the README stays under 300 lines, and
+# the detector names planted broken links.
+ddpd_py_cases(layout_doc_links_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_doc_links.py ARGS --source ${PROJECT_SOURCE_DIR}
+              TIMEOUT 60)
 # The same layers against the calls in the built server libraries (nm), and the detector
 # finds a call planted upward.
 set(layer_call_args --source ${PROJECT_SOURCE_DIR} --nm ${CMAKE_NM} --cc ${CMAKE_C_COMPILER})

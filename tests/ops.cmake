@@ -5,7 +5,7 @@
 # rotation, `ddpd check` and `--version`; a test that exercises every route of the
 # real server (the real trainer on Fashion-MNIST) and validates each answer against
 # schema/openapi.json; the same document under a standard linter (npm's
-# @redocly/cli); the README's samples against the real binaries; a test of the Dockerfile and compose file as text (no
+# @redocly/cli); the docs' samples against the real binaries; a test of the Dockerfile and compose file as text (no
 # Docker engine needed: tests/docker builds and runs the image); and install-deps.sh's choices. Each case is its own
 # ctest test.
 if(NOT TARGET ddpd)
@@ -40,10 +40,11 @@ add_test(NAME ops_openapi_lint
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/ops/test_openapi_lint.py --source ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_openapi_lint PROPERTIES TIMEOUT 180)
 
-# The README against the build: its `ddpd check` sample against the real output of
-# the installed binaries (cmake --install into a temporary prefix), the binaries it
-# names, and a checkpoint read as its PyTorch section says.
-ddpd_py_cases(readme_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_readme.py
+# The docs' samples against the build: docs/operating.md's `ddpd check` sample against
+# the real output of the installed binaries (cmake --install into a temporary prefix),
+# the build/bin programs the docs name, and a checkpoint read as docs/using.md's PyTorch
+# snippet reads it.
+ddpd_py_cases(doc_samples_ ${CMAKE_CURRENT_LIST_DIR}/ops/test_doc_samples.py
               ARGS --source ${PROJECT_SOURCE_DIR} --build ${CMAKE_BINARY_DIR} --cmake ${CMAKE_COMMAND})
 
 add_test(NAME ops_docker_files

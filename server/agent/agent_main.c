@@ -237,7 +237,7 @@ int agent_main(int argc, char **argv) {
         log_info("runs parts as their runs' accounts: yes (%s)", how);
     else if (agent_parts_can_switch(&how, &missing))
         log_warn("runs parts as their runs' accounts: yes (%s), but without %s it may fail to stop them or to read "
-                 "their logs: give it those too, or start it as root (the README's Security model)", how, missing);
+                 "their logs: give it those too, or start it as root (docs/security.md, On agent nodes)", how, missing);
     else
         log_info("runs parts as their runs' accounts: no (%s): the parts of runs of users mapped to an account "
                  "(ddpd user --unix-user, serve --run-user) are refused here; start it as root or with CAP_SETUID and "

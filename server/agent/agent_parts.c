@@ -77,7 +77,7 @@ static bool account_usable(part *p, const char *name, char *why, size_t n) {
     }
     if (p->account.uid != geteuid() && !P.can_switch) {
         snprintf(why, n, "node %s: the agent cannot run parts as the account %s: %s; start `ddpd agent` there as root "
-                 "or with CAP_SETUID and CAP_SETGID (the README's Security model)", P.c.node_name, name,
+                 "or with CAP_SETUID and CAP_SETGID (docs/security.md, On agent nodes)", P.c.node_name, name,
                  P.switch_how);
         return false;
     }

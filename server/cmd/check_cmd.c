@@ -236,7 +236,7 @@ static void check_runs_dir(const settings *c) {
             "--runs-dir DIR puts them on another)", c->runs_dir, free_text);
 }
 
-/* What bounds each run (the README's Security model): what this host's cgroups can
+/* What bounds each run (docs/security.md, Each run bounded): what this host's cgroups can
  * hold a run to, and the caps. A warning where a run would go without a limit. */
 static void check_limits(const settings *c, int n_gpus) {
     char mem_why[256], pids_why[256], says[256], logs[32];
@@ -470,7 +470,7 @@ static void check_trainer(const settings *c, int n_gpus) {
 
 /* ---- command runs: --allow-commands, the work roots, ddp-run ---- */
 
-/* ---- accounts (the README's Security model) ---- */
+/* ---- accounts (docs/security.md, Who can do what) ---- */
 
 /* The users mapped to an account (ddpd user --unix-user), from the database if there
  * is one: "name\taccount" lines in *out; how many (0 when none, or no such column yet). */
@@ -507,7 +507,7 @@ static void check_accounts(const settings *c) {
     bool wanted = n > 0 || (c->run_user && *c->run_user);
     if (can && missing[0] && wanted)
         say(V_WARN, "accounts", "runs can run as other accounts (%s), but it lacks %s: it cannot end, own or serve "
-            "their files (the README's Security model)", how, missing);
+            "their files (docs/security.md, The server's rights)", how, missing);
     else if (can) say(V_OK, "accounts", "runs can run as other accounts (%s)", how);
     else if (wanted)
         say(V_FAIL, "accounts", "runs are to run as other accounts (--run-user, ddpd user --unix-user), but this server "

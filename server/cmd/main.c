@@ -315,7 +315,7 @@ typedef struct {
     bool on_slurm;
 } serving;
 
-/* What bounds each run (the README's Security model), said once at start: what this
+/* What bounds each run (docs/security.md, Each run bounded), said once at start: what this
  * host's cgroups can hold a run to, and the caps. */
 static void announce_bounds(const settings *o, const char *memory_says, bool on_slurm) {
     char why[256], logs[32];
@@ -504,7 +504,7 @@ static int serve(int argc, char **argv) {
     setenv(RUN_DIR_LOG_CAP_ENV, cap, 1);
     /* Everything this server and its trainers create is this user's only: the state
      * directory holds the runs' configs, logs, journals and checkpoints, and the
-     * database (a command run's program inherits it too; the README's Security part). */
+     * database (a command run's program inherits it too; docs/security.md). */
     umask(077);
     start_log(&o);
     char state_dir[PATH_MAX];

@@ -54,6 +54,8 @@ void man_page_write(FILE *out) {
                         "why). check: 0 when every part is ready, 1 when one failed. user: 0 done, 1 refused, 2 a "
                         "mistake on the command line.");
     roff_section(out, "SEE ALSO");
-    roff_paragraph(out, "ddpctl(1); the documentation in the repository's docs/ (using, operating and securing ddpd, "
-                        "and developing it).");
+    roff_paragraph(out, "ddpctl(1); the documentation in the repository: README.md (a first run and a map of the "
+                        "rest), docs/using.md, docs/sweeps.md and docs/training.md (using ddpd), docs/operating.md "
+                        "(operating it), docs/security.md (its security model), CONTRIBUTING.md and "
+                        "docs/architecture.md (developing it).");
 }

@@ -5,7 +5,7 @@ capabilities. read() checks the file on the way: compose accepts it with DDPD_TO
 and refuses it, naming DDPD_TOKEN, without; GPUs are reserved the NVIDIA runtime's way;
 the state is a named volume, the datasets read-only, the port on the host's loopback;
 it drops every capability and adds back exactly the ones the Dockerfile's setcap gives
-ddpd's file, which are the README's --cap-add list.
+ddpd's file, which are docs/security.md's --cap-add list ("The server's rights").
 
 Needs docker-compose (scripts/install-deps.sh) and python3-yaml; no Docker engine."""
 import os, re, shutil, subprocess
@@ -52,11 +52,14 @@ def file_capabilities(repo):
     return sorted(c.upper().removeprefix("CAP_") for c in m.group(1).split(",")) if m else []
 
 
-def readme_cap_add(repo):
-    """The README's `--cap-drop ALL ... --cap-add X --cap-add Y` line: the X, Y."""
-    with open(os.path.join(repo, "README.md")) as f:
+SECURITY_DOC = "docs/security.md"  # the capabilities an operator adds ("The server's rights")
+
+
+def doc_cap_add(repo):
+    """docs/security.md's `--cap-drop ALL ... --cap-add X --cap-add Y` line: the X, Y."""
+    with open(os.path.join(repo, SECURITY_DOC)) as f:
         lines = [ln for ln in f if "--cap-add" in ln]
-    check(len(lines) == 1, f"the README names the --cap-add list once: {lines}")
+    check(len(lines) == 1, f"{SECURITY_DOC} names the --cap-add list once: {lines}")
     return sorted(re.findall(r"--cap-add (\w+)", lines[0])) if lines else []
 
 
@@ -106,8 +109,8 @@ def read(repo):
     check([str(c).upper() for c in svc.get("cap_drop") or []] == ["ALL"], f"cap_drop is ALL: {svc.get('cap_drop')}")
     check(s.cap_add == file_capabilities(repo), f"cap_add is exactly what the Dockerfile's setcap gives ddpd: "
                                                 f"{s.cap_add} against {file_capabilities(repo)}")
-    check(s.cap_add == readme_cap_add(repo), f"cap_add is exactly the README's --cap-add list: {s.cap_add} "
-                                             f"against {readme_cap_add(repo)}")
+    check(s.cap_add == doc_cap_add(repo), f"cap_add is exactly {SECURITY_DOC}'s --cap-add list: {s.cap_add} "
+                                          f"against {doc_cap_add(repo)}")
     if s.state_target is None or s.data_target is None or not s.shm_bytes or not s.grace_s:
         raise RuntimeError("docker-compose.yml lacks settings the container needs")
     return s

@@ -1,7 +1,7 @@
-"""Two users in the Docker image: the README's Security model as the image runs it.
+"""Two users in the Docker image: docs/security.md's model as the image runs it.
 
 On the test's image plus a layer of two accounts (ddpd-alice, ddpd-bob: made in an
-image built on it, as the README says an operator does), a container started with
+image built on it, as docs/security.md says an operator does), a container started with
 `--cap-drop ALL` and exactly docker-compose.yml's cap_add, as the image's own user:
 
 - ddpd holds exactly those capabilities, and `ddpd check` says runs can run as other

@@ -26,8 +26,8 @@ baked in.
 Compose: GPUs through deploy.resources.reservations.devices (driver nvidia,
 capabilities [gpu]), the token from the environment, the port on the host's
 loopback, the same volumes, cap_drop ALL and cap_add exactly the capabilities the
-Dockerfile's setcap gives ddpd and the README's --cap-add line names. Also: .dockerignore keeps build trees out, the README
-shows `docker run --gpus all`, what to mount and how to build the CPU-only image,
+Dockerfile's setcap gives ddpd and docs/security.md's --cap-add line names. Also: .dockerignore keeps build trees out,
+docs/operating.md shows `docker run --gpus all`, what to mount and how to build the CPU-only image,
 and install-deps.sh is valid bash that names both Debian's and Ubuntu's packages
 where they differ.
 
@@ -38,6 +38,8 @@ sys.path[:0] = [os.path.join(os.path.dirname(os.path.abspath(__file__)), d) for 
 import checks  # noqa: E402  (the one pass/fail count)
 from checks import check  # noqa: E402
 import compose_settings  # noqa: E402
+
+OPERATING_DOC = "docs/operating.md"  # the Docker commands an operator runs ("Docker")
 
 
 def parse_dockerfile(text):
@@ -305,19 +307,19 @@ def main():
     for v in volumes:
         check(v in (settings.state_target, settings.data_target), f"compose mounts the image's VOLUME {v}")
 
-    # ---- .dockerignore, README ----
+    # ---- .dockerignore, the operator's docs ----
     ignore = read(".dockerignore").split()
     for pattern in (".git", "node_modules"):
         check(pattern in ignore, f".dockerignore keeps {pattern} out")
     check("build" in ignore and "build-*" in ignore, ".dockerignore keeps the build trees out")
-    readme = read("README.md")
-    check(re.search(r"docker run[^\n]*--gpus all", readme) is not None, "the README shows docker run --gpus all")
-    check(re.search(r"docker build[^\n]*--build-arg BUILD_IMAGE=debian:12[^\n]*--build-arg RUNTIME_IMAGE=debian:12", readme),
+    ops = read(OPERATING_DOC)
+    check(re.search(r"docker run[^\n]*--gpus all", ops) is not None, f"{OPERATING_DOC} shows docker run --gpus all")
+    check(re.search(r"docker build[^\n]*--build-arg BUILD_IMAGE=debian:12[^\n]*--build-arg RUNTIME_IMAGE=debian:12", ops),
           "and how to build the CPU-only image")
-    check("--shm-size" in readme and "NVIDIA Container Toolkit" in readme, "and what the host gives the container")
+    check("--shm-size" in ops and "NVIDIA Container Toolkit" in ops, "and what the host gives the container")
     for v in volumes:
-        check(f":{v}" in readme, f"and mounts {v}")
-    check("DDPD_TOKEN" in readme and "docker compose" in readme, "and the token and compose")
+        check(f":{v}" in ops, f"and mounts {v}")
+    check("DDPD_TOKEN" in ops and "docker compose" in ops, "and the token and compose")
 
 
 

@@ -106,7 +106,7 @@ TORCHRUN_SCRIPT = """
         state = trainer.model.module.state_dict()
         with open(os.path.join(out, "final.json"), "w") as f:
             json.dump({k: v.detach().numpy().tobytes().hex() for k, v in state.items()}, f)
-    del trainer, model  # before the group goes (a torch 1.13 gloo deadlock at exit: README)
+    del trainer, model  # before the group goes (a torch 1.13 gloo deadlock at exit: docs/using.md)
     dist.barrier()
     dist.destroy_process_group()
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each run bounded (the README's Security model): a member's run cannot take the box
+"""Each run bounded (docs/security.md): a member's run cannot take the box
 from the others by memory, processes, points, log bytes or disk. Real Unix accounts
 (alice and bob, ddpdt-ROLE-PID, made and removed by the test), the server as root,
 bob's run the attacker; in each case alice's run, started before the attack, is

@@ -263,7 +263,7 @@ LOOK = ("import os, sys\n"
 
 
 def case_proc_cmdline_hidepid(a):
-    """What the README's Security model says of the host's process table: another
+    """What docs/security.md says of the host's process table: another
     account reads a rank's arguments in /proc/PID/cmdline, unless /proc is mounted
     with hidepid=2. Shown in a mount namespace of the test's own (the machine's /proc
     is left as it is)."""

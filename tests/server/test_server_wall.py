@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The wall between accounts (the README's Security model), with real Unix accounts:
+"""The wall between accounts (docs/security.md), with real Unix accounts:
 the test makes them (ddpdt-ROLE-PID, names no real user has) and removes them after,
 even when a case fails. Every case but unix_user_cli needs root (CI runs as root);
 without it a case says why and is skipped (exit 77).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A sweep goes through every gate a run goes through (the README's Sweeps and Security
-model), attacked by one member of a shared server against another: a real ddpd as
+"""A sweep goes through every gate a run goes through (docs/sweeps.md and
+docs/security.md), attacked by one member of a shared server against another: a real ddpd as
 root, real Unix accounts alice and bob (the harness's Accounts, made and removed by
 the test), the real ddp-trainer and ddp-run. Root only: without it a case says why
 and is skipped (exit 77).

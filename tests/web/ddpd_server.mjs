@@ -93,8 +93,8 @@ export async function commandWorkRoot(files = {}) {
   const [lo, hi] = await freePortRange();
   return {
     root,
-    // a root server refuses command runs that would run as root (the README's Security
-    // model): these tests, run as root in CI, are not about that, and say so knowingly
+    // a root server refuses command runs that would run as root (docs/security.md, Who can
+    // do what): these tests, run as root in CI, are not about that, and say so knowingly
     args: ['--allow-commands', '--runner', RUNNER, '--work-root', root, '--port-range', `${lo}-${hi}`,
       ...(process.getuid && process.getuid() === 0 ? ['--unsafe-commands-as-server'] : [])],
     cleanup() { fs.rmSync(root, { recursive: true, force: true }); },

@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""The README against what the build really does, so that its samples cannot drift:
+"""The docs' samples against what the build really does, so that they cannot drift
+(each case reads the file its sample stands in):
 
   check_sample  `cmake --install` into a temporary /usr/local, a home of its own with
-                a database ddpd serve made, then the README's `ddpd check --data-root
-                /usr/share/datasets`: its output must be the README's sample line for
+                a database ddpd serve made, then docs/operating.md's `ddpd check
+                --data-root /usr/share/datasets`: its output must be that sample line for
                 line, once the temporary directory's prefix is taken off and what
                 belongs to the host is set aside (library versions, core and run
                 counts; the GPUs line on a host that has GPUs; the GPU backend's words
                 in a build without CUDA; the accounts line's words when run as root).
-  binaries      every build/bin/NAME the README names is built, and `cmake --install`
-                puts each in bin/.
+  binaries      every build/bin/NAME the README, CONTRIBUTING.md and docs/*.md name is
+                built, and `cmake --install` puts each in bin/; the README itself says
+                where ddpd, ddpctl and ddp-trainer are.
   man_pages     man ddpd and man ddpctl after `cmake --install`: clean roff, every flag
                 of ddpd's --help tables and every ddpctl command in them.
-  checkpoint_layout  a real checkpoint read as "A checkpoint in PyTorch" says (a
-                ModuleList `layers` of nn.Linear [out, in], pixels / 255, relu between),
+  checkpoint_layout  a real checkpoint read as docs/using.md's "A checkpoint in
+                PyTorch" snippet reads it (a ModuleList `layers` of nn.Linear [out, in],
+                the pixels divided by the snippet's divisor, its activation between),
                 evaluated by hand in plain Python (no PyTorch needed): the trainer's own
                 test loss and accuracy, and not when the pixels are not scaled.
 
-Usage: test_readme.py CASE --source REPO --build BUILD_DIR --cmake CMAKE"""
+Usage: test_doc_samples.py CASE --source REPO --build BUILD_DIR --cmake CMAKE"""
 import argparse, gzip, json, math, operator, os, re, shutil, signal, struct, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
@@ -25,13 +28,25 @@ import ddpd_harness  # noqa: E402
 from ddpd_harness import check, cases_in  # noqa: E402
 
 
-def readme(a):
-    with open(os.path.join(a.source, "README.md")) as f:
+CHECK_SAMPLE_DOC = "docs/operating.md"  # `ddpd check`'s sample ("Setting up a box")
+CHECKPOINT_DOC = "docs/using.md"        # "A checkpoint in PyTorch"
+BINARIES_DOC = "README.md"              # where the programs are ("Two commands")
+
+
+def doc(a, rel):
+    with open(os.path.join(a.source, rel)) as f:
         return f.read()
 
 
+def all_docs(a):
+    """{relative path: text} of the README, CONTRIBUTING.md and docs/*.md."""
+    rels = ["README.md", "CONTRIBUTING.md"] + sorted(
+        os.path.join("docs", n) for n in os.listdir(os.path.join(a.source, "docs")) if n.endswith(".md"))
+    return {rel: doc(a, rel) for rel in rels if os.path.isfile(os.path.join(a.source, rel))}
+
+
 def check_sample_lines(text):
-    """The lines of the README's `$ ddpd check ...` sample (command first), unindented."""
+    """The lines of a doc's `$ ddpd check ...` sample (command first), unindented."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith("$ ddpd check"):
@@ -72,8 +87,8 @@ def normalize(line, build_has_cuda):
 
 
 def case_check_sample(a):
-    sample = check_sample_lines(readme(a))
-    if not check(len(sample) >= 9, f"the README has the ddpd check sample: {sample}"):
+    sample = check_sample_lines(doc(a, CHECK_SAMPLE_DOC))
+    if not check(len(sample) >= 9, f"{CHECK_SAMPLE_DOC} has the ddpd check sample: {sample}"):
         return
     command, expected = sample[0], sample[1:]
     check(command == "$ ddpd check --data-root /usr/share/datasets", f"the sample's command: {command}")
@@ -126,17 +141,24 @@ def case_check_sample(a):
             if i in skip:
                 continue
             w, g = normalize(want, build_has_cuda), normalize(got, build_has_cuda)
-            check(w == g, f"README sample line {i + 1} matches the real output:\n  README: {want}\n  real:   {got}")
+            check(w == g, f"{CHECK_SAMPLE_DOC}'s sample line {i + 1} matches the real output:\n  doc:  {want}\n"
+                          f"  real: {got}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
 def case_binaries(a):
-    text = readme(a)
-    named = sorted(set(re.findall(r"build/bin/([A-Za-z0-9_-]+)", text)))
-    check({"ddpd", "ddpctl", "ddp-trainer"} <= set(named), f"the README says where ddpd, ddp-trainer and ddpctl are: {named}")
+    docs = all_docs(a)
+    in_readme = set(re.findall(r"build/bin/([A-Za-z0-9_-]+)", docs[BINARIES_DOC]))
+    check({"ddpd", "ddpctl", "ddp-trainer"} <= in_readme,
+          f"{BINARIES_DOC} says where ddpd, ddp-trainer and ddpctl are: {sorted(in_readme)}")
+    where = {}
+    for rel, text in docs.items():
+        for name in re.findall(r"build/bin/([A-Za-z0-9_-]+)", text):
+            where.setdefault(name, rel)
+    named = sorted(where)
     for name in named:
-        check(os.access(os.path.join(a.build, "bin", name), os.X_OK), f"build/bin/{name}, which the README names, is built")
+        check(os.access(os.path.join(a.build, "bin", name), os.X_OK), f"build/bin/{name}, which {where[name]} names, is built")
     base = tempfile.mkdtemp(prefix="ddpd-install-")
     try:
         if install(a, base):
@@ -190,7 +212,7 @@ def case_man_pages(a):
         shutil.rmtree(base, ignore_errors=True)
 
 
-# ---- a checkpoint as the README's PyTorch snippet reads it ----
+# ---- a checkpoint as the docs' PyTorch snippet reads it ----
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -220,16 +242,36 @@ def idx(path, count):
         return [f.read(size) for _ in range(min(count, n))]
 
 
-def evaluate(layers, images, labels, scale):
-    """Mean cross-entropy and accuracy of the README's MLP: x = pixels * scale, then
-    layers[i] = (weight rows [out][in], bias), relu between them, in plain Python."""
+def snippet(a):
+    """What docs/using.md's PyTorch snippet does to read a checkpoint: the divisor of the
+    pixels (`x = images.flatten(1).float() / D`), the activation between its layers
+    (`torch.NAME(x)`), its model's layers (`self.layers = nn.ModuleList(nn.Linear...`)
+    and the names it keeps (`k.startswith("PREFIX")`); None for what it does not say."""
+    text = doc(a, CHECKPOINT_DOC)
+    m = re.search(r"^## A checkpoint in PyTorch\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    code = re.search(r"```python\n(.*?)```", m.group(1), re.S).group(1) if m and "```python" in m.group(1) else ""
+    divisor = re.search(r"x = images\.flatten\(1\)\.float\(\) / (\d+)", code)
+    act = re.search(r"x = torch\.(\w+)\(x\)", code)
+    layers = re.search(r"self\.layers = nn\.ModuleList\(nn\.(\w+)", code)
+    keep = re.search(r'k\.startswith\("([^"]+)"\)', code)
+    return {"divisor": int(divisor.group(1)) if divisor else None, "activation": act.group(1) if act else None,
+            "layer": layers.group(1) if layers else None, "keep": keep.group(1) if keep else None}
+
+
+ACTIVATIONS = {"relu": lambda v: v if v > 0 else 0.0, "tanh": math.tanh,
+               "gelu": lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2)))}  # the trainer's model.activation
+
+
+def evaluate(layers, images, labels, scale, activation="relu"):
+    """Mean cross-entropy and accuracy of the docs' MLP: x = pixels * scale, then
+    layers[i] = (weight rows [out][in], bias), the activation between them, in plain Python."""
     total, right = 0.0, 0
     for image, label in zip(images, labels):
         x = [p * scale for p in image]
         for i, (rows, bias) in enumerate(layers):
             x = [sum(map(operator.mul, row, x)) + b for row, b in zip(rows, bias)]
             if i < len(layers) - 1:
-                x = [v if v > 0 else 0.0 for v in x]
+                x = [ACTIVATIONS[activation](v) for v in x]
         top = max(x)
         total += top + math.log(sum(math.exp(v - top) for v in x)) - x[label]
         right += x.index(top) == label
@@ -238,7 +280,13 @@ def evaluate(layers, images, labels, scale):
 
 def case_checkpoint_layout(a):
     test_n = 200
-    config = {"name": "layout", "model": {"type": "mlp", "hidden": [32, 16], "activation": "relu"},
+    snip = snippet(a)
+    if not check(snip["divisor"] and snip["activation"] in ACTIVATIONS and snip["layer"] == "Linear" and snip["keep"],
+                 f"{CHECKPOINT_DOC}'s PyTorch snippet says how it scales the pixels, the activation between its "
+                 f"layers (one of {sorted(ACTIVATIONS)}), a ModuleList of nn.Linear and the names it keeps: {snip}"):
+        return
+    # the model's default activation (the snippet's MLP is the default one), smaller layers
+    config = {"name": "layout", "model": {"type": "mlp", "hidden": [32, 16]},
               "data": {"train": {"images": f"{FMNIST}/train-images-idx3-ubyte.gz", "labels": f"{FMNIST}/train-labels-idx1-ubyte.gz"},
                        "test": {"images": f"{FMNIST}/t10k-images-idx3-ubyte.gz", "labels": f"{FMNIST}/t10k-labels-idx1-ubyte.gz"},
                        "limit": 1024, "test_limit": test_n},
@@ -256,7 +304,7 @@ def case_checkpoint_layout(a):
         with open(os.path.join(run_dir, "events.jsonl")) as f:
             epoch = [e for e in map(json.loads, f) if e.get("type") == "epoch"][-1]
         t = safetensors(os.path.join(run_dir, "checkpoints", "epoch-0000.safetensors"))
-        model = {k: v for k, v in t.items() if k.startswith("layers.")}
+        model = {k: v for k, v in t.items() if k.startswith(snip["keep"])}  # what the snippet loads
         sizes = [784, 32, 16, 10]
         want = {}
         for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
@@ -264,7 +312,8 @@ def case_checkpoint_layout(a):
             want[f"layers.{i}.bias"] = [n_out]
         check({k: v[0] for k, v in model.items()} == want,
               f"a ModuleList of nn.Linear: layers.N.weight [out, in], layers.N.bias: {sorted((k, v[0]) for k, v in model.items())}")
-        check(all(k.startswith("layers.") or k.startswith("optimizer.") for k in t), f"the rest is the optimizer's: {sorted(t)}")
+        check(all(k.startswith(snip["keep"]) or k.startswith("optimizer.") for k in t),
+              f"the rest, which the snippet leaves out, is the optimizer's: {sorted(t)}")
         if set(model) != set(want):
             return
         layers = []
@@ -273,11 +322,12 @@ def case_checkpoint_layout(a):
             layers.append(([w[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])], model[f"layers.{i}.bias"][1]))
         images = idx(f"{FMNIST}/t10k-images-idx3-ubyte.gz", test_n)
         labels = list(b"".join(idx(f"{FMNIST}/t10k-labels-idx1-ubyte.gz", test_n)))
-        loss, acc = evaluate(layers, images, labels, 1 / 255)
+        loss, acc = evaluate(layers, images, labels, 1 / snip["divisor"], snip["activation"])
         check(abs(loss - epoch["test_loss"]) < 1e-4 and abs(acc - epoch["test_acc"]) < 1e-9,
-              f"read as the README says (pixels / 255, relu between layers), the checkpoint gives the trainer's test loss "
-              f"{epoch['test_loss']:.6f} and accuracy {epoch['test_acc']}: {loss:.6f}, {acc}")
-        raw, _ = evaluate(layers, images, labels, 1.0)
+              f"read as {CHECKPOINT_DOC} says (pixels / {snip['divisor']}, {snip['activation']} between layers), the "
+              f"checkpoint gives the trainer's test loss {epoch['test_loss']:.6f} and accuracy {epoch['test_acc']}: "
+              f"{loss:.6f}, {acc}")
+        raw, _ = evaluate(layers, images, labels, 1.0, snip["activation"])
         check(abs(raw - epoch["test_loss"]) > 1e-2, f"and read otherwise (raw bytes) it does not: {raw:.4f}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
