@@ -28,7 +28,7 @@ int run_as_init(const run_as_config *c, char *err, size_t errlen) {
     if (!A.can_switch && a.uid != geteuid()) {
         snprintf(err, errlen, "--run-user %s: this server cannot start processes as another account (%s): start it "
                  "as root, or give it CAP_SETUID, CAP_SETGID, CAP_KILL, CAP_CHOWN, CAP_FOWNER and CAP_DAC_OVERRIDE "
-                 "(the README's Security model)", A.c.run_user, A.switch_how);
+                 "(docs/security.md, \"The server's rights\")", A.c.run_user, A.switch_how);
         return -1;
     }
     return 0;
