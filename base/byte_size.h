@@ -1,8 +1,8 @@
 /* Sizes in bytes as people write and read them: "100M", "1GiB", "4096" parsed (the
  * log's --log-max-bytes, a run's log cap), and a count of bytes said back ("1.5 GiB",
  * "312 MiB"), for every program's messages. */
-#ifndef DDPD_BYTE_SIZE_H
-#define DDPD_BYTE_SIZE_H
+#ifndef DDPD_BASE_BYTE_SIZE_H
+#define DDPD_BASE_BYTE_SIZE_H
 
 #include <stddef.h>
 #include <stdint.h>

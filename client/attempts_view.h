@@ -1,8 +1,8 @@
 /* A run's attempts for a person (distributed.max_restarts, resumes, the server's own
  * restarts): the table `ddpctl show` prints, and the lines `--follow` says as
  * attempts end and start. */
-#ifndef DDPCTL_ATTEMPTS_VIEW_H
-#define DDPCTL_ATTEMPTS_VIEW_H
+#ifndef DDPD_CLIENT_ATTEMPTS_VIEW_H
+#define DDPD_CLIENT_ATTEMPTS_VIEW_H
 
 #include <jansson.h>
 #include <stddef.h>

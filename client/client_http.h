@@ -3,8 +3,8 @@
  * sentence naming the URL and what to check, never a libcurl code; a refusal from
  * the server is its problem document's detail, then each field it names with its
  * problem. */
-#ifndef DDPCTL_CLIENT_HTTP_H
-#define DDPCTL_CLIENT_HTTP_H
+#ifndef DDPD_CLIENT_CLIENT_HTTP_H
+#define DDPD_CLIENT_CLIENT_HTTP_H
 
 #include <jansson.h>
 #include <stdbool.h>

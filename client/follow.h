@@ -7,8 +7,8 @@
  * connection is resumed with Last-Event-ID for up to a minute.
  *
  * Returns the exit status: EXIT_OK only when the run succeeded. */
-#ifndef DDPCTL_FOLLOW_H
-#define DDPCTL_FOLLOW_H
+#ifndef DDPD_CLIENT_FOLLOW_H
+#define DDPD_CLIENT_FOLLOW_H
 
 #include <stdbool.h>
 #include <stdint.h>

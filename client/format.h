@@ -2,8 +2,8 @@
  * significant digits, learning rates in scientific notation, throughput with
  * thousands separators, durations as 1m23s, and tables with aligned columns. JSON
  * null (or a missing value) prints as "-". */
-#ifndef DDPCTL_FORMAT_H
-#define DDPCTL_FORMAT_H
+#ifndef DDPD_CLIENT_FORMAT_H
+#define DDPD_CLIENT_FORMAT_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -3,8 +3,8 @@
  * dispatches; lines starting with ':' are comments, which ddpd sends as
  * heartbeats), and each event goes to a callback. A stream silent for longer than
  * `idle_s` counts as broken (ddpd sends a comment every 15 s). */
-#ifndef DDPCTL_SSE_READER_H
-#define DDPCTL_SSE_READER_H
+#ifndef DDPD_CLIENT_SSE_READER_H
+#define DDPD_CLIENT_SSE_READER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* ddpctl sweep submit|list|show|cancel: sweeps (POST /sweeps and the rest), with a
  * trial table sorted by the sweep's metric. */
-#ifndef DDPCTL_SWEEP_CMD_H
-#define DDPCTL_SWEEP_CMD_H
+#ifndef DDPD_CLIENT_SWEEP_CMD_H
+#define DDPD_CLIENT_SWEEP_CMD_H
 
 #include <stdbool.h>
 

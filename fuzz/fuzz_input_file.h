@@ -1,7 +1,7 @@
 /* For the fuzz harnesses whose code under test reads files: the input bytes written
  * to a file of this process in /dev/shm (memory), its path returned. */
-#ifndef DDPD_FUZZ_INPUT_FILE_H
-#define DDPD_FUZZ_INPUT_FILE_H
+#ifndef DDPD_FUZZ_FUZZ_INPUT_FILE_H
+#define DDPD_FUZZ_FUZZ_INPUT_FILE_H
 
 #include <fcntl.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * The server has validated the whole config against the schema already; this is the
  * launcher's own check, so that a config written by hand gets the same clear
  * messages (each naming the field by its JSON pointer). */
-#ifndef DDPD_COMMAND_CONFIG_H
-#define DDPD_COMMAND_CONFIG_H
+#ifndef DDPD_RUNNER_COMMAND_CONFIG_H
+#define DDPD_RUNNER_COMMAND_CONFIG_H
 
 #include <stdio.h>
 

@@ -1,8 +1,8 @@
 /* The error file a rank may leave at TORCHELASTIC_ERROR_FILE (torch's @record
  * writes one when the decorated function raises): its message explains the failure
  * better than the rank's last line. */
-#ifndef DDPD_ERROR_FILE_H
-#define DDPD_ERROR_FILE_H
+#ifndef DDPD_RUNNER_ERROR_FILE_H
+#define DDPD_RUNNER_ERROR_FILE_H
 
 #include <stddef.h>
 

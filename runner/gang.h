@@ -8,8 +8,8 @@
  * exit timeout, they are stopped the same way and the attempt succeeds, its reason
  * naming them (torchelastic's exit barrier). One gang_run is one attempt; the launcher's signals stay
  * with it across attempts (gang_signals), so that a cancel between two is heard. */
-#ifndef DDPD_GANG_H
-#define DDPD_GANG_H
+#ifndef DDPD_RUNNER_GANG_H
+#define DDPD_RUNNER_GANG_H
 
 #include <signal.h>
 #include <stddef.h>

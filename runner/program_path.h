@@ -2,8 +2,8 @@
  * up on the ranks' PATH (or taken from the working directory for "./x"), so that
  * the launcher names it (the interpreter a rank's log was written by) and says what
  * to pass when there is none. */
-#ifndef DDPD_PROGRAM_PATH_H
-#define DDPD_PROGRAM_PATH_H
+#ifndef DDPD_RUNNER_PROGRAM_PATH_H
+#define DDPD_RUNNER_PROGRAM_PATH_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * what the `ddpd` reporter needs (DDPD_EVENTS_SOCKET, DDPD_EVENTS_JOURNAL, the
  * reporter on PYTHONPATH). The variables ddpd sets are its own: a config's `env`
  * may not set them (rank_env_reserved). */
-#ifndef DDPD_RANK_ENV_H
-#define DDPD_RANK_ENV_H
+#ifndef DDPD_RUNNER_RANK_ENV_H
+#define DDPD_RUNNER_RANK_ENV_H
 
 typedef struct {
     const char *run_id;

@@ -3,8 +3,8 @@
  * standard output (the run's log when ddpd started it). The last non-empty line is
  * remembered: it explains a rank that failed. Both copies are held to the run's cap
  * on its logs (log_cap.h): past it they are dropped, the pipe still read to its end. */
-#ifndef DDPD_RANK_OUTPUT_H
-#define DDPD_RANK_OUTPUT_H
+#ifndef DDPD_RUNNER_RANK_OUTPUT_H
+#define DDPD_RUNNER_RANK_OUTPUT_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * (PR_SET_PDEATHSIG), stdout and stderr into one pipe, the working directory, then
  * execvp of the command. Whether the exec worked is known before rank_spawn
  * returns: a close-on-exec pipe carries the child's errno back when it did not. */
-#ifndef DDPD_RANK_SPAWN_H
-#define DDPD_RANK_SPAWN_H
+#ifndef DDPD_RUNNER_RANK_SPAWN_H
+#define DDPD_RUNNER_RANK_SPAWN_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * which attempt, the program found for argv[0] and the working directory, and the attempt's `started` event says where each begins, so that the
  * readers of ranks/rank-N.log by byte offset (the server's tail, an agent's relay)
  * read on as before. */
-#ifndef DDPD_RESTARTS_H
-#define DDPD_RESTARTS_H
+#ifndef DDPD_RUNNER_RESTARTS_H
+#define DDPD_RUNNER_RESTARTS_H
 
 #include "attempts.h"
 #include "gang.h"

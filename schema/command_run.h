@@ -3,8 +3,8 @@
  * which fields belong to it and which to the built-in models, and which environment
  * variables ddpd owns. run_config_validate applies them; ddp-run and the server's
  * submit path read the same list of owned variables. */
-#ifndef DDPD_COMMAND_RUN_H
-#define DDPD_COMMAND_RUN_H
+#ifndef DDPD_SCHEMA_COMMAND_RUN_H
+#define DDPD_SCHEMA_COMMAND_RUN_H
 
 #include <jansson.h>
 #include <stdbool.h>

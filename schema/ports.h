@@ -3,8 +3,8 @@
  * port is free on this host right now. Shared by the server, which leases a port
  * for a run, and ddp-run, which picks another one from the same range when a
  * restart finds the run's own taken. */
-#ifndef DDPD_PORTS_H
-#define DDPD_PORTS_H
+#ifndef DDPD_SCHEMA_PORTS_H
+#define DDPD_SCHEMA_PORTS_H
 
 #include <stdbool.h>
 #include <stddef.h>

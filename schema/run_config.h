@@ -1,8 +1,8 @@
 /* The run config: validation against schema/run-config.schema.json (embedded in the
  * binary), the cross-field rules the schema cannot say, and the typed struct the
  * trainer reads. The server validates submissions with the same functions. */
-#ifndef DDPD_RUN_CONFIG_H
-#define DDPD_RUN_CONFIG_H
+#ifndef DDPD_SCHEMA_RUN_CONFIG_H
+#define DDPD_SCHEMA_RUN_CONFIG_H
 
 #include <jansson.h>
 #include <stdbool.h>

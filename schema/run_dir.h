@@ -5,8 +5,8 @@
  * it are. Spelled here once; the checkpoints' folder is trainer/ckpt_files's
  * CKPT_DIR, with the checkpoint files' own names. Each name is a string literal, so
  * that a path is written "%s/" RUN_DIR_LOG. */
-#ifndef DDPD_RUN_DIR_H
-#define DDPD_RUN_DIR_H
+#ifndef DDPD_SCHEMA_RUN_DIR_H
+#define DDPD_SCHEMA_RUN_DIR_H
 
 #define RUN_DIR_CONFIG "config.json"   /* the run's config, as this host's trainer reads it */
 #define RUN_DIR_LOG "trainer.log"      /* the launcher's output: the run's log */

@@ -3,8 +3,8 @@
  * The server checks a body against it with the generic validator (validator.h), then
  * what a schema cannot say (server/sweep/sweep_spec.c), and serves it beside
  * /openapi.json, whose SweepSpec refers to it. */
-#ifndef DDPD_SWEEP_SCHEMA_H
-#define DDPD_SWEEP_SCHEMA_H
+#ifndef DDPD_SCHEMA_SWEEP_SCHEMA_H
+#define DDPD_SCHEMA_SWEEP_SCHEMA_H
 
 #include <jansson.h>
 

@@ -1,8 +1,8 @@
 /* A small generic JSON Schema (2020-12 subset) validator over Jansson. It interprets
  * the schema at run time, fills `default`s into the instance, and reports every
  * violation with its JSON pointer and a sentence a person can act on. */
-#ifndef DDPD_VALIDATOR_H
-#define DDPD_VALIDATOR_H
+#ifndef DDPD_SCHEMA_VALIDATOR_H
+#define DDPD_SCHEMA_VALIDATOR_H
 
 #include <jansson.h>
 #include <stddef.h>

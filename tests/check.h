@@ -1,8 +1,8 @@
 /* A tiny test harness for the C unit tests: CHECK keeps going and counts failures,
  * REQUIRE stops the test; test_done() prints "N passed, N failed" and returns the
  * exit code ctest reads: 1 on a failure, and on a test that checked nothing. */
-#ifndef DDPD_CHECK_H
-#define DDPD_CHECK_H
+#ifndef DDPD_TESTS_CHECK_H
+#define DDPD_TESTS_CHECK_H
 
 #include <math.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
  * runs on, the device's own account of a failure, and closing the comm. The rank
  * loop (rank.c) calls these and reads the same for every backend; which backends a
  * build has is decided here. */
-#ifndef DDPD_BACKEND_SELECT_H
-#define DDPD_BACKEND_SELECT_H
+#ifndef DDPD_TRAINER_BACKEND_SELECT_H
+#define DDPD_TRAINER_BACKEND_SELECT_H
 
 #include <stddef.h>
 

@@ -13,8 +13,8 @@
  * the newest is the one to go on from. It also holds the epoch's loss so far (the sum
  * of its steps' losses, exactly, and how many), so that the epoch's train_loss comes out
  * as if it had not stopped. */
-#ifndef DDPD_CHECKPOINT_H
-#define DDPD_CHECKPOINT_H
+#ifndef DDPD_TRAINER_CHECKPOINT_H
+#define DDPD_TRAINER_CHECKPOINT_H
 
 #include <jansson.h>
 #include <stddef.h>

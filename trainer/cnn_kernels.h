@@ -6,8 +6,8 @@
  *
  * Layout: the convolution part's tensors are channel-major, CNHW: channel c, example
  * b, row y, column x at ((c * rows + b) * H + y) * W + x. A "plane" is one (c, b). */
-#ifndef DDPD_CNN_KERNELS_H
-#define DDPD_CNN_KERNELS_H
+#ifndef DDPD_TRAINER_CNN_KERNELS_H
+#define DDPD_TRAINER_CNN_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>

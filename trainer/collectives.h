@@ -3,8 +3,8 @@
  * Every call is collective: all ranks of the group call it in the same order.
  * Calls return 0, or -1 when the group was aborted (a peer died): the caller then
  * stops training and exits non-zero. */
-#ifndef DDPD_COLLECTIVES_H
-#define DDPD_COLLECTIVES_H
+#ifndef DDPD_TRAINER_COLLECTIVES_H
+#define DDPD_TRAINER_COLLECTIVES_H
 
 #include <stddef.h>
 #include <stdint.h>

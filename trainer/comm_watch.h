@@ -3,8 +3,8 @@
  * when). A rank that stops (SIGSTOP, a deadlock, an endless loop) stops entering
  * collectives while its peers wait inside one: the launcher's hang watch reads the
  * board and names the rank that is behind. */
-#ifndef DDPD_COMM_WATCH_H
-#define DDPD_COMM_WATCH_H
+#ifndef DDPD_TRAINER_COMM_WATCH_H
+#define DDPD_TRAINER_COMM_WATCH_H
 
 #include "collectives.h"
 #include "run_board.h"

@@ -10,8 +10,8 @@
  * Determinism: a primitive runs a fixed algorithm, so the same machine, library and
  * thread count give the same bits on every run; another CPU may get other kernels
  * (AVX2 rather than AVX-512), which round differently (docs/cpu-performance.md). */
-#ifndef DDPD_CONV_DNNL_H
-#define DDPD_CONV_DNNL_H
+#ifndef DDPD_TRAINER_CONV_DNNL_H
+#define DDPD_TRAINER_CONV_DNNL_H
 
 #include <stddef.h>
 

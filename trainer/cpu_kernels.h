@@ -1,8 +1,8 @@
 /* The element-wise and reduction kernels of the MLP step on the CPU (the GEMMs go
  * through the BLAS). They are the reference the CUDA kernels are held against, so
  * each is plain, deterministic (fixed summation order) and documented by its math. */
-#ifndef DDPD_CPU_KERNELS_H
-#define DDPD_CPU_KERNELS_H
+#ifndef DDPD_TRAINER_CPU_KERNELS_H
+#define DDPD_TRAINER_CPU_KERNELS_H
 
 #include <math.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  * symlink in between; so the trainer, given the same roots (--data-root), opens
  * every data file beneath its root and refuses a path that leads out of it
  * (openat2 with RESOLVE_BENEATH; where the kernel lacks it, no symlink at all). */
-#ifndef DDPD_DATA_OPEN_H
-#define DDPD_DATA_OPEN_H
+#ifndef DDPD_TRAINER_DATA_OPEN_H
+#define DDPD_TRAINER_DATA_OPEN_H
 
 #include <stddef.h>
 

@@ -8,8 +8,8 @@
  * Checkpoints and logs read the model through host views (`params`, `stats`, `opt`), which
  * an engine brings up to date on request (sync_to_host) and reads back after a
  * checkpoint was loaded into them (sync_from_host). */
-#ifndef DDPD_ENGINE_H
-#define DDPD_ENGINE_H
+#ifndef DDPD_TRAINER_ENGINE_H
+#define DDPD_TRAINER_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * a timeout so that they re-check the abort flag: it stays cheap when every rank has
  * a core, and does not burn the cores when there are more ranks than cores.
  * futex_barrier_abort() makes every current and future wait return -1 at once. */
-#ifndef DDPD_FUTEX_BARRIER_H
-#define DDPD_FUTEX_BARRIER_H
+#ifndef DDPD_TRAINER_FUTEX_BARRIER_H
+#define DDPD_TRAINER_FUTEX_BARRIER_H
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * (1 MB, like DDP) so communication starts early. Backward reports each finished
  * layer; a bucket is handed to the engine (to be reduced over ranks) as soon as its
  * last layer is done, while earlier layers' gradients are still being computed. */
-#ifndef DDPD_GRAD_BUCKETS_H
-#define DDPD_GRAD_BUCKETS_H
+#ifndef DDPD_TRAINER_GRAD_BUCKETS_H
+#define DDPD_TRAINER_GRAD_BUCKETS_H
 
 #include <stddef.h>
 

@@ -4,8 +4,8 @@
  * optimizers' update rules (optim_rules.h) are written once this way, so the CUDA
  * launches, the CPU stand-in of the GPU tests (tests/gpu/fake_cuda.c) and, for the
  * optimizers, the CPU engine run the very same arithmetic. */
-#ifndef DDPD_HOST_DEVICE_H
-#define DDPD_HOST_DEVICE_H
+#ifndef DDPD_TRAINER_HOST_DEVICE_H
+#define DDPD_TRAINER_HOST_DEVICE_H
 
 #if defined(__CUDACC__)
 #define HD_INLINE static __host__ __device__ __forceinline__

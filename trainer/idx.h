@@ -1,7 +1,7 @@
 /* IDX files (the MNIST family's format), gzipped or plain, loaded and checked:
  * magic, dimensions, counts, and images against labels. */
-#ifndef DDPD_IDX_H
-#define DDPD_IDX_H
+#ifndef DDPD_TRAINER_IDX_H
+#define DDPD_TRAINER_IDX_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -7,8 +7,8 @@
  * rank outlives the launcher. Across nodes, one launcher per node runs
  * that node's ranks, and the ranks of different nodes meet through the
  * coordinator's rendezvous (nodes/). */
-#ifndef DDPD_LAUNCHER_H
-#define DDPD_LAUNCHER_H
+#ifndef DDPD_TRAINER_LAUNCHER_H
+#define DDPD_TRAINER_LAUNCHER_H
 
 #include "data_open.h"
 

@@ -1,8 +1,8 @@
 /* Learning-rate schedules: constant; step (x gamma every step_epochs epochs: the
  * tutorial's x0.3 every 5); cosine decay to min_lr; each with an optional linear
  * warm-up. */
-#ifndef DDPD_LR_SCHEDULE_H
-#define DDPD_LR_SCHEDULE_H
+#ifndef DDPD_TRAINER_LR_SCHEDULE_H
+#define DDPD_TRAINER_LR_SCHEDULE_H
 
 #include "run_config.h"
 

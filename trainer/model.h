@@ -9,8 +9,8 @@
  * chunk of examples is one GEMM writing its output in place, batch norm's statistics
  * are contiguous runs, and a max-pool works on contiguous planes; flatten turns that
  * into [rows][channels * height * width], the order PyTorch's Flatten gives. */
-#ifndef DDPD_MODEL_H
-#define DDPD_MODEL_H
+#ifndef DDPD_TRAINER_MODEL_H
+#define DDPD_TRAINER_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* Optimizers over the flat parameter buffer, with PyTorch's update rules (so that a
  * config means what it means in torch.optim): SGD (momentum, nesterov), Adam and
  * AdamW, weight decay, and gradient clipping by global norm. */
-#ifndef DDPD_OPTIM_H
-#define DDPD_OPTIM_H
+#ifndef DDPD_TRAINER_OPTIM_H
+#define DDPD_TRAINER_OPTIM_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * double by the caller (adam_factors, sgd_factors in optim.c), as Python computes
  * them before they meet the tensors. One definition for the CPU (optim.c), the GPU
  * (cuda/optim_kernels.cu) and the GPU tests' CPU stand-in (host_device.h). */
-#ifndef DDPD_OPTIM_RULES_H
-#define DDPD_OPTIM_RULES_H
+#ifndef DDPD_TRAINER_OPTIM_RULES_H
+#define DDPD_TRAINER_OPTIM_RULES_H
 
 #include <math.h>
 

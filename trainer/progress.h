@@ -1,8 +1,8 @@
 /* A tqdm-like progress bar on stderr for a person watching a run from a terminal:
  * epoch, step/total, loss, lr, samples/s and ETA, redrawn at most ten times a
  * second. Silent when stderr is not a terminal. */
-#ifndef DDPD_PROGRESS_H
-#define DDPD_PROGRESS_H
+#ifndef DDPD_TRAINER_PROGRESS_H
+#define DDPD_TRAINER_PROGRESS_H
 
 typedef struct {
     int enabled;

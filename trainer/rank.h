@@ -1,8 +1,8 @@
 /* One rank of a data-parallel run: the training loop the tutorial's `main(rank)`
  * runs in each process, natively. The launcher forks one process per rank and
  * calls rank_main in it. */
-#ifndef DDPD_RANK_H
-#define DDPD_RANK_H
+#ifndef DDPD_TRAINER_RANK_H
+#define DDPD_TRAINER_RANK_H
 
 #include "collectives.h"
 #include "idx.h"

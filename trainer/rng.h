@@ -1,8 +1,8 @@
 /* A small deterministic random number generator (xoshiro256** seeded through
  * splitmix64) so that initialisation and sampling depend on the seed alone, the
  * same on every machine and every rank; and a counter-based one for dropout. */
-#ifndef DDPD_RNG_H
-#define DDPD_RNG_H
+#ifndef DDPD_TRAINER_RNG_H
+#define DDPD_TRAINER_RNG_H
 
 #include <stddef.h>
 #include <stdint.h>

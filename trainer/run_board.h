@@ -10,8 +10,8 @@
  * at one more than the steps it has done: no rank can have done more yet (a step ends
  * only once every rank has handed its gradients for it), so every rank reaches it and
  * none passes it, and all write-or-wait at the same position. */
-#ifndef DDPD_RUN_BOARD_H
-#define DDPD_RUN_BOARD_H
+#ifndef DDPD_TRAINER_RUN_BOARD_H
+#define DDPD_TRAINER_RUN_BOARD_H
 
 #include <stdatomic.h>
 

@@ -2,8 +2,8 @@
  * padded (by repeating its head) to a multiple of the world size; rank r takes every
  * world_size-th index starting at r. Every rank computes the same permutation, so no
  * communication is needed to agree on it. */
-#ifndef DDPD_SAMPLER_H
-#define DDPD_SAMPLER_H
+#ifndef DDPD_TRAINER_SAMPLER_H
+#define DDPD_TRAINER_SAMPLER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -17,8 +17,8 @@
  * every call is a no-op. At exit (or ddpd_report_close) what is buffered is written
  * and the socket gets up to 2 s to take what still waits. Call it from one thread, and include this header in one
  * source file of the program (its state is per file). */
-#ifndef DDPD_REPORT_H
-#define DDPD_REPORT_H
+#ifndef DDPD_REPORTER_C_DDPD_REPORT_H
+#define DDPD_REPORTER_C_DDPD_REPORT_H
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,8 +6,8 @@
  *
  * One thread, one loop: poll the event socket and its connections, reap the
  * launchers, and every heartbeat send what there is and do what the answer says. */
-#ifndef DDPD_AGENT_H
-#define DDPD_AGENT_H
+#ifndef DDPD_SERVER_AGENT_AGENT_H
+#define DDPD_SERVER_AGENT_AGENT_H
 
 /* argv[2..] are its options (`ddpd agent --help`). Returns the exit status. */
 #include "opt_table.h"

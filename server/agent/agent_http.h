@@ -1,8 +1,8 @@
 /* The agent's requests to its coordinator: JSON in, JSON out, over one libcurl
  * handle (kept alive), with the token, and a deadline so that a coordinator that
  * does not answer never stalls the agent's loop for long. */
-#ifndef DDPD_AGENT_HTTP_H
-#define DDPD_AGENT_HTTP_H
+#ifndef DDPD_SERVER_AGENT_AGENT_HTTP_H
+#define DDPD_SERVER_AGENT_AGENT_HTTP_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -2,8 +2,8 @@
  * from a signalfd, the ranks' event streams served, the parts moved on, and the
  * cadence of their reports to the server (every second; every 200 ms while lines
  * wait to be delivered). What a report says and what a signal does are theirs. */
-#ifndef DDPD_AGENT_LOOP_H
-#define DDPD_AGENT_LOOP_H
+#ifndef DDPD_SERVER_AGENT_AGENT_LOOP_H
+#define DDPD_SERVER_AGENT_AGENT_LOOP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
  * there (what a log held before its launcher started, an earlier start's, is not);
  * their exits (with the launcher's `end` from its journal) are reported once every
  * line of their logs was taken. `ddpd part` runs one part the same way (part.h). */
-#ifndef DDPD_AGENT_PARTS_H
-#define DDPD_AGENT_PARTS_H
+#ifndef DDPD_SERVER_AGENT_AGENT_PARTS_H
+#define DDPD_SERVER_AGENT_AGENT_PARTS_H
 
 #include <jansson.h>
 #include <stdbool.h>

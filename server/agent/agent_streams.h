@@ -2,8 +2,8 @@
  * it would to ddpd's own; each connection is a stream whose whole lines are kept,
  * numbered, until the coordinator says it has them (heartbeat: relay_stream), and
  * its first line (its hello) as long as it lives. Also `ddpd part`'s. */
-#ifndef DDPD_AGENT_STREAMS_H
-#define DDPD_AGENT_STREAMS_H
+#ifndef DDPD_SERVER_AGENT_AGENT_STREAMS_H
+#define DDPD_SERVER_AGENT_AGENT_STREAMS_H
 
 #include <jansson.h>
 #include <poll.h>

@@ -13,8 +13,8 @@
  * has not taken (a server that restarts gets it then) and ends once its launcher's
  * end is taken, with its launcher's exit status (srun --kill-on-bad-exit stops the
  * other nodes on a failure); or once the server says the run is no longer its. */
-#ifndef DDPD_AGENT_PART_H
-#define DDPD_AGENT_PART_H
+#ifndef DDPD_SERVER_AGENT_PART_H
+#define DDPD_SERVER_AGENT_PART_H
 
 /* argv[2..] are its options (`ddpd part --help`). Returns the exit status. */
 #include "opt_table.h"

@@ -19,8 +19,8 @@
  * libmicrohttpd tells it of each connection: opened (its STARTED notification),
  * headers in (the access handler's first call), answered (a request completed) and
  * closed (CLOSED). */
-#ifndef DDPD_API_CONN_GUARD_H
-#define DDPD_API_CONN_GUARD_H
+#ifndef DDPD_SERVER_API_CONN_GUARD_H
+#define DDPD_SERVER_API_CONN_GUARD_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -15,8 +15,8 @@
  * through conn_guard.h's accept thread (its caps and the header deadline); a
  * connection idle for idle_timeout_s is closed by libmicrohttpd. Its repeated
  * messages (one per misbehaving client) are logged at most once per interval. */
-#ifndef DDPD_HTTP_H
-#define DDPD_HTTP_H
+#ifndef DDPD_SERVER_API_HTTP_H
+#define DDPD_SERVER_API_HTTP_H
 
 #include <jansson.h>
 #include <stdbool.h>

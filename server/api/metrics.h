@@ -4,8 +4,8 @@
  * when scraped (runs by status from the store, the queue and devices from the
  * scheduler, ingest's counters, the open event streams from the feed). Every family
  * has its HELP and TYPE lines. */
-#ifndef DDPD_API_METRICS_H
-#define DDPD_API_METRICS_H
+#ifndef DDPD_SERVER_API_METRICS_H
+#define DDPD_SERVER_API_METRICS_H
 
 #include "buf.h"
 #include "http.h"

@@ -4,8 +4,8 @@
  * relatively, as run-config.schema.json and sweep.schema.json, which resolve beside it
  * both in the repository and on the server (routes_static.c serves them at
  * /run-config.schema.json and /sweep.schema.json too). */
-#ifndef DDPD_OPENAPI_H
-#define DDPD_OPENAPI_H
+#ifndef DDPD_SERVER_API_OPENAPI_H
+#define DDPD_SERVER_API_OPENAPI_H
 
 #include "http.h"
 

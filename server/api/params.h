@@ -2,8 +2,8 @@
  * (404 when it names no run id or no run), and integer query arguments within
  * bounds (400 naming the argument). Each answers the problem itself and returns
  * false, so a handler just returns. */
-#ifndef DDPD_API_PARAMS_H
-#define DDPD_API_PARAMS_H
+#ifndef DDPD_SERVER_API_PARAMS_H
+#define DDPD_SERVER_API_PARAMS_H
 
 #include <stdbool.h>
 #include <stdint.h>

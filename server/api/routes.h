@@ -1,7 +1,7 @@
 /* The API's routes: the table the router serves, and what the handlers need to
  * know about the server. */
-#ifndef DDPD_ROUTES_H
-#define DDPD_ROUTES_H
+#ifndef DDPD_SERVER_API_ROUTES_H
+#define DDPD_SERVER_API_ROUTES_H
 
 #include <stddef.h>
 

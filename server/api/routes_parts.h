@@ -3,8 +3,8 @@
  * does, the part's event lines and log chunks, then its launcher's state; it answers
  * with what was taken of them and what the part should run. It takes the run's secret
  * as the bearer, not the server's token: the route is run_secret_auth (http.h). */
-#ifndef DDPD_ROUTES_PARTS_H
-#define DDPD_ROUTES_PARTS_H
+#ifndef DDPD_SERVER_API_ROUTES_PARTS_H
+#define DDPD_SERVER_API_ROUTES_PARTS_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * until it is set: the trainers poll). Both take the run's secret as the bearer
  * ("Authorization: Bearer <DDPD_RUN_SECRET>"), not the server's token: the routes
  * are run_secret_auth (http.h). */
-#ifndef DDPD_ROUTES_RENDEZVOUS_H
-#define DDPD_ROUTES_RENDEZVOUS_H
+#ifndef DDPD_SERVER_API_ROUTES_RENDEZVOUS_H
+#define DDPD_SERVER_API_ROUTES_RENDEZVOUS_H
 
 #include <stddef.h>
 

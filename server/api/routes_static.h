@@ -16,8 +16,8 @@
  * else the source tree ddpd was built from (so that a build directory's ddpd, the
  * tests', finds it). uPlot: <web>/vendor/uplot, <web>/../node_modules/uplot/dist,
  * <bin>/../share/ddpd/vendor/uplot, or the source tree's node_modules. */
-#ifndef DDPD_ROUTES_STATIC_H
-#define DDPD_ROUTES_STATIC_H
+#ifndef DDPD_SERVER_API_ROUTES_STATIC_H
+#define DDPD_SERVER_API_ROUTES_STATIC_H
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* The sweeps' routes (server/sweep/sweep.h): POST /sweeps, GET /sweeps,
  * GET /sweeps/{id}, POST /sweeps/{id}/cancel. */
-#ifndef DDPD_ROUTES_SWEEPS_H
-#define DDPD_ROUTES_SWEEPS_H
+#ifndef DDPD_SERVER_API_ROUTES_SWEEPS_H
+#define DDPD_SERVER_API_ROUTES_SWEEPS_H
 
 #include <stddef.h>
 

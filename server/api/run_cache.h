@@ -7,8 +7,8 @@
  * queue and what it waits for (the scheduler's, which change as other runs start or
  * leave and nodes come and go), kept with it so that the route can tell when they moved. Safe from any thread: the HTTP threads
  * read and fill it; the store's writer drops a deleted run's answer (store.h). */
-#ifndef DDPD_API_RUN_CACHE_H
-#define DDPD_API_RUN_CACHE_H
+#ifndef DDPD_SERVER_API_RUN_CACHE_H
+#define DDPD_SERVER_API_RUN_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>

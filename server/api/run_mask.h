@@ -3,8 +3,8 @@
  * token passed as --token=...). Anyone else who may read runs sees the variables'
  * names, the program (command[0]) and how many arguments it was given, each shown
  * as RUN_MASK_HIDDEN, and the answer says so in "hidden". */
-#ifndef DDPD_API_RUN_MASK_H
-#define DDPD_API_RUN_MASK_H
+#ifndef DDPD_SERVER_API_RUN_MASK_H
+#define DDPD_SERVER_API_RUN_MASK_H
 
 #include <stdbool.h>
 #include <stddef.h>

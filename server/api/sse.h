@@ -18,8 +18,8 @@
  * A stream holds its connection as long as its client wants: streams are counted
  * per client address and in all, and one past a cap is a 503 problem that names the
  * cap (and its flag) and says Retry-After. */
-#ifndef DDPD_SSE_H
-#define DDPD_SSE_H
+#ifndef DDPD_SERVER_API_SSE_H
+#define DDPD_SERVER_API_SSE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
  * "/spec/base/command", "/spec/parameters/KEY": that parameter's values there and in
  * every trial's and the best's params; in GET /sweeps, which has no spec,
  * "/best/params/KEY"). */
-#ifndef DDPD_API_SWEEP_MASK_H
-#define DDPD_API_SWEEP_MASK_H
+#ifndef DDPD_SERVER_API_SWEEP_MASK_H
+#define DDPD_SERVER_API_SWEEP_MASK_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * clocks and times, missing values in JSON, and the one logging API (with its
  * once-per-interval limiter). Every layer above may use it; it uses nothing of
  * theirs. */
-#ifndef DDPD_BASE_H
-#define DDPD_BASE_H
+#ifndef DDPD_SERVER_BASE_BASE_H
+#define DDPD_SERVER_BASE_BASE_H
 
 #include "alloc.h"
 #include "buf.h"

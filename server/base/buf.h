@@ -1,7 +1,7 @@
 /* A growable byte buffer, always NUL-terminated: responses built by hand, lines
  * read from sockets, text assembled piece by piece. */
-#ifndef DDPD_BASE_BUF_H
-#define DDPD_BASE_BUF_H
+#ifndef DDPD_SERVER_BASE_BUF_H
+#define DDPD_SERVER_BASE_BUF_H
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /* The server's clocks and how it writes times: unix milliseconds for what happened,
  * monotonic milliseconds for deadlines (base/monotonic.h, every program's), ISO 8601
  * UTC for the API. */
-#ifndef DDPD_BASE_CLOCK_H
-#define DDPD_BASE_CLOCK_H
+#ifndef DDPD_SERVER_BASE_CLOCK_H
+#define DDPD_SERVER_BASE_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>

@@ -1,8 +1,8 @@
 /* Values that may be missing, as they travel between threads and into JSON: NO_INT
  * for int64 fields (NaN plays that part for doubles: JSON has no NaN, so it never
  * comes from a parsed event), written as JSON null. */
-#ifndef DDPD_BASE_JSON_VALUES_H
-#define DDPD_BASE_JSON_VALUES_H
+#ifndef DDPD_SERVER_BASE_JSON_VALUES_H
+#define DDPD_SERVER_BASE_JSON_VALUES_H
 
 #include <jansson.h>
 #include <stdint.h>

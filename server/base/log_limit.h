@@ -2,8 +2,8 @@
  * file descriptors, a flood of refused connections) is logged at most once per
  * interval, with how many times it happened in between: the log says what is wrong
  * without growing by a line per failure. Lock-free; any thread. */
-#ifndef DDPD_BASE_LOG_LIMIT_H
-#define DDPD_BASE_LOG_LIMIT_H
+#ifndef DDPD_SERVER_BASE_LOG_LIMIT_H
+#define DDPD_SERVER_BASE_LOG_LIMIT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -12,8 +12,8 @@
  * timestamps. Every line is one write(2) under a mutex, so lines from threads never
  * mix and a crash loses nothing that was logged. This is the server's one logging
  * API: log_debug, log_info, log_warn and log_error. */
-#ifndef DDPD_SERVER_LOG_H
-#define DDPD_SERVER_LOG_H
+#ifndef DDPD_SERVER_BASE_SERVER_LOG_H
+#define DDPD_SERVER_BASE_SERVER_LOG_H
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -2,8 +2,8 @@
  * accept thread, the feed's ticker, the searcher), one way: a thread that cannot be
  * started is said in a sentence that names it, and a thread that waits on a
  * condition is stopped by setting its flag under its lock, waking it and joining. */
-#ifndef DDPD_BASE_THREAD_START_H
-#define DDPD_BASE_THREAD_START_H
+#ifndef DDPD_SERVER_BASE_THREAD_START_H
+#define DDPD_SERVER_BASE_THREAD_START_H
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -16,8 +16,8 @@
  * answers --version).
  *
  * Exit status 0 when nothing failed (warnings are fine), 1 otherwise. */
-#ifndef DDPD_CHECK_CMD_H
-#define DDPD_CHECK_CMD_H
+#ifndef DDPD_SERVER_CMD_CHECK_CMD_H
+#define DDPD_SERVER_CMD_CHECK_CMD_H
 
 #include <stddef.h>
 

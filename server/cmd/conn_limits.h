@@ -6,8 +6,8 @@
  * does; the defaults leave room for those, the database, the logs and the runs.
  * Limits set by hand that could need more descriptors than there are get a warning
  * naming both numbers. */
-#ifndef DDPD_CMD_CONN_LIMITS_H
-#define DDPD_CMD_CONN_LIMITS_H
+#ifndef DDPD_SERVER_CMD_CONN_LIMITS_H
+#define DDPD_SERVER_CMD_CONN_LIMITS_H
 
 #include <stddef.h>
 

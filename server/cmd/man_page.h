@@ -2,8 +2,8 @@
  * texts --help prints (serve's and check's settings, `ddpd user`'s, the agent's and a
  * Slurm node's part's), so that the page and the program cannot drift. The build
  * turns it into ddpd.1, which `cmake --install` puts in share/man/man1. */
-#ifndef DDPD_CMD_MAN_PAGE_H
-#define DDPD_CMD_MAN_PAGE_H
+#ifndef DDPD_SERVER_CMD_MAN_PAGE_H
+#define DDPD_SERVER_CMD_MAN_PAGE_H
 
 #include <stdio.h>
 

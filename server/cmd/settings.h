@@ -2,8 +2,8 @@
  * environment variable, else a default that suits a laptop. One table (settings.c)
  * says each setting once (flag, variable, kind, bounds, default, help), so the two
  * commands and the usage can never disagree about what a setting means. */
-#ifndef DDPD_CMD_SETTINGS_H
-#define DDPD_CMD_SETTINGS_H
+#ifndef DDPD_SERVER_CMD_SETTINGS_H
+#define DDPD_SERVER_CMD_SETTINGS_H
 
 #include <stdbool.h>
 #include <stdint.h>

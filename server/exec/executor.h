@@ -29,8 +29,8 @@
  * pending while the job waits there: `submitted` says the job's id at once (the store
  * keeps it: the run is still queued), `waiting_for` says what it waits for, and each
  * part's `started` comes when it runs. */
-#ifndef DDPD_CORE_EXECUTOR_H
-#define DDPD_CORE_EXECUTOR_H
+#ifndef DDPD_SERVER_EXEC_EXECUTOR_H
+#define DDPD_SERVER_EXEC_EXECUTOR_H
 
 #include <stdbool.h>
 #include <stddef.h>

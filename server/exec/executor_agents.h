@@ -8,8 +8,8 @@
  *
  * Everything is level-triggered: a lost answer is simply sent again. Parts are not
  * taken back after a coordinator's restart: an agent stops those no longer listed. */
-#ifndef DDPD_CORE_EXECUTOR_AGENTS_H
-#define DDPD_CORE_EXECUTOR_AGENTS_H
+#ifndef DDPD_SERVER_EXEC_EXECUTOR_AGENTS_H
+#define DDPD_SERVER_EXEC_EXECUTOR_AGENTS_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
  * A launcher a previous server started is taken back when the process with the
  * stored pid and start time is alive and its command line names the run's directory;
  * as it is not this server's child, its end is seen in /proc. */
-#ifndef DDPD_CORE_EXECUTOR_LOCAL_H
-#define DDPD_CORE_EXECUTOR_LOCAL_H
+#ifndef DDPD_SERVER_EXEC_EXECUTOR_LOCAL_H
+#define DDPD_SERVER_EXEC_EXECUTOR_LOCAL_H
 
 #include <stdint.h>
 #include <sys/types.h>

@@ -17,8 +17,8 @@
  * Commands run on the executor's own thread, never under the scheduler's lock; the
  * hooks are called from that thread and from the parts' requests (HTTP threads),
  * never holding the executor's lock. */
-#ifndef DDPD_CORE_EXECUTOR_SLURM_H
-#define DDPD_CORE_EXECUTOR_SLURM_H
+#ifndef DDPD_SERVER_EXEC_EXECUTOR_SLURM_H
+#define DDPD_SERVER_EXEC_EXECUTOR_SLURM_H
 
 #include <jansson.h>
 #include <stdbool.h>

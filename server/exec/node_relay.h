@@ -20,8 +20,8 @@
  * stream this server does not know comes with its first line (its hello, which
  * ingest needs first), and a log this server does not know starts where its first
  * chunk says. */
-#ifndef DDPD_CORE_NODE_RELAY_H
-#define DDPD_CORE_NODE_RELAY_H
+#ifndef DDPD_SERVER_EXEC_NODE_RELAY_H
+#define DDPD_SERVER_EXEC_NODE_RELAY_H
 
 #include <jansson.h>
 #include <stdbool.h>

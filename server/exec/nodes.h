@@ -10,8 +10,8 @@
  * Thread-safe (its own lock). The scheduler calls it under its lock (the order is
  * always scheduler, then nodes), the agents' executor (executor_agents.h) outside any
  * other; nothing here calls up. */
-#ifndef DDPD_CORE_NODES_H
-#define DDPD_CORE_NODES_H
+#ifndef DDPD_SERVER_EXEC_NODES_H
+#define DDPD_SERVER_EXEC_NODES_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -5,8 +5,8 @@
  * trainer reads it, by part_description_add_config: never under the scheduler's
  * lock (an executor's start returns at once), so an executor adds it when it answers
  * the part. */
-#ifndef DDPD_EXEC_PART_DESC_H
-#define DDPD_EXEC_PART_DESC_H
+#ifndef DDPD_SERVER_EXEC_PART_DESC_H
+#define DDPD_SERVER_EXEC_PART_DESC_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -9,8 +9,8 @@
  * one lock: a run that finishes meanwhile cannot take a late write, and a resumed
  * run (a new secret) does not take one meant for its earlier start. Safe from any
  * thread; nothing here waits for anything but its own short lock. */
-#ifndef DDPD_CORE_RENDEZVOUS_H
-#define DDPD_CORE_RENDEZVOUS_H
+#ifndef DDPD_SERVER_EXEC_RENDEZVOUS_H
+#define DDPD_SERVER_EXEC_RENDEZVOUS_H
 
 #include <stdbool.h>
 #include <stddef.h>

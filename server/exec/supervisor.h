@@ -10,8 +10,8 @@
  * `spawned` hook. The same thread waits for SIGCHLD on a signalfd (SIGCHLD is blocked
  * in every thread), reaps with waitpid and reports each exit through `exited`, and
  * calls `tick` about every 100 ms. The hooks are wired by main.c (the scheduler's). */
-#ifndef DDPD_CORE_SUPERVISOR_H
-#define DDPD_CORE_SUPERVISOR_H
+#ifndef DDPD_SERVER_EXEC_SUPERVISOR_H
+#define DDPD_SERVER_EXEC_SUPERVISOR_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -18,8 +18,8 @@
  * feed's lock) when there is nothing to send; the feed calls their `wake` (under its
  * lock, once per park) when there is. The ticker also wakes them for heartbeat
  * comments: a stream whose client vanished is written to, fails, and is closed. */
-#ifndef DDPD_EVENTS_FEED_H
-#define DDPD_EVENTS_FEED_H
+#ifndef DDPD_SERVER_FEED_FEED_H
+#define DDPD_SERVER_FEED_FEED_H
 
 #include <sqlite3.h>
 #include <stdbool.h>

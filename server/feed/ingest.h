@@ -7,8 +7,8 @@
  * (point_cap.h) are dropped here, before they cost the store anything.
  *
  * One thread, epoll, non-blocking sockets, a line buffer per connection. */
-#ifndef DDPD_INGEST_H
-#define DDPD_INGEST_H
+#ifndef DDPD_SERVER_FEED_INGEST_H
+#define DDPD_SERVER_FEED_INGEST_H
 
 #include <stdbool.h>
 #include <stddef.h>

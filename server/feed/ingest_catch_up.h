@@ -12,8 +12,8 @@
  *
  * A process is named by its hello: run, rank, pid and the hello's t and seq. Used by
  * the ingest thread only. */
-#ifndef DDPD_CORE_INGEST_CATCH_UP_H
-#define DDPD_CORE_INGEST_CATCH_UP_H
+#ifndef DDPD_SERVER_FEED_INGEST_CATCH_UP_H
+#define DDPD_SERVER_FEED_INGEST_CATCH_UP_H
 
 #include <stdbool.h>
 #include <stdint.h>

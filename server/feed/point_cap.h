@@ -3,8 +3,8 @@
  * values, an epoch's row), kept by ingest's thread alone, so that a point costs no
  * query: a run's count starts from what the store holds of it (one query, the first
  * time the run is seen) and goes on in memory until the run ends. */
-#ifndef DDPD_FEED_POINT_CAP_H
-#define DDPD_FEED_POINT_CAP_H
+#ifndef DDPD_SERVER_FEED_POINT_CAP_H
+#define DDPD_SERVER_FEED_POINT_CAP_H
 
 #include <stdbool.h>
 #include <stdint.h>

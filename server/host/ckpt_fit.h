@@ -4,8 +4,8 @@
  * checkpoint, of the config's kind of model (an mlp's layer widths too), with the
  * optimizer state a train run continues (it takes the weights, the optimizer's
  * state and the position), and epochs left to train after its position. */
-#ifndef DDPD_CORE_CKPT_FIT_H
-#define DDPD_CORE_CKPT_FIT_H
+#ifndef DDPD_SERVER_HOST_CKPT_FIT_H
+#define DDPD_SERVER_HOST_CKPT_FIT_H
 
 #include <jansson.h>
 

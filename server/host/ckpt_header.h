@@ -4,8 +4,8 @@
  * and for checking a checkpoint.load at submission. The file rules and the format
  * are the trainer's own (ckpt_files.h, safetensors.h): the server picks the file
  * the trainer's --resume does and reads its header as the trainer would. */
-#ifndef DDPD_LIB_CKPT_HEADER_H
-#define DDPD_LIB_CKPT_HEADER_H
+#ifndef DDPD_SERVER_HOST_CKPT_HEADER_H
+#define DDPD_SERVER_HOST_CKPT_HEADER_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * symlinks that lead out of every root (into another root is fine: nothing outside
  * the roots is read), and missing files are refused, each with the JSON pointer of
  * the offending field. */
-#ifndef DDPD_DATAPATHS_H
-#define DDPD_DATAPATHS_H
+#ifndef DDPD_SERVER_HOST_DATAPATHS_H
+#define DDPD_SERVER_HOST_DATAPATHS_H
 
 #include <jansson.h>
 

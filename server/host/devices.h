@@ -2,8 +2,8 @@
  * process (so the server itself never holds a CUDA context, and a broken driver
  * cannot take it down), which reports the device count. When the server itself was
  * started with CUDA_VISIBLE_DEVICES, those are the GPUs it manages. */
-#ifndef DDPD_DEVICES_H
-#define DDPD_DEVICES_H
+#ifndef DDPD_SERVER_HOST_DEVICES_H
+#define DDPD_SERVER_HOST_DEVICES_H
 
 /* Fills *ids with malloc'd GPU ids as CUDA_VISIBLE_DEVICES names them ("0", "1", or
  * UUIDs). Returns how many (0 on a host without GPUs). Call before any thread starts. */

@@ -1,8 +1,8 @@
 /* What the submission checks need of a run's dataset without loading it: an IDX
  * file's count and image size from its header, and a labels file's classes (its
  * largest label + 1), gzipped or plain (the trainer's idx.h loads them whole). */
-#ifndef DDPD_IDX_HEADER_H
-#define DDPD_IDX_HEADER_H
+#ifndef DDPD_SERVER_HOST_IDX_HEADER_H
+#define DDPD_SERVER_HOST_IDX_HEADER_H
 
 #include <stddef.h>
 

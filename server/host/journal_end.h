@@ -1,8 +1,8 @@
 /* The launcher's last word in a run's journal (events.jsonl): its `end` event, read
  * from the end of the file. What the coordinator reads of a run's local part across
  * nodes, and what an agent reports of each part it ran. */
-#ifndef DDPD_LIB_JOURNAL_END_H
-#define DDPD_LIB_JOURNAL_END_H
+#ifndef DDPD_SERVER_HOST_JOURNAL_END_H
+#define DDPD_SERVER_HOST_JOURNAL_END_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -15,8 +15,8 @@
  * The environment is the starter's own, less its DDPD_* settings (LAUNCHER_ENV_DROP),
  * plus the run's id and secret, CUDA_VISIBLE_DEVICES and the settings a launcher
  * reads too (trainer_env.h). */
-#ifndef DDPD_LIB_LAUNCHER_ARGV_H
-#define DDPD_LIB_LAUNCHER_ARGV_H
+#ifndef DDPD_SERVER_HOST_LAUNCHER_ARGV_H
+#define DDPD_SERVER_HOST_LAUNCHER_ARGV_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * file `rel` of the run directory `dir`, opened as run_files.h opens a run's files:
  * -1 with errno ELOOP, ENXIO or EXDEV when the run left something there that is not
  * its own file (run_file_planted). */
-#ifndef DDPD_LOGTAIL_H
-#define DDPD_LOGTAIL_H
+#ifndef DDPD_SERVER_HOST_LOGTAIL_H
+#define DDPD_SERVER_HOST_LOGTAIL_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * `ddpd part`, in the answer to its report). Its one writer (the coordinator's
  * exec/part_desc.c) and its one reader (agent/agent_parts.c) are here, so that
  * the two ends cannot drift apart on a member's name, type or meaning. */
-#ifndef DDPD_HOST_PART_WIRE_H
-#define DDPD_HOST_PART_WIRE_H
+#ifndef DDPD_SERVER_HOST_PART_WIRE_H
+#define DDPD_SERVER_HOST_PART_WIRE_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -4,8 +4,8 @@
  * and a CPU run whose host-memory plan exceeds its share of the host (world_size of
  * the CPU slots) is refused naming both numbers. A data file that is not IDX is
  * left to the trainer, which fails the run naming it (as before). */
-#ifndef DDPD_CORE_RUN_FIT_H
-#define DDPD_CORE_RUN_FIT_H
+#ifndef DDPD_SERVER_HOST_RUN_FIT_H
+#define DDPD_SERVER_HOST_RUN_FIT_H
 
 #include <jansson.h>
 #include <stdbool.h>

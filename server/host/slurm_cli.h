@@ -8,8 +8,8 @@
  * so the text forms are read: `squeue -h -t all -j IDS -o %i|%T|%r|%N` while a job
  * lives (its state and pending reason), and `scontrol -o show job ID` once it has
  * ended (its ExitCode, Reason, Restarts). */
-#ifndef DDPD_LIB_SLURM_CLI_H
-#define DDPD_LIB_SLURM_CLI_H
+#ifndef DDPD_SERVER_HOST_SLURM_CLI_H
+#define DDPD_SERVER_HOST_SLURM_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * ddp-trainer-nccl takes GPU runs (the one `ddpd check` names), the pause before
  * a run's restart (distributed.max_restarts), and the cap on each of a run's logs
  * (ddpd serve --max-log-bytes-per-run, which serve puts in its own environment). */
-#ifndef DDPD_TRAINER_ENV_H
-#define DDPD_TRAINER_ENV_H
+#ifndef DDPD_SERVER_HOST_TRAINER_ENV_H
+#define DDPD_SERVER_HOST_TRAINER_ENV_H
 
 #include <stddef.h>
 

@@ -4,8 +4,8 @@
  * total is reached, so that an operator's curl and /healthz still get in while
  * remote clients hold every slot. Thread-safe. IPv4 addresses, plain or mapped into
  * IPv6, are one address. */
-#ifndef DDPD_LIB_ADDR_COUNTS_H
-#define DDPD_LIB_ADDR_COUNTS_H
+#ifndef DDPD_SERVER_LIB_ADDR_COUNTS_H
+#define DDPD_SERVER_LIB_ADDR_COUNTS_H
 
 #include <arpa/inet.h>
 #include <stdbool.h>

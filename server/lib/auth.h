@@ -7,8 +7,8 @@
  *
  * Without a token, ddpd listens only on a loopback address (where only this host's
  * users reach it), unless told --insecure. */
-#ifndef DDPD_AUTH_H
-#define DDPD_AUTH_H
+#ifndef DDPD_SERVER_LIB_AUTH_H
+#define DDPD_SERVER_LIB_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * O_DIRECTORY beneath its parent and walked, one on another filesystem is not. A walk
  * stops at a depth and a number of entries (a directory made to be slow to walk): it
  * then says so, with what it counted down to there. */
-#ifndef DDPD_LIB_DIR_USAGE_H
-#define DDPD_LIB_DIR_USAGE_H
+#ifndef DDPD_SERVER_LIB_DIR_USAGE_H
+#define DDPD_SERVER_LIB_DIR_USAGE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* How much room the file system holding a path has left, to tell "no space left"
  * from other failures: SQLite says "disk I/O error" or "database or disk is full"
  * when it cannot grow a file, which does not say where or what to do. */
-#ifndef DDPD_LIB_DISK_SPACE_H
-#define DDPD_LIB_DISK_SPACE_H
+#ifndef DDPD_SERVER_LIB_DISK_SPACE_H
+#define DDPD_SERVER_LIB_DISK_SPACE_H
 
 #include <stdbool.h>
 #include <stddef.h>

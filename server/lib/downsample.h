@@ -4,8 +4,8 @@
  * highest point (so a spike survives however wide the bucket), and the series' last
  * point is always kept: at most max_points points. A null value (NaN: a loss that
  * blew up) counts as the highest value of its bucket, so it survives too. */
-#ifndef DDPD_DOWNSAMPLE_H
-#define DDPD_DOWNSAMPLE_H
+#ifndef DDPD_SERVER_LIB_DOWNSAMPLE_H
+#define DDPD_SERVER_LIB_DOWNSAMPLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* "HOST:PORT" as --listen (and a node's address) is written: "127.0.0.1:8080",
  * "[::1]:0", "localhost:8080", ":8080" (every interface). One parser for every
  * place that reads one. And the address this host reaches another from. */
-#ifndef DDPD_LIB_HOSTPORT_H
-#define DDPD_LIB_HOSTPORT_H
+#ifndef DDPD_SERVER_LIB_HOSTPORT_H
+#define DDPD_SERVER_LIB_HOSTPORT_H
 
 #include <stddef.h>
 

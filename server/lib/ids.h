@@ -1,7 +1,7 @@
 /* Run ids as they appear in paths and events: the one parser, so that "/runs/12",
  * the event socket's "run": "12" and every other place agree on what an id is. */
-#ifndef DDPD_LIB_IDS_H
-#define DDPD_LIB_IDS_H
+#ifndef DDPD_SERVER_LIB_IDS_H
+#define DDPD_SERVER_LIB_IDS_H
 
 #include <stdbool.h>
 #include <stdint.h>

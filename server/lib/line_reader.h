@@ -5,8 +5,8 @@
  * neither 3 GiB of memory nor the time to read it. Reads with pread at the reader's
  * own offset; the caller bounds what one call may read (`budget`), so that a thread
  * that keeps the server alive is never held long by one file. */
-#ifndef DDPD_LIB_LINE_READER_H
-#define DDPD_LIB_LINE_READER_H
+#ifndef DDPD_SERVER_LIB_LINE_READER_H
+#define DDPD_SERVER_LIB_LINE_READER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * writer's batches (how long each transaction took from BEGIN to COMMIT, how many
  * ops it applied). The /metrics collector (api/metrics.c) renders them beside the
  * snapshots it reads from the scheduler, ingest, the feed and the store. */
-#ifndef DDPD_LIB_METRICS_SINK_H
-#define DDPD_LIB_METRICS_SINK_H
+#ifndef DDPD_SERVER_LIB_METRICS_SINK_H
+#define DDPD_SERVER_LIB_METRICS_SINK_H
 
 #include <stdbool.h>
 #include <stddef.h>

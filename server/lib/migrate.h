@@ -1,8 +1,8 @@
 /* Database migrations: the numbered SQL files of migrations/ (embedded into the
  * binary at build time), applied in order at start-up, each in one transaction
  * that also sets PRAGMA user_version to its number. */
-#ifndef DDPD_MIGRATE_H
-#define DDPD_MIGRATE_H
+#ifndef DDPD_SERVER_LIB_MIGRATE_H
+#define DDPD_SERVER_LIB_MIGRATE_H
 
 #include <sqlite3.h>
 #include <stddef.h>

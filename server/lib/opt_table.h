@@ -4,8 +4,8 @@
  * numbers are held to their bounds, and the usage text is written. A new setting is
  * one row plus its use. `ddpd serve`/`check` (cmd/settings.c), `ddpd agent` and
  * `ddpd part` each have a table. */
-#ifndef DDPD_LIB_OPT_TABLE_H
-#define DDPD_LIB_OPT_TABLE_H
+#ifndef DDPD_SERVER_LIB_OPT_TABLE_H
+#define DDPD_SERVER_LIB_OPT_TABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

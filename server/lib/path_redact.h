@@ -4,8 +4,8 @@
  * a root it can name and nothing of the server's file system (serve --show-paths
  * turns this off). Rules are added at start-up, before any thread answers; applying
  * them is then safe from any thread. */
-#ifndef DDPD_LIB_PATH_REDACT_H
-#define DDPD_LIB_PATH_REDACT_H
+#ifndef DDPD_SERVER_LIB_PATH_REDACT_H
+#define DDPD_SERVER_LIB_PATH_REDACT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* Prometheus' text exposition format (version 0.0.4), the writing side: families
  * with their HELP and TYPE lines, samples with escaped label values, and histograms
  * (buckets cumulative, ending with +Inf, then _sum and _count). */
-#ifndef DDPD_LIB_PROM_H
-#define DDPD_LIB_PROM_H
+#ifndef DDPD_SERVER_LIB_PROM_H
+#define DDPD_SERVER_LIB_PROM_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -38,8 +38,8 @@
  *   EFBIG  larger than the caller's bound.
  * run_file_planted(errno) is true for those four: the run left something in its
  * directory that is not its own file, which an answer may say as the run's doing. */
-#ifndef DDPD_LIB_RUN_FILES_H
-#define DDPD_LIB_RUN_FILES_H
+#ifndef DDPD_SERVER_LIB_RUN_FILES_H
+#define DDPD_SERVER_LIB_RUN_FILES_H
 
 #include <jansson.h>
 #include <stdbool.h>

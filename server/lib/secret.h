@@ -2,8 +2,8 @@
  * one way it compares a secret it was given with the one it holds: in time that
  * depends on the held secret's length only, never on how many bytes match. (A secret
  * given in a file is read by base/secret_file.h.) */
-#ifndef DDPD_LIB_SECRET_H
-#define DDPD_LIB_SECRET_H
+#ifndef DDPD_SERVER_LIB_SECRET_H
+#define DDPD_SERVER_LIB_SECRET_H
 
 #include <stdbool.h>
 #include <stddef.h>

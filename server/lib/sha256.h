@@ -1,8 +1,8 @@
 /* SHA-256 (FIPS 180-4), for what ddpd keeps of a user's token: its hash, never the
  * token (a database copied off the host gives nobody a working token). A token is 256
  * random bits, so one unsalted hash is enough: nothing can be guessed from it. */
-#ifndef DDPD_LIB_SHA256_H
-#define DDPD_LIB_SHA256_H
+#ifndef DDPD_SERVER_LIB_SHA256_H
+#define DDPD_SERVER_LIB_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>

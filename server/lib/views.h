@@ -2,8 +2,8 @@
  * progress (GET /runs/{id}, GET /runs, and the live feed's step events all say the
  * same thing about where a run is and how long it has left). Pure functions of the
  * facts given: they read nothing themselves. */
-#ifndef DDPD_LIB_VIEWS_H
-#define DDPD_LIB_VIEWS_H
+#ifndef DDPD_SERVER_LIB_VIEWS_H
+#define DDPD_SERVER_LIB_VIEWS_H
 
 #include <jansson.h>
 #include <stdbool.h>

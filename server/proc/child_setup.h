@@ -6,8 +6,8 @@
  *     SIGTERM, SIGCHLD, ...) back to their default actions: child_default_signals
  *     and child_reset_signals, from the library below every program that starts
  *     processes (spawn/child_start.h), which ddp-trainer and ddp-run share. */
-#ifndef DDPD_LIB_CHILD_SETUP_H
-#define DDPD_LIB_CHILD_SETUP_H
+#ifndef DDPD_SERVER_PROC_CHILD_SETUP_H
+#define DDPD_SERVER_PROC_CHILD_SETUP_H
 
 #include "child_start.h"
 

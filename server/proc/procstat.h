@@ -2,8 +2,8 @@
  * started (clock ticks after boot), from /proc/PID/stat; whether its command line
  * holds an argument. A pid alone does not name a process for long: the pid and its
  * start time together do. */
-#ifndef DDPD_LIB_PROCSTAT_H
-#define DDPD_LIB_PROCSTAT_H
+#ifndef DDPD_SERVER_PROC_PROCSTAT_H
+#define DDPD_SERVER_PROC_PROCSTAT_H
 
 #include <stdbool.h>
 #include <stddef.h>

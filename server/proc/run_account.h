@@ -7,8 +7,8 @@
  * run_account_become makes only async-signal-safe calls (setgroups, setgid, setuid,
  * capset, prctl, umask): the parent has threads. Everything it needs was looked up
  * by run_account_lookup in the parent. */
-#ifndef DDPD_LIB_RUN_ACCOUNT_H
-#define DDPD_LIB_RUN_ACCOUNT_H
+#ifndef DDPD_SERVER_PROC_RUN_ACCOUNT_H
+#define DDPD_SERVER_PROC_RUN_ACCOUNT_H
 
 #include <stdbool.h>
 #include <stddef.h>

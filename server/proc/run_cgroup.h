@@ -16,8 +16,8 @@
  * went over, never another's; and how many processes and threads it may hold at once
  * (pids.max), so that a fork loop stops at it. A host without the memory controller
  * runs without the memory limit (run_cgroup_make says so in `unlimited`). */
-#ifndef DDPD_LIB_RUN_CGROUP_H
-#define DDPD_LIB_RUN_CGROUP_H
+#ifndef DDPD_SERVER_PROC_RUN_CGROUP_H
+#define DDPD_SERVER_PROC_RUN_CGROUP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * still running at the deadline is killed. run_cmd_as runs it as another account
  * (run_account_become in the command's own process: its groups, gid, uid, umask 077,
  * no capability), as sbatch for a run of a mapped user is. */
-#ifndef DDPD_LIB_RUN_CMD_H
-#define DDPD_LIB_RUN_CMD_H
+#ifndef DDPD_SERVER_PROC_RUN_CMD_H
+#define DDPD_SERVER_PROC_RUN_CMD_H
 
 #include <stdbool.h>
 #include <stddef.h>

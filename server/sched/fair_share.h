@@ -3,8 +3,8 @@
  * is. Pure functions of their arguments: the scheduler keeps each owner's usage as a
  * value at a time (folded in when a run's span on its devices ends, and stored), and
  * adds the spans still going when it takes a snapshot for the queue policy. */
-#ifndef DDPD_CORE_FAIR_SHARE_H
-#define DDPD_CORE_FAIR_SHARE_H
+#ifndef DDPD_SERVER_SCHED_FAIR_SHARE_H
+#define DDPD_SERVER_SCHED_FAIR_SHARE_H
 
 #include <stdint.h>
 

@@ -9,8 +9,8 @@
  * table of legal moves); a run is made here at the status it starts from. This file
  * calls none of the files above it. Everything here is read and written under
  * sched.mu. Not for other modules: they use scheduler.h. */
-#ifndef DDPD_SCHED_LIVE_RUNS_H
-#define DDPD_SCHED_LIVE_RUNS_H
+#ifndef DDPD_SERVER_SCHED_LIVE_RUNS_H
+#define DDPD_SERVER_SCHED_LIVE_RUNS_H
 
 #include <jansson.h>
 #include <pthread.h>

@@ -9,8 +9,8 @@
  * then one whose reason is its own before one that only lost a peer (peer_loss.h: a
  * rank's failure makes the other nodes' ranks lose their peers within milliseconds,
  * and their launchers may well end first); then the one whose launcher ended first. */
-#ifndef DDPD_CORE_PART_BLAME_H
-#define DDPD_CORE_PART_BLAME_H
+#ifndef DDPD_SERVER_SCHED_PART_BLAME_H
+#define DDPD_SERVER_SCHED_PART_BLAME_H
 
 #include <stdbool.h>
 #include <stdint.h>

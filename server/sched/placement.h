@@ -2,8 +2,8 @@
  * (every node runs as many ranks, as torchrun's LOCAL_WORLD_SIZE says), all at once
  * or none (gang scheduling). A pure function over what each node has, so the
  * scheduler's rule can be tested alone. */
-#ifndef DDPD_CORE_PLACEMENT_H
-#define DDPD_CORE_PLACEMENT_H
+#ifndef DDPD_SERVER_SCHED_PLACEMENT_H
+#define DDPD_SERVER_SCHED_PLACEMENT_H
 
 #include <stdbool.h>
 

@@ -35,8 +35,8 @@
  * then the most recently started (POLICY_PREEMPT). The devices it will take are
  * reserved for it (the free ones and those of the runs it waits for): the runs after
  * it may start on what is left, as that cannot delay it. */
-#ifndef DDPD_CORE_QUEUE_POLICY_H
-#define DDPD_CORE_QUEUE_POLICY_H
+#ifndef DDPD_SERVER_SCHED_QUEUE_POLICY_H
+#define DDPD_SERVER_SCHED_QUEUE_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  * that much memory and is within its disk quota. The submission's gate
  * (runs_permitted) calls run_limits_permitted; the scheduler asks run_memory_limit
  * when it starts a part. */
-#ifndef DDPD_SCHED_RUN_LIMITS_H
-#define DDPD_SCHED_RUN_LIMITS_H
+#ifndef DDPD_SERVER_SCHED_RUN_LIMITS_H
+#define DDPD_SERVER_SCHED_RUN_LIMITS_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * the account a run runs as keeps it to its owner's files beyond that). An admin, the
  * server's token and anybody on a box without users may name any run. Checked on the
  * resolved (canonical) paths, at submission. */
-#ifndef DDPD_SCHED_RUN_READS_H
-#define DDPD_SCHED_RUN_READS_H
+#ifndef DDPD_SERVER_SCHED_RUN_READS_H
+#define DDPD_SERVER_SCHED_RUN_READS_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -32,8 +32,8 @@
  *
  * Everything here is read and written under sched.mu. Not for other modules: they use
  * scheduler.h. */
-#ifndef DDPD_CORE_SCHED_STATE_H
-#define DDPD_CORE_SCHED_STATE_H
+#ifndef DDPD_SERVER_SCHED_SCHED_STATE_H
+#define DDPD_SERVER_SCHED_SCHED_STATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

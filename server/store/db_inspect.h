@@ -17,8 +17,8 @@
  *            (SQLite says "disk I/O error"): not the file's fault
  *
  * Each verdict comes with one sentence naming the file, and for a refusal, what to do. */
-#ifndef DDPD_CORE_DB_INSPECT_H
-#define DDPD_CORE_DB_INSPECT_H
+#ifndef DDPD_SERVER_STORE_DB_INSPECT_H
+#define DDPD_SERVER_STORE_DB_INSPECT_H
 
 #include <stdbool.h>
 

@@ -41,8 +41,8 @@
  * tests/server/test_kind_fields.c holds the descriptors against the migrated schema
  * and both schemas; tests/server/test_kind_bytes.c holds what every kind becomes,
  * byte for byte. */
-#ifndef DDPD_CORE_EVENT_KINDS_H
-#define DDPD_CORE_EVENT_KINDS_H
+#ifndef DDPD_SERVER_STORE_EVENT_KINDS_H
+#define DDPD_SERVER_STORE_EVENT_KINDS_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  * is lost: it could never be taken back). What a database kept beyond the run
  * directories is not rebuilt: the devices and pid of each run, its resumes, the
  * live feed's event ids. */
-#ifndef DDPD_CORE_HISTORY_REBUILD_H
-#define DDPD_CORE_HISTORY_REBUILD_H
+#ifndef DDPD_SERVER_STORE_HISTORY_REBUILD_H
+#define DDPD_SERVER_STORE_HISTORY_REBUILD_H
 
 #include <stddef.h>
 #include <stdint.h>

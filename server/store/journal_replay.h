@@ -14,8 +14,8 @@
  * The launcher's `end` is not an op: the replay keeps its status, reason and exit
  * code for the scheduler, which finishes the run. Its `attempt` events are (the
  * run's attempts); the replay also says which attempt the journal ends in. */
-#ifndef DDPD_CORE_JOURNAL_REPLAY_H
-#define DDPD_CORE_JOURNAL_REPLAY_H
+#ifndef DDPD_SERVER_STORE_JOURNAL_REPLAY_H
+#define DDPD_SERVER_STORE_JOURNAL_REPLAY_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * from a reporter's values), the SQL of the row they are stored in and binding them
  * to it, the JSON of them (the feed's data from an op; the API's rows from a query's
  * columns), and freeing them. */
-#ifndef DDPD_CORE_KIND_FIELDS_H
-#define DDPD_CORE_KIND_FIELDS_H
+#ifndef DDPD_SERVER_STORE_KIND_FIELDS_H
+#define DDPD_SERVER_STORE_KIND_FIELDS_H
 
 #include <jansson.h>
 #include <sqlite3.h>

@@ -1,7 +1,7 @@
 /* The store's schema: the migrations built into this binary, in order (the SQL files
  * of migrations/, embedded and listed by server/CMakeLists.txt). */
-#ifndef DDPD_CORE_MIGRATIONS_H
-#define DDPD_CORE_MIGRATIONS_H
+#ifndef DDPD_SERVER_STORE_MIGRATIONS_H
+#define DDPD_SERVER_STORE_MIGRATIONS_H
 
 #include "migrate.h"
 

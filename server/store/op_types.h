@@ -1,7 +1,7 @@
 /* The store's ops and how a kind of them is described: the types that the table of
  * kinds (event_kinds.h) and what a kind's fields drive (kind_fields.h) share. */
-#ifndef DDPD_CORE_OP_TYPES_H
-#define DDPD_CORE_OP_TYPES_H
+#ifndef DDPD_SERVER_STORE_OP_TYPES_H
+#define DDPD_SERVER_STORE_OP_TYPES_H
 
 #include <jansson.h>
 #include <sqlite3.h>

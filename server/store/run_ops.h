@@ -7,8 +7,8 @@
  * transaction: its result), op_<kind>_sse (the feed's data of its durable SSE event,
  * or NULL), op_<kind>_ends_run (whether the feed forgets the run's progress) and
  * op_<kind>_free (what its op holds). Only OP_KINDS (event_kinds.c) calls them. */
-#ifndef DDPD_CORE_RUN_OPS_H
-#define DDPD_CORE_RUN_OPS_H
+#ifndef DDPD_SERVER_STORE_RUN_OPS_H
+#define DDPD_SERVER_STORE_RUN_OPS_H
 
 #include <jansson.h>
 #include <sqlite3.h>

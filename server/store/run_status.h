@@ -3,8 +3,8 @@
  * searcher stopped, server/sweep/). The one list of statuses: the store's CHECK
  * constraint (migrations/0001_init.sql) and the API's enum (schema/openapi.json) are
  * held against it by tests/server/test_run_status.c. */
-#ifndef DDPD_CORE_RUN_STATUS_H
-#define DDPD_CORE_RUN_STATUS_H
+#ifndef DDPD_SERVER_STORE_RUN_STATUS_H
+#define DDPD_SERVER_STORE_RUN_STATUS_H
 
 #include <stdbool.h>
 

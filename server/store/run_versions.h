@@ -13,8 +13,8 @@
  * a stale answer). Every bump takes a new number from one counter, so a run's
  * version never repeats while the server lives; the identity, drawn at random when
  * the store opens, tells versions of one server's life from another's. */
-#ifndef DDPD_CORE_RUN_VERSIONS_H
-#define DDPD_CORE_RUN_VERSIONS_H
+#ifndef DDPD_SERVER_STORE_RUN_VERSIONS_H
+#define DDPD_SERVER_STORE_RUN_VERSIONS_H
 
 #include <stddef.h>
 #include <stdint.h>

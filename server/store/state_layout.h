@@ -12,8 +12,8 @@
  *
  * state_layout_init once, at start-up (and state_layout_set_runs_dir); then any thread
  * may ask. */
-#ifndef DDPD_CORE_STATE_LAYOUT_H
-#define DDPD_CORE_STATE_LAYOUT_H
+#ifndef DDPD_SERVER_STORE_STATE_LAYOUT_H
+#define DDPD_SERVER_STORE_STATE_LAYOUT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* One server per state directory: the lock (DIR/ddpd.lock, flock) and the pid of the
  * server that holds it, written in it. */
-#ifndef DDPD_STORE_STATE_LOCK_H
-#define DDPD_STORE_STATE_LOCK_H
+#ifndef DDPD_SERVER_STORE_STATE_LOCK_H
+#define DDPD_SERVER_STORE_STATE_LOCK_H
 
 /* Takes the lock at `lock_path` and writes this process's pid in it; returns its
  * descriptor (close-on-exec), held for the life of the server. Dies, naming `state_dir`

@@ -21,8 +21,8 @@
  * -1 at once instead, and not kept. Ingested events wait in store_submit while
  * QUEUE_MAX ops are not yet written, so that memory stays bounded (the trainers keep
  * their journals). store_health_take says all this to /healthz and /metrics. */
-#ifndef DDPD_STORE_H
-#define DDPD_STORE_H
+#ifndef DDPD_SERVER_STORE_STORE_H
+#define DDPD_SERVER_STORE_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,8 +2,8 @@
  * connection (opened on first use, closed when the thread ends), with its prepared
  * statements; in WAL mode it sees the last committed state and never waits on the
  * writer. Results come back as the API's JSON shapes. */
-#ifndef DDPD_STORE_READ_H
-#define DDPD_STORE_READ_H
+#ifndef DDPD_SERVER_STORE_STORE_READ_H
+#define DDPD_SERVER_STORE_STORE_READ_H
 
 #include <jansson.h>
 #include <stdbool.h>

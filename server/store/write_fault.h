@@ -9,8 +9,8 @@
  * here, and skips itself once a fault is noted: SQLite may have rolled the
  * transaction back on the fault, and a statement run after that would commit on its
  * own, outside the batch that is retried. Writer thread only. */
-#ifndef DDPD_CORE_WRITE_FAULT_H
-#define DDPD_CORE_WRITE_FAULT_H
+#ifndef DDPD_SERVER_STORE_WRITE_FAULT_H
+#define DDPD_SERVER_STORE_WRITE_FAULT_H
 
 #include <sqlite3.h>
 #include <stdbool.h>

@@ -19,8 +19,8 @@
  * sweep_rules.h's, pure functions of the tables read here: this file reads, asks them,
  * records what they decide (a decision and the trial's row it changes in one
  * transaction, sweep_store_begin/commit) and acts. */
-#ifndef DDPD_SWEEP_H
-#define DDPD_SWEEP_H
+#ifndef DDPD_SERVER_SWEEP_SWEEP_H
+#define DDPD_SERVER_SWEEP_SWEEP_H
 
 #include <jansson.h>
 #include <stddef.h>

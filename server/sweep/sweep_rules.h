@@ -8,8 +8,8 @@
  * A metric that is NaN is no metric: it is never better than another, nor another
  * better than it; a table's NaN entries are left out (not counted, not ranked), and a
  * trial whose own value is NaN is never stopped by it. */
-#ifndef DDPD_SWEEP_RULES_H
-#define DDPD_SWEEP_RULES_H
+#ifndef DDPD_SERVER_SWEEP_SWEEP_RULES_H
+#define DDPD_SERVER_SWEEP_SWEEP_RULES_H
 
 #include <stdbool.h>
 

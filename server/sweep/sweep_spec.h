@@ -11,8 +11,8 @@
  *   "env.LR"                                a command run's environment variable
  *   "{lr}"                                  a placeholder in a command run's `command`
  * each with `values: [...]`, or `min`/`max` with `log` and `type` ("float", "int"). */
-#ifndef DDPD_SWEEP_SPEC_H
-#define DDPD_SWEEP_SPEC_H
+#ifndef DDPD_SERVER_SWEEP_SWEEP_SPEC_H
+#define DDPD_SERVER_SWEEP_SWEEP_SPEC_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -3,8 +3,8 @@
  * decisions. Every function is called with sweep_store_lock held (the searcher's
  * thread holds it for a whole pass; the API's handlers for one read or write). The
  * runs' own rows are the store's (store/store.h); only read here. */
-#ifndef DDPD_SWEEP_STORE_H
-#define DDPD_SWEEP_STORE_H
+#ifndef DDPD_SERVER_SWEEP_SWEEP_STORE_H
+#define DDPD_SERVER_SWEEP_SWEEP_STORE_H
 
 #include <jansson.h>
 #include <stdbool.h>

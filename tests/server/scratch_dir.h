@@ -1,7 +1,7 @@
 /* A fresh temporary directory for one C test of the server (mkdtemp), its removal
  * with everything in it when the test is done, and reading a file of it whole. */
-#ifndef DDPD_TESTS_SCRATCH_DIR_H
-#define DDPD_TESTS_SCRATCH_DIR_H
+#ifndef DDPD_TESTS_SERVER_SCRATCH_DIR_H
+#define DDPD_TESTS_SERVER_SCRATCH_DIR_H
 
 #include <dirent.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * preempted run's epoch-NNNN-step-SSSSSSSSS.safetensors within epoch NNNN; the newest
  * last (the names sort by position). The trainer writes, prunes and resumes from them;
  * the server finds the one a resume continues from: one rule for both. */
-#ifndef DDPD_CKPT_FILES_H
-#define DDPD_CKPT_FILES_H
+#ifndef DDPD_TRAINER_CKPT_FILES_CKPT_FILES_H
+#define DDPD_TRAINER_CKPT_FILES_CKPT_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>

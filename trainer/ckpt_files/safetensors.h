@@ -2,8 +2,8 @@
  * each tensor's dtype, shape and byte range (plus "__metadata__", a string map),
  * then the raw little-endian data. Loadable by PyTorch's safetensors. Writes are
  * atomic: a temporary file, fsync, rename. */
-#ifndef DDPD_SAFETENSORS_H
-#define DDPD_SAFETENSORS_H
+#ifndef DDPD_TRAINER_CKPT_FILES_SAFETENSORS_H
+#define DDPD_TRAINER_CKPT_FILES_SAFETENSORS_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -23,8 +23,8 @@
  * DDPD_NCCL_FORCE_COLLECTIVES=1 (a debug switch): then one GPU runs the comm
  * stream, its events and the watchdog as a run of several does.
  * CUDA builds only. */
-#ifndef DDPD_COLL_NCCL_H
-#define DDPD_COLL_NCCL_H
+#ifndef DDPD_TRAINER_CUDA_COLL_NCCL_H
+#define DDPD_TRAINER_CUDA_COLL_NCCL_H
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

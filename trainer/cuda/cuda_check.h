@@ -3,8 +3,8 @@
  * (cudaErrorMemoryAllocation): the GPU ran out of memory ..."). The first failure
  * is kept in a gpu_error; the *_TRY macros return -1 from the calling function
  * after recording it. CUDA builds only. */
-#ifndef DDPD_CUDA_CHECK_H
-#define DDPD_CUDA_CHECK_H
+#ifndef DDPD_TRAINER_CUDA_CUDA_CHECK_H
+#define DDPD_TRAINER_CUDA_CUDA_CHECK_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -1,8 +1,8 @@
 /* The cuda engine (engine.h) of one rank on its GPU: the twin of engine_cpu.c.
  * See engine_cuda.c for the streams, events and buckets of a step. CUDA builds
  * only; the rank's comm must come from coll_nccl_attach (the device is chosen). */
-#ifndef DDPD_ENGINE_CUDA_H
-#define DDPD_ENGINE_CUDA_H
+#ifndef DDPD_TRAINER_CUDA_ENGINE_CUDA_H
+#define DDPD_TRAINER_CUDA_ENGINE_CUDA_H
 
 #include <stddef.h>
 

@@ -4,8 +4,8 @@
  * (or at least as /dev/nvidiaN); CUDA_VISIBLE_DEVICES (indices or GPU UUIDs) then
  * restricts and orders them, and a rank r uses CUDA device r of that visible set.
  * Plain C, compiled in every build (the backend selection and the tests use it). */
-#ifndef DDPD_GPU_DEVICES_H
-#define DDPD_GPU_DEVICES_H
+#ifndef DDPD_TRAINER_CUDA_GPU_DEVICES_H
+#define DDPD_TRAINER_CUDA_GPU_DEVICES_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * the caller (the launcher, which forks the ranks later) never initialises CUDA
  * itself: a process that forks after CUDA initialisation gives children that
  * cannot use the GPU. CUDA builds only. */
-#ifndef DDPD_GPU_PROBE_H
-#define DDPD_GPU_PROBE_H
+#ifndef DDPD_TRAINER_CUDA_GPU_PROBE_H
+#define DDPD_TRAINER_CUDA_GPU_PROBE_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * the CUDA version it supports), the CUDA runtime, cuBLAS and NCCL, as the process
  * loaded them. Logged when a GPU run starts (engine_cuda.c) and printed by the GPU
  * bundle's pre-flight (gpu_preflight). None of it needs a GPU. CUDA builds only. */
-#ifndef DDPD_GPU_VERSIONS_H
-#define DDPD_GPU_VERSIONS_H
+#ifndef DDPD_TRAINER_CUDA_GPU_VERSIONS_H
+#define DDPD_TRAINER_CUDA_GPU_VERSIONS_H
 
 #include <stddef.h>
 

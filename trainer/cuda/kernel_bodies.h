@@ -9,8 +9,8 @@
  *
  * Arguments follow the launchers' in kernels.h; `i` is the element (or `b` the
  * row, `c` the channel, `t` the thread) a GPU thread takes. */
-#ifndef DDPD_KERNEL_BODIES_H
-#define DDPD_KERNEL_BODIES_H
+#ifndef DDPD_TRAINER_CUDA_KERNEL_BODIES_H
+#define DDPD_TRAINER_CUDA_KERNEL_BODIES_H
 
 #include <math.h>
 #include <stddef.h>

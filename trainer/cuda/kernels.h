@@ -12,8 +12,8 @@
  * Plain C interface; the kernels live in kernels.cu (the MLP's),
  * cnn_kernels.cu (the convolutional layers', twins of trainer/cnn_kernels.h) and
  * optim_kernels.cu (the optimizers' and the norm's). CUDA builds only. */
-#ifndef DDPD_CUDA_KERNELS_H
-#define DDPD_CUDA_KERNELS_H
+#ifndef DDPD_TRAINER_CUDA_KERNELS_H
+#define DDPD_TRAINER_CUDA_KERNELS_H
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 // What every kernel launch of the .cu files shares: the block size (kernel_bodies.h's
 // KB_THREADS), the grid of a grid-stride loop, and a thread's place in it.
-#ifndef DDPD_LAUNCH_CUH
-#define DDPD_LAUNCH_CUH
+#ifndef DDPD_TRAINER_CUDA_LAUNCH_CUH
+#define DDPD_TRAINER_CUDA_LAUNCH_CUH
 
 #include "kernel_bodies.h"
 

@@ -10,8 +10,8 @@
  * column-major C^T = B^T A^T: the operands swap places and keep their own
  * transposition flags (see the comment at each GEMM). A convolution is GEMMs over
  * chunks of examples (memory_plan_conv_chunk), as on the CPU. CUDA builds only. */
-#ifndef DDPD_MODEL_CUDA_H
-#define DDPD_MODEL_CUDA_H
+#ifndef DDPD_TRAINER_CUDA_MODEL_CUDA_H
+#define DDPD_TRAINER_CUDA_MODEL_CUDA_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -4,8 +4,8 @@
  * backends). The hyper-parameters and the step count live in the host-side
  * optimizer struct (the engine's host view); its state1/state2 host buffers are
  * only the checkpoint view, the device states are passed in. CUDA builds only. */
-#ifndef DDPD_OPTIM_CUDA_H
-#define DDPD_OPTIM_CUDA_H
+#ifndef DDPD_TRAINER_CUDA_OPTIM_CUDA_H
+#define DDPD_TRAINER_CUDA_OPTIM_CUDA_H
 
 #include <cuda_runtime_api.h>
 

@@ -13,8 +13,8 @@
  *         + per process (launcher and ranks): the dataset (train and test images and
  *           labels; counted in each, as their resident set counts a shared cache)
  * Pure C, no BLAS: linked by the server and the trainer. */
-#ifndef DDPD_HOST_PLAN_H
-#define DDPD_HOST_PLAN_H
+#ifndef DDPD_TRAINER_MODEL_PLAN_HOST_PLAN_H
+#define DDPD_TRAINER_MODEL_PLAN_HOST_PLAN_H
 
 #include <stddef.h>
 

@@ -22,8 +22,8 @@
  *           staging buffer of max_rows images (when it is not)
  *         + the cuBLAS workspace
  * Each region starts on a 256-byte boundary. Pure C (no CUDA), compiled always. */
-#ifndef DDPD_MEMORY_PLAN_H
-#define DDPD_MEMORY_PLAN_H
+#ifndef DDPD_TRAINER_MODEL_PLAN_MEMORY_PLAN_H
+#define DDPD_TRAINER_MODEL_PLAN_MEMORY_PLAN_H
 
 #include <stddef.h>
 

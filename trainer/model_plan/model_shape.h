@@ -17,8 +17,8 @@
  * [out, in], conv2d [out, in, k, k]). Batch norm's running statistics are state, not
  * parameters: a separate buffer (`stats`), checkpointed as layers.N.running_mean and
  * layers.N.running_var, never averaged or optimised. */
-#ifndef DDPD_MODEL_SHAPE_H
-#define DDPD_MODEL_SHAPE_H
+#ifndef DDPD_TRAINER_MODEL_PLAN_MODEL_SHAPE_H
+#define DDPD_TRAINER_MODEL_PLAN_MODEL_SHAPE_H
 
 #include <stddef.h>
 

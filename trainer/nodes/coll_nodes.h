@@ -9,8 +9,8 @@
  * within the node. The sharded optimizer shards over the node's ranks (shard_world L):
  * every node updates its own copy identically. Every rank ends with the same bits,
  * run after run. */
-#ifndef DDPD_COLL_NODES_H
-#define DDPD_COLL_NODES_H
+#ifndef DDPD_TRAINER_NODES_COLL_NODES_H
+#define DDPD_TRAINER_NODES_COLL_NODES_H
 
 #include "collectives.h"
 #include "gloo_link.h"

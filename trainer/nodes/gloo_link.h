@@ -7,8 +7,8 @@
  *
  * The link's members are `size` processes, one per node, `rank` being this node's
  * index; they meet under `prefix` in the store (every member passes the same). */
-#ifndef DDPD_GLOO_LINK_H
-#define DDPD_GLOO_LINK_H
+#ifndef DDPD_TRAINER_NODES_GLOO_LINK_H
+#define DDPD_TRAINER_NODES_GLOO_LINK_H
 
 #include <stddef.h>
 

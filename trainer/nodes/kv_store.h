@@ -6,8 +6,8 @@
  * secret), which runs use, and a directory (kv_dir.c), which tests and benchmarks
  * on one machine use. Callers go through kv_put and kv_get, which hold the key to
  * the rendezvous' rule (schema/rendezvous_rules.h) before the store sees it. */
-#ifndef DDPD_KV_STORE_H
-#define DDPD_KV_STORE_H
+#ifndef DDPD_TRAINER_NODES_KV_STORE_H
+#define DDPD_TRAINER_NODES_KV_STORE_H
 
 #include <stddef.h>
 

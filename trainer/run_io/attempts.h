@@ -7,8 +7,8 @@
  * it), and gives the run its end: a run whose every attempt failed has a reason
  * that says how many there were. How an attempt's ranks start and are watched is the
  * launcher's (the hooks). */
-#ifndef DDPD_ATTEMPTS_H
-#define DDPD_ATTEMPTS_H
+#ifndef DDPD_TRAINER_RUN_IO_ATTEMPTS_H
+#define DDPD_TRAINER_RUN_IO_ATTEMPTS_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* A duration the environment may set (DDPD_COLLECTIVE_TIMEOUT_S, DDPD_CANCEL_GRACE_S
  * and the like). Both launchers use these (the run's I/O library). */
-#ifndef DDPD_ENV_SECONDS_H
-#define DDPD_ENV_SECONDS_H
+#ifndef DDPD_TRAINER_RUN_IO_ENV_SECONDS_H
+#define DDPD_TRAINER_RUN_IO_ENV_SECONDS_H
 
 /* The positive number of seconds the variable `name` holds, else `fallback`. */
 double env_seconds(const char *name, double fallback);

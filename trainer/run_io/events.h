@@ -10,8 +10,8 @@
  * on a new connection it first sends its hello again (with the secret), and the
  * server fills whatever it missed from the journal. The secret goes only to the
  * socket, never into the journal or a file. */
-#ifndef DDPD_EVENTS_H
-#define DDPD_EVENTS_H
+#ifndef DDPD_TRAINER_RUN_IO_EVENTS_H
+#define DDPD_TRAINER_RUN_IO_EVENTS_H
 
 #include <jansson.h>
 #include <stddef.h>

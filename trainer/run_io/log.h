@@ -2,8 +2,8 @@
  * (unless stderr is that very file, as when the server captures the trainer's
  * output into it), and sent as `log` events. The file holds what fits in the run's
  * cap on its logs (log_cap.h); stderr and the events are not capped. */
-#ifndef DDPD_LOG_H
-#define DDPD_LOG_H
+#ifndef DDPD_TRAINER_RUN_IO_LOG_H
+#define DDPD_TRAINER_RUN_IO_LOG_H
 
 #include "events.h"
 

@@ -7,8 +7,8 @@
  * is dropped without a word (the output is still read, so the ranks never block on
  * it). The file's own size decides, so the processes that write one log (a built-in
  * run's launcher and ranks) share its cap without talking to each other. */
-#ifndef DDPD_LOG_CAP_H
-#define DDPD_LOG_CAP_H
+#ifndef DDPD_TRAINER_RUN_IO_LOG_CAP_H
+#define DDPD_TRAINER_RUN_IO_LOG_CAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* Joining paths into fixed buffers without silent truncation. */
-#ifndef DDPD_PATHS_H
-#define DDPD_PATHS_H
+#ifndef DDPD_TRAINER_RUN_IO_PATHS_H
+#define DDPD_TRAINER_RUN_IO_PATHS_H
 
 #include <stddef.h>
 

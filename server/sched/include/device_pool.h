@@ -1,8 +1,8 @@
 /* This host's devices and which run holds each: GPUs (given to a run through
  * CUDA_VISIBLE_DEVICES, named by their ids) and CPU slots (one rank each), two pools.
  * No device is ever given to two runs. No lock of its own: the scheduler's. */
-#ifndef DDPD_CORE_DEVICE_POOL_H
-#define DDPD_CORE_DEVICE_POOL_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_DEVICE_POOL_H
+#define DDPD_SERVER_SCHED_INCLUDE_DEVICE_POOL_H
 
 #include <jansson.h>
 #include <stddef.h>

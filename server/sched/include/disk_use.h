@@ -14,8 +14,8 @@
  * module, which does not call it back), resumable from that checkpoint, its reason
  * naming the usage and the quota. A directory the walk could not finish (deeper than its limit, more
  * entries than its limit) counts as past any quota its owner has. */
-#ifndef DDPD_SCHED_DISK_USE_H
-#define DDPD_SCHED_DISK_USE_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_DISK_USE_H
+#define DDPD_SERVER_SCHED_INCLUDE_DISK_USE_H
 
 #include <stdbool.h>
 #include <stddef.h>

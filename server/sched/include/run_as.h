@@ -10,8 +10,8 @@
  *     with what the operator must do, unless --unsafe-commands-as-server.
  * An account other than the server's own needs root or CAP_SETUID and CAP_SETGID
  * (run_account.h): without them a run that must switch is refused at submission. */
-#ifndef DDPD_SCHED_RUN_AS_H
-#define DDPD_SCHED_RUN_AS_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_RUN_AS_H
+#define DDPD_SERVER_SCHED_INCLUDE_RUN_AS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -19,8 +19,8 @@
  * (which the run's account may have rewritten since) naming another member's run or
  * a path outside its roots, or a priority or world size past the owner's current
  * limits, is refused (RESUME_FORBIDDEN) and nothing starts. */
-#ifndef DDPD_CORE_RUN_RESUME_H
-#define DDPD_CORE_RUN_RESUME_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_RUN_RESUME_H
+#define DDPD_SERVER_SCHED_INCLUDE_RUN_RESUME_H
 
 #include <stddef.h>
 #include <stdint.h>

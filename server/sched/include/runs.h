@@ -19,8 +19,8 @@
  * The outcome carries the result, each problem at its JSON pointer (into the config)
  * and one sentence that says what is wrong, so that the caller answers 400, 403 or
  * 503 naming it. */
-#ifndef DDPD_CORE_RUNS_H
-#define DDPD_CORE_RUNS_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_RUNS_H
+#define DDPD_SERVER_SCHED_INCLUDE_RUNS_H
 
 #include <jansson.h>
 #include <stdbool.h>

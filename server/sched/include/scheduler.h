@@ -24,8 +24,8 @@
  * one only where it chooses it (scheduler_init). Inside, the files call downward
  * only, in the order sched_state.h lists (front door, watches, life, restarts, the
  * floor of live runs), which tests/layout/test_layer_calls.py checks. */
-#ifndef DDPD_SCHEDULER_H
-#define DDPD_SCHEDULER_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_SCHEDULER_H
+#define DDPD_SERVER_SCHED_INCLUDE_SCHEDULER_H
 
 #include <stdbool.h>
 #include <jansson.h>

@@ -1,8 +1,8 @@
 /* The types the scheduler's interface (scheduler.h) and its state (sched_state.h)
  * share: its configuration and what it needs of a run. Below both, so that the
  * scheduler's files include its state without an include cycle. */
-#ifndef DDPD_CORE_SCHEDULER_TYPES_H
-#define DDPD_CORE_SCHEDULER_TYPES_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_SCHEDULER_TYPES_H
+#define DDPD_SERVER_SCHED_INCLUDE_SCHEDULER_TYPES_H
 
 #include <stdbool.h>
 #include <stdint.h>

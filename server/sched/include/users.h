@@ -16,8 +16,8 @@
  * only while the server has no token and has never had a user (today's single-user
  * box); otherwise a request that changes something needs one of the two, and so does
  * a read once there are users (unless ddpd serve --open-reads). */
-#ifndef DDPD_CORE_USERS_H
-#define DDPD_CORE_USERS_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_USERS_H
+#define DDPD_SERVER_SCHED_INCLUDE_USERS_H
 
 #include <jansson.h>
 #include <sqlite3.h>
