@@ -8,6 +8,10 @@ ddpd_py_cases(layout_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_include_cycles.py AR
 # the detector names planted broken links.
 ddpd_py_cases(layout_doc_links_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_doc_links.py ARGS --source ${PROJECT_SOURCE_DIR}
               TIMEOUT 60)
+# Every header's include guard names its own path (DDPD_ and the path, upper-cased), so a
+# guard copied with a file, or left naming the folder a file moved out of, is found.
+ddpd_py_cases(layout_guards_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_header_guards.py ARGS --source ${PROJECT_SOURCE_DIR}
+              TIMEOUT 60)
 # The same layers against the calls in the built server libraries (nm), and the detector
 # finds a call planted upward.
 set(layer_call_args --source ${PROJECT_SOURCE_DIR} --nm ${CMAKE_NM} --cc ${CMAKE_C_COMPILER})
