@@ -19,7 +19,7 @@
 # runtime stage has the libraries they link (the same script's --runtime list), what
 # was installed, and a user of its own. Inside the container ddpd listens on every interface; publish the port on
 # the host's loopback (as above) or behind a proxy. Without DDPD_TOKEN it refuses to
-# start, unless told --insecure. tests/docker builds the CPU-only image and runs it.
+# start, unless told --insecure. tests/integration/docker builds the CPU-only image and runs it.
 ARG BUILD_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
 ARG RUNTIME_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 

@@ -17,8 +17,7 @@ Usage: bench/bench_sweep.py --ddpd build/bin/ddpd --trainer build/bin/ddp-traine
 import argparse, calendar, json, os, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # the tests' harness
 from ddpd_harness import Server, fmnist_config, wait_until  # noqa: E402
 
 LRS = [0.0003, 0.001, 0.003, 0.03]

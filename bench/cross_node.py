@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Across nodes, side by side in one run, on two "hosts" that are network namespaces
-made here (tests/nodes/test_nodes.py makes them the same way: a veth pair, private
+made here (tests/integration/nodes/test_nodes.py makes them the same way: a veth pair, private
 addresses that exist only inside them):
 
   1. the TCP bandwidth between them (Debian's iperf3, one stream);
@@ -21,9 +21,11 @@ hosts would give. Needs root (ip netns). Run by bench/cross_node.sh."""
 import argparse, json, os, statistics, subprocess, sys, tempfile, textwrap, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "server"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "nodes"))
+# the tests' support (the harness), which test_nodes.py and the copies of it that it
+# runs in each namespace import from PYTHONPATH, as ctest gives it to them
+SUPPORT = os.path.realpath(os.path.join(HERE, "..", "tests", "support"))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SUPPORT, os.environ.get("PYTHONPATH")) if p)
+sys.path[:0] = [SUPPORT, os.path.join(HERE, "..", "tests", "integration", "nodes")]
 import test_nodes  # noqa: E402  (the namespaces and the coordinator + agent pair)
 from ddpd_harness import wait_until  # noqa: E402
 

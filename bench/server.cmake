@@ -8,7 +8,7 @@ target_link_libraries(bench_ingest_trainer PRIVATE PkgConfig::JANSSON)
 # server/store/event_kinds.c, run_ops.c or kind_fields.c.
 add_executable(bench_event_kinds ${CMAKE_CURRENT_LIST_DIR}/server/bench_event_kinds.c)
 target_link_libraries(bench_event_kinds PRIVATE ddpd_sched)
-target_include_directories(bench_event_kinds PRIVATE ${PROJECT_SOURCE_DIR}/tests/server)
+target_include_directories(bench_event_kinds PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
 # bench_queue_policy: how long the queue policy takes to choose among 1000 queued runs
 # of 10 users (the target: at most 1 ms a decision).
 add_executable(bench_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/bench_queue_policy.c)

@@ -3,7 +3,7 @@
  * struct the trainer reads. The server and the trainer validate with these same
  * functions, so a config the server accepts is one the trainer can run.
  *
- * Keep run-config.schema.json and `run_config` in step: tests/test_run_config.c walks
+ * Keep run-config.schema.json and `run_config` in step: tests/unit/schema/test_run_config.c walks
  * every leaf of the schema and fails when one is not read into the struct or when its
  * default differs from what the struct gets for {}. */
 #include "run_config.h"

@@ -56,7 +56,8 @@ dir=$(absolute "$dir")
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 rm -rf "$dir/bin" "$dir/libexec" "$dir/tests" "$dir/bench" "$dir/scripts" "$dir/data"
-mkdir -p "$dir/bin" "$dir/libexec" "$dir/tests/gpu" "$dir/tests/server" "$dir/tests/trainer" "$dir/bench/gpu" \
+mkdir -p "$dir/bin" "$dir/libexec" "$dir/tests/support" "$dir/tests/integration/gpu" "$dir/tests/integration/trainer" \
+         "$dir/bench/gpu" \
          "$dir/scripts" "$dir/data/fashion-mnist"
 
 work=$(mktemp -d)
@@ -123,10 +124,9 @@ glibc=$( { for p in "${programs[@]}"; do objdump -T "$dir/libexec/$p"; done
          grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
 
 cp "$data"/*-ubyte.gz "$dir/data/fashion-mnist/"
-cp tests/checks.py "$dir/tests/"
-cp tests/server/ddpd_harness.py "$dir/tests/server/"
-cp tests/gpu/test_gpu_e2e.py "$dir/tests/gpu/"
-cp tests/trainer/test_optim_torch.py "$dir/tests/trainer/"
+cp tests/support/checks.py tests/support/ddpd_harness.py "$dir/tests/support/"
+cp tests/integration/gpu/test_gpu_e2e.py "$dir/tests/integration/gpu/"
+cp tests/integration/trainer/test_optim_torch.py "$dir/tests/integration/trainer/"
 cp bench/gpu/torch_mlp_ddp.py "$dir/bench/gpu/"
 cp scripts/gpu_check_steps.py "$dir/scripts/"
 cp scripts/gpu-bundle-run.sh "$dir/run.sh"

@@ -9,7 +9,7 @@ import os, re, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "layout"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from test_header_guards import GUARD, expected_guard, headers  # noqa: E402
 
 fix = sys.argv[1:] == ["--fix"]

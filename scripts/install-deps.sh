@@ -63,12 +63,12 @@ test_packages=(
   # the dashboard's browser tests run Debian's chromium (driven by playwright-core,
   # which never downloads a browser)
   "chromium?" # Ubuntu 24.04 has it only as a snap
-  # tests/docker: a Docker engine to build and run the image, debootstrap to make its
+  # tests/integration/docker: a Docker engine to build and run the image, debootstrap to make its
   # Debian base (no image registry is needed), and compose to check docker-compose.yml
   docker.io debootstrap docker-compose
-  # the manual pages the build writes are read with man (tests/ops/test_doc_samples.py)
+  # the manual pages the build writes are read with man (tests/integration/ops/test_doc_samples.py)
   man-db
-  # tests/slurm: a real Slurm cluster the test starts on this host (a slurmctld, two
+  # tests/integration/slurm: a real Slurm cluster the test starts on this host (a slurmctld, two
   # slurmd, munged on a socket of its own); the packages start no daemon by themselves
   slurm-wlm munge
 )

@@ -242,7 +242,7 @@ def bench_latency(a):
 
 def bench_queue(a):
     """1000 queued runs of 10 users behind 2 busy slots; slots freed one at a time."""
-    fake = os.path.join(HERE, "..", "..", "tests", "server", "fake_trainer.py")
+    fake = os.path.join(HERE, "..", "..", "tests", "support", "fake_trainer.py")
     state = tempfile.mkdtemp(prefix="ddpd-bench-queue-")
     tokens = []
     for u in range(10):

@@ -1,7 +1,7 @@
 /* What ddpd says to Slurm and reads back, as text: sbatch's command line for a run,
  * the batch script that starts one `ddpd part` per node, and squeue's and
  * scontrol's answers parsed, with what a job's state means for its run. Pure (no
- * process, no clock): tested alone (tests/server/test_slurm_cli.c); the Slurm
+ * process, no clock): tested alone (tests/unit/server/test_slurm_cli.c); the Slurm
  * executor (executor_slurm.c) runs the commands.
  *
  * Slurm 22.05 (Debian 12's): `squeue --json` ignores -j and `scontrol` has no --json,

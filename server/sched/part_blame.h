@@ -1,5 +1,5 @@
 /* Which part of a failed run across nodes is to blame: a pure rule over how each part
- * ended, so that it is tested alone (tests/server/test_part_blame.c).
+ * ended, so that it is tested alone (tests/unit/server/test_part_blame.c).
  *
  * A part failed on its own unless it ended by the stop it was sent: an agent hears of
  * a stop at its next heartbeat, so a part whose launcher ended before the stop was

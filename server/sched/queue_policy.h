@@ -2,7 +2,7 @@
  * function of a snapshot (the queue, what each node has free and in all, what the
  * running runs hold, each owner's quota and decayed usage). No lock, no I/O, no
  * clock but the snapshot's: the rule is tested on hand-made snapshots
- * (tests/server/test_queue_policy.c), and the scheduler applies what it decides.
+ * (tests/unit/server/test_queue_policy.c), and the scheduler applies what it decides.
  *
  * The order (Slurm's multifactor priority with fair share, in three keys): the
  * queued runs are taken by `priority`, highest first; then by their owner's decayed

@@ -38,8 +38,8 @@
  * table's migration, and its `type` in the two schemas. A new op of the server's is
  * its member of the union and of store_op_kind, its statements and functions in
  * run_ops.c (declared in run_ops.h), and its entry in OP_KINDS.
- * tests/server/test_kind_fields.c holds the descriptors against the migrated schema
- * and both schemas; tests/server/test_kind_bytes.c holds what every kind becomes,
+ * tests/unit/server/test_kind_fields.c holds the descriptors against the migrated schema
+ * and both schemas; tests/unit/server/test_kind_bytes.c holds what every kind becomes,
  * byte for byte. */
 #ifndef DDPD_SERVER_STORE_EVENT_KINDS_H
 #define DDPD_SERVER_STORE_EVENT_KINDS_H

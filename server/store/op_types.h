@@ -169,7 +169,7 @@ typedef struct {
     int n_fields;
     const op_row *row;
     /* Its event's other fields, which its parse reads itself, ingest reads, or
-     * nothing keeps (tests/server/test_kind_fields.c holds them against the schema). */
+     * nothing keeps (tests/unit/server/test_kind_fields.c holds them against the schema). */
     const char *const *other_fields;
     /* The statements it runs besides its row's (op_kind_sql), prepared once by the
      * writer: a NULL-terminated list that sits beside its apply (NO_SQL: none); apply

@@ -2,7 +2,7 @@
  * with canceling on the way to canceled and stopped (stopped: a sweep's trial its
  * searcher stopped, server/sweep/). The one list of statuses: the store's CHECK
  * constraint (migrations/0001_init.sql) and the API's enum (schema/openapi.json) are
- * held against it by tests/server/test_run_status.c. */
+ * held against it by tests/unit/server/test_run_status.c. */
 #ifndef DDPD_SERVER_STORE_RUN_STATUS_H
 #define DDPD_SERVER_STORE_RUN_STATUS_H
 

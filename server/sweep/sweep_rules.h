@@ -3,7 +3,7 @@
  * promotions and whether a rung is closed), the best trial and the sweep's end. No
  * database, no clock, no log, no action: the searcher (sweep.c) reads its tables,
  * asks these functions, records each decision and acts on it; the rules are tested
- * on hand-made tables (tests/sweeps/test_sweep_rules.c).
+ * on hand-made tables (tests/unit/sweeps/test_sweep_rules.c).
  *
  * A metric that is NaN is no metric: it is never better than another, nor another
  * better than it; a table's NaN entries are left out (not counted, not ranked), and a

@@ -14,7 +14,6 @@ links in code it must not.
 Usage: test_doc_links.py CASE --source REPO"""
 import argparse, os, re, sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 

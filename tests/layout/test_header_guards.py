@@ -12,7 +12,6 @@ with another folder's guard into a copy of the tree and holds that it is named.
 Usage: test_header_guards.py CASE --source REPO"""
 import argparse, os, re, shutil, sys, tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 

@@ -20,7 +20,6 @@ this holds the layering itself, whatever the build's flags.
 Usage: test_include_cycles.py CASE --source REPO"""
 import argparse, os, re, sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 

@@ -19,7 +19,6 @@ made (live_runs.c), nowhere else.
 Usage: test_layer_calls.py CASE --source REPO --nm NM --cc CC --lib FOLDER=LIBRARY.a ..."""
 import argparse, os, re, subprocess, sys, tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 from test_include_cycles import SERVER_LAYERS  # noqa: E402

@@ -16,7 +16,6 @@ with fopen to a copy of the scheduling library, and holds that it is found.
 Usage: test_run_paths.py CASE --source REPO --nm NM --cc CC --lib FOLDER=LIBRARY.a ..."""
 import argparse, os, subprocess, sys, tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import checks  # noqa: E402
 from checks import check, cases_in  # noqa: E402
 

@@ -1,7 +1,7 @@
 /* The GPU kernels' per-element (or per-thread) bodies, written once (host_device.h):
  * kernels.cu, cnn_kernels.cu and optim_kernels.cu launch them, one GPU thread per
- * element in grid-stride loops, and the GPU tests' CPU stand-in (tests/gpu/
- * fake_cuda.c) runs the same functions in plain loops, with the reductions' thread
+ * element in grid-stride loops, and the GPU tests' CPU stand-in
+ * (tests/support/fake_cuda.c) runs the same functions in plain loops, with the reductions' thread
  * and block structure played out, so that test_gpu_kernels_fake_cuda tests the
  * kernels' code rather than a copy of it. What a launch adds (grids, streams,
  * shared memory, the trees' __syncthreads) is only here in the .cu files. The

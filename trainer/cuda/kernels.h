@@ -1,7 +1,7 @@
 /* The element-wise and reduction kernels of the MLP step on the GPU, each the
  * twin of a CPU reference in cpu_kernels.c (same name with _cuda appended, same
  * math, same argument order where it can be), so one can be held against the
- * other (tests/test_gpu_kernels.c). The GEMMs go through cuBLAS (model_cuda.c).
+ * other (tests/unit/gpu/test_gpu_kernels.c). The GEMMs go through cuBLAS (model_cuda.c).
  * Each kernel's body is in kernel_bodies.h (and the optimizers' in optim_rules.h),
  * shared with the GPU tests' CPU stand-in.
  *

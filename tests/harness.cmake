@@ -1,4 +1,0 @@
-# The test harnesses themselves: a test that made no check fails, in C (check.h)
-# and in Python (checks.py), and Python cases are found by --list-cases.
-ddpd_c_test(test_check_harness ${CMAKE_CURRENT_LIST_DIR}/test_check_harness.c LIBS m)
-ddpd_py_cases(checks_ ${CMAKE_CURRENT_LIST_DIR}/test_checks.py TIMEOUT 60)

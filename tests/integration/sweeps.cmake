@@ -1,0 +1,18 @@
+# Sweeps (POST /sweeps, ddpctl sweep) against a real ddpd running the real trainer on
+# Fashion-MNIST subsets, and ddp-run for a command-run sweep (tests/sweeps/).
+if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
+  ddpd_py_cases(sweep_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps.py SANITIZE
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                     --fake-trainer ${DDPD_TEST_SUPPORT}/fake_trainer.py
+                     --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
+                TIMEOUT 600)
+endif()
+# A sweep through every gate a run passes, attacked between two members (real Unix accounts
+# made by the test, the server as root: skipped with a message else).
+if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
+  ddpd_py_cases(sweep_gates_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_gates.py SANITIZE
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                     --fake-trainer ${DDPD_TEST_SUPPORT}/fake_trainer.py
+                     --runner $<TARGET_FILE:ddp-run>
+                TIMEOUT 420 SKIP_RETURN_CODE 77)
+endif()

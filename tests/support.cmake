@@ -1,0 +1,72 @@
+# The two helpers every tests/**/*.cmake registers its tests with:
+#   ddpd_c_test(NAME SOURCES... [LIBS ...] [TIMEOUT s])  a C unit test program
+#       (tests/support/check.h); it links ddpd_trainer unless LIBS names what it links.
+#   ddpd_py_cases(PREFIX SCRIPT [PYTHON exe] [ARGS ...] [EXCLUDE case...]
+#                 [ENVIRONMENT var=value...] [TIMEOUT s] [SKIP_RETURN_CODE n] [SANITIZE])
+#       one ctest test PREFIX<case> for each case_<case> function of a Python test
+#       file, found by running `SCRIPT --list-cases` (tests/support/checks.py): a case is
+#       written once, in its file.
+# The label `sanitize` marks what scripts/test.sh runs again in the sanitizer build
+# (build-sanitize/, ASan+UBSan): every C unit test, the fuzz tests, and the Python
+# files registered with SANITIZE (the server's integration tests, the trainer's
+# end-to-end tests).
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+# tests/support/: C tests include from it; Python tests import from it, on PYTHONPATH
+# (every test's environment, set in tests/CMakeLists.txt once all are registered, and
+# the --list-cases run below), never by editing sys.path.
+set(DDPD_TEST_SUPPORT ${CMAKE_CURRENT_LIST_DIR}/support)
+
+# NO_SANITIZE: kept out of the sanitizer run (a test that measures glibc's own allocator,
+# which the sanitizer's replaces).
+function(ddpd_c_test name)
+  cmake_parse_arguments(T "NO_SANITIZE" "TIMEOUT" "LIBS" ${ARGN})
+  if(NOT T_LIBS)
+    set(T_LIBS ddpd_trainer)
+  endif()
+  add_executable(${name} ${T_UNPARSED_ARGUMENTS})
+  target_link_libraries(${name} PRIVATE ${T_LIBS})
+  target_include_directories(${name} PRIVATE ${DDPD_TEST_SUPPORT})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "DDPD_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data;DDPD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(NOT T_NO_SANITIZE)
+    set_tests_properties(${name} PROPERTIES LABELS sanitize)
+  endif()
+  if(T_TIMEOUT)
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT})
+  endif()
+endfunction()
+
+function(ddpd_py_cases prefix script)
+  cmake_parse_arguments(P "SANITIZE" "PYTHON;TIMEOUT;SKIP_RETURN_CODE" "ARGS;EXCLUDE;ENVIRONMENT" ${ARGN})
+  if(NOT P_PYTHON)
+    set(P_PYTHON ${Python3_EXECUTABLE})
+  endif()
+  if(NOT P_TIMEOUT)
+    set(P_TIMEOUT 300)
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${DDPD_TEST_SUPPORT} ${P_PYTHON} ${script} --list-cases
+                  OUTPUT_VARIABLE listed RESULT_VARIABLE rc ERROR_VARIABLE why)
+  if(NOT rc EQUAL 0 OR listed STREQUAL "")
+    message(FATAL_ERROR "${script} --list-cases did not list its cases (status ${rc}): ${why}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${script})
+  string(STRIP "${listed}" listed)
+  string(REPLACE "\n" ";" cases "${listed}")
+  if(P_EXCLUDE)
+    list(REMOVE_ITEM cases ${P_EXCLUDE})
+  endif()
+  foreach(case ${cases})
+    add_test(NAME ${prefix}${case} COMMAND ${P_PYTHON} ${script} ${case} ${P_ARGS})
+    set_tests_properties(${prefix}${case} PROPERTIES TIMEOUT ${P_TIMEOUT})
+    if(P_ENVIRONMENT)
+      set_tests_properties(${prefix}${case} PROPERTIES ENVIRONMENT "${P_ENVIRONMENT}")
+    endif()
+    if(P_SANITIZE)
+      set_tests_properties(${prefix}${case} PROPERTIES LABELS sanitize)
+    endif()
+    if(P_SKIP_RETURN_CODE)
+      set_tests_properties(${prefix}${case} PROPERTIES SKIP_RETURN_CODE ${P_SKIP_RETURN_CODE})
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,5 @@
+# Sweeps' pure parts, in C with no server: the spec's parsing and expansion on hand-made
+# bodies, and the searcher's rules (median stopping, ASHA's rungs and promotions, the best
+# trial) on hand-made tables (no database, no clock).
+ddpd_c_test(test_sweep_spec ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_spec.c LIBS ddpd_sweep)
+ddpd_c_test(test_sweep_rules ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_rules.c LIBS ddpd_sweep)
