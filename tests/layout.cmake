@@ -12,6 +12,10 @@ ddpd_py_cases(layout_doc_links_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_doc_links.
 # guard copied with a file, or left naming the folder a file moved out of, is found.
 ddpd_py_cases(layout_guards_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_header_guards.py ARGS --source ${PROJECT_SOURCE_DIR}
               TIMEOUT 60)
+# The tests' own layout: unit/ and integration/ by area, each folder registered by the
+# .cmake file named for it, no sys.path edit (tests/support is on PYTHONPATH).
+ddpd_py_cases(layout_tests_ ${CMAKE_CURRENT_LIST_DIR}/layout/test_test_layout.py ARGS --source ${PROJECT_SOURCE_DIR}
+              TIMEOUT 60)
 # The same layers against the calls in the built server libraries (nm), and the detector
 # finds a call planted upward.
 set(layer_call_args --source ${PROJECT_SOURCE_DIR} --nm ${CMAKE_NM} --cc ${CMAKE_C_COMPILER})
