@@ -125,18 +125,24 @@ def steps(cfg, events, run, secret, n, spike_at=None, gpu=False):
 
 
 def wait_forever(run, events, secret, ignore_term, silent=False, run_dir=None):
-    launcher = Conn(events, run, -1)
-    launcher.hello(secret)
-    rank = Conn(events, run, 0)
-    rank.hello(secret, epochs=1, steps_per_epoch=1000000, total_steps=1000000)
-    rank.send(rank.ev("status", state="training", detail="epoch 0"))
+    # SIGTERM's handling is in place before the hello: the hello makes the run running,
+    # and a cancel may come at once (a stubborn trainer that a SIGTERM killed before it
+    # could ignore it would make the grace period look broken)
+    conns = []
     if ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
         def on_term(sig, frame):
-            launcher.send(launcher.ev("end", status="canceled", reason="stopped by SIGTERM"))
+            if conns:
+                conns[0].send(conns[0].ev("end", status="canceled", reason="stopped by SIGTERM"))
             os._exit(128 + sig)
         signal.signal(signal.SIGTERM, on_term)
+    launcher = Conn(events, run, -1)
+    conns.append(launcher)
+    launcher.hello(secret)
+    rank = Conn(events, run, 0)
+    rank.hello(secret, epochs=1, steps_per_epoch=1000000, total_steps=1000000)
+    rank.send(rank.ev("status", state="training", detail="epoch 0"))
     if silent:
         signal.signal(signal.SIGUSR1, lambda sig, frame: os._exit(0))
         with open(os.path.join(run_dir, "hold.json.tmp"), "w") as f:
