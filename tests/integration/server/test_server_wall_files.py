@@ -2,8 +2,10 @@
 """The wall's second course: what the server does inside a run's directory, which
 belongs to the run's Unix account, never goes where the account could not, never
 blocks on what it finds there, and never holds the server's memory hostage. Real
-accounts (alice and bob), the server as root; bob plants things in his own run
-directories, as his account, while the server works in them (run_files.h):
+accounts (alice and bob), the server as root (and, in caps_only_sweep_pause_links,
+caps_only_delete_race and caps_only_fifo_log, as an account of its own holding only its
+six capabilities, which pass every file mode as root does); bob plants things in his
+own run directories, as his account, while the server works in them (run_files.h):
 
   sweep_pause_links   while bob's ASHA trial is paused, his config.json becomes a link
                       to alice's run's config (which holds her API key) and, in a second
@@ -36,27 +38,34 @@ Usage: test_server_wall_files.py CASE --ddpd PATH --trainer PATH --fake-trainer 
 import json, os, pwd, shutil, signal, stat, subprocess, sys, tempfile, threading, time
 
 from ddpd_harness import Server, Accounts, check, cases_in, wait_until, args_for, main, fmnist_config, add_user, bearer  # noqa: E402
-from test_server_wall import needs_root, submit_as, command, state_dir_for, token_file  # noqa: E402
+from test_server_wall import (needs_root, submit_as, command, state_dir_for, token_file, as_account_wrapper,  # noqa: E402
+                              SKIP)
 
 ALICE_KEY = "sk-alice-0123456789abcdef"
 FINAL = ("succeeded", "failed", "canceled", "stopped")
 
 
 class Wall:
-    """A server as root with alice and bob mapped to their accounts, command runs on."""
+    """A server with alice and bob mapped to their accounts, command runs on: as root, or
+    (caps) as an account of its own ("srv", which `acc` must hold) with only the
+    capabilities a server needs (setpriv, ambient), which still pass every file mode."""
 
-    def __init__(self, a, acc, slots=3):
+    def __init__(self, a, acc, slots=3, caps=False):
         self.a, self.acc = a, acc
-        self.state = state_dir_for()
-        self.tok = token_file()
+        self.server_uid = acc.uid("srv") if caps else 0
+        self.state = state_dir_for(self.server_uid)
+        self.tok = token_file(self.server_uid)
         self.alice = add_user(a.ddpd, self.state, "alice", "--unix-user", acc["alice"])
         self.bob = add_user(a.ddpd, self.state, "bob", "--unix-user", acc["bob"])
         self.admin = add_user(a.ddpd, self.state, "warden", "--admin")
+        for f in os.listdir(self.state):
+            os.chown(os.path.join(self.state, f), self.server_uid, -1)
+        self.wrapper = as_account_wrapper(a.ddpd, acc["srv"], caps=True) if caps else None
         self.slots = slots
         self.s = None
 
     def server(self):
-        self.s = Server(self.a.ddpd, self.a.trainer, slots=self.slots, state_dir=self.state,
+        self.s = Server(self.wrapper or self.a.ddpd, self.a.trainer, slots=self.slots, state_dir=self.state,
                         extra_args=["--allow-commands", "--runner", self.a.runner, "--token-file", self.tok])
         return self.s
 
@@ -77,7 +86,27 @@ class Wall:
 
     def close(self):
         os.unlink(self.tok)
+        if self.wrapper:
+            os.unlink(self.wrapper)
         shutil.rmtree(self.state, ignore_errors=True)
+
+
+def accounts(a, caps):
+    """The accounts a case makes: alice and bob, and the server's own when it runs with
+    capabilities only (setpriv needed: the case is skipped, saying so, without it)."""
+    if caps and not shutil.which("setpriv"):
+        print(f"{a.case}: skipped: setpriv (util-linux) is not installed")
+        sys.exit(SKIP)
+    return Accounts("alice", "bob", "srv") if caps else Accounts("alice", "bob")
+
+
+def server_is(w, s):
+    """Checks the server runs as whom the case said: root, or its account with only its
+    capabilities."""
+    with open(f"/proc/{s.proc.pid}/status") as f:
+        status = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+    print(f"  the server: uid {status['Uid'].split()[1]}, effective capabilities {status['CapEff'].strip()}")
+    check(int(status["Uid"].split()[1]) == w.server_uid, f"the server runs as uid {w.server_uid}: {status['Uid']}")
 
 
 def as_account(acc, role, code, *args, timeout=60):
@@ -143,13 +172,22 @@ def release(w, rid):
 # ---- sweep_pause_links ----
 
 def case_sweep_pause_links(a):
+    sweep_pause_links(a, caps=False)
+
+
+def case_caps_only_sweep_pause_links(a):
+    sweep_pause_links(a, caps=True)
+
+
+def sweep_pause_links(a, caps):
     needs_root(a)
-    with Accounts("alice", "bob") as acc:
-        w = Wall(a, acc, slots=3)
+    with accounts(a, caps) as acc:
+        w = Wall(a, acc, slots=3, caps=caps)
         secret_dir = root_only("root's own words")
         target = os.path.join(secret_dir, "f0")
         try:
             with w.server() as s:
+                server_is(w, s)
                 rid = alice_waits(w)
                 alice_cfg = os.path.join(s.run_dir(rid), "config.json")
                 base = fmnist_config(**{"name": "asha", "data.limit": 2000, "data.test_limit": 500, "train.epochs": 3,
@@ -244,12 +282,21 @@ while os.path.exists(x) and time.time() < deadline:
 
 
 def case_delete_race(a):
+    delete_race(a, caps=False)
+
+
+def case_caps_only_delete_race(a):
+    delete_race(a, caps=True)
+
+
+def delete_race(a, caps):
     needs_root(a)
-    with Accounts("alice", "bob") as acc:
-        w = Wall(a, acc, slots=3)
+    with accounts(a, caps) as acc:
+        w = Wall(a, acc, slots=3, caps=caps)
         outside = root_only("root's own words")
         try:
             with w.server() as s:
+                server_is(w, s)
                 alice = w.submit("alice", command("open('alice-file', 'w').write('alice')"))
                 w.wait(alice)
                 y = w.submit("bob", command("print('my other run')"))
@@ -288,11 +335,20 @@ PLANT_LOG_FIFO_AND_WAIT = ("import os, time\nos.unlink('trainer.log')\nos.mkfifo
 
 
 def case_fifo_log(a):
+    fifo_log(a, caps=False)
+
+
+def case_caps_only_fifo_log(a):
+    fifo_log(a, caps=True)
+
+
+def fifo_log(a, caps):
     needs_root(a)
-    with Accounts("alice", "bob") as acc:
-        w = Wall(a, acc, slots=3)
+    with accounts(a, caps) as acc:
+        w = Wall(a, acc, slots=3, caps=caps)
         try:
             with w.server() as s:
+                server_is(w, s)
                 b1 = w.submit("bob", command(PLANT_LOG_FIFO_AND_FAIL))
                 r = w.wait(b1, timeout=120)
                 print(f"  bob's run {b1} ended: {r and (r['status'], r['reason'])}")
