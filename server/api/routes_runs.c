@@ -87,7 +87,10 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) 
     if (e->queued) json_object_set_new(run, "queue_position", json_integer(e->queue_position));
     char *waiting = e->queued ? scheduler_waiting_for(id) : NULL;
     if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
-    e->waiting_hash = text_hash(waiting);
+    uint32_t pending_hash = 0;
+    json_t *pending = e->queued ? scheduler_pending(id, &pending_hash) : NULL;
+    json_object_set_new(run, "pending", pending ? pending : json_null());
+    e->waiting_hash = text_hash(waiting) ^ pending_hash;
     free(waiting);
     const char *owner = json_string_value(json_object_get(run, "owner"));
     snprintf(e->owner, sizeof e->owner, "%s", owner ? owner : "");
@@ -308,7 +311,10 @@ static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cach
     if (!run_cache_get(id, version, want_body, e)) return false;
     if (!e->queued) return true;
     char *waiting = scheduler_waiting_for(id);
-    bool current = scheduler_queue_position(id) == e->queue_position && text_hash(waiting) == e->waiting_hash;
+    uint32_t pending_hash = 0;
+    json_decref(scheduler_pending(id, &pending_hash));
+    bool current = scheduler_queue_position(id) == e->queue_position &&
+                   (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);
     if (current) return true;
     free(e->body);

@@ -100,6 +100,12 @@ typedef struct live_run {
     run_part *parts;
     bool start_stored;    /* every part's start is done and the run's start is stored */
     bool parts_stopping;
+    /* the start estimate (scheduler.c): when it is expected to end once started */
+    int64_t expected_len_ms; /* run_needs.expected_ms; -1: not known */
+    int64_t total_steps;     /* its hello's (scheduler_planned); 0: not said */
+    int64_t eta_first_step, eta_first_ms, eta_last_step, eta_last_ms; /* this start's first and newest step (unix ms) */
+    json_t *pending;         /* queued: why it waits and when it may start, as GET /runs/{id} shows it; else NULL */
+    uint32_t pending_hash;   /* of its text */
     struct live_run *next;
 } live_run;
 
