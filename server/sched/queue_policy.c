@@ -431,6 +431,7 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
         }
     }
     d->reason = blocker ? ahead_reason(s, blocker, q) : base_reason(s, q);
+    d->ahead = blocker ? blocker->id : 0;
     if (blocker) block_on(d, blocker->id, cap);
     block_on_holders(p, q, d, false, cap);
 }
@@ -574,6 +575,22 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
         return text;
     }
     return devices_text(s, q);
+}
+
+char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d) {
+    char *waiting = queue_policy_waiting_for(s, q, d);
+    if ((d->reason != PENDING_PRIORITY && d->reason != PENDING_FAIR_SHARE) || d->wait == WAIT_BEHIND || !d->ahead)
+        return waiting;
+    const policy_run *first = NULL;
+    for (int i = 0; i < s->n_queued && !first; i++)
+        if (s->queued[i].id == d->ahead) first = &s->queued[i];
+    if (!first) return waiting;
+    char *why = why_first(s, first, q);
+    char *text = xasprintf("behind run %lld, %s, which waits too; then %s", (long long)d->ahead, why,
+                           waiting ? waiting : "nothing");
+    free(why);
+    free(waiting);
+    return text;
 }
 
 bool queue_policy_can_place(const policy_snapshot *s, const policy_run *q, char *err, size_t errlen) {

@@ -159,6 +159,7 @@ typedef struct {
     pending_reason reason;        /* WAIT, PREEMPT: why it is not running yet, as a code */
     int n_blocked;                /* WAIT, PREEMPT: the runs it waits behind or for (malloc'd), by id */
     int64_t *blocked_by;
+    int64_t ahead;                /* WAIT: the first run of its pool that waits and comes before it (0: none) */
 } policy_decision;
 
 /* One decision per queued run, in the snapshot's order of s->queued, into
@@ -173,6 +174,11 @@ void queue_policy_free(policy_decision *d, int n);
  * "alice's quota: 2 of 2 devices in use", the run it waits behind and why that one
  * comes first, the runs being preempted for it. NULL for a run that does not wait. */
 char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
+
+/* GET /runs/{id}'s pending.detail (malloc'd): what it waits for, as
+ * queue_policy_waiting_for says it, after the run ahead of it and why that one comes
+ * first where that is its reason (priority, fair_share). */
+char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
 
 /* Could the run ever be placed: on this host, or on nodes of the snapshot by their
  * capacity? false with why in err, naming what there is. */

@@ -633,7 +633,7 @@ static void pending_refresh_locked(void) {
         if (r->status != RUN_QUEUED) set_pending(r, NULL);
     for (int i = 0; i < sn.s.n_queued; i++) {
         live_run *r = sn.queued_runs[i];
-        char *detail = after_preemption(r, queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]));
+        char *detail = after_preemption(r, queue_policy_pending_detail(&sn.s, &sn.queued[i], &d[i]));
         set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&sn.s, &d[i], &f[i], detail));
         free(detail);
     }

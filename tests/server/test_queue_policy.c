@@ -446,6 +446,14 @@ static void test_reasons(void) {
     s.queued = fair;
     owners[0].max_devices = -1;
     expect_reasons("bob's usage is less", &s, (const char *const[]){"fair_share 1,5", "devices 1"});
+    policy_decision fd[2];
+    queue_policy_decide(&s, fd);
+    check_text("fair_share's detail names the run ahead and why", queue_policy_pending_detail(&s, &fair[0], &fd[0]),
+               "behind run 5, bob's decayed usage is less (10 device-seconds against 3600), which waits too; then 1 "
+               "CPU slots on this host (0 free of 1)");
+    check_text("the first one's detail is its waiting_for", queue_policy_pending_detail(&s, &fair[1], &fd[1]),
+               "1 CPU slots on this host (0 free of 1)");
+    queue_policy_free(fd, 2);
     /* alice at her quota: the run she holds blocks hers, nobody else's */
     owners[0].max_devices = 1;
     busy[0].owner = 0;
