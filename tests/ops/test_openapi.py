@@ -519,6 +519,15 @@ def run(a):
         long_id = r.json()["id"] if r.status == 201 else None
         if long_id and s.wait_status(long_id, "running", timeout=120):
             req("DELETE", "/runs/{id}", f"/runs/{long_id}", "delete a live run", headers=auth)
+            # a run that waits behind it: its pending reason and estimate, in both answers
+            r = req("POST", "/runs", "/runs", "a run that waits", headers=auth,
+                    body=fmnist_config(**{"name": "waits", "distributed.world_size": 1}))
+            waits = r.json()["id"] if r.status == 201 else 999999
+            r = req("GET", "/runs/{id}", f"/runs/{waits}", "a queued run")
+            check(r.status == 200 and (r.json().get("pending") or {}).get("reason") == "devices",
+                  f"a queued run's pending: {r.body[-400:]!r}")
+            req("GET", "/queue", "/queue", "a queued run's pending")
+            req("POST", "/runs/{id}/cancel", f"/runs/{waits}/cancel", "cancel the waiting run", headers=auth)
             rendezvous(s, req, long_id, auth)
             parts_refused(s, req, long_id)
             req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a live run", headers=auth)
