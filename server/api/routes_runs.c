@@ -7,6 +7,8 @@
  *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
  *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
  *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
+ *   GET    /runs/{id}/timeline          submitted, each pending reason, admitted, started, first step,
+ *                                        checkpoints, preempted, queued again, restarted, ended
  *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
  *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
  *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain); rank=: a command
@@ -527,6 +529,18 @@ static void get_epochs(request *rq, response *rs) {
     reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "epochs", a));
 }
 
+static void get_timeline(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_timeline_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:s,s:o}", "run", (json_int_t)id, "status", run_status_name(b.status), "entries", a));
+}
+
 static void get_ranks(request *rq, response *rs) {
     int64_t id;
     run_brief b;
@@ -741,6 +755,7 @@ const route api_routes[] = {
     {.method = "POST", .pattern = "/runs/{id}/resume", .handler = resume_run},
     {.method = "GET", .pattern = "/runs/{id}/metrics", .handler = get_metrics},
     {.method = "GET", .pattern = "/runs/{id}/epochs", .handler = get_epochs},
+    {.method = "GET", .pattern = "/runs/{id}/timeline", .handler = get_timeline},
     {.method = "GET", .pattern = "/runs/{id}/ranks", .handler = get_ranks},
     {.method = "GET", .pattern = "/runs/{id}/checkpoints", .handler = get_checkpoints},
     {.method = "GET", .pattern = "/runs/{id}/logs", .handler = get_logs},

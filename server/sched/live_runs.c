@@ -97,6 +97,20 @@ void live_run_drop(live_run *r) {
     pthread_cond_broadcast(&sched.changed);
 }
 
+/* ---- its timeline ---- */
+
+void timeline_note_locked(const live_run *r, const char *kind, json_t *detail) {
+    if (!r) {
+        json_decref(detail);
+        return;
+    }
+    store_op op = {.kind = OP_TIMELINE, .run_id = r->id, .t = now_ms()};
+    op.u.timeline.kind = kind;
+    op.u.timeline.detail = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+    json_decref(detail);
+    store_submit_now(&op);
+}
+
 /* ---- what a start held ---- */
 
 void release_started_locked(live_run *r) {

@@ -273,7 +273,9 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 
 void scheduler_submit(const run_needs *n) {
     pthread_mutex_lock(&sched.mu);
-    live_run_add(n, RUN_QUEUED);
+    live_run *r = live_run_add(n, RUN_QUEUED);
+    timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
+                                                   pool_name(n->pool), "priority", n->priority));
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&sched.mu);
@@ -283,6 +285,7 @@ void scheduler_resume(const run_needs *n) {
     live_run *r = live_run_new(n);
     pthread_mutex_lock(&sched.mu);
     live_run_append(r); /* at the back of the queue: it is queued now */
+    timeline_note_locked(r, "resumed", NULL);
     log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&sched.mu);
@@ -599,6 +602,15 @@ static json_t *batch_pending_of(live_run *r) {
 }
 
 static void set_pending(live_run *r, json_t *p) {
+    const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
+    if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
+        r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
+        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SLURM; k++)
+            if (strcmp(pending_reason_name(k), reason) == 0) r->pending_reason = pending_reason_name(k);
+        timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
+                                                     json_object_get(p, "blocked_by")));
+    }
+    if (!p) r->pending_reason = NULL;
     json_decref(r->pending);
     r->pending = p;
     r->pending_hash = 0;

@@ -87,6 +87,11 @@ int store_list_usage(char ***owners, double **values, int64_t **as_of);
  * expected to take (the start estimate). 0: none, or the store could not say. */
 int64_t store_median_length(const char *owner, const char *name);
 
+/* GET /runs/{id}/timeline's entries, oldest first: {t, kind, detail} of what the
+ * scheduler noted (run_timeline) and its checkpoints (kind "checkpoint", detail
+ * {epoch, global_step}). NULL when the store could not be read. */
+json_t *store_timeline_json(int64_t id);
+
 /* Per rank of the run, the time (unix ms) of the newest event of it the store holds:
  * what a journal replay skips up to. Returns how many (*out malloc'd), or -1. */
 typedef struct {

@@ -16,6 +16,11 @@ command runs for the estimates). Each case makes one real situation and reads
                      would fit waits, the free slot kept for it
   preempted          a preemptible run preempted for a higher priority: queued again,
                      it says preempted, blocked by the preemptor
+  timeline           GET /runs/{id}/timeline of a preempted run: submitted, pending,
+                     admitted (its devices), started, preempted by the run, queued
+                     again, pending preempted, admitted again, ended; a run's first
+                     step; a real trainer's checkpoints; another user reads it as it
+                     reads the run, nobody without a token; 404 for no run
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -190,6 +195,62 @@ def case_preempted(a):
             p = wait_reason(s, victim, "preempted", [urgent], "the preempted run")
             check(p and p["detail"].startswith(f"preempted by run {urgent} and queued again"), f"detail: {p}")
             cancel_all(s, [(urgent, root), (victim, alice)])
+
+
+def kinds(s, rid, token=None):
+    r = s.get(f"/runs/{rid}/timeline", headers=bearer(token) if token else None)
+    return r.json()["entries"] if r.status == 200 else None
+
+
+def case_timeline(a):
+    with Box(a) as box:
+        alice, bob, root = box.add("alice"), box.add("bob"), box.add("root", "--admin")
+        with box.server(slots=1) as s:
+            victim = submit_as(s, alice, {"name": "sleep", "preemptible": True})
+            s.wait_status(victim, "running", timeout=30)
+            urgent = submit_as(s, root, {"name": "sleep", "priority": 10})
+            s.wait_status(urgent, "running", timeout=30)
+            wait_reason(s, victim, "preempted", [urgent], "the preempted run")
+            cancel_all(s, [(urgent, root)])
+            s.wait_status(victim, "running", timeout=30)
+            cancel_all(s, [(victim, alice)])
+            entries = kinds(s, victim)
+            got = [e["kind"] for e in entries or [] if e["kind"] != "first_step"]  # its heartbeats' time is its own
+            want = ["submitted", "admitted", "started", "preempted", "queued_again", "pending", "admitted", "started",
+                    "ended"]
+            check(got == want, f"the preempted run's timeline: {got}, wanted {want}")
+            by = {e["kind"]: e["detail"] for e in entries or []}
+            check(by.get("preempted", {}).get("by") == urgent and by.get("queued_again", {}).get("by") == urgent,
+                  f"preempted and queued again by run {urgent}: {by.get('preempted')} {by.get('queued_again')}")
+            check(by.get("pending", {}).get("reason") == "preempted" and by["pending"].get("blocked_by") == [urgent],
+                  f"its pending reason, as it changed: {by.get('pending')}")
+            check(by.get("admitted", {}).get("devices") == ["cpu:0"], f"admitted with its devices: {by.get('admitted')}")
+            check(by.get("ended", {}).get("status") == "canceled", f"ended: {by.get('ended')}")
+            ts = [e["t"] for e in entries or []]
+            check(ts == sorted(ts), f"oldest first: {ts}")
+            # the run that waited behind: submitted, pending devices, admitted, ...
+            waited = [e["kind"] for e in kinds(s, urgent) or []]
+            check(waited[:3] == ["submitted", "pending", "admitted"] and waited[-1] == "ended",
+                  f"the urgent run: it waited for the victim to stop: {waited}")
+            # who may read it: as the run
+            check(kinds(s, victim, bob) == entries, "bob reads alice's run's timeline as he reads her run")
+            r = s.get(f"/runs/{victim}/timeline", anonymous=True)
+            check(r.status == 401, f"without a token: 401, got {r.status}")
+            r = s.get("/runs/999999/timeline")
+            check(r.status == 404, f"no such run: 404, got {r.status}")
+            # a first step
+            quick = submit_as(s, alice, {"name": "steps-5"})
+            s.wait_status(quick, "succeeded", timeout=60)
+            steps = [e for e in kinds(s, quick) or [] if e["kind"] == "first_step"]
+            check(len(steps) == 1 and steps[0]["detail"]["global_step"] >= 1, f"its first step: {steps}")
+    if a.trainer:  # a real trainer's checkpoints
+        with Server(a.ddpd, a.trainer, slots=2) as s:
+            from ddpd_harness import fmnist_config
+            rid = s.submit(fmnist_config(**{"checkpoint.every_epochs": 1}))
+            done = s.wait_status(rid, ("succeeded", "failed"), timeout=300)
+            check(done and done["status"] == "succeeded", f"the real run: {done and done['status']}")
+            ck = [e["detail"]["epoch"] for e in kinds(s, rid) or [] if e["kind"] == "checkpoint"]
+            check(ck == [0, 1], f"its checkpoints, one an epoch: {ck}")
 
 
 # ---- the estimate, on a replayed scenario ----
