@@ -483,6 +483,9 @@ def run(a):
         req("GET", "/runs/{id}/metrics", f"/runs/{rid}/metrics?max_points=2")
         r = req("GET", "/runs/{id}/epochs", f"/runs/{rid}/epochs")
         check(r.status == 200 and len(r.json()["epochs"]) == 2, f"two epochs: {r.body[:300]!r}")
+        r = req("GET", "/runs/{id}/timeline", f"/runs/{rid}/timeline")
+        check(r.status == 200 and [e["kind"] for e in r.json()["entries"]][:1] == ["submitted"],
+              f"GET /runs/{{id}}/timeline starts with its submission: {r.body[:300]!r}")
         r = req("GET", "/runs/{id}/ranks", f"/runs/{rid}/ranks")
         check(r.status == 200 and {x["rank"] for x in r.json()["ranks"]} >= {0, 1}, f"ranks 0 and 1: {r.body[:300]!r}")
         r = req("GET", "/runs/{id}/logs", f"/runs/{rid}/logs?tail=5")
@@ -505,7 +508,7 @@ def run(a):
         check(r.status == 403 and b"SQLite" not in r.body, f"a log that is a link: 403, not followed: {r.status} {r.body[:200]!r}")
         os.unlink(log)
         os.rename(log + ".own", log)
-        for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
+        for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/timeline", "/runs/999999/ranks",
                      "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):
             tpl = "/runs/{id}" + path[len("/runs/999999"):] if path.startswith("/runs/999999") else "/runs/{id}"
             req("GET", tpl, path)
