@@ -313,8 +313,7 @@ static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cach
     if (!run_cache_get(id, version, want_body, e)) return false;
     if (!e->queued) return true;
     char *waiting = scheduler_waiting_for(id);
-    uint32_t pending_hash = 0;
-    json_decref(scheduler_pending(id, &pending_hash));
+    uint32_t pending_hash = scheduler_pending_hash(id);
     bool current = scheduler_queue_position(id) == e->queue_position &&
                    (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);

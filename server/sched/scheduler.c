@@ -664,6 +664,14 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash) {
     return p;
 }
 
+uint32_t scheduler_pending_hash(int64_t id) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    uint32_t hash = r && r->pending ? r->pending_hash : 0;
+    pthread_mutex_unlock(&sched.mu);
+    return hash;
+}
+
 static const char *verb_word(const policy_decision *d) {
     return d->verb == POLICY_START ? "start" : d->verb == POLICY_PREEMPT ? "preempt" : "wait";
 }

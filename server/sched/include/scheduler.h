@@ -141,6 +141,8 @@ char *scheduler_waiting_for(int64_t id);
  * (a new reference), with a hash of it into *hash; NULL when it is not queued. Made
  * at the scheduler's decisions and ticks (never here: a GET only copies it). */
 json_t *scheduler_pending(int64_t id, uint32_t *hash);
+/* That hash alone (0: not queued): whether a cached answer's pending still holds. */
+uint32_t scheduler_pending_hash(int64_t id);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
  * and quota. */
