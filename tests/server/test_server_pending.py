@@ -21,6 +21,9 @@ command runs for the estimates). Each case makes one real situation and reads
                      again, pending preempted, admitted again, ended; a run's first
                      step; a real trainer's checkpoints; another user reads it as it
                      reads the run, nobody without a token; 404 for no run
+  history_is_own     bob's runs of a name teach nothing of alice's runs of that name:
+                     behind her first run (no history of hers), her second has no
+                     estimate, naming her first; behind bob's, hers has one
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -303,6 +306,33 @@ def case_estimates(a):
                 check(err is not None and err <= allowed,
                       f"run {r['id']} ({r['name']}): estimate {est} within {allowed:.1f} s of its start {r['actual']}: "
                       f"{r['pending']}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def case_history_is_own(a):
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-work-"))
+    try:
+        with Box(a) as box:
+            alice, bob = box.add("alice"), box.add("bob")
+            extra = ["--allow-commands", "--work-root", root, "--runner", a.runner]
+            with box.server(slots=1, extra_args=extra) as s:
+                def cfg(seconds):
+                    return {"name": "train", "command": ["/bin/sleep", str(seconds)], "working_dir": "."}
+                taught = submit_as(s, bob, cfg(1))  # bob's history of "train"
+                done = s.wait_status(taught, ("succeeded", "failed"), timeout=60)
+                check(done and done["status"] == "succeeded", f"bob's first run: {done and done['status']}")
+                his = submit_as(s, bob, cfg(20))
+                s.wait_status(his, "running", timeout=30)
+                first = submit_as(s, alice, cfg(1))
+                second = submit_as(s, alice, cfg(1))
+                p1, p2 = pending_of(s, first), pending_of(s, second)
+                check(p1 and p1["estimated_start"] is not None,
+                      f"behind bob's run (his history gives its end), alice's first has an estimate: {p1}")
+                check(p2 and p2["estimated_start"] is None and f"run {first} has no expected end" in p2["estimate_basis"],
+                      f"bob's runs of the name teach nothing of alice's: her second waits on her first, "
+                      f"which has no expected end: {p2}")
+                cancel_all(s, [(his, bob), (first, alice), (second, alice)])
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
