@@ -19,7 +19,7 @@ command runs for the estimates). Each case makes one real situation and reads
   timeline           GET /runs/{id}/timeline of a preempted run: submitted, pending,
                      admitted (its devices), started, preempted by the run, queued
                      again, pending preempted, admitted again, ended; a run's first
-                     step; a real trainer's checkpoints; another user reads it as it
+                     step; a restart and why; a real trainer's checkpoints; another user reads it as it
                      reads the run, nobody without a token; 404 for no run
   history_is_own     bob's runs of a name teach nothing of alice's runs of that name:
                      behind her first run (no history of hers), her second has no
@@ -30,7 +30,7 @@ command runs for the estimates). Each case makes one real situation and reads
                      start; prints the table
 
 Usage: test_server_pending.py CASE --ddpd PATH --fake-trainer PATH --runner PATH [--trainer PATH]"""
-import os, shutil, sys, tempfile, time
+import os, shutil, signal, sys, tempfile, time
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -246,6 +246,15 @@ def case_timeline(a):
             s.wait_status(quick, "succeeded", timeout=60)
             steps = [e for e in kinds(s, quick) or [] if e["kind"] == "first_step"]
             check(len(steps) == 1 and steps[0]["detail"]["global_step"] >= 1, f"its first step: {steps}")
+            # a restart: its launcher killed, the server starts its next attempt, saying why
+            again = submit_as(s, alice, {"name": "sleep", "distributed": {"max_restarts": 1}})
+            run = s.wait_status(again, "running", timeout=30)
+            os.kill(run["pid"], signal.SIGKILL)
+            got = wait_until(lambda: [e for e in kinds(s, again) or [] if e["kind"] == "restarted"], "a restarted entry", 30)
+            check(got and got[0]["detail"]["attempt"] == 1 and got[0]["detail"]["reason"],
+                  f"restarted: its next attempt and why: {got}")
+            s.wait_status(again, "running", timeout=30)
+            cancel_all(s, [(again, alice)])
     if a.trainer:  # a real trainer's checkpoints
         with Server(a.ddpd, a.trainer, slots=2) as s:
             from ddpd_harness import fmnist_config
