@@ -6,7 +6,7 @@ command runs for the estimates). Each case makes one real situation and reads
 /runs/{id} and GET /queue.
 
   devices            one slot busy: the next run waits for devices, behind the busy run,
-                     with no estimate (the busy run has no expected end, named); another
+                     with no estimate (the busy run, silent, has no expected end, named); another
                      user reads the same; a started run's pending is null
   user_quota         alice at her quota: her next run waits for it, blocked by her run;
                      bob's run starts
@@ -110,7 +110,8 @@ def case_devices(a):
     with Box(a) as box:
         alice, bob = box.add("alice"), box.add("bob")
         with box.server(slots=1) as s:
-            busy = submit_as(s, alice, {"name": "sleep"})
+            # "hold": it says hello and nothing more: no step gives it an ETA, no earlier run of its name a length
+            busy = submit_as(s, alice, {"name": "hold"})
             s.wait_status(busy, "running", timeout=30)
             check(pending_of(s, busy) is None and "pending" in s.run(busy), f"a started run's pending is null")
             nxt = submit_as(s, alice, {"name": "sleep"})
