@@ -85,12 +85,13 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) 
         return false;
     }
     e->queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
-    e->queue_position = e->queued ? scheduler_queue_position(id) : 0;
+    uint32_t pending_hash = 0, copied_hash = 0;
+    e->queue_position = 0;
+    char *waiting = e->queued ? scheduler_queued_view(id, &e->queue_position, &pending_hash) : NULL;
     if (e->queued) json_object_set_new(run, "queue_position", json_integer(e->queue_position));
-    char *waiting = e->queued ? scheduler_waiting_for(id) : NULL;
     if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
-    uint32_t pending_hash = 0;
-    json_t *pending = e->queued ? scheduler_pending(id, &pending_hash) : NULL;
+    json_t *pending = e->queued ? scheduler_pending(id, &copied_hash) : NULL;
+    pending_hash = copied_hash; /* the one in the answer (it may have moved between the two) */
     json_object_set_new(run, "pending", pending ? pending : json_null());
     e->waiting_hash = text_hash(waiting) ^ pending_hash;
     free(waiting);
@@ -312,10 +313,10 @@ static void run_etag(char out[96], int64_t id, const run_cache_entry *e, bool hi
 static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cache_entry *e) {
     if (!run_cache_get(id, version, want_body, e)) return false;
     if (!e->queued) return true;
-    char *waiting = scheduler_waiting_for(id);
-    uint32_t pending_hash = scheduler_pending_hash(id);
-    bool current = scheduler_queue_position(id) == e->queue_position &&
-                   (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
+    int position = 0;
+    uint32_t pending_hash = 0;
+    char *waiting = scheduler_queued_view(id, &position, &pending_hash);
+    bool current = position == e->queue_position && (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);
     if (current) return true;
     free(e->body);

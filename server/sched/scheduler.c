@@ -664,12 +664,19 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash) {
     return p;
 }
 
-uint32_t scheduler_pending_hash(int64_t id) {
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash) {
     pthread_mutex_lock(&sched.mu);
+    snapshot sn;
+    policy_decision *d;
+    int i = decision_of_locked(id, &sn, &d);
+    *position = i >= 0 ? d[i].pool_order + 1 : 0;
+    char *text = i >= 0 ? after_preemption(sn.queued_runs[i], queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i])) : NULL;
+    decisions_free(&sn, d);
     live_run *r = find_run(id);
-    uint32_t hash = r && r->pending ? r->pending_hash : 0;
+    if (!text && r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
+    *pending_hash = r && r->pending ? r->pending_hash : 0;
     pthread_mutex_unlock(&sched.mu);
-    return hash;
+    return text;
 }
 
 static const char *verb_word(const policy_decision *d) {

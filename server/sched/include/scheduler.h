@@ -141,8 +141,11 @@ char *scheduler_waiting_for(int64_t id);
  * (a new reference), with a hash of it into *hash; NULL when it is not queued. Made
  * at the scheduler's decisions and ticks (never here: a GET only copies it). */
 json_t *scheduler_pending(int64_t id, uint32_t *hash);
-/* That hash alone (0: not queued): whether a cached answer's pending still holds. */
-uint32_t scheduler_pending_hash(int64_t id);
+/* What a queued run's GET /runs/{id} says of the queue, under one lock and one
+ * decision: its queue_position into *position (scheduler_queue_position), the hash of
+ * its pending into *pending_hash (0: none), and its waiting_for (returned, malloc'd, or
+ * NULL: scheduler_waiting_for). Whether a cached answer still holds. */
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
  * and quota. */
