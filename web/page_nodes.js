@@ -1,13 +1,35 @@
 // The nodes (#/nodes): this host and every `ddpd agent` registered with it (GET
 // /nodes), with their address, whether they are up or lost, their CPU slots and GPUs
 // (free of all) and when each was last heard from; polled every 2 s while shown, as
-// nodes come and go without an event on the live stream.
+// nodes come and go without an event on the live stream. Below them the queue (GET
+// /queue): each queued run in the order it will start, why it waits (its pending
+// reason and the runs it waits behind or for) and when it is expected to start.
 import { get } from './api.js';
 import { ago, h } from './format.js';
 
 const POLL_MS = 2000;
 
 function cell(label, ...content) { return h('td', { 'data-label': label }, ...content); }
+
+// "in 40 s (12:03:10)", or why there is no estimate.
+function startText(p) {
+  if (!p) return h('span', { class: 'muted' }, 'starting now');
+  if (!p.estimated_start) return h('span', { class: 'muted', title: p.estimate_basis }, 'no estimate');
+  const at = Date.parse(p.estimated_start), left = Math.round((at - Date.now()) / 1000);
+  return h('span', { title: p.estimate_basis }, `${left > 0 ? `in ${left} s` : 'now'} (${new Date(at).toLocaleTimeString()})`);
+}
+
+function queueRow(q) {
+  const p = q.pending;
+  return h('tr', { class: 'queued-run', 'data-run': String(q.id) },
+    cell('#', String(q.position)),
+    cell('Run', h('a', { href: `#/runs/${q.id}` }, `#${q.id}`)),
+    cell('Owner', q.owner || '—'),
+    cell('Reason', p ? h('code', { class: 'pending-reason' }, p.reason) : '—'),
+    cell('Waits for', h('span', { class: 'small' }, (p && p.detail) || q.waiting_for || '—',
+      p && p.blocked_by.length ? h('span', { class: 'muted' }, ` (runs ${p.blocked_by.join(', ')})`) : '')),
+    cell('Expected start', startText(p)));
+}
 
 function row(n) {
   const state = h('span', { class: `badge badge-node-${n.state}` }, n.state);
@@ -28,7 +50,13 @@ export function mountNodes(root) {
     tbody);
   const hint = h('p', { class: 'muted small' }, 'Add a machine with ', h('code', {}, 'ddpd agent --coordinator URL --token-file FILE'),
     '; a run with distributed.nodes, or more ranks than this host has, is placed across them.');
-  root.append(h('div', { class: 'page-head' }, h('h1', {}, 'Nodes')), status, table, hint);
+  const queueBody = h('tbody');
+  const queueStatus = h('p', { class: 'muted', id: 'queue-status' }, 'Loading…');
+  const queueTable = h('table', { class: 'runs queue', id: 'queue-table', hidden: true },
+    h('thead', {}, h('tr', {}, ['#', 'Run', 'Owner', 'Reason', 'Waits for', 'Expected start'].map((t) => h('th', {}, t)))),
+    queueBody);
+  root.append(h('div', { class: 'page-head' }, h('h1', {}, 'Nodes')), status, table, hint,
+    h('section', { class: 'card', id: 'queue-card' }, h('h2', {}, 'Queue'), queueStatus, queueTable));
   let timer = null, stopped = false;
 
   async function refresh() {
@@ -43,6 +71,14 @@ export function mountNodes(root) {
         : 'This host only: no agent has registered.';
     } catch (e) {
       status.textContent = `Cannot list the nodes: ${e.message}`;
+    }
+    try {
+      const { runs } = await get('/queue');
+      queueBody.replaceChildren(...runs.map(queueRow));
+      queueTable.hidden = !runs.length;
+      queueStatus.textContent = runs.length ? `${runs.length} run${runs.length === 1 ? '' : 's'} queued.` : 'No run is queued.';
+    } catch (e) {
+      queueStatus.textContent = `Cannot read the queue: ${e.message}`;
     }
     if (!stopped) timer = setTimeout(refresh, POLL_MS);
   }

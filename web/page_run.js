@@ -20,6 +20,7 @@ import { commandFacts, isCommandRun } from './command_view.js';
 import { logPanel } from './log_panel.js';
 import { seriesCharts } from './series_charts.js';
 import { attemptMarkersPlugin, attemptMarks, attemptsCard } from './attempts_view.js';
+import { timelineStrip } from './timeline_strip.js';
 
 const MAX_POINTS = 2000; // what the loss chart fetches: about its width in pixels, twice
 
@@ -56,6 +57,8 @@ export function mountRun(root, id) {
   const marks = () => attemptMarks(run);
   const series = seriesCharts(id, marks);
   const attempts = attemptsCard(id);
+  const timeline = timelineStrip(id);
+  let timelineStatus = null;
   const commandCard = h('section', { class: 'card', id: 'command-card', hidden: true }, h('h2', {}, 'Command'));
   let commandShown = false;
   const configEl = h('pre', { class: 'config', id: 'run-config' });
@@ -76,6 +79,7 @@ export function mountRun(root, id) {
     reasonBox,
     h('section', { class: 'card' }, summary, progressEl, progressText, facts),
     commandCard,
+    timeline.card,
     attempts.card,
     card('Loss',
       h('div', { class: 'controls' },
@@ -94,6 +98,17 @@ export function mountRun(root, id) {
     card('Config', h('p', {}, h('a', { href: '#/submit', onclick: resubmit }, 'Edit and submit as a new run')), configEl));
 
   // ---- the run ----
+  // "Queued: position 2 · fair_share: behind run 5, ... · expected to start 12:03:10 (in 40 s)"
+  function queuedText(r) {
+    const p = r.pending;
+    const head = `Queued${r.queue_position ? `: position ${r.queue_position}` : ''}`;
+    if (!p) return `${head}, waiting for ${r.waiting_for || 'devices'}`;
+    const at = p.estimated_start ? Date.parse(p.estimated_start) : null;
+    const when = at === null ? `no start estimate: ${p.estimate_basis}`
+      : `expected to start ${new Date(at).toLocaleTimeString()} (${at > Date.now() ? `in ${Math.round((at - Date.now()) / 1000)} s` : 'now'})`;
+    return `${head} · ${p.reason}: ${p.detail || r.waiting_for || ''} · ${when}`;
+  }
+
   function stepsPerEpoch() {
     const p = run && run.progress;
     if (p && p.total_steps && p.epochs) return p.total_steps / p.epochs;
@@ -129,9 +144,7 @@ export function mountRun(root, id) {
     if (p.total_steps) parts.push(`${int(p.global_step ?? 0)} / ${int(p.total_steps)} steps`);
     else if (command) parts.push(p.global_step ? `${int(p.global_step)} steps reported` : 'no step reported');
     if (!open) parts.push(`${Math.round(fraction * 100)}%`);
-    progressText.textContent = run.status === 'queued'
-      ? `Queued${run.queue_position ? `: position ${run.queue_position}` : ''}, waiting for ${run.waiting_for || 'devices'}`
-      : parts.join(' · ');
+    progressText.textContent = run.status === 'queued' ? queuedText(run) : parts.join(' · ');
     const fact = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
     // a command run's samples/s and ETA only when its script gives what they come from
     const sps = !command || (p.samples_per_s !== null && p.samples_per_s !== undefined);
@@ -256,6 +269,11 @@ export function mountRun(root, id) {
       run = await get(`/runs/${id}`);
       if (disposed) return;
       renderRun();
+      if (run.status !== timelineStatus || (run.pending && run.pending.reason) !== timeline.reason) {
+        timelineStatus = run.status; // a new phase: the timeline read again
+        timeline.reason = run.pending && run.pending.reason;
+        timeline.refresh(run);
+      }
       if (!loss.steps.length) drawLoss(false); // its empty-chart sentence depends on the status
     } catch (e) {
       if (disposed) return;
@@ -524,7 +542,7 @@ export function mountRun(root, id) {
       r.last_seen = new Date(d.t).toISOString();
       renderRanks();
     },
-    checkpoint: () => { loadRun(); loadCheckpoints(); },
+    checkpoint: () => { loadRun(); loadCheckpoints(); timeline.refresh(run); },
     attempt: (d) => {
       loadRun(); // the attempts card, the markers
       if (d.phase !== 'started' || d.attempt === 0) return;
@@ -537,11 +555,14 @@ export function mountRun(root, id) {
   // the log, and a command run's own series: read on every 2 s while the run is live
   // (a burst of steps before the event stream is open has no step event to say so)
   timers.push(setInterval(() => { if (run && LIVE.has(run.status)) { loadLog(); if (commandShown) series.poke(); } }, 2000));
+  // a queued run's reason and estimate move with the others' runs, with no event of its own
+  timers.push(setInterval(() => { if (run && run.status === 'queued') loadRun(); }, 2000));
   timers.push(setInterval(() => {
     if (!run || !LIVE.has(run.status)) return;
     const d = root.querySelector('.duration');
     if (d) d.textContent = duration(runDuration(run));
     renderRanks(); // "seen … ago", silent ranks
+    timeline.tick(run); // its open phase grows
   }, 1000));
 
   loadUPlot().then((u) => { uPlot = u; if (!disposed) { drawLoss(true); renderEpochs(); } })

@@ -26,11 +26,14 @@
            ddpd build measured in the same rounds (each kind once a round, alternating),
            and the ratios. --get-users: each server has a user first, and every GET
            carries its token (a server with users reads nothing without one).
+           --get-queued: a queued run's GET instead (one slot held by a command run
+           that sleeps), whose cached answer is checked against the scheduler's
+           place, waiting_for and pending on every request.
 
 Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get] [--steps N]
                        [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]
                        [--get-requests N] [--get-seconds S] [--get-rounds R] [--get-client auto|wrk|python]
-                       [--get-users]"""
+                       [--get-users] [--get-queued]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -389,6 +392,18 @@ def finished_run(s):
     return rid
 
 
+def queued_run(s):
+    """A run that waits: the server's one slot held by a command run that sleeps (no CPU
+    taken from the measurement), and a small run queued behind it."""
+    s.submit({"name": "get-bench-hold", "command": ["/bin/sleep", "3600"], "working_dir": "."})
+    rid = s.submit({"name": "get-bench", "data": {"train": FMNIST, "limit": 2048, "test_limit": 500},
+                    "train": {"epochs": 2, "batch_size": 128}, "distributed": {"world_size": 1}})
+    time.sleep(1.5)  # the holder started, the queued run's place and reason settled
+    if s.run(rid)["status"] != "queued":
+        sys.exit(f"get: run {rid} should wait behind the holder: {s.run(rid)['status']}")
+    return rid
+
+
 def one_connection_get(server, path, count, headers=()):
     """`count` GETs one after another on one keep-alive connection (http.client): the server's
     CPU per request and the requests' latency."""
@@ -466,6 +481,10 @@ def bench_get(a):
     # 64 connections and this script's own: above the default per-address cap (64),
     # whose refusals (503s) would be counted among the requests
     room = ["--max-connections-per-address", "128"]
+    if a.get_queued:  # a command run holds the slot: command runs on, under a work root of its own
+        work = tempfile.mkdtemp(prefix="ddpd-bench-work-")
+        room += ["--allow-commands", "--work-root", work, "--runner", os.path.join(a.build, "bin", "ddp-run")]
+        room += ["--unsafe-commands-as-server"] if os.geteuid() == 0 else []
 
     def server(ddpd):
         """A server of that build; with --get-users, on a state dir that has a user, its
@@ -488,7 +507,7 @@ def bench_get(a):
     rows = {}
     load_before = os.getloadavg()
     try:
-        runs = {name: finished_run(s) for name, s in servers}
+        runs = {name: (queued_run if a.get_queued else finished_run)(s) for name, s in servers}
         s0, rid = servers[0][1], runs["this build"]
         status, body, hdrs = s0.req("GET", f"/runs/{rid}", with_headers=True)
         tag = hdrs.get("ETag")
@@ -518,7 +537,8 @@ def bench_get(a):
     load = os.getloadavg()
     client = (f"wrk, {a.wrk_threads} thread(s)" if many == "wrk" else
               f"a Python asyncio client ({'wrk is not installed' if a.get_client == 'auto' else '--get-client python'})")
-    print(f"get: GET /runs/{{id}} of a finished run ({size} bytes of JSON: config, 2 checkpoints); one connection:"
+    what = "a queued run (behind a command run that sleeps)" if a.get_queued else "a finished run"
+    print(f"get: GET /runs/{{id}} of {what} ({size} bytes of JSON: config{'' if a.get_queued else ', 2 checkpoints'}); one connection:"
           f" {a.get_requests} GETs in a row (Python http.client); 64 connections: {client}, {a.get_seconds} s;"
           f" {a.get_rounds} rounds alternating;{' each server with a user, every GET with its token;' if a.get_users else ''}"
           f" {os.cpu_count()} cores; load average before"
@@ -571,6 +591,8 @@ def main():
                    help="get: what makes the 64 connections (auto: wrk when installed, else Python)")
     p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
     p.add_argument("--baseline-ddpd", help="get: another ddpd binary measured in the same rounds (same trainer)")
+    p.add_argument("--get-queued", action="store_true",
+                   help="get: measure a queued run's GET (its place, waiting_for and pending) instead of a finished run's")
     p.add_argument("--get-users", action="store_true",
                    help="get: each server has a user, and every GET sends its token")
     a = p.parse_args()

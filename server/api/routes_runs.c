@@ -7,6 +7,8 @@
  *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
  *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
  *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
+ *   GET    /runs/{id}/timeline          submitted, each pending reason, admitted, started, first step,
+ *                                        checkpoints, preempted, queued again, restarted, ended
  *   GET    /runs/{id}/ranks             per rank: device, pid, state, step, step time, last seen
  *   GET    /runs/{id}/checkpoints       the checkpoint files in its directory now (name, size, time)
  *   GET    /runs/{id}/logs?tail=N       the last N lines of the trainer's log (text/plain); rank=: a command
@@ -83,11 +85,15 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) 
         return false;
     }
     e->queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
-    e->queue_position = e->queued ? scheduler_queue_position(id) : 0;
+    uint32_t pending_hash = 0, copied_hash = 0;
+    e->queue_position = 0;
+    char *waiting = e->queued ? scheduler_queued_view(id, &e->queue_position, &pending_hash) : NULL;
     if (e->queued) json_object_set_new(run, "queue_position", json_integer(e->queue_position));
-    char *waiting = e->queued ? scheduler_waiting_for(id) : NULL;
     if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
-    e->waiting_hash = text_hash(waiting);
+    json_t *pending = e->queued ? scheduler_pending(id, &copied_hash) : NULL;
+    pending_hash = copied_hash; /* the one in the answer (it may have moved between the two) */
+    json_object_set_new(run, "pending", pending ? pending : json_null());
+    e->waiting_hash = text_hash(waiting) ^ pending_hash;
     free(waiting);
     const char *owner = json_string_value(json_object_get(run, "owner"));
     snprintf(e->owner, sizeof e->owner, "%s", owner ? owner : "");
@@ -307,8 +313,10 @@ static void run_etag(char out[96], int64_t id, const run_cache_entry *e, bool hi
 static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cache_entry *e) {
     if (!run_cache_get(id, version, want_body, e)) return false;
     if (!e->queued) return true;
-    char *waiting = scheduler_waiting_for(id);
-    bool current = scheduler_queue_position(id) == e->queue_position && text_hash(waiting) == e->waiting_hash;
+    int position = 0;
+    uint32_t pending_hash = 0;
+    char *waiting = scheduler_queued_view(id, &position, &pending_hash);
+    bool current = position == e->queue_position && (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);
     if (current) return true;
     free(e->body);
@@ -519,6 +527,18 @@ static void get_epochs(request *rq, response *rs) {
         return;
     }
     reply_json(rs, 200, json_pack("{s:I,s:o}", "run", (json_int_t)id, "epochs", a));
+}
+
+static void get_timeline(request *rq, response *rs) {
+    int64_t id;
+    run_brief b;
+    if (!param_existing_run(rq, rs, &id, &b)) return;
+    json_t *a = store_timeline_json(id);
+    if (!a) {
+        reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
+        return;
+    }
+    reply_json(rs, 200, json_pack("{s:I,s:s,s:o}", "run", (json_int_t)id, "status", run_status_name(b.status), "entries", a));
 }
 
 static void get_ranks(request *rq, response *rs) {
@@ -735,6 +755,7 @@ const route api_routes[] = {
     {.method = "POST", .pattern = "/runs/{id}/resume", .handler = resume_run},
     {.method = "GET", .pattern = "/runs/{id}/metrics", .handler = get_metrics},
     {.method = "GET", .pattern = "/runs/{id}/epochs", .handler = get_epochs},
+    {.method = "GET", .pattern = "/runs/{id}/timeline", .handler = get_timeline},
     {.method = "GET", .pattern = "/runs/{id}/ranks", .handler = get_ranks},
     {.method = "GET", .pattern = "/runs/{id}/checkpoints", .handler = get_checkpoints},
     {.method = "GET", .pattern = "/runs/{id}/logs", .handler = get_logs},

@@ -156,7 +156,8 @@ static const store_cache_hooks CACHE_FORGETS_DELETED = {on_run_deleted};
 static void on_points_capped(int64_t run_id, const char *reason) { scheduler_fail(run_id, reason); }
 
 static const ingest_hooks INGEST_ASKS = {.hello = scheduler_hello, .end = scheduler_end_event,
-                                         .progress = scheduler_progress, .attempt = scheduler_attempt,
+                                         .progress = scheduler_progress, .planned = scheduler_planned,
+                                         .attempt = scheduler_attempt,
                                          .journal_fed = scheduler_journal_fed, .checkpoint = disk_use_checkpoint,
                                          .points_capped = on_points_capped};
 

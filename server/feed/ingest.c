@@ -160,6 +160,8 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
     if (c->journal_fed || again) return EV_OK; /* a reconnection's hello is the one already stored */
     store_op op = {.kind = OP_HELLO, .run_id = run_id, .rank = (int)rank, .t = t};
     OP_KINDS[OP_HELLO].parse(ev, &op);
+    if (I.hooks.planned && op.kind == OP_HELLO && op.u.hello.total_steps != NO_INT && op.u.hello.total_steps > 0)
+        I.hooks.planned(run_id, op.u.hello.total_steps);
     if ((op.kind == OP_ATTEMPT_STARTED || op.kind == OP_ATTEMPT_ENDED) && !launchers_word_taken(c, &op)) return EV_OK;
     push(ops, &op);
     return EV_OK;

@@ -28,6 +28,8 @@ typedef struct {
     void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
+    /* a rank's hello said how many steps the run takes in all (may be NULL) */
+    void (*planned)(int64_t run_id, int64_t total_steps);
     /* the launcher's attempt started or ended, or one of its ranks' processes started or
      * ended (its op, before it is queued to the store, which the hook may reword; may be
      * NULL). peer_pid as end's: only the launcher's own word counts; false: not taken,

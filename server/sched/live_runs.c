@@ -39,6 +39,7 @@ live_run *live_run_new(const run_needs *n) {
     r->restart_count = r->attempt = n->restart_count;
     r->restarts_from = n->restarts_from;
     r->memory_asked = n->memory_bytes;
+    r->expected_len_ms = n->expected_ms > 0 ? n->expected_ms : -1;
     r->journal_points = -1;
     r->server_blame = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
     r->status = RUN_QUEUED; /* where every run starts; run_life.c moves it from here */
@@ -87,12 +88,27 @@ void live_run_drop(live_run *r) {
         }
     }
     free(r->owner);
+    json_decref(r->pending);
     free(r->cancel_reason);
     free(r->fail_reason);
     rank_failure_clear(&r->server_blame);
     forget_start(r);
     free(r);
     pthread_cond_broadcast(&sched.changed);
+}
+
+/* ---- its timeline ---- */
+
+void timeline_note_locked(const live_run *r, const char *kind, json_t *detail) {
+    if (!r) {
+        json_decref(detail);
+        return;
+    }
+    store_op op = {.kind = OP_TIMELINE, .run_id = r->id, .t = now_ms()};
+    op.u.timeline.kind = kind;
+    op.u.timeline.detail = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+    json_decref(detail);
+    store_submit_now(&op);
 }
 
 /* ---- what a start held ---- */
@@ -116,6 +132,7 @@ void back_to_queue_locked(live_run *r) {
     usage_fold_locked(r); /* its owner's share is charged for this start, now */
     release_started_locked(r);
     r->started_ms = 0;
+    r->eta_first_ms = r->eta_last_ms = 0; /* its next start's steps give its ETA anew */
     r->secret[0] = '\0';
     r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
     forget_start(r); /* an adopted run's journal too: its next launch is this server's child */

@@ -100,6 +100,13 @@ typedef struct live_run {
     run_part *parts;
     bool start_stored;    /* every part's start is done and the run's start is stored */
     bool parts_stopping;
+    /* the start estimate (scheduler.c): when it is expected to end once started */
+    int64_t expected_len_ms; /* run_needs.expected_ms; -1: not known */
+    int64_t total_steps;     /* its hello's (scheduler_planned); 0: not said */
+    int64_t eta_first_step, eta_first_ms, eta_last_step, eta_last_ms; /* this start's first and newest step (unix ms) */
+    json_t *pending;         /* queued: why it waits and when it may start, as GET /runs/{id} shows it; else NULL */
+    uint32_t pending_hash;   /* of its text */
+    const char *pending_reason; /* its reason's name as last noted in its timeline (NULL: none yet) */
     struct live_run *next;
 } live_run;
 
@@ -163,6 +170,13 @@ void rank_failure_clear(rank_failure *f);
 /* Whether pid is the launcher of one of the run's parts on this host (true when no
  * launcher of it is known here: any word counts, as before there were accounts). */
 bool from_launcher_locked(const live_run *r, long pid);
+
+/* ---- its timeline (GET /runs/{id}/timeline) ---- */
+
+/* An entry of the run's timeline, written through the store's one writer: `kind` a
+ * constant ("submitted", "pending", "admitted", ...), `detail` an object taken over
+ * (NULL: none), at now. */
+void timeline_note_locked(const live_run *r, const char *kind, json_t *detail);
 
 /* ---- fair share: each owner's decayed usage ---- */
 

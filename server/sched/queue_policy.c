@@ -199,6 +199,10 @@ typedef struct {
     int *held;           /* per owner: what its runs hold (and this pass gave them) */
     int64_t blocker[2];  /* per pool: the first run that waits and holds its pool (0: none) */
     int64_t blocker_queued_ms[2];
+    const policy_run *blocker_run[2];
+    int n_started;       /* the runs this pass starts, in order: they hold devices for the runs after them */
+    const policy_run **started;
+    bool *started_here;  /* ... and whether on this host */
 } pass;
 
 static void set_list(policy_decision *d, const victim *v, const bool *chosen, int n, const policy_snapshot *s) {
@@ -327,11 +331,109 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         if (!blocker) {
             p->blocker[q->pool] = q->id;
             p->blocker_queued_ms[q->pool] = q->queued_ms;
+            p->blocker_run[q->pool] = q;
         }
     }
     if (!took) return;
-    if (d->verb == POLICY_START) reserve(p, q, d);
+    if (d->verb == POLICY_START) {
+        reserve(p, q, d);
+        p->started_here[p->n_started] = !d->across;
+        p->started[p->n_started++] = q;
+    }
     if (q->owner >= 0 && q->owner < s->n_owners) p->held[q->owner] += q->world_size;
+}
+
+
+/* ---- why it waits, as a code, and for which runs ---- */
+
+const char *pending_reason_name(pending_reason r) {
+    static const char *const names[] = {
+        [PENDING_NONE] = "none", [PENDING_DEVICES] = "devices", [PENDING_USER_QUOTA] = "user_quota",
+        [PENDING_FAIR_SHARE] = "fair_share", [PENDING_PRIORITY] = "priority",
+        [PENDING_BACKFILL_RESERVED] = "backfill_reserved", [PENDING_RESTART_BACKOFF] = "restart_backoff",
+        [PENDING_PREEMPTED] = "preempted", [PENDING_SWEEP_PARALLEL] = "sweep_parallel", [PENDING_NODES] = "nodes",
+        [PENDING_SLURM] = "slurm"};
+    return r >= PENDING_NONE && r <= PENDING_SLURM ? names[r] : "unknown";
+}
+
+/* d->blocked_by gains `id` (once). */
+static void block_on(policy_decision *d, int64_t id, int cap) {
+    for (int i = 0; i < d->n_blocked; i++)
+        if (d->blocked_by[i] == id) return;
+    if (d->n_blocked < cap) d->blocked_by[d->n_blocked++] = id;
+}
+
+static int by_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The runs that hold what q waits for: the started runs of its pool (on this host,
+ * for a run of this host alone; else anywhere), and those this pass starts before it;
+ * with `owner_only`, those of q's owner in both pools (its quota). */
+static void block_on_holders(pass *p, const policy_run *q, policy_decision *d, bool owner_only, int cap) {
+    const policy_snapshot *s = p->s;
+    bool here = here_only(s, q);
+    for (int j = 0; j < s->n_running; j++) {
+        const policy_running *r = &s->running[j];
+        bool holds = false;
+        for (int h = 0; h < r->n_holds && !holds; h++) holds = r->holds[h].devices > 0 && (!here || r->holds[h].node == 0);
+        if (owner_only ? r->owner == q->owner && r->n_holds > 0 : r->pool == q->pool && holds) block_on(d, r->id, cap);
+    }
+    for (int k = 0; k < p->n_started; k++) {
+        const policy_run *r = p->started[k];
+        if (owner_only ? r->owner == q->owner : r->pool == q->pool && (!here || p->started_here[k]))
+            block_on(d, r->id, cap);
+    }
+    qsort(d->blocked_by, (size_t)d->n_blocked, sizeof *d->blocked_by, by_id);
+}
+
+/* Why q waits when nothing comes first of it: for devices here, for nodes, and so
+ * after a preemption. */
+static pending_reason base_reason(const policy_snapshot *s, const policy_run *q) {
+    if (q->preempted_by) return PENDING_PREEMPTED;
+    return here_only(s, q) ? PENDING_DEVICES : PENDING_NODES;
+}
+
+/* Why `first`, a run of q's pool that waits, comes before q: its priority, its
+ * owner's lesser usage; or only age (then q waits for devices as it does). */
+static pending_reason ahead_reason(const policy_snapshot *s, const policy_run *first, const policy_run *q) {
+    if (first->priority > q->priority) return PENDING_PRIORITY;
+    if (first->priority == q->priority && usage_of(s, first->owner) < usage_of(s, q->owner)) return PENDING_FAIR_SHARE;
+    return base_reason(s, q);
+}
+
+/* d's reason and blocked_by, for a run that does not start now; `blocker` is the
+ * first run of its pool that waited before it (NULL: none). */
+static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, policy_decision *d) {
+    const policy_snapshot *s = p->s;
+    int cap = s->n_running + p->n_started + d->n_preempt + 2;
+    d->blocked_by = xmalloc((size_t)cap * sizeof *d->blocked_by);
+    d->n_blocked = 0;
+    if (d->verb == POLICY_PREEMPT || d->wait == WAIT_PREEMPTED) {
+        d->reason = q->preempted_by ? PENDING_PREEMPTED : PENDING_DEVICES;
+        for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
+        for (int j = 0; !d->n_preempt && j < s->n_running; j++) /* what another's preemption leaves over */
+            if (s->running[j].stopping && s->running[j].pool == q->pool) block_on(d, s->running[j].id, cap);
+        return;
+    }
+    if (d->wait == WAIT_QUOTA) {
+        d->reason = PENDING_USER_QUOTA;
+        block_on_holders(p, q, d, true, cap);
+        return;
+    }
+    if (d->wait == WAIT_BEHIND) {
+        policy_decision probe = {0};
+        if (fit(s, q, p->free_now, &probe)) { /* it fits, but what is free is kept for the one ahead */
+            d->reason = PENDING_BACKFILL_RESERVED;
+            block_on(d, d->behind, cap);
+            return;
+        }
+    }
+    d->reason = blocker ? ahead_reason(s, blocker, q) : base_reason(s, q);
+    d->ahead = blocker ? blocker->id : 0;
+    if (blocker) block_on(d, blocker->id, cap);
+    block_on_holders(p, q, d, false, cap);
 }
 
 int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
@@ -339,6 +441,8 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
     free_of(s, p.free_now);
     p.claimed = xcalloc((size_t)(s->n_running + 1), sizeof *p.claimed);
     p.held = xcalloc((size_t)(s->n_owners + 1), sizeof *p.held);
+    p.started = xmalloc((size_t)(s->n_queued + 1) * sizeof *p.started);
+    p.started_here = xmalloc((size_t)(s->n_queued + 1) * sizeof *p.started_here);
     for (int j = 0; j < s->n_running; j++) {
         const policy_running *r = &s->running[j];
         if (r->owner < 0 || r->owner >= s->n_owners) continue;
@@ -355,9 +459,13 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
         d->run = q->id;
         d->order = k;
         d->pool_order = in_pool[q->pool]++;
+        const policy_run *blocker = p.blocker_run[q->pool];
         decide_one(&p, q, d);
+        if (d->verb != POLICY_START) set_reason(&p, q, blocker, d);
     }
     free(order);
+    free(p.started);
+    free(p.started_here);
     free(p.claimed);
     free(p.held);
     return s->n_queued;
@@ -367,6 +475,8 @@ void queue_policy_free(policy_decision *d, int n) {
     for (int i = 0; i < n; i++) {
         free(d[i].preempt);
         d[i].preempt = NULL;
+        free(d[i].blocked_by);
+        d[i].blocked_by = NULL;
     }
 }
 
@@ -465,6 +575,22 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
         return text;
     }
     return devices_text(s, q);
+}
+
+char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d) {
+    char *waiting = queue_policy_waiting_for(s, q, d);
+    if ((d->reason != PENDING_PRIORITY && d->reason != PENDING_FAIR_SHARE) || d->wait == WAIT_BEHIND || !d->ahead)
+        return waiting;
+    const policy_run *first = NULL;
+    for (int i = 0; i < s->n_queued && !first; i++)
+        if (s->queued[i].id == d->ahead) first = &s->queued[i];
+    if (!first) return waiting;
+    char *why = why_first(s, first, q);
+    char *text = xasprintf("behind run %lld, %s, which waits too; then %s", (long long)d->ahead, why,
+                           waiting ? waiting : "nothing");
+    free(why);
+    free(waiting);
+    return text;
 }
 
 bool queue_policy_can_place(const policy_snapshot *s, const policy_run *q, char *err, size_t errlen) {

@@ -71,6 +71,7 @@ typedef struct {
     int owner;         /* index into the snapshot's owners; -1: none (no quota, no usage) */
     int priority;      /* -100 to 100, higher first */
     int64_t queued_ms; /* when it entered the queue (submitted, resumed, preempted): the older first */
+    int64_t preempted_by; /* queued again after a preemption for this run (0: not; -1: by a run unknown) */
 } policy_run;
 
 typedef struct {
@@ -121,6 +122,26 @@ typedef enum {
     WAIT_PREEMPTED, /* for the runs `preempt`, being preempted, to stop: their devices are its */
 } policy_wait;
 
+/* Why a queued run is not running, as a code a program reads (GET /runs/{id}'s
+ * `pending.reason`; docs/using.md says each). The policy gives the first seven and
+ * `nodes`; the scheduler the rest (a batch system's own queue: `slurm`). */
+typedef enum {
+    PENDING_NONE,              /* it starts now */
+    PENDING_DEVICES,           /* not enough free devices of its kind on this host (or runs being preempted for it to stop) */
+    PENDING_USER_QUOTA,        /* its owner's max_devices: what the owner's runs hold, with it, would pass it */
+    PENDING_FAIR_SHARE,        /* a run of an owner with less decayed usage goes first and waits for the devices */
+    PENDING_PRIORITY,          /* a run of a higher priority goes first and waits for the devices */
+    PENDING_BACKFILL_RESERVED, /* it would fit, but the free devices are kept for a run ahead that waited its window */
+    PENDING_RESTART_BACKOFF,   /* reserved: the server queues a restart at once (a launcher's own backoff runs while the run runs) */
+    PENDING_PREEMPTED,         /* queued again after a preemption, and waiting for devices */
+    PENDING_SWEEP_PARALLEL,    /* reserved: a sweep makes no run beyond its `parallel` (the trial waits unmade) */
+    PENDING_NODES,             /* not enough nodes with free devices for a run across nodes */
+    PENDING_SLURM,             /* waiting in Slurm's own queue (Slurm's reason in detail) */
+} pending_reason;
+
+/* The code's name: "devices", "user_quota", ... */
+const char *pending_reason_name(pending_reason r);
+
 typedef struct {
     policy_verb verb;
     int64_t run;
@@ -135,6 +156,10 @@ typedef struct {
     policy_wait wait;             /* WAIT: for what */
     int64_t behind;               /* WAIT_BEHIND, and a backfilled START: the run of its pool that comes first */
     int quota_used;               /* WAIT_QUOTA: the devices its owner's runs hold */
+    pending_reason reason;        /* WAIT, PREEMPT: why it is not running yet, as a code */
+    int n_blocked;                /* WAIT, PREEMPT: the runs it waits behind or for (malloc'd), by id */
+    int64_t *blocked_by;
+    int64_t ahead;                /* WAIT: the first run of its pool that waits and comes before it (0: none) */
 } policy_decision;
 
 /* One decision per queued run, in the snapshot's order of s->queued, into
@@ -149,6 +174,11 @@ void queue_policy_free(policy_decision *d, int n);
  * "alice's quota: 2 of 2 devices in use", the run it waits behind and why that one
  * comes first, the runs being preempted for it. NULL for a run that does not wait. */
 char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
+
+/* GET /runs/{id}'s pending.detail (malloc'd): what it waits for, as
+ * queue_policy_waiting_for says it, after the run ahead of it and why that one comes
+ * first where that is its reason (priority, fair_share). */
+char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
 
 /* Could the run ever be placed: on this host, or on nodes of the snapshot by their
  * capacity? false with why in err, naming what there is. */

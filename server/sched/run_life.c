@@ -82,6 +82,8 @@ void finish_locked(live_run *r, run_status status, const char *reason, int64_t e
     op.u.finish.exit_code = exit_code;
     op.u.finish.exit_signal = exit_signal;
     store_submit_now(&op);
+    timeline_note_locked(r, "ended", json_pack("{s:s, s:o}", "status", run_status_name(status), "reason",
+                                               json_string_or_null(reason)));
     usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
     if (sched.c.run_ended) sched.c.run_ended(r->id); /* no hello opens a connection for it from now on */
@@ -163,6 +165,7 @@ void preempt_locked(live_run *r, int64_t by) {
     store_op op = {.kind = OP_RUN_PREEMPTING, .run_id = r->id, .t = now_ms()};
     op.u.preempting.by = by;
     store_submit_now(&op); /* before the signal: a server that dies now queues it again at start-up */
+    timeline_note_locked(r, "preempted", json_pack("{s:I}", "by", (json_int_t)by));
     log_info("run %lld preempted for run %lld: %s", (long long)r->id, (long long)by,
              r->command ? "its launcher is told to stop; it restarts once placed again"
                         : "its launcher is told to checkpoint at the current step and stop; it resumes from there "
@@ -214,6 +217,8 @@ static void requeue_locked(live_run *r) {
         continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
     }
     store_submit_now(&op);
+    timeline_note_locked(r, "queued_again", json_pack("{s:o, s:o}", "by", by > 0 ? json_integer(by) : json_null(),
+                                                      "from_global_step", json_int_or_null(op.u.requeue.from_global_step)));
     back_to_queue_locked(r);
     r->queued_ms = now;
     r->requeued_by = by ? by : -1;
@@ -247,6 +252,7 @@ static bool restart_locked(live_run *r, char **reason, const rank_failure *f) {
     op.u.restart.attempt = next;
     op.u.restart.reason = xstrdup(why);
     store_submit_now(&op);
+    timeline_note_locked(r, "restarted", json_pack("{s:i, s:s}", "attempt", next, "reason", why));
     log_info("run %lld: attempt %d ended (%s): queued again to start attempt %d (TORCHELASTIC_RESTART_COUNT=%d)",
              (long long)r->id, r->attempt, why, next, next);
     back_to_queue_locked(r);
@@ -426,6 +432,8 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     }
     bool ok = begin_start_locked(r, &json);
     if (ok) {
+        json_t *given = r->devices_json ? json_loads(r->devices_json, 0, NULL) : NULL;
+        timeline_note_locked(r, "admitted", json_pack("{s:o, s:i}", "devices", given ? given : json_array(), "nodes", k));
         if (across)
             log_info("run %lld starting on %d nodes (%d ranks each): %s; MASTER_ADDR %s", (long long)r->id, k,
                      per_node, names.data, master_addr);
@@ -495,6 +503,7 @@ void mark_running_locked(live_run *r) {
     if (!set_status_locked(r, RUN_RUNNING)) return;
     store_op op = {.kind = OP_RUN_RUNNING, .run_id = r->id, .t = now_ms()};
     store_submit_now(&op);
+    timeline_note_locked(r, "started", NULL);
     log_info("run %lld running", (long long)r->id);
 }
 

@@ -172,6 +172,7 @@ void scheduler_recover(void) {
         json_t *cfg = NULL;
         if (store_get_config(b->id, &cfg) < 0) log_error("run %lld: cannot read its config from the database", (long long)b->id);
         run_needs_distributed(cfg, &need);
+        need.expected_ms = store_median_length(need.owner, json_string_value(json_object_get(cfg, "name")));
         json_decref(cfg);
         run_process rp = {.pid_start_time = NO_INT};
         if (store_get_run_process(b->id, &rp) < 0)

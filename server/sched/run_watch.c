@@ -22,6 +22,16 @@ void rank_state_seen_locked(live_run *r, const store_op *op) {
 }
 
 void progress_seen_locked(live_run *r, int rank, int64_t global_step) {
+    if (r && rank == 0 && global_step != NO_INT && r->status != RUN_QUEUED) { /* its ETA (scheduler.c) */
+        int64_t t = now_ms();
+        if (!r->eta_first_ms) timeline_note_locked(r, "first_step", json_pack("{s:I}", "global_step", (json_int_t)global_step));
+        if (!r->eta_first_ms || global_step < r->eta_first_step) {
+            r->eta_first_step = global_step;
+            r->eta_first_ms = t;
+        }
+        r->eta_last_step = global_step;
+        r->eta_last_ms = t;
+    }
     if (!r || !r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
     r->last_progress_ms[rank] = mono_ms();
     if (global_step != NO_INT) r->last_step[rank] = global_step;

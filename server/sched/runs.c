@@ -261,6 +261,7 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
     ins.u.insert.sweep_id = sweep_id;
     ins.u.insert.trial = trial;
     ins.u.insert.memory_bytes = need.memory_bytes = run_memory_asked(config);
+    need.expected_ms = store_median_length(need.owner, ins.u.insert.name);
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];

@@ -25,7 +25,7 @@
  *                   what a start held given back, each owner's usage
  *
  * Beside them, called from any of them and calling none: the queue policy and its pure
- * rules (queue_policy.h, fair_share.h, placement.h, part_blame.h), the device pool,
+ * rules (queue_policy.h, queue_forecast.h, fair_share.h, placement.h, part_blame.h), the device pool,
  * whom a run runs as (run_as.h), what it may hold (run_limits.h). The rest of the
  * component (runs.c, run_resume.c, users.c, disk_use.c) and of the server enters
  * through the front door: what scheduler.h declares.

@@ -20,6 +20,7 @@
 #include "launcher_argv.h"
 #include "log_limit.h"
 #include "nodes.h"
+#include "queue_forecast.h"
 #include "queue_policy.h"
 #include "run_as.h"
 #include "secret.h"
@@ -136,7 +137,8 @@ static int owner_index(snapshot *sn, const char *owner, int64_t now) {
 
 static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
-                        .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms};
+                        .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
+                        .preempted_by = r->requeued_by};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -224,6 +226,8 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
     snapshot_free(sn);
 }
 
+static void pending_refresh_locked(void);
+
 /* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
  * start that fails instead (no secret, no port) finishes its run and gives its
  * devices back: the policy decides again. With a batch system, there is no queue
@@ -234,6 +238,7 @@ void schedule_locked(void) {
             next = r->next; /* a start that fails finishes (frees) r */
             if (r->status == RUN_QUEUED) start_batch_locked(r);
         }
+        pending_refresh_locked();
         return;
     }
     for (bool again = !sched.shutting_down; again;) {
@@ -255,6 +260,7 @@ void schedule_locked(void) {
         free(by_order);
         decisions_free(&sn, d);
     }
+    pending_refresh_locked();
 }
 
 void run_needs_distributed(const json_t *config, run_needs *n) {
@@ -267,7 +273,9 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 
 void scheduler_submit(const run_needs *n) {
     pthread_mutex_lock(&sched.mu);
-    live_run_add(n, RUN_QUEUED);
+    live_run *r = live_run_add(n, RUN_QUEUED);
+    timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
+                                                   pool_name(n->pool), "priority", n->priority));
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&sched.mu);
@@ -277,6 +285,7 @@ void scheduler_resume(const run_needs *n) {
     live_run *r = live_run_new(n);
     pthread_mutex_lock(&sched.mu);
     live_run_append(r); /* at the back of the queue: it is queued now */
+    timeline_note_locked(r, "resumed", NULL);
     log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     schedule_locked();
     pthread_mutex_unlock(&sched.mu);
@@ -384,6 +393,13 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
     pthread_mutex_unlock(&sched.mu);
 }
 
+void scheduler_planned(int64_t id, int64_t total_steps) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    if (r && total_steps > 0) r->total_steps = total_steps;
+    pthread_mutex_unlock(&sched.mu);
+}
+
 void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_lock(&sched.mu);
     progress_seen_locked(find_run(id), rank, global_step);
@@ -422,6 +438,11 @@ void scheduler_tick(void) {
         watch_hang_locked(r, now);
     }
     if (users_changed) schedule_locked();
+    static int64_t refreshed; /* ETAs move: the estimates follow, once a second at most */
+    if (now - refreshed >= 1000) {
+        refreshed = now;
+        pending_refresh_locked();
+    }
     pthread_mutex_unlock(&sched.mu);
     /* outside the lock: what they learn comes back through the hooks */
     for (int i = 0; i < 3; i++)
@@ -525,6 +546,139 @@ char *scheduler_waiting_for(int64_t id) {
     return text;
 }
 
+/* ---- why each queued run waits, and when it may start (queue_forecast.h) ---- */
+
+/* When a started run is expected to end (unix ms), -1 when nothing says: its ETA from
+ * its steps (total_steps from its hello, the rate of rank 0's steps since this start),
+ * else the median length of its owner's earlier runs of its name from its start. */
+static int64_t expected_end_locked(const live_run *r) {
+    if (r->total_steps > 0 && r->eta_last_ms > r->eta_first_ms && r->eta_last_step > r->eta_first_step) {
+        double per_ms = (double)(r->eta_last_step - r->eta_first_step) / (double)(r->eta_last_ms - r->eta_first_ms);
+        double left = (double)(r->total_steps - r->eta_last_step);
+        return r->eta_last_ms + (int64_t)(left > 0 ? left / per_ms : 0);
+    }
+    if (r->expected_len_ms >= 0 && r->started_ms) return r->started_ms + r->expected_len_ms;
+    return -1;
+}
+
+/* What an estimate rests on, for a person (malloc'd). */
+static char *estimate_basis(const forecast *f) {
+    if (f->start_ms >= 0)
+        return xstrdup("the queue policy walked forward from the expected ends of the runs ahead (their ETAs, else "
+                       "the median length of their owners' earlier runs of the same name)");
+    if (f->beyond)
+        return xasprintf("more than %d runs come before it: no estimate until fewer do", FORECAST_RUNS_MAX);
+    if (f->basis_run)
+        return xasprintf("run %lld has no expected end (no ETA from its steps, and no earlier run of its name by its "
+                         "owner that succeeded)", (long long)f->basis_run);
+    return xstrdup("no run ahead of it has an expected end that frees what it needs");
+}
+
+static json_t *pending_of(const policy_snapshot *s, const policy_decision *d, const forecast *f, char *detail) {
+    json_t *blocked = json_array();
+    for (int k = 0; k < d->n_blocked; k++) json_array_append_new(blocked, json_integer(d->blocked_by[k]));
+    json_t *start = json_null();
+    if (f->start_ms >= 0) { /* to the second: the answers' tags do not move with every step */
+        char at[32];
+        format_iso8601((f->start_ms < s->now_ms ? s->now_ms : f->start_ms) / 1000 * 1000, at);
+        start = json_string(at);
+    }
+    char *basis = estimate_basis(f);
+    json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:s}", "reason", pending_reason_name(d->reason), "detail",
+                          json_string_or_null(detail), "blocked_by", blocked, "estimated_start", start,
+                          "estimate_basis", basis);
+    free(basis);
+    return o;
+}
+
+/* A batch system's queue decides: Slurm's own reason. */
+static json_t *batch_pending_of(live_run *r) {
+    char *why = r->n_parts && r->parts[0].exec->waiting_for ? r->parts[0].exec->waiting_for(r->id) : NULL;
+    json_t *o = json_pack("{s:s, s:o, s:[], s:n, s:s}", "reason", pending_reason_name(PENDING_SLURM), "detail",
+                          json_string_or_null(why), "blocked_by", "estimated_start", "estimate_basis",
+                          "Slurm's own queue decides when it starts");
+    free(why);
+    return o;
+}
+
+static void set_pending(live_run *r, json_t *p) {
+    const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
+    if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
+        r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
+        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SLURM; k++)
+            if (strcmp(pending_reason_name(k), reason) == 0) r->pending_reason = pending_reason_name(k);
+        timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
+                                                     json_object_get(p, "blocked_by")));
+    }
+    if (!p) r->pending_reason = NULL;
+    json_decref(r->pending);
+    r->pending = p;
+    r->pending_hash = 0;
+    if (!p) return;
+    char *text = json_dumps(p, JSON_COMPACT);
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *t = text; t && *t; t++) h = (h ^ (uint8_t)*t) * 16777619u;
+    r->pending_hash = h;
+    free(text);
+}
+
+/* Every queued run's pending reason and start estimate made anew, from the queue
+ * policy's decisions now and its walk forward (queue_forecast.h). */
+static void pending_refresh_locked(void) {
+    if (sched.batch) {
+        for (live_run *r = sched.runs; r; r = r->next)
+            set_pending(r, r->status == RUN_QUEUED || batch_pending(r) ? batch_pending_of(r) : NULL);
+        return;
+    }
+    snapshot sn;
+    policy_decision *d = decide_locked(&sn);
+    int64_t *ends = xmalloc((size_t)(sn.s.n_running + 1) * sizeof *ends);
+    for (int j = 0; j < sn.s.n_running; j++) {
+        live_run *r = find_run(sn.running[j].id);
+        ends[j] = r ? expected_end_locked(r) : -1;
+    }
+    int64_t *lens = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *lens);
+    for (int i = 0; i < sn.s.n_queued; i++) lens[i] = sn.queued_runs[i]->expected_len_ms;
+    forecast *f = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *f);
+    queue_forecast(&sn.s, ends, lens, f);
+    for (live_run *r = sched.runs; r; r = r->next)
+        if (r->status != RUN_QUEUED) set_pending(r, NULL);
+    for (int i = 0; i < sn.s.n_queued; i++) {
+        live_run *r = sn.queued_runs[i];
+        char *detail = after_preemption(r, queue_policy_pending_detail(&sn.s, &sn.queued[i], &d[i]));
+        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&sn.s, &d[i], &f[i], detail));
+        free(detail);
+    }
+    free(ends);
+    free(lens);
+    free(f);
+    decisions_free(&sn, d);
+}
+
+json_t *scheduler_pending(int64_t id, uint32_t *hash) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    json_t *p = r && r->pending ? json_deep_copy(r->pending) : NULL;
+    *hash = p ? r->pending_hash : 0;
+    pthread_mutex_unlock(&sched.mu);
+    return p;
+}
+
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash) {
+    pthread_mutex_lock(&sched.mu);
+    snapshot sn;
+    policy_decision *d;
+    int i = decision_of_locked(id, &sn, &d);
+    *position = i >= 0 ? d[i].pool_order + 1 : 0;
+    char *text = i >= 0 ? after_preemption(sn.queued_runs[i], queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i])) : NULL;
+    decisions_free(&sn, d);
+    live_run *r = find_run(id);
+    if (!text && r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
+    *pending_hash = r && r->pending ? r->pending_hash : 0;
+    pthread_mutex_unlock(&sched.mu);
+    return text;
+}
+
 static const char *verb_word(const policy_decision *d) {
     return d->verb == POLICY_START ? "start" : d->verb == POLICY_PREEMPT ? "preempt" : "wait";
 }
@@ -554,6 +708,8 @@ json_t *scheduler_queue_json(void) {
                             "decision", verb_word(&d[i]), "waiting_for", json_string_or_null(waiting), "preempting",
                             preempting, "preempted_by", r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null()));
         free(waiting);
+        json_object_set_new(json_array_get(runs, json_array_size(runs) - 1), "pending",
+                            r->pending ? json_deep_copy(r->pending) : json_null());
     }
     json_t *owners = json_array();
     for (int i = 0; i < sn.s.n_owners; i++) {

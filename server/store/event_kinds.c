@@ -623,6 +623,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .kind = OP_SWEEP_WRITE, .sql = NO_SQL, .apply = op_sweep_write_apply, .free_fields = op_sweep_write_free,
     },
     [OP_RUN_DISK] = {.kind = OP_RUN_DISK, .sql = OP_RUN_DISK_SQL, .apply = op_run_disk_apply},
+    [OP_TIMELINE] = {.kind = OP_TIMELINE, .sql = OP_TIMELINE_SQL, .apply = op_timeline_apply,
+                     .free_fields = op_timeline_free},
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

@@ -39,6 +39,7 @@ typedef enum {
     OP_SWEEP_EVENT,   /* a sweep's searcher decided (server/sweep/): nothing stored but the feed's `sweep` event */
     OP_SWEEP_WRITE,   /* the sweeps' tables written (server/sweep/sweep_store.c: u.exec.sql): result the last rowid, or 1 */
     OP_RUN_DISK,      /* what a run's directory holds on disk, as last measured (u.disk): 1, else 0 */
+    OP_TIMELINE,      /* an entry of a run's timeline (u.timeline): 1, else 0 */
     OP_KIND_COUNT
 } store_op_kind;
 
@@ -101,6 +102,7 @@ typedef struct {
         struct { int64_t attempt; char *reason; } restart; /* the attempt it starts at next, and why */
         struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
         struct { int64_t bytes; } disk; /* op.t: when it was measured */
+        struct { const char *kind; char *detail; } timeline; /* kind: a constant; detail: JSON text or NULL */
     } u;
     store_wait *wait; /* set by store_submit_wait */
 } store_op;
@@ -116,7 +118,7 @@ typedef struct {
 #define SUMMARY_PROGRESS 1u /* a step: the run's progress columns */
 #define SUMMARY_SEEN 2u     /* the rank's last_seen */
 
-#define OP_MAX_SQL 8
+#define OP_MAX_SQL 9
 
 /* ---- a trainer event's fields ---- */
 

@@ -173,7 +173,7 @@ const char *const OP_RUN_DELETE_SQL[] = {
     "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
     "DELETE FROM epochs WHERE run_id = ?1",
     "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
-    "DELETE FROM events WHERE run_id = ?1",
+    "DELETE FROM events WHERE run_id = ?1", "DELETE FROM run_timeline WHERE run_id = ?1",
     NULL,
 };
 
@@ -489,6 +489,23 @@ int64_t op_sweep_write_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 }
 
 void op_sweep_write_free(store_op *op) { free(op->u.exec.sql); }
+
+/* ---- timeline: an entry of a run's timeline ---- */
+
+const char *const OP_TIMELINE_SQL[] = {
+    "INSERT INTO run_timeline (run_id, t, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+    NULL,
+};
+
+int64_t op_timeline_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->run_id);
+    sqlite3_bind_int64(st[0], 2, op->t);
+    bind_text_or_null(st[0], 3, op->u.timeline.kind);
+    bind_text_or_null(st[0], 4, op->u.timeline.detail);
+    return write_fault_step(db, st[0]);
+}
+
+void op_timeline_free(store_op *op) { free(op->u.timeline.detail); }
 
 /* ---- disk: what a run's directory holds on disk, as last measured ---- */
 

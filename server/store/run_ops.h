@@ -86,6 +86,9 @@ int64_t op_sweep_write_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 void op_sweep_write_free(store_op *op);
 
 extern const char *const OP_RUN_DISK_SQL[];
+extern const char *const OP_TIMELINE_SQL[];
+int64_t op_timeline_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
+void op_timeline_free(store_op *op);
 int64_t op_run_disk_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
 
 #endif

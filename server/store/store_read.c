@@ -37,7 +37,7 @@ enum {
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_LENGTHS, Q_TIMELINE, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -79,6 +79,11 @@ static const char *QSQL[Q_COUNT] = {
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
     [Q_USAGE] = "SELECT owner, device_seconds, as_of FROM usage",
+    [Q_TIMELINE] = "SELECT t, kind, detail, NULL, NULL FROM run_timeline WHERE run_id = ?1"
+                   " UNION ALL SELECT t, 'checkpoint', NULL, epoch, global_step FROM checkpoints WHERE run_id = ?1"
+                   " ORDER BY 1",
+    [Q_LENGTHS] = "SELECT finished_at - started_at FROM runs WHERE status = 'succeeded' AND owner IS ?1 AND name = ?2"
+                  " AND started_at IS NOT NULL AND finished_at >= started_at ORDER BY id DESC LIMIT 15",
     [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1)"
                  " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
     [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped') FROM runs"
@@ -340,6 +345,27 @@ int store_list_usage(char ***owners, double **values, int64_t **as_of) {
     return n;
 }
 
+static int by_value(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int64_t store_median_length(const char *owner, const char *name) {
+    sqlite3_stmt *st = name ? stmt(Q_LENGTHS) : NULL;
+    if (!st) return 0;
+    if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(st, 1);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    int64_t v[15];
+    int n = 0;
+    while (n < 15 && sqlite3_step(st) == SQLITE_ROW) v[n++] = sqlite3_column_int64(st, 0);
+    done(st);
+    if (!n) return 0;
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    int64_t median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return median > 0 ? median : 1;
+}
+
 int store_get_run_process(int64_t id, run_process *out) {
     sqlite3_stmt *st = stmt(Q_PROCESS);
     if (!st) return -1;
@@ -593,6 +619,31 @@ int store_attempt_span(int64_t id, int64_t attempt, int rank, int64_t *begin, in
     }
     done(st);
     return found;
+}
+
+json_t *store_timeline_json(int64_t id) {
+    sqlite3_stmt *st = stmt(Q_TIMELINE);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *a = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        char at[32];
+        format_iso8601(sqlite3_column_int64(st, 0), at);
+        const char *kind = (const char *)sqlite3_column_text(st, 1), *text = (const char *)sqlite3_column_text(st, 2);
+        json_t *detail = text ? json_loads(text, 0, NULL) : NULL;
+        if (!detail && sqlite3_column_type(st, 4) != SQLITE_NULL)
+            detail = json_pack("{s:o, s:I}", "epoch", col_json_int(st, 3), "global_step",
+                               (json_int_t)sqlite3_column_int64(st, 4));
+        json_array_append_new(a, json_pack("{s:s, s:s, s:o}", "t", at, "kind", kind ? kind : "", "detail",
+                                           detail ? detail : json_null()));
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
 }
 
 json_t *store_epochs_json(int64_t id) {

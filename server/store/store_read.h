@@ -82,6 +82,16 @@ int store_list_disk(run_disk **out);
  * particular). Returns how many (the three arrays malloc'd, the names too), or -1. */
 int store_list_usage(char ***owners, double **values, int64_t **as_of);
 
+/* The median length (finished - started, ms) of the newest 15 runs of `owner` (NULL:
+ * nobody in particular) named `name` that succeeded: how long its next such run is
+ * expected to take (the start estimate). 0: none, or the store could not say. */
+int64_t store_median_length(const char *owner, const char *name);
+
+/* GET /runs/{id}/timeline's entries, oldest first: {t, kind, detail} of what the
+ * scheduler noted (run_timeline) and its checkpoints (kind "checkpoint", detail
+ * {epoch, global_step}). NULL when the store could not be read. */
+json_t *store_timeline_json(int64_t id);
+
 /* Per rank of the run, the time (unix ms) of the newest event of it the store holds:
  * what a journal replay skips up to. Returns how many (*out malloc'd), or -1. */
 typedef struct {

@@ -1,5 +1,5 @@
 # Sweeps (POST /sweeps, ddpctl sweep) against a real ddpd running the real trainer on
-# Fashion-MNIST subsets, and ddp-run for a command-run sweep (tests/sweeps/).
+# Fashion-MNIST subsets, and ddp-run for a command-run sweep (tests/integration/sweeps/).
 if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
   ddpd_py_cases(sweep_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps.py SANITIZE
                 ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>

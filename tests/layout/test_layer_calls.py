@@ -88,7 +88,7 @@ SCHED_FRONT_DOOR = ("run_recovery", "scheduler")
 # The rest of the component that calls the state machine: through the front door only.
 SCHED_ENTRANCES = ("runs", "run_resume")
 # Beside the state machine: what it calls, which calls none of it (nor an entrance).
-SCHED_BESIDE = ("queue_policy", "fair_share", "placement", "part_blame", "device_pool", "run_as", "run_limits",
+SCHED_BESIDE = ("queue_policy", "queue_forecast", "fair_share", "placement", "part_blame", "device_pool", "run_as", "run_limits",
                 "run_reads", "users", "disk_use")
 
 

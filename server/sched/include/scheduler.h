@@ -103,6 +103,8 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
 /* A rank's progress (ingest's hook): the hang watch of command runs
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
+/* The steps a run will take in all (its trainer's hello: total_steps), for its ETA. */
+void scheduler_planned(int64_t id, int64_t total_steps);
 /* A launcher's attempt started or ended, or a rank's process did (ingest's hook, with
  * the op it queues): the run's attempt, its MASTER_PORT (a restart's may be another),
  * the hang watch counted anew, the rank an attempt across nodes failed on. Taken only
@@ -134,6 +136,16 @@ bool scheduler_can_place(const run_needs *n, char *err, size_t errlen);
 /* What a queued run waits for, for a person (malloc'd), or NULL when not queued: the
  * queue policy's words, or the batch system's (Slurm's pending reason). */
 char *scheduler_waiting_for(int64_t id);
+/* Why a queued run waits, as a code, and when it is expected to start: GET
+ * /runs/{id}'s `pending` {reason, detail, blocked_by, estimated_start, estimate_basis}
+ * (a new reference), with a hash of it into *hash; NULL when it is not queued. Made
+ * at the scheduler's decisions and ticks (never here: a GET only copies it). */
+json_t *scheduler_pending(int64_t id, uint32_t *hash);
+/* What a queued run's GET /runs/{id} says of the queue, under one lock and one
+ * decision: its queue_position into *position (scheduler_queue_position), the hash of
+ * its pending into *pending_hash (0: none), and its waiting_for (returned, malloc'd, or
+ * NULL: scheduler_waiting_for). Whether a cached answer still holds. */
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
  * and quota. */

@@ -74,6 +74,8 @@ typedef struct {
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
     int64_t memory_bytes;  /* resources.memory_gb as submitted, in bytes (the store's, never config.json's); 0: the
                             * server's default (run_limits.h) */
+    int64_t expected_ms;   /* how long it is expected to run: the median of its owner's earlier runs of its name
+                            * that succeeded (store_median_length); 0: not known. For the start estimate */
 } run_needs;
 
 #endif

@@ -31,7 +31,7 @@ except ImportError:  # counted as a failure below
 TOKEN = "openapi-test-token-0123456789abcdef"
 # Statuses a route documents that this test cannot bring about on purpose: a stream
 # refused while the server shuts down (503), a database that cannot be read (500 is
-# "default" anyway), a database that cannot be written (503: tests/server/
+# "default" anyway), a database that cannot be written (503: tests/integration/server/
 # test_server_full_disk.py fills a real disk and validates those against this document).
 # A Slurm job's part's report taken (200) needs a Slurm cluster: tests/integration/slurm/test_slurm.py
 # validates that answer against this document.
@@ -354,6 +354,9 @@ def run(a):
         req("GET", "/runs/{id}/metrics", f"/runs/{rid}/metrics?max_points=2")
         r = req("GET", "/runs/{id}/epochs", f"/runs/{rid}/epochs")
         check(r.status == 200 and len(r.json()["epochs"]) == 2, f"two epochs: {r.body[:300]!r}")
+        r = req("GET", "/runs/{id}/timeline", f"/runs/{rid}/timeline")
+        check(r.status == 200 and [e["kind"] for e in r.json()["entries"]][:1] == ["submitted"],
+              f"GET /runs/{{id}}/timeline starts with its submission: {r.body[:300]!r}")
         r = req("GET", "/runs/{id}/ranks", f"/runs/{rid}/ranks")
         check(r.status == 200 and {x["rank"] for x in r.json()["ranks"]} >= {0, 1}, f"ranks 0 and 1: {r.body[:300]!r}")
         r = req("GET", "/runs/{id}/logs", f"/runs/{rid}/logs?tail=5")
@@ -376,7 +379,7 @@ def run(a):
         check(r.status == 403 and b"SQLite" not in r.body, f"a log that is a link: 403, not followed: {r.status} {r.body[:200]!r}")
         os.unlink(log)
         os.rename(log + ".own", log)
-        for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/ranks",
+        for path in ("/runs/999999", "/runs/999999/metrics", "/runs/999999/epochs", "/runs/999999/timeline", "/runs/999999/ranks",
                      "/runs/999999/logs", "/runs/999999/checkpoints", "/runs/abc"):
             tpl = "/runs/{id}" + path[len("/runs/999999"):] if path.startswith("/runs/999999") else "/runs/{id}"
             req("GET", tpl, path)
@@ -390,6 +393,15 @@ def run(a):
         long_id = r.json()["id"] if r.status == 201 else None
         if long_id and s.wait_status(long_id, "running", timeout=120):
             req("DELETE", "/runs/{id}", f"/runs/{long_id}", "delete a live run", headers=auth)
+            # a run that waits behind it: its pending reason and estimate, in both answers
+            r = req("POST", "/runs", "/runs", "a run that waits", headers=auth,
+                    body=fmnist_config(**{"name": "waits", "distributed.world_size": 1}))
+            waits = r.json()["id"] if r.status == 201 else 999999
+            r = req("GET", "/runs/{id}", f"/runs/{waits}", "a queued run")
+            check(r.status == 200 and (r.json().get("pending") or {}).get("reason") == "devices",
+                  f"a queued run's pending: {r.body[-400:]!r}")
+            req("GET", "/queue", "/queue", "a queued run's pending")
+            req("POST", "/runs/{id}/cancel", f"/runs/{waits}/cancel", "cancel the waiting run", headers=auth)
             rendezvous(s, req, long_id, auth)
             parts_refused(s, req, long_id)
             req("POST", "/runs/{id}/resume", f"/runs/{long_id}/resume", "resume a live run", headers=auth)

@@ -34,7 +34,7 @@ def case_routes(a):
 
         for path in ("/nope", "/runs/1/nope", "/runs/1/cancel/x", "/healthz/x"):
             is_problem(s.get(path), 404)
-        r = s.get("/")  # the dashboard (tests/web/ tests it)
+        r = s.get("/")  # the dashboard (tests/integration/web/ tests it)
         check(r.status == 200 and (r.header("Content-Type") or "").startswith("text/html"), f"GET / is the dashboard: {r.status}")
         r = s.get("/runs/abc")
         is_problem(r, 404)

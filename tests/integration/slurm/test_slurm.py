@@ -343,8 +343,8 @@ def blocker(e):
 
 
 def case_waiting(args):
-    """A run Slurm cannot start yet is queued, showing Slurm's reason; it starts once
-    the nodes are free."""
+    """A run Slurm cannot start yet is queued, showing Slurm's reason (waiting_for, and
+    pending.reason slurm with it in detail); it starts once the nodes are free."""
     with Env(args) as e:
         with e.server() as s:
             held = blocker(e)
@@ -358,6 +358,11 @@ def case_waiting(args):
             check(run.get("waiting_for") == f"Slurm job {job} is PENDING: Resources (the nodes it asks for are busy)",
                   f"waiting_for says what Slurm says: {run.get('waiting_for')!r}")
             check(e.cluster.job(job).get("Reason") == "Resources", f"as Slurm does: {e.cluster.job(job).get('Reason')}")
+            # its pending reason: slurm, with Slurm's words in its detail (made at the scheduler's tick)
+            pending = wait_until(lambda: (lambda p: p if p and p.get("detail") == run.get("waiting_for") else None)(
+                s.run(rid).get("pending")), "pending slurm", 30) or s.run(rid).get("pending")
+            check(pending and pending["reason"] == "slurm" and pending["blocked_by"] == [] and
+                  pending["estimated_start"] is None, f"pending: reason slurm, Slurm's words: {pending}")
             e.cluster.cmd("scancel", held)
             run = wait_final(s, rid)
             check(run.get("status") == "succeeded", f"it ran once the nodes were free: {run.get('status')} {run.get('reason')}")

@@ -9,6 +9,7 @@
 // text); a failed run's reason; the nodes page (this host and an agent node that goes lost); a command run (the user's torch script, 2 ranks): its
 // command, a chart per series it reported, each rank's own log, and a log and a chart
 // that follow a live run without gaps or repeats; the connection lost and found again;
+// a queued run's reason and estimate (the queue on the nodes page, the run page) and its timeline strip;
 // a server with users: the sign-in before any page, live updates with the token, each
 // run's owner, "mine", a replaced token bringing the sign-in back, and signing out.
 // Screenshots at 1280 and 390 px go to $DDPD_TEST_ARTIFACTS (tests/integration/web/README.md).
@@ -72,6 +73,49 @@ it('the runs list says plainly that there are no runs', async () => {
   await shots(page, 'runs-empty');
   assert.deepEqual(page.errors, []);
   await page.close();
+});
+
+it('a queued run says why it waits and when it may start (the queue on the nodes page, the run page); its timeline strip shows its phases', async () => {
+  const s = new Server([]);
+  await s.start();
+  try {
+    const hold = await s.api('POST', '/runs', fmnist({ name: 'holds', train: { epochs: 200 } }));
+    assert.equal(hold.status, 201);
+    const holder = hold.json.id;
+    await until(async () => (await s.api('GET', `/runs/${holder}`)).json.status === 'running', 'the holder running', 60000, 200);
+    const w = await s.api('POST', '/runs', fmnist({ name: 'waits', distributed: { world_size: 1 } }));
+    const waiting = w.json.id;
+    const page = await suite.browser.newPage();
+    await page.setViewportSize({ width: 1280, height: 900 });
+    page.errors = [];
+    page.on('pageerror', (e) => page.errors.push(e.message));
+    await page.goto(`${s.url}/#/nodes`);
+    await page.waitForSelector(`#queue-table:not([hidden]) tr[data-run="${waiting}"]`);
+    const row = await page.textContent(`tr[data-run="${waiting}"]`);
+    assert.match(row, new RegExp(`#${waiting}.*devices.*1 CPU slots on this host \\(0 free of 2\\).*runs ${holder}.*(no estimate|in \\d+ s)`),
+      `the queue row: reason, what it waits for, behind which run, its estimate (none until the holder has an ETA): ${row}`);
+    await shots(page, 'queue');
+    await page.goto(`${s.url}/#/runs/${waiting}`);
+    await page.waitForSelector('#timeline-strip .phase-queued');
+    assert.match(await page.textContent('#run-progress-text'), /Queued: position 1 · devices: 1 CPU slots on this host/);
+    // once the holder's steps give its ETA, the queued run has an estimate (the page reads it again every 2 s)
+    await page.waitForFunction(() => /expected to start .* \(in \d+ s\)/.test(document.getElementById('run-progress-text').textContent),
+      null, { timeout: 60000 });
+    const kinds = await page.$$eval('#timeline-entries li', (lis) => lis.map((li) => li.dataset.kind));
+    assert.deepEqual(kinds, ['submitted', 'pending'], `submitted, then its reason: ${kinds}`);
+    // the holder ends: the queued run is admitted and starts, and the strip grows its phases
+    assert.equal((await s.api('POST', `/runs/${holder}/cancel`)).status, 202);
+    await page.waitForSelector('#timeline-strip .phase-running', { timeout: 60000 });
+    const phases = await page.$$eval('#timeline-strip .phase', (els) => els.map((e) => e.dataset.phase));
+    assert.deepEqual(phases, ['queued', 'starting', 'running'], `its phases in order: ${phases}`);
+    await shots(page, 'run-timeline');
+    await s.api('POST', `/runs/${waiting}/cancel`);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
 });
 
 it('the nodes page lists this host and an agent node, and shows the node lost once it stops heartbeating', async () => {

@@ -406,6 +406,98 @@ static void test_can_place(void) {
     CHECK(!queue_policy_can_place(&s, &too_many, err, sizeof err), "without this host, 2 nodes are not 3: %s", err);
 }
 
+/* "devices 1,3": a decision's reason and the runs it waits behind or for. */
+static char *reason_text(const policy_decision *d) {
+    static char text[8][160];
+    static int next;
+    char *t = text[next++ % 8];
+    int n = snprintf(t, 160, "%s", d->verb == POLICY_START ? "start" : pending_reason_name(d->reason));
+    for (int i = 0; i < d->n_blocked; i++) n += snprintf(t + n, (size_t)(160 - n), "%s%lld", i ? "," : " ", (long long)d->blocked_by[i]);
+    return t;
+}
+
+static void expect_reasons(const char *what, const policy_snapshot *s, const char *const *want) {
+    policy_decision d[16];
+    int n = queue_policy_decide(s, d);
+    for (int i = 0; i < n; i++)
+        CHECK(strcmp(reason_text(&d[i]), want[i]) == 0, "%s: run %lld: %s, wanted %s", what, (long long)d[i].run,
+              reason_text(&d[i]), want[i]);
+    queue_policy_free(d, n);
+}
+
+/* Each pending reason the policy gives, with the runs each waits behind or for. */
+static void test_reasons(void) {
+    policy_node one[] = {host(0, 1, 0, 0)};
+    policy_hold slot[] = {{.node = 0, .devices = 1}};
+    policy_owner owners[] = {{.name = "alice", .max_devices = 1, .usage = 3600},
+                             {.name = "bob", .max_devices = -1, .usage = 10}};
+    policy_running busy[] = {running_run(1, 1, 0, false, 0, slot, 1)};
+    /* one slot, busy: the first waits for devices (behind run 1), the second behind it too */
+    policy_run two[] = {owned(2, 1, -1, 0, 100), owned(3, 1, -1, 0, 200)};
+    policy_snapshot s = {.nodes = one, .n_nodes = 1, .queued = two, .n_queued = 2, .running = busy, .n_running = 1,
+                         .owners = owners, .n_owners = 2, .backfill_window_ms = 600000, .now_ms = 300};
+    expect_reasons("one slot busy", &s, (const char *const[]){"devices 1", "devices 1,2"});
+    /* a higher priority ahead */
+    two[1].priority = 5;
+    expect_reasons("priority 5 ahead", &s, (const char *const[]){"priority 1,3", "devices 1"});
+    two[1].priority = 0;
+    /* unequal usage: bob's run goes before alice's */
+    policy_run fair[] = {owned(4, 1, 0, 0, 100), owned(5, 1, 1, 0, 200)};
+    s.queued = fair;
+    owners[0].max_devices = -1;
+    expect_reasons("bob's usage is less", &s, (const char *const[]){"fair_share 1,5", "devices 1"});
+    policy_decision fd[2];
+    queue_policy_decide(&s, fd);
+    check_text("fair_share's detail names the run ahead and why", queue_policy_pending_detail(&s, &fair[0], &fd[0]),
+               "behind run 5, bob's decayed usage is less (10 device-seconds against 3600), which waits too; then 1 "
+               "CPU slots on this host (0 free of 1)");
+    check_text("the first one's detail is its waiting_for", queue_policy_pending_detail(&s, &fair[1], &fd[1]),
+               "1 CPU slots on this host (0 free of 1)");
+    queue_policy_free(fd, 2);
+    /* alice at her quota: the run she holds blocks hers, nobody else's */
+    owners[0].max_devices = 1;
+    busy[0].owner = 0;
+    expect_reasons("alice at quota", &s, (const char *const[]){"user_quota 1", "devices 1"});
+    busy[0].owner = 1;
+    owners[0].max_devices = -1;
+    /* a backfill hold: two slots, one free, a 2-rank run that waited its window ahead of a 1-rank one */
+    policy_node two_slots[] = {host(1, 2, 0, 0)};
+    policy_run hold[] = {owned(6, 2, -1, 0, 0), owned(7, 1, -1, 0, 200)};
+    s.nodes = two_slots;
+    s.queued = hold;
+    s.now_ms = 600000;
+    expect_reasons("the free slot is kept for run 6", &s, (const char *const[]){"devices 1", "backfill_reserved 6"});
+    s.now_ms = 300;
+    expect_reasons("within the window the small one starts", &s, (const char *const[]){"devices 1", "start"});
+    /* preempted: run 8 queued again after run 1 took its slot */
+    policy_run again[] = {owned(8, 1, 1, 0, 100)};
+    again[0].preempted_by = 1;
+    s.nodes = one;
+    s.queued = again;
+    s.n_queued = 1;
+    expect_reasons("queued again after a preemption", &s, (const char *const[]){"preempted 1"});
+    /* the preemptor waiting for its victim to stop */
+    policy_running victim[] = {running_run(9, 1, 0, true, 0, slot, 1)};
+    policy_run urgent[] = {owned(10, 1, 1, 50, 100)};
+    s.running = victim;
+    s.queued = urgent;
+    expect_reasons("it preempts run 9 and waits for it", &s, (const char *const[]){"devices 9"});
+    victim[0].stopping = true;
+    expect_reasons("run 9 is stopping for it", &s, (const char *const[]){"devices 9"});
+    /* across nodes: nodes */
+    policy_node nodes[] = {host(0, 2, 0, 0), agent(4, "node-b", 0, 2)};
+    policy_hold on_b[] = {{.node = 4, .devices = 2}};
+    policy_running across[] = {running_run(11, 1, 0, false, 0, on_b, 1)};
+    policy_run big[] = {owned(12, 4, -1, 0, 100)};
+    s = (policy_snapshot){.nodes = nodes, .n_nodes = 2, .here_across = true, .queued = big, .n_queued = 1,
+                          .running = across, .n_running = 1, .owners = owners, .n_owners = 2};
+    expect_reasons("4 ranks across 2 nodes, node-b busy", &s, (const char *const[]){"nodes 11"});
+    CHECK(strcmp(pending_reason_name(PENDING_SLURM), "slurm") == 0 &&
+              strcmp(pending_reason_name(PENDING_RESTART_BACKOFF), "restart_backoff") == 0 &&
+              strcmp(pending_reason_name(PENDING_SWEEP_PARALLEL), "sweep_parallel") == 0,
+          "the reasons the scheduler gives have their names");
+}
+
 int main(void) {
     test_this_host();
     test_across_nodes();
@@ -416,5 +508,6 @@ int main(void) {
     test_preemption_across_nodes();
     test_waiting_for();
     test_can_place();
+    test_reasons();
     return test_done("test_queue_policy");
 }

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Why a queued run waits, as a code, and when it is expected to start: a real ddpd on a
+loopback port, real users (`ddpd user`), real runs (the scripted stand-in trainer; real
+command runs for the estimates). Each case makes one real situation and reads
+`pending` {reason, detail, blocked_by, estimated_start, estimate_basis} from GET
+/runs/{id} and GET /queue.
+
+  devices            one slot busy: the next run waits for devices, behind the busy run,
+                     with no estimate (the busy run, silent, has no expected end, named); another
+                     user reads the same; a started run's pending is null
+  user_quota         alice at her quota: her next run waits for it, blocked by her run;
+                     bob's run starts
+  fair_share         alice has used the box: her second run waits behind bob's first
+  priority           a run of a higher priority ahead: the older, lower one says so
+  backfill_reserved  a 2-slot run waited past the backfill window: a 1-slot run that
+                     would fit waits, the free slot kept for it
+  preempted          a preemptible run preempted for a higher priority: queued again,
+                     it says preempted, blocked by the preemptor
+  timeline           GET /runs/{id}/timeline of a preempted run: submitted, pending,
+                     admitted (its devices), started, preempted by the run, queued
+                     again, pending preempted, admitted again, ended; a run's first
+                     step; a restart and why; a real trainer's checkpoints; another user reads it as it
+                     reads the run, nobody without a token; 404 for no run
+  history_is_own     bob's runs of a name teach nothing of alice's runs of that name:
+                     behind her first run (no history of hers), her second has no
+                     estimate, naming her first; behind bob's, hers has one
+  estimates          a replayed scenario: 8 command runs of known lengths (their names'
+                     earlier runs give their lengths) submitted in order on 2 slots; each
+                     estimate at submission within 20% of the wait or 5 s of the actual
+                     start; prints the table
+
+Usage: test_server_pending.py CASE --ddpd PATH --fake-trainer PATH --runner PATH [--trainer PATH]"""
+import os, shutil, signal, sys, tempfile, time
+from datetime import datetime, timezone
+
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, add_user, bearer  # noqa: E402
+
+REASONS = {"devices", "user_quota", "fair_share", "priority", "backfill_reserved", "restart_backoff", "preempted",
+           "sweep_parallel", "nodes", "slurm"}
+
+
+class Box:
+    """A state directory of its own, with users made before the server starts."""
+
+    def __init__(self, a):
+        self.a = a
+        self.dir = tempfile.mkdtemp(prefix="ddpd-pending-")
+        self.reader = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+    def add(self, name, *opts):
+        token = add_user(self.a.ddpd, self.dir, name, *opts)
+        self.reader = self.reader or token
+        return token
+
+    def server(self, **kw):
+        s = Server(self.a.ddpd, self.a.fake_trainer, state_dir=self.dir, **kw)
+        if self.reader:
+            s.read_headers = bearer(self.reader)
+        return s
+
+
+def submit_as(s, token, cfg):
+    r = s.post("/runs", cfg, headers=bearer(token))
+    check(r.status == 201, f"POST /runs -> 201: {r.status} {r.body[:300]!r}")
+    return r.json()["id"] if r.status == 201 else None
+
+
+def pending_of(s, rid, token=None):
+    r = s.get(f"/runs/{rid}", headers=bearer(token) if token else None)
+    return r.json().get("pending") if r.status == 200 else None
+
+
+def wait_reason(s, rid, reason, blocked, what, timeout=30):
+    """Waits until run rid's pending says `reason`, blocked by `blocked` (a list of ids);
+    returns the pending (or the last seen, failing the check)."""
+    seen = {}
+
+    def now():
+        p = pending_of(s, rid)
+        seen["p"] = p
+        return p if p and p["reason"] == reason and p["blocked_by"] == blocked else None
+    got = wait_until(now, f"{what}: run {rid} pending {reason} blocked by {blocked}", timeout=timeout)
+    check(got is not None, f"{what}: run {rid} says {reason}, blocked by {blocked}: {seen.get('p')}")
+    if got:
+        check(set(got) == {"reason", "detail", "blocked_by", "estimated_start", "estimate_basis"} and
+              got["reason"] in REASONS and isinstance(got["detail"], str) and got["detail"],
+              f"{what}: every member, a documented reason, a detail: {got}")
+        queued = [q for q in s.get("/queue").json()["runs"] if q["id"] == rid]
+        check(queued and queued[0].get("pending", {}).get("reason") == reason,
+              f"{what}: GET /queue says the same: {queued and queued[0].get('pending')}")
+    return got
+
+
+def cancel_all(s, pairs):
+    for rid, token in pairs:
+        s.post(f"/runs/{rid}/cancel", headers=bearer(token))
+    for rid, _ in pairs:
+        s.wait_status(rid, ("canceled", "succeeded", "failed"), timeout=30)
+
+
+def case_devices(a):
+    with Box(a) as box:
+        alice, bob = box.add("alice"), box.add("bob")
+        with box.server(slots=1) as s:
+            # "hold": it says hello and nothing more: no step gives it an ETA, no earlier run of its name a length
+            busy = submit_as(s, alice, {"name": "hold"})
+            s.wait_status(busy, "running", timeout=30)
+            check(pending_of(s, busy) is None and "pending" in s.run(busy), f"a started run's pending is null")
+            nxt = submit_as(s, alice, {"name": "sleep"})
+            p = wait_reason(s, nxt, "devices", [busy], "one slot busy")
+            if p:
+                check(p["estimated_start"] is None and f"run {busy} has no expected end" in p["estimate_basis"],
+                      f"no estimate: the busy run has no expected end, and it is named: {p}")
+                check(p["detail"] == s.run(nxt)["waiting_for"] and "1 CPU slots on this host (0 free of 1)" in p["detail"],
+                      f"detail is the waiting_for sentence: {p['detail']!r}")
+            # another user reads the run as the run is visible to it: the same pending
+            check(pending_of(s, nxt, bob) == pending_of(s, nxt, alice), "bob reads the same pending as alice")
+            r = s.get(f"/runs/{nxt}", anonymous=True)
+            check(r.status == 401, f"without a token, nothing: {r.status}")
+            cancel_all(s, [(busy, alice)])
+            s.wait_status(nxt, "running", timeout=30)
+            check(pending_of(s, nxt) is None, "once started, its pending is null")
+            cancel_all(s, [(nxt, alice)])
+
+
+def case_user_quota(a):
+    with Box(a) as box:
+        alice, bob = box.add("alice", "--max-devices", "1"), box.add("bob")
+        with box.server(slots=2) as s:
+            first = submit_as(s, alice, {"name": "sleep"})
+            s.wait_status(first, "running", timeout=30)
+            second = submit_as(s, alice, {"name": "sleep"})
+            theirs = submit_as(s, bob, {"name": "sleep"})
+            s.wait_status(theirs, "running", timeout=30)
+            wait_reason(s, second, "user_quota", [first], "alice at her quota")
+            cancel_all(s, [(first, alice), (second, alice), (theirs, bob)])
+
+
+def case_fair_share(a):
+    with Box(a) as box:
+        alice, bob = box.add("alice"), box.add("bob")
+        with box.server(slots=1) as s:
+            used = submit_as(s, alice, {"name": "sleep"})
+            s.wait_status(used, "running", timeout=30)
+            time.sleep(2)  # alice uses the box a while
+            second = submit_as(s, alice, {"name": "sleep"})
+            bobs = submit_as(s, bob, {"name": "sleep"})
+            wait_reason(s, bobs, "devices", [used], "bob's run first")
+            p = wait_reason(s, second, "fair_share", sorted([used, bobs]), "alice's second behind bob's")
+            check(p and "decayed usage is less" in p["detail"], f"the detail says why: {p and p['detail']!r}")
+            cancel_all(s, [(used, alice), (bobs, bob), (second, alice)])
+
+
+def case_priority(a):
+    with Box(a) as box:
+        alice = box.add("alice", "--max-priority", "3")
+        with box.server(slots=1) as s:
+            busy = submit_as(s, alice, {"name": "sleep"})
+            s.wait_status(busy, "running", timeout=30)
+            low = submit_as(s, alice, {"name": "sleep"})
+            high = submit_as(s, alice, {"name": "sleep", "priority": 3})
+            wait_reason(s, high, "devices", [busy], "the higher one waits for the slot")
+            wait_reason(s, low, "priority", sorted([busy, high]), "the lower one behind the higher")
+            cancel_all(s, [(busy, alice), (high, alice), (low, alice)])
+
+
+def case_backfill_reserved(a):
+    with Box(a) as box:
+        alice = box.add("alice")
+        with box.server(slots=2, extra_args=["--backfill-window", "2"]) as s:
+            one = submit_as(s, alice, {"name": "sleep"})
+            s.wait_status(one, "running", timeout=30)
+            big = submit_as(s, alice, {"name": "sleep", "distributed": {"world_size": 2}})
+            wait_reason(s, big, "devices", [one], "the 2-slot run waits")
+            time.sleep(2.5)  # it has waited longer than the window
+            late = submit_as(s, alice, {"name": "sleep"})
+            wait_reason(s, late, "backfill_reserved", [big], "the free slot is kept for the big run")
+            cancel_all(s, [(one, alice), (big, alice), (late, alice)])
+
+
+def case_preempted(a):
+    with Box(a) as box:
+        alice, root = box.add("alice"), box.add("root", "--admin")
+        with box.server(slots=1) as s:
+            victim = submit_as(s, alice, {"name": "sleep", "preemptible": True})
+            s.wait_status(victim, "running", timeout=30)
+            urgent = submit_as(s, root, {"name": "sleep", "priority": 10})
+            run = s.wait_status(victim, "queued", timeout=60)
+            check(run and run.get("preempted_by") == urgent, f"queued again, preempted by {urgent}: {run}")
+            s.wait_status(urgent, "running", timeout=30)
+            p = wait_reason(s, victim, "preempted", [urgent], "the preempted run")
+            check(p and p["detail"].startswith(f"preempted by run {urgent} and queued again"), f"detail: {p}")
+            cancel_all(s, [(urgent, root), (victim, alice)])
+
+
+def kinds(s, rid, token=None):
+    r = s.get(f"/runs/{rid}/timeline", headers=bearer(token) if token else None)
+    return r.json()["entries"] if r.status == 200 else None
+
+
+def case_timeline(a):
+    with Box(a) as box:
+        alice, bob, root = box.add("alice"), box.add("bob"), box.add("root", "--admin")
+        with box.server(slots=1) as s:
+            victim = submit_as(s, alice, {"name": "sleep", "preemptible": True})
+            s.wait_status(victim, "running", timeout=30)
+            urgent = submit_as(s, root, {"name": "sleep", "priority": 10})
+            s.wait_status(urgent, "running", timeout=30)
+            wait_reason(s, victim, "preempted", [urgent], "the preempted run")
+            cancel_all(s, [(urgent, root)])
+            s.wait_status(victim, "running", timeout=30)
+            cancel_all(s, [(victim, alice)])
+            entries = kinds(s, victim)
+            got = [e["kind"] for e in entries or [] if e["kind"] != "first_step"]  # its heartbeats' time is its own
+            want = ["submitted", "admitted", "started", "preempted", "queued_again", "pending", "admitted", "started",
+                    "ended"]
+            check(got == want, f"the preempted run's timeline: {got}, wanted {want}")
+            by = {e["kind"]: e["detail"] for e in entries or []}
+            check(by.get("preempted", {}).get("by") == urgent and by.get("queued_again", {}).get("by") == urgent,
+                  f"preempted and queued again by run {urgent}: {by.get('preempted')} {by.get('queued_again')}")
+            check(by.get("pending", {}).get("reason") == "preempted" and by["pending"].get("blocked_by") == [urgent],
+                  f"its pending reason, as it changed: {by.get('pending')}")
+            check(by.get("admitted", {}).get("devices") == ["cpu:0"], f"admitted with its devices: {by.get('admitted')}")
+            check(by.get("ended", {}).get("status") == "canceled", f"ended: {by.get('ended')}")
+            ts = [e["t"] for e in entries or []]
+            check(ts == sorted(ts), f"oldest first: {ts}")
+            # the run that waited behind: submitted, pending devices, admitted, ...
+            waited = [e["kind"] for e in kinds(s, urgent) or []]
+            check(waited[:3] == ["submitted", "pending", "admitted"] and waited[-1] == "ended",
+                  f"the urgent run: it waited for the victim to stop: {waited}")
+            # who may read it: as the run
+            check(kinds(s, victim, bob) == entries, "bob reads alice's run's timeline as he reads her run")
+            r = s.get(f"/runs/{victim}/timeline", anonymous=True)
+            check(r.status == 401, f"without a token: 401, got {r.status}")
+            r = s.get("/runs/999999/timeline")
+            check(r.status == 404, f"no such run: 404, got {r.status}")
+            # a first step
+            quick = submit_as(s, alice, {"name": "steps-5"})
+            s.wait_status(quick, "succeeded", timeout=60)
+            steps = [e for e in kinds(s, quick) or [] if e["kind"] == "first_step"]
+            check(len(steps) == 1 and steps[0]["detail"]["global_step"] >= 1, f"its first step: {steps}")
+            # a restart: its launcher killed, the server starts its next attempt, saying why
+            again = submit_as(s, alice, {"name": "sleep", "distributed": {"max_restarts": 1}})
+            run = s.wait_status(again, "running", timeout=30)
+            os.kill(run["pid"], signal.SIGKILL)
+            got = wait_until(lambda: [e for e in kinds(s, again) or [] if e["kind"] == "restarted"], "a restarted entry", 30)
+            check(got and got[0]["detail"]["attempt"] == 1 and got[0]["detail"]["reason"],
+                  f"restarted: its next attempt and why: {got}")
+            s.wait_status(again, "running", timeout=30)
+            cancel_all(s, [(again, alice)])
+    if a.trainer:  # a real trainer's checkpoints
+        with Server(a.ddpd, a.trainer, slots=2) as s:
+            from ddpd_harness import fmnist_config
+            rid = s.submit(fmnist_config(**{"checkpoint.every_epochs": 1}))
+            done = s.wait_status(rid, ("succeeded", "failed"), timeout=300)
+            check(done and done["status"] == "succeeded", f"the real run: {done and done['status']}")
+            ck = [e["detail"]["epoch"] for e in kinds(s, rid) or [] if e["kind"] == "checkpoint"]
+            check(ck == [0, 1], f"its checkpoints, one an epoch: {ck}")
+
+
+# ---- the estimate, on a replayed scenario ----
+
+def iso_s(t):
+    return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ" if "." in t else "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=timezone.utc).timestamp()
+
+
+LENGTHS = {"short": 2, "long": 4}
+ORDER = ["long", "short", "short", "long", "short", "long", "short", "short"]
+
+
+def case_estimates(a):
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-work-"))
+    try:
+        extra = ["--allow-commands", "--work-root", root, "--runner", a.runner]
+        with Server(a.ddpd, None, slots=2, extra_args=extra) as s:
+            def cfg(name):
+                return {"name": name, "command": ["/bin/sleep", str(LENGTHS[name])], "working_dir": "."}
+            # the history: one run of each name, the lengths the estimates take
+            first = [s.submit(cfg(n)) for n in ("short", "long")]
+            for rid in first:
+                done = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=60)
+                check(done and done["status"] == "succeeded", f"history run {rid}: {done and done['status']}")
+            rows = []
+            for name in ORDER:
+                rid = s.submit(cfg(name))
+                run = s.run(rid)  # at submission: the scheduler made it as it decided (null: it started it)
+                p = run.get("pending")
+                est = iso_s(p["estimated_start"]) if p and p["estimated_start"] else None
+                rows.append({"id": rid, "name": name, "submitted": iso_s(run["created_at"]), "estimate": est,
+                             "pending": p, "started_at_once": p is None})
+            for r in rows:
+                done = s.wait_status(r["id"], ("succeeded", "failed", "canceled"), timeout=120)
+                check(done and done["status"] == "succeeded", f"run {r['id']} succeeds: {done and done['status']}")
+                r["actual"] = iso_s(done["started_at"]) if done and done.get("started_at") else None
+            t0 = rows[0]["submitted"]
+            print("run  name   submitted  estimate-at-submission  actual-start  error  allowed")
+            for r in rows:
+                est = r["estimate"]
+                if est is None and r["started_at_once"]:
+                    est = r["actual"]  # it started at its submission: nothing to estimate
+                wait = (r["actual"] or 0) - r["submitted"]
+                allowed = max(5.0, 0.2 * wait)
+                err = abs(est - r["actual"]) if est is not None and r["actual"] is not None else None
+                print(f"{r['id']:<4} {r['name']:<6} {r['submitted'] - t0:>8.1f}s  "
+                      f"{'at once' if r['started_at_once'] else ('%.1fs' % (est - t0) if est else 'none'):>22}  "
+                      f"{(r['actual'] or 0) - t0:>11.1f}s  {'-' if err is None else '%.1fs' % err:>5}  {allowed:.1f}s")
+                check(err is not None and err <= allowed,
+                      f"run {r['id']} ({r['name']}): estimate {est} within {allowed:.1f} s of its start {r['actual']}: "
+                      f"{r['pending']}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def case_history_is_own(a):
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-work-"))
+    try:
+        with Box(a) as box:
+            alice, bob = box.add("alice"), box.add("bob")
+            extra = ["--allow-commands", "--work-root", root, "--runner", a.runner]
+            with box.server(slots=1, extra_args=extra) as s:
+                def cfg(seconds):
+                    return {"name": "train", "command": ["/bin/sleep", str(seconds)], "working_dir": "."}
+                taught = submit_as(s, bob, cfg(1))  # bob's history of "train"
+                done = s.wait_status(taught, ("succeeded", "failed"), timeout=60)
+                check(done and done["status"] == "succeeded", f"bob's first run: {done and done['status']}")
+                his = submit_as(s, bob, cfg(20))
+                s.wait_status(his, "running", timeout=30)
+                first = submit_as(s, alice, cfg(1))
+                second = submit_as(s, alice, cfg(1))
+                p1, p2 = pending_of(s, first), pending_of(s, second)
+                check(p1 and p1["estimated_start"] is not None,
+                      f"behind bob's run (his history gives its end), alice's first has an estimate: {p1}")
+                check(p2 and p2["estimated_start"] is None and f"run {first} has no expected end" in p2["estimate_basis"],
+                      f"bob's runs of the name teach nothing of alice's: her second waits on her first, "
+                      f"which has no expected end: {p2}")
+                cancel_all(s, [(his, bob), (first, alice), (second, alice)])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+CASES = cases_in(globals())
+
+if __name__ == "__main__":
+    main(CASES, args_for(CASES, required=("--runner",)))
