@@ -89,6 +89,9 @@ ddpd_py_cases(server_bounds_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_bounds
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 420)
+# The audit log: an entry for each action and decision, there after a SIGKILL; who reads which.
+ddpd_py_cases(server_audit_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_audit.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 180)
 # Who may read what: reads need a token once there are users (--open-reads opens them),
 # a command run's env values and arguments are its owner's, a run reads only its
 # submitter's runs.

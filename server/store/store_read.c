@@ -37,7 +37,7 @@ enum {
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_AUDIT, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -81,6 +81,10 @@ static const char *QSQL[Q_COUNT] = {
     [Q_USAGE] = "SELECT owner, device_seconds, as_of FROM usage",
     [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1)"
                  " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
+    /* ?4: whom a user's read is limited to (what it did, and what is about it or its runs); NULL: an admin */
+    [Q_AUDIT] = "SELECT id, t, actor, action, target, run_id, subject, detail FROM audit"
+                " WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR target = ?2) AND (?3 IS NULL OR t >= ?3)"
+                " AND (?4 IS NULL OR actor = ?4 OR subject = ?4) AND id > ?5 ORDER BY id LIMIT ?6",
     [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped') FROM runs"
                " ORDER BY id",
     /* ?3: the rank's member, '$."N"': the attempt's offset, the next attempt's that has one, the newest attempt */
@@ -654,4 +658,42 @@ int store_count_by_status(int64_t counts[RUN_STATUS_COUNT]) {
     }
     done(st);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+json_t *store_audit_json(const char *actor, const char *target, int64_t since_ms, int64_t after_id,
+                         const char *viewer, int limit, int64_t *next_after) {
+    sqlite3_stmt *st = stmt(Q_AUDIT);
+    if (!st) return NULL;
+    if (actor) sqlite3_bind_text(st, 1, actor, -1, SQLITE_TRANSIENT);
+    if (target) sqlite3_bind_text(st, 2, target, -1, SQLITE_TRANSIENT);
+    if (since_ms != NO_INT) sqlite3_bind_int64(st, 3, since_ms);
+    if (viewer) sqlite3_bind_text(st, 4, viewer, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, after_id);
+    sqlite3_bind_int(st, 6, limit + 1); /* one more: whether there is a next page */
+    json_t *a = json_array();
+    int rc, n = 0;
+    *next_after = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n++ == limit) {
+            *next_after = json_integer_value(json_object_get(json_array_get(a, json_array_size(a) - 1), "id"));
+            break;
+        }
+        const char *detail = (const char *)sqlite3_column_text(st, 7);
+        json_t *d = detail ? json_loads(detail, 0, NULL) : NULL;
+        json_t *e = json_pack("{s:I,s:o,s:s,s:s,s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "t",
+                              json_time(sqlite3_column_int64(st, 1)), "actor", (const char *)sqlite3_column_text(st, 2),
+                              "action", (const char *)sqlite3_column_text(st, 3), "target",
+                              (const char *)sqlite3_column_text(st, 4));
+        json_object_set_new(e, "run", sqlite3_column_type(st, 5) == SQLITE_NULL ? json_null()
+                                                                                : json_integer(sqlite3_column_int64(st, 5)));
+        json_object_set_new(e, "subject", json_string_or_null((const char *)sqlite3_column_text(st, 6)));
+        json_object_set_new(e, "detail", d ? d : json_object());
+        json_array_append_new(a, e);
+    }
+    done(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:o,s:o}", "entries", a, "next_after", *next_after ? json_integer(*next_after) : json_null());
 }
