@@ -13,10 +13,11 @@ real `ddpd user` command, the stand-in trainer.
   who_reads_what    an admin reads every entry; a user those it made and those about
                     itself and its runs: bob asking for alice's entries gets none, nor
                     her runs'; without a token, 401; filters (actor, target, since) and
-                    pages; a bad `since` is a 400 naming it
+                    pages; a bad `since` is a 400 naming it; `ddpctl audit` prints
+                    the table
 
 Usage: test_server_audit.py CASE --ddpd PATH --fake-trainer PATH"""
-import os, shutil, signal, sys, tempfile, time
+import os, shutil, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, user, add_user, bearer  # noqa: E402
@@ -183,6 +184,21 @@ def case_who_reads_what(a):
             nxt = s.get(f"/audit?limit=2&after={page['next_after']}", headers=bearer(root)).json()
             check(len(page["entries"]) == 2 and page["next_after"] == page["entries"][-1]["id"] and
                   nxt["entries"][0]["id"] > page["next_after"], f"pages: {page} then {nxt}")
+            # ddpctl audit: the same, as a table
+            ddpctl = os.path.join(os.path.dirname(a.ddpd), "ddpctl")
+            url = f"http://127.0.0.1:{s.port}"
+            p = subprocess.run([ddpctl, "--server", url, "--token", alice, "audit", "--actor", "root"],
+                               capture_output=True, text=True, timeout=30)
+            print(p.stdout)
+            check(p.returncode == 0 and p.stdout.split("\n")[0].split() == ["TIME", "ACTOR", "ACTION", "TARGET", "DETAIL"]
+                  and f"root" in p.stdout and f"run/{mine}" in p.stdout and "run.delete" in p.stdout,
+                  f"ddpctl audit --actor root, as alice: {p.returncode} {p.stdout!r} {p.stderr!r}")
+            p = subprocess.run([ddpctl, "--server", url, "--token", bob, "audit", "--actor", "alice"],
+                               capture_output=True, text=True, timeout=30)
+            check(p.returncode == 0 and p.stdout.strip() == "no entries", f"bob's ddpctl audit --actor alice: {p.stdout!r}")
+            p = subprocess.run([ddpctl, "--server", url, "--token", bob, "audit", "--since", "later"],
+                               capture_output=True, text=True, timeout=30)
+            check(p.returncode == 4 and "since" in p.stderr, f"a bad --since: refused, naming it: {p.returncode} {p.stderr!r}")
             r = s.get("/audit?since=yesterday", headers=bearer(root))
             check(r.status == 400 and "since" in r.json().get("detail", ""), f"a bad since: 400 naming it: {r.body[:200]!r}")
 
