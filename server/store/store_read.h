@@ -134,6 +134,13 @@ json_t *store_ranks_json(int64_t id);
 json_t *store_audit_json(const char *actor, const char *target, int64_t since_ms, int64_t after_id,
                          const char *viewer, int limit, int64_t *next_after);
 
+/* GET /usage (usage_ledger.h): device seconds by phase between two UTC days ("YYYY-MM-DD",
+ * both included; NULL: no bound), by "user", "run" or "day" (each day's users): {by,
+ * groups: [{user, [run, lost_steps | day], phases: {startup, productive, checkpoint,
+ * lost, idle, unknown, queue}, held_device_s, goodput}], box: {the same for all}}.
+ * NULL on a database error. */
+json_t *store_usage_json(const char *from_day, const char *to_day, const char *by);
+
 /* Closes this thread's connection now (also done at thread exit). */
 void store_read_release(void);
 
