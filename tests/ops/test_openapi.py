@@ -598,6 +598,8 @@ def run(a):
               f"GET /audit: her cancel: {r.body[:300]!r}")
         req("GET", "/audit", "/audit?actor=bob&since=2026-01-01&limit=2", "the audit log, filtered", headers=as_bob)
         req("GET", "/audit", "/audit?since=soon", "a bad since", headers=as_alice)
+        for q in ("", "?by=run", "?by=day&from=2026-01-01&to=2099-01-01", "?by=week"):
+            req("GET", "/usage", "/usage" + q, f"usage {q}", headers=as_alice)
 
         # ---- sweeps: alice's, which bob may not cancel ----
         sweep = {"name": "oa", "base": fmnist_config(**{"train.epochs": 200, "name": "oa"}), "parallel": 1,
