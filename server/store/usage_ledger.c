@@ -41,7 +41,7 @@ typedef struct {
     int n_marks;
     day_delta *days;
     int n_days;
-    bool dirty, done;
+    bool dirty, done; /* done: neither held nor queued, dropped from memory once written */
 } ledger_run;
 
 enum { Q_LOAD, Q_RUN, Q_SAVE, Q_DAY, Q_N };
@@ -141,6 +141,7 @@ static ledger_run *find(int64_t id) {
             add_mark(r, json_integer_value(json_array_get(m, 0)), json_integer_value(json_array_get(m, 1)));
         json_decref(marks);
         sqlite3_reset(st);
+        r->done = !r->hold_t && !r->queued_t; /* neither held nor queued: not kept in memory past this transaction */
     } else {
         sqlite3_reset(st);
         st = L.st[Q_RUN];
@@ -238,6 +239,7 @@ static void hold_ends(ledger_run *r, int64_t t) {
 static void queued(ledger_run *r, int64_t t) {
     hold_ends(r, t);
     r->queued_t = t;
+    r->done = false;
     r->dirty = true;
 }
 
@@ -257,6 +259,7 @@ void usage_ledger_note(const store_op *op, int64_t result) {
         if (result != 1 || !(r = find(op->run_id))) return;
         if (r->queued_t) account(r, USAGE_QUEUE, op->t - r->queued_t, op->t);
         r->queued_t = 0;
+        r->done = false;
         r->hold_t = r->at_t = op->t;
         r->phase = AT_STARTUP;
         r->steps_in_hold = 0;

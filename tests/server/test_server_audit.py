@@ -82,6 +82,13 @@ def case_each_action(a):
             os.kill(run["pid"], signal.SIGKILL)  # its launcher dies: the server restarts it
             wait_until(lambda: s.run(victim)["status"] == "running" and s.run(victim)["pid"] != run["pid"],
                        "the victim restarted", timeout=30)
+            # a quota changed while the server runs: `ddpd user`'s entry, then the server's as it sees it
+            code, _, _ = user(a.ddpd, box.dir, "set", "alice", "--max-devices", "1")
+            check(code == 0, "ddpd user set alice --max-devices 1, the server running")
+            seen = wait_until(lambda: find(entries(s, root), "user.seen", "user/alice", "(server)"),
+                              "the server's entry of the change it sees", timeout=30)
+            check(seen and seen[0]["detail"] == {"max_devices": {"from": 2, "to": 1}} and seen[0]["subject"] == "alice",
+                  f"the server saw alice's quota go from 2 to 1: {seen}")
             urgent = submit_as(s, bob, {"name": "sleep", "priority": 5})
             s.wait_status(urgent, "running", timeout=30)
             check(s.run(victim)["status"] == "queued", "the victim was preempted and waits")
@@ -112,7 +119,7 @@ def case_each_action(a):
             cli = [e for e in log if e["actor"].startswith("(ddpd user: ")]
             want_users = [("user.add", "user/alice"), ("user.add", "user/bob"), ("user.add", "user/root"),
                           ("user.set", "user/alice"), ("user.token", "user/bob"), ("user.add", "user/carol"),
-                          ("user.remove", "user/carol")]
+                          ("user.remove", "user/carol"), ("user.set", "user/alice")]
             check([(e["action"], e["target"]) for e in cli] == want_users,
                   f"`ddpd user`'s changes, in order, the refused one not among them: {[(e['action'], e['target']) for e in cli]}")
             setting = find(log, "user.set", "user/alice")
