@@ -277,13 +277,14 @@ void usage_ledger_note(const store_op *op, int64_t result) {
         if (op->rank != 0 || !(r = find(op->run_id)) || !r->hold_t || op->t < r->at_t) return;
         int64_t gs = op->u.step.global_step;
         if (gs == NO_INT) return;
-        if (gs <= r->last_gs) { /* done again: it went back to the point before this step */
-            if (r->phase == AT_STEPS && r->steps_in_hold) r->phase = AT_STARTUP; /* its ranks restarted meanwhile */
-            account_until(r, op->t);
-            roll_back(r, gs - 1, op->t);
-        } else {
-            account_until(r, op->t);
+        bool again = gs <= r->last_gs; /* done again: it went back to the point before this step */
+        if (again && r->phase == AT_STEPS) r->phase = AT_STARTUP; /* its ranks restarted meanwhile */
+        if (r->phase == AT_STARTUP) { /* a first step: what came before it was start-up (not unknown) */
+            account(r, USAGE_STARTUP, op->t - r->at_t, op->t);
+            r->at_t = op->t;
         }
+        account_until(r, op->t);
+        if (again) roll_back(r, gs - 1, op->t);
         r->phase = AT_STEPS;
         r->last_gs = gs;
         r->steps_in_hold++;

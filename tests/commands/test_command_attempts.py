@@ -448,6 +448,7 @@ def case_usage_lost_and_unknown(a):
         for x in (g, q):
             total = sum(x["phases"][p] for p in ("startup", "productive", "checkpoint", "lost", "idle", "unknown"))
             check(abs(total - x["held_device_s"]) <= 0.01 * x["held_device_s"], f"the phases add up: {x}")
+        check(g["phases"]["unknown"] == 0, f"a run that reports steps has no unknown time: {g['phases']}")
         check(g["lost_steps"] == 5 and g["phases"]["lost"] > 0,
               f"steps 5..9 thrown away by the restart from the checkpoint at 4: {g['lost_steps']} {g['phases']}")
         check(g["phases"]["checkpoint"] >= 0.1 * 0.9 * 2, f"its checkpoint's 0.1 s (two devices): {g['phases']}")
