@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "attempts_view.h"
+#include "audit_cmd.h"
 #include "client_http.h"
 #include "ddpd_build_config.h"
 #include "follow.h"
@@ -19,6 +20,7 @@
 #include "roff.h"
 #include "secret_file.h"
 #include "sweep_cmd.h"
+#include "usage_cmd.h"
 
 static const char USAGE[] =
     "usage: ddpctl [--server URL] [--token TOKEN | --token-file PATH] COMMAND ...\n"
@@ -55,6 +57,17 @@ static const char USAGE[] =
     "  metrics ID [--key K] [--csv] [--max-points N]\n"
     "                               a series (loss, lr or samples_per_s; loss by default)\n"
     "  follow ID                    what submit --follow does, for a run submitted before\n"
+    "  audit [--actor WHO] [--target T] [--since TIME] [--limit N] [--json]\n"
+    "                               the audit log, oldest first: who submitted, cancelled, resumed,\n"
+    "                               deleted, preempted or restarted what, and the users' changes; T:\n"
+    "                               run/ID, sweep/ID or user/NAME; TIME: 2026-12-07, ISO 8601 in UTC,\n"
+    "                               or unix seconds; a user sees what it did and what was done to it\n"
+    "                               and its runs, an admin everything\n"
+    "  usage [--by user|run|day] [--from TIME] [--to TIME] [--json]\n"
+    "                               where the device time went: each user's (run's, day's) device\n"
+    "                               time held and its phases (startup, productive, checkpoint, lost,\n"
+    "                               idle, unknown), the time queued, goodput (productive / held);\n"
+    "                               TIME as for audit: the UTC days from and to, both included\n"
     "  man                          this manual in roff (installed as man ddpctl)\n"
     "  sweep submit FILE | list | show ID | cancel ID  [--json]\n"
     "                               sweeps (docs/sweeps.md): submit one (FILE: base config,\n"
@@ -91,6 +104,8 @@ typedef struct {
     bool follow, csv, json;
     const char *key, *status, *limit, *tail, *max_points, *rank, *attempt;
     const char *nproc, *name, *workdir, *max_restarts, *priority, *hang_timeout; /* run */
+    const char *actor, *target, *since; /* audit */
+    const char *by, *from, *to;         /* usage */
     bool preemptible;
     bool one_node; /* torchrun's --nproc-per-node: every rank on one node */
     const char *env[64];
@@ -454,6 +469,22 @@ static int cmd_show(const args *a) {
 
 static int cmd_sweep(const args *a) { return sweep_command(a->positional, a->n_positional, a->json); }
 
+/* ---- usage ---- */
+
+static int cmd_usage(const args *a) {
+    if (a->n_positional) return usage_error("usage takes no argument (got \"%s\")", a->positional[0]);
+    if (a->by && strcmp(a->by, "user") && strcmp(a->by, "run") && strcmp(a->by, "day"))
+        return usage_error("--by is user, run or day (got \"%s\")", a->by);
+    return usage_command(a->by, a->from, a->to, a->json);
+}
+
+/* ---- audit ---- */
+
+static int cmd_audit(const args *a) {
+    if (a->n_positional) return usage_error("audit takes no argument (got \"%s\")", a->positional[0]);
+    return audit_command(a->actor, a->target, a->since, a->limit, a->json);
+}
+
 /* ---- queue ---- */
 
 static int cmd_queue(const args *a) {
@@ -786,6 +817,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--hang-timeout")) value = &a.hang_timeout;
         else if (!strcmp(s, "--preemptible")) { a.preemptible = true; continue; }
         else if (!strcmp(s, "--name")) value = &a.name;
+        else if (!strcmp(s, "--actor")) value = &a.actor;
+        else if (!strcmp(s, "--target")) value = &a.target;
+        else if (!strcmp(s, "--since")) value = &a.since;
+        else if (!strcmp(s, "--by")) value = &a.by;
+        else if (!strcmp(s, "--from")) value = &a.from;
+        else if (!strcmp(s, "--to")) value = &a.to;
         else if (!strcmp(s, "--workdir")) value = &a.workdir;
         else if (!strcmp(s, "--env")) {
             if (!inline_value && i + 1 >= argc) return usage_error("%s needs a value", s);
@@ -842,11 +879,12 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m r a n N w e R p P H it takes */
+        const char *flags; /* which of f c j k s l t m r a n N w e R p P H A T S B F U it takes */
     } commands[] = {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"}, {"sweep", cmd_sweep, "j"},
+        {"audit", cmd_audit, "jlATS"}, {"usage", cmd_usage, "jBFU"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(command, commands[i].name) != 0) continue;
@@ -859,7 +897,9 @@ int main(int argc, char **argv) {
             {a.nproc != NULL, 'n', "-n/--nproc"}, {a.name != NULL, 'N', "--name"}, {a.workdir != NULL, 'w', "--workdir"},
             {a.n_env > 0, 'e', "--env"}, {a.max_restarts != NULL, 'R', "--max-restarts"},
             {a.priority != NULL, 'p', "--priority"}, {a.preemptible, 'P', "--preemptible"},
-            {a.hang_timeout != NULL, 'H', "--hang-timeout"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
+            {a.hang_timeout != NULL, 'H', "--hang-timeout"}, {a.actor != NULL, 'A', "--actor"},
+            {a.target != NULL, 'T', "--target"}, {a.since != NULL, 'S', "--since"}, {a.by != NULL, 'B', "--by"},
+            {a.from != NULL, 'F', "--from"}, {a.to != NULL, 'U', "--to"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
         };
         for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
             if (given[g].set && !strchr(f, given[g].flag)) {

@@ -38,6 +38,36 @@ void metrics_render(buf_t *b) {
         log_warn("metrics: the store could not be read for ddpd_runs");
     }
 
+    /* where the device time went (usage_ledger.h), per user and phase; goodput per user and for the box */
+    json_t *usage = store_usage_json(NULL, NULL, "user");
+    if (usage) {
+        prom_family(b, "ddpd_device_seconds_total", "counter",
+                    "Device seconds held by each user's runs, by phase (GET /usage; queue: wall seconds queued).");
+        json_t *g, *v;
+        size_t i;
+        const char *phase;
+        json_array_foreach(json_object_get(usage, "groups"), i, g) {
+            const char *who = json_string_value(json_object_get(g, "user"));
+            json_object_foreach(json_object_get(g, "phases"), phase, v)
+                prom_sample_d(b, "ddpd_device_seconds_total", (const char *[]){"user", who ? who : "", "phase", phase, NULL},
+                              json_real_value(v));
+        }
+        prom_family(b, "ddpd_goodput_ratio", "gauge",
+                    "Productive device seconds over those held, per user (user \"\": nobody in particular) and for the box (no user label).");
+        json_array_foreach(json_object_get(usage, "groups"), i, g) {
+            const char *who = json_string_value(json_object_get(g, "user"));
+            if (json_is_real(json_object_get(g, "goodput")))
+                prom_sample_d(b, "ddpd_goodput_ratio", (const char *[]){"user", who ? who : "", NULL},
+                              json_real_value(json_object_get(g, "goodput")));
+        }
+        json_t *box = json_object_get(usage, "box");
+        if (json_is_real(json_object_get(box, "goodput")))
+            prom_sample_d(b, "ddpd_goodput_ratio", NULL, json_real_value(json_object_get(box, "goodput")));
+        json_decref(usage);
+    } else {
+        log_warn("metrics: the store could not be read for ddpd_device_seconds_total");
+    }
+
     scheduler_snapshot s;
     scheduler_take_snapshot(&s);
     prom_family(b, "ddpd_queue_length", "gauge", "Runs queued, waiting for devices.");

@@ -17,5 +17,8 @@ bool param_run_id(request *rq, response *rs, int64_t *id);
 bool param_existing_run(request *rq, response *rs, int64_t *id, run_brief *b);
 /* An optional integer query argument within [min, max]; *out untouched when absent. */
 bool param_query_int(request *rq, response *rs, const char *name, int64_t min, int64_t max, int64_t *out);
+/* An optional time query argument: ISO 8601 in UTC ("2026-12-07", "2026-12-07T08:00:00Z")
+ * or unix seconds, as unix ms; *out_ms untouched when absent. */
+bool param_query_time(request *rq, response *rs, const char *name, int64_t *out_ms);
 
 #endif

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audit.h"
 #include "base.h"
 #include "ddpd_build_config.h"
 #include "downsample.h"
@@ -377,11 +378,24 @@ static bool may_change(request *rq, response *rs, int64_t id, const char *verb) 
     }
 }
 
+/* The audit log's entry of `action` on run `id` by the request's caller, committed
+ * before the action acts (audit.h); else the answer (503 or 500) is given and false. */
+static bool audited(request *rq, response *rs, int64_t id, const char *action, json_t *detail) {
+    char actor[80], target[40];
+    snprintf(target, sizeof target, "run/%lld", (long long)id);
+    if (audit_write(audit_actor(rq_caller(rq), actor, sizeof actor), action, id, target, NULL, detail) > 0) return true;
+    char what[96];
+    snprintf(what, sizeof what, "run %lld was left as it was (its audit entry could not be written)", (long long)id);
+    reply_store_refused(rs, what);
+    return false;
+}
+
 /* ---- POST /runs/{id}/cancel ---- */
 
 static void cancel_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "cancel")) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "cancel") || !audited(rq, rs, id, "run.cancel", NULL))
+        return;
     run_status st = RUN_QUEUED;
     switch (runs_cancel(id, &st)) {
     case RUNS_DONE: reply_run(rq, rs, 202, id); return;
@@ -399,7 +413,8 @@ static void cancel_run(request *rq, response *rs) {
 
 static void resume_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "resume")) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "resume") || !audited(rq, rs, id, "run.resume", NULL))
+        return;
     char why[2048] = "";
     switch (runs_resume(id, why, sizeof why)) {
     case RESUME_QUEUED: reply_run(rq, rs, 202, id); return;
@@ -414,7 +429,8 @@ static void resume_run(request *rq, response *rs) {
 
 static void delete_run(request *rq, response *rs) {
     int64_t id;
-    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "delete")) return;
+    if (!param_run_id(rq, rs, &id) || !may_change(rq, rs, id, "delete") || !audited(rq, rs, id, "run.delete", NULL))
+        return;
     run_status st = RUN_QUEUED;
     switch (runs_delete(id, &st)) {
     case RUNS_DONE: reply_text(rs, 204, NULL, 0, NULL); return;

@@ -56,6 +56,8 @@
 #include "routes_rendezvous.h"
 #include "routes_static.h"
 #include "routes_sweeps.h"
+#include "routes_audit.h"
+#include "routes_usage.h"
 #include "sweep.h"
 #include "run_cache.h"
 #include "runs.h"
@@ -390,7 +392,7 @@ static route *all_routes(size_t *n) {
         size_t n;
     } parts[] = {{api_routes, api_routes_count},       {node_routes, node_routes_count},
                  {rendezvous_routes, rendezvous_routes_count}, {part_routes, part_routes_count},
-                 {sse_routes, sse_routes_count},       {sweep_routes, sweep_routes_count},
+                 {sse_routes, sse_routes_count},       {sweep_routes, sweep_routes_count}, {audit_routes, audit_routes_count}, {usage_routes, usage_routes_count},
                  {static_routes, static_routes_count}};
     *n = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) *n += parts[i].n;

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "audit.h"
 #include "base.h"
 #include "byte_size.h"
 #include "die.h"
@@ -155,17 +157,57 @@ static double parse_gb(const char *flag, const char *v, bool none_ok) {
     return gb;
 }
 
-/* What `ddpd user set` was given to change. */
+/* Who `ddpd user` acts as in the audit log: "(ddpd user: ACCOUNT)", this process's. */
+static const char *cli_actor(void) {
+    static char actor[80];
+    struct passwd *pw = getpwuid(geteuid());
+    if (pw) snprintf(actor, sizeof actor, "(ddpd user: %.40s)", pw->pw_name);
+    else snprintf(actor, sizeof actor, "(ddpd user: uid %u)", (unsigned)geteuid());
+    return actor;
+}
+
+/* A limit as the audit log says it: null when none. */
+static json_t *limit_json(double v) { return v < 0 ? json_null() : json_real(v); }
+
+/* The audit log's entry of `action` on user `name` (audit.h), inside the caller's
+ * transaction. 0, or -1 and why. */
+static int audit_user(sqlite3 *db, const char *action, const char *name, json_t *detail, char *err, size_t errlen) {
+    char target[96];
+    snprintf(target, sizeof target, "user/%s", name);
+    return audit_insert_db(db, cli_actor(), action, target, name, detail, err, errlen);
+}
+
+/* What `ddpd user set` changes, each {"from": ..., "to": ...}. */
 typedef struct {
     bool account, devices, priority, memory, disk;
 } set_given;
+
+static json_t *set_detail(sqlite3 *db, const user_info *u, set_given g) {
+    user_info *all = NULL, *was = NULL;
+    int n = users_list(db, &all);
+    for (int i = 0; i < n; i++)
+        if (strcmp(all[i].name, u->name) == 0) was = &all[i];
+    json_t *d = json_object();
+#define CHANGE(flag, key, from, to) \
+    if (g.flag) json_object_set_new(d, key, json_pack("{s:o,s:o}", "from", was ? (from) : json_null(), "to", (to)))
+    CHANGE(account, "unix_user", json_string(was->unix_user), u->unix_user[0] ? json_string(u->unix_user) : json_null());
+    CHANGE(devices, "max_devices", was->max_devices < 0 ? json_null() : json_integer(was->max_devices),
+           u->max_devices < 0 ? json_null() : json_integer(u->max_devices));
+    CHANGE(priority, "max_priority", json_integer(was->max_priority), json_integer(u->max_priority));
+    CHANGE(memory, "max_memory_gb", limit_json(was->max_memory_gb), limit_json(u->max_memory_gb));
+    CHANGE(disk, "max_disk_gb", limit_json(was->max_disk_gb), limit_json(u->max_disk_gb));
+#undef CHANGE
+    if (n > 0) free(all);
+    return d;
+}
 
 /* `ddpd user set`: each change given, in one transaction (all or none), each said in
  * a line. 0, or 1. */
 static int set_user(sqlite3 *db, const user_info *u, set_given g) {
     char err[512], gb[32];
     sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    bool ok = (!g.account || users_set_unix_user(db, u->name, u->unix_user, err, sizeof err) == 0) &&
+    bool ok = audit_user(db, "user.set", u->name, set_detail(db, u, g), err, sizeof err) == 0 &&
+              (!g.account || users_set_unix_user(db, u->name, u->unix_user, err, sizeof err) == 0) &&
               (!g.devices || users_set_max_devices(db, u->name, u->max_devices, err, sizeof err) == 0) &&
               (!g.priority || users_set_max_priority(db, u->name, u->max_priority, err, sizeof err) == 0) &&
               (!g.memory || users_set_limit(db, u->name, "max_memory_gb", u->max_memory_gb, err, sizeof err) == 0) &&
@@ -198,6 +240,15 @@ static int set_user(sqlite3 *db, const user_info *u, set_given g) {
         printf("user %s: max-disk-gb %s: %s%s%s\n", u->name, gb, u->max_disk_gb < 0 ? "no quota on its runs' disk" :
                "its runs' directories may hold at most ", u->max_disk_gb < 0 ? "" : gb, u->max_disk_gb < 0 ? "" : " GiB");
     return 0;
+}
+
+/* The end of the transaction user_main began: committed when `ok` (the change and
+ * its audit entry), else rolled back. Whether it was committed. */
+static bool in_transaction(sqlite3 *db, bool ok, char *err, size_t errlen) {
+    if (ok && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) return true;
+    if (ok) snprintf(err, errlen, "the database cannot be written: %s", sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return false;
 }
 
 int user_main(int argc, char **argv) {
@@ -258,11 +309,19 @@ int user_main(int argc, char **argv) {
     umask(077); /* the database is the server's user's only, as serve makes it */
     sqlite3 *db = open_db(state_dir);
     char token[65], err[512];
+    bool writes = strcmp(verb, "list") != 0 && strcmp(verb, "set") != 0; /* set: a transaction of its own */
+    if (writes) sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL); /* the change and its audit entry: one */
     int rc = 0;
     if (strcmp(verb, "list") == 0) {
         print_list(db);
     } else if (strcmp(verb, "add") == 0) {
-        if (users_add(db, &u, token, err, sizeof err) != 0) {
+        json_t *detail = json_pack("{s:b,s:o,s:i,s:o,s:o,s:o}", "admin", u.admin, "max_devices",
+                                   u.max_devices < 0 ? json_null() : json_integer(u.max_devices), "max_priority",
+                                   u.max_priority, "max_memory_gb", limit_json(u.max_memory_gb), "max_disk_gb",
+                                   limit_json(u.max_disk_gb), "unix_user",
+                                   u.unix_user[0] ? json_string(u.unix_user) : json_null());
+        if (!in_transaction(db, audit_user(db, "user.add", u.name, detail, err, sizeof err) == 0 &&
+                                    users_add(db, &u, token, err, sizeof err) == 0, err, sizeof err)) {
             fprintf(stderr, "ddpd user: %s\n", err);
             rc = 1;
         } else {
@@ -281,13 +340,15 @@ int user_main(int argc, char **argv) {
     } else if (strcmp(verb, "set") == 0) {
         rc = set_user(db, &u, given);
     } else if (strcmp(verb, "token") == 0) {
-        if (users_new_token(db, u.name, token, err, sizeof err) != 0) {
+        if (!in_transaction(db, audit_user(db, "user.token", u.name, NULL, err, sizeof err) == 0 &&
+                                    users_new_token(db, u.name, token, err, sizeof err) == 0, err, sizeof err)) {
             fprintf(stderr, "ddpd user: %s\n", err);
             rc = 1;
         } else {
             printf("a new token for %s; the old one no longer works. Shown this once:\n%s\n", u.name, token);
         }
-    } else if (users_remove(db, u.name, err, sizeof err) != 0) {
+    } else if (!in_transaction(db, audit_user(db, "user.remove", u.name, NULL, err, sizeof err) == 0 &&
+                                       users_remove(db, u.name, err, sizeof err) == 0, err, sizeof err)) {
         fprintf(stderr, "ddpd user: %s\n", err);
         rc = 1;
     } else {

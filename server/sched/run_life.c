@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "base.h"
 #include "ckpt_header.h"
 #include "ddpd_build_config.h"
@@ -160,8 +161,19 @@ static void stop_for_preemption_locked(live_run *r) {
     }
 }
 
+/* The audit log's entry of the scheduler's decision `action` on run r, queued ahead
+ * of the ops that carry it out (audit.h). */
+static void audit_decision_locked(const live_run *r, const char *action, json_t *detail) {
+    char target[40];
+    snprintf(target, sizeof target, "run/%lld", (long long)r->id);
+    audit_queue(AUDIT_SERVER, action, r->id, target, r->owner, detail);
+}
+
 void preempt_locked(live_run *r, int64_t by) {
     r->preempt_by = by;
+    live_run *p = by > 0 ? find_run(by) : NULL;
+    audit_decision_locked(r, "run.preempt", json_pack("{s:I,s:s?}", "preemptor", (json_int_t)by, "preemptor_owner",
+                                                      p ? p->owner : NULL));
     store_op op = {.kind = OP_RUN_PREEMPTING, .run_id = r->id, .t = now_ms()};
     op.u.preempting.by = by;
     store_submit_now(&op); /* before the signal: a server that dies now queues it again at start-up */
@@ -207,6 +219,7 @@ static void requeue_locked(live_run *r) {
     char said[64] = "preempted";
     if (by > 0) snprintf(said, sizeof said, "preempted by run %lld", (long long)by);
     close_open_attempt_locked(r, "preempted", said);
+    audit_decision_locked(r, "run.requeue", json_pack("{s:I,s:s}", "preemptor", (json_int_t)by, "reason", said));
     store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
     op.u.requeue.by = by;
     if (r->command) {
@@ -248,6 +261,7 @@ static bool restart_locked(live_run *r, char **reason, const rank_failure *f) {
     if (!restart_or_fail_locked(r, reason, f) || !set_status_locked(r, RUN_QUEUED)) return false;
     const char *why = *reason ? *reason : "its processes were gone";
     int next = r->attempt + 1;
+    audit_decision_locked(r, "run.restart", json_pack("{s:i,s:s}", "attempt", next, "reason", why));
     store_op op = {.kind = OP_RUN_RESTART, .run_id = r->id, .t = now_ms()};
     op.u.restart.attempt = next;
     op.u.restart.reason = xstrdup(why);

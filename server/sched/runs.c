@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "base.h"
 #include "ckpt_fit.h"
 #include "command_run.h"
@@ -262,6 +263,8 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
     ins.u.insert.trial = trial;
     ins.u.insert.memory_bytes = need.memory_bytes = run_memory_asked(config);
     need.expected_ms = store_median_length(need.owner, ins.u.insert.name);
+    char actor[80];
+    ins.u.insert.actor = xstrdup(audit_actor(who, actor, sizeof actor)); /* its audit entry, in its insert */
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "base.h"
 #include "disk_use.h"
 #include "secret.h"
@@ -26,6 +27,7 @@ static struct {
     int n;
     char *server_token;
     atomic_bool any; /* U.n > 0 as last read: what a read asks, with no query */
+    bool loaded;     /* read once: a change read after is the audit log's (user.seen) */
 } U = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 #define USERS_SELECT \
@@ -62,6 +64,40 @@ static int64_t data_version_locked(void) {
     return v;
 }
 
+/* A limit in the audit log: null when none. */
+static json_t *limit_json(double v) { return v < 0 ? json_null() : json_real(v); }
+
+/* The audit log's entry of what the running server now sees of a user, changed since it
+ * last read the table (`ddpd user` on the database file): each field {from, to}. */
+static void audit_seen(const user_row *was, const user_row *now) {
+    json_t *d = json_object();
+#define SEEN(key, differs, from, to) \
+    if (differs) json_object_set_new(d, key, json_pack("{s:o,s:o}", "from", from, "to", to))
+    const user_info *a = was ? &was->info : NULL, *b = &now->info;
+    SEEN("user", !a, json_null(), json_string("added"));
+    if (a) {
+        SEEN("admin", a->admin != b->admin, json_boolean(a->admin), json_boolean(b->admin));
+        SEEN("max_devices", a->max_devices != b->max_devices,
+             a->max_devices < 0 ? json_null() : json_integer(a->max_devices),
+             b->max_devices < 0 ? json_null() : json_integer(b->max_devices));
+        SEEN("max_priority", a->max_priority != b->max_priority, json_integer(a->max_priority), json_integer(b->max_priority));
+        SEEN("max_memory_gb", a->max_memory_gb != b->max_memory_gb, limit_json(a->max_memory_gb), limit_json(b->max_memory_gb));
+        SEEN("max_disk_gb", a->max_disk_gb != b->max_disk_gb, limit_json(a->max_disk_gb), limit_json(b->max_disk_gb));
+        SEEN("unix_user", strcmp(a->unix_user, b->unix_user) != 0, json_string(a->unix_user), json_string(b->unix_user));
+        SEEN("removed", a->removed != b->removed, json_boolean(a->removed), json_boolean(b->removed));
+        SEEN("token", strcmp(was->token_sha256, now->token_sha256) != 0 && !b->removed, json_string("old"),
+             json_string("replaced"));
+    }
+#undef SEEN
+    if (!json_object_size(d)) {
+        json_decref(d);
+        return;
+    }
+    char target[96];
+    snprintf(target, sizeof target, "user/%s", b->name);
+    audit_queue(AUDIT_SERVER, "user.seen", 0, target, b->name, d);
+}
+
 /* Reads the table; true when what it holds changed. Under U.mu. */
 static bool reload_locked(void) {
     sqlite3_stmt *st;
@@ -83,6 +119,13 @@ static bool reload_locked(void) {
         return false;
     }
     bool changed = n != U.n || (n && memcmp(rows, U.rows, (size_t)n * sizeof *rows) != 0);
+    for (int i = 0; changed && U.loaded && i < n; i++) { /* what a running server now goes by */
+        const user_row *was = NULL;
+        for (int j = 0; j < U.n && !was; j++)
+            if (strcmp(U.rows[j].info.name, rows[i].info.name) == 0) was = &U.rows[j];
+        audit_seen(was, &rows[i]);
+    }
+    U.loaded = true;
     free(U.rows);
     U.rows = rows;
     U.n = n;
@@ -116,6 +159,7 @@ void users_close(void) {
     free(U.rows);
     U.rows = NULL;
     U.n = 0;
+    U.loaded = false;
     free(U.server_token);
     U.server_token = NULL;
     pthread_mutex_unlock(&U.mu);

@@ -40,6 +40,7 @@ typedef enum {
     OP_SWEEP_WRITE,   /* the sweeps' tables written (server/sweep/sweep_store.c: u.exec.sql): result the last rowid, or 1 */
     OP_RUN_DISK,      /* what a run's directory holds on disk, as last measured (u.disk): 1, else 0 */
     OP_TIMELINE,      /* an entry of a run's timeline (u.timeline): 1, else 0 */
+    OP_AUDIT,         /* an entry of the audit log (u.audit, audit.h): its id, else -1 */
     OP_KIND_COUNT
 } store_op_kind;
 
@@ -82,6 +83,7 @@ typedef struct {
             int64_t sweep_id; /* a sweep's trial (server/sweep/): its sweep and number; 0: not a trial */
             int trial;
             int64_t memory_bytes; /* resources.memory_gb as asked, in bytes; 0: the server's default */
+            char *actor; /* who submitted it: its audit entry, in the same transaction (NULL: none, a rebuilt run) */
         } insert;
         struct {
             int64_t sweep_id;
@@ -103,6 +105,8 @@ typedef struct {
         struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
         struct { int64_t bytes; } disk; /* op.t: when it was measured */
         struct { const char *kind; char *detail; } timeline; /* kind: a constant; detail: JSON text or NULL */
+        /* subject NULL: the run's owner (op.run_id); detail: a JSON object's text, or NULL */
+        struct { char *actor, *action, *target, *subject, *detail; } audit;
     } u;
     store_wait *wait; /* set by store_submit_wait */
 } store_op;

@@ -23,6 +23,9 @@ const char *const OP_RUN_INSERT_SQL[] = {
     "INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
     " preemptible, queued_at, sweep_id, trial, memory_bytes) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8,"
     " ?9, ?10, ?5, ?11, ?12, ?13)",
+    /* who submitted it (u.insert.actor): its audit entry, bound after the row went in */
+    "INSERT INTO audit (t, actor, action, target, run_id, subject, detail) VALUES (?1, ?2, 'run.submit',"
+    " 'run/' || ?3, ?3, ?4, ?5)",
     NULL,
 };
 
@@ -47,7 +50,28 @@ int64_t op_run_insert_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     }
     if (op->u.insert.memory_bytes > 0) sqlite3_bind_int64(st[0], 13, op->u.insert.memory_bytes);
     else sqlite3_bind_null(st[0], 13);
-    return write_fault_step(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
+    if (write_fault_step(db, st[0]) != 1) return -1;
+    int64_t id = sqlite3_last_insert_rowid(db);
+    if (op->u.insert.actor) { /* who submitted it, in the same transaction (sched/runs.c, store/audit.h) */
+        json_t *d = json_pack("{s:s?,s:i,s:s?,s:i,s:s}", "name", op->u.insert.name, "world_size",
+                              op->u.insert.world_size, "device_kind", op->u.insert.device_kind, "priority",
+                              op->u.insert.priority, "kind", op->u.insert.command ? "command" : "builtin");
+        if (op->u.insert.sweep_id > 0) {
+            json_object_set_new(d, "sweep_id", json_integer(op->u.insert.sweep_id));
+            json_object_set_new(d, "trial", json_integer(op->u.insert.trial));
+        }
+        char *detail = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(d);
+        sqlite3_bind_int64(st[1], 1, op->t);
+        bind_text_or_null(st[1], 2, op->u.insert.actor);
+        sqlite3_bind_int64(st[1], 3, id);
+        bind_text_or_null(st[1], 4, op->u.insert.owner);
+        bind_text_or_null(st[1], 5, detail);
+        int64_t ok = write_fault_step(db, st[1]);
+        free(detail);
+        if (ok != 1) return -1;
+    }
+    return id;
 }
 
 json_t *op_run_insert_sse(const store_op *op, int64_t result) {
@@ -69,6 +93,7 @@ void op_run_insert_free(store_op *op) {
     free(op->u.insert.name);
     free(op->u.insert.config);
     free(op->u.insert.owner);
+    free(op->u.insert.actor);
 }
 
 /* ---- starting: a queued run launched (its devices, pid and secret; a batch job's id) ---- */
@@ -520,4 +545,32 @@ int64_t op_run_disk_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
     sqlite3_bind_int64(st[0], 2, op->u.disk.bytes);
     sqlite3_bind_int64(st[0], 3, op->t);
     return write_fault_step(db, st[0]);
+}
+
+/* ---- audit: an entry of the audit log (audit.h) ---- */
+
+const char *const OP_AUDIT_SQL[] = {
+    "INSERT INTO audit (t, actor, action, target, run_id, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5,"
+    " coalesce(?6, (SELECT owner FROM runs WHERE id = ?5)), ?7)",
+    NULL,
+};
+
+int64_t op_audit_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    sqlite3_bind_int64(st[0], 1, op->t);
+    bind_text_or_null(st[0], 2, op->u.audit.actor);
+    bind_text_or_null(st[0], 3, op->u.audit.action);
+    bind_text_or_null(st[0], 4, op->u.audit.target);
+    if (op->run_id > 0) sqlite3_bind_int64(st[0], 5, op->run_id);
+    else sqlite3_bind_null(st[0], 5);
+    bind_text_or_null(st[0], 6, op->u.audit.subject);
+    bind_text_or_null(st[0], 7, op->u.audit.detail);
+    return write_fault_step(db, st[0]) == 1 ? sqlite3_last_insert_rowid(db) : -1;
+}
+
+void op_audit_free(store_op *op) {
+    free(op->u.audit.actor);
+    free(op->u.audit.action);
+    free(op->u.audit.target);
+    free(op->u.audit.subject);
+    free(op->u.audit.detail);
 }

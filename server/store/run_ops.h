@@ -1,6 +1,6 @@
 /* The server's own ops on the store, beside the events trainers send (event_kinds.h):
  * a run's life (insert, starting, running, canceling, finish, delete, resume,
- * preempting, requeue, restart, submitted, reason, disk), an owner's usage, a sync,
+ * preempting, requeue, restart, submitted, reason, disk), the audit log's entries (audit.h), an owner's usage, a sync,
  * the sweeps' events and writes. For each kind, what its entry in OP_KINDS names:
  * OP_<KIND>_SQL, its statements (NULL-terminated, st[i] of its apply, in that order),
  * and op_<kind>_apply (binds the op to them and runs them in the writer's
@@ -90,5 +90,9 @@ extern const char *const OP_TIMELINE_SQL[];
 int64_t op_timeline_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
 void op_timeline_free(store_op *op);
 int64_t op_run_disk_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
+
+extern const char *const OP_AUDIT_SQL[];
+int64_t op_audit_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
+void op_audit_free(store_op *op);
 
 #endif

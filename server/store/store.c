@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "usage_ledger.h"
 #include "base.h"
 #include "disk_space.h"
 #include "metrics_sink.h"
@@ -345,12 +346,15 @@ static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_sum
     for (size_t i = 0; ok && i < n; i++) {
         results[i] = apply(&batch[i], summary);
         if (S.observer.record) S.observer.record(&batch[i], results[i]); /* the feed's events, in this transaction */
+        usage_ledger_note(&batch[i], results[i]); /* where the run's device time went, in it too */
         /* SQLite may roll the transaction back on a fault: then nothing more may run */
         if (write_fault_noted() || sqlite3_get_autocommit(S.db)) ok = false;
     }
     write_summary(summary);
+    if (ok) usage_ledger_write();
     if (ok && run_stmt(ST_COMMIT) < 0) ok = false;
     if (!ok) {
+        usage_ledger_forget();
         if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
         if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
     }
@@ -624,6 +628,7 @@ static int open_and_start(const char *path, const store_observer *observer, cons
             }
         }
     }
+    if (usage_ledger_attach(S.db, err, errlen) != 0) return -1;
     if (S.observer.attach && S.observer.attach(S.db, err, errlen) != 0) return -1;
     return thread_start(&S.thread, writer_main, &S.started, "the database writer thread", err, errlen);
 }
@@ -639,6 +644,7 @@ void store_close(void) {
         S.started = false;
     }
     if (S.observer.detach) S.observer.detach();
+    usage_ledger_detach();
     for (int k = 0; k < OP_KIND_COUNT; k++) {
         for (int i = 0; i < OP_MAX_SQL; i++) {
             sqlite3_finalize(S.op_st[k][i]);

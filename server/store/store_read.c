@@ -37,7 +37,8 @@ enum {
 enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
-    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_LENGTHS, Q_TIMELINE, Q_COUNT
+    Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_LENGTHS, Q_TIMELINE, Q_AUDIT, Q_USAGE_USER, Q_USAGE_RUN,
+    Q_USAGE_DAY, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -86,6 +87,18 @@ static const char *QSQL[Q_COUNT] = {
                   " AND started_at IS NOT NULL AND finished_at >= started_at ORDER BY id DESC LIMIT 15",
     [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1)"
                  " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
+    /* ?4: whom a user's read is limited to (what it did, and what is about it or its runs); NULL: an admin */
+    [Q_AUDIT] = "SELECT id, t, actor, action, target, run_id, subject, detail FROM audit"
+                " WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR target = ?2) AND (?3 IS NULL OR t >= ?3)"
+                " AND (?4 IS NULL OR actor = ?4 OR subject = ?4) AND id > ?5 ORDER BY id LIMIT ?6",
+    /* GET /usage: device ms by phase, each group's (the day, the run's lost steps) */
+    [Q_USAGE_USER] = "SELECT coalesce(owner, ''), phase, sum(device_ms), NULL, NULL FROM usage_days"
+                     " WHERE day >= ?1 AND day <= ?2 GROUP BY 1, 2 ORDER BY 1, 2",
+    [Q_USAGE_RUN] = "SELECT coalesce(d.owner, ''), d.phase, sum(d.device_ms), d.run_id, (SELECT lost_steps FROM run_usage u"
+                    " WHERE u.run_id = d.run_id) FROM usage_days d WHERE d.day >= ?1 AND d.day <= ?2"
+                    " GROUP BY d.run_id, d.phase ORDER BY d.run_id, d.phase",
+    [Q_USAGE_DAY] = "SELECT coalesce(owner, ''), phase, sum(device_ms), day, NULL FROM usage_days"
+                    " WHERE day >= ?1 AND day <= ?2 GROUP BY day, 1, 2 ORDER BY day, 1, 2",
     [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped') FROM runs"
                " ORDER BY id",
     /* ?3: the rank's member, '$."N"': the attempt's offset, the next attempt's that has one, the newest attempt */
@@ -705,4 +718,114 @@ int store_count_by_status(int64_t counts[RUN_STATUS_COUNT]) {
     }
     done(st);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+json_t *store_audit_json(const char *actor, const char *target, int64_t since_ms, int64_t after_id,
+                         const char *viewer, int limit, int64_t *next_after) {
+    sqlite3_stmt *st = stmt(Q_AUDIT);
+    if (!st) return NULL;
+    if (actor) sqlite3_bind_text(st, 1, actor, -1, SQLITE_TRANSIENT);
+    if (target) sqlite3_bind_text(st, 2, target, -1, SQLITE_TRANSIENT);
+    if (since_ms != NO_INT) sqlite3_bind_int64(st, 3, since_ms);
+    if (viewer) sqlite3_bind_text(st, 4, viewer, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, after_id);
+    sqlite3_bind_int(st, 6, limit + 1); /* one more: whether there is a next page */
+    json_t *a = json_array();
+    int rc, n = 0;
+    *next_after = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n++ == limit) {
+            *next_after = json_integer_value(json_object_get(json_array_get(a, json_array_size(a) - 1), "id"));
+            break;
+        }
+        const char *detail = (const char *)sqlite3_column_text(st, 7);
+        json_t *d = detail ? json_loads(detail, 0, NULL) : NULL;
+        json_t *e = json_pack("{s:I,s:o,s:s,s:s,s:s}", "id", (json_int_t)sqlite3_column_int64(st, 0), "t",
+                              json_time(sqlite3_column_int64(st, 1)), "actor", (const char *)sqlite3_column_text(st, 2),
+                              "action", (const char *)sqlite3_column_text(st, 3), "target",
+                              (const char *)sqlite3_column_text(st, 4));
+        json_object_set_new(e, "run", sqlite3_column_type(st, 5) == SQLITE_NULL ? json_null()
+                                                                                : json_integer(sqlite3_column_int64(st, 5)));
+        json_object_set_new(e, "subject", json_string_or_null((const char *)sqlite3_column_text(st, 6)));
+        json_object_set_new(e, "detail", d ? d : json_object());
+        json_array_append_new(a, e);
+    }
+    done(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        json_decref(a);
+        return NULL;
+    }
+    return json_pack("{s:o,s:o}", "entries", a, "next_after", *next_after ? json_integer(*next_after) : json_null());
+}
+
+/* A group of GET /usage's answer: its phases (device seconds), held, goodput. */
+static json_t *usage_group(json_t *phases) {
+    double held = 0, productive = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(phases, k, v) {
+        if (strcmp(k, "queue") == 0) continue;
+        held += json_real_value(v);
+        if (strcmp(k, "productive") == 0) productive = json_real_value(v);
+    }
+    json_t *g = json_object();
+    json_object_set_new(g, "held_device_s", json_real(held));
+    json_object_set_new(g, "goodput", held > 0 ? json_real(productive / held) : json_null());
+    return g;
+}
+
+static void usage_phases_init(json_t *phases) {
+    static const char *const names[] = {"startup", "productive", "checkpoint", "lost", "idle", "unknown", "queue"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!json_object_get(phases, names[i])) json_object_set_new(phases, names[i], json_real(0));
+}
+
+json_t *store_usage_json(const char *from_day, const char *to_day, const char *by) {
+    int q = strcmp(by, "run") == 0 ? Q_USAGE_RUN : strcmp(by, "day") == 0 ? Q_USAGE_DAY : Q_USAGE_USER;
+    sqlite3_stmt *st = stmt(q);
+    if (!st) return NULL;
+    sqlite3_bind_text(st, 1, from_day ? from_day : "0000-00-00", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, to_day ? to_day : "9999-99-99", -1, SQLITE_TRANSIENT);
+    json_t *groups = json_array(), *box = json_object(), *cur = NULL;
+    char key[160] = "";
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *owner = (const char *)sqlite3_column_text(st, 0), *phase = (const char *)sqlite3_column_text(st, 1);
+        double s = (double)sqlite3_column_int64(st, 2) / 1000.0;
+        char k[160];
+        if (q == Q_USAGE_RUN) snprintf(k, sizeof k, "%lld", (long long)sqlite3_column_int64(st, 3));
+        else if (q == Q_USAGE_DAY) snprintf(k, sizeof k, "%s/%s", (const char *)sqlite3_column_text(st, 3), owner);
+        else snprintf(k, sizeof k, "%s", owner);
+        if (!cur || strcmp(k, key) != 0) {
+            snprintf(key, sizeof key, "%s", k);
+            cur = json_pack("{s:o,s:o}", "user", *owner ? json_string(owner) : json_null(), "phases", json_object());
+            if (q == Q_USAGE_RUN) {
+                json_object_set_new(cur, "run", json_integer(sqlite3_column_int64(st, 3)));
+                json_object_set_new(cur, "lost_steps", json_integer(sqlite3_column_int64(st, 4)));
+            }
+            if (q == Q_USAGE_DAY) json_object_set_new(cur, "day", json_string((const char *)sqlite3_column_text(st, 3)));
+            json_array_append_new(groups, cur);
+        }
+        json_t *phases = json_object_get(cur, "phases");
+        json_object_set_new(phases, phase, json_real(json_real_value(json_object_get(phases, phase)) + s));
+        json_object_set_new(box, phase, json_real(json_real_value(json_object_get(box, phase)) + s));
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        json_decref(groups);
+        json_decref(box);
+        return NULL;
+    }
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g) {
+        json_t *phases = json_object_get(g, "phases");
+        usage_phases_init(phases);
+        json_object_update_missing_new(g, usage_group(phases));
+    }
+    usage_phases_init(box);
+    json_t *total = usage_group(box);
+    json_object_set_new(total, "phases", box);
+    return json_pack("{s:s,s:o,s:o}", "by", q == Q_USAGE_RUN ? "run" : q == Q_USAGE_DAY ? "day" : "user", "groups", groups,
+                     "box", total);
 }

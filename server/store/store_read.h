@@ -135,6 +135,22 @@ json_t *store_epochs_json(int64_t id);
 int store_count_by_status(int64_t counts[RUN_STATUS_COUNT]);
 json_t *store_ranks_json(int64_t id);
 
+/* GET /audit: the audit log's entries (audit.h), oldest first, after entry `after_id`
+ * (0: from the first), at most `limit`: those of `actor`, about `target`, since
+ * `since_ms` (NULL, NULL, NO_INT: any); `viewer` non-NULL: only the entries it made
+ * or that are about it or its runs (a user's read; NULL: an admin's). Returns
+ * {"entries": [...], "next_after": ID or null} (*next_after: 0 on the last page), or
+ * NULL on a database error. */
+json_t *store_audit_json(const char *actor, const char *target, int64_t since_ms, int64_t after_id,
+                         const char *viewer, int limit, int64_t *next_after);
+
+/* GET /usage (usage_ledger.h): device seconds by phase between two UTC days ("YYYY-MM-DD",
+ * both included; NULL: no bound), by "user", "run" or "day" (each day's users): {by,
+ * groups: [{user, [run, lost_steps | day], phases: {startup, productive, checkpoint,
+ * lost, idle, unknown, queue}, held_device_s, goodput}], box: {the same for all}}.
+ * NULL on a database error. */
+json_t *store_usage_json(const char *from_day, const char *to_day, const char *by);
+
 /* Closes this thread's connection now (also done at thread exit). */
 void store_read_release(void);
 

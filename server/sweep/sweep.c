@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "base.h"
 #include "command_run.h"
 #include "log_limit.h"
@@ -584,6 +585,14 @@ static submit_result gate_points(const sweep_spec *s, const caller *who, schema_
     return SUBMIT_OK;
 }
 
+/* The audit log's entry of `action` on sweep `id` by `who`, committed before it acts
+ * (audit.h): its id, or -1. */
+static int64_t audit_sweep(const caller *who, const char *action, int64_t id, const char *owner, json_t *detail) {
+    char actor[80], target[40];
+    snprintf(target, sizeof target, "sweep/%lld", (long long)id);
+    return audit_write(audit_actor(who, actor, sizeof actor), action, 0, target, owner, detail);
+}
+
 sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *errs, int64_t *id, char *err,
                           size_t errlen) {
     sweep_spec *s = sweep_spec_parse(body, errs);
@@ -600,6 +609,7 @@ sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *
         return SWEEP_FORBIDDEN;
     }
     char *spec = json_dumps(s->spec, JSON_FLAGS);
+    int n_trials = s->n_trials;
     sweep_store_lock();
     *id = sweep_store_insert(s->name, who->kind == CALLER_USER ? who->name : NULL, spec, s->n_trials, now_ms());
     if (*id > 0) sweep_store_decide(*id, -1, "submitted", NULL, now_ms());
@@ -611,6 +621,9 @@ sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *
         snprintf(err, errlen, "the sweep could not be stored (a database error; see the server's log)");
         return SWEEP_ERROR;
     }
+    /* before its searcher submits a trial (wake) */
+    audit_sweep(who, "sweep.submit", *id, who->kind == CALLER_USER ? who->name : NULL,
+                json_pack("{s:i,s:s?}", "trials", n_trials, "name", json_string_value(json_object_get(body, "name"))));
     log_info("sweep %lld submitted", (long long)*id);
     wake();
     return SWEEP_OK;
@@ -715,6 +728,9 @@ sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whyle
     } else if (strcmp(sw.status, "running") != 0) {
         snprintf(why, whylen, "sweep %lld has already finished (%s): there is nothing to cancel", (long long)id, sw.status);
         res = SWEEP_FINISHED;
+    } else if (audit_sweep(who, "sweep.cancel", id, sw.owner, NULL) < 0) {
+        snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
+        res = SWEEP_ERROR;
     } else {
         sweep_store_begin();
         sweep_store_finish(id, "canceled", "canceled by request", now_ms());

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 
-__all__ = ["log_step", "log_epoch", "status", "dropped", "enabled", "flush"]
+__all__ = ["log_step", "log_epoch", "status", "checkpoint_saved", "dropped", "enabled", "flush"]
 
 QUEUE_MAX = 1_000_000       # points waiting to be sent; past this they are dropped
 SEND_EVERY_S = 0.1          # the sender's pace
@@ -146,6 +146,9 @@ class _Reporter:
                     values, zero_only = b
                     body = '"epoch":%d,"values":%s%s' % (a, _values(values), "" if zero_only else ',"rank_zero_only":false')
                     lines.append(self._line("metric", body, t))
+                elif kind == "checkpoint":
+                    body = '"global_step":%d,"path":%s' % (a, json.dumps(b))
+                    lines.append(self._line("checkpoint", body, t))
                 else:
                     body = '"state":%s,"detail":%s' % (json.dumps(a), json.dumps(b))
                     lines.append(self._line("status", body, t))
@@ -226,6 +229,18 @@ def status(state, detail=""):
     r = _get()
     if r is not None:
         r.put(("status", state, str(detail), time.time()))
+
+
+def checkpoint_saved(global_step, path=None):
+    """Says that the script has just saved a checkpoint of the state after `global_step`
+    steps (to `path`, listed as the run's checkpoint; without one, as "step-N"). The
+    server counts the time since the step before it as checkpoint writing, and when a
+    restart goes back to this step, the time of the steps after it as lost (docs/using.md,
+    "Where the device time went"). Call status("checkpointing") before saving to count
+    the save alone."""
+    r = _get()
+    if r is not None:
+        r.put(("checkpoint", int(global_step), str(path) if path else "step-%d" % int(global_step), time.time()))
 
 
 def dropped():

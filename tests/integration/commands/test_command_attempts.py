@@ -401,6 +401,57 @@ def case_restart_cuts_series(a):
         check(kept_acc == [(0, st, float(st)) for st in range(5, 11)], f"and its series' points: {kept_acc}")
 
 
+# Rank 0 reports steps 1..4, checkpoints at step 4 (ddpd.checkpoint_saved), steps 5..9,
+# then dies by SIGKILL; attempt 1 goes on from the checkpoint: steps 5..8.
+CHECKPOINTED_THEN_KILLED = (
+    "import os, signal, time, ddpd\n"
+    "rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+    "def steps(a, b):\n"
+    "    for s in range(a, b + 1):\n"
+    "        time.sleep(0.05)\n"
+    "        ddpd.log_step(s, loss=1.0 / s)\n"
+    "if rank == 0 and k == 0:\n"
+    "    steps(1, 4)\n"
+    "    ddpd.status('checkpointing'); time.sleep(0.1); ddpd.checkpoint_saved(4, 'ckpt-4.pt')\n"
+    "    steps(5, 9)\n"
+    "    ddpd.flush(); time.sleep(0.3)\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "elif rank == 0:\n"
+    "    steps(5, 8)\n"
+    "    ddpd.flush()\n"
+    "elif k == 0:\n"
+    "    time.sleep(60)\n")
+
+
+def case_usage_lost_and_unknown(a):
+    """Usage of command runs (GET /usage, docs/using.md): a rank SIGKILLed after its
+    script's ddpd.checkpoint_saved(4) and steps to 9, restarted from the checkpoint:
+    lost_steps 5, lost time, the checkpoint's time; a run that reports nothing: all of
+    its time unknown. The phases add up to the time held."""
+    with WorkRoot() as w, w.server(a, env={"DDPD_RESTART_BACKOFF_S": "0.2"}) as s:
+        os.makedirs(os.path.join(w.root, "u"))
+        rid = s.submit({"name": "usage", "command": [PY, "-c", CHECKPOINTED_THEN_KILLED], "working_dir": "u",
+                        "distributed": {"world_size": 2, "max_restarts": 1}})
+        quiet = s.submit({"name": "quiet", "command": [PY, "-c", "import time; time.sleep(1)"], "working_dir": "u"})
+        for r in (rid, quiet):
+            run = s.wait_status(r, FINAL, timeout=120)
+            check(run and run["status"] == "succeeded", f"run {r} succeeds: {run and run['reason']}")
+        groups = {g["run"]: g for g in s.get("/usage?by=run").json()["groups"]}
+        g, q = groups.get(rid), groups.get(quiet)
+        if not check(g and q, f"both runs' usage: {groups}"):
+            return
+        print(f"run {rid}: {g}\nrun {quiet}: {q}")
+        for x in (g, q):
+            total = sum(x["phases"][p] for p in ("startup", "productive", "checkpoint", "lost", "idle", "unknown"))
+            check(abs(total - x["held_device_s"]) <= 0.01 * x["held_device_s"], f"the phases add up: {x}")
+        check(g["phases"]["unknown"] == 0, f"a run that reports steps has no unknown time: {g['phases']}")
+        check(g["lost_steps"] == 5 and g["phases"]["lost"] > 0,
+              f"steps 5..9 thrown away by the restart from the checkpoint at 4: {g['lost_steps']} {g['phases']}")
+        check(g["phases"]["checkpoint"] >= 0.1 * 0.9 * 2, f"its checkpoint's 0.1 s (two devices): {g['phases']}")
+        check(q["phases"]["unknown"] == q["held_device_s"] > 0 and q["goodput"] == 0,
+              f"a run that reports nothing: all its time unknown: {q['phases']}")
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":

@@ -475,6 +475,14 @@ def run(a):
         req("DELETE", "/runs/{id}", f"/runs/{hers}", "bob deletes alice's run", headers=as_bob)
         req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "alice cancels her run", headers=as_alice)
         s.wait_status(hers, ("canceled", "failed", "succeeded"), timeout=120)
+        # ---- the audit log: alice reads hers (bob's refused attempts on her run are none) ----
+        r = req("GET", "/audit", "/audit", "alice reads the audit log", headers=as_alice)
+        check(r.status == 200 and any(e["action"] == "run.cancel" and e["actor"] == "alice" for e in r.json()["entries"]),
+              f"GET /audit: her cancel: {r.body[:300]!r}")
+        req("GET", "/audit", "/audit?actor=bob&since=2026-01-01&limit=2", "the audit log, filtered", headers=as_bob)
+        req("GET", "/audit", "/audit?since=soon", "a bad since", headers=as_alice)
+        for q in ("", "?by=run", "?by=day&from=2026-01-01&to=2099-01-01", "?by=week"):
+            req("GET", "/usage", "/usage" + q, f"usage {q}", headers=as_alice)
 
         # ---- sweeps: alice's, which bob may not cancel ----
         sweep = {"name": "oa", "base": fmnist_config(**{"train.epochs": 200, "name": "oa"}), "parallel": 1,

@@ -39,7 +39,7 @@ def journal(d):
 def case_outside_ddpd(d):
     p = run_script("""
         print(ddpd.enabled())
-        ddpd.log_step(1, loss=0.5); ddpd.log_epoch(0, test_acc=0.9); ddpd.status("done")
+        ddpd.log_step(1, loss=0.5); ddpd.log_epoch(0, test_acc=0.9); ddpd.status("done"); ddpd.checkpoint_saved(1)
         print(ddpd.dropped())
     """, {})
     check(p.returncode == 0 and p.stdout.split() == ["False", "0"], f"every call is a no-op: {p.stdout!r} {p.stderr!r}")
@@ -56,6 +56,9 @@ def case_points_in_order(d):
         for i in range(1, 20001):
             ddpd.log_step(i, loss=1.0 / i, lr=1e-3, grad_norm=float("nan"), note="skipped")
         ddpd.log_epoch(0, lr=1e-3, train_loss=0.5, test_loss=0.4, test_acc=0.875, top5=0.99)
+        ddpd.status("checkpointing")
+        ddpd.checkpoint_saved(20000, "ckpt/last.pt")
+        ddpd.checkpoint_saved(20000)
         ddpd.status("done", "finished")
         print(ddpd.dropped())
     """, env)
@@ -74,6 +77,9 @@ def case_points_in_order(d):
     epochs = [e for e in ev if e["type"] == "metric" and "epoch" in e]
     check(epochs and epochs[0]["values"]["top5"] == 0.99 and epochs[0]["values"]["test_acc"] == 0.875,
           f"the epoch's figures: {epochs}")
+    ckpts = [e for e in ev if e["type"] == "checkpoint"]
+    check([(e["global_step"], e["path"]) for e in ckpts] == [(20000, "ckpt/last.pt"), (20000, "step-20000")],
+          f"ddpd.checkpoint_saved: a checkpoint event with its step and path (step-N without one): {ckpts}")
     check(ev and ev[-1]["type"] == "status" and ev[-1]["state"] == "done", f"then the status: {ev[-1:]}")
     j = journal(d)
     check(len(j) == len(ev) and all(e.get("secret") is None for e in j), "the journal has every event and no secret")
