@@ -27,8 +27,14 @@ function utcDay(daysBack = 0) {
 
 function userName(u) { return u === null || u === undefined ? '(no owner)' : u; }
 
-// Device seconds as a duration of device time ("1h 05m", "42s").
-function deviceTime(s) { return duration(s); }
+// Device seconds as a duration of device time ("1h 05m", "42s", "0.84 s": short runs
+// hold devices for less than a second).
+function deviceTime(s) {
+  if (typeof s !== 'number' || !Number.isFinite(s)) return '—';
+  if (s > 0 && s < 10) return `${s.toFixed(2)} s`;
+  if (s >= 10 && s < 60) return `${s.toFixed(1)} s`;
+  return duration(s);
+}
 
 // One stacked bar: a segment per phase (every phase, a zero one 0 wide), its width
 // its seconds over `scale`; data-seconds the API's number as it came.
@@ -88,7 +94,7 @@ export function mountUsage(root, query) {
       h('div', {}, h('dt', {}, 'Goodput'), h('dd', { id: 'usage-box-goodput', 'data-goodput': String(box.goodput) }, pct(box.goodput),
         h('span', { class: 'muted' }, ' productive / held'))),
       h('div', {}, h('dt', {}, 'Lost'), h('dd', {}, deviceTime(box.phases.lost))),
-      h('div', {}, h('dt', {}, 'Queue wait'), h('dd', { title: 'wall time runs waited in the queue (not device time)' }, duration(box.phases.queue))));
+      h('div', {}, h('dt', {}, 'Queue wait'), h('dd', { title: 'wall time runs waited in the queue (not device time)' }, deviceTime(box.phases.queue))));
 
     const users = byUser.groups.slice().sort((a, b) => b.held_device_s - a.held_device_s);
     const userScale = Math.max(0, ...users.map((g) => g.held_device_s));

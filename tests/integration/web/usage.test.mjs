@@ -50,6 +50,7 @@ function differences(seen, byDay, byUser) {
     const who = g.user ?? '(no owner)';
     const bar = seen.bars.find((b) => b.day === g.day && b.user === who);
     if (!bar) { out.push(`no bar for ${who} on ${g.day}`); continue; }
+    if (bar.held !== g.held_device_s) out.push(`${who} ${g.day}: the bar holds ${bar.held}, GET /usage ${g.held_device_s}`);
     const phases = bar.segs.map((s) => s.phase);
     if (phases.join() !== PHASES.join()) out.push(`${who} ${g.day}: segments ${phases} (wanted ${PHASES})`);
     for (const p of PHASES) {
@@ -99,12 +100,12 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
   };
   try {
     // alice: one run of 1 rank; bob: one of 2 ranks (twice the devices held)
-    const small = (name, world) => fmnist({ name, model: { hidden: [32] }, data: { limit: 800, test_limit: 200 },
+    const small = (name, world) => fmnist({ name, model: { hidden: [32] }, data: { limit: 2000, test_limit: 200 },
       train: { epochs: 2, batch_size: 32 }, distributed: { world_size: world } });
     const runs = [];
     for (const [who, world] of [['alice', 1], ['bob', 2]]) {
       const r = await as(tokens[who], 'POST', '/runs', small(`${who}-usage`, world));
-      assert.equal(r.status, 202, `${who}'s run: ${JSON.stringify(r.json)}`);
+      assert.equal(r.status, 201, `${who}'s run: ${JSON.stringify(r.json)}`);
       runs.push(r.json.id);
     }
     for (const id of runs) {
