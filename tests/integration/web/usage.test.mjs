@@ -80,6 +80,10 @@ it('no run yet: the page says no device time was held, with the last 7 UTC days 
   assert.equal(await page.inputValue('#usage-from'), utcDay(6));
   assert.equal(await page.inputValue('#usage-to'), utcDay(0));
   assert.match(await page.textContent('#usage-empty'), /No device time in this range/);
+  // a range typed into the address that is no day: the server's refusal, in its words
+  await page.goto(`${suite.server.url}/#/usage?from=someday&to=${utcDay(0)}`);
+  await until(async () => /Cannot read the usage: .*from/.test(await page.textContent('#usage-status')),
+    'the page to say why the range is refused', 10000, 100);
   assert.deepEqual(page.errors, [], 'no script errors');
   await page.close();
 });
