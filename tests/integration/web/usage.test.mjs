@@ -1,17 +1,18 @@
 // The dashboard's usage page (#/usage) in headless Chromium against a real ddpd with two
-// users (alice, bob) whose real runs (the real trainer on Fashion-MNIST, checkpoints
-// each epoch) hold devices: each bar's phases (startup, productive, checkpoint, lost,
-// idle, unknown) are GET /usage?by=day's numbers for that day and user, and each
-// segment's width is its share of the longest bar; each user is listed with
-// GET /usage?by=user's goodput, and the box's goodput is shown; the from/to range
-// asks the API for those days (an empty range says so, a reversed one is refused in
-// words); the nav links the page. Screenshots at 1280 and 390 px go to
+// users (alice, bob) whose real runs hold devices (the real trainer on Fashion-MNIST,
+// a checkpoint each epoch; and bob's command run that reports nothing: unknown time).
+// Each bar's phases (startup, productive, checkpoint, lost, idle, unknown) are
+// GET /usage?by=day's numbers for that day and user, and each segment's width is its
+// share of the longest bar; each user is listed with GET /usage?by=user's goodput, and
+// the box's goodput is shown; the from/to range asks the API for those days (an empty
+// range says so, a reversed one is refused in words, one the server refuses says
+// why); the nav links the page. Screenshots at 1280 and 390 px go to
 // $DDPD_TEST_ARTIFACTS.
 //
 // Run by ctest: node --test tests/integration/web/usage.test.mjs (DDPD_BIN, DDP_TRAINER set).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { browserSuite, DDPD, fmnist, screenshot, Server, until } from './ddpd_server.mjs';
+import { browserSuite, commandWorkRoot, DDPD, fmnist, screenshot, Server, until } from './ddpd_server.mjs';
 
 const suite = browserSuite('usage', 300000);
 const { it, open } = suite;
@@ -89,7 +90,10 @@ it('no run yet: the page says no device time was held, with the last 7 UTC days 
 });
 
 it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, goodput per user and for the box, a range', async () => {
-  const shared = new Server();
+  // command runs too (bob's reports nothing: its time is unknown); with users, a command
+  // run as the server's own user is refused unless the operator says so knowingly
+  const work = await commandWorkRoot();
+  const shared = new Server(work.args.includes('--unsafe-commands-as-server') ? work.args : [...work.args, '--unsafe-commands-as-server']);
   const userCmd = (...a) => {
     const r = spawnSync(DDPD, ['user', ...a, '--state-dir', shared.stateDir], { encoding: 'utf8' });
     assert.equal(r.status, 0, `ddpd user ${a.join(' ')}: ${r.stderr}`);
@@ -112,6 +116,10 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
       assert.equal(r.status, 201, `${who}'s run: ${JSON.stringify(r.json)}`);
       runs.push(r.json.id);
     }
+    // bob's command run that never reports a step: its device time is unknown
+    const quiet = await as(tokens.bob, 'POST', '/runs', { name: 'bob-quiet', command: ['/bin/sleep', '1'], distributed: { world_size: 1 } });
+    assert.equal(quiet.status, 201, `bob's command run: ${JSON.stringify(quiet.json)}`);
+    runs.push(quiet.json.id);
     for (const id of runs) {
       await until(async () => (await as(tokens.alice, 'GET', `/runs/${id}`)).json.status === 'succeeded', `run ${id} to succeed`, 240000, 300);
     }
@@ -142,6 +150,7 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
     }
     const users = api.byUser.groups.map((g) => g.user).sort();
     assert.deepEqual(users, ['alice', 'bob'], 'each user who ran is a group');
+    assert.ok(api.byUser.groups.find((g) => g.user === 'bob').phases.unknown > 0, 'bob\'s quiet run is unknown time');
     for (const g of api.byUser.groups) {
       assert.ok(g.phases.productive > 0 && g.phases.startup > 0, `${g.user} has startup and productive time: ${JSON.stringify(g.phases)}`);
       assert.ok(g.goodput > 0 && g.goodput < 1, `${g.user}'s goodput is a share: ${g.goodput}`);
@@ -187,5 +196,6 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
   } finally {
     await shared.stop();
     shared.cleanup();
+    work.cleanup();
   }
 });
