@@ -1,6 +1,7 @@
 // The dashboard's usage page (#/usage) in headless Chromium against a real ddpd with two
 // users (alice, bob) whose real runs hold devices (the real trainer on Fashion-MNIST,
-// a checkpoint each epoch; and bob's command run that reports nothing: unknown time).
+// a checkpoint each epoch; one of alice's canceled and resumed, so that some is lost; and
+// bob's command run that reports nothing: unknown time).
 // Each bar's phases (startup, productive, checkpoint, lost, idle, unknown) are
 // GET /usage?by=day's numbers for that day and user, and each segment's width is its
 // share of the longest bar; each user is listed with GET /usage?by=user's goodput, and
@@ -120,6 +121,26 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
     const quiet = await as(tokens.bob, 'POST', '/runs', { name: 'bob-quiet', command: ['/bin/sleep', '1'], distributed: { world_size: 1 } });
     assert.equal(quiet.status, 201, `bob's command run: ${JSON.stringify(quiet.json)}`);
     runs.push(quiet.json.id);
+    // alice's long run, canceled well past its newest checkpoint and resumed: the resume
+    // goes back to that checkpoint, and the steps since it are lost time; canceled again
+    // once that is counted
+    const long = await as(tokens.alice, 'POST', '/runs', fmnist({ name: 'alice-resumed', model: { hidden: [32] },
+      data: { limit: 60000, test_limit: 200 }, train: { epochs: 100, batch_size: 32 }, distributed: { world_size: 1 } }));
+    assert.equal(long.status, 201, `alice's long run: ${JSON.stringify(long.json)}`);
+    const lid = long.json.id;
+    await until(async () => {
+      const r = (await as(tokens.alice, 'GET', `/runs/${lid}`)).json;
+      const ck = r.checkpoints[r.checkpoints.length - 1];
+      return ck && r.progress.global_step - ck.global_step >= 300;
+    }, 'alice\'s long run 300 steps past a checkpoint', 120000, 50);
+    assert.equal((await as(tokens.alice, 'POST', `/runs/${lid}/cancel`)).status, 202, 'cancel');
+    await until(async () => (await as(tokens.alice, 'GET', `/runs/${lid}`)).json.status === 'canceled', 'the long run canceled', 60000, 200);
+    const resumed = await as(tokens.alice, 'POST', `/runs/${lid}/resume`);
+    assert.equal(resumed.status, 202, `resume: ${JSON.stringify(resumed.json)}`);
+    await until(async () => ((await as(tokens.alice, 'GET', '/usage?by=run')).json.groups.find((g) => g.run === lid) || { phases: {} }).phases.lost > 0,
+      'the resumed run\'s lost time to be counted', 120000, 200);
+    assert.equal((await as(tokens.alice, 'POST', `/runs/${lid}/cancel`)).status, 202, 'cancel again');
+    await until(async () => (await as(tokens.alice, 'GET', `/runs/${lid}`)).json.status === 'canceled', 'the long run canceled again', 60000, 200);
     for (const id of runs) {
       await until(async () => (await as(tokens.alice, 'GET', `/runs/${id}`)).json.status === 'succeeded', `run ${id} to succeed`, 240000, 300);
     }
@@ -151,6 +172,7 @@ it('two users\' runs: a stacked bar per user and day with GET /usage\'s phases, 
     const users = api.byUser.groups.map((g) => g.user).sort();
     assert.deepEqual(users, ['alice', 'bob'], 'each user who ran is a group');
     assert.ok(api.byUser.groups.find((g) => g.user === 'bob').phases.unknown > 0, 'bob\'s quiet run is unknown time');
+    assert.ok(api.byUser.groups.find((g) => g.user === 'alice').phases.lost > 0, 'alice\'s resumed run has lost time');
     for (const g of api.byUser.groups) {
       assert.ok(g.phases.productive > 0 && g.phases.startup > 0, `${g.user} has startup and productive time: ${JSON.stringify(g.phases)}`);
       assert.ok(g.goodput > 0 && g.goodput < 1, `${g.user}'s goodput is a share: ${g.goodput}`);
