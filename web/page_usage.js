@@ -52,7 +52,7 @@ function stackedBar(g, scale, attrs) {
 export function mountUsage(root, query) {
   const params = new URLSearchParams(query || '');
   const from = params.get('from') || utcDay(6), to = params.get('to') || utcDay(0);
-  let disposed = false, timer = null, loads = 0;
+  let disposed = false, timer = null;
 
   const fromInput = h('input', { type: 'date', id: 'usage-from', value: from, required: true });
   const toInput = h('input', { type: 'date', id: 'usage-to', value: to, required: true });
@@ -138,12 +138,11 @@ export function mountUsage(root, query) {
     } else {
       render(byUser, byDay);
     }
-    root.dataset.usageLoads = String(++loads);
   }
 
   // a run's change, an epoch or a checkpoint counts more time: read again, at most every 2 s
   function soon() { if (!timer) timer = setTimeout(() => { timer = null; if (!disposed) load(); }, 2000); }
   const close = subscribe('/events', { run: soon, epoch: soon, checkpoint: soon, attempt: soon });
   load();
-  return () => { disposed = true; clearTimeout(timer); close(); delete root.dataset.usageLoads; };
+  return () => { disposed = true; clearTimeout(timer); close(); };
 }
