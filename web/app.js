@@ -1,7 +1,8 @@
 // The dashboard's entry point: the header (connection state, the token, signing
 // out), the "connection lost" banner, the sign-in page of a server whose reads need
 // a token, and the router: #/ runs (#/?compare=3,5 with runs 3 and 5 overlaid),
-// #/runs/{id} a run, #/submit, #/nodes, #/sweeps and #/sweeps/{id} a sweep.
+// #/runs/{id} a run, #/submit, #/nodes, #/sweeps and #/sweeps/{id} a sweep, and
+// #/usage?from=&to= where the device time went.
 import { get, getToken, onReachability, onUnauthorized, probe, setToken } from './api.js';
 import { h } from './format.js';
 import { onConnectionState } from './live.js';
@@ -11,6 +12,7 @@ import { mountRuns } from './page_runs.js';
 import { mountSubmit } from './page_submit.js';
 import { mountSweep } from './page_sweep.js';
 import { mountSweeps } from './page_sweeps.js';
+import { mountUsage } from './page_usage.js';
 import { onWho, refreshWho } from './who.js';
 
 const main = document.getElementById('main');
@@ -30,13 +32,14 @@ function route() {
   const hash = location.hash || '#/';
   let m;
   document.title = 'ddpd';
-  const section = ['#/submit', '#/nodes', '#/sweeps'].find((p) => hash.startsWith(p)) || '#/';
+  const section = ['#/submit', '#/nodes', '#/sweeps', '#/usage'].find((p) => hash.startsWith(p)) || '#/';
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.getAttribute('href') === section);
   if ((m = /^#\/runs\/(\d+)$/.exec(hash))) unmount = mountRun(main, Number(m[1]));
   else if ((m = /^#\/sweeps\/(\d+)$/.exec(hash))) unmount = mountSweep(main, Number(m[1]));
   else if (hash === '#/sweeps') unmount = mountSweeps(main);
   else if (hash === '#/submit') unmount = mountSubmit(main);
   else if (hash === '#/nodes') unmount = mountNodes(main);
+  else if ((m = /^#\/usage(?:\?(.*))?$/.exec(hash))) unmount = mountUsage(main, m[1]);
   else if (hash === '#/' || hash === '#' || hash.startsWith('#/?')) unmount = mountRuns(main);
   else {
     main.append(h('div', { class: 'empty' }, h('h2', {}, 'Nothing here'), h('a', { class: 'button', href: '#/' }, 'All runs')));
