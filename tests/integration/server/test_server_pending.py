@@ -33,43 +33,11 @@ Usage: test_server_pending.py CASE --ddpd PATH --fake-trainer PATH --runner PATH
 import os, shutil, signal, sys, tempfile, time
 from datetime import datetime, timezone
 
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, add_user, bearer  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, bearer  # noqa: E402
+from test_server_sharing import Box, submit_as  # noqa: E402  (a state dir with its users; a run submitted as one)
 
 REASONS = {"devices", "user_quota", "fair_share", "priority", "backfill_reserved", "restart_backoff", "preempted",
            "sweep_parallel", "nodes", "slurm"}
-
-
-class Box:
-    """A state directory of its own, with users made before the server starts."""
-
-    def __init__(self, a):
-        self.a = a
-        self.dir = tempfile.mkdtemp(prefix="ddpd-pending-")
-        self.reader = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False
-
-    def add(self, name, *opts):
-        token = add_user(self.a.ddpd, self.dir, name, *opts)
-        self.reader = self.reader or token
-        return token
-
-    def server(self, **kw):
-        s = Server(self.a.ddpd, self.a.fake_trainer, state_dir=self.dir, **kw)
-        if self.reader:
-            s.read_headers = bearer(self.reader)
-        return s
-
-
-def submit_as(s, token, cfg):
-    r = s.post("/runs", cfg, headers=bearer(token))
-    check(r.status == 201, f"POST /runs -> 201: {r.status} {r.body[:300]!r}")
-    return r.json()["id"] if r.status == 201 else None
 
 
 def pending_of(s, rid, token=None):
