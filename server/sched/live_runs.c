@@ -24,6 +24,7 @@ live_run *find_run(int64_t id) {
 live_run *live_run_new(const run_needs *n) {
     live_run *r = xcalloc(1, sizeof *r);
     r->id = n->id;
+    r->shown_start_ms = -1;
     r->world_size = n->world_size;
     r->pool = n->pool;
     r->nodes_wanted = n->nodes_wanted;

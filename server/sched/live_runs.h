@@ -106,6 +106,7 @@ typedef struct live_run {
     int64_t eta_first_step, eta_first_ms, eta_last_step, eta_last_ms; /* this start's first and newest step (unix ms) */
     json_t *pending;         /* queued: why it waits and when it may start, as GET /runs/{id} shows it; else NULL */
     uint32_t pending_hash;   /* of its text */
+    int64_t shown_start_ms;  /* queued: the estimated start its `pending` shows (-1: none); see scheduler.c */
     const char *pending_reason; /* its reason's name as last noted in its timeline (NULL: none yet) */
     struct live_run *next;
 } live_run;

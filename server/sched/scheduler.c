@@ -574,13 +574,26 @@ static char *estimate_basis(const forecast *f) {
     return xstrdup("no run ahead of it has an expected end that frees what it needs");
 }
 
-static json_t *pending_of(const policy_snapshot *s, const policy_decision *d, const forecast *f, char *detail) {
+/* The estimate a queued run shows: the fresh forecast, unless it is within a minute
+ * (or a tenth of the wait, when that is longer) of the one shown, which then stays.
+ * A forecast from step rates wobbles with every step, and a start that is due moves
+ * with the clock: shown as they come, they would change every queued run's answer
+ * (and its tag) every second. So the shown start lags the forecast by less than its
+ * tolerance, and may lie up to a minute in the past while the runs ahead are late. */
+static int64_t steady_start_ms(int64_t shown, int64_t fresh, int64_t now) {
+    if (fresh < 0 || shown < 0) return fresh;
+    if (fresh < now) fresh = now;
+    int64_t tolerance = (fresh - now) / 10 > 60000 ? (fresh - now) / 10 : 60000;
+    return llabs(fresh - shown) < tolerance ? shown : fresh;
+}
+
+static json_t *pending_of(const policy_decision *d, const forecast *f, char *detail) {
     json_t *blocked = json_array();
     for (int k = 0; k < d->n_blocked; k++) json_array_append_new(blocked, json_integer(d->blocked_by[k]));
     json_t *start = json_null();
-    if (f->start_ms >= 0) { /* to the second: the answers' tags do not move with every step */
+    if (f->start_ms >= 0) { /* to the second (steady_start_ms: it moves only when the forecast does) */
         char at[32];
-        format_iso8601((f->start_ms < s->now_ms ? s->now_ms : f->start_ms) / 1000 * 1000, at);
+        format_iso8601(f->start_ms / 1000 * 1000, at);
         start = json_string(at);
     }
     char *basis = estimate_basis(f);
@@ -610,7 +623,10 @@ static void set_pending(live_run *r, json_t *p) {
         timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
                                                      json_object_get(p, "blocked_by")));
     }
-    if (!p) r->pending_reason = NULL;
+    if (!p) {
+        r->pending_reason = NULL;
+        r->shown_start_ms = -1;
+    }
     json_decref(r->pending);
     r->pending = p;
     r->pending_hash = 0;
@@ -646,7 +662,9 @@ static void pending_refresh_locked(void) {
     for (int i = 0; i < sn.s.n_queued; i++) {
         live_run *r = sn.queued_runs[i];
         char *detail = after_preemption(r, queue_policy_pending_detail(&sn.s, &sn.queued[i], &d[i]));
-        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&sn.s, &d[i], &f[i], detail));
+        f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
+        r->shown_start_ms = f[i].start_ms;
+        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], detail));
         free(detail);
     }
     free(ends);

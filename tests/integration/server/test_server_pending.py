@@ -24,6 +24,10 @@ command runs for the estimates). Each case makes one real situation and reads
   history_is_own     bob's runs of a name teach nothing of alice's runs of that name:
                      behind her first run (no history of hers), her second has no
                      estimate, naming her first; behind bob's, hers has one
+  estimate_steady    behind a run that steps 20 times a second (its ETA wobbles with each
+                     step), a queued run's estimate appears and then moves only by more
+                     than its tolerance (a minute, or a tenth of the wait): its answer and
+                     its tag do not change every second; each tag change is a body change
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -234,6 +238,34 @@ def case_timeline(a):
 
 
 # ---- the estimate, on a replayed scenario ----
+
+def case_estimate_steady(a):
+    with Box(a) as box:
+        alice = box.add("alice")
+        with box.server(slots=1) as s:
+            busy = submit_as(s, alice, {"name": "sleep"})  # steps every 50 ms, total_steps 1,000,000
+            s.wait_status(busy, "running", timeout=30)
+            waiting = submit_as(s, alice, {"name": "sleep"})
+            seen = []  # (tag, body, pending, when)
+            deadline = time.time() + 8
+            while time.time() < deadline:
+                r = s.get(f"/runs/{waiting}")
+                p = r.json().get("pending") if r.status == 200 else None
+                if not seen or seen[-1][0] != r.header("ETag") or seen[-1][1] != r.body:
+                    seen.append((r.header("ETag"), r.body, p, time.time()))
+                time.sleep(0.1)
+            estimates = [(x[2]["estimated_start"], x[3]) for x in seen if x[2] and x[2]["estimated_start"]]
+            check(estimates, f"behind a run with an ETA, the queued run gets an estimate: {[x[2] for x in seen][-3:]}")
+            for (t0, b0, _, _), (t1, b1, _, _) in zip(seen, seen[1:]):
+                check((t0 == t1) == (b0 == b1), f"a new tag exactly when the body changes: {t0} -> {t1}")
+            moves = [(e0, e1, when) for (e0, _), (e1, when) in zip(estimates, estimates[1:]) if e0 != e1]
+            for e0, e1, when in moves:  # the server's tolerance, from its own clock: within a second of ours
+                tolerance = max(60, (iso_s(e1) - when) / 10)
+                check(abs(iso_s(e1) - iso_s(e0)) >= tolerance * 0.95 - 1,
+                      f"the estimate moves only past its tolerance ({tolerance:.0f} s): {e0} -> {e1}")
+            print(f"in 8 s of steps behind run {busy}: {len(seen)} answers, estimates {[e for e, _ in estimates]}")
+            cancel_all(s, [(busy, alice), (waiting, alice)])
+
 
 def iso_s(t):
     return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ" if "." in t else "%Y-%m-%dT%H:%M:%SZ").replace(
