@@ -12,11 +12,13 @@
            2 by default), with the server's part (POST to trainer started) and the
            trainer's (to hello, to first step); with --baseline-trainer, another
            ddp-trainer build's runs alternate with this one's, on the same server.
-  queue    1000 queued runs of 10 users (ddpd user add) behind 2 busy CPU slots (the
-           tests' stand-in trainer, which waits): the time from a run's end to the
-           next run's start (finished_at -> started_at) as slots are freed one at a
-           time, what GET /queue and GET /runs/{id} of a queued run take, and
-           bench_queue_policy's in-process figure for one decision.
+  queue    --queued runs (1000) of 10 users (ddpd user add) behind 2 busy CPU slots
+           (the tests' stand-in trainer, which waits): what a submission costs with
+           the queue at its longest, the time from a run's end to the next run's
+           start (finished_at -> started_at) as slots are freed one at a time, what
+           GET /queue and GET /runs/{id} of a queued run (plain and 304) take, and
+           bench_queue_policy's in-process figure for one decision; with
+           --baseline-ddpd, the same on that build after this one's, side by side.
   get      GET /runs/{id} of a finished run (config and checkpoints in its answer):
            the server's own CPU per request (its utime+stime from /proc/PID/stat around
            each measurement), requests/s and latency, over one keep-alive connection
@@ -243,41 +245,50 @@ def bench_latency(a):
     print("  (target: a 1-rank run under 300 ms)")
 
 
-def bench_queue(a):
-    """1000 queued runs of 10 users behind 2 busy slots; slots freed one at a time."""
+def queue_figures(a, ddpd):
+    """One server (`ddpd`): a.queued runs of 10 users queued behind 2 busy slots;
+    what submitting, reading the queue and freeing slots cost. Returns the figures."""
     fake = os.path.join(HERE, "..", "..", "tests", "support", "fake_trainer.py")
     state = tempfile.mkdtemp(prefix="ddpd-bench-queue-")
     tokens = []
     for u in range(10):
-        p = subprocess.run([a.ddpd, "user", "add", f"user{u}", "--state-dir", state], capture_output=True, text=True)
+        p = subprocess.run([ddpd, "user", "add", f"user{u}", "--state-dir", state], capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"ddpd user add: {p.stderr}")
         tokens.append(p.stdout.strip().splitlines()[-1])
     # reads too need a token on a server with users: user0's, unless a request names its own
-    s = Server(a.ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state,
+    s = Server(ddpd, fake, slots=2, extra=["--cancel-grace", "5"], state_dir=state,
                headers={"Authorization": f"Bearer {tokens[0]}"})
+    f = {"posts": [], "gets": [], "gets_304": [], "queue_gets": [], "gaps": [], "cancel_to_start": []}
     try:
         t0 = time.time()
         ids = []
         for i in range(a.queued):
+            t = time.time()
             status, run = s.req("POST", "/runs", {"name": "sleep", "priority": 0},
                                 headers={"Authorization": f"Bearer {tokens[i % 10]}"})
+            if i >= a.queued - 200:  # the last 200: the queue at its longest
+                f["posts"].append((time.time() - t) * 1000)
             if status != 201:
                 sys.exit(f"POST /runs: {status} {run}")
             ids.append(run["id"])
-        submit_s = time.time() - t0
+        f["submit_s"] = time.time() - t0
         running = [r for r in ids[:2]]
         for rid in running:
             s.wait(rid, lambda r: r["status"] == "running", timeout=60)
-        gets, queue_gets = [], []
+        tag = s.req("GET", f"/runs/{ids[-1]}", with_headers=True)[2].get("ETag")
         for _ in range(20):
             t = time.time()
             s.req("GET", f"/runs/{ids[-1]}")
-            gets.append((time.time() - t) * 1000)
+            f["gets"].append((time.time() - t) * 1000)
+            if tag:
+                t = time.time()
+                s.req("GET", f"/runs/{ids[-1]}", headers={"If-None-Match": tag})
+                f["gets_304"].append((time.time() - t) * 1000)
             t = time.time()
             s.req("GET", "/queue")
-            queue_gets.append((time.time() - t) * 1000)
-        gaps, cancel_to_start = [], []
+            f["queue_gets"].append((time.time() - t) * 1000)
+
         def started_now(before):
             """The run that started in place of the ones in `before` (the queue's head
             before the cancel need not be it: the canceled run's usage counts now)."""
@@ -297,24 +308,43 @@ def bench_queue(a):
             s.req("POST", f"/runs/{victim}/cancel", headers={"Authorization": f"Bearer {tokens[int(owner[4:])]}"})
             run = started_now(set(running) | {victim})
             nxt = run["id"]
-            cancel_to_start.append((time.time() - t) * 1000)
+            f["cancel_to_start"].append((time.time() - t) * 1000)
             ended = s.wait(victim, lambda r: r["status"] == "canceled", timeout=60)
-            gaps.append((iso_s(run["started_at"]) - iso_s(ended["finished_at"])) * 1000)
+            f["gaps"].append((iso_s(run["started_at"]) - iso_s(ended["finished_at"])) * 1000)
             running.append(nxt)
     finally:
         s.close()
         shutil.rmtree(state, ignore_errors=True)
+    return f
+
+
+def bench_queue(a):
+    """a.queued queued runs of 10 users behind 2 busy slots; slots freed one at a time;
+    with --baseline-ddpd, the same on another build, one after the other."""
+    builds = [("this build", a.ddpd)] + ([("baseline", os.path.abspath(a.baseline_ddpd))] if a.baseline_ddpd else [])
+    figures = [(name, queue_figures(a, ddpd)) for name, ddpd in builds]
     load = os.getloadavg()
     print(f"queue: {a.queued} queued runs of 10 users behind 2 busy CPU slots; load average {load[0]:.1f} {load[1]:.1f} "
           f"{load[2]:.1f} on {os.cpu_count()} CPUs")
-    print(f"  {a.queued} submissions took {submit_s:.1f} s ({submit_s / a.queued * 1000:.1f} ms each, each deciding the queue)")
-    for what, v in (("a slot freed (run's finished_at) -> the next run started (its started_at)", gaps),
-                    ("  POST cancel sent -> the next run seen starting over HTTP", cancel_to_start),
-                    ("GET /runs/{id} of a queued run (its place and what it waits for)", gets),
-                    ("GET /queue (1000 runs in start order, each with its reason)", queue_gets)):
-        v = sorted(v)
-        print(f"  {what:72s} median {statistics.median(v):7.1f} ms  (min {v[0]:.1f}, max {v[-1]:.1f})")
-    print("  (target: a freed device starts the next run within 50 ms)")
+    rows = (("POST /runs, the last 200 (the queue at its longest)", "posts"),
+            ("a slot freed (run's finished_at) -> the next run started (its started_at)", "gaps"),
+            ("  POST cancel sent -> the next run seen starting over HTTP", "cancel_to_start"),
+            ("GET /runs/{id} of a queued run (its place and what it waits for)", "gets"),
+            ("  the same with its ETag (304)", "gets_304"),
+            ("GET /queue (every queued run in start order, each with its reason)", "queue_gets"))
+    print(f"  {'median ms (min-max)':72s}" + "".join(f"{name:>24s}" for name, _ in figures)
+          + ("      ratio" if len(figures) == 2 else ""))
+    for what, key in rows:
+        cells, medians = "", []
+        for _, f in figures:
+            v = sorted(f[key])
+            medians.append(statistics.median(v) if v else None)
+            cells += f"{statistics.median(v):9.2f} ({v[0]:.1f}-{v[-1]:.1f})".rjust(24) if v else "-".rjust(24)
+        ratio = f"{medians[1] / medians[0]:10.1f}x" if len(medians) == 2 and medians[0] and medians[1] else ""
+        print(f"  {what:72s}{cells}{ratio}")
+    for name, f in figures:
+        print(f"  {name}: {a.queued} submissions took {f['submit_s']:.1f} s")
+    print("  (ratio: baseline / this build; target: a freed device starts the next run within 50 ms)")
     bq = os.path.join(a.build, "bin", "bench_queue_policy")
     if os.path.exists(bq):
         print("  " + subprocess.run([bq, str(a.queued)], capture_output=True, text=True).stdout.replace("\n", "\n  ").rstrip())

@@ -156,6 +156,16 @@ void metrics_render(buf_t *b) {
     prom_family(b, "ddpd_run_cache_bytes", "gauge", "Bytes of cached GET /runs/{id} answers now.");
     prom_sample_u(b, "ddpd_run_cache_bytes", NULL, rc.bytes);
 
+    uint64_t decided[3];
+    scheduler_queue_decisions(decided);
+    prom_family(b, "ddpd_queue_decisions_total", "counter",
+                "Times the queue policy decided the whole queue, by cause: a change (a submission, an end, a cancel),"
+                " a read that found a change not decided yet, or the tick (submissions it coalesced, and once a"
+                " second as time moves). Reads of a decided queue add nothing.");
+    prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "change", NULL}, decided[0]);
+    prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "read", NULL}, decided[1]);
+    prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "tick", NULL}, decided[2]);
+
     rendezvous_stats rv;
     rendezvous_take_stats(&rv);
     prom_family(b, "ddpd_rendezvous_keys", "gauge",

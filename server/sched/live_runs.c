@@ -90,6 +90,8 @@ void live_run_drop(live_run *r) {
     }
     free(r->owner);
     json_decref(r->pending);
+    free(r->waiting_for);
+    json_decref(r->preempting);
     free(r->cancel_reason);
     free(r->fail_reason);
     rank_failure_clear(&r->server_blame);

@@ -107,9 +107,20 @@ typedef struct live_run {
     json_t *pending;         /* queued: why it waits and when it may start, as GET /runs/{id} shows it; else NULL */
     uint32_t pending_hash;   /* of its text */
     int64_t shown_start_ms;  /* queued: the estimated start its `pending` shows (-1: none); see scheduler.c */
+    /* queued: the queue policy's last decision on it, which reads copy (scheduler.c) */
+    int queue_order;         /* its place in the start order over every pool (0 first) */
+    int queue_position;      /* its place in its pool's queue (1 first); 0: not decided */
+    int queue_verb;          /* a policy_verb: start, preempt or wait */
+    char *waiting_for;       /* the sentence of what it waits for; NULL: none */
+    json_t *preempting;      /* the ids of the runs it preempts (an array); NULL: none */
     const char *pending_reason; /* its reason's name as last noted in its timeline (NULL: none yet) */
     struct live_run *next;
 } live_run;
+
+/* Why the queue policy decided (sched_state.decisions, /metrics): something changed
+ * (a submission, an end, a cancel), a read found a change not decided yet, or the
+ * tick (the changes it coalesced, and once a second for the rules that move with time). */
+typedef enum { QUEUE_DECIDED_FOR_CHANGE, QUEUE_DECIDED_FOR_READ, QUEUE_DECIDED_BY_TICK, QUEUE_DECIDED_CAUSES } queue_cause;
 
 /* An owner's decayed usage (fair_share.h) as of a time: the spans of its runs that ended. */
 typedef struct {
@@ -132,6 +143,11 @@ typedef struct {
     int next_port;          /* where the next lease looks first */
     owner_usage *usage;     /* fair share: each owner's decayed usage of the runs that ended */
     int n_usage;
+    /* the queue decided once per change (scheduler.c) */
+    bool queue_stale;       /* something changed that the queue policy has not decided on yet */
+    json_t *queue_view;     /* GET /queue as last built from the decisions; NULL: build it anew */
+    json_t *queue_owners;   /* its owners, as of the last decision */
+    uint64_t decisions[QUEUE_DECIDED_CAUSES]; /* how often the queue was decided, by cause */
 } sched_state;
 
 /* The scheduler's state: its one instance. */

@@ -232,7 +232,9 @@ static void pending_refresh_locked(void);
  * start that fails instead (no secret, no port) finishes its run and gives its
  * devices back: the policy decides again. With a batch system, there is no queue
  * here in front of its own: every queued run goes there at once. */
-void schedule_locked(void) {
+static void decide_and_apply_locked(queue_cause cause) {
+    sched.decisions[cause]++;
+    sched.queue_stale = false;
     if (sched.batch) {
         for (live_run *r = sched.runs, *next; r && !sched.shutting_down; r = next) {
             next = r->next; /* a start that fails finishes (frees) r */
@@ -263,6 +265,27 @@ void schedule_locked(void) {
     pending_refresh_locked();
 }
 
+void schedule_locked(void) { decide_and_apply_locked(QUEUE_DECIDED_FOR_CHANGE); }
+
+/* A submission: with a short queue the policy decides at once (a run that fits
+ * starts now); behind a long one the submissions that come together are decided
+ * together, by the supervisor's tick (a tenth of a second at most) or by the first
+ * read that needs the decision, whichever comes first. A decision costs the whole
+ * queue, so a burst of submissions no longer pays it once each. */
+enum { DECIDE_AT_ONCE_MAX = 64 };
+
+static void queue_changed_locked(void) {
+    int queued = 0;
+    for (live_run *r = sched.runs; r && queued <= DECIDE_AT_ONCE_MAX; r = r->next) queued += r->status == RUN_QUEUED;
+    if (queued <= DECIDE_AT_ONCE_MAX) schedule_locked();
+    else sched.queue_stale = true;
+}
+
+/* Before a read of the decisions: what changed since the last one is decided now. */
+static void decided_locked(void) {
+    if (sched.queue_stale) decide_and_apply_locked(QUEUE_DECIDED_FOR_READ);
+}
+
 void run_needs_distributed(const json_t *config, run_needs *n) {
     const json_t *dist = json_object_get(config, "distributed");
     n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
@@ -277,7 +300,7 @@ void scheduler_submit(const run_needs *n) {
     timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
                                                    pool_name(n->pool), "priority", n->priority));
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
-    schedule_locked();
+    queue_changed_locked();
     pthread_mutex_unlock(&sched.mu);
 }
 
@@ -287,7 +310,7 @@ void scheduler_resume(const run_needs *n) {
     live_run_append(r); /* at the back of the queue: it is queued now */
     timeline_note_locked(r, "resumed", NULL);
     log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
-    schedule_locked();
+    queue_changed_locked();
     pthread_mutex_unlock(&sched.mu);
 }
 
@@ -330,22 +353,17 @@ bool scheduler_fail(int64_t id, const char *reason) {
     return done;
 }
 
-/* The decision the queue policy makes for queued run `id` now, with its snapshot; -1
- * when it is not queued. */
-static int decision_of_locked(int64_t id, snapshot *sn, policy_decision **d) {
-    *d = decide_locked(sn);
-    for (int i = 0; i < sn->s.n_queued; i++)
-        if (sn->queued[i].id == id) return i;
-    return -1;
+/* Queued run `id` as the queue policy last decided on it; NULL when it is not queued. */
+static live_run *decided_run_locked(int64_t id) {
+    decided_locked();
+    live_run *r = find_run(id);
+    return r && r->status == RUN_QUEUED && r->queue_position > 0 ? r : NULL;
 }
 
 int scheduler_queue_position(int64_t id) {
     pthread_mutex_lock(&sched.mu);
-    snapshot sn;
-    policy_decision *d;
-    int i = decision_of_locked(id, &sn, &d);
-    int pos = i >= 0 ? d[i].pool_order + 1 : 0;
-    decisions_free(&sn, d);
+    live_run *r = decided_run_locked(id);
+    int pos = r ? r->queue_position : 0;
     pthread_mutex_unlock(&sched.mu);
     return pos;
 }
@@ -437,10 +455,11 @@ void scheduler_tick(void) {
         if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
     }
-    if (users_changed) schedule_locked();
-    static int64_t refreshed; /* ETAs move: the estimates follow, once a second at most */
+    if (users_changed || sched.queue_stale) decide_and_apply_locked(QUEUE_DECIDED_BY_TICK);
+    static int64_t refreshed; /* ETAs move, and fair share's decay: the decisions follow, once a second */
     if (now - refreshed >= 1000) {
         refreshed = now;
+        sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         pending_refresh_locked();
     }
     pthread_mutex_unlock(&sched.mu);
@@ -533,15 +552,17 @@ static char *after_preemption(const live_run *r, char *waiting) {
     return text;
 }
 
+/* What run `id` waits for, as last decided, or as its batch system says (malloc'd). */
+static char *waiting_for_locked(int64_t id) {
+    live_run *q = decided_run_locked(id);
+    if (q) return q->waiting_for ? xstrdup(q->waiting_for) : NULL;
+    live_run *r = find_run(id);
+    return r && batch_pending(r) && r->parts[0].exec->waiting_for ? r->parts[0].exec->waiting_for(r->id) : NULL;
+}
+
 char *scheduler_waiting_for(int64_t id) {
     pthread_mutex_lock(&sched.mu);
-    snapshot sn;
-    policy_decision *d;
-    int i = decision_of_locked(id, &sn, &d);
-    char *text = i >= 0 ? after_preemption(sn.queued_runs[i], queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i])) : NULL;
-    decisions_free(&sn, d);
-    live_run *r = text ? NULL : find_run(id);
-    if (r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
+    char *text = waiting_for_locked(id);
     pthread_mutex_unlock(&sched.mu);
     return text;
 }
@@ -638,12 +659,55 @@ static void set_pending(live_run *r, json_t *p) {
     free(text);
 }
 
-/* Every queued run's pending reason and start estimate made anew, from the queue
- * policy's decisions now and its walk forward (queue_forecast.h). */
+/* The queue policy's decision on a queued run, kept for the reads (NULL d: none). */
+static void set_decision(live_run *r, const snapshot *sn, int i, const policy_decision *d) {
+    free(r->waiting_for);
+    json_decref(r->preempting);
+    r->waiting_for = NULL;
+    r->preempting = NULL;
+    r->queue_position = r->queue_order = 0;
+    r->queue_verb = POLICY_WAIT;
+    if (!d) return;
+    r->queue_order = d->order;
+    r->queue_position = d->pool_order + 1;
+    r->queue_verb = d->verb;
+    r->waiting_for = after_preemption(r, queue_policy_waiting_for(&sn->s, &sn->queued[i], d));
+    r->preempting = json_array();
+    for (int v = 0; d->verb == POLICY_PREEMPT && v < d->n_preempt; v++)
+        json_array_append_new(r->preempting, json_integer(d->preempt[v]));
+}
+
+/* GET /queue's owners as of the snapshot: each one's decayed usage, devices, quota. */
+static json_t *owners_of(const snapshot *sn) {
+    json_t *owners = json_array();
+    for (int i = 0; i < sn->s.n_owners; i++) {
+        const policy_owner *o = &sn->owners[i];
+        int held = 0;
+        for (int j = 0; j < sn->s.n_running; j++)
+            for (int h = 0; sn->running[j].owner == i && h < sn->running[j].n_holds; h++)
+                held += sn->running[j].holds[h].devices;
+        json_array_append_new(owners, json_pack("{s:o, s:f, s:i, s:o}", "name", json_string_or_null(o->name),
+                                                "usage_device_seconds", o->usage, "devices_in_use", held,
+                                                "max_devices", o->max_devices < 0 ? json_null() : json_integer(o->max_devices)));
+    }
+    return owners;
+}
+
+/* The queue decided anew: every queued run's decision (its order, position, what it
+ * waits for, whom it preempts), pending reason and start estimate, from the queue
+ * policy's decisions now and its walk forward (queue_forecast.h). Made when the
+ * queue changes (schedule_locked) and once a second for the rules that move with
+ * time (fair share's decay, the backfill window, the ETAs); every read copies them. */
 static void pending_refresh_locked(void) {
+    json_decref(sched.queue_view);
+    sched.queue_view = NULL;
     if (sched.batch) {
-        for (live_run *r = sched.runs; r; r = r->next)
+        for (live_run *r = sched.runs; r; r = r->next) {
+            set_decision(r, NULL, 0, NULL);
             set_pending(r, r->status == RUN_QUEUED || batch_pending(r) ? batch_pending_of(r) : NULL);
+        }
+        json_decref(sched.queue_owners);
+        sched.queue_owners = json_array();
         return;
     }
     snapshot sn;
@@ -657,10 +721,16 @@ static void pending_refresh_locked(void) {
     for (int i = 0; i < sn.s.n_queued; i++) lens[i] = sn.queued_runs[i]->expected_len_ms;
     forecast *f = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *f);
     queue_forecast(&sn.s, ends, lens, f);
-    for (live_run *r = sched.runs; r; r = r->next)
-        if (r->status != RUN_QUEUED) set_pending(r, NULL);
+    for (live_run *r = sched.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) continue;
+        set_pending(r, NULL);
+        set_decision(r, NULL, 0, NULL);
+    }
+    json_decref(sched.queue_owners);
+    sched.queue_owners = owners_of(&sn);
     for (int i = 0; i < sn.s.n_queued; i++) {
         live_run *r = sn.queued_runs[i];
+        set_decision(r, &sn, i, &d[i]);
         char *detail = after_preemption(r, queue_policy_pending_detail(&sn.s, &sn.queued[i], &d[i]));
         f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
         r->shown_start_ms = f[i].start_ms;
@@ -675,6 +745,7 @@ static void pending_refresh_locked(void) {
 
 json_t *scheduler_pending(int64_t id, uint32_t *hash) {
     pthread_mutex_lock(&sched.mu);
+    decided_locked();
     live_run *r = find_run(id);
     json_t *p = r && r->pending ? json_deep_copy(r->pending) : NULL;
     *hash = p ? r->pending_hash : 0;
@@ -684,67 +755,69 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash) {
 
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash) {
     pthread_mutex_lock(&sched.mu);
-    snapshot sn;
-    policy_decision *d;
-    int i = decision_of_locked(id, &sn, &d);
-    *position = i >= 0 ? d[i].pool_order + 1 : 0;
-    char *text = i >= 0 ? after_preemption(sn.queued_runs[i], queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i])) : NULL;
-    decisions_free(&sn, d);
+    char *text = waiting_for_locked(id); /* decides first what waits to be */
     live_run *r = find_run(id);
-    if (!text && r && batch_pending(r) && r->parts[0].exec->waiting_for) text = r->parts[0].exec->waiting_for(r->id);
+    *position = r && r->status == RUN_QUEUED ? r->queue_position : 0;
     *pending_hash = r && r->pending ? r->pending_hash : 0;
     pthread_mutex_unlock(&sched.mu);
     return text;
 }
 
-static const char *verb_word(const policy_decision *d) {
-    return d->verb == POLICY_START ? "start" : d->verb == POLICY_PREEMPT ? "preempt" : "wait";
+static const char *verb_word(int verb) {
+    return verb == POLICY_START ? "start" : verb == POLICY_PREEMPT ? "preempt" : "wait";
 }
 
-json_t *scheduler_queue_json(void) {
-    pthread_mutex_lock(&sched.mu);
-    snapshot sn;
-    policy_decision *d = decide_locked(&sn);
-    int n = sn.s.n_queued;
-    int *by_order = xmalloc((size_t)(n + 1) * sizeof *by_order);
-    for (int i = 0; i < n; i++) by_order[d[i].order] = i;
+static int by_queue_order(const void *a, const void *b) {
+    const live_run *x = *(live_run *const *)a, *y = *(live_run *const *)b;
+    return (x->queue_order > y->queue_order) - (x->queue_order < y->queue_order);
+}
+
+/* GET /queue from the last decisions: the queued runs in the policy's start order. */
+static json_t *queue_view_of_locked(void) {
+    int n = 0;
+    for (live_run *r = sched.runs; r; r = r->next) n += r->status == RUN_QUEUED && r->queue_position > 0;
+    live_run **order = xmalloc((size_t)(n + 1) * sizeof *order);
+    n = 0;
+    for (live_run *r = sched.runs; r; r = r->next)
+        if (r->status == RUN_QUEUED && r->queue_position > 0) order[n++] = r;
+    qsort(order, (size_t)n, sizeof *order, by_queue_order);
     json_t *runs = json_array();
     for (int k = 0; k < n; k++) {
-        int i = by_order[k];
-        const live_run *r = sn.queued_runs[i];
+        const live_run *r = order[k];
         char queued_at[32];
         format_iso8601(r->queued_ms, queued_at);
-        char *waiting = after_preemption(r, queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]));
-        json_t *preempting = json_array();
-        for (int v = 0; d[i].verb == POLICY_PREEMPT && v < d[i].n_preempt; v++)
-            json_array_append_new(preempting, json_integer(d[i].preempt[v]));
         json_array_append_new(
-            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o, s:o}", "id", (json_int_t)r->id,
-                            "position", k + 1, "pool_position", d[i].pool_order + 1, "owner",
+            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o, s:o, s:o}", "id",
+                            (json_int_t)r->id, "position", k + 1, "pool_position", r->queue_position, "owner",
                             json_string_or_null(r->owner), "priority", r->priority, "world_size", r->world_size,
                             "device_kind", pool_name(r->pool), "queued_at", queued_at, "preemptible", r->preemptible,
-                            "decision", verb_word(&d[i]), "waiting_for", json_string_or_null(waiting), "preempting",
-                            preempting, "preempted_by", r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null()));
-        free(waiting);
-        json_object_set_new(json_array_get(runs, json_array_size(runs) - 1), "pending",
-                            r->pending ? json_deep_copy(r->pending) : json_null());
+                            "decision", verb_word(r->queue_verb), "waiting_for", json_string_or_null(r->waiting_for),
+                            "preempting", r->preempting ? json_incref(r->preempting) : json_array(), "preempted_by",
+                            r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null(), "pending",
+                            r->pending ? json_deep_copy(r->pending) : json_null()));
     }
-    json_t *owners = json_array();
-    for (int i = 0; i < sn.s.n_owners; i++) {
-        const policy_owner *o = &sn.owners[i];
-        int held = 0;
-        for (int j = 0; j < sn.s.n_running; j++)
-            for (int h = 0; sn.running[j].owner == i && h < sn.running[j].n_holds; h++) held += sn.running[j].holds[h].devices;
-        json_array_append_new(owners, json_pack("{s:o, s:f, s:i, s:o}", "name", json_string_or_null(o->name),
-                                                "usage_device_seconds", o->usage, "devices_in_use", held,
-                                                "max_devices", o->max_devices < 0 ? json_null() : json_integer(o->max_devices)));
-    }
-    json_t *out = json_pack("{s:o, s:o, s:f, s:I}", "runs", runs, "owners", owners, "fair_share_half_life_s",
-                            sched.c.fair_share_half_life_s, "backfill_window_s", (json_int_t)(sched.c.backfill_window_ms / 1000));
-    free(by_order);
-    decisions_free(&sn, d);
+    free(order);
+    return json_pack("{s:o, s:o, s:f, s:I}", "runs", runs, "owners",
+                     sched.queue_owners ? json_incref(sched.queue_owners) : json_array(),
+                     "fair_share_half_life_s", sched.c.fair_share_half_life_s, "backfill_window_s",
+                     (json_int_t)(sched.c.backfill_window_ms / 1000));
+}
+
+/* Built once per decision and shared: the caller's reference (the answer is never
+ * changed once built; Jansson counts references atomically). */
+json_t *scheduler_queue_json(void) {
+    pthread_mutex_lock(&sched.mu);
+    decided_locked();
+    if (!sched.queue_view) sched.queue_view = queue_view_of_locked();
+    json_t *out = json_incref(sched.queue_view);
     pthread_mutex_unlock(&sched.mu);
     return out;
+}
+
+void scheduler_queue_decisions(uint64_t counts[3]) {
+    pthread_mutex_lock(&sched.mu);
+    for (int i = 0; i < 3; i++) counts[i] = sched.decisions[i];
+    pthread_mutex_unlock(&sched.mu);
 }
 
 json_t *scheduler_nodes_json(void) {

@@ -141,15 +141,20 @@ char *scheduler_waiting_for(int64_t id);
  * (a new reference), with a hash of it into *hash; NULL when it is not queued. Made
  * at the scheduler's decisions and ticks (never here: a GET only copies it). */
 json_t *scheduler_pending(int64_t id, uint32_t *hash);
-/* What a queued run's GET /runs/{id} says of the queue, under one lock and one
- * decision: its queue_position into *position (scheduler_queue_position), the hash of
+/* What a queued run's GET /runs/{id} says of the queue, under one lock, from the
+ * queue's last decision (scheduler_queue_decisions): its queue_position into *position (scheduler_queue_position), the hash of
  * its pending into *pending_hash (0: none), and its waiting_for (returned, malloc'd, or
  * NULL: scheduler_waiting_for). Whether a cached answer still holds. */
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
- * and quota. */
+ * and quota. Built once per decision and shared (a new reference: never change it). */
 json_t *scheduler_queue_json(void);
+/* How often the queue policy decided since the server started: for a change (a
+ * submission, an end, a cancel), for a read that found a change not decided yet, and
+ * by the tick (the submissions it coalesced, and once a second for the rules that
+ * move with time). A read of a decided queue decides nothing. */
+void scheduler_queue_decisions(uint64_t counts[3]);
 
 /* At start-up, before scheduler_recover: each owner's decayed usage as the store kept
  * it (owner "" or NULL: nobody in particular). */

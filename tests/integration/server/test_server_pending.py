@@ -28,6 +28,12 @@ command runs for the estimates). Each case makes one real situation and reads
                      step), a queued run's estimate appears and then moves only by more
                      than its tolerance (a minute, or a tenth of the wait): its answer and
                      its tag do not change every second; each tag change is a body change
+  decided_once       70 runs queued behind a busy slot (past the 64 decided at once on
+                     submission): each one's position and reason, GET /queue in order;
+                     reads of the queue and of queued runs decide nothing (the
+                     decisions counter in /metrics); a submission behind them is
+                     decided by the tick or the first read, once; the busy run's end
+                     starts the first and moves every position up by one
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -265,6 +271,61 @@ def case_estimate_steady(a):
                       f"the estimate moves only past its tolerance ({tolerance:.0f} s): {e0} -> {e1}")
             print(f"in 8 s of steps behind run {busy}: {len(seen)} answers, estimates {[e for e, _ in estimates]}")
             cancel_all(s, [(busy, alice), (waiting, alice)])
+
+
+def decisions(s):
+    """ddpd_queue_decisions_total by cause, from /metrics."""
+    out = {}
+    for line in s.get("/metrics").body.decode().splitlines():
+        if line.startswith("ddpd_queue_decisions_total{"):
+            out[line.split('cause="')[1].split('"')[0]] = int(float(line.split()[-1]))
+    return out
+
+
+def case_decided_once(a):
+    with Box(a) as box:
+        alice = box.add("alice")
+        with box.server(slots=1) as s:
+            busy = submit_as(s, alice, {"name": "hold"})
+            s.wait_status(busy, "running", timeout=30)
+            queued = [submit_as(s, alice, {"name": "hold"}) for _ in range(70)]
+            before = decisions(s)
+            check(set(before) == {"change", "read", "tick"}, f"the decisions counter, by cause: {before}")
+            runs = {rid: s.run(rid) for rid in queued}
+            q = s.get("/queue").json()
+            for _ in range(3):
+                s.get("/queue")
+                for rid in queued[:10]:
+                    s.get(f"/runs/{rid}")
+            after = decisions(s)
+            check(after["read"] - before["read"] <= 1,
+                  f"100 reads of a queue that did not change decide it at most once (the last submissions, "
+                  f"when the tick had not yet): {before} -> {after}")
+            for k, rid in enumerate(queued):
+                run, p = runs[rid], runs[rid].get("pending") or {}
+                check(run["status"] == "queued" and run.get("queue_position") == k + 1 and p.get("reason") == "devices"
+                      and busy in p.get("blocked_by", []),
+                      f"run {rid}: queued at {k + 1}, waiting for devices held by {busy}: "
+                      f"{run['status']} {run.get('queue_position')} {p}")
+            check([(r["id"], r["position"]) for r in q["runs"]] == [(rid, k + 1) for k, rid in enumerate(queued)],
+                  f"GET /queue lists the 70 in order: {[(r['id'], r['position']) for r in q['runs']][:5]}...")
+            before = decisions(s)
+            late = submit_as(s, alice, {"name": "hold"})
+            run = s.run(late)  # the tick, or this read, decided it
+            after = decisions(s)
+            check(run.get("queue_position") == 71 and (run.get("pending") or {}).get("reason") == "devices",
+                  f"a submission behind 70: decided before its first read shows it, at 71: {run.get('queue_position')}"
+                  f" {run.get('pending')}")
+            check(after["change"] == before["change"] and after["read"] - before["read"] <= 1,
+                  f"behind a long queue, a submission is decided with the tick's or the first read's, not at once:"
+                  f" {before} -> {after}")
+            cancel_all(s, [(busy, alice)])
+            s.wait_status(queued[0], "running", timeout=60)
+            moved = wait_until(lambda: s.run(queued[-1]).get("queue_position") == 69 or None,
+                               "the last queued run to move up", timeout=30)
+            check(moved, f"the busy run's end starts the first; the others move up: {s.run(queued[-1]).get('queue_position')}"
+                         f" {s.run(queued[0])['status']} {[(r['id'], r['position']) for r in s.get('/queue').json()['runs']][:3]}")
+            cancel_all(s, [(rid, alice) for rid in queued + [late]])
 
 
 def iso_s(t):
