@@ -232,6 +232,8 @@ static void pending_refresh_locked(void);
  * start that fails instead (no secret, no port) finishes its run and gives its
  * devices back: the policy decides again. With a batch system, there is no queue
  * here in front of its own: every queued run goes there at once. */
+static bool long_queue_locked(void);
+
 static void decide_and_apply_locked(queue_cause cause) {
     sched.decisions[cause]++;
     sched.queue_stale = false;
@@ -262,28 +264,38 @@ static void decide_and_apply_locked(queue_cause cause) {
         free(by_order);
         decisions_free(&sn, d);
     }
-    pending_refresh_locked();
+    if (long_queue_locked()) sched.pending_stale = true; /* made by the tick, or a read that needs them */
+    else pending_refresh_locked();
 }
 
 void schedule_locked(void) { decide_and_apply_locked(QUEUE_DECIDED_FOR_CHANGE); }
 
-/* A submission: with a short queue the policy decides at once (a run that fits
- * starts now); behind a long one the submissions that come together are decided
- * together, by the supervisor's tick (a tenth of a second at most) or by the first
- * read that needs the decision, whichever comes first. A decision costs the whole
- * queue, so a burst of submissions no longer pays it once each. */
+/* With a short queue, everything is decided at once: a submission (a run that fits
+ * starts now), and what each queued run shows (its place, what it waits for, its
+ * estimate). Behind a long one, the submissions that come together are decided
+ * together, and what the queued runs show is made anew once for all the changes:
+ * both by the supervisor's tick (a tenth of a second for the decisions, a second for
+ * what they show) or by the first read that needs them, whichever comes first. Each
+ * costs the whole queue, so a burst of submissions no longer pays it once each. */
 enum { DECIDE_AT_ONCE_MAX = 64 };
 
-static void queue_changed_locked(void) {
+static bool long_queue_locked(void) {
     int queued = 0;
     for (live_run *r = sched.runs; r && queued <= DECIDE_AT_ONCE_MAX; r = r->next) queued += r->status == RUN_QUEUED;
-    if (queued <= DECIDE_AT_ONCE_MAX) schedule_locked();
-    else sched.queue_stale = true;
+    return queued > DECIDE_AT_ONCE_MAX;
+}
+
+static void queue_changed_locked(void) {
+    if (long_queue_locked()) sched.queue_stale = true;
+    else schedule_locked();
 }
 
 /* Before a read of the decisions: what changed since the last one is decided now. */
 static void decided_locked(void) {
-    if (sched.queue_stale) decide_and_apply_locked(QUEUE_DECIDED_FOR_READ);
+    if (!sched.queue_stale && !sched.pending_stale) return;
+    sched.decisions[QUEUE_DECIDED_FOR_READ]++;
+    if (sched.queue_stale) decide_and_apply_locked(QUEUE_CAUSE_COUNTED);
+    if (sched.pending_stale) pending_refresh_locked();
 }
 
 void run_needs_distributed(const json_t *config, run_needs *n) {
@@ -636,6 +648,10 @@ static json_t *batch_pending_of(live_run *r) {
 }
 
 static void set_pending(live_run *r, json_t *p) {
+    if (p && r->pending && json_equal(p, r->pending)) { /* as it was: its hash and timeline too */
+        json_decref(p);
+        return;
+    }
     const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
     if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
         r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
@@ -699,6 +715,7 @@ static json_t *owners_of(const snapshot *sn) {
  * queue changes (schedule_locked) and once a second for the rules that move with
  * time (fair share's decay, the backfill window, the ETAs); every read copies them. */
 static void pending_refresh_locked(void) {
+    sched.pending_stale = false;
     json_decref(sched.queue_view);
     sched.queue_view = NULL;
     if (sched.batch) {
