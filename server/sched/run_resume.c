@@ -42,8 +42,9 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int found = store_get_brief(id, &b);
     if (found < 0) return RESUME_STORE_ERROR;
     if (!found) return RESUME_NOT_FOUND;
-    if (b.status != RUN_FAILED && b.status != RUN_CANCELED && b.status != RUN_STOPPED) {
-        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s (a stopped one can be too)", (long long)id,
+    if (b.status != RUN_FAILED && b.status != RUN_CANCELED && b.status != RUN_STOPPED && b.status != RUN_TIMEOUT) {
+        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s (a stopped or timed-out one "
+                 "can be too)", (long long)id,
                  run_status_name(b.status));
         return RESUME_REFUSED;
     }
