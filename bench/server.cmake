@@ -14,3 +14,8 @@ target_include_directories(bench_event_kinds PRIVATE ${PROJECT_SOURCE_DIR}/tests
 add_executable(bench_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/bench_queue_policy.c)
 target_link_libraries(bench_queue_policy PRIVATE ddpd_sched)
 target_include_directories(bench_queue_policy PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)
+# bench_victims: the device-seconds preemptions throw away under the rule before
+# (lowest priority, newest) and under the least lost work, on one scenario.
+add_executable(bench_victims ${CMAKE_CURRENT_LIST_DIR}/server/bench_victims.c)
+target_link_libraries(bench_victims PRIVATE ddpd_sched)
+target_include_directories(bench_victims PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)

@@ -637,7 +637,7 @@ static int cmd_logs(const args *a) {
         if (!run) break;
         const char *st = json_string_value(json_object_get(run, "status"));
         ended = st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "canceled") ||
-                       !strcmp(st, "stopped"));
+                       !strcmp(st, "stopped") || !strcmp(st, "timeout"));
         json_decref(run);
         for (int i = 0; i < 10 && !ended && !client_interrupted(); i++) usleep(100000);
         if (client_interrupted()) {

@@ -122,7 +122,8 @@ static int terminal_result(const char *status) {
     if (strcmp(status, "succeeded") == 0) return EXIT_OK;
     if (strcmp(status, "failed") == 0) return EXIT_RUN_FAILED;
     /* stopped: a sweep's searcher ended it early, as a cancel would */
-    if (strcmp(status, "canceled") == 0 || strcmp(status, "stopped") == 0) return EXIT_RUN_CANCELED;
+    if (strcmp(status, "canceled") == 0 || strcmp(status, "stopped") == 0 || strcmp(status, "timeout") == 0)
+        return EXIT_RUN_CANCELED;
     return -1;
 }
 

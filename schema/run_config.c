@@ -328,6 +328,8 @@ int run_config_from_json(json_t *doc, run_config *out, schema_errors *errs) {
     out->seed = (uint64_t)integer_at(doc, "/seed");
     out->priority = (int)integer_at(doc, "/priority");
     out->preemptible = bool_at(doc, "/preemptible");
+    out->max_duration_s = number_at(doc, "/max_duration_s");
+    out->min_runtime_s = number_at(doc, "/min_runtime_s");
     out->resources.memory_gb = number_at(doc, "/resources/memory_gb");
     read_model(doc, out);
     read_data(doc, out);

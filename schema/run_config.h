@@ -41,6 +41,8 @@ typedef struct {
     uint64_t seed;
     int priority;     /* -100 to 100: the server's queue (the trainer does not use it) */
     bool preemptible; /* the server may preempt it */
+    double max_duration_s; /* the server ends it `timeout` after this long in one start; 0: no limit */
+    double min_runtime_s;  /* not preempted before it has run this long in one start; -1: the server's default */
     struct {
         double memory_gb; /* GiB its processes may use together (the server's cgroup); 0 = the server's default */
     } resources;

@@ -19,7 +19,7 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 export const LIVE = new Set(['queued', 'starting', 'running', 'canceling']);
-export const FINISHED = new Set(['succeeded', 'failed', 'canceled', 'stopped']); // stopped: a sweep's trial its searcher stopped
+export const FINISHED = new Set(['succeeded', 'failed', 'canceled', 'stopped', 'timeout']); // stopped: a sweep's trial its searcher stopped; timeout: its max_duration_s
 
 export function badge(status) {
   return h('span', { class: `badge badge-${status}`, 'data-status': status }, status);

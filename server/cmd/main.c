@@ -157,11 +157,19 @@ static const store_cache_hooks CACHE_FORGETS_DELETED = {on_run_deleted};
 /* A run's metrics passed --max-points-per-run (ingest.h): it fails, for good. */
 static void on_points_capped(int64_t run_id, const char *reason) { scheduler_fail(run_id, reason); }
 
+/* A checkpoint written: what it takes on disk, and what a preemption would lose now. */
+static void on_checkpoint(int64_t run_id, const char *path) {
+    disk_use_checkpoint(run_id, path);
+    scheduler_checkpoint(run_id, true);
+}
+
+static void on_checkpointing(int64_t run_id) { scheduler_checkpoint(run_id, false); }
+
 static const ingest_hooks INGEST_ASKS = {.hello = scheduler_hello, .end = scheduler_end_event,
                                          .progress = scheduler_progress, .planned = scheduler_planned,
                                          .attempt = scheduler_attempt,
-                                         .journal_fed = scheduler_journal_fed, .checkpoint = disk_use_checkpoint,
-                                         .points_capped = on_points_capped};
+                                         .journal_fed = scheduler_journal_fed, .checkpoint = on_checkpoint,
+                                         .checkpointing = on_checkpointing, .points_capped = on_points_capped};
 
 /* Fair share: each owner's usage as the store kept it, for the scheduler. */
 static void load_usage(void) {
@@ -362,7 +370,7 @@ static void start_runs(const settings *o, serving *v) {
                            .node_timeout_ms = o->node_timeout * 1000LL,
                            .backfill_window_ms = o->backfill_window * 1000LL,
                            .fair_share_half_life_s = o->fairshare_half_life,
-                           .preempt_grace_ms = o->preempt_grace * 1000,
+                           .preempt_grace_ms = o->preempt_grace * 1000, .min_runtime_ms = o->min_runtime * 1000LL,
                            .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL,
                            .memory_per_device = {memory_per_device[0], memory_per_device[1]},
                            .max_run_processes = o->max_run_processes, .max_log_bytes = o->max_log_bytes,

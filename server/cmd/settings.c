@@ -135,6 +135,9 @@ static const opt_row ROWS[] = {
      .dflt = "3600", .help = "fair share: a user's past device-seconds weigh half as much this much later"},
     {INT("--preempt-grace", "SECONDS", "DDPD_PREEMPT_GRACE", preempt_grace, 1, 3600), .dflt = "60",
      .help = "a preempted run has this long to write its checkpoint and stop before it is killed"},
+    {INT("--min-runtime", "SECONDS", "DDPD_MIN_RUNTIME", min_runtime, 0, 30 * 24 * 3600), .dflt = "0",
+     .help = "a run is not preempted before it has run this long in its current attempt, unless its config says "
+             "otherwise (min_runtime_s); 0: it may be preempted at once"},
     {INT("--max-stop-grace", "SECONDS", "DDPD_MAX_STOP_GRACE", max_stop_grace, 0, 86400), .dflt = "300",
      .help = "the longest grace a command run may ask for (distributed.stop_grace_s) when it is canceled or preempted"},
     {INT("--max-connections", "N", "DDPD_MAX_CONNECTIONS", max_connections, 1, 1000000),

@@ -27,7 +27,8 @@ const char USER_USAGE[] =
     "usage: ddpd user add NAME [--admin] [--max-devices N] [--max-priority P] [--unix-user ACCOUNT]\n"
     "                     [--max-memory-gb N] [--max-disk-gb N] [--state-dir DIR]\n"
     "       ddpd user set NAME [--unix-user ACCOUNT|--no-unix-user] [--max-devices N|--no-max-devices]\n"
-    "                     [--max-priority P] [--max-memory-gb N|none] [--max-disk-gb N|none] [--state-dir DIR]\n"
+    "                     [--max-priority P] [--max-memory-gb N|none] [--max-disk-gb N|none]\n"
+    "                     [--max-duration SECONDS|none] [--state-dir DIR]\n"
     "       ddpd user list [--state-dir DIR]\n"
     "       ddpd user token NAME [--state-dir DIR]\n"
     "       ddpd user remove NAME [--state-dir DIR]\n"
@@ -58,6 +59,9 @@ const char USER_USAGE[] =
     "  --max-disk-gb N      its quota of disk (GiB): what its runs' directories may hold together. Past\n"
     "                       it a new run is refused and a running one stops at its next checkpoint\n"
     "                       (resumable); none: no quota (default)\n"
+    "  --max-duration S     (set) the longest a run of its may run in one start, in seconds: at it the run\n"
+    "                       checkpoints where it can and ends `timeout` (resumable); its own\n"
+    "                       max_duration_s counts where shorter; none: no limit (default)\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
 static int schema_version(sqlite3 *db) {
@@ -179,7 +183,7 @@ static int audit_user(sqlite3 *db, const char *action, const char *name, json_t 
 
 /* What `ddpd user set` changes, each {"from": ..., "to": ...}. */
 typedef struct {
-    bool account, devices, priority, memory, disk;
+    bool account, devices, priority, memory, disk, duration;
 } set_given;
 
 static json_t *set_detail(sqlite3 *db, const user_info *u, set_given g) {
@@ -196,6 +200,8 @@ static json_t *set_detail(sqlite3 *db, const user_info *u, set_given g) {
     CHANGE(priority, "max_priority", json_integer(was->max_priority), json_integer(u->max_priority));
     CHANGE(memory, "max_memory_gb", limit_json(was->max_memory_gb), limit_json(u->max_memory_gb));
     CHANGE(disk, "max_disk_gb", limit_json(was->max_disk_gb), limit_json(u->max_disk_gb));
+    CHANGE(duration, "max_duration_s", was->max_duration_s < 0 ? json_null() : json_integer(was->max_duration_s),
+           u->max_duration_s < 0 ? json_null() : json_integer(u->max_duration_s));
 #undef CHANGE
     if (n > 0) free(all);
     return d;
@@ -211,7 +217,8 @@ static int set_user(sqlite3 *db, const user_info *u, set_given g) {
               (!g.devices || users_set_max_devices(db, u->name, u->max_devices, err, sizeof err) == 0) &&
               (!g.priority || users_set_max_priority(db, u->name, u->max_priority, err, sizeof err) == 0) &&
               (!g.memory || users_set_limit(db, u->name, "max_memory_gb", u->max_memory_gb, err, sizeof err) == 0) &&
-              (!g.disk || users_set_limit(db, u->name, "max_disk_gb", u->max_disk_gb, err, sizeof err) == 0);
+              (!g.disk || users_set_limit(db, u->name, "max_disk_gb", u->max_disk_gb, err, sizeof err) == 0) &&
+              (!g.duration || users_set_max_duration(db, u->name, u->max_duration_s, err, sizeof err) == 0);
     if (!ok || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         if (ok) snprintf(err, sizeof err, "the database cannot be written: %s", sqlite3_errmsg(db));
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -235,6 +242,11 @@ static int set_user(sqlite3 *db, const user_info *u, set_given g) {
         printf("user %s: max-memory-gb %s: its runs may ask for %s%s%s (runs started from now on)\n", u->name, gb,
                u->max_memory_gb < 0 ? "any memory limit" : "a memory limit of at most ", u->max_memory_gb < 0 ? "" : gb,
                u->max_memory_gb < 0 ? "" : " GiB");
+    if (g.duration && u->max_duration_s >= 0)
+        printf("user %s: max-duration %lld s: a run of its ends `timeout` (resumable) after that long in one start\n",
+               u->name, u->max_duration_s);
+    else if (g.duration)
+        printf("user %s: no limit on how long its runs run\n", u->name);
     gb_text(u->max_disk_gb, gb, sizeof gb);
     if (g.disk)
         printf("user %s: max-disk-gb %s: %s%s%s\n", u->name, gb, u->max_disk_gb < 0 ? "no quota on its runs' disk" :
@@ -258,7 +270,7 @@ int user_main(int argc, char **argv) {
         return argc < 3 ? 2 : 0;
     }
     const char *verb = argv[2], *name = NULL, *state_flag = NULL;
-    user_info u = {.max_devices = -1, .max_memory_gb = -1, .max_disk_gb = -1};
+    user_info u = {.max_devices = -1, .max_memory_gb = -1, .max_disk_gb = -1, .max_duration_s = -1};
     bool wants_name = strcmp(verb, "list") != 0;
     set_given given = {0};
     if (strcmp(verb, "add") && strcmp(verb, "set") && strcmp(verb, "list") && strcmp(verb, "token") &&
@@ -285,7 +297,10 @@ int user_main(int argc, char **argv) {
         } else if (strcmp(verb, "set") == 0 && strcmp(a, "--no-unix-user") == 0) u.unix_user[0] = '\0', given.account = true;
         else if (sets_fields && strcmp(a, "--max-memory-gb") == 0)
             u.max_memory_gb = parse_gb(a, v, strcmp(verb, "set") == 0), given.memory = true, i++;
-        else if (sets_fields && strcmp(a, "--max-disk-gb") == 0)
+        else if (strcmp(verb, "set") == 0 && strcmp(a, "--max-duration") == 0) {
+            u.max_duration_s = v && strcmp(v, "none") == 0 ? -1 : parse_int(a, v, 1, 365 * 24 * 3600);
+            given.duration = true, i++;
+        } else if (sets_fields && strcmp(a, "--max-disk-gb") == 0)
             u.max_disk_gb = parse_gb(a, v, strcmp(verb, "set") == 0), given.disk = true, i++;
         else if (a[0] == '-' && a[1] == '-') die("ddpd user %s takes no %s (ddpd user --help)", verb, a);
         else if (wants_name && !name) name = a;
@@ -293,9 +308,11 @@ int user_main(int argc, char **argv) {
         if (strcmp(a, "--state-dir") == 0 && !v) die("--state-dir needs a value");
     }
     if (wants_name && !name) die("ddpd user %s needs the user's NAME (ddpd user --help)", verb);
-    if (strcmp(verb, "set") == 0 && !given.account && !given.devices && !given.priority && !given.memory && !given.disk)
+    if (strcmp(verb, "set") == 0 && !given.account && !given.devices && !given.priority && !given.memory && !given.disk &&
+        !given.duration)
         die("ddpd user set %s needs what to change: --unix-user ACCOUNT or --no-unix-user, --max-devices N or "
-            "--no-max-devices, --max-priority P, --max-memory-gb N|none, --max-disk-gb N|none (ddpd user --help)",
+            "--no-max-devices, --max-priority P, --max-memory-gb N|none, --max-disk-gb N|none, --max-duration "
+            "SECONDS|none (ddpd user --help)",
             name);
     if (given.account && u.unix_user[0] && !getpwnam(u.unix_user))
         fprintf(stderr, "ddpd user: warning: this host has no account %s (yet): runs of %s are refused until it "

@@ -240,6 +240,9 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         return EV_OK;
     }
     if (op.kind == OP_CHECKPOINT && I.hooks.checkpoint) I.hooks.checkpoint(op.run_id, op.u.checkpoint.path);
+    if (op.kind == OP_STATUS && I.hooks.checkpointing && op.rank == 0 && op.u.status.state &&
+        strcmp(op.u.status.state, "checkpointing") == 0)
+        I.hooks.checkpointing(op.run_id);
     push(ops, &op);
     return EV_OK;
 }

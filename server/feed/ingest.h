@@ -40,6 +40,8 @@ typedef struct {
     bool (*journal_fed)(int64_t run_id);
     /* a checkpoint of the run (its file `path`) was taken to be stored (may be NULL) */
     void (*checkpoint)(int64_t run_id, const char *path);
+    /* rank 0 of the run said it is writing a checkpoint (its status `checkpointing`; may be NULL) */
+    void (*checkpointing)(int64_t run_id);
     /* the run's events would store more points than --max-points-per-run: those past it
      * are dropped, and this says why, once per run (may be NULL) */
     void (*points_capped)(int64_t run_id, const char *reason);

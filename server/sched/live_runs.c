@@ -37,6 +37,8 @@ live_run *live_run_new(const run_needs *n) {
     r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
     r->max_restarts = n->max_restarts;
     r->stop_grace_s = n->stop_grace_s;
+    r->max_duration_ms = n->max_duration_s > 0 ? (int64_t)(n->max_duration_s * 1000) : 0;
+    r->min_runtime_ms = n->min_runtime_s >= 0 ? (int64_t)(n->min_runtime_s * 1000) : sched.c.min_runtime_ms;
     r->restart_count = r->attempt = n->restart_count;
     r->restarts_from = n->restarts_from;
     r->memory_asked = n->memory_bytes;
@@ -94,6 +96,7 @@ void live_run_drop(live_run *r) {
     json_decref(r->preempting);
     free(r->cancel_reason);
     free(r->fail_reason);
+    free(r->timeout_reason);
     rank_failure_clear(&r->server_blame);
     forget_start(r);
     free(r);
@@ -182,22 +185,44 @@ double usage_ended_locked(const char *owner, int64_t now) {
     return u ? fair_share_decay(u->value, now - u->as_of, sched.c.fair_share_half_life_s) : 0.0;
 }
 
-void usage_fold_locked(const live_run *r) {
-    if (!r->started_ms) return;
-    int64_t now = now_ms();
-    owner_usage *u = usage_of_locked(r->owner);
+/* The owner's usage, decayed to `now` (made when it has none). */
+static owner_usage *usage_now_locked(const char *owner, int64_t now) {
+    owner_usage *u = usage_of_locked(owner);
     if (!u) {
         sched.usage = xrealloc(sched.usage, (size_t)(sched.n_usage + 1) * sizeof *sched.usage);
         u = &sched.usage[sched.n_usage++];
-        *u = (owner_usage){.owner = r->owner ? xstrdup(r->owner) : NULL, .as_of = now};
+        *u = (owner_usage){.owner = owner ? xstrdup(owner) : NULL, .as_of = now};
     }
-    u->value = fair_share_decay(u->value, now - u->as_of, sched.c.fair_share_half_life_s) +
-               fair_share_span(r->world_size, r->started_ms, now, now, sched.c.fair_share_half_life_s);
+    u->value = fair_share_decay(u->value, now - u->as_of, sched.c.fair_share_half_life_s);
     u->as_of = now;
-    store_op op = {.kind = OP_USAGE, .t = now};
-    op.u.usage.owner = r->owner ? xstrdup(r->owner) : NULL;
+    return u;
+}
+
+static void usage_store_locked(const owner_usage *u) {
+    store_op op = {.kind = OP_USAGE, .t = u->as_of};
+    op.u.usage.owner = u->owner ? xstrdup(u->owner) : NULL;
     op.u.usage.device_seconds = u->value;
     store_submit_now(&op);
+}
+
+void usage_fold_locked(const live_run *r) {
+    if (!r->started_ms) return;
+    int64_t now = now_ms();
+    owner_usage *u = usage_now_locked(r->owner, now);
+    u->value += fair_share_span(r->world_size, r->started_ms, now, now, sched.c.fair_share_half_life_s);
+    usage_store_locked(u);
+}
+
+void usage_charge_locked(const char *from, const char *to, double device_seconds) {
+    if (device_seconds <= 0 || same_owner(from, to)) return;
+    int64_t now = now_ms();
+    owner_usage *f = usage_now_locked(from, now);
+    double moved = device_seconds < f->value ? device_seconds : f->value;
+    f->value -= moved;
+    usage_store_locked(f);
+    owner_usage *t = usage_now_locked(to, now); /* after: the table may have moved */
+    t->value += moved;
+    usage_store_locked(t);
 }
 
 void usage_load_locked(const char *owner, double value, int64_t as_of) {

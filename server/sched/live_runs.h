@@ -88,6 +88,13 @@ typedef struct live_run {
     int64_t started_ms;   /* unix ms its devices were given (its usage counts from then) */
     int64_t preempt_by;   /* being preempted for this run (0: not) */
     int64_t requeued_by;  /* queued again after a preemption for this run, and not started since (0: not; -1: by a run unknown) */
+    /* the work a preemption would throw away (queue_policy_lost_ms) */
+    int64_t checkpoint_ms;       /* unix ms of its newest durable checkpoint (rank 0's checkpoint event); 0: none */
+    int64_t checkpointing_ms;    /* unix ms rank 0 said it was checkpointing (0: not now) */
+    int64_t checkpoint_write_ms; /* how long its newest checkpoint took from that to the event; 0: not known */
+    int64_t max_duration_ms;     /* max_duration_s (0: none): it ends `timeout` after this long in one start */
+    char *timeout_reason;        /* set once its time is up: it is stopping, and ends `timeout` with this */
+    int64_t min_runtime_ms;      /* min_runtime_s (else the server's default): not preempted before it has run this long */
     /* adopted: started by a previous server, taken back at start-up. Not this server's
      * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the
@@ -209,6 +216,9 @@ bool same_owner(const char *a, const char *b);
 
 /* The run's span on its devices ends now: its owner's usage takes it in (and the store). */
 void usage_fold_locked(const live_run *r);
+/* `device_seconds` (as of now) of `from`'s usage are `to`'s: what a preemption by a
+ * run of `to` threw away of a run of `from` (at most what `from` has). */
+void usage_charge_locked(const char *from, const char *to, double device_seconds);
 /* What the owner's runs that ended weigh at `now` (unix ms). */
 double usage_ended_locked(const char *owner, int64_t now);
 /* An owner's usage as the store kept it (start-up). */

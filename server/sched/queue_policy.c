@@ -90,13 +90,28 @@ typedef struct {
     int running;     /* index into s->running */
     int devices[POLICY_NODES_MAX]; /* what it holds on each node of the snapshot (by index), in the pool */
     int here;        /* of which on this host */
+    int64_t lost;    /* device ms its preemption would throw away (queue_policy_lost_ms) */
 } victim;
 
-/* The preferred victims first: the lowest priority, then the most recently started. */
+int64_t queue_policy_lost_ms(const policy_snapshot *s, const policy_running *r) {
+    int devices = 0;
+    for (int h = 0; h < r->n_holds; h++) devices += r->holds[h].devices;
+    int64_t ms = r->checkpoint_write_ms > 0 ? r->checkpoint_write_ms : 0;
+    if (!r->saves_on_notice) { /* what it did since its newest checkpoint (of this attempt), else its start */
+        int64_t since = r->checkpoint_ms > r->started_ms ? r->checkpoint_ms : r->started_ms;
+        if (since > 0 && s->now_ms > since) ms += s->now_ms - since;
+    }
+    return ms * devices;
+}
+
+/* The preferred victims first: the least work lost (unless the rule is the older
+ * one), then the lowest priority, then the most recently started. */
 static int by_preference(const void *a, const void *b, void *ctx) {
     const policy_snapshot *s = ctx;
-    const policy_running *x = &s->running[((const victim *)a)->running];
-    const policy_running *y = &s->running[((const victim *)b)->running];
+    const victim *va = a, *vb = b;
+    const policy_running *x = &s->running[va->running];
+    const policy_running *y = &s->running[vb->running];
+    if (s->victims == VICTIMS_LEAST_LOST && va->lost != vb->lost) return va->lost < vb->lost ? -1 : 1;
     if (x->priority != y->priority) return x->priority < y->priority ? -1 : 1;
     if (x->started_ms != y->started_ms) return x->started_ms > y->started_ms ? -1 : 1;
     return x->id > y->id ? -1 : x->id < y->id;
@@ -111,6 +126,7 @@ static victim victim_of(const policy_snapshot *s, int j) {
         v.devices[i] += r->holds[h].devices;
         if (i == 0) v.here += r->holds[h].devices;
     }
+    v.lost = queue_policy_lost_ms(s, r);
     return v;
 }
 
@@ -162,6 +178,41 @@ static bool choose_here(const victim *v, int n, int need, bool *chosen) {
     return false;
 }
 
+/* A run of this host alone, `need` more devices than it has, by the work lost: of the
+ * sets of v[0..n) (in preference order) that free them, the one that loses the least,
+ * then the fewest, then the first in preference (lexicographically). Every set is
+ * weighed up to LEAST_LOST_EXACT candidates; past that, the fewest in preference
+ * order (choose_here: the order puts the cheapest first). Sets chosen[]. */
+#define LEAST_LOST_EXACT 16
+static bool choose_least_lost(const victim *v, int n, int need, bool *chosen) {
+    if (n > LEAST_LOST_EXACT) return choose_here(v, n, need, chosen);
+    uint32_t best = 0;
+    int64_t best_lost = 0;
+    int best_count = 0;
+    bool found = false;
+    for (uint32_t mask = 1; mask < (1u << n); mask++) {
+        int sum = 0, count = 0;
+        int64_t lost = 0;
+        for (int k = 0; k < n; k++) {
+            if (!(mask >> k & 1u)) continue;
+            sum += v[k].here;
+            lost += v[k].lost;
+            count++;
+        }
+        if (sum < need) continue;
+        uint32_t diff = mask ^ best, first = diff & -diff; /* the most preferred run in one set only */
+        bool better = !found || lost < best_lost || (lost == best_lost && count < best_count) ||
+                      (lost == best_lost && count == best_count && (mask & first));
+        if (!better) continue;
+        found = true;
+        best = mask;
+        best_lost = lost;
+        best_count = count;
+    }
+    for (int k = 0; k < n; k++) chosen[k] = found && (best >> k & 1u);
+    return found;
+}
+
 /* A run across nodes: victims taken in preference order until it fits, then each
  * that is not needed given back, the last taken first. Not always the fewest (what
  * fits across nodes is not a sum), but never one too many. */
@@ -178,13 +229,16 @@ static bool choose_across(const policy_snapshot *s, const policy_run *q, const d
     return fits_with(s, q, avail, v, chosen, n, d);
 }
 
-/* The fewest of v[0..n) that make q fit on avail (`forced` ones counted already). */
+/* The victims of v[0..n) that make q fit on avail (`forced` ones counted already): by
+ * the snapshot's rule, the least work lost or the fewest. */
 static bool choose_victims(const policy_snapshot *s, const policy_run *q, const devices_at avail, const victim *v,
                            int n, bool *chosen, policy_decision *d) {
     if (!n) return false;
     if (here_only(s, q)) {
         int need = q->world_size - avail[0][q->pool];
-        return choose_here(v, n, need, chosen) && fits_with(s, q, avail, v, chosen, n, d);
+        bool some = s->victims == VICTIMS_LEAST_LOST ? choose_least_lost(v, n, need, chosen)
+                                                    : choose_here(v, n, need, chosen);
+        return some && fits_with(s, q, avail, v, chosen, n, d);
     }
     return choose_across(s, q, avail, v, n, chosen, d);
 }
@@ -228,7 +282,12 @@ static void reserve(pass *p, const policy_run *q, const policy_decision *d) {
 /* The runs being preempted (or to be) that q's pool could take: stopping ones first,
  * then, when `new_too`, the preemptible runs of a lower priority. In preference
  * order within each kind. Returns how many; *n_stopping of them stopping. */
-static int gather_victims(pass *p, const policy_run *q, bool new_too, victim *v, int *n_stopping) {
+static bool is_protected(const policy_snapshot *s, const policy_running *r) {
+    return r->protected_until_ms > 0 && s->now_ms < r->protected_until_ms;
+}
+
+/* `protected_too`: with the runs still inside their minimum run time. */
+static int gather_victims(pass *p, const policy_run *q, bool new_too, bool protected_too, victim *v, int *n_stopping) {
     const policy_snapshot *s = p->s;
     int n = 0;
     for (int j = 0; j < s->n_running; j++) {
@@ -238,7 +297,8 @@ static int gather_victims(pass *p, const policy_run *q, bool new_too, victim *v,
     *n_stopping = n;
     for (int j = 0; new_too && j < s->n_running; j++) {
         const policy_running *r = &s->running[j];
-        if (r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible && r->priority < q->priority)
+        if (r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible && r->priority < q->priority &&
+            (protected_too || !is_protected(s, r)))
             v[n++] = victim_of(s, j);
     }
     qsort_r(v + *n_stopping, (size_t)(n - *n_stopping), sizeof *v, by_preference, (void *)s);
@@ -254,14 +314,14 @@ static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
     devices_at avail; /* what q may take: the free and the coming */
     for (int i = 0; i < POLICY_NODES_MAX; i++)
         for (int pool = 0; pool < 2; pool++) avail[i][pool] = p->free_now[i][pool] + p->coming[i][pool];
-    int n_stopping, n = gather_victims(p, q, false, v, &n_stopping);
+    int n_stopping, n = gather_victims(p, q, false, false, v, &n_stopping);
     bool found = fit(s, q, avail, d) || choose_victims(s, q, avail, v, n, chosen, d);
     if (found) { /* the runs already stopping free enough */
         d->verb = POLICY_WAIT;
         d->wait = WAIT_PREEMPTED;
         set_list(d, v, chosen, n, s);
     } else {
-        n = gather_victims(p, q, true, v, &n_stopping);
+        n = gather_victims(p, q, true, false, v, &n_stopping);
         /* every stopping one counts; the fewest new ones on top */
         devices_at more;
         memcpy(more, avail, sizeof more);
@@ -289,6 +349,43 @@ static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
             for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) p->coming[i][q->pool] += v[k].devices[i];
         }
         reserve(p, q, d);
+    }
+    free(v);
+    free(chosen);
+    return found;
+}
+
+/* q could not preempt enough: would it, were the runs inside their minimum run time
+ * past it? Then it waits for those (WAIT_PROTECTED: d->preempt names them). */
+static bool wait_protected(pass *p, const policy_run *q, policy_decision *d) {
+    const policy_snapshot *s = p->s;
+    bool any = false;
+    for (int j = 0; j < s->n_running && !any; j++) {
+        const policy_running *r = &s->running[j];
+        any = r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible && r->priority < q->priority &&
+              is_protected(s, r);
+    }
+    if (!any) return false;
+    victim *v = xmalloc((size_t)(s->n_running + 1) * sizeof *v);
+    bool *chosen = xcalloc((size_t)(s->n_running + 1), sizeof *chosen);
+    devices_at more;
+    for (int i = 0; i < POLICY_NODES_MAX; i++)
+        for (int pool = 0; pool < 2; pool++) more[i][pool] = p->free_now[i][pool] + p->coming[i][pool];
+    int n_stopping, n = gather_victims(p, q, true, true, v, &n_stopping);
+    for (int k = 0; k < n_stopping; k++)
+        for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) more[i][q->pool] += v[k].devices[i];
+    policy_decision probe = {0};
+    bool found = choose_victims(s, q, more, v + n_stopping, n - n_stopping, chosen + n_stopping, &probe);
+    if (found) {
+        d->preempt = xmalloc((size_t)(n + 1) * sizeof *d->preempt);
+        d->n_preempt = 0;
+        for (int k = n_stopping; k < n; k++)
+            if (chosen[k] && is_protected(s, &s->running[v[k].running])) d->preempt[d->n_preempt++] = s->running[v[k].running].id;
+        found = d->n_preempt > 0;
+        if (!found) {
+            free(d->preempt);
+            d->preempt = NULL;
+        }
     }
     free(v);
     free(chosen);
@@ -326,8 +423,9 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         took = true; /* reserve() took its devices */
     } else {
         d->verb = POLICY_WAIT;
-        d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
         d->n_nodes = 0;
+        if (!blocker && wait_protected(p, q, d)) d->wait = WAIT_PROTECTED;
+        else d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
         if (!blocker) {
             p->blocker[q->pool] = q->id;
             p->blocker_queued_ms[q->pool] = q->queued_ms;
@@ -415,6 +513,11 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
         for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
         for (int j = 0; !d->n_preempt && j < s->n_running; j++) /* what another's preemption leaves over */
             if (s->running[j].stopping && s->running[j].pool == q->pool) block_on(d, s->running[j].id, cap);
+        return;
+    }
+    if (d->wait == WAIT_PROTECTED) { /* it comes first by priority: the runs it would preempt are not yet to be */
+        d->reason = PENDING_PRIORITY;
+        for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
         return;
     }
     if (d->wait == WAIT_QUOTA) {
@@ -552,6 +655,20 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
             return text;
         }
         char *text = xasprintf("%s, preempted for it, to stop (%s)", who, what);
+        free(who);
+        free(what);
+        return text;
+    }
+    if (d->wait == WAIT_PROTECTED) {
+        int64_t until = 0;
+        for (int i = 0; i < d->n_preempt; i++)
+            for (int j = 0; j < s->n_running; j++)
+                if (s->running[j].id == d->preempt[i] && (!until || s->running[j].protected_until_ms < until))
+                    until = s->running[j].protected_until_ms;
+        char *who = run_list(d->preempt, d->n_preempt), *what = devices_text(s, q);
+        int64_t left_s = until > s->now_ms ? (until - s->now_ms + 999) / 1000 : 0;
+        char *text = xasprintf("%s, of a lower priority, to pass %s minimum run time (min_runtime_s): the first in %lld s "
+                               "(%s)", who, d->n_preempt == 1 ? "its" : "their", (long long)left_s, what);
         free(who);
         free(what);
         return text;

@@ -31,10 +31,17 @@
  * Preemption: a run that does not fit, at the head of its pool, takes first the
  * devices of runs already being preempted (`stopping`: it waits for them, WAIT_PREEMPTED),
  * and when those are not enough, preempts running runs that are `preemptible` and of
- * a lower priority than its own, of its pool: the fewest, then the lowest priority,
- * then the most recently started (POLICY_PREEMPT). The devices it will take are
- * reserved for it (the free ones and those of the runs it waits for): the runs after
- * it may start on what is left, as that cannot delay it. */
+ * a lower priority than its own, of its pool, and past their minimum run time
+ * (`protected_until_ms`): the set that frees what it needs and throws away the least
+ * work (queue_policy_lost_ms: the device-seconds since each one's newest durable
+ * checkpoint, or only its checkpoint's write for a run that saves when told to stop),
+ * then the fewest, then the lowest priority, then the most recently started
+ * (POLICY_PREEMPT; `victims` VICTIMS_LOWEST_PRIORITY is the rule before it: the
+ * fewest, the lowest priority, the most recently started, kept for measuring the two
+ * on one scenario). Where only runs inside their minimum run time would free enough,
+ * it waits for them (WAIT_PROTECTED, reason `priority`, naming them). The devices it
+ * will take are reserved for it (the free ones and those of the runs it waits for):
+ * the runs after it may start on what is left, as that cannot delay it. */
 #ifndef DDPD_SERVER_SCHED_QUEUE_POLICY_H
 #define DDPD_SERVER_SCHED_QUEUE_POLICY_H
 
@@ -90,7 +97,17 @@ typedef struct {
     int64_t started_ms; /* the most recently started are preempted first among equals */
     int n_holds;
     const policy_hold *holds;
+    int64_t checkpoint_ms;       /* its newest durable checkpoint (unix ms); before started_ms or 0: none this attempt */
+    int64_t checkpoint_write_ms; /* how long its checkpoint takes to write, as measured; 0: not known */
+    bool saves_on_notice;        /* it checkpoints at its current step when told to stop (a built-in run) */
+    int64_t protected_until_ms;  /* its minimum run time (min_runtime_s) ends then: not preempted before; 0: none */
 } policy_running;
+
+/* How victims are chosen among the runs that may be preempted. */
+typedef enum {
+    VICTIMS_LEAST_LOST,      /* the set that loses the fewest device-seconds; then the fewest, priority, age */
+    VICTIMS_LOWEST_PRIORITY, /* the rule before: the fewest, then the lowest priority, then the newest */
+} policy_victims;
 
 typedef struct {
     const policy_node *nodes; /* nodes[0] is this host; then the agent nodes that are up */
@@ -104,6 +121,7 @@ typedef struct {
     int n_owners;
     int64_t backfill_window_ms; /* a run may start ahead of a waiting one of its pool while that one has waited less */
     int64_t now_ms;             /* when the snapshot was taken */
+    policy_victims victims;     /* how victims are chosen (VICTIMS_LEAST_LOST unless told) */
 } policy_snapshot;
 
 typedef enum {
@@ -120,6 +138,7 @@ typedef enum {
     WAIT_BEHIND,    /* behind `behind`, a run of its pool that waits and comes first */
     WAIT_QUOTA,     /* its owner's quota: `quota_used` of it are held */
     WAIT_PREEMPTED, /* for the runs `preempt`, being preempted, to stop: their devices are its */
+    WAIT_PROTECTED, /* for the runs `preempt`, of a lower priority, to pass their minimum run time */
 } policy_wait;
 
 /* Why a queued run is not running, as a code a program reads (GET /runs/{id}'s
@@ -151,7 +170,7 @@ typedef struct {
     int n_nodes;                  /* START, PREEMPT, WAIT_PREEMPTED: its nodes' ids in node-rank order (0: this host) */
     int nodes[POLICY_NODES_MAX];
     bool backfill;                /* START: ahead of `behind`, which waits (backfill) */
-    int n_preempt;                /* PREEMPT: the runs to stop first; WAIT_PREEMPTED: those it waits for (malloc'd) */
+    int n_preempt;                /* PREEMPT: the runs to stop first; WAIT_PREEMPTED, WAIT_PROTECTED: those it waits for (malloc'd) */
     int64_t *preempt;
     policy_wait wait;             /* WAIT: for what */
     int64_t behind;               /* WAIT_BEHIND, and a backfilled START: the run of its pool that comes first */
@@ -166,6 +185,11 @@ typedef struct {
  * out[0 .. n_queued); each says its place in the start order. Returns n_queued. The
  * snapshot is not changed. */
 int queue_policy_decide(const policy_snapshot *s, policy_decision *out);
+/* The work run r would lose if it were preempted at the snapshot's time, in device
+ * milliseconds: its devices times the time since its newest durable checkpoint of this
+ * attempt (else since its start), plus its checkpoint's measured write time; only the
+ * write for a run that saves when told to stop. */
+int64_t queue_policy_lost_ms(const policy_snapshot *s, const policy_running *r);
 /* What the decisions own. */
 void queue_policy_free(policy_decision *d, int n);
 

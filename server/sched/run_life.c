@@ -31,7 +31,8 @@
 
 /* ---- a run's status: the one setter, and its table of legal moves ---- */
 
-#define FINAL_MOVES [RUN_SUCCEEDED] = true, [RUN_FAILED] = true, [RUN_CANCELED] = true, [RUN_STOPPED] = true
+#define FINAL_MOVES \
+    [RUN_SUCCEEDED] = true, [RUN_FAILED] = true, [RUN_CANCELED] = true, [RUN_STOPPED] = true, [RUN_TIMEOUT] = true
 
 /* MOVES[from][to]: queued -> starting -> running -> canceling -> final, and
  *  - queued -> failed, canceled, stopped: a cancel or a stop while it waits, a failure
@@ -187,6 +188,20 @@ void preempt_locked(live_run *r, int64_t by) {
 
 void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
 
+void timeout_locked(live_run *r, const char *reason) {
+    if (r->timeout_reason || r->cancel_reason || r->fail_reason) return;
+    r->timeout_reason = xstrdup(reason);
+    audit_decision_locked(r, "run.timeout", json_pack("{s:s}", "reason", reason));
+    timeline_note_locked(r, "timeout", json_pack("{s:s}", "reason", reason));
+    log_info("run %lld: %s: %s", (long long)r->id, reason,
+             r->across ? "its nodes are told to stop it"
+             : r->command ? "its launcher is told to stop its ranks (SIGTERM, the grace)"
+                          : "its launcher is told to checkpoint at the current step and stop");
+    if (!r->start_stored) return; /* asked once its start is done (store_start_locked) */
+    if (r->across) stop_parts_locked(r); /* its nodes would not agree on a step to stop at */
+    else stop_for_preemption_locked(r);
+}
+
 /* ---- back to the queue: after a preemption, for a restart ---- */
 
 /* A built-in run's position to continue from: its newest checkpoint's (it resumes
@@ -232,7 +247,16 @@ static void requeue_locked(live_run *r) {
     store_submit_now(&op);
     timeline_note_locked(r, "queued_again", json_pack("{s:o, s:o}", "by", by > 0 ? json_integer(by) : json_null(),
                                                       "from_global_step", json_int_or_null(op.u.requeue.from_global_step)));
+    /* the work since its newest checkpoint is thrown away: its preemptor's owner pays for
+     * it in fair share, not its own (the usage ledger charges it likewise, measured) */
+    int64_t since = r->checkpoint_ms > r->started_ms ? r->checkpoint_ms : r->started_ms;
+    double lost_s = since > 0 && now > since ? (double)(now - since) / 1000.0 * r->world_size : 0;
+    live_run *preemptor = by > 0 ? find_run(by) : NULL;
+    char *payer = preemptor && preemptor->owner ? xstrdup(preemptor->owner) : NULL;
+    bool known = preemptor != NULL;
     back_to_queue_locked(r);
+    if (known) usage_charge_locked(r->owner, payer, lost_s);
+    free(payer);
     r->queued_ms = now;
     r->requeued_by = by ? by : -1;
     r->preempt_by = 0;
@@ -249,7 +273,7 @@ static void requeue_locked(live_run *r) {
 /* A run asked to stop for a preemption has ended without succeeding: it is queued
  * again, unless it was canceled meanwhile (the cancel stands). */
 static bool requeues(const live_run *r, bool succeeded) {
-    return r->preempt_by && !succeeded && !r->cancel_reason;
+    return r->preempt_by && !succeeded && !r->cancel_reason && !r->timeout_reason;
 }
 
 /* A run that failed with *reason, in a way another attempt may mend (f: the rank
@@ -374,6 +398,8 @@ static void store_start_locked(live_run *r) {
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
     else if (r->fail_reason) stop_parts_locked(r); /* failed by the server (scheduler_fail) meanwhile */
     else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
+    else if (r->timeout_reason && r->across) stop_parts_locked(r); /* its time was up meanwhile */
+    else if (r->timeout_reason) stop_for_preemption_locked(r);
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 
@@ -525,9 +551,10 @@ void mark_running_locked(live_run *r) {
  * or failed by its own decision (a hang, a lost node). Sets *status and a copy of
  * the reason; false when it gave none. */
 static bool server_end_locked(const live_run *r, run_status *status, char **reason) {
-    const char *why = r->cancel_reason ? r->cancel_reason : r->fail_reason;
+    const char *why = r->cancel_reason ? r->cancel_reason : r->timeout_reason ? r->timeout_reason : r->fail_reason;
     if (!why) return false;
-    *status = r->cancel_reason ? (r->cancel_stops ? RUN_STOPPED : RUN_CANCELED) : RUN_FAILED;
+    *status = r->cancel_reason ? (r->cancel_stops ? RUN_STOPPED : RUN_CANCELED)
+              : r->timeout_reason ? RUN_TIMEOUT : RUN_FAILED;
     *reason = xstrdup(why);
     return true;
 }
@@ -668,7 +695,7 @@ void finish_from_journal_locked(live_run *r, const char *gone) {
     run_status said = RUN_FAILED;
     bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
     bool preempted = o && o->ended && strcmp(o->status, "preempted") == 0;
-    if (preempted && !r->cancel_reason && !r->preempt_by) r->preempt_by = -1; /* its launcher said so; for which run the store knows */
+    if (preempted && !r->cancel_reason && !r->timeout_reason && !r->preempt_by) r->preempt_by = -1; /* its launcher said so; for which run the store knows */
     if (requeues(r, ended && said == RUN_SUCCEEDED)) { /* stopped for a preemption: queued again, never failed */
         requeue_locked(r);
         return;

@@ -42,8 +42,9 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int found = store_get_brief(id, &b);
     if (found < 0) return RESUME_STORE_ERROR;
     if (!found) return RESUME_NOT_FOUND;
-    if (b.status != RUN_FAILED && b.status != RUN_CANCELED && b.status != RUN_STOPPED) {
-        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s (a stopped one can be too)", (long long)id,
+    if (b.status != RUN_FAILED && b.status != RUN_CANCELED && b.status != RUN_STOPPED && b.status != RUN_TIMEOUT) {
+        snprintf(why, whylen, "only a failed or canceled run can be resumed; run %lld is %s (a stopped or timed-out one "
+                 "can be too)", (long long)id,
                  run_status_name(b.status));
         return RESUME_REFUSED;
     }
@@ -102,7 +103,9 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     if (!b.command) { /* a command run has no checkpoint of ddpd's: its script keeps its own */
         if (!(ckpt = checkpoint_to_resume(id, cfg, why, whylen))) goto out;
         bool readable = ckpt_header_read(layout_runs_dir(), ckpt, &h, err, sizeof err) == 0;
-        if (!readable || h.next_epoch < 1 || h.global_step < 0) {
+        /* a checkpoint within epoch 0 (a preemption's or a timeout's) holds a position too */
+        bool within_first = h.next_epoch == 0 && h.next_step > 0;
+        if (!readable || (h.next_epoch < 1 && !within_first) || h.global_step < 0) {
             if (readable) /* err names the file first */
                 snprintf(err, sizeof err, "%s: it holds no position to continue from (next_epoch, global_step)", ckpt);
             snprintf(why, whylen, "run %lld cannot be resumed from %s; delete that file to resume from the one before "

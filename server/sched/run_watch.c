@@ -14,6 +14,7 @@
 #include "state_layout.h"
 #include "store.h"
 #include "store_read.h"
+#include "users.h"
 
 void rank_state_seen_locked(live_run *r, const store_op *op) {
     if (!r || !r->rank_gone || r->status == RUN_QUEUED || op->rank < 0 || op->rank >= r->world_size) return;
@@ -35,6 +36,22 @@ void progress_seen_locked(live_run *r, int rank, int64_t global_step) {
     if (!r || !r->last_progress_ms || rank < 0 || rank >= r->world_size) return;
     r->last_progress_ms[rank] = mono_ms();
     if (global_step != NO_INT) r->last_step[rank] = global_step;
+}
+
+void watch_duration_locked(live_run *r, int64_t now) {
+    if (r->status != RUN_RUNNING || !r->started_ms || r->timeout_reason || r->cancel_reason || r->fail_reason ||
+        r->preempt_by)
+        return;
+    long long users = users_max_duration(r->owner);
+    int64_t limit = r->max_duration_ms;
+    bool owners = users > 0 && (!limit || users * 1000 < limit);
+    if (owners) limit = users * 1000;
+    if (!limit || now - r->started_ms < limit) return;
+    char reason[200];
+    snprintf(reason, sizeof reason, "timeout: it ran %lld s, %s max_duration_s of %lld s; resume it to go on from its "
+             "newest checkpoint", (long long)((now - r->started_ms) / 1000), owners ? "its owner's" : "its",
+             (long long)(limit / 1000));
+    timeout_locked(r, reason);
 }
 
 /* Command runs only: a rank that has reported and then says nothing for

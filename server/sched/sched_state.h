@@ -57,6 +57,10 @@ void rank_state_seen_locked(live_run *r, const store_op *op);
 void progress_seen_locked(live_run *r, int rank, int64_t global_step);
 /* Each tick: a command run that made no progress for its hang timeout is stopped. */
 void watch_hang_locked(live_run *r, int64_t now);
+/* Each tick: a run that has run its max_duration_s (its own, else its owner's
+ * `ddpd user set --max-duration`; the shorter) in this start is stopped to end
+ * `timeout`. now: unix ms. */
+void watch_duration_locked(live_run *r, int64_t now);
 /* A run taken back after a restart: its journal (events.jsonl) opened, fed to the store
  * from where the store is, its ranks' progress and its launchers' attempts seen, its
  * points counted against the cap (--max-points-per-run). NULL when the database cannot
@@ -119,6 +123,9 @@ void signal_cancel_locked(live_run *r);
 void preempt_locked(live_run *r, int64_t by);
 /* A run adopted after a restart while it was being preempted: asked again. */
 void preempt_again_locked(live_run *r);
+/* Its time is up (`reason`): asked to stop as a preemption asks (a built-in run writes a
+ * checkpoint at its current step), and it ends `timeout`, resumable. */
+void timeout_locked(live_run *r, const char *reason);
 /* The grace a run's ranks get between SIGTERM and SIGKILL, in ms: the server's for
  * the cause (--cancel-grace for a cancel or shutdown, --preempt-grace for a
  * preemption), or the longer one its config asks for (distributed.stop_grace_s),

@@ -192,8 +192,11 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         sn->running[sn->s.n_running++] = (policy_running){
             .id = r->id, .pool = r->pool, .owner = owner, .priority = r->priority,
             .preemptible = r->preemptible && !r->across && r->parts && r->parts[0].exec->preempt && !r->cancel_reason &&
-                           !r->fail_reason,
-            .stopping = r->preempt_by != 0, .started_ms = r->started_ms, .n_holds = r->n_parts, .holds = hold};
+                           !r->fail_reason && !r->timeout_reason,
+            .stopping = r->preempt_by != 0, .started_ms = r->started_ms, .n_holds = r->n_parts, .holds = hold,
+            .checkpoint_ms = r->checkpoint_ms, .checkpoint_write_ms = r->checkpoint_write_ms,
+            .saves_on_notice = !r->command, /* a built-in run checkpoints at its current step when preempted */
+            .protected_until_ms = r->min_runtime_ms > 0 && r->started_ms ? r->started_ms + r->min_runtime_ms : 0};
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
         if (r->started_ms) /* its span so far */
@@ -304,6 +307,9 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
     n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
     n->stop_grace_s = (int)json_integer_value(json_object_get(dist, "stop_grace_s"));
+    n->max_duration_s = json_number_value(json_object_get(config, "max_duration_s"));
+    const json_t *min_runtime = json_object_get(config, "min_runtime_s");
+    n->min_runtime_s = json_is_number(min_runtime) ? json_number_value(min_runtime) : -1;
 }
 
 void scheduler_submit(const run_needs *n) {
@@ -430,6 +436,20 @@ void scheduler_planned(int64_t id, int64_t total_steps) {
     pthread_mutex_unlock(&sched.mu);
 }
 
+void scheduler_checkpoint(int64_t id, bool saved) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    int64_t now = now_ms();
+    if (r && !saved) r->checkpointing_ms = now;
+    if (r && saved) {
+        if (r->checkpointing_ms && r->checkpointing_ms >= r->started_ms && now >= r->checkpointing_ms)
+            r->checkpoint_write_ms = now - r->checkpointing_ms;
+        r->checkpointing_ms = 0;
+        r->checkpoint_ms = now;
+    }
+    pthread_mutex_unlock(&sched.mu);
+}
+
 void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_lock(&sched.mu);
     progress_seen_locked(find_run(id), rank, global_step);
@@ -459,6 +479,17 @@ bool scheduler_attempt(store_op *op, long peer_pid) {
     return taken;
 }
 
+/* A started run's minimum run time (min_runtime_s) ended in (since, now]: a run that
+ * waited for it may preempt it now. */
+static bool protection_ended_locked(int64_t since, int64_t now) {
+    for (live_run *r = sched.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED || !r->started_ms || r->min_runtime_ms <= 0) continue;
+        int64_t end = r->started_ms + r->min_runtime_ms;
+        if (end > since && end <= now) return true;
+    }
+    return false;
+}
+
 void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     pthread_mutex_lock(&sched.mu);
@@ -467,7 +498,12 @@ void scheduler_tick(void) {
         if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
     }
-    if (users_changed || sched.queue_stale) decide_and_apply_locked(QUEUE_DECIDED_BY_TICK);
+    for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
+    static int64_t ticked; /* unix ms of the last tick */
+    int64_t wall = now_ms();
+    bool protection_ended = protection_ended_locked(ticked, wall);
+    ticked = wall;
+    if (users_changed || sched.queue_stale || protection_ended) decide_and_apply_locked(QUEUE_DECIDED_BY_TICK);
     static int64_t refreshed; /* ETAs move, and fair share's decay: the decisions follow, once a second */
     if (now - refreshed >= 1000) {
         refreshed = now;

@@ -32,7 +32,7 @@ static struct {
 
 #define USERS_SELECT \
     "SELECT name, admin, max_devices, max_priority, removed_at IS NOT NULL, created_at, removed_at, token_sha256," \
-    " unix_user, max_memory_gb, max_disk_gb FROM users ORDER BY name"
+    " unix_user, max_memory_gb, max_disk_gb, max_duration_s FROM users ORDER BY name"
 
 static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len) {
     memset(u, 0, sizeof *u);
@@ -50,6 +50,7 @@ static void read_row(sqlite3_stmt *st, user_info *u, char *hash, size_t hash_len
     snprintf(u->unix_user, sizeof u->unix_user, "%s", account ? account : "");
     u->max_memory_gb = sqlite3_column_type(st, 9) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 9);
     u->max_disk_gb = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 10);
+    u->max_duration_s = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 11);
 }
 
 long long users_gb_bytes(double gb) { return gb < 0 ? -1 : (long long)(gb * (double)(1LL << 30)); }
@@ -340,6 +341,11 @@ int users_max_devices(const char *name) {
     return users_find(name, &u) ? u.max_devices : -1;
 }
 
+long long users_max_duration(const char *name) {
+    user_info u;
+    return name && users_find(name, &u) && !u.removed ? u.max_duration_s : -1;
+}
+
 static json_t *gb_or_null(double gb) { return gb < 0 ? json_null() : json_real(gb); }
 
 static json_t *user_json(const user_info *u) {
@@ -504,6 +510,11 @@ int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *
 int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen) {
     return set_limit(db, "UPDATE users SET max_priority = ?2 WHERE name = ?1 AND removed_at IS NULL", name,
                      max_priority, err, errlen);
+}
+
+int users_set_max_duration(sqlite3 *db, const char *name, long long seconds, char *err, size_t errlen) {
+    return set_limit(db, "UPDATE users SET max_duration_s = ?2 WHERE name = ?1 AND removed_at IS NULL", name,
+                     seconds < 0 ? NO_INT : seconds, err, errlen);
 }
 
 int users_set_limit(sqlite3 *db, const char *name, const char *which, double gb, char *err, size_t errlen) {

@@ -161,7 +161,7 @@ json_t *op_run_canceling_sse(const store_op *op, int64_t result) {
 
 const char *const OP_RUN_FINISH_SQL[] = {
     "UPDATE runs SET status = ?2, reason = ?3, exit_code = ?4, exit_signal = ?5, finished_at = ?6,"
-    " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped')",
+    " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
     NULL,
 };
 
@@ -194,7 +194,7 @@ void op_run_finish_free(store_op *op) { free(op->u.finish.reason); }
 /* ---- delete: a finished run and everything recorded of it (result: 1, else 0) ---- */
 
 const char *const OP_RUN_DELETE_SQL[] = {
-    "DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled', 'stopped')",
+    "DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
     "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
     "DELETE FROM epochs WHERE run_id = ?1",
     "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
@@ -229,7 +229,7 @@ const char *const OP_RUN_RESUME_SQL[] = {
     "INSERT INTO run_resumes (run_id, n, at, from_checkpoint, from_epoch, from_global_step, prior_status,"
     " prior_reason, prior_exit_code, prior_exit_signal, attempt)"
     " SELECT id, (SELECT count(*) + 1 FROM run_resumes WHERE run_id = ?1), ?2, ?3, ?4, ?5, status, reason,"
-    " exit_code, exit_signal, ?6 FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled', 'stopped')"
+    " exit_code, exit_signal, ?6 FROM runs WHERE id = ?1 AND status IN ('failed', 'canceled', 'stopped', 'timeout')"
     " AND (?3 IS NOT NULL OR kind = 'command')",
     /* ?2: the checkpoint's global step; NULL (a command run): its progress stays */
     "UPDATE runs SET status = 'queued', reason = NULL, exit_code = NULL, exit_signal = NULL,"

@@ -48,7 +48,7 @@ static const char *const SQL[ST_COUNT] = {
         " samples_per_s = ?7, last_step_at = ?8, first_step_at = coalesce(first_step_at, ?9),"
         " first_global_step = coalesce(first_global_step, ?10) WHERE id = ?1",
     [ST_SEEN] = "UPDATE ranks SET last_seen = max(coalesce(last_seen, 0), ?3) WHERE run_id = ?1 AND rank = ?2",
-    [ST_LIVE] = "SELECT 1 FROM runs WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped')",
+    [ST_LIVE] = "SELECT 1 FROM runs WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
     [ST_BEGIN] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",

@@ -38,7 +38,7 @@ enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
     Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_LENGTHS, Q_TIMELINE, Q_AUDIT, Q_USAGE_USER, Q_USAGE_RUN,
-    Q_USAGE_DAY, Q_COUNT
+    Q_USAGE_DAY, Q_USAGE_CHARGED, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -99,7 +99,10 @@ static const char *QSQL[Q_COUNT] = {
                     " GROUP BY d.run_id, d.phase ORDER BY d.run_id, d.phase",
     [Q_USAGE_DAY] = "SELECT coalesce(owner, ''), phase, sum(device_ms), day, NULL FROM usage_days"
                     " WHERE day >= ?1 AND day <= ?2 GROUP BY day, 1, 2 ORDER BY day, 1, 2",
-    [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped') FROM runs"
+    [Q_USAGE_CHARGED] = "SELECT run_id, coalesce(owner, ''), phase, by_run, coalesce(by_owner, ''), sum(device_ms)"
+                        " FROM usage_charged WHERE day >= ?1 AND day <= ?2 GROUP BY run_id, phase, by_run"
+                        " ORDER BY run_id, by_run, phase",
+    [Q_DISK] = "SELECT id, owner, disk_bytes, status IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout') FROM runs"
                " ORDER BY id",
     /* ?3: the rank's member, '$."N"': the attempt's offset, the next attempt's that has one, the newest attempt */
     [Q_ATTEMPT_SPAN] = "SELECT (SELECT count(*) FROM run_attempts WHERE run_id = ?1 AND attempt = ?2),"
@@ -826,6 +829,29 @@ json_t *store_usage_json(const char *from_day, const char *to_day, const char *b
     usage_phases_init(box);
     json_t *total = usage_group(box);
     json_object_set_new(total, "phases", box);
-    return json_pack("{s:s,s:o,s:o}", "by", q == Q_USAGE_RUN ? "run" : q == Q_USAGE_DAY ? "day" : "user", "groups", groups,
-                     "box", total);
+    /* what preemptions threw away, charged to who caused them (their `lost` above) */
+    json_t *charged = json_array();
+    st = stmt(Q_USAGE_CHARGED);
+    if (st) {
+        sqlite3_bind_text(st, 1, from_day ? from_day : "0000-00-00", -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, to_day ? to_day : "9999-99-99", -1, SQLITE_TRANSIENT);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *owner = (const char *)sqlite3_column_text(st, 1), *by = (const char *)sqlite3_column_text(st, 4);
+            json_array_append_new(
+                charged, json_pack("{s:I,s:o,s:s,s:I,s:o,s:f}", "run", (json_int_t)sqlite3_column_int64(st, 0), "user",
+                                   *owner ? json_string(owner) : json_null(), "phase",
+                                   (const char *)sqlite3_column_text(st, 2), "by_run",
+                                   (json_int_t)sqlite3_column_int64(st, 3), "by_user", *by ? json_string(by) : json_null(),
+                                   "device_s", (double)sqlite3_column_int64(st, 5) / 1000.0));
+        }
+        done(st);
+    }
+    if (!st || rc != SQLITE_DONE) {
+        json_decref(groups);
+        json_decref(total);
+        json_decref(charged);
+        return NULL;
+    }
+    return json_pack("{s:s,s:o,s:o,s:o}", "by", q == Q_USAGE_RUN ? "run" : q == Q_USAGE_DAY ? "day" : "user", "groups",
+                     groups, "box", total, "charged", charged);
 }

@@ -26,6 +26,15 @@ typedef struct {
     int64_t ms; /* device ms (queue: wall ms) */
 } day_delta;
 
+/* Device time of a run charged to the run that preempted it (usage_charged). */
+typedef struct {
+    char day[11];
+    int phase;        /* what it was for the victim: lost, startup */
+    int64_t by_run;
+    char *by_owner;
+    int64_t ms;       /* device ms */
+} charge;
+
 typedef struct {
     int64_t id;
     char *owner;
@@ -41,22 +50,28 @@ typedef struct {
     int n_marks;
     day_delta *days;
     int n_days;
+    int64_t charged_to; /* the run that preempted it pays its next rollback and start-up (0: none) */
+    charge *charges;
+    int n_charges;
     bool dirty, done; /* done: neither held nor queued, dropped from memory once written */
 } ledger_run;
 
-enum { Q_LOAD, Q_RUN, Q_SAVE, Q_DAY, Q_N };
+enum { Q_LOAD, Q_RUN, Q_SAVE, Q_DAY, Q_CHARGED, Q_N };
 static const char *const SQL[Q_N] = {
     [Q_LOAD] = "SELECT owner, command, devices, startup_ms, productive_ms, checkpoint_ms, lost_ms, idle_ms, unknown_ms,"
-               " queue_ms, lost_steps, hold_t, at_t, phase, last_gs, queued_t, steps_in_hold, marks FROM run_usage"
+               " queue_ms, lost_steps, hold_t, at_t, phase, last_gs, queued_t, steps_in_hold, marks, charged_to FROM run_usage"
                " WHERE run_id = ?1",
     [Q_RUN] = "SELECT owner, kind = 'command', world_size, coalesce(queued_at, created_at), status, started_at FROM runs"
               " WHERE id = ?1",
     [Q_SAVE] = "INSERT OR REPLACE INTO run_usage (run_id, owner, command, devices, startup_ms, productive_ms,"
                " checkpoint_ms, lost_ms, idle_ms, unknown_ms, queue_ms, lost_steps, hold_t, at_t, phase, last_gs,"
-               " queued_t, steps_in_hold, marks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-               " ?15, ?16, ?17, ?18, ?19)",
+               " queued_t, steps_in_hold, marks, charged_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+               " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
     [Q_DAY] = "INSERT INTO usage_days (day, run_id, owner, phase, device_ms) VALUES (?1, ?2, ?3, ?4, ?5)"
               " ON CONFLICT (day, run_id, phase) DO UPDATE SET device_ms = device_ms + excluded.device_ms",
+    [Q_CHARGED] = "INSERT INTO usage_charged (day, run_id, owner, phase, by_run, by_owner, device_ms)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (day, run_id, phase, by_run)"
+                  " DO UPDATE SET device_ms = device_ms + excluded.device_ms",
 };
 
 static struct {
@@ -77,10 +92,18 @@ int usage_ledger_attach(sqlite3 *db, char *err, size_t errlen) {
     return 0;
 }
 
+static void charges_clear(ledger_run *r) {
+    for (int i = 0; i < r->n_charges; i++) free(r->charges[i].by_owner);
+    free(r->charges);
+    r->charges = NULL;
+    r->n_charges = 0;
+}
+
 static void run_free(ledger_run *r) {
     free(r->owner);
     free(r->marks);
     free(r->days);
+    charges_clear(r);
     free(r);
 }
 
@@ -140,6 +163,7 @@ static ledger_run *find(int64_t id) {
         json_array_foreach(marks, i, m)
             add_mark(r, json_integer_value(json_array_get(m, 0)), json_integer_value(json_array_get(m, 1)));
         json_decref(marks);
+        r->charged_to = col_or0(st, 18);
         sqlite3_reset(st);
         r->done = !r->hold_t && !r->queued_t; /* neither held nor queued: not kept in memory past this transaction */
     } else {
@@ -171,16 +195,20 @@ static ledger_run *find(int64_t id) {
     return r;
 }
 
+static void day_of(int64_t t, char day[11]) {
+    time_t secs = (time_t)(t / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    strftime(day, 11, "%Y-%m-%d", &tm);
+}
+
 /* `ms` of phase p, accounted at time t (its UTC day). */
 static void account(ledger_run *r, int p, int64_t ms, int64_t t) {
     if (ms == 0) return;
     r->ms[p] += ms;
     r->dirty = true;
     char day[11];
-    time_t secs = (time_t)(t / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    strftime(day, sizeof day, "%Y-%m-%d", &tm);
+    day_of(t, day);
     int64_t dms = p == USAGE_QUEUE ? ms : ms * r->devices;
     for (int i = 0; i < r->n_days; i++) {
         if (r->days[i].phase == p && strcmp(r->days[i].day, day) == 0) {
@@ -193,6 +221,24 @@ static void account(ledger_run *r, int p, int64_t ms, int64_t t) {
     snprintf(d->day, sizeof d->day, "%s", day);
     d->phase = p;
     d->ms = dms;
+}
+
+static ledger_run *find(int64_t id);
+
+/* `ms` of the run's phase p (wall ms of its devices), at time t, charged to the run
+ * that preempted it: to that run's owner as phase lost (usage_days), and recorded as
+ * who caused it (usage_charged); the run's own phases do not hold it. */
+static void charge_to_preemptor(ledger_run *r, int p, int64_t ms, int64_t t) {
+    if (ms <= 0) return;
+    ledger_run *by = find(r->charged_to);
+    r->charges = xrealloc(r->charges, (size_t)(r->n_charges + 1) * sizeof *r->charges);
+    charge *c = &r->charges[r->n_charges++];
+    day_of(t, c->day);
+    c->phase = p;
+    c->by_run = r->charged_to;
+    c->by_owner = by && by->owner ? xstrdup(by->owner) : NULL;
+    c->ms = ms * r->devices;
+    r->dirty = true;
 }
 
 /* The time from at_t to t, steps going on: productive up to the idle threshold, idle beyond. */
@@ -223,7 +269,8 @@ static void roll_back(ledger_run *r, int64_t from, int64_t t) {
     int64_t moved = r->ms[USAGE_PRODUCTIVE] - since;
     if (moved > 0) {
         account(r, USAGE_PRODUCTIVE, -moved, t);
-        account(r, USAGE_LOST, moved, t);
+        if (r->charged_to) charge_to_preemptor(r, USAGE_LOST, moved, t); /* a preemption threw it away */
+        else account(r, USAGE_LOST, moved, t);
     }
     r->lost_steps += r->last_gs - from;
     r->last_gs = from;
@@ -253,7 +300,11 @@ void usage_ledger_note(const store_op *op, int64_t result) {
     case OP_RUN_RESUME:
     case OP_RUN_REQUEUE:
     case OP_RUN_RESTART:
-        if (result == 1 && (r = find(op->run_id))) queued(r, op->t);
+        if (result == 1 && (r = find(op->run_id))) {
+            queued(r, op->t);
+            /* preempted: what it throws away, and its next start-up, are its preemptor's */
+            if (op->kind == OP_RUN_REQUEUE && op->u.requeue.by > 0) r->charged_to = op->u.requeue.by;
+        }
         return;
     case OP_RUN_STARTING:
         if (result != 1 || !(r = find(op->run_id))) return;
@@ -280,11 +331,13 @@ void usage_ledger_note(const store_op *op, int64_t result) {
         bool again = gs <= r->last_gs; /* done again: it went back to the point before this step */
         if (again && r->phase == AT_STEPS) r->phase = AT_STARTUP; /* its ranks restarted meanwhile */
         if (r->phase == AT_STARTUP) { /* a first step: what came before it was start-up (not unknown) */
-            account(r, USAGE_STARTUP, op->t - r->at_t, op->t);
+            if (r->charged_to && !r->steps_in_hold) charge_to_preemptor(r, USAGE_STARTUP, op->t - r->at_t, op->t);
+            else account(r, USAGE_STARTUP, op->t - r->at_t, op->t);
             r->at_t = op->t;
         }
         account_until(r, op->t);
         if (again) roll_back(r, gs - 1, op->t);
+        r->charged_to = 0; /* its preemptor has paid: what comes next is its own */
         r->phase = AT_STEPS;
         r->last_gs = gs;
         r->steps_in_hold++;
@@ -335,6 +388,8 @@ static void save(ledger_run *r) {
     char *text = json_dumps(marks, JSON_COMPACT);
     json_decref(marks);
     bind_text_or_null(st, 19, text);
+    if (r->charged_to) sqlite3_bind_int64(st, 20, r->charged_to);
+    else sqlite3_bind_null(st, 20);
     if (sqlite3_step(st) != SQLITE_DONE) log_error("usage of run %lld not written: %s", (long long)r->id, sqlite3_errmsg(L.db));
     sqlite3_reset(st);
     free(text);
@@ -351,6 +406,33 @@ static void save(ledger_run *r) {
     }
     sqlite3_reset(st);
     r->n_days = 0;
+    for (int i = 0; i < r->n_charges; i++) {
+        const charge *c = &r->charges[i];
+        st = L.st[Q_DAY]; /* the preemptor's lost time */
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, c->day, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, c->by_run);
+        bind_text_or_null(st, 3, c->by_owner);
+        sqlite3_bind_text(st, 4, usage_phase_names[USAGE_LOST], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, c->ms);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            log_error("usage charged to run %lld not written: %s", (long long)c->by_run, sqlite3_errmsg(L.db));
+        sqlite3_reset(st);
+        st = L.st[Q_CHARGED];
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, c->day, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, r->id);
+        bind_text_or_null(st, 3, r->owner);
+        sqlite3_bind_text(st, 4, usage_phase_names[c->phase], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, c->by_run);
+        bind_text_or_null(st, 6, c->by_owner);
+        sqlite3_bind_int64(st, 7, c->ms);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            log_error("usage of run %lld charged to run %lld not written: %s", (long long)r->id, (long long)c->by_run,
+                      sqlite3_errmsg(L.db));
+        sqlite3_reset(st);
+    }
+    charges_clear(r);
     r->dirty = false;
 }
 

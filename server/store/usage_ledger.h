@@ -17,7 +17,14 @@
  *               the last one seen): the time spent since that checkpoint's step
  * so the phases add up to the time held, by construction, and a run's device time is
  * that times its devices. The time queued (submitted or queued again, to its start) is
- * wall time, `queue`. */
+ * wall time, `queue`.
+ *
+ * A preemption's cost is its preemptor's (migration 0016): a run queued again after a
+ * preemption (OP_RUN_REQUEUE with `by`) is `charged_to` that run until its first step
+ * after it: the productive time its rollback moves to lost, and the start-up before
+ * that step, leave its own phases and go to the preemptor's run and owner as phase
+ * `lost` (usage_days), recorded with who caused them (usage_charged, GET /usage's
+ * `charged`). Its own phases then add up to the time held less what was charged. */
 #ifndef DDPD_SERVER_STORE_USAGE_LEDGER_H
 #define DDPD_SERVER_STORE_USAGE_LEDGER_H
 

@@ -62,6 +62,9 @@ ddpd_py_cases(server_bounds_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_bounds
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 420)
+# Time limits: a built-in run past its max_duration_s ends timeout at a checkpoint, and resumes.
+ddpd_py_cases(server_timeout_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_timeout.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 300)
 # Why a queued run waits (pending reasons, one real situation each) and its start estimate.
 ddpd_py_cases(server_pending_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_pending.py SANITIZE
               ARGS ${server_test_args} --runner $<TARGET_FILE:ddp-run> TIMEOUT 180)

@@ -105,6 +105,9 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
 /* The steps a run will take in all (its trainer's hello: total_steps), for its ETA. */
 void scheduler_planned(int64_t id, int64_t total_steps);
+/* Rank 0 of the run said it is writing a checkpoint (`saved` false), or that one is
+ * written (true): the time since the newest is what a preemption would throw away. */
+void scheduler_checkpoint(int64_t id, bool saved);
 /* A launcher's attempt started or ended, or a rank's process did (ingest's hook, with
  * the op it queues): the run's attempt, its MASTER_PORT (a restart's may be another),
  * the hang watch counted anew, the rank an attempt across nodes failed on. Taken only

@@ -39,6 +39,9 @@ typedef struct {
     /* a command run may ask (distributed.stop_grace_s) for a longer grace than the
      * server's, up to this */
     int max_stop_grace_ms;
+    /* a run is not preempted before it has run this long in its attempt, unless its
+     * config says (min_runtime_s); 0: at once */
+    int64_t min_runtime_ms;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
@@ -74,6 +77,8 @@ typedef struct {
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
     int64_t memory_bytes;  /* resources.memory_gb as submitted, in bytes (the store's, never config.json's); 0: the
                             * server's default (run_limits.h) */
+    double max_duration_s; /* max_duration_s: it ends `timeout` after this long in one start; 0: no limit of its own */
+    double min_runtime_s;  /* min_runtime_s: not preempted before it has run this long in an attempt; -1: the server's */
     int64_t expected_ms;   /* how long it is expected to run: the median of its owner's earlier runs of its name
                             * that succeeded (store_median_length); 0: not known. For the start estimate */
 } run_needs;

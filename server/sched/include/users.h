@@ -39,6 +39,7 @@ typedef struct {
     char unix_user[USER_UNIX_MAX + 1]; /* the host's account its runs run as; "": none of its own */
     double max_memory_gb; /* GiB: the largest memory limit a run of its may have; < 0: none */
     double max_disk_gb;   /* GiB: what its runs' directories may hold together; < 0: none */
+    long long max_duration_s; /* the longest a run of its runs in one start (its max_duration_s at most); < 0: none */
 } user_info;
 
 /* GiB as bytes (a limit of `gb` GiB; < 0: none, -1). */
@@ -79,6 +80,9 @@ bool users_find(const char *name, user_info *out);
 bool users_any_unix_user(void);
 /* Its quota: the devices its runs may hold at once; -1 when none (or no such user). */
 int users_max_devices(const char *name);
+/* The longest a run of its may run in one start, in seconds; -1 when there is no limit
+ * (or no such user). */
+long long users_max_duration(const char *name);
 /* GET /users: every user (no token, no hash), removed ones marked. */
 json_t *users_json(void);
 
@@ -103,6 +107,9 @@ int users_set_unix_user(sqlite3 *db, const char *name, const char *account, char
  * on (runs already queued or running keep theirs). 0, or -1 and why. */
 int users_set_max_devices(sqlite3 *db, const char *name, int max_devices, char *err, size_t errlen);
 int users_set_max_priority(sqlite3 *db, const char *name, int max_priority, char *err, size_t errlen);
+/* The longest a run of the user's may run in one start (seconds; < 0: no limit): its
+ * running runs are held to it from the server's next tick. 0, or -1 and why. */
+int users_set_max_duration(sqlite3 *db, const char *name, long long seconds, char *err, size_t errlen);
 /* Sets the user's largest memory limit for a run (`which` "max_memory_gb") or its disk
  * quota ("max_disk_gb"), in GiB; < 0: none. 0, or -1 and why. */
 int users_set_limit(sqlite3 *db, const char *name, const char *which, double gb, char *err, size_t errlen);

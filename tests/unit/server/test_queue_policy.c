@@ -6,9 +6,12 @@
  * in order (this host first when it takes part), the fewest unless distributed.nodes
  * asks for a number; what a start takes is not free for the runs after it. Sharing:
  * priority first, then the owner's decayed usage, then age; quotas hold a run back
- * without holding its pool; backfill within the window; preemption of the fewest,
- * lowest-priority, most recently started preemptible runs, the devices of runs
- * already stopping taken first and reserved. The snapshot is not changed; what a
+ * without holding its pool; backfill within the window; preemption of the set of
+ * lower-priority preemptible runs that loses the least work (the time since each
+ * one's newest checkpoint times its devices), then the fewest, lowest-priority, most
+ * recently started (the rule before, kept as VICTIMS_LOWEST_PRIORITY), never a run
+ * inside its minimum run time (its preemptor waits for it, reason priority), the
+ * devices of runs already stopping taken first and reserved. The snapshot is not changed; what a
  * waiting run is told it waits for, and why a run can never be placed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +55,8 @@ static char *describe(const policy_decision *d) {
     char *t = text[next++ % 16];
     int n = snprintf(t, 128, "%s%s", verb_name(d->verb), d->verb != POLICY_WAIT && d->across ? "*" : "");
     const char *why = d->wait == WAIT_THIS_HOST ? " here" : d->wait == WAIT_NODES ? " nodes"
-                      : d->wait == WAIT_QUOTA ? " quota" : d->wait == WAIT_PREEMPTED ? " preempted" : "";
+                      : d->wait == WAIT_QUOTA ? " quota" : d->wait == WAIT_PREEMPTED ? " preempted"
+                      : d->wait == WAIT_PROTECTED ? " protected" : "";
     if (d->verb == POLICY_WAIT && d->wait == WAIT_BEHIND)
         n += snprintf(t + n, (size_t)(128 - n), ">%lld", (long long)d->behind);
     else if (d->verb == POLICY_WAIT)
@@ -498,6 +502,111 @@ static void test_reasons(void) {
           "the reasons the scheduler gives have their names");
 }
 
+/* A running run of priority 0 with `devices` here, started at `started`, its newest
+ * checkpoint at `ckpt` (0: none). */
+static policy_running ckpt_run(int64_t id, const policy_hold *holds, int64_t started, int64_t ckpt) {
+    policy_running r = running_run(id, -1, 0, true, started, holds, 1);
+    r.checkpoint_ms = ckpt;
+    return r;
+}
+
+static void test_victims_least_lost(void) {
+    const int64_t now = 10000000;
+    policy_node nodes[] = {host(0, 4, 0, 0)};
+    policy_hold one[] = {{.node = 0, .devices = 1}}, two[] = {{.node = 0, .devices = 2}};
+    /* run 40 checkpointed a second ago, run 41 ten minutes ago; 41 started later */
+    policy_running running[] = {ckpt_run(40, two, now - 3600000, now - 1000), ckpt_run(41, two, now - 1800000, now - 600000)};
+    policy_run urgent = owned(50, 2, -1, 10, 0);
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = &urgent, .n_queued = 1, .running = running,
+                         .n_running = 2, .now_ms = now};
+    CHECK(queue_policy_lost_ms(&s, &running[0]) == 2000 && queue_policy_lost_ms(&s, &running[1]) == 1200000,
+          "lost work: 1 s and 600 s times 2 devices (%lld, %lld device ms)",
+          (long long)queue_policy_lost_ms(&s, &running[0]), (long long)queue_policy_lost_ms(&s, &running[1]));
+    expect("the run that checkpointed a second ago: run 40", &s, (const char *const[]){"preempt 0 -40"});
+    s.victims = VICTIMS_LOWEST_PRIORITY;
+    expect("the rule before: the most recently started, run 41", &s, (const char *const[]){"preempt 0 -41"});
+    s.victims = VICTIMS_LEAST_LOST;
+    /* a checkpoint before this attempt's start counts from the start */
+    running[0].checkpoint_ms = 0;
+    running[0].started_ms = now - 5000;
+    CHECK(queue_policy_lost_ms(&s, &running[0]) == 10000, "no checkpoint: since its start (%lld)",
+          (long long)queue_policy_lost_ms(&s, &running[0]));
+    running[0].checkpoint_ms = now - 7000;
+    CHECK(queue_policy_lost_ms(&s, &running[0]) == 10000, "a checkpoint of an earlier attempt: since its start (%lld)",
+          (long long)queue_policy_lost_ms(&s, &running[0]));
+    /* its checkpoint's write time counts; a run that saves when told loses only that */
+    running[0].checkpoint_write_ms = 3000;
+    CHECK(queue_policy_lost_ms(&s, &running[0]) == 16000, "with a 3 s write: 8 s times 2 (%lld)",
+          (long long)queue_policy_lost_ms(&s, &running[0]));
+    running[1].saves_on_notice = true;
+    running[1].checkpoint_write_ms = 2000;
+    CHECK(queue_policy_lost_ms(&s, &running[1]) == 4000, "saves on notice: its 2 s write times 2 (%lld)",
+          (long long)queue_policy_lost_ms(&s, &running[1]));
+    expect("run 41 saves when told: it loses 4 s, run 40 16 s", &s, (const char *const[]){"preempt 0 -41"});
+
+    /* two runs of one slot that lose 10 s each before one of two slots that loses 15 s on each */
+    policy_running sets[] = {ckpt_run(60, one, now - 100000, now - 10000), ckpt_run(61, one, now - 90000, now - 10000),
+                             ckpt_run(62, two, now - 80000, now - 15000)};
+    s.running = sets;
+    s.n_running = 3;
+    expect("runs 60 and 61 lose 20 device-seconds, run 62 alone 30", &s, (const char *const[]){"preempt 0 -61,60"});
+    s.victims = VICTIMS_LOWEST_PRIORITY;
+    expect("the rule before: the fewest, run 62", &s, (const char *const[]){"preempt 0 -62"});
+    s.victims = VICTIMS_LEAST_LOST;
+    sets[2].checkpoint_ms = now - 9000;
+    expect("run 62 now loses 18: it alone", &s, (const char *const[]){"preempt 0 -62"});
+    sets[2].checkpoint_ms = now - 10000;
+    expect("20 against 20: the fewest, run 62", &s, (const char *const[]){"preempt 0 -62"});
+    /* equal loss, equal count: the lowest priority, then the most recently started */
+    urgent.world_size = 1;
+    expect("runs 60 and 61 lose as much: the newer, 61", &s, (const char *const[]){"preempt 0 -61"});
+    sets[0].priority = -3;
+    expect("runs 60 and 61 lose as much: the lower priority, 60", &s, (const char *const[]){"preempt 0 -60"});
+    sets[0].priority = 0;
+    /* what is not of a lower priority, or not preemptible, is never chosen however little it loses */
+    sets[1].checkpoint_ms = now - 10;
+    sets[1].priority = 10;
+    sets[0].preemptible = false;
+    expect("run 61 is of the preemptor's priority, run 60 not preemptible: run 62", &s,
+           (const char *const[]){"preempt 0 -62"});
+}
+
+/* A run inside its minimum run time is not preempted: its preemptor waits for it,
+ * reason priority, naming it; another that is past its own is taken instead. */
+static void test_min_runtime(void) {
+    const int64_t now = 10000000;
+    policy_node nodes[] = {host(0, 2, 0, 0)};
+    policy_hold two[] = {{.node = 0, .devices = 2}};
+    policy_running running[] = {ckpt_run(70, two, now - 5000, 0)};
+    running[0].protected_until_ms = now + 40000;
+    policy_run urgent = owned(71, 2, -1, 10, 0);
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = &urgent, .n_queued = 1, .running = running,
+                         .n_running = 1, .now_ms = now};
+    expect("run 70 is inside its minimum run time: run 71 waits", &s, (const char *const[]){"wait protected -70"});
+    expect_reasons("it waits on priority, for run 70", &s, (const char *const[]){"priority 70"});
+    policy_decision d[1];
+    queue_policy_decide(&s, d);
+    check_text("what it waits for", queue_policy_waiting_for(&s, &urgent, &d[0]),
+               "run 70, of a lower priority, to pass its minimum run time (min_runtime_s): the first in 40 s (2 CPU "
+               "slots on this host (0 free of 2))");
+    queue_policy_free(d, 1);
+    s.now_ms = now + 40000;
+    expect("past it: run 70 is preempted", &s, (const char *const[]){"preempt 0 -70"});
+    s.now_ms = now;
+    /* a run past its minimum is taken, though it loses more */
+    policy_node four[] = {host(0, 4, 0, 0)};
+    policy_running both[] = {running[0], ckpt_run(72, two, now - 600000, 0)};
+    s.nodes = four;
+    s.running = both;
+    s.n_running = 2;
+    expect("run 72, past its minimum, though it loses 600 s", &s, (const char *const[]){"preempt 0 -72"});
+    urgent.world_size = 4;
+    expect("both needed, run 70 protected: it waits", &s, (const char *const[]){"wait protected -70"});
+    expect_reasons("naming run 70 only", &s, (const char *const[]){"priority 70"});
+    urgent.priority = 0;
+    expect("a preemptor of the same priority waits for devices, not on run 70", &s, (const char *const[]){"wait here"});
+}
+
 int main(void) {
     test_this_host();
     test_across_nodes();
@@ -506,6 +615,8 @@ int main(void) {
     test_backfill();
     test_preemption();
     test_preemption_across_nodes();
+    test_victims_least_lost();
+    test_min_runtime();
     test_waiting_for();
     test_can_place();
     test_reasons();
