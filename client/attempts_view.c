@@ -10,11 +10,19 @@ static const char *text_or(const json_t *v, const char *otherwise) {
     return json_is_string(v) && json_string_value(v)[0] ? json_string_value(v) : otherwise;
 }
 
-/* "rank 1, status 3", "rank 0, signal 9", or "-". */
+/* "rank 1, status 3", "rank 0, signal 9", or "-"; after its class when it has one
+ * ("oom: rank 1, signal 9", docs/failures.md). */
 static void failure_cell(const json_t *a, char *out, size_t n) {
     const json_t *rank = json_object_get(a, "failing_rank");
+    const char *cls = text_or(json_object_get(json_object_get(a, "failure"), "class"), NULL);
+    if (cls) {
+        int w = snprintf(out, n, "%s%s", cls, json_is_integer(rank) ? ": " : "");
+        if (w < 0 || (size_t)w >= n) return;
+        out += w;
+        n -= (size_t)w;
+    }
     if (!json_is_integer(rank)) {
-        snprintf(out, n, "-");
+        if (!cls) snprintf(out, n, "-");
         return;
     }
     const json_t *code = json_object_get(a, "exit_code"), *sig = json_object_get(a, "signal");
@@ -64,7 +72,7 @@ void attempts_print(const json_t *run, FILE *out) {
     size_t i;
     const json_t *a;
     json_array_foreach(attempts, i, a) {
-        char num[24], started[32], took[32], fail[64], why[320];
+        char num[24], started[32], took[32], fail[96], why[640];
         snprintf(num, sizeof num, "    %lld", (long long)json_integer_value(json_object_get(a, "attempt")));
         const char *from = json_string_value(json_object_get(a, "started_at"));
         const char *to = json_string_value(json_object_get(a, "ended_at"));
@@ -76,6 +84,11 @@ void attempts_print(const json_t *run, FILE *out) {
         const char *last = text_or(json_object_get(a, "last_line"), NULL);
         if (last && !strstr(reason, last)) snprintf(why, sizeof why, "%s (last line: %s)", reason, last);
         else snprintf(why, sizeof why, "%s", reason);
+        /* and what decided its class, when neither says it */
+        const char *evidence = text_or(json_object_get(json_object_get(a, "failure"), "evidence"), NULL);
+        size_t w = strlen(why);
+        if (evidence && !strstr(why, evidence) && w < sizeof why)
+            snprintf(why + w, sizeof why - w, " [%s]", evidence);
         const char *row[6] = {num, started, took, text_or(json_object_get(a, "status"), "running"), fail, why};
         table_row(&t, row);
     }
