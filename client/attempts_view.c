@@ -57,14 +57,15 @@ void attempts_took(const json_t *run, char *out, size_t n) {
 
 void attempts_print(const json_t *run, FILE *out) {
     const json_t *attempts = json_object_get(run, "attempts");
-    long long max = json_integer_value(
-        json_object_get(json_object_get(json_object_get(run, "config"), "distributed"), "max_restarts"));
+    const json_t *dist = json_object_get(json_object_get(run, "config"), "distributed");
+    const json_t *own = json_object_get(json_object_get(dist, "restart_policy"), "max_restarts");
+    long long max = json_integer_value(own ? own : json_object_get(dist, "max_restarts")); /* docs/failures.md */
     size_t n = json_array_size(attempts);
     if (n == 0 || (n == 1 && max == 0)) return;
     long long omitted = json_integer_value(json_object_get(run, "attempts_omitted"));
-    fprintf(out, "  attempts:  %zu%s (restart count %lld; distributed.max_restarts %lld)\n", n + (size_t)omitted,
+    fprintf(out, "  attempts:  %zu%s (restart count %lld; distributed.%smax_restarts %lld)\n", n + (size_t)omitted,
             omitted ? ", the newest listed" : "", (long long)json_integer_value(json_object_get(run, "restart_count")),
-            max);
+            own ? "restart_policy." : "", max);
     table t;
     table_init(&t, 6);
     const char *head[6] = {"    ATTEMPT", "STARTED", "DURATION", "STATUS", "FAILED ON", "WHY"};
@@ -84,8 +85,11 @@ void attempts_print(const json_t *run, FILE *out) {
         const char *last = text_or(json_object_get(a, "last_line"), NULL);
         if (last && !strstr(reason, last)) snprintf(why, sizeof why, "%s (last line: %s)", reason, last);
         else snprintf(why, sizeof why, "%s", reason);
-        /* and what decided its class, when neither says it */
-        const char *evidence = text_or(json_object_get(json_object_get(a, "failure"), "evidence"), NULL);
+        /* and what decided its class, when neither says it (an exit's status, a crash's signal: the reason does) */
+        const char *cls = text_or(json_object_get(json_object_get(a, "failure"), "class"), "");
+        const char *evidence = strcmp(cls, "exit") && strcmp(cls, "crash")
+                                   ? text_or(json_object_get(json_object_get(a, "failure"), "evidence"), NULL)
+                                   : NULL;
         size_t w = strlen(why);
         if (evidence && !strstr(why, evidence) && w < sizeof why)
             snprintf(why + w, sizeof why - w, " [%s]", evidence);
