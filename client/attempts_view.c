@@ -10,11 +10,19 @@ static const char *text_or(const json_t *v, const char *otherwise) {
     return json_is_string(v) && json_string_value(v)[0] ? json_string_value(v) : otherwise;
 }
 
-/* "rank 1, status 3", "rank 0, signal 9", or "-". */
+/* "rank 1, status 3", "rank 0, signal 9", or "-"; after its class when it has one
+ * ("oom: rank 1, signal 9", docs/failures.md). */
 static void failure_cell(const json_t *a, char *out, size_t n) {
     const json_t *rank = json_object_get(a, "failing_rank");
+    const char *cls = text_or(json_object_get(json_object_get(a, "failure"), "class"), NULL);
+    if (cls) {
+        int w = snprintf(out, n, "%s%s", cls, json_is_integer(rank) ? ": " : "");
+        if (w < 0 || (size_t)w >= n) return;
+        out += w;
+        n -= (size_t)w;
+    }
     if (!json_is_integer(rank)) {
-        snprintf(out, n, "-");
+        if (!cls) snprintf(out, n, "-");
         return;
     }
     const json_t *code = json_object_get(a, "exit_code"), *sig = json_object_get(a, "signal");
@@ -49,14 +57,15 @@ void attempts_took(const json_t *run, char *out, size_t n) {
 
 void attempts_print(const json_t *run, FILE *out) {
     const json_t *attempts = json_object_get(run, "attempts");
-    long long max = json_integer_value(
-        json_object_get(json_object_get(json_object_get(run, "config"), "distributed"), "max_restarts"));
+    const json_t *dist = json_object_get(json_object_get(run, "config"), "distributed");
+    const json_t *own = json_object_get(json_object_get(dist, "restart_policy"), "max_restarts");
+    long long max = json_integer_value(own ? own : json_object_get(dist, "max_restarts")); /* docs/failures.md */
     size_t n = json_array_size(attempts);
     if (n == 0 || (n == 1 && max == 0)) return;
     long long omitted = json_integer_value(json_object_get(run, "attempts_omitted"));
-    fprintf(out, "  attempts:  %zu%s (restart count %lld; distributed.max_restarts %lld)\n", n + (size_t)omitted,
+    fprintf(out, "  attempts:  %zu%s (restart count %lld; distributed.%smax_restarts %lld)\n", n + (size_t)omitted,
             omitted ? ", the newest listed" : "", (long long)json_integer_value(json_object_get(run, "restart_count")),
-            max);
+            own ? "restart_policy." : "", max);
     table t;
     table_init(&t, 6);
     const char *head[6] = {"    ATTEMPT", "STARTED", "DURATION", "STATUS", "FAILED ON", "WHY"};
@@ -64,7 +73,7 @@ void attempts_print(const json_t *run, FILE *out) {
     size_t i;
     const json_t *a;
     json_array_foreach(attempts, i, a) {
-        char num[24], started[32], took[32], fail[64], why[320];
+        char num[24], started[32], took[32], fail[96], why[640];
         snprintf(num, sizeof num, "    %lld", (long long)json_integer_value(json_object_get(a, "attempt")));
         const char *from = json_string_value(json_object_get(a, "started_at"));
         const char *to = json_string_value(json_object_get(a, "ended_at"));
@@ -76,6 +85,14 @@ void attempts_print(const json_t *run, FILE *out) {
         const char *last = text_or(json_object_get(a, "last_line"), NULL);
         if (last && !strstr(reason, last)) snprintf(why, sizeof why, "%s (last line: %s)", reason, last);
         else snprintf(why, sizeof why, "%s", reason);
+        /* and what decided its class, when neither says it (an exit's status, a crash's signal: the reason does) */
+        const char *cls = text_or(json_object_get(json_object_get(a, "failure"), "class"), "");
+        const char *evidence = strcmp(cls, "exit") && strcmp(cls, "crash")
+                                   ? text_or(json_object_get(json_object_get(a, "failure"), "evidence"), NULL)
+                                   : NULL;
+        size_t w = strlen(why);
+        if (evidence && !strstr(why, evidence) && w < sizeof why)
+            snprintf(why + w, sizeof why - w, " [%s]", evidence);
         const char *row[6] = {num, started, took, text_or(json_object_get(a, "status"), "running"), fail, why};
         table_row(&t, row);
     }

@@ -248,6 +248,13 @@ static int run(const options *o, const command_config *cfg) {
     int nodes = 1, node_rank = 0, first_attempt, restarts_from, port_lo, port_hi;
     if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
     if (attempt_options(o, &first_attempt, &restarts_from, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
+    attempt_plan plan = {.first = first_attempt, .from = restarts_from, .restarts_allowed = nodes == 1};
+    char bad[512];
+    if (attempts_policy(&plan, o->config_path, cfg->max_restarts, "ddp-run", bad, sizeof bad) != 0) {
+        fprintf(stderr, "ddp-run: %s\n", bad);
+        return EXIT_BAD_INPUT;
+    }
+    int max_restarts = plan.policy.max_restarts;
     double grace_s = o->stop_grace ? seconds_option("stop-grace", o->stop_grace)
                                    : env_seconds_between("DDPD_CANCEL_GRACE_S", DEFAULT_GRACE_S, 0, 3600, "ddp-run");
     double preempt_grace_s = o->preempt_grace ? seconds_option("preempt-grace", o->preempt_grace) : grace_s;
@@ -310,9 +317,9 @@ static int run(const options *o, const command_config *cfg) {
     char line[PATH_MAX + 128];
     command_words(cfg, line, sizeof line);
     char restarts_note[96] = "";
-    if (cfg->max_restarts > 0)
-        snprintf(restarts_note, sizeof restarts_note, ", up to %d restart%s (distributed.max_restarts)",
-                 cfg->max_restarts, cfg->max_restarts > 1 ? "s" : "");
+    if (max_restarts > 0)
+        snprintf(restarts_note, sizeof restarts_note, ", up to %d restart%s (distributed.max_restarts)", max_restarts,
+                 max_restarts > 1 ? "s" : "");
     if (nodes > 1)
         log_msg(LOG_INFO, "run %s: node %d of %d: ranks %d to %d of %d of %s in %s, MASTER_ADDR %s, MASTER_PORT %d%s%s",
                 run_id, node_rank, nodes, node_rank * local_ranks, (node_rank + 1) * local_ranks - 1, cfg->world_size,
@@ -330,7 +337,7 @@ static int run(const options *o, const command_config *cfg) {
         .devices = devices,
         .master_port = port,
         .restart_count = first_attempt,
-        .max_restarts = cfg->max_restarts,
+        .max_restarts = max_restarts,
         .master_addr = o->master_addr,
         .world_size = cfg->world_size,
         .nodes = nodes,
@@ -352,9 +359,7 @@ static int run(const options *o, const command_config *cfg) {
                      .grace_s = grace_s, .preempt_grace_s = preempt_grace_s, .exit_timeout_s = exit_timeout_s,
                      .events = events, .signals = &signals},
             .env = &env,
-            .plan = {.first = first_attempt, .from = restarts_from, .max_restarts = cfg->max_restarts,
-                     .restarts_allowed = nodes == 1,
-                     .backoff_s = attempts_backoff_s("ddp-run")},
+            .plan = plan,
             .port_lo = port_lo,
             .port_hi = port_hi,
             .program = program,

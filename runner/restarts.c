@@ -5,9 +5,12 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
+#include "alloc.h"
 #include "log.h"
 #include "ports.h"
 #include "rank_output.h"
@@ -23,6 +26,7 @@ static json_t *begin_rank_logs(const restart_params *p, int attempt) {
     for (int r = 0; r < p->env->local_ranks; r++) {
         int rank = p->env->first_rank + r;
         long long at = rank_output_begin_attempt(p->gang.run_dir, rank, marker);
+        p->log_from[r] = at;
         if (at < 0) log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         char key[16];
         snprintf(key, sizeof key, "%d", rank);
@@ -51,6 +55,10 @@ static json_t *prepare_attempt(void *ctx, int attempt) {
     restart_params *p = ctx;
     p->env->restart_count = attempt;
     if (attempt > p->plan.first) choose_port(p, attempt);
+    if (!p->log_from) p->log_from = xcalloc((size_t)p->env->local_ranks, sizeof *p->log_from);
+    char limit[64];
+    p->journal_from = attempt_journal_size(p->gang.run_dir);
+    p->oom_before = attempt_cgroup_oom_kills(limit, sizeof limit);
     return json_pack("{s:i, s:o}", "master_port", p->env->master_port, "log_offsets", begin_rank_logs(p, attempt));
 }
 
@@ -75,6 +83,17 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
     r->exit_code = WIFEXITED(res.rank_status) ? WEXITSTATUS(res.rank_status) : -1;
     r->signal = WIFSIGNALED(res.rank_status) ? WTERMSIG(res.rank_status) : 0;
     snprintf(r->last_line, sizeof r->last_line, "%s", res.last_words);
+    /* what tells the failure apart, and whether the attempt made progress (attempts.c) */
+    int local = res.failing_rank - p->env->first_rank;
+    long long from = p->log_from && local >= 0 && local < p->env->local_ranks ? p->log_from[local] : -1;
+    if (from >= 0) {
+        attempt_output_tail(p->gang.run_dir, res.failing_rank, from, p->tail, sizeof p->tail);
+        r->output = p->tail;
+    }
+    long oom_after = attempt_cgroup_oom_kills(r->memory_max, sizeof r->memory_max);
+    r->oom_kills = p->oom_before >= 0 && oom_after >= 0 ? oom_after - p->oom_before : -1;
+    attempt_journal_progress(p->gang.run_dir, p->journal_from, &r->max_step, &r->checkpointed);
+    gethostname(r->node, sizeof r->node - 1);
 }
 
 /* The pause, with the event sink flushed (the reason for the restart is on its way
@@ -94,4 +113,6 @@ static int pause_before_restart(void *ctx, double seconds) {
 void restarts_run(restart_params *p, attempts_outcome *out) {
     attempt_hooks hooks = {.ctx = p, .prepare = prepare_attempt, .run = run_attempt, .pause = pause_before_restart};
     attempts_run(p->gang.events, &p->plan, &hooks, out);
+    free(p->log_from);
+    p->log_from = NULL;
 }

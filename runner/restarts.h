@@ -10,6 +10,7 @@
 #ifndef DDPD_RUNNER_RESTARTS_H
 #define DDPD_RUNNER_RESTARTS_H
 
+#include "attempt_signs.h"
 #include "attempts.h"
 #include "gang.h"
 
@@ -19,6 +20,12 @@ typedef struct {
     attempt_plan plan;
     int port_lo, port_hi; /* --port-range, where another MASTER_PORT comes from (0: the kernel's choice) */
     const char *program;  /* argv[0] as found (absolute), or as given when not found: each attempt's banner */
+    /* this attempt's beginnings, for what it left (attempt_signs.h): its ranks' logs' offsets (by local rank;
+     * -1: none), the journal's size, the cgroup's OOM kills */
+    long long *log_from;
+    long long journal_from;
+    long oom_before;
+    char tail[ATTEMPT_TAIL_BYTES + 1]; /* the failing rank's output, its tail */
 } restart_params;
 
 /* Runs the run's attempts: see attempts_run. */

@@ -180,6 +180,16 @@ static void check_lr_schedule(json_t *doc, schema_errors *errs) {
                           epochs);
 }
 
+/* A restart's pause doubles from backoff.initial_s up to backoff.max_s (docs/failures.md). */
+static void check_restart_backoff(json_t *doc, schema_errors *errs) {
+    double initial, max;
+    if (usable_number(doc, errs, "/distributed/restart_policy/backoff/initial_s", &initial) &&
+        usable_number(doc, errs, "/distributed/restart_policy/backoff/max_s", &max) && max < initial)
+        schema_errors_add(errs, "/distributed/restart_policy/backoff/max_s",
+                          "must be at least /distributed/restart_policy/backoff/initial_s (%g): the pause doubles "
+                          "from it up to max_s", initial);
+}
+
 int run_config_validate(json_t *doc, schema_errors *errs) {
     size_t before = schema_errors_total(errs);
     const json_t *schema = run_config_schema();
@@ -191,7 +201,10 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
     command_run_check_given(doc, errs); /* before the defaults hide what was given */
     command_run_fill_own_defaults(doc);
     schema_validate(schema, doc, errs);
-    if (json_is_object(doc)) check_nodes_divide_ranks(doc, errs);
+    if (json_is_object(doc)) {
+        check_nodes_divide_ranks(doc, errs);
+        check_restart_backoff(doc, errs);
+    }
     if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);
         check_sgd_only_options(doc, errs);

@@ -107,6 +107,7 @@ void supervisor_request_spawn(const spawn_request *r) {
     q->refused = r->refused ? xstrdup(r->refused) : NULL;
     q->cgroup = r->cgroup ? xstrdup(r->cgroup) : NULL;
     q->limits = r->limits;
+    if (q->as_account) q->limits.reader_gid = q->account.gid; /* its launcher reads its OOM kills (run_cgroup.h) */
     for (int i = 0; i < r->n_cpus && q->n_cpus < CPU_SETSIZE; i++) q->cpus[q->n_cpus++] = r->cpus[i];
     pthread_mutex_lock(&R.mu);
     if (R.tail) R.tail->next = q;

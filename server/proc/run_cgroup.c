@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "procstat.h"
+#include "server_log.h"
 
 #define ROOT "/sys/fs/cgroup"
 
@@ -168,6 +169,12 @@ int run_cgroup_make(const char *name, const int *cpus, int n_cpus, const run_cgr
         }
         set_limits(dirs[0], n == 3 ? dirs[2] : NULL, limits, false, out->unlimited, sizeof out->unlimited);
     }
+    /* its memory counters (oom_kill, the limit) readable by the run's own group, no one else's */
+    const char *memory_dir = n == 1 ? dirs[0] : n == 3 ? dirs[2] : NULL;
+    if (memory_dir && limits->reader_gid > 0 &&
+        (chown(memory_dir, (uid_t)-1, (gid_t)limits->reader_gid) != 0 || chmod(memory_dir, 0750) != 0))
+        log_warn("the run's cgroup %s: cannot let its group read it (%s): its launcher cannot tell an out-of-memory "
+                 "kill from another", memory_dir, strerror(errno));
     for (int i = 0; i < n; i++) snprintf(out->procs[i], sizeof out->procs[i], "%.250s/cgroup.procs", dirs[i]);
     out->n = n;
     return 0;

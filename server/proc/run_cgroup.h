@@ -35,6 +35,8 @@ typedef struct {
 typedef struct {
     long long memory_bytes; /* its processes together; 0: no limit */
     long pids_max;          /* processes and threads at once; 0: no limit */
+    long long reader_gid;   /* the group that may read its memory counters (the run's account's: its launcher
+                             * tells an out-of-memory kill apart, failure_class.h); -1, or 0 unset: the owner alone */
 } run_cgroup_limits;
 
 /* Makes the cgroups named `name` (cpus: the CPUs its processes may use; n_cpus 0:

@@ -63,6 +63,7 @@ typedef struct live_run {
     bool cancel_stops;    /* the cancel ends it stopped, not canceled (scheduler_stop: a sweep's searcher) */
     char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
     bool fail_final;      /* ... and no restart may mend it (a cap or quota it passed: scheduler_fail) */
+    const char *fail_class; /* ... the class of that end ("hang", "infra": failure_class.h); NULL: none */
     double hang_timeout_s; /* command runs: no progress from a rank this long fails it; 0: off */
     /* attempts (run_restart.c): its launchers start at attempt restart_count; the
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its

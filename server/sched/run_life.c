@@ -297,6 +297,7 @@ static bool restart_locked(live_run *r, char **reason, const rank_failure *f) {
     r->restart_count = r->attempt = next;
     free(r->fail_reason);
     r->fail_reason = NULL;
+    r->fail_class = NULL;
     rank_failure_clear(&r->server_blame);
     return true;
 }
@@ -667,7 +668,10 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     }
     /* its place ended it (a lost node, a batch system's time limit or scancel): the
      * server's own end of the run */
-    if (e->lost && !r->fail_reason && !r->cancel_reason) r->fail_reason = xstrdup(e->reason);
+    if (e->lost && !r->fail_reason && !r->cancel_reason) {
+        r->fail_reason = xstrdup(e->reason);
+        r->fail_class = "infra"; /* its attempt's failure class (run_restart.c) */
+    }
     if (e->canceled && !r->fail_reason && !r->cancel_reason) r->cancel_reason = xstrdup(e->reason);
     if (!r->across) {
         if (requeues(r, e->exit_code == 0)) requeue_locked(r);

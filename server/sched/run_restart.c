@@ -18,7 +18,9 @@
 
 #include "base.h"
 #include "event_kinds.h"
+#include "failure_class.h"
 #include "kind_fields.h"
+#include "nodes.h"
 #include "store.h"
 
 /* The part whose ranks hold `rank`: a run's parts hold world_size / n_parts each. */
@@ -65,9 +67,34 @@ void attempt_seen_locked(live_run *r, store_op *op) {
                                 .last_line = op->u.attempt.last_line ? xstrdup(op->u.attempt.last_line) : NULL};
 }
 
-/* The attempt's end as the server saw it, after whatever its launchers said of it. */
-static void record_attempt_end_locked(live_run *r, const char *status, const char *reason,
-                                      const rank_failure *f) {
+/* The class of an attempt that failed as the server saw it (failure_class.h): its own
+ * end's (the hang watch, a lost node), else what the blamed rank's end and last words
+ * say, else a loss (its launcher, or the processes, went without an end). The node
+ * is the blamed rank's part's. */
+static void classify_locked(live_run *r, const char *why, const rank_failure *f, failure_verdict *v, char *node,
+                            size_t n) {
+    bool ranked = f && f->rank != NO_INT;
+    failure_input in = {.exit_code = -1, .oom_kills = -1, .stepped = -1, .reason = why};
+    if (ranked) {
+        in.exit_code = f->exit_code != NO_INT ? (int)f->exit_code : -1;
+        in.signal = f->signal != NO_INT ? (int)f->signal : 0;
+        in.output = f->last_line;
+    }
+    in.hang = r->fail_class && strcmp(r->fail_class, "hang") == 0;
+    if ((r->fail_class && strcmp(r->fail_class, "infra") == 0) || (!r->fail_reason && !ranked)) in.lost = why;
+    failure_classify(&in, v);
+    run_part *p = ranked ? part_of_rank(r, f->rank) : r->n_parts == 1 ? &r->parts[0] : NULL;
+    char address[NODE_ADDR_MAX];
+    if (p && p->handle.place[0]) snprintf(node, n, "%s", p->handle.place);
+    else if (p && p->node && nodes_describe(p->node, node, n, address, sizeof address)) return;
+    else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
+}
+
+/* The attempt's end as the server saw it, after whatever its launchers said of it;
+ * a failed one's class (its name), else NULL. */
+static const char *record_attempt_end_locked(live_run *r, const char *status, const char *reason,
+                                             const rank_failure *f) {
+    const char *cls = NULL;
     r->attempt_open = false;
     store_op op = {.kind = OP_ATTEMPT_ENDED, .run_id = r->id, .rank = -1, .t = now_ms()};
     fields_unknown(&OP_KINDS[OP_ATTEMPT_STARTED], &op);
@@ -81,7 +108,17 @@ static void record_attempt_end_locked(live_run *r, const char *status, const cha
         op.u.attempt.signal = f->signal;
         op.u.attempt.last_line = f->last_line ? xstrdup(f->last_line) : NULL;
     }
+    if (strcmp(status, "failed") == 0) {
+        failure_verdict v;
+        char node[NODE_NAME_MAX] = "";
+        classify_locked(r, reason, f, &v, node, sizeof node);
+        op.u.attempt.failure_class = xstrdup(failure_class_name(v.cls));
+        op.u.attempt.failure_evidence = xstrdup(v.evidence);
+        op.u.attempt.failure_node = node[0] ? xstrdup(node) : NULL;
+        cls = failure_class_name(v.cls);
+    }
     store_submit_now(&op);
+    return cls;
 }
 
 void close_open_attempt_locked(live_run *r, const char *status, const char *reason) {
@@ -94,14 +131,18 @@ void close_open_attempt_locked(live_run *r, const char *status, const char *reas
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
     if (r->cancel_reason) return false;
     const char *why = *reason ? *reason : "its processes were gone";
-    record_attempt_end_locked(r, "failed", why, f);
+    const char *cls = record_attempt_end_locked(r, "failed", why, f);
     int last = r->restarts_from + r->max_restarts;
     if (!sched.shutting_down && r->attempt < last) return true; /* run_life.c queues it for the next */
-    if (r->max_restarts > 0) {
-        char *spent = xasprintf("all %d attempts failed (distributed.max_restarts is %d); the last: %s",
-                                r->attempt - r->restarts_from + 1, r->max_restarts, why);
-        free(*reason);
-        *reason = spent;
-    }
+    /* the run's reason names the last attempt's class (docs/failures.md), unless it is
+     * an exit or a crash, which the reason says (its status or signal) */
+    bool said = !cls || strcmp(cls, "exit") == 0 || strcmp(cls, "crash") == 0;
+    char *spent = r->max_restarts > 0
+                      ? xasprintf("all %d attempts failed (distributed.max_restarts is %d); the last: %s%s%s",
+                                  r->attempt - r->restarts_from + 1, r->max_restarts, why, said ? "" : "; failure: ",
+                                  said ? "" : cls)
+                      : xasprintf("%s%s%s", why, said ? "" : "; failure: ", said ? "" : cls);
+    free(*reason);
+    *reason = spent;
     return false;
 }

@@ -81,6 +81,7 @@ void watch_hang_locked(live_run *r, int64_t now) {
         r->server_blame.last_line = logtail_last_line(dir, rel, 1000);
         free(dir);
     }
+    r->fail_class = "hang";
     r->fail_reason = xasprintf("no progress for %.0f s (distributed.hang_timeout_s): rank%s %s furthest behind, at "
                                "step %lld; the run was stopped", r->hang_timeout_s, n > 1 ? "s" : "", who.data,
                                (long long)behind);

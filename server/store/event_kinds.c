@@ -403,7 +403,8 @@ static const op_row ATTEMPT_STARTED_ROW = {.table = "run_attempts", .t_columns =
 /* log_offsets: merged into the row by its own statement; the rest is the other phase's, or not kept */
 static const char *const ATTEMPT_STARTED_OTHERS[] = {"phase", "max_restarts", "log_offsets", "status", "reason",
                                                      "failing_rank", "exit_code", "signal", "last_line",
-                                                     "restarting", "backoff_s", NULL};
+                                                     "restarting", "backoff_s", "failure_class",
+                                                     "failure_evidence", "failure_node", NULL};
 
 static const op_field ATTEMPT_ENDED_FIELDS[] = {
     {"attempt", INT(attempt, attempt), FIELD_REQUIRED | FIELD_KEY | FIELD_FEED, "an attempt event without an integer attempt"},
@@ -413,6 +414,9 @@ static const op_field ATTEMPT_ENDED_FIELDS[] = {
     {"exit_code", INT(attempt, exit_code), FIELD_FEED, NULL},
     {"signal", INT(attempt, signal), FIELD_FEED, NULL},
     {"last_line", TEXT(attempt, last_line), FIELD_FEED, NULL},
+    {"failure_class", TEXT(attempt, failure_class), FIELD_FEED, NULL},
+    {"failure_evidence", TEXT(attempt, failure_evidence), FIELD_FEED, NULL},
+    {"failure_node", TEXT(attempt, failure_node), FIELD_FEED, NULL},
 };
 static const op_row ATTEMPT_ENDED_ROW = {.table = "run_attempts", .t_columns = {"ended_at"},
                                          .write = ROW_UPSERT_CHANGED};

@@ -72,6 +72,7 @@ typedef struct {
             json_t *log_offsets;            /* {"RANK": byte or null}; NULL: none */
             char *status, *reason, *last_line; /* ended */
             int64_t failing_rank, exit_code, signal;
+            char *failure_class, *failure_evidence, *failure_node; /* a failed attempt's class (failure_class.h) */
             bool restarting;
             double backoff_s;
         } attempt;

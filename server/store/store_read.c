@@ -131,11 +131,16 @@ static const char *QSQL[Q_COUNT] = {
     "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
     "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
     " (SELECT min(global_step) FROM series WHERE run_id = ?1 AND t >= started_at)) END"
+/* A failed attempt's class (migration 0016), null when it has none. */
+#define FAILURE_JSON                                                                                             \
+    "json(CASE WHEN failure_class IS NOT NULL THEN json_object('class', failure_class, 'rank', failing_rank,"     \
+    " 'node', failure_node, 'exit_code', exit_code, 'signal', signal, 'evidence', failure_evidence) END)"
 #define ATTEMPTS_JSON                                                                                            \
     "(SELECT json_group_array(json_object('attempt', attempt, 'started_at', " ISO_TIME("started_at") ","         \
     " 'ended_at', " ISO_TIME("ended_at") ", 'status', status, 'reason', reason, 'failing_rank', failing_rank,"   \
     " 'exit_code', exit_code, 'signal', signal, 'last_line', last_line, 'master_port', master_port,"            \
-    " 'checkpoint', checkpoint, 'log_offsets', json(coalesce(log_offsets, '{}')), 'first_step', " FIRST_STEP "))" \
+    " 'checkpoint', checkpoint, 'log_offsets', json(coalesce(log_offsets, '{}')), 'first_step', " FIRST_STEP ","  \
+    " 'failure', " FAILURE_JSON "))"                                                                          \
     " FROM (SELECT * FROM (SELECT * FROM run_attempts WHERE run_id = ?1 ORDER BY attempt DESC LIMIT " ATTEMPTS_SHOWN ")" \
     " ORDER BY attempt)),"                                                                                     \
     " (SELECT coalesce(max(attempt), 0) FROM run_attempts WHERE run_id = ?1),"                                 \

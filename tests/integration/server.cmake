@@ -58,6 +58,12 @@ ddpd_py_cases(server_gates_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_gates.p
 # with a message else); the runs' directories apart from the database (--runs-dir).
 ddpd_py_cases(server_bounds_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_bounds.py ARGS ${server_secret_args}
               TIMEOUT 600 SKIP_RETURN_CODE 77)
+# Failures told apart before a restart (docs/failures.md): bob's command runs beside
+# alice's, each failed attempt classified and answered by its class (root: skipped else).
+if(TARGET ddp-run AND TARGET ddpctl)
+  ddpd_py_cases(server_failures_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_failures.py
+                ARGS ${server_secret_args} --ddpctl $<TARGET_FILE:ddpctl> TIMEOUT 420 SKIP_RETURN_CODE 77)
+endif()
 # Users, ownership, quotas, fair share, priorities, backfill and preemption (the real
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}

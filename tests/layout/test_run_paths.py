@@ -50,7 +50,8 @@ ALLOWED = {
                                 "the damaged database renamed aside, and /proc; the run directories are read "
                                 "through run_files"),
     "proc/procstat.c": ({"fopen", "opendir"}, "/proc"),
-    "proc/run_cgroup.c": ({"open", "fopen", "opendir", "mkdir", "rmdir", "stat", "access"}, "the cgroup filesystem"),
+    "proc/run_cgroup.c": ({"open", "fopen", "opendir", "mkdir", "rmdir", "stat", "access", "chown", "chmod"},
+                          "the cgroup filesystem"),
     "proc/run_cmd.c": ({"open"}, "/dev/null for a command's input"),
     "exec/supervisor.c": ({"open", "chdir"},
                           "/dev/null for a child's input, and the child's chdir into its run directory after it "

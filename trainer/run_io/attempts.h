@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "events.h"
+#include "restart_policy.h"
 
 #define ATTEMPTS_BACKOFF_S 1.0 /* the pause before a restart; DDPD_RESTART_BACKOFF_S overrides it */
 
@@ -28,9 +29,8 @@
 typedef struct {
     int first;
     int from;
-    int max_restarts;
     int restarts_allowed;
-    double backoff_s;
+    restart_policy policy; /* distributed.restart_policy (restart_policy.h): max_restarts, the pause, each class's action */
 } attempt_plan;
 
 /* How one attempt ended, as the launcher's hook tells it. */
@@ -43,6 +43,13 @@ typedef struct {
     char last_line[1024];  /* that rank's last words (its own reason, else its last line); "" */
     int cancel_signal;     /* canceled: the signal; failed: one that came while the ranks were being stopped; else 0 */
     int may_restart;       /* failed in a way another attempt may mend (a rank died or hung; not a start that failed) */
+    /* what the launcher saw of a failure, for its class (failure_class.h) and the restart policy: */
+    const char *output;    /* the failing rank's output this attempt, its tail; NULL: not known */
+    long oom_kills;        /* OOM kills the run's cgroup counted this attempt; -1: not known */
+    char memory_max[64];   /* that cgroup's memory limit, said ("256 MiB"); "" */
+    long long max_step;    /* the highest global step a rank reported this attempt; -1: none */
+    int checkpointed;      /* a checkpoint was written this attempt */
+    char node[64];         /* the host it ran on */
 } attempt_result;
 
 typedef struct {
@@ -73,5 +80,11 @@ void attempts_describe(const attempt_plan *p, int attempt, char *out, size_t n);
  * to such a number, else ATTEMPTS_BACKOFF_S (a value that is not such a number is
  * said on stderr, after `program`). */
 double attempts_backoff_s(const char *program);
+
+/* plan->policy from the run config at config_path: distributed.max_restarts
+ * (max_restarts), the pause attempts_backoff_s(program), and over them
+ * distributed.restart_policy when it is there. 0, or -1 with err naming what is wrong. */
+int attempts_policy(attempt_plan *plan, const char *config_path, int max_restarts, const char *program, char *err,
+                    size_t n);
 
 #endif

@@ -400,8 +400,8 @@ def case_error_file(d):
     check(L.wait(timeout=180) == 1, f"failed: {L.stderr[-300:]!r}")
     check(L.rank_log(1).rstrip().endswith("see the memory summary"), f"the last line is another: {L.rank_log(1)[-200:]!r}")
     end = L.end()
-    check(end.get("reason") == "rank 1 exited with status 1: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
-          f"the error file's message is the reason: {end}")
+    check(end.get("reason") == "rank 1 exited with status 1: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB; "
+          "failure: oom", f"the error file's message is the reason, with its failure's class (docs/failures.md): {end}")
     check(wait_until(lambda: not L.left_running(), 30), f"nothing left: {L.left_running()}")
 
     # the plain form, {"message": "..."}, written by hand

@@ -366,11 +366,20 @@ static bool command_run_field(const char *pointer) {
     return false;
 }
 
+/* distributed.restart_policy: read from the config by the launchers' attempts
+ * (trainer/run_io/restart_policy.c), not into run_config; its absence has a meaning
+ * (torchrun's count: docs/failures.md), so neither it nor its fields have a default. */
+static bool restart_policy_field(const char *pointer) {
+    return !strncmp(pointer, "/distributed/restart_policy", strlen("/distributed/restart_policy"));
+}
+
 static void test_every_schema_leaf_has_a_field(void) {
     json_t *leaves = json_array();
     collect_leaves(run_config_schema(), "", leaves);
     for (size_t k = json_array_size(leaves); k-- > 0;)
-        if (command_run_field(json_string_value(json_array_get(leaves, k)))) json_array_remove(leaves, k);
+        if (command_run_field(json_string_value(json_array_get(leaves, k))) ||
+            restart_policy_field(json_string_value(json_array_get(leaves, k))))
+            json_array_remove(leaves, k);
     size_t i;
     json_t *leaf;
     json_array_foreach(leaves, i, leaf)
@@ -613,7 +622,7 @@ static const bad_config bad_configs[] = {
     {"{'distributed': {'threads_per_rank': 0}}", "/distributed/threads_per_rank", "must be at least 1 (got 0)"},
     {"{'distributed': {'allow_tf32': 1}}", "/distributed/allow_tf32", "must be a boolean (got number 1)"},
     {"{'distributed': {'ranks': 2}}", "/distributed/ranks",
-     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, collective_timeout_s, max_restarts, stop_grace_s, exit_timeout_s, isolate_devices)"},
+     "unknown field (allowed here: world_size, nodes, backend, gpu_memory_fraction, bucket_mb, threads_per_rank, allow_tf32, hang_timeout_s, collective_timeout_s, max_restarts, restart_policy, stop_grace_s, exit_timeout_s, isolate_devices)"},
     {"{'distributed': {'nodes': -1}}", "/distributed/nodes", "must be at least 0 (got -1)"},
     {"{'distributed': {'max_restarts': 101}}", "/distributed/max_restarts", "must be at most 100 (got 101)"},
     {"{'distributed': {'max_restarts': -1}}", "/distributed/max_restarts", "must be at least 0 (got -1)"},
@@ -1013,14 +1022,16 @@ static void lint_schema_node(const json_t *node, const char *pointer) {
     if (pointer[0]) {
         CHECK(json_is_string(json_object_get(node, "description")), "%s has a description", pointer);
         CHECK(keyword(node, "type"), "%s has a type", pointer);
-        CHECK(keyword(node, "default") || (command_run_field(pointer) && strcmp(pointer, "/distributed/isolate_devices")),
+        CHECK(keyword(node, "default") || restart_policy_field(pointer) ||
+                  (command_run_field(pointer) && strcmp(pointer, "/distributed/isolate_devices")),
               "%s has a default", pointer);
     }
     const json_t *properties = json_object_get(node, "properties");
     if (!properties) return;
     CHECK(json_is_false(json_object_get(node, "additionalProperties")), "%s forbids unknown fields", pointer);
     const json_t *def = json_object_get(node, "default");
-    if (pointer[0]) CHECK(json_is_object(def) && json_object_size(def) == 0, "%s defaults to {}", pointer);
+    if (pointer[0] && !restart_policy_field(pointer))
+        CHECK(json_is_object(def) && json_object_size(def) == 0, "%s defaults to {}", pointer);
     const char *name;
     json_t *child;
     json_object_foreach((json_t *)properties, name, child) {

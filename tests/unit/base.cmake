@@ -1,0 +1,3 @@
+# Tests of base/ (ddpd_common, below every program): the failure classifier over
+# recorded outputs (base/failure_outputs/, made by its record.py).
+ddpd_c_test(test_failure_class ${CMAKE_CURRENT_LIST_DIR}/base/test_failure_class.c LIBS ddpd_common)
