@@ -1,4 +1,4 @@
--- 0020: who pays for a preemption, and time limits.
+-- 0016: who pays for a preemption, and time limits.
 --
 -- A new final run status: 'timeout', a run that reached its max_duration_s (its own or
 -- its owner's) and was stopped, resumable as a canceled run is. Adding a value to a

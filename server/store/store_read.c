@@ -131,7 +131,7 @@ static const char *QSQL[Q_COUNT] = {
     "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
     "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
     " (SELECT min(global_step) FROM series WHERE run_id = ?1 AND t >= started_at)) END"
-/* A failed attempt's class (migration 0016), null when it has none. */
+/* A failed attempt's class (migration 0017), null when it has none. */
 #define FAILURE_JSON                                                                                             \
     "json(CASE WHEN failure_class IS NOT NULL THEN json_object('class', failure_class, 'rank', failing_rank,"     \
     " 'node', failure_node, 'exit_code', exit_code, 'signal', signal, 'evidence', failure_evidence) END)"

@@ -1,4 +1,4 @@
--- 0016: each failed attempt's class (docs/failures.md): what ended it (oom, hang,
+-- 0017: each failed attempt's class (docs/failures.md): what ended it (oom, hang,
 -- collective, crash, script_error, exit, infra, data, config), the line or counter
 -- that decided it, and the node it failed on. The launcher's `attempt` event of the
 -- end carries them (failure_class, failure_evidence, failure_node), and so does the
