@@ -311,7 +311,7 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
 static void follow_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t) {
     if (strcmp(t->state, "pending") == 0) return; /* submitted by the pass, `parallel` at a time */
     run_status live;
-    if (t->run_id > 0 && run_status_parse(t->run_status, &live) && !run_status_is_final(live) &&
+    if (t->run_id > 0 && t->resumed_since && run_status_parse(t->run_status, &live) && !run_status_is_final(live) &&
         (!strcmp(t->state, "stopped") || !strcmp(t->state, "canceled") || !strcmp(t->state, "failed") ||
          !strcmp(t->state, "succeeded"))) {
         /* its run was resumed by hand (POST /runs/{id}/resume) after the sweep had ended
@@ -435,15 +435,22 @@ static char *no_metric_reason(const sweep_spec *s, const trial_row *tr, int n) {
 /* The next configuration of the method's sequence that no trial has yet (a raised
  * max_trials continues the sequence, an enqueued one is not made twice): new reference,
  * NULL when the sequence has none left. */
-static bool params_taken(const json_t *p, const trial_row *tr, int n) {
-    bool taken = false;
-    for (int i = 0; i < n && !taken; i++) {
+/* The trial among tr[0..n) whose params are p's (as stored: JSON_FLAGS' precision), or -1. */
+static int params_trial(const json_t *p, const trial_row *tr, int n) {
+    char *text = json_dumps(p, JSON_FLAGS);
+    json_t *as_stored = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    int found = -1;
+    for (int i = 0; i < n && found < 0 && as_stored; i++) {
         json_t *had = json_loads(tr[i].params, 0, NULL);
-        taken = had && json_equal(had, p);
+        if (had && json_equal(had, as_stored)) found = i;
         json_decref(had);
     }
-    return taken;
+    json_decref(as_stored);
+    return found;
 }
+
+static bool params_taken(const json_t *p, const trial_row *tr, int n) { return params_trial(p, tr, n) >= 0; }
 
 /* Method tpe's next configuration once tpe.n_startup_trials trials have ended with the
  * metric (succeeded, or stopped early with the newest they had), from those; NULL
@@ -485,9 +492,34 @@ static json_t *next_params(const sweep_spec *s, const trial_row *tr, int n) {
     return NULL;
 }
 
+/* A paused sweep's running trials stop and stay `running`, in their place: the resume
+ * continues each from where it stopped. A built-in one stops once it has a checkpoint
+ * to go on from (at its first epoch's end, if it has none yet: asked again at each
+ * pass while the sweep is paused); a command one at once (it is started again). */
+static void pause_trials(int64_t id, const trial_row *tr, int n) {
+    char *reason = NULL;
+    for (int i = 0; i < n; i++) {
+        run_status st;
+        if (strcmp(tr[i].state, "running") != 0 || tr[i].run_id <= 0 || !run_status_parse(tr[i].run_status, &st) ||
+            run_status_is_final(st) || !sweep_store_run_stoppable(tr[i].run_id))
+            continue;
+        if (!reason)
+            reason = xasprintf("paused with sweep %lld: POST /sweeps/%lld/resume continues it from where it stopped",
+                               (long long)id, (long long)id);
+        scheduler_stop(tr[i].run_id, reason);
+    }
+    free(reason);
+}
+
 /* One look at a running sweep. */
 static void sweep_pass(const sweep_row *sw) {
-    if (sw->paused) return; /* POST /sweeps/{id}/resume carries it on */
+    if (sw->paused) { /* POST /sweeps/{id}/resume carries it on */
+        trial_row *tr;
+        int n = sweep_store_trials(sw->id, &tr);
+        pause_trials(sw->id, tr, n);
+        if (n > 0) trial_rows_free(tr, n);
+        return;
+    }
     const sweep_spec *s = spec_of(sw);
     if (!s) {
         sweep_store_finish(sw->id, "failed", "its stored spec no longer parses", now_ms());
@@ -957,23 +989,12 @@ sweep_result sweep_pause(int64_t id, const caller *who, char *why, size_t whylen
         snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
         return changed(&sw, SWEEP_ERROR);
     }
-    char *reason = xasprintf("paused with sweep %lld: POST /sweeps/%lld/resume continues it from where it stopped",
-                             (long long)id, (long long)id);
     sweep_store_decide(id, -1, "paused", NULL, now_ms());
     publish(id, NULL, "paused", NULL, "paused");
-    /* its running trials stop (a built-in one's checkpoint kept) and stay `running`,
-     * in their place: the resume continues each from where it stopped */
     trial_row *tr;
     int n = sweep_store_trials(id, &tr);
-    for (int i = 0; i < n; i++) {
-        run_status st;
-        if (strcmp(tr[i].state, "running") != 0 || tr[i].run_id <= 0 || !run_status_parse(tr[i].run_status, &st) ||
-            run_status_is_final(st))
-            continue;
-        scheduler_stop(tr[i].run_id, reason);
-    }
+    pause_trials(id, tr, n);
     if (n > 0) trial_rows_free(tr, n);
-    free(reason);
     log_info("sweep %lld paused", (long long)id);
     return changed(&sw, SWEEP_OK);
 }
@@ -1080,14 +1101,11 @@ sweep_result sweep_enqueue(int64_t id, const json_t *given, const caller *who, s
         snprintf(why, whylen, "the sweep's owner %s is no longer a user of this server", sw.owner);
         r = SWEEP_FORBIDDEN;
     } else {
-        for (int i = 0; i < n && r == SWEEP_OK; i++) {
-            json_t *had = json_loads(tr[i].params, 0, NULL);
-            if (had && json_equal(had, params)) {
-                snprintf(why, whylen, "trial %d of sweep %lld has these parameters already (%s): a sweep makes a "
-                         "configuration once", tr[i].trial, (long long)id, tr[i].state);
-                r = SWEEP_CONFLICT;
-            }
-            json_decref(had);
+        int i = params_trial(params, tr, n);
+        if (i >= 0) {
+            snprintf(why, whylen, "trial %d of sweep %lld has these parameters already (%s): a sweep makes a "
+                     "configuration once", tr[i].trial, (long long)id, tr[i].state);
+            r = SWEEP_CONFLICT;
         }
         if (r == SWEEP_OK) { /* the gates of POST /runs, as the owner's run (the trial is the owner's) */
             const caller *as = &owner;

@@ -147,7 +147,8 @@ int sweep_store_set_best(int64_t id, int trial) {
 
 int sweep_store_trials(int64_t id, trial_row **out) {
     sqlite3_stmt *st = prep("SELECT trial, params, run_id, state, rung, promoted, metric, metric_epoch, reason,"
-                            " (SELECT status FROM runs WHERE id = sweep_trials.run_id)"
+                            " (SELECT status FROM runs WHERE id = sweep_trials.run_id),"
+                            " coalesce((SELECT max(at) FROM run_resumes WHERE run_id = sweep_trials.run_id), 0) > updated_at"
                             " FROM sweep_trials WHERE sweep_id = ?1 ORDER BY trial");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, id);
@@ -167,6 +168,7 @@ int sweep_store_trials(int64_t id, trial_row **out) {
         t->reason = col_text(st, 8);
         const unsigned char *rs = sqlite3_column_text(st, 9);
         snprintf(t->run_status, sizeof t->run_status, "%s", rs ? (const char *)rs : "");
+        t->resumed_since = sqlite3_column_int(st, 10) != 0;
     }
     sqlite3_finalize(st);
     return n;
@@ -339,7 +341,9 @@ int sweep_store_revived(int64_t **ids) {
                             " JOIN sweep_trials t ON t.sweep_id = r.sweep_id AND t.trial = r.trial AND t.run_id = r.id"
                             " WHERE r.status IN ('queued', 'starting', 'running') AND r.sweep_id IS NOT NULL"
                             " AND s.status IN ('succeeded', 'failed')"
-                            " AND t.state IN ('succeeded', 'failed', 'canceled', 'stopped') ORDER BY r.sweep_id");
+                            " AND t.state IN ('succeeded', 'failed', 'canceled', 'stopped')"
+                            " AND (SELECT max(at) FROM run_resumes rr WHERE rr.run_id = r.id) > t.updated_at"
+                            " ORDER BY r.sweep_id");
     if (!st) return -1;
     int n = 0, cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -359,4 +363,14 @@ bool sweep_store_trial_by_hand(int64_t id, int trial) {
     bool found = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     return found;
+}
+
+bool sweep_store_run_stoppable(int64_t run_id) {
+    sqlite3_stmt *st = prep("SELECT kind = 'command' OR EXISTS (SELECT 1 FROM checkpoints WHERE run_id = ?1)"
+                            " FROM runs WHERE id = ?1");
+    if (!st) return false;
+    sqlite3_bind_int64(st, 1, run_id);
+    bool yes = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != 0;
+    sqlite3_finalize(st);
+    return yes;
 }

@@ -32,6 +32,7 @@ typedef struct {
     int metric_epoch; /* -1: none */
     char *reason;
     char run_status[16]; /* its run's status as read ("" none; not written back) */
+    bool resumed_since;  /* its run was resumed (run_resumes) after the row was last written */
 } trial_row;
 
 int sweep_store_open(const char *db_path, char *err, size_t errlen);
@@ -57,11 +58,16 @@ int sweep_store_trial_put(int64_t id, const trial_row *t, int64_t now);
 /* A sweep's n_trials and spec changed (more trials); reopen: a finished one runs again. */
 int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen);
 /* The finished (succeeded, failed) sweeps one of whose ended trials has its run queued
- * or running again (resumed by hand): how many (*ids malloc'd), or -1. */
+ * or running again, resumed (run_resumes) after the trial ended: by hand. How many
+ * (*ids malloc'd), or -1. */
 int sweep_store_revived(int64_t **ids);
 /* Whether the trial's run was resumed by hand after the sweep had ended it (its
  * decision `resumed by hand`): the rules stop it no more. */
 bool sweep_store_trial_by_hand(int64_t id, int trial);
+
+/* Whether a run can be stopped now and continued later: a command run (started again),
+ * or a built-in one that has written a checkpoint (continued from it). */
+bool sweep_store_run_stoppable(int64_t run_id);
 
 int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t);
 int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t);

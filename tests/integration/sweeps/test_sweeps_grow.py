@@ -75,7 +75,7 @@ def problem(r, status, words, what):
 # ---- val_acc_metric ----
 
 TORCH_SCRIPT = r"""
-import os, ddpd, torch
+import os, time, ddpd, torch
 torch.manual_seed(0)
 lr = float(os.environ["LR"])
 g = torch.Generator().manual_seed(1)
@@ -94,6 +94,9 @@ for epoch in range(4):
     with torch.no_grad():
         acc = (model(xv).argmax(1) == yv).float().mean().item()
     ddpd.log_epoch(epoch, train_loss=loss.item(), val_acc=acc, val_top1=acc)
+    if lr < 0.001:  # the trial that does not learn lingers, so that its stop lands before its end
+        ddpd.flush()
+        time.sleep(60)
 ddpd.flush()
 """
 
@@ -211,9 +214,10 @@ def case_pause_resume_builtin(a):
             return
         run = s.run(run0)
         resumes = run.get("resumes") or []
-        check(run["status"] == "succeeded" and resumes and (resumes[-1].get("from_epoch") or 0) >= 1,
+        check(run["status"] == "succeeded" and resumes and resumes[-1].get("from_checkpoint") and
+              (resumes[-1].get("from_global_step") or 0) > 0,
               f"trial 0's run went on from its checkpoint (epoch {epochs_then} done before the pause): "
-              f"{run['status']} {resumes}")
+              f"{run['status']} {resumes}; trial 0: {w['trials'][0]}")
         check(len(s.get(f"/runs/{run0}/epochs").json()["epochs"]) == 6, "its run has each of its 6 epochs once")
         check([t["trial"] for t in w["trials"]] == [0, 1] and w["trials"][0]["run_id"] == run0,
               f"two trials, trial 0 the same run: {[(t['trial'], t['run_id']) for t in w['trials']]}")
@@ -250,6 +254,8 @@ def case_extend_and_enqueue(a):
                   f"{r.status} {r.body[:300]!r}")
             openapi_checker().response("POST", "/sweeps/{id}/extend", r, "the 202 of POST /sweeps/{id}/extend")
             w = wait_sweep(s, sid)
+            check(len({json.dumps(t["params"], sort_keys=True) for t in w["trials"]}) == len(w["trials"]),
+                  f"no configuration twice: {[t['params'] for t in w['trials']]}")
             check(w and w["status"] == "succeeded" and len(w["trials"]) == 5 and w["spec"]["max_trials"] == 5,
                   f"it makes 2 more trials and ends again: {w and (w['status'], len(w['trials']))}")
             # the same sweep submitted with max_trials 5: the same 5 configurations
@@ -272,6 +278,29 @@ def case_extend_and_enqueue(a):
                   f"{w and (w['status'], len(w['trials']), w['best'])}")
             problem(s.post(f"/sweeps/{sid}/trials", {"params": mine}), 409, ["trial 5", "has these parameters already"],
                     "the same configuration again")
+            # the best, ready to use: best.config, and ddpctl sweep rerun submits it
+            check(w["best"]["config"]["env"]["LR"] == "0.05" and w["best"]["config"]["command"][-1] == "32",
+                  f"best.config is the best trial's run config: {w['best'].get('config')}")
+            url = f"http://127.0.0.1:{s.port}"
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "rerun", str(sid)], capture_output=True, text=True,
+                               timeout=60)
+            words = p.stdout.split()
+            if check(p.returncode == 0 and words[:1] == ["run"] and "submitted" in p.stdout,
+                     f"ddpctl sweep rerun: {p.returncode} {p.stdout!r} {p.stderr!r}"):
+                run = s.wait_status(int(words[1]), FINAL, timeout=120)
+                check(run and run["status"] == "succeeded" and run["config"]["env"]["LR"] == "0.05" and
+                      run["config"]["command"][-1] == "32" and not run.get("sweep_id"),
+                      f"the rerun is a run of its own with the best's config: {run and (run['status'], run['config'])}")
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "extend", str(sid), "7"], capture_output=True,
+                               text=True, timeout=60)
+            check(p.returncode == 0 and "max_trials 7" in p.stdout, f"ddpctl sweep extend: {p.stdout!r} {p.stderr!r}")
+            w = wait_sweep(s, sid)
+            check(w and w["status"] == "succeeded" and len(w["trials"]) == 8 and w["n_trials"] == 8,
+                  f"8 trials then, 7 of the method's and the one by hand: {w and (len(w['trials']), w['n_trials'])}")
+            # a sweep no trial of which fits this server (2 slots): refused at once, as POST /runs refuses the run
+            big = fast_body("big")
+            big["base"]["distributed"] = {"world_size": 4}
+            problem(s.post("/sweeps", big), 400, ["/base/distributed/world_size", "2"], "a sweep of 4-rank trials on 2 slots")
             r = s.post(f"/sweeps/{sid}/trials", {"params": {"env.LR": 0.05, "{width}": 48, "nope": 1}})
             problem(r, 400, ["/params/"], "an enqueued trial with an unknown parameter and a value not in the list")
             ptrs = sorted(e["pointer"] for e in r.json().get("errors", []))
@@ -300,12 +329,16 @@ def case_extend_and_enqueue(a):
 
 # ---- hand_resumed_counted ----
 
-RESUMABLE_SCRIPT = ("import os, ddpd\n"
+# the worse trial lingers after its first epoch (its stop lands before its end), unless boosted
+RESUMABLE_SCRIPT = ("import os, time, ddpd\n"
                     "lr = float(os.environ['LR'])\n"
                     "boost = os.path.exists('boost-%s' % os.environ['LR'])\n"
                     "for e in range(3):\n"
                     "    v = 0.99 if boost and e == 2 else 0.5 + lr * (e + 1) / 10\n"
                     "    ddpd.log_epoch(e, val_acc=v)\n"
+                    "    ddpd.flush()\n"
+                    "    if lr < 0.5 and not boost:\n"
+                    "        time.sleep(60)\n"
                     "ddpd.flush()\n")
 
 
@@ -367,12 +400,15 @@ def case_tpe_repeatable(a):
 
 # ---- asha_max_resource ----
 
-# trial 0 good throughout; trial 1 as good at epoch 0, the worst at its last epoch (2)
-LATE_SCRIPT = ("import os, ddpd\n"
+# trial 0 good throughout; trial 1 as good at epoch 0, the worst at its last epoch (2),
+# after which it lingers 5 s: a rung there would stop it before it exits
+LATE_SCRIPT = ("import os, time, ddpd\n"
                "k = int(os.environ['K'])\n"
                "for e in range(3):\n"
                "    ddpd.log_epoch(e, val_acc=0.8 if k == 0 or e < 2 else 0.1)\n"
-               "ddpd.flush()\n")
+               "ddpd.flush()\n"
+               "if k == 1:\n"
+               "    time.sleep(5)\n")
 
 
 def case_asha_max_resource(a):
