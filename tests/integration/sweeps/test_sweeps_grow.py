@@ -120,6 +120,13 @@ def case_val_acc_metric(a):
                   f"it picks a best trial by val_acc: {w['best']}")
             check(t[2]["status"] == "stopped" and f"stopped by sweep {sid}'s ASHA at rung 0" in (t[2]["reason"] or ""),
                   f"the trial that does not learn (lr 0.0001) is stopped at the first rung: {t[2]}")
+            run = s.wait_status(t[2]["run_id"], FINAL + ("stopped",), timeout=120)
+            atts = (run or {}).get("attempts") or []
+            check(run and run["status"] == "stopped" and f"stopped by sweep {sid}'s ASHA at rung 0" in run["reason"] and
+                  atts and atts[-1]["status"] == "stopped" and f"sweep {sid}'s ASHA at rung 0" in (atts[-1]["reason"] or "")
+                  and "canceled" not in json.dumps(atts),
+                  f"its run and its attempt read stopped by the sweep's ASHA, never canceled: "
+                  f"{run and (run['status'], run['reason'])} {atts}")
             best_run = w["best"]["run_id"]
             r = s.get(f"/runs/{best_run}/metrics?key=epoch:val_acc")
             pts = r.json().get("points", []) if r.status == 200 else []
