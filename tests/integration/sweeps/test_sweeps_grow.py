@@ -431,7 +431,7 @@ def case_asha_max_resource(a):
             w = wait_sweep(s, submit(s, body)["id"])
             check(w and w["status"] == "succeeded" and [t["status"] for t in w["trials"]] == ["succeeded", "succeeded"],
                   f"with max_resource 3 no rung is at epoch 3: the trial worst at its last epoch finishes: "
-                  f"{w and [(t['status'], t['reason']) for t in w['trials']]}")
+                  f"{w and (w['status'], w['reason'], [(t['status'], t['reason']) for t in w['trials']])}")
             r = s.post("/sweeps", dict(body, early_stopping={"type": "asha", "min_resource": 3, "max_resource": 3}))
             problem(r, 400, ["/early_stopping/max_resource", "min_resource"], "a max_resource not above min_resource")
     finally:
