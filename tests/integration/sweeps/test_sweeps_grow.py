@@ -366,8 +366,9 @@ def case_hand_resumed_counted(a):
                          f"{w and [(t['status'], t['metric']) for t in w['trials']]}"):
                 return
             stopped_run = w["trials"][1]["run_id"]
-            run = s.run(stopped_run)
-            check(run["status"] == "stopped" and "ASHA at rung 0" in run["reason"],
+            # the sweep ends once it has decided; the stop lands when the script has gone
+            run = s.wait_status(stopped_run, FINAL + ("stopped",), timeout=120) or {"status": None, "reason": None}
+            check(run["status"] == "stopped" and "ASHA at rung 0" in (run["reason"] or ""),
                   f"its run reads stopped by the sweep's ASHA: {run['status']} {run['reason']}")
             open(os.path.join(root, "proj", "boost-0.1"), "w").close()
             r = s.post(f"/runs/{stopped_run}/resume")
