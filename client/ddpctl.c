@@ -11,10 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "attempts_view.h"
 #include "audit_cmd.h"
 #include "client_http.h"
 #include "ddpd_build_config.h"
+#include "epoch_series.h"
 #include "follow.h"
 #include "format.h"
 #include "roff.h"
@@ -69,11 +71,12 @@ static const char USAGE[] =
     "                               idle, unknown), the time queued, goodput (productive / held);\n"
     "                               TIME as for audit: the UTC days from and to, both included\n"
     "  man                          this manual in roff (installed as man ddpctl)\n"
-    "  sweep submit FILE | list | show ID | cancel ID  [--json]\n"
+    "  sweep submit FILE | list | show ID | cancel ID | pause ID | resume ID | extend ID N | rerun ID  [--json]\n"
     "                               sweeps (docs/sweeps.md): submit one (FILE: base config,\n"
     "                               parameters, method, metric, early stopping); list them; show\n"
     "                               one with its trials sorted by the metric, best first; cancel\n"
-    "                               one and its trials\n"
+    "                               one and its trials; pause and resume one; raise its max_trials\n"
+    "                               to N; submit its best trial's run config as a run\n"
     "\n"
     "  --server URL   ddpd's address (DDPD_URL; default http://127.0.0.1:8080)\n"
     "  --token TOKEN  sent as \"Authorization: Bearer TOKEN\" (DDPD_TOKEN): your user's token\n"
@@ -433,16 +436,27 @@ static int cmd_show(const args *a) {
     json_t *epochs = json_object_get(ep, "epochs");
     if (json_array_size(epochs)) {
         printf("  epochs:\n");
+        /* the epoch table's columns, then each per-epoch series the script reported */
+        json_t *series = epoch_series_get(id);
+        int n_extra = (int)json_object_size(series), cols = 7 + n_extra;
+        const char **head = xcalloc((size_t)cols, sizeof *head), **row = xcalloc((size_t)cols, sizeof *row);
+        char(*cell)[32] = xcalloc((size_t)(n_extra > 0 ? n_extra : 1), sizeof *cell);
         table t;
-        table_init(&t, 7);
+        table_init(&t, cols);
         /* numbered from 0, as everywhere; TRAIN LOSS is the epoch's mean over its steps */
-        const char *head[7] = {"    EPOCH", "LR", "TRAIN LOSS", "TEST LOSS", "TEST ACC", "SECONDS", "SAMPLES/S"};
+        const char *fixed[7] = {"    EPOCH", "LR", "TRAIN LOSS", "TEST LOSS", "TEST ACC", "SECONDS", "SAMPLES/S"};
+        memcpy(head, fixed, sizeof fixed);
+        const char *name;
+        json_t *sv;
+        int c = 7;
+        json_object_foreach(series, name, sv) head[c++] = name;
         table_row(&t, head);
         size_t i;
         json_t *e;
         json_array_foreach(epochs, i, e) {
             char n[24], l[32], tl[32], vl[32], acc[32] = "-", s[32], sp[32];
-            snprintf(n, sizeof n, "    %lld", (long long)json_integer_value(json_object_get(e, "epoch")));
+            long long epoch = (long long)json_integer_value(json_object_get(e, "epoch"));
+            snprintf(n, sizeof n, "    %lld", epoch);
             fmt_sci(json_object_get(e, "lr"), l, sizeof l);
             fmt_num(json_object_get(e, "train_loss"), tl, sizeof tl);
             fmt_num(json_object_get(e, "test_loss"), vl, sizeof vl);
@@ -450,11 +464,22 @@ static int cmd_show(const args *a) {
                 snprintf(acc, sizeof acc, "%.1f%%", json_number_value(json_object_get(e, "test_acc")) * 100);
             fmt_num(json_object_get(e, "seconds"), s, sizeof s);
             fmt_thousands(json_object_get(e, "samples_per_s"), sp, sizeof sp);
-            const char *row[7] = {n, l, tl, vl, acc, s, sp};
+            const char *fixed_row[7] = {n, l, tl, vl, acc, s, sp};
+            memcpy(row, fixed_row, sizeof fixed_row);
+            c = 7;
+            json_object_foreach(series, name, sv) {
+                epoch_series_cell(series, name, epoch, cell[c - 7], sizeof cell[c - 7]);
+                row[c] = cell[c - 7];
+                c++;
+            }
             table_row(&t, row);
         }
         table_print(&t, stdout);
         table_free(&t);
+        free(head);
+        free(row);
+        free(cell);
+        json_decref(series);
     }
     json_t *ckpts = json_object_get(run, "checkpoints");
     if (json_array_size(ckpts))

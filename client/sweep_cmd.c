@@ -206,8 +206,70 @@ static int cancel(long long id) {
     return EXIT_OK;
 }
 
+/* POST /sweeps/ID/VERB (pause, resume, extend with a body), answered 202. */
+static int change(long long id, const char *verb, const char *body, const char *done) {
+    char path[64];
+    snprintf(path, sizeof path, "/sweeps/%lld/%s", id, verb);
+    http_reply r;
+    char err[1024];
+    if (http_call("POST", path, body, body ? strlen(body) : 0, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return EXIT_UNREACHABLE;
+    }
+    if (r.status != 202) {
+        int rc = print_refusal(&r, path);
+        http_reply_free(&r);
+        return rc;
+    }
+    printf("sweep %lld: %s\n", id, done);
+    http_reply_free(&r);
+    return EXIT_OK;
+}
+
+/* Its best trial's run config (best.config), submitted as a run of the caller's. */
+static int rerun(long long id, bool json) {
+    char path[64];
+    snprintf(path, sizeof path, "/sweeps/%lld", id);
+    int ec;
+    json_t *s = get_json(path, &ec);
+    if (!s) return ec;
+    json_t *best = json_object_get(s, "best"), *cfg = json_object_get(best, "config");
+    if (!json_is_object(cfg)) {
+        fprintf(stderr, "ddpctl: sweep %lld has no best trial with a config yet (ddpctl sweep show %lld)\n", id, id);
+        json_decref(s);
+        return EXIT_REFUSED;
+    }
+    char *text = json_dumps(cfg, JSON_COMPACT);
+    long long trial = (long long)json_integer_value(json_object_get(best, "trial"));
+    json_decref(s);
+    http_reply r;
+    char err[1024];
+    int rc = http_call("POST", "/runs", text, strlen(text), &r, err, sizeof err);
+    free(text);
+    if (rc != 0) {
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return EXIT_UNREACHABLE;
+    }
+    if (r.status != 201) {
+        rc = print_refusal(&r, "the best trial's config");
+        http_reply_free(&r);
+        return rc;
+    }
+    json_t *run = json_loadb(r.body, r.len, 0, NULL);
+    if (json) print_json(run);
+    else
+        printf("run %lld submitted: sweep %lld's best trial %lld again (ddpctl show %lld)\n",
+               (long long)json_integer_value(json_object_get(run, "id")), id, trial,
+               (long long)json_integer_value(json_object_get(run, "id")));
+    json_decref(run);
+    http_reply_free(&r);
+    return EXIT_OK;
+}
+
+#define SWEEP_VERBS "submit FILE, list, show ID, cancel ID, pause ID, resume ID, extend ID MAX_TRIALS or rerun ID"
+
 int sweep_command(const char *const *args, int n, bool json) {
-    if (n < 1) return usage("sweep takes submit FILE, list, show ID or cancel ID");
+    if (n < 1) return usage("sweep takes " SWEEP_VERBS);
     const char *verb = args[0];
     long long id;
     if (!strcmp(verb, "submit")) return n == 2 ? submit(args[1], json) : usage("sweep submit takes a FILE (- for stdin)");
@@ -216,5 +278,21 @@ int sweep_command(const char *const *args, int n, bool json) {
         return n == 2 && sweep_id(args[1], &id) ? show(id, json) : usage("sweep show takes a sweep ID");
     if (!strcmp(verb, "cancel"))
         return n == 2 && sweep_id(args[1], &id) ? cancel(id) : usage("sweep cancel takes a sweep ID");
-    return usage("sweep takes submit FILE, list, show ID or cancel ID");
+    if (!strcmp(verb, "pause"))
+        return n == 2 && sweep_id(args[1], &id) ? change(id, "pause", NULL, "paused (ddpctl sweep resume to go on)")
+                                                : usage("sweep pause takes a sweep ID");
+    if (!strcmp(verb, "resume"))
+        return n == 2 && sweep_id(args[1], &id) ? change(id, "resume", NULL, "resumed") : usage("sweep resume takes a sweep ID");
+    if (!strcmp(verb, "rerun"))
+        return n == 2 && sweep_id(args[1], &id) ? rerun(id, json) : usage("sweep rerun takes a sweep ID");
+    if (!strcmp(verb, "extend")) {
+        long long max;
+        if (n != 3 || !sweep_id(args[1], &id) || !sweep_id(args[2], &max))
+            return usage("sweep extend takes a sweep ID and its new MAX_TRIALS");
+        char body[64], done[96];
+        snprintf(body, sizeof body, "{\"max_trials\": %lld}", max);
+        snprintf(done, sizeof done, "max_trials %lld: its next trials are made", max);
+        return change(id, "extend", body, done);
+    }
+    return usage("sweep takes " SWEEP_VERBS);
 }

@@ -153,6 +153,9 @@ export function mountRun(root, id) {
       ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...(sps ? fact('Samples/s', int(p.samples_per_s)) : []),
       ...(eta ? fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—') : []), ...fact('Devices', devices(run)),
       ...fact('Owner', run.owner || '—'),
+      // a sweep's trial links to its sweep
+      ...(run.sweep_id ? fact('Sweep', h('a', { href: `#/sweeps/${run.sweep_id}`, class: 'sweep-link' },
+        `sweep #${run.sweep_id}, trial ${run.trial}`)) : []),
       ...fact('Priority', `${run.priority ?? 0}${run.preemptible ? ', preemptible' : ''}`),
       ...(run.preemptions ? fact('Preempted', h('span', { title: run.preempted_at || '' },
         `${run.preemptions}×, last by `, h('a', { href: `#/runs/${run.preempted_by}` }, `#${run.preempted_by}`), ` ${ago(run.preempted_at)}`)) : []),

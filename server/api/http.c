@@ -383,6 +383,40 @@ static const route *find_route(const char *method, const char *path, char *id_te
     return NULL;
 }
 
+/* A 404's detail: the routes under the path's first segment ("/sweeps": POST
+ * /sweeps/{id}/cancel, ...), else the first segments the API has. */
+static void not_found_detail(const char *path, char *out, size_t len) {
+    const char *seg = path[0] == '/' ? path + 1 : path;
+    int seg_len = (int)strcspn(seg, "/");
+    size_t at = (size_t)snprintf(out, len, "there is no %.200s; ", path);
+    int any = 0;
+    for (size_t i = 0; i < H.c.n_routes && at < len; i++) {
+        const char *p = H.c.routes[i].pattern;
+        if (p[0] != '/' || seg_len == 0 || strncmp(p + 1, seg, (size_t)seg_len) != 0 ||
+            (p[1 + seg_len] && p[1 + seg_len] != '/'))
+            continue;
+        if (!any++) at += (size_t)snprintf(out + at, len - at, "the routes under /%.*s are", seg_len, seg);
+        if (at < len) at += (size_t)snprintf(out + at, len - at, "%s %s %s", any > 1 ? "," : "", H.c.routes[i].method, p);
+    }
+    if (!any && at < len) {
+        at += (size_t)snprintf(out + at, len - at, "the API's paths start with");
+        const char *seen[64];
+        int n_seen = 0;
+        for (size_t i = 0; i < H.c.n_routes && at < len && n_seen < 64; i++) {
+            const char *p = H.c.routes[i].pattern;
+            int l = (int)strcspn(p + 1, "/");
+            if (p[0] != '/' || l <= 0) continue;
+            bool dup = false;
+            for (int k = 0; k < n_seen; k++)
+                dup = dup || ((int)strcspn(seen[k] + 1, "/") == l && strncmp(seen[k] + 1, p + 1, (size_t)l) == 0);
+            if (dup) continue;
+            seen[n_seen++] = p;
+            at += (size_t)snprintf(out + at, len - at, "%s /%.*s", n_seen > 1 ? "," : "", l, p + 1);
+        }
+    }
+    if (at < len) snprintf(out + at, len - at, " (see GET /openapi.json)");
+}
+
 static bool is_json_type(const char *ct) {
     if (!ct) return false;
     while (*ct == ' ') ct++;
@@ -496,7 +530,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 snprintf(detail, sizeof detail, "%s does not take %s; it takes %s", path, method, allow);
                 return send_problem(conn, st, MHD_HTTP_METHOD_NOT_ALLOWED, allow, detail);
             }
-            snprintf(detail, sizeof detail, "there is no %s; the API is under /runs (see GET /openapi.json)", path);
+            not_found_detail(path, detail, sizeof detail);
             return send_problem(conn, st, MHD_HTTP_NOT_FOUND, NULL, detail);
         }
         /* Changing needs a credential the server knows, when it has a token or users

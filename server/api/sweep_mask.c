@@ -67,6 +67,8 @@ bool sweep_mask_for(json_t *sweep, const caller *who) {
         json_object_foreach(best_params, key, p) if (sweep_param_secret(key))
             json_array_append_new(hidden, pointer_to("/best/params", key));
     hide_params(best_params);
+    /* the best trial's run config (GET /sweeps/{id}): as its run's is masked */
+    run_mask_config(json_object_get(json_object_get(sweep, "best"), "config"), hidden, "/best/config");
     bool any = json_array_size(hidden) > 0;
     if (any) json_object_set_new(sweep, "hidden", hidden);
     else json_decref(hidden);

@@ -43,6 +43,16 @@ static void say_preempted(const live_run *r, store_op *op) {
     op->u.attempt.restarting = false;
 }
 
+/* The end of an attempt a sweep's searcher stopped (scheduler_stop: a trial stopped by
+ * ASHA or the median rule, or paused with its sweep): its reason, not the launcher's
+ * "canceled by SIGTERM". */
+static void say_stopped(const live_run *r, store_op *op) {
+    free(op->u.attempt.status);
+    free(op->u.attempt.reason);
+    op->u.attempt.status = xstrdup("stopped");
+    op->u.attempt.reason = xstrdup(r->cancel_reason);
+}
+
 void attempt_seen_locked(live_run *r, store_op *op) {
     if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
     r->attempt = (int)op->u.attempt.attempt;
@@ -50,6 +60,9 @@ void attempt_seen_locked(live_run *r, store_op *op) {
     if (op->kind == OP_ATTEMPT_ENDED && r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_preempted(r, op);
+    if (op->kind == OP_ATTEMPT_ENDED && r->cancel_reason && r->cancel_stops && op->u.attempt.status &&
+        strcmp(op->u.attempt.status, "succeeded") != 0)
+        say_stopped(r, op);
     if (op->kind == OP_ATTEMPT_STARTED && r->command && op->u.attempt.master_port > 0 &&
         op->u.attempt.master_port < 65536)
         r->port = (int)op->u.attempt.master_port; /* a restart's own, when its port was taken: the lease follows */

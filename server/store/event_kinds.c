@@ -251,6 +251,15 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
         op->kind = OP_EPOCH;
         fields_from_values(&OP_KINDS[OP_EPOCH], values, op);
         op->u.epoch.epoch = epoch;
+        if (epoch < 0) return "a metric event's epoch counts from 0";
+        /* names beyond the epoch table's columns: per-epoch series (EPOCH_SERIES_PREFIX) */
+        json_t *series = NULL;
+        json_object_foreach((json_t *)values, key, value) {
+            if (op_kind_field(OP_EPOCH, key)) continue;
+            if (!series) series = json_object();
+            json_object_set(series, key, value);
+        }
+        op->u.epoch.series = series;
         return NULL;
     }
     if (global_step < 1) return "a metric event's global_step counts steps done: from 1";
@@ -260,6 +269,10 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
         op->u.heartbeat.global_step = global_step;
         return NULL;
     }
+    json_object_foreach((json_t *)values, key, value)
+        if (strncmp(key, EPOCH_SERIES_PREFIX, strlen(EPOCH_SERIES_PREFIX)) == 0)
+            return "a step's metric name that starts with \"" EPOCH_SERIES_PREFIX "\" (the per-epoch series' prefix): "
+                   "report it with an epoch (ddpd.log_epoch) or rename it";
     op->kind = OP_STEP;
     fields_from_values(&OP_KINDS[OP_STEP], values, op);
     op->u.step.global_step = global_step;
@@ -334,6 +347,33 @@ static const op_row EPOCH_ROW = {.table = "epochs", .t_columns = {"t"}, .t_membe
                                  .write = ROW_UPSERT_CHANGED};
 /* in mode eval, the path of the checkpoint evaluated: not kept */
 static const char *const EPOCH_OTHERS[] = {"checkpoint", NULL};
+
+/* After its row's (st[0]): a reporter's other values of the epoch, each a point of the
+ * series EPOCH_SERIES_PREFIX NAME at step `epoch` (st[1], the series' own statement,
+ * as a step's series are written). */
+static const char *const EPOCH_SQL[] = {
+    "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+    NULL,
+};
+
+static int64_t apply_epoch(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    int64_t changed = apply_row(db, st, op);
+    const char *key;
+    json_t *value;
+    json_object_foreach(op->u.epoch.series, key, value) {
+        char *name = xasprintf(EPOCH_SERIES_PREFIX "%s", key);
+        sqlite3_bind_int64(st[1], 1, op->run_id);
+        bind_text_or_null(st[1], 2, name);
+        sqlite3_bind_int64(st[1], 3, op->u.epoch.epoch);
+        bind_real_or_null(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
+        sqlite3_bind_int64(st[1], 5, op->t);
+        if (write_fault_step(db, st[1]) > 0 && changed == 0) changed = 1;
+        free(name);
+    }
+    return changed;
+}
+
+static void free_epoch(store_op *op) { json_decref(op->u.epoch.series); }
 
 /* ---- checkpoint: rank 0 wrote one ---- */
 
@@ -547,8 +587,8 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     },
     [OP_EPOCH] = {
         .kind = OP_EPOCH, .event = "epoch", .parse = parse_fields, FIELDS(EPOCH_FIELDS), .row = &EPOCH_ROW,
-        .other_fields = EPOCH_OTHERS, .sql = NO_SQL, .apply = apply_row, .summary = SUMMARY_SEEN, .sse_event = "epoch",
-        .sse_data = sse_fields,
+        .other_fields = EPOCH_OTHERS, .sql = EPOCH_SQL, .apply = apply_epoch, .summary = SUMMARY_SEEN,
+        .sse_event = "epoch", .sse_data = sse_fields, .free_fields = free_epoch,
     },
     [OP_CHECKPOINT] = {
         .kind = OP_CHECKPOINT, .event = "checkpoint", .parse = parse_checkpoint, FIELDS(CHECKPOINT_FIELDS),

@@ -52,6 +52,11 @@
 
 extern const op_kind_desc OP_KINDS[OP_KIND_COUNT];
 
+/* A reporter's epoch metric names beyond the epoch table's columns are per-epoch series,
+ * kept as the series "epoch:NAME" whose step is the epoch (from 0): GET
+ * /runs/{id}/metrics?key=epoch:NAME. A step's metric may not take the prefix. */
+#define EPOCH_SERIES_PREFIX "epoch:"
+
 /* The kind whose socket event type is `type`; NULL when none is. */
 const op_kind_desc *op_kind_for_event(const char *type);
 

@@ -64,7 +64,11 @@ typedef struct {
                                * and a restart's first cuts what an earlier attempt left past it */
         } step;
         struct { int64_t global_step; double step_ms; int64_t gpu_mem_used, gpu_mem_total; } heartbeat;
-        struct { int64_t epoch; double lr, train_loss, test_loss, test_acc, seconds, samples_per_s; } epoch;
+        struct {
+            int64_t epoch;
+            double lr, train_loss, test_loss, test_acc, seconds, samples_per_s;
+            json_t *series; /* a reporter's other values {name: number or null}: per-epoch series; NULL: none */
+        } epoch;
         struct { int64_t epoch, global_step, bytes; char *path; json_t *removed; } checkpoint;
         struct {
             int64_t attempt, master_port;   /* started */

@@ -265,7 +265,7 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
 }
 
 int64_t store_op_points(const store_op *op) {
-    if (op->kind == OP_EPOCH) return 1;
+    if (op->kind == OP_EPOCH) return 1 + (op->u.epoch.series ? (int64_t)json_object_size(op->u.epoch.series) : 0);
     if (op->kind != OP_STEP) return 0;
     return 1 + (op->u.step.series ? (int64_t)json_object_size(op->u.step.series) : 0);
 }

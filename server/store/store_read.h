@@ -64,7 +64,7 @@ int store_get_config(int64_t id, json_t **out);
 /* What the store holds of run `id`'s points (the rows of its steps, series and
  * epochs): where a cap on them counts from. -1 on a database error. */
 int64_t store_count_points(int64_t id);
-/* The points `op` would store: 1 for an epoch's row, 1 and its series' values for a
+/* The points `op` would store: 1 and its series' values for an epoch or a
  * step; 0 for every other kind (what store_count_points counts). */
 int64_t store_op_points(const store_op *op);
 

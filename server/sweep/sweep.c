@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "base.h"
 #include "command_run.h"
+#include "feed.h"
 #include "log_limit.h"
 #include "run_dir.h"
 #include "run_files.h"
@@ -19,6 +20,7 @@
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
+#include "store_read.h"
 #include "sweep_rules.h"
 #include "sweep_spec.h"
 #include "sweep_store.h"
@@ -28,6 +30,8 @@
 static struct {
     pthread_t thread;
     bool running, stopping;
+    bool kicked;   /* the live feed had news since the last pass (feed_wake) */
+    feed_sub sub;  /* the searcher's subscription to the live feed: a pass at each report */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* the specs of running sweeps, parsed once */
@@ -285,7 +289,9 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
     t->metric_epoch = latest;
     bool decided = false;
     int k = t->promoted + 1, r;
-    if (s->stop == STOP_ASHA && !s->command) {
+    if (s->stop != STOP_NONE && sweep_store_trial_by_hand(sw->id, t->trial)) {
+        /* resumed by hand: its metric counts, no rule stops it */
+    } else if (s->stop == STOP_ASHA && !s->command) {
         if (sweep_rules_rung_reached(&s->rules, k, v, n, &r)) {
             asha_pause(sw, s, t, k, r, v, n);
             decided = true;
@@ -303,9 +309,19 @@ static void judge_running(const sweep_row *sw, const sweep_spec *s, trial_row *t
 
 /* A trial whose run has ended, or is still going. */
 static void follow_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t) {
-    if (strcmp(t->state, "pending") == 0) {
-        submit_trial(sw, s, t);
-        return;
+    if (strcmp(t->state, "pending") == 0) return; /* submitted by the pass, `parallel` at a time */
+    run_status live;
+    if (t->run_id > 0 && t->resumed_since && run_status_parse(t->run_status, &live) && !run_status_is_final(live) &&
+        (!strcmp(t->state, "stopped") || !strcmp(t->state, "canceled") || !strcmp(t->state, "failed") ||
+         !strcmp(t->state, "succeeded"))) {
+        /* its run was resumed by hand (POST /runs/{id}/resume) after the sweep had ended
+         * it: followed to its end and counted, stopped no more */
+        char *d = xasprintf("its run %lld was resumed by hand after it had ended %s: the sweep follows it to its end "
+                            "and stops it no more", (long long)t->run_id, t->state);
+        snprintf(t->state, sizeof t->state, "running");
+        set_reason(t, NULL);
+        decide(sw, t, "resumed by hand", d);
+        free(d);
     }
     bool paused = strcmp(t->state, "paused") == 0;
     if (!paused && strcmp(t->state, "running") != 0) return;
@@ -349,8 +365,7 @@ static trial_row *find_trial(trial_row *tr, int n, int trial) {
  * promote goes on from its checkpoint, one they stop ends stopped, once its pause has
  * landed (its run ended stopped). The trials' view is taken again at each rung, as
  * what was done at the rung below changes it. */
-static void promote(const sweep_row *sw, const sweep_spec *s, trial_row *tr, int n) {
-    bool all_made = n == s->n_trials;
+static void promote(const sweep_row *sw, const sweep_spec *s, trial_row *tr, int n, bool all_made) {
     for (int k = 0; sweep_rules_rung_epochs(&s->rules, k) > 0; k++) {
         sweep_trial_view *views = views_of(tr, n);
         bool closed = sweep_asha_rung_closed(k, all_made, views, n);
@@ -403,8 +418,108 @@ static char *params_shown(const json_t *params) {
     return text;
 }
 
+/* Why a sweep whose trials have all ended has no best: none reported its metric;
+ * what the first trial with a run did report (malloc'd). */
+static char *no_metric_reason(const sweep_spec *s, const trial_row *tr, int n) {
+    char *names = NULL;
+    for (int i = 0; i < n && !names; i++)
+        if (tr[i].run_id > 0) names = sweep_store_run_metric_names(tr[i].run_id);
+    char *why = xasprintf("no trial reported its metric \"%s\" (a script reports it per epoch with "
+                          "ddpd.log_epoch(epoch, %s=...)); %s%s%s", s->metric, s->metric,
+                          names ? "its trials reported: " : "no trial ran", names ? (*names ? names : "nothing") : "",
+                          names ? "" : "");
+    free(names);
+    return why;
+}
+
+/* The next configuration of the method's sequence that no trial has yet (a raised
+ * max_trials continues the sequence, an enqueued one is not made twice): new reference,
+ * NULL when the sequence has none left. */
+/* The trial among tr[0..n) whose params are p's (as stored: JSON_FLAGS' precision), or -1. */
+static int params_trial(const json_t *p, const trial_row *tr, int n) {
+    char *text = json_dumps(p, JSON_FLAGS);
+    json_t *as_stored = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    int found = -1;
+    for (int i = 0; i < n && found < 0 && as_stored; i++) {
+        json_t *had = json_loads(tr[i].params, 0, NULL);
+        if (had && json_equal(had, as_stored)) found = i;
+        json_decref(had);
+    }
+    json_decref(as_stored);
+    return found;
+}
+
+static bool params_taken(const json_t *p, const trial_row *tr, int n) { return params_trial(p, tr, n) >= 0; }
+
+/* Method tpe's next configuration once tpe.n_startup_trials trials have ended with the
+ * metric (succeeded, or stopped early with the newest they had), from those; NULL
+ * before (the random sequence's then) or when 20 draws all repeat a trial's. */
+static json_t *tpe_next(const sweep_spec *s, const trial_row *tr, int n) {
+    const char **params = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *params);
+    double *metric = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *metric);
+    int ended = 0;
+    for (int i = 0; i < n; i++) {
+        params[i] = tr[i].params;
+        bool done = !strcmp(tr[i].state, "succeeded") || !strcmp(tr[i].state, "stopped");
+        metric[i] = done ? tr[i].metric : NAN;
+        ended += done && !isnan(tr[i].metric);
+    }
+    json_t *p = NULL;
+    for (int attempt = 0; ended >= s->tpe.n_startup && attempt < 20 && !p; attempt++) {
+        p = sweep_tpe_params(s, n, attempt, params, metric, n);
+        if (params_taken(p, tr, n)) {
+            json_decref(p);
+            p = NULL;
+        }
+    }
+    free(params);
+    free(metric);
+    return p;
+}
+
+static json_t *next_params(const sweep_spec *s, const trial_row *tr, int n) {
+    if (s->method == METHOD_TPE) {
+        json_t *p = tpe_next(s, tr, n);
+        if (p) return p;
+    }
+    long len = sweep_sequence_length(s), limit = len >= 0 ? len : (long)n + SWEEP_MAX_TRIALS;
+    for (long g = 0; g < limit; g++) {
+        json_t *p = sweep_trial_params(s, (int)g);
+        if (!params_taken(p, tr, n)) return p;
+        json_decref(p);
+    }
+    return NULL;
+}
+
+/* A paused sweep's running trials stop and stay `running`, in their place: the resume
+ * continues each from where it stopped. A built-in one stops once it has a checkpoint
+ * to go on from (at its first epoch's end, if it has none yet: asked again at each
+ * pass while the sweep is paused); a command one at once (it is started again). */
+static void pause_trials(int64_t id, const trial_row *tr, int n) {
+    char *reason = NULL;
+    for (int i = 0; i < n; i++) {
+        run_status st;
+        if (strcmp(tr[i].state, "running") != 0 || tr[i].run_id <= 0 || !run_status_parse(tr[i].run_status, &st) ||
+            run_status_is_final(st) || !sweep_store_run_stoppable(tr[i].run_id))
+            continue;
+        if (!reason)
+            reason = xasprintf("paused with sweep %lld: POST /sweeps/%lld/resume continues it from where it stopped",
+                               (long long)id, (long long)id);
+        scheduler_stop(tr[i].run_id, reason);
+    }
+    free(reason);
+}
+
 /* One look at a running sweep. */
 static void sweep_pass(const sweep_row *sw) {
+    if (sw->paused) { /* POST /sweeps/{id}/resume carries it on */
+        trial_row *tr;
+        int n = sweep_store_trials(sw->id, &tr);
+        pause_trials(sw->id, tr, n);
+        if (n > 0) trial_rows_free(tr, n);
+        return;
+    }
     const sweep_spec *s = spec_of(sw);
     if (!s) {
         sweep_store_finish(sw->id, "failed", "its stored spec no longer parses", now_ms());
@@ -414,12 +529,17 @@ static void sweep_pass(const sweep_row *sw) {
     int n = sweep_store_trials(sw->id, &tr);
     if (n < 0) return;
     for (int i = 0; i < n; i++) follow_trial(sw, s, &tr[i]);
-    if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n);
-    sweep_trial_view *views = views_of(tr, n);
-    int active = sweep_rules_active(views, n);
-    free(views);
+    /* every trial made: as many as n_trials, or the method has no configuration left */
+    json_t *next = n < sw->n_trials ? next_params(s, tr, n) : NULL;
+    bool all_made = n >= sw->n_trials || !next;
+    if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n, all_made);
+    int active = 0, pending = 0;
+    for (int i = 0; i < n; i++) {
+        active += !strcmp(tr[i].state, "running");
+        pending += !strcmp(tr[i].state, "pending");
+    }
     char unwritable[512];
-    if (active < s->parallel && n < s->n_trials && store_unwritable(unwritable, sizeof unwritable)) {
+    if (active < s->parallel && (pending || !all_made) && store_unwritable(unwritable, sizeof unwritable)) {
         /* no trial is made (nor its decision written, nor said) until it can be stored */
         static log_limit waiting = LOG_LIMIT_INIT;
         uint64_t skipped;
@@ -428,45 +548,98 @@ static void sweep_pass(const sweep_row *sw) {
                      "logged since the last line): %s", (long long)sw->id, (unsigned long long)skipped, unwritable);
         active = s->parallel;
     }
-    while (active < s->parallel && n < s->n_trials) {
+    /* the trials made but not submitted (enqueued by hand, or made before a restart) first, in order */
+    for (int i = 0; i < n && active < s->parallel; i++) {
+        if (strcmp(tr[i].state, "pending") != 0) continue;
+        submit_trial(sw, s, &tr[i]);
+        active++;
+    }
+    while (active < s->parallel && n < sw->n_trials && next) {
         tr = xrealloc(tr, (size_t)(n + 1) * sizeof *tr);
         trial_row *t = &tr[n];
-        json_t *p = sweep_trial_params(s, n);
-        *t = (trial_row){.trial = n, .params = json_dumps(p, JSON_FLAGS), .rung = -1, .promoted = -1,
+        *t = (trial_row){.trial = n, .params = json_dumps(next, JSON_FLAGS), .rung = -1, .promoted = -1,
                          .metric = NAN, .metric_epoch = -1};
         snprintf(t->state, sizeof t->state, "pending");
-        char *shown = params_shown(p);
+        char *shown = params_shown(next);
         decide(sw, t, "made", shown);
         free(shown);
-        json_decref(p);
+        json_decref(next);
         n++;
         submit_trial(sw, s, t);
         active++;
+        next = n < sw->n_trials ? next_params(s, tr, n) : NULL;
     }
-    views = views_of(tr, n);
+    json_decref(next);
+    all_made = all_made || (n < sw->n_trials && !next);
+    sweep_trial_view *views = views_of(tr, n);
     int best = sweep_rules_best(&s->rules, views, n);
-    sweep_end end = sweep_rules_end(n == s->n_trials, views, n);
+    sweep_end end = sweep_rules_end(all_made, views, n);
     free(views);
     if (best != sw->best_trial) sweep_store_set_best(sw->id, best);
     if (end != SWEEP_GOES_ON) {
-        bool succeeded = end == SWEEP_ENDS_SUCCEEDED;
+        bool succeeded = end == SWEEP_ENDS_SUCCEEDED && best >= 0;
+        char *why = succeeded ? NULL : best < 0 ? no_metric_reason(s, tr, n) : xstrdup("no trial succeeded");
         sweep_store_begin();
-        sweep_store_finish(sw->id, succeeded ? "succeeded" : "failed", succeeded ? NULL : "no trial succeeded", now_ms());
-        sweep_store_decide(sw->id, -1, succeeded ? "succeeded" : "failed", NULL, now_ms());
+        if (n < sw->n_trials) sweep_store_grow(sw->id, n, sw->spec, false); /* the method had no more */
+        sweep_store_finish(sw->id, succeeded ? "succeeded" : "failed", why, now_ms());
+        sweep_store_decide(sw->id, -1, succeeded ? "succeeded" : "failed", why, now_ms());
         sweep_store_commit();
-        publish(sw->id, NULL, succeeded ? "succeeded" : "failed", succeeded ? NULL : "no trial succeeded",
-                succeeded ? "succeeded" : "failed");
-        log_info("sweep %lld %s: best trial %d", (long long)sw->id, succeeded ? "succeeded" : "failed", best);
+        publish(sw->id, NULL, succeeded ? "succeeded" : "failed", why, succeeded ? "succeeded" : "failed");
+        log_info("sweep %lld %s: best trial %d%s%s", (long long)sw->id, succeeded ? "succeeded" : "failed", best,
+                 why ? ": " : "", why ? why : "");
+        free(why);
     }
     trial_rows_free(tr, n);
 }
 
+/* A finished sweep one of whose trials was resumed by hand runs again, to follow it
+ * (sweep_store_revived): it makes no new trial unless it has room for more. */
+static void revive(void) {
+    int64_t *ids;
+    int n = sweep_store_revived(&ids);
+    for (int i = 0; i < n; i++) {
+        sweep_row sw;
+        if (sweep_store_get(ids[i], &sw) != 1) continue;
+        sweep_store_begin();
+        sweep_store_grow(sw.id, sw.n_trials, sw.spec, true);
+        sweep_store_decide(sw.id, -1, "reopened", "a trial's run was resumed by hand: the sweep follows it", now_ms());
+        sweep_store_commit();
+        publish(sw.id, NULL, "reopened", "a trial's run was resumed by hand", "running");
+        log_info("sweep %lld reopened: a trial's run was resumed by hand", (long long)sw.id);
+        sweep_row_free(&sw);
+    }
+    free(ids);
+}
+
+/* The live feed's news (an epoch reported, a run's status): the searcher looks at once,
+ * so a trial is judged at the report that decides it, not up to a pass later. Called
+ * under the feed's lock, once per park; the searcher calls the feed without W.mu. */
+static void feed_park(feed_sub *sub) { (void)sub; }
+static void feed_wake(feed_sub *sub) {
+    (void)sub;
+    pthread_mutex_lock(&W.mu);
+    W.kicked = true;
+    pthread_cond_signal(&W.cv);
+    pthread_mutex_unlock(&W.mu);
+}
+
+/* What the feed has for the searcher, read and dropped: only that there was news counts. */
+static void feed_drain(void) {
+    buf_t b = {0};
+    while (feed_read(&W.sub, &b, 1 << 16) == FEED_DATA) b.len = 0;
+    buf_free(&b);
+}
+
 static void *searcher(void *arg) {
     (void)arg;
+    W.sub = (feed_sub){.run_id = 0, .park = feed_park, .wake = feed_wake};
+    feed_subscribe(&W.sub, -1);
     pthread_mutex_lock(&W.mu);
     while (!W.stopping) {
         pthread_mutex_unlock(&W.mu);
+        feed_drain();
         sweep_store_lock();
+        revive();
         sweep_row *sw;
         int n = sweep_store_list(&sw, true);
         for (int i = 0; i < n; i++) {
@@ -476,12 +649,14 @@ static void *searcher(void *arg) {
         if (n > 0) free(sw);
         sweep_store_unlock();
         pthread_mutex_lock(&W.mu);
-        if (!W.stopping) {
+        if (!W.stopping && !W.kicked) {
             struct timespec until = realtime_in_ms(250);
             pthread_cond_timedwait(&W.cv, &W.mu, &until);
         }
+        W.kicked = false;
     }
     pthread_mutex_unlock(&W.mu);
+    feed_unsubscribe(&W.sub);
     return NULL;
 }
 
@@ -505,6 +680,7 @@ void sweep_stop(void) {
 
 static void wake(void) {
     pthread_mutex_lock(&W.mu);
+    W.kicked = true;
     pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
 }
@@ -650,8 +826,10 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
     json_object_set_new(o, "id", json_integer(sw->id));
     json_object_set_new(o, "name", json_string(sw->name));
     json_object_set_new(o, "owner", json_string_or_null(sw->owner));
-    json_object_set_new(o, "status", json_string(sw->status));
-    json_object_set_new(o, "reason", json_string_or_null(sw->reason));
+    json_object_set_new(o, "status", json_string(sw->paused ? "paused" : sw->status));
+    json_object_set_new(o, "reason", sw->paused ? json_sprintf("paused: POST /sweeps/%lld/resume carries it on",
+                                                               (long long)sw->id)
+                                                : json_string_or_null(sw->reason));
     json_object_set_new(o, "n_trials", json_integer(sw->n_trials));
     json_object_set_new(o, "created_at", time_or_null(sw->created_at));
     json_object_set_new(o, "finished_at", time_or_null(sw->finished_at));
@@ -666,7 +844,7 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
         json_t *tj = trial_json(&tr[i]);
         if (tr[i].trial == sw->best_trial) {
             json_decref(best);
-            best = json_incref(tj);
+            best = json_deep_copy(tj); /* its config is the best's alone */
         }
         json_array_append_new(trials, tj);
         for (int k = 0; k < 7; k++)
@@ -675,6 +853,14 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
     json_t *c = json_object();
     for (int k = 0; k < 7; k++) json_object_set_new(c, states[k], json_integer(counts[k]));
     json_object_set_new(o, "trial_counts", c);
+    json_t *best_run = json_object_get(best, "run_id");
+    json_t *cfg = NULL;
+    if (with_trials && json_is_integer(best_run) && store_get_config(json_integer_value(best_run), &cfg) == 1 && cfg) {
+        /* the best trial's full run config, ready to submit again (ddpctl sweep rerun):
+         * its own, as a run of it, without the pause ASHA set it */
+        json_object_del(json_object_get(cfg, "train"), "stop_after_epochs");
+        json_object_set_new(best, "config", cfg);
+    }
     json_object_set_new(o, "best", best);
     if (with_trials) {
         json_object_set_new(o, "trials", trials);
@@ -754,4 +940,211 @@ sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whyle
     sweep_row_free(&sw);
     sweep_store_unlock();
     return res;
+}
+
+/* ---- a sweep changed while it runs: pause, resume, more trials, a trial by hand ---- */
+
+/* Sweep `id` read for a change by `who` (its owner or an admin), under the store's
+ * lock (held on SWEEP_OK; released otherwise, why said). */
+static sweep_result changeable(int64_t id, const caller *who, const char *verb, sweep_row *sw, char *why, size_t whylen) {
+    sweep_store_lock();
+    int found = sweep_store_get(id, sw);
+    if (found != 1) {
+        sweep_store_unlock();
+        if (found == 0) snprintf(why, whylen, "there is no sweep %lld (GET /sweeps lists them)", (long long)id);
+        return found == 0 ? SWEEP_NOT_FOUND : SWEEP_ERROR;
+    }
+    if (!who->admin && !(who->kind == CALLER_USER && sw->owner && strcmp(sw->owner, who->name) == 0)) {
+        snprintf(why, whylen, "sweep %lld is %s: only %s or an admin may %s it", (long long)id,
+                 sw->owner ? sw->owner : "nobody's in particular (submitted with the server's token)",
+                 sw->owner ? sw->owner : "the server's token", verb);
+        sweep_row_free(sw);
+        sweep_store_unlock();
+        return SWEEP_FORBIDDEN;
+    }
+    return SWEEP_OK;
+}
+
+static sweep_result changed(sweep_row *sw, sweep_result r) {
+    sweep_row_free(sw);
+    sweep_store_unlock();
+    if (r == SWEEP_OK) wake();
+    return r;
+}
+
+sweep_result sweep_pause(int64_t id, const caller *who, char *why, size_t whylen) {
+    sweep_row sw;
+    sweep_result r = changeable(id, who, "pause", &sw, why, whylen);
+    if (r != SWEEP_OK) return r;
+    if (strcmp(sw.status, "running") != 0) {
+        snprintf(why, whylen, "sweep %lld has finished (%s): there is nothing to pause", (long long)id, sw.status);
+        return changed(&sw, SWEEP_FINISHED);
+    }
+    if (sw.paused) {
+        snprintf(why, whylen, "sweep %lld is already paused: POST /sweeps/%lld/resume carries it on", (long long)id,
+                 (long long)id);
+        return changed(&sw, SWEEP_CONFLICT);
+    }
+    if (audit_sweep(who, "sweep.pause", id, sw.owner, NULL) < 0) {
+        snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
+        return changed(&sw, SWEEP_ERROR);
+    }
+    sweep_store_decide(id, -1, "paused", NULL, now_ms());
+    publish(id, NULL, "paused", NULL, "paused");
+    trial_row *tr;
+    int n = sweep_store_trials(id, &tr);
+    pause_trials(id, tr, n);
+    if (n > 0) trial_rows_free(tr, n);
+    log_info("sweep %lld paused", (long long)id);
+    return changed(&sw, SWEEP_OK);
+}
+
+sweep_result sweep_resume(int64_t id, const caller *who, char *why, size_t whylen) {
+    sweep_row sw;
+    sweep_result r = changeable(id, who, "resume", &sw, why, whylen);
+    if (r != SWEEP_OK) return r;
+    if (!sw.paused) {
+        snprintf(why, whylen, "sweep %lld is not paused (it is %s)", (long long)id, sw.status);
+        return changed(&sw, SWEEP_CONFLICT);
+    }
+    if (audit_sweep(who, "sweep.resume", id, sw.owner, NULL) < 0) {
+        snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
+        return changed(&sw, SWEEP_ERROR);
+    }
+    sweep_store_decide(id, -1, "resumed", NULL, now_ms());
+    publish(id, NULL, "resumed", NULL, "running");
+    log_info("sweep %lld resumed", (long long)id);
+    return changed(&sw, SWEEP_OK);
+}
+
+sweep_result sweep_extend(int64_t id, int max_trials, const caller *who, char *why, size_t whylen) {
+    sweep_row sw;
+    sweep_result r = changeable(id, who, "extend", &sw, why, whylen);
+    if (r != SWEEP_OK) return r;
+    if (!strcmp(sw.status, "canceled")) {
+        snprintf(why, whylen, "sweep %lld was canceled: it makes no more trials (submit it again)", (long long)id);
+        return changed(&sw, SWEEP_FINISHED);
+    }
+    sweep_spec *s = sweep_spec_load(sw.spec);
+    json_t *spec = json_loads(sw.spec, 0, NULL);
+    if (!s || !spec) {
+        snprintf(why, whylen, "sweep %lld's stored spec no longer parses", (long long)id);
+        sweep_spec_free(s);
+        json_decref(spec);
+        return changed(&sw, SWEEP_ERROR);
+    }
+    int was = (int)json_integer_value(json_object_get(spec, "max_trials"));
+    long len = sweep_sequence_length(s);
+    long cap_was = len >= 0 && len < was ? len : was, cap_now = len >= 0 && len < max_trials ? len : max_trials;
+    int added = (int)(cap_now - cap_was);
+    if (max_trials <= was) {
+        snprintf(why, whylen, "max_trials is %d already: give more to make more trials", was);
+        r = SWEEP_CONFLICT;
+    } else if (max_trials > SWEEP_MAX_TRIALS || sw.n_trials + added > SWEEP_MAX_TRIALS) {
+        snprintf(why, whylen, "a sweep makes at most %d trials", SWEEP_MAX_TRIALS);
+        r = SWEEP_INVALID;
+    } else if (added <= 0) {
+        snprintf(why, whylen, "the grid's %ld points are all made or to be made: a grid makes each once (enqueue "
+                 "another configuration with POST /sweeps/%lld/trials, or submit a random or tpe sweep)", len,
+                 (long long)id);
+        r = SWEEP_CONFLICT;
+    } else if (audit_sweep(who, "sweep.extend", id, sw.owner, json_pack("{s:i,s:i}", "max_trials", max_trials,
+                                                                          "was", was)) < 0) {
+        snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
+        r = SWEEP_ERROR;
+    } else {
+        json_object_set_new(spec, "max_trials", json_integer(max_trials));
+        char *text = json_dumps(spec, JSON_FLAGS), *d = xasprintf("max_trials %d, was %d: %d more trials", max_trials,
+                                                                  was, added);
+        bool reopen = strcmp(sw.status, "running") != 0;
+        sweep_store_begin();
+        sweep_store_grow(id, sw.n_trials + added, text, reopen);
+        sweep_store_decide(id, -1, "extended", d, now_ms());
+        sweep_store_commit();
+        publish(id, NULL, "extended", d, "running");
+        log_info("sweep %lld extended: %s", (long long)id, d);
+        free(text);
+        free(d);
+    }
+    sweep_spec_free(s);
+    json_decref(spec);
+    return changed(&sw, r);
+}
+
+sweep_result sweep_enqueue(int64_t id, const json_t *given, const caller *who, schema_errors *errs, int *trial,
+                           char *why, size_t whylen) {
+    sweep_row sw;
+    sweep_result r = changeable(id, who, "add a trial to", &sw, why, whylen);
+    if (r != SWEEP_OK) return r;
+    if (!strcmp(sw.status, "canceled")) {
+        snprintf(why, whylen, "sweep %lld was canceled: it makes no more trials (submit it again)", (long long)id);
+        return changed(&sw, SWEEP_FINISHED);
+    }
+    sweep_spec *s = sweep_spec_load(sw.spec);
+    if (!s) {
+        snprintf(why, whylen, "sweep %lld's stored spec no longer parses", (long long)id);
+        return changed(&sw, SWEEP_ERROR);
+    }
+    json_t *params = sweep_params_given(s, given, errs);
+    trial_row *tr = NULL;
+    int n = params ? sweep_store_trials(id, &tr) : 0;
+    caller owner;
+    if (!params) {
+        r = SWEEP_INVALID;
+    } else if (n < 0) {
+        r = SWEEP_ERROR;
+        snprintf(why, whylen, "the sweep's trials could not be read; see the server's log");
+    } else if (sw.n_trials >= SWEEP_MAX_TRIALS) {
+        snprintf(why, whylen, "sweep %lld makes %d trials already, the most a sweep may make", (long long)id, sw.n_trials);
+        r = SWEEP_CONFLICT;
+    } else if (!users_caller(sw.owner, &owner)) {
+        snprintf(why, whylen, "the sweep's owner %s is no longer a user of this server", sw.owner);
+        r = SWEEP_FORBIDDEN;
+    } else {
+        int i = params_trial(params, tr, n);
+        if (i >= 0) {
+            snprintf(why, whylen, "trial %d of sweep %lld has these parameters already (%s): a sweep makes a "
+                     "configuration once", tr[i].trial, (long long)id, tr[i].state);
+            r = SWEEP_CONFLICT;
+        }
+        if (r == SWEEP_OK) { /* the gates of POST /runs, as the owner's run (the trial is the owner's) */
+            const caller *as = &owner;
+            json_t *cfg = point_config(s, params);
+            submit_outcome out = {0};
+            submit_result g = runs_check(cfg, as, &out);
+            json_decref(cfg);
+            if (g != SUBMIT_OK) {
+                blame_point(s, params, as, &out, errs);
+                if (!errs->count) schema_errors_add(errs, "/params", "%s", out.why);
+                r = g == SUBMIT_INVALID ? SWEEP_INVALID : SWEEP_FORBIDDEN;
+                snprintf(why, whylen, "its trial would be refused: %s: %s", errs->items[0].pointer, errs->items[0].message);
+            }
+            submit_outcome_free(&out);
+        }
+    }
+    if (r == SWEEP_OK && audit_sweep(who, "sweep.enqueue", id, sw.owner, json_incref(params)) < 0) {
+        snprintf(why, whylen, "sweep %lld was left as it was: its audit entry could not be written", (long long)id);
+        r = SWEEP_ERROR;
+    }
+    if (r == SWEEP_OK) {
+        trial_row t = {.trial = n, .params = json_dumps(params, JSON_FLAGS), .rung = -1, .promoted = -1,
+                       .metric = NAN, .metric_epoch = -1};
+        snprintf(t.state, sizeof t.state, "pending");
+        char *shown = params_shown(params);
+        int64_t now = now_ms();
+        sweep_store_begin();
+        sweep_store_grow(id, sw.n_trials + 1, sw.spec, strcmp(sw.status, "running") != 0);
+        sweep_store_trial_put(id, &t, now);
+        sweep_store_decide(id, t.trial, "enqueued", shown, now);
+        sweep_store_commit();
+        publish(id, &t, "enqueued", shown, NULL);
+        log_info("sweep %lld trial %d enqueued by hand: %s", (long long)id, t.trial, shown);
+        *trial = t.trial;
+        free(shown);
+        free(t.params);
+    }
+    if (tr) trial_rows_free(tr, n);
+    json_decref(params);
+    sweep_spec_free(s);
+    return changed(&sw, r);
 }

@@ -36,7 +36,9 @@ int sweep_start(const char *db_path, char *err, size_t errlen);
  * cancels for its trials' ends). */
 void sweep_stop(void);
 
-typedef enum { SWEEP_OK, SWEEP_INVALID, SWEEP_FORBIDDEN, SWEEP_NOT_FOUND, SWEEP_FINISHED, SWEEP_ERROR } sweep_result;
+typedef enum {
+    SWEEP_OK, SWEEP_INVALID, SWEEP_FORBIDDEN, SWEEP_NOT_FOUND, SWEEP_FINISHED, SWEEP_CONFLICT, SWEEP_ERROR
+} sweep_result;
 
 /* A sweep submitted by `who`: checked whole (every violation in errs: SWEEP_INVALID),
  * then every point its trials can reach (a grid's every point; a random search's base,
@@ -55,5 +57,30 @@ json_t *sweep_json(int64_t id);
 json_t *sweep_list_json(void);
 /* Cancels a running sweep and its trials (owner or admin). */
 sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whylen);
+
+
+/* The changes below are its owner's or an admin's (SWEEP_FORBIDDEN else), each audited
+ * and a decision of the sweep's (in GET /events), why said in `why` when refused. */
+
+/* Pauses a running sweep: it makes, submits, judges and promotes no trial until it is
+ * resumed; its running trials' runs are stopped (scheduler_stop: a built-in trial keeps
+ * its checkpoint) and keep their place (their state `running`, their rung): the resume
+ * continues each from where it stopped. SWEEP_FINISHED: it has ended; SWEEP_CONFLICT:
+ * already paused. GET /sweeps/{id} says `paused`. */
+sweep_result sweep_pause(int64_t id, const caller *who, char *why, size_t whylen);
+/* Carries a paused sweep on (SWEEP_CONFLICT: it is not paused). */
+sweep_result sweep_resume(int64_t id, const caller *who, char *why, size_t whylen);
+/* Raises max_trials, on a running or finished (not canceled) sweep: the method's
+ * sequence continues where it was (a random search's next draws; a grid's points not
+ * yet made), never a configuration a trial has; a finished sweep runs again.
+ * SWEEP_CONFLICT: max_trials not raised, or a grid with no point left. */
+sweep_result sweep_extend(int64_t id, int max_trials, const caller *who, char *why, size_t whylen);
+/* A configuration given by hand (as Optuna's enqueue_trial): {"KEY": value} for each
+ * parameter (sweep_params_given), through the gates of POST /runs as the owner's run,
+ * made the sweep's next trial (*trial), submitted before the method's next ones; a
+ * finished sweep runs again. SWEEP_INVALID (errs), SWEEP_CONFLICT: a trial has these
+ * parameters already. */
+sweep_result sweep_enqueue(int64_t id, const json_t *params, const caller *who, schema_errors *errs, int *trial,
+                           char *why, size_t whylen);
 
 #endif

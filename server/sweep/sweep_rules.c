@@ -39,7 +39,8 @@ int sweep_rules_rung_epochs(const sweep_rules *r, int k) {
     if (k < 0 || r->min_resource < 1 || r->reduction_factor < 2) return 0;
     long e = r->min_resource;
     for (int j = 0; j < k && e <= RUNG_EPOCHS_MAX; j++) e *= r->reduction_factor;
-    if (e > RUNG_EPOCHS_MAX || (r->epochs > 0 && e >= r->epochs)) return 0;
+    if (e > RUNG_EPOCHS_MAX || (r->epochs > 0 && e >= r->epochs) || (r->max_resource > 0 && e >= r->max_resource))
+        return 0;
     return (int)e;
 }
 

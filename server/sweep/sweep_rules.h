@@ -20,6 +20,7 @@ typedef struct {
     int min_resource;     /* ASHA: the first rung's epochs; median: epochs before the first judgement */
     int reduction_factor; /* ASHA's eta: the top 1/eta of a rung go on */
     int min_trials;       /* median: how many other trials must have a value at the epoch */
+    int max_resource;     /* ASHA: no rung at or past this many epochs (a trial's full length); 0: none */
 } sweep_rules;
 
 /* A trial's metric at a rung (ASHA) or at an epoch (median). */
@@ -60,7 +61,8 @@ int sweep_rules_latest(const double *values, int n);
 
 /* The epochs at rung k: min_resource * reduction_factor^k, or 0 where there is no such
  * rung: for a built-in trial, from train.epochs on (a rung is only where a trial still
- * has epochs to go); for any trial, past 2^30 epochs. */
+ * has epochs to go); from max_resource on (a trial that reached it has trained its
+ * full length: it is never stopped there); for any trial, past 2^30 epochs. */
 int sweep_rules_rung_epochs(const sweep_rules *r, int k);
 
 /* Whether a trial's metric per epoch (values[e], NaN where missing; n of them) has

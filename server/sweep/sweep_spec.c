@@ -365,7 +365,18 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
     s->command = command_run_is(base);
     s->epochs = int_member(json_object_get(filled, "train"), "epochs");
     int every = int_member(json_object_get(filled, "checkpoint"), "every_epochs");
-    s->method = strcmp(json_string_value(json_object_get(doc, "method")), "random") == 0 ? METHOD_RANDOM : METHOD_GRID;
+    const char *method = json_string_value(json_object_get(doc, "method"));
+    s->method = !strcmp(method, "random") ? METHOD_RANDOM : !strcmp(method, "tpe") ? METHOD_TPE : METHOD_GRID;
+    s->tpe = TPE_DEFAULTS;
+    const json_t *tpe = json_object_get(doc, "tpe");
+    if (json_is_object(tpe)) {
+        s->tpe.n_startup = int_member(tpe, "n_startup_trials");
+        s->tpe.n_candidates = int_member(tpe, "n_candidates");
+        s->tpe.gamma = json_number_value(json_object_get(tpe, "gamma"));
+    }
+    if (json_is_object(tpe) && s->method != METHOD_TPE)
+        schema_errors_add(errs, "/tpe", "is method tpe's settings, but the method is %s: leave tpe out, or use "
+                          "method \"tpe\"", method);
     s->seed = (uint64_t)json_integer_value(json_object_get(doc, "seed"));
     s->parallel = int_member(doc, "parallel");
     s->preemptible = json_is_true(json_object_get(doc, "preemptible"));
@@ -404,8 +415,9 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
                                   "max_trials, or give fewer values", size, s->max_trials);
             s->n_trials = (int)size;
         }
-    } else if (s->method == METHOD_RANDOM) {
-        if (!mt) schema_errors_add(errs, "/max_trials", "a random search needs max_trials (how many trials to draw)");
+    } else if (s->method != METHOD_GRID) {
+        if (!mt) schema_errors_add(errs, "/max_trials", "a %s search needs max_trials (how many trials to make)",
+                                   method);
         s->n_trials = s->max_trials;
     }
     if (!s->max_trials) s->max_trials = s->n_trials;
@@ -426,6 +438,14 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
         s->rules.min_resource = int_member(es, "min_resource");
         s->rules.reduction_factor = int_member(es, "reduction_factor");
         s->rules.min_trials = int_member(es, "min_trials");
+        s->rules.max_resource = int_member(es, "max_resource"); /* 0: not given */
+        if (s->rules.max_resource && s->rules.max_resource <= s->rules.min_resource)
+            schema_errors_add(errs, "/early_stopping/max_resource", "is %d epochs, not above min_resource (%d): no "
+                              "rung would be left; give a max_resource above min_resource, or leave it out",
+                              s->rules.max_resource, s->rules.min_resource);
+        if (s->rules.max_resource && s->stop != STOP_ASHA)
+            schema_errors_add(errs, "/early_stopping/max_resource", "is ASHA's (the epochs of a trial's full "
+                              "length): the median rule has no rungs; leave it out");
         if (!s->command && s->rules.min_resource >= s->epochs)
             schema_errors_add(errs, "/early_stopping/min_resource", "is %d epochs but the base trains %d: a trial "
                               "would finish before it is judged; use a min_resource below train.epochs",
@@ -492,6 +512,111 @@ json_t *sweep_check_point(const sweep_spec *s, int i) {
         break;
     }
     return one;
+}
+
+json_t *sweep_params_given(const sweep_spec *s, const json_t *given, schema_errors *errs) {
+    size_t before = schema_errors_total(errs);
+    if (!json_is_object(given)) {
+        schema_errors_add(errs, "/params", "must be an object: {\"PARAMETER\": value, ...}, one value for each of the "
+                          "sweep's parameters");
+        return NULL;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)given, key, v) {
+        bool known = false;
+        for (int i = 0; i < s->n_params; i++) known = known || strcmp(s->params[i].key, key) == 0;
+        if (!known) {
+            char *ptr = xasprintf("/params/%s", key);
+            schema_errors_add(errs, ptr, "is not one of the sweep's parameters (its parameters are in GET "
+                              "/sweeps/{id}'s spec)");
+            free(ptr);
+        }
+    }
+    json_t *out = json_object();
+    for (int i = 0; i < s->n_params; i++) {
+        const sweep_param *p = &s->params[i];
+        json_t *value = json_object_get(given, p->key);
+        char *ptr = xasprintf("/params/%s", p->key);
+        if (!value) {
+            schema_errors_add(errs, ptr, "is missing: give a value for each of the sweep's parameters");
+        } else if (p->values) {
+            bool in = false;
+            for (size_t j = 0; j < json_array_size(p->values); j++) in = in || json_equal(value, json_array_get(p->values, j));
+            char *list = json_dumps(p->values, JSON_FLAGS);
+            if (!in) schema_errors_add(errs, ptr, "is not one of the parameter's values %s", list);
+            free(list);
+        } else if (!json_is_number(value) || (p->is_int && !json_is_integer(value))) {
+            schema_errors_add(errs, ptr, "must be %s between %g and %g", p->is_int ? "an integer" : "a number", p->min,
+                              p->max);
+        } else if (json_number_value(value) < p->min || json_number_value(value) > p->max) {
+            schema_errors_add(errs, ptr, "is %g, outside the parameter's range %g..%g", json_number_value(value),
+                              p->min, p->max);
+        }
+        free(ptr);
+        if (value) json_object_set(out, p->key, value);
+    }
+    if (schema_errors_total(errs) == before) check_valid(s, out, errs);
+    if (schema_errors_total(errs) != before) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+json_t *sweep_tpe_params(const sweep_spec *s, int trial, int attempt, const char *const *params, const double *metric,
+                         int n) {
+    tpe_dim *dims = xcalloc((size_t)(s->n_params > 0 ? s->n_params : 1), sizeof *dims);
+    for (int i = 0; i < s->n_params; i++) {
+        const sweep_param *p = &s->params[i];
+        if (p->values) dims[i] = (tpe_dim){.kind = TPE_CATEGORICAL, .n_choices = (int)json_array_size(p->values)};
+        else dims[i] = (tpe_dim){.kind = p->is_int ? TPE_INT : TPE_FLOAT, .lo = p->is_int ? ceil(p->min) : p->min,
+                                 .hi = p->is_int ? floor(p->max) : p->max, .log = p->log};
+    }
+    /* the trials as points: a categorical's value its index, a number its value */
+    double *xs = xmalloc((size_t)(n > 0 ? n : 1) * (size_t)(s->n_params > 0 ? s->n_params : 1) * sizeof *xs);
+    tpe_obs *obs = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *obs);
+    for (int t = 0; t < n; t++) {
+        double *x = &xs[(size_t)t * (size_t)s->n_params];
+        json_t *pj = json_loads(params[t], 0, NULL);
+        for (int i = 0; i < s->n_params; i++) {
+            const sweep_param *p = &s->params[i];
+            json_t *v = json_object_get(pj, p->key);
+            x[i] = NAN;
+            if (p->values) {
+                for (size_t j = 0; j < json_array_size(p->values); j++)
+                    if (v && json_equal(v, json_array_get(p->values, j))) x[i] = (double)j;
+            } else if (json_is_number(v)) {
+                double d = json_number_value(v);
+                if (d >= dims[i].lo && d <= dims[i].hi) x[i] = d;
+            }
+        }
+        json_decref(pj);
+        obs[t] = (tpe_obs){.x = x, .y = isnan(metric[t]) ? NAN : s->rules.maximize ? -metric[t] : metric[t]};
+    }
+    double *x = xmalloc((size_t)(s->n_params > 0 ? s->n_params : 1) * sizeof *x);
+    tpe_suggest(dims, s->n_params, obs, n, s->seed + (uint64_t)attempt * 0x632BE59BD9B4E019ULL, trial, &s->tpe, x);
+    json_t *out = json_object();
+    for (int i = 0; i < s->n_params; i++) {
+        const sweep_param *p = &s->params[i];
+        json_t *v;
+        if (p->values) v = json_incref(json_array_get(p->values, (size_t)x[i]));
+        else if (p->is_int) v = json_integer((json_int_t)x[i]);
+        else v = json_real(x[i]);
+        json_object_set_new(out, p->key, v);
+    }
+    free(x);
+    free(obs);
+    free(xs);
+    free(dims);
+    return out;
+}
+
+long sweep_sequence_length(const sweep_spec *s) {
+    if (s->method != METHOD_GRID) return -1;
+    long size = 1;
+    for (int i = 0; i < s->n_params; i++) size *= grid_count(&s->params[i]);
+    return size;
 }
 
 bool sweep_param_secret(const char *key) {

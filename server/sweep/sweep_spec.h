@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "sweep_rules.h"
+#include "sweep_tpe.h"
 #include "validator.h"
 
 /* The most trials one sweep may make (a grid larger than this is refused). */
@@ -34,7 +35,7 @@ typedef struct {
     bool log, is_int;
 } sweep_param;
 
-typedef enum { METHOD_GRID, METHOD_RANDOM } sweep_method;
+typedef enum { METHOD_GRID, METHOD_RANDOM, METHOD_TPE } sweep_method;
 typedef enum { STOP_NONE, STOP_ASHA, STOP_MEDIAN } stop_rule;
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
     int n_params;
     sweep_method method;
     uint64_t seed;
+    tpe_options tpe;     /* method tpe's settings */
     int max_trials, parallel;
     int n_trials;        /* how many it makes: the grid's size, or max_trials */
     char metric[64];
@@ -66,6 +68,23 @@ void sweep_spec_free(sweep_spec *s);
 
 /* Trial `trial`'s parameters: {"key": value, ...} (new reference). */
 json_t *sweep_trial_params(const sweep_spec *s, int trial);
+/* A configuration given by hand (POST /sweeps/{id}/trials, as Optuna's enqueue_trial):
+ * one value for each of the sweep's parameters and no other, each one of its values or
+ * within its range, making a valid run config: the parameters in the sweep's order
+ * (new reference), else NULL with every violation in errs (pointers /params/KEY). */
+json_t *sweep_params_given(const sweep_spec *s, const json_t *given, schema_errors *errs);
+/* Method tpe's next configuration (sweep_tpe.h) for trial `trial`, from the trials so
+ * far: params[i] (JSON text) with metric[i] (NaN: none; the goal's direction taken into
+ * account here), draw `attempt` of the stream (another when a draw repeats a trial's
+ * configuration): {"key": value, ...} (new reference). Fewer than
+ * tpe.n_startup_trials with a metric: a uniform draw. */
+json_t *sweep_tpe_params(const sweep_spec *s, int trial, int attempt, const char *const *params, const double *metric,
+                         int n);
+
+/* How many configurations the method's sequence has (sweep_trial_params(s, 0..n-1)):
+ * a grid's size; -1 for a random search (no end). */
+long sweep_sequence_length(const sweep_spec *s);
+
 /* The base config with `params` applied and the trial's name (new reference). */
 json_t *sweep_trial_config(const sweep_spec *s, const json_t *params, const char *run_name);
 

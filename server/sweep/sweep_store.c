@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "event_kinds.h"
 #include "store.h"
 
 static sqlite3 *DB;
@@ -82,7 +83,11 @@ int64_t sweep_store_insert(const char *name, const char *owner, const char *spec
                                      " %Q, %Q, 'running', %d, %lld)", name, owner, spec, n_trials, (long long)t));
 }
 
-#define SWEEP_COLS "id, name, owner, spec, status, reason, n_trials, best_trial, created_at, finished_at"
+/* paused: a running sweep whose newest pause or resume (its own decisions) is a pause */
+#define SWEEP_COLS                                                                                          \
+    "id, name, owner, spec, status, reason, n_trials, best_trial, created_at, finished_at,"                 \
+    " coalesce((SELECT action FROM sweep_decisions d WHERE d.sweep_id = sweeps.id AND d.trial IS NULL"      \
+    " AND d.action IN ('paused', 'resumed') ORDER BY n DESC LIMIT 1) = 'paused', 0)"
 
 static void read_sweep(sqlite3_stmt *st, sweep_row *r) {
     r->id = sqlite3_column_int64(st, 0);
@@ -95,6 +100,7 @@ static void read_sweep(sqlite3_stmt *st, sweep_row *r) {
     r->best_trial = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 7);
     r->created_at = sqlite3_column_int64(st, 8);
     r->finished_at = sqlite3_column_int64(st, 9);
+    r->paused = sqlite3_column_int(st, 10) != 0 && strcmp(r->status, "running") == 0;
 }
 
 int sweep_store_list(sweep_row **out, bool running_only) {
@@ -140,7 +146,9 @@ int sweep_store_set_best(int64_t id, int trial) {
 }
 
 int sweep_store_trials(int64_t id, trial_row **out) {
-    sqlite3_stmt *st = prep("SELECT trial, params, run_id, state, rung, promoted, metric, metric_epoch, reason"
+    sqlite3_stmt *st = prep("SELECT trial, params, run_id, state, rung, promoted, metric, metric_epoch, reason,"
+                            " (SELECT status FROM runs WHERE id = sweep_trials.run_id),"
+                            " coalesce((SELECT max(at) FROM run_resumes WHERE run_id = sweep_trials.run_id), 0) > updated_at"
                             " FROM sweep_trials WHERE sweep_id = ?1 ORDER BY trial");
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, id);
@@ -158,6 +166,9 @@ int sweep_store_trials(int64_t id, trial_row **out) {
         t->metric = sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 6);
         t->metric_epoch = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 7);
         t->reason = col_text(st, 8);
+        const unsigned char *rs = sqlite3_column_text(st, 9);
+        snprintf(t->run_status, sizeof t->run_status, "%s", rs ? (const char *)rs : "");
+        t->resumed_since = sqlite3_column_int(st, 10) != 0;
     }
     sqlite3_finalize(st);
     return n;
@@ -249,19 +260,11 @@ static bool epoch_column(const char *key) {
     return false;
 }
 
-int sweep_store_run_metric(int64_t run_id, const char *key, double **values) {
-    *values = NULL;
-    bool col = epoch_column(key);
-    char *sql = col ? xasprintf("SELECT epoch, %s FROM epochs WHERE run_id = ?1 ORDER BY epoch", key)
-                    : xstrdup("SELECT global_step, value FROM series WHERE run_id = ?1 AND key = ?2 ORDER BY global_step");
-    sqlite3_stmt *st = prep(sql);
-    free(sql);
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, run_id);
-    if (!col) sqlite3_bind_text(st, 2, key, -1, SQLITE_TRANSIENT);
-    int n = 0, cap = 0;
+/* values[at] from each row (at: column 0, or the row's number), NaN where missing: n. */
+static int read_metric(sqlite3_stmt *st, bool by_row, double **values) {
+    int n = 0, cap = 0, row = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        int at = col ? sqlite3_column_int(st, 0) : n;
+        int at = by_row ? row++ : sqlite3_column_int(st, 0);
         if (at < 0 || at > 1000000) continue;
         while (at >= cap) {
             int was = cap;
@@ -272,6 +275,102 @@ int sweep_store_run_metric(int64_t run_id, const char *key, double **values) {
         (*values)[at] = sqlite3_column_type(st, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 1);
         if (at + 1 > n) n = at + 1;
     }
+    return n;
+}
+
+int sweep_store_run_metric(int64_t run_id, const char *key, double **values) {
+    *values = NULL;
+    bool col = epoch_column(key);
+    /* a column of the epoch table; else the per-epoch series (EPOCH_SERIES_PREFIX KEY,
+     * its step the epoch); else a step series, its points taken as epochs in order */
+    char *sql = col ? xasprintf("SELECT epoch, %s FROM epochs WHERE run_id = ?1 ORDER BY epoch", key)
+                    : xstrdup("SELECT global_step, value FROM series WHERE run_id = ?1 AND key = ?2 ORDER BY global_step");
+    sqlite3_stmt *st = prep(sql);
+    free(sql);
+    if (!st) return -1;
+    int n = 0;
+    for (int pass = col ? 1 : 0; pass < 2 && n == 0; pass++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        char *name = !col && pass == 0 ? xasprintf(EPOCH_SERIES_PREFIX "%s", key) : NULL;
+        if (!col) sqlite3_bind_text(st, 2, name ? name : key, -1, SQLITE_TRANSIENT);
+        n = read_metric(st, !col && pass == 1, values);
+        free(name);
+    }
     sqlite3_finalize(st);
     return n;
+}
+
+char *sweep_store_run_metric_names(int64_t run_id) {
+    buf_t b = {0};
+    buf_printf(&b, "%s", "");
+    sqlite3_stmt *st = prep("SELECT count(test_loss), count(test_acc), count(train_loss), count(lr), count(seconds),"
+                            " count(samples_per_s) FROM epochs WHERE run_id = ?1");
+    static const char *const cols[] = {"test_loss", "test_acc", "train_loss", "lr", "seconds", "samples_per_s"};
+    if (st) {
+        sqlite3_bind_int64(st, 1, run_id);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            for (int i = 0; i < 6; i++)
+                if (sqlite3_column_int64(st, i) > 0) buf_printf(&b, "%s%s", b.len ? ", " : "", cols[i]);
+        sqlite3_finalize(st);
+    }
+    st = prep("SELECT DISTINCT key FROM series WHERE run_id = ?1 ORDER BY key LIMIT 50");
+    if (st) {
+        sqlite3_bind_int64(st, 1, run_id);
+        size_t plen = strlen(EPOCH_SERIES_PREFIX);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *k = (const char *)sqlite3_column_text(st, 0);
+            if (!k) continue;
+            if (strncmp(k, EPOCH_SERIES_PREFIX, plen) == 0) buf_printf(&b, "%s%s", b.len ? ", " : "", k + plen);
+            else buf_printf(&b, "%s%s (per step)", b.len ? ", " : "", k);
+        }
+        sqlite3_finalize(st);
+    }
+    return b.data ? b.data : xstrdup("");
+}
+
+int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen) {
+    return write_sql(sqlite3_mprintf("UPDATE sweeps SET n_trials = %d, spec = %Q%s WHERE id = %lld", n_trials, spec,
+                                     reopen ? ", status = 'running', reason = NULL, finished_at = NULL" : "",
+                                     (long long)id)) < 0 ? -1 : 0;
+}
+
+int sweep_store_revived(int64_t **ids) {
+    *ids = NULL;
+    sqlite3_stmt *st = prep("SELECT DISTINCT r.sweep_id FROM runs r JOIN sweeps s ON s.id = r.sweep_id"
+                            " JOIN sweep_trials t ON t.sweep_id = r.sweep_id AND t.trial = r.trial AND t.run_id = r.id"
+                            " WHERE r.status IN ('queued', 'starting', 'running') AND r.sweep_id IS NOT NULL"
+                            " AND s.status IN ('succeeded', 'failed')"
+                            " AND t.state IN ('succeeded', 'failed', 'canceled', 'stopped')"
+                            " AND (SELECT max(at) FROM run_resumes rr WHERE rr.run_id = r.id) > t.updated_at"
+                            " ORDER BY r.sweep_id");
+    if (!st) return -1;
+    int n = 0, cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (n == cap) *ids = xrealloc(*ids, (size_t)(cap = cap ? cap * 2 : 4) * sizeof **ids);
+        (*ids)[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return n;
+}
+
+bool sweep_store_trial_by_hand(int64_t id, int trial) {
+    sqlite3_stmt *st = prep("SELECT 1 FROM sweep_decisions WHERE sweep_id = ?1 AND trial = ?2"
+                            " AND action = 'resumed by hand' LIMIT 1");
+    if (!st) return false;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, trial);
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+bool sweep_store_run_stoppable(int64_t run_id) {
+    sqlite3_stmt *st = prep("SELECT kind = 'command' OR EXISTS (SELECT 1 FROM checkpoints WHERE run_id = ?1)"
+                            " FROM runs WHERE id = ?1");
+    if (!st) return false;
+    sqlite3_bind_int64(st, 1, run_id);
+    bool yes = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != 0;
+    sqlite3_finalize(st);
+    return yes;
 }

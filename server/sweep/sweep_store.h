@@ -19,6 +19,7 @@ typedef struct {
     char status[16];
     int n_trials, best_trial; /* best_trial -1: none yet */
     int64_t created_at, finished_at; /* finished_at 0: not yet */
+    bool paused; /* running, and its newest pause or resume (its decisions) is a pause */
 } sweep_row;
 
 typedef struct {
@@ -30,6 +31,8 @@ typedef struct {
     double metric; /* NaN: none yet */
     int metric_epoch; /* -1: none */
     char *reason;
+    char run_status[16]; /* its run's status as read ("" none; not written back) */
+    bool resumed_since;  /* its run was resumed (run_resumes) after the row was last written */
 } trial_row;
 
 int sweep_store_open(const char *db_path, char *err, size_t errlen);
@@ -52,6 +55,20 @@ int sweep_store_trials(int64_t id, trial_row **out);
 void trial_rows_free(trial_row *t, int n);
 int sweep_store_trial_put(int64_t id, const trial_row *t, int64_t now);
 
+/* A sweep's n_trials and spec changed (more trials); reopen: a finished one runs again. */
+int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen);
+/* The finished (succeeded, failed) sweeps one of whose ended trials has its run queued
+ * or running again, resumed (run_resumes) after the trial ended: by hand. How many
+ * (*ids malloc'd), or -1. */
+int sweep_store_revived(int64_t **ids);
+/* Whether the trial's run was resumed by hand after the sweep had ended it (its
+ * decision `resumed by hand`): the rules stop it no more. */
+bool sweep_store_trial_by_hand(int64_t id, int trial);
+
+/* Whether a run can be stopped now and continued later: a command run (started again),
+ * or a built-in one that has written a checkpoint (continued from it). */
+bool sweep_store_run_stoppable(int64_t run_id);
+
 int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t);
 int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t);
 /* The metrics recorded at `rung` (ASHA; median: the epoch), trial by trial: how many
@@ -63,9 +80,15 @@ int sweep_store_run_state(int64_t run_id, char status[16], char **reason);
 /* The run a sweep's trial has (0: none): for a restart that finds a trial's run stored
  * but not yet its row. */
 int64_t sweep_store_trial_run(int64_t id, int trial);
-/* A run's metric per epoch (key: a column of the epoch table, or a series' key, whose
- * points are per step): values[e] for e < n, NaN where missing. Returns n (the newest
- * epoch + 1; for a series the number of points, its latest last), or -1. */
+/* A run's metric per epoch (key: a column of the epoch table; else the per-epoch
+ * series of that name (event_kinds.h's EPOCH_SERIES_PREFIX), its step the epoch; else
+ * a series' key, whose points are per step): values[e] for e < n, NaN where missing.
+ * Returns n (the newest epoch + 1; for a step series the number of points, its latest
+ * last), or -1. */
 int sweep_store_run_metric(int64_t run_id, const char *key, double **values);
+/* The names a run reported a value of per epoch or per step ("test_loss", "val_acc",
+ * ...: the epoch table's columns that have one, then its series' keys, the per-epoch
+ * ones without their prefix), comma-separated (malloc'd; "" when none). */
+char *sweep_store_run_metric_names(int64_t run_id);
 
 #endif

@@ -16,3 +16,11 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
                      --runner $<TARGET_FILE:ddp-run>
                 TIMEOUT 420 SKIP_RETURN_CODE 77)
 endif()
+# Sweeps that grow, pause and learn (issue 50): any per-epoch metric a script reports,
+# pause and resume, more trials and trials by hand, TPE, ASHA's max_resource.
+if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
+  ddpd_py_cases(sweep_grow_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps_grow.py SANITIZE
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                     --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
+                TIMEOUT 600)
+endif()

@@ -3,3 +3,4 @@
 # trial) on hand-made tables (no database, no clock).
 ddpd_c_test(test_sweep_spec ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_spec.c LIBS ddpd_sweep)
 ddpd_c_test(test_sweep_rules ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_rules.c LIBS ddpd_sweep)
+ddpd_c_test(test_sweep_tpe ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_tpe.c LIBS ddpd_sweep)

@@ -213,7 +213,8 @@ def log_step(global_step, **metrics):
 def log_epoch(epoch, rank_zero_only=True, **metrics):
     """Reports an epoch's figures (epochs count from 0): lr, train_loss, test_loss,
     test_acc, seconds and samples_per_s fill the run's epoch table
-    (GET /runs/{id}/epochs); other names become per-epoch series. The table is rank
+    (GET /runs/{id}/epochs); other names become per-epoch series (the series
+    epoch:NAME, its step the epoch; a sweep's metric may be NAME). The table is rank
     0's (as the step series are): another rank's figures are kept only with
     rank_zero_only=False, for a script that evaluates on that rank."""
     r = _get()

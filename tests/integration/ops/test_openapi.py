@@ -504,6 +504,39 @@ def run(a):
         wait_until(lambda: s.get(f"/sweeps/{sid}").json()["trials"], "its first trial", 60)
         req("GET", "/sweeps/{id}", f"/sweeps/{sid}")
         req("GET", "/sweeps/{id}", "/sweeps/999999")
+        # pause, resume, more trials, a trial by hand: bob may not, alice may
+        for verb, body in (("pause", None), ("resume", None), ("extend", {"max_trials": 3}),
+                           ("trials", {"params": {"train.optimizer.lr": 0.02}})):
+            route = "/sweeps/{id}/" + verb
+            req("POST", route, f"/sweeps/{sid}/{verb}", f"bob's {verb} of alice's sweep", body=body, headers=as_bob)
+            req("POST", route, f"/sweeps/{sid}/{verb}", f"a sweep's {verb} without the token", body=body)
+            req("POST", route, f"/sweeps/999999/{verb}", f"{verb} of no sweep", body=body, headers=auth)
+        req("POST", "/sweeps/{id}/resume", f"/sweeps/{sid}/resume", "a running sweep's resume", headers=as_alice)
+        r = req("POST", "/sweeps/{id}/pause", f"/sweeps/{sid}/pause", "alice pauses her sweep", headers=as_alice)
+        check(r.status == 202 and r.json()["status"] == "paused", f"paused: {r.status} {r.body[:200]!r}")
+        req("POST", "/sweeps/{id}/pause", f"/sweeps/{sid}/pause", "a paused sweep's pause", headers=as_alice)
+        r = req("POST", "/sweeps/{id}/resume", f"/sweeps/{sid}/resume", "alice resumes it", headers=as_alice)
+        check(r.status == 202, f"resumed: {r.status} {r.body[:200]!r}")
+        req("POST", "/sweeps/{id}/extend", f"/sweeps/{sid}/extend", "a grid has no point left", body={"max_trials": 5},
+            headers=as_alice)
+        req("POST", "/sweeps/{id}/extend", f"/sweeps/{sid}/extend", "max_trials not a number",
+            body={"max_trials": "more"}, headers=as_alice)
+        req("POST", "/sweeps/{id}/trials", f"/sweeps/{sid}/trials", "a trial with a value not in the list",
+            body={"params": {"train.optimizer.lr": 0.5}}, headers=as_alice)
+        req("POST", "/sweeps/{id}/trials", f"/sweeps/{sid}/trials", "a trial a trial has already",
+            body={"params": {"train.optimizer.lr": 0.01}}, headers=as_alice)
+        rnd = dict(sweep, name="oa-rnd", method="random", max_trials=1,
+                   parameters={"train.optimizer.lr": {"min": 0.001, "max": 0.1}})
+        r2 = s.request("POST", "/sweeps", body=rnd, headers=as_alice)
+        sid2 = r2.json()["id"] if r2.status == 201 else 999999
+        r = req("POST", "/sweeps/{id}/extend", f"/sweeps/{sid2}/extend", "a random sweep extended", body={"max_trials": 2},
+                headers=as_alice)
+        check(r.status == 202 and r.json()["n_trials"] == 2, f"extended: {r.status} {r.body[:200]!r}")
+        r = req("POST", "/sweeps/{id}/trials", f"/sweeps/{sid2}/trials", "a configuration enqueued",
+                body={"params": {"train.optimizer.lr": 0.05}}, headers=as_alice)
+        check(r.status == 201 and r.json()["trials"][-1]["params"] == {"train.optimizer.lr": 0.05},
+              f"enqueued: {r.status} {r.body[:300]!r}")
+        s.request("POST", f"/sweeps/{sid2}/cancel", headers=as_alice)
         req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "bob cancels alice's sweep", headers=as_bob)
         req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "a sweep's cancel without the token")
         r = req("POST", "/sweeps/{id}/cancel", f"/sweeps/{sid}/cancel", "alice cancels her sweep", headers=as_alice)

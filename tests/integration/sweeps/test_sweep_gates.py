@@ -24,6 +24,10 @@ and is skipped (exit 77).
                      the server's token see them all; the masked spec alice was shown,
                      posted back as hers, is refused naming the hidden range's min
 
+  others_change      alice may not pause, resume, extend or add a trial to bob's sweep
+                     (403); carol, an admin, adds one, run as bob's; alice sees the
+                     best trial's config masked
+
 Usage: test_sweep_gates.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH --runner PATH"""
 import argparse, hashlib, http.client, json, os, shutil, sys, tempfile
 
@@ -204,9 +208,12 @@ def case_devices_quota(a):
 
 # ---- limit_lowered ----
 
-WAIT_GO = ("import os, sys, time\n"
+# reports its metric once let go (a sweep none of whose trials reports it ends failed)
+WAIT_GO = ("import os, sys, time, ddpd\n"
            "while not os.path.exists(sys.argv[1]):\n"
-           "    time.sleep(0.05)\n")
+           "    time.sleep(0.05)\n"
+           "ddpd.log_epoch(0, test_loss=1.0)\n"
+           "ddpd.flush()\n")
 
 
 def case_limit_lowered(a):
@@ -247,6 +254,64 @@ def case_limit_lowered(a):
             check(len(said) == 1 and "trial 1" in said[0], f"the log says the refusal once: {said}")
             retries = [ln for ln in log if RETRY_WORDS in ln]
             check(not retries, f"and no retry line: {retries[:3]}")
+    finally:
+        shutil.rmtree(go_dir, ignore_errors=True)
+
+
+# ---- others_change ----
+
+def case_others_change(a):
+    """alice may not pause, resume, extend or add a trial to bob's sweep (403 naming bob,
+    nothing changed); carol, an admin, adds one, which runs as bob's; bob pauses and
+    resumes his own; alice sees the best trial's config masked."""
+    needs_root(a)
+    go_dir = tempfile.mkdtemp(prefix="ddpd-sweep-go-")
+    os.chmod(go_dir, 0o755)
+    go = os.path.join(go_dir, "go")
+    try:
+        with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+            body = {"name": "theirs", "parallel": 1,
+                    "base": {"command": ["/usr/bin/python3", "-c", WAIT_GO, go, "{n}"],
+                             "env": {"API_KEY": "sekrit-env-A1"}, "distributed": {"world_size": 1}},
+                    "parameters": {"{n}": {"values": ["1", "2", "3"]}}, "metric": {"key": "test_loss"}}
+            r = t.post_sweep(t.bob, body)
+            if not check(r.status == 201, f"bob's sweep is taken: {r.status} {r.body[:400]!r}"):
+                return
+            sid = r.json()["id"]
+            api = openapi_checker()
+            for verb, payload in (("pause", None), ("resume", None), ("extend", {"max_trials": 9}),
+                                  ("trials", {"params": {"{n}": "2"}})):
+                r = t.server.post(f"/sweeps/{sid}/{verb}", payload, headers=bearer(t.alice))
+                refused(r, 403, ["bob", "only bob or an admin"], f"alice's POST /sweeps/{{id}}/{verb} of bob's sweep")
+                api.response("POST", f"/sweeps/{{id}}/{verb}", r, f"the 403 of POST /sweeps/{{id}}/{verb}")
+            w = sweep_of(t, t.bob, sid)
+            check(w["status"] == "running" and w["n_trials"] == 3 and len(w["trials"]) <= 1,
+                  f"bob's sweep is as it was: {w['status']} {w['n_trials']} {len(w['trials'])}")
+            r = t.server.post(f"/sweeps/{sid}/trials", {"params": {"{n}": "3"}}, headers=bearer(t.carol))
+            check(r.status == 201, f"carol, an admin, enqueues a configuration: {r.status} {r.body[:300]!r}")
+            r = t.server.post(f"/sweeps/{sid}/pause", headers=bearer(t.bob))
+            check(r.status == 202 and r.json()["status"] == "paused", f"bob pauses his sweep: {r.status} {r.body[:300]!r}")
+            r = t.server.post(f"/sweeps/{sid}/resume", headers=bearer(t.bob))
+            check(r.status == 202, f"and resumes it: {r.status} {r.body[:300]!r}")
+            open(go, "w").close()
+            w = wait_sweep(t, sid)
+            if not check(w and w["status"] == "succeeded", f"it succeeds: {w and (w['status'], w['reason'])}"):
+                return
+            check([x["params"]["{n}"] for x in w["trials"]] == ["1", "3", "2"],
+                  f"the enqueued configuration is the next trial, the grid's own point 3 not made again: "
+                  f"{[x['params'] for x in w['trials']]}")
+            runs = [x for x in t.get(t.bob, "/runs?limit=100").json()["runs"] if x.get("sweep_id") == sid]
+            check(len(runs) == 3 and all(x["owner"] == "bob" for x in runs),
+                  f"every trial's run is bob's, the one carol enqueued too: {[(x['id'], x['owner']) for x in runs]}")
+            mine = t.get(t.bob, f"/sweeps/{sid}").json()
+            check(mine["best"]["config"]["env"]["API_KEY"] == "sekrit-env-A1",
+                  f"bob sees his best trial's full config: {mine['best'].get('config', {}).get('env')}")
+            theirs = t.get(t.alice, f"/sweeps/{sid}")
+            cfg = theirs.json()["best"].get("config") or {}
+            check("sekrit" not in theirs.body.decode() and cfg.get("env") == {"API_KEY": "<hidden>"} and
+                  "/best/config/env" in (theirs.json().get("hidden") or []),
+                  f"alice sees it masked: {cfg.get('env')} {theirs.json().get('hidden')}")
+            api.response("GET", "/sweeps/{id}", theirs, "alice's masked GET /sweeps/{id} with best.config")
     finally:
         shutil.rmtree(go_dir, ignore_errors=True)
 
