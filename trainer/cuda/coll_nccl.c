@@ -488,6 +488,9 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         .node_rank = rv->node_rank,
         .shard_rank = rank,
         .shard_world = rv->world_size,
+        .width = rv->world_size, /* one part per rank (the parts reduce-scatter is the cpu engine's) */
+        .first_part = rank,
+        .parts = 1,
         .allreduce_avg_f32 = nccl_allreduce_avg_f32,
         .allreduce_sum_f64 = nccl_allreduce_sum_f64,
         .reduce_scatter_avg_f32 = nccl_reduce_scatter_avg_f32,
