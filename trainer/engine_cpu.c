@@ -484,6 +484,10 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
         free(c);
         return NULL;
     }
+    /* DDPD_CPU_REDUCE=ranks (benchmarks: bench/shards.sh): one shard per rank summed the
+     * way it was before batch shards, by the rank-order reduce-scatter; the same bits */
+    const char *reduce = getenv("DDPD_CPU_REDUCE");
+    if (reduce && !strcmp(reduce, "ranks") && c->parts == 1) c->fixed = 0;
     const idx_dataset *d = p->test;
     if (model_shape_init(&e->shape, p->cfg, 1, d->rows, d->cols, d->num_classes, err, errlen) != 0) {
         free(c);

@@ -155,8 +155,13 @@ def case_world_sizes(t, w):
     # each computed on their own and summed in shard order however many processes hold
     # them, so 4, 2 and 1 ranks give the very same bits (adam and clipping here;
     # sgd with momentum and a step schedule next).
-    same_across_ranks(t, w, "adam-clip", config(**{"distributed.world_size": 4, "train.epochs": 2,
-                                                    "train.grad_clip_norm": 0.5}))
+    cfg = config(**{"distributed.world_size": 4, "train.epochs": 2, "train.grad_clip_norm": 0.5})
+    digest = same_across_ranks(t, w, "adam-clip", cfg)
+    # one shard per rank: the same bits as the rank-order reduction of before batch
+    # shards (DDPD_CPU_REDUCE=ranks, what bench/shards.sh compares against)
+    before = Run(t, w, "adam-clip-rank-order", cfg, extra_env={"DDPD_CPU_REDUCE": "ranks"})
+    check(before.wait() == 0, f"the rank-order reduction runs: {before.stderr}")
+    check(sha(before.checkpoint(1)) == digest, "one shard per rank gives the bytes of the rank-order reduction")
     same_across_ranks(t, w, "sgd-step", config(**{
         "distributed.world_size": 4, "train.epochs": 2,
         "train.optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True},
