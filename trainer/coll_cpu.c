@@ -207,10 +207,16 @@ int coll_set_width(coll_comm *c, int width) {
     return 0;
 }
 
-void coll_part_share(const coll_comm *c, size_t n, size_t *lo, size_t *hi) {
+void coll_part_share_of(size_t n, int width, int ranks, int rank, size_t *lo, size_t *hi) {
+    int first, count;
     size_t a, b;
-    coll_share(n, c->width, c->first_part, lo, &b);
-    coll_share(n, c->width, c->first_part + c->parts - 1, &a, hi);
+    coll_parts_of(width, ranks, rank, &first, &count);
+    coll_share(n, width, first, lo, &b);
+    coll_share(n, width, first + count - 1, &a, hi);
+}
+
+void coll_part_share(const coll_comm *c, size_t n, size_t *lo, size_t *hi) {
+    coll_part_share_of(n, c->width, c->world_size, c->rank, lo, hi);
 }
 
 /* The barrier every synchronisation goes through, counted with the time spent in it. */

@@ -143,6 +143,8 @@ int coll_set_width(coll_comm *c, int width);
  * of its parts' shares, part s owning coll_share(n, width, s). With one part per rank
  * that is coll_share(n, world_size, rank). */
 void coll_part_share(const coll_comm *c, size_t n, size_t *lo, size_t *hi);
+/* The same for any rank of a run of `width` shards on `ranks` ranks. */
+void coll_part_share_of(size_t n, int width, int ranks, int rank, size_t *lo, size_t *hi);
 
 /* --- cpu backend ---------------------------------------------------------------
  * The launcher creates the group before forking (an anonymous MAP_SHARED mapping:
