@@ -308,8 +308,7 @@ static void read_train(json_t *doc, run_config *c) {
 static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.world_size = (int)integer_at(doc, "/distributed/world_size");
     c->distributed.nodes = (int)integer_at(doc, "/distributed/nodes");
-    json_t *least = value_at(doc, "/distributed/min_world_size"); /* absent: not elastic */
-    c->distributed.min_world_size = json_is_integer(least) ? (int)json_integer_value(least) : c->distributed.world_size;
+    c->distributed.min_world_size = (int)integer_at(doc, "/distributed/min_world_size");
     c->distributed.backend = enum_at(doc, "/distributed/backend", backend_names, COUNT(backend_names));
     c->distributed.gpu_memory_fraction = number_at(doc, "/distributed/gpu_memory_fraction");
     c->distributed.bucket_mb = number_at(doc, "/distributed/bucket_mb");

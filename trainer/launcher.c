@@ -97,10 +97,11 @@ static void hand_usr1_on(int sig) {
 static int plan_ranks(launcher *L) {
     const run_config *c = &L->cfg;
     int ranks = L->o->ranks, width = c->distributed.world_size;
+    int least = c->distributed.min_world_size ? c->distributed.min_world_size : width; /* 0: not elastic */
     if (!ranks) return 0;
-    if (ranks > width || ranks < c->distributed.min_world_size) {
+    if (ranks > width || ranks < least) {
         fprintf(stderr, "ddp-trainer: --ranks %d is outside the run's range: from distributed.min_world_size (%d) "
-                "to distributed.world_size (%d)\n", ranks, c->distributed.min_world_size, width);
+                "to distributed.world_size (%d)\n", ranks, least, width);
         return -1;
     }
     if (ranks != width && L->o->nodes > 1) {
