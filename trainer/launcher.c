@@ -75,7 +75,7 @@ static void send_hello(launcher *L) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     json_t *hello = json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size",
-                              L->world);
+                              L->cfg.distributed.world_size); /* the run's width, however many ranks (--ranks) */
     event_emit(L->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
