@@ -447,6 +447,7 @@ static void test_set_width_validation(void) {
     CHECK(coll_set_width(c, 1) == -1, "a width below the ranks is refused");
     CHECK(coll_set_width(c, 2 * COLL_MAX_PARTS + 2) == -1, "more than COLL_MAX_PARTS parts per rank are refused");
     CHECK(coll_set_width(c, 5) == 0 && c->first_part == 2 && c->parts == 3, "width 5 on 2 ranks: rank 1 has parts 2-4");
+    free(c); /* a rank's comm lives until its process exits; this one is the parent's: one calloc */
     coll_cpu_group_destroy(g);
 }
 

@@ -629,6 +629,7 @@ static void test_parts_avg(void) {
                memcmp(got, parts, sizeof(float) * n) == 0 ? "yes" : "NO");
         cudaFree(d_src), cudaFree(d_dst);
         free(src), free(got);
+        free(c); /* a rank's comm lives until its process exits; this one is ours: one calloc */
         coll_cpu_group_destroy(g);
     }
 }
