@@ -137,6 +137,17 @@ static void check_nodes_divide_ranks(json_t *doc, schema_errors *errs) {
                           "): every node runs as many ranks", world_size);
 }
 
+/* An elastic range runs from min_world_size up to world_size. */
+static void check_min_world_size(json_t *doc, schema_errors *errs) {
+    json_int_t least, world_size;
+    if (!usable_integer(doc, errs, "/distributed/min_world_size", &least)) return;
+    if (!usable_integer(doc, errs, "/distributed/world_size", &world_size)) return;
+    if (least > world_size)
+        schema_errors_add(errs, "/distributed/min_world_size",
+                          "must not exceed /distributed/world_size (%" JSON_INTEGER_FORMAT
+                          "): lower it, or widen the run", world_size);
+}
+
 /* Momentum and Nesterov belong to SGD; Adam's momentum is beta1. */
 static void check_sgd_only_options(json_t *doc, schema_errors *errs) {
     const char *type = usable_string(doc, errs, "/train/optimizer/type");
@@ -204,6 +215,7 @@ int run_config_validate(json_t *doc, schema_errors *errs) {
     if (json_is_object(doc)) {
         check_nodes_divide_ranks(doc, errs);
         check_restart_backoff(doc, errs);
+        check_min_world_size(doc, errs);
     }
     if (json_is_object(doc) && !command_run_is(doc)) {
         check_batch_divides_among_ranks(doc, errs);
@@ -309,6 +321,7 @@ static void read_train(json_t *doc, run_config *c) {
 static void read_distributed(json_t *doc, run_config *c) {
     c->distributed.world_size = (int)integer_at(doc, "/distributed/world_size");
     c->distributed.nodes = (int)integer_at(doc, "/distributed/nodes");
+    c->distributed.min_world_size = (int)integer_at(doc, "/distributed/min_world_size");
     c->distributed.backend = enum_at(doc, "/distributed/backend", backend_names, COUNT(backend_names));
     c->distributed.gpu_memory_fraction = number_at(doc, "/distributed/gpu_memory_fraction");
     c->distributed.bucket_mb = number_at(doc, "/distributed/bucket_mb");

@@ -86,7 +86,8 @@ typedef struct {
         } lr_schedule;
     } train;
     struct {
-        int world_size;
+        int world_size;     /* a built-in run: its logical width (batch shards), whatever ranks hold them */
+        int min_world_size; /* the fewest ranks it may train on; 0 = world_size (run_config_min_ranks) */
         int nodes; /* 0 = automatic: this host when the run fits, else the fewest nodes that hold it */
         backend_kind backend;
         double gpu_memory_fraction;

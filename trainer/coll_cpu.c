@@ -90,7 +90,8 @@ typedef struct {
     _Alignas(CACHE_LINE) uint64_t src_off; /* offset in its arena, or STAGED */
     uint64_t count;                        /* elements: must agree */
     uint64_t side_count;                   /* side sums: must agree */
-    double side[COLL_MAX_SIDE_SUMS];
+    uint64_t stride, parts, part_m;        /* reduce_scatter_parts: its parts' layout and side sums each */
+    double side[COLL_MAX_SIDE_SUMS * COLL_MAX_PARTS]; /* part j's side sum i at j * part_m + i */
 } rank_desc;
 
 typedef struct {
@@ -121,6 +122,14 @@ typedef struct {
     int all_in_arenas;
     double *side;             /* side sums in, their totals over ranks out (side_count of them) */
     size_t side_count;
+    /* reduce_scatter_parts: my parts (0: not that call), their stride and side sums
+     * (part_m each, in part_side); after publish every rank's parts and stride */
+    int parts;
+    size_t stride, part_m;
+    const double *part_side;
+    int nparts[MAX_WORLD];
+    uint64_t strides[MAX_WORLD];
+    int set;                  /* the descriptor set this call published in */
 } call_plan;
 
 typedef void reduce_fn(void *dst, const void *const *srcs, int world, size_t n);
@@ -173,6 +182,41 @@ static void share_range(size_t m, size_t elem, int world, int rank, size_t *lo, 
 
 void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi) {
     share_range(n, sizeof(float), world_size, rank, lo, hi);
+}
+
+void coll_parts_of(int width, int ranks, int rank, int *first, int *count) {
+    long w = width, r = ranks;
+    *first = (int)(rank * w / r);
+    *count = (int)((rank + 1) * w / r) - *first;
+}
+
+int coll_set_width(coll_comm *c, int width) {
+    int first, count;
+    if (width < c->world_size || width > MAX_WORLD) {
+        errno = EINVAL;
+        return -1;
+    }
+    coll_parts_of(width, c->world_size, c->rank, &first, &count);
+    if (count > COLL_MAX_PARTS || (width > c->world_size && !c->reduce_scatter_parts_f32_ex)) {
+        errno = EINVAL;
+        return -1;
+    }
+    c->width = width;
+    c->first_part = first;
+    c->parts = count;
+    return 0;
+}
+
+void coll_part_share_of(size_t n, int width, int ranks, int rank, size_t *lo, size_t *hi) {
+    int first, count;
+    size_t a, b;
+    coll_parts_of(width, ranks, rank, &first, &count);
+    coll_share(n, width, first, lo, &b);
+    coll_share(n, width, first + count - 1, &a, hi);
+}
+
+void coll_part_share(const coll_comm *c, size_t n, size_t *lo, size_t *hi) {
+    coll_part_share_of(n, c->width, c->world_size, c->rank, lo, hi);
 }
 
 /* The barrier every synchronisation goes through, counted with the time spent in it. */
@@ -252,6 +296,9 @@ static void plan_call(cpu_comm *c, call_plan *p, void *buf, size_t n, size_t ele
     p->my_off = arena_offset(c, buf, n * elem);
     p->side = NULL;
     p->side_count = 0;
+    p->parts = 0;
+    p->stride = p->part_m = 0;
+    p->part_side = NULL;
 }
 
 /* Publish where my buffer is (staging chunk 0 if it is outside my arena and the
@@ -267,6 +314,11 @@ static int publish(cpu_comm *c, call_plan *p, int may_stage) {
     mine->count = p->n;
     mine->side_count = p->side_count;
     for (size_t i = 0; i < p->side_count; i++) mine->side[i] = p->side[i];
+    mine->parts = (uint64_t)p->parts;
+    mine->stride = p->stride;
+    mine->part_m = p->part_m;
+    for (size_t i = 0; i < (size_t)p->parts * p->part_m; i++) mine->side[i] = p->part_side[i];
+    p->set = (int)set;
     if (may_stage && p->my_off == STAGED) stage_chunk(c, p, 0);
     if (sync_all(c) != 0) return -1;
     p->all_in_arenas = 1;
@@ -276,7 +328,13 @@ static int publish(cpu_comm *c, call_plan *p, int may_stage) {
             errno = EINVAL;
             return -1;
         }
+        if ((p->parts > 0) != (d->parts > 0) || d->part_m != p->part_m) {
+            errno = EINVAL;
+            return -1;
+        }
         p->offs[k] = d->src_off;
+        p->nparts[k] = (int)d->parts;
+        p->strides[k] = d->stride;
         if (d->src_off == STAGED) p->all_in_arenas = 0;
     }
     for (size_t i = 0; i < p->side_count; i++) { /* ((s0 + s1) + s2) + ...: reduce_sum_f64's order */
@@ -432,6 +490,85 @@ static int cpu_reduce_scatter_avg_f32_ex(coll_comm *pub, float *buf, size_t n, d
     unsigned char *bufs[MAX_WORLD];
     arena_bufs(c, p, bufs);
     reduce_and_consume(c, bufs, p->buf, lo, hi, consume, arg);
+    return 0;
+}
+
+/* --- the fixed-order reduce-scatter over batch shards (parts) ---------------------- */
+
+/* Every part's buffer of this call, in part order: rank k's parts follow each other
+ * in its arena at its stride. 0, or -1 when the parts do not make the width. */
+static int part_bufs(cpu_comm *c, const call_plan *p, unsigned char **bufs) {
+    int s = 0;
+    for (int k = 0; k < c->pub.world_size; k++)
+        for (int j = 0; j < p->nparts[k]; j++) {
+            if (s == c->pub.width) return -1;
+            bufs[s++] = peer_buf(c, p, k) + (size_t)j * p->strides[k] * sizeof(float);
+        }
+    return s == c->pub.width ? 0 : -1;
+}
+
+/* sums[0..m) <- the total over all parts of their side sums, in part order:
+ * ((part 0 + part 1) + part 2) + ..., as reduce_sum_f64 adds. */
+static void total_part_sides(cpu_comm *c, const call_plan *p, double *sums, size_t m) {
+    for (size_t i = 0; i < m; i++) {
+        double total = 0;
+        int s = 0;
+        for (int k = 0; k < c->pub.world_size; k++) {
+            const rank_desc *d = desc_of(c, (unsigned)p->set, k);
+            for (int j = 0; j < p->nparts[k]; j++, s++) total = s ? total + d->side[(size_t)j * m + i] : d->side[i];
+        }
+        sums[i] = total;
+    }
+}
+
+static int cpu_reduce_scatter_parts_f32_ex(coll_comm *pub, float *buf, size_t stride, size_t n, double *sums,
+                                           size_t m, coll_consume_fn consume, void *arg) {
+    cpu_comm *c = (cpu_comm *)pub;
+    if (aborted(c)) return -1;
+    if (m > COLL_MAX_SIDE_SUMS || pub->parts < 1 || pub->parts > COLL_MAX_PARTS || (pub->parts > 1 && stride < n)) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t lo, hi;
+    coll_part_share(pub, n, &lo, &hi);
+    if (pub->width == 1) { /* one part: it is its own average */
+        reduce_and_consume(c, NULL, NULL, lo, hi, consume, arg);
+        return 0;
+    }
+    call_plan *p = this_thread_plan();
+    plan_call(c, p, buf, (size_t)(pub->parts - 1) * stride + n, sizeof(float));
+    p->n = n; /* the count every rank must agree on; my_off covered all my parts */
+    p->parts = pub->parts;
+    p->stride = stride;
+    p->part_m = m;
+    p->part_side = sums;
+    if (pub->world_size == 1) { /* every part is mine: no peer to meet */
+        p->offs[0] = p->my_off;
+        p->all_in_arenas = p->my_off != STAGED;
+        p->nparts[0] = pub->parts;
+        p->strides[0] = stride;
+        if (p->my_off == STAGED) {
+            errno = EINVAL;
+            return -1;
+        }
+        rank_desc *mine = desc_of(c, (unsigned)(c->calls & 1), 0);
+        mine->part_m = m;
+        for (size_t i = 0; i < (size_t)p->parts * m; i++) mine->side[i] = sums[i];
+        p->set = (int)(c->calls & 1);
+    } else if (publish(c, p, 0) != 0) {
+        return -1;
+    }
+    unsigned char *bufs[MAX_WORLD];
+    if (!p->all_in_arenas || p->my_off == STAGED || part_bufs(c, p, bufs) != 0) {
+        errno = EINVAL; /* every part's buffer must be in its arena; the parts must make the width */
+        return -1;
+    }
+    total_part_sides(c, p, sums, m);
+    for (size_t o = lo; o < hi; o += CONSUME_PIECE) {
+        size_t end = min_size(hi, o + CONSUME_PIECE);
+        reduce_range(pub->width, sizeof(float), bufs, &p->buf, 1, o, end, reduce_avg_f32);
+        if (consume) consume(arg, o, end);
+    }
     return 0;
 }
 
@@ -630,6 +767,10 @@ coll_comm *coll_cpu_attach(coll_cpu_group *g, int rank) {
     c->pub.reduce_scatter_avg_f32 = cpu_reduce_scatter_avg_f32;
     c->pub.allgather_f32 = cpu_allgather_f32;
     c->pub.reduce_scatter_avg_f32_ex = cpu_reduce_scatter_avg_f32_ex;
+    c->pub.reduce_scatter_parts_f32_ex = cpu_reduce_scatter_parts_f32_ex;
+    c->pub.width = (int)k->world;
+    c->pub.first_part = rank;
+    c->pub.parts = 1;
     c->pub.broadcast = cpu_broadcast;
     c->pub.barrier = cpu_barrier;
     c->pub.broadcast_shared = cpu_broadcast_shared;

@@ -13,6 +13,8 @@ typedef struct coll_comm coll_comm;
 
 /* The most doubles reduce_scatter_avg_f32_ex carries beside its buffer. */
 #define COLL_MAX_SIDE_SUMS 8
+/* The most batch shards one rank computes (reduce_scatter_parts_f32_ex). */
+#define COLL_MAX_PARTS 64
 
 /* Called by reduce_scatter_avg_f32_ex on [lo, hi) (offsets into its buffer) of the
  * rank's share, once that piece holds its average. */
@@ -29,6 +31,12 @@ struct coll_comm {
      * host keeps a whole copy of what is sharded, split among its own ranks (its
      * local rank among its L ranks). */
     int shard_rank, shard_world;
+    /* The run's logical width and this rank's part of it. The global batch is split
+     * into `width` batch shards ("parts", numbered 0..width-1), always the same
+     * whatever number of processes holds them; this rank computes `parts` of them,
+     * first_part .. first_part+parts-1 (coll_parts_of). One part per rank
+     * (width == world_size, first_part == rank) unless coll_set_width said otherwise. */
+    int width, first_part, parts;
     /* buf <- average over ranks of buf. Fixed summation order (rank 0, 1, ...; across
      * nodes, each host's average over its ranks in rank order, then the average of
      * those in the order of gloo's ring): every rank ends with bit-identical values,
@@ -53,6 +61,19 @@ struct coll_comm {
      * while it is still in cache. NULL where a backend lacks it. */
     int (*reduce_scatter_avg_f32_ex)(coll_comm *c, float *buf, size_t n, double *sums, size_t m,
                                      coll_consume_fn consume, void *arg);
+    /* The fixed-order reduce-scatter of a run whose ranks compute several batch
+     * shards each. This rank's part first_part+j has its buffer at buf + j * stride
+     * (j < parts; all in its arena); afterwards this rank's share of buf
+     * (coll_part_share) holds, element by element,
+     *     ((part_0 + part_1) + ... + part_{width-1}) * (1 / width)
+     * summed in part order whatever the number of ranks and whoever holds which part:
+     * the same bits on 1 rank or on width ranks (with one part each it is
+     * reduce_scatter_avg_f32_ex's rank order). sums[j * m + i] (m <= COLL_MAX_SIDE_SUMS)
+     * is side sum i of local part j; afterwards sums[i] is their total over all parts,
+     * in part order. `consume` as in reduce_scatter_avg_f32_ex. The rest of the
+     * buffers is unspecified. NULL where a backend lacks it (across nodes). */
+    int (*reduce_scatter_parts_f32_ex)(coll_comm *c, float *buf, size_t stride, size_t n, double *sums, size_t m,
+                                       coll_consume_fn consume, void *arg);
     /* buf on every rank <- buf on `root`. */
     int (*broadcast)(coll_comm *c, void *buf, size_t bytes, int root);
     /* The same for memory from alloc_shared that `root` has written: afterwards every
@@ -108,6 +129,22 @@ struct coll_comm {
  * all-gather: equal parts rounded up to whole cache lines (the last may be short or
  * empty). The same for every backend. */
 void coll_share(size_t n, int world_size, int rank, size_t *lo, size_t *hi);
+
+/* Which batch shards of a run of logical width `width` on `ranks` processes `rank`
+ * computes: [*first, *first + *count), contiguous, in rank order, as even as can be
+ * (rank r: floor(r W / P) to floor((r+1) W / P)). */
+void coll_parts_of(int width, int ranks, int rank, int *first, int *count);
+/* Sets the comm's logical width (width >= world_size): its rank's parts from
+ * coll_parts_of. -1 (EINVAL) when the width is below the ranks or above
+ * COLL_MAX_PARTS per rank, or when it is wider than the ranks and the backend has no
+ * reduce_scatter_parts_f32_ex. */
+int coll_set_width(coll_comm *c, int width);
+/* This rank's share [*lo, *hi) of n floats in reduce_scatter_parts_f32_ex: the union
+ * of its parts' shares, part s owning coll_share(n, width, s). With one part per rank
+ * that is coll_share(n, world_size, rank). */
+void coll_part_share(const coll_comm *c, size_t n, size_t *lo, size_t *hi);
+/* The same for any rank of a run of `width` shards on `ranks` ranks. */
+void coll_part_share_of(size_t n, int width, int ranks, int rank, size_t *lo, size_t *hi);
 
 /* --- cpu backend ---------------------------------------------------------------
  * The launcher creates the group before forking (an anonymous MAP_SHARED mapping:

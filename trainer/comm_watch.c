@@ -54,6 +54,11 @@ static int w_reduce_scatter_avg_f32_ex(coll_comm *c, float *buf, size_t n, doubl
     coll_comm *in = enter(c);
     return leave(c, in, in->reduce_scatter_avg_f32_ex(in, buf, n, sums, m, consume, arg));
 }
+static int w_reduce_scatter_parts_f32_ex(coll_comm *c, float *buf, size_t stride, size_t n, double *sums,
+                                          size_t m, coll_consume_fn consume, void *arg) {
+    coll_comm *in = enter(c);
+    return leave(c, in, in->reduce_scatter_parts_f32_ex(in, buf, stride, n, sums, m, consume, arg));
+}
 static int w_broadcast_shared(coll_comm *c, void *buf, size_t bytes, int root) {
     coll_comm *in = enter(c);
     return leave(c, in, in->broadcast_shared(in, buf, bytes, root));
@@ -104,6 +109,7 @@ coll_comm *comm_watch_wrap(coll_comm *inner, run_board *board, int slot) {
     w->pub.alloc = w_alloc;
     /* the optional calls stay NULL where the backend lacks them */
     w->pub.reduce_scatter_avg_f32_ex = inner->reduce_scatter_avg_f32_ex ? w_reduce_scatter_avg_f32_ex : NULL;
+    w->pub.reduce_scatter_parts_f32_ex = inner->reduce_scatter_parts_f32_ex ? w_reduce_scatter_parts_f32_ex : NULL;
     w->pub.alloc_shared = inner->alloc_shared ? w_alloc_shared : NULL;
     w->pub.alloc_mirrored = inner->alloc_mirrored ? w_alloc_mirrored : NULL;
     w->pub.mirror_f32 = inner->mirror_f32 ? w_mirror_f32 : NULL;

@@ -26,16 +26,20 @@ typedef struct {
     /* Initialises the parameters (PyTorch's scheme, from `seed`) identically on
      * every rank: rank 0 draws them and broadcasts. Collective. */
     int (*init_params)(engine *e, uint64_t seed);
-    /* One optimisation step on this rank's examples `indices[0..rows)` of the
-     * training set with learning rate `lr`: forward, backward with the gradients
-     * averaged over ranks, clipping, optimizer update. `global_step` (steps done
-     * before this one) keys the dropout masks. *loss gets the batch loss averaged
-     * over ranks. Collective; -1 when the group was aborted. */
-    int (*step)(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss);
-    /* Sums over test examples [begin, end) of this rank: sums[0] loss, sums[1] hits
-     * (batch norm with running statistics, no dropout). Collective (per-rank batch
-     * norm statistics: rank 0's are shared first, as in sync_to_host). */
-    int (*evaluate)(engine *e, size_t begin, size_t end, double sums[2]);
+    /* One optimisation step with learning rate `lr` on this rank's batch shards
+     * (comm->parts of them, comm->first_part first): shard j's examples are
+     * `indices[j][0..rows[j])` of the training set. Forward and backward of each
+     * shard on its own, the gradients averaged over all the run's shards (in shard
+     * order, whatever the number of ranks, where the backend can:
+     * reduce_scatter_parts_f32_ex), clipping, optimizer update. `global_step` (steps
+     * done before this one) keys the dropout masks. *loss gets the batch loss
+     * averaged over shards. Collective; -1 when the group was aborted. */
+    int (*step)(engine *e, const size_t *const *indices, const int *rows, double lr, long global_step, double *loss);
+    /* Sums over test examples [begin[j], end[j]) for j < ranges (this rank's batch
+     * shards' parts of the test set): sums[2 j] loss, sums[2 j + 1] hits (batch norm
+     * with running statistics, no dropout). Collective (per-rank batch norm
+     * statistics: rank 0's are shared first, as in sync_to_host). */
+    int (*evaluate)(engine *e, int ranges, const size_t *begin, const size_t *end, double *sums);
     /* Brings the host views (params, stats, opt) up to date. Collective: with
      * per-rank batch norm statistics, every rank gets rank 0's running statistics
      * (as DDP's broadcast_buffers), which evaluation then uses. */

@@ -65,14 +65,21 @@ typedef struct {
 typedef struct {
     engine pub;
     const idx_dataset *train, *test;
-    model_workspace ws;
-    float *grads;       /* this rank's own */
-    uint8_t *labels;
+    int parts;          /* the batch shards this rank computes (comm->parts) */
+    int fixed;          /* the backend sums shards in shard order (reduce_scatter_parts_f32_ex) */
+    model_workspace ws[COLL_MAX_PARTS]; /* one per batch shard; ws[0] also evaluates */
+    float *grads;       /* this rank's own: shard j's at grads + j * grad_stride */
+    size_t grad_stride;
+    uint8_t *labels;    /* shard j's at labels + j * label_stride */
+    size_t label_stride;
+    float *spare_stats; /* running statistics of shards past the first: never read (only shard 0's count) */
+    double *totals;     /* width * (the longest sums) doubles: sums over shards, one row per shard */
+    size_t totals_max;
     grad_buckets buckets;
     double lr;          /* of the step in progress */
-    const double *loss_sum; /* of the step in progress: complete before the first bucket */
-    int rows;
-    double loss_mean;   /* this rank's batch loss (its mean), then summed over ranks */
+    double loss_sum[COLL_MAX_PARTS]; /* of the step in progress: complete before the first bucket */
+    int rows[COLL_MAX_PARTS];
+    double loss_mean[COLL_MAX_PARTS]; /* each shard's batch loss (its mean), then their sum over shards */
     int defer_update;   /* clipping: update once the global norm is known */
     int unsettled;      /* shards were updated since the last settle barrier */
     const grad_bucket *updating; /* the bucket whose shard the consumer updates */
@@ -103,11 +110,40 @@ static int cpu_init_params(engine *e, uint64_t seed) {
     return e->comm->broadcast(e->comm, e->params, sizeof(float) * e->shape.n_params, 0);
 }
 
-/* model_pass.allreduce_sum for sync batch norm. */
+/* model_pass.allreduce_sum for sync batch norm (backends without the fixed order). */
 static int sum_over_ranks(void *arg, double *buf, size_t n) {
     coll_comm *comm = arg;
     return comm->allreduce_sum_f64(comm, buf, n);
 }
+
+/* totals[s * m + i] holds value i of shard s for this rank's shards, zeros for the
+ * others' (the caller wrote them): out[i] <- the sum over every shard of the run in
+ * shard order, ((v_0 + v_1) + v_2) + ..., the same bits whatever the number of ranks.
+ * The sum over ranks adds each value to zeros only, which is exact but for the sign
+ * of a zero; every value goes through a + 0.0 so that a zero's sign never depends
+ * on whether a peer's zero was added to it. */
+static int total_over_shards(cpu_engine *c, size_t m, double *out) {
+    engine *e = &c->pub;
+    coll_comm *comm = e->comm;
+    size_t width = (size_t)comm->width;
+    if (width == 1) {
+        memcpy(out, c->totals, m * sizeof(double));
+        return 0;
+    }
+    if (comm->world_size > 1 && comm->allreduce_sum_f64(comm, c->totals, width * m) != 0) return -1;
+    for (size_t i = 0; i < m; i++) {
+        double t = c->totals[i] + 0.0;
+        for (size_t k = 1; k < width; k++) t += c->totals[k * m + i] + 0.0;
+        out[i] = t;
+    }
+    return 0;
+}
+
+/* This rank's shards' rows of c->totals, others zero. */
+static double *shard_row(cpu_engine *c, int j, size_t m) {
+    return c->totals + (size_t)(c->pub.comm->first_part + j) * m;
+}
+static void clear_totals(cpu_engine *c, size_t m) { memset(c->totals, 0, (size_t)c->pub.comm->width * m * sizeof(double)); }
 
 /* Per-rank batch norm: every rank takes rank 0's running statistics. */
 static int share_rank0_stats(engine *e) {
@@ -119,22 +155,24 @@ static int share_rank0_stats(engine *e) {
  * over the dataset, each a cache and TLB miss the prefetcher cannot guess. */
 #define INPUT_PREFETCH_ROWS 4
 
-static void gather_inputs(cpu_engine *c, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
+static void gather_inputs(cpu_engine *c, int j, const idx_dataset *d, const size_t *indices, size_t first, int rows) {
     size_t pixels = (size_t)d->rows * d->cols;
+    uint8_t *labels = c->labels + (size_t)j * c->label_stride;
     for (int i = 0; i < rows; i++) {
         size_t k = indices ? indices[i] : first + (size_t)i;
         if (indices && i + INPUT_PREFETCH_ROWS < rows) {
             const uint8_t *ahead = d->images + indices[i + INPUT_PREFETCH_ROWS] * pixels;
             for (size_t o = 0; o < pixels; o += 64) __builtin_prefetch(ahead + o);
         }
-        k_u8_to_f32(c->ws.act[0] + (size_t)i * pixels, d->images + k * pixels, pixels, PIXEL_SCALE);
-        c->labels[i] = d->labels[k];
+        k_u8_to_f32(c->ws[j].act[0] + (size_t)i * pixels, d->images + k * pixels, pixels, PIXEL_SCALE);
+        labels[i] = d->labels[k];
     }
 }
 
-/* This rank's shard [lo, hi) of a bucket. */
+/* This rank's shard [lo, hi) of a bucket: the one its collective reduces. */
 static void shard_of(const engine *e, const grad_bucket *b, size_t *lo, size_t *hi) {
-    coll_share(b->end - b->begin, e->comm->shard_world, e->comm->shard_rank, lo, hi);
+    if (((const cpu_engine *)e)->fixed) coll_part_share(e->comm, b->end - b->begin, lo, hi);
+    else coll_share(b->end - b->begin, e->comm->shard_world, e->comm->shard_rank, lo, hi);
     *lo += b->begin;
     *hi += b->begin;
 }
@@ -163,10 +201,14 @@ static int on_bucket_ready(void *arg, const grad_bucket *b) {
     coll_comm *comm = e->comm;
     uint64_t t0 = (uint64_t)mono_ns(), w0 = blocked_ns(comm);
     int last = b == &c->buckets.bucket[c->buckets.n_buckets - 1];
-    if (last) c->loss_mean = *c->loss_sum / c->rows;
+    if (last)
+        for (int j = 0; j < c->parts; j++) c->loss_mean[j] = c->loss_sum[j] / c->rows[j];
     c->updating = b;
-    int rc = comm->reduce_scatter_avg_f32_ex(comm, c->grads + b->begin, b->end - b->begin, &c->loss_mean,
-                                             last ? 1 : 0, c->defer_update ? NULL : update_piece, c);
+    coll_consume_fn consume = c->defer_update ? NULL : update_piece;
+    int rc = c->fixed ? comm->reduce_scatter_parts_f32_ex(comm, c->grads + b->begin, c->grad_stride, b->end - b->begin,
+                                                          c->loss_mean, last ? 1 : 0, consume, c)
+                      : comm->reduce_scatter_avg_f32_ex(comm, c->grads + b->begin, b->end - b->begin, c->loss_mean,
+                                                        last ? 1 : 0, consume, c);
     if (!c->defer_update) c->unsettled = sharded(e);
     c->timer.in_buckets_ns += (uint64_t)mono_ns() - t0;
     c->timer.bucket_wait_ns += blocked_ns(comm) - w0;
@@ -177,12 +219,27 @@ static int on_bucket_ready(void *arg, const grad_bucket *b) {
 static int clip_and_update(cpu_engine *c) {
     engine *e = &c->pub;
     double sum = 0;
-    for (int k = 0; k < c->buckets.n_buckets; k++) {
-        size_t lo, hi;
-        shard_of(e, &c->buckets.bucket[k], &lo, &hi);
-        sum += grad_sum_squares(c->grads + lo, hi - lo);
+    if (c->fixed) { /* per batch shard's share of each bucket, totalled in shard order */
+        clear_totals(c, 1);
+        for (int j = 0; j < c->parts; j++) {
+            double part = 0;
+            for (int k = 0; k < c->buckets.n_buckets; k++) {
+                const grad_bucket *b = &c->buckets.bucket[k];
+                size_t lo, hi;
+                coll_share(b->end - b->begin, e->comm->width, e->comm->first_part + j, &lo, &hi);
+                part += grad_sum_squares(c->grads + b->begin + lo, hi - lo);
+            }
+            *shard_row(c, j, 1) = part;
+        }
+        if (total_over_shards(c, 1, &sum) != 0) return -1;
+    } else {
+        for (int k = 0; k < c->buckets.n_buckets; k++) {
+            size_t lo, hi;
+            shard_of(e, &c->buckets.bucket[k], &lo, &hi);
+            sum += grad_sum_squares(c->grads + lo, hi - lo);
+        }
+        if (e->comm->shard_sum_f64(e->comm, &sum, 1) != 0) return -1; /* one copy's shards: the whole gradient */
     }
-    if (e->comm->shard_sum_f64(e->comm, &sum, 1) != 0) return -1; /* one copy's shards: the whole gradient */
     float coef = clip_coefficient(sum, e->cfg->train.grad_clip_norm);
     for (int k = 0; k < c->buckets.n_buckets; k++) {
         size_t lo, hi;
@@ -219,51 +276,84 @@ static void account_step(step_timer *t, uint64_t start, uint64_t inputs_end, uin
     t->steps++;
 }
 
-static int cpu_step(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss) {
+/* Forward and backward of this rank's batch shards, each on its own: one after the
+ * other, or, with sync batch norm, layer by layer up to each batch norm, whose sums
+ * are then totalled over every shard of the run in shard order. Only the last
+ * shard's backward hands buckets over (the others' gradients are complete by then). */
+static int run_shards(cpu_engine *c, const model_pass *passes, long *correct) {
+    engine *e = &c->pub;
+    model_cursor cur[COLL_MAX_PARTS];
+    for (int j = 0; j < c->parts; j++) model_cursor_start(&cur[j]);
+    for (;;) {
+        int held = 0;
+        size_t m = 0;
+        for (int j = 0; j < c->parts; j++) {
+            int last = j == c->parts - 1;
+            if (model_fb_advance(&c->ws[j], e->params, j ? c->spare_stats : e->stats, c->grads + (size_t)j * c->grad_stride,
+                                 c->labels + (size_t)j * c->label_stride, c->rows[j], &passes[j], &c->loss_sum[j],
+                                 correct, last ? grad_buckets_layer_ready : NULL, &c->buckets, &cur[j], &m) == 1)
+                held++;
+            if (c->buckets.failed) return -1;
+        }
+        if (!held) return 0;
+        if (held != c->parts || m > c->totals_max) return -1; /* every shard holds at the same layer */
+        clear_totals(c, m);
+        for (int j = 0; j < c->parts; j++) memcpy(shard_row(c, j, m), c->ws[j].bn_sums, m * sizeof(double));
+        if (total_over_shards(c, m, c->ws[0].bn_sums) != 0) return -1;
+        for (int j = 1; j < c->parts; j++) memcpy(c->ws[j].bn_sums, c->ws[0].bn_sums, m * sizeof(double));
+    }
+}
+
+static int cpu_step(engine *e, const size_t *const *indices, const int *rows, double lr, long global_step,
+                    double *loss) {
     cpu_engine *c = (cpu_engine *)e;
     coll_comm *comm = e->comm;
     step_timer *t = &c->timer;
     uint64_t start = (uint64_t)mono_ns(), w0 = blocked_ns(comm), n0 = comm->net_ns, s0 = comm->syncs;
     t->in_buckets_ns = t->bucket_wait_ns = t->update_ns = 0;
-    gather_inputs(c, c->train, indices, 0, rows);
+    for (int j = 0; j < c->parts; j++) gather_inputs(c, j, c->train, indices[j], 0, rows[j]);
     uint64_t inputs_end = (uint64_t)mono_ns();
     if (settle(c) != 0) return -1; /* the last step's updates (ranks were gathering inputs meanwhile) */
-    double loss_sum = 0;
     long correct = 0;
     c->lr = lr;
-    c->loss_sum = &loss_sum;
-    c->rows = rows;
-    model_pass pass = {.train = 1, .seed = e->cfg->seed, .global_step = global_step, .example_ids = indices};
-    if (e->shape.sync_bn && comm->world_size > 1) {
-        pass.allreduce_sum = sum_over_ranks;
-        pass.allreduce_arg = comm;
+    model_pass passes[COLL_MAX_PARTS];
+    for (int j = 0; j < c->parts; j++) {
+        c->loss_sum[j] = 0;
+        c->rows[j] = rows[j];
+        passes[j] = (model_pass){.train = 1, .seed = e->cfg->seed, .global_step = global_step, .example_ids = indices[j]};
+        if (!c->fixed && e->shape.sync_bn && comm->world_size > 1) {
+            passes[j].allreduce_sum = sum_over_ranks;
+            passes[j].allreduce_arg = comm;
+        }
     }
     grad_buckets_begin(&c->buckets);
     uint64_t fb_start = (uint64_t)mono_ns(), fb_w0 = blocked_ns(comm);
-    if (model_forward_backward(&c->ws, e->params, e->stats, c->grads, c->labels, rows, &pass, &loss_sum, &correct,
-                               grad_buckets_layer_ready, &c->buckets) != 0)
-        return -1;
+    int rc = c->fixed ? run_shards(c, passes, &correct)
+                      : model_forward_backward(&c->ws[0], e->params, e->stats, c->grads, c->labels, rows[0], &passes[0],
+                                               &c->loss_sum[0], &correct, grad_buckets_layer_ready, &c->buckets);
+    if (rc != 0) return -1;
     uint64_t fb_ns = (uint64_t)mono_ns() - fb_start, fb_waited = blocked_ns(comm) - fb_w0;
     if (c->buckets.failed) return -1;
     if (c->defer_update && clip_and_update(c) != 0) return -1;
     optimizer_step_done(&e->opt);
-    *loss = c->loss_mean; /* the sum over ranks of their batch means, from the last bucket */
-    if (comm->world_size > 1) *loss /= comm->world_size;
+    *loss = c->loss_mean[0]; /* the sum over shards of their batch means, from the last bucket */
+    if (comm->width > 1) *loss /= comm->width;
     account_step(t, start, inputs_end, fb_ns, fb_waited, (uint64_t)mono_ns(), blocked_ns(comm) - w0, comm->net_ns - n0,
                  comm->syncs - s0);
     return 0;
 }
 
-static int cpu_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
+static int cpu_evaluate(engine *e, int ranges, const size_t *begin, const size_t *end, double *sums) {
     cpu_engine *c = (cpu_engine *)e;
     if (settle(c) != 0 || share_rank0_stats(e) != 0) return -1;
-    for (size_t i = begin; i < end; i += (size_t)c->ws.max_rows) {
-        int rows = (int)(end - i < (size_t)c->ws.max_rows ? end - i : (size_t)c->ws.max_rows);
-        gather_inputs(c, c->test, NULL, i, rows);
-        long correct = 0;
-        model_evaluate(&c->ws, e->params, e->stats, c->labels, rows, &sums[0], &correct);
-        sums[1] += (double)correct;
-    }
+    for (int j = 0; j < ranges; j++)
+        for (size_t i = begin[j]; i < end[j]; i += (size_t)c->ws[0].max_rows) {
+            int rows = (int)(end[j] - i < (size_t)c->ws[0].max_rows ? end[j] - i : (size_t)c->ws[0].max_rows);
+            gather_inputs(c, 0, c->test, NULL, i, rows);
+            long correct = 0;
+            model_evaluate(&c->ws[0], e->params, e->stats, c->labels, rows, &sums[2 * j], &correct);
+            sums[2 * j + 1] += (double)correct;
+        }
     return 0;
 }
 
@@ -311,8 +401,10 @@ static void cpu_step_profile(engine *e, char *out, size_t n) {
 
 static void cpu_destroy(engine *e) {
     cpu_engine *c = (cpu_engine *)e;
-    model_workspace_free(&c->ws);
+    for (int j = 0; j < COLL_MAX_PARTS; j++) model_workspace_free(&c->ws[j]);
     free(c->labels);
+    free(c->spare_stats);
+    free(c->totals);
     free(e->stats);
     free(c); /* parameters, gradients and optimizer state live in the group's arenas */
 }
@@ -359,10 +451,11 @@ static void use_onednn(cpu_engine *c, const run_config *cfg) {
     }
     char why[256];
     conv_dnnl_set_threads(cfg->distributed.threads_per_rank);
-    int rc = model_workspace_use_onednn(&c->ws, why, sizeof why);
+    int rc = 0;
+    for (int j = 0; j < c->parts; j++) rc |= model_workspace_use_onednn(&c->ws[j], why, sizeof why);
     if (e->comm->rank != 0) return;
     if (rc != 0) log_msg(LOG_WARN, "convolutions through im2col + GEMM: %s", why);
-    else log_msg(LOG_INFO, "convolutions on oneDNN (%s)", model_workspace_conv_impl(&c->ws));
+    else log_msg(LOG_INFO, "convolutions on oneDNN (%s)", model_workspace_conv_impl(&c->ws[0]));
 }
 
 engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
@@ -383,6 +476,18 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     snprintf(e->device, sizeof e->device, "cpu");
     c->train = p->train;
     c->test = p->test;
+    c->parts = p->comm->parts;
+    c->fixed = p->comm->reduce_scatter_parts_f32_ex != NULL;
+    if (c->parts < 1 || c->parts > COLL_MAX_PARTS || (c->parts > 1 && !c->fixed)) {
+        snprintf(err, errlen, "%d batch shards on one rank of the %s collectives: they sum one shard per rank",
+                 c->parts, p->comm->backend);
+        free(c);
+        return NULL;
+    }
+    /* DDPD_CPU_REDUCE=ranks (benchmarks: bench/shards.sh): one shard per rank summed the
+     * way it was before batch shards, by the rank-order reduce-scatter; the same bits */
+    const char *reduce = getenv("DDPD_CPU_REDUCE");
+    if (reduce && !strcmp(reduce, "ranks") && c->parts == 1) c->fixed = 0;
     const idx_dataset *d = p->test;
     if (model_shape_init(&e->shape, p->cfg, 1, d->rows, d->cols, d->num_classes, err, errlen) != 0) {
         free(c);
@@ -391,12 +496,27 @@ engine *engine_cpu_create(const engine_params *p, char *err, size_t errlen) {
     size_t n = e->shape.n_params;
     int states = optimizer_state_count(p->cfg);
     float *state1 = NULL, *state2 = NULL;
-    int ok = (e->params = mirrored_floats(p->comm, n)) && (c->grads = arena_floats(p->comm, n)) &&
+    c->grad_stride = (n + 15) / 16 * 16; /* each shard's gradients start on a cache line */
+    int ok = (e->params = mirrored_floats(p->comm, n)) &&
+             (c->grads = arena_floats(p->comm, c->grad_stride * (size_t)(c->parts - 1) + n)) &&
              (states < 1 || (state1 = shared_floats(p->comm, n))) && (states < 2 || (state2 = shared_floats(p->comm, n)));
     optimizer_init_external(&e->opt, p->cfg, n, state1, state2);
-    c->labels = malloc((size_t)p->max_rows);
-    if (e->shape.n_stats) ok &= (e->stats = calloc(e->shape.n_stats, sizeof(float))) != NULL;
-    if (!ok || !c->labels || model_workspace_init(&c->ws, &e->shape, p->max_rows) != 0) {
+    c->label_stride = (size_t)p->max_rows;
+    c->labels = malloc(c->label_stride * (size_t)c->parts);
+    /* the longest sums a step totals over shards: a batch norm's (2 C + 1), or 1 */
+    c->totals_max = 1;
+    for (int l = 0; l < e->shape.n_layers; l++)
+        if (e->shape.layer[l].kind == LAYER_BATCHNORM2D && 2 * (size_t)e->shape.layer[l].out_c + 1 > c->totals_max)
+            c->totals_max = 2 * (size_t)e->shape.layer[l].out_c + 1;
+    ok &= (c->totals = calloc(c->totals_max * (size_t)p->comm->width, sizeof(double))) != NULL;
+    if (e->shape.n_stats) {
+        ok &= (e->stats = calloc(e->shape.n_stats, sizeof(float))) != NULL;
+        ok &= (c->spare_stats = calloc(e->shape.n_stats, sizeof(float))) != NULL;
+    }
+    /* every shard's workspace as large as the first's (which also evaluates): a
+     * convolution's oneDNN primitive is then made alike for every shard */
+    for (int j = 0; j < c->parts && ok; j++) ok = model_workspace_init(&c->ws[j], &e->shape, p->max_rows) == 0;
+    if (!ok || !c->labels) {
         snprintf(err, errlen, "out of memory for a model of %zu parameters and batches of %d", n, p->max_rows);
         cpu_destroy(e);
         return NULL;

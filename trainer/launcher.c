@@ -75,7 +75,7 @@ static void send_hello(launcher *L) {
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     json_t *hello = json_pack("{s:i, s:s, s:n, s:i}", "pid", (int)getpid(), "host", host, "device", "world_size",
-                              L->world);
+                              L->cfg.distributed.world_size); /* the run's width, however many ranks (--ranks) */
     event_emit(L->events, "hello", hello); /* the sink adds the secret on the socket only */
 }
 
@@ -92,6 +92,27 @@ static void hand_usr1_on(int sig) {
     errno = saved;
 }
 
+/* --ranks: how many processes train the run's world_size batch shards. 0, or -1
+ * having said why. */
+static int plan_ranks(launcher *L) {
+    const run_config *c = &L->cfg;
+    int ranks = L->o->ranks, width = c->distributed.world_size;
+    int least = c->distributed.min_world_size ? c->distributed.min_world_size : width; /* 0: not elastic */
+    if (!ranks) return 0;
+    if (ranks > width || ranks < least) {
+        fprintf(stderr, "ddp-trainer: --ranks %d is outside the run's range: from distributed.min_world_size (%d) "
+                "to distributed.world_size (%d)\n", ranks, least, width);
+        return -1;
+    }
+    if (ranks != width && L->o->nodes > 1) {
+        fprintf(stderr, "ddp-trainer: --ranks %d with --nodes %d: a run across nodes trains on world_size (%d) "
+                "ranks; leave --ranks out\n", ranks, L->o->nodes, width);
+        return -1;
+    }
+    L->world = ranks;
+    return 0;
+}
+
 int launcher_run(const launcher_options *o) {
     launcher L = {.o = o};
     /* A preemption (SIGUSR1) that comes while the data loads waits for the ranks: its
@@ -106,9 +127,15 @@ int launcher_run(const launcher_options *o) {
     sigprocmask(SIG_BLOCK, &usr1, NULL);
     if (load_config(&L) != 0) return EXIT_BAD_INPUT;
     L.world = L.cfg.distributed.world_size;
+    if (plan_ranks(&L) != 0) return EXIT_BAD_INPUT;
     if (launcher_plan_nodes(&L) != 0) return EXIT_BAD_INPUT;
     char nccl_path[4096];
     if (backend_handoff(&L.cfg, nccl_path, sizeof nccl_path)) { /* a GPU run: the GPU build takes it */
+        if (L.world != L.cfg.distributed.world_size) {
+            fprintf(stderr, "ddp-trainer: --ranks %d: a GPU run trains one batch shard per GPU; start it on "
+                    "distributed.world_size (%d) ranks\n", L.world, L.cfg.distributed.world_size);
+            return EXIT_BAD_INPUT;
+        }
         execv(nccl_path, o->argv);
         fprintf(stderr, "ddp-trainer: cannot start the GPU backend %s: %s\n", nccl_path, strerror(errno));
         return EXIT_BAD_INPUT;
@@ -141,7 +168,17 @@ int launcher_run(const launcher_options *o) {
         return EXIT_BAD_INPUT;
     }
     L.backend = backend;
-    log_msg(LOG_INFO, "run %s: %d rank%s, %s", L.run_id, L.world, L.world > 1 ? "s" : "", why);
+    if (backend == BACKEND_NCCL && L.world != L.cfg.distributed.world_size) {
+        snprintf(why, sizeof why, "--ranks %d: the nccl backend trains one batch shard per GPU; start the run on "
+                 "distributed.world_size (%d) ranks", L.world, L.cfg.distributed.world_size);
+        launcher_end_run(&L, "failed", why, EXIT_BAD_INPUT);
+        return EXIT_BAD_INPUT;
+    }
+    if (L.world != L.cfg.distributed.world_size)
+        log_msg(LOG_INFO, "run %s: %d batch shards on %d rank%s, %s", L.run_id, L.cfg.distributed.world_size, L.world,
+                L.world > 1 ? "s" : "", why);
+    else
+        log_msg(LOG_INFO, "run %s: %d rank%s, %s", L.run_id, L.world, L.world > 1 ? "s" : "", why);
     int rc = launcher_start_and_supervise(&L);
     if (L.have_train) idx_free(&L.train);
     if (L.have_test) idx_free(&L.test);

@@ -27,6 +27,9 @@ typedef struct launcher_options {
      * interface GLOO_SOCKET_IFNAME names). nodes 0 means 1. */
     int nodes, node_rank;
     const char *node_addr, *rendezvous;
+    /* --ranks: the processes to train the run's world_size batch shards on (0: one per
+     * shard); from distributed.min_world_size to world_size, on one host, cpu backend. */
+    int ranks;
 } launcher_options;
 
 /* Exit codes of ddp-trainer. */

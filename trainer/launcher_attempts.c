@@ -90,7 +90,11 @@ int launcher_start_and_supervise(launcher *L) {
         return EXIT_RUN_FAILED;
     }
     /* nccl hook: with nccl the cpu group only serves aborts, so its arena stays small. */
-    L->arena = L->backend == BACKEND_NCCL ? ARENA_SLACK : engine_cpu_arena_bytes(&shape) + ARENA_SLACK;
+    /* a rank with several batch shards (--ranks) keeps each one's gradients */
+    int width = L->cfg.distributed.world_size, parts = (width + L->world - 1) / L->world;
+    L->arena = L->backend == BACKEND_NCCL ? ARENA_SLACK
+                                          : engine_cpu_arena_bytes(&shape) +
+                                                (size_t)(parts - 1) * (shape.n_params * sizeof(float) + 64) + ARENA_SLACK;
     L->ranks = calloc((size_t)L->local, sizeof *L->ranks);
     if (!L->ranks) {
         launcher_end_run(L, "failed", "out of memory", EXIT_RUN_FAILED);

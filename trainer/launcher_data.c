@@ -37,8 +37,9 @@ int launcher_load_data(launcher *L, char *reason, size_t n) {
         }
         int classes = L->train.num_classes > L->test.num_classes ? L->train.num_classes : L->test.num_classes;
         L->train.num_classes = L->test.num_classes = classes;
-        if (L->train.count < (size_t)L->world) {
-            snprintf(reason, n, "the training set has %zu examples, fewer than the %d ranks", L->train.count, L->world);
+        if (L->train.count < (size_t)L->cfg.distributed.world_size) {
+            snprintf(reason, n, "the training set has %zu examples, fewer than the %d batch shards (world_size)",
+                     L->train.count, L->cfg.distributed.world_size);
             return -1;
         }
         log_msg(LOG_INFO, "loaded %zu training and %zu test examples (%dx%d, %d classes) in %.2f s", L->train.count,
@@ -53,7 +54,7 @@ int launcher_load_data(launcher *L, char *reason, size_t n) {
 int launcher_check_host_memory(launcher *L, const model_shape *shape, char *why, size_t whylen) {
     host_plan_input in = {.shape = shape,
                           .world_size = L->local,
-                          .local_batch = L->cfg.train.batch_size / L->world,
+                          .local_batch = L->cfg.train.batch_size / L->cfg.distributed.world_size,
                           .n_opt_states = host_plan_optimizer_states(&L->cfg),
                           .threads_per_rank = L->cfg.distributed.threads_per_rank,
                           .pixels = (size_t)L->test.rows * L->test.cols,

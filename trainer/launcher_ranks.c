@@ -75,6 +75,11 @@ static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_
     if (!ctx.comm) {
         char why[1024];
         coll_comm *c = coll_cpu_attach(L->group, slot);
+        /* the run's batch shards over this host's ranks (--ranks); across nodes, one each */
+        if (c && L->o->nodes <= 1 && coll_set_width(c, L->cfg.distributed.world_size) != 0) {
+            run_board_set_failure(L->board, slot, "cannot spread the run's batch shards over its ranks");
+            _exit(EXIT_RUN_FAILED);
+        }
         if (c && L->o->nodes > 1 && !(c = launcher_join_nodes(L, c, slot, why, sizeof why))) {
             run_board_set_failure(L->board, slot, why);
             _exit(EXIT_RUN_FAILED);

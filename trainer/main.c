@@ -27,7 +27,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ddp-trainer --config RUN.json --run-dir DIR [--events PATH|-] [--resume] [--data-root DIR]...\n"
             "                   [--nodes N --node-rank K --node-addr ADDR --rendezvous URL]\n"
-            "                   [--restart-count K [--restarts-from F]]\n"
+            "                   [--restart-count K [--restarts-from F]] [--ranks N]\n"
             "\n"
             "  --config FILE   the run config (JSON; see schema/run-config.schema.json)\n"
             "  --run-dir DIR   where the log, the event journal and checkpoints go (created)\n"
@@ -40,6 +40,9 @@ static void usage(FILE *f) {
             "                  (GLOO_SOCKET_IFNAME, an interface's name, wins when set)\n"
             "  --rendezvous URL  where the nodes meet: the coordinator's /runs/ID/rendezvous\n"
             "                  (with the run's secret, DDPD_RUN_SECRET; ddpd passes all of these)\n"
+            "  --ranks N       train the run's world_size batch shards on N processes\n"
+            "                  (distributed.min_world_size <= N <= world_size; the same\n"
+            "                  weights, bit for bit, as on world_size)\n"
             "  --restart-count K\n"
             "                  the first attempt's number (default 0): a run that goes on after K\n"
             "                  attempts; distributed.max_restarts more may follow it\n"
@@ -58,14 +61,14 @@ int main(int argc, char **argv) {
         {"data-root", required_argument, 0, 'D'},
         {"nodes", required_argument, 0, 'N'},  {"node-rank", required_argument, 0, 'K'},
         {"node-addr", required_argument, 0, 'A'}, {"rendezvous", required_argument, 0, 'R'},
-        {"restart-count", required_argument, 0, 'C'}, {"restarts-from", required_argument, 0, 'F'},
+        {"restart-count", required_argument, 0, 'C'}, {"ranks", required_argument, 0, 'P'}, {"restarts-from", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     launcher_options o = {.argv = argv, .restarts_from = -1};
     char err[128];
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:C:F:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:rD:N:K:A:R:C:F:P:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o.config_path = optarg; break;
         case 'd': o.run_dir = optarg; break;
@@ -77,6 +80,16 @@ int main(int argc, char **argv) {
                 return EXIT_BAD_INPUT;
             }
             break;
+        case 'P': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 1 || v > 4096) {
+                fprintf(stderr, "ddp-trainer: --ranks %s is not a number from 1 to 4096\n", optarg);
+                return EXIT_BAD_INPUT;
+            }
+            o.ranks = (int)v;
+            break;
+        }
         case 'N':
         case 'K':
         case 'C':

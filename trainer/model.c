@@ -164,25 +164,37 @@ static void conv_forward(model_workspace *w, const model_layer *L, const float *
                                L->act == MODEL_NO_ACT ? ACT_RELU : (activation_kind)L->act, L->act != MODEL_NO_ACT);
 }
 
-static int batchnorm_forward(model_workspace *w, int l, const float *params, float *stats, const float *in,
-                             float *out, int rows, const model_pass *pass) {
+/* Training: the batch's per-channel sums and count into w->bn_sums (2 C + 1). */
+static size_t batchnorm_forward_sums(model_workspace *w, int l, const float *in, int rows) {
+    const model_layer *L = &w->shape->layer[l];
+    int C = L->out_c;
+    size_t n = (size_t)rows * L->in_h * L->in_w;
+    k_batchnorm_sums(in, C, n, w->bn_sums);
+    w->bn_sums[2 * C] = (double)n;
+    return 2 * (size_t)C + 1;
+}
+
+/* The rest of the layer, with the sums in w->bn_sums (training; totalled over ranks
+ * or batch shards for sync batch norm). */
+static void batchnorm_forward_finish(model_workspace *w, int l, const float *params, float *stats, const float *in,
+                                     float *out, int rows, const model_pass *pass) {
     const model_layer *L = &w->shape->layer[l];
     int C = L->out_c;
     size_t n = (size_t)rows * L->in_h * L->in_w;
     float *running_mean = stats + L->stat_off, *running_var = stats + L->stat_off + C;
     if (pass->train) {
         double *sums = w->bn_sums;
-        k_batchnorm_sums(in, C, n, sums);
-        sums[2 * C] = (double)n;
-        if (w->shape->sync_bn && sum_over_ranks(pass, sums, 2 * (size_t)C + 1) != 0) return -1;
         k_batchnorm_stats(sums, C, sums[2 * C], MODEL_BN_EPS, MODEL_BN_MOMENTUM, w->bn_mean[l], w->bn_invstd[l],
                           running_mean, running_var);
     } else {
         k_batchnorm_running(running_mean, running_var, MODEL_BN_EPS, C, w->bn_mean[l], w->bn_invstd[l]);
     }
     k_batchnorm_forward(in, out, params + L->w_off, params + L->b_off, w->bn_mean[l], w->bn_invstd[l], C, n);
-    return 0;
 }
+
+/* Whether a batch norm layer in this pass needs its sums totalled over the batch's
+ * shards before it goes on (sync batch norm, training). */
+static int bn_holds(const model_workspace *w, const model_pass *pass) { return w->shape->sync_bn && pass->train; }
 
 static void dropout_forward(model_workspace *w, int l, const float *in, float *out, int rows, const model_pass *pass) {
     const model_layer *L = &w->shape->layer[l];
@@ -198,13 +210,14 @@ static void dropout_forward(model_workspace *w, int l, const float *in, float *o
     else k_dropout_forward(out, w->mask[l], in, w->row_keys, rows, (int)size, 1, 0, L->p);
 }
 
-int model_forward(model_workspace *w, const float *params, float *stats, int rows, const model_pass *pass) {
+/* Forward of layer l; a batch norm in training finds its sums in w->bn_sums. */
+static void forward_layer(model_workspace *w, int l, const float *params, float *stats, int rows,
+                          const model_pass *pass) {
     const model_shape *s = w->shape;
-    for (int l = 0; l < s->n_layers; l++) {
-        const model_layer *L = &s->layer[l];
-        const float *in = w->act[l];
-        float *out = w->act[l + 1];
-        switch (L->kind) {
+    const model_layer *L = &s->layer[l];
+    const float *in = w->act[l];
+    float *out = w->act[l + 1];
+    switch (L->kind) {
         case LAYER_LINEAR:
             /* out[rows x out] = in[rows x in] * W^T */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, L->out_c, L->in_c, 1.0f, in, L->in_c,
@@ -213,9 +226,7 @@ int model_forward(model_workspace *w, const float *params, float *stats, int row
                                L->act == MODEL_NO_ACT ? s->act : (activation_kind)L->act, L->act != MODEL_NO_ACT);
             break;
         case LAYER_CONV2D: conv_forward(w, L, params, in, out, rows); break;
-        case LAYER_BATCHNORM2D:
-            if (batchnorm_forward(w, l, params, stats, in, out, rows, pass) != 0) return -1;
-            break;
+        case LAYER_BATCHNORM2D: batchnorm_forward_finish(w, l, params, stats, in, out, rows, pass); break;
         case LAYER_ACTIVATION:
             k_act_forward(out, in, (size_t)rows * layer_in_size(L), (activation_kind)L->act);
             break;
@@ -225,7 +236,16 @@ int model_forward(model_workspace *w, const float *params, float *stats, int row
             break;
         case LAYER_DROPOUT: dropout_forward(w, l, in, out, rows, pass); break;
         case LAYER_FLATTEN: k_flatten(out, in, L->in_c, rows, (size_t)L->in_h * L->in_w); break;
+    }
+}
+
+int model_forward(model_workspace *w, const float *params, float *stats, int rows, const model_pass *pass) {
+    for (int l = 0; l < w->shape->n_layers; l++) {
+        if (w->shape->layer[l].kind == LAYER_BATCHNORM2D && pass->train) {
+            size_t n = batchnorm_forward_sums(w, l, w->act[l], rows);
+            if (w->shape->sync_bn && sum_over_ranks(pass, w->bn_sums, n) != 0) return -1;
         }
+        forward_layer(w, l, params, stats, rows, pass);
     }
     return 0;
 }
@@ -276,9 +296,11 @@ static void conv_pool_backward(model_workspace *w, int l, const float *params, f
     for (size_t c = 0; c < L->n_b; c++) grads[L->b_off + c] = (float)db[c];
 }
 
-static int batchnorm_backward(model_workspace *w, int l, const float *params, float *grads, const float *in,
-                              const float *dz, float *dx, int rows, const model_pass *pass, int need_dx,
-                              grad_ready_fn ready, void *ready_arg) {
+/* Batch norm backward, first half: this batch's sums (its own gamma and beta
+ * gradients) into w->bn_sums; with need_dx, the count too, and the sums then wait
+ * (sync batch norm) to be totalled over ranks or batch shards. Its length. */
+static size_t batchnorm_backward_sums(model_workspace *w, int l, float *grads, const float *in, const float *dz,
+                                      int rows, int need_dx) {
     const model_layer *L = &w->shape->layer[l];
     int C = L->out_c;
     size_t n = (size_t)rows * L->in_h * L->in_w;
@@ -288,83 +310,138 @@ static int batchnorm_backward(model_workspace *w, int l, const float *params, fl
         grads[L->w_off + c] = (float)sums[C + c];
         grads[L->b_off + c] = (float)sums[c];
     }
-    if (need_dx) {
-        sums[2 * C] = (double)n;
-        if (w->shape->sync_bn && sum_over_ranks(pass, sums, 2 * (size_t)C + 1) != 0) return -1;
+    if (!need_dx) return 0;
+    sums[2 * C] = (double)n;
+    return 2 * (size_t)C + 1;
+}
+
+/* Second half: the input gradient from the (totalled) sums, then `ready`. */
+static void batchnorm_backward_finish(model_workspace *w, int l, const float *params, const float *in,
+                                      const float *dz, float *dx, int rows, int need_dx, grad_ready_fn ready,
+                                      void *ready_arg) {
+    const model_layer *L = &w->shape->layer[l];
+    int C = L->out_c;
+    size_t n = (size_t)rows * L->in_h * L->in_w;
+    double *sums = w->bn_sums;
+    if (need_dx)
         k_batchnorm_backward(dx, dz, in, params + L->w_off, w->bn_mean[l], w->bn_invstd[l], sums, sums[2 * C], C,
                              n);
-    }
     if (ready) ready(ready_arg, l); /* after the last read of gamma */
+}
+
+/* Backward of layer l (a batch norm: its second half). Whether dz and dz_next swap. */
+static int backward_layer(model_workspace *w, int l, const float *params, float *grads, int rows,
+                          grad_ready_fn ready, void *ready_arg) {
+    const model_shape *s = w->shape;
+    const model_layer *L = &s->layer[l];
+    const float *in = w->act[l], *out = w->act[l + 1];
+    int need_dx = l > s->first_trained; /* no gradient is needed for the input */
+    size_t n_out = (size_t)rows * model_layer_out_size(s, l);
+    int swap = need_dx;
+    switch (L->kind) {
+    case LAYER_LINEAR:
+        if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
+        /* dW[out x in] = dz^T[out x rows] * in[rows x in];  db = column sums of dz */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->out_c, L->in_c, rows, 1.0f, w->dz, L->out_c, in,
+                    L->in_c, 0.0f, grads + L->w_off, L->in_c);
+        k_bias_grad(grads + L->b_off, w->dz, rows, L->out_c);
+        /* d(in)[rows x in] = dz[rows x out] * W[out x in] */
+        if (need_dx)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L->in_c, L->out_c, 1.0f, w->dz, L->out_c,
+                        params + L->w_off, L->in_c, 0.0f, w->dz_next, L->in_c);
+        if (ready) ready(ready_arg, l); /* after the last read of W: the engine may update it now */
+        break;
+    case LAYER_CONV2D:
+        if (L->pool_fused) { /* w->dz is the pool's output gradient */
+            conv_pool_backward(w, l, params, grads, in, w->dz, w->dz_next, rows, need_dx);
+        } else {
+            if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
+            conv_backward(w, L, params, grads, in, w->dz, w->dz_next, rows, need_dx);
+        }
+        if (ready) ready(ready_arg, l);
+        break;
+    case LAYER_BATCHNORM2D:
+        batchnorm_backward_finish(w, l, params, in, w->dz, w->dz_next, rows, need_dx, ready, ready_arg);
+        break;
+    case LAYER_ACTIVATION: /* relu and tanh from the output, gelu from the input */
+        k_act_backward(w->dz, out, in, n_out, (activation_kind)L->act);
+        swap = 0;
+        break;
+    case LAYER_MAXPOOL2D:
+        if (L->pool_fused) { /* the convolution before takes the gradient as it is */
+            swap = 0;
+            break;
+        }
+        if (need_dx)
+            k_maxpool_backward(w->dz_next, w->dz, w->argmax[l], (size_t)L->in_c * rows, L->in_h, L->in_w, L->out_h,
+                               L->out_w);
+        break;
+    case LAYER_DROPOUT:
+        k_dropout_backward(w->dz, w->dz, w->mask[l], n_out, L->p);
+        swap = 0;
+        break;
+    case LAYER_FLATTEN:
+        if (need_dx) k_unflatten(w->dz_next, w->dz, L->in_c, rows, (size_t)L->in_h * L->in_w);
+        break;
+    }
+    return swap;
+}
+
+void model_cursor_start(model_cursor *c) { *c = (model_cursor){.stage = MODEL_AT_FORWARD, .layer = 0, .held = 0}; }
+
+int model_fb_advance(model_workspace *w, const float *params, float *stats, float *grads, const uint8_t *labels,
+                     int rows, const model_pass *pass, double *loss_sum, long *correct, grad_ready_fn ready,
+                     void *ready_arg, model_cursor *cur, size_t *held_n) {
+    const model_shape *s = w->shape;
+    for (; cur->stage == MODEL_AT_FORWARD && cur->layer < s->n_layers; cur->layer++) {
+        int l = cur->layer;
+        if (s->layer[l].kind == LAYER_BATCHNORM2D && pass->train && !cur->held) {
+            size_t n = batchnorm_forward_sums(w, l, w->act[l], rows);
+            if (bn_holds(w, pass)) {
+                cur->held = 1;
+                *held_n = n;
+                return 1;
+            }
+        }
+        cur->held = 0;
+        forward_layer(w, l, params, stats, rows, pass);
+    }
+    if (cur->stage == MODEL_AT_FORWARD) {
+        int last = s->n_layers - 1;
+        k_softmax_xent(w->act[last + 1], labels, rows, s->num_classes, w->dz, 1.0f / (float)rows, loss_sum, correct);
+        cur->stage = MODEL_AT_BACKWARD;
+        cur->layer = last;
+    }
+    for (; cur->stage == MODEL_AT_BACKWARD && cur->layer >= s->first_trained; cur->layer--) {
+        int l = cur->layer;
+        if (s->layer[l].kind == LAYER_BATCHNORM2D && !cur->held) {
+            size_t n = batchnorm_backward_sums(w, l, grads, w->act[l], w->dz, rows, l > s->first_trained);
+            if (n && bn_holds(w, pass)) {
+                cur->held = 1;
+                *held_n = n;
+                return 1;
+            }
+        }
+        cur->held = 0;
+        if (backward_layer(w, l, params, grads, rows, ready, ready_arg)) {
+            float *t = w->dz;
+            w->dz = w->dz_next;
+            w->dz_next = t;
+        }
+    }
+    cur->stage = MODEL_DONE;
     return 0;
 }
 
 int model_forward_backward(model_workspace *w, const float *params, float *stats, float *grads, const uint8_t *labels,
                            int rows, const model_pass *pass, double *loss_sum, long *correct, grad_ready_fn ready,
                            void *ready_arg) {
-    const model_shape *s = w->shape;
-    if (model_forward(w, params, stats, rows, pass) != 0) return -1;
-    int last = s->n_layers - 1;
-    k_softmax_xent(w->act[last + 1], labels, rows, s->num_classes, w->dz, 1.0f / (float)rows, loss_sum, correct);
-    for (int l = last; l >= s->first_trained; l--) {
-        const model_layer *L = &s->layer[l];
-        const float *in = w->act[l], *out = w->act[l + 1];
-        int need_dx = l > s->first_trained; /* no gradient is needed for the input */
-        size_t n_out = (size_t)rows * model_layer_out_size(s, l);
-        int swap = need_dx;
-        switch (L->kind) {
-        case LAYER_LINEAR:
-            if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
-            /* dW[out x in] = dz^T[out x rows] * in[rows x in];  db = column sums of dz */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->out_c, L->in_c, rows, 1.0f, w->dz, L->out_c, in,
-                        L->in_c, 0.0f, grads + L->w_off, L->in_c);
-            k_bias_grad(grads + L->b_off, w->dz, rows, L->out_c);
-            /* d(in)[rows x in] = dz[rows x out] * W[out x in] */
-            if (need_dx)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L->in_c, L->out_c, 1.0f, w->dz, L->out_c,
-                            params + L->w_off, L->in_c, 0.0f, w->dz_next, L->in_c);
-            if (ready) ready(ready_arg, l); /* after the last read of W: the engine may update it now */
-            break;
-        case LAYER_CONV2D:
-            if (L->pool_fused) { /* w->dz is the pool's output gradient */
-                conv_pool_backward(w, l, params, grads, in, w->dz, w->dz_next, rows, need_dx);
-            } else {
-                if (L->act != MODEL_NO_ACT) k_act_backward(w->dz, out, w->pre[l], n_out, (activation_kind)L->act);
-                conv_backward(w, L, params, grads, in, w->dz, w->dz_next, rows, need_dx);
-            }
-            if (ready) ready(ready_arg, l);
-            break;
-        case LAYER_BATCHNORM2D:
-            if (batchnorm_backward(w, l, params, grads, in, w->dz, w->dz_next, rows, pass, need_dx, ready, ready_arg) !=
-                0)
-                return -1;
-            break;
-        case LAYER_ACTIVATION: /* relu and tanh from the output, gelu from the input */
-            k_act_backward(w->dz, out, in, n_out, (activation_kind)L->act);
-            swap = 0;
-            break;
-        case LAYER_MAXPOOL2D:
-            if (L->pool_fused) { /* the convolution before takes the gradient as it is */
-                swap = 0;
-                break;
-            }
-            if (need_dx)
-                k_maxpool_backward(w->dz_next, w->dz, w->argmax[l], (size_t)L->in_c * rows, L->in_h, L->in_w,
-                                   L->out_h, L->out_w);
-            break;
-        case LAYER_DROPOUT:
-            k_dropout_backward(w->dz, w->dz, w->mask[l], n_out, L->p);
-            swap = 0;
-            break;
-        case LAYER_FLATTEN:
-            if (need_dx) k_unflatten(w->dz_next, w->dz, L->in_c, rows, (size_t)L->in_h * L->in_w);
-            break;
-        }
-        if (swap) {
-            float *t = w->dz;
-            w->dz = w->dz_next;
-            w->dz_next = t;
-        }
-    }
+    model_cursor cur;
+    size_t n;
+    model_cursor_start(&cur);
+    while (model_fb_advance(w, params, stats, grads, labels, rows, pass, loss_sum, correct, ready, ready_arg, &cur,
+                            &n) == 1)
+        if (sum_over_ranks(pass, w->bn_sums, n) != 0) return -1;
     return 0;
 }
 

@@ -82,6 +82,26 @@ int model_forward_backward(model_workspace *w, const float *params, float *stats
                            const uint8_t *labels, int rows, const model_pass *pass, double *loss_sum, long *correct,
                            grad_ready_fn ready, void *ready_arg);
 
+/* model_forward_backward in steps, for an engine that computes several batch shards
+ * in one process and must total a sync batch norm's sums over all of them (in shard
+ * order) before any goes on. */
+enum { MODEL_AT_FORWARD, MODEL_AT_BACKWARD, MODEL_DONE };
+typedef struct {
+    int stage; /* MODEL_AT_FORWARD, MODEL_AT_BACKWARD or MODEL_DONE */
+    int layer; /* the layer it is at */
+    int held;  /* that layer (a batch norm) waits for its sums' totals */
+} model_cursor;
+
+void model_cursor_start(model_cursor *c);
+/* Runs the batch's forward, loss and backward on from where `c` is, as
+ * model_forward_backward does, until it is done (0) or until a sync batch norm in
+ * training needs its sums totalled (1): w->bn_sums[0, *held_n) then hold this batch's
+ * own; the caller replaces them with the totals over every rank's (or batch shard's)
+ * and calls again. pass->allreduce_sum is not used. */
+int model_fb_advance(model_workspace *w, const float *params, float *stats, float *grads, const uint8_t *labels,
+                     int rows, const model_pass *pass, double *loss_sum, long *correct, grad_ready_fn ready,
+                     void *ready_arg, model_cursor *c, size_t *held_n);
+
 /* Loss sum and hits of `rows` examples (inputs in w->act[0]) in evaluation mode. */
 void model_evaluate(model_workspace *w, const float *params, float *stats, const uint8_t *labels, int rows,
                     double *loss_sum, long *correct);

@@ -31,10 +31,11 @@
 typedef struct {
     const rank_context *x;
     const run_config *cfg;
-    int rank, world;
+    int rank, world;   /* world: the run's logical width (distributed.world_size) */
+    int first_part, parts; /* the batch shards this rank computes (its comm's) */
     event_sink *events;
     engine *eng;
-    dist_sampler sampler;
+    dist_sampler sampler[COLL_MAX_PARTS]; /* one per batch shard, as rank first_part + j of `world` */
     int local_batch, epochs;
     long steps_per_epoch;
     ckpt_position pos;
@@ -133,8 +134,9 @@ static int setup(rank_state *s) {
         model_describe(&s->eng->shape, layers, sizeof layers);
         log_msg(LOG_INFO, "model: %s (%zu parameters)", layers, s->eng->shape.n_params);
     }
-    if (s->x->train && sampler_init(&s->sampler, s->x->train->count, s->world, s->rank, cfg->seed) != 0)
-        return fail(s, "rank %d: out of memory for the sampler", s->rank);
+    for (int j = 0; j < s->parts && s->x->train; j++)
+        if (sampler_init(&s->sampler[j], s->x->train->count, s->world, s->first_part + j, cfg->seed) != 0)
+            return fail(s, "rank %d: out of memory for the sampler", s->rank);
     /* Parameters start equal on every rank: rank 0 initialises, then broadcasts. */
     if (s->eng->ops->init_params(s->eng, cfg->seed) != 0) {
         if (!s->x->device) /* (the GPU's failures say what failed themselves) */
@@ -182,14 +184,33 @@ static int find_checkpoint(rank_state *s, char *path, size_t n) {
     return -1;
 }
 
-/* Test loss and accuracy, each rank taking a contiguous shard, summed in rank order. */
+/* Test loss and accuracy, each batch shard taking a contiguous part of the test set,
+ * summed in shard order (the same bits on any number of ranks: every shard's sums
+ * go to the sum over ranks beside zeros, then are added up in order). */
 static int evaluate(rank_state *s, double *test_loss, double *test_acc) {
-    size_t n = s->x->test->count;
+    size_t n = s->x->test->count, w = (size_t)s->world;
     if (s->cfg->train.smoke_test && n > SMOKE_TEST_EVAL) n = SMOKE_TEST_EVAL;
-    size_t begin = n * (size_t)s->rank / (size_t)s->world, end = n * (size_t)(s->rank + 1) / (size_t)s->world;
-    double sums[3] = {0, 0, (double)(end - begin)};
-    if (s->eng->ops->evaluate(s->eng, begin, end, sums) != 0) return -1;
-    if (s->x->comm->allreduce_sum_f64(s->x->comm, sums, 3) != 0) return -1;
+    size_t begin[COLL_MAX_PARTS], end[COLL_MAX_PARTS];
+    double part_sums[2 * COLL_MAX_PARTS] = {0};
+    for (int j = 0; j < s->parts; j++) {
+        size_t part = (size_t)(s->first_part + j);
+        begin[j] = n * part / w;
+        end[j] = n * (part + 1) / w;
+    }
+    if (s->eng->ops->evaluate(s->eng, s->parts, begin, end, part_sums) != 0) return -1;
+    double *all = calloc(3 * w, sizeof(double)), sums[3] = {0, 0, 0};
+    if (!all) return -1;
+    for (int j = 0; j < s->parts; j++) {
+        double *row = all + 3 * (size_t)(s->first_part + j);
+        row[0] = part_sums[2 * j];
+        row[1] = part_sums[2 * j + 1];
+        row[2] = (double)(end[j] - begin[j]);
+    }
+    int rc = s->x->comm->world_size > 1 ? s->x->comm->allreduce_sum_f64(s->x->comm, all, 3 * w) : 0;
+    for (size_t k = 0; k < w; k++)
+        for (int i = 0; i < 3; i++) sums[i] = k ? sums[i] + (all[3 * k + i] + 0.0) : all[i] + 0.0;
+    free(all);
+    if (rc != 0) return -1;
     *test_loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     *test_acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     return 0;
@@ -215,10 +236,15 @@ static void heartbeat(rank_state *s) {
  * group was aborted (*aborted is set). */
 static double train_step(rank_state *s, long step, double lr, int *aborted) {
     long first = step * s->local_batch;
-    long left = (long)s->sampler.num_samples - first;
-    int rows = left < s->local_batch ? (int)left : s->local_batch;
+    const size_t *indices[COLL_MAX_PARTS];
+    int rows[COLL_MAX_PARTS];
+    for (int j = 0; j < s->parts; j++) { /* every shard has as many samples */
+        long left = (long)s->sampler[j].num_samples - first;
+        rows[j] = left < s->local_batch ? (int)left : s->local_batch;
+        indices[j] = s->sampler[j].indices + first;
+    }
     double loss;
-    if (s->eng->ops->step(s->eng, s->sampler.indices + first, rows, lr, s->pos.global_step, &loss) != 0) {
+    if (s->eng->ops->step(s->eng, indices, rows, lr, s->pos.global_step, &loss) != 0) {
         *aborted = 1;
         return NAN;
     }
@@ -268,7 +294,7 @@ static int train_epoch(rank_state *s, int epoch) {
     char detail[64];
     snprintf(detail, sizeof detail, "epoch %d", epoch);
     set_status(s, "training", detail);
-    sampler_set_epoch(&s->sampler, epoch);
+    for (int j = 0; j < s->parts; j++) sampler_set_epoch(&s->sampler[j], epoch);
     progress_epoch_start(&s->bar);
     /* the epoch's loss so far: a run that stopped within it (a preemption) carries it on */
     double t0 = now_seconds(), loss_total = s->pos.next_step > 0 ? s->pos.epoch_loss_sum : 0;
@@ -380,7 +406,8 @@ static int run_eval_mode(rank_state *s) {
 }
 
 int rank_main(const rank_context *x) {
-    rank_state s = {.x = x, .cfg = x->cfg, .rank = x->rank, .world = x->cfg->distributed.world_size};
+    rank_state s = {.x = x, .cfg = x->cfg, .rank = x->rank, .world = x->cfg->distributed.world_size,
+                    .first_part = x->comm->first_part, .parts = x->comm->parts};
     char path[RUN_CONFIG_PATH_MAX], err[1024], warning[1024], who[32];
     openblas_set_num_threads(x->cfg->distributed.threads_per_rank);
     snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, x->run_dir);

@@ -220,7 +220,8 @@ int main(int argc, char **argv) {
                 t0 = now_s();
             }
             if (k == per_epoch) sampler_set_epoch(&s, (int)++epoch), k = 0;
-            if (eng->ops->step(eng, s.indices + (size_t)k * batch, batch, 1e-3, i, &loss) != 0)
+            const size_t *idx = s.indices + (size_t)k * batch;
+            if (eng->ops->step(eng, &idx, &batch, 1e-3, i, &loss) != 0)
                 die("step", coll_nccl_failure(comm));
             k++;
         }

@@ -427,6 +427,22 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     fake_barrier(comm->g, comm->nranks); /* nobody refills a slot before everyone has read */
     return ncclSuccess;
 }
+/* Point-to-point (the fixed-order reduce-scatter's all-to-all) is not played out
+ * here: these say so rather than pretend. test_gpu_kernels checks its sum
+ * (k_parts_avg_cuda) against the cpu collectives; the exchange needs a GPU. */
+ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
+    (void)send, (void)count, (void)t, (void)peer, (void)comm, (void)s;
+    snprintf(last_error, sizeof last_error, "fake NCCL: no point-to-point (ncclSend) on the CPU stand-in");
+    return ncclInvalidUsage;
+}
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
+    (void)recv, (void)count, (void)t, (void)peer, (void)comm, (void)s;
+    snprintf(last_error, sizeof last_error, "fake NCCL: no point-to-point (ncclRecv) on the CPU stand-in");
+    return ncclInvalidUsage;
+}
+
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
                            cudaStream_t s) {
     (void)s;
@@ -469,6 +485,13 @@ cudaError_t k_bias_act_forward_cuda(float *z, float *pre, const float *bias, int
     if (rows <= 0 || cols <= 0) return cudaSuccess;
     size_t n = (size_t)rows * (size_t)cols;
     for (size_t i = 0; i < n; i++) kb_bias_act_forward(i, z, pre, bias, (size_t)cols, act, apply_act);
+    return cudaSuccess;
+}
+
+cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld, size_t n, int width, cudaStream_t stream) {
+    (void)stream;
+    if (width < 1) return cudaSuccess;
+    for (size_t i = 0; i < n; i++) kb_parts_avg(i, dst, src, ld, width, 1.0f / (float)width);
     return cudaSuccess;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cuda_check.h"
+#include "kernels.h"
 #include "log.h"
 #include "memory_plan.h"
 #include "monotonic.h"
@@ -240,6 +241,44 @@ int coll_nccl_allreduce_avg_device(coll_comm *pc, float *dbuf, size_t n, cudaEve
     if (enter(c, "the all-reduce of a gradient bucket") != 0) return -1;
     return nccl_done(c, ncclAllReduce(dbuf, dbuf, n, ncclFloat, ncclAvg, atomic_load(&c->nccl), c->stream),
                      "ncclAllReduce");
+}
+
+int coll_nccl_reduce_scatter_parts_device(coll_comm *pc, float *dbuf, size_t stride, size_t n, float *dscratch,
+                                          cudaEvent_t after) {
+    nccl_comm *c = impl(pc);
+    int width = pc->width, ranks = pc->world_size, me = pc->rank;
+    if (wait_after(c, after) != 0) return -1;
+    size_t lo, hi;
+    coll_part_share_of(n, width, ranks, me, &lo, &hi);
+    size_t len = hi - lo;
+    if (len == 0 && ranks == 1) return 0;
+    for (int j = 0; j < pc->parts; j++) /* my own parts' slices of my share, in their rows */
+        if (len && cuda_ok(c, cudaMemcpyAsync(dscratch + (size_t)(pc->first_part + j) * len, dbuf + j * stride + lo,
+                                              len * sizeof(float), cudaMemcpyDeviceToDevice, c->stream),
+                           "cudaMemcpyAsync") != 0)
+            return -1;
+    if (ranks > 1 && c->collectives) {
+        if (enter(c, "the all-to-all of a gradient bucket's batch shards") != 0) return -1;
+        ncclComm_t comm = atomic_load(&c->nccl);
+        if (nccl_done(c, ncclGroupStart(), "ncclGroupStart") != 0) return -1;
+        for (int q = 0; q < ranks; q++) {
+            if (q == me) continue;
+            size_t qlo, qhi;
+            int first, count;
+            coll_part_share_of(n, width, ranks, q, &qlo, &qhi);
+            coll_parts_of(width, ranks, q, &first, &count);
+            for (int j = 0; j < pc->parts && qhi > qlo; j++) /* my parts' slices of q's share, to q */
+                if (nccl_done(c, ncclSend(dbuf + j * stride + qlo, qhi - qlo, ncclFloat, q, comm, c->stream),
+                              "ncclSend") != 0)
+                    return -1;
+            for (int j = 0; j < count && len; j++) /* q's parts' slices of my share, into their rows */
+                if (nccl_done(c, ncclRecv(dscratch + (size_t)(first + j) * len, len, ncclFloat, q, comm, c->stream),
+                              "ncclRecv") != 0)
+                    return -1;
+        }
+        if (nccl_done(c, ncclGroupEnd(), "ncclGroupEnd") != 0) return -1;
+    }
+    return cuda_ok(c, k_parts_avg_cuda(dbuf + lo, dscratch, len, len, width, c->stream), "k_parts_avg_cuda");
 }
 
 int coll_nccl_allreduce_sum_f64_device(coll_comm *pc, double *dbuf, size_t n, cudaEvent_t after) {
@@ -488,6 +527,9 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         .node_rank = rv->node_rank,
         .shard_rank = rank,
         .shard_world = rv->world_size,
+        .width = rv->world_size, /* one part per rank (the parts reduce-scatter is the cpu engine's) */
+        .first_part = rank,
+        .parts = 1,
         .allreduce_avg_f32 = nccl_allreduce_avg_f32,
         .allreduce_sum_f64 = nccl_allreduce_sum_f64,
         .reduce_scatter_avg_f32 = nccl_reduce_scatter_avg_f32,

@@ -92,6 +92,17 @@ int coll_nccl_allreduce_avg_device(coll_comm *c, float *dbuf, size_t n, cudaEven
 int coll_nccl_allreduce_sum_f64_device(coll_comm *c, double *dbuf, size_t n, cudaEvent_t after);
 int coll_nccl_broadcast_device(coll_comm *c, void *dbuf, size_t bytes, int root, cudaEvent_t after);
 
+/* The fixed-order reduce-scatter of batch shards on the GPU (collectives.h's
+ * reduce_scatter_parts_f32_ex; the same bits as the cpu backend's whatever the number
+ * of ranks): this rank's parts at dbuf + j * stride (j < c->parts); afterwards its
+ * share (coll_part_share) of dbuf holds the average of all c->width parts summed in
+ * part order. How: an all-to-all (grouped ncclSend / ncclRecv) brings every part's
+ * slice of each rank's share to that rank, in part order, into `dscratch` (width x
+ * the share's length floats), then k_parts_avg_cuda sums them there in part order.
+ * Enqueued on the communication stream after `after`. 0 or -1. */
+int coll_nccl_reduce_scatter_parts_device(coll_comm *c, float *dbuf, size_t stride, size_t n, float *dscratch,
+                                          cudaEvent_t after);
+
 /* Watched waits (see above): 0, or -1 when the wait failed or the group was
  * aborted (coll_nccl_failure says why). `what` names the wait in the reason. */
 int coll_nccl_wait_event(coll_comm *c, cudaEvent_t ev, const char *what);

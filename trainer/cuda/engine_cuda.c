@@ -236,8 +236,11 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
     return optimizer_step_cuda(&e->opt, c->d_params, c->d_grads, c->d_state[0], c->d_state[1], lr, c->stream, &c->ge);
 }
 
-static int cuda_step(engine *e, const size_t *indices, int rows, double lr, long global_step, double *loss) {
+static int cuda_step(engine *e, const size_t *const *part_indices, const int *part_rows, double lr, long global_step,
+                     double *loss) {
     cuda_engine *c = (cuda_engine *)e;
+    const size_t *indices = part_indices[0]; /* one batch shard per rank (engine_cuda_create) */
+    int rows = part_rows[0];
     if (rows < 1 || rows > c->net.max_rows) {
         gpu_error_set(&c->ge, "a step of %d rows (the engine was planned for 1 to %d)", rows, c->net.max_rows);
         return fail(c);
@@ -248,12 +251,11 @@ static int cuda_step(engine *e, const size_t *indices, int rows, double lr, long
     return 0;
 }
 
-static int cuda_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
+static int evaluate_range(engine *e, size_t begin, size_t end, double sums[2]) {
     cuda_engine *c = (cuda_engine *)e;
     double *acc = c->d_scalars + SC_EVAL;
     size_t max_rows = (size_t)c->net.max_rows;
     model_cuda_pass eval = {.train = 0};
-    if (share_rank0_stats(c) != 0) return fail(c);
     if (gpu_check_cuda(&c->ge, cudaMemsetAsync(acc, 0, 2 * sizeof(double), c->stream), "cudaMemsetAsync") != 0)
         return fail(c);
     for (size_t i = begin; i < end; i += max_rows) {
@@ -271,6 +273,13 @@ static int cuda_evaluate(engine *e, size_t begin, size_t end, double sums[2]) {
     if (coll_nccl_wait_event(e->comm, c->ev_eval, "an evaluation") != 0) return -1;
     sums[0] += c->pinned_scalars[SC_EVAL];
     sums[1] += c->pinned_scalars[SC_EVAL + 1];
+    return 0;
+}
+
+static int cuda_evaluate(engine *e, int ranges, const size_t *begin, const size_t *end, double *sums) {
+    if (share_rank0_stats((cuda_engine *)e) != 0) return fail((cuda_engine *)e);
+    for (int j = 0; j < ranges; j++)
+        if (evaluate_range(e, begin[j], end[j], sums + 2 * j) != 0) return -1;
     return 0;
 }
 
@@ -504,6 +513,11 @@ static int setup_device(cuda_engine *c, const engine_params *p) {
 engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
     if (!coll_is_nccl(p->comm)) {
         snprintf(err, errlen, "the cuda engine needs the nccl collectives backend");
+        return NULL;
+    }
+    if (p->comm->parts != 1) { /* the launcher refuses it first; this is the engine's own guard */
+        snprintf(err, errlen, "the cuda engine computes one batch shard per rank: distributed.world_size %d on %d GPUs "
+                 "is not on the GPU yet (run it on %d)", p->comm->width, p->comm->world_size, p->comm->width);
         return NULL;
     }
     cuda_engine *c = calloc(1, sizeof *c);

@@ -144,6 +144,18 @@ HD_INLINE void kb_loss_write(double *out, double loss, long long hits, int rows,
     }
 }
 
+/* ---- batch shards summed in shard order (kernels.cu; the cpu twin: coll_cpu.c) -------- */
+
+/* Element i of a rank's share: the `width` shards' values (shard s's at src[s * ld +
+ * i], gathered there by the all-to-all) summed in shard order, ((v_0 + v_1) + ...) *
+ * scale, as coll_cpu.c's reduce_avg_f32 sums its parts, so that the bits do not depend
+ * on how many ranks hold the shards. No fused multiply-add: a sum, then a product. */
+HD_INLINE void kb_parts_avg(size_t i, float *dst, const float *src, size_t ld, int width, float scale) {
+    float acc = src[i];
+    for (int s = 1; s < width; s++) acc += src[(size_t)s * ld + i];
+    dst[i] = width > 1 ? acc * scale : acc;
+}
+
 /* ---- the gradient norm (optim_kernels.cu) -------------------------------------------- */
 
 /* One thread's grid-stride share of sum g^2: elements first, first + stride, ... */

@@ -22,6 +22,18 @@ extern "C" cudaError_t k_u8_to_f32_gather_cuda(float *x, uint8_t *labels_out, co
     return cudaGetLastError();
 }
 
+// ---- k_parts_avg (coll_nccl_reduce_scatter_parts_device) ----------------------------
+__global__ void parts_avg_kernel(float *dst, const float *src, size_t ld, size_t n, int width, float scale) {
+    for (size_t i = first_index(); i < n; i += grid_stride()) kb_parts_avg(i, dst, src, ld, width, scale);
+}
+
+extern "C" cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld, size_t n, int width,
+                                        cudaStream_t stream) {
+    if (n == 0 || width < 1) return cudaSuccess;
+    parts_avg_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dst, src, ld, n, width, 1.0f / (float)width);
+    return cudaGetLastError();
+}
+
 // ---- k_bias_act_forward ------------------------------------------------------------
 __global__ void bias_act_forward_kernel(float *z, float *pre, const float *bias, size_t n, size_t cols, int act,
                                         int apply_act) {

@@ -150,6 +150,11 @@ cudaError_t k_dropout_forward_cuda(float *y, uint8_t *mask, const float *x, cons
 cudaError_t k_dropout_backward_cuda(float *dx, const float *dy, const uint8_t *mask, size_t n, float p,
                                     cudaStream_t stream);
 
+/* dst[0, n) <- the average over `width` batch shards of src (shard s's n values at
+ * src + s * ld), summed in shard order (kb_parts_avg): the fixed-order reduce-scatter's
+ * last step (coll_nccl_reduce_scatter_parts_device). */
+cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld, size_t n, int width, cudaStream_t stream);
+
 /* k_flatten and k_unflatten. */
 cudaError_t k_flatten_cuda(float *y, const float *x, int C, int rows, size_t plane, cudaStream_t stream);
 cudaError_t k_unflatten_cuda(float *dx, const float *dy, int C, int rows, size_t plane, cudaStream_t stream);

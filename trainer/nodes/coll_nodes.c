@@ -180,6 +180,9 @@ coll_comm *coll_nodes_create(coll_comm *local, gloo_link *link, int nodes, int n
         .node_rank = node_rank,
         .shard_rank = local->rank,
         .shard_world = local->world_size,
+        .width = nodes * local->world_size, /* one part per rank: no parts reduce-scatter across nodes */
+        .first_part = node_rank * local->world_size + local->rank,
+        .parts = 1,
         .allreduce_avg_f32 = n_allreduce_avg_f32,
         .allreduce_sum_f64 = n_allreduce_sum_f64,
         .reduce_scatter_avg_f32 = n_reduce_scatter_avg_f32,

@@ -125,25 +125,70 @@ def case_determinism(t, w):
     check(losses(other) != a, "another seed gives other losses")
 
 
+def same_across_ranks(t, w, name, cfg, ranks=(4, 2, 1), last_epoch=1):
+    """Runs cfg (a logical width) on each number of ranks in `ranks` (ddp-trainer
+    --ranks); checks every run's losses, epoch results and final checkpoint are those
+    of the first, bit for bit. Returns the final checkpoint's sha256."""
+    cfg = merge(cfg, {"distributed.min_world_size": min(ranks)})  # elastic down to the fewest
+    runs = {n: Run(t, w, f"{name}-r{n}", cfg, args=("--ranks", str(n))) for n in ranks}
+    for n, r in runs.items():
+        check(r.wait() == 0, f"{name} on {n} ranks exits 0: {r.stderr}")
+    base = runs[ranks[0]]
+    hello = [e for e in base.of_type("hello") if e["rank"] >= 0]
+    check(len(hello) == ranks[0], f"{name}: {ranks[0]} rank processes said hello: {len(hello)}")
+    steps = losses(base)
+    check(len(steps) > 0, f"{name}: it trained")
+    digest = sha(base.checkpoint(last_epoch))
+    for n in ranks[1:]:
+        r = runs[n]
+        check(len([e for e in r.of_type("hello") if e["rank"] >= 0]) == n, f"{name}: {n} rank processes")
+        check(losses(r) == steps, f"{name}: the loss at every step on {n} ranks is the one on {ranks[0]}, bit for bit")
+        check(epochs_of(r) == epochs_of(base), f"{name}: so are the epochs' train and test loss and accuracy")
+        check(sha(r.checkpoint(last_epoch)) == digest, f"{name}: the final checkpoint on {n} ranks has the same bytes")
+    print(f"{name}: width {cfg['distributed']['world_size']} on {', '.join(map(str, ranks))} ranks: "
+          f"final checkpoint sha256 {digest}")
+    return digest
+
+
 def case_world_sizes(t, w):
-    # Same global batch (128) split over 1, 2 and 4 ranks; 2048 examples divide evenly,
-    # so every step sees the same 128 examples. Only float rounding differs: a gradient
-    # is an average of 128 terms summed in another grouping (128 vs 2x64 vs 4x32), which
-    # moves the loss by about 1e-7 relative (seen: 2e-8 for 2 ranks, 9e-8 for 4 over 32
-    # Adam steps). We allow 1e-5: 100x that, and 1000x below the 1e-2 a wrong average,
-    # a lost bucket or a skewed sampler shows within a few steps.
+    # distributed.world_size is the run's logical width: its 4 batch shards of 32 are
+    # each computed on their own and summed in shard order however many processes hold
+    # them, so 4, 2 and 1 ranks give the very same bits (adam and clipping here;
+    # sgd with momentum and a step schedule next).
+    cfg = config(**{"distributed.world_size": 4, "train.epochs": 2, "train.grad_clip_norm": 0.5})
+    digest = same_across_ranks(t, w, "adam-clip", cfg)
+    # one shard per rank: the same bits as the rank-order reduction of before batch
+    # shards (DDPD_CPU_REDUCE=ranks, what bench/shards.sh compares against)
+    before = Run(t, w, "adam-clip-rank-order", cfg, extra_env={"DDPD_CPU_REDUCE": "ranks"})
+    check(before.wait() == 0, f"the rank-order reduction runs: {before.stderr}")
+    check(sha(before.checkpoint(1)) == digest, "one shard per rank gives the bytes of the rank-order reduction")
+    same_across_ranks(t, w, "sgd-step", config(**{
+        "distributed.world_size": 4, "train.epochs": 2,
+        "train.optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+        "train.lr_schedule": {"type": "step", "step_epochs": 1, "gamma": 0.5}}))
+    # an uneven spread: 3 shards on 2 ranks (one holds 2)
+    same_across_ranks(t, w, "width3", config(**{"distributed.world_size": 3, "train.batch_size": 96,
+                                                "train.epochs": 1, "data.limit": 960}), ranks=(3, 2, 1), last_epoch=0)
+
+
+def case_widths(t, w):
+    # Different logical widths are different runs: the same global batch (128) split
+    # into 1, 2 and 4 shards sums a gradient's 128 terms in another grouping (128 vs
+    # 2x64 vs 4x32), which moves the loss by about 1e-7 relative (seen: 2e-8 for 2, 9e-8
+    # for 4 over 32 Adam steps). We allow 1e-5: 100x that, and 1000x below the 1e-2 a
+    # wrong average, a lost bucket or a skewed sampler shows within a few steps.
     cfgs = {n: config(**{"distributed.world_size": n, "train.epochs": 2}) for n in (1, 2, 4)}
     runs = {n: Run(t, w, f"ws{n}", c) for n, c in cfgs.items()}
     for n, r in runs.items():
-        check(r.wait() == 0, f"world {n} exits 0: {r.stderr}")
+        check(r.wait() == 0, f"width {n} exits 0: {r.stderr}")
     base = losses(runs[1])
     check(len(base) == 32, f"32 steps: {len(base)}")
     for n in (2, 4):
         other = losses(runs[n])
-        check(sorted(other) == sorted(base), f"world {n}: same steps")
+        check(sorted(other) == sorted(base), f"width {n}: same steps")
         worst = max(abs(other[s] - base[s]) / abs(base[s]) for s in base)
-        print(f"world {n} vs 1: largest relative loss difference {worst:.2e}")
-        check(worst < 1e-5, f"world {n}: losses follow world 1 (worst {worst:.2e})")
+        print(f"width {n} vs 1: largest relative loss difference {worst:.2e}")
+        check(worst < 1e-5, f"width {n}: losses follow width 1 (worst {worst:.2e})")
         check(other != base or n == 1, "the rounding really differs (else the test shows nothing)")
     acc = [r.of_type("epoch")[-1]["test_acc"] for r in runs.values()]
     check(max(acc) - min(acc) < 0.01, f"test accuracy agrees: {acc}")
@@ -154,17 +199,49 @@ def case_world_sizes_buckets(t, w):
     # engine updates a bucket's weights as soon as the bucket is reduced, while backward
     # still runs below it: a layer must hand its bucket over only after its input
     # gradient has read its weights (a regression: world 2 once drifted 8e-3 from world
-    # 1 within an epoch, each rank having updated its own half of a layer too early).
-    cfgs = {n: config(**{"distributed.world_size": n, "distributed.bucket_mb": 0.002, "train.epochs": 1})
-            for n in (1, 2)}
-    runs = {n: Run(t, w, f"wsb{n}", c) for n, c in cfgs.items()}
-    for n, r in runs.items():
-        check(r.wait() == 0, f"world {n} exits 0: {r.stderr}")
-    base, other = losses(runs[1]), losses(runs[2])
-    check(len(base) == 16 and sorted(other) == sorted(base), f"16 steps each: {len(base)}, {len(other)}")
-    worst = max(abs(other[s] - base[s]) / abs(base[s]) for s in base)
-    print(f"many buckets: world 2 vs 1: largest relative loss difference {worst:.2e}")
-    check(worst < 1e-5, f"world 2 follows world 1 with many buckets (worst {worst:.2e})")
+    # 1 within an epoch, each rank having updated its own half of a layer too early),
+    # and with several shards on a rank, only once its last shard is through.
+    same_across_ranks(t, w, "buckets", config(**{"distributed.world_size": 2, "distributed.bucket_mb": 0.002,
+                                                 "train.epochs": 1}), ranks=(2, 1), last_epoch=0)
+
+
+def case_resume_other_ranks(t, w):
+    # An elastic run (width 4, from 1 rank up) stopped after epoch 0 on 2 ranks, resumed
+    # on 1 rank, preempted mid-epoch 1 there and resumed on 4, ends with the bytes and
+    # the losses of a run that went straight through on 4 ranks.
+    cfg = config(**{"distributed.world_size": 4, "distributed.min_world_size": 1, "train.epochs": 3,
+                    "train.stop_after_epochs": 1, "checkpoint.keep": 5})
+    straight = Run(t, w, "straight", cfg, args=("--ranks", "4"))
+    check(straight.wait() == 4, f"the straight run stops after epoch 0 (exit 4): {straight.stderr}")
+    straight = Run(t, w, "straight", cfg, resume=True, args=("--ranks", "4"))
+    check(straight.wait() == 0, f"and goes on to the end: {straight.stderr}")
+    first = Run(t, w, "elastic", cfg, args=("--ranks", "2"))
+    check(first.wait() == 4, f"on 2 ranks it stops after epoch 0 (exit 4): {first.stderr}")
+    check(sha(first.checkpoint(0)) == sha(straight.checkpoint(0)), "epoch 0's checkpoint on 2 ranks is the one on 4")
+    second = Run(t, w, "elastic", cfg, resume=True, args=("--ranks", "1"))
+    start = max(losses(second), default=0)
+    second.wait_for(lambda r: max(losses(r), default=0) >= start + 3, "3 steps on 1 rank")
+    second.proc.send_signal(signal.SIGUSR1)
+    check(second.wait(timeout=60) == 3, f"preempted on 1 rank mid-epoch (exit 3): {second.stderr[-300:]}")
+    third = Run(t, w, "elastic", cfg, resume=True, args=("--ranks", "4"))
+    check(third.wait() == 0, f"resumed on 4 ranks, it ends: {third.stderr}")
+    check(losses(third) == losses(straight), "every step's loss is the straight run's, bit for bit")
+    digest = sha(third.checkpoint(2))
+    check(digest == sha(straight.checkpoint(2)), "and so are the final checkpoint's bytes")
+    print(f"resumed on 2, 1 and 4 ranks: final checkpoint sha256 {digest}")
+
+
+def case_ranks_bad_input(t, w):
+    cfg = config(**{"distributed.world_size": 4, "distributed.min_world_size": 2})
+    for ranks, want in (("1", "outside the run's range: from distributed.min_world_size (2)"),
+                        ("5", "to distributed.world_size (4)"), ("0", "--ranks 0 is not a number from 1")):
+        r = Run(t, w, f"bad-ranks-{ranks}", cfg, args=("--ranks", ranks))
+        code = r.wait()
+        check(code == 2 and want in r.stderr, f"--ranks {ranks}: exit 2 saying what is wrong: {code} {r.stderr!r}")
+    bad = config(**{"distributed.world_size": 2, "distributed.min_world_size": 3})
+    r = Run(t, w, "bad-min", bad)
+    check(r.wait() == 2 and "min_world_size" in r.stderr and "must not exceed" in r.stderr,
+          f"min_world_size above world_size is refused: {r.stderr!r}")
 
 
 def case_resume(t, w):

@@ -3,7 +3,8 @@
  * against a reference summed in the same fixed order, across world sizes 1-4, odd
  * sizes, arena (zero-copy) and plain (staged) buffers, many calls back to back;
  * f64 sums, broadcast from every root, barrier ordering, the extended reduce-scatter
- * (side sums, the consumer), the shared arena, abort of a group whose rank died, and
+ * (side sums, the consumer), the fixed-order reduce-scatter over batch shards (the
+ * same bits for a logical width on any number of ranks), the shared arena, abort of a group whose rank died, and
  * speed with more ranks than cores. Children report through their exit
  * status and a shared page (their check counts and a hash of every result, so the
  * parent can check that all ranks hold the same bits). */
@@ -360,6 +361,96 @@ static void body_sharded_ex(coll_comm *c, const run_opts *o) {
           "more than COLL_MAX_SIDE_SUMS side sums are refused");
 }
 
+/* --- the fixed-order reduce-scatter over batch shards (parts) -------------------------- */
+
+/* Element by element, what grouping by rank would give with two parts per rank,
+ * ((p0 + p1) + (p2 + p3)) / 4: the order the parts reduce-scatter must not take. */
+static void grouped_avg_f32(float *out, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        float a = (float)input_value(seed, 0, i) + (float)input_value(seed, 1, i);
+        float b = (float)input_value(seed, 2, i) + (float)input_value(seed, 3, i);
+        out[i] = (a + b) * 0.25f;
+    }
+}
+
+/* reduce_scatter_parts_f32_ex with the logical width in o->variant, spread over the
+ * world's ranks (coll_set_width): part s holds the values a rank s would hold in an
+ * all-reduce of that width, and every rank's share must be bit for bit the average
+ * summed in part order 0, 1, ..., W-1 (reference_avg_f32 over W), whatever the number
+ * of ranks; side sums totalled in part order; the shares tile the buffer; the
+ * consumer gets each piece reduced, in order. */
+static void body_parts(coll_comm *c, const run_opts *o) {
+    int width = o->variant;
+    REQUIRE(coll_set_width(c, width) == 0, "width %d on %d ranks", width, c->world_size);
+    int first, count;
+    coll_parts_of(width, c->world_size, c->rank, &first, &count);
+    CHECK(c->first_part == first && c->parts == count && count >= 1, "rank %d of %d: parts %d+%d", c->rank,
+          c->world_size, c->first_part, c->parts);
+    const size_t sizes[] = {1, 15, 17, 1000, 16384 * 2 + 3, 300001};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    for (int i = 0; i < N; i++) {
+        size_t n = sizes[i], stride = (n + 15) / 16 * 16 + 16 * (size_t)c->rank, m = 1 + (size_t)i % 3;
+        float *buf = c->alloc(c, ((size_t)count * stride + 1) * sizeof(float));
+        float *ref = malloc((n + 1) * sizeof(float));
+        REQUIRE(buf && ref, "buffers");
+        double side[COLL_MAX_PARTS * 3], want[3];
+        for (int j = 0; j < count; j++) {
+            fill_f32(buf + (size_t)j * stride, n, 2100 + (uint64_t)i, first + j);
+            fill_f64(side + (size_t)j * m, m, 2200 + (uint64_t)i, first + j);
+        }
+        reference_avg_f32(ref, n, 2100 + (uint64_t)i, width);
+        reference_sum_f64(want, m, 2200 + (uint64_t)i, width);
+        size_t lo, hi;
+        coll_part_share(c, n, &lo, &hi);
+        consume_log log = {.buf = buf, .ref = ref, .next = lo};
+        if ((i + c->rank) % 3 == 0) usleep(300);
+        int rc = c->reduce_scatter_parts_f32_ex(c, buf, stride, n, side, m, log_piece, &log);
+        CHECK(rc == 0, "parts: width %d, %zu floats returned %d", width, n, rc);
+        CHECK(memcmp(buf + lo, ref + lo, (hi - lo) * sizeof(float)) == 0,
+              "parts: width %d on %d ranks, %zu floats: rank %d's share differs from the part-order sum", width,
+              c->world_size, n, c->rank);
+        CHECK(log.bad_order == 0 && log.bad_values == 0 && log.next == hi, "parts %zu: the consumer's pieces", n);
+        CHECK(memcmp(side, want, m * sizeof(double)) == 0, "parts %zu: side sums differ from the part-order sums", n);
+        record_hash(c, i, side, m * sizeof(double));
+        if (width == 4 && n == 300001) {
+            float *grouped = malloc(n * sizeof(float));
+            REQUIRE(grouped, "buffer");
+            grouped_avg_f32(grouped, n, 2100 + (uint64_t)i);
+            CHECK(memcmp(grouped, ref, n * sizeof(float)) != 0,
+                  "the inputs tell a sum grouped by rank from the part-order sum (else this test shows nothing)");
+            free(grouped);
+        }
+        free(ref);
+    }
+    /* the shares of every rank tile [0, n): one rank's hi is the next one's lo */
+    for (size_t n = 1; n < 5000; n += 997) {
+        size_t lo, hi;
+        coll_part_share(c, n, &lo, &hi);
+        size_t want_lo, want_hi, unused;
+        coll_share(n, width, first, &want_lo, &unused);
+        coll_share(n, width, first + count - 1, &unused, &want_hi);
+        CHECK(lo == want_lo && hi == want_hi, "part share of %zu: [%zu, %zu)", n, lo, hi);
+        CHECK(c->rank != 0 || lo == 0, "rank 0's share starts at 0");
+        CHECK(c->rank != c->world_size - 1 || hi == n, "the last rank's share ends at n");
+    }
+    double none = 0;
+    CHECK(c->reduce_scatter_parts_f32_ex(c, NULL, 0, 0, &none, COLL_MAX_SIDE_SUMS + 1, NULL, NULL) == -1,
+          "more than COLL_MAX_SIDE_SUMS side sums are refused");
+}
+
+static void test_set_width_validation(void) {
+    coll_cpu_group *g = coll_cpu_group_create(2, 1 << 20);
+    REQUIRE(g != NULL, "group");
+    coll_comm *c = coll_cpu_attach(g, 1);
+    REQUIRE(c != NULL, "attach");
+    CHECK(c->width == 2 && c->first_part == 1 && c->parts == 1, "one part per rank by default");
+    CHECK(coll_set_width(c, 1) == -1, "a width below the ranks is refused");
+    CHECK(coll_set_width(c, 2 * COLL_MAX_PARTS + 2) == -1, "more than COLL_MAX_PARTS parts per rank are refused");
+    CHECK(coll_set_width(c, 5) == 0 && c->first_part == 2 && c->parts == 3, "width 5 on 2 ranks: rank 1 has parts 2-4");
+    free(c); /* a rank's comm lives until its process exits; this one is the parent's: one calloc */
+    coll_cpu_group_destroy(g);
+}
+
 /* --- sum of f64, broadcast, barrier, alloc ---------------------------------------------- */
 
 static void body_sum_f64(coll_comm *c, const run_opts *o) {
@@ -621,6 +712,14 @@ int main(void) {
         run_ranks("alloc mirrored", w, body_alloc_mirrored, &dflt);
         printf("  world %d done (%d passed, %d failed so far)\n", w, check_passed, check_failed);
     }
+    test_set_width_validation();
+    const int widths[] = {1, 2, 3, 4, 8};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (int w = 1; w <= MAX_RANKS && w <= widths[i]; w++) {
+            const run_opts parts = {SMALL_CHUNK, widths[i]};
+            run_ranks("parts reduce-scatter", w, body_parts, &parts);
+        }
+    printf("  parts done (%d passed, %d failed so far)\n", check_passed, check_failed);
     run_ranks("oversubscribed", 4, body_oversubscribed, &dflt);
     test_abort(200000);
     test_abort(1000);

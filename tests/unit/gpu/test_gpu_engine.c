@@ -120,9 +120,10 @@ static double run_steps(engine *g, engine *c, double *gl, double *cl) {
     double worst_loss = 0;
     for (int k = 0; k < STEPS; k++) {
         const size_t *idx = s.indices + (size_t)k * BATCH;
-        REQUIRE(g->ops->step(g, idx, BATCH, lr, k, &gl[k]) == 0, "cuda step %d: %s", k, coll_nccl_failure(nccl_comm));
+        const int rows = BATCH; /* one batch shard per rank */
+        REQUIRE(g->ops->step(g, &idx, &rows, lr, k, &gl[k]) == 0, "cuda step %d: %s", k, coll_nccl_failure(nccl_comm));
         if (c) {
-            REQUIRE(c->ops->step(c, idx, BATCH, lr, k, &cl[k]) == 0, "cpu step %d", k);
+            REQUIRE(c->ops->step(c, &idx, &rows, lr, k, &cl[k]) == 0, "cpu step %d", k);
             double r = fabs(gl[k] - cl[k]) / fabs(cl[k]);
             if (!(r <= worst_loss)) worst_loss = r;
         }
@@ -153,8 +154,9 @@ static void against_cpu(const run_config *cfgp, const char *name) {
     }
     if (loss_err > worst && opt == OPT_SGD) worst = loss_err;
     double gs[2] = {0, 0}, cs[2] = {0, 0};
-    REQUIRE(g->ops->evaluate(g, 0, test.count, gs) == 0, "cuda evaluate");
-    REQUIRE(c->ops->evaluate(c, 0, test.count, cs) == 0, "cpu evaluate");
+    size_t from = 0, to = test.count;
+    REQUIRE(g->ops->evaluate(g, 1, &from, &to, gs) == 0, "cuda evaluate");
+    REQUIRE(c->ops->evaluate(c, 1, &from, &to, cs) == 0, "cpu evaluate");
     double eval_err = fabs(gs[0] - cs[0]) / cs[0];
     CHECK(eval_err <= (opt == OPT_SGD ? TOL : 1e-3), "%s: test loss sums %.9g vs %.9g", name, gs[0], cs[0]);
     CHECK(fabs(gs[1] - cs[1]) <= 2, "%s: test hits %.0f vs %.0f", name, gs[1], cs[1]);
@@ -186,7 +188,8 @@ static void test_sync_from_host(void) {
     g->opt.step = c->opt.step;
     REQUIRE(g->ops->sync_from_host(g) == 0, "sync_from_host");
     double gs[2] = {0, 0}, cs[2] = {0, 0};
-    REQUIRE(g->ops->evaluate(g, 0, test.count, gs) == 0 && c->ops->evaluate(c, 0, test.count, cs) == 0, "evaluate");
+    size_t from = 0, to = test.count;
+    REQUIRE(g->ops->evaluate(g, 1, &from, &to, gs) == 0 && c->ops->evaluate(c, 1, &from, &to, cs) == 0, "evaluate");
     CHECK(fabs(gs[0] - cs[0]) / cs[0] <= TOL, "after sync_from_host: test loss %.9g vs %.9g", gs[0], cs[0]);
     REQUIRE(g->ops->sync_to_host(g) == 0, "sync_to_host");
     CHECK(memcmp(g->params, c->params, sizeof(float) * n) == 0 &&

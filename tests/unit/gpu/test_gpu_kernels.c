@@ -24,6 +24,7 @@ int main(void) {
 #include <string.h>
 
 #include "cnn_kernels.h"
+#include "collectives.h"
 #include "cpu_kernels.h"
 #include "cuda/kernels.h"
 #include "memory_plan.h"
@@ -596,6 +597,43 @@ static void test_clip(void) {
     free(g0), free(g), free(gg);
 }
 
+/* The fixed-order reduce-scatter's sum (k_parts_avg_cuda) against the cpu
+ * collectives' (reduce_scatter_parts_f32_ex, all parts on one rank): the same bits,
+ * so that a GPU run of a width sums its shards as a CPU run does. */
+static void test_parts_avg(void) {
+    const int widths[] = {1, 2, 3, 4, 8};
+    size_t n = 70001, stride = (n + 15) / 16 * 16;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        int width = widths[w];
+        coll_cpu_group *g = coll_cpu_group_create(1, sizeof(float) * stride * (size_t)width + 4096);
+        REQUIRE(g != NULL, "cpu group");
+        coll_comm *c = coll_cpu_attach(g, 0);
+        REQUIRE(c && coll_set_width(c, width) == 0, "width %d on one rank", width);
+        float *parts = c->alloc(c, sizeof(float) * stride * (size_t)width), *src = malloc(sizeof(float) * n * width);
+        float *got = malloc(sizeof(float) * n);
+        REQUIRE(parts && src && got, "buffers");
+        for (int s = 0; s < width; s++) {
+            float *x = randoms(n, -1, 1);
+            for (size_t i = 0; i < n; i++) x[i] = ldexpf(x[i], (int)(i % 13) - 6); /* orders of magnitude apart */
+            memcpy(parts + (size_t)s * stride, x, sizeof(float) * n);
+            memcpy(src + (size_t)s * n, x, sizeof(float) * n);
+            free(x);
+        }
+        float *d_src = to_dev(src, sizeof(float) * n * width), *d_dst = dalloc(sizeof(float) * n);
+        CU(k_parts_avg_cuda(d_dst, d_src, n, n, width, S));
+        get(got, d_dst, sizeof(float) * n);
+        REQUIRE(c->reduce_scatter_parts_f32_ex(c, parts, stride, n, NULL, 0, NULL, NULL) == 0, "cpu parts reduce");
+        CHECK(memcmp(got, parts, sizeof(float) * n) == 0, "width %d: the GPU's shard-order sum has the cpu's bits",
+              width);
+        printf("  %-52s bit-identical: %s\n", width == 1 ? "parts average, width 1" : "parts average, width > 1",
+               memcmp(got, parts, sizeof(float) * n) == 0 ? "yes" : "NO");
+        cudaFree(d_src), cudaFree(d_dst);
+        free(src), free(got);
+        free(c); /* a rank's comm lives until its process exits; this one is ours: one calloc */
+        coll_cpu_group_destroy(g);
+    }
+}
+
 /* The reductions (bias gradient, loss, norm) twice on the same input: same bits. */
 static void test_determinism(void) {
     int rows = 8192, cols = 4096;
@@ -658,6 +696,7 @@ int main(void) {
     test_cnns(blas);
     test_optimizers();
     test_clip();
+    test_parts_avg();
     test_determinism();
     printf("kernels vs the CPU reference: largest relative error %.2e (target %.0e): %s\n", worst, TOL,
            worst <= TOL ? "met" : "MISSED");
