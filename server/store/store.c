@@ -15,6 +15,7 @@
 #include "disk_space.h"
 #include "metrics_sink.h"
 #include "migrations.h"
+#include "rollups.h"
 #include "run_versions.h"
 #include "write_fault.h"
 #include "thread_start.h"
@@ -628,6 +629,7 @@ static int open_and_start(const char *path, const store_observer *observer, cons
             }
         }
     }
+    if (rollup_backfill(S.db, err, errlen) != 0 || rollup_attach(S.db, err, errlen) != 0) return -1;
     if (usage_ledger_attach(S.db, err, errlen) != 0) return -1;
     if (S.observer.attach && S.observer.attach(S.db, err, errlen) != 0) return -1;
     return thread_start(&S.thread, writer_main, &S.started, "the database writer thread", err, errlen);
@@ -645,6 +647,7 @@ void store_close(void) {
     }
     if (S.observer.detach) S.observer.detach();
     usage_ledger_detach();
+    rollup_detach();
     for (int k = 0; k < OP_KIND_COUNT; k++) {
         for (int i = 0; i < OP_MAX_SQL; i++) {
             sqlite3_finalize(S.op_st[k][i]);
