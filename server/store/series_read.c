@@ -24,6 +24,8 @@ static const char *const XSQL[X_COUNT] = {
     [X_KEY] = "SELECT id FROM series_keys WHERE run_id = ?1 AND key = ?2",
 };
 
+const char *series_read_sql(int i) { return i >= 0 && i < X_COUNT ? XSQL[i] : NULL; }
+
 static sqlite3_stmt *xst(int which, int64_t run, int64_t key) {
     const char *sql = which == X_RAW_STEPS ? rollup_sql(RQ_RAW_STEPS)
                       : which == X_RAW_POINTS ? rollup_sql(RQ_RAW_POINTS)

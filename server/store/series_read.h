@@ -33,4 +33,8 @@ int store_series_page(int64_t run, int64_t key, int64_t after, int64_t limit, se
 
 void series_answer_free(series_answer *a);
 
+/* The SQL of the reads' own statements, i from 0; NULL past the last (for the test
+ * that holds their plans). */
+const char *series_read_sql(int i);
+
 #endif

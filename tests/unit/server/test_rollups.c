@@ -4,7 +4,9 @@
  * points after it) every complete bucket of every level has the row its points give
  * (checked against the points themselves, for the steps table's three series and a
  * named one), and no row of a bucket that holds none; the series stored before
- * migration 0017 keep their points under key ids and are rolled up by the backfill. */
+ * migration 0017 keep their points under key ids and are rolled up by the backfill;
+ * every statement of the writer and of the chart reads is a search of an index
+ * (EXPLAIN QUERY PLAN: no SCAN), so that a chart reads what it draws. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "check.h"
 #include "migrations.h"
 #include "rollups.h"
+#include "series_read.h"
 
 static sqlite3 *db;
 #define RUN 7
@@ -203,6 +206,44 @@ int main(void) {
     exec("DELETE FROM series_points WHERE run_id = 7 AND global_step > 5000 AND global_step < 8000");
     CHECK(rollup_cut(db, RUN, 5000) == 0, "cut keeping a tail");
     verify_all(key, "cut keeping a tail");
+
+    /* the plans: every statement seeks (but the backfill's LIMIT 1 of its queue) */
+    exec("ANALYZE");
+    int plans = 0;
+    for (int i = 0; i < RQ_COUNT + 64; i++) {
+        const char *sql = i < RQ_COUNT ? rollup_sql(i) : series_read_sql(i - RQ_COUNT);
+        if (!sql || i == RQ_BACKFILL_NEXT || strncmp(sql, "BEGIN", 5) == 0 || strncmp(sql, "COMMIT", 6) == 0) {
+            if (i >= RQ_COUNT && !sql) break;
+            continue;
+        }
+        char *explain = sqlite3_mprintf("EXPLAIN QUERY PLAN %s", sql);
+        sqlite3_stmt *st;
+        REQUIRE(sqlite3_prepare_v2(db, explain, -1, &st, NULL) == SQLITE_OK, "%s: %s", explain, sqlite3_errmsg(db));
+        char plan[1024] = "";
+        bool scan = false;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *d = (const char *)sqlite3_column_text(st, 3);
+            if (strncmp(d, "SCAN", 4) == 0) scan = true;
+            snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s; ", d);
+        }
+        sqlite3_finalize(st);
+        sqlite3_free(explain);
+        CHECK(!scan && (strstr(plan, "SEARCH") || !strstr(sql, "WHERE")), "\"%s\" scans: %s", sql, plan);
+        /* a chart's level: one range of the primary key, every column of it bound */
+        if (i == RQ_ROWS)
+            CHECK(strstr(plan, "USING PRIMARY KEY (run_id=? AND key_id=? AND level=? AND bucket>? AND bucket<?)"),
+                  "a chart's rows are one range of the primary key: %s", plan);
+        plans++;
+    }
+    CHECK(plans >= RQ_COUNT + 4, "%d plans held", plans);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT * FROM series WHERE run_id = 7 AND key = 'val_loss' ORDER BY global_step",
+                       -1, &st, NULL);
+    char plan[1024] = "";
+    while (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s; ", (const char *)sqlite3_column_text(st, 3));
+    sqlite3_finalize(st);
+    CHECK(!strstr(plan, "SCAN") && !strstr(plan, "TEMP B-TREE"), "a series by its name through the view: %s", plan);
 
     rollup_detach();
     sqlite3_close(db);
