@@ -3,10 +3,11 @@
 -- instead of repeating the name's text in every point. `series` stays, as a view with
 -- the columns it had, for the readers that ask for a series by its name.
 -- rollups: each series' coarser levels, kept as its points are written
--- (server/store/rollups.c): for level k (5..40), bucket b holds the steps
+-- (server/store/rollups.c): for level k (6..40), bucket b holds the steps
 -- [b << k, (b + 1) << k): how many points, their sum, the lowest, the highest (a null
 -- value, NULL in max_value, counts as the highest) and the last point, each with its
--- step and time. A bucket has its row once a later point exists (it is complete);
+-- step (stored from the bucket's first step, b << k) and time (the lowest's and the
+-- highest's stored back from the last point's), small numbers that take a byte or two. A bucket has its row once a later point exists (it is complete);
 -- the newest bucket of each level is read from the finer ones. A chart of N points
 -- reads about N of them whatever the series' length. key_id: series_keys.id, or -1,
 -- -2, -3 for the steps table's loss, lr and samples_per_s.

@@ -11,9 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The finest level kept (buckets of 32 steps) and the coarsest (2^40 steps). A chart
- * finer than ROLLUP_LEVEL_MIN reads the points themselves (at most 32 per bucket). */
-#define ROLLUP_LEVEL_MIN 5
+/* The finest level kept (buckets of 64 steps) and the coarsest (2^40 steps). A chart
+ * finer than ROLLUP_LEVEL_MIN reads the points themselves (at most 64 per bucket). */
+#define ROLLUP_LEVEL_MIN 6
 #define ROLLUP_LEVEL_MAX 40
 
 typedef struct {

@@ -22,7 +22,11 @@ static const char *const RQ_SQL[RQ_COUNT] = {
                      " AND global_step >= ?3 AND global_step <= ?4 ORDER BY global_step",
     [RQ_RAW_POINTS] = "SELECT global_step, value, t FROM series_points WHERE run_id = ?1 AND key_id = ?2"
                       " AND global_step >= ?3 AND global_step <= ?4 ORDER BY global_step",
-    [RQ_ROWS] = "SELECT bucket, " AGG_COLUMNS " FROM rollups WHERE run_id = ?1 AND key_id = ?2 AND level = ?3"
+    /* the steps stored from the bucket's start and the times back from the last point's
+     * (small numbers: SQLite stores them in a byte or two); read back whole */
+    [RQ_ROWS] = "SELECT bucket, n, n_num, sum_value, (bucket << level) + min_step, min_value, last_t - min_t,"
+                " (bucket << level) + max_step, max_value, last_t - max_t, (bucket << level) + last_step, last_value,"
+                " last_t FROM rollups WHERE run_id = ?1 AND key_id = ?2 AND level = ?3"
                 " AND bucket >= ?4 AND bucket <= ?5 ORDER BY bucket",
     [RQ_PUT] = "INSERT OR REPLACE INTO rollups (run_id, key_id, level, bucket, " AGG_COLUMNS ")"
                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
@@ -147,20 +151,21 @@ static int put(sqlite3 *db, int64_t run, int64_t key, int level, int64_t bucket,
         sqlite3_bind_int64(st, 5, bucket);
         return write_fault_step(db, st) < 0 ? -1 : 0;
     }
+    int64_t start = bucket << level, t = a->last.t; /* RQ_ROWS says why */
     sqlite3_bind_int64(st, 5, a->n);
     sqlite3_bind_int64(st, 6, a->n_num);
     sqlite3_bind_double(st, 7, a->sum);
     if (a->has_min) {
-        sqlite3_bind_int64(st, 8, a->min.step);
+        sqlite3_bind_int64(st, 8, a->min.step - start);
         bind_real_or_null(st, 9, a->min.value);
-        sqlite3_bind_int64(st, 10, a->min.t);
+        sqlite3_bind_int64(st, 10, t - a->min.t);
     }
-    sqlite3_bind_int64(st, 11, a->max.step);
+    sqlite3_bind_int64(st, 11, a->max.step - start);
     bind_real_or_null(st, 12, a->max.value);
-    sqlite3_bind_int64(st, 13, a->max.t);
-    sqlite3_bind_int64(st, 14, a->last.step);
+    sqlite3_bind_int64(st, 13, t - a->max.t);
+    sqlite3_bind_int64(st, 14, a->last.step - start);
     bind_real_or_null(st, 15, a->last.value);
-    sqlite3_bind_int64(st, 16, a->last.t);
+    sqlite3_bind_int64(st, 16, t);
     return write_fault_step(db, st) < 0 ? -1 : 0;
 }
 

@@ -126,7 +126,7 @@ static void merge_row(void *ctx, int64_t bucket, const rollup_agg *a) {
 
 /* The aggregate of steps [lo, hi] (hi <= last, the series' last step) from the fewest
  * rows: the largest complete aligned buckets that fit, the points themselves only
- * within the finest level's buckets at its ends (at most 2 * 32). */
+ * within the finest level's buckets at its ends (at most 2 * 64). */
 static int range_agg(int64_t run, int64_t key, int64_t lo, int64_t hi, int64_t last, rollup_agg *agg) {
     int64_t x = lo;
     if (x < 0) { /* no step is negative but in a test's hands: read them, the buckets start at 0 */
@@ -193,7 +193,7 @@ static int chart(int64_t run, int64_t key, int64_t after, int64_t max_points, se
     int k = rollup_level_for(first, last, buckets);
     a->bucket_steps = (int64_t)1 << k;
     int64_t b0 = first >> k, b1 = last >> k;
-    if (k < ROLLUP_LEVEL_MIN) { /* finer than the rollups: the points (at most 32 a bucket) */
+    if (k < ROLLUP_LEVEL_MIN) { /* finer than the rollups: the points (at most 64 a bucket) */
         for (int64_t b = b0; b <= b1; b++) {
             rollup_agg g;
             rollup_agg_init(&g);
