@@ -47,12 +47,34 @@ static const char *const RQ_SQL[RQ_COUNT] = {
 
 const char *rollup_sql(int which) { return RQ_SQL[which]; }
 
+/* The highest step of the series written lately, so that a point's write needs no
+ * seek for it: a small table by (run, key), dropped on a rollback (rollup_forget) and
+ * a series' entry on a cut. */
+#define PREV_SLOTS 256
+typedef struct {
+    int64_t run, key, step; /* run 0: empty */
+} prev_slot;
+
 static struct {
     sqlite3 *db;
     sqlite3_stmt *st[RQ_COUNT];
+    prev_slot prev[PREV_SLOTS];
 } W;
 
+static prev_slot *prev_slot_of(int64_t run, int64_t key) {
+    uint64_t h = ((uint64_t)run * 0x9E3779B97F4A7C15u) ^ ((uint64_t)key * 0xC2B2AE3D27D4EB4Fu);
+    return &W.prev[(h >> 32) % PREV_SLOTS];
+}
+
+void rollup_forget(void) { memset(W.prev, 0, sizeof W.prev); }
+
+static void forget_run(int64_t run) {
+    for (int i = 0; i < PREV_SLOTS; i++)
+        if (W.prev[i].run == run) W.prev[i].run = 0;
+}
+
 void rollup_detach(void) {
+    rollup_forget();
     for (int i = 0; i < RQ_COUNT; i++) {
         sqlite3_finalize(W.st[i]);
         W.st[i] = NULL;
@@ -137,6 +159,8 @@ static int64_t one_int(sqlite3_stmt *st) {
 }
 
 int64_t rollup_prev_step(sqlite3 *db, int64_t run, int64_t key) {
+    prev_slot *p = prev_slot_of(run, key);
+    if (db == W.db && p->run == run && p->key == key) return p->step;
     sqlite3_stmt *st = wst(db, key < 0 ? RQ_MAX_STEPS : RQ_MAX_POINTS, run, key);
     return st ? one_int(st) : NO_INT;
 }
@@ -209,6 +233,7 @@ static int roll(sqlite3 *db, int64_t run, int64_t key, int level, int64_t bucket
 }
 
 int rollup_written(sqlite3 *db, int64_t run, int64_t key, int64_t step, int64_t prev) {
+    if (db == W.db && run != 0) *prev_slot_of(run, key) = (prev_slot){run, key, prev == NO_INT || step > prev ? step : prev};
     if (prev == NO_INT || step < 0) return 0;
     for (int k = ROLLUP_LEVEL_MIN; k <= ROLLUP_LEVEL_MAX; k++) {
         if (step > prev) {
@@ -268,6 +293,7 @@ static int cut_series(sqlite3 *db, int64_t run, int64_t key, int64_t step) {
 }
 
 int rollup_cut(sqlite3 *db, int64_t run, int64_t step) {
+    forget_run(run);
     if (cut_series(db, run, ROLLUP_STEPS, step) != 0) return -1;
     sqlite3_stmt *st = wst(db, RQ_KEYS_OF_RUN, run, 0);
     if (!st) return -1;

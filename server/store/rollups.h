@@ -29,6 +29,9 @@ int64_t rollup_prev_step(sqlite3 *db, int64_t run, int64_t key);
  * (rollup_prev_step): the buckets it completes (or changes, written again or out of
  * order) are rolled up. 0, or -1 on a database error. */
 int rollup_written(sqlite3 *db, int64_t run, int64_t key, int64_t step, int64_t prev);
+/* The database's transaction was rolled back: what the writer remembers of the
+ * series' highest steps is forgotten (read again). Also after a run is deleted. */
+void rollup_forget(void);
 /* The run's points past `step` were deleted (a resume, a restart's cut): the rollups
  * of every series of the run are made right again past it. */
 int rollup_cut(sqlite3 *db, int64_t run, int64_t step);

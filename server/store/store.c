@@ -356,6 +356,7 @@ static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_sum
     if (ok && run_stmt(ST_COMMIT) < 0) ok = false;
     if (!ok) {
         usage_ledger_forget();
+        rollup_forget(); /* the series' highest steps it noted were rolled back too */
         if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
         if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
     }
