@@ -726,12 +726,26 @@ static int cmd_metrics(const args *a) {
     if (a->n_positional != 1 || !parse_id(a->positional[0], &id)) return usage_error("%s", "metrics takes a run ID");
     const char *key = a->key ? a->key : "loss";
     char path[256];
-    snprintf(path, sizeof path, "/runs/%lld/metrics?key=%s%s%s", id, key, a->max_points ? "&max_points=" : "",
-             a->max_points ? a->max_points : "");
+    snprintf(path, sizeof path, "/runs/%lld/metrics?key=%s%s%s", id, key, a->max_points ? "&max_points=" : "&limit=",
+             a->max_points ? a->max_points : "100000");
     int ec = 0;
     json_t *m = get_json(path, &ec);
     if (!m) return ec;
     json_t *points = json_object_get(m, "points");
+    /* without --max-points, every point: the server answers a page at a time */
+    for (json_t *next = json_object_get(m, "next_after"); json_is_integer(next);) {
+        char more[320];
+        snprintf(more, sizeof more, "%s&after=%lld", path, (long long)json_integer_value(next));
+        json_t *page = get_json(more, &ec);
+        if (!page) {
+            json_decref(m);
+            return ec;
+        }
+        json_array_extend(points, json_object_get(page, "points"));
+        json_object_set(m, "next_after", json_object_get(page, "next_after"));
+        json_decref(page);
+        next = json_object_get(m, "next_after");
+    }
     size_t i;
     json_t *pt;
     if (a->csv) {

@@ -31,11 +31,20 @@
            --get-queued: a queued run's GET instead (one slot held by a command run
            that sleeps), whose cached answer is checked against the scheduler's
            place, waiting_for and pending on every request.
+  chart    GET /runs/{id}/metrics of one run of --chart-steps steps (bench_ingest_trainer:
+           --chart-kind ingest, the steps table's loss; metric, a reporter's own series
+           acc): charts of 60 and 2,000 points (the newest 2,000 steps too, as a live
+           chart polls), a page of 10,000 points; the server's own CPU per request
+           (utime+stime) and the median wall time; and the database's bytes per point
+           (3 points a step). With --baseline-ddpd the run is written by that build first
+           and measured there, then the same state dir is started by this build (its
+           start migrates and rolls up the points: timed) and measured again; then a
+           fresh run of this build, for its ingest time and bytes per point.
 
-Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get] [--steps N]
+Usage: bench_server.py [--build DIR] [--only ingest,metric,command,wrk,latency,queue,get,chart] [--steps N]
                        [--baseline-ddpd PATH] [--baseline-trainer PATH] [--latency-world 1,2]
                        [--get-requests N] [--get-seconds S] [--get-rounds R] [--get-client auto|wrk|python]
-                       [--get-users] [--get-queued]"""
+                       [--get-users] [--get-queued] [--chart-steps N] [--chart-kind ingest|metric]"""
 import argparse, http.client, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 from datetime import datetime, timezone
 
@@ -91,11 +100,12 @@ class Server:
             time.sleep(interval)
         sys.exit(f"run {rid}: timed out")
 
-    def close(self):
+    def close(self, keep=False):
         self.conn.close()
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.proc.wait(600)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def bench_ingest(a, kind="ingest"):
@@ -128,6 +138,83 @@ def bench_ingest(a, kind="ingest"):
               f" the sender finished after {send_took:.2f} s)")
     print(f"  best {best[0]:,.0f} points/s, median {statistics.median(r[0] for r in results):,.0f} points/s"
           f"  (target: at least 100,000); database {db / 1e6:.0f} MB")
+
+
+def db_bytes(state_dir):
+    """The database's bytes on disk, its WAL included."""
+    return sum(os.path.getsize(os.path.join(state_dir, f)) for f in ("ddpd.db", "ddpd.db-wal")
+               if os.path.exists(os.path.join(state_dir, f)))
+
+
+CHART_ROOM = ["--max-points-per-run", "2000000000"]  # a 10M-step run is past the default cap
+
+
+def chart_fill(s, kind, steps):
+    """One run of `steps` steps through the event socket: (its id, seconds to the last commit)."""
+    t0 = time.time()
+    rid = s.submit({"name": f"{kind}-{steps}"})
+    s.wait(rid, lambda r: (r["progress"]["global_step"] or 0) >= steps, timeout=3600, interval=0.05)
+    took = time.time() - t0
+    s.wait(rid, lambda r: r["status"] == "succeeded")
+    return rid, took
+
+
+def chart_measure(s, rid, key, steps, label, page=True):
+    """Each read's server CPU per request and median wall, over enough requests (2 s or 300)."""
+    reads = [("chart of 60 points", f"max_points=60"), ("chart of 2,000 points", f"max_points=2000"),
+             ("newest 2,000 steps, chart of 2,000", f"max_points=2000&after={steps - 2000}")]
+    if page:
+        reads.append(("a page of 10,000 points", "limit=10000"))
+    rows = []
+    for what, q in reads:
+        path = f"/runs/{rid}/metrics?key={key}&{q}"
+        status, body = s.req("GET", path)  # warm: the pages it reads are in the cache
+        if status != 200:
+            sys.exit(f"{path}: {status} {body}")
+        n = len(body["points"])
+        walls, cpu0, start = [], cpu_seconds(s.proc.pid), time.time()
+        while (time.time() - start < 2.0 and len(walls) < 300) or len(walls) < 3:
+            t = time.perf_counter()
+            s.req("GET", path)
+            walls.append(time.perf_counter() - t)
+        cpu = (cpu_seconds(s.proc.pid) - cpu0) / len(walls)
+        rows.append((label, what, n, len(walls), cpu * 1000, statistics.median(walls) * 1000))
+    return rows
+
+
+def bench_chart(a):
+    trainer = os.path.join(a.build, "bin", "bench_ingest_trainer")
+    steps, kind = a.chart_steps, a.chart_kind
+    key = "loss" if kind == "ingest" else "acc"
+    rows, sizes = [], []
+    if a.baseline_ddpd:
+        s = Server(a.baseline_ddpd, trainer, slots=1, extra=CHART_ROOM)
+        rid, took = chart_fill(s, kind, steps)
+        print(f"chart: baseline {a.baseline_ddpd}: {steps:,} steps ingested in {took:.1f} s", flush=True)
+        rows += chart_measure(s, rid, key, steps, "baseline", page=False)
+        s.close(keep=True)
+        sizes.append(("baseline", db_bytes(s.dir)))
+        t0 = time.time()
+        s2 = Server(a.ddpd, trainer, slots=1, extra=CHART_ROOM, state_dir=s.dir)
+        print(f"chart: this build started on the baseline's state dir in {time.time() - t0:.1f} s"
+              " (migration 0017 and the rollups of its points)", flush=True)
+        rows += chart_measure(s2, rid, key, steps, "this build, migrated")
+        s2.close(keep=True)
+        sizes.append(("this build, migrated", db_bytes(s.dir)))
+        shutil.rmtree(s.dir, ignore_errors=True)
+    s = Server(a.ddpd, trainer, slots=1, extra=CHART_ROOM)
+    rid, took = chart_fill(s, kind, steps)
+    print(f"chart: this build: {steps:,} steps ingested in {took:.1f} s", flush=True)
+    rows += chart_measure(s, rid, key, steps, "this build")
+    s.close(keep=True)
+    sizes.append(("this build", db_bytes(s.dir)))
+    shutil.rmtree(s.dir, ignore_errors=True)
+    print(f"chart: GET /runs/{{id}}/metrics?key={key} of a {steps:,}-step run ({kind}: 3 points a step)")
+    print(f"  {'server':22s} {'read':36s} {'points':>7s} {'reqs':>5s} {'server CPU ms':>14s} {'wall ms':>9s}")
+    for label, what, n, reqs, cpu, wall in rows:
+        print(f"  {label:22s} {what:36s} {n:7d} {reqs:5d} {cpu:14.2f} {wall:9.2f}")
+    for label, size in sizes:
+        print(f"  {label:22s} database {size / 1e6:8.1f} MB: {size / (3 * steps):5.1f} bytes per point")
 
 
 def training_config(name, epochs, world):
@@ -620,18 +707,22 @@ def main():
     p.add_argument("--get-client", choices=("auto", "wrk", "python"), default="auto",
                    help="get: what makes the 64 connections (auto: wrk when installed, else Python)")
     p.add_argument("--get-rounds", type=int, default=3, help="get: rounds (each mode once a round)")
-    p.add_argument("--baseline-ddpd", help="get: another ddpd binary measured in the same rounds (same trainer)")
+    p.add_argument("--baseline-ddpd", help="get: another ddpd binary measured in the same rounds (same trainer);"
+                   " chart: the build that writes the run first and is measured before this one")
     p.add_argument("--get-queued", action="store_true",
                    help="get: measure a queued run's GET (its place, waiting_for and pending) instead of a finished run's")
     p.add_argument("--get-users", action="store_true",
                    help="get: each server has a user, and every GET sends its token")
+    p.add_argument("--chart-steps", type=int, default=10000000, help="chart: steps of the run charted")
+    p.add_argument("--chart-kind", choices=("ingest", "metric"), default="ingest",
+                   help="chart: the steps table's loss (ingest) or a reporter's own series (metric)")
     a = p.parse_args()
     a.build = os.path.abspath(a.build)
     a.ddpd = os.path.join(a.build, "bin", "ddpd")
     for part in a.only.split(","):
         {"ingest": bench_ingest, "metric": lambda a: bench_ingest(a, "metric"), "command": bench_command_latency,
          "wrk": bench_wrk,
-         "latency": bench_latency, "queue": bench_queue, "get": bench_get}[part](a)
+         "latency": bench_latency, "queue": bench_queue, "get": bench_get, "chart": bench_chart}[part](a)
         sys.stdout.flush()
 
 

@@ -60,6 +60,7 @@
 #include "scheduler.h"
 #include "state_layout.h"
 #include "store.h"
+#include "series_read.h"
 #include "store_read.h"
 #include "users.h"
 #include "disk_use.h"
@@ -453,6 +454,11 @@ static void delete_run(request *rq, response *rs) {
 
 /* ---- GET /runs/{id}/metrics ---- */
 
+/* A page of a series' points without max_points: this many unless limit says, at most
+ * METRICS_PAGE_MAX (a series can hold ten million; next_after walks them). */
+#define METRICS_PAGE_DEFAULT 10000
+#define METRICS_PAGE_MAX 100000
+
 /* The shortest of %.15g..%.17g that reads back as the same double. */
 static void append_number(buf_t *b, double v) {
     if (!isfinite(v)) {
@@ -493,41 +499,51 @@ static void get_metrics(request *rq, response *rs) {
         json_decref(keys);
         return;
     }
-    const char *name = k >= 0 ? NULL : key; /* a series the run reported itself */
-    int64_t max_points = 0, after = NO_INT;
+    int64_t max_points = 0, after = NO_INT, limit = 0;
     if (!param_query_int(rq, rs, "max_points", 3, 10000000, &max_points) ||
-        !param_query_int(rq, rs, "after", -1, INT64_MAX, &after)) {
+        !param_query_int(rq, rs, "after", -1, INT64_MAX, &after) ||
+        !param_query_int(rq, rs, "limit", 1, METRICS_PAGE_MAX, &limit)) {
         json_decref(keys);
         return;
     }
-    int64_t first = 0, last = 0;
-    downsampler d;
-    int found = store_series_range(id, name, after, &first, &last);
-    ds_init(&d, first, last, (size_t)max_points);
-    if (found < 0 || (found > 0 && store_series_scan(id, (metric_key)(k < 0 ? 0 : k), name, after, &d) != 0)) {
-        ds_free(&d);
+    if (max_points && limit) {
+        json_decref(keys);
+        reply_problem(rs, 400, NULL, "max_points (a chart of the whole series) and limit (a page of its points) do not "
+                      "go together: ask for one of them");
+        return;
+    }
+    /* a chart from the rollups (max_points), else a page of the points themselves */
+    series_answer a;
+    int64_t key_id = store_series_key(id, key);
+    int rc = key_id == NO_INT || key_id == 0 ? -1
+             : max_points ? store_series_chart(id, key_id, after, max_points, &a)
+                          : store_series_page(id, key_id, after, limit ? limit : METRICS_PAGE_DEFAULT, &a);
+    if (rc != 0) {
+        if (key_id != NO_INT && key_id != 0) series_answer_free(&a);
         json_decref(keys);
         reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
         return;
     }
-    ds_finish(&d);
-    /* Written by hand: a series can hold a million points. */
+    /* Written by hand: a page can hold a hundred thousand points. */
     buf_t out = {0};
     json_t *key_value = json_string(key);
     char *key_json = json_dumps(key_value, JSON_ENCODE_ANY), *keys_json = json_dumps(keys, JSON_COMPACT);
     json_decref(key_value);
     json_decref(keys);
-    buf_printf(&out, "{\"run\":%lld,\"key\":%s,\"keys\":%s,\"count\":%zu,\"downsampled\":%s,\"points\":[",
-               (long long)id, key_json, keys_json, d.count, d.n_out < d.count ? "true" : "false");
+    buf_printf(&out, "{\"run\":%lld,\"key\":%s,\"keys\":%s,\"count\":%lld,\"downsampled\":%s,\"bucket_steps\":%lld,",
+               (long long)id, key_json, keys_json, (long long)a.count,
+               a.bucket_steps > 1 && (int64_t)a.n < a.count ? "true" : "false", (long long)a.bucket_steps);
+    if (a.next_after == NO_INT) buf_printf(&out, "\"next_after\":null,\"points\":[");
+    else buf_printf(&out, "\"next_after\":%lld,\"points\":[", (long long)a.next_after);
     free(key_json);
     free(keys_json);
-    for (size_t i = 0; i < d.n_out; i++) {
-        buf_printf(&out, "%s[%lld,", i ? "," : "", (long long)d.out[i].step);
-        append_number(&out, d.out[i].value);
-        buf_printf(&out, ",%lld]", (long long)d.out[i].t);
+    for (size_t i = 0; i < a.n; i++) {
+        buf_printf(&out, "%s[%lld,", i ? "," : "", (long long)a.points[i].step);
+        append_number(&out, a.points[i].value);
+        buf_printf(&out, ",%lld]", (long long)a.points[i].t);
     }
     buf_printf(&out, "]}\n");
-    ds_free(&d);
+    series_answer_free(&a);
     reply_text(rs, 200, out.data, out.len, "application/json");
 }
 

@@ -12,6 +12,7 @@
 
 #include "base.h"
 #include "kind_fields.h"
+#include "rollups.h"
 #include "run_ops.h"
 #include "run_status.h"
 #include "views.h"
@@ -145,7 +146,7 @@ static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = R
 /* After its row's (st[0]): a reporter's series (st[1]), its rank's step (st[2]), what a
  * restart cuts (st[3..7]). */
 static const char *const STEP_SQL[] = {
-    "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+    "INSERT OR REPLACE INTO series_points (run_id, key_id, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
     "UPDATE ranks SET global_step = ?3, last_seen = ?4 WHERE run_id = ?1 AND rank = ?2"
     " AND global_step IS NOT ?3",
     /* cut_superseded: the newest restart's start; then the steps and the series past ?2
@@ -159,7 +160,7 @@ static const char *const STEP_SQL[] = {
     "INSERT OR REPLACE INTO superseded_series (run_id, attempt, key, global_step, value, t)"
     " SELECT run_id, (SELECT max(attempt) FROM run_attempts a WHERE a.run_id = ?1 AND a.started_at <= s.t),"
     " key, global_step, value, t FROM series s WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
-    "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
+    "DELETE FROM series_points WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
     NULL,
 };
 
@@ -181,6 +182,7 @@ static void cut_superseded(sqlite3 *db, sqlite3_stmt *const *st, const store_op 
         sqlite3_bind_int64(st[i], 3, since);
         if (write_fault_step(db, st[i]) <= 0 && i == 5) return; /* no step of an earlier attempt past it: nothing to cut */
     }
+    rollup_cut(db, op->run_id, op->u.step.global_step);
 }
 
 /* A reporter's other values (series: st[1]), its rank's step (st[2]: a reporter sends
@@ -197,15 +199,23 @@ static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
     }
     const char *key;
     json_t *value;
+    int64_t gs = op->u.step.global_step;
     json_object_foreach(op->u.step.series, key, value) {
+        int64_t key_id = rollup_key_id(db, op->run_id, key);
+        if (key_id < 0) continue; /* a database error: write_fault has it, the batch is retried */
+        int64_t prev = rollup_prev_step(db, op->run_id, key_id);
         sqlite3_bind_int64(st[1], 1, op->run_id);
-        bind_text_or_null(st[1], 2, key);
-        sqlite3_bind_int64(st[1], 3, op->u.step.global_step);
+        sqlite3_bind_int64(st[1], 2, key_id);
+        sqlite3_bind_int64(st[1], 3, gs);
         bind_real_or_null(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
         sqlite3_bind_int64(st[1], 5, op->t);
-        write_fault_step(db, st[1]);
+        if (write_fault_step(db, st[1]) > 0) rollup_written(db, op->run_id, key_id, gs, prev);
     }
-    return apply_row(db, st, op);
+    /* the row, then the rollups of the buckets it completes (rollups.h) */
+    int64_t prev = rollup_prev_step(db, op->run_id, ROLLUP_STEPS);
+    int64_t changed = apply_row(db, st, op);
+    if (changed > 0) rollup_written(db, op->run_id, ROLLUP_STEPS, gs, prev);
+    return changed;
 }
 
 static void free_step(store_op *op) { json_decref(op->u.step.series); }
@@ -352,7 +362,7 @@ static const char *const EPOCH_OTHERS[] = {"checkpoint", NULL};
  * series EPOCH_SERIES_PREFIX NAME at step `epoch` (st[1], the series' own statement,
  * as a step's series are written). */
 static const char *const EPOCH_SQL[] = {
-    "INSERT OR REPLACE INTO series (run_id, key, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
+    "INSERT OR REPLACE INTO series_points (run_id, key_id, global_step, value, t) VALUES (?1, ?2, ?3, ?4, ?5)",
     NULL,
 };
 
@@ -362,13 +372,18 @@ static int64_t apply_epoch(sqlite3 *db, sqlite3_stmt *const *st, const store_op 
     json_t *value;
     json_object_foreach(op->u.epoch.series, key, value) {
         char *name = xasprintf(EPOCH_SERIES_PREFIX "%s", key);
+        int64_t key_id = rollup_key_id(db, op->run_id, name); /* its rollups too, as a step's series */
+        free(name);
+        if (key_id < 0) continue; /* a database error: write_fault has it, the batch is retried */
+        int64_t prev = rollup_prev_step(db, op->run_id, key_id);
         sqlite3_bind_int64(st[1], 1, op->run_id);
-        bind_text_or_null(st[1], 2, name);
+        sqlite3_bind_int64(st[1], 2, key_id);
         sqlite3_bind_int64(st[1], 3, op->u.epoch.epoch);
         bind_real_or_null(st[1], 4, json_is_number(value) ? json_number_value(value) : NAN);
         sqlite3_bind_int64(st[1], 5, op->t);
-        if (write_fault_step(db, st[1]) > 0 && changed == 0) changed = 1;
-        free(name);
+        if (write_fault_step(db, st[1]) <= 0) continue;
+        rollup_written(db, op->run_id, key_id, op->u.epoch.epoch, prev);
+        if (changed == 0) changed = 1;
     }
     return changed;
 }

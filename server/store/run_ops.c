@@ -9,6 +9,7 @@
 
 #include "base.h"
 #include "kind_fields.h"
+#include "rollups.h"
 #include "run_status.h"
 #include "write_fault.h"
 
@@ -195,7 +196,7 @@ void op_run_finish_free(store_op *op) { free(op->u.finish.reason); }
 
 const char *const OP_RUN_DELETE_SQL[] = {
     "DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
-    "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series WHERE run_id = ?1",
+    "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series_points WHERE run_id = ?1",
     "DELETE FROM epochs WHERE run_id = ?1",
     "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
     "DELETE FROM events WHERE run_id = ?1", "DELETE FROM run_timeline WHERE run_id = ?1",
@@ -204,6 +205,7 @@ const char *const OP_RUN_DELETE_SQL[] = {
 
 /* A finished run and everything recorded of it, its feed events too. */
 int64_t op_run_delete_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    rollup_forget(); /* its series go (and their rollups, by migration 0017's trigger) */
     sqlite3_bind_int64(st[0], 1, op->run_id);
     int64_t n = write_fault_step(db, st[0]);
     for (int i = 1; n == 1 && i < OP_MAX_SQL && st[i]; i++) {
@@ -246,7 +248,7 @@ const char *const OP_RUN_RESUME_SQL[] = {
     "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
     "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the checkpoint's epoch */
     "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
-    "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2",
+    "DELETE FROM series_points WHERE run_id = ?1 AND global_step > ?2",
     NULL,
 };
 
@@ -273,6 +275,7 @@ int64_t op_run_resume_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op
         else sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
         write_fault_step(db, st[i]);
     }
+    if (n == 1 && from_checkpoint) rollup_cut(db, op->run_id, gs);
     return n;
 }
 
@@ -325,7 +328,7 @@ const char *const OP_RUN_REQUEUE_SQL[] = {
     "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
     "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the last epoch it holds */
     "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
-    "DELETE FROM series WHERE run_id = ?1 AND global_step > ?2",
+    "DELETE FROM series_points WHERE run_id = ?1 AND global_step > ?2",
     NULL,
 };
 
@@ -351,6 +354,7 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
         sqlite3_bind_int64(st[i], 2, i == 3 ? epoch : gs);
         write_fault_step(db, st[i]);
     }
+    if (gs != NO_INT) rollup_cut(db, op->run_id, gs);
     return n;
 }
 

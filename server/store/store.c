@@ -15,6 +15,7 @@
 #include "disk_space.h"
 #include "metrics_sink.h"
 #include "migrations.h"
+#include "rollups.h"
 #include "run_versions.h"
 #include "write_fault.h"
 #include "thread_start.h"
@@ -355,6 +356,7 @@ static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_sum
     if (ok && run_stmt(ST_COMMIT) < 0) ok = false;
     if (!ok) {
         usage_ledger_forget();
+        rollup_forget(); /* the series' highest steps it noted were rolled back too */
         if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
         if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
     }
@@ -628,6 +630,7 @@ static int open_and_start(const char *path, const store_observer *observer, cons
             }
         }
     }
+    if (rollup_backfill(S.db, err, errlen) != 0 || rollup_attach(S.db, err, errlen) != 0) return -1;
     if (usage_ledger_attach(S.db, err, errlen) != 0) return -1;
     if (S.observer.attach && S.observer.attach(S.db, err, errlen) != 0) return -1;
     return thread_start(&S.thread, writer_main, &S.started, "the database writer thread", err, errlen);
@@ -645,6 +648,7 @@ void store_close(void) {
     }
     if (S.observer.detach) S.observer.detach();
     usage_ledger_detach();
+    rollup_detach();
     for (int k = 0; k < OP_KIND_COUNT; k++) {
         for (int i = 0; i < OP_MAX_SQL; i++) {
             sqlite3_finalize(S.op_st[k][i]);

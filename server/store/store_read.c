@@ -59,8 +59,9 @@ static const char *QSQL[Q_COUNT] = {
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
                " WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))"
                " AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3",
-    [Q_RANGE] = "SELECT min(global_step), max(global_step) FROM steps"
-                " WHERE run_id = ?1 AND global_step > ?2",
+    /* two subqueries: each is one seek (one min() and one max() together read the range) */
+    [Q_RANGE] = "SELECT (SELECT min(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2),"
+                " (SELECT max(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2)",
     [Q_SERIES_LOSS] = "SELECT global_step, loss, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
                       " ORDER BY global_step",
     [Q_SERIES_LR] = "SELECT global_step, lr, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
@@ -75,7 +76,8 @@ static const char *QSQL[Q_COUNT] = {
                        " AND global_step > ?2 ORDER BY global_step",
     /* the next name after ?2: one seek on the primary key each (a DISTINCT would
      * read every point of the run) */
-    [Q_NAMED_KEYS] = "SELECT key FROM series WHERE run_id = ?1 AND key > ?2 ORDER BY key LIMIT 1",
+    [Q_NAMED_KEYS] = "SELECT key FROM series_keys k WHERE run_id = ?1 AND key > ?2 AND EXISTS (SELECT 1"
+                     " FROM series_points p WHERE p.run_id = ?1 AND p.key_id = k.id) ORDER BY key LIMIT 1",
     [Q_RANKS] = "SELECT rank, device, pid, host, state, detail, global_step, step_ms, connected_at,"
                 " last_seen, gpu_mem_used_bytes, gpu_mem_total_bytes FROM ranks WHERE run_id = ?1 ORDER BY rank",
     [Q_BY_STATUS] = "SELECT status, count(*) FROM runs GROUP BY status",
@@ -85,7 +87,7 @@ static const char *QSQL[Q_COUNT] = {
                    " ORDER BY 1",
     [Q_LENGTHS] = "SELECT finished_at - started_at FROM runs WHERE status = 'succeeded' AND owner IS ?1 AND name = ?2"
                   " AND started_at IS NOT NULL AND finished_at >= started_at ORDER BY id DESC LIMIT 15",
-    [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series WHERE run_id = ?1)"
+    [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series_points WHERE run_id = ?1)"
                  " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
     /* ?4: whom a user's read is limited to (what it did, and what is about it or its runs); NULL: an admin */
     [Q_AUDIT] = "SELECT id, t, actor, action, target, run_id, subject, detail FROM audit"
@@ -130,7 +132,7 @@ static const char *QSQL[Q_COUNT] = {
 #define FIRST_STEP                                                                                               \
     "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
     "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
-    " (SELECT min(global_step) FROM series WHERE run_id = ?1 AND t >= started_at)) END"
+    " (SELECT min(global_step) FROM series_points WHERE run_id = ?1 AND t >= started_at)) END"
 /* A failed attempt's class (migration 0017), null when it has none. */
 #define FAILURE_JSON                                                                                             \
     "json(CASE WHEN failure_class IS NOT NULL THEN json_object('class', failure_class, 'rank', failing_rank,"     \
@@ -170,6 +172,7 @@ static void build_queries(void) {
 typedef struct {
     sqlite3 *db;
     sqlite3_stmt *q[Q_COUNT];
+    sqlite3_stmt *extra[STORE_READ_EXTRA]; /* store_read_extra's */
 } reader;
 
 static pthread_key_t reader_key;
@@ -179,6 +182,7 @@ static void reader_free(void *p) {
     reader *r = p;
     if (!r) return;
     for (int i = 0; i < Q_COUNT; i++) sqlite3_finalize(r->q[i]);
+    for (int i = 0; i < STORE_READ_EXTRA; i++) sqlite3_finalize(r->extra[i]);
     sqlite3_close(r->db);
     free(r);
 }
@@ -191,8 +195,8 @@ void store_read_release(void) {
     pthread_setspecific(reader_key, NULL);
 }
 
-/* This thread's statement `which`, reset and ready to bind; NULL on error. */
-static sqlite3_stmt *stmt(int which) {
+/* This thread's reader, its connection opened on first use; NULL on error. */
+static reader *this_reader(void) {
     pthread_once(&reader_once, make_key);
     pthread_once(&queries_once, build_queries);
     reader *r = pthread_getspecific(reader_key);
@@ -209,6 +213,26 @@ static sqlite3_stmt *stmt(int which) {
         sqlite3_exec(r->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
         pthread_setspecific(reader_key, r);
     }
+    return r;
+}
+
+sqlite3_stmt *store_read_extra(int slot, const char *sql) {
+    reader *r = this_reader();
+    if (!r || slot < 0 || slot >= STORE_READ_EXTRA) return NULL;
+    if (!r->extra[slot] &&
+        sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->extra[slot], NULL) != SQLITE_OK) {
+        log_error("preparing \"%s\": %s", sql, sqlite3_errmsg(r->db));
+        return NULL;
+    }
+    sqlite3_reset(r->extra[slot]);
+    sqlite3_clear_bindings(r->extra[slot]);
+    return r->extra[slot];
+}
+
+/* This thread's statement `which`, reset and ready to bind; NULL on error. */
+static sqlite3_stmt *stmt(int which) {
+    reader *r = this_reader();
+    if (!r) return NULL;
     if (!r->q[which] &&
         sqlite3_prepare_v3(r->db, QSQL[which], -1, SQLITE_PREPARE_PERSISTENT, &r->q[which], NULL) != SQLITE_OK) {
         log_error("preparing \"%s\": %s", QSQL[which], sqlite3_errmsg(r->db));

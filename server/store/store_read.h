@@ -6,6 +6,7 @@
 #define DDPD_SERVER_STORE_STORE_READ_H
 
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -116,6 +117,11 @@ json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, in
  * name NULL: the steps table's (loss, lr, samples_per_s); else the named series a
  * command run reported. Returns 0 when there are none, 1 when there are, -1 on error. */
 int store_series_range(int64_t id, const char *name, int64_t after, int64_t *first, int64_t *last);
+/* This thread's statement of `sql` in slot `slot` (0 .. STORE_READ_EXTRA - 1, one SQL
+ * per slot: the caller's own numbering), on its reader connection, reset; NULL on
+ * error. For the store's other readers (series_read.c). */
+#define STORE_READ_EXTRA 16
+sqlite3_stmt *store_read_extra(int slot, const char *sql);
 /* Feeds the series' points after `after`, in step order, to the downsampler: the
  * steps table's `key` when name is NULL, else the named series. */
 int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d);

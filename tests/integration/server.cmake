@@ -21,6 +21,8 @@ ddpd_py_cases(server_resume_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_resume
               TIMEOUT 420)
 ddpd_py_cases(server_attempts_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_attempts.py ARGS ${server_test_args}
               TIMEOUT 420)
+ddpd_py_cases(server_charts_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_charts.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 300)
 ddpd_py_cases(server_cache_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_cached_reads.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 120)
 ddpd_py_cases(server_rendezvous_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_rendezvous.py SANITIZE ARGS ${server_test_args}

@@ -1,9 +1,10 @@
-# The server's C unit tests: the pieces that are pure logic (downsampling, the API's
+# The server's C unit tests: the pieces that are pure logic (downsampling, rollups, the API's
 # times, migrations, per-address counts, the settings table, the queue policy, the blame
 # among a run's parts, a launcher's command line) and the core modules (store, ingest
 # parsing, feed, scheduler, rendezvous, the one way into a run's directory), each on real
 # parts where it has them.
 ddpd_c_test(test_downsample ${CMAKE_CURRENT_LIST_DIR}/server/test_downsample.c LIBS ddpd_lib)
+ddpd_c_test(test_rollup_math ${CMAKE_CURRENT_LIST_DIR}/server/test_rollup_math.c LIBS ddpd_lib)
 ddpd_c_test(test_migrate ${CMAKE_CURRENT_LIST_DIR}/server/test_migrate.c LIBS ddpd_store)
 ddpd_c_test(test_run_status ${CMAKE_CURRENT_LIST_DIR}/server/test_run_status.c LIBS ddpd_store)
 ddpd_c_test(test_clock ${CMAKE_CURRENT_LIST_DIR}/server/test_clock.c LIBS ddpd_server_base)
@@ -20,7 +21,7 @@ ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS 
 # real child processes (a shell script as the trainer).
 # Each links the lowest library that holds its subject, so that a call upward out of
 # that library fails to link here (docs/architecture.md).
-foreach(store_test test_store test_store_faults test_store_sweep_write test_kind_fields test_journal_replay
+foreach(store_test test_store test_store_faults test_store_sweep_write test_kind_fields test_journal_replay test_rollups
                    test_run_ops)
   ddpd_c_test(${store_test} ${CMAKE_CURRENT_LIST_DIR}/server/${store_test}.c LIBS ddpd_store)
 endforeach()
