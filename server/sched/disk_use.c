@@ -46,26 +46,41 @@ static struct {
     bool (*fail)(int64_t id, const char *reason); /* how a run past its owner's quota is failed */
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-/* Under D.mu. */
+/* Under D.mu. D.runs is kept in ascending id order (a start reads them so, a new run
+ * has the highest id, a deletion closes its gap): a lookup is a binary search, and a
+ * start with a long history costs no more than reading it. */
+static size_t lower_bound_locked(int64_t id) {
+    size_t lo = 0, hi = D.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (D.runs[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static run_use *find_locked(int64_t id) {
-    for (size_t i = 0; i < D.n; i++)
-        if (D.runs[i].id == id) return &D.runs[i];
-    return NULL;
+    size_t i = lower_bound_locked(id);
+    return i < D.n && D.runs[i].id == id ? &D.runs[i] : NULL;
 }
 
 static run_use *add_locked(int64_t id, const char *owner) {
-    run_use *r = find_locked(id);
-    if (r) return r;
+    size_t i = lower_bound_locked(id);
+    if (i < D.n && D.runs[i].id == id) return &D.runs[i];
     if (D.n == D.cap) D.runs = xrealloc(D.runs, (D.cap = D.cap ? 2 * D.cap : 64) * sizeof *D.runs);
-    r = &D.runs[D.n++];
+    memmove(&D.runs[i + 1], &D.runs[i], (D.n - i) * sizeof *D.runs);
+    D.n++;
+    run_use *r = &D.runs[i];
     *r = (run_use){.id = id, .bytes = -1};
     snprintf(r->owner, sizeof r->owner, "%s", owner ? owner : "");
     return r;
 }
 
-/* Queues a walk (a run already queued is not queued twice, unless for a checkpoint). */
-static void ask_locked(int64_t id, const char *checkpoint) {
-    for (walk_req *w = D.head; w && !checkpoint; w = w->next)
+/* Queues a walk (a run already queued is not queued twice, unless for a checkpoint;
+ * `fresh`: the caller knows it is not queued, as at start, where a history of runs
+ * never measured would otherwise cost a look through the queue each). */
+static void queue_locked(int64_t id, const char *checkpoint, bool fresh) {
+    for (walk_req *w = D.head; w && !checkpoint && !fresh; w = w->next)
         if (w->id == id) return;
     walk_req *w = xcalloc(1, sizeof *w);
     w->id = id;
@@ -78,6 +93,8 @@ static void ask_locked(int64_t id, const char *checkpoint) {
     D.tail = w;
     pthread_cond_signal(&D.cv);
 }
+
+static void ask_locked(int64_t id, const char *checkpoint) { queue_locked(id, checkpoint, false); }
 
 /* Under D.mu: the sum of `owner`'s runs as measured (-1: none measured), and
  * whether a walk of one of them was cut short. */
@@ -149,7 +166,11 @@ void disk_use_run_ended(int64_t id) {
 void disk_use_run_deleted(int64_t id) {
     pthread_mutex_lock(&D.mu);
     run_use *r = find_locked(id);
-    if (r) *r = D.runs[--D.n];
+    if (r) { /* the order kept */
+        size_t i = (size_t)(r - D.runs);
+        memmove(&D.runs[i], &D.runs[i + 1], (D.n - i - 1) * sizeof *D.runs);
+        D.n--;
+    }
     pthread_mutex_unlock(&D.mu);
 }
 
@@ -233,7 +254,7 @@ int disk_use_start(bool (*fail)(int64_t id, const char *reason), char *err, size
         run_use *r = add_locked(runs[i].id, runs[i].owner);
         r->bytes = runs[i].bytes;
         r->finished = runs[i].finished;
-        if (r->bytes < 0) ask_locked(r->id, NULL); /* never measured (a run from before) */
+        if (r->bytes < 0) queue_locked(r->id, NULL, true); /* never measured (a run from before); ids are unique */
     }
     D.next_refresh = 0; /* the live runs at once */
     D.stopping = false;
