@@ -8,6 +8,10 @@ CREATE INDEX runs_by_owner_status ON runs (owner, status, id);
 CREATE INDEX runs_by_sweep_id ON runs (sweep_id, id) WHERE sweep_id IS NOT NULL;
 CREATE INDEX runs_by_name ON runs (name, id);
 CREATE INDEX runs_by_created ON runs (created_at);
+-- What a start reads of every run (server/sched/disk_use.c: each one's owner, bytes and
+-- whether it ended), read from this index alone: a few bytes a run, not its row with
+-- its config (a 50,000-run history's table is tens of megabytes, this index one or two).
+CREATE INDEX runs_disk ON runs (id, owner, disk_bytes, status);
 
 -- A time window is a range of ids only while creation times never go back as ids go
 -- up (a clock stepped back could make one): the store keeps them so from now on

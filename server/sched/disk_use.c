@@ -36,15 +36,21 @@ typedef struct walk_req {
 
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv, loaded_cv;
     pthread_t thread;
     bool started, stopping;
+    bool loaded; /* the history read (by the thread, after start: a start does not wait for it) */
     run_use *runs;
     size_t n, cap;
     walk_req *head, *tail;
     int64_t next_refresh; /* mono ms */
     bool (*fail)(int64_t id, const char *reason); /* how a run past its owner's quota is failed */
-} D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .loaded_cv = PTHREAD_COND_INITIALIZER};
+
+/* Under D.mu: until the thread has read the history, a sum would miss it: wait. */
+static void wait_loaded_locked(void) {
+    while (D.started && !D.loaded && !D.stopping) pthread_cond_wait(&D.loaded_cv, &D.mu);
+}
 
 /* Under D.mu. D.runs is kept in ascending id order (a start reads them so, a new run
  * has the highest id, a deletion closes its gap): a lookup is a binary search, and a
@@ -113,6 +119,7 @@ static int64_t sum_locked(const char *owner, bool *incomplete) {
 int64_t disk_use_of(const char *owner) {
     bool incomplete;
     pthread_mutex_lock(&D.mu);
+    wait_loaded_locked();
     int64_t sum = sum_locked(owner ? owner : "", &incomplete);
     pthread_mutex_unlock(&D.mu);
     return sum;
@@ -138,6 +145,7 @@ static bool over_locked(const char *owner, long long quota, char *why, size_t wh
 
 bool disk_use_over(const char *owner, long long quota, char *why, size_t whylen) {
     pthread_mutex_lock(&D.mu);
+    wait_loaded_locked();
     bool over = owner && over_locked(owner, quota, why, whylen);
     pthread_mutex_unlock(&D.mu);
     return over;
@@ -215,8 +223,31 @@ static void walk(const walk_req *w) {
     if (w->checkpoint[0]) judge_checkpoint(w->id, owner, w->checkpoint);
 }
 
+/* Every run's owner, bytes and end, from the database (an index of a few bytes a run,
+ * runs_disk): what a start of a long history would otherwise wait for, read here, in
+ * this thread, while the server already answers (a quota asked meanwhile waits). */
+static void load_history(void) {
+    run_disk *runs = NULL;
+    int n = store_list_disk(&runs);
+    if (n < 0) log_error("cannot read the runs' disk use from the database: quotas count only the runs from now on");
+    pthread_mutex_lock(&D.mu);
+    for (int i = 0; i < n; i++) {
+        run_use *r = find_locked(runs[i].id);
+        if (r) continue; /* added since (a new run): as it is */
+        r = add_locked(runs[i].id, runs[i].owner);
+        r->bytes = runs[i].bytes;
+        r->finished = runs[i].finished;
+        if (r->bytes < 0) queue_locked(r->id, NULL, true); /* never measured (a run from before); ids are unique */
+    }
+    D.loaded = true;
+    pthread_cond_broadcast(&D.loaded_cv);
+    pthread_mutex_unlock(&D.mu);
+    free(runs);
+}
+
 static void *walker(void *arg) {
     (void)arg;
+    load_history();
     pthread_mutex_lock(&D.mu);
     while (!D.stopping) {
         if (mono_ms() >= D.next_refresh) { /* the live runs, again */
@@ -243,29 +274,19 @@ static void *walker(void *arg) {
 
 int disk_use_start(bool (*fail)(int64_t id, const char *reason), char *err, size_t errlen) {
     D.fail = fail;
-    run_disk *runs = NULL;
-    int n = store_list_disk(&runs);
-    if (n < 0) {
-        snprintf(err, errlen, "cannot read the runs' disk use from the database");
-        return -1;
-    }
     pthread_mutex_lock(&D.mu);
-    for (int i = 0; i < n; i++) {
-        run_use *r = add_locked(runs[i].id, runs[i].owner);
-        r->bytes = runs[i].bytes;
-        r->finished = runs[i].finished;
-        if (r->bytes < 0) queue_locked(r->id, NULL, true); /* never measured (a run from before); ids are unique */
-    }
     D.next_refresh = 0; /* the live runs at once */
     D.stopping = false;
+    D.loaded = false;
     pthread_mutex_unlock(&D.mu);
-    free(runs);
     return thread_start(&D.thread, walker, &D.started, "the disk use's thread", err, errlen);
 }
 
 void disk_use_stop(void) {
     thread_stop(D.thread, &D.mu, &D.cv, &D.stopping, &D.started);
     pthread_mutex_lock(&D.mu);
+    pthread_cond_broadcast(&D.loaded_cv); /* nobody waits on a stopped thread's load */
+    D.loaded = false;
     while (D.head) {
         walk_req *w = D.head;
         D.head = w->next;

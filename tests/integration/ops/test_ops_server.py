@@ -741,6 +741,51 @@ def case_start_reads_little(a):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def case_start_counts_disk_use_at_once(a):
+    """A start does not wait to read every run's disk use (its thread reads it while
+    the server answers), yet the first submission after it is judged on all of it: a
+    user whose finished runs hold more than her quota is refused at once."""
+    from ddpd_harness import add_user, bearer
+    base = tempfile.mkdtemp(prefix="ddpd-ops-disk-")
+    try:
+        state = os.path.join(base, "state")
+        os.mkdir(state, 0o700)
+        alice = add_user(a.ddpd, state, "alice", "--max-disk-gb", "0.001")
+        with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
+            r = s.post("/runs", {"name": "steps-5"}, headers=bearer(alice))
+            check(r.status == 201, f"alice's run: {r.status} {r.body[:200]!r}")
+            rid = r.json()["id"] if r.status == 201 else 0
+            s.read_headers = bearer(alice)
+            check(s.wait_status(rid, "succeeded", timeout=60) is not None, "it succeeds")
+        db = sqlite3.connect(os.path.join(state, "ddpd.db"))
+        # a history of many runs, one of them (as measured) past her quota of about 1 MB
+        db.executemany("INSERT INTO runs (name, status, config, world_size, device_kind, created_at, owner, disk_bytes)"
+                       " VALUES ('old', 'succeeded', '{}', 1, 'cpu', 1700000000000, ?, ?)",
+                       [("bob", 1000)] * 40000 + [("alice", 50 << 20)])
+        db.commit()
+        db.close()
+        p = subprocess.Popen([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--data-root", DATA_ROOT,
+                              "--trainer", a.fake_trainer, "--gpus", "none", "--slots", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+        try:
+            line = p.stdout.readline().decode()
+            check("listening on" in line, f"it starts: {line!r}")
+            port = int(line.strip().rsplit(":", 1)[1]) if "listening on" in line else 0
+            import http.client
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("POST", "/runs", body=json.dumps({"name": "steps-5"}),
+                      headers={"Content-Type": "application/json", **bearer(alice)})
+            r = c.getresponse()
+            body = r.read().decode(errors="replace")
+            check(r.status >= 400 and "past the quota" in body, f"her first submission is refused: {r.status} {body[:300]!r}")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def case_serve_refuses_bad_database(a):
     """serve goes by check's verdict on the database: a damaged one, someone else's, a
     newer one, and an empty or missing one beside run directories each make it refuse
