@@ -727,7 +727,8 @@ def case_start_reads_little(a):
         os.chmod(loose_file, 0o644)
         db = sqlite3.connect(db_path)
         db.executescript("DROP INDEX runs_by_owner; DROP INDEX runs_by_owner_status; DROP INDEX runs_by_sweep_id;"
-                         " DROP INDEX runs_by_name; DROP INDEX runs_by_created; PRAGMA user_version = 17;")
+                         " DROP INDEX runs_by_name; DROP INDEX runs_by_created; DROP INDEX runs_disk;"
+                         " PRAGMA user_version = 17;")
         db.close()
         with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
             log = open(s.log_path, errors="replace").read()

@@ -91,8 +91,10 @@ def case_filters(a):
             r = s.post("/sweeps", sweep, headers=bearer(alice))
             check(r.status == 201, f"alice's sweep: {r.status} {r.body[:300]!r}")
             sid = r.json()["id"] if r.status == 201 else 0
-            trials = wait_until(lambda: expected(db_path, "sweep_id = ?", (sid,)) or None, "the sweep's trials", timeout=30)
-            check(trials and len(trials) >= 1, f"the sweep has trials: {trials}")
+            # parallel 2: two trials, queued behind the holder (no third until one ends)
+            trials = wait_until(lambda: len(expected(db_path, "sweep_id = ?", (sid,))) == 2 or None, "the sweep's 2 trials",
+                                timeout=30)
+            check(trials, f"the sweep has its 2 trials: {expected(db_path, 'sweep_id = ?', (sid,))}")
 
             cases = [
                 ("", "1", ()),

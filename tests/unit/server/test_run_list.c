@@ -220,7 +220,7 @@ int main(void) {
     /* creation times: a history whose clock stepped back is made monotonic by 0018 */
     exec(db, "PRAGMA user_version = 17");
     exec(db, "DROP INDEX runs_by_owner; DROP INDEX runs_by_owner_status; DROP INDEX runs_by_sweep_id;"
-             " DROP INDEX runs_by_name; DROP INDEX runs_by_created");
+             " DROP INDEX runs_by_name; DROP INDEX runs_by_created; DROP INDEX runs_disk");
     exec(db, "UPDATE runs SET created_at = created_at - 10000000 WHERE id = 2000");
     REQUIRE(migrate_apply(db, ddpd_migrations, ddpd_migrations_count, err, sizeof err) == ddpd_migrations_count, "0018 again: %s", err);
     sqlite3_stmt *st;
