@@ -243,3 +243,16 @@ json_t *get_json(const char *path, int *exit_code) {
     }
     return doc;
 }
+
+/* Appends "&name=value" (value percent-encoded) to a query of at most len bytes. */
+void query_add(char *q, size_t len, const char *name, const char *value) {
+    if (!value) return;
+    size_t at = strlen(q);
+    at += (size_t)snprintf(q + at, len - at, "%s%s=", at ? "&" : "?", name);
+    for (const unsigned char *p = (const unsigned char *)value; *p && at + 4 < len; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-_.~", *p))
+            q[at++] = (char)*p;
+        else at += (size_t)snprintf(q + at, len - at, "%%%02X", *p);
+    }
+    q[at] = '\0';
+}

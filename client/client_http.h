@@ -66,4 +66,8 @@ void client_init(void);
 /* Set by SIGINT; long transfers check it and stop. */
 bool client_interrupted(void);
 
+/* Appends "&name=value" (the first "?name=value"; value percent-encoded) to the query
+ * q of at most len bytes; nothing when value is NULL. */
+void query_add(char *q, size_t len, const char *name, const char *value);
+
 #endif

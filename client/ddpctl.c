@@ -41,8 +41,13 @@ static const char USAGE[] =
     "                               rank that reports no step for that long fails the run; 0: off);\n"
     "                               torchrun's --nproc-per-node N (or --nproc_per_node): the world\n"
     "                               size N, all ranks on one node (distributed.nodes 1)\n"
-    "  list [--status S[,S]] [--limit N] [--json]\n"
-    "                               runs, newest first (STEP LOSS: the newest step's loss)\n"
+    "  list [--status S[,S]] [--owner U] [--name PREFIX] [--sweep ID] [--since TIME] [--until TIME]\n"
+    "       [--limit N] [--before ID | --all] [--json]\n"
+    "                               runs, newest first (STEP LOSS: the newest step's loss), a page of\n"
+    "                               N (50 by default, at most 1000): those below ID with --before\n"
+    "                               (the next page's, as the list says), every page with --all;\n"
+    "                               filtered by status, owner, name prefix, sweep, and the time they\n"
+    "                               were created (TIME: 2026-12-07, 2026-12-07T08:00:00Z, unix s)\n"
     "  show ID [--json]             a run: status, reason, owner, progress, epochs, devices\n"
     "  queue [--json]               the queued runs in the order they will start, each with what it\n"
     "                               waits for; each owner's decayed usage, devices in use and quota\n"
@@ -107,7 +112,9 @@ typedef struct {
     bool follow, csv, json;
     const char *key, *status, *limit, *tail, *max_points, *rank, *attempt;
     const char *nproc, *name, *workdir, *max_restarts, *priority, *hang_timeout; /* run */
-    const char *actor, *target, *since; /* audit */
+    const char *actor, *target, *since; /* audit; since: list too */
+    const char *owner, *sweep, *until, *before; /* list */
+    bool all;                                   /* list: every page */
     const char *by, *from, *to;         /* usage */
     bool preemptible;
     bool one_node; /* torchrun's --nproc-per-node: every rank on one node */
@@ -334,20 +341,48 @@ static double run_seconds(const json_t *run) {
     return iso_diff_s(s, json_string_value(json_object_get(run, "finished_at")));
 }
 
+/* GET /runs with the filters given, from the cursor `before` ("": the newest). */
+static json_t *list_page(const args *a, const char *before, int *ec) {
+    char q[1900] = "", path[2048];
+    query_add(q, sizeof q, "limit", a->limit ? a->limit : a->all ? "1000" : "50"); /* --all: the fewest pages */
+    query_add(q, sizeof q, "status", a->status);
+    query_add(q, sizeof q, "owner", a->owner);
+    query_add(q, sizeof q, "name", a->name);
+    query_add(q, sizeof q, "sweep_id", a->sweep);
+    query_add(q, sizeof q, "since", a->since);
+    query_add(q, sizeof q, "until", a->until);
+    query_add(q, sizeof q, "before", before);
+    snprintf(path, sizeof path, "/runs%s", q);
+    return get_json(path, ec);
+}
+
 static int cmd_list(const args *a) {
     if (a->n_positional) return usage_error("list takes no argument (got \"%s\")", a->positional[0]);
-    char path[512];
-    snprintf(path, sizeof path, "/runs?limit=%s%s%s", a->limit ? a->limit : "50", a->status ? "&status=" : "",
-             a->status ? a->status : "");
+    if (a->all && a->before) return usage_error("%s", "give --all (every page) or --before ID (one page), not both");
     int ec = 0;
-    json_t *page = get_json(path, &ec);
+    json_t *page = list_page(a, a->before, &ec);
     if (!page) return ec;
     json_t *runs = json_object_get(page, "runs");
+    /* --all: the pages one after another, each from the cursor of the one before */
+    char cursor[32];
+    while (a->all && json_is_string(json_object_get(page, "next"))) {
+        json_t *last = json_array_get(runs, json_array_size(runs) - 1);
+        snprintf(cursor, sizeof cursor, "%lld", (long long)json_integer_value(json_object_get(last, "id")));
+        json_t *more = list_page(a, cursor, &ec);
+        if (!more) {
+            json_decref(page);
+            return ec;
+        }
+        json_array_extend(runs, json_object_get(more, "runs"));
+        json_object_set(page, "next", json_object_get(more, "next"));
+        json_decref(more);
+    }
     if (a->json) {
         json_dumpf(page, stdout, JSON_INDENT(2));
         putchar('\n');
     } else if (json_array_size(runs) == 0) {
-        printf(a->status ? "no runs that are %s\n" : "no runs yet (submit one: ddpctl submit run.json)\n", a->status);
+        bool filtered = a->status || a->owner || a->name || a->sweep || a->since || a->until || a->before;
+        printf(filtered ? "no runs that pass these filters\n" : "no runs yet (submit one: ddpctl submit run.json)\n");
     } else {
         table t;
         table_init(&t, 9);
@@ -371,8 +406,11 @@ static int cmd_list(const args *a) {
         }
         table_print(&t, stdout);
         table_free(&t);
-        if (json_is_string(json_object_get(page, "next")))
-            printf("(more: --limit %d, or --status to narrow)\n", (int)json_integer_value(json_object_get(page, "limit")) * 2);
+        if (json_is_string(json_object_get(page, "next"))) {
+            json_t *last = json_array_get(runs, json_array_size(runs) - 1);
+            printf("(more: the next page is --before %lld with the same filters; --all lists every page)\n",
+                   (long long)json_integer_value(json_object_get(last, "id")));
+        }
     }
     json_decref(page);
     return EXIT_OK;
@@ -859,6 +897,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(s, "--actor")) value = &a.actor;
         else if (!strcmp(s, "--target")) value = &a.target;
         else if (!strcmp(s, "--since")) value = &a.since;
+        else if (!strcmp(s, "--until")) value = &a.until;
+        else if (!strcmp(s, "--owner")) value = &a.owner;
+        else if (!strcmp(s, "--sweep")) value = &a.sweep;
+        else if (!strcmp(s, "--before")) value = &a.before;
+        else if (!strcmp(s, "--all")) { a.all = true; continue; }
         else if (!strcmp(s, "--by")) value = &a.by;
         else if (!strcmp(s, "--from")) value = &a.from;
         else if (!strcmp(s, "--to")) value = &a.to;
@@ -918,9 +961,9 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(const args *);
-        const char *flags; /* which of f c j k s l t m r a n N w e R p P H A T S B F U it takes */
+        const char *flags; /* which of f c j k s l t m r a n N w e R p P H A T S B F U O W V b x it takes */
     } commands[] = {
-        {"submit", cmd_submit, "f"}, {"list", cmd_list, "jsl"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
+        {"submit", cmd_submit, "f"}, {"list", cmd_list, "jslNSOWVbx"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"}, {"sweep", cmd_sweep, "j"},
         {"audit", cmd_audit, "jlATS"}, {"usage", cmd_usage, "jBFU"},
@@ -938,7 +981,9 @@ int main(int argc, char **argv) {
             {a.priority != NULL, 'p', "--priority"}, {a.preemptible, 'P', "--preemptible"},
             {a.hang_timeout != NULL, 'H', "--hang-timeout"}, {a.actor != NULL, 'A', "--actor"},
             {a.target != NULL, 'T', "--target"}, {a.since != NULL, 'S', "--since"}, {a.by != NULL, 'B', "--by"},
-            {a.from != NULL, 'F', "--from"}, {a.to != NULL, 'U', "--to"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
+            {a.from != NULL, 'F', "--from"}, {a.to != NULL, 'U', "--to"}, {a.owner != NULL, 'O', "--owner"},
+            {a.sweep != NULL, 'W', "--sweep"}, {a.until != NULL, 'V', "--until"}, {a.before != NULL, 'b', "--before"},
+            {a.all, 'x', "--all"}, {a.n_command > 0 && strcmp(command, "run") != 0, '-', "-- PROGRAM"},
         };
         for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
             if (given[g].set && !strchr(f, given[g].flag)) {

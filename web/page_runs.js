@@ -3,8 +3,10 @@
 // when it started and how long it took; kept live by /events (new runs appear,
 // statuses and progress move, deleted runs go). Ticking two or more runs overlays
 // them on one chart (compare.js); the selection is in the address (#/?compare=3,5),
-// so that a comparison can be reloaded and shared. "Mine" (when the stored token is a
-// user's) shows only that user's runs; the choice is kept in localStorage.
+// so that a comparison can be reloaded and shared. The server filters and pages: a
+// status, a name prefix and "Mine" (when the stored token is a user's: its runs only,
+// the choice kept in localStorage) go to GET /runs, and Older/Newer page through the
+// whole history by its cursor (before=), 50 runs a page.
 import { get } from './api.js';
 import { ema, sparkline } from './charts.js';
 import { colorOf, mountCompare } from './compare.js';
@@ -15,6 +17,8 @@ import { onWho } from './who.js';
 const SPARK_POINTS = 60;
 const SPARK_RUNS = 40; // sparklines fetched for the newest this many runs
 const MINE_KEY = 'ddpd.mine';
+const PAGE = 50;
+const STATUSES = ['queued', 'starting', 'running', 'canceling', 'succeeded', 'failed', 'canceled'];
 
 function mineWanted() { try { return localStorage.getItem(MINE_KEY) === '1'; } catch { return false; } }
 
@@ -39,27 +43,47 @@ export function mountRuns(root) {
     h('h2', {}, 'No runs yet'),
     h('p', {}, 'Submit a training run from the form, or with ', h('code', {}, 'ddpctl submit run.json'), '.'),
     h('a', { class: 'button primary', href: '#/submit' }, 'Submit a run'));
-  const more = h('p', { class: 'muted', hidden: true }, 'The newest 200 runs are shown; ddpctl list --limit N shows more.');
   let me = null; // the user whose token is stored, when it is a user's
+  // the page: its filters (sent to the server) and its cursor (null: the newest page);
+  // trail: the cursors of the pages before it, for Newer
+  const filters = { status: '', name: '', owner: '' };
+  let cursor = null, nextCursor = null;
+  const trail = [];
   const mineBox = h('input', { type: 'checkbox', id: 'mine-filter', checked: mineWanted(),
     onchange: () => { try { localStorage.setItem(MINE_KEY, mineBox.checked ? '1' : '0'); } catch { /* private mode */ } applyMine(); } });
   const mineLabel = h('label', { class: 'mine-filter', id: 'mine-label', hidden: true }, mineBox, 'Mine');
+  const statusPick = h('select', { id: 'runs-status-filter', 'aria-label': 'Only runs in this status',
+    onchange: () => { filters.status = statusPick.value; restart(); } },
+  h('option', { value: '' }, 'Any status'), ...STATUSES.map((st) => h('option', { value: st }, st)));
+  let nameTimer = null;
+  const nameBox = h('input', { type: 'search', id: 'runs-name-filter', placeholder: 'Name starts with…', 'aria-label': 'Only runs whose name starts with',
+    oninput: () => { clearTimeout(nameTimer); nameTimer = setTimeout(() => { filters.name = nameBox.value; restart(); }, 250); } });
+  const filterBar = h('div', { class: 'runs-filters', id: 'runs-filters' }, statusPick, nameBox, mineLabel);
+  const newer = h('button', { type: 'button', id: 'runs-newer', disabled: true, onclick: () => { cursor = trail.pop() ?? null; load(); } }, '‹ Newer');
+  const older = h('button', { type: 'button', id: 'runs-older', disabled: true,
+    onclick: () => { if (nextCursor === null) return; trail.push(cursor); cursor = nextCursor; load(); } }, 'Older ›');
+  const pageInfo = h('span', { class: 'muted', id: 'runs-page-info' }, '');
+  const pager = h('div', { class: 'pager', id: 'runs-pager', hidden: true }, newer, pageInfo, older);
   root.append(
-    h('div', { class: 'page-head' }, h('h1', {}, 'Runs'), mineLabel, h('a', { class: 'button primary', href: '#/submit' }, 'New run')),
+    h('div', { class: 'page-head' }, h('h1', {}, 'Runs'), filterBar, h('a', { class: 'button primary', href: '#/submit' }, 'New run')),
     status, empty);
   const compare = mountCompare(root);
   compare.panel.addEventListener('clear', () => { selected.clear(); selectionChanged(); for (const e of rows.values()) render(e); });
-  root.append(hint, table, more);
+  root.append(hint, table, pager);
 
   function cell(label, ...content) { return h('td', { 'data-label': label }, ...content); }
 
-  // "Mine": only the runs of the user whose token is stored.
+  // "Mine": only the runs of the user whose token is stored, asked of the server.
   function mineOnly() { return Boolean(me && me.kind === 'user' && mineBox.checked); }
   function applyMine() {
     mineLabel.hidden = !(me && me.kind === 'user');
     mineLabel.title = me && me.kind === 'user' ? `Only ${me.name}'s runs` : '';
-    for (const e of rows.values()) if (e.tr) e.tr.hidden = mineOnly() && e.run.owner !== me.name;
+    const owner = mineOnly() ? me.name : '';
+    if (owner !== filters.owner) { filters.owner = owner; restart(); }
   }
+  function filtered() { return Boolean(filters.status || filters.name || filters.owner); }
+  // new filters: from the newest page
+  function restart() { cursor = null; trail.length = 0; load(); }
 
   function selectedRuns() { return [...rows.values()].filter((e) => selected.has(e.run.id)).sort((a, b) => b.run.id - a.run.id).map((e) => e.run); }
 
@@ -111,15 +135,17 @@ export function mountRuns(root) {
     if (pickIndex >= 0) tr.style.setProperty('--pick', colorOf(pickIndex)); // its line's colour on the chart
     if (entry.tr) entry.tr.replaceWith(tr);
     entry.tr = tr;
-    tr.hidden = mineOnly() && run.owner !== me.name;
     formatLossColumn();
     return tr;
   }
 
   function showEmpty() {
     const none = rows.size === 0;
-    empty.hidden = !none;
+    // "No runs yet" only where there are none at all; a filter or a page that holds none says so in the table's place
+    empty.hidden = !(none && !filtered() && cursor === null);
     table.hidden = none;
+    if (none && !empty.hidden) { status.hidden = true; return; }
+    if (none) { status.hidden = false; status.className = 'muted'; status.textContent = 'No runs pass these filters.'; }
   }
 
   function add(run, atTop) {
@@ -145,14 +171,34 @@ export function mountRuns(root) {
       const run = await get(`/runs/${id}`);
       if (disposed) return;
       const entry = rows.get(id);
-      if (entry) { entry.run = run; render(entry); } else { loadSpark(add(run, true)); }
+      if (entry) { entry.run = run; render(entry); }
     } catch { /* deleted meanwhile, or offline: the next event or reload mends it */ }
   }
 
+  // A run this page does not show changed: on the newest page it may belong at the
+  // top, and with a status filter a shown one may leave; the page is asked again
+  // (at most every 300 ms).
+  let reloadTimer = null;
+  function reloadSoon() {
+    if (reloadTimer) return;
+    reloadTimer = setTimeout(() => { reloadTimer = null; if (!disposed) load(); }, 300);
+  }
+
+  function pageUrl() {
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (filters.status) q.set('status', filters.status);
+    if (filters.owner) q.set('owner', filters.owner);
+    if (filters.name) q.set('name', filters.name);
+    if (cursor !== null) q.set('before', String(cursor));
+    return `/runs?${q}`;
+  }
+
+  let loading = 0; // the newest load wins
   async function load() {
+    const mine = ++loading;
     try {
-      const page = await get('/runs?limit=200');
-      if (disposed) return;
+      const page = await get(pageUrl());
+      if (disposed || mine !== loading) return;
       status.hidden = true;
       const seen = new Set();
       for (const run of page.runs) {
@@ -164,8 +210,13 @@ export function mountRuns(root) {
       // keep newest first
       [...rows.values()].sort((a, b) => b.run.id - a.run.id).forEach((e) => tbody.append(e.tr));
       showEmpty();
-      more.hidden = !page.next;
-      [...rows.values()].slice(0, SPARK_RUNS).forEach(loadSpark);
+      nextCursor = page.next && page.runs.length ? page.runs[page.runs.length - 1].id : null;
+      older.disabled = nextCursor === null;
+      newer.disabled = cursor === null;
+      const first = trail.length * PAGE + 1;
+      pageInfo.textContent = page.runs.length ? `${first}–${first + page.runs.length - 1}${filtered() ? ' (filtered)' : ''}` : '';
+      pager.hidden = cursor === null && nextCursor === null;
+      [...rows.values()].slice(0, SPARK_RUNS).forEach((e) => { if (!e.spark.length) loadSpark(e); });
       selectionChanged();
     } catch (e) {
       status.hidden = false;
@@ -180,8 +231,8 @@ export function mountRuns(root) {
     ready: () => load(), // (re)connected: fetched again, so nothing between is missed
     run: (d) => {
       const entry = rows.get(d.run);
-      if (entry) { entry.run = { ...entry.run, status: d.status, reason: d.reason ?? entry.run.reason }; render(entry); }
-      refreshRun(d.run);
+      if (entry) { entry.run = { ...entry.run, status: d.status, reason: d.reason ?? entry.run.reason }; render(entry); refreshRun(d.run); }
+      if ((!entry && cursor === null) || (entry && filters.status)) reloadSoon();
       if (entry && FINISHED.has(d.status)) { loadSpark(entry); compare.refresh(d.run); } // its whole curve, at the end
     },
     deleted: (d) => {
@@ -217,5 +268,5 @@ export function mountRuns(root) {
     }
   }, 1000);
 
-  return () => { disposed = true; close(); stopWho(); clearInterval(timer); compare.dispose(); };
+  return () => { disposed = true; close(); stopWho(); clearInterval(timer); clearTimeout(reloadTimer); clearTimeout(nameTimer); compare.dispose(); };
 }

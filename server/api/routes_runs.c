@@ -3,7 +3,9 @@
  *
  *   GET    /healthz                     liveness, devices, ingest counters, the store (503 when it cannot write)
  *   POST   /runs                        submit a run config -> 201, Location
- *   GET    /runs?status=&limit=&before= newest first; "next" is the next page's URL
+ *   GET    /runs?status=&owner=&name=&sweep_id=&since=&until=&limit=&before=
+ *                                       newest first, filtered through indexes (store/run_list.h);
+ *                                       "next" is the next page's URL
  *   GET    /runs/{id}                   the run: config, status, reason, times, devices, progress
  *   GET    /runs/{id}/metrics?key=&max_points=&after=   a step series, downsampled on request
  *   GET    /runs/{id}/epochs            per-epoch lr, losses, accuracy, duration
@@ -242,53 +244,93 @@ static void post_runs(request *rq, response *rs) {
 
 /* ---- GET /runs ---- */
 
-static void get_runs(request *rq, response *rs) {
-    int64_t limit = 50, before = 0;
-    if (!param_query_int(rq, rs, "limit", 1, 1000, &limit) || !param_query_int(rq, rs, "before", 1, INT64_MAX, &before)) return;
-    const char *status = rq_query(rq, "status");
-    char *statuses = NULL;
-    if (status && *status) {
-        json_t *a = json_array();
-        char *copy = xstrdup(status), *save = NULL;
-        for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-            run_status known;
-            if (!run_status_parse(s, &known)) {
-                reply_problem(rs, 400, NULL,
-                              "status \"%.60s\" is not one: use queued, starting, running, canceling, succeeded, failed or canceled (comma-separated for several)",
-                              s);
-                free(copy);
-                json_decref(a);
-                return;
-            }
-            json_array_append_new(a, json_string(s));
-        }
-        free(copy);
-        statuses = json_dumps(a, JSON_FLAGS);
-        json_decref(a);
+/* `v` as a URL's query value (unreserved bytes as they are, every other %XX). */
+static void url_value(buf_t *b, const char *v) {
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("-._~,", *p))
+            buf_append(b, (const char *)p, 1);
+        else buf_printf(b, "%%%02X", *p);
     }
+}
+
+/* An optional text filter: absent or "" is none; longer than `max` bytes, or with a
+ * control character, is a 400 naming it. */
+static bool text_filter(request *rq, response *rs, const char *name, size_t max, const char **out) {
+    const char *v = rq_query(rq, name);
+    *out = NULL;
+    if (!v || !*v) return true;
+    bool control = false;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) control |= *p < 0x20 || *p == 0x7f;
+    if (strlen(v) > max || control) {
+        reply_problem(rs, 400, NULL, "%s must be at most %zu bytes of text without control characters (got %zu bytes%s)",
+                      name, max, strlen(v), control ? " with a control character" : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static void get_runs(request *rq, response *rs) {
+    int64_t limit = 50, before = 0, sweep = 0, since = NO_INT, until = NO_INT;
+    if (!param_query_int(rq, rs, "limit", 1, 1000, &limit) || !param_query_int(rq, rs, "before", 1, INT64_MAX, &before) ||
+        !param_query_int(rq, rs, "sweep_id", 1, INT64_MAX, &sweep) || !param_query_time(rq, rs, "since", &since) ||
+        !param_query_time(rq, rs, "until", &until))
+        return;
+    run_filter f;
+    run_filter_init(&f);
+    f.before = before;
+    f.sweep_id = sweep;
+    if (since != NO_INT) f.since_ms = since;
+    if (until != NO_INT) f.until_ms = until;
+    if (since != NO_INT && until != NO_INT && since > until) {
+        reply_problem(rs, 400, NULL, "since is after until: give a window that starts before it ends");
+        return;
+    }
+    if (!text_filter(rq, rs, "owner", 64, &f.owner) || !text_filter(rq, rs, "name", 200, &f.name_prefix)) return;
+    const char *status = rq_query(rq, "status");
+    char *copy = xstrdup(status ? status : "");
+    char *save = NULL;
+    for (char *s = strtok_r(copy, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        run_status known;
+        if (!run_status_parse(s, &known)) {
+            reply_problem(rs, 400, NULL,
+                          "status \"%.60s\" is not one: use queued, starting, running, canceling, succeeded, failed or canceled (comma-separated for several)",
+                          s);
+            free(copy);
+            return;
+        }
+        bool seen = false;
+        for (int i = 0; i < f.n_statuses; i++) seen |= strcmp(f.statuses[i], run_status_name(known)) == 0;
+        if (!seen) f.statuses[f.n_statuses++] = run_status_name(known); /* at most the 7 there are */
+    }
+    free(copy);
     /* The page follows from the URL and the store: the store's version tags it. */
     char etag[96];
     snprintf(etag, sizeof etag, "\"%016llx-runs-%llu\"", (unsigned long long)run_versions_identity(),
              (unsigned long long)runs_version()); /* before the database is read */
     if (rq_if_none_match(rq, etag)) {
-        free(statuses);
         reply_not_modified(rs, etag);
         return;
     }
     int64_t next_before = 0;
-    json_t *page = store_runs_page(statuses, before, (int)limit, &next_before);
-    free(statuses);
+    json_t *page = store_runs_page(&f, (int)limit, &next_before);
     if (!page) {
         reply_problem(rs, 500, NULL, "the database could not be read; see the server's log");
         return;
     }
     json_object_set_new(page, "limit", json_integer(limit));
-    if (next_before) {
-        char *next = status && *status
-                         ? xasprintf("/runs?limit=%lld&before=%lld&status=%s", (long long)limit, (long long)next_before, status)
-                         : xasprintf("/runs?limit=%lld&before=%lld", (long long)limit, (long long)next_before);
-        json_object_set_new(page, "next", json_string(next));
-        free(next);
+    if (next_before) { /* the same filters, from the cursor on */
+        buf_t next = {0};
+        buf_printf(&next, "/runs?limit=%lld&before=%lld", (long long)limit, (long long)next_before);
+        const char *keep[] = {"status", "owner", "name", "sweep_id", "since", "until"};
+        for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+            const char *v = rq_query(rq, keep[i]);
+            if (!v || !*v) continue;
+            buf_printf(&next, "&%s=", keep[i]);
+            url_value(&next, v);
+        }
+        json_object_set_new(page, "next", json_string(next.data));
+        buf_free(&next);
     } else {
         json_object_set_new(page, "next", json_null());
     }

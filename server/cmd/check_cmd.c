@@ -32,6 +32,7 @@
 #include "supervisor.h"
 #include "base.h"
 #include "settings.h"
+#include "state_layout.h"
 
 typedef enum { V_OK, V_WARN, V_FAIL } verdict;
 
@@ -204,7 +205,7 @@ static void check_state_dir(const settings *c) {
 static void check_database(const settings *c) {
     char *path = xasprintf("%s/ddpd.db", c->state_dir);
     db_report r;
-    db_inspect(path, c->runs_dir, &r); /* the verdict serve goes by */
+    db_inspect(path, c->runs_dir, true, &r); /* the verdict serve goes by, after reading every page */
     say(db_refuses(r.state) ? V_FAIL : V_OK, "database", "%s", r.line);
     free(path);
 }
@@ -234,6 +235,33 @@ static void check_runs_dir(const settings *c) {
     else
         say(V_OK, "runs dir", "%s (%s free, on the database's filesystem: runs that fill it stop the database too; "
             "--runs-dir DIR puts them on another)", c->runs_dir, free_text);
+}
+
+/* Modes: whether anything beneath the state dir (and the runs' dir) is readable by
+ * others. A start tightens only their tops (state_layout.h); this walks every run
+ * directory, as starts before schema 18 did, and changes nothing. */
+static void check_modes(const settings *c) {
+    char first[512];
+    const char *dirs[2] = {c->state_dir, c->runs_dir};
+    size_t n = strcmp(c->state_dir, c->runs_dir) != 0 &&
+                       !(strncmp(c->runs_dir, c->state_dir, strlen(c->state_dir)) == 0 &&
+                         c->runs_dir[strlen(c->state_dir)] == '/')
+                   ? 2 : 1;
+    long loose = 0;
+    buf_t b = {0};
+    for (size_t i = 0; i < n; i++) {
+        long k = layout_loose_entries(dirs[i], first, sizeof first);
+        if (k) buf_printf(&b, "%s%ld beneath %s (first: %s)", loose ? "; " : "", k, dirs[i], first);
+        loose += k;
+    }
+    if (loose)
+        say(V_WARN, "modes", "%ld file(s) and directories of this user's are readable by group or others: %s; "
+            "ddpd serve tightens only the state dir's own entries at start: stop it and run chmod -R go-rwx on the "
+            "directory (serve gives back the 0711 its runs' accounts pass through)", loose, b.data);
+    else
+        say(V_OK, "modes", "nothing beneath %s%s%s is readable by group or others", c->state_dir, n == 2 ? " or " : "",
+            n == 2 ? c->runs_dir : "");
+    buf_free(&b);
 }
 
 /* What bounds each run (docs/security.md, Each run bounded): what this host's cgroups can
@@ -586,6 +614,7 @@ int ddpd_check(const settings *c) {
     check_config_part(c, &slots);
     check_state_dir(c);
     check_runs_dir(c);
+    check_modes(c);
     check_database(c);
     check_data_roots(c);
     check_gpus(c, slots, &n_gpus);

@@ -219,7 +219,9 @@ static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report
         free(runs_lock);
         log_info("the runs' directories are in %s (--runs-dir), apart from the state dir %s", runs_dir, state_dir);
     }
-    db_inspect(layout_db_path(), layout_runs_dir(), verdict);
+    /* the cheap look (header, schema, the runs table's two ends): a start costs the
+     * same at any history; a rebuild, which must know a damaged one, reads it all */
+    db_inspect(layout_db_path(), layout_runs_dir(), o->rebuild_from_runs, verdict);
     *rebuild = false;
     if (o->rebuild_from_runs) {
         char why[sizeof verdict->line + 256];
@@ -230,9 +232,11 @@ static int open_state_dir(const settings *o, char state_dir[PATH_MAX], db_report
     } else if (db_refuses(verdict->state)) {
         die("%s", verdict->line);
     }
-    /* then the state dir this user's only (a refusal above stays one line) */
+    /* then the state dir this user's only (a refusal above stays one line): its top at
+     * every start, everything beneath once, at the start that migrates the database
+     * past the schema from which starts stopped walking it (state_layout.h) */
     char err[PATH_MAX + 256];
-    if (layout_tighten(err, sizeof err) != 0) die("%s", err);
+    if (layout_tighten(verdict->version < LAYOUT_WALKED_SCHEMA, err, sizeof err) != 0) die("%s", err);
     return lock_fd;
 }
 

@@ -36,36 +36,57 @@ typedef struct walk_req {
 
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv, loaded_cv;
     pthread_t thread;
     bool started, stopping;
+    bool loaded; /* the history read (by the thread, after start: a start does not wait for it) */
     run_use *runs;
     size_t n, cap;
     walk_req *head, *tail;
     int64_t next_refresh; /* mono ms */
     bool (*fail)(int64_t id, const char *reason); /* how a run past its owner's quota is failed */
-} D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .loaded_cv = PTHREAD_COND_INITIALIZER};
 
-/* Under D.mu. */
+/* Under D.mu: until the thread has read the history, a sum would miss it: wait. */
+static void wait_loaded_locked(void) {
+    while (D.started && !D.loaded && !D.stopping) pthread_cond_wait(&D.loaded_cv, &D.mu);
+}
+
+/* Under D.mu. D.runs is kept in ascending id order (a start reads them so, a new run
+ * has the highest id, a deletion closes its gap): a lookup is a binary search, and a
+ * start with a long history costs no more than reading it. */
+static size_t lower_bound_locked(int64_t id) {
+    size_t lo = 0, hi = D.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (D.runs[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static run_use *find_locked(int64_t id) {
-    for (size_t i = 0; i < D.n; i++)
-        if (D.runs[i].id == id) return &D.runs[i];
-    return NULL;
+    size_t i = lower_bound_locked(id);
+    return i < D.n && D.runs[i].id == id ? &D.runs[i] : NULL;
 }
 
 static run_use *add_locked(int64_t id, const char *owner) {
-    run_use *r = find_locked(id);
-    if (r) return r;
+    size_t i = lower_bound_locked(id);
+    if (i < D.n && D.runs[i].id == id) return &D.runs[i];
     if (D.n == D.cap) D.runs = xrealloc(D.runs, (D.cap = D.cap ? 2 * D.cap : 64) * sizeof *D.runs);
-    r = &D.runs[D.n++];
+    memmove(&D.runs[i + 1], &D.runs[i], (D.n - i) * sizeof *D.runs);
+    D.n++;
+    run_use *r = &D.runs[i];
     *r = (run_use){.id = id, .bytes = -1};
     snprintf(r->owner, sizeof r->owner, "%s", owner ? owner : "");
     return r;
 }
 
-/* Queues a walk (a run already queued is not queued twice, unless for a checkpoint). */
-static void ask_locked(int64_t id, const char *checkpoint) {
-    for (walk_req *w = D.head; w && !checkpoint; w = w->next)
+/* Queues a walk (a run already queued is not queued twice, unless for a checkpoint;
+ * `fresh`: the caller knows it is not queued, as at start, where a history of runs
+ * never measured would otherwise cost a look through the queue each). */
+static void queue_locked(int64_t id, const char *checkpoint, bool fresh) {
+    for (walk_req *w = D.head; w && !checkpoint && !fresh; w = w->next)
         if (w->id == id) return;
     walk_req *w = xcalloc(1, sizeof *w);
     w->id = id;
@@ -78,6 +99,8 @@ static void ask_locked(int64_t id, const char *checkpoint) {
     D.tail = w;
     pthread_cond_signal(&D.cv);
 }
+
+static void ask_locked(int64_t id, const char *checkpoint) { queue_locked(id, checkpoint, false); }
 
 /* Under D.mu: the sum of `owner`'s runs as measured (-1: none measured), and
  * whether a walk of one of them was cut short. */
@@ -96,6 +119,7 @@ static int64_t sum_locked(const char *owner, bool *incomplete) {
 int64_t disk_use_of(const char *owner) {
     bool incomplete;
     pthread_mutex_lock(&D.mu);
+    wait_loaded_locked();
     int64_t sum = sum_locked(owner ? owner : "", &incomplete);
     pthread_mutex_unlock(&D.mu);
     return sum;
@@ -121,6 +145,7 @@ static bool over_locked(const char *owner, long long quota, char *why, size_t wh
 
 bool disk_use_over(const char *owner, long long quota, char *why, size_t whylen) {
     pthread_mutex_lock(&D.mu);
+    wait_loaded_locked();
     bool over = owner && over_locked(owner, quota, why, whylen);
     pthread_mutex_unlock(&D.mu);
     return over;
@@ -149,7 +174,11 @@ void disk_use_run_ended(int64_t id) {
 void disk_use_run_deleted(int64_t id) {
     pthread_mutex_lock(&D.mu);
     run_use *r = find_locked(id);
-    if (r) *r = D.runs[--D.n];
+    if (r) { /* the order kept */
+        size_t i = (size_t)(r - D.runs);
+        memmove(&D.runs[i], &D.runs[i + 1], (D.n - i - 1) * sizeof *D.runs);
+        D.n--;
+    }
     pthread_mutex_unlock(&D.mu);
 }
 
@@ -194,8 +223,31 @@ static void walk(const walk_req *w) {
     if (w->checkpoint[0]) judge_checkpoint(w->id, owner, w->checkpoint);
 }
 
+/* Every run's owner, bytes and end, from the database (an index of a few bytes a run,
+ * runs_disk): what a start of a long history would otherwise wait for, read here, in
+ * this thread, while the server already answers (a quota asked meanwhile waits). */
+static void load_history(void) {
+    run_disk *runs = NULL;
+    int n = store_list_disk(&runs);
+    if (n < 0) log_error("cannot read the runs' disk use from the database: quotas count only the runs from now on");
+    pthread_mutex_lock(&D.mu);
+    for (int i = 0; i < n; i++) {
+        run_use *r = find_locked(runs[i].id);
+        if (r) continue; /* added since (a new run): as it is */
+        r = add_locked(runs[i].id, runs[i].owner);
+        r->bytes = runs[i].bytes;
+        r->finished = runs[i].finished;
+        if (r->bytes < 0) queue_locked(r->id, NULL, true); /* never measured (a run from before); ids are unique */
+    }
+    D.loaded = true;
+    pthread_cond_broadcast(&D.loaded_cv);
+    pthread_mutex_unlock(&D.mu);
+    free(runs);
+}
+
 static void *walker(void *arg) {
     (void)arg;
+    load_history();
     pthread_mutex_lock(&D.mu);
     while (!D.stopping) {
         if (mono_ms() >= D.next_refresh) { /* the live runs, again */
@@ -222,29 +274,19 @@ static void *walker(void *arg) {
 
 int disk_use_start(bool (*fail)(int64_t id, const char *reason), char *err, size_t errlen) {
     D.fail = fail;
-    run_disk *runs = NULL;
-    int n = store_list_disk(&runs);
-    if (n < 0) {
-        snprintf(err, errlen, "cannot read the runs' disk use from the database");
-        return -1;
-    }
     pthread_mutex_lock(&D.mu);
-    for (int i = 0; i < n; i++) {
-        run_use *r = add_locked(runs[i].id, runs[i].owner);
-        r->bytes = runs[i].bytes;
-        r->finished = runs[i].finished;
-        if (r->bytes < 0) ask_locked(r->id, NULL); /* never measured (a run from before) */
-    }
     D.next_refresh = 0; /* the live runs at once */
     D.stopping = false;
+    D.loaded = false;
     pthread_mutex_unlock(&D.mu);
-    free(runs);
     return thread_start(&D.thread, walker, &D.started, "the disk use's thread", err, errlen);
 }
 
 void disk_use_stop(void) {
     thread_stop(D.thread, &D.mu, &D.cv, &D.stopping, &D.started);
     pthread_mutex_lock(&D.mu);
+    pthread_cond_broadcast(&D.loaded_cv); /* nobody waits on a stopped thread's load */
+    D.loaded = false;
     while (D.head) {
         walk_req *w = D.head;
         D.head = w->next;

@@ -22,7 +22,10 @@ static json_t *run_event(int64_t run_id, const char *status, int64_t t) {
 
 const char *const OP_RUN_INSERT_SQL[] = {
     "INSERT INTO runs (id, name, status, config, world_size, device_kind, created_at, kind, owner, priority,"
-    " preemptible, queued_at, sweep_id, trial, memory_bytes) VALUES (?7, ?1, 'queued', ?2, ?3, ?4, ?5, ?6, ?8,"
+    " preemptible, queued_at, sweep_id, trial, memory_bytes) VALUES (?7, ?1, 'queued', ?2, ?3, ?4,"
+    /* created_at never before the newest run's (one seek of runs_by_created): a time
+     * window of GET /runs is a range of ids (run_list.c), a clock stepped back or not */
+    " max(?5, coalesce((SELECT max(created_at) FROM runs), ?5)), ?6, ?8,"
     " ?9, ?10, ?5, ?11, ?12, ?13)",
     /* who submitted it (u.insert.actor): its audit entry, bound after the row went in */
     "INSERT INTO audit (t, actor, action, target, run_id, subject, detail) VALUES (?1, ?2, 'run.submit',"

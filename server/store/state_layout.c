@@ -79,6 +79,9 @@ const char *layout_run_file_name(run_file which) { return RUN_FILES[which]; }
 
 static struct {
     long tightened, refused;
+    bool shallow; /* the top's own entries only: no directory beneath it is entered */
+    bool dry;     /* counted, not changed (ddpd check) */
+    char first[512]; /* dry: the first loose entry, "PATH (mode NNNN)" */
 } T;
 
 /* The mode a directory the server keeps others out of may have (the pass-through
@@ -107,22 +110,29 @@ static int tighten_entry(const char *path, const struct stat *st, int type, stru
     /* a run directory handed to its account (run_as.h) is that account's: never
      * touched here (a run could swap what lies in it under a path) */
     if (ftw->level > 0 && st->st_uid != geteuid()) return type == FTW_D ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
+    /* the shallow pass of every start: the top's own files and the modes of its
+     * directories (runs/), never what lies in them (docs/security.md) */
+    int next = T.shallow && ftw->level > 0 && type == FTW_D ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
     /* a directory others may only pass through (0711: layout_open_for_accounts) lists nothing */
     mode_t loose = S_ISDIR(st->st_mode) ? 066 : 077;
-    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & loose)) return FTW_CONTINUE;
-    if (chmod(path, st->st_mode & (07700 | (S_ISDIR(st->st_mode) ? 011 : 0))) == 0) {
+    if (ftw->level == 0 || type == FTW_SL || type == FTW_SLN || !(st->st_mode & loose)) return next;
+    if (T.dry) {
+        if (!T.tightened++) snprintf(T.first, sizeof T.first, "%s (mode %04o)", path, (unsigned)(st->st_mode & 07777));
+    } else if (chmod(path, st->st_mode & (07700 | (S_ISDIR(st->st_mode) ? 011 : 0))) == 0) {
         T.tightened++;
     } else if (T.refused++ < 5) {
         log_warn("state dir: cannot take group and other access off %s (mode %04o, owner uid %d): %s", path,
                  (unsigned)(st->st_mode & 07777), (int)st->st_uid, strerror(errno));
     }
-    return FTW_CONTINUE;
+    return next;
 }
 
 /* `dir` and what is beneath it (its own mode by tighten_top). */
-static int tighten_tree(const char *dir, const char *what, char *err, size_t errlen) {
+static int tighten_tree(const char *dir, const char *what, bool shallow, char *err, size_t errlen) {
     if (tighten_top(dir, what, err, errlen) != 0) return -1;
     T.tightened = T.refused = 0;
+    T.shallow = shallow;
+    T.dry = false;
     nftw(dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
     if (T.tightened)
         log_warn("%s %s: %ld file(s) and directories in it were readable by others; they are now this user's only",
@@ -131,9 +141,24 @@ static int tighten_tree(const char *dir, const char *what, char *err, size_t err
     return 0;
 }
 
-int layout_tighten(char *err, size_t errlen) {
-    if (tighten_tree(S.dir, "state dir", err, errlen) != 0) return -1;
-    return layout_runs_apart() ? tighten_tree(S.runs, "runs dir", err, errlen) : 0;
+int layout_tighten(bool walk, char *err, size_t errlen) {
+    if (tighten_tree(S.dir, "state dir", !walk, err, errlen) != 0) return -1;
+    if (!layout_runs_apart()) return 0;
+    /* runs/ apart: its own mode at each start (its entries are the run directories) */
+    return walk ? tighten_tree(S.runs, "runs dir", false, err, errlen) : tighten_top(S.runs, "runs dir", err, errlen);
+}
+
+long layout_loose_entries(const char *dir, char *first, size_t firstlen) {
+    T.tightened = T.refused = 0;
+    T.shallow = false;
+    T.dry = true;
+    T.first[0] = '\0';
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    nftw(dir, tighten_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
+    T.dry = false;
+    snprintf(first, firstlen, "%s", T.first);
+    return T.tightened;
 }
 
 void layout_open_for_accounts(void) {

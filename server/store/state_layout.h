@@ -46,16 +46,27 @@ const char *layout_run_file_name(run_file which);
  * ascending, in *ids (malloc'd; NULL when none); their count. */
 size_t layout_run_dir_ids(const char *runs_dir, int64_t **ids);
 
-/* Makes the state directory (and the runs' directories, where they lie apart) and
- * everything in it this user's only: group and other
- * bits are taken off every directory and file (symlinks are not followed), but for
- * the pass-through bit of a directory (0711: layout_open_for_accounts), and nothing
- * beneath a directory of another account (a run's, handed to it) is touched. Logs a
- * warning naming the state directory's old mode when it was looser, and how many
- * entries beneath it were tightened. Returns -1 (and err) when the state directory
- * itself cannot be tightened; an entry beneath it that cannot be (another user's)
- * is logged and skipped. */
-int layout_tighten(char *err, size_t errlen);
+/* Makes the state directory (and the runs' directories, where they lie apart) this
+ * user's only: group and other bits are taken off (symlinks are not followed), but
+ * for the pass-through bit of a directory (0711: layout_open_for_accounts), and
+ * nothing beneath a directory of another account (a run's, handed to it) is touched.
+ * Every start does the shallow pass (`walk` false): the state directory's own mode
+ * and its own entries (the database, its WAL, the lock, the socket, runs/'s mode), and
+ * the runs' directory's own mode: what every file beneath is reached through, at the
+ * same cost whatever the history. `walk`: everything beneath as well, each run
+ * directory's files: done once, at the start that migrates the database past
+ * LAYOUT_WALKED_SCHEMA (a ddpd before it walked at every start; files made since are
+ * made 0600/0700 by the umask 077 ddpd serves with), and counted by ddpd check
+ * (layout_loose_entries). Logs a warning naming the state directory's old mode when
+ * it was looser, and how many entries beneath it were tightened. Returns -1 (and
+ * err) when the state directory itself cannot be tightened; an entry beneath it that
+ * cannot be (another user's) is logged and skipped. */
+#define LAYOUT_WALKED_SCHEMA 19
+int layout_tighten(bool walk, char *err, size_t errlen);
+/* How many entries beneath `dir` (this user's, not beneath another account's
+ * directory) group or others may read or write, as layout_tighten would tighten
+ * them; the first as "PATH (mode NNNN)" in first. Changes nothing. */
+long layout_loose_entries(const char *dir, char *first, size_t firstlen);
 
 /* Where runs run as other accounts (run_as.h): the state directory and the runs'
  * directory become 0711 (others may pass through to what they are given by name, never list), the

@@ -56,9 +56,8 @@ static const char *QSQL[Q_COUNT] = {
     [Q_CONFIG] = "SELECT config FROM runs WHERE id = ?1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
     /* [Q_RUN], [Q_EPOCHS]: built from the kinds' fields (build_queries) */
-    [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs"
-               " WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1)))"
-               " AND (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?3",
+    /* a page's rows, each by its id (which ids: run_list.c) */
+    [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?1",
     /* two subqueries: each is one seek (one min() and one max() together read the range) */
     [Q_RANGE] = "SELECT (SELECT min(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2),"
                 " (SELECT max(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2)",
@@ -548,28 +547,32 @@ json_t *store_run_json(int64_t id, char **raw_members) {
     return o;
 }
 
-json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, int64_t *next_before) {
+json_t *store_runs_page(const run_filter *f, int limit, int64_t *next_before) {
     sqlite3_stmt *st = stmt(Q_PAGE);
     if (!st) return NULL;
-    if (statuses_json) sqlite3_bind_text(st, 1, statuses_json, -1, SQLITE_STATIC);
-    if (before > 0) sqlite3_bind_int64(st, 2, before);
-    sqlite3_bind_int(st, 3, limit + 1); /* one more: is there a next page? */
-    json_t *runs = json_array();
-    int n = 0, rc;
+    sqlite3 *db = sqlite3_db_handle(st);
+    /* one read transaction: the ids and their rows of the same moment */
+    if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return NULL;
+    int64_t *ids = xmalloc((size_t)(limit + 1) * sizeof *ids);
+    int n = run_list_ids(db, f, limit + 1, ids); /* one more: is there a next page? */
+    json_t *runs = n < 0 ? NULL : json_array();
     *next_before = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == limit) {
-            *next_before = json_integer_value(json_object_get(json_array_get(runs, (size_t)n - 1), "id"));
-            break;
+    for (int i = 0; runs && i < n && i < limit; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ids[i]);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            json_array_append_new(runs, run_row_json(st));
+        } else if (rc != SQLITE_DONE) {
+            json_decref(runs);
+            runs = NULL;
         }
-        json_array_append_new(runs, run_row_json(st));
-        n++;
     }
+    if (runs && n > limit) *next_before = ids[limit - 1];
+    free(ids);
     done(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        json_decref(runs);
-        return NULL;
-    }
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (!runs) return NULL;
     json_t *o = json_object();
     json_object_set_new(o, "runs", runs);
     return o;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "run_list.h"
 #include "downsample.h"
 #include "op_types.h"
 #include "run_status.h"
@@ -108,10 +109,10 @@ int store_ranks_last_seen(int64_t id, rank_seen **out);
  * first) and "attempts_omitted" (how many older ones are not listed), built by
  * SQLite, to be written as they are, not decoded and encoded again. */
 json_t *store_run_json(int64_t id, char **raw_members);
-/* Newest first. statuses: a JSON array text of statuses, or NULL for all; before:
- * only ids below it (0: no bound). Returns {"runs": [...]} and sets *next_before to
- * the cursor for the next page (0 when this is the last page). */
-json_t *store_runs_page(const char *statuses_json, int64_t before, int limit, int64_t *next_before);
+/* Newest first, at most `limit` of the runs that pass f (run_list.h: which, through
+ * which index). Returns {"runs": [...]} and sets *next_before to the cursor for the
+ * next page (0 when this is the last page). */
+json_t *store_runs_page(const run_filter *f, int limit, int64_t *next_before);
 
 /* The steps a series holds after `after` (NO_INT: all): its first and last step.
  * name NULL: the steps table's (loss, lr, samples_per_s); else the named series a

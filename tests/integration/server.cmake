@@ -77,6 +77,9 @@ ddpd_py_cases(server_timeout_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_timeo
 ddpd_py_cases(server_pending_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_pending.py SANITIZE
               ARGS ${server_test_args} --runner $<TARGET_FILE:ddp-run> TIMEOUT 180)
 # The audit log: an entry for each action and decision, there after a SIGKILL; who reads which.
+# GET /runs's filters and keyset pages against the database; a bad filter's 400 names it.
+ddpd_py_cases(server_lists_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_lists.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 120)
 ddpd_py_cases(server_audit_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_audit.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 180)
 # Usage and goodput: phases that add up, lost steps after a rank's SIGKILL, /metrics, ddpctl usage.

@@ -150,7 +150,7 @@ def case_list_show(a):
             check(f"{p['loss']:.4g}".rstrip("0").rstrip(".") in line or f"{p['loss']:.4f}".rstrip("0") in line,
                   f"the step loss is the API's newest step's ({p['loss']}): {line!r}")
         rc, out, err = ctl(s, "list", "--status", "failed")
-        check(rc == 0 and "no runs that are failed" in out, f"--status filters: {out!r}")
+        check(rc == 0 and "no runs that pass these filters" in out, f"--status filters: {out!r}")
         rc, out, err = ctl(s, "list", "--json")
         check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == list(reversed(ids)), "list --json is the API's JSON")
         rc, out, err = ctl(s, "show", str(ids[0]))
@@ -163,6 +163,38 @@ def case_list_show(a):
         check(rc == 0 and json.loads(out)["config"]["name"] == "r0", "show --json")
         rc, out, err = ctl(s, "show", "999")
         check(rc == 4 and err.strip() == "ddpctl: there is no run 999 (GET /runs lists them)", f"show of no run: {rc} {err!r}")
+
+
+def case_list_pages(a):
+    """list reaches any run: a page of --limit N says the cursor of the next (never a
+    --limit the API refuses), --before ID gives it, --all every page; the filters go to
+    the server (--name PREFIX, --status); --all and --before together are refused."""
+    with H.Server(a.ddpd, a.trainer, slots=2) as s:
+        holder = s.submit(long_run())  # both slots: the rest stay queued behind it
+        s.wait_status(holder, "running", timeout=120)
+        ids = [s.submit(quick_run(name=f"page-{i}")) for i in range(7)]
+        newest_first = list(reversed([holder] + ids))
+        rc, out, err = ctl(s, "list", "--limit", "3")
+        rows = [l.split()[0] for l in out.splitlines()[1:] if l and l.split()[0].isdigit()]
+        check(rc == 0 and rows == [str(i) for i in newest_first[:3]], f"a page of 3, newest first: {out!r}")
+        m = re.search(r"the next page is --before (\d+) with the same filters; --all lists every page", out)
+        check(m is not None and "--limit 6" not in out and m.group(1) == str(newest_first[2]),
+              f"the next page's cursor is said: {out!r}")
+        rc, out, err = ctl(s, "list", "--limit", "3", "--before", m.group(1) if m else "1")
+        rows = [l.split()[0] for l in out.splitlines()[1:] if l and l.split()[0].isdigit()]
+        check(rc == 0 and rows == [str(i) for i in newest_first[3:6]], f"--before: the next page: {out!r}")
+        rc, out, err = ctl(s, "list", "--limit", "3", "--all", "--json")
+        got = [r["id"] for r in json.loads(out)["runs"]] if rc == 0 else []
+        check(got == newest_first and json.loads(out)["next"] is None, f"--all: every page in one list: {got}")
+        rc, out, err = ctl(s, "list", "--name", "page-", "--all", "--limit", "2", "--json")
+        got = [r["id"] for r in json.loads(out)["runs"]] if rc == 0 else []
+        check(got == list(reversed(ids)), f"--name filters on the server: {got}")
+        rc, out, err = ctl(s, "list", "--status", "running", "--json")
+        check(rc == 0 and [r["id"] for r in json.loads(out)["runs"]] == [holder], f"--status running: {out[:200]!r}")
+        rc, out, err = ctl(s, "list", "--all", "--before", "3")
+        check(rc == 2 and "not both" in err, f"--all with --before is refused: {rc} {err!r}")
+        rc, out, err = ctl(s, "list", "--since", "later")
+        check(rc == 4 and "since" in err, f"a bad --since: the server's 400 naming it: {rc} {err!r}")
 
 
 def case_queue_owners(a):

@@ -8,7 +8,7 @@ and by day, only the newest files kept), log levels, `ddpd check`,
 `ddpd --version` and `ddpd agent`'s start-up errors.
 
 Usage: test_ops_server.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH]"""
-import datetime, glob, os, re, shutil, signal, socket, sqlite3, stat, subprocess, sys, tempfile, time
+import datetime, glob, json, os, re, shutil, signal, socket, sqlite3, stat, subprocess, sys, tempfile, time
 
 from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, DATA_ROOT  # noqa: E402
 
@@ -450,7 +450,7 @@ def run_check(a, *args, env=None):
     out = p.stdout.decode(errors="replace")
     verdicts = {}
     for line in out.splitlines():
-        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|runs dir|database|data roots|GPUs|trainer|limits|accounts|run user|user \S+|disk use|commands|work roots|runner)\s+(.*)$",
+        m = re.match(r"^(ok|warn|FAIL)\s+(config|state dir|runs dir|modes|database|data roots|GPUs|trainer|limits|accounts|run user|user \S+|disk use|commands|work roots|runner)\s+(.*)$",
                      line)
         if m:
             verdicts[m.group(2)] = (m.group(1), m.group(3))
@@ -469,10 +469,10 @@ def case_check(a):
     try:
         rc, v, out = run_check(a, *common)
         check(rc == 0, f"a good box: exit 0, got {rc}:\n{out}")
-        check(set(v) == {"config", "state dir", "runs dir", "database", "data roots", "GPUs", "trainer", "limits",
-                         "accounts", "commands"}, f"one verdict per part: {sorted(v)}\n{out}")
+        check(set(v) == {"config", "state dir", "runs dir", "modes", "database", "data roots", "GPUs", "trainer",
+                         "limits", "accounts", "commands"}, f"one verdict per part: {sorted(v)}\n{out}")
         check(all(verdict == "ok" for verdict, _ in v.values()), f"all ok:\n{out}")
-        check(re.search(r"^ddpd check: 10 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
+        check(re.search(r"^ddpd check: 11 ok, 0 warnings, 0 failed$", out, re.M) is not None, f"the summary:\n{out}")
         check("off (no --allow-commands)" in v.get("commands", ("", ""))[1], f"command runs off, said: {v.get('commands')}")
         # command runs: --allow-commands, the work roots, the runner (ddp-run beside ddpd by default)
         rc, v2, out = run_check(a, *common, "--allow-commands", "--work-root", base)
@@ -631,6 +631,162 @@ def serve_refusal(a, state):
     return p.returncode, err.decode(errors="replace").splitlines(), (first + out).decode(errors="replace")
 
 
+def serve_traced(a, state, trace):
+    """`ddpd serve` on `state` under strace (the calls that name a file, in every
+    thread), stopped once it listens: (whether it listened, GET /runs's ids, its stderr)."""
+    p = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=%file", "-o", trace, a.ddpd, "serve", "--listen",
+                          "127.0.0.1:0", "--state-dir", state, "--data-root", DATA_ROOT, "--trainer", a.fake_trainer,
+                          "--gpus", "none", "--slots", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+    line = p.stdout.readline().decode()
+    ids = []
+    if "listening on" in line:
+        port = int(line.strip().rsplit(":", 1)[1])
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/runs", timeout=30) as r:
+            ids = [run["id"] for run in json.loads(r.read())["runs"]]
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            child = int(f.read().split()[0])  # ddpd, strace's child
+        os.kill(child, signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    return "listening on" in line, ids, err.decode(errors="replace")
+
+
+def case_start_reads_little(a):
+    """A start reads neither every page of the database nor every run directory: a
+    damaged page deep in a table and a run directory loosened by hand are not seen
+    (strace: no call names a finished run's directory) and the server starts; ddpd
+    check reads it all and FAILs the database (quick_check) and warns of the loose
+    entries; a database from before 0019 is walked once, at the start that migrates it."""
+    if not shutil.which("strace"):
+        check(False, "needs strace")
+        return
+    base = tempfile.mkdtemp(prefix="ddpd-ops-start-")
+    try:
+        state = os.path.join(base, "state")
+        os.mkdir(state, 0o700)
+        with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
+            ids = [s.submit({"name": "steps-5"}) for _ in range(3)]
+            for rid in ids:
+                check(s.wait_status(rid, "succeeded", timeout=60) is not None, f"run {rid} succeeds")
+        db_path = os.path.join(state, "ddpd.db")
+        db = sqlite3.connect(db_path)
+        # a long series, so that the steps table has pages no start reads
+        db.executemany("INSERT INTO steps (run_id, global_step, epoch, step, loss, lr, t) VALUES (?, ?, 0, ?, ?, 0.1, ?)",
+                       [(ids[0], g, g, 1.0 / g, 1700000000000 + g) for g in range(1000, 21000)])
+        db.commit()
+        leaves = [r[0] for r in db.execute("SELECT pageno FROM dbstat WHERE name = 'steps' AND pagetype = 'leaf' "
+                                           "ORDER BY pageno")]
+        db.close()
+        check(len(leaves) > 20, f"the steps table spans pages: {len(leaves)} leaves")
+        page = leaves[len(leaves) // 2]
+        with open(db_path, "r+b") as f:
+            f.seek((page - 1) * 4096 + 8)  # past the page's header: its cells' bytes
+            f.write(bytes((i * 53 + 7) & 0xFF for i in range(4000)))
+        # a run directory an operator loosened, and a file in it
+        loose_dir = os.path.join(state, "runs", str(ids[1]))
+        loose_file = os.path.join(loose_dir, "notes.txt")
+        with open(loose_file, "w") as f:
+            f.write("left by an operator\n")
+        os.chmod(loose_file, 0o644)
+        os.chmod(loose_dir, 0o755)
+
+        trace = os.path.join(base, "trace")
+        listened, listed, err = serve_traced(a, state, trace)
+        check(listened and sorted(listed) == sorted(ids), f"the server starts and lists the runs: {listed}\n{err[-800:]}")
+        touched = []
+        with open(trace, errors="replace") as f:
+            for line in f:
+                for rid in ids:
+                    if f"/runs/{rid}" in line:
+                        touched.append(line.strip())
+        check(touched == [], f"no call of the start names a finished run's directory: {touched[:5]}")
+        check(stat.S_IMODE(os.stat(loose_file).st_mode) == 0o644 and stat.S_IMODE(os.stat(loose_dir).st_mode) == 0o755,
+              "the loosened run directory is left as it was (not walked)")
+
+        rc, v, out = run_check(a, "--state-dir", state, "--data-root", DATA_ROOT, "--trainer", a.fake_trainer,
+                               "--gpus", "none")
+        verdict, line = v.get("database", ("", ""))
+        check(rc == 1 and verdict == "FAIL" and "quick_check says" in line and "damaged" in line,
+              f"ddpd check reads every page and FAILs the database: {v.get('database')}")
+        verdict, line = v.get("modes", ("", ""))
+        check(verdict == "warn" and "2 file(s)" in line and loose_dir in line and "chmod -R go-rwx" in line,
+              f"ddpd check warns of the loose run directory and file, and says what to do: {v.get('modes')}")
+
+        # the same history as a ddpd before 0019 left it: walked once, at the start that migrates it
+        os.unlink(db_path)
+        for extra in ("-wal", "-shm"):
+            if os.path.exists(db_path + extra):
+                os.unlink(db_path + extra)
+        with Server(a.ddpd, a.fake_trainer, state_dir=state, extra_args=["--rebuild-from-runs"]) as s:
+            check(sorted(r["id"] for r in s.get("/runs").json()["runs"]) == sorted(ids), "the history rebuilt")
+        modes = (stat.S_IMODE(os.stat(loose_file).st_mode), stat.S_IMODE(os.stat(loose_dir).st_mode))
+        check(modes == (0o600, 0o711), "the rebuild's start (schema from none to the newest) walked the run directories "
+              f"and tightened them (a directory keeps its pass-through bits): {modes[0]:o} {modes[1]:o}")
+        os.chmod(loose_file, 0o644)
+        db = sqlite3.connect(db_path)
+        db.executescript("DROP INDEX runs_by_owner; DROP INDEX runs_by_owner_status; DROP INDEX runs_by_sweep_id;"
+                         " DROP INDEX runs_by_name; DROP INDEX runs_by_created; DROP INDEX runs_disk;"
+                         " PRAGMA user_version = 18;")
+        db.close()
+        with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
+            log = open(s.log_path, errors="replace").read()
+        check(stat.S_IMODE(os.stat(loose_file).st_mode) == 0o600 and "were readable by others" in log,
+              f"the start that migrates past 0018 walks once and says so: {log[-600:]!r}")
+        os.chmod(loose_file, 0o644)
+        with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
+            pass
+        check(stat.S_IMODE(os.stat(loose_file).st_mode) == 0o644, "and the next start does not walk again")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def case_start_counts_disk_use_at_once(a):
+    """A start does not wait to read every run's disk use (its thread reads it while
+    the server answers), yet the first submission after it is judged on all of it: a
+    user whose finished runs hold more than her quota is refused at once."""
+    from ddpd_harness import add_user, bearer
+    base = tempfile.mkdtemp(prefix="ddpd-ops-disk-")
+    try:
+        state = os.path.join(base, "state")
+        os.mkdir(state, 0o700)
+        alice = add_user(a.ddpd, state, "alice", "--max-disk-gb", "0.001")
+        with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
+            r = s.post("/runs", {"name": "steps-5"}, headers=bearer(alice))
+            check(r.status == 201, f"alice's run: {r.status} {r.body[:200]!r}")
+            rid = r.json()["id"] if r.status == 201 else 0
+            s.read_headers = bearer(alice)
+            check(s.wait_status(rid, "succeeded", timeout=60) is not None, "it succeeds")
+        db = sqlite3.connect(os.path.join(state, "ddpd.db"))
+        # a history of many runs, one of them (as measured) past her quota of about 1 MB
+        db.executemany("INSERT INTO runs (name, status, config, world_size, device_kind, created_at, owner, disk_bytes)"
+                       " VALUES ('old', 'succeeded', '{}', 1, 'cpu', 1700000000000, ?, ?)",
+                       [("bob", 1000)] * 40000 + [("alice", 50 << 20)])
+        db.commit()
+        db.close()
+        p = subprocess.Popen([a.ddpd, "serve", "--listen", "127.0.0.1:0", "--state-dir", state, "--data-root", DATA_ROOT,
+                              "--trainer", a.fake_trainer, "--gpus", "none", "--slots", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("DDPD_")})
+        try:
+            line = p.stdout.readline().decode()
+            check("listening on" in line, f"it starts: {line!r}")
+            port = int(line.strip().rsplit(":", 1)[1]) if "listening on" in line else 0
+            import http.client
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("POST", "/runs", body=json.dumps({"name": "steps-5"}),
+                      headers={"Content-Type": "application/json", **bearer(alice)})
+            r = c.getresponse()
+            body = r.read().decode(errors="replace")
+            check(r.status >= 400 and "past the quota" in body, f"her first submission is refused: {r.status} {body[:300]!r}")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def case_serve_refuses_bad_database(a):
     """serve goes by check's verdict on the database: a damaged one, someone else's, a
     newer one, and an empty or missing one beside run directories each make it refuse
@@ -669,7 +825,8 @@ def case_serve_refuses_bad_database(a):
             check(p.returncode == 1 and m is not None and line.endswith(m.group(1)),
                   f"{name}: ddpd check FAILs the database with the same sentence: {m.group(1) if m else p.stdout!r}")
 
-        refused("damaged", damage_pages, ["damaged", "quick_check", "backup", "runs aside"])
+        # every page but the first: a start's own look (the schema, the runs table's ends) finds it
+        refused("damaged", damage_pages, ["damaged", "cannot be read", "backup", "runs aside"])
         refused("garbage", lambda db: open(db, "r+b").write(b"this is not a database" * 10),
                 ["not an SQLite database", "backup"])
 

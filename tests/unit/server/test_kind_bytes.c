@@ -188,7 +188,9 @@ static void write_api(int64_t run) {
     write_json("GET /runs/{id}", one, raw);
     free(raw);
     int64_t next = 0;
-    write_json("GET /runs", store_runs_page(NULL, 0, 10, &next), NULL);
+    run_filter all;
+    run_filter_init(&all);
+    write_json("GET /runs", store_runs_page(&all, 10, &next), NULL);
     write_json("GET /runs/{id}/epochs", store_epochs_json(run), NULL);
     write_json("GET /runs/{id}/ranks", store_ranks_json(run), NULL);
     write_json("series keys", store_series_keys(run, false), NULL);

@@ -344,22 +344,29 @@ static int64_t test_lists(int64_t a) {
           "one succeeded, one canceled: %lld %lld", (long long)counts[RUN_SUCCEEDED], (long long)counts[RUN_CANCELED]);
 
     int64_t next = -1;
-    json_t *pg = store_runs_page(NULL, 0, 10, &next);
+    run_filter all;
+    run_filter_init(&all);
+    json_t *pg = store_runs_page(&all, 10, &next);
     json_t *runs = json_object_get(pg, "runs");
     CHECK(json_array_size(runs) == 2 && jint(json_array_get(runs, 0), "id") == b &&
               jint(json_array_get(runs, 1), "id") == a && next == 0,
           "all runs, newest first, one page: %zu runs, next %lld", json_array_size(runs), (long long)next);
     json_decref(pg);
-    pg = store_runs_page(NULL, 0, 1, &next);
+    pg = store_runs_page(&all, 1, &next);
     CHECK(json_array_size(json_object_get(pg, "runs")) == 1 && next == b, "a page of one: next before %lld",
           (long long)next);
     json_decref(pg);
-    pg = store_runs_page(NULL, next, 1, &next);
+    all.before = next;
+    pg = store_runs_page(&all, 1, &next);
     runs = json_object_get(pg, "runs");
     CHECK(json_array_size(runs) == 1 && jint(json_array_get(runs, 0), "id") == a && next == 0,
           "the second page is the last: next %lld", (long long)next);
     json_decref(pg);
-    pg = store_runs_page("[\"succeeded\",\"failed\"]", 0, 10, &next);
+    run_filter done_ones;
+    run_filter_init(&done_ones);
+    done_ones.statuses[done_ones.n_statuses++] = "succeeded";
+    done_ones.statuses[done_ones.n_statuses++] = "failed";
+    pg = store_runs_page(&done_ones, 10, &next);
     runs = json_object_get(pg, "runs");
     CHECK(json_array_size(runs) == 1 && jint(json_array_get(runs, 0), "id") == a, "filtered by status: %zu runs",
           json_array_size(runs));
