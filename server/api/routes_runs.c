@@ -80,8 +80,10 @@ static uint32_t text_hash(const char *t) {
 
 /* Answers with the run as GET /runs/{id} shows it, built from the store; false (and
  * a 404) when there is none. e->queued: the answer is a queued run's, at
- * e->queue_position, waiting for what hashes to e->waiting_hash. */
-static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) {
+ * e->queue_position, waiting for what hashes to e->waiting_hash. Without `decide`, a
+ * queued run's place is as last decided (POST /runs behind a long queue does not wait
+ * for the queue's decision: scheduler.c). */
+static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e, bool decide) {
     char *raw = NULL;
     json_t *run = store_run_json(id, &raw);
     if (!run) {
@@ -91,10 +93,10 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e) 
     e->queued = strcmp(json_string_value(json_object_get(run, "status")), run_status_name(RUN_QUEUED)) == 0;
     uint32_t pending_hash = 0, copied_hash = 0;
     e->queue_position = 0;
-    char *waiting = e->queued ? scheduler_queued_view(id, &e->queue_position, &pending_hash) : NULL;
+    char *waiting = e->queued ? scheduler_queued_view(id, &e->queue_position, &pending_hash, decide) : NULL;
     if (e->queued) json_object_set_new(run, "queue_position", json_integer(e->queue_position));
     if (waiting) json_object_set_new(run, "waiting_for", json_string(waiting));
-    json_t *pending = e->queued ? scheduler_pending(id, &copied_hash) : NULL;
+    json_t *pending = e->queued ? scheduler_pending(id, &copied_hash, decide) : NULL;
     pending_hash = copied_hash; /* the one in the answer (it may have moved between the two) */
     json_object_set_new(run, "pending", pending ? pending : json_null());
     e->waiting_hash = text_hash(waiting) ^ pending_hash;
@@ -115,7 +117,7 @@ static bool hides_from(request *rq, const run_cache_entry *e) {
 
 static void reply_run(request *rq, response *rs, int status, int64_t id) {
     run_cache_entry e = {0};
-    if (build_run(rs, status, id, &e) && hides_from(rq, &e)) run_mask_apply(&rs->body, &rs->len);
+    if (build_run(rs, status, id, &e, status != 201) && hides_from(rq, &e)) run_mask_apply(&rs->body, &rs->len);
 }
 
 /* A write the store refused: 503 naming why while the database cannot be written
@@ -359,7 +361,7 @@ static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cach
     if (!e->queued) return true;
     int position = 0;
     uint32_t pending_hash = 0;
-    char *waiting = scheduler_queued_view(id, &position, &pending_hash);
+    char *waiting = scheduler_queued_view(id, &position, &pending_hash, true);
     bool current = position == e->queue_position && (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);
     if (current) return true;
@@ -389,7 +391,7 @@ static void get_run(request *rq, response *rs) {
         reply_text(rs, 200, e.body, e.len, "application/json");
     } else {
         e = (run_cache_entry){.version = version};
-        if (!build_run(rs, 200, id, &e)) {
+        if (!build_run(rs, 200, id, &e, true)) {
             run_cache_forget(id); /* gone (deleted): nothing of it is kept */
             return;
         }

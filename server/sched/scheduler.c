@@ -371,16 +371,17 @@ bool scheduler_fail(int64_t id, const char *reason) {
     return done;
 }
 
-/* Queued run `id` as the queue policy last decided on it; NULL when it is not queued. */
-static live_run *decided_run_locked(int64_t id) {
-    decided_locked();
+/* Queued run `id` as the queue policy last decided on it (what changed since decided
+ * first, with `decide`); NULL when it is not queued, or not decided yet. */
+static live_run *decided_run_locked(int64_t id, bool decide) {
+    if (decide) decided_locked();
     live_run *r = find_run(id);
     return r && r->status == RUN_QUEUED && r->queue_position > 0 ? r : NULL;
 }
 
 int scheduler_queue_position(int64_t id) {
     pthread_mutex_lock(&sched.mu);
-    live_run *r = decided_run_locked(id);
+    live_run *r = decided_run_locked(id, true);
     int pos = r ? r->queue_position : 0;
     pthread_mutex_unlock(&sched.mu);
     return pos;
@@ -601,8 +602,8 @@ static char *after_preemption(const live_run *r, char *waiting) {
 }
 
 /* What run `id` waits for, as last decided, or as its batch system says (malloc'd). */
-static char *waiting_for_locked(int64_t id) {
-    live_run *q = decided_run_locked(id);
+static char *waiting_for_locked(int64_t id, bool decide) {
+    live_run *q = decided_run_locked(id, decide);
     if (q) return q->waiting_for ? xstrdup(q->waiting_for) : NULL;
     live_run *r = find_run(id);
     return r && batch_pending(r) && r->parts[0].exec->waiting_for ? r->parts[0].exec->waiting_for(r->id) : NULL;
@@ -610,7 +611,7 @@ static char *waiting_for_locked(int64_t id) {
 
 char *scheduler_waiting_for(int64_t id) {
     pthread_mutex_lock(&sched.mu);
-    char *text = waiting_for_locked(id);
+    char *text = waiting_for_locked(id, true);
     pthread_mutex_unlock(&sched.mu);
     return text;
 }
@@ -796,9 +797,9 @@ static void pending_refresh_locked(void) {
     decisions_free(&sn, d);
 }
 
-json_t *scheduler_pending(int64_t id, uint32_t *hash) {
+json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
     pthread_mutex_lock(&sched.mu);
-    decided_locked();
+    if (decide) decided_locked();
     live_run *r = find_run(id);
     json_t *p = r && r->pending ? json_deep_copy(r->pending) : NULL;
     *hash = p ? r->pending_hash : 0;
@@ -806,9 +807,9 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash) {
     return p;
 }
 
-char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash) {
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide) {
     pthread_mutex_lock(&sched.mu);
-    char *text = waiting_for_locked(id); /* decides first what waits to be */
+    char *text = waiting_for_locked(id, decide); /* decides first what waits to be, with `decide` */
     live_run *r = find_run(id);
     *position = r && r->status == RUN_QUEUED ? r->queue_position : 0;
     *pending_hash = r && r->pending ? r->pending_hash : 0;

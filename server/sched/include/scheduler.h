@@ -142,13 +142,16 @@ char *scheduler_waiting_for(int64_t id);
 /* Why a queued run waits, as a code, and when it is expected to start: GET
  * /runs/{id}'s `pending` {reason, detail, blocked_by, estimated_start, estimate_basis}
  * (a new reference), with a hash of it into *hash; NULL when it is not queued. Made
- * at the scheduler's decisions and ticks (never here: a GET only copies it). */
-json_t *scheduler_pending(int64_t id, uint32_t *hash);
+ * at the scheduler's decisions and ticks; with `decide`, a change not decided yet is
+ * decided first (else: as last decided, NULL for a run not decided yet). */
+json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide);
 /* What a queued run's GET /runs/{id} says of the queue, under one lock, from the
- * queue's last decision (scheduler_queue_decisions): its queue_position into *position (scheduler_queue_position), the hash of
- * its pending into *pending_hash (0: none), and its waiting_for (returned, malloc'd, or
- * NULL: scheduler_waiting_for). Whether a cached answer still holds. */
-char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash);
+ * queue's last decision (scheduler_queue_decisions; `decide` as for
+ * scheduler_pending): its queue_position into *position (scheduler_queue_position;
+ * 0: not decided yet), the hash of its pending into *pending_hash (0: none), and its
+ * waiting_for (returned, malloc'd, or NULL: scheduler_waiting_for). Whether a cached
+ * answer still holds. */
+char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
  * and quota. Built once per decision and shared (a new reference: never change it). */
