@@ -182,7 +182,8 @@ def case_stale_running(a):
     db.close()
     with Server(a.ddpd, a.trainer or a.fake_trainer, state_dir=first.state_dir) as s:
         run = s.run(ids[0])
-        gone = "the server restarted and the run's processes were gone; its journal has no step and no end event"
+        gone = ("the server restarted and the run's processes were gone; its journal has no step and no end event;"
+                " failure: infra")  # its class (docs/failures.md)
         check(run["status"] == "failed" and run["reason"] == gone, f"a stale running run: {run['status']}: {run['reason']}")
         check(run["finished_at"] is not None, "with a finish time")
         run = s.run(ids[1])

@@ -203,7 +203,7 @@ def case_killed_while_down(a):
         with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
             run = s2.run(rid)
             want = (f"the server restarted and the run's processes were gone; its journal ends at step {last} "
-                    "without an end event")
+                    "without an end event; failure: infra")  # its class (docs/failures.md)
             check(run["status"] == "failed" and run["reason"] == want, f"failed, saying why: {run['status']}: {run['reason']}")
             check(run["exit_code"] is None, f"no exit code (nobody saw it exit): {run['exit_code']}")
             steps = check_matches_journal(s2, rid, run_dir, None)

@@ -16,7 +16,8 @@ FINAL = ("succeeded", "failed", "canceled", "stopped", "timeout")
 
 def case_builtin_timeout(a):
     needs_trainer(a)
-    cfg = fmnist_config(**{"model.hidden": [512, 256], "train.epochs": 20, "train.batch_size": 16,
+    # far more epochs than two 3 s attempts can train on any machine: each attempt must time out
+    cfg = fmnist_config(**{"model.hidden": [512, 256], "train.epochs": 1000, "train.batch_size": 16,
                            "checkpoint.every_epochs": 100, "max_duration_s": 3})
     with Server(a.ddpd, a.trainer, slots=2) as s:
         rid = s.submit(cfg)
