@@ -128,13 +128,7 @@ typedef struct live_run {
 /* Why the queue policy decided (sched_state.decisions, /metrics): something changed
  * (a submission, an end, a cancel), a read found a change not decided yet, or the
  * tick (the changes it coalesced, and once a second for the rules that move with time). */
-typedef enum {
-    QUEUE_DECIDED_FOR_CHANGE,
-    QUEUE_DECIDED_FOR_READ,
-    QUEUE_DECIDED_BY_TICK,
-    QUEUE_DECIDED_CAUSES,
-    QUEUE_CAUSE_COUNTED = QUEUE_DECIDED_CAUSES /* counted by the caller already */
-} queue_cause;
+typedef enum { QUEUE_DECIDED_FOR_CHANGE, QUEUE_DECIDED_FOR_READ, QUEUE_DECIDED_BY_TICK, QUEUE_DECIDED_CAUSES } queue_cause;
 
 /* An owner's decayed usage (fair_share.h) as of a time: the spans of its runs that ended. */
 typedef struct {
@@ -162,7 +156,7 @@ typedef struct {
     json_t *queue_view;     /* GET /queue as last built from the decisions; NULL: build it anew */
     json_t *queue_owners;   /* its owners, as of the last decision */
     bool pending_stale;     /* decided, but what the queued runs show is not made anew yet */
-    uint64_t decisions[QUEUE_DECIDED_CAUSES + 1]; /* how often the queue was decided, by cause (+ uncounted) */
+    uint64_t decisions[QUEUE_DECIDED_CAUSES]; /* how often the queue was decided, by cause */
 } sched_state;
 
 /* The scheduler's state: its one instance. */

@@ -695,7 +695,10 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
 }
 
 char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d) {
-    char *waiting = queue_policy_waiting_for(s, q, d);
+    return queue_policy_detail_of(s, q, d, queue_policy_waiting_for(s, q, d));
+}
+
+char *queue_policy_detail_of(const policy_snapshot *s, const policy_run *q, const policy_decision *d, char *waiting) {
     if ((d->reason != PENDING_PRIORITY && d->reason != PENDING_FAIR_SHARE) || d->wait == WAIT_BEHIND || !d->ahead)
         return waiting;
     const policy_run *first = NULL;

@@ -203,6 +203,9 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
  * queue_policy_waiting_for says it, after the run ahead of it and why that one comes
  * first where that is its reason (priority, fair_share). */
 char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q, const policy_decision *d);
+/* The same from its queue_policy_waiting_for text, already made (taken over: freed,
+ * or returned as the detail itself where nothing comes before it). */
+char *queue_policy_detail_of(const policy_snapshot *s, const policy_run *q, const policy_decision *d, char *waiting);
 
 /* Could the run ever be placed: on this host, or on nodes of the snapshot by their
  * capacity? false with why in err, naming what there is. */

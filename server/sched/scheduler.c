@@ -237,8 +237,7 @@ static void pending_refresh_locked(void);
  * here in front of its own: every queued run goes there at once. */
 static bool long_queue_locked(void);
 
-static void decide_and_apply_locked(queue_cause cause) {
-    sched.decisions[cause]++;
+static void decide_and_apply_locked(void) {
     sched.queue_stale = false;
     if (sched.batch) {
         for (live_run *r = sched.runs, *next; r && !sched.shutting_down; r = next) {
@@ -271,7 +270,10 @@ static void decide_and_apply_locked(queue_cause cause) {
     else pending_refresh_locked();
 }
 
-void schedule_locked(void) { decide_and_apply_locked(QUEUE_DECIDED_FOR_CHANGE); }
+void schedule_locked(void) {
+    sched.decisions[QUEUE_DECIDED_FOR_CHANGE]++;
+    decide_and_apply_locked();
+}
 
 /* With a short queue, everything is decided at once: a submission (a run that fits
  * starts now), and what each queued run shows (its place, what it waits for, its
@@ -297,7 +299,7 @@ static void queue_changed_locked(void) {
 static void decided_locked(void) {
     if (!sched.queue_stale && !sched.pending_stale) return;
     sched.decisions[QUEUE_DECIDED_FOR_READ]++;
-    if (sched.queue_stale) decide_and_apply_locked(QUEUE_CAUSE_COUNTED);
+    if (sched.queue_stale) decide_and_apply_locked();
     if (sched.pending_stale) pending_refresh_locked();
 }
 
@@ -504,7 +506,10 @@ void scheduler_tick(void) {
     int64_t wall = now_ms();
     bool protection_ended = protection_ended_locked(ticked, wall);
     ticked = wall;
-    if (users_changed || sched.queue_stale || protection_ended) decide_and_apply_locked(QUEUE_DECIDED_BY_TICK);
+    if (users_changed || sched.queue_stale || protection_ended) {
+        sched.decisions[QUEUE_DECIDED_BY_TICK]++;
+        decide_and_apply_locked();
+    }
     static int64_t refreshed; /* ETAs move, and fair share's decay: the decisions follow, once a second */
     if (now - refreshed >= 1000) {
         refreshed = now;
@@ -712,8 +717,9 @@ static void set_pending(live_run *r, json_t *p) {
     free(text);
 }
 
-/* The queue policy's decision on a queued run, kept for the reads (NULL d: none). */
-static void set_decision(live_run *r, const snapshot *sn, int i, const policy_decision *d) {
+/* The queue policy's decision on a queued run, kept for the reads (NULL d: none;
+ * `waiting`: its queue_policy_waiting_for text, taken over). */
+static void set_decision(live_run *r, const policy_decision *d, char *waiting) {
     free(r->waiting_for);
     json_decref(r->preempting);
     r->waiting_for = NULL;
@@ -724,7 +730,7 @@ static void set_decision(live_run *r, const snapshot *sn, int i, const policy_de
     r->queue_order = d->order;
     r->queue_position = d->pool_order + 1;
     r->queue_verb = d->verb;
-    r->waiting_for = after_preemption(r, queue_policy_waiting_for(&sn->s, &sn->queued[i], d));
+    r->waiting_for = after_preemption(r, waiting);
     r->preempting = json_array();
     for (int v = 0; d->verb == POLICY_PREEMPT && v < d->n_preempt; v++)
         json_array_append_new(r->preempting, json_integer(d->preempt[v]));
@@ -757,7 +763,7 @@ static void pending_refresh_locked(void) {
     sched.queue_view = NULL;
     if (sched.batch) {
         for (live_run *r = sched.runs; r; r = r->next) {
-            set_decision(r, NULL, 0, NULL);
+            set_decision(r, NULL, NULL);
             set_pending(r, r->status == RUN_QUEUED || batch_pending(r) ? batch_pending_of(r) : NULL);
         }
         json_decref(sched.queue_owners);
@@ -778,14 +784,16 @@ static void pending_refresh_locked(void) {
     for (live_run *r = sched.runs; r; r = r->next) {
         if (r->status == RUN_QUEUED) continue;
         set_pending(r, NULL);
-        set_decision(r, NULL, 0, NULL);
+        set_decision(r, NULL, NULL);
     }
     json_decref(sched.queue_owners);
     sched.queue_owners = owners_of(&sn);
     for (int i = 0; i < sn.s.n_queued; i++) {
         live_run *r = sn.queued_runs[i];
-        set_decision(r, &sn, i, &d[i]);
-        char *detail = after_preemption(r, queue_policy_pending_detail(&sn.s, &sn.queued[i], &d[i]));
+        /* what it waits for is said once: its waiting_for, and its pending detail from it */
+        char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
+        set_decision(r, &d[i], waiting ? xstrdup(waiting) : NULL);
+        char *detail = after_preemption(r, queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], waiting));
         f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
         r->shown_start_ms = f[i].start_ms;
         set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], detail));
