@@ -332,15 +332,17 @@ MEDIAN_SCRIPT = ("import os, time, ddpd\n"
                  "    time.sleep(600)\n")
 
 
-def command_server(a, root):
-    return Server(a.ddpd, None, slots=2, extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner])
+def command_server(a, root, slots=2):
+    return Server(a.ddpd, None, slots=slots, extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner])
 
 
 def work_root(script):
+    """A work root holding proj/train.py, readable by the runs' accounts."""
     root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-work-"))
     os.mkdir(os.path.join(root, "proj"))
     with open(os.path.join(root, "proj", "train.py"), "w") as f:
         f.write(script)
+    os.chmod(root, 0o755)
     return root
 
 

@@ -24,47 +24,11 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
                         never stopped at its last epoch
 
 Usage: test_sweeps_grow.py CASE --ddpd PATH --trainer PATH --runner PATH --ddpctl PATH"""
-import argparse, json, os, shutil, subprocess, sys, tempfile
+import argparse, json, os, shutil, subprocess
 
 from ddpd_harness import Server, check, cases_in, wait_until, main, fmnist_config  # noqa: E402
 from openapi_contract import checker as openapi_checker  # noqa: E402
-
-FINAL = ("succeeded", "failed", "canceled")
-
-
-def submit(s, body, expect=201):
-    r = s.post("/sweeps", body)
-    if not check(r.status == expect, f"POST /sweeps -> {expect}, got {r.status}: {r.body[:600]!r}"):
-        raise RuntimeError("sweep refused")
-    return r.json()
-
-
-def sweep(s, sid):
-    r = s.get(f"/sweeps/{sid}")
-    return r.json() if r.status == 200 else None
-
-
-def wait_sweep(s, sid, statuses=FINAL, timeout=300):
-    got = wait_until(lambda: (lambda w: w if w and w["status"] in statuses else None)(sweep(s, sid)),
-                     f"sweep {sid} to be {'/'.join(statuses)}", timeout, interval=0.1)
-    if not got:
-        print(json.dumps(sweep(s, sid), indent=1)[:4000], file=sys.stderr)
-        s.dump_log()
-    return got
-
-
-def command_server(a, root, slots=2):
-    return Server(a.ddpd, None, slots=slots, extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner])
-
-
-def work_root(script):
-    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-grow-"))
-    os.mkdir(os.path.join(root, "proj"))
-    with open(os.path.join(root, "proj", "train.py"), "w") as f:
-        f.write(script)
-    os.chmod(root, 0o755)
-    return root
-
+from test_sweeps import FINAL, submit, sweep, wait_sweep, command_server, work_root  # noqa: E402  (beside it)
 
 def problem(r, status, words, what):
     detail = r.json().get("detail", "") if r.body else ""
