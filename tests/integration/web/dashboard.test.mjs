@@ -751,7 +751,8 @@ it('with users, the dashboard signs in with a token before any page, follows liv
     await until(() => page.$(`tr[data-run="${third}"]`), 'a run submitted now, without a reload', 60000);
     assert.ok(await page.isVisible('#mine-label'), 'a user\'s token: the "Mine" filter is there');
     await page.check('#mine-filter');
-    assert.ok(await page.isHidden(`tr[data-run="${his}"]`), 'mine: bob\'s run is hidden');
+    // the filter asks the server again: bob's rows leave once its answer is in
+    await until(() => page.isHidden(`tr[data-run="${his}"]`), 'mine: bob\'s run hidden');
     assert.ok(await page.isVisible(`tr[data-run="${hers}"]`), 'mine: alice\'s run stays');
     await screenshot(page, 'runs-mine-1280');
     // the token kept: a reload signs in by itself, and the filter holds
