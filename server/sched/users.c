@@ -110,6 +110,7 @@ static bool reload_locked(void) {
     int n = 0, cap = 0, rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) rows = xrealloc(rows, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *rows);
+        memset(&rows[n], 0, sizeof rows[n]); /* every byte, padding too: the rows are compared whole */
         read_row(st, &rows[n].info, rows[n].token_sha256, sizeof rows[n].token_sha256);
         n++;
     }
