@@ -411,6 +411,7 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         d->verb = POLICY_WAIT;
         d->wait = WAIT_BEHIND;
         d->behind = blocker;
+        d->behind_at = (int)(p->blocker_run[q->pool] - s->queued);
         return;
     }
     bool took = false;
@@ -418,6 +419,7 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         d->verb = POLICY_START;
         d->backfill = blocker != 0;
         d->behind = blocker;
+        d->behind_at = blocker ? (int)(p->blocker_run[q->pool] - s->queued) : -1;
         took = true;
     } else if (!blocker && try_preempt(p, q, d)) {
         took = true; /* reserve() took its devices */
@@ -535,6 +537,7 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
     }
     d->reason = blocker ? ahead_reason(s, blocker, q) : base_reason(s, q);
     d->ahead = blocker ? blocker->id : 0;
+    d->ahead_at = blocker ? (int)(blocker - s->queued) : -1;
     if (blocker) block_on(d, blocker->id, cap);
     block_on_holders(p, q, d, false, cap);
 }
@@ -560,6 +563,7 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
         policy_decision *d = &out[order[k]];
         memset(d, 0, sizeof *d);
         d->run = q->id;
+        d->behind_at = d->ahead_at = -1;
         d->order = k;
         d->pool_order = in_pool[q->pool]++;
         const policy_run *blocker = p.blocker_run[q->pool];
@@ -645,6 +649,15 @@ static char *run_list(const int64_t *ids, int n) {
     return b.data;
 }
 
+/* Queued run `id`, found where the decision saw it; a decision made on another
+ * snapshot (whose index does not hold it) finds it by a walk. */
+static const policy_run *queued_run(const policy_snapshot *s, int at, int64_t id) {
+    if (at >= 0 && at < s->n_queued && s->queued[at].id == id) return &s->queued[at];
+    for (int i = 0; i < s->n_queued; i++)
+        if (s->queued[i].id == id) return &s->queued[i];
+    return NULL;
+}
+
 char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, const policy_decision *d) {
     if (d->verb == POLICY_START) return NULL;
     if (d->verb == POLICY_PREEMPT || d->wait == WAIT_PREEMPTED) {
@@ -679,9 +692,7 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
                          s->owners[q->owner].max_devices);
     }
     if (d->wait == WAIT_BEHIND) {
-        const policy_run *first = NULL;
-        for (int i = 0; i < s->n_queued && !first; i++)
-            if (s->queued[i].id == d->behind) first = &s->queued[i];
+        const policy_run *first = queued_run(s, d->behind_at, d->behind);
         if (!first) return xasprintf("behind run %lld", (long long)d->behind);
         char *why = why_first(s, first, q), *what = devices_text(s, first);
         char *text = xasprintf("behind run %lld, %s, which waits for %s and has waited longer than the backfill "
@@ -701,9 +712,7 @@ char *queue_policy_pending_detail(const policy_snapshot *s, const policy_run *q,
 char *queue_policy_detail_of(const policy_snapshot *s, const policy_run *q, const policy_decision *d, char *waiting) {
     if ((d->reason != PENDING_PRIORITY && d->reason != PENDING_FAIR_SHARE) || d->wait == WAIT_BEHIND || !d->ahead)
         return waiting;
-    const policy_run *first = NULL;
-    for (int i = 0; i < s->n_queued && !first; i++)
-        if (s->queued[i].id == d->ahead) first = &s->queued[i];
+    const policy_run *first = queued_run(s, d->ahead_at, d->ahead);
     if (!first) return waiting;
     char *why = why_first(s, first, q);
     char *text = xasprintf("behind run %lld, %s, which waits too; then %s", (long long)d->ahead, why,

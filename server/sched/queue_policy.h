@@ -179,6 +179,8 @@ typedef struct {
     int n_blocked;                /* WAIT, PREEMPT: the runs it waits behind or for (malloc'd), by id */
     int64_t *blocked_by;
     int64_t ahead;                /* WAIT: the first run of its pool that waits and comes before it (0: none) */
+    int behind_at, ahead_at;      /* where `behind` and `ahead` are in the snapshot's s->queued (-1: nowhere),
+                                   * so that saying why a run waits finds them without a walk of the queue */
 } policy_decision;
 
 /* One decision per queued run, in the snapshot's order of s->queued, into
