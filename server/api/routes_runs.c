@@ -60,6 +60,7 @@
 #include "run_versions.h"
 #include "runs.h"
 #include "scheduler.h"
+#include "shared_reply.h"
 #include "state_layout.h"
 #include "store.h"
 #include "series_read.h"
@@ -782,10 +783,12 @@ static void get_logs(request *rq, response *rs) {
 
 /* ---- GET /queue, /users, /users/me ---- */
 
-static void get_queue(request *rq, response *rs) {
-    (void)rq;
-    reply_json(rs, 200, scheduler_queue_json());
-}
+/* the same for every caller, made once per decision: its text too, and tagged by it */
+static shared_reply queue_reply = SHARED_REPLY_INIT;
+
+static void get_queue(request *rq, response *rs) { reply_shared(&queue_reply, rq, rs, scheduler_queue_json()); }
+
+void routes_clear(void) { shared_reply_clear(&queue_reply); }
 
 static void get_users(request *rq, response *rs) {
     (void)rq;
