@@ -27,13 +27,17 @@ command runs for the estimates). Each case makes one real situation and reads
   estimate_steady    behind a run that steps 20 times a second (its ETA wobbles with each
                      step), a queued run's estimate appears and then moves only by more
                      than its tolerance (a minute, or a tenth of the wait): its answer and
-                     its tag do not change every second; each tag change is a body change
+                     its tag do not change every second; each tag change is a body change;
+                     the steps the store writes do not make the tick decide more than once a
+                     second
   decided_once       70 runs queued behind a busy slot (past the 64 decided at once on
                      submission): each one's position and reason, GET /queue in order;
                      reads of the queue and of queued runs decide nothing (the
                      decisions counter in /metrics); a submission behind them is
                      decided by the tick or the first read, once; the busy run's end
-                     starts the first and moves every position up by one
+                     starts the first and moves every position up by one; GET /queue's
+                     tag is its bytes': 304 while they hold (across the refreshes that
+                     rebuild it, once nothing changes), a new tag with a new body
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -253,6 +257,7 @@ def case_estimate_steady(a):
             s.wait_status(busy, "running", timeout=30)
             waiting = submit_as(s, alice, {"name": "sleep"})
             seen = []  # (tag, body, pending, when)
+            ticks = decisions(s)["tick"]
             deadline = time.time() + 8
             while time.time() < deadline:
                 r = s.get(f"/runs/{waiting}")
@@ -269,7 +274,13 @@ def case_estimate_steady(a):
                 tolerance = max(60, (iso_s(e1) - when) / 10)
                 check(abs(iso_s(e1) - iso_s(e0)) >= tolerance * 0.95 - 1,
                       f"the estimate moves only past its tolerance ({tolerance:.0f} s): {e0} -> {e1}")
-            print(f"in 8 s of steps behind run {busy}: {len(seen)} answers, estimates {[e for e, _ in estimates]}")
+            ticks = decisions(s)["tick"] - ticks
+            # the tick decides again once a second, and when something changed: the steps the
+            # store writes (which move the database's data_version) change nothing of the users
+            check(ticks <= 12, f"in 8 s of steps and nothing else, the tick decided the queue {ticks} times "
+                               f"(once a second: 8; the users' table read as changed on every write: 80)")
+            print(f"in 8 s of steps behind run {busy}: {len(seen)} answers, estimates {[e for e, _ in estimates]}, "
+                  f"{ticks} decisions by the tick")
             cancel_all(s, [(busy, alice), (waiting, alice)])
 
 
@@ -310,6 +321,7 @@ def case_decided_once(a):
                       f"{run['status']} {run.get('queue_position')} {p}")
             check([(r["id"], r["position"]) for r in q["runs"]] == [(rid, k + 1) for k, rid in enumerate(queued)],
                   f"GET /queue lists the 70 in order: {[(r['id'], r['position']) for r in q['runs']][:5]}...")
+            queue_tags(s, "70 queued behind a running run (its owner's usage grows each second)")
             before = decisions(s)
             late = submit_as(s, alice, {"name": "hold"})
             run = s.run(late)  # the tick, or this read, decided it
@@ -328,6 +340,37 @@ def case_decided_once(a):
             check(moved, f"the busy run's end starts the first; the others move up: {s.run(queued[-1]).get('queue_position')}"
                          f" {s.run(queued[0])['status']} {[(r['id'], r['position']) for r in s.get('/queue').json()['runs']][:3]}")
             cancel_all(s, [(rid, alice) for rid in queued + [late]])
+            empty = wait_until(lambda: not s.get("/queue").json()["runs"] or None, "the queue to empty", timeout=60)
+            check(empty, f"every run canceled: the queue empties: {s.get('/queue').json()['runs'][:3]}")
+            first = s.get("/queue")
+            time.sleep(2.5)  # past two refreshes, each of which builds the answer anew
+            again = s.get("/queue", headers={"If-None-Match": first.header("ETag")})
+            check(again.status == 304 and again.header("ETag") == first.header("ETag"),
+                  f"a queue that did not change, rebuilt by the refreshes: 304, the same tag: {again.status} "
+                  f"{first.header('ETag')} -> {again.header('ETag')}")
+
+
+def queue_tags(s, what):
+    """GET /queue's tag is its bytes': a read that sends back the tag of what it read is
+    answered 304 while the answer is the same, and 200 with another tag and another
+    body once it changed."""
+    answers = 0
+    not_modified = 0
+    for _ in range(10):
+        r = s.get("/queue")
+        tag = r.header("ETag")
+        check(r.status == 200 and tag and tag.startswith('"'), f"{what}: GET /queue has a tag: {r.status} {tag}")
+        again = s.get("/queue", headers={"If-None-Match": tag})
+        if again.status == 304:
+            not_modified += 1
+            check(again.header("ETag") == tag and not again.body, f"{what}: a 304 has the tag and no body")
+        else:
+            answers += 1
+            check(again.status == 200 and again.header("ETag") != tag and again.body != r.body,
+                  f"{what}: a 200 to a conditional read is another answer under another tag: {again.status} "
+                  f"{tag} -> {again.header('ETag')}, bodies {'differ' if again.body != r.body else 'the same'}")
+    check(not_modified >= 1, f"{what}: reads straight after one another get 304 ({not_modified} of 10; "
+                             f"{answers} fell across a refresh)")
 
 
 def iso_s(t):
