@@ -9,8 +9,6 @@
 
 /* At start-up (the uptime /healthz says counts from here). */
 void routes_init(void);
-/* What the routes keep between requests (the shared answers), at shutdown. */
-void routes_clear(void);
 extern const route api_routes[];
 extern const size_t api_routes_count;
 

@@ -45,6 +45,7 @@
 #include "base.h"
 #include "ddpd_build_config.h"
 #include "downsample.h"
+#include "fnv.h"
 #include "ingest.h"
 #include "logtail.h"
 #include "run_dir.h"
@@ -60,7 +61,6 @@
 #include "run_versions.h"
 #include "runs.h"
 #include "scheduler.h"
-#include "shared_reply.h"
 #include "state_layout.h"
 #include "store.h"
 #include "series_read.h"
@@ -72,12 +72,6 @@ static int64_t started_at;
 
 void routes_init(void) { started_at = now_ms(); }
 
-/* FNV-1a of a text (NULL: of ""), for a tag. */
-static uint32_t text_hash(const char *t) {
-    uint32_t h = 2166136261u;
-    for (; t && *t; t++) h = (h ^ (uint8_t)*t) * 16777619u;
-    return h;
-}
 
 /* Answers with the run as GET /runs/{id} shows it, built from the store; false (and
  * a 404) when there is none. e->queued: the answer is a queued run's, at
@@ -100,7 +94,7 @@ static bool build_run(response *rs, int status, int64_t id, run_cache_entry *e, 
     json_t *pending = e->queued ? scheduler_pending(id, &copied_hash, decide) : NULL;
     pending_hash = copied_hash; /* the one in the answer (it may have moved between the two) */
     json_object_set_new(run, "pending", pending ? pending : json_null());
-    e->waiting_hash = text_hash(waiting) ^ pending_hash;
+    e->waiting_hash = fnv1a32_text(waiting) ^ pending_hash;
     free(waiting);
     const char *owner = json_string_value(json_object_get(run, "owner"));
     snprintf(e->owner, sizeof e->owner, "%s", owner ? owner : "");
@@ -363,7 +357,7 @@ static bool cached_answer(int64_t id, uint64_t version, bool want_body, run_cach
     int position = 0;
     uint32_t pending_hash = 0;
     char *waiting = scheduler_queued_view(id, &position, &pending_hash, true);
-    bool current = position == e->queue_position && (text_hash(waiting) ^ pending_hash) == e->waiting_hash;
+    bool current = position == e->queue_position && (fnv1a32_text(waiting) ^ pending_hash) == e->waiting_hash;
     free(waiting);
     if (current) return true;
     free(e->body);
@@ -783,12 +777,19 @@ static void get_logs(request *rq, response *rs) {
 
 /* ---- GET /queue, /users, /users/me ---- */
 
-/* the same for every caller, made once per decision: its text too, and tagged by it */
-static shared_reply queue_reply = SHARED_REPLY_INIT;
-
-static void get_queue(request *rq, response *rs) { reply_shared(&queue_reply, rq, rs, scheduler_queue_json()); }
-
-void routes_clear(void) { shared_reply_clear(&queue_reply); }
+/* the same for every caller, written once per decision and tagged by its bytes */
+static void get_queue(request *rq, response *rs) {
+    char tag[SCHED_QUEUE_TAG_LEN];
+    scheduler_queue_tag(tag);
+    if (rq_if_none_match(rq, tag)) {
+        reply_not_modified(rs, tag);
+        return;
+    }
+    size_t len;
+    char *text = scheduler_queue_text(&len, tag); /* (rebuilt meanwhile: the text's own tag) */
+    reply_text(rs, 200, text, len, "application/json");
+    snprintf(rs->etag, sizeof rs->etag, "%s", tag);
+}
 
 static void get_users(request *rq, response *rs) {
     (void)rq;

@@ -501,7 +501,6 @@ static void stop_all(int lock_fd) {
     users_close();
     store_close();
     run_cache_clear(); /* after the writer: it may still tell of a deletion */
-    routes_clear();
     path_redact_clear();
     unlink(layout_socket_path());
     if (runs_lock_fd >= 0) close(runs_lock_fd);

@@ -94,6 +94,7 @@ void live_run_drop(live_run *r) {
     json_decref(r->pending);
     free(r->waiting_for);
     json_decref(r->preempting);
+    free(r->queue_entry);
     free(r->cancel_reason);
     free(r->fail_reason);
     free(r->timeout_reason);

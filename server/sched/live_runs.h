@@ -122,6 +122,11 @@ typedef struct live_run {
     char *waiting_for;       /* the sentence of what it waits for; NULL: none */
     json_t *preempting;      /* the ids of the runs it preempts (an array); NULL: none */
     const char *pending_reason; /* its reason's name as last noted in its timeline (NULL: none yet) */
+    /* queued: its GET /queue entry, less its position, as JSON text (scheduler.c);
+     * NULL: to be written (its decision or pending changed, or its stint in the queue) */
+    char *queue_entry;
+    size_t queue_entry_len;
+    int64_t queue_entry_queued_ms, queue_entry_requeued_by; /* the stint it was written for */
     struct live_run *next;
 } live_run;
 
@@ -153,7 +158,9 @@ typedef struct {
     int n_usage;
     /* the queue decided once per change (scheduler.c) */
     bool queue_stale;       /* something changed that the queue policy has not decided on yet */
-    json_t *queue_view;     /* GET /queue as last built from the decisions; NULL: build it anew */
+    char *queue_text;       /* GET /queue as last written from the decisions; NULL: write it anew */
+    size_t queue_text_len;
+    char queue_tag[32];     /* its ETag */
     json_t *queue_owners;   /* its owners, as of the last decision */
     bool pending_stale;     /* decided, but what the queued runs show is not made anew yet */
     uint64_t decisions[QUEUE_DECIDED_CAUSES]; /* how often the queue was decided, by cause */

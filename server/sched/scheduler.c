@@ -17,9 +17,11 @@
 #include "executor_local.h"
 #include "executor_slurm.h"
 #include "fair_share.h"
+#include "fnv.h"
 #include "launcher_argv.h"
 #include "log_limit.h"
 #include "nodes.h"
+#include "path_redact.h"
 #include "queue_forecast.h"
 #include "queue_policy.h"
 #include "run_as.h"
@@ -689,6 +691,11 @@ static json_t *batch_pending_of(live_run *r) {
     return o;
 }
 
+static void drop_queue_entry(live_run *r) {
+    free(r->queue_entry);
+    r->queue_entry = NULL;
+}
+
 static void set_pending(live_run *r, json_t *p) {
     if (p && r->pending && json_equal(p, r->pending)) { /* as it was: its hash and timeline too */
         json_decref(p);
@@ -709,31 +716,41 @@ static void set_pending(live_run *r, json_t *p) {
     json_decref(r->pending);
     r->pending = p;
     r->pending_hash = 0;
+    drop_queue_entry(r);
     if (!p) return;
     char *text = json_dumps(p, JSON_COMPACT);
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const char *t = text; t && *t; t++) h = (h ^ (uint8_t)*t) * 16777619u;
-    r->pending_hash = h;
+    r->pending_hash = fnv1a32_text(text);
     free(text);
 }
 
 /* The queue policy's decision on a queued run, kept for the reads (NULL d: none;
  * `waiting`: its queue_policy_waiting_for text, taken over). */
 static void set_decision(live_run *r, const policy_decision *d, char *waiting) {
-    free(r->waiting_for);
-    json_decref(r->preempting);
+    char *was_waiting = r->waiting_for;
+    json_t *was_preempting = r->preempting;
+    int was_position = r->queue_position, was_verb = r->queue_verb;
     r->waiting_for = NULL;
     r->preempting = NULL;
     r->queue_position = r->queue_order = 0;
     r->queue_verb = POLICY_WAIT;
-    if (!d) return;
-    r->queue_order = d->order;
-    r->queue_position = d->pool_order + 1;
-    r->queue_verb = d->verb;
-    r->waiting_for = after_preemption(r, waiting);
-    r->preempting = json_array();
-    for (int v = 0; d->verb == POLICY_PREEMPT && v < d->n_preempt; v++)
-        json_array_append_new(r->preempting, json_integer(d->preempt[v]));
+    if (d) {
+        r->queue_order = d->order;
+        r->queue_position = d->pool_order + 1;
+        r->queue_verb = d->verb;
+        r->waiting_for = after_preemption(r, waiting);
+        r->preempting = json_array();
+        for (int v = 0; d->verb == POLICY_PREEMPT && v < d->n_preempt; v++)
+            json_array_append_new(r->preempting, json_integer(d->preempt[v]));
+    }
+    /* its GET /queue entry stands while what it shows does (its place in the start order
+     * is written beside it) */
+    bool same = d && was_position == r->queue_position && was_verb == r->queue_verb &&
+                (was_waiting && r->waiting_for ? strcmp(was_waiting, r->waiting_for) == 0
+                                               : was_waiting == r->waiting_for) &&
+                was_preempting && json_equal(was_preempting, r->preempting);
+    if (!same) drop_queue_entry(r);
+    free(was_waiting);
+    json_decref(was_preempting);
 }
 
 /* GET /queue's owners as of the snapshot: each one's decayed usage, devices, quota. */
@@ -759,8 +776,8 @@ static json_t *owners_of(const snapshot *sn) {
  * time (fair share's decay, the backfill window, the ETAs); every read copies them. */
 static void pending_refresh_locked(void) {
     sched.pending_stale = false;
-    json_decref(sched.queue_view);
-    sched.queue_view = NULL;
+    free(sched.queue_text);
+    sched.queue_text = NULL;
     if (sched.batch) {
         for (live_run *r = sched.runs; r; r = r->next) {
             set_decision(r, NULL, NULL);
@@ -834,8 +851,35 @@ static int by_queue_order(const void *a, const void *b) {
     return (x->queue_order > y->queue_order) - (x->queue_order < y->queue_order);
 }
 
-/* GET /queue from the last decisions: the queued runs in the policy's start order. */
-static json_t *queue_view_of_locked(void) {
+/* Run r's GET /queue entry, less its position, as JSON text: written when what it
+ * shows changed (set_decision, set_pending) or its stint in the queue did, else kept. */
+static void queue_entry_locked(live_run *r) {
+    if (r->queue_entry && r->queue_entry_queued_ms == r->queued_ms && r->queue_entry_requeued_by == r->requeued_by)
+        return;
+    char queued_at[32];
+    format_iso8601(r->queued_ms, queued_at);
+    json_t *o = json_pack("{s:I, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o, s:o, s:o}", "id", (json_int_t)r->id,
+                          "pool_position", r->queue_position, "owner", json_string_or_null(r->owner), "priority",
+                          r->priority, "world_size", r->world_size, "device_kind", pool_name(r->pool), "queued_at",
+                          queued_at, "preemptible", r->preemptible, "decision", verb_word(r->queue_verb),
+                          "waiting_for", json_string_or_null(r->waiting_for), "preempting",
+                          r->preempting ? json_incref(r->preempting) : json_array(), "preempted_by",
+                          r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null(), "pending",
+                          r->pending ? json_incref(r->pending) : json_null());
+    free(r->queue_entry);
+    r->queue_entry_len = json_dumpb(o, NULL, 0, JSON_FLAGS);
+    r->queue_entry = xmalloc(r->queue_entry_len + 1);
+    json_dumpb(o, r->queue_entry, r->queue_entry_len, JSON_FLAGS);
+    r->queue_entry[r->queue_entry_len] = '\0';
+    json_decref(o);
+    path_redact_apply(&r->queue_entry, &r->queue_entry_len); /* as every answer */
+    r->queue_entry_queued_ms = r->queued_ms;
+    r->queue_entry_requeued_by = r->requeued_by;
+}
+
+/* GET /queue from the last decisions: the queued runs in the policy's start order,
+ * each "{"position":K," and its entry after its '{'; then the owners and settings. */
+static void queue_text_locked(void) {
     int n = 0;
     for (live_run *r = sched.runs; r; r = r->next) n += r->status == RUN_QUEUED && r->queue_position > 0;
     live_run **order = xmalloc((size_t)(n + 1) * sizeof *order);
@@ -843,37 +887,50 @@ static json_t *queue_view_of_locked(void) {
     for (live_run *r = sched.runs; r; r = r->next)
         if (r->status == RUN_QUEUED && r->queue_position > 0) order[n++] = r;
     qsort(order, (size_t)n, sizeof *order, by_queue_order);
-    json_t *runs = json_array();
+    buf_t b = {0};
+    buf_append(&b, "{\"runs\":[", 9);
     for (int k = 0; k < n; k++) {
-        const live_run *r = order[k];
-        char queued_at[32];
-        format_iso8601(r->queued_ms, queued_at);
-        json_array_append_new(
-            runs, json_pack("{s:I, s:i, s:i, s:o, s:i, s:i, s:s, s:s, s:b, s:s, s:o, s:o, s:o, s:o}", "id",
-                            (json_int_t)r->id, "position", k + 1, "pool_position", r->queue_position, "owner",
-                            json_string_or_null(r->owner), "priority", r->priority, "world_size", r->world_size,
-                            "device_kind", pool_name(r->pool), "queued_at", queued_at, "preemptible", r->preemptible,
-                            "decision", verb_word(r->queue_verb), "waiting_for", json_string_or_null(r->waiting_for),
-                            "preempting", r->preempting ? json_incref(r->preempting) : json_array(), "preempted_by",
-                            r->requeued_by > 0 ? json_integer(r->requeued_by) : json_null(), "pending",
-                            r->pending ? json_deep_copy(r->pending) : json_null()));
+        queue_entry_locked(order[k]);
+        buf_printf(&b, "%s{\"position\":%d,", k ? "," : "", k + 1);
+        buf_append(&b, order[k]->queue_entry + 1, order[k]->queue_entry_len - 1);
     }
     free(order);
-    return json_pack("{s:o, s:o, s:f, s:I}", "runs", runs, "owners",
-                     sched.queue_owners ? json_incref(sched.queue_owners) : json_array(),
-                     "fair_share_half_life_s", sched.c.fair_share_half_life_s, "backfill_window_s",
-                     (json_int_t)(sched.c.backfill_window_ms / 1000));
+    json_t *rest = json_pack("{s:o, s:f, s:I}", "owners", sched.queue_owners ? json_incref(sched.queue_owners) : json_array(),
+                             "fair_share_half_life_s", sched.c.fair_share_half_life_s, "backfill_window_s",
+                             (json_int_t)(sched.c.backfill_window_ms / 1000));
+    char *text = json_dumps(rest, JSON_FLAGS);
+    json_decref(rest);
+    size_t len = strlen(text);
+    path_redact_apply(&text, &len);
+    buf_append(&b, "],", 2);
+    buf_append(&b, text + 1, len - 1); /* its members and its '}' */
+    buf_append(&b, "\n", 1);           /* curl-friendly, as every answer */
+    free(text);
+    free(sched.queue_text);
+    sched.queue_text = b.data;
+    sched.queue_text_len = b.len;
+    snprintf(sched.queue_tag, sizeof sched.queue_tag, "\"%016llx-queue\"",
+             (unsigned long long)fnv1a64(sched.queue_text, sched.queue_text_len));
 }
 
-/* Built once per decision and shared: the caller's reference (the answer is never
- * changed once built; Jansson counts references atomically). */
-json_t *scheduler_queue_json(void) {
+char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) {
     pthread_mutex_lock(&sched.mu);
     decided_locked();
-    if (!sched.queue_view) sched.queue_view = queue_view_of_locked();
-    json_t *out = json_incref(sched.queue_view);
+    if (!sched.queue_text) queue_text_locked();
+    char *out = xmalloc(sched.queue_text_len + 1);
+    memcpy(out, sched.queue_text, sched.queue_text_len + 1);
+    *len = sched.queue_text_len;
+    snprintf(tag, SCHED_QUEUE_TAG_LEN, "%s", sched.queue_tag);
     pthread_mutex_unlock(&sched.mu);
     return out;
+}
+
+void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]) {
+    pthread_mutex_lock(&sched.mu);
+    decided_locked();
+    if (!sched.queue_text) queue_text_locked();
+    snprintf(tag, SCHED_QUEUE_TAG_LEN, "%s", sched.queue_tag);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 void scheduler_queue_decisions(uint64_t counts[3]) {

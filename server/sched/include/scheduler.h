@@ -154,8 +154,14 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide);
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
- * and quota. Built once per decision and shared (a new reference: never change it). */
-json_t *scheduler_queue_json(void);
+ * and quota. Its JSON text (malloc'd, *len bytes, ending in a newline) and its tag
+ * (an ETag, quotes included: a hash of the text, so the same answer rebuilt keeps it).
+ * Written once per decision, and from each queued run's entry as last written: only
+ * the entries whose run's decision or pending changed are written again. */
+#define SCHED_QUEUE_TAG_LEN 32
+char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]);
+/* Its tag alone (a conditional read that matches needs no copy of the text). */
+void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]);
 /* How often the queue policy decided since the server started: for a change (a
  * submission, an end, a cancel), for a read that found a change not decided yet, and
  * by the tick (the submissions it coalesced, and once a second for the rules that

@@ -400,7 +400,9 @@ def run(a):
             r = req("GET", "/runs/{id}", f"/runs/{waits}", "a queued run")
             check(r.status == 200 and (r.json().get("pending") or {}).get("reason") == "devices",
                   f"a queued run's pending: {r.body[-400:]!r}")
-            req("GET", "/queue", "/queue", "a queued run's pending")
+            r = req("GET", "/queue", "/queue", "a queued run's pending")
+            r = req("GET", "/queue", "/queue", "GET /queue with its ETag", headers={"If-None-Match": r.header("ETag") or '"none"'})
+            check(r.status in (200, 304), f"GET /queue with its ETag: 304 (or 200 if the queue changed between), got {r.status}")
             req("POST", "/runs/{id}/cancel", f"/runs/{waits}/cancel", "cancel the waiting run", headers=auth)
             rendezvous(s, req, long_id, auth)
             parts_refused(s, req, long_id)
