@@ -4,7 +4,8 @@
 // server words them (application/problem+json: detail, errors[]); getText for an
 // answer whose headers say something (the logs' next offset). A read answered 401 (no
 // token, or one the server no longer knows) is told to onUnauthorized's listeners:
-// the page asks for a token again.
+// the page asks for a token again. A GET answered with an ETag is revalidated with
+// If-None-Match the next time (a 304 gives back what was read then).
 
 const TOKEN_KEY = 'ddpd.token';
 
@@ -66,11 +67,28 @@ const listeners = new Set();
 export function onReachability(fn) { listeners.add(fn); return () => listeners.delete(fn); }
 function reachable(ok) { for (const fn of listeners) fn(ok); }
 
-// The response of a request that succeeded (res.ok); else throws an ApiError.
+// What a GET answered with an ETag (ddpd's GET /runs and GET /runs/{id}), by path:
+// { etag, token, value }. The next GET of that path sends If-None-Match and, answered
+// 304 Not Modified, gives the value kept (a copy: pages change what they are given).
+// The browser's own cache is left out (cache: 'no-store'), so that every answer the
+// page acts on is the server's, and a 304 reaches this code as one.
+const validated = new Map();
+const VALIDATED_MAX = 500;
+
+function remember(path, etag, value) {
+  validated.delete(path);
+  validated.set(path, { etag, token: getToken(), value });
+  if (validated.size > VALIDATED_MAX) validated.delete(validated.keys().next().value);
+}
+
+// The response of a request that succeeded (res.ok, or 304 to a GET that sent
+// If-None-Match); else throws an ApiError.
 async function send(method, path, body) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
+  const kept = method === 'GET' ? validated.get(path) : undefined;
+  if (kept && kept.token === token) headers['If-None-Match'] = kept.etag;
   let init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -84,7 +102,7 @@ async function send(method, path, body) {
     throw new ApiError(0, 'ddpd cannot be reached: is it running?');
   }
   reachable(true);
-  if (res.ok) return res;
+  if (res.ok || (res.status === 304 && headers['If-None-Match'])) return res;
   const type = res.headers.get('Content-Type') || '';
   let problem = null;
   try { problem = type.includes('json') ? await res.json() : { detail: await res.text() }; } catch { /* empty */ }
@@ -95,10 +113,25 @@ async function send(method, path, body) {
 }
 
 export async function request(method, path, body) {
-  const res = await send(method, path, body);
-  if (res.status === 204) return null;
-  return (res.headers.get('Content-Type') || '').includes('json') ? res.json() : res.text();
+  return (await answer(method, path, body)).value;
 }
+
+// { value, changed }: changed is false when a GET was answered 304 (the value is the
+// one kept from the answer that ETag named).
+async function answer(method, path, body) {
+  const res = await send(method, path, body);
+  if (res.status === 304) return { value: structuredClone(validated.get(path).value), changed: false };
+  if (res.status === 204) return { value: null, changed: true };
+  const value = (res.headers.get('Content-Type') || '').includes('json') ? await res.json() : await res.text();
+  const etag = method === 'GET' ? res.headers.get('ETag') : null;
+  if (etag) remember(path, etag, structuredClone(value));
+  else if (method === 'GET') validated.delete(path);
+  return { value, changed: true };
+}
+
+// A GET that says whether its answer changed since this page last read it:
+// { value, changed } (changed false: the server answered 304 to its ETag).
+export const revalidate = (path) => answer('GET', path);
 
 // A GET whose headers matter too (the logs' X-Next-Offset): { text, headers }.
 export async function getText(path) {

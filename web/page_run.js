@@ -11,7 +11,7 @@
 // test summary or checkpoints. A run with restarts lists its attempts and its charts
 // mark where each restart began (attempts_view.js); the steps a restart does again
 // replace the earlier attempt's points. Kept live by /runs/{id}/events.
-import { ApiError, get, post } from './api.js';
+import { ApiError, get, post, revalidate } from './api.js';
 import { chartMessage, COLORS, ema, loadUPlot, mountChart, ticks } from './charts.js';
 import { ago, badge, bytes, columnFormat, devices, duration, epochText, FINISHED, h, int, LIVE, num, pct, runDuration } from './format.js';
 import { subscribe } from './live.js';
@@ -267,10 +267,14 @@ export function mountRun(root, id) {
     checkpointsEl.replaceChildren(...parts);
   }
 
+  // The run, revalidated with its ETag: true when it changed since the page read it
+  // (a 304 keeps what the page has, the live events' changes included).
   async function loadRun() {
     try {
-      run = await get(`/runs/${id}`);
-      if (disposed) return;
+      const r = await revalidate(`/runs/${id}`);
+      if (disposed) return false;
+      if (!r.changed && run) return false;
+      run = r.value;
       renderRun();
       if (run.status !== timelineStatus || (run.pending && run.pending.reason) !== timeline.reason) {
         timelineStatus = run.status; // a new phase: the timeline read again
@@ -278,8 +282,9 @@ export function mountRun(root, id) {
         timeline.refresh(run);
       }
       if (!loss.steps.length) drawLoss(false); // its empty-chart sentence depends on the status
+      return true;
     } catch (e) {
-      if (disposed) return;
+      if (disposed) return false;
       if (e instanceof ApiError && e.status === 404) {
         root.replaceChildren(h('div', { class: 'empty', id: 'run-missing' }, h('h2', {}, `There is no run ${id}`),
           h('p', {}, 'It may have been deleted.'), h('a', { class: 'button', href: '#/' }, 'All runs')));
@@ -289,6 +294,7 @@ export function mountRun(root, id) {
         reasonBox.className = 'error-box';
         reasonBox.textContent = e.message;
       }
+      return true;
     }
   }
 
@@ -506,8 +512,17 @@ export function mountRun(root, id) {
   const loadLog = () => log.poll();
 
   // ---- live ----
+  // The page's reads: the run first, then the rest (each answered after the run, so
+  // as new as it or newer). The event stream's first `ready` (it is open: what changes
+  // from then on comes as events) asks only whether the run changed since (its ETag:
+  // 304, nothing to read again); a later one (reconnected) reads everything again.
+  const loadRest = () => { loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); if (commandShown) series.refresh(); };
+  let opened = null, readies = 0;
   const close = subscribe(`/runs/${id}/events`, {
-    ready: () => { loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); if (commandShown) series.refresh(); },
+    ready: () => {
+      const first = readies++ === 0;
+      (opened || Promise.resolve()).then(() => loadRun()).then((changed) => { if (!disposed && (changed || !first)) loadRest(); });
+    },
     run: (d) => {
       if (run) { run.status = d.status; if (d.reason !== undefined) run.reason = d.reason; renderRun(); }
       loadRun();
@@ -570,7 +585,7 @@ export function mountRun(root, id) {
 
   loadUPlot().then((u) => { uPlot = u; if (!disposed) { drawLoss(true); renderEpochs(); } })
     .catch((e) => { for (const el of [lossEl, lrEl, evalEl]) chartMessage(el, e.message); });
-  loadRun(); loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints();
+  opened = loadRun().then(() => { if (!disposed) { loadLoss(); loadEpochs(); loadRanks(); loadLog(); loadCheckpoints(); } });
 
   // An epochs table wider than its card scrolls sideways: say so, not only by a cut edge.
   function markScroll() {

@@ -7,7 +7,7 @@
 // status, a name prefix and "Mine" (when the stored token is a user's: its runs only,
 // the choice kept in localStorage) go to GET /runs, and Older/Newer page through the
 // whole history by its cursor (before=), 50 runs a page.
-import { get } from './api.js';
+import { get, revalidate } from './api.js';
 import { ema, sparkline } from './charts.js';
 import { colorOf, mountCompare } from './compare.js';
 import { ago, badge, columnFormat, devices, duration, epochText, FINISHED, h, LIVE, runDuration } from './format.js';
@@ -158,6 +158,7 @@ export function mountRuns(root) {
   }
 
   async function loadSpark(entry) {
+    entry.sparkAsked = true;
     try {
       const m = await get(`/runs/${entry.run.id}/metrics?key=loss&max_points=${SPARK_POINTS}`);
       if (disposed) return;
@@ -193,12 +194,16 @@ export function mountRuns(root) {
     return `/runs?${q}`;
   }
 
+  // The page of runs, revalidated with its ETag (a 304: nothing changed since it was
+  // read, nothing to do).
   let loading = 0; // the newest load wins
   async function load() {
     const mine = ++loading;
     try {
-      const page = await get(pageUrl());
+      const { value: page, changed } = await revalidate(pageUrl());
       if (disposed || mine !== loading) return;
+      if (!changed && shownUrl === pageUrl()) return;
+      shownUrl = pageUrl();
       status.hidden = true;
       const seen = new Set();
       for (const run of page.runs) {
@@ -216,7 +221,7 @@ export function mountRuns(root) {
       const first = trail.length * PAGE + 1;
       pageInfo.textContent = page.runs.length ? `${first}–${first + page.runs.length - 1}${filtered() ? ' (filtered)' : ''}` : '';
       pager.hidden = cursor === null && nextCursor === null;
-      [...rows.values()].slice(0, SPARK_RUNS).forEach((e) => { if (!e.spark.length) loadSpark(e); });
+      [...rows.values()].slice(0, SPARK_RUNS).forEach((e) => { if (!e.spark.length && !e.sparkAsked) loadSpark(e); });
       selectionChanged();
     } catch (e) {
       status.hidden = false;
@@ -226,9 +231,11 @@ export function mountRuns(root) {
   }
 
   const refreshing = new Set(); // runs whose overlay is due to be fetched again
-  load();
+  let shownUrl = null; // the page the table shows
+  const opened = load();
   const close = subscribe('/events', {
-    ready: () => load(), // (re)connected: fetched again, so nothing between is missed
+    // (re)connected: asked again (after the first load: its ETag then), so nothing between is missed
+    ready: () => { opened.then(() => { if (!disposed) load(); }); },
     run: (d) => {
       const entry = rows.get(d.run);
       if (entry) { entry.run = { ...entry.run, status: d.status, reason: d.reason ?? entry.run.reason }; render(entry); refreshRun(d.run); }

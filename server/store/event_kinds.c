@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attempt_steps.h"
 #include "base.h"
 #include "kind_fields.h"
 #include "rollups.h"
@@ -215,6 +216,7 @@ static int64_t apply_step(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
     int64_t prev = rollup_prev_step(db, op->run_id, ROLLUP_STEPS);
     int64_t changed = apply_row(db, st, op);
     if (changed > 0) rollup_written(db, op->run_id, ROLLUP_STEPS, gs, prev);
+    if (changed > 0) attempt_step_written(db, op->run_id, gs, op->t); /* a restart's first step */
     return changed;
 }
 
@@ -529,6 +531,7 @@ static const char *const ATTEMPT_STARTED_SQL[] = {
 
 /* Its row, then its ranks' log offsets merged into what other parts' starts gave (st[1]). */
 static int64_t apply_attempt_started(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
+    attempt_steps_forget_run(op->run_id);
     int64_t changed = apply_row(db, st, op);
     if (changed < 0 || !json_object_size(op->u.attempt.log_offsets)) return changed;
     char *offsets = json_dumps(op->u.attempt.log_offsets, JSON_COMPACT);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "attempt_steps.h"
 #include "base.h"
 #include "kind_fields.h"
 #include "rollups.h"
@@ -209,6 +210,7 @@ const char *const OP_RUN_DELETE_SQL[] = {
 /* A finished run and everything recorded of it, its feed events too. */
 int64_t op_run_delete_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     rollup_forget(); /* its series go (and their rollups, by migration 0017's trigger) */
+    attempt_steps_forget();
     sqlite3_bind_int64(st[0], 1, op->run_id);
     int64_t n = write_fault_step(db, st[0]);
     for (int i = 1; n == 1 && i < OP_MAX_SQL && st[i]; i++) {

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "usage_ledger.h"
+#include "attempt_steps.h"
 #include "base.h"
 #include "disk_space.h"
 #include "metrics_sink.h"
@@ -357,6 +358,7 @@ static bool attempt(const store_op *batch, size_t n, int64_t *results, batch_sum
     if (!ok) {
         usage_ledger_forget();
         rollup_forget(); /* the series' highest steps it noted were rolled back too */
+        attempt_steps_forget(); /* and the restarts' first steps */
         if (!write_fault_noted()) write_fault_note(S.db, SQLITE_IOERR); /* the transaction ended on its own */
         if (!sqlite3_get_autocommit(S.db)) run_stmt(ST_ROLLBACK);
     }

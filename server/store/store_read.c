@@ -125,13 +125,10 @@ static const char *QSQL[Q_COUNT] = {
  * attempt's number) and how many older ones were left out. */
 #define ATTEMPTS_SHOWN "100"
 #define ISO_TIME(ms) "strftime('%Y-%m-%dT%H:%M:%fZ', " ms " / 1000.0, 'unixepoch')"
-/* A restart's first step: the lowest step reported since it started (what its ranks
- * did again replaced the earlier points, so their time is the restart's). The first
- * attempt's is not asked for: it starts where the run does. */
-#define FIRST_STEP                                                                                               \
-    "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN coalesce("                                           \
-    "(SELECT global_step FROM steps WHERE run_id = ?1 AND t >= started_at ORDER BY global_step LIMIT 1),"       \
-    " (SELECT min(global_step) FROM series_points WHERE run_id = ?1 AND t >= started_at)) END"
+/* A restart's first step: the lowest step reported since it started, kept with the
+ * attempt as its steps are written (attempt_steps.h). The first attempt's is not
+ * asked for: it starts where the run does. */
+#define FIRST_STEP "CASE WHEN attempt > 0 AND started_at IS NOT NULL THEN first_global_step END"
 /* A failed attempt's class (migration 0017), null when it has none. */
 #define FAILURE_JSON                                                                                             \
     "json(CASE WHEN failure_class IS NOT NULL THEN json_object('class', failure_class, 'rank', failing_rank,"     \

@@ -21,7 +21,8 @@ real processes (Debian's python3 and its torch where a script needs it):
                      stops the gang and starts it again; the first attempt's end names
                      the hang and the rank
   restart_cuts_series  a restart reporting from step 4 after its attempt reached step 10:
-                     steps 5-10 leave every series at its first step, kept on record
+                     steps 5-10 leave every series at its first step, kept on record;
+                     the restart's first step (4) stored with its attempt
 
 Usage: test_command_attempts.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
 import argparse, json, os, re, signal, sqlite3, subprocess, sys
@@ -390,7 +391,12 @@ def case_restart_cuts_series(a):
         check(run and run["status"] == "succeeded", f"it succeeds: {run and run['reason']}")
         check(points("loss") == [(1, 101.0), (2, 102.0), (3, 103.0), (4, 204.0), (5, 205.0), (6, 206.0)],
               f"one point a step, the restart's from 4 on: {points('loss')}")
+        check([(x["attempt"], x["first_step"]) for x in run["attempts"]] == [(0, None), (1, 4)],
+              f"the restart's first step is 4: {run['attempts']}")
         db = sqlite3.connect(f"file:{os.path.join(s.state_dir, 'ddpd.db')}?mode=ro", uri=True)
+        stored = db.execute("SELECT attempt, first_global_step FROM run_attempts WHERE run_id = ? ORDER BY attempt",
+                            (rid,)).fetchall()
+        check(stored == [(0, None), (1, 4)], f"stored with its attempt as it was written, not scanned for: {stored}")
         kept = db.execute("SELECT attempt, global_step, loss FROM superseded_steps WHERE run_id = ? ORDER BY global_step",
                           (rid,)).fetchall()
         kept_acc = db.execute("SELECT attempt, global_step, value FROM superseded_series WHERE run_id = ? AND key = 'acc'"
