@@ -1,4 +1,4 @@
--- 0023: a restart's first step (GET /runs/{id}'s attempts[].first_step), kept with its
+-- 0020: a restart's first step (GET /runs/{id}'s attempts[].first_step), kept with its
 -- attempt as the steps are written (server/store/attempt_steps.c), instead of found
 -- on every read by a scan of the run's steps from its first (230 ms at 1.9M steps).
 -- NULL for the first attempt and for a restart that has written no step yet. The

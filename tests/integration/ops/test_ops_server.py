@@ -728,6 +728,7 @@ def case_start_reads_little(a):
         db = sqlite3.connect(db_path)
         db.executescript("DROP INDEX runs_by_owner; DROP INDEX runs_by_owner_status; DROP INDEX runs_by_sweep_id;"
                          " DROP INDEX runs_by_name; DROP INDEX runs_by_created; DROP INDEX runs_disk;"
+                         " ALTER TABLE run_attempts DROP COLUMN first_global_step;"  # (0020's)
                          " PRAGMA user_version = 18;")
         db.close()
         with Server(a.ddpd, a.fake_trainer, state_dir=state) as s:
