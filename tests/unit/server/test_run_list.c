@@ -222,7 +222,11 @@ int main(void) {
     exec(db, "DROP INDEX runs_by_owner; DROP INDEX runs_by_owner_status; DROP INDEX runs_by_sweep_id;"
              " DROP INDEX runs_by_name; DROP INDEX runs_by_created; DROP INDEX runs_disk");
     exec(db, "UPDATE runs SET created_at = created_at - 10000000 WHERE id = 2000");
-    REQUIRE(migrate_apply(db, ddpd_migrations, ddpd_migrations_count, err, sizeof err) == ddpd_migrations_count, "0019 again: %s", err);
+    int through_0019 = 0; /* 0019 alone: what came after it is there already */
+    for (int i = 0; i < ddpd_migrations_count; i++)
+        if (strncmp(ddpd_migrations[i].name, "0019_", 5) == 0) through_0019 = i + 1;
+    REQUIRE(through_0019 == 19, "0019 is built in");
+    REQUIRE(migrate_apply(db, ddpd_migrations, through_0019, err, sizeof err) == through_0019, "0019 again: %s", err);
     sqlite3_stmt *st;
     REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM runs a JOIN runs b ON b.id = a.id + 1 WHERE b.created_at < a.created_at",
                                -1, &st, NULL) == SQLITE_OK, "prepared");
