@@ -474,8 +474,8 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
     long pids = sched.c.max_run_processes >= 0 ? sched.c.max_run_processes : per_node > 4 ? 1024L * per_node : 4096;
     return (part_launch){
         .run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .node = p->node, .world_size = r->world_size,
-        .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume,
-        .ranks = !r->command && r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized */ .secret = r->secret,
+        .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
+        .ranks = !r->command && r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized */
         .master_port = r->port, /* a batch system's node 0 picks one there */
         .port_lo = sched.c.port_lo, .port_hi = sched.c.port_hi,
         /* a batch system's parts have always been started at attempt 0, their restarts counted from 0: a

@@ -139,6 +139,10 @@ def case_shrink_and_grow(a):
                   f"its timeline: two resizes, no preemption, no restart: {timeline}")
             log = open(s.log_path).read()
             check(f"run {rid}: shrunk from 4 to 2 ranks for run {urgent}" in log, "the server's log says so")
+            with open(os.path.join(s.run_dir(rid), "trainer.log"), errors="replace") as f:
+                trainer_log = f.read()
+            check("4 batch shards on 2 ranks" in trainer_log,
+                  "its trainer was started on 2 processes for its 4 batch shards (ddp-trainer --ranks 2)")
 
 
 def case_not_elastic_evicted(a):
