@@ -16,7 +16,7 @@ void sizes_print(const json_t *run, FILE *out) {
     if (json_is_integer(now))
         fprintf(out, "  ranks:     %lld of %lld", (long long)json_integer_value(now), (long long)width);
     else
-        fprintf(out, "  ranks:     - of %lld (none held now)", (long long)width);
+        fprintf(out, "  ranks:     none held now, of %lld", (long long)width);
     if (elastic) fprintf(out, " (elastic, at least %lld)", (long long)least);
     fputc('\n', out);
     size_t i;

@@ -6,7 +6,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* "  ranks:     2 of 4 (elastic, at least 2)" and one line per change of size, for an
+/* "  ranks:     2 of 4 (elastic, at least 2)" ("none held now, of 4" when it holds no
+ * devices) and one line per change of size, for an
  * elastic run (distributed.min_world_size below world_size) or one that changed size;
  * nothing for any other. */
 void sizes_print(const json_t *run, FILE *out);
