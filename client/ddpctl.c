@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "attempts_view.h"
+#include "sizes_view.h"
 #include "audit_cmd.h"
 #include "client_http.h"
 #include "ddpd_build_config.h"
@@ -460,6 +461,7 @@ static int cmd_show(const args *a) {
                (long long)json_integer_value(json_object_get(run, "preempted_by")), when);
     }
     printf("  devices:   %s\n", dev);
+    sizes_print(run, stdout);
     printf("  submitted: %s   started: %s   finished: %s   (%s)\n", t1, t2, t3, dur);
     /* a command run's total is unknown (0): no "of 0" */
     long long total = json_integer_value(json_object_get(p, "total_steps"));

@@ -9,7 +9,8 @@
 // user's own script) shows its command (command_view.js), a chart per series it
 // reported (series_charts.js) and a log per rank, and none of the built-in model's
 // test summary or checkpoints. A run with restarts lists its attempts and its charts
-// mark where each restart began (attempts_view.js); the steps a restart does again
+// mark where each restart began (attempts_view.js); an elastic run its ranks now and
+// its changes of size (sizes_view.js); the steps a restart does again
 // replace the earlier attempt's points. Kept live by /runs/{id}/events.
 import { ApiError, get, post, revalidate } from './api.js';
 import { chartMessage, COLORS, ema, loadUPlot, mountChart, ticks } from './charts.js';
@@ -21,6 +22,7 @@ import { logPanel } from './log_panel.js';
 import { seriesCharts } from './series_charts.js';
 import { attemptMarkersPlugin, attemptMarks, attemptsCard } from './attempts_view.js';
 import { timelineStrip } from './timeline_strip.js';
+import { sizesFacts } from './sizes_view.js';
 
 const MAX_POINTS = 2000; // what the loss chart fetches: about its width in pixels, twice
 
@@ -151,7 +153,7 @@ export function mountRun(root, id) {
     const eta = !command || Boolean(p.total_steps);
     facts.replaceChildren(
       ...fact('Step loss', num(p.loss)), ...fact('LR', num(p.lr, 3)), ...(sps ? fact('Samples/s', int(p.samples_per_s)) : []),
-      ...(eta ? fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—') : []), ...fact('Devices', devices(run)),
+      ...(eta ? fact('ETA', LIVE.has(run.status) ? duration(p.eta_s) : '—') : []), ...fact('Devices', devices(run)), ...sizesFacts(run),
       ...fact('Owner', run.owner || '—'),
       // a sweep's trial links to its sweep
       ...(run.sweep_id ? fact('Sweep', h('a', { href: `#/sweeps/${run.sweep_id}`, class: 'sweep-link' },

@@ -375,6 +375,7 @@ static void start_runs(const settings *o, serving *v) {
                            .backfill_window_ms = o->backfill_window * 1000LL,
                            .fair_share_half_life_s = o->fairshare_half_life,
                            .preempt_grace_ms = o->preempt_grace * 1000, .min_runtime_ms = o->min_runtime * 1000LL,
+                           .elastic_grow_interval_ms = o->elastic_grow_interval * 1000LL,
                            .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL,
                            .memory_per_device = {memory_per_device[0], memory_per_device[1]},
                            .max_run_processes = o->max_run_processes, .max_log_bytes = o->max_log_bytes,

@@ -138,6 +138,9 @@ static const opt_row ROWS[] = {
     {INT("--min-runtime", "SECONDS", "DDPD_MIN_RUNTIME", min_runtime, 0, 30 * 24 * 3600), .dflt = "0",
      .help = "a run is not preempted before it has run this long in its current attempt, unless its config says "
              "otherwise (min_runtime_s); 0: it may be preempted at once"},
+    {INT("--elastic-grow-interval", "SECONDS", "DDPD_ELASTIC_GROW_INTERVAL", elastic_grow_interval, 0, 30 * 24 * 3600),
+     .dflt = "60", .help = "an elastic run shrunk for a more urgent run grows back on idle devices at most this long "
+                           "after its last change of size; 0: as soon as they are idle"},
     {INT("--max-stop-grace", "SECONDS", "DDPD_MAX_STOP_GRACE", max_stop_grace, 0, 86400), .dflt = "300",
      .help = "the longest grace a command run may ask for (distributed.stop_grace_s) when it is canceled or preempted"},
     {INT("--max-connections", "N", "DDPD_MAX_CONNECTIONS", max_connections, 1, 1000000),

@@ -182,7 +182,7 @@ static start_result local_start(const part_launch *l, part_handle *h) {
                           .preempt_grace_s = l->preempt_grace_s, .restart_count = l->restart_count,
                           .restarts_from = l->restarts_from, .nodes = l->nodes,
                           .node_rank = l->part, .master_addr = l->master_addr, .node_addr = L.c.advertise,
-                          .rendezvous = rendezvous, .resume = l->resume, .data_roots = L.c.data_roots,
+                          .rendezvous = rendezvous, .resume = l->resume, .ranks = l->ranks, .data_roots = L.c.data_roots,
                           .n_data_roots = L.c.n_data_roots, .run_id = l->run, .secret = l->secret,
                           .visible = l->visible};
     launcher_cmd cmd;

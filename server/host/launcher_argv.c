@@ -64,6 +64,11 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
         }
     }
     if (s->resume && !s->command) argv[argc++] = "--resume";
+    if (s->ranks > 0 && !s->command) {
+        snprintf(out->numbers[8], sizeof out->numbers[8], "%d", s->ranks);
+        argv[argc++] = "--ranks";
+        argv[argc++] = out->numbers[8];
+    }
     for (int i = 0; !s->command && i < s->n_data_roots && i < LAUNCHER_DATA_ROOTS_MAX; i++) {
         argv[argc++] = "--data-root";
         argv[argc++] = s->data_roots[i];

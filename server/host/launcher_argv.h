@@ -11,6 +11,7 @@
  *           [--restart-count K [--restarts-from F]]    a run whose count of attempts goes on (K > 0), whose
  *                                                        restarts count from attempt F (when not K)
  *           [--resume] [--data-root DIR]...            a built-in run
+ *           [--ranks N]                                a built-in elastic run on fewer ranks than its width
  *
  * The environment is the starter's own, less its DDPD_* settings (LAUNCHER_ENV_DROP),
  * plus the run's id and secret, CUDA_VISIBLE_DEVICES and the settings a launcher
@@ -47,6 +48,7 @@ typedef struct {
     const char *node_addr;     /* a built-in run across nodes: this node's address */
     const char *rendezvous;    /* a built-in run across nodes: the rendezvous URL */
     bool resume;               /* continue from the newest checkpoint */
+    int ranks;                 /* a built-in run: its processes when not its world_size (--ranks); 0: world_size */
     const char *const *data_roots;
     int n_data_roots;          /* built-in runs: where the trainer may open data */
     int64_t run_id;
@@ -57,7 +59,7 @@ typedef struct {
 typedef struct {
     const char *argv[32 + 2 * LAUNCHER_DATA_ROOTS_MAX]; /* NULL-terminated; points into the spec and below */
     char *env[4 + TRAINER_PASSED_ON_MAX];               /* "NAME=VALUE", NULL-terminated, malloc'd */
-    char numbers[8][24];
+    char numbers[9][24];
 } launcher_cmd;
 
 /* The launcher's command line and the variables it is given (launcher_cmd_free

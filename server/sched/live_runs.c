@@ -25,7 +25,11 @@ live_run *live_run_new(const run_needs *n) {
     live_run *r = xcalloc(1, sizeof *r);
     r->id = n->id;
     r->shown_start_ms = -1;
-    r->world_size = n->world_size;
+    r->world_size = r->width = n->world_size;
+    /* elastic: a built-in run on this host's CPU slots (ddp-trainer --ranks), one node */
+    bool elastic = !n->command && n->pool == POOL_CPU && n->nodes_wanted <= 1 && n->min_world_size > 0 &&
+                   n->min_world_size < n->world_size;
+    r->min_ranks = elastic ? n->min_world_size : n->world_size;
     r->pool = n->pool;
     r->nodes_wanted = n->nodes_wanted;
     r->command = n->command;

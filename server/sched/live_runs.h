@@ -51,7 +51,14 @@ typedef struct {
 
 typedef struct live_run {
     int64_t id;
-    int world_size;
+    int world_size;     /* the devices (ranks) it asks for or holds now: its width, or fewer while shrunk */
+    /* elastic (a built-in CPU run of this host with distributed.min_world_size below its
+     * world_size): it may be shrunk to min_ranks for a more urgent run, and grows back */
+    int width;          /* distributed.world_size: its batch shards, whatever its ranks */
+    int min_ranks;      /* the fewest ranks it may train on (width: not elastic) */
+    int resize_to;      /* being stopped to start again at this many ranks (0: not) */
+    int64_t resize_by;  /* ... for this run (a shrink; 0: a grow) */
+    int64_t resized_ms; /* unix ms it last started at a new size (0: never): it grows at most once per interval */
     pool_kind pool;
     bool command;       /* a command run: ddp-run starts it */
     bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */

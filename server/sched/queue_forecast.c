@@ -96,8 +96,14 @@ static bool step(walk *w, const int64_t *queued_len_ms, forecast *out) {
             gone[i] = changed = true;
         }
         for (int v = 0; d[i].verb == POLICY_PREEMPT && v < d[i].n_preempt; v++) {
-            int k = held_index(w, d[i].preempt[v]);
-            if (k >= 0) {
+            int k = held_index(w, d[i].preempt[v]), keeps = d[i].preempt_to ? d[i].preempt_to[v] : 0;
+            if (k >= 0 && keeps > 0 && w->held[k].r.n_holds == 1) { /* an elastic run shrunk: it goes on with the rest */
+                walker *h = &w->held[k];
+                int at = node_at(w, h->holds[0].node);
+                if (at >= 0) w->nodes[at].free[h->r.pool] += h->holds[0].devices - keeps;
+                h->holds[0].devices = keeps;
+                changed = true;
+            } else if (k >= 0) {
                 w->held[k].r.stopping = true;
                 w->held[k].end_ms = w->s.now_ms; /* it stops (and may come back queued: not foreseen) */
                 changed = true;

@@ -7,7 +7,8 @@
  *
  * The walk: decide at the snapshot's time; every run the policy starts starts then
  * (its devices taken, its end at that time plus its length); the runs it preempts
- * and those being preempted end at once; when nothing more starts, time moves to the
+ * and those being preempted end at once (an elastic run it shrinks gives up what it
+ * shrinks by at once, and goes on with the rest); when nothing more starts, time moves to the
  * next expected end and the devices it held come free. Fair-share usage stays as the
  * snapshot has it. A run whose start waits on a run with no expected end gets none
  * (start -1), with that run named (`basis_run`); so do the runs beyond the first

@@ -90,6 +90,7 @@ typedef struct {
     int running;     /* index into s->running */
     int devices[POLICY_NODES_MAX]; /* what it holds on each node of the snapshot (by index), in the pool */
     int here;        /* of which on this host */
+    int shrinkable;  /* elastic: how many of those it may give up and go on (0: only stopped whole) */
     int64_t lost;    /* device ms its preemption would throw away (queue_policy_lost_ms) */
 } victim;
 
@@ -127,6 +128,10 @@ static victim victim_of(const policy_snapshot *s, int j) {
         if (i == 0) v.here += r->holds[h].devices;
     }
     v.lost = queue_policy_lost_ms(s, r);
+    int all = 0;
+    for (int h = 0; h < r->n_holds; h++) all += r->holds[h].devices;
+    if (!r->stopping && r->min_devices > 0 && r->n_holds == 1 && v.here == all && r->min_devices < all)
+        v.shrinkable = all - r->min_devices;
     return v;
 }
 
@@ -178,38 +183,88 @@ static bool choose_here(const victim *v, int n, int need, bool *chosen) {
     return false;
 }
 
+/* Set `mask` of v (a run of this host alone short of `need`): its elastic runs shrunk,
+ * the others stopped whole, and as few elastic ones stopped whole besides as free
+ * `need` (those that free the most by it first). Their mask into *whole; returns how
+ * many are stopped whole, -1 when the set cannot free `need` even stopped whole. */
+static int stops_for(const victim *v, int n, uint32_t mask, int need, uint32_t *whole) {
+    int sum = 0;
+    *whole = 0;
+    for (int k = 0; k < n; k++) {
+        if (!(mask >> k & 1u)) continue;
+        sum += v[k].shrinkable > 0 ? v[k].shrinkable : v[k].here;
+        if (v[k].shrinkable <= 0) *whole |= 1u << k;
+    }
+    while (sum < need) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if ((mask >> k & 1u) && !(*whole >> k & 1u) && (best < 0 || v[k].here - v[k].shrinkable >
+                                                                            v[best].here - v[best].shrinkable))
+                best = k;
+        if (best < 0) return -1;
+        *whole |= 1u << best;
+        sum += v[best].here - v[best].shrinkable;
+    }
+    return __builtin_popcount(*whole);
+}
+
 /* A run of this host alone, `need` more devices than it has, by the work lost: of the
- * sets of v[0..n) (in preference order) that free them, the one that loses the least,
- * then the fewest, then the first in preference (lexicographically). Every set is
- * weighed up to LEAST_LOST_EXACT candidates; past that, the fewest in preference
- * order (choose_here: the order puts the cheapest first). Sets chosen[]. */
+ * sets of v[0..n) (in preference order) that free them, a set of shrinks alone first
+ * (queue_policy.h: elastic runs), then the one that loses the least, then the fewest,
+ * then the fewest stopped whole, then the first in preference (lexicographically).
+ * Every set is weighed up to LEAST_LOST_EXACT candidates; past that, the fewest in
+ * preference order, stopped whole (choose_here: the order puts the cheapest first).
+ * Sets chosen[] and gives[] (what each chosen one frees: all it holds here, or what a
+ * shrink takes of it, the first shrunk in preference order taking the most). */
 #define LEAST_LOST_EXACT 16
-static bool choose_least_lost(const victim *v, int n, int need, bool *chosen) {
-    if (n > LEAST_LOST_EXACT) return choose_here(v, n, need, chosen);
-    uint32_t best = 0;
+static bool choose_least_lost(const victim *v, int n, int need, bool *chosen, int *gives) {
+    if (n > LEAST_LOST_EXACT) {
+        bool found = choose_here(v, n, need, chosen);
+        for (int k = 0; k < n; k++) gives[k] = found && chosen[k] ? v[k].here : 0;
+        return found;
+    }
+    uint32_t best = 0, best_whole = 0;
     int64_t best_lost = 0;
-    int best_count = 0;
+    int best_count = 0, best_stops = 0;
     bool found = false;
     for (uint32_t mask = 1; mask < (1u << n); mask++) {
-        int sum = 0, count = 0;
+        int count = 0;
         int64_t lost = 0;
         for (int k = 0; k < n; k++) {
             if (!(mask >> k & 1u)) continue;
-            sum += v[k].here;
             lost += v[k].lost;
             count++;
         }
-        if (sum < need) continue;
+        uint32_t whole;
+        int stops = stops_for(v, n, mask, need, &whole);
+        if (stops < 0) continue;
         uint32_t diff = mask ^ best, first = diff & -diff; /* the most preferred run in one set only */
-        bool better = !found || lost < best_lost || (lost == best_lost && count < best_count) ||
-                      (lost == best_lost && count == best_count && (mask & first));
+        bool better;
+        if (!found) better = true;
+        else if ((stops == 0) != (best_stops == 0)) better = stops == 0; /* shrinks alone first */
+        else better = lost < best_lost || (lost == best_lost && count < best_count) ||
+                      (lost == best_lost && count == best_count && stops < best_stops) ||
+                      (lost == best_lost && count == best_count && stops == best_stops && (mask & first));
         if (!better) continue;
         found = true;
         best = mask;
+        best_whole = whole;
         best_lost = lost;
         best_count = count;
+        best_stops = stops;
     }
-    for (int k = 0; k < n; k++) chosen[k] = found && (best >> k & 1u);
+    int left = need;
+    for (int k = 0; k < n; k++) {
+        chosen[k] = found && (best >> k & 1u);
+        gives[k] = 0;
+        if (chosen[k] && (best_whole >> k & 1u)) left -= gives[k] = v[k].here;
+    }
+    for (int k = 0; k < n; k++) { /* the shrinks take what the stops left, in preference order */
+        if (!chosen[k] || (best_whole >> k & 1u)) continue;
+        gives[k] = left > 0 ? (left < v[k].shrinkable ? left : v[k].shrinkable) : 0;
+        left -= gives[k];
+        if (!gives[k]) chosen[k] = false; /* not needed after all */
+    }
     return found;
 }
 
@@ -230,14 +285,21 @@ static bool choose_across(const policy_snapshot *s, const policy_run *q, const d
 }
 
 /* The victims of v[0..n) that make q fit on avail (`forced` ones counted already): by
- * the snapshot's rule, the least work lost or the fewest. */
-static bool choose_victims(const policy_snapshot *s, const policy_run *q, const devices_at avail, const victim *v,
+ * the snapshot's rule, the least work lost (an elastic run shrunk where that frees
+ * enough: v[k]'s devices become what it gives up) or the fewest. */
+static bool choose_victims(const policy_snapshot *s, const policy_run *q, const devices_at avail, victim *v,
                            int n, bool *chosen, policy_decision *d) {
     if (!n) return false;
     if (here_only(s, q)) {
         int need = q->world_size - avail[0][q->pool];
-        bool some = s->victims == VICTIMS_LEAST_LOST ? choose_least_lost(v, n, need, chosen)
-                                                    : choose_here(v, n, need, chosen);
+        if (s->victims != VICTIMS_LEAST_LOST) return choose_here(v, n, need, chosen) && fits_with(s, q, avail, v, chosen, n, d);
+        int *gives = xcalloc((size_t)n + 1, sizeof *gives);
+        bool some = choose_least_lost(v, n, need, chosen, gives);
+        for (int k = 0; some && k < n; k++) {
+            if (!chosen[k] || gives[k] >= v[k].here) continue;
+            v[k].devices[0] = v[k].here = gives[k]; /* shrunk: it keeps the rest */
+        }
+        free(gives);
         return some && fits_with(s, q, avail, v, chosen, n, d);
     }
     return choose_across(s, q, avail, v, n, chosen, d);
@@ -338,8 +400,15 @@ static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
             found = fits_with(s, q, avail, v, chosen, n, d); /* d's nodes for the final set */
             d->verb = POLICY_PREEMPT;
             d->preempt = xmalloc((size_t)(n + 1) * sizeof *d->preempt);
-            for (int k = n_stopping; k < n; k++)
-                if (chosen[k]) d->preempt[d->n_preempt++] = s->running[v[k].running].id;
+            d->preempt_to = xcalloc((size_t)(n + 1), sizeof *d->preempt_to);
+            for (int k = n_stopping; k < n; k++) {
+                if (!chosen[k]) continue;
+                const policy_running *r = &s->running[v[k].running];
+                int all = 0;
+                for (int h = 0; h < r->n_holds; h++) all += r->holds[h].devices;
+                d->preempt_to[d->n_preempt] = v[k].here < all ? all - v[k].here : 0; /* shrunk: what it keeps */
+                d->preempt[d->n_preempt++] = r->id;
+            }
         }
     }
     if (found) {
@@ -578,10 +647,57 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out) {
     return s->n_queued;
 }
 
+/* ---- elastic runs that grow back ---- */
+
+int queue_policy_grow(const policy_snapshot *s, const policy_decision *d, int *grow_to) {
+    bool wanted[2] = {false, false}; /* per pool: a queued run waits for devices */
+    for (int i = 0; i < s->n_queued; i++)
+        if (d[i].verb != POLICY_WAIT || d[i].wait != WAIT_QUOTA) wanted[s->queued[i].pool] = true;
+    int free_here[2] = {s->nodes[0].free[POOL_CPU], s->nodes[0].free[POOL_GPU]};
+    int *held = xcalloc((size_t)(s->n_owners + 1), sizeof *held);
+    for (int j = 0; j < s->n_running; j++) {
+        const policy_running *r = &s->running[j];
+        grow_to[j] = 0;
+        for (int h = 0; r->owner >= 0 && r->owner < s->n_owners && h < r->n_holds; h++)
+            held[r->owner] += r->holds[h].devices;
+    }
+    int grown = 0;
+    for (;;) { /* the oldest (lowest id) first */
+        int pick = -1, has = 0;
+        for (int j = 0; j < s->n_running; j++) {
+            const policy_running *r = &s->running[j];
+            if (grow_to[j] || r->stopping || !r->may_grow || r->width <= 0 || r->n_holds != 1 || r->holds[0].node != 0 ||
+                wanted[r->pool] || r->holds[0].devices >= r->width || free_here[r->pool] <= 0)
+                continue;
+            if (pick < 0 || r->id < s->running[pick].id) pick = j;
+        }
+        if (pick < 0) break;
+        const policy_running *r = &s->running[pick];
+        has = r->holds[0].devices;
+        int add = r->width - has;
+        if (add > free_here[r->pool]) add = free_here[r->pool];
+        if (r->owner >= 0 && r->owner < s->n_owners && s->owners[r->owner].max_devices >= 0) {
+            int room = s->owners[r->owner].max_devices - held[r->owner];
+            if (add > room) add = room;
+        }
+        grow_to[pick] = add > 0 ? has + add : -1; /* -1: looked at, does not grow */
+        if (add <= 0) continue;
+        free_here[r->pool] -= add;
+        if (r->owner >= 0 && r->owner < s->n_owners) held[r->owner] += add;
+        grown++;
+    }
+    for (int j = 0; j < s->n_running; j++)
+        if (grow_to[j] < 0) grow_to[j] = 0;
+    free(held);
+    return grown;
+}
+
 void queue_policy_free(policy_decision *d, int n) {
     for (int i = 0; i < n; i++) {
         free(d[i].preempt);
         d[i].preempt = NULL;
+        free(d[i].preempt_to);
+        d[i].preempt_to = NULL;
         free(d[i].blocked_by);
         d[i].blocked_by = NULL;
     }

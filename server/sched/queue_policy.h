@@ -41,7 +41,17 @@
  * on one scenario). Where only runs inside their minimum run time would free enough,
  * it waits for them (WAIT_PROTECTED, reason `priority`, naming them). The devices it
  * will take are reserved for it (the free ones and those of the runs it waits for):
- * the runs after it may start on what is left, as that cannot delay it. */
+ * the runs after it may start on what is left, as that cannot delay it.
+ *
+ * Elastic runs (a built-in run of this host with distributed.min_world_size below its
+ * world_size: `min_devices`) are shrunk rather than stopped: by the least-lost rule, a
+ * run of this host alone may take from a preemptible elastic run only the devices it
+ * needs, down to the run's min_devices; the run checkpoints and starts again at once
+ * on what it keeps (`preempt_to`). Any set that frees enough by shrinks alone comes
+ * before every set that stops a run whole (a shrunk run goes on; a stopped one waits
+ * in the queue), and among those the least work lost, the fewest, the preference;
+ * where stops are needed, the rule above, then the fewest stopped whole. A shrunk run
+ * grows back on devices nothing queued waits for (queue_policy_grow). */
 #ifndef DDPD_SERVER_SCHED_QUEUE_POLICY_H
 #define DDPD_SERVER_SCHED_QUEUE_POLICY_H
 
@@ -101,6 +111,9 @@ typedef struct {
     int64_t checkpoint_write_ms; /* how long its checkpoint takes to write, as measured; 0: not known */
     bool saves_on_notice;        /* it checkpoints at its current step when told to stop (a built-in run) */
     int64_t protected_until_ms;  /* its minimum run time (min_runtime_s) ends then: not preempted before; 0: none */
+    int min_devices;             /* elastic: the fewest devices it may be shrunk to (0: not elastic) */
+    int width;                   /* elastic: the devices it grows back to (its world_size); 0: not elastic */
+    bool may_grow;               /* elastic: its last change of size is at least the grow interval ago */
 } policy_running;
 
 /* How victims are chosen among the runs that may be preempted. */
@@ -172,6 +185,7 @@ typedef struct {
     bool backfill;                /* START: ahead of `behind`, which waits (backfill) */
     int n_preempt;                /* PREEMPT: the runs to stop first; WAIT_PREEMPTED, WAIT_PROTECTED: those it waits for (malloc'd) */
     int64_t *preempt;
+    int *preempt_to;              /* PREEMPT: per run of `preempt`, the devices it keeps, shrunk (0: stopped whole); malloc'd */
     policy_wait wait;             /* WAIT: for what */
     int64_t behind;               /* WAIT_BEHIND, and a backfilled START: the run of its pool that comes first */
     int quota_used;               /* WAIT_QUOTA: the devices its owner's runs hold */
@@ -192,6 +206,13 @@ int queue_policy_decide(const policy_snapshot *s, policy_decision *out);
  * attempt (else since its start), plus its checkpoint's measured write time; only the
  * write for a run that saves when told to stop. */
 int64_t queue_policy_lost_ms(const policy_snapshot *s, const policy_running *r);
+/* Elastic runs that grow back, from the snapshot and its decisions (d[0 .. n_queued)):
+ * in a pool where no queued run waits for devices (a run held back by its owner's
+ * quota does not), the free devices of this host go to the running elastic runs below
+ * their width whose grow interval has passed (`may_grow`), the oldest (lowest id)
+ * first, each up to its width and its owner's quota. grow_to[j] (per s->running) is
+ * the devices run j starts again on, 0 where it does not grow. Returns how many grow. */
+int queue_policy_grow(const policy_snapshot *s, const policy_decision *d, int *grow_to);
 /* What the decisions own. */
 void queue_policy_free(policy_decision *d, int n);
 

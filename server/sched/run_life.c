@@ -188,6 +188,22 @@ void preempt_locked(live_run *r, int64_t by) {
 
 void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
 
+void resize_locked(live_run *r, int to, int64_t by) {
+    if (to < r->min_ranks || to > r->width || to == r->world_size) return;
+    r->resize_to = to;
+    r->resize_by = by;
+    live_run *p = by > 0 ? find_run(by) : NULL;
+    audit_decision_locked(r, "run.resize", json_pack("{s:i,s:i,s:s,s:o,s:s?}", "from", r->world_size, "to", to, "why",
+                                                     by ? "shrink" : "grow", "for_run", by > 0 ? json_integer(by) : json_null(),
+                                                     "for_owner", p ? p->owner : NULL));
+    char for_run[48] = "";
+    if (by > 0) snprintf(for_run, sizeof for_run, " for run %lld", (long long)by);
+    log_info("run %lld: %s from %d to %d ranks%s: its launcher is told to checkpoint at the current step and stop; it "
+             "starts again at once on %d ranks from there", (long long)r->id, to < r->world_size ? "shrunk" : "grown",
+             r->world_size, to, for_run, to);
+    if (r->start_stored) stop_for_preemption_locked(r); /* else once its start is done (store_start_locked) */
+}
+
 void timeout_locked(live_run *r, const char *reason) {
     if (r->timeout_reason || r->cancel_reason || r->fail_reason) return;
     r->timeout_reason = xstrdup(reason);
@@ -260,6 +276,8 @@ static void requeue_locked(live_run *r) {
     r->queued_ms = now;
     r->requeued_by = by ? by : -1;
     r->preempt_by = 0;
+    r->world_size = r->width; /* an elastic run shrunk, preempted whole: it asks for its width again */
+    r->resize_to = 0;
     char why[64] = "its preemption";
     if (by > 0) snprintf(why, sizeof why, "its preemption for run %lld", (long long)by);
     if (r->command)
@@ -268,6 +286,44 @@ static void requeue_locked(live_run *r) {
     else
         log_info("run %lld queued again after %s: it continues from global step %lld", (long long)r->id, why,
                  (long long)op.u.requeue.from_global_step);
+}
+
+/* An elastic run stopped to be resized has ended (resize_locked): queued again from
+ * its newest checkpoint and started at once on its new number of ranks (a grow: on
+ * what is free of it now, at least what it had), before anything else can take the
+ * devices it keeps. No preemption is counted and no restart used; its timeline says
+ * "resized" (from, to, why, for which run). */
+static void relaunch_resized_locked(live_run *r) {
+    int from = r->world_size, to = r->resize_to;
+    int64_t by = r->resize_by, now = now_ms();
+    if (!set_status_locked(r, RUN_QUEUED)) return;
+    const char *why = by ? "shrink" : "grow";
+    store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
+    op.u.requeue.by = by;
+    continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
+    back_to_queue_locked(r); /* its devices back: it takes what it starts on again below */
+    int free_now = device_pool_free(&sched.devices, r->pool); /* at least `from`: its own are back */
+    if (to > free_now) to = free_now; /* a grow whose free devices another start took meanwhile */
+    op.u.requeue.resized_to = to;
+    store_submit_now(&op);
+    timeline_note_locked(r, "resized", json_pack("{s:i, s:i, s:s, s:o, s:o}", "from", from, "to", to, "why", why, "by",
+                                                 by > 0 ? json_integer(by) : json_null(), "from_global_step",
+                                                 json_int_or_null(op.u.requeue.from_global_step)));
+    r->world_size = to;
+    r->resize_to = 0;
+    r->resize_by = 0;
+    r->resized_ms = now;
+    r->queued_ms = now;
+    log_info("run %lld resized from %d to %d ranks (%s): it continues from global step %lld", (long long)r->id, from,
+             to, why, (long long)op.u.requeue.from_global_step);
+    int here = 0;
+    start_run_locked(r, false, &here, 1); /* a start that fails finishes it, saying why */
+}
+
+/* A resize's stop has ended the run without its succeeding: it starts again resized,
+ * unless it was canceled, stopped for its time, failed or preempted meanwhile. */
+static bool relaunches(const live_run *r, bool succeeded) {
+    return r->resize_to && !succeeded && !r->cancel_reason && !r->timeout_reason && !r->fail_reason && !r->preempt_by;
 }
 
 /* A run asked to stop for a preemption has ended without succeeding: it is queued
@@ -398,7 +454,7 @@ static void store_start_locked(live_run *r) {
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
     else if (r->fail_reason) stop_parts_locked(r); /* failed by the server (scheduler_fail) meanwhile */
-    else if (r->preempt_by) stop_for_preemption_locked(r); /* preempted while its start was under way */
+    else if (r->preempt_by || r->resize_to) stop_for_preemption_locked(r); /* preempted, resized meanwhile */
     else if (r->timeout_reason && r->across) stop_parts_locked(r); /* its time was up meanwhile */
     else if (r->timeout_reason) stop_for_preemption_locked(r);
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
@@ -419,6 +475,7 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
     return (part_launch){
         .run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .node = p->node, .world_size = r->world_size,
         .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
+        .ranks = !r->command && r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized */
         .master_port = r->port, /* a batch system's node 0 picks one there */
         .port_lo = sched.c.port_lo, .port_hi = sched.c.port_hi,
         /* a batch system's parts have always been started at attempt 0, their restarts counted from 0: a
@@ -674,7 +731,8 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     }
     if (e->canceled && !r->fail_reason && !r->cancel_reason) r->cancel_reason = xstrdup(e->reason);
     if (!r->across) {
-        if (requeues(r, e->exit_code == 0)) requeue_locked(r);
+        if (relaunches(r, e->exit_code == 0)) relaunch_resized_locked(r);
+        else if (requeues(r, e->exit_code == 0)) requeue_locked(r);
         else finish_alone_locked(r, e);
         return true;
     }

@@ -76,6 +76,8 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         r->start_stored = true;
         snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
         rendezvous_open(r->id, r->secret);
+        int held = (int)json_array_size(rp.devices);
+        if (r->min_ranks < r->width && held >= r->min_ranks && held < r->width) r->world_size = held; /* shrunk */
         device_pool_take_named(&sched.devices, r->pool, r->id, rp.devices, r->world_size);
         r->devices_json = json_dumps(rp.devices, JSON_COMPACT);
         if (r->journal) journal_replay_read(r->journal, false, 0);

@@ -121,6 +121,13 @@ void signal_cancel_locked(live_run *r);
 /* Preempted for run `by`: asked to checkpoint and stop (a built-in run) or stopped
  * (a command run); it is queued again once it has ended. */
 void preempt_locked(live_run *r, int64_t by);
+/* An elastic run (live_run.min_ranks) resized to `to` ranks: shrunk for run `by`
+ * (the queue policy took only what `by` needs), or grown back (by 0). It is asked to
+ * stop as a preemption asks (a checkpoint at its current step) and, once it has ended,
+ * starts again at once on `to` ranks (ddp-trainer --ranks) from that checkpoint, bit
+ * for bit the run it was (a grow: on as many of `to` as are free then). No failure and
+ * no attempt of its own: an entry of its timeline ("resized") and of the audit log. */
+void resize_locked(live_run *r, int to, int64_t by);
 /* A run adopted after a restart while it was being preempted: asked again. */
 void preempt_again_locked(live_run *r);
 /* Its time is up (`reason`): asked to stop as a preemption asks (a built-in run writes a

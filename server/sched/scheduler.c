@@ -176,8 +176,8 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
     }
     sn->queued = xmalloc((size_t)(queued + 1) * sizeof *sn->queued);
     sn->queued_runs = xmalloc((size_t)(queued + 1) * sizeof *sn->queued_runs);
-    sn->running = xmalloc((size_t)(started + 1) * sizeof *sn->running);
-    sn->holds = xmalloc((size_t)(parts + 1) * sizeof *sn->holds);
+    sn->running = xmalloc((size_t)(2 * started + 1) * sizeof *sn->running); /* a run being shrunk is two */
+    sn->holds = xmalloc((size_t)(parts + started + 1) * sizeof *sn->holds);
     sn->owners = xmalloc((size_t)(queued + started + 1) * sizeof *sn->owners);
     sn->s.owners = sn->owners;
     policy_hold *hold = sn->holds;
@@ -201,6 +201,26 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
             .protected_until_ms = r->min_runtime_ms > 0 && r->started_ms ? r->started_ms + r->min_runtime_ms : 0};
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
+        policy_running *last = &sn->running[sn->s.n_running - 1];
+        bool elastic = r->min_ranks < r->width && !r->across && !r->adopted && r->n_parts == 1 && !r->parts[0].node;
+        if (elastic && !r->resize_to) {
+            last->min_devices = r->min_ranks;
+            last->width = r->width;
+            last->may_grow = r->status == RUN_RUNNING && r->start_stored && !r->preempt_by && !r->cancel_reason &&
+                             !r->fail_reason && !r->timeout_reason &&
+                             now - r->resized_ms >= sched.c.elastic_grow_interval_ms;
+        }
+        if (elastic && r->resize_to) { /* being resized: it keeps what it starts again on, and gives up the rest */
+            last->preemptible = false;
+            if (r->resize_to < r->world_size) {
+                hold[-1].devices = r->resize_to;
+                policy_running freed = *last;
+                freed.stopping = true;
+                freed.holds = hold;
+                *hold++ = (policy_hold){.node = 0, .devices = r->world_size - r->resize_to};
+                sn->running[sn->s.n_running++] = freed;
+            }
+        }
         if (r->started_ms) /* its span so far */
             sn->owners[owner].usage += fair_share_span(r->world_size, r->started_ms, now, now, sched.c.fair_share_half_life_s);
     }
@@ -232,6 +252,7 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
 }
 
 static void pending_refresh_locked(void);
+static void grow_elastic_locked(void);
 
 /* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
  * start that fails instead (no secret, no port) finishes its run and gives its
@@ -262,7 +283,10 @@ static void decide_and_apply_locked(void) {
             if (x->verb == POLICY_START) again = !start_run_locked(r, x->across, x->nodes, x->n_nodes);
             for (int v = 0; x->verb == POLICY_PREEMPT && v < x->n_preempt; v++) {
                 live_run *victim = find_run(x->preempt[v]);
-                if (victim && !victim->preempt_by) preempt_locked(victim, r->id);
+                int keeps = x->preempt_to ? x->preempt_to[v] : 0;
+                if (victim && !victim->preempt_by && !victim->resize_to && keeps > 0)
+                    resize_locked(victim, keeps, r->id); /* an elastic run: shrunk, it goes on */
+                else if (victim && !victim->preempt_by && !victim->resize_to) preempt_locked(victim, r->id);
             }
         }
         free(by_order);
@@ -270,6 +294,26 @@ static void decide_and_apply_locked(void) {
     }
     if (long_queue_locked()) sched.pending_stale = true; /* made by the tick, or a read that needs them */
     else pending_refresh_locked();
+    grow_elastic_locked();
+}
+
+/* Elastic runs shrunk below their width grow back on devices nothing queued waits
+ * for (queue_policy_grow), at most once per --elastic-grow-interval each. */
+static void grow_elastic_locked(void) {
+    bool any = false;
+    for (live_run *r = sched.runs; r && !any; r = r->next)
+        any = r->status == RUN_RUNNING && r->min_ranks < r->width && r->world_size < r->width && !r->resize_to;
+    if (!any || sched.shutting_down || sched.batch) return;
+    snapshot sn;
+    policy_decision *d = decide_locked(&sn);
+    int *grow_to = xcalloc((size_t)(sn.s.n_running + 1), sizeof *grow_to);
+    queue_policy_grow(&sn.s, d, grow_to);
+    for (int j = 0; j < sn.s.n_running; j++) {
+        live_run *r = grow_to[j] ? find_run(sn.running[j].id) : NULL;
+        if (r && !r->resize_to && grow_to[j] > r->world_size) resize_locked(r, grow_to[j], 0);
+    }
+    free(grow_to);
+    decisions_free(&sn, d);
 }
 
 void schedule_locked(void) {
@@ -308,6 +352,7 @@ static void decided_locked(void) {
 void run_needs_distributed(const json_t *config, run_needs *n) {
     const json_t *dist = json_object_get(config, "distributed");
     n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
+    n->min_world_size = (int)json_integer_value(json_object_get(dist, "min_world_size"));
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
     n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
     n->stop_grace_s = (int)json_integer_value(json_object_get(dist, "stop_grace_s"));
@@ -517,6 +562,7 @@ void scheduler_tick(void) {
         refreshed = now;
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         pending_refresh_locked();
+        grow_elastic_locked(); /* a shrunk run's grow interval passes with time */
     }
     pthread_mutex_unlock(&sched.mu);
     /* outside the lock: what they learn comes back through the hooks */

@@ -317,7 +317,8 @@ int64_t op_run_preempting_apply(sqlite3 *db, sqlite3_stmt *const *st, const stor
 
 const char *const OP_RUN_REQUEUE_SQL[] = {
     /* ?3: the global step it continues from (NULL: a command run's: its progress stays) */
-    "UPDATE runs SET status = 'queued', preempting = 0, preemptions = preemptions + 1, queued_at = ?2,"
+    /* ?4: an elastic run resized (its ranks then; NULL: a preemption): no preemption counted */
+    "UPDATE runs SET status = 'queued', preempting = 0, preemptions = preemptions + (?4 IS NULL), queued_at = ?2,"
     " devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL, slurm_job_id = NULL, first_step_at = NULL,"
     " first_global_step = NULL, last_step_at = NULL, samples_per_s = NULL,"
     " global_step = coalesce(?3, global_step),"
@@ -326,8 +327,8 @@ const char *const OP_RUN_REQUEUE_SQL[] = {
     " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
     " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?3) END"
     " WHERE id = ?1 AND status IN ('starting', 'running', 'canceling')",
-    /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's */
-    "UPDATE run_attempts SET status = 'preempted', reason = ?3, ended_at = coalesce(ended_at, ?2),"
+    /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's; a resized one, resized */
+    "UPDATE run_attempts SET status = ?4, reason = ?3, ended_at = coalesce(ended_at, ?2),"
     " failing_rank = NULL, exit_code = NULL, signal = NULL, last_line = NULL"
     " WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM run_attempts WHERE run_id = ?1)",
     "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
@@ -345,13 +346,19 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->t);
     bind_int_or_null(st[0], 3, op->u.requeue.from_global_step);
+    int resized = op->u.requeue.resized_to;
+    bind_int_or_null(st[0], 4, resized > 0 ? resized : NO_INT);
     int64_t n = write_fault_step(db, st[0]);
     if (n != 1) return n;
-    char reason[64] = "preempted";
-    if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
+    char reason[96] = "preempted";
+    if (resized > 0 && op->u.requeue.by > 0)
+        snprintf(reason, sizeof reason, "resized to %d ranks for run %lld", resized, (long long)op->u.requeue.by);
+    else if (resized > 0) snprintf(reason, sizeof reason, "resized to %d ranks", resized);
+    else if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
     sqlite3_bind_int64(st[1], 1, op->run_id);
     sqlite3_bind_int64(st[1], 2, op->t);
     bind_text_or_null(st[1], 3, reason);
+    sqlite3_bind_text(st[1], 4, resized > 0 ? "resized" : "preempted", -1, SQLITE_STATIC);
     write_fault_step(db, st[1]);
     int64_t gs = op->u.requeue.from_global_step, epoch = op->u.requeue.from_epoch == NO_INT ? -1 : op->u.requeue.from_epoch;
     for (int i = 2; gs != NO_INT && i < OP_MAX_SQL && st[i]; i++) {
@@ -366,7 +373,9 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
 json_t *op_run_requeue_sse(const store_op *op, int64_t result) {
     if (result != 1) return NULL;
     json_t *d = run_event(op->run_id, run_status_name(RUN_QUEUED), op->t);
-    json_object_set_new(d, "preempted_by", op->u.requeue.by > 0 ? json_integer(op->u.requeue.by) : json_null());
+    bool resized = op->u.requeue.resized_to > 0;
+    json_object_set_new(d, "preempted_by", op->u.requeue.by > 0 && !resized ? json_integer(op->u.requeue.by) : json_null());
+    if (resized) json_object_set_new(d, "resized_to", json_integer(op->u.requeue.resized_to));
     return d;
 }
 

@@ -31,7 +31,8 @@ enum {
     C_SAMPLES_PER_S, C_FIRST_STEP_AT, C_FIRST_GLOBAL_STEP, C_LAST_STEP_AT, C_OWNER, C_PRIORITY,
     C_PREEMPTIBLE, C_PREEMPTED_BY, C_PREEMPTED_AT, C_PREEMPTIONS, C_PREEMPTING, C_SLURM_JOB_ID,
     C_SWEEP_ID, C_TRIAL,
-    C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED, C_EARLIER_ATTEMPTS_S /* Q_RUN only */
+    C_CHECKPOINTS, C_RESUMES, C_ATTEMPTS, C_RESTART_COUNT, C_ATTEMPTS_OMITTED, C_EARLIER_ATTEMPTS_S, /* Q_RUN only */
+    C_SIZES, C_RANKS_NOW /* Q_RUN only */
 };
 
 enum {
@@ -151,6 +152,17 @@ static const char *QSQL[Q_COUNT] = {
     " (SELECT coalesce(sum(a.ended_at - a.started_at), 0) / 1000.0 FROM run_attempts a WHERE a.run_id = ?1"     \
     " AND a.started_at IS NOT NULL AND a.ended_at >= a.started_at AND a.ended_at <= runs.started_at)"
 
+/* An elastic run's changes of size, oldest first, from its timeline's "resized"
+ * entries (the scheduler notes each: sched/run_life.c), and the ranks it trains on now
+ * (its devices while it holds them; NULL otherwise). */
+#define SIZES_JSON                                                                                               \
+    " (SELECT json_group_array(json_object('at', " ISO_TIME("t") ", 'from', json_extract(detail, '$.from'),"     \
+    " 'to', json_extract(detail, '$.to'), 'why', json_extract(detail, '$.why'), 'for_run',"                      \
+    " json_extract(detail, '$.by'), 'from_global_step', json_extract(detail, '$.from_global_step')))"            \
+    " FROM (SELECT * FROM run_timeline WHERE run_id = ?1 AND kind = 'resized' ORDER BY id)),"                   \
+    " CASE WHEN status IN ('starting', 'running', 'canceling') AND devices IS NOT NULL"                          \
+    " THEN json_array_length(devices) END"
+
 static pthread_once_t queries_once = PTHREAD_ONCE_INIT;
 
 /* The queries of rows an event kind stores, from its fields (kind_fields.h); kept
@@ -159,8 +171,8 @@ static void build_queries(void) {
     char *checkpoints = fields_json_array_sql(&OP_KINDS[OP_CHECKPOINT]);
     /* one statement, so one read transaction, per GET /runs/{id}: the checkpoints
      * and resumes come as JSON text built by SQLite */
-    QSQL[Q_RUN] = xasprintf("SELECT %s, %s, %s, %s FROM runs WHERE id = ?1", RUN_COLUMNS, checkpoints, RESUMES_JSON,
-                            ATTEMPTS_JSON);
+    QSQL[Q_RUN] = xasprintf("SELECT %s, %s, %s, %s, %s FROM runs WHERE id = ?1", RUN_COLUMNS, checkpoints, RESUMES_JSON,
+                            ATTEMPTS_JSON, SIZES_JSON);
     free(checkpoints);
     QSQL[Q_EPOCHS] = fields_select_sql(&OP_KINDS[OP_EPOCH]);
 }
@@ -530,12 +542,17 @@ json_t *store_run_json(int64_t id, char **raw_members) {
         path_redact_apply(&named_ckpts, &n_ckpts);
         path_redact_apply(&named_resumes, &n_resumes);
         path_redact_apply(&named_attempts, &n_attempts);
+        const char *sizes = (const char *)sqlite3_column_text(st, C_SIZES);
+        char ranks_now[24] = "null";
+        if (sqlite3_column_type(st, C_RANKS_NOW) != SQLITE_NULL)
+            snprintf(ranks_now, sizeof ranks_now, "%lld", (long long)sqlite3_column_int64(st, C_RANKS_NOW));
         *raw_members = xasprintf("\"config\":%s,\"checkpoints\":%.*s,\"resumes\":%.*s,\"restart_count\":%lld,"
-                                 "\"attempts\":%.*s,\"attempts_omitted\":%lld,\"earlier_attempts_s\":%.3f",
+                                 "\"attempts\":%.*s,\"attempts_omitted\":%lld,\"earlier_attempts_s\":%.3f,"
+                                 "\"ranks_now\":%s,\"sizes\":%s",
                                  cfg ? cfg : "null", (int)n_ckpts, named_ckpts, (int)n_resumes, named_resumes,
                                  (long long)sqlite3_column_int64(st, C_RESTART_COUNT), (int)n_attempts, named_attempts,
                                  (long long)sqlite3_column_int64(st, C_ATTEMPTS_OMITTED),
-                                 sqlite3_column_double(st, C_EARLIER_ATTEMPTS_S));
+                                 sqlite3_column_double(st, C_EARLIER_ATTEMPTS_S), ranks_now, sizes ? sizes : "[]");
         free(named_ckpts);
         free(named_resumes);
         free(named_attempts);

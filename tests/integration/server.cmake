@@ -70,6 +70,10 @@ endif()
 # `ddpd user`, the stand-in trainer for the queue's order, ddp-trainer for preemption).
 ddpd_py_cases(server_sharing_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_sharing.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 420)
+# Elastic built-in runs: shrunk for a more urgent run instead of preempted, grown back,
+# bit for bit the run never interrupted (the real ddp-trainer on 4 CPU slots).
+ddpd_py_cases(server_elastic_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_elastic.py SANITIZE ARGS ${server_test_args}
+              TIMEOUT 900)
 # Time limits: a built-in run past its max_duration_s ends timeout at a checkpoint, and resumes.
 ddpd_py_cases(server_timeout_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_timeout.py SANITIZE ARGS ${server_test_args}
               TIMEOUT 300)

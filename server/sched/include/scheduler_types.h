@@ -42,6 +42,8 @@ typedef struct {
     /* a run is not preempted before it has run this long in its attempt, unless its
      * config says (min_runtime_s); 0: at once */
     int64_t min_runtime_ms;
+    /* an elastic run shrunk below its width grows back at most this often (0: as soon as devices are idle) */
+    int64_t elastic_grow_interval_ms;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
@@ -64,6 +66,7 @@ typedef struct {
     int world_size;
     pool_kind pool;
     int nodes_wanted;      /* distributed.nodes; 0: as few nodes as hold it */
+    int min_world_size;    /* distributed.min_world_size: the fewest ranks it may train on (0: world_size, not elastic) */
     bool command;          /* a command run: ddp-run starts it, with a MASTER_PORT of its own */
     bool resume;           /* its trainer continues from the newest checkpoint in its run directory (--resume) */
     double hang_timeout_s; /* a command run's distributed.hang_timeout_s: no progress from a rank this long fails it; 0: off */

@@ -79,6 +79,9 @@ static void test_argv(void) {
     alone.graces = true;
     check_argv("a built-in run: no graces (ddp-trainer keeps its own)", &alone,
                "ddp-trainer --config C --run-dir D --events S --resume --data-root /data/a --data-root /data/b");
+    alone.ranks = 2;
+    check_argv("an elastic run shrunk: its ranks", &alone,
+               "ddp-trainer --config C --run-dir D --events S --resume --ranks 2 --data-root /data/a --data-root /data/b");
 }
 
 static void test_env(void) {

@@ -4,7 +4,8 @@
  * on it with none, naming it; a run of unknown length started in the walk does the
  * same to those after it; a higher priority comes first in the walk as it does in the
  * policy; runs being preempted end at once; a quota holds a run until its owner's
- * runs end; the runs past FORECAST_RUNS_MAX are said to be beyond. */
+ * runs end; the runs past FORECAST_RUNS_MAX are said to be beyond; an elastic run
+ * shrunk in the walk goes on with what it keeps. */
 #include <stdio.h>
 #include <string.h>
 
@@ -114,10 +115,29 @@ static void test_beyond(void) {
     CHECK(f[N - 1].start_ms == -1 && f[N - 1].beyond && !f[0].beyond, "the rest are beyond");
 }
 
+/* An elastic run of 4 (at least 2) is shrunk for a run of a higher priority and goes
+ * on with 2: the run of its own priority behind waits for the urgent one's end. */
+static void test_elastic_shrunk(void) {
+    policy_node four[] = {host(0, 4)};
+    policy_hold all[] = {{.node = 0, .devices = 4}};
+    policy_running elastic[] = {running(1, -1, all)};
+    elastic[0].preemptible = true;
+    elastic[0].saves_on_notice = true;
+    elastic[0].min_devices = 2;
+    elastic[0].width = 4;
+    policy_run q[] = {queued(2, 2, -1, 10, 10), queued(3, 2, -1, 0, 20)};
+    policy_snapshot s = {.nodes = four, .n_nodes = 1, .queued = q, .n_queued = 2, .running = elastic, .n_running = 1,
+                         .now_ms = 1000};
+    int64_t ends[] = {50000}, lens[] = {1000, 1000};
+    expect_starts("run 1 shrunk for run 2: run 3 after run 2", &s, ends, lens, (int64_t[]){1000, 2000},
+                  (int64_t[]){0, 0});
+}
+
 int main(void) {
     test_one_slot();
     test_two_slots();
     test_quota();
     test_beyond();
+    test_elastic_shrunk();
     return test_done("test_queue_forecast");
 }
