@@ -155,6 +155,9 @@ static int show(long long id, bool json) {
         metric_cell(json_object_get(best, "metric"), v, sizeof v);
         printf("best: trial %lld (run %lld), %s %s, %s\n", (long long)json_integer_value(json_object_get(best, "trial")),
                (long long)json_integer_value(json_object_get(best, "run_id")), key, v, p);
+        if (json_is_true(json_object_get(best, "last_reported")))
+            printf("      (its last reported value: the trial %s before it finished)\n",
+                   str_or(json_string_value(json_object_get(best, "status")), "ended"));
         free(p);
     } else {
         printf("best: none yet\n");

@@ -20,6 +20,9 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
                         sweep and becomes its best
   tpe_repeatable        method tpe makes the same choices twice with the same seed (and
                         others with another), never repeating a configuration
+  failed_best           a sweep whose every trial fails after reporting its metric ends
+                        failed with a best by the trials' last reported values
+                        (last_reported), shown so by ddpctl sweep show
   asha_max_resource     with max_resource a command trial that trained its full length is
                         never stopped at its last epoch
 
@@ -399,6 +402,41 @@ def case_asha_max_resource(a):
                   f"{w and (w['status'], w['reason'], [(t['status'], t['reason']) for t in w['trials']])}")
             r = s.post("/sweeps", dict(body, early_stopping={"type": "asha", "min_resource": 3, "max_resource": 3}))
             problem(r, 400, ["/early_stopping/max_resource", "min_resource"], "a max_resource not above min_resource")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- failed_best ----
+
+FAILING_SCRIPT = ("import os, sys, ddpd\n"
+                  "lr = float(os.environ['LR'])\n"
+                  "ddpd.log_epoch(0, val_acc=lr)\n"
+                  "ddpd.flush()\n"
+                  "sys.exit(3)\n")
+
+
+def case_failed_best(a):
+    root = work_root(FAILING_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            body = {"name": "fb", "parallel": 2,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.2, 0.7, 0.4]}},
+                    "metric": {"key": "val_acc", "goal": "maximize"}}
+            sid = submit(s, body)["id"]
+            w = wait_sweep(s, sid, timeout=300)
+            best = (w or {}).get("best") or {}
+            check(w and w["status"] == "failed" and all(t["status"] == "failed" for t in w["trials"]) and
+                  [t["metric"] for t in w["trials"]] == [0.2, 0.7, 0.4],
+                  f"every trial fails, each with the value it reported: {w and (w['status'], w['trials'])}")
+            check(best.get("trial") == 1 and best.get("metric") == 0.7 and best.get("last_reported") is True,
+                  f"the failed sweep's best is trial 1 by its last reported val_acc, marked so: {best}")
+            p = subprocess.run([a.ddpctl, "--server", f"http://127.0.0.1:{s.port}", "sweep", "show", str(sid)],
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and "best: trial 1" in p.stdout and
+                  "its last reported value: the trial failed before it finished" in p.stdout,
+                  f"ddpctl sweep show says the best is a last reported value: {p.stdout!r} {p.stderr!r}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
