@@ -138,10 +138,25 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     submit_outcome_free(&out);
 }
 
+/* A command run's launcher (ddp-run) is told why it is stopped before its SIGTERM
+ * (RUN_DIR_STOP_REASON), so that its log says so, not "canceled by SIGTERM"; an empty
+ * one says nothing (a resume clears it). Best effort: a failure is logged only. */
+static void tell_launcher(int64_t run_id, const char *reason) {
+    char *dir = layout_run_dir(run_id), err[1024];
+    run_dir d;
+    if (run_dir_open(&d, dir, err, sizeof err) != 0 ||
+        run_file_write(&d, RUN_DIR_STOP_REASON, reason, strlen(reason), 0644, err, sizeof err) != 0)
+        log_warn("run %lld: its launcher cannot be told why it is stopped: %s", (long long)run_id, err);
+    if (d.fd >= 0) run_dir_close(&d);
+    free(dir);
+}
+
 /* Stops a trial's run, ending it `stopped` with `reason` (again, harmlessly, when it
  * was asked before a restart). */
-static void stop_run(const trial_row *t, const char *reason) {
-    if (t->run_id > 0) scheduler_stop(t->run_id, reason);
+static void stop_run(const sweep_spec *s, const trial_row *t, const char *reason) {
+    if (t->run_id <= 0) return;
+    if (s->command) tell_launcher(t->run_id, reason);
+    scheduler_stop(t->run_id, reason);
 }
 
 /* A paused built-in trial's next stop: the rung after the one it was promoted from (0:
@@ -226,7 +241,7 @@ static void asha_pause(const sweep_row *sw, const sweep_spec *s, trial_row *t, i
     /* It stops itself there, after its checkpoint (train.stop_after_epochs): a stop now
      * could cut that checkpoint short. Only one that went past it is stopped; its run's
      * reason gets the rung once it has ended. */
-    if (n > r) stop_run(t, t->reason);
+    if (n > r) stop_run(s, t, t->reason);
 }
 
 /* A command trial under ASHA: judged at each rung it reached since the last look, as
@@ -246,7 +261,7 @@ static bool asha_command(const sweep_row *sw, const sweep_spec *s, trial_row *t,
                                     "1/%d of the %d trials there", (long long)sw->id, k, r, metric_words(s), v[r - 1],
                                     s->rules.reduction_factor, verdict.n));
             decide(sw, t, "stopped", t->reason);
-            stop_run(t, t->reason);
+            stop_run(s, t, t->reason);
             return true;
         }
     }
@@ -270,7 +285,7 @@ static bool median_stop(const sweep_row *sw, const sweep_spec *s, trial_row *t, 
                             "of %d other trials there", (long long)sw->id, latest, metric_words(s), v[latest],
                             verdict.median, verdict.others));
     decide(sw, t, "stopped", t->reason);
-    stop_run(t, t->reason);
+    stop_run(s, t, t->reason);
     return true;
 }
 

@@ -6,7 +6,8 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
   val_acc_metric        a torch script reports val_acc with ddpd.log_epoch: it is kept
                         as a per-epoch series (GET /runs/{id}/metrics?key=epoch:val_acc,
                         ddpctl show's epochs table), the val_acc sweep picks a best and
-                        ASHA stops the trial that does not learn
+                        ASHA stops the trial that does not learn, its run log saying
+                        so (not "canceled by SIGTERM")
   metric_never_reported a sweep whose metric no trial reports ends failed, saying so and
                         what its trials did report
   pause_resume_builtin  a built-in trial paused with its sweep stops, keeps its place and
@@ -94,6 +95,15 @@ def case_val_acc_metric(a):
                   and "canceled" not in json.dumps(atts),
                   f"its run and its attempt read stopped by the sweep's ASHA, never canceled: "
                   f"{run and (run['status'], run['reason'])} {atts}")
+            log = wait_until(lambda: (lambda b: b if "run stopped:" in b else None)(
+                s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")),
+                "the stopped trial's launcher to log its end", 60, interval=0.1) or \
+                s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")
+            ends = [x for x in log.splitlines() if "run stopped:" in x or "run canceled:" in x]
+            check(ends and f"run stopped: stopped by sweep {sid}'s ASHA at rung 0" in ends[-1] and
+                  "received SIGTERM: stopped by sweep" in log and "canceled by SIGTERM" not in log,
+                  f"the trial's run log (ddp-run's lines) says the sweep's ASHA stopped it, not canceled: {ends} "
+                  f"{[x for x in log.splitlines() if 'SIGTERM' in x]}")
             best_run = w["best"]["run_id"]
             r = s.get(f"/runs/{best_run}/metrics?key=epoch:val_acc")
             pts = r.json().get("points", []) if r.status == 200 else []
