@@ -20,7 +20,8 @@ and is skipped (exit 77).
                      (in the sweep, in the log once), the sweep goes on to its end
   masked             alice's GET /sweeps/{id} and GET /sweeps of bob's command sweep
                      (and the live feed's sweep events) show none of its env values,
-                     arguments or env/placeholder parameter values; bob, an admin and
+                     arguments or env/placeholder parameter values (nor a condition's
+                     values on an env parameter); bob, an admin and
                      the server's token see them all; the masked spec alice was shown,
                      posted back as hers, is refused naming the hidden range's min
 
@@ -357,7 +358,8 @@ def case_masked(a):
         body = {"name": "secret", "parallel": 1,
                 "base": {"command": ["/usr/bin/python3", "-c", REPORT, "--token=sekrit-arg-B2", "--w={w}"],
                          "env": {"API_KEY": "sekrit-env-A1"}, "distributed": {"world_size": 1}},
-                "parameters": {"env.LR": {"values": ["sekrit-lr-C3"]}, "{w}": {"values": ["sekrit-w-D4"]},
+                "parameters": {"env.LR": {"values": ["sekrit-lr-C3"]},
+                               "{w}": {"values": ["sekrit-w-D4"], "when": {"env.LR": ["sekrit-lr-C3"]}},
                                "env.K": {"min": 1, "max": 2}, "priority": {"values": [-1]}},
                 "metric": {"key": "test_loss"}}
         r = t.post_sweep(t.bob, body)
@@ -384,7 +386,7 @@ def case_masked(a):
                   all(x == "<hidden>" for x in spec["base"]["command"][1:]) and len(spec["base"]["command"]) == 5,
                   f"the base's program, its arguments hidden: {spec['base']['command']}")
             check(spec["parameters"]["env.LR"] == {"values": ["<hidden>"]} and
-                  spec["parameters"]["{w}"] == {"values": ["<hidden>"]} and
+                  spec["parameters"]["{w}"] == {"values": ["<hidden>"], "when": {"env.LR": ["<hidden>"]}} and
                   spec["parameters"]["env.K"] == {"min": "<hidden>", "max": "<hidden>"} and
                   spec["parameters"]["priority"] == {"values": [-1]},
                   f"the env and placeholder parameters' values hidden, the others shown: {spec['parameters']}")
@@ -393,7 +395,7 @@ def case_masked(a):
                                                   "priority": -1} for p in params),
                   f"each trial's and the best's params hidden the same way: {params}")
             check(set(m.get("hidden") or []) >= {"/spec/base/env", "/spec/base/command", "/spec/parameters/env.LR",
-                                                 "/spec/parameters/{w}"},
+                                                 "/spec/parameters/{w}", "/spec/parameters/{w}/when/env.LR"},
                   f"the answer says what it hides: {m.get('hidden')}")
         api = openapi_checker()
         api.response("GET", "/sweeps/{id}", one, "alice's masked GET /sweeps/{id}")

@@ -21,6 +21,12 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
                         sweep and becomes its best
   tpe_repeatable        method tpe makes the same choices twice with the same seed (and
                         others with another), never repeating a configuration
+  conditional           train.optimizer.momentum only when train.optimizer.type is sgd:
+                        a grid makes sgd x 2 momenta and adam once, each trial's run
+                        config has momentum only as its params say; a TPE sweep's
+                        trials hold momentum exactly when they are sgd; bad conditions
+                        (an unknown parameter, a loop, a value never taken) are 400s at
+                        their pointers
   failed_best           a sweep whose every trial fails after reporting its metric ends
                         failed with a best by the trials' last reported values
                         (last_reported), shown so by ddpctl sweep show
@@ -414,6 +420,72 @@ def case_asha_max_resource(a):
             problem(r, 400, ["/early_stopping/max_resource", "min_resource"], "a max_resource not above min_resource")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- conditional ----
+
+def case_conditional(a):
+    with Server(a.ddpd, a.trainer, slots=2) as s:
+        params = {"train.optimizer.type": {"values": ["sgd", "adam"]},
+                  "train.optimizer.momentum": {"values": [0.5, 0.9], "when": {"train.optimizer.type": ["sgd"]}}}
+        body = {"name": "cond", "parallel": 2,
+                "base": fmnist_config(**{"name": "cond", "data.limit": 500, "data.test_limit": 200, "train.epochs": 1,
+                                         "distributed.world_size": 1, "model.hidden": [16]}),
+                "parameters": params, "metric": {"key": "test_loss"}}
+        r = s.post("/sweeps", body)
+        openapi_checker().response("POST", "/sweeps", r, "POST /sweeps with a conditional parameter")
+        if not check(r.status == 201, f"a conditional sweep is taken: {r.status} {r.body[:500]!r}"):
+            return
+        sid = r.json()["id"]
+        w = wait_sweep(s, sid, timeout=300)
+        if not check(w and w["status"] == "succeeded", f"it succeeds: {w and (w['status'], w['reason'])}"):
+            return
+        got = [t["params"] for t in w["trials"]]
+        check(got == [{"train.optimizer.type": "sgd", "train.optimizer.momentum": 0.5},
+                      {"train.optimizer.type": "sgd", "train.optimizer.momentum": 0.9},
+                      {"train.optimizer.type": "adam"}] and w["n_trials"] == 3,
+              f"the grid: sgd with each momentum, adam once (no momentum): {got} n_trials {w['n_trials']}")
+        for t in w["trials"]:
+            opt = s.run(t["run_id"])["config"]["train"]["optimizer"]
+            want = t["params"].get("train.optimizer.momentum", 0)
+            check(opt["type"] == t["params"]["train.optimizer.type"] and opt["momentum"] == want,
+                  f"trial {t['trial']}'s run config: {opt['type']} momentum {opt['momentum']} (want {want})")
+        check(w["spec"]["parameters"]["train.optimizer.momentum"]["when"] == {"train.optimizer.type": ["sgd"]},
+              f"the spec shows the condition: {w['spec']['parameters']}")
+        # by hand: momentum with adam is refused, naming it
+        r = s.post(f"/sweeps/{sid}/trials", {"params": {"train.optimizer.type": "adam", "train.optimizer.momentum": 0.9}})
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/params/train.optimizer.momentum" and "does not apply" in e["message"] for e in errs),
+              f"a trial by hand with momentum and adam: 400 at /params/train.optimizer.momentum: {r.status} {r.body[:500]!r}")
+        # TPE: momentum exactly where sgd
+        tbody = dict(body, name="ctpe", method="tpe", max_trials=8, seed=4, parallel=2,
+                     tpe={"n_startup_trials": 3},
+                     parameters=dict(params, **{"train.optimizer.momentum": {
+                         "min": 0.1, "max": 0.95, "when": {"train.optimizer.type": ["sgd"]}},
+                         "train.optimizer.lr": {"min": 0.0005, "max": 0.05, "log": True}}))
+        w = wait_sweep(s, submit(s, tbody)["id"], timeout=500)
+        if check(w and w["status"] == "succeeded" and len(w["trials"]) == 8,
+                 f"the tpe sweep succeeds with 8 trials: {w and (w['status'], w['reason'], len(w['trials']))}"):
+            bad = [t["params"] for t in w["trials"] if ("train.optimizer.momentum" in t["params"]) !=
+                   (t["params"]["train.optimizer.type"] == "sgd")]
+            check(not bad, f"every trial has momentum exactly when it is sgd: {bad}")
+        # bad conditions: 400s at the field
+        for when, ptr, words in (({"train.optimizer.kind": ["sgd"]}, "/parameters/train.optimizer.momentum/when/train.optimizer.kind",
+                                  "no parameter of the sweep"),
+                                 ({"train.optimizer.type": ["rmsprop"]}, "/parameters/train.optimizer.momentum/when/train.optimizer.type",
+                                  "not one of train.optimizer.type's values")):
+            bad = dict(body, parameters=dict(params, **{"train.optimizer.momentum": {"values": [0.5], "when": when}}))
+            r = s.post("/sweeps", bad)
+            errs = r.json().get("errors", []) if r.status == 400 else []
+            check(any(e["pointer"] == ptr and words in e["message"] for e in errs),
+                  f"a condition {when}: 400 at {ptr} naming {words!r}: {r.status} {r.body[:500]!r}")
+        loop = dict(body, parameters={"train.optimizer.type": {"values": ["sgd", "adam"], "when": {"train.optimizer.momentum": [0.5]}},
+                                      "train.optimizer.momentum": {"values": [0.5], "when": {"train.optimizer.type": ["sgd"]}}})
+        r = s.post("/sweeps", loop)
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/parameters/train.optimizer.type/when" and "loop" in e["message"] for e in errs),
+              f"a loop of conditions: 400 at /parameters/train.optimizer.type/when: {r.status} {r.body[:500]!r}")
+        check(len(s.get("/sweeps").json()["sweeps"]) == 2, "no refused sweep is stored")
 
 
 # ---- failed_best ----
