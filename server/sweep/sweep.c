@@ -892,9 +892,11 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
         json_object_del(json_object_get(cfg, "train"), "stop_after_epochs");
         json_object_set_new(best, "config", cfg);
     }
-    if (json_is_object(best)) /* a canceled or failed sweep's best may not have finished: its last reported value */
-        json_object_set_new(best, "last_reported", json_boolean(strcmp(json_string_value(json_object_get(best, "status")),
-                                                                        "succeeded") != 0));
+    if (json_is_object(best)) { /* a canceled or failed sweep's best may have ended early: its last reported value */
+        const char *st = json_string_value(json_object_get(best, "status"));
+        bool ended_early = st && (!strcmp(st, "canceled") || !strcmp(st, "failed") || !strcmp(st, "stopped"));
+        json_object_set_new(best, "last_reported", json_boolean(ended_early));
+    }
     json_object_set_new(o, "best", best);
     if (with_trials) {
         json_object_set_new(o, "trials", trials);
