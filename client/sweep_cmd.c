@@ -10,6 +10,7 @@
 
 #include "client_http.h"
 #include "format.h"
+#include "sweep_follow.h"
 
 static int usage(const char *what) {
     fprintf(stderr, "ddpctl: %s (ddpctl --help)\n", what);
@@ -269,7 +270,7 @@ static int rerun(long long id, bool json) {
     return EXIT_OK;
 }
 
-#define SWEEP_VERBS "submit FILE, list, show ID, cancel ID, pause ID, resume ID, extend ID MAX_TRIALS or rerun ID"
+#define SWEEP_VERBS "submit FILE, list, show ID, follow ID, cancel ID, pause ID, resume ID, extend ID MAX_TRIALS or rerun ID"
 
 int sweep_command(const char *const *args, int n, bool json) {
     if (n < 1) return usage("sweep takes " SWEEP_VERBS);
@@ -279,6 +280,8 @@ int sweep_command(const char *const *args, int n, bool json) {
     if (!strcmp(verb, "list")) return n == 1 ? list(json) : usage("sweep list takes no argument");
     if (!strcmp(verb, "show"))
         return n == 2 && sweep_id(args[1], &id) ? show(id, json) : usage("sweep show takes a sweep ID");
+    if (!strcmp(verb, "follow"))
+        return n == 2 && sweep_id(args[1], &id) ? sweep_follow(id) : usage("sweep follow takes a sweep ID");
     if (!strcmp(verb, "cancel"))
         return n == 2 && sweep_id(args[1], &id) ? cancel(id) : usage("sweep cancel takes a sweep ID");
     if (!strcmp(verb, "pause"))

@@ -27,6 +27,10 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
                         trials hold momentum exactly when they are sgd; bad conditions
                         (an unknown parameter, a loop, a value never taken) are 400s at
                         their pointers
+  follow                ddpctl sweep follow, started as the sweep is submitted, prints
+                        each trial as it starts, reports, is stopped by ASHA and ends,
+                        the best as it changes, and exits 0 when the sweep succeeds; a
+                        canceled sweep's follow exits 5; a finished one's says so at once
   failed_best           a sweep whose every trial fails after reporting its metric ends
                         failed with a best by the trials' last reported values
                         (last_reported), shown so by ddpctl sweep show
@@ -486,6 +490,77 @@ def case_conditional(a):
         check(any(e["pointer"] == "/parameters/train.optimizer.type/when" and "loop" in e["message"] for e in errs),
               f"a loop of conditions: 400 at /parameters/train.optimizer.type/when: {r.status} {r.body[:500]!r}")
         check(len(s.get("/sweeps").json()["sweeps"]) == 2, "no refused sweep is stored")
+
+
+# ---- follow ----
+
+FOLLOW_SCRIPT = ("import os, time, ddpd\n"
+                 "lr = float(os.environ['LR'])\n"
+                 "for e in range(3):\n"
+                 "    ddpd.log_epoch(e, val_acc=lr * (e + 1) / 3)\n"
+                 "    ddpd.flush()\n"
+                 "    if lr < 0.001:\n"
+                 "        time.sleep(60)\n")
+
+
+def case_follow(a):
+    root = work_root(FOLLOW_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            url = f"http://127.0.0.1:{s.port}"
+            body = {"name": "fol", "parallel": 1,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.5, 0.2, 0.0001]}},
+                    "metric": {"key": "val_acc", "goal": "maximize"},
+                    "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 2, "max_resource": 3}}
+            sid = submit(s, body)["id"]
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", str(sid)],
+                               capture_output=True, text=True, timeout=300)
+            out = p.stdout
+            lines = out.splitlines()
+            w = sweep(s, sid)
+            runs = [t["run_id"] for t in w["trials"]]
+            check(p.returncode == 0 and w["status"] == "succeeded",
+                  f"it follows until the sweep ends and exits 0 as it succeeded: {p.returncode} {w['status']} "
+                  f"{out!r} {p.stderr!r}")
+            want = [f"trial 0 (run {runs[0]}) started", f"trial 0 (run {runs[0]}) epoch 0: val_acc 0.1667",
+                    f"trial 0 (run {runs[0]}) epoch 2: val_acc 0.5", f"trial 0 (run {runs[0]}) succeeded",
+                    f"trial 2 (run {runs[2]}) stopped: stopped by sweep {sid}'s ASHA at rung 0",
+                    f"sweep {sid} succeeded"]
+            at = [next((i for i, line in enumerate(lines) if x in line), -1) for x in want]
+            check(all(i >= 0 for i in at) and at == sorted(at),
+                  f"each trial's start, reports, ASHA's stop and end, the best and the sweep's end, in order: "
+                  f"{[x for x, i in zip(want, at) if i < 0]} missing; {out!r}")
+            bests = [line for line in lines if "  best: " in line]
+            check(bests and f"best: trial 0 (run {runs[0]}), val_acc 0.5, " in bests[-1] and
+                  len(bests) == len(set(x.split("  ", 1)[1] for x in bests)),
+                  f"the best (as the server names it when a trial reports or ends) is said each time it changes, "
+                  f"not again; the last is trial 0 at 0.5: {bests}")
+            # a finished sweep: said at once
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", str(sid)],
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and f"sweep {sid} has already succeeded" in p.stdout and "best: trial 0" in p.stdout,
+                  f"a finished sweep's follow says how it ended, and its best: {p.returncode} {p.stdout!r}")
+            # a canceled one: exits 5
+            sid2 = submit(s, dict(body, name="fol2", parameters={"env.LR": {"values": [0.0001, 0.0002]}}))["id"]
+            proc = subprocess.Popen([a.ddpctl, "--server", url, "sweep", "follow", str(sid2)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                wait_until(lambda: (lambda w: w["trials"] and w["trials"][0]["metric"] is not None)(sweep(s, sid2)),
+                           "the second sweep's first report", 120, interval=0.1)
+                s.post(f"/sweeps/{sid2}/cancel")
+                out, err = proc.communicate(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            check(proc.returncode == 5 and f"sweep {sid2} canceled" in out and "trial 0" in out,
+                  f"a canceled sweep's follow ends with it, exit 5: {proc.returncode} {out!r} {err!r}")
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", "999"], capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode != 0 and "999" in p.stderr, f"an unknown sweep: refused, naming it: {p.returncode} {p.stderr!r}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- failed_best ----
