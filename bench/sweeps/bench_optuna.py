@@ -91,7 +91,7 @@ def optuna_worker(storage_path, a, results):
 
         def report(e, acc):
             last.append(acc)
-            trial.report(acc, e)
+            trial.report(acc, e + 1)  # the epochs trained, from 1: rungs at 1 and 3 epochs, as ddpd
             return trial.should_prune()
 
         first, _, pruned = fmnist_trial.train(data, lr, width, a.epochs, report)
