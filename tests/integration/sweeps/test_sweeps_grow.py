@@ -547,14 +547,16 @@ def case_follow(a):
             proc = subprocess.Popen([a.ddpctl, "--server", url, "sweep", "follow", str(sid2)],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
+                head = proc.stdout.readline()  # it has read the sweep (running): it follows it live from here
                 wait_until(lambda: (lambda w: w["trials"] and w["trials"][0]["metric"] is not None)(sweep(s, sid2)),
                            "the second sweep's first report", 120, interval=0.1)
                 s.post(f"/sweeps/{sid2}/cancel")
                 out, err = proc.communicate(timeout=120)
+                out = head + out
             finally:
                 if proc.poll() is None:
                     proc.kill()
-            check(proc.returncode == 5 and f"sweep {sid2} canceled" in out and "trial 0" in out,
+            check(proc.returncode == 5 and "(running," in head and f"sweep {sid2} canceled" in out and "trial 0" in out,
                   f"a canceled sweep's follow ends with it, exit 5: {proc.returncode} {out!r} {err!r}")
             p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", "999"], capture_output=True, text=True,
                                timeout=60)
