@@ -77,7 +77,7 @@ static const char USAGE[] =
     "                               idle, unknown), the time queued, goodput (productive / held);\n"
     "                               TIME as for audit: the UTC days from and to, both included\n"
     "  man                          this manual in roff (installed as man ddpctl)\n"
-    "  sweep submit FILE | list | show ID | cancel ID | pause ID | resume ID | extend ID N | rerun ID  [--json]\n"
+    "  sweep submit FILE | list | show ID | follow ID | cancel ID | pause ID | resume ID | extend ID N | rerun ID  [--json]\n"
     "                               sweeps (docs/sweeps.md): submit one (FILE: base config,\n"
     "                               parameters, method, metric, early stopping); list them; show\n"
     "                               one with its trials sorted by the metric, best first; cancel\n"

@@ -10,6 +10,7 @@
 
 #include "client_http.h"
 #include "format.h"
+#include "sweep_follow.h"
 
 static int usage(const char *what) {
     fprintf(stderr, "ddpctl: %s (ddpctl --help)\n", what);
@@ -155,6 +156,9 @@ static int show(long long id, bool json) {
         metric_cell(json_object_get(best, "metric"), v, sizeof v);
         printf("best: trial %lld (run %lld), %s %s, %s\n", (long long)json_integer_value(json_object_get(best, "trial")),
                (long long)json_integer_value(json_object_get(best, "run_id")), key, v, p);
+        if (json_is_true(json_object_get(best, "last_reported")))
+            printf("      (its last reported value: the trial %s before it finished)\n",
+                   str_or(json_string_value(json_object_get(best, "status")), "ended"));
         free(p);
     } else {
         printf("best: none yet\n");
@@ -266,7 +270,7 @@ static int rerun(long long id, bool json) {
     return EXIT_OK;
 }
 
-#define SWEEP_VERBS "submit FILE, list, show ID, cancel ID, pause ID, resume ID, extend ID MAX_TRIALS or rerun ID"
+#define SWEEP_VERBS "submit FILE, list, show ID, follow ID, cancel ID, pause ID, resume ID, extend ID MAX_TRIALS or rerun ID"
 
 int sweep_command(const char *const *args, int n, bool json) {
     if (n < 1) return usage("sweep takes " SWEEP_VERBS);
@@ -276,6 +280,8 @@ int sweep_command(const char *const *args, int n, bool json) {
     if (!strcmp(verb, "list")) return n == 1 ? list(json) : usage("sweep list takes no argument");
     if (!strcmp(verb, "show"))
         return n == 2 && sweep_id(args[1], &id) ? show(id, json) : usage("sweep show takes a sweep ID");
+    if (!strcmp(verb, "follow"))
+        return n == 2 && sweep_id(args[1], &id) ? sweep_follow(id) : usage("sweep follow takes a sweep ID");
     if (!strcmp(verb, "cancel"))
         return n == 2 && sweep_id(args[1], &id) ? cancel(id) : usage("sweep cancel takes a sweep ID");
     if (!strcmp(verb, "pause"))

@@ -21,6 +21,7 @@
 #include "rank_output.h"
 #include "rank_spawn.h"
 #include "signal_fd.h"
+#include "stop_reason.h"
 #include "utf8_text.h"
 #include "monotonic.h"
 
@@ -40,6 +41,7 @@ typedef struct {
     int first_failed; /* -1: none (yet) */
     int first_status;
     int canceled_by;
+    char stop_reason[1024]; /* why ddpd stopped it (stop_reason.h), with canceled_by SIGTERM; "" else */
     char spawn_failure[1024];
     double kill_at;  /* 0: no SIGKILL due */
     double drain_until;
@@ -151,12 +153,18 @@ static void on_signal(gang *g, int sig) {
         return;
     }
     g->canceled_by = sig;
-    /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down */
+    /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down;
+     * a SIGTERM with a stop reason beside it: ddpd stops it (a sweep's rule), saying why */
     double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
+    if (sig == SIGTERM && !stop_reason_read(g->p->run_dir, g->stop_reason, sizeof g->stop_reason))
+        g->stop_reason[0] = '\0';
     char deadline[64];
     describe_deadline(grace, deadline, sizeof deadline);
-    log_msg(LOG_WARN, "received SIG%s%s: SIGTERM to every rank, %s", sigabbrev_np(sig),
-            sig == SIGUSR1 ? " (preempted)" : "", deadline);
+    if (g->stop_reason[0])
+        log_msg(LOG_WARN, "received SIGTERM: %s: SIGTERM to every rank, %s", g->stop_reason, deadline);
+    else
+        log_msg(LOG_WARN, "received SIG%s%s: SIGTERM to every rank, %s", sigabbrev_np(sig),
+                sig == SIGUSR1 ? " (preempted)" : "", deadline);
     begin_stop(g, grace);
 }
 
@@ -343,7 +351,10 @@ static void compose_result(gang *g, gang_result *res) {
     } else if (g->canceled_by) {
         res->outcome = GANG_CANCELED;
         res->signal = g->canceled_by;
-        snprintf(res->reason, sizeof res->reason, "canceled by SIG%s", sigabbrev_np(g->canceled_by));
+        if (g->stop_reason[0] && g->canceled_by == SIGTERM) /* ddpd stopped it, saying why */
+            snprintf(res->reason, sizeof res->reason, "%s (SIGTERM)", g->stop_reason);
+        else
+            snprintf(res->reason, sizeof res->reason, "canceled by SIG%s", sigabbrev_np(g->canceled_by));
     } else {
         res->outcome = GANG_SUCCEEDED;
     }

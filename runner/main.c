@@ -9,6 +9,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "restarts.h"
 #include "utf8_text.h"
 #include "run_dir.h"
+#include "stop_reason.h"
 
 #define EXIT_SUCCEEDED 0
 #define EXIT_FAILED 1
@@ -288,6 +290,7 @@ static int run(const options *o, const command_config *cfg) {
 
     snprintf(path, sizeof path, "%s/" RUN_DIR_LOG, run_dir);
     log_open(path, "launcher");
+    stop_reason_clear(run_dir); /* an earlier stop's: this start is not stopped */
     char err[1024], warning[1024];
     snprintf(path, sizeof path, "%s/" RUN_DIR_JOURNAL, run_dir);
     event_sink *events = event_sink_open(events_target, path, run_id, EVENT_RANK_LAUNCHER, getenv("DDPD_RUN_SECRET"), err,
@@ -371,7 +374,10 @@ static int run(const options *o, const command_config *cfg) {
 
     int succeeded = strcmp(res.status, "succeeded") == 0;
     int canceled = strcmp(res.status, "canceled") == 0 || strcmp(res.status, "preempted") == 0;
+    char stop_reason[1024];
+    bool stopped = canceled && res.signal == SIGTERM && stop_reason_read(run_dir, stop_reason, sizeof stop_reason);
     if (succeeded) log_msg(LOG_INFO, "run succeeded%s%s", res.reason[0] ? ": " : "", res.reason);
+    else if (stopped) log_msg(LOG_WARN, "run stopped: %s (SIGTERM)", stop_reason); /* by ddpd: not a cancel */
     else log_msg(LOG_ERROR, "run %s: %s", res.status, res.reason);
     int exit_code = canceled ? 128 + res.signal : succeeded ? EXIT_SUCCEEDED : EXIT_FAILED;
     log_set_events(NULL);

@@ -12,6 +12,7 @@
 #define RUN_DIR_LOG "trainer.log"      /* the launcher's output: the run's log */
 #define RUN_DIR_JOURNAL "events.jsonl" /* every event, in order: the journal */
 #define RUN_DIR_RANKS "ranks"          /* a command run's ranks' own files */
+#define RUN_DIR_STOP_REASON "stop-reason.txt" /* why ddpd stops (not cancels) a command run, written before its SIGTERM */
 #define RUN_DIR_RANK_LOG "ranks/rank-%d.log"          /* a rank's output (its global rank) */
 #define RUN_DIR_RANK_ERROR "ranks/rank-%d.error.json" /* TORCHELASTIC_ERROR_FILE */
 

@@ -35,6 +35,23 @@ static void hide_param_spec(json_t *p) {
         if (json_object_get(p, ends[i])) json_object_set_new(p, ends[i], json_string(RUN_MASK_HIDDEN));
 }
 
+/* A conditional parameter's `when` on a secret parameter (its values a secret one's):
+ * those values hidden, each such condition's pointer in `hidden`. */
+static void hide_conditions(json_t *p, const char *key, json_t *hidden) {
+    const char *ck;
+    json_t *values;
+    json_object_foreach(json_object_get(p, "when"), ck, values) {
+        if (!sweep_param_secret(ck)) continue;
+        for (size_t i = 0; json_is_array(values) && i < json_array_size(values); i++)
+            json_array_set_new(values, i, json_string(RUN_MASK_HIDDEN));
+        json_t *at = pointer_to("/spec/parameters", key);
+        json_t *full = pointer_to(json_string_value(at), "when");
+        json_array_append_new(hidden, pointer_to(json_string_value(full), ck));
+        json_decref(full);
+        json_decref(at);
+    }
+}
+
 /* A trial's params with the secret ones' values hidden; true when it had any. */
 static bool hide_params(json_t *params) {
     bool any = false;
@@ -56,6 +73,7 @@ bool sweep_mask_for(json_t *sweep, const caller *who) {
     const char *key;
     json_t *p;
     json_object_foreach(json_object_get(spec, "parameters"), key, p) {
+        hide_conditions(p, key, hidden);
         if (!sweep_param_secret(key)) continue;
         hide_param_spec(p);
         json_array_append_new(hidden, pointer_to("/spec/parameters", key));

@@ -138,10 +138,25 @@ static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     submit_outcome_free(&out);
 }
 
+/* A command run's launcher (ddp-run) is told why it is stopped before its SIGTERM
+ * (RUN_DIR_STOP_REASON), so that its log says so, not "canceled by SIGTERM"; an empty
+ * one says nothing (a resume clears it). Best effort: a failure is logged only. */
+static void tell_launcher(int64_t run_id, const char *reason) {
+    char *dir = layout_run_dir(run_id), err[1024];
+    run_dir d;
+    if (run_dir_open(&d, dir, err, sizeof err) != 0 ||
+        run_file_write(&d, RUN_DIR_STOP_REASON, reason, strlen(reason), 0644, err, sizeof err) != 0)
+        log_warn("run %lld: its launcher cannot be told why it is stopped: %s", (long long)run_id, err);
+    if (d.fd >= 0) run_dir_close(&d);
+    free(dir);
+}
+
 /* Stops a trial's run, ending it `stopped` with `reason` (again, harmlessly, when it
  * was asked before a restart). */
-static void stop_run(const trial_row *t, const char *reason) {
-    if (t->run_id > 0) scheduler_stop(t->run_id, reason);
+static void stop_run(const sweep_spec *s, const trial_row *t, const char *reason) {
+    if (t->run_id <= 0) return;
+    if (s->command) tell_launcher(t->run_id, reason);
+    scheduler_stop(t->run_id, reason);
 }
 
 /* A paused built-in trial's next stop: the rung after the one it was promoted from (0:
@@ -226,7 +241,7 @@ static void asha_pause(const sweep_row *sw, const sweep_spec *s, trial_row *t, i
     /* It stops itself there, after its checkpoint (train.stop_after_epochs): a stop now
      * could cut that checkpoint short. Only one that went past it is stopped; its run's
      * reason gets the rung once it has ended. */
-    if (n > r) stop_run(t, t->reason);
+    if (n > r) stop_run(s, t, t->reason);
 }
 
 /* A command trial under ASHA: judged at each rung it reached since the last look, as
@@ -246,7 +261,7 @@ static bool asha_command(const sweep_row *sw, const sweep_spec *s, trial_row *t,
                                     "1/%d of the %d trials there", (long long)sw->id, k, r, metric_words(s), v[r - 1],
                                     s->rules.reduction_factor, verdict.n));
             decide(sw, t, "stopped", t->reason);
-            stop_run(t, t->reason);
+            stop_run(s, t, t->reason);
             return true;
         }
     }
@@ -270,8 +285,22 @@ static bool median_stop(const sweep_row *sw, const sweep_spec *s, trial_row *t, 
                             "of %d other trials there", (long long)sw->id, latest, metric_words(s), v[latest],
                             verdict.median, verdict.others));
     decide(sw, t, "stopped", t->reason);
-    stop_run(t, t->reason);
+    stop_run(s, t, t->reason);
     return true;
+}
+
+/* A trial's newest value of the metric, read from its run (no rule applied): what a
+ * trial that ends canceled or failed had last reported. */
+static void refresh_metric(const sweep_spec *s, trial_row *t) {
+    double *v;
+    int n = t->run_id > 0 ? sweep_store_run_metric(t->run_id, s->metric, &v) : -1;
+    if (n < 0) return;
+    int latest = n > 0 ? sweep_rules_latest(v, n) : -1;
+    if (latest >= 0) {
+        t->metric = v[latest];
+        t->metric_epoch = latest;
+    }
+    free(v);
 }
 
 /* A running trial's new epochs: its metric, the rungs it reached, what the rules say. */
@@ -348,6 +377,7 @@ static void follow_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
     } else if (st == RUN_CANCELED && reason && strcmp(reason, SHUTDOWN_REASON) == 0) {
         if (!paused) resume_trial(sw, s, t); /* the server's shutdown stopped it: it carries on */
     } else {
+        refresh_metric(s, t); /* its last reported value counts for a canceled or failed sweep's best */
         snprintf(t->state, sizeof t->state, "%s", st == RUN_CANCELED ? "canceled" : "failed");
         set_reason(t, reason ? xstrdup(reason) : NULL);
         decide(sw, t, t->state, reason);
@@ -572,8 +602,9 @@ static void sweep_pass(const sweep_row *sw) {
     json_decref(next);
     all_made = all_made || (n < sw->n_trials && !next);
     sweep_trial_view *views = views_of(tr, n);
-    int best = sweep_rules_best(&s->rules, views, n);
     sweep_end end = sweep_rules_end(all_made, views, n);
+    /* a sweep that fails has its best among every trial's last reported metric */
+    int best = end == SWEEP_ENDS_FAILED ? sweep_rules_best_last(&s->rules, views, n) : sweep_rules_best(&s->rules, views, n);
     free(views);
     if (best != sw->best_trial) sweep_store_set_best(sw->id, best);
     if (end != SWEEP_GOES_ON) {
@@ -861,6 +892,11 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
         json_object_del(json_object_get(cfg, "train"), "stop_after_epochs");
         json_object_set_new(best, "config", cfg);
     }
+    if (json_is_object(best)) { /* a canceled or failed sweep's best may have ended early: its last reported value */
+        const char *st = json_string_value(json_object_get(best, "status"));
+        bool ended_early = st && (!strcmp(st, "canceled") || !strcmp(st, "failed") || !strcmp(st, "stopped"));
+        json_object_set_new(best, "last_reported", json_boolean(ended_early));
+    }
     json_object_set_new(o, "best", best);
     if (with_trials) {
         json_object_set_new(o, "trials", trials);
@@ -925,14 +961,23 @@ sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whyle
         publish(id, NULL, "canceled", "canceled by request", "canceled");
         trial_row *tr;
         int n = sweep_store_trials(id, &tr);
+        sweep_spec *s = sweep_spec_load(sw.spec);
         for (int i = 0; i < n; i++) {
             trial_row *t = &tr[i];
             bool running = !strcmp(t->state, "running");
             if (!running && strcmp(t->state, "pending") != 0 && strcmp(t->state, "paused") != 0) continue;
+            if (s) refresh_metric(s, t); /* the last it reported, for the best below */
             snprintf(t->state, sizeof t->state, "canceled");
             set_reason(t, xasprintf("sweep %lld was canceled", (long long)id));
             decide(&sw, t, "canceled", NULL);
             if (running && t->run_id > 0) scheduler_cancel(t->run_id, t->reason);
+        }
+        if (s) { /* its best: among every trial's last reported metric, a trial canceled mid-way too */
+            sweep_trial_view *views = views_of(tr, n);
+            int best = sweep_rules_best_last(&s->rules, views, n);
+            free(views);
+            if (best != sw.best_trial) sweep_store_set_best(id, best);
+            sweep_spec_free(s);
         }
         if (n > 0) trial_rows_free(tr, n);
         log_info("sweep %lld canceled", (long long)id);

@@ -157,6 +157,15 @@ int sweep_rules_best(const sweep_rules *r, const sweep_trial_view *trials, int n
     return best < 0 ? -1 : trials[best].trial;
 }
 
+int sweep_rules_best_last(const sweep_rules *r, const sweep_trial_view *trials, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (isnan(trials[i].metric)) continue;
+        if (best < 0 || sweep_rules_better(r, trials[i].metric, trials[best].metric)) best = i;
+    }
+    return best < 0 ? -1 : trials[best].trial;
+}
+
 sweep_end sweep_rules_end(bool all_made, const sweep_trial_view *trials, int n) {
     if (!all_made) return SWEEP_GOES_ON;
     int succeeded = 0;

@@ -138,6 +138,10 @@ int sweep_rules_active(const sweep_trial_view *trials, int n);
 /* The best trial: among those that succeeded, else among all with a metric; the first
  * in the table's order among equals. Its number, or -1 when none has a metric. */
 int sweep_rules_best(const sweep_rules *r, const sweep_trial_view *trials, int n);
+/* A canceled or failed sweep's best: among every trial with a metric, whatever its end
+ * (a trial canceled mid-way by its last reported value); the first among equals. Its
+ * number, or -1 when none has a metric. */
+int sweep_rules_best_last(const sweep_rules *r, const sweep_trial_view *trials, int n);
 
 typedef enum {
     SWEEP_GOES_ON,

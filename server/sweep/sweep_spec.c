@@ -140,6 +140,126 @@ static void param_error(schema_errors *errs, const char *key, const char *member
     free(ptr);
 }
 
+/* ---- conditional parameters ("when") ---- */
+
+static int param_index(const sweep_spec *s, const char *key) {
+    for (int i = 0; i < s->n_params; i++)
+        if (strcmp(s->params[i].key, key) == 0) return i;
+    return -1;
+}
+
+static bool in_values(const json_t *values, const json_t *v) {
+    for (size_t j = 0; v && j < json_array_size(values); j++)
+        if (json_equal(v, json_array_get(values, j))) return true;
+    return false;
+}
+
+/* Whether parameter i applies to the values `vals` ({"key": value}): each of its
+ * conditions' parameters applies and has one of the condition's values. The
+ * conditions have no loop (parse_conditions refused one); depth guards anyway. */
+static bool applies_at(const sweep_spec *s, int i, const json_t *vals, int depth) {
+    if (depth > s->n_params) return false;
+    const sweep_param *p = &s->params[i];
+    for (int c = 0; c < p->n_when; c++) {
+        const sweep_cond *w = &p->when[c];
+        if (!applies_at(s, w->param, vals, depth + 1)) return false;
+        if (!in_values(w->values, json_object_get(vals, s->params[w->param].key))) return false;
+    }
+    return true;
+}
+
+/* `vals` with only the parameters that apply, in the parameters' order (new reference). */
+static json_t *applying(const sweep_spec *s, const json_t *vals) {
+    json_t *out = json_object();
+    for (int i = 0; i < s->n_params; i++) {
+        json_t *v = json_object_get(vals, s->params[i].key);
+        if (v && applies_at(s, i, vals, 0)) json_object_set(out, s->params[i].key, v);
+    }
+    return out;
+}
+
+/* "when/KEY" with the key escaped as RFC 6901 says: a member of /parameters/PARAM. */
+static char *when_member(const char *key) {
+    char *ptr = param_pointer(key, NULL); /* "/parameters/<escaped>" */
+    char *m = xasprintf("when/%s", ptr + strlen("/parameters/"));
+    free(ptr);
+    return m;
+}
+
+/* The path of a loop through the conditions from parameter `from`, "a -> b -> a"
+ * (malloc'd), or NULL when none. */
+static char *condition_loop(const sweep_spec *s, int from, int at, int *trail, int depth) {
+    trail[depth] = at;
+    const sweep_param *p = &s->params[at];
+    for (int c = 0; c < p->n_when; c++) {
+        int next = p->when[c].param;
+        if (next == from) {
+            buf_t b = {0};
+            for (int k = 0; k <= depth; k++) buf_printf(&b, "%s -> ", s->params[trail[k]].key);
+            buf_printf(&b, "%s", s->params[from].key);
+            return b.data;
+        }
+        bool seen = false;
+        for (int k = 0; k <= depth; k++) seen = seen || trail[k] == next;
+        if (seen || depth + 1 >= s->n_params) continue;
+        char *loop = condition_loop(s, from, next, trail, depth + 1);
+        if (loop) return loop;
+    }
+    return NULL;
+}
+
+/* Each parameter's `when`, once every parameter is parsed: each condition on another
+ * parameter of the sweep that has values, each value one of them, and no loop. */
+static void parse_conditions(sweep_spec *s, const json_t *params, schema_errors *errs) {
+    for (int i = 0; i < s->n_params; i++) {
+        sweep_param *p = &s->params[i];
+        const json_t *when = json_object_get(json_object_get(params, p->key), "when");
+        if (!json_is_object(when)) continue;
+        p->when = xcalloc(json_object_size(when), sizeof *p->when);
+        const char *ck;
+        const json_t *vals;
+        json_object_foreach((json_t *)when, ck, vals) {
+            int j = param_index(s, ck);
+            char *member = when_member(ck);
+            if (j < 0) {
+                param_error(errs, p->key, member, "parameter %s is conditional on %s, which is no parameter of the sweep: "
+                            "name another of its parameters (with values), e.g. \"when\": {\"train.optimizer.name\": "
+                            "[\"sgd\"]}", p->key, ck);
+            } else if (j == i) {
+                param_error(errs, p->key, member, "parameter %s is conditional on itself: a condition names another "
+                            "parameter", p->key);
+            } else if (!s->params[j].values) {
+                param_error(errs, p->key, member, "parameter %s is conditional on %s, a range: a condition names a "
+                            "parameter with values: [...]", p->key, ck);
+            } else {
+                for (size_t k = 0; k < json_array_size(vals); k++)
+                    if (!in_values(s->params[j].values, json_array_get(vals, k))) {
+                        char *v = json_dumps(json_array_get(vals, k), JSON_FLAGS | JSON_ENCODE_ANY);
+                        char *list = json_dumps(s->params[j].values, JSON_FLAGS);
+                        param_error(errs, p->key, member, "%s is not one of %s's values %s: the condition could never "
+                                    "hold", v, ck, list);
+                        free(v);
+                        free(list);
+                        break;
+                    }
+                p->when[p->n_when++] = (sweep_cond){.param = j, .values = json_deep_copy(vals)};
+            }
+            free(member);
+        }
+        s->conditional = s->conditional || p->n_when > 0;
+    }
+    int *trail = xmalloc((size_t)(s->n_params > 0 ? s->n_params : 1) * sizeof *trail);
+    for (int i = 0; i < s->n_params; i++) {
+        char *loop = condition_loop(s, i, i, trail, 0);
+        if (!loop) continue;
+        param_error(errs, s->params[i].key, "when", "the conditions loop (%s): a parameter cannot depend, through "
+                    "others, on itself; remove one of these conditions", loop);
+        free(loop);
+        break; /* the loop once, at its first parameter */
+    }
+    free(trail);
+}
+
 /* A parameter the schema passed ({"values": [...]} or a range): where it goes, and its
  * range's sense. */
 static bool parse_param(sweep_spec *s, const char *key, const json_t *o, json_t *filled, sweep_param *p,
@@ -241,6 +361,7 @@ static double uniform(uint64_t seed, int trial, int param) {
 }
 
 json_t *sweep_trial_params(const sweep_spec *s, int trial) {
+    if (s->grid) return json_deep_copy(json_array_get(s->grid, (size_t)trial));
     json_t *out = json_object();
     long rest = trial;
     for (int i = s->n_params - 1; i >= 0; i--) { /* the grid: the last parameter varies fastest */
@@ -259,7 +380,10 @@ json_t *sweep_trial_params(const sweep_spec *s, int trial) {
     json_t *ordered = json_object();
     for (int i = 0; i < s->n_params; i++) json_object_set(ordered, s->params[i].key, json_object_get(out, s->params[i].key));
     json_decref(out);
-    return ordered;
+    if (!s->conditional) return ordered;
+    json_t *applied = applying(s, ordered); /* each drawn, so a trial's values do not depend on the others' */
+    json_decref(ordered);
+    return applied;
 }
 
 static char *replace_all(const char *text, const char *what, const char *with) {
@@ -342,6 +466,42 @@ static void check_base(json_t *filled, schema_errors *errs) {
     schema_errors_free(&be);
 }
 
+/* The most points of the full product a conditional grid walks to find its own. */
+#define GRID_WALK_MAX 100000
+
+static uint64_t text_hash(const char *t) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *t; t++) h = (h ^ (unsigned char)*t) * 1099511628211ULL;
+    return h;
+}
+
+/* A conditional grid (s->grid): the product's points in order with the parameters that
+ * do not apply left out, each distinct one once. How many (stops past SWEEP_MAX_TRIALS). */
+static double conditional_grid(sweep_spec *s) {
+    long total = 1;
+    for (int i = 0; i < s->n_params; i++) total *= grid_count(&s->params[i]);
+    enum { SLOTS = 4096 }; /* over twice SWEEP_MAX_TRIALS + 1: never full */
+    char **seen = xcalloc(SLOTS, sizeof *seen);
+    json_t *grid = json_array(); /* s->grid once made: sweep_trial_params walks the product until then */
+    for (long g = 0; g < total && json_array_size(grid) <= SWEEP_MAX_TRIALS; g++) {
+        json_t *pt = sweep_trial_params(s, (int)g);
+        char *text = json_dumps(pt, JSON_FLAGS);
+        size_t h = (size_t)(text_hash(text) % SLOTS);
+        while (seen[h] && strcmp(seen[h], text) != 0) h = (h + 1) % SLOTS;
+        if (!seen[h]) {
+            seen[h] = text;
+            json_array_append(grid, pt);
+        } else {
+            free(text);
+        }
+        json_decref(pt);
+    }
+    for (int i = 0; i < SLOTS; i++) free(seen[i]);
+    free(seen);
+    s->grid = grid;
+    return (double)json_array_size(grid);
+}
+
 static int int_member(const json_t *o, const char *k) { return (int)json_integer_value(json_object_get(o, k)); }
 
 sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
@@ -393,6 +553,7 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
         }
     }
     json_decref(filled);
+    if (schema_errors_total(errs) == before) parse_conditions(s, params, errs);
 
     /* how many trials */
     const json_t *mt = json_object_get(doc, "max_trials");
@@ -406,6 +567,8 @@ sweep_spec *sweep_spec_parse(const json_t *body, schema_errors *errs) {
                             "give values: [...], or use method \"random\"", s->params[i].key);
             size *= (double)n;
         }
+        if (schema_errors_total(errs) == before && s->conditional && size <= GRID_WALK_MAX)
+            size = conditional_grid(s); /* each combination of the parameters that apply, once */
         if (schema_errors_total(errs) == before) {
             if (size > SWEEP_MAX_TRIALS)
                 schema_errors_add(errs, "/parameters", "the grid has %.0f trials, more than a sweep may make (%d): "
@@ -485,6 +648,18 @@ static long random_check_count(const sweep_param *p) {
     return n <= SWEEP_MAX_TRIALS ? n : 2;
 }
 
+/* A conditional parameter's conditions made to hold in `one` (each condition's first
+ * value, and its own conditions'), so that it is checked as a trial would have it. */
+static void with_conditions(const sweep_spec *s, int j, json_t *one, int depth) {
+    const sweep_param *p = &s->params[j];
+    for (int c = 0; c < p->n_when && depth <= s->n_params; c++) {
+        const char *k = s->params[p->when[c].param].key;
+        if (json_object_get(one, k)) continue;
+        json_object_set(one, k, json_array_get(p->when[c].values, 0));
+        with_conditions(s, p->when[c].param, one, depth + 1);
+    }
+}
+
 int sweep_check_points(const sweep_spec *s) {
     if (s->method == METHOD_GRID) return s->n_trials;
     long n = 1; /* the base alone */
@@ -509,6 +684,7 @@ json_t *sweep_check_point(const sweep_spec *s, int i) {
         else if (p->is_int) v = json_integer((json_int_t)(k ? floor(p->max) : ceil(p->min)));
         else v = json_real(k ? p->max : p->min);
         json_object_set_new(one, p->key, v);
+        with_conditions(s, j, one, 0);
         break;
     }
     return one;
@@ -538,8 +714,23 @@ json_t *sweep_params_given(const sweep_spec *s, const json_t *given, schema_erro
         const sweep_param *p = &s->params[i];
         json_t *value = json_object_get(given, p->key);
         char *ptr = xasprintf("/params/%s", p->key);
+        if (!applies_at(s, i, given, 0)) { /* a conditional parameter whose condition does not hold */
+            if (value) {
+                buf_t b = {0};
+                for (int c = 0; c < p->n_when; c++) {
+                    char *list = json_dumps(p->when[c].values, JSON_FLAGS);
+                    buf_printf(&b, "%s%s is one of %s", c ? " and " : "", s->params[p->when[c].param].key, list);
+                    free(list);
+                }
+                schema_errors_add(errs, ptr, "does not apply to these values: it applies only when %s; leave it out",
+                                  b.data ? b.data : "its conditions hold");
+                free(b.data);
+            }
+            free(ptr);
+            continue;
+        }
         if (!value) {
-            schema_errors_add(errs, ptr, "is missing: give a value for each of the sweep's parameters");
+            schema_errors_add(errs, ptr, "is missing: give a value for each of the sweep's parameters that applies");
         } else if (p->values) {
             bool in = false;
             for (size_t j = 0; j < json_array_size(p->values); j++) in = in || json_equal(value, json_array_get(p->values, j));
@@ -605,6 +796,11 @@ json_t *sweep_tpe_params(const sweep_spec *s, int trial, int attempt, const char
         else v = json_real(x[i]);
         json_object_set_new(out, p->key, v);
     }
+    if (s->conditional) { /* those that apply to the values chosen */
+        json_t *applied = applying(s, out);
+        json_decref(out);
+        out = applied;
+    }
     free(x);
     free(obs);
     free(xs);
@@ -614,6 +810,7 @@ json_t *sweep_tpe_params(const sweep_spec *s, int trial, int attempt, const char
 
 long sweep_sequence_length(const sweep_spec *s) {
     if (s->method != METHOD_GRID) return -1;
+    if (s->grid) return (long)json_array_size(s->grid);
     long size = 1;
     for (int i = 0; i < s->n_params; i++) size *= grid_count(&s->params[i]);
     return size;
@@ -644,8 +841,11 @@ void sweep_spec_free(sweep_spec *s) {
     for (int i = 0; i < s->n_params; i++) {
         free(s->params[i].key);
         json_decref(s->params[i].values);
+        for (int c = 0; c < s->params[i].n_when; c++) json_decref(s->params[i].when[c].values);
+        free(s->params[i].when);
     }
     free(s->params);
+    json_decref(s->grid);
     free(s->name);
     json_decref(s->spec);
     json_decref(s->base);

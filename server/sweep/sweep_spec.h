@@ -10,7 +10,11 @@
  *                                           defaults filled)
  *   "env.LR"                                a command run's environment variable
  *   "{lr}"                                  a placeholder in a command run's `command`
- * each with `values: [...]`, or `min`/`max` with `log` and `type` ("float", "int"). */
+ * each with `values: [...]`, or `min`/`max` with `log` and `type` ("float", "int"),
+ * and `when: {"OTHER": [values]}` for a parameter that applies only when another has
+ * one of those values (a conditional parameter: Optuna's suggest inside an `if`). A
+ * trial's params hold only the parameters that apply to it; one that does not apply
+ * leaves the base's value in its config. */
 #ifndef DDPD_SERVER_SWEEP_SWEEP_SPEC_H
 #define DDPD_SERVER_SWEEP_SWEEP_SPEC_H
 
@@ -27,12 +31,21 @@
 
 typedef enum { PARAM_PATH, PARAM_ENV, PARAM_PLACEHOLDER } param_target;
 
+/* One condition of a conditional parameter ("when"): parameter `param` (an index into
+ * the spec's params, one with values) has one of `values`. */
+typedef struct {
+    int param;
+    json_t *values;
+} sweep_cond;
+
 typedef struct {
     char *key;           /* as submitted: "train.optimizer.lr", "env.LR", "{lr}" */
     param_target target;
     json_t *values;      /* an array, or NULL for a range */
     double min, max;
     bool log, is_int;
+    sweep_cond *when;    /* it applies only when each holds (and each's parameter applies) */
+    int n_when;          /* 0: it always applies */
 } sweep_param;
 
 typedef enum { METHOD_GRID, METHOD_RANDOM, METHOD_TPE } sweep_method;
@@ -46,6 +59,8 @@ typedef struct {
     int epochs;          /* the base's train.epochs (what a built-in trial runs) */
     sweep_param *params;
     int n_params;
+    bool conditional;    /* some parameter has `when` */
+    json_t *grid;        /* a conditional grid's points, in order, each once (NULL: the product, by arithmetic) */
     sweep_method method;
     uint64_t seed;
     tpe_options tpe;     /* method tpe's settings */

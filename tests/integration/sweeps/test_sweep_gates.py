@@ -20,10 +20,15 @@ and is skipped (exit 77).
                      (in the sweep, in the log once), the sweep goes on to its end
   masked             alice's GET /sweeps/{id} and GET /sweeps of bob's command sweep
                      (and the live feed's sweep events) show none of its env values,
-                     arguments or env/placeholder parameter values; bob, an admin and
+                     arguments or env/placeholder parameter values (nor a condition's
+                     values on an env parameter); bob, an admin and
                      the server's token see them all; the masked spec alice was shown,
                      posted back as hers, is refused naming the hidden range's min
 
+  canceled_best      alice's command sweep is canceled while a trial that reported a
+                     better val_acc than the one that succeeded still runs: its best is
+                     that trial, by its last reported value (last_reported); bob sees
+                     that best with its env parameter and config values hidden
   others_change      alice may not pause, resume, extend or add a trial to bob's sweep
                      (403); carol, an admin, adds one, run as bob's; alice sees the
                      best trial's config masked
@@ -353,7 +358,8 @@ def case_masked(a):
         body = {"name": "secret", "parallel": 1,
                 "base": {"command": ["/usr/bin/python3", "-c", REPORT, "--token=sekrit-arg-B2", "--w={w}"],
                          "env": {"API_KEY": "sekrit-env-A1"}, "distributed": {"world_size": 1}},
-                "parameters": {"env.LR": {"values": ["sekrit-lr-C3"]}, "{w}": {"values": ["sekrit-w-D4"]},
+                "parameters": {"env.LR": {"values": ["sekrit-lr-C3"]},
+                               "{w}": {"values": ["sekrit-w-D4"], "when": {"env.LR": ["sekrit-lr-C3"]}},
                                "env.K": {"min": 1, "max": 2}, "priority": {"values": [-1]}},
                 "metric": {"key": "test_loss"}}
         r = t.post_sweep(t.bob, body)
@@ -380,7 +386,7 @@ def case_masked(a):
                   all(x == "<hidden>" for x in spec["base"]["command"][1:]) and len(spec["base"]["command"]) == 5,
                   f"the base's program, its arguments hidden: {spec['base']['command']}")
             check(spec["parameters"]["env.LR"] == {"values": ["<hidden>"]} and
-                  spec["parameters"]["{w}"] == {"values": ["<hidden>"]} and
+                  spec["parameters"]["{w}"] == {"values": ["<hidden>"], "when": {"env.LR": ["<hidden>"]}} and
                   spec["parameters"]["env.K"] == {"min": "<hidden>", "max": "<hidden>"} and
                   spec["parameters"]["priority"] == {"values": [-1]},
                   f"the env and placeholder parameters' values hidden, the others shown: {spec['parameters']}")
@@ -389,7 +395,7 @@ def case_masked(a):
                                                   "priority": -1} for p in params),
                   f"each trial's and the best's params hidden the same way: {params}")
             check(set(m.get("hidden") or []) >= {"/spec/base/env", "/spec/base/command", "/spec/parameters/env.LR",
-                                                 "/spec/parameters/{w}"},
+                                                 "/spec/parameters/{w}", "/spec/parameters/{w}/when/env.LR"},
                   f"the answer says what it hides: {m.get('hidden')}")
         api = openapi_checker()
         api.response("GET", "/sweeps/{id}", one, "alice's masked GET /sweeps/{id}")
@@ -413,6 +419,62 @@ def case_masked(a):
               f"{[x for x in SECRETS if x in (feed or '')]}")
         trial_run = t.get(t.alice, f"/runs/{w['trials'][0]['run_id']}").body.decode()
         check(not any(x in trial_run for x in SECRETS), "and the trial's run, as runs are masked")
+
+
+# ---- canceled_best ----
+
+LINGER = ("import os, time, ddpd\n"
+          "lr = float(os.environ['LR'])\n"
+          "ddpd.log_epoch(0, val_acc=lr)\n"
+          "ddpd.flush()\n"
+          "if lr > 0.5:\n"
+          "    time.sleep(120)\n"
+          "    ddpd.log_epoch(1, val_acc=0.1)\n"
+          "    ddpd.flush()\n")
+
+
+def case_canceled_best(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        body = {"name": "cb", "parallel": 2,
+                "base": {"command": ["/usr/bin/python3", "-c", LINGER], "env": {"API_KEY": "sekrit-env-A1"},
+                         "distributed": {"world_size": 1}},
+                "parameters": {"env.LR": {"values": [0.3, 0.9]}},
+                "metric": {"key": "val_acc", "goal": "maximize"}}
+        r = t.post_sweep(t.alice, body)
+        if not check(r.status == 201, f"alice's command sweep is taken: {r.status} {r.body[:400]!r}"):
+            return
+        sid = r.json()["id"]
+        # trial 0 (0.3) succeeds; trial 1 reports 0.9 at epoch 0, then lingers
+        ready = wait_until(lambda: (lambda w: w if w and len(w["trials"]) == 2 and w["trials"][0]["status"] == "succeeded"
+                                    and w["trials"][1]["metric"] is not None else None)(sweep_of(t, t.alice, sid)),
+                           "trial 0 to succeed and trial 1 to report", 180, interval=0.1)
+        if not check(ready, "trial 0 succeeds and trial 1 reports its first epoch"):
+            t.server.dump_log()
+            return
+        check(ready["best"]["trial"] == 0 and not ready["best"].get("last_reported"),
+              f"while it runs, the best is the trial that succeeded: {ready['best']}")
+        r = t.server.post(f"/sweeps/{sid}/cancel", headers=bearer(t.alice))
+        check(r.status == 202, f"alice cancels it: {r.status} {r.body[:300]!r}")
+        w = sweep_of(t, t.alice, sid)
+        best = w["best"] or {}
+        check(w["status"] == "canceled" and best.get("trial") == 1 and best.get("metric") == 0.9 and
+              best.get("status") == "canceled" and best.get("last_reported") is True and
+              best.get("params") == {"env.LR": 0.9} and best.get("config", {}).get("env", {}).get("LR") == "0.9",
+              f"the canceled sweep's best is trial 1 by its last reported val_acc, marked so: {w['status']} {best}")
+        api = openapi_checker()
+        theirs = t.get(t.bob, f"/sweeps/{sid}")
+        api.response("GET", "/sweeps/{id}", theirs, "bob's GET of alice's canceled sweep")
+        seen = theirs.json() if theirs.status == 200 else {}
+        sb = seen.get("best") or {}
+        check(sb.get("trial") == 1 and sb.get("last_reported") is True and sb.get("params") == {"env.LR": "<hidden>"}
+              and "sekrit-env-A1" not in theirs.body.decode() and
+              (sb.get("config") or {}).get("env", {}).get("LR") == "<hidden>",
+              f"bob sees the canceled best with alice's values hidden: {sb}")
+        listed = t.get(t.bob, "/sweeps")
+        lb = next((x for x in listed.json()["sweeps"] if x["id"] == sid), {}).get("best") or {}
+        check(lb.get("trial") == 1 and lb.get("params") == {"env.LR": "<hidden>"},
+              f"and in GET /sweeps, hidden the same way: {lb}")
 
 
 CASES = cases_in(globals())

@@ -6,7 +6,8 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
   val_acc_metric        a torch script reports val_acc with ddpd.log_epoch: it is kept
                         as a per-epoch series (GET /runs/{id}/metrics?key=epoch:val_acc,
                         ddpctl show's epochs table), the val_acc sweep picks a best and
-                        ASHA stops the trial that does not learn
+                        ASHA stops the trial that does not learn, its run log saying
+                        so (not "canceled by SIGTERM")
   metric_never_reported a sweep whose metric no trial reports ends failed, saying so and
                         what its trials did report
   pause_resume_builtin  a built-in trial paused with its sweep stops, keeps its place and
@@ -20,6 +21,19 @@ on a loopback port, the real ddp-trainer on a Fashion-MNIST subset, and ddp-run 
                         sweep and becomes its best
   tpe_repeatable        method tpe makes the same choices twice with the same seed (and
                         others with another), never repeating a configuration
+  conditional           train.optimizer.momentum only when train.optimizer.type is sgd:
+                        a grid makes sgd x 2 momenta and adam once, each trial's run
+                        config has momentum only as its params say; a TPE sweep's
+                        trials hold momentum exactly when they are sgd; bad conditions
+                        (an unknown parameter, a loop, a value never taken) are 400s at
+                        their pointers
+  follow                ddpctl sweep follow, started as the sweep is submitted, prints
+                        each trial as it starts, reports, is stopped by ASHA and ends,
+                        the best as it changes, and exits 0 when the sweep succeeds; a
+                        canceled sweep's follow exits 5; a finished one's says so at once
+  failed_best           a sweep whose every trial fails after reporting its metric ends
+                        failed with a best by the trials' last reported values
+                        (last_reported), shown so by ddpctl sweep show
   asha_max_resource     with max_resource a command trial that trained its full length is
                         never stopped at its last epoch
 
@@ -91,6 +105,15 @@ def case_val_acc_metric(a):
                   and "canceled" not in json.dumps(atts),
                   f"its run and its attempt read stopped by the sweep's ASHA, never canceled: "
                   f"{run and (run['status'], run['reason'])} {atts}")
+            log = wait_until(lambda: (lambda b: b if "run stopped:" in b else None)(
+                s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")),
+                "the stopped trial's launcher to log its end", 60, interval=0.1) or \
+                s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")
+            ends = [x for x in log.splitlines() if "run stopped:" in x or "run canceled:" in x]
+            check(ends and f"run stopped: stopped by sweep {sid}'s ASHA at rung 0" in ends[-1] and
+                  "received SIGTERM: stopped by sweep" in log and "canceled by SIGTERM" not in log,
+                  f"the trial's run log (ddp-run's lines) says the sweep's ASHA stopped it, not canceled: {ends} "
+                  f"{[x for x in log.splitlines() if 'SIGTERM' in x]}")
             best_run = w["best"]["run_id"]
             r = s.get(f"/runs/{best_run}/metrics?key=epoch:val_acc")
             pts = r.json().get("points", []) if r.status == 200 else []
@@ -399,6 +422,180 @@ def case_asha_max_resource(a):
                   f"{w and (w['status'], w['reason'], [(t['status'], t['reason']) for t in w['trials']])}")
             r = s.post("/sweeps", dict(body, early_stopping={"type": "asha", "min_resource": 3, "max_resource": 3}))
             problem(r, 400, ["/early_stopping/max_resource", "min_resource"], "a max_resource not above min_resource")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- conditional ----
+
+def case_conditional(a):
+    with Server(a.ddpd, a.trainer, slots=2) as s:
+        params = {"train.optimizer.type": {"values": ["sgd", "adam"]},
+                  "train.optimizer.momentum": {"values": [0.5, 0.9], "when": {"train.optimizer.type": ["sgd"]}}}
+        body = {"name": "cond", "parallel": 2,
+                "base": fmnist_config(**{"name": "cond", "data.limit": 500, "data.test_limit": 200, "train.epochs": 1,
+                                         "distributed.world_size": 1, "model.hidden": [16]}),
+                "parameters": params, "metric": {"key": "test_loss"}}
+        r = s.post("/sweeps", body)
+        openapi_checker().response("POST", "/sweeps", r, "POST /sweeps with a conditional parameter")
+        if not check(r.status == 201, f"a conditional sweep is taken: {r.status} {r.body[:500]!r}"):
+            return
+        sid = r.json()["id"]
+        w = wait_sweep(s, sid, timeout=300)
+        if not check(w and w["status"] == "succeeded", f"it succeeds: {w and (w['status'], w['reason'])}"):
+            return
+        got = [t["params"] for t in w["trials"]]
+        check(got == [{"train.optimizer.type": "sgd", "train.optimizer.momentum": 0.5},
+                      {"train.optimizer.type": "sgd", "train.optimizer.momentum": 0.9},
+                      {"train.optimizer.type": "adam"}] and w["n_trials"] == 3,
+              f"the grid: sgd with each momentum, adam once (no momentum): {got} n_trials {w['n_trials']}")
+        for t in w["trials"]:
+            opt = s.run(t["run_id"])["config"]["train"]["optimizer"]
+            want = t["params"].get("train.optimizer.momentum", 0)
+            check(opt["type"] == t["params"]["train.optimizer.type"] and opt["momentum"] == want,
+                  f"trial {t['trial']}'s run config: {opt['type']} momentum {opt['momentum']} (want {want})")
+        check(w["spec"]["parameters"]["train.optimizer.momentum"]["when"] == {"train.optimizer.type": ["sgd"]},
+              f"the spec shows the condition: {w['spec']['parameters']}")
+        # by hand: momentum with adam is refused, naming it
+        r = s.post(f"/sweeps/{sid}/trials", {"params": {"train.optimizer.type": "adam", "train.optimizer.momentum": 0.9}})
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/params/train.optimizer.momentum" and "does not apply" in e["message"] for e in errs),
+              f"a trial by hand with momentum and adam: 400 at /params/train.optimizer.momentum: {r.status} {r.body[:500]!r}")
+        # TPE: momentum exactly where sgd
+        tbody = dict(body, name="ctpe", method="tpe", max_trials=8, seed=4, parallel=2,
+                     tpe={"n_startup_trials": 3},
+                     parameters=dict(params, **{"train.optimizer.momentum": {
+                         "min": 0.1, "max": 0.95, "when": {"train.optimizer.type": ["sgd"]}},
+                         "train.optimizer.lr": {"min": 0.0005, "max": 0.05, "log": True}}))
+        w = wait_sweep(s, submit(s, tbody)["id"], timeout=500)
+        if check(w and w["status"] == "succeeded" and len(w["trials"]) == 8,
+                 f"the tpe sweep succeeds with 8 trials: {w and (w['status'], w['reason'], len(w['trials']))}"):
+            bad = [t["params"] for t in w["trials"] if ("train.optimizer.momentum" in t["params"]) !=
+                   (t["params"]["train.optimizer.type"] == "sgd")]
+            check(not bad, f"every trial has momentum exactly when it is sgd: {bad}")
+        # bad conditions: 400s at the field
+        for when, ptr, words in (({"train.optimizer.kind": ["sgd"]}, "/parameters/train.optimizer.momentum/when/train.optimizer.kind",
+                                  "no parameter of the sweep"),
+                                 ({"train.optimizer.type": ["rmsprop"]}, "/parameters/train.optimizer.momentum/when/train.optimizer.type",
+                                  "not one of train.optimizer.type's values")):
+            bad = dict(body, parameters=dict(params, **{"train.optimizer.momentum": {"values": [0.5], "when": when}}))
+            r = s.post("/sweeps", bad)
+            errs = r.json().get("errors", []) if r.status == 400 else []
+            check(any(e["pointer"] == ptr and words in e["message"] for e in errs),
+                  f"a condition {when}: 400 at {ptr} naming {words!r}: {r.status} {r.body[:500]!r}")
+        loop = dict(body, parameters={"train.optimizer.type": {"values": ["sgd", "adam"], "when": {"train.optimizer.momentum": [0.5]}},
+                                      "train.optimizer.momentum": {"values": [0.5], "when": {"train.optimizer.type": ["sgd"]}}})
+        r = s.post("/sweeps", loop)
+        errs = r.json().get("errors", []) if r.status == 400 else []
+        check(any(e["pointer"] == "/parameters/train.optimizer.type/when" and "loop" in e["message"] for e in errs),
+              f"a loop of conditions: 400 at /parameters/train.optimizer.type/when: {r.status} {r.body[:500]!r}")
+        check(len(s.get("/sweeps").json()["sweeps"]) == 2, "no refused sweep is stored")
+
+
+# ---- follow ----
+
+FOLLOW_SCRIPT = ("import os, time, ddpd\n"
+                 "lr = float(os.environ['LR'])\n"
+                 "for e in range(3):\n"
+                 "    ddpd.log_epoch(e, val_acc=lr * (e + 1) / 3)\n"
+                 "    ddpd.flush()\n"
+                 "    if lr < 0.001:\n"
+                 "        time.sleep(60)\n")
+
+
+def case_follow(a):
+    root = work_root(FOLLOW_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            url = f"http://127.0.0.1:{s.port}"
+            body = {"name": "fol", "parallel": 1,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.5, 0.2, 0.0001]}},
+                    "metric": {"key": "val_acc", "goal": "maximize"},
+                    "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 2, "max_resource": 3}}
+            sid = submit(s, body)["id"]
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", str(sid)],
+                               capture_output=True, text=True, timeout=300)
+            out = p.stdout
+            lines = out.splitlines()
+            w = sweep(s, sid)
+            runs = [t["run_id"] for t in w["trials"]]
+            check(p.returncode == 0 and w["status"] == "succeeded",
+                  f"it follows until the sweep ends and exits 0 as it succeeded: {p.returncode} {w['status']} "
+                  f"{out!r} {p.stderr!r}")
+            want = [f"trial 0 (run {runs[0]}) started", f"trial 0 (run {runs[0]}) epoch 0: val_acc 0.1667",
+                    f"trial 0 (run {runs[0]}) epoch 2: val_acc 0.5", f"trial 0 (run {runs[0]}) succeeded",
+                    f"trial 2 (run {runs[2]}) stopped: stopped by sweep {sid}'s ASHA at rung 0",
+                    f"sweep {sid} succeeded"]
+            at = [next((i for i, line in enumerate(lines) if x in line), -1) for x in want]
+            check(all(i >= 0 for i in at) and at == sorted(at),
+                  f"each trial's start, reports, ASHA's stop and end, the best and the sweep's end, in order: "
+                  f"{[x for x, i in zip(want, at) if i < 0]} missing; {out!r}")
+            bests = [line for line in lines if "  best: " in line]
+            check(bests and f"best: trial 0 (run {runs[0]}), val_acc 0.5, " in bests[-1] and
+                  len(bests) == len(set(x.split("  ", 1)[1] for x in bests)),
+                  f"the best (as the server names it when a trial reports or ends) is said each time it changes, "
+                  f"not again; the last is trial 0 at 0.5: {bests}")
+            # a finished sweep: said at once
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", str(sid)],
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and f"sweep {sid} has already succeeded" in p.stdout and "best: trial 0" in p.stdout,
+                  f"a finished sweep's follow says how it ended, and its best: {p.returncode} {p.stdout!r}")
+            # a canceled one: exits 5
+            sid2 = submit(s, dict(body, name="fol2", parameters={"env.LR": {"values": [0.0001, 0.0002]}}))["id"]
+            proc = subprocess.Popen([a.ddpctl, "--server", url, "sweep", "follow", str(sid2)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                head = proc.stdout.readline()  # it has read the sweep (running): it follows it live from here
+                wait_until(lambda: (lambda w: w["trials"] and w["trials"][0]["metric"] is not None)(sweep(s, sid2)),
+                           "the second sweep's first report", 120, interval=0.1)
+                s.post(f"/sweeps/{sid2}/cancel")
+                out, err = proc.communicate(timeout=120)
+                out = head + out
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            check(proc.returncode == 5 and "(running," in head and f"sweep {sid2} canceled" in out and "trial 0" in out,
+                  f"a canceled sweep's follow ends with it, exit 5: {proc.returncode} {out!r} {err!r}")
+            p = subprocess.run([a.ddpctl, "--server", url, "sweep", "follow", "999"], capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode != 0 and "999" in p.stderr, f"an unknown sweep: refused, naming it: {p.returncode} {p.stderr!r}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- failed_best ----
+
+FAILING_SCRIPT = ("import os, sys, ddpd\n"
+                  "lr = float(os.environ['LR'])\n"
+                  "ddpd.log_epoch(0, val_acc=lr)\n"
+                  "ddpd.flush()\n"
+                  "sys.exit(3)\n")
+
+
+def case_failed_best(a):
+    root = work_root(FAILING_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            body = {"name": "fb", "parallel": 2,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}},
+                    "parameters": {"env.LR": {"values": [0.2, 0.7, 0.4]}},
+                    "metric": {"key": "val_acc", "goal": "maximize"}}
+            sid = submit(s, body)["id"]
+            w = wait_sweep(s, sid, timeout=300)
+            best = (w or {}).get("best") or {}
+            check(w and w["status"] == "failed" and all(t["status"] == "failed" for t in w["trials"]) and
+                  [t["metric"] for t in w["trials"]] == [0.2, 0.7, 0.4],
+                  f"every trial fails, each with the value it reported: {w and (w['status'], w['trials'])}")
+            check(best.get("trial") == 1 and best.get("metric") == 0.7 and best.get("last_reported") is True,
+                  f"the failed sweep's best is trial 1 by its last reported val_acc, marked so: {best}")
+            p = subprocess.run([a.ddpctl, "--server", f"http://127.0.0.1:{s.port}", "sweep", "show", str(sid)],
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0 and "best: trial 1" in p.stdout and
+                  "its last reported value: the trial failed before it finished" in p.stdout,
+                  f"ddpctl sweep show says the best is a last reported value: {p.stdout!r} {p.stderr!r}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

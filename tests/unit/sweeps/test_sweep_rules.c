@@ -227,10 +227,17 @@ static void sweep_level(void) {
     CHECK(sweep_rules_best(&MIN9, t, 5) == 2, "the best that succeeded (not the failed 0.1), the first of a tie: %d",
           sweep_rules_best(&MIN9, t, 5));
     CHECK(sweep_rules_best(&MAX9, t, 5) == 1, "maximized: trial 1");
+    CHECK(sweep_rules_best_last(&MIN9, t, 5) == 0, "a canceled sweep's best: the failed 0.1 counts: %d",
+          sweep_rules_best_last(&MIN9, t, 5));
+    t[0].phase = SWEEP_CANCELED;
+    CHECK(sweep_rules_best_last(&MIN9, t, 5) == 0, "a trial canceled mid-way with the best value is the best");
+    CHECK(sweep_rules_best_last(&MAX9, t, 5) == 1, "maximized: trial 1");
+    t[0].phase = SWEEP_FAILED;
     t[1].phase = t[2].phase = t[3].phase = SWEEP_STOPPED;
     CHECK(sweep_rules_best(&MIN9, t, 5) == 0, "none succeeded: the best of all with a metric (trial 0)");
     t[0].metric = t[1].metric = t[2].metric = t[3].metric = NAN;
     CHECK(sweep_rules_best(&MIN9, t, 5) == -1, "none with a metric: -1");
+    CHECK(sweep_rules_best_last(&MIN9, t, 5) == -1, "none with a metric: no last best either");
     CHECK(sweep_rules_best(&MIN9, t, 0) == -1, "no trials: -1");
 
     sweep_trial_view u[4] = {trial(0, SWEEP_PENDING, -1, -1, NAN), trial(1, SWEEP_RUNNING, -1, -1, 0.5),

@@ -183,7 +183,7 @@ static void schema_checks(void) {
 
     /* a parameter: values, or a range, nothing else */
     refused("{\"train.epochs\": {\"values\": [1], \"min\": 1, \"max\": 2}}", NULL, "/parameters/train.epochs/values",
-            "unknown field (allowed here: min, max, log, type)");
+            "unknown field (allowed here: min, max, log, type, when)");
     refused("{\"train.epochs\": {\"valuse\": [1]}}", NULL, "/parameters/train.epochs/values", "is required");
     refused("{\"train.epochs\": {\"min\": 1}}", NULL, "/parameters/train.epochs/max", "is required");
     refused("{\"train.epochs\": [1, 2]}", NULL, "/parameters/train.epochs", "must be an object");
@@ -268,11 +268,139 @@ static void schema_checks(void) {
     schema_errors_free(&e);
 }
 
+/* Conditional parameters ("when"): momentum only with sgd. */
+#define OPT_TYPE "\"train.optimizer.type\": {\"values\": [\"sgd\", \"adam\"]}"
+#define MOMENTUM(extra) "\"train.optimizer.momentum\": {\"values\": [0.5, 0.9]" extra "}"
+#define SGD_ONLY ", \"when\": {\"train.optimizer.type\": [\"sgd\"]}"
+
+static bool has(const json_t *p, const char *key) { return json_object_get(p, key) != NULL; }
+
+static void conditional(void) {
+    schema_errors e = {0};
+    sweep_spec *s = parse("{" OPT_TYPE ", " MOMENTUM(SGD_ONLY) "}", NULL, &e);
+    REQUIRE(s, "a grid with momentum only for sgd: %s %s", e.count ? e.items[0].pointer : "",
+            e.count ? e.items[0].message : "");
+    CHECK(s->n_trials == 3 && sweep_sequence_length(s) == 3, "sgd x {0.5, 0.9}, then adam once: %d", s->n_trials);
+    const char *want[3] = {"{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.5}",
+                           "{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.9}",
+                           "{\"train.optimizer.type\": \"adam\"}"};
+    for (int t = 0; t < 3; t++) {
+        json_t *p = sweep_trial_params(s, t), *w = json_loads(want[t], 0, NULL);
+        char *got = json_dumps(p, JSON_COMPACT);
+        CHECK(json_equal(p, w), "grid point %d: %s, got %s", t, want[t], got);
+        free(got);
+        json_t *cfg = sweep_trial_config(s, p, NULL);
+        json_t *opt = json_object_get(json_object_get(cfg, "train"), "optimizer");
+        CHECK(t < 2 ? json_real_value(json_object_get(opt, "momentum")) == (t ? 0.9 : 0.5)
+                    : json_number_value(json_object_get(opt, "momentum")) == 0,
+              "point %d's config: momentum %s", t, t < 2 ? "set" : "the base's (absent or its default 0)");
+        json_decref(cfg);
+        json_decref(w);
+        json_decref(p);
+    }
+    /* enqueued by hand: momentum only with sgd */
+    json_t *g = json_loads("{\"train.optimizer.type\": \"adam\", \"train.optimizer.momentum\": 0.5}", 0, NULL);
+    json_t *out = sweep_params_given(s, g, &e);
+    CHECK(!out && e.count && !strcmp(e.items[0].pointer, "/params/train.optimizer.momentum") &&
+              strstr(e.items[0].message, "does not apply") && strstr(e.items[0].message, "train.optimizer.type is one of"),
+          "momentum given with adam: refused naming it: %s %s", e.count ? e.items[0].pointer : "",
+          e.count ? e.items[0].message : "");
+    json_decref(g);
+    schema_errors_free(&e);
+    e = (schema_errors){0};
+    g = json_loads("{\"train.optimizer.type\": \"sgd\"}", 0, NULL);
+    out = sweep_params_given(s, g, &e);
+    CHECK(!out && e.count && !strcmp(e.items[0].pointer, "/params/train.optimizer.momentum") &&
+              strstr(e.items[0].message, "missing"), "sgd without momentum: missing");
+    json_decref(g);
+    schema_errors_free(&e);
+    e = (schema_errors){0};
+    g = json_loads("{\"train.optimizer.type\": \"adam\"}", 0, NULL);
+    out = sweep_params_given(s, g, &e);
+    CHECK(out && json_object_size(out) == 1, "adam alone: taken");
+    json_decref(out);
+    json_decref(g);
+    sweep_spec_free(s);
+
+    /* a random search: momentum drawn only where the type is sgd; a chain (nesterov
+     * only with momentum 0.9, itself only with sgd) */
+    s = parse("{" OPT_TYPE ", " MOMENTUM(SGD_ONLY) ", \"train.optimizer.nesterov\": {\"values\": [true, false], "
+              "\"when\": {\"train.optimizer.momentum\": [0.9]}}}",
+              "\"method\": \"random\", \"max_trials\": 40, \"seed\": 5", &e);
+    REQUIRE(s, "a random search with a chain of conditions: %s", e.count ? e.items[0].message : "");
+    int sgd = 0, adam = 0, nesterov = 0;
+    for (int t = 0; t < 40; t++) {
+        json_t *p = sweep_trial_params(s, t);
+        bool is_sgd = !strcmp(json_string_value(json_object_get(p, "train.optimizer.type")), "sgd");
+        sgd += is_sgd;
+        adam += !is_sgd;
+        CHECK(has(p, "train.optimizer.momentum") == is_sgd, "trial %d: momentum only with sgd", t);
+        bool m9 = is_sgd && json_real_value(json_object_get(p, "train.optimizer.momentum")) == 0.9;
+        CHECK(has(p, "train.optimizer.nesterov") == m9, "trial %d: nesterov only with momentum 0.9 (and sgd)", t);
+        nesterov += m9;
+        json_t *again = sweep_trial_params(s, t);
+        CHECK(json_equal(p, again), "trial %d the same twice", t);
+        json_decref(again);
+        json_decref(p);
+    }
+    CHECK(sgd > 5 && adam > 5 && nesterov > 0, "both types drawn (%d sgd, %d adam), nesterov %d times", sgd, adam,
+          nesterov);
+    sweep_spec_free(s);
+
+    /* TPE: momentum modelled over the sgd trials alone; a suggestion with adam has none */
+    s = parse("{" OPT_TYPE ", " MOMENTUM(SGD_ONLY) "}",
+              "\"method\": \"tpe\", \"max_trials\": 40, \"tpe\": {\"n_startup_trials\": 4}", &e);
+    REQUIRE(s, "a tpe sweep with a conditional parameter");
+    /* sgd with momentum 0.9 is good, 0.5 bad; adam bad: TPE should pick sgd and 0.9 */
+    const char *ps[8] = {"{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.9}",
+                         "{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.5}",
+                         "{\"train.optimizer.type\": \"adam\"}",
+                         "{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.9}",
+                         "{\"train.optimizer.type\": \"adam\"}",
+                         "{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.5}",
+                         "{\"train.optimizer.type\": \"adam\"}",
+                         "{\"train.optimizer.type\": \"sgd\", \"train.optimizer.momentum\": 0.9}"};
+    const double metric[8] = {0.1, 0.9, 0.8, 0.1, 0.85, 0.95, 0.9, 0.12};
+    int picked_good = 0, with_adam_momentum = 0;
+    for (int t = 0; t < 20; t++) {
+        json_t *p = sweep_tpe_params(s, 8 + t, 0, ps, metric, 8);
+        bool is_sgd = !strcmp(json_string_value(json_object_get(p, "train.optimizer.type")), "sgd");
+        with_adam_momentum += !is_sgd && has(p, "train.optimizer.momentum");
+        picked_good += is_sgd && json_real_value(json_object_get(p, "train.optimizer.momentum")) == 0.9;
+        json_decref(p);
+    }
+    CHECK(with_adam_momentum == 0, "no suggestion has momentum with adam: %d", with_adam_momentum);
+    CHECK(picked_good >= 14, "TPE suggests sgd with momentum 0.9 (its good trials) most of the time: %d of 20",
+          picked_good);
+    sweep_spec_free(s);
+    schema_errors_free(&e);
+
+    /* bad conditions: 400s naming the field */
+    refused("{" OPT_TYPE ", \"train.optimizer.momentum\": {\"values\": [0.5], \"when\": {\"train.optimizer.kind\": "
+            "[\"sgd\"]}}}", NULL, "/parameters/train.optimizer.momentum/when/train.optimizer.kind", "no parameter of the sweep");
+    refused("{" OPT_TYPE ", \"train.optimizer.momentum\": {\"values\": [0.5], \"when\": {\"train.optimizer.type\": "
+            "[\"rmsprop\"]}}}", NULL, "/parameters/train.optimizer.momentum/when/train.optimizer.type",
+            "\"rmsprop\" is not one of train.optimizer.type's values");
+    refused("{\"train.optimizer.lr\": {\"min\": 0.1, \"max\": 0.2}, \"train.optimizer.momentum\": {\"values\": [0.5], "
+            "\"when\": {\"train.optimizer.lr\": [0.1]}}}", "\"method\": \"random\", \"max_trials\": 2",
+            "/parameters/train.optimizer.momentum/when/train.optimizer.lr", "a range");
+    refused("{\"train.optimizer.type\": {\"values\": [\"sgd\"], \"when\": {\"train.optimizer.type\": [\"sgd\"]}}}", NULL,
+            "/parameters/train.optimizer.type/when/train.optimizer.type", "on itself");
+    refused("{\"train.optimizer.type\": {\"values\": [\"sgd\", \"adam\"], \"when\": {\"train.optimizer.momentum\": [0.5]}}, "
+            MOMENTUM(SGD_ONLY) "}", NULL, "/parameters/train.optimizer.type/when",
+            "loop (train.optimizer.type -> train.optimizer.momentum -> train.optimizer.type)");
+    refused("{" OPT_TYPE ", \"train.optimizer.momentum\": {\"values\": [0.5], \"when\": {}}}", NULL,
+            "/parameters/train.optimizer.momentum/when", "");
+    refused("{" OPT_TYPE ", \"train.optimizer.momentum\": {\"values\": [0.5], \"when\": {\"train.optimizer.type\": \"sgd\"}}}",
+            NULL, "/parameters/train.optimizer.momentum/when/train.optimizer.type", "");
+}
+
 int main(void) {
     schema_checks();
     grid();
     random_search();
     command_trials();
     refusals();
+    conditional();
     return test_done("test_sweep_spec");
 }

@@ -1,0 +1,25 @@
+"""A ddpd trial of bench_optuna.py: fmnist_trial's training, reported with ddpd.log_epoch;
+the first step's time written to $BENCH_OUT for the overhead."""
+import json, os, time
+
+T0 = time.time()
+import ddpd  # noqa: E402
+import fmnist_trial  # noqa: E402
+
+lr, width = float(os.environ["LR"]), int(os.environ["WIDTH"])
+epochs = int(os.environ["EPOCHS"])
+data = fmnist_trial.load(int(os.environ["N_TRAIN"]), int(os.environ["N_TEST"]))
+
+
+def report(e, acc):
+    ddpd.log_epoch(e, val_acc=acc)
+    ddpd.flush()
+    return False  # the sweep's ASHA stops it
+
+
+def on_first(t):
+    with open(os.path.join(os.environ["BENCH_OUT"], f"ddpd-{os.environ['DDPD_RUN_ID']}.json"), "w") as f:
+        json.dump({"t0": T0, "first_step": t}, f)
+
+
+fmnist_trial.train(data, lr, width, epochs, report, on_first)
