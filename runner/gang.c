@@ -49,7 +49,13 @@ typedef struct {
     int first_done;    /* the first rank (index) that exited 0; -1: none */
     double exit_deadline;
     char stopped_at_exit[512]; /* once they were: why, for the attempt's reason */
+    /* a preemption's notice (SIGUSR1 to the ranks that catch it): how many got it, and
+     * how it ended (0: still out; NOTICE_ANSWERED: ddpd had their checkpoint) */
+    int noticed;
+    int notice_end;
 } gang;
+
+enum { NOTICE_ANSWERED = 1 };
 
 /* The global rank of the r-th rank this launcher started (a node part starts
  * ranks first_rank .. first_rank + local_ranks - 1). */
@@ -136,9 +142,61 @@ static void reap(gang *g) {
     }
 }
 
+/* Whether process pid catches `sig` (its SigCgt in /proc): a signal it does not catch
+ * would kill it, or do nothing, instead of telling it anything. */
+static bool catches(pid_t pid, int sig) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool yes = false;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "SigCgt:", 7) == 0) {
+            unsigned long long mask = strtoull(line + 7, NULL, 16);
+            yes = (mask >> (sig - 1)) & 1;
+            break;
+        }
+    fclose(f);
+    return yes;
+}
+
+/* The first SIGUSR1 (ddpd preempts the run): every rank whose process catches SIGUSR1
+ * (a script that asked ddpd.preempt_requested() or ddpd.on_preempt) gets it as a
+ * notice, to checkpoint at its next step and say so (ddpd.checkpoint_saved); ddpd then
+ * sends SIGUSR1 again and every rank gets SIGTERM. A rank that cannot hear the notice
+ * gets SIGTERM now, as without one; whatever is still running at the grace's end gets
+ * SIGKILL. false: no rank catches it (the caller stops them all, as without a notice). */
+static bool send_notice(gang *g) {
+    int hears = 0;
+    for (int r = 0; r < g->started; r++) hears += g->ranks[r].running && catches(g->ranks[r].pid, SIGUSR1);
+    if (!hears) return false;
+    for (int r = 0; r < g->started; r++) {
+        gang_rank *k = &g->ranks[r];
+        if (k->running && catches(k->pid, SIGUSR1)) kill(k->pid, SIGUSR1);
+        else if (k->running || k->out.fd >= 0) kill(-k->pid, SIGTERM);
+    }
+    g->noticed = hears;
+    g->kill_at = mono_s() + g->p->preempt_grace_s;
+    char deadline[64];
+    describe_deadline(g->p->preempt_grace_s, deadline, sizeof deadline);
+    log_msg(LOG_WARN, "received SIGUSR1 (preempted): the notice (SIGUSR1) to %d rank%s, to checkpoint at %s next "
+            "step; SIGTERM once ddpd has the checkpoint, %s", hears, hears > 1 ? "s" : "", hears > 1 ? "their" : "its",
+            deadline);
+    return true;
+}
+
 static void on_signal(gang *g, int sig) {
     if (sig == SIGCHLD) {
         reap(g);
+        return;
+    }
+    if (sig == SIGUSR1 && g->canceled_by == SIGUSR1) { /* ddpd again, during its preemption */
+        if (g->noticed && !g->notice_end) { /* it has the checkpoint the notice asked for: stop now */
+            g->notice_end = NOTICE_ANSWERED;
+            log_msg(LOG_INFO, "received SIGUSR1 again: ddpd has the checkpoint the notice asked for; SIGTERM to every "
+                    "rank");
+            signal_groups(g, SIGTERM);
+        }
         return;
     }
     if (stopping(g)) {
@@ -153,6 +211,7 @@ static void on_signal(gang *g, int sig) {
         return;
     }
     g->canceled_by = sig;
+    if (sig == SIGUSR1 && send_notice(g)) return;
     /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down;
      * a SIGTERM with a stop reason beside it: ddpd stops it (a sweep's rule), saying why */
     double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
@@ -326,6 +385,8 @@ static void compose_result(gang *g, gang_result *res) {
     res->reason[0] = res->last_words[0] = '\0';
     res->failing_rank = -1;
     res->canceled_by = g->canceled_by;
+    res->noticed = g->noticed;
+    res->notice_answered = g->notice_end == NOTICE_ANSWERED;
     if (g->spawn_failure[0]) {
         res->outcome = GANG_FAILED;
         snprintf(res->reason, sizeof res->reason, "%s", g->spawn_failure);

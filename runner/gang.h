@@ -4,7 +4,9 @@
  * how it ended and its last words (its error file's message, else its last non-empty
  * output line). SIGTERM, SIGINT or SIGHUP to the launcher stops every rank the same
  * way and cancels the run; SIGUSR1 (ddpd's preemption) too, with the preemption's
- * grace. When a rank has exited 0 and the others still running write nothing for the
+ * grace, except that a rank whose process catches SIGUSR1 gets that first, as a
+ * notice to checkpoint, and SIGTERM only at ddpd's second SIGUSR1 (it has the
+ * checkpoint), else SIGKILL at the grace's end. When a rank has exited 0 and the others still running write nothing for the
  * exit timeout, they are stopped the same way and the attempt succeeds, its reason
  * naming them (torchelastic's exit barrier). One gang_run is one attempt; the launcher's signals stay
  * with it across attempts (gang_signals), so that a cancel between two is heard. */
@@ -58,6 +60,10 @@ typedef struct {
     int rank_status;   /* its wait status */
     char last_words[1024];
     int canceled_by;   /* a cancel signal that came while a failed attempt was being stopped, else 0 */
+    /* preempted (SIGUSR1): how many ranks got the notice, and whether ddpd had their
+     * checkpoint before the grace's end (a second SIGUSR1) */
+    int noticed;
+    int notice_answered;
 } gang_result;
 
 /* Runs one attempt of the gang to its end (every rank gone, every output read). */

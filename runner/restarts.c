@@ -73,8 +73,11 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
     snprintf(r->reason, sizeof r->reason, "%s", res.reason);
     if (res.outcome == GANG_CANCELED && res.signal == SIGUSR1) { /* ddpd's preemption, not a cancel */
         r->status = "preempted";
+        const char *how = !res.noticed ? "every rank got SIGTERM"
+                          : res.notice_answered ? "its ranks got the notice, and SIGTERM once ddpd had their checkpoint"
+                                                : "its ranks got the notice, and no checkpoint came by the grace's end";
         snprintf(r->reason, sizeof r->reason, "preempted: ddpd took its devices back for a run of a higher priority "
-                 "(SIGUSR1; every rank got SIGTERM); ddpd starts it again once it is placed");
+                 "(SIGUSR1; %s); ddpd starts it again once it is placed", how);
     }
     r->cancel_signal = res.outcome == GANG_CANCELED ? res.signal : res.canceled_by;
     if (res.outcome != GANG_FAILED || res.failing_rank < 0) return; /* a rank that could not start: no restart mends it */

@@ -20,6 +20,8 @@ function words(e) {
     case 'first_step': return `first step (global step ${d.global_step})`;
     case 'checkpoint': return `checkpoint at epoch ${d.epoch ?? '—'}, global step ${d.global_step}`;
     case 'preempted': return `preempted by run ${d.by}`;
+    case 'notice': return `notice to checkpoint and stop (a grace of ${d.grace_s} s)`;
+    case 'notice_answered': return `checkpoint durable ${((d.after_ms || 0) / 1000).toFixed(1)} s after the notice: stopped`;
     case 'queued_again': return `queued again${d.by ? ` after run ${d.by}'s preemption` : ''}`;
     case 'restarted': return `restarted (attempt ${d.attempt}): ${d.reason}`;
     case 'ended': return `ended ${d.status}${d.reason ? `: ${d.reason}` : ''}`;

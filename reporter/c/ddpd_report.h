@@ -7,6 +7,7 @@
  *     ddpd_report_step(global_step, m, 2);
  *     ddpd_report_epoch(epoch, (ddpd_metric[]){{"test_acc", acc}}, 1);
  *     ddpd_report_status("evaluating", "epoch 3");
+ *     if (ddpd_report_preempt_requested()) { save(...); ddpd_report_checkpoint(step, path); }
  *     ddpd_report_close(); // at the end (exit() does it too)
  *
  * A call never blocks and never fails the program: lines are buffered and written
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +273,53 @@ static inline void ddpd_report_status(const char *state, const char *detail) {
     body[len] = '\0';
     ddpd_report_add_("status", body);
     ddpd_report_flush(); /* a person waits for a status */
+}
+
+/* A checkpoint of the state after global_step steps is durable at path (NULL:
+ * "step-N"): the run's usage counts the steps after it as lost when a restart goes
+ * back to it, and after a preemption's notice ddpd stops the run once it has it. */
+static inline void ddpd_report_checkpoint(long long global_step, const char *path) {
+    if (!ddpd_report_on_()) return;
+    char body[2400], name[40];
+    snprintf(name, sizeof name, "step-%lld", global_step);
+    size_t len = (size_t)snprintf(body, sizeof body, "\"global_step\":%lld,\"path\":", global_step);
+    len = ddpd_report_json_string_(body, len, sizeof body - 1, path ? path : name);
+    body[len] = '\0';
+    ddpd_report_add_("checkpoint", body);
+    ddpd_report_flush(); /* ddpd may be waiting for it to stop the run */
+}
+
+static volatile sig_atomic_t ddpd_report_heard_;
+static int ddpd_report_listening_, ddpd_report_said_heard_;
+static inline void ddpd_report_on_usr1_(int sig) {
+    (void)sig;
+    ddpd_report_heard_ = 1;
+}
+
+/* 1 once ddpd has sent this rank a preemption's notice (SIGUSR1; or a max_duration_s
+ * timeout's): save a checkpoint at the end of the current step, call
+ * ddpd_report_checkpoint, and ddpd stops the run at once instead of at the grace's
+ * end. The first call sets the SIGUSR1 handler (under ddpd only): call it every step.
+ * Outside ddpd, always 0. */
+static inline int ddpd_report_preempt_requested(void) {
+    if (!ddpd_report_on_()) return 0;
+    if (!ddpd_report_listening_) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = ddpd_report_on_usr1_;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction(SIGUSR1, &sa, NULL) != 0) return 0;
+        ddpd_report_listening_ = 1;
+        ddpd_report_add_("preempt", "\"state\":\"listening\"");
+        ddpd_report_flush();
+    }
+    if (ddpd_report_heard_ && !ddpd_report_said_heard_) {
+        ddpd_report_said_heard_ = 1;
+        ddpd_report_add_("preempt", "\"state\":\"heard\"");
+        ddpd_report_flush();
+    }
+    return ddpd_report_heard_ != 0;
 }
 
 /* 1 when this process runs under ddpd (its reports are sent). */

@@ -169,7 +169,8 @@ static const ingest_hooks INGEST_ASKS = {.hello = scheduler_hello, .end = schedu
                                          .progress = scheduler_progress, .planned = scheduler_planned,
                                          .attempt = scheduler_attempt,
                                          .journal_fed = scheduler_journal_fed, .checkpoint = on_checkpoint,
-                                         .checkpointing = on_checkpointing, .points_capped = on_points_capped};
+                                         .checkpointing = on_checkpointing, .points_capped = on_points_capped,
+                                         .preempt = scheduler_preempt_word};
 
 /* Fair share: each owner's usage as the store kept it, for the scheduler. */
 static void load_usage(void) {

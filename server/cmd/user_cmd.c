@@ -42,7 +42,8 @@ const char USER_USAGE[] =
     "  set NAME             changes the user's Unix account (its runs started from now on), or its limits\n"
     "                       (its submissions, sweep trials and resumes from now on)\n"
     "  list                 every user: admin or not, quota, highest priority, memory and disk limits, disk\n"
-    "                       used (as the server last measured it), Unix account, removed or not\n"
+    "                       used (as the server last measured it), longest run (max-duration), Unix\n"
+    "                       account, removed or not\n"
     "  token NAME           a new token for the user; the old one stops working at once\n"
     "  remove NAME          the user's token stops working; its runs stay, owned by its name\n"
     "  --admin              may cancel, delete and resume anyone's run, and give any priority\n"
@@ -128,11 +129,13 @@ static void print_list(sqlite3 *db) {
     int n = users_list(db, &u);
     if (n < 0) die("cannot read the users: %s", sqlite3_errmsg(db));
     if (!n) printf("no users: anybody may change anything this server lets change without a token\n");
-    else printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-16s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES",
-                "MAX-PRIORITY", "MAX-MEMORY-GB", "MAX-DISK-GB", "DISK-USED", "UNIX-USER", "CREATED", "REMOVED");
+    else printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-14s %-16s %-24s %s\n", "NAME", "ADMIN", "MAX-DEVICES",
+                "MAX-PRIORITY", "MAX-MEMORY-GB", "MAX-DISK-GB", "DISK-USED", "MAX-DURATION-S", "UNIX-USER", "CREATED",
+                "REMOVED");
     for (int i = 0; i < n; i++) {
         char created[32], removed[32] = "-", devices[16] = "none", priority[16] = "100 (admin)";
-        char memory[24], disk[24], used[32] = "-";
+        char memory[24], disk[24], used[32] = "-", duration[24] = "none";
+        if (u[i].max_duration_s >= 0) snprintf(duration, sizeof duration, "%lld", (long long)u[i].max_duration_s);
         format_iso8601(u[i].created_at, created);
         if (u[i].removed) format_iso8601(u[i].removed_at, removed);
         if (u[i].max_devices >= 0) snprintf(devices, sizeof devices, "%d", u[i].max_devices);
@@ -144,8 +147,9 @@ static void print_list(sqlite3 *db) {
         long long bytes = disk_used(db, u[i].name);
         if (bytes >= 0) byte_size_format((uint64_t)bytes, used, sizeof used);
         for (char *sp = strchr(used, ' '); sp; sp = strchr(sp, ' ')) *sp = '_'; /* one column: "1.5_GiB" */
-        printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-16s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no",
-               devices, priority, memory, disk, used, u[i].unix_user[0] ? u[i].unix_user : "-", created, removed);
+        printf("%-20s %-5s %-11s %-12s %-13s %-11s %-10s %-14s %-16s %-24s %s\n", u[i].name, u[i].admin ? "yes" : "no",
+               devices, priority, memory, disk, used, duration, u[i].unix_user[0] ? u[i].unix_user : "-", created,
+               removed);
     }
     free(u);
 }

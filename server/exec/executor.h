@@ -152,9 +152,10 @@ typedef struct executor {
      * has started. */
     void (*stop)(int64_t run, int part, int grace_ms);
     /* Asks a part to stop for a preemption (SIGUSR1 to its launcher: a built-in run's
-     * writes a checkpoint at its current step and stops, ddp-run stops its ranks with
-     * its --preempt-grace); if it has not ended preempt_grace_ms later, stops it as
-     * `stop` does with grace_ms. NULL: this executor cannot (the scheduler preempts no run
+     * writes a checkpoint at its next step and stops; ddp-run gives its ranks the notice,
+     * or stops them with its --preempt-grace); if it has not ended preempt_grace_ms
+     * later, stops it as `stop` does with grace_ms. Asked again (the checkpoint the
+     * notice asked for is durable): SIGUSR1 again, the deadline unmoved. NULL: this executor cannot (the scheduler preempts no run
      * across nodes: its nodes would not agree on the step). */
     void (*preempt)(int64_t run, int part, int preempt_grace_ms, int grace_ms);
     /* The run is over: what the executor keeps of the part goes (its `ended` may never

@@ -355,14 +355,15 @@ static void local_stop(int64_t run, int part, int grace_ms) {
     pthread_mutex_unlock(&L.mu);
 }
 
-/* SIGUSR1 to the launcher alone (ddp-trainer: checkpoint at the current step, then
- * stop); a stop as local_stop's if it is still there after preempt_grace_ms. */
+/* SIGUSR1 to the launcher alone (ddp-trainer: checkpoint at the next step, then stop;
+ * ddp-run: the notice to its ranks, and at a second SIGUSR1 their stop); a stop as
+ * local_stop's if it is still there preempt_grace_ms after the first. */
 static void local_preempt(int64_t run, int part, int preempt_grace_ms, int grace_ms) {
     pthread_mutex_lock(&L.mu);
     local_part *p = *slot_of(run, part);
     if (p && p->pid > 0 && !p->kill_at) {
         p->grace_ms = grace_ms;
-        p->term_at = mono_ms() + preempt_grace_ms;
+        if (!p->term_at) p->term_at = mono_ms() + preempt_grace_ms; /* a second SIGUSR1 moves no deadline */
         if (kill(p->pid, SIGUSR1) != 0 && errno != ESRCH)
             log_warn("run %lld: SIGUSR1 to its launcher %d: %s", (long long)p->run, (int)p->pid, strerror(errno));
         else log_info("run %lld: SIGUSR1 sent to its launcher (pid %d): checkpoint and stop", (long long)p->run,

@@ -223,6 +223,15 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
         if (I.hooks.end) I.hooks.end(c->run_id, status ? status : "", reason, c->peer_pid);
         return EV_OK;
     }
+    if (strcmp(type, "preempt") == 0) { /* a preemption's notice: told the scheduler, nothing stored */
+        const char *state = json_string_value(json_object_get(ev, "state"));
+        if (!state || (strcmp(state, "listening") != 0 && strcmp(state, "heard") != 0)) {
+            *why = "a preempt event's \"state\" must be \"listening\" or \"heard\"";
+            return EV_SKIP;
+        }
+        if (I.hooks.preempt) I.hooks.preempt(c->run_id, c->rank, state);
+        return EV_OK;
+    }
     const op_kind_desc *d = op_kind_for_event(type);
     if (!d) return EV_OK;
     int64_t rank = event_int(ev, "rank");

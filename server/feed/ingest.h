@@ -42,6 +42,8 @@ typedef struct {
     void (*checkpoint)(int64_t run_id, const char *path);
     /* rank 0 of the run said it is writing a checkpoint (its status `checkpointing`; may be NULL) */
     void (*checkpointing)(int64_t run_id);
+    /* a rank's `preempt` event: its `state`, `listening` or `heard` (may be NULL) */
+    void (*preempt)(int64_t run_id, int rank, const char *state);
     /* the run's events would store more points than --max-points-per-run: those past it
      * are dropped, and this says why, once per run (may be NULL) */
     void (*points_capped)(int64_t run_id, const char *reason);

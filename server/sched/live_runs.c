@@ -143,6 +143,8 @@ void back_to_queue_locked(live_run *r) {
     usage_fold_locked(r); /* its owner's share is charged for this start, now */
     release_started_locked(r);
     r->started_ms = 0;
+    r->notice_ms = 0; /* its next attempt's stop gives a notice of its own */
+    r->notice_answered = false;
     r->eta_first_ms = r->eta_last_ms = 0; /* its next start's steps give its ETA anew */
     r->secret[0] = '\0';
     r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;

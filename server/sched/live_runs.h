@@ -103,6 +103,13 @@ typedef struct live_run {
     int64_t max_duration_ms;     /* max_duration_s (0: none): it ends `timeout` after this long in one start */
     char *timeout_reason;        /* set once its time is up: it is stopping, and ends `timeout` with this */
     int64_t min_runtime_ms;      /* min_runtime_s (else the server's default): not preempted before it has run this long */
+    /* the notice before a stop (stop_with_notice_locked): when it went out (unix ms; 0:
+     * none this attempt), and whether the checkpoint it asked for came (the run is then
+     * stopped at once); answers_notices: a rank said it listens for them (a command run's
+     * `preempt` event), so a preemption throws away about nothing */
+    int64_t notice_ms;
+    bool notice_answered;
+    bool answers_notices;
     /* adopted: started by a previous server, taken back at start-up. Not this server's
      * child: its exit is seen in /proc (the local executor), its events are read from
      * its journal (ingest ignores what its processes send), and its end is the

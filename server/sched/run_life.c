@@ -146,11 +146,18 @@ void signal_cancel_locked(live_run *r) {
 }
 
 /* The parts are asked to stop for a preemption (its executor's preempt: SIGUSR1 to the
- * launcher): a built-in run's launcher writes a checkpoint at its current step and
- * stops; a command run's stops its ranks with the preemption's grace (SIGTERM, the
- * grace, SIGKILL: --preempt-grace passed to ddp-run). Where the executor has no
- * preempt, it is stopped as a cancel stops it. */
-static void stop_for_preemption_locked(live_run *r) {
+ * launcher), the notice: a built-in run's launcher writes a checkpoint at its next step
+ * and stops; a command run's sends SIGUSR1 on to the ranks that listen for it (the
+ * others get SIGTERM), which checkpoint and say so, and stops them once the server has
+ * that checkpoint (notice_checkpoint_locked) or at the preemption's grace's end
+ * (SIGKILL: --preempt-grace passed to ddp-run). Where the executor has no preempt, it
+ * is stopped as a cancel stops it. */
+void stop_with_notice_locked(live_run *r) {
+    if (!r->notice_ms) {
+        r->notice_ms = now_ms();
+        r->notice_answered = false;
+        timeline_note_locked(r, "notice", json_pack("{s:i}", "grace_s", run_stop_grace_ms(r, true) / 1000));
+    }
     for (int i = 0; i < r->n_parts; i++) {
         run_part *p = &r->parts[i];
         if (p->ended) continue;
@@ -183,10 +190,24 @@ void preempt_locked(live_run *r, int64_t by) {
              r->command ? "its launcher is told to stop; it restarts once placed again"
                         : "its launcher is told to checkpoint at the current step and stop; it resumes from there "
                           "once placed again");
-    if (r->start_stored) stop_for_preemption_locked(r); /* else once its start is done (store_start_locked) */
+    if (r->start_stored) stop_with_notice_locked(r); /* else once its start is done (store_start_locked) */
 }
 
-void preempt_again_locked(live_run *r) { stop_for_preemption_locked(r); }
+void preempt_again_locked(live_run *r) { stop_with_notice_locked(r); }
+
+bool notice_checkpoint_locked(live_run *r) {
+    if (!r || !r->notice_ms || r->notice_answered || !r->command || r->across) return false;
+    r->notice_answered = true;
+    log_info("run %lld: its checkpoint is durable %lld ms after the notice: its launcher is told to stop its ranks "
+             "now", (long long)r->id, (long long)(now_ms() - r->notice_ms));
+    timeline_note_locked(r, "notice_answered", json_pack("{s:I}", "after_ms", (json_int_t)(now_ms() - r->notice_ms)));
+    for (int i = 0; i < r->n_parts; i++) { /* SIGUSR1 again: ddp-run stops its ranks (SIGTERM) */
+        run_part *p = &r->parts[i];
+        if (!p->ended && p->exec->preempt)
+            p->exec->preempt(r->id, i, launcher_kill_ms(r, true), launcher_kill_ms(r, false));
+    }
+    return true;
+}
 
 void resize_locked(live_run *r, int to, int64_t by) {
     if (to < r->min_ranks || to > r->width || to == r->world_size) return;
@@ -201,7 +222,7 @@ void resize_locked(live_run *r, int to, int64_t by) {
     log_info("run %lld: %s from %d to %d ranks%s: its launcher is told to checkpoint at the current step and stop; it "
              "starts again at once on %d ranks from there", (long long)r->id, to < r->world_size ? "shrunk" : "grown",
              r->world_size, to, for_run, to);
-    if (r->start_stored) stop_for_preemption_locked(r); /* else once its start is done (store_start_locked) */
+    if (r->start_stored) stop_with_notice_locked(r); /* else once its start is done (store_start_locked) */
 }
 
 void timeout_locked(live_run *r, const char *reason) {
@@ -215,7 +236,7 @@ void timeout_locked(live_run *r, const char *reason) {
                           : "its launcher is told to checkpoint at the current step and stop");
     if (!r->start_stored) return; /* asked once its start is done (store_start_locked) */
     if (r->across) stop_parts_locked(r); /* its nodes would not agree on a step to stop at */
-    else stop_for_preemption_locked(r);
+    else stop_with_notice_locked(r);
 }
 
 /* ---- back to the queue: after a preemption, for a restart ---- */
@@ -249,10 +270,12 @@ static void requeue_locked(live_run *r) {
     int64_t by = r->preempt_by, now = now_ms();
     char said[64] = "preempted";
     if (by > 0) snprintf(said, sizeof said, "preempted by run %lld", (long long)by);
-    close_open_attempt_locked(r, "preempted", said);
+    char *how = preempted_reason(r);
+    close_open_attempt_locked(r, "preempted", how);
     audit_decision_locked(r, "run.requeue", json_pack("{s:I,s:s}", "preemptor", (json_int_t)by, "reason", said));
     store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
     op.u.requeue.by = by;
+    op.u.requeue.reason = how; /* the attempt's end, as its user reads it */
     if (r->command) {
         op.u.requeue.from_global_step = op.u.requeue.from_epoch = NO_INT;
         r->restart_count++; /* TORCHELASTIC_RESTART_COUNT one higher: the script loads its own checkpoint */
@@ -454,9 +477,9 @@ static void store_start_locked(live_run *r) {
     if (pid > 0) log_info("run %lld: trainer started (pid %d)", (long long)r->id, (int)pid);
     if (r->cancel_reason) signal_cancel_locked(r); /* canceled while its start was under way */
     else if (r->fail_reason) stop_parts_locked(r); /* failed by the server (scheduler_fail) meanwhile */
-    else if (r->preempt_by || r->resize_to) stop_for_preemption_locked(r); /* preempted, resized meanwhile */
+    else if (r->preempt_by || r->resize_to) stop_with_notice_locked(r); /* preempted, resized meanwhile */
     else if (r->timeout_reason && r->across) stop_parts_locked(r); /* its time was up meanwhile */
-    else if (r->timeout_reason) stop_for_preemption_locked(r);
+    else if (r->timeout_reason) stop_with_notice_locked(r);
     else if (r->said_hello && r->status == RUN_STARTING) mark_running_locked(r);
 }
 

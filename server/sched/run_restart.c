@@ -30,14 +30,24 @@ static run_part *part_of_rank(live_run *r, int64_t rank) {
     return part < r->n_parts ? &r->parts[part] : NULL;
 }
 
-/* The end of an attempt stopped for a preemption, as the preempted user should read it. */
+/* The end of an attempt stopped for a preemption, as the preempted user should read it:
+ * preempted_reason's. */
+char *preempted_reason(const live_run *r) {
+    const char *how = r->notice_answered ? ": stopped once the checkpoint its notice asked for was durable"
+                      : r->notice_ms && r->answers_notices
+                          ? ": its ranks listened for the notice, and no checkpoint came by the grace's end"
+                          : "";
+    return r->preempt_by > 0 ? xasprintf("preempted by run %lld%s", (long long)r->preempt_by, how)
+                             : xasprintf("preempted%s", how);
+}
+
 static void say_preempted(const live_run *r, store_op *op) {
+    char *reason = preempted_reason(r);
     free(op->u.attempt.status);
     free(op->u.attempt.reason);
     free(op->u.attempt.last_line);
     op->u.attempt.status = xstrdup("preempted");
-    op->u.attempt.reason = r->preempt_by > 0 ? xasprintf("preempted by run %lld", (long long)r->preempt_by)
-                                             : xstrdup("preempted");
+    op->u.attempt.reason = reason;
     op->u.attempt.last_line = NULL;
     op->u.attempt.failing_rank = op->u.attempt.exit_code = op->u.attempt.signal = NO_INT;
     op->u.attempt.restarting = false;

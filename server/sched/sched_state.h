@@ -130,6 +130,17 @@ void preempt_locked(live_run *r, int64_t by);
 void resize_locked(live_run *r, int to, int64_t by);
 /* A run adopted after a restart while it was being preempted: asked again. */
 void preempt_again_locked(live_run *r);
+/* The stop of a preemption or a timeout, in two phases: first a notice (its executor's
+ * preempt: SIGUSR1 to its launcher), on which a built-in run checkpoints at its next
+ * step and stops, and a command run's ranks that listen (ddpd.preempt_requested) are
+ * told to; then, once the checkpoint is durable (notice_checkpoint_locked), or at the
+ * grace's end (the executor), it is stopped. Any stop of a run that may keep its work
+ * (a preemption, a timeout, a shrink) goes through here. */
+void stop_with_notice_locked(live_run *r);
+/* A checkpoint of r became durable: when a notice is out and this is the checkpoint it
+ * asked for, the run is stopped now (a command run: SIGUSR1 again to its launcher,
+ * which stops its ranks), instead of at the grace's end. Whether it was. */
+bool notice_checkpoint_locked(live_run *r);
 /* Its time is up (`reason`): asked to stop as a preemption asks (a built-in run writes a
  * checkpoint at its current step), and it ends `timeout`, resumable. */
 void timeout_locked(live_run *r, const char *reason);
@@ -167,5 +178,10 @@ bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f);
 /* The attempt its launchers left open (they died, or were killed, before they closed
  * it) ends as the run does: `status`, `reason`. Nothing when none is open. */
 void close_open_attempt_locked(live_run *r, const char *status, const char *reason);
+/* How an attempt stopped for a preemption ends, as its user should read it (malloc'd):
+ * "preempted by run N", and how its notice went where its ranks listened for one
+ * (stop_with_notice_locked): stopped at the checkpoint it asked for, or at the grace's
+ * end without one. */
+char *preempted_reason(const live_run *r);
 
 #endif

@@ -197,7 +197,9 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
                            !r->fail_reason && !r->timeout_reason,
             .stopping = r->preempt_by != 0, .started_ms = r->started_ms, .n_holds = r->n_parts, .holds = hold,
             .checkpoint_ms = r->checkpoint_ms, .checkpoint_write_ms = r->checkpoint_write_ms,
-            .saves_on_notice = !r->command, /* a built-in run checkpoints at its current step when preempted */
+            /* a built-in run checkpoints at its next step when preempted; a command run
+             * whose ranks listen for the notice (ddpd.preempt_requested) says it will */
+            .saves_on_notice = !r->command || r->answers_notices,
             .protected_until_ms = r->min_runtime_ms > 0 && r->started_ms ? r->started_ms + r->min_runtime_ms : 0};
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
@@ -496,6 +498,20 @@ void scheduler_checkpoint(int64_t id, bool saved) {
             r->checkpoint_write_ms = now - r->checkpointing_ms;
         r->checkpointing_ms = 0;
         r->checkpoint_ms = now;
+        if (r->notice_ms && now >= r->notice_ms) notice_checkpoint_locked(r); /* the one its notice asked for */
+    }
+    pthread_mutex_unlock(&sched.mu);
+}
+
+void scheduler_preempt_word(int64_t id, int rank, const char *state) {
+    pthread_mutex_lock(&sched.mu);
+    live_run *r = find_run(id);
+    if (r && r->command && strcmp(state, "listening") == 0 && !r->answers_notices) {
+        r->answers_notices = true;
+        log_info("run %lld: rank %d listens for preemption notices: a preemption would throw away about nothing",
+                 (long long)id, rank);
+    } else if (r && r->notice_ms && strcmp(state, "heard") == 0) {
+        log_info("run %lld: rank %d heard the notice", (long long)id, rank);
     }
     pthread_mutex_unlock(&sched.mu);
 }

@@ -661,7 +661,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_RUN_PREEMPTING] = {.kind = OP_RUN_PREEMPTING, .sql = OP_RUN_PREEMPTING_SQL, .apply = op_run_preempting_apply},
     [OP_RUN_REQUEUE] = {
         .kind = OP_RUN_REQUEUE, .sql = OP_RUN_REQUEUE_SQL, .apply = op_run_requeue_apply, .sse_event = "run",
-        .sse_data = op_run_requeue_sse,
+        .sse_data = op_run_requeue_sse, .free_fields = op_run_requeue_free,
     },
     [OP_RUN_RESTART] = {
         .kind = OP_RUN_RESTART, .sql = OP_RUN_RESTART_SQL, .apply = op_apply_by_id, .sse_event = "run",

@@ -105,7 +105,7 @@ typedef struct {
         struct { int64_t by; } preempting;
         /* from_global_step: what it continues from (its checkpoint's; 0: the start);
          * NO_INT: what it recorded stays (a command run's restart reports again) */
-        struct { int64_t by, from_epoch, from_global_step; int resized_to; } requeue; /* resized_to: an elastic run's resize (0: a preemption) */
+        struct { int64_t by, from_epoch, from_global_step; int resized_to; char *reason; } requeue; /* resized_to: an elastic run's resize (0: a preemption); reason NULL: "preempted by run N" */
         struct { int64_t attempt; char *reason; } restart; /* the attempt it starts at next, and why */
         struct { char *owner; double device_seconds; } usage; /* owner NULL: nobody in particular */
         struct { int64_t bytes; } disk; /* op.t: when it was measured */

@@ -357,7 +357,7 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
     else if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
     sqlite3_bind_int64(st[1], 1, op->run_id);
     sqlite3_bind_int64(st[1], 2, op->t);
-    bind_text_or_null(st[1], 3, reason);
+    bind_text_or_null(st[1], 3, op->u.requeue.reason ? op->u.requeue.reason : reason);
     sqlite3_bind_text(st[1], 4, resized > 0 ? "resized" : "preempted", -1, SQLITE_STATIC);
     write_fault_step(db, st[1]);
     int64_t gs = op->u.requeue.from_global_step, epoch = op->u.requeue.from_epoch == NO_INT ? -1 : op->u.requeue.from_epoch;
@@ -369,6 +369,8 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
     if (gs != NO_INT) rollup_cut(db, op->run_id, gs);
     return n;
 }
+
+void op_run_requeue_free(store_op *op) { free(op->u.requeue.reason); }
 
 json_t *op_run_requeue_sse(const store_op *op, int64_t result) {
     if (result != 1) return NULL;

@@ -58,6 +58,7 @@ int64_t op_run_preempting_apply(sqlite3 *db, sqlite3_stmt *const *st, const stor
 extern const char *const OP_RUN_REQUEUE_SQL[];
 int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
 json_t *op_run_requeue_sse(const store_op *op, int64_t result);
+void op_run_requeue_free(store_op *op);
 
 extern const char *const OP_RUN_RESTART_SQL[];
 json_t *op_run_restart_sse(const store_op *op, int64_t result);

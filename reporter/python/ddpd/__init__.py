@@ -5,6 +5,11 @@
     ddpd.log_epoch(epoch, lr=lr, train_loss=tl, test_loss=vl, test_acc=acc)
     ddpd.status("evaluating", "epoch 3")
 
+    # a preemption's notice: checkpoint at the next step, say so, and ddpd stops the run
+    if ddpd.preempt_requested():
+        torch.save(state, path)
+        ddpd.checkpoint_saved(global_step, path)
+
 Standard library only. A call never blocks and never raises into the training loop:
 it appends to a bounded in-memory queue that a background thread sends to ddpd's
 event socket (only that thread ever waits on the socket) (and appends to the run's journal, from which a restarted server
@@ -20,11 +25,13 @@ import collections
 import json
 import math
 import os
+import signal
 import socket
 import threading
 import time
 
-__all__ = ["log_step", "log_epoch", "status", "checkpoint_saved", "dropped", "enabled", "flush"]
+__all__ = ["log_step", "log_epoch", "status", "checkpoint_saved", "preempt_requested", "on_preempt", "dropped",
+           "enabled", "flush"]
 
 QUEUE_MAX = 1_000_000       # points waiting to be sent; past this they are dropped
 SEND_EVERY_S = 0.1          # the sender's pace
@@ -146,6 +153,8 @@ class _Reporter:
                     values, zero_only = b
                     body = '"epoch":%d,"values":%s%s' % (a, _values(values), "" if zero_only else ',"rank_zero_only":false')
                     lines.append(self._line("metric", body, t))
+                elif kind == "preempt":
+                    lines.append(self._line("preempt", '"state":%s' % json.dumps(a), t))
                 elif kind == "checkpoint":
                     body = '"global_step":%d,"path":%s' % (a, json.dumps(b))
                     lines.append(self._line("checkpoint", body, t))
@@ -208,6 +217,8 @@ def log_step(global_step, **metrics):
     r = _reporter if _reporter_pid == os.getpid() else _get()
     if r is not None:
         r.put(("step", int(global_step), metrics, time.time()))
+        if _notice["heard"] and _notice["callbacks"]:
+            _call_back(int(global_step))
 
 
 def log_epoch(epoch, rank_zero_only=True, **metrics):
@@ -238,10 +249,73 @@ def checkpoint_saved(global_step, path=None):
     server counts the time since the step before it as checkpoint writing, and when a
     restart goes back to this step, the time of the steps after it as lost (docs/using.md,
     "Where the device time went"). Call status("checkpointing") before saving to count
-    the save alone."""
+    the save alone. After a preemption's notice (preempt_requested()), this is what ddpd
+    waits for to stop the run: call it once the file is durable (written and renamed)."""
     r = _get()
     if r is not None:
         r.put(("checkpoint", int(global_step), str(path) if path else "step-%d" % int(global_step), time.time()))
+        if _notice["heard"]:  # ddpd stops the run once it has this: sent now, not at the sender's pace
+            r._drain()
+
+
+# A preemption's notice (docs/using.md, "Preemption notices"): ddp-run sends SIGUSR1
+# to a rank whose process catches it. The handler is set at the first
+# preempt_requested() or on_preempt(), in the main thread, and only under ddpd: a
+# script that never asks is stopped at once, as before (SIGTERM).
+_notice = {"listening": False, "heard": False, "callbacks": [], "previous": None}
+
+
+def _heard(signum, frame):
+    if not _notice["heard"]:
+        _notice["heard"] = True
+        r = _reporter if _reporter_pid == os.getpid() else None
+        if r is not None:
+            r.put(("preempt", "heard", None, time.time()))
+    prev = _notice["previous"]
+    if callable(prev):
+        prev(signum, frame)
+
+
+def _listen():
+    """Catches SIGUSR1 from now on (under ddpd, in the main thread). Whether it does."""
+    if _notice["listening"]:
+        return True
+    r = _get()
+    if r is None:
+        return False
+    try:
+        _notice["previous"] = signal.signal(signal.SIGUSR1, _heard)
+    except ValueError:  # not the main thread: signal handlers are set there only
+        return False
+    _notice["listening"] = True
+    r.put(("preempt", "listening", None, time.time()))
+    return True
+
+
+def _call_back(global_step):
+    callbacks, _notice["callbacks"] = _notice["callbacks"], []
+    for fn in callbacks:
+        fn(global_step)
+
+
+def preempt_requested():
+    """True once ddpd has sent this rank a preemption's notice (or a max_duration_s
+    timeout's): save a checkpoint at the end of the current step, call
+    checkpoint_saved(step), and ddpd stops the run at once, instead of at the
+    preemption's grace's end; it resumes from that checkpoint. The first call starts
+    listening for the notice (SIGUSR1, from the main thread): call it at every step.
+    Outside ddpd, always False."""
+    _listen()
+    return _notice["heard"]
+
+
+def on_preempt(fn):
+    """The callback form of preempt_requested(): fn(global_step) is called once, in
+    the caller's thread, at the first log_step() after the notice (a step boundary: the
+    step it reports is done), to save a checkpoint and call checkpoint_saved. Listens
+    from now on (call it from the main thread). Outside ddpd, fn is never called."""
+    if _listen():
+        _notice["callbacks"].append(fn)
 
 
 def dropped():

@@ -108,6 +108,9 @@ void scheduler_planned(int64_t id, int64_t total_steps);
 /* Rank 0 of the run said it is writing a checkpoint (`saved` false), or that one is
  * written (true): the time since the newest is what a preemption would throw away. */
 void scheduler_checkpoint(int64_t id, bool saved);
+/* A rank's `preempt` event (ingest): `listening` (it answers a preemption's notice with
+ * a checkpoint: a preemption would throw away about nothing) or `heard`. */
+void scheduler_preempt_word(int64_t id, int rank, const char *state);
 /* A launcher's attempt started or ended, or a rank's process did (ingest's hook, with
  * the op it queues): the run's attempt, its MASTER_PORT (a restart's may be another),
  * the hang watch counted anew, the rank an attempt across nodes failed on. Taken only

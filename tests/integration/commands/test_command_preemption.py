@@ -22,12 +22,25 @@ writes, then ddpd.checkpoint_saved).
                     its ranks stopped with SIGTERM, its reason naming its owner's limit;
                     bob's run beside it runs on; alice's run, resumed, goes on from its
                     checkpoint
+  notice_answered   a preemptible run that asks ddpd.preempt_requested() at every step
+                    (a 60 s grace): at the notice it checkpoints at its next step and
+                    calls ddpd.checkpoint_saved, and is stopped at once (its attempt's
+                    reason says so), losing at most a step: its restart goes on from the
+                    step after, and the preemptor is charged next to nothing
+  notice_ignored    a run that listens (preempt_requested) but never answers steps on
+                    after the notice and is killed at the grace's end (5 s): its attempt's
+                    reason says no checkpoint came
+  notice_forged     bob's run, beside alice's noticed run, forges the answer for her: a
+                    hello as her run with its own secret (dropped), a checkpoint and a
+                    preempt event for her run on its own connection (skipped), SIGUSR1 to
+                    her launcher (EPERM): her run is still killed at the grace's end, no
+                    forged checkpoint listed
 
 Usage: test_command_preemption.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
-import argparse, os, shutil, tempfile, time
+import argparse, os, shutil, sys, tempfile, time
 
 import ddpd_harness  # noqa: E402
-from ddpd_harness import Server, check, cases_in, wait_until, add_user, bearer, user  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, add_user, bearer, user, Accounts  # noqa: E402
 
 FINAL = ("succeeded", "failed", "canceled", "timeout")
 
@@ -67,18 +80,19 @@ def urgent(root):
 class Box:
     """A state dir with alice and bob (bob may give priority 10), a work root, a server."""
 
-    def __init__(self, a, extra=()):
-        self.a, self.extra = a, list(extra)
+    def __init__(self, a, extra=(), grace=5, accounts=None):
+        self.a, self.extra, self.grace, self.accounts = a, list(extra), grace, accounts
 
     def __enter__(self):
         self.root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-preempt-"))
         self.state = os.path.join(self.root, "state")
         os.mkdir(self.state)
-        self.alice = add_user(self.a.ddpd, self.state, "alice")
-        self.bob = add_user(self.a.ddpd, self.state, "bob", "--max-priority", "10")
+        own = (lambda r: ["--unix-user", self.accounts[r]]) if self.accounts else (lambda r: [])
+        self.alice = add_user(self.a.ddpd, self.state, "alice", *own("alice"))
+        self.bob = add_user(self.a.ddpd, self.state, "bob", "--max-priority", "10", *own("bob"))
         self.s = Server(self.a.ddpd, None, slots=2, state_dir=self.state,
                         extra_args=["--allow-commands", "--work-root", self.root, "--runner", self.a.runner,
-                                    "--preempt-grace", "5", *self.extra])
+                                    "--preempt-grace", str(self.grace), *self.extra])
         self.s.read_headers = bearer(self.alice)
         self.s.__enter__()
         return self
@@ -234,6 +248,12 @@ def case_owner_timeout(a):
         s = b.s
         code, out, err = user(a.ddpd, b.state, "set", "alice", "--max-duration", "3")
         check(code == 0 and "max-duration 3 s" in out, f"ddpd user set alice --max-duration 3: {code} {out!r} {err!r}")
+        code, out, err = user(a.ddpd, b.state, "list")
+        cols = out.splitlines()[0].split() if out else []
+        rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
+        at = cols.index("MAX-DURATION-S") if "MAX-DURATION-S" in cols else -1
+        check(at > 0 and rows.get("alice", [])[at:at + 1] == ["3"] and rows.get("bob", [])[at:at + 1] == ["none"],
+              f"ddpd user list shows alice's max-duration, and none for bob: {out!r}")
         rid = b.submit(b.alice, dict(victim(b.root, "alices", 1, 1), preemptible=False))
         other = b.submit(b.bob, dict(victim(b.root, "bobs", 1, 1), preemptible=False))
         run = s.wait_status(rid, FINAL, timeout=60)
@@ -256,6 +276,218 @@ def case_owner_timeout(a):
         check(code != 0 and "--max-duration" in err, f"a bad --max-duration is refused naming it: {code} {err!r}")
         s.post(f"/runs/{other}/cancel", headers=bearer(b.bob))
         s.wait_status(other, FINAL, timeout=60)
+
+
+# A step every 0.1 s, asking ddpd.preempt_requested() at each; at the notice it
+# checkpoints there and says so (ANSWER True), or steps on regardless (False). A
+# restart goes on from the step after its checkpoint for 5 steps and ends.
+LISTENER = """import os, sys, time, ddpd
+k = int(os.environ['TORCHELASTIC_RESTART_COUNT'])
+ckpt = os.path.join({root!r}, {name!r} + '.ckpt')
+start = int(open(ckpt).read()) + 1 if k > 0 and os.path.exists(ckpt) else 1
+print(f'attempt {{k}} from step {{start}}', flush=True)
+heard = False
+for step in range(start, start + (100000 if k == 0 else 5)):
+    ddpd.log_step(step, loss=float(step))
+    if ddpd.preempt_requested() and not heard:
+        heard = True
+        print(f'notice heard after step {{step}}', flush=True)
+        if {answer}:
+            with open(ckpt + '.tmp', 'w') as f:
+                f.write(str(step))
+            os.replace(ckpt + '.tmp', ckpt)
+            print(f'checkpoint saved at step {{step}}', flush=True)  # before ddpd hears of it, and stops it
+            ddpd.checkpoint_saved(step, ckpt)
+            while True:
+                time.sleep(0.1)
+    ddpd.flush()
+    time.sleep(0.1)
+"""
+
+
+def listener(root, name, answer):
+    return {"name": name, "preemptible": True, "distributed": {"world_size": 1},
+            "command": ["/usr/bin/python3", "-c", LISTENER.format(root=root, name=name, answer=answer)]}
+
+
+def attempt_reason(s, rid, n):
+    at = [x for x in s.run(rid)["attempts"] if x["attempt"] == n]
+    return (at[0].get("reason") or "") if at else ""
+
+
+def log_of(s, rid):
+    return s.get(f"/runs/{rid}/logs?rank=0&offset=0").body.decode()
+
+
+def case_notice_answered(a):
+    with Box(a, grace=60) as b:
+        s = b.s
+        rid = b.submit(b.alice, listener(b.root, "answers", True))
+        wait_until(lambda: b.steps(rid) >= 30, "30 steps, no checkpoint yet", 120)
+        filler = b.submit(b.alice, dict(victim(b.root, "filler", 1, 1), preemptible=False))
+        wait_until(lambda: b.steps(filler) >= 3, "the second slot taken", 60)
+        cfg, go = urgent(b.root)
+        rush = b.submit(b.bob, cfg)
+        # the grace is 60 s: queued again before it ends only if the answer stopped it
+        run = s.wait_status(rid, "queued", timeout=45)
+        if not check(run and run["preempted_by"] == rush, f"alice's run is preempted for bob's, well inside the "
+                     f"60 s grace: {run and (run['status'], run['preempted_by'])}"):
+            s.dump_log()
+            return
+        log = log_of(s, rid)
+        print(log[-400:])
+        heard = [int(x.split()[-1]) for x in log.splitlines() if x.startswith("notice heard after step")]
+        check(heard and f"checkpoint saved at step {heard[0]}" in log, f"it heard the notice and checkpointed: {log[-300:]!r}")
+        reason = attempt_reason(s, rid, 0)
+        check(reason == f"preempted by run {rush}: stopped once the checkpoint its notice asked for was durable",
+              f"its attempt says it was stopped at its checkpoint: {reason!r}")
+        said = s.get(f"/runs/{rid}/logs?tail=400").body.decode(errors="replace")
+        check("received SIGUSR1 again: ddpd has the checkpoint the notice asked for" in said,
+              f"its launcher stopped its ranks on the server's word: {said[-600:]!r}")
+        tl = s.get(f"/runs/{rid}/timeline").json()["entries"]
+        kinds = [e.get("kind") for e in tl]
+        saved = [e["detail"].get("global_step") for e in tl if e.get("kind") == "checkpoint"]
+        check("notice" in kinds and "notice_answered" in kinds, f"its timeline has the notice and its answer: {kinds}")
+        check(heard and saved and saved[-1] == heard[0], f"its checkpoint_saved({heard[:1]}) is seen: {saved}")
+        open(go, "w").close()
+        s.wait_status(rush, FINAL, timeout=60)
+        done = s.wait_status(rid, FINAL, timeout=120)
+        check(done and done["status"] == "succeeded", f"it restarts and succeeds: {done and done['status']}")
+        s.post(f"/runs/{filler}/cancel", headers=bearer(b.alice))
+        s.wait_status(filler, FINAL, timeout=60)
+        log = log_of(s, rid)
+        points = sorted({p[0] for p in s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]})
+        if heard:
+            n = heard[0]
+            check(f"attempt 1 from step {n + 1}\n" in log and points == list(range(1, n + 6)),
+                  f"it goes on from the step after the notice's checkpoint (step {n + 1}): no step done twice, "
+                  f"none lost: {log[-200:]!r} {points[-8:]}")
+        lost = [c for c in usage(s)["charged"] if c["run"] == rid and c["phase"] == "lost"]
+        got = sum(c["device_s"] for c in lost)
+        print(f"lost charged to the preemptor with the notice answered: {got:.3f} device-s ({lost})")
+        check(got < 1.0, f"the preemptor is charged next to nothing lost (the run stepped 3 s and more unsaved "
+              f"before the notice): {got:.3f} device-s")
+
+
+def case_notice_ignored(a):
+    with Box(a, grace=5) as b:
+        s = b.s
+        rid = b.submit(b.alice, listener(b.root, "ignores", False))
+        wait_until(lambda: b.steps(rid) >= 10, "it steps", 120)
+        filler = b.submit(b.alice, dict(victim(b.root, "filler", 1, 1), preemptible=False))
+        wait_until(lambda: b.steps(filler) >= 3, "the second slot taken", 60)
+        cfg, go = urgent(b.root)
+        rush = b.submit(b.bob, cfg)
+        run = s.wait_status(rid, "queued", timeout=60)
+        if not check(run and run["preempted_by"] == rush, f"preempted for bob's run: {run and run['status']}"):
+            s.dump_log()
+            return
+        log = log_of(s, rid)
+        heard = [int(x.split()[-1]) for x in log.splitlines() if x.startswith("notice heard after step")]
+        before = [p[0] for p in s.get(f"/runs/{rid}/metrics?key=loss").json()["points"]]
+        check(heard and before and max(before) > heard[0] + 5,
+              f"it heard the notice and stepped on through the grace: heard after {heard}, last step {max(before or [0])}")
+        reason = attempt_reason(s, rid, 0)
+        check(reason == f"preempted by run {rush}: its ranks listened for the notice, and no checkpoint came by the "
+              "grace's end", f"stopped at the grace's end, saying so: {reason!r}")
+        ranks = s.get(f"/runs/{rid}/ranks").json()
+        rows = ranks.get("ranks", ranks) if isinstance(ranks, dict) else ranks
+        print(f"ranks: {rows}")
+        open(go, "w").close()
+        s.wait_status(rush, FINAL, timeout=60)
+        for r in (rid, filler):
+            s.post(f"/runs/{r}/cancel", headers=bearer(b.alice))
+            s.wait_status(r, FINAL, timeout=60)
+
+
+# bob's run: once the test names alice's run (a file), forge her answer three ways and
+# print what each got
+FORGER = """import json, os, signal, socket, sys, time
+want = {target!r}
+while not os.path.exists(want):
+    time.sleep(0.05)
+run, launcher = open(want).read().split()
+sock, secret, mine = os.environ['DDPD_EVENTS_SOCKET'], os.environ['DDPD_RUN_SECRET'], os.environ['DDPD_RUN_ID']
+def line(**e):
+    return (json.dumps(dict(e, seq=line.seq, t=int(time.time() * 1000))) + '\\n').encode()
+line.seq = 0
+def said(c):
+    c.settimeout(3)
+    try:
+        return 'closed' if c.recv(1) == b'' else 'open'
+    except socket.timeout:
+        return 'open'
+    except OSError as e:
+        return 'closed: ' + str(e)
+hello = dict(type='hello', rank=0, pid=os.getpid(), host='x', device='cpu', world_size=1, secret=secret)
+c = socket.socket(socket.AF_UNIX); c.connect(sock)
+c.sendall(line(run=run, **hello) + line(run=run, rank=0, type='checkpoint', global_step=1, path='/forged-a'))
+print('as her run:', said(c), flush=True)
+c = socket.socket(socket.AF_UNIX); c.connect(sock)
+c.sendall(line(run=mine, **hello))
+for i in range(20):
+    line.seq = i + 1
+    c.sendall(line(run=run, rank=0, type='preempt', state='listening') +
+              line(run=run, rank=0, type='checkpoint', global_step=1, path='/forged-b'))
+print('on its own connection:', said(c), flush=True)
+try:
+    os.kill(int(launcher), signal.SIGUSR1)
+    print('SIGUSR1: sent', flush=True)
+except OSError as e:
+    print('SIGUSR1:', e.__class__.__name__, flush=True)
+print('forged', flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def case_notice_forged(a):
+    if os.geteuid() != 0:
+        print("notice_forged: skipped: it makes Unix accounts for alice and bob; run it as root (CI does)")
+        sys.exit(77)
+    with Accounts("alice", "bob") as acc, Box(a, grace=20, accounts=acc) as b:
+        s = b.s
+        os.chmod(b.root, 0o711)  # bob's run reads the file the test names her run in
+        rid = b.submit(b.alice, listener(b.root, "target", False))
+        wait_until(lambda: b.steps(rid) >= 5, "alice's run steps", 120)
+        work = os.path.join(b.root, "forge")
+        os.mkdir(work)
+        os.chmod(work, 0o755)
+        target = os.path.join(work, "target")
+        forger = b.submit(b.bob, {"name": "forger", "distributed": {"world_size": 1},
+                                  "command": ["/usr/bin/python3", "-c", FORGER.format(target=target)]})
+        wait_until(lambda: s.run(forger)["status"] == "running", "bob's run runs beside hers", 60)
+        cfg, go = urgent(b.root)
+        rush = b.submit(b.bob, cfg)
+        wait_until(lambda: "notice heard" in log_of(s, rid), "alice's run heard the notice", 60)
+        pid = s.get(f"/runs/{rid}/ranks").json()
+        rows = pid.get("ranks", pid) if isinstance(pid, dict) else pid
+        rank_pid = rows[0].get("pid")
+        launcher = int(open(f"/proc/{rank_pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        with open(target + ".tmp", "w") as f:
+            f.write(f"{rid} {launcher}")
+        os.chmod(target + ".tmp", 0o644)
+        os.replace(target + ".tmp", target)
+        wait_until(lambda: "forged" in log_of(s, forger), "bob's run tried its forgeries", 30)
+        said = log_of(s, forger)
+        print(said)
+        check("as her run: closed" in said, f"a hello as alice's run with bob's run's secret is dropped: {said!r}")
+        check("SIGUSR1: PermissionError" in said, f"SIGUSR1 to alice's launcher is refused: {said!r}")
+        run = s.wait_status(rid, "queued", timeout=60)
+        check(run and run["preempted_by"] == rush, f"alice's run is preempted: {run and run['status']}")
+        reason = attempt_reason(s, rid, 0)
+        check("no checkpoint came by the grace's end" in reason,
+              f"the forged answers did not stop alice's run: it ran to the grace's end: {reason!r}")
+        tl = s.get(f"/runs/{rid}/timeline").json()["entries"]
+        check(not [e for e in tl if e.get("kind") in ("checkpoint", "notice_answered")],
+              f"no forged checkpoint or answer is hers: {[e.get('kind') for e in tl]}")
+        log = open(s.log_path).read()
+        check(f"hello for run {rid} rank 0" in log, "the server's log has the refused hello")
+        open(go, "w").close()
+        s.wait_status(rush, FINAL, timeout=60)
+        for r, who in ((rid, b.alice), (forger, b.bob)):
+            s.post(f"/runs/{r}/cancel", headers=bearer(who))
+            s.wait_status(r, FINAL, timeout=60)
 
 
 CASES = cases_in(globals())

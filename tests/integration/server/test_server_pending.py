@@ -201,8 +201,8 @@ def case_timeline(a):
             cancel_all(s, [(victim, alice)])
             entries = kinds(s, victim)
             got = [e["kind"] for e in entries or [] if e["kind"] != "first_step"]  # its heartbeats' time is its own
-            want = ["submitted", "admitted", "started", "preempted", "queued_again", "pending", "admitted", "started",
-                    "ended"]
+            want = ["submitted", "admitted", "started", "preempted", "notice", "queued_again", "pending", "admitted",
+                    "started", "ended"]
             check(got == want, f"the preempted run's timeline: {got}, wanted {want}")
             by = {e["kind"]: e["detail"] for e in entries or []}
             check(by.get("preempted", {}).get("by") == urgent and by.get("queued_again", {}).get("by") == urgent,

@@ -400,10 +400,17 @@ def case_preempt_builtin(a):
             check(within and stopped == PER_EPOCH * within[-1]["epoch"] + within[-1]["next_step"],
                   f"its progress is that checkpoint's: nothing it did is lost ({stopped}, {within[-1:]})")
             check(run.get("waiting_for"), f"it says what it waits for: {run.get('waiting_for')!r}")
+            tl = s.get(f"/runs/{victim}/timeline").json()["entries"]
+            kinds = [e["kind"] for e in tl]
+            check("notice" in kinds and kinds.index("notice") > kinds.index("preempted"),
+                  f"the notice went out with the preemption: {kinds}")
             s.wait_status(urgent, "succeeded", timeout=120)
             done = s.wait_status(victim, FINAL, timeout=300)
             check(done and done["status"] == "succeeded", f"the victim resumes and succeeds: {done and done['reason']}")
             check_identical(s, victim, ref, "the preempted run")
+            lost = [c for c in s.get("/usage").json()["charged"] if c["run"] == victim and c["phase"] == "lost"]
+            check(sum(c["device_s"] for c in lost) < 0.5,
+                  f"the checkpoint at the notice left nothing to throw away: lost charged {lost}")
             log = open(s.log_path).read()
             check(f"run {victim} preempted for run {urgent}" in log, "the server's log says who preempted whom")
 
