@@ -123,8 +123,8 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
                      budget.loop_n, where, failure_class_name(v.cls), pol->crash_loop_window_s, said);
         } else if (failed && pol->max_restarts > 0 && attempt > plan->from) {
             out->status = "failed";
-            snprintf(out->reason, sizeof out->reason, "all %d attempts failed (distributed.max_restarts is %d); the last: %s",
-                     attempt - plan->from + 1, pol->max_restarts, said);
+            snprintf(out->reason, sizeof out->reason, "all %d attempts failed (%s is %d); the last: %s",
+                     attempt - plan->from + 1, restart_policy_budget_field(pol), pol->max_restarts, said);
         } else {
             out->status = r.status;
             out->signal = r.cancel_signal;

@@ -156,7 +156,7 @@ def case_progress_resets(a):
         run = finished(s, bob, rid, timeout=300)
         show(a, s, bob, rid)
         check(run.get("status") == "failed" and len(run.get("attempts", [])) == 3 and
-              (run.get("reason") or "").startswith("all 3 attempts failed (distributed.max_restarts is 2)"),
+              (run.get("reason") or "").startswith("all 3 attempts failed (distributed.restart_policy.max_restarts is 2)"),
               f"every failure counted: 3 attempts: {failures(run)} {run.get('reason')}")
 
 
