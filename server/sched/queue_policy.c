@@ -404,6 +404,11 @@ static bool over_quota(pass *p, const policy_run *q, policy_decision *d) {
 
 static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
     const policy_snapshot *s = p->s;
+    if (q->not_before_ms > s->now_ms) { /* its restart's backoff: it holds nothing, and none waits behind it */
+        d->verb = POLICY_WAIT;
+        d->wait = WAIT_BACKOFF;
+        return;
+    }
     if (over_quota(p, q, d)) return;
     int64_t blocker = p->blocker[q->pool];
     bool held = blocker && s->now_ms - p->blocker_queued_ms[q->pool] >= s->backfill_window_ms;
@@ -518,6 +523,10 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
     if (d->wait == WAIT_PROTECTED) { /* it comes first by priority: the runs it would preempt are not yet to be */
         d->reason = PENDING_PRIORITY;
         for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
+        return;
+    }
+    if (d->wait == WAIT_BACKOFF) {
+        d->reason = PENDING_RESTART_BACKOFF;
         return;
     }
     if (d->wait == WAIT_QUOTA) {
@@ -672,6 +681,11 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
         free(who);
         free(what);
         return text;
+    }
+    if (d->wait == WAIT_BACKOFF) { /* the end, not the seconds left: the text stays the same while it waits */
+        char at[32];
+        format_iso8601(q->not_before_ms / 1000 * 1000 + (q->not_before_ms % 1000 ? 1000 : 0), at);
+        return xasprintf("its restart's backoff (distributed.restart_policy.backoff) until %s", at);
     }
     if (d->wait == WAIT_QUOTA) {
         const char *who = owner_name(s, q->owner);

@@ -138,7 +138,7 @@ static int owner_index(snapshot *sn, const char *owner, int64_t now) {
 static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
-                        .preempted_by = r->requeued_by};
+                        .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -308,6 +308,14 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
     n->nodes_wanted = (int)json_integer_value(json_object_get(dist, "nodes"));
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
     n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
+    /* the server's own restarts: no pause without a policy (as before it), else the policy's; a
+     * policy the submission checked parses, and one that does not (an older store's) is the defaults */
+    char err[256];
+    restart_policy_defaults(&n->restart, n->max_restarts, 0);
+    if (restart_policy_parse(dist, &n->restart, err, sizeof err) != 0) {
+        log_warn("a run's %s: its restarts by the server follow distributed.max_restarts", err);
+        restart_policy_defaults(&n->restart, n->max_restarts, 0);
+    }
     n->stop_grace_s = (int)json_integer_value(json_object_get(dist, "stop_grace_s"));
     n->max_duration_s = json_number_value(json_object_get(config, "max_duration_s"));
     const json_t *min_runtime = json_object_get(config, "min_runtime_s");
@@ -493,6 +501,13 @@ static bool protection_ended_locked(int64_t since, int64_t now) {
     return false;
 }
 
+/* A restart's backoff ended since the last tick (unix ms): it may start now. */
+static bool backoff_ended_locked(int64_t since, int64_t now) {
+    for (live_run *r = sched.runs; r; r = r->next)
+        if (r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+    return false;
+}
+
 void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     pthread_mutex_lock(&sched.mu);
@@ -504,9 +519,9 @@ void scheduler_tick(void) {
     for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
-    bool protection_ended = protection_ended_locked(ticked, wall);
+    bool protection_ended = protection_ended_locked(ticked, wall), backoff_ended = backoff_ended_locked(ticked, wall);
     ticked = wall;
-    if (users_changed || sched.queue_stale || protection_ended) {
+    if (users_changed || sched.queue_stale || protection_ended || backoff_ended) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         decide_and_apply_locked();
     }
@@ -637,7 +652,10 @@ static int64_t expected_end_locked(const live_run *r) {
 }
 
 /* What an estimate rests on, for a person (malloc'd). */
-static char *estimate_basis(const forecast *f) {
+static char *estimate_basis(const policy_decision *d, const forecast *f) {
+    if (d->verb == POLICY_WAIT && d->wait == WAIT_BACKOFF)
+        return xstrdup("its restart's backoff (distributed.restart_policy.backoff) ends then, or the queue policy's "
+                       "walk forward says later");
     if (f->start_ms >= 0)
         return xstrdup("the queue policy walked forward from the expected ends of the runs ahead (their ETAs, else "
                        "the median length of their owners' earlier runs of the same name)");
@@ -671,7 +689,7 @@ static json_t *pending_of(const policy_decision *d, const forecast *f, char *det
         format_iso8601(f->start_ms / 1000 * 1000, at);
         start = json_string(at);
     }
-    char *basis = estimate_basis(f);
+    char *basis = estimate_basis(d, f);
     json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:s}", "reason", pending_reason_name(d->reason), "detail",
                           json_string_or_null(detail), "blocked_by", blocked, "estimated_start", start,
                           "estimate_basis", basis);
@@ -794,7 +812,10 @@ static void pending_refresh_locked(void) {
         char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
         set_decision(r, &d[i], waiting ? xstrdup(waiting) : NULL);
         char *detail = after_preemption(r, queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], waiting));
-        f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
+        if (d[i].wait == WAIT_BACKOFF && d[i].verb == POLICY_WAIT) /* no sooner than its backoff's end */
+            f[i].start_ms = f[i].start_ms > r->not_before_ms ? f[i].start_ms : r->not_before_ms;
+        else
+            f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
         r->shown_start_ms = f[i].start_ms;
         set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], detail));
         free(detail);

@@ -9,6 +9,7 @@
 
 #include "device_pool.h"
 #include "executor_slurm.h"
+#include "restart_policy.h"
 
 typedef struct {
     const char *trainer;
@@ -72,6 +73,8 @@ typedef struct {
     bool preemptible;      /* it may be preempted for a run of a higher priority */
     int64_t queued_ms;     /* unix ms it entered the queue (0: now) */
     int max_restarts;      /* distributed.max_restarts */
+    restart_policy restart; /* distributed.restart_policy over it (base/restart_policy.h): the server's own
+                             * restarts decide as its launchers do */
     int stop_grace_s;      /* distributed.stop_grace_s: the grace its ranks ask for when stopped; 0: the server's */
     int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */
