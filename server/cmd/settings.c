@@ -138,6 +138,11 @@ static const opt_row ROWS[] = {
     {INT("--min-runtime", "SECONDS", "DDPD_MIN_RUNTIME", min_runtime, 0, 30 * 24 * 3600), .dflt = "0",
      .help = "a run is not preempted before it has run this long in its current attempt, unless its config says "
              "otherwise (min_runtime_s); 0: it may be preempted at once"},
+    {INT("--exclude-node-after", "N", "DDPD_EXCLUDE_NODE_AFTER", exclude_node_after, 0, 1000), .dflt = "3",
+     .help = "a node where this many runs failed (class infra, collective, hang or crash) within --exclude-node-window "
+             "gets no run until an admin clears it (ddpd node clear NAME); 0: never excluded (docs/failures.md)"},
+    {INT("--exclude-node-window", "SECONDS", "DDPD_EXCLUDE_NODE_WINDOW", exclude_node_window, 1, 30 * 24 * 3600),
+     .dflt = "3600", .help = "the window of --exclude-node-after"},
     {INT("--max-stop-grace", "SECONDS", "DDPD_MAX_STOP_GRACE", max_stop_grace, 0, 86400), .dflt = "300",
      .help = "the longest grace a command run may ask for (distributed.stop_grace_s) when it is canceled or preempted"},
     {INT("--max-connections", "N", "DDPD_MAX_CONNECTIONS", max_connections, 1, 1000000),

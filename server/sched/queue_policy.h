@@ -59,6 +59,9 @@ typedef struct {
     const char *name; /* for what a person reads */
     int free[2];      /* per pool (pool_kind): devices free now */
     int capacity[2];  /* and in all */
+    bool suspect;     /* a failure there marked it (docs/failures.md): no run goes there while another place
+                       * fits, and a run restarted by retry_elsewhere never */
+    bool excluded;    /* it failed too many runs in the window: no run goes there until an admin clears it */
 } policy_node;
 
 /* Whose runs they are: a user, or nobody (runs from before users, or the server's
@@ -81,6 +84,8 @@ typedef struct {
     int64_t preempted_by; /* queued again after a preemption for this run (0: not; -1: by a run unknown) */
     int64_t not_before_ms; /* the server's restart waits out its backoff until then (unix ms; 0: none): it
                             * waits (WAIT_BACKOFF, reason `restart_backoff`) without holding up its pool */
+    bool elsewhere;        /* restarted by retry_elsewhere: never on a suspect node (it waits, reason
+                            * `suspect_nodes`, while only they would hold it) */
 } policy_run;
 
 typedef struct {
@@ -159,6 +164,7 @@ typedef enum {
     PENDING_SWEEP_PARALLEL,    /* reserved: a sweep makes no run beyond its `parallel` (the trial waits unmade) */
     PENDING_NODES,             /* not enough nodes with free devices for a run across nodes */
     PENDING_SLURM,             /* waiting in Slurm's own queue (Slurm's reason in detail) */
+    PENDING_SUSPECT_NODES,     /* only nodes it may not use (suspect for a retry_elsewhere restart, excluded) would hold it */
 } pending_reason;
 
 /* The code's name: "devices", "user_quota", ... */

@@ -24,12 +24,21 @@
 #include "monotonic.h"
 #include "nodes.h"
 #include "store.h"
+#include "suspects.h"
 
 /* The part whose ranks hold `rank`: a run's parts hold world_size / n_parts each. */
 static run_part *part_of_rank(live_run *r, int64_t rank) {
     if (!r->n_parts || rank < 0 || rank >= r->world_size) return NULL;
     int64_t part = rank / (r->world_size / r->n_parts);
     return part < r->n_parts ? &r->parts[part] : NULL;
+}
+
+/* The name of the node a part runs on (this host's for a part here). */
+static void node_of_part(const run_part *p, char *node, size_t n) {
+    char address[NODE_ADDR_MAX];
+    if (p && p->handle.place[0]) snprintf(node, n, "%s", p->handle.place);
+    else if (p && p->node && nodes_describe(p->node, node, n, address, sizeof address)) return;
+    else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
 }
 
 /* The end of an attempt stopped for a preemption, as the preempted user should read it. */
@@ -76,6 +85,16 @@ void attempt_seen_locked(live_run *r, store_op *op) {
         return;
     run_part *p = part_of_rank(r, op->u.attempt.failing_rank);
     if (!p) return;
+    failure_class said;
+    r->ended_elsewhere = op->u.attempt.failure_class && failure_class_parse(op->u.attempt.failure_class, &said) == 0 &&
+                         r->restart.on[said] == RESTART_RETRY_ELSEWHERE;
+    /* a launcher's own classed failure marks its node (a run across nodes: the server's
+     * blame among its parts does, as the other parts' ranks fail only for the loss) */
+    if (!r->across && op->u.attempt.failure_class && suspect_class(op->u.attempt.failure_class)) {
+        char node[NODE_NAME_MAX] = ""; /* the node's name here, not the host name its launcher says */
+        node_of_part(p, node, sizeof node);
+        suspect_mark_locked(node, NULL, op->u.attempt.failure_class, op->u.attempt.failure_evidence, r->id, now_ms());
+    }
     rank_failure_clear(&p->failure);
     p->failure = (rank_failure){.rank = op->u.attempt.failing_rank, .exit_code = op->u.attempt.exit_code,
                                 .signal = op->u.attempt.signal,
@@ -99,10 +118,7 @@ static void classify_locked(live_run *r, const char *why, const rank_failure *f,
     if ((r->fail_class && strcmp(r->fail_class, "infra") == 0) || (!r->fail_reason && !ranked)) in.lost = why;
     failure_classify(&in, v);
     run_part *p = ranked ? part_of_rank(r, f->rank) : r->n_parts == 1 ? &r->parts[0] : NULL;
-    char address[NODE_ADDR_MAX];
-    if (p && p->handle.place[0]) snprintf(node, n, "%s", p->handle.place);
-    else if (p && p->node && nodes_describe(p->node, node, n, address, sizeof address)) return;
-    else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
+    node_of_part(p, node, n);
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it;
@@ -132,6 +148,7 @@ static const char *record_attempt_end_locked(live_run *r, const char *status, co
         op.u.attempt.failure_node = node[0] ? xstrdup(node) : NULL;
         cls = failure_class_name(v.cls);
         if (verdict) *verdict = v;
+        if (node[0]) suspect_mark_locked(node, NULL, cls, v.evidence, r->id, op.t); /* its classes only */
     }
     store_submit_now(&op);
     return cls;
@@ -168,9 +185,11 @@ bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
     const char *cls = record_attempt_end_locked(r, "failed", why, f, &v);
     double backoff_s = 0;
     restart_next next = decide_locked(r, v.cls, &backoff_s);
+    r->ended_elsewhere = false;
     if (!sched.shutting_down && (next == NEXT_RESTART || next == NEXT_RESTART_ELSEWHERE)) {
         /* run_life.c queues it for the next, which waits out the backoff (reason restart_backoff) */
         r->not_before_ms = backoff_s > 0 ? now_ms() + (int64_t)(backoff_s * 1000) : 0;
+        r->elsewhere = next == NEXT_RESTART_ELSEWHERE; /* its next start avoids the suspect nodes */
         return true;
     }
     /* the run's reason names the last attempt's class (docs/failures.md), unless it is

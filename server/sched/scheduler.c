@@ -25,6 +25,7 @@
 #include "run_as.h"
 #include "secret.h"
 #include "store.h"
+#include "suspects.h"
 #include "users.h"
 
 int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&sched.devices, pool); }
@@ -84,6 +85,9 @@ void scheduler_init(const scheduler_config *c) {
     sched.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     sched.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     sched.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
+    pthread_mutex_lock(&sched.mu);
+    suspects_init_locked(c->exclude_node_after, c->exclude_node_window_ms);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 bool scheduler_batch(bool *gpus) {
@@ -138,7 +142,8 @@ static int owner_index(snapshot *sn, const char *owner, int64_t now) {
 static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
-                        .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms};
+                        .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
+                        .elsewhere = r->elsewhere};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -146,11 +151,13 @@ static policy_run policy_run_of(const live_run *r) {
 static void snapshot_take_locked(snapshot *sn, bool runs) {
     memset(sn, 0, sizeof *sn);
     sn->nodes[0] = (policy_node){.id = 0, .name = local_node_name()};
+    sn->nodes[0].suspect = suspect_of(sn->nodes[0].name, &sn->nodes[0].excluded);
     int n = 1, ids[NODES_MAX], up = nodes_up(ids, NODES_MAX);
     for (int i = 0; i < up; i++) {
         char address[NODE_ADDR_MAX];
         if (!nodes_describe(ids[i], sn->names[n], NODE_NAME_MAX, address, sizeof address)) continue;
         sn->nodes[n] = (policy_node){.id = ids[i], .name = sn->names[n]};
+        sn->nodes[n].suspect = suspect_of(sn->names[n], &sn->nodes[n].excluded);
         n++;
     }
     for (pool_kind pool = POOL_CPU; pool <= POOL_GPU; pool++) {
@@ -521,7 +528,10 @@ void scheduler_tick(void) {
     int64_t wall = now_ms();
     bool protection_ended = protection_ended_locked(ticked, wall), backoff_ended = backoff_ended_locked(ticked, wall);
     ticked = wall;
-    if (users_changed || sched.queue_stale || protection_ended || backoff_ended) {
+    static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
+    bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
+    if (now - looked >= 1000) looked = now;
+    if (users_changed || sched.queue_stale || protection_ended || backoff_ended || nodes_cleared) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         decide_and_apply_locked();
     }
@@ -715,7 +725,7 @@ static void set_pending(live_run *r, json_t *p) {
     const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
     if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
         r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
-        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SLURM; k++)
+        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SUSPECT_NODES; k++)
             if (strcmp(pending_reason_name(k), reason) == 0) r->pending_reason = pending_reason_name(k);
         timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
                                                      json_object_get(p, "blocked_by")));
@@ -916,5 +926,28 @@ json_t *scheduler_nodes_json(void) {
     json_t *agents = nodes_to_json();
     json_array_extend(all, agents);
     json_decref(agents);
+    pthread_mutex_lock(&sched.mu);
+    size_t i;
+    json_t *node;
+    json_array_foreach(all, i, node) {
+        json_t *mark = suspect_json_locked(json_string_value(json_object_get(node, "name")));
+        json_object_set_new(node, "suspect", mark ? mark : json_null());
+    }
+    pthread_mutex_unlock(&sched.mu);
     return all;
+}
+
+json_t *scheduler_suspects_json(void) {
+    pthread_mutex_lock(&sched.mu);
+    json_t *all = suspects_json_locked();
+    pthread_mutex_unlock(&sched.mu);
+    return all;
+}
+
+bool scheduler_node_clear(const char *name, const char *by) {
+    pthread_mutex_lock(&sched.mu);
+    bool had = suspect_clear_locked(name, by);
+    if (had) queue_changed_locked();
+    pthread_mutex_unlock(&sched.mu);
+    return had;
 }

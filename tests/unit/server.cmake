@@ -33,7 +33,7 @@ ddpd_c_test(test_scheduler ${CMAKE_CURRENT_LIST_DIR}/server/test_scheduler.c LIB
 # test_run_list: GET /runs's statements, their plans held (no scan) and their pages against the plain one.
 # The queue policy on hand-made snapshots: no process, socket or clock.
 ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_sched)
-# The policy on the server's own restarts: a backoff waited out.
+# The policy on the server's own restarts: a backoff waited out, suspect nodes avoided.
 ddpd_c_test(test_restart_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_restart_placement.c LIBS ddpd_sched)
 ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_sched)
 # The start estimate: the queue policy walked forward on hand-made snapshots.

@@ -43,6 +43,10 @@ typedef struct {
     /* a run is not preempted before it has run this long in its attempt, unless its
      * config says (min_runtime_s); 0: at once */
     int64_t min_runtime_ms;
+    /* a node where this many runs failed (suspect classes) within the window is excluded
+     * until an admin clears it (suspects.h); 0: never */
+    int exclude_node_after;
+    int64_t exclude_node_window_ms;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
