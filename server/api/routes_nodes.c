@@ -108,7 +108,9 @@ static void post_clear(request *rq, response *rs) {
         reply_problem(rs, 404, NULL, "node %s is not marked suspect or excluded: GET /nodes lists the marks", name);
         return;
     }
-    audit_queue(who->name[0] ? who->name : NULL, "node.clear", 0, name, NULL, NULL);
+    char actor[128], target[96];
+    snprintf(target, sizeof target, "node/%s", name);
+    audit_queue(audit_actor(who, actor, sizeof actor), "node.clear", 0, target, NULL, NULL);
     reply_json(rs, 200, json_pack("{s:s, s:b}", "node", name, "cleared", 1));
 }
 
