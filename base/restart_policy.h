@@ -56,7 +56,7 @@ void restart_budget_init(restart_budget *b, int used);
 
 typedef enum {
     NEXT_RESTART,       /* restart it, after *backoff_s */
-    NEXT_RESTART_ELSEWHERE, /* the same, where the launcher can choose (on one host: as a restart) */
+    NEXT_RESTART_ELSEWHERE, /* restart it away from the node it failed on: a launcher leaves it to the server */
     NEXT_FAIL_CLASS,    /* its class's action is fail */
     NEXT_FAIL_SPENT,    /* no restart left */
     NEXT_FAIL_LOOP,     /* a crash loop */
