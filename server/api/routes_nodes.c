@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "base.h"
 #include "executor_agents.h"
 #include "ids.h"
@@ -85,7 +86,32 @@ static void post_nodes(request *rq, response *rs) {
 
 static void get_nodes(request *rq, response *rs) {
     (void)rq;
-    reply_json(rs, 200, json_pack("{s:o}", "nodes", scheduler_nodes_json()));
+    reply_json(rs, 200, json_pack("{s:o, s:o}", "nodes", scheduler_nodes_json(), "suspects", scheduler_suspects_json()));
+}
+
+/* POST /nodes/{name}/clear: an admin clears a node's suspect mark (docs/failures.md). */
+static void post_clear(request *rq, response *rs) {
+    const caller *who = rq_caller(rq);
+    if (!who->admin) {
+        reply_problem(rs, 403, NULL, "only an admin clears a suspect node (a user's token may not): ask one, or "
+                      "ddpd node clear NAME on the server's state directory");
+        return;
+    }
+    const char *name = rq->id_text;
+    if (!name_ok(name)) {
+        reply_problem(rs, 400, NULL, "\"%.60s\" is not a node name (1 to 63 letters, digits, '.', '_' or '-'): "
+                      "GET /nodes lists them", name ? name : "");
+        return;
+    }
+    const char *by = who->name[0] ? who->name : "the server's token";
+    if (!scheduler_node_clear(name, by)) {
+        reply_problem(rs, 404, NULL, "node %s is not marked suspect or excluded: GET /nodes lists the marks", name);
+        return;
+    }
+    char actor[128], target[96];
+    snprintf(target, sizeof target, "node/%s", name);
+    audit_queue(audit_actor(who, actor, sizeof actor), "node.clear", 0, target, NULL, NULL);
+    reply_json(rs, 200, json_pack("{s:s, s:b}", "node", name, "cleared", 1));
 }
 
 /* POST /nodes/{id}/heartbeat {"parts": [...], "streams": [...], "logs": [...]} */
@@ -115,5 +141,6 @@ const route node_routes[] = {
     {.method = "POST", .pattern = "/nodes", .handler = post_nodes, .json_body = true},
     {.method = "GET", .pattern = "/nodes", .handler = get_nodes},
     {.method = "POST", .pattern = "/nodes/{id}/heartbeat", .handler = post_heartbeat, .json_body = true},
+    {.method = "POST", .pattern = "/nodes/{id}/clear", .handler = post_clear},
 };
 const size_t node_routes_count = sizeof node_routes / sizeof *node_routes;

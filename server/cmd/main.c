@@ -69,6 +69,7 @@
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
+#include "node_cmd.h"
 #include "user_cmd.h"
 #include "users.h"
 
@@ -377,6 +378,8 @@ static void start_runs(const settings *o, serving *v) {
                            .fair_share_half_life_s = o->fairshare_half_life,
                            .preempt_grace_ms = o->preempt_grace * 1000, .min_runtime_ms = o->min_runtime * 1000LL,
                            .elastic_grow_interval_ms = o->elastic_grow_interval * 1000LL,
+                           .exclude_node_after = o->exclude_node_after,
+                           .exclude_node_window_ms = o->exclude_node_window * 1000LL,
                            .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL,
                            .memory_per_device = {memory_per_device[0], memory_per_device[1]},
                            .max_run_processes = o->max_run_processes, .max_log_bytes = o->max_log_bytes,
@@ -588,6 +591,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "check") == 0) return check(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "agent") == 0) return agent_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "user") == 0) return user_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "node") == 0) return node_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "part") == 0) return part_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "man") == 0) {
         man_page_write(stdout);

@@ -40,6 +40,8 @@ live_run *live_run_new(const run_needs *n) {
     r->preemptible = n->preemptible;
     r->queued_ms = n->queued_ms ? n->queued_ms : now_ms();
     r->max_restarts = n->max_restarts;
+    r->restart = n->restart;
+    restart_budget_init(&r->budget, 0);
     r->stop_grace_s = n->stop_grace_s;
     r->max_duration_ms = n->max_duration_s > 0 ? (int64_t)(n->max_duration_s * 1000) : 0;
     r->min_runtime_ms = n->min_runtime_s >= 0 ? (int64_t)(n->min_runtime_s * 1000) : sched.c.min_runtime_ms;

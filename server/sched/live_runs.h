@@ -76,6 +76,12 @@ typedef struct live_run {
      * restarts distributed.max_restarts allows count from restarts_from; the attempt its
      * ranks are in is `attempt` (its launchers' `attempt` events) */
     int max_restarts, restart_count, restarts_from, attempt;
+    restart_policy restart; /* distributed.restart_policy: what the server's own restarts do (run_restart.c) */
+    restart_budget budget;  /* their crash-loop watch and best step (its `used` is counted from the attempts) */
+    int64_t not_before_ms;  /* queued for a restart: it waits out its backoff until then (unix ms; 0: none) */
+    bool elsewhere;         /* restarted by retry_elsewhere: placed on no suspect node (queue_policy.h) */
+    bool ended_elsewhere;   /* its launcher's last attempt failed with a class its policy retries elsewhere: the
+                             * launcher did not restart it, the server does */
     bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
     int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
     int64_t memory_asked; /* resources.memory_gb in bytes (0: the server's default): run_limits.h */

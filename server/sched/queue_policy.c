@@ -16,6 +16,27 @@ static bool here_only(const policy_snapshot *s, const policy_run *q) {
     return q->nodes_wanted <= 1 && q->world_size <= s->nodes[0].capacity[q->pool];
 }
 
+/* Whether q may go to the snapshot's node i at all: not an excluded node, nor a
+ * suspect one for a run restarted elsewhere. */
+static bool usable(const policy_snapshot *s, const policy_run *q, int i) {
+    const policy_node *n = &s->nodes[i];
+    return !n->excluded && !(n->suspect && q->elsewhere);
+}
+
+/* The nodes of a run across nodes that q may use (candidates()'s, in its order),
+ * without the suspect ones when `shun`, without this host when `agents_only`. */
+static int usable_candidates(const policy_snapshot *s, const policy_run *q, const devices_at avail, bool shun,
+                             bool agents_only, place_candidate *c) {
+    int n = 0;
+    for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) {
+        const policy_node *node = &s->nodes[i];
+        if (node->capacity[q->pool] <= 0 || (i == 0 && (!s->here_across || agents_only))) continue;
+        if (!usable(s, q, i) || (shun && node->suspect)) continue;
+        c[n++] = (place_candidate){.id = node->id, .free = avail[i][q->pool], .capacity = node->capacity[q->pool]};
+    }
+    return n;
+}
+
 /* The nodes a run across nodes may use, in the order they are taken: this host
  * first (when it takes part in runs across nodes), then the agent nodes, each with
  * devices of the pool; avail[i] is node i's count (what earlier starts left). */
@@ -44,21 +65,58 @@ static int node_index(const policy_snapshot *s, int id) {
     return -1;
 }
 
-/* Where q goes on `avail` (nothing taken): its nodes into d; false when it does not fit. */
+/* q across nodes on avail, the suspect ones only when no other set fits (never when
+ * they are not usable for it); this host left out with `agents_only`. */
+static bool fit_across(const policy_snapshot *s, const policy_run *q, const devices_at avail, bool agents_only,
+                       bool shun_only, policy_decision *d) {
+    place_candidate c[POLICY_NODES_MAX];
+    for (int shun = 1; shun >= (shun_only ? 1 : 0); shun--) {
+        int k = placement_choose(c, usable_candidates(s, q, avail, shun, agents_only, c), q->world_size,
+                                 q->nodes_wanted, false, d->nodes);
+        if (k) {
+            d->across = true;
+            d->n_nodes = k;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Where q goes on `avail` (nothing taken): its nodes into d; false when it does not
+ * fit. A run of this host alone goes to an agent node that holds it only when this
+ * host is suspect (or not usable for it), and back here when none does. */
 static bool fit(const policy_snapshot *s, const policy_run *q, const devices_at avail, policy_decision *d) {
     if (here_only(s, q)) {
-        if (avail[0][q->pool] < q->world_size) return false;
+        bool here_ok = usable(s, q, 0), here_first = here_ok && !s->nodes[0].suspect;
+        if (!here_first && fit_across(s, q, avail, true, true, d)) return true;
+        if (!here_ok || avail[0][q->pool] < q->world_size) return false;
         d->across = false;
         d->n_nodes = 1;
         d->nodes[0] = 0;
         return true;
     }
-    place_candidate c[POLICY_NODES_MAX];
-    int k = placement_choose(c, candidates(s, q->pool, avail, c), q->world_size, q->nodes_wanted, false, d->nodes);
-    if (!k) return false;
-    d->across = true;
-    d->n_nodes = k;
-    return true;
+    return fit_across(s, q, avail, false, false, d);
+}
+
+/* Whether q could ever be placed with every node usable for it (by capacity): when
+ * it can, but not on the nodes it may use, it waits for suspect or excluded nodes. */
+static bool held_by_marks(const policy_snapshot *s, const policy_run *q) {
+    bool marked = false;
+    for (int i = 0; i < s->n_nodes && !marked; i++) marked = s->nodes[i].excluded || s->nodes[i].suspect;
+    if (!marked) return false;
+    devices_at all;
+    memset(all, 0, sizeof all);
+    for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) all[i][q->pool] = s->nodes[i].capacity[q->pool];
+    policy_decision probe = {0};
+    if (fit(s, q, all, &probe)) return false; /* it fits where it may go, once they are free */
+    policy_snapshot open = *s;
+    policy_node nodes[POLICY_NODES_MAX];
+    for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) {
+        nodes[i] = s->nodes[i];
+        nodes[i].suspect = nodes[i].excluded = false;
+    }
+    open.nodes = nodes;
+    return fit(&open, q, all, &probe);
 }
 
 /* The devices q takes on each of d's nodes. */
@@ -473,6 +531,11 @@ static bool over_quota(pass *p, const policy_run *q, policy_decision *d) {
 
 static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
     const policy_snapshot *s = p->s;
+    if (q->not_before_ms > s->now_ms) { /* its restart's backoff: it holds nothing, and none waits behind it */
+        d->verb = POLICY_WAIT;
+        d->wait = WAIT_BACKOFF;
+        return;
+    }
     if (over_quota(p, q, d)) return;
     int64_t blocker = p->blocker[q->pool];
     bool held = blocker && s->now_ms - p->blocker_queued_ms[q->pool] >= s->backfill_window_ms;
@@ -497,7 +560,7 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         d->n_nodes = 0;
         if (!blocker && wait_protected(p, q, d)) d->wait = WAIT_PROTECTED;
         else d->wait = here_only(s, q) ? WAIT_THIS_HOST : WAIT_NODES;
-        if (!blocker) {
+        if (!blocker && !held_by_marks(s, q)) { /* one that waits for a node to be cleared holds nobody up */
             p->blocker[q->pool] = q->id;
             p->blocker_queued_ms[q->pool] = q->queued_ms;
             p->blocker_run[q->pool] = q;
@@ -521,8 +584,8 @@ const char *pending_reason_name(pending_reason r) {
         [PENDING_FAIR_SHARE] = "fair_share", [PENDING_PRIORITY] = "priority",
         [PENDING_BACKFILL_RESERVED] = "backfill_reserved", [PENDING_RESTART_BACKOFF] = "restart_backoff",
         [PENDING_PREEMPTED] = "preempted", [PENDING_SWEEP_PARALLEL] = "sweep_parallel", [PENDING_NODES] = "nodes",
-        [PENDING_SLURM] = "slurm"};
-    return r >= PENDING_NONE && r <= PENDING_SLURM ? names[r] : "unknown";
+        [PENDING_SLURM] = "slurm", [PENDING_SUSPECT_NODES] = "suspect_nodes"};
+    return r >= PENDING_NONE && r <= PENDING_SUSPECT_NODES ? names[r] : "unknown";
 }
 
 /* d->blocked_by gains `id` (once). */
@@ -591,6 +654,10 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
         for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
         return;
     }
+    if (d->wait == WAIT_BACKOFF) {
+        d->reason = PENDING_RESTART_BACKOFF;
+        return;
+    }
     if (d->wait == WAIT_QUOTA) {
         d->reason = PENDING_USER_QUOTA;
         block_on_holders(p, q, d, true, cap);
@@ -605,6 +672,8 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
         }
     }
     d->reason = blocker ? ahead_reason(s, blocker, q) : base_reason(s, q);
+    if (!blocker && (d->wait == WAIT_THIS_HOST || d->wait == WAIT_NODES) && held_by_marks(s, q))
+        d->reason = PENDING_SUSPECT_NODES;
     d->ahead = blocker ? blocker->id : 0;
     d->ahead_at = blocker ? (int)(blocker - s->queued) : -1;
     if (blocker) block_on(d, blocker->id, cap);
@@ -801,6 +870,27 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
         free(who);
         free(what);
         return text;
+    }
+    if (d->reason == PENDING_SUSPECT_NODES) {
+        buf_t b = {0};
+        for (int i = 0; i < s->n_nodes; i++) {
+            const policy_node *n = &s->nodes[i];
+            if (!n->excluded && !(n->suspect && q->elsewhere)) continue;
+            buf_printf(&b, "%s%s (%s)", b.data ? ", " : "", n->name,
+                       n->excluded ? "excluded: it failed too many runs" : "suspect");
+        }
+        char *what = devices_text(s, q);
+        char *text = xasprintf("nodes it may use: only %s would hold it (%s%s); an admin clears a node: "
+                               "ddpd node clear NAME", b.data ? b.data : "marked nodes", what,
+                               q->elsewhere ? "; restarted by retry_elsewhere, it goes to no suspect node" : "");
+        free(b.data);
+        free(what);
+        return text;
+    }
+    if (d->wait == WAIT_BACKOFF) { /* the end, not the seconds left: the text stays the same while it waits */
+        char at[32];
+        format_iso8601(q->not_before_ms / 1000 * 1000 + (q->not_before_ms % 1000 ? 1000 : 0), at);
+        return xasprintf("its restart's backoff (distributed.restart_policy.backoff) until %s", at);
     }
     if (d->wait == WAIT_QUOTA) {
         const char *who = owner_name(s, q->owner);

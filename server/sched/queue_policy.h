@@ -69,6 +69,9 @@ typedef struct {
     const char *name; /* for what a person reads */
     int free[2];      /* per pool (pool_kind): devices free now */
     int capacity[2];  /* and in all */
+    bool suspect;     /* a failure there marked it (docs/failures.md): no run goes there while another place
+                       * fits, and a run restarted by retry_elsewhere never */
+    bool excluded;    /* it failed too many runs in the window: no run goes there until an admin clears it */
 } policy_node;
 
 /* Whose runs they are: a user, or nobody (runs from before users, or the server's
@@ -89,6 +92,10 @@ typedef struct {
     int priority;      /* -100 to 100, higher first */
     int64_t queued_ms; /* when it entered the queue (submitted, resumed, preempted): the older first */
     int64_t preempted_by; /* queued again after a preemption for this run (0: not; -1: by a run unknown) */
+    int64_t not_before_ms; /* the server's restart waits out its backoff until then (unix ms; 0: none): it
+                            * waits (WAIT_BACKOFF, reason `restart_backoff`) without holding up its pool */
+    bool elsewhere;        /* restarted by retry_elsewhere: never on a suspect node (it waits, reason
+                            * `suspect_nodes`, while only they would hold it) */
 } policy_run;
 
 typedef struct {
@@ -152,11 +159,12 @@ typedef enum {
     WAIT_QUOTA,     /* its owner's quota: `quota_used` of it are held */
     WAIT_PREEMPTED, /* for the runs `preempt`, being preempted, to stop: their devices are its */
     WAIT_PROTECTED, /* for the runs `preempt`, of a lower priority, to pass their minimum run time */
+    WAIT_BACKOFF,   /* for its restart's backoff to end (not_before_ms) */
 } policy_wait;
 
 /* Why a queued run is not running, as a code a program reads (GET /runs/{id}'s
  * `pending.reason`; docs/using.md says each). The policy gives the first seven and
- * `nodes`; the scheduler the rest (a batch system's own queue: `slurm`). */
+ * `nodes` (and restart_backoff); the scheduler the rest (a batch system's own queue: `slurm`). */
 typedef enum {
     PENDING_NONE,              /* it starts now */
     PENDING_DEVICES,           /* not enough free devices of its kind on this host (or runs being preempted for it to stop) */
@@ -164,11 +172,12 @@ typedef enum {
     PENDING_FAIR_SHARE,        /* a run of an owner with less decayed usage goes first and waits for the devices */
     PENDING_PRIORITY,          /* a run of a higher priority goes first and waits for the devices */
     PENDING_BACKFILL_RESERVED, /* it would fit, but the free devices are kept for a run ahead that waited its window */
-    PENDING_RESTART_BACKOFF,   /* reserved: the server queues a restart at once (a launcher's own backoff runs while the run runs) */
+    PENDING_RESTART_BACKOFF,   /* the server's restart waits out distributed.restart_policy.backoff */
     PENDING_PREEMPTED,         /* queued again after a preemption, and waiting for devices */
     PENDING_SWEEP_PARALLEL,    /* reserved: a sweep makes no run beyond its `parallel` (the trial waits unmade) */
     PENDING_NODES,             /* not enough nodes with free devices for a run across nodes */
     PENDING_SLURM,             /* waiting in Slurm's own queue (Slurm's reason in detail) */
+    PENDING_SUSPECT_NODES,     /* only nodes it may not use (suspect for a retry_elsewhere restart, excluded) would hold it */
 } pending_reason;
 
 /* The code's name: "devices", "user_quota", ... */

@@ -721,9 +721,11 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
     }
     /* its launcher restarts its ranks itself: the server does when it stopped them (a
      * hang, a restart asked for), or when the launcher was killed before its end */
-    bool mendable = (r->fail_reason && !r->fail_final) || (!r->end_status && e->exit_signal != NO_INT);
-    if (status == RUN_FAILED && mendable &&
-        restart_locked(r, &reason, r->fail_reason ? &r->server_blame : NULL)) {
+    bool mendable = (r->fail_reason && !r->fail_final) || (!r->end_status && e->exit_signal != NO_INT) ||
+                    r->ended_elsewhere; /* retry_elsewhere: its launcher left the restart to the server */
+    const rank_failure *blamed = r->fail_reason ? &r->server_blame
+                                 : r->ended_elsewhere && r->n_parts ? &r->parts[0].failure : NULL;
+    if (status == RUN_FAILED && mendable && restart_locked(r, &reason, blamed)) {
         free(reason);
         return;
     }

@@ -13,6 +13,7 @@
  * (--restarts-from). A built-in run's ranks carry on from its newest checkpoint. */
 #include "sched_state.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,10 @@
 #include "event_kinds.h"
 #include "failure_class.h"
 #include "kind_fields.h"
+#include "monotonic.h"
 #include "nodes.h"
 #include "store.h"
+#include "suspects.h"
 
 /* The part whose ranks hold `rank`: a run's parts hold world_size / n_parts each. */
 static run_part *part_of_rank(live_run *r, int64_t rank) {
@@ -41,6 +44,15 @@ char *preempted_reason(const live_run *r) {
                              : xasprintf("preempted%s", how);
 }
 
+/* The name of the node a part runs on (this host's for a part here). */
+static void node_of_part(const run_part *p, char *node, size_t n) {
+    char address[NODE_ADDR_MAX];
+    if (p && p->handle.place[0]) snprintf(node, n, "%s", p->handle.place);
+    else if (p && p->node && nodes_describe(p->node, node, n, address, sizeof address)) return;
+    else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
+}
+
+/* The end of an attempt stopped for a preemption, as the preempted user should read it. */
 static void say_preempted(const live_run *r, store_op *op) {
     char *reason = preempted_reason(r);
     free(op->u.attempt.status);
@@ -84,6 +96,16 @@ void attempt_seen_locked(live_run *r, store_op *op) {
         return;
     run_part *p = part_of_rank(r, op->u.attempt.failing_rank);
     if (!p) return;
+    failure_class said;
+    r->ended_elsewhere = op->u.attempt.failure_class && failure_class_parse(op->u.attempt.failure_class, &said) == 0 &&
+                         r->restart.on[said] == RESTART_RETRY_ELSEWHERE;
+    /* a launcher's own classed failure marks its node (a run across nodes: the server's
+     * blame among its parts does, as the other parts' ranks fail only for the loss) */
+    if (!r->across && op->u.attempt.failure_class && suspect_class(op->u.attempt.failure_class)) {
+        char node[NODE_NAME_MAX] = ""; /* the node's name here, not the host name its launcher says */
+        node_of_part(p, node, sizeof node);
+        suspect_mark_locked(node, NULL, op->u.attempt.failure_class, op->u.attempt.failure_evidence, r->id, now_ms());
+    }
     rank_failure_clear(&p->failure);
     p->failure = (rank_failure){.rank = op->u.attempt.failing_rank, .exit_code = op->u.attempt.exit_code,
                                 .signal = op->u.attempt.signal,
@@ -107,16 +129,13 @@ static void classify_locked(live_run *r, const char *why, const rank_failure *f,
     if ((r->fail_class && strcmp(r->fail_class, "infra") == 0) || (!r->fail_reason && !ranked)) in.lost = why;
     failure_classify(&in, v);
     run_part *p = ranked ? part_of_rank(r, f->rank) : r->n_parts == 1 ? &r->parts[0] : NULL;
-    char address[NODE_ADDR_MAX];
-    if (p && p->handle.place[0]) snprintf(node, n, "%s", p->handle.place);
-    else if (p && p->node && nodes_describe(p->node, node, n, address, sizeof address)) return;
-    else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
+    node_of_part(p, node, n);
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it;
- * a failed one's class (its name), else NULL. */
+ * a failed one's class (its name), else NULL; *verdict (when given) its class. */
 static const char *record_attempt_end_locked(live_run *r, const char *status, const char *reason,
-                                             const rank_failure *f) {
+                                             const rank_failure *f, failure_verdict *verdict) {
     const char *cls = NULL;
     r->attempt_open = false;
     store_op op = {.kind = OP_ATTEMPT_ENDED, .run_id = r->id, .rank = -1, .t = now_ms()};
@@ -139,6 +158,8 @@ static const char *record_attempt_end_locked(live_run *r, const char *status, co
         op.u.attempt.failure_evidence = xstrdup(v.evidence);
         op.u.attempt.failure_node = node[0] ? xstrdup(node) : NULL;
         cls = failure_class_name(v.cls);
+        if (verdict) *verdict = v;
+        if (node[0]) suspect_mark_locked(node, NULL, cls, v.evidence, r->id, op.t); /* its classes only */
     }
     store_submit_now(&op);
     return cls;
@@ -148,23 +169,61 @@ void close_open_attempt_locked(live_run *r, const char *status, const char *reas
     if (!r->attempt_open) return;
     log_info("run %lld: attempt %d was left open by its launcher: it ends %s", (long long)r->id, r->attempt + 1,
              status);
-    record_attempt_end_locked(r, status, reason, NULL);
+    record_attempt_end_locked(r, status, reason, NULL, NULL);
+}
+
+/* What the run's distributed.restart_policy says of this failure, as its launchers
+ * decide (base/restart_policy.h): the budget used is counted from the attempts, as a
+ * launcher counts it when it starts; the crash-loop watch and the best step are the
+ * run's. A restart after progress that the policy does not count moves restarts_from
+ * on, so its next launchers count the same (as a preemption does). */
+static restart_next decide_locked(live_run *r, failure_class cls, double *backoff_s) {
+    r->budget.used = r->attempt - r->restarts_from;
+    long long step = r->eta_last_ms > 0 ? (long long)r->eta_last_step : -1;
+    bool checkpointed = r->started_ms > 0 && r->checkpoint_ms > r->started_ms;
+    int progress = 0;
+    restart_next next = restart_decide(&r->restart, &r->budget, cls, step, checkpointed, (double)mono_ms() / 1000.0,
+                                       &progress, backoff_s);
+    if ((next == NEXT_RESTART || next == NEXT_RESTART_ELSEWHERE) && progress && r->restart.reset_on_progress)
+        r->restarts_from++;
+    return next;
 }
 
 bool restart_or_fail_locked(live_run *r, char **reason, const rank_failure *f) {
     if (r->cancel_reason) return false;
     const char *why = *reason ? *reason : "its processes were gone";
-    const char *cls = record_attempt_end_locked(r, "failed", why, f);
-    int last = r->restarts_from + r->max_restarts;
-    if (!sched.shutting_down && r->attempt < last) return true; /* run_life.c queues it for the next */
+    failure_verdict v = {.cls = FAILURE_EXIT};
+    const char *cls = record_attempt_end_locked(r, "failed", why, f, &v);
+    double backoff_s = 0;
+    restart_next next = decide_locked(r, v.cls, &backoff_s);
+    r->ended_elsewhere = false;
+    if (!sched.shutting_down && (next == NEXT_RESTART || next == NEXT_RESTART_ELSEWHERE)) {
+        /* run_life.c queues it for the next, which waits out the backoff (reason restart_backoff) */
+        r->not_before_ms = backoff_s > 0 ? now_ms() + (int64_t)(backoff_s * 1000) : 0;
+        r->elsewhere = next == NEXT_RESTART_ELSEWHERE; /* its next start avoids the suspect nodes */
+        return true;
+    }
     /* the run's reason names the last attempt's class (docs/failures.md), unless it is
      * an exit or a crash, which the reason says (its status or signal) */
     bool said = !cls || strcmp(cls, "exit") == 0 || strcmp(cls, "crash") == 0;
-    char *spent = r->max_restarts > 0
-                      ? xasprintf("all %d attempts failed (distributed.max_restarts is %d); the last: %s%s%s",
-                                  r->attempt - r->restarts_from + 1, r->max_restarts, why, said ? "" : "; failure: ",
-                                  said ? "" : cls)
-                      : xasprintf("%s%s%s", why, said ? "" : "; failure: ", said ? "" : cls);
+    const restart_policy *p = &r->restart;
+    char *spent;
+    if (next == NEXT_FAIL_CLASS && p->max_restarts > 0) {
+        spent = xasprintf("%s; failure: %s; not restarted: distributed.restart_policy.on.%s is fail%s", why, cls, cls,
+                          p->given ? "" : " (its default)");
+    } else if (next == NEXT_FAIL_LOOP) {
+        char where[64] = "before any step";
+        if (r->budget.best_step >= 0) snprintf(where, sizeof where, "at step %lld", r->budget.best_step);
+        spent = xasprintf("crash loop: %d attempts failed %s with no progress (%s) within %g s "
+                          "(distributed.restart_policy.crash_loop); the last: %s",
+                          r->budget.loop_n, where, cls ? cls : "exit", p->crash_loop_window_s, why);
+    } else if (p->max_restarts > 0) {
+        spent = xasprintf("all %d attempts failed (%s is %d); the last: %s%s%s", r->attempt - r->restarts_from + 1,
+                          restart_policy_budget_field(p), p->max_restarts, why, said ? "" : "; failure: ",
+                          said ? "" : cls);
+    } else {
+        spent = xasprintf("%s%s%s", why, said ? "" : "; failure: ", said ? "" : cls);
+    }
     free(*reason);
     *reason = spent;
     return false;

@@ -27,6 +27,7 @@
 #include "run_as.h"
 #include "secret.h"
 #include "store.h"
+#include "suspects.h"
 #include "users.h"
 
 int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&sched.devices, pool); }
@@ -86,6 +87,9 @@ void scheduler_init(const scheduler_config *c) {
     sched.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     sched.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     sched.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
+    pthread_mutex_lock(&sched.mu);
+    suspects_init_locked(c->exclude_node_after, c->exclude_node_window_ms);
+    pthread_mutex_unlock(&sched.mu);
 }
 
 bool scheduler_batch(bool *gpus) {
@@ -140,7 +144,8 @@ static int owner_index(snapshot *sn, const char *owner, int64_t now) {
 static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
-                        .preempted_by = r->requeued_by};
+                        .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
+                        .elsewhere = r->elsewhere};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -148,11 +153,13 @@ static policy_run policy_run_of(const live_run *r) {
 static void snapshot_take_locked(snapshot *sn, bool runs) {
     memset(sn, 0, sizeof *sn);
     sn->nodes[0] = (policy_node){.id = 0, .name = local_node_name()};
+    sn->nodes[0].suspect = suspect_of(sn->nodes[0].name, &sn->nodes[0].excluded);
     int n = 1, ids[NODES_MAX], up = nodes_up(ids, NODES_MAX);
     for (int i = 0; i < up; i++) {
         char address[NODE_ADDR_MAX];
         if (!nodes_describe(ids[i], sn->names[n], NODE_NAME_MAX, address, sizeof address)) continue;
         sn->nodes[n] = (policy_node){.id = ids[i], .name = sn->names[n]};
+        sn->nodes[n].suspect = suspect_of(sn->names[n], &sn->nodes[n].excluded);
         n++;
     }
     for (pool_kind pool = POOL_CPU; pool <= POOL_GPU; pool++) {
@@ -357,6 +364,14 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
     n->min_world_size = (int)json_integer_value(json_object_get(dist, "min_world_size"));
     n->hang_timeout_s = json_number_value(json_object_get(dist, "hang_timeout_s"));
     n->max_restarts = (int)json_integer_value(json_object_get(dist, "max_restarts"));
+    /* the server's own restarts: no pause without a policy (as before it), else the policy's; a
+     * policy the submission checked parses, and one that does not (an older store's) is the defaults */
+    char err[256];
+    restart_policy_defaults(&n->restart, n->max_restarts, 0);
+    if (restart_policy_parse(dist, &n->restart, err, sizeof err) != 0) {
+        log_warn("a run's %s: its restarts by the server follow distributed.max_restarts", err);
+        restart_policy_defaults(&n->restart, n->max_restarts, 0);
+    }
     n->stop_grace_s = (int)json_integer_value(json_object_get(dist, "stop_grace_s"));
     n->max_duration_s = json_number_value(json_object_get(config, "max_duration_s"));
     const json_t *min_runtime = json_object_get(config, "min_runtime_s");
@@ -556,6 +571,13 @@ static bool protection_ended_locked(int64_t since, int64_t now) {
     return false;
 }
 
+/* A restart's backoff ended since the last tick (unix ms): it may start now. */
+static bool backoff_ended_locked(int64_t since, int64_t now) {
+    for (live_run *r = sched.runs; r; r = r->next)
+        if (r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+    return false;
+}
+
 void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     pthread_mutex_lock(&sched.mu);
@@ -567,9 +589,12 @@ void scheduler_tick(void) {
     for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
-    bool protection_ended = protection_ended_locked(ticked, wall);
+    bool protection_ended = protection_ended_locked(ticked, wall), backoff_ended = backoff_ended_locked(ticked, wall);
     ticked = wall;
-    if (users_changed || sched.queue_stale || protection_ended) {
+    static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
+    bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
+    if (now - looked >= 1000) looked = now;
+    if (users_changed || sched.queue_stale || protection_ended || backoff_ended || nodes_cleared) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         decide_and_apply_locked();
     }
@@ -701,7 +726,10 @@ static int64_t expected_end_locked(const live_run *r) {
 }
 
 /* What an estimate rests on, for a person (malloc'd). */
-static char *estimate_basis(const forecast *f) {
+static char *estimate_basis(const policy_decision *d, const forecast *f) {
+    if (d->verb == POLICY_WAIT && d->wait == WAIT_BACKOFF)
+        return xstrdup("its restart's backoff (distributed.restart_policy.backoff) ends then, or the queue policy's "
+                       "walk forward says later");
     if (f->start_ms >= 0)
         return xstrdup("the queue policy walked forward from the expected ends of the runs ahead (their ETAs, else "
                        "the median length of their owners' earlier runs of the same name)");
@@ -735,7 +763,7 @@ static json_t *pending_of(const policy_decision *d, const forecast *f, char *det
         format_iso8601(f->start_ms / 1000 * 1000, at);
         start = json_string(at);
     }
-    char *basis = estimate_basis(f);
+    char *basis = estimate_basis(d, f);
     json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:s}", "reason", pending_reason_name(d->reason), "detail",
                           json_string_or_null(detail), "blocked_by", blocked, "estimated_start", start,
                           "estimate_basis", basis);
@@ -766,7 +794,7 @@ static void set_pending(live_run *r, json_t *p) {
     const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
     if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
         r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
-        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SLURM; k++)
+        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SUSPECT_NODES; k++)
             if (strcmp(pending_reason_name(k), reason) == 0) r->pending_reason = pending_reason_name(k);
         timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
                                                      json_object_get(p, "blocked_by")));
@@ -873,7 +901,10 @@ static void pending_refresh_locked(void) {
         char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
         set_decision(r, &d[i], waiting ? xstrdup(waiting) : NULL);
         char *detail = after_preemption(r, queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], waiting));
-        f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
+        if (d[i].wait == WAIT_BACKOFF && d[i].verb == POLICY_WAIT) /* no sooner than its backoff's end */
+            f[i].start_ms = f[i].start_ms > r->not_before_ms ? f[i].start_ms : r->not_before_ms;
+        else
+            f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
         r->shown_start_ms = f[i].start_ms;
         set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], detail));
         free(detail);
@@ -1014,5 +1045,28 @@ json_t *scheduler_nodes_json(void) {
     json_t *agents = nodes_to_json();
     json_array_extend(all, agents);
     json_decref(agents);
+    pthread_mutex_lock(&sched.mu);
+    size_t i;
+    json_t *node;
+    json_array_foreach(all, i, node) {
+        json_t *mark = suspect_json_locked(json_string_value(json_object_get(node, "name")));
+        json_object_set_new(node, "suspect", mark ? mark : json_null());
+    }
+    pthread_mutex_unlock(&sched.mu);
     return all;
+}
+
+json_t *scheduler_suspects_json(void) {
+    pthread_mutex_lock(&sched.mu);
+    json_t *all = suspects_json_locked();
+    pthread_mutex_unlock(&sched.mu);
+    return all;
+}
+
+bool scheduler_node_clear(const char *name, const char *by) {
+    pthread_mutex_lock(&sched.mu);
+    bool had = suspect_clear_locked(name, by);
+    if (had) queue_changed_locked();
+    pthread_mutex_unlock(&sched.mu);
+    return had;
 }

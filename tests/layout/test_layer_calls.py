@@ -89,7 +89,7 @@ SCHED_FRONT_DOOR = ("run_recovery", "scheduler")
 SCHED_ENTRANCES = ("runs", "run_resume")
 # Beside the state machine: what it calls, which calls none of it (nor an entrance).
 SCHED_BESIDE = ("queue_policy", "queue_forecast", "fair_share", "placement", "part_blame", "device_pool", "run_as", "run_limits",
-                "run_reads", "users", "disk_use")
+                "run_reads", "users", "disk_use", "suspects")
 
 
 def objects(nm, archive):

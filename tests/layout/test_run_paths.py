@@ -46,6 +46,9 @@ ALLOWED = {
                              "the state directory's own entries (runs/ listed by name); a run directory of another "
                              "account is skipped, never entered (layout_tighten)"),
     "store/db_inspect.c": ({"stat"}, "the database file"),
+    "sched/suspects.c": ({"access", "json_dump_file", "json_load_file", "open", "opendir", "rename", "unlink"},
+                         "the state directory's nodes/: the suspect nodes' marks the server keeps, and the clear "
+                         "requests `ddpd node clear` leaves there"),
     "store/history_rebuild.c": ({"opendir", "rename", "stat", "access"},
                                 "the damaged database renamed aside, and /proc; the run directories are read "
                                 "through run_files"),

@@ -19,4 +19,3 @@ ddpd_c_test(test_safetensors ${CMAKE_CURRENT_LIST_DIR}/trainer/test_safetensors.
             LIBS ZLIB::ZLIB PkgConfig::JANSSON m)
 target_include_directories(test_idx PRIVATE ${PROJECT_SOURCE_DIR}/trainer)
 target_include_directories(test_safetensors PRIVATE ${PROJECT_SOURCE_DIR}/trainer/ckpt_files)
-ddpd_c_test(test_restart_policy ${CMAKE_CURRENT_LIST_DIR}/trainer/test_restart_policy.c LIBS ddpd_run_io)

@@ -93,7 +93,9 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
         if (failed && r.may_restart && plan->restarts_allowed)
             next = restart_decide(pol, &budget, v.cls, r.max_step, r.checkpointed, (double)mono_ms() / 1000.0,
                                   &progress, &backoff_s);
-        int would = next == NEXT_RESTART || next == NEXT_RESTART_ELSEWHERE;
+        /* retry_elsewhere: not here; the run fails this launch and its server, which
+         * reads the class too, starts it again away from this node (run_restart.c) */
+        int would = next == NEXT_RESTART;
         int restarting = failed && r.may_restart && !r.cancel_signal && would;
         event_ended(events, attempt, &r, failed ? &v : NULL, restarting, backoff_s);
         char next_one[128];
@@ -109,6 +111,10 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
             canceled_after(out, sig, when, r.reason);
         } else if (failed && r.cancel_signal && r.may_restart && would) {
             canceled_after(out, r.cancel_signal, "as a failed attempt was being stopped", r.reason);
+        } else if (failed && next == NEXT_RESTART_ELSEWHERE && !r.cancel_signal) {
+            out->status = "failed";
+            snprintf(out->reason, sizeof out->reason, "%s; not restarted here: distributed.restart_policy.on.%s is "
+                     "retry_elsewhere (the server starts it again on another node)", said, failure_class_name(v.cls));
         } else if (failed && next == NEXT_FAIL_CLASS && pol->max_restarts > 0) {
             out->status = "failed";
             snprintf(out->reason, sizeof out->reason, "%s; not restarted: distributed.restart_policy.on.%s is fail%s", said,
@@ -123,8 +129,8 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
                      budget.loop_n, where, failure_class_name(v.cls), pol->crash_loop_window_s, said);
         } else if (failed && pol->max_restarts > 0 && attempt > plan->from) {
             out->status = "failed";
-            snprintf(out->reason, sizeof out->reason, "all %d attempts failed (distributed.max_restarts is %d); the last: %s",
-                     attempt - plan->from + 1, pol->max_restarts, said);
+            snprintf(out->reason, sizeof out->reason, "all %d attempts failed (%s is %d); the last: %s",
+                     attempt - plan->from + 1, restart_policy_budget_field(pol), pol->max_restarts, said);
         } else {
             out->status = r.status;
             out->signal = r.cancel_signal;

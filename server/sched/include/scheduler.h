@@ -175,8 +175,15 @@ void scheduler_queue_decisions(uint64_t counts[3]);
  * it (owner "" or NULL: nobody in particular). */
 void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n);
 
-/* GET /nodes: this host first ("local": true), then every agent node. */
+/* GET /nodes: this host first ("local": true), then every agent node, each with its
+ * `suspect` mark (suspects.h; null when none), and `suspects`: every mark, those of
+ * nodes not up now too. */
 json_t *scheduler_nodes_json(void);
+/* The marks alone: [{node, device, since, last, class, evidence, run_id, failed_runs, excluded, ...}]. */
+json_t *scheduler_suspects_json(void);
+/* An admin clears node `name`'s suspect mark (`by`: who, for the log and the audit):
+ * true when it had one; the queue is decided again. */
+bool scheduler_node_clear(const char *name, const char *by);
 /* This host's name among the nodes (serve --node-name; "local" without it): no agent may take it. */
 const char *scheduler_local_name(void);
 

@@ -9,6 +9,7 @@
 
 #include "device_pool.h"
 #include "executor_slurm.h"
+#include "restart_policy.h"
 
 typedef struct {
     const char *trainer;
@@ -44,6 +45,10 @@ typedef struct {
     int64_t min_runtime_ms;
     /* an elastic run shrunk below its width grows back at most this often (0: as soon as devices are idle) */
     int64_t elastic_grow_interval_ms;
+    /* a node where this many runs failed (suspect classes) within the window is excluded
+     * until an admin clears it (suspects.h); 0: never */
+    int exclude_node_after;
+    int64_t exclude_node_window_ms;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;
@@ -75,6 +80,8 @@ typedef struct {
     bool preemptible;      /* it may be preempted for a run of a higher priority */
     int64_t queued_ms;     /* unix ms it entered the queue (0: now) */
     int max_restarts;      /* distributed.max_restarts */
+    restart_policy restart; /* distributed.restart_policy over it (base/restart_policy.h): the server's own
+                             * restarts decide as its launchers do */
     int stop_grace_s;      /* distributed.stop_grace_s: the grace its ranks ask for when stopped; 0: the server's */
     int restart_count;     /* the attempt its launchers start at (--restart-count): 0, or more when its count goes on */
     int restarts_from;     /* the attempt its restarts count from: 0, or its latest resume's first */

@@ -32,7 +32,7 @@ PYTHON = "/usr/bin/python3"
 NODE_TIMEOUT = 4
 
 SCRIPT = """
-    import json, os, sys, time
+    import json, os, signal, sys, time
     import torch
     import torch.distributed as dist
     import ddpd
@@ -59,6 +59,8 @@ SCRIPT = """
         if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
                 os.environ["TORCHELASTIC_RESTART_COUNT"] == "0"):  # the first attempt only
             print("a planned failure of rank", rank, file=sys.stderr, flush=True)
+            if os.environ.get("NODES_TEST_SEGV"):
+                os.kill(os.getpid(), signal.SIGSEGV)  # a crash (SIGSEGV): the class that marks a node
             os._exit(3)  # at once, as a crash: sys.exit would first tear down the gloo group
         ddpd.log_step(step, loss=loss.item())
         print("step", step, "loss", loss.item(), flush=True)
@@ -114,7 +116,7 @@ class Cluster:
     """The coordinator here (this namespace) and an agent in the node's namespace."""
 
     def __init__(self, args, d, agent_data_root=DATA_ROOT, agent_as=None, agent_slots=2, here_across=True,
-                 agent_etc=None):
+                 agent_etc=None, coord_args=()):
         """agent_as: the agent runs as this account (setpriv: its uid, gid and groups,
         no capability), its state dir and token file its own. here_across: the
         coordinator's host takes part in runs across nodes (--advertise); without it, a
@@ -130,7 +132,7 @@ class Cluster:
             self.token = f.read().strip()
         self.server = Server(args.ddpd, args.trainer, slots=2, state_dir=os.path.join(d, "coordinator"), extra_args=[
             "--listen", "0.0.0.0:0", "--token-file", self.token_file,
-            *(["--advertise", args.coord_addr] if here_across else []), "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT)])
+            *(["--advertise", args.coord_addr] if here_across else []), "--node-name", "node-a", "--allow-commands", "--runner", args.runner, "--node-timeout", str(NODE_TIMEOUT), *coord_args])
         os.makedirs(self.server.state_dir, mode=0o700)
         self.agent = None
 
@@ -564,6 +566,108 @@ def case_builtin_agent_killed(args, d):
         print(f"built-in run failed {took:.1f} s after node-b's agent was killed: {reason}")
         check(wait_until(lambda: not trainer_pids(args, d), "no trainer left on either node", 30) is not None,
               f"no trainer process left on either node: {trainer_pids(args, d)}")
+
+
+def admitted_on(cl, rid):
+    """The devices each start of the run was given, in order (its timeline's `admitted`)."""
+    r = cl.server.get(f"/runs/{rid}/timeline")
+    return [e["detail"].get("devices") for e in r.json().get("entries", []) if e["kind"] == "admitted"] \
+        if r.status == 200 else []
+
+
+def marks(cl):
+    return {m["node"]: m for m in cl.server.get("/nodes").json().get("suspects", [])}
+
+
+def ddpd_node(cl, *argv):
+    p = subprocess.run([cl.args.ddpd, "node", *argv, "--state-dir", cl.server.state_dir], capture_output=True,
+                       text=True, timeout=60)
+    print(f"--- ddpd node {' '.join(argv)}\n{p.stdout}{p.stderr}", flush=True)
+    return p
+
+
+def case_suspect_nodes(args, d):
+    """Suspect nodes and retry_elsewhere across node-a (the coordinator) and node-b,
+    2 slots each, a node excluded after 2 failed runs (--exclude-node-after 2):
+    a run of 2 ranks crashes (SIGSEGV) on node-a: node-a is suspect, with the class
+    and the evidence in GET /nodes; the next run of 2 ranks goes to node-b (not the
+    suspect node-a) and its rank 1 crashes there, with restart_policy.on.crash
+    retry_elsewhere: node-b is suspect, and its restart avoids both, waiting with
+    reason suspect_nodes naming them; a user's token may not clear a node (403), an
+    admin's clears node-a, and the restart runs on node-a only and succeeds. A run of 4
+    ranks (2 a node) that crashes on node-b makes it excluded (its second failed run):
+    the next such run waits, suspect_nodes, until `ddpd node clear node-b`, then runs
+    on both nodes."""
+    mark = uuid.uuid4().hex
+    with Cluster(args, d, coord_args=("--exclude-node-after", "2", "--exclude-node-window", "3600")) as cl:
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice")
+        # 1. a crash on node-a (the coordinator's host)
+        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "0", "NODES_TEST_SEGV": "1"},
+                               world_size=2, nodes=0)
+        run = wait_final(cl, rid, 120)
+        check(run and run["status"] == "failed" and (run["attempts"][0].get("failure") or {}).get("class") == "crash",
+              f"the first run crashed: {run and run['reason']} {run and run['attempts']}")
+        m = marks(cl).get("node-a")
+        check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"] and m["evidence"] and
+              m["since"], f"node-a is suspect, with the class, the run and the evidence: {marks(cl)}")
+        nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
+        check((nodes.get("node-a") or {}).get("suspect") and (nodes.get("node-b") or {}).get("suspect") is None,
+              f"GET /nodes shows node-a's mark on it, none on node-b: {nodes}")
+        # 2. the next run goes to node-b, crashes there, and is restarted elsewhere
+        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "1", "NODES_TEST_SEGV": "1"},
+                               world_size=2, nodes=0, restart_policy={
+                                   "max_restarts": 2, "on": {"crash": "retry_elsewhere"},
+                                   "backoff": {"initial_s": 0, "max_s": 0}})
+        seen = {}
+
+        def waits_for_marks():
+            run = cl.server.get(f"/runs/{rid}").json()
+            seen["run"] = run
+            p = run.get("pending") or {}
+            return run if run["status"] == "queued" and p.get("reason") == "suspect_nodes" else None
+        run = wait_until(waits_for_marks, "the restart to wait for the suspect nodes", 120)
+        check(run is not None, f"its restart waits, suspect_nodes: {seen.get('run')}")
+        check(admitted_on(cl, rid)[:1] == [["node-b/cpu:0", "node-b/cpu:1"]],
+              f"its first start was on node-b, not the suspect node-a: {admitted_on(cl, rid)}")
+        detail = ((run or {}).get("pending") or {}).get("detail") or ""
+        check("node-a (suspect)" in detail and "node-b (suspect)" in detail and "ddpd node clear" in detail,
+              f"the pending detail names both nodes and how to clear them: {detail!r}")
+        m = marks(cl).get("node-b")
+        check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"],
+              f"node-b is suspect for the crash of rank 1: {marks(cl)}")
+        r = cl.server.post("/nodes/node-a/clear", {}, headers=bearer(alice))
+        check(r.status == 403 and "node-a" in marks(cl), f"alice (a user) may not clear a node: {r.status} {r.body[:300]!r}")
+        r = cl.server.post("/nodes/node-a/clear", {})
+        check(r.status == 200 and "node-a" not in marks(cl), f"the admin clears node-a: {r.status} {r.body[:300]!r}")
+        run = wait_final(cl, rid, 180)
+        check(run and run["status"] == "succeeded", f"restarted elsewhere, it succeeds: {run and run['reason']}")
+        starts = admitted_on(cl, rid)
+        check(starts == [["node-b/cpu:0", "node-b/cpu:1"], ["cpu:0", "cpu:1"]],
+              f"the restart ran on node-a only, node-b avoided: {starts}")
+        check(run and [(x["attempt"], x["status"], (x.get("failure") or {}).get("node")) for x in run["attempts"]] ==
+              [(0, "failed", "node-b"), (1, "succeeded", None)], f"its attempts: {run and run['attempts']}")
+        # 3. node-b's second failed run excludes it; ddpd node clear brings it back
+        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "3", "NODES_TEST_SEGV": "1"})
+        run = wait_final(cl, rid, 120)
+        check(run and run["status"] == "failed", f"the run of 4 ranks failed: {run and run['reason']}")
+        m = marks(cl).get("node-b")
+        check(m and m["excluded"] and m["failed_runs"] == 2 and "node-a" not in marks(cl),
+              f"node-b excluded after its second failed run; node-a not blamed: {marks(cl)}")
+        rid, _ = submit_script(cl, d, 10, 0.05, mark)
+        got = wait_until(lambda: (cl.server.get(f"/runs/{rid}").json().get("pending") or {}).get("reason")
+                         == "suspect_nodes", "the run of 4 to wait for node-b", 60)
+        check(got, f"a run that needs node-b waits while it is excluded: {cl.server.get(f'/runs/{rid}').json().get('pending')}")
+        listed = ddpd_node(cl, "list")
+        check(listed.returncode == 0 and "node-b" in listed.stdout and "excluded" in listed.stdout,
+              f"ddpd node list shows node-b excluded: {listed.stdout!r}")
+        cleared = ddpd_node(cl, "clear", "node-b")
+        check(cleared.returncode == 0, f"ddpd node clear node-b exits 0: {cleared.stderr!r}")
+        run = wait_final(cl, rid, 180)
+        check(run and run["status"] == "succeeded" and admitted_on(cl, rid) ==
+              [["cpu:0", "cpu:1", "node-b/cpu:0", "node-b/cpu:1"]],
+              f"cleared, node-b takes the run again: {run and run['reason']} {admitted_on(cl, rid)}")
+        check(not marks(cl), f"no mark left: {marks(cl)}")
+        check(wait_until(lambda: not marked(mark), "every rank to be gone", 30), f"no rank left: {marked(mark)}")
 
 
 def case_placement_refusals(args, d):

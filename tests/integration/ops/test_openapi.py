@@ -270,7 +270,14 @@ def run(a):
     if not check(a.trainer, "the real trainer is given (--trainer)"):
         return
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with Server(a.ddpd, a.trainer, slots=2, extra_args=["--token", TOKEN]) as s:
+    srv = Server(a.ddpd, a.trainer, slots=2, extra_args=["--token", TOKEN])
+    # a node's suspect mark as a server keeps it (docs/failures.md), for GET /nodes and its clear's 200
+    os.makedirs(os.path.join(srv.state_dir, "nodes"), mode=0o700)
+    with open(os.path.join(srv.state_dir, "nodes", "suspects.json"), "w") as f:
+        json.dump([{"node": "openapi-gone", "device": None, "since_ms": 1796650989083, "last_ms": 1796650989083,
+                    "class": "crash", "evidence": "killed by SIGSEGV (signal 11)", "run_id": 7, "failed_runs": 1,
+                    "excluded": False, "runs": [{"run_id": 7, "t": 1796650989083}]}], f)
+    with srv as s:
         def req(method, template, path, what=None, **kw):
             r = s.request(method, path, **kw)
             c.response(method, template, r, what or f"{method} {path}")
@@ -475,6 +482,17 @@ def run(a):
         req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "bob cancels alice's run", headers=as_bob)
         req("POST", "/runs/{id}/resume", f"/runs/{hers}/resume", "bob resumes alice's run", headers=as_bob)
         req("DELETE", "/runs/{id}", f"/runs/{hers}", "bob deletes alice's run", headers=as_bob)
+        # a node's mark: only an admin clears it
+        r = req("GET", "/nodes", "/nodes", "the nodes with a suspect mark")
+        check(r.status == 200 and [m["node"] for m in r.json().get("suspects", [])] == ["openapi-gone"],
+              f"GET /nodes lists the mark: {r.body[-400:]!r}")
+        req("POST", "/nodes/{id}/clear", "/nodes/openapi-gone/clear", "clear without a token", anonymous=True)
+        r = req("POST", "/nodes/{id}/clear", "/nodes/openapi-gone/clear", "alice clears a node", headers=as_alice)
+        check(r.status == 403, f"a user may not clear a node: {r.status}")
+        req("POST", "/nodes/{id}/clear", "/nodes/" + "x" * 70 + "/clear", "clear a name no node has", headers=auth)
+        req("POST", "/nodes/{id}/clear", "/nodes/no-such-node/clear", "clear a node not marked", headers=auth)
+        r = req("POST", "/nodes/{id}/clear", "/nodes/openapi-gone/clear", "the admin clears it", headers=auth)
+        check(r.status == 200 and r.json() == {"node": "openapi-gone", "cleared": True}, f"cleared: {r.body[:300]!r}")
         req("POST", "/runs/{id}/cancel", f"/runs/{hers}/cancel", "alice cancels her run", headers=as_alice)
         s.wait_status(hers, ("canceled", "failed", "succeeded"), timeout=120)
         # ---- the audit log: alice reads hers (bob's refused attempts on her run are none) ----

@@ -18,6 +18,12 @@ answered by its class:
                  the reason, not restarted; alice's run beside it finishes
   bad_policy     a restart_policy that cannot be right is refused at submission (400)
                  naming the field
+  server_restart_backoff  a rank that hangs on attempt 0 (the server's hang watch ends
+                 it, so the server restarts it, not its launcher): class hang, queued
+                 again with pending reason restart_backoff in GET /runs/{id} and GET
+                 /queue, its estimated start the backoff's end; then it succeeds
+  server_restart_class_fail  the same hang with restart_policy.on.hang "fail": the
+                 server does not restart it, and the reason says why
 Each case prints its run's attempts as `ddpctl show` prints them. Root is needed (real
 accounts, the cgroup's memory limit): without it a case says why and is skipped (77).
 
@@ -156,7 +162,7 @@ def case_progress_resets(a):
         run = finished(s, bob, rid, timeout=300)
         show(a, s, bob, rid)
         check(run.get("status") == "failed" and len(run.get("attempts", [])) == 3 and
-              (run.get("reason") or "").startswith("all 3 attempts failed (distributed.max_restarts is 2)"),
+              (run.get("reason") or "").startswith("all 3 attempts failed (distributed.restart_policy.max_restarts is 2)"),
               f"every failure counted: 3 attempts: {failures(run)} {run.get('reason')}")
 
 
@@ -188,6 +194,73 @@ def case_oom(a):
             check("failure: oom" in reason and "512 MiB" in reason and "rank 1" in reason and
                   "not restarted" in reason, f"the run's reason names the class, the rank and the limit: {reason}")
             check("oom: rank 1" in shown, f"ddpd show names it: {shown}")
+
+
+HANGS_ONCE = r"""
+import os, signal, time, ddpd
+rank, k = int(os.environ['RANK']), int(os.environ['TORCHELASTIC_RESTART_COUNT'])
+for step in range(1, 8 if k else 100000):
+    ddpd.log_step(step, loss=1.0 / step)
+    if rank == 1 and step == 3 and k == 0:
+        print('rank 1 stops here', flush=True)
+        ddpd.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(0.05)
+"""
+
+
+def iso_s(text):
+    import datetime
+    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def case_server_restart_backoff(a):
+    with shared_box(a) as (s, acc, alice, bob, state):
+        rid = submit_as(s, bob, command(HANGS_ONCE, name="hangs-once", distributed={
+            "world_size": 2, "hang_timeout_s": 3,
+            "restart_policy": {"max_restarts": 1, "backoff": {"initial_s": 8, "max_s": 8}}}))
+        seen = {}
+
+        def backing_off():
+            run = s.get(f"/runs/{rid}", headers=bearer(bob)).json()
+            seen["run"] = run
+            p = run.get("pending") or {}
+            return run if run.get("status") == "queued" and p.get("reason") == "restart_backoff" else None
+        run = wait_until(backing_off, "the hung run queued again, waiting out its backoff", 120)
+        if not check(run is not None, f"queued with pending restart_backoff: {seen.get('run')}"):
+            return
+        p = run["pending"]
+        ended = [x for x in run["attempts"] if x["attempt"] == 0 and x.get("ended_at")]
+        check(ended and ended[0]["failure"]["class"] == "hang", f"attempt 0 ended, class hang: {run['attempts']}")
+        if ended and p.get("estimated_start"):
+            end_s, start_s = iso_s(ended[0]["ended_at"]), iso_s(p["estimated_start"])
+            check(end_s + 6 <= start_s <= end_s + 10,
+                  f"its estimated start is the backoff's end, 8 s after attempt 0 ended: {ended[0]['ended_at']} -> "
+                  f"{p['estimated_start']}")
+        else:
+            check(False, f"an estimated start: {p}")
+        check("distributed.restart_policy.backoff" in (p.get("detail") or "") and p.get("blocked_by") == [],
+              f"the detail names the backoff, and no run blocks it: {p}")
+        queued = [q for q in s.get("/queue").json()["runs"] if q["id"] == rid]
+        check(queued and (queued[0].get("pending") or {}).get("reason") == "restart_backoff",
+              f"GET /queue says the same: {queued}")
+        run = finished(s, bob, rid, timeout=120)
+        show(a, s, bob, rid)
+        check(run.get("status") == "succeeded" and failures(run) == [(0, "failed", "hang"), (1, "succeeded", None)],
+              f"after its backoff, attempt 1 succeeds: {failures(run)} {run.get('reason')}")
+
+
+def case_server_restart_class_fail(a):
+    with shared_box(a) as (s, acc, alice, bob, state):
+        rid = submit_as(s, bob, command(HANGS_ONCE, name="hang-fails", distributed={
+            "world_size": 2, "hang_timeout_s": 3, "restart_policy": {"max_restarts": 2, "on": {"hang": "fail"}}}))
+        run = finished(s, bob, rid, timeout=120)
+        show(a, s, bob, rid)
+        reason = run.get("reason") or ""
+        check(run.get("status") == "failed" and failures(run) == [(0, "failed", "hang")] and
+              "failure: hang; not restarted: distributed.restart_policy.on.hang is fail" in reason,
+              f"the server did not restart it, and says why: {failures(run)} {reason}")
 
 
 def case_bad_policy(a):

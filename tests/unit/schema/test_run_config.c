@@ -368,7 +368,7 @@ static bool command_run_field(const char *pointer) {
 }
 
 /* distributed.restart_policy: read from the config by the launchers' attempts
- * (trainer/run_io/restart_policy.c), not into run_config; its absence has a meaning
+ * (base/restart_policy.c), not into run_config; its absence has a meaning
  * (torchrun's count: docs/failures.md), so neither it nor its fields have a default. */
 static bool restart_policy_field(const char *pointer) {
     return !strncmp(pointer, "/distributed/restart_policy", strlen("/distributed/restart_policy"));

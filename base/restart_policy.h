@@ -5,8 +5,8 @@
  * the best before it) leaves the budget as it was, and when failures without progress
  * are a crash loop that ends the run. The parse and the decision are pure functions:
  * the launchers' loop (attempts.c) keeps the budget and asks. */
-#ifndef DDPD_TRAINER_RUN_IO_RESTART_POLICY_H
-#define DDPD_TRAINER_RUN_IO_RESTART_POLICY_H
+#ifndef DDPD_BASE_RESTART_POLICY_H
+#define DDPD_BASE_RESTART_POLICY_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -20,6 +20,7 @@ typedef enum { RESTART_RETRY, RESTART_FAIL, RESTART_RETRY_ELSEWHERE } restart_ac
 typedef struct {
     int given;                           /* distributed.restart_policy was in the config */
     int max_restarts;                    /* its max_restarts, else distributed.max_restarts */
+    int own_max_restarts;                /* max_restarts came from the policy (the reasons name which) */
     restart_action on[FAILURE_CLASS_COUNT];
     double backoff_initial_s, backoff_max_s; /* without a policy: the launcher's fixed pause, both */
     int reset_on_progress;               /* default true with a policy; false without (torchrun's count) */
@@ -38,6 +39,10 @@ int restart_policy_parse(const json_t *distributed, restart_policy *p, char *err
 
 const char *restart_action_name(restart_action a);
 
+/* The field the budget came from, for a reason: "distributed.restart_policy.max_restarts"
+ * or "distributed.max_restarts". */
+const char *restart_policy_budget_field(const restart_policy *p);
+
 /* What the launcher knows of the failures so far in this launch. */
 typedef struct {
     int used;                          /* the restarts used up */
@@ -51,7 +56,7 @@ void restart_budget_init(restart_budget *b, int used);
 
 typedef enum {
     NEXT_RESTART,       /* restart it, after *backoff_s */
-    NEXT_RESTART_ELSEWHERE, /* the same, where the launcher can choose (on one host: as a restart) */
+    NEXT_RESTART_ELSEWHERE, /* restart it away from the node it failed on: a launcher leaves it to the server */
     NEXT_FAIL_CLASS,    /* its class's action is fail */
     NEXT_FAIL_SPENT,    /* no restart left */
     NEXT_FAIL_LOOP,     /* a crash loop */

@@ -29,6 +29,10 @@ void restart_policy_defaults(restart_policy *p, int max_restarts, double backoff
     p->backoff_initial_s = p->backoff_max_s = backoff_s;
 }
 
+const char *restart_policy_budget_field(const restart_policy *p) {
+    return p->own_max_restarts ? "distributed.restart_policy.max_restarts" : "distributed.max_restarts";
+}
+
 static int fail(char *err, size_t n, const char *pointer, const char *what) {
     snprintf(err, n, "/distributed/restart_policy%s: %s", pointer, what);
     return -1;
@@ -101,6 +105,7 @@ int restart_policy_parse(const json_t *distributed, restart_policy *p, char *err
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 100)
             return fail(err, n, "/max_restarts", "must be an integer from 0 to 100 (torchrun's --max-restarts)");
         p->max_restarts = (int)json_integer_value(v);
+        p->own_max_restarts = 1;
     }
     if ((v = json_object_get(rp, "on")) && parse_on(v, p, err, n) != 0) return -1;
     if ((v = json_object_get(rp, "backoff"))) {

@@ -1,4 +1,4 @@
-/* distributed.restart_policy (trainer/run_io/restart_policy.h): the parse, with its
+/* distributed.restart_policy (base/restart_policy.h): the parse, with its
  * errors naming the field, and the decision after each failed attempt: each class's
  * default, the budget that progress leaves as it was, the crash loop, the backoff
  * that doubles without progress. */
@@ -32,6 +32,8 @@ int main(void) {
     /* without a policy: max_restarts counts every failure; the classes' defaults */
     CHECK(parses("{\"world_size\": 2}", &p, err, sizeof err) == 0 && !p.given && p.max_restarts == 2 &&
               !p.reset_on_progress && p.crash_loop_failures == 0, "no policy: torchrun's count");
+    CHECK(strcmp(restart_policy_budget_field(&p), "distributed.max_restarts") == 0,
+          "no policy: the reason names distributed.max_restarts: %s", restart_policy_budget_field(&p));
     CHECK(p.on[FAILURE_OOM] == RESTART_FAIL && p.on[FAILURE_SCRIPT_ERROR] == RESTART_FAIL &&
               p.on[FAILURE_DATA] == RESTART_FAIL && p.on[FAILURE_CONFIG] == RESTART_FAIL &&
               p.on[FAILURE_CRASH] == RESTART_RETRY && p.on[FAILURE_COLLECTIVE] == RESTART_RETRY &&
@@ -52,6 +54,8 @@ int main(void) {
                  " \"backoff\": {\"initial_s\": 2, \"max_s\": 5}, \"crash_loop\": {\"failures\": 3, \"window_s\": 100}}}",
                  &p, err, sizeof err) == 0 && p.given && p.reset_on_progress && p.max_restarts == 1,
           "a policy parses: %s", err);
+    CHECK(strcmp(restart_policy_budget_field(&p), "distributed.restart_policy.max_restarts") == 0,
+          "a policy's own max_restarts is the one a reason names: %s", restart_policy_budget_field(&p));
     CHECK(p.on[FAILURE_OOM] == RESTART_RETRY && p.on[FAILURE_EXIT] == RESTART_FAIL &&
               p.on[FAILURE_SCRIPT_ERROR] == RESTART_FAIL, "on: the classes named change, the rest keep their default");
     restart_budget_init(&b, 0);
