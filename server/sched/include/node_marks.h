@@ -1,8 +1,8 @@
 /* The suspect nodes' marks as the state directory keeps them (server/sched/suspects.h,
  * docs/failures.md), for `ddpd node` (server/cmd/node_cmd.c), which needs no server:
  * it reads the marks the server wrote and leaves a clear request the server takes. */
-#ifndef DDPD_SERVER_SCHED_NODE_MARKS_H
-#define DDPD_SERVER_SCHED_NODE_MARKS_H
+#ifndef DDPD_SERVER_SCHED_INCLUDE_NODE_MARKS_H
+#define DDPD_SERVER_SCHED_INCLUDE_NODE_MARKS_H
 
 #include <jansson.h>
 #include <stddef.h>

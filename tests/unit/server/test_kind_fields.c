@@ -216,8 +216,9 @@ static void test_events_schema(void) {
     json_t *schema = load_schema("events.schema.json");
     const json_t *types = json_object_get(json_object_get(json_object_get(schema, "properties"), "type"), "enum");
     REQUIRE(json_array_size(types) > 0, "events.schema.json lists the event types");
-    /* the types ingest takes itself, not as an op: a log line (ignored), the launcher's end (ingest's end hook) */
-    static const char *const not_kinds[] = {"log", "end", NULL};
+    /* the types ingest takes itself, not as an op: a log line (ignored), the launcher's end (ingest's end hook),
+     * a rank's word on preemption notices (ingest's preempt hook) */
+    static const char *const not_kinds[] = {"log", "end", "preempt", NULL};
     size_t i;
     const json_t *v;
     json_array_foreach(types, i, v) {
