@@ -16,38 +16,22 @@ real users, the real ddp-trainer on a few thousand Fashion-MNIST examples.
                         and a run of hers of the same priority shrinks nothing
 
 Usage: test_server_elastic.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
-import hashlib, os, shutil, tempfile
+import hashlib, os
 
-from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
-                          add_user, bearer)
+from ddpd_harness import (check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
+                          bearer)
+from test_server_sharing import Box as SharingBox  # noqa: E402
 
 FINAL = ("succeeded", "failed", "canceled", "stopped", "timeout")
 
 
-class Box:
-    """A state directory of its own, with users made before the server starts."""
-
-    def __init__(self, a):
-        self.a = a
-        self.dir = tempfile.mkdtemp(prefix="ddpd-elastic-")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False
-
-    def add(self, name, *opts):
-        token = add_user(self.a.ddpd, self.dir, name, *opts)
-        self.reader = getattr(self, "reader", None) or token
-        return token
+class Box(SharingBox):
+    """test_server_sharing's box (a state directory of its own, users made before the
+    server starts), whose server has 4 slots, the real trainer, and grows a shrunk run
+    back within a second."""
 
     def server(self, **kw):
-        s = Server(self.a.ddpd, self.a.trainer, state_dir=self.dir, slots=4,
-                   extra_args=["--elastic-grow-interval", "1"], **kw)
-        s.read_headers = bearer(self.reader)
-        return s
+        return super().server(trainer=self.a.trainer, slots=4, extra_args=["--elastic-grow-interval", "1"], **kw)
 
 
 def submit_as(s, token, cfg):
