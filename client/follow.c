@@ -18,7 +18,6 @@
 #include "monotonic.h"
 
 #define PLAIN_EVERY_S 10.0 /* plain progress lines, at most this often */
-#define RECONNECT_FOR_S 60.0
 #define IDLE_S 60L /* ddpd sends a heartbeat comment every 15 s */
 
 typedef struct {
@@ -258,6 +257,8 @@ static void summary(follower *f) {
     json_decref(run);
 }
 
+static void clear_bar_of(void *f) { clear_bar(f); }
+
 int follow_run(int64_t id, bool tty) {
     follower f = {.id = id, .tty = tty, .last_event_id = 0, .result = -1, .last_plain = -1e9};
     char path[64], err[1024];
@@ -267,7 +268,7 @@ int follow_run(int64_t id, bool tty) {
     f.resumes_left = json_array_size(json_object_get(now, "resumes"));
     json_decref(now);
     snprintf(path, sizeof path, "/runs/%lld/events", (long long)id);
-    double broken_since = 0;
+    sse_retry retry = {.before_saying = clear_bar_of, .cls = &f};
     for (;;) {
         long status = 0;
         f.heard = false;
@@ -280,26 +281,13 @@ int follow_run(int64_t id, bool tty) {
             json_decref(f.progress);
             return EXIT_INTERRUPTED;
         }
-        if (rc == SSE_REFUSED && status != 503) { /* no such run, or not allowed */
-            clear_bar(&f);
-            fprintf(stderr, "ddpctl: %s\n", err);
+        /* refused; else broken, ended (the server stopped) or 503 (it is stopping): resume
+         * where the stream left off, for up to a minute from the break */
+        int verdict = sse_retry_after(&retry, rc, status, f.heard, err);
+        if (verdict != SSE_RETRY) {
             json_decref(f.progress);
-            return EXIT_REFUSED;
+            return verdict == SSE_GIVE_UP_REFUSED ? EXIT_REFUSED : EXIT_UNREACHABLE;
         }
-        /* Broken, ended (the server stopped) or 503 (it is stopping): resume where
-         * the stream left off, for up to a minute from the break. */
-        if (f.heard || !broken_since) {
-            broken_since = mono_s();
-            clear_bar(&f);
-            fprintf(stderr, "ddpctl: %s; reconnecting\n", rc == SSE_BROKEN ? err : "the server ended the event stream");
-        }
-        if (mono_s() - broken_since > RECONNECT_FOR_S) {
-            fprintf(stderr, "ddpctl: gave up after %.0f s: %s\n", RECONNECT_FOR_S,
-                    rc == SSE_BROKEN ? err : "the server does not stream events");
-            json_decref(f.progress);
-            return EXIT_UNREACHABLE;
-        }
-        sleep(1);
     }
     json_decref(f.progress);
     summary(&f);

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client_http.h"
+#include "monotonic.h"
 
 typedef struct {
     sse_event_fn fn;
@@ -165,4 +167,26 @@ int sse_read(const char *path, int64_t last_event_id, long idle_s, sse_event_fn 
     free(p.error_body);
     curl_easy_cleanup(c);
     return ret;
+}
+
+#define RECONNECT_FOR_S 60.0
+
+int sse_retry_after(sse_retry *r, int rc, long status, bool heard, const char *err) {
+    if (rc == SSE_REFUSED && status != 503) { /* no such run or sweep, or not allowed */
+        if (r->before_saying) r->before_saying(r->cls);
+        fprintf(stderr, "ddpctl: %s\n", err);
+        return SSE_GIVE_UP_REFUSED;
+    }
+    if (heard || !r->broken_since) {
+        r->broken_since = mono_s();
+        if (r->before_saying) r->before_saying(r->cls);
+        fprintf(stderr, "ddpctl: %s; reconnecting\n", rc == SSE_BROKEN ? err : "the server ended the event stream");
+    }
+    if (mono_s() - r->broken_since > RECONNECT_FOR_S) {
+        fprintf(stderr, "ddpctl: gave up after %.0f s: %s\n", RECONNECT_FOR_S,
+                rc == SSE_BROKEN ? err : "the server does not stream events");
+        return SSE_GIVE_UP_UNREACHABLE;
+    }
+    sleep(1);
+    return SSE_RETRY;
 }

@@ -6,6 +6,7 @@
 #ifndef DDPD_CLIENT_SSE_READER_H
 #define DDPD_CLIENT_SSE_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,20 @@ enum {
 /* GETs `path` with Last-Event-ID `last_event_id` (< 0: none). */
 int sse_read(const char *path, int64_t last_event_id, long idle_s, sse_event_fn fn, void *cls, long *status,
              char *err, size_t errlen);
+
+/* A follower's stream read again after it broke, ended (the server stopped) or was
+ * answered 503 (the server is stopping): for up to a minute from the break, a second
+ * apart. Call after an sse_read that did not end the following: with its rc, *status
+ * and err, and whether an event came on that connection. Returns SSE_RETRY (said
+ * "reconnecting" at a new break, slept a second), SSE_GIVE_UP_REFUSED (an error answer:
+ * err said) or SSE_GIVE_UP_UNREACHABLE (broken too long: said). `before_saying` (may be
+ * NULL) clears what the follower shows before a line is written. */
+enum { SSE_RETRY = 0, SSE_GIVE_UP_REFUSED = 1, SSE_GIVE_UP_UNREACHABLE = 2 };
+typedef struct {
+    double broken_since; /* 0: not broken */
+    void (*before_saying)(void *cls);
+    void *cls;
+} sse_retry;
+int sse_retry_after(sse_retry *r, int rc, long status, bool heard, const char *err);
 
 #endif

@@ -14,7 +14,6 @@
 #include "monotonic.h"
 #include "sse_reader.h"
 
-#define RECONNECT_FOR_S 60.0
 #define IDLE_S 60L /* ddpd sends a heartbeat comment every 15 s */
 
 typedef struct {
@@ -178,7 +177,7 @@ int sweep_follow(int64_t id) {
     fflush(stdout);
     json_decref(s);
     if (ended >= 0) return ended;
-    double broken_since = 0;
+    sse_retry retry = {0};
     snprintf(path, sizeof path, "/events");
     for (;;) {
         long st = 0;
@@ -191,22 +190,11 @@ int sweep_follow(int64_t id) {
             free(f.runs);
             return EXIT_INTERRUPTED;
         }
-        if (rc == SSE_REFUSED && st != 503) {
-            fprintf(stderr, "ddpctl: %s\n", err);
+        int verdict = sse_retry_after(&retry, rc, st, f.heard, err); /* as a run's follow does */
+        if (verdict != SSE_RETRY) {
             free(f.runs);
-            return EXIT_REFUSED;
+            return verdict == SSE_GIVE_UP_REFUSED ? EXIT_REFUSED : EXIT_UNREACHABLE;
         }
-        if (f.heard || !broken_since) {
-            broken_since = mono_s();
-            fprintf(stderr, "ddpctl: %s; reconnecting\n", rc == SSE_BROKEN ? err : "the server ended the event stream");
-        }
-        if (mono_s() - broken_since > RECONNECT_FOR_S) {
-            fprintf(stderr, "ddpctl: gave up after %.0f s: %s\n", RECONNECT_FOR_S,
-                    rc == SSE_BROKEN ? err : "the server does not stream events");
-            free(f.runs);
-            return EXIT_UNREACHABLE;
-        }
-        sleep(1);
     }
     free(f.runs);
     return f.result;
