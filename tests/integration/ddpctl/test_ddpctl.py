@@ -8,6 +8,9 @@
                  owners and what they wait for, and the owners' usage; list and show
                  name each run's owner
   cancel         cancel a running run (follow then exits 5); cancel a finished one: 4
+  follow_reconnects  follow of a run there is not: refused at once (4); the server
+                 stopping under a follow: "reconnecting" said once, tried again
+                 without end of output, SIGINT exits 130
   resume         resume a canceled run (--follow to its end, exit 0); resuming a
                  succeeded run or none: exit 4 and why
   metrics_csv    metrics --csv: every step, the API's values; --max-points; --key lr
@@ -272,6 +275,38 @@ def case_cancel(a):
         check(re.search(rf"run {rid} was canceled in \d+s: canceled by request", out) is not None, f"and says so: {out[-200:]!r}")
         rc, out, err = ctl(s, "cancel", str(rid))
         check(rc == 4 and "already finished (canceled)" in err, f"canceling a finished run: exit 4 and why: {rc} {err!r}")
+
+
+def case_follow_reconnects(a):
+    with H.Server(a.ddpd, a.trainer) as s:
+        rc, out, err = ctl(s, "follow", "424242")
+        check(rc == 4 and "424242" in err and "reconnecting" not in err,
+              f"following a run there is not: refused at once, naming it (exit 4): {rc} {err!r}")
+        rc, out, err = ctl(s, "submit", config_file(long_run()))
+        rid = run_id(out)
+        check(rc == 0 and rid, f"submitted: {out!r}")
+        e = dict(os.environ, DDPD_URL=f"http://127.0.0.1:{s.port}")
+        e.pop("DDPD_TOKEN", None)
+        e.pop("DDPD_TOKEN_FILE", None)
+        with tempfile.TemporaryFile("w+") as stderr:
+            p = subprocess.Popen([a.ddpctl, "follow", str(rid)], stdout=subprocess.DEVNULL, stderr=stderr, env=e, text=True)
+            try:
+                wait_until(lambda: ((s.run(rid) or {}).get("progress") or {}).get("global_step"), "the run to take steps", 120)
+                s.stop()  # its stream ends, then nothing answers
+                said = wait_until(lambda: (stderr.seek(0), "reconnecting" in stderr.read())[1] or None,
+                                  "ddpctl to say it reconnects", 30)
+                check(said, "the stream's end is said once, and ddpctl reads on")
+                time.sleep(3)  # the server is gone: it tries again, a second apart, and says nothing more
+                check(p.poll() is None, f"still trying 3 s after the break (it gives up after a minute): {p.poll()}")
+                p.send_signal(2)  # SIGINT
+                rc = p.wait(30)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+            stderr.seek(0)
+            said = stderr.read()
+        check(rc == 130 and "stopped following" in said and said.count("reconnecting") == 1,
+              f"interrupted while it reconnects: exit 130, the break said once: {rc} {said!r}")
 
 
 def case_resume(a):
