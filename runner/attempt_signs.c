@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "byte_size.h"
+#include "keyed_file.h"
 #include "run_dir.h"
 
 #define JOURNAL_SCAN_MAX (64LL << 20) /* an attempt's events read at most: the newest this many bytes */
@@ -38,22 +39,6 @@ void attempt_output_tail(const char *run_dir, int rank, long long from, char *ou
     out[got > 0 ? got : 0] = '\0';
     for (ssize_t i = 0; i < got; i++)
         if (!out[i]) out[i] = ' '; /* a NUL in the output does not end it */
-}
-
-/* "N" after `key ` in a flat-keyed file; -1 when absent. */
-static long keyed(const char *path, const char *key) {
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, k) == 0 && line[k] == ' ') {
-            v = strtol(line + k + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
 }
 
 static void limit_of(const char *path, char *limit, size_t n) {
@@ -90,13 +75,13 @@ long attempt_cgroup_oom_kills(char *limit, size_t n) {
         snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", v1);
         limit_of(path, limit, n);
         snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", v1);
-        return keyed(path, "oom_kill");
+        return keyed_file_value(path, "oom_kill");
     }
     if (!v2[0]) return -1;
     snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", v2);
     limit_of(path, limit, n);
     snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", v2);
-    return keyed(path, "oom_kill");
+    return keyed_file_value(path, "oom_kill");
 }
 
 long long attempt_journal_size(const char *run_dir) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "keyed_file.h"
 #include "procstat.h"
 #include "server_log.h"
 
@@ -246,27 +247,11 @@ int run_cgroup_kill(const char *name) {
     return total;
 }
 
-/* The number after `key ` in a flat-keyed cgroup file ("oom_kill 3"); -1 when absent. */
-static long keyed_value(const char *path, const char *key) {
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    char line[256];
-    long v = -1;
-    size_t klen = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
-            v = strtol(line + klen + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 long run_cgroup_oom_kills(const char *name) {
     char path[320];
     if (is_v2()) snprintf(path, sizeof path, ROOT "/ddpd/%.200s/memory.events", name);
     else snprintf(path, sizeof path, ROOT "/memory/ddpd/%.200s/memory.oom_control", name);
-    return keyed_value(path, "oom_kill");
+    return keyed_file_value(path, "oom_kill");
 }
 
 /* Whether v2's root lists `controller` among those it has. */
