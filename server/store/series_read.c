@@ -81,8 +81,10 @@ static int64_t step_bound(int which, int64_t run, int64_t key, int64_t after, bo
     return v;
 }
 
-/* The raw points of steps [lo, hi]: into *agg, and when `out` is given, each one. */
-static int raw(int64_t run, int64_t key, int64_t lo, int64_t hi, rollup_agg *agg, series_answer *out) {
+/* The raw points of steps [lo, hi]: into *agg (when given), and when `out` is given,
+ * each one; at most `limit` of them into it (0: all), and then out->next_after is the
+ * step of the last one given: the rest come after it. */
+static int raw(int64_t run, int64_t key, int64_t lo, int64_t hi, rollup_agg *agg, series_answer *out, int64_t limit) {
     sqlite3_stmt *st = xst(key < 0 ? X_RAW_STEPS : X_RAW_POINTS, run, key);
     if (!st) return -1;
     sqlite3_bind_int64(st, 3, lo);
@@ -93,11 +95,15 @@ static int raw(int64_t run, int64_t key, int64_t lo, int64_t hi, rollup_agg *agg
         rollup_agg_init(&one);
         rollup_add_raw(st, key, &one);
         if (!one.n) continue;
+        if (out && limit && (int64_t)out->n == limit) {
+            out->next_after = out->points[out->n - 1].step;
+            break;
+        }
         if (out) push(out, one.last);
-        rollup_agg_merge(agg, &one);
+        if (agg) rollup_agg_merge(agg, &one);
     }
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
 }
 
 /* The rows of level `level`'s buckets [lo, hi], each merged into *agg (into one), or
@@ -130,7 +136,7 @@ static void merge_row(void *ctx, int64_t bucket, const rollup_agg *a) {
 static int range_agg(int64_t run, int64_t key, int64_t lo, int64_t hi, int64_t last, rollup_agg *agg) {
     int64_t x = lo;
     if (x < 0) { /* no step is negative but in a test's hands: read them, the buckets start at 0 */
-        if (raw(run, key, x, hi < 0 ? hi : -1, agg, NULL) != 0) return -1;
+        if (raw(run, key, x, hi < 0 ? hi : -1, agg, NULL, 0) != 0) return -1;
         x = 0;
     }
     while (x <= hi) {
@@ -148,7 +154,7 @@ static int range_agg(int64_t run, int64_t key, int64_t lo, int64_t hi, int64_t l
         } else {
             int64_t end = x | (((int64_t)1 << ROLLUP_LEVEL_MIN) - 1);
             if (end > hi) end = hi;
-            if (raw(run, key, x, end, agg, NULL) != 0) return -1;
+            if (raw(run, key, x, end, agg, NULL, 0) != 0) return -1;
             if (end == INT64_MAX) break;
             x = end + 1;
         }
@@ -185,7 +191,7 @@ static int chart(int64_t run, int64_t key, int64_t after, int64_t max_points, se
     rollup_agg all;
     rollup_agg_init(&all);
     if (last - first + 1 <= max_points) { /* fits: every point */
-        if (raw(run, key, first, last, &all, a) != 0) return -1;
+        if (raw(run, key, first, last, &all, a, 0) != 0) return -1;
         a->count = all.n;
         return 0;
     }
@@ -197,7 +203,7 @@ static int chart(int64_t run, int64_t key, int64_t after, int64_t max_points, se
         for (int64_t b = b0; b <= b1; b++) {
             rollup_agg g;
             rollup_agg_init(&g);
-            if (raw(run, key, b == b0 ? first : b << k, b == b1 ? last : ((b + 1) << k) - 1, &g, NULL) != 0) return -1;
+            if (raw(run, key, b == b0 ? first : b << k, b == b1 ? last : ((b + 1) << k) - 1, &g, NULL, 0) != 0) return -1;
             emit_bucket(a, &g);
         }
     } else {
@@ -227,22 +233,28 @@ static int chart(int64_t run, int64_t key, int64_t after, int64_t max_points, se
     /* the series' last point: a live chart's right edge */
     rollup_agg tail;
     rollup_agg_init(&tail);
-    if (raw(run, key, last, last, &tail, NULL) != 0) return -1;
+    if (raw(run, key, last, last, &tail, NULL, 0) != 0) return -1;
     if (tail.n) push(a, tail.last);
     return 0;
 }
 
 /* One read transaction around `fn`, so that its reads agree with each other. */
-int store_series_chart(int64_t run, int64_t key, int64_t after, int64_t max_points, series_answer *a) {
-    memset(a, 0, sizeof *a);
-    a->next_after = NO_INT;
+/* One read of a series, in one read transaction: what it reads is of one moment. */
+static int in_one_read(int (*read)(int64_t, int64_t, int64_t, int64_t, series_answer *), int64_t run, int64_t key,
+                       int64_t after, int64_t n, series_answer *a) {
     sqlite3_stmt *b = xst(X_BEGIN, 0, 0), *c = xst(X_COMMIT, 0, 0);
     if (!b || !c || sqlite3_step(b) != SQLITE_DONE) return -1;
     sqlite3_reset(b);
-    int rc = chart(run, key, after, max_points < 3 ? 3 : max_points, a);
+    int rc = read(run, key, after, n, a);
     sqlite3_step(c);
     sqlite3_reset(c);
     return rc;
+}
+
+int store_series_chart(int64_t run, int64_t key, int64_t after, int64_t max_points, series_answer *a) {
+    memset(a, 0, sizeof *a);
+    a->next_after = NO_INT;
+    return in_one_read(chart, run, key, after, max_points < 3 ? 3 : max_points, a);
 }
 
 static int page(int64_t run, int64_t key, int64_t after, int64_t limit, series_answer *a) {
@@ -257,35 +269,12 @@ static int page(int64_t run, int64_t key, int64_t after, int64_t limit, series_a
     rollup_agg_init(&all);
     if (range_agg(run, key, first, last, last, &all) != 0) return -1;
     a->count = all.n;
-    sqlite3_stmt *st = xst(key < 0 ? X_RAW_STEPS : X_RAW_POINTS, run, key);
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 3, first);
-    sqlite3_bind_int64(st, 4, INT64_MAX);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        rollup_agg one;
-        rollup_agg_init(&one);
-        rollup_add_raw(st, key, &one);
-        if (!one.n) continue;
-        if ((int64_t)a->n == limit) {
-            a->next_after = a->points[a->n - 1].step;
-            break;
-        }
-        push(a, one.last);
-    }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+    return raw(run, key, first, INT64_MAX, NULL, a, limit);
 }
 
 int store_series_page(int64_t run, int64_t key, int64_t after, int64_t limit, series_answer *a) {
     memset(a, 0, sizeof *a);
     a->next_after = NO_INT;
     a->bucket_steps = 1;
-    sqlite3_stmt *b = xst(X_BEGIN, 0, 0), *c = xst(X_COMMIT, 0, 0);
-    if (!b || !c || sqlite3_step(b) != SQLITE_DONE) return -1;
-    sqlite3_reset(b);
-    int rc = page(run, key, after, limit < 1 ? 1 : limit, a);
-    sqlite3_step(c);
-    sqlite3_reset(c);
-    return rc;
+    return in_one_read(page, run, key, after, limit < 1 ? 1 : limit, a);
 }
