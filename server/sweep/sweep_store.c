@@ -335,15 +335,20 @@ int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen) {
                                      (long long)id)) < 0 ? -1 : 0;
 }
 
+/* Through the live sweep runs' own index (migration 0021), named: without statistics,
+ * SQLite would take runs_by_status and seek every queued run's row on every pass. */
+const char SWEEP_REVIVED_SQL[] =
+    "SELECT DISTINCT r.sweep_id FROM runs r INDEXED BY runs_live_sweep JOIN sweeps s ON s.id = r.sweep_id"
+    " JOIN sweep_trials t ON t.sweep_id = r.sweep_id AND t.trial = r.trial AND t.run_id = r.id"
+    " WHERE r.status IN ('queued', 'starting', 'running') AND r.sweep_id IS NOT NULL"
+    " AND s.status IN ('succeeded', 'failed')"
+    " AND t.state IN ('succeeded', 'failed', 'canceled', 'stopped')"
+    " AND (SELECT max(at) FROM run_resumes rr WHERE rr.run_id = r.id) > t.updated_at"
+    " ORDER BY r.sweep_id";
+
 int sweep_store_revived(int64_t **ids) {
     *ids = NULL;
-    sqlite3_stmt *st = prep("SELECT DISTINCT r.sweep_id FROM runs r JOIN sweeps s ON s.id = r.sweep_id"
-                            " JOIN sweep_trials t ON t.sweep_id = r.sweep_id AND t.trial = r.trial AND t.run_id = r.id"
-                            " WHERE r.status IN ('queued', 'starting', 'running') AND r.sweep_id IS NOT NULL"
-                            " AND s.status IN ('succeeded', 'failed')"
-                            " AND t.state IN ('succeeded', 'failed', 'canceled', 'stopped')"
-                            " AND (SELECT max(at) FROM run_resumes rr WHERE rr.run_id = r.id) > t.updated_at"
-                            " ORDER BY r.sweep_id");
+    sqlite3_stmt *st = prep(SWEEP_REVIVED_SQL);
     if (!st) return -1;
     int n = 0, cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {

@@ -61,6 +61,7 @@ int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen);
  * or running again, resumed (run_resumes) after the trial ended: by hand. How many
  * (*ids malloc'd), or -1. */
 int sweep_store_revived(int64_t **ids);
+extern const char SWEEP_REVIVED_SQL[]; /* its statement (a test holds its plan) */
 /* Whether the trial's run was resumed by hand after the sweep had ended it (its
  * decision `resumed by hand`): the rules stop it no more. */
 bool sweep_store_trial_by_hand(int64_t id, int trial);
