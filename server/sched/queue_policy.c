@@ -1,6 +1,7 @@
 /* Which queued run starts next, and where, and whom to preempt for it: see queue_policy.h. */
 #include "queue_policy.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -811,6 +812,17 @@ static const char *owner_name(const policy_snapshot *s, int owner) {
     return owner >= 0 && owner < s->n_owners && s->owners[owner].name ? s->owners[owner].name : NULL;
 }
 
+/* A usage as the reasons show it: to two significant digits (whole device-seconds
+ * below 100). The exact figures are GET /queue's owners; a reason written with them
+ * would change every second for every queued run of an owner whose runs are running,
+ * and each such change rewrites the run's entry and its tag (10,000 queued: all of
+ * them, every second). */
+static double shown_usage(double v) {
+    if (v < 100) return round(v);
+    double unit = pow(10, floor(log10(v)) - 1);
+    return round(v / unit) * unit;
+}
+
 /* Why `first` comes before q: "of a higher priority (5 over 0)", "bob's usage is
  * less (120 device-seconds against 3600)", "queued earlier" (malloc'd). */
 static char *why_first(const policy_snapshot *s, const policy_run *first, const policy_run *q) {
@@ -820,7 +832,7 @@ static char *why_first(const policy_snapshot *s, const policy_run *first, const 
     if (uf != uq) {
         const char *who = owner_name(s, first->owner);
         return xasprintf("%s%s decayed usage is less (%.0f device-seconds against %.0f)", who ? who : "its owner",
-                         who ? "'s" : "'s", uf, uq);
+                         who ? "'s" : "'s", shown_usage(uf), shown_usage(uq));
     }
     return xstrdup("queued earlier");
 }

@@ -375,6 +375,23 @@ static void test_waiting_for(void) {
                "behind run 4, bob's decayed usage is less (60 device-seconds against 7200), which waits for 2 CPU "
                "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
     queue_policy_free(d, 2);
+    /* the usages to two significant digits: the reason stays while they move a little */
+    owners[0].usage = 7234.6;
+    owners[1].usage = 61.4;
+    queue_policy_decide(&s, d);
+    check_text("usages rounded", queue_policy_waiting_for(&s, &q[1], &d[1]),
+               "behind run 4, bob's decayed usage is less (61 device-seconds against 7200), which waits for 2 CPU "
+               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
+    queue_policy_free(d, 2);
+    owners[0].usage = 7251;
+    owners[1].usage = 61.2;
+    queue_policy_decide(&s, d);
+    check_text("rounded again", queue_policy_waiting_for(&s, &q[1], &d[1]),
+               "behind run 4, bob's decayed usage is less (61 device-seconds against 7300), which waits for 2 CPU "
+               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
+    queue_policy_free(d, 2);
+    owners[0].usage = 7200;
+    owners[1].usage = 60;
     q[0].priority = 5;
     queue_policy_decide(&s, d);
     check_text("behind a run of a higher priority", queue_policy_waiting_for(&s, &q[1], &d[1]),
