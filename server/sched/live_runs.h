@@ -146,6 +146,7 @@ typedef struct live_run {
      * NULL: to be written (its decision or pending changed, or its stint in the queue) */
     char *queue_entry;
     size_t queue_entry_len;
+    uint64_t queue_entry_hash; /* fnv1a64 of it: GET /queue's tag is made of these */
     int64_t queue_entry_queued_ms, queue_entry_requeued_by; /* the stint it was written for */
     struct live_run *next;
 } live_run;
@@ -178,9 +179,6 @@ typedef struct {
     int n_usage;
     /* the queue decided once per change (scheduler.c) */
     bool queue_stale;       /* something changed that the queue policy has not decided on yet */
-    char *queue_text;       /* GET /queue as last written from the decisions; NULL: write it anew */
-    size_t queue_text_len;
-    char queue_tag[32];     /* its ETag */
     json_t *queue_owners;   /* its owners, as of the last decision */
     bool pending_stale;     /* decided, but what the queued runs show is not made anew yet */
     uint64_t decisions[QUEUE_DECIDED_CAUSES]; /* how often the queue was decided, by cause */

@@ -262,6 +262,7 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
 
 static void pending_refresh_locked(void);
 static void grow_elastic_locked(void);
+static void queue_unpublish_locked(void);
 
 /* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
  * start that fails instead (no secret, no port) finishes its run and gives its
@@ -301,8 +302,12 @@ static void decide_and_apply_locked(void) {
         free(by_order);
         decisions_free(&sn, d);
     }
-    if (long_queue_locked()) sched.pending_stale = true; /* made by the tick, or a read that needs them */
-    else pending_refresh_locked();
+    if (long_queue_locked()) {
+        sched.pending_stale = true; /* made by the tick, or a read that needs them */
+        queue_unpublish_locked();
+    } else {
+        pending_refresh_locked();
+    }
     grow_elastic_locked();
 }
 
@@ -346,8 +351,12 @@ static bool long_queue_locked(void) {
 }
 
 static void queue_changed_locked(void) {
-    if (long_queue_locked()) sched.queue_stale = true;
-    else schedule_locked();
+    if (long_queue_locked()) {
+        sched.queue_stale = true;
+        queue_unpublish_locked();
+    } else {
+        schedule_locked();
+    }
 }
 
 /* Before a read of the decisions: what changed since the last one is decided now. */
@@ -864,10 +873,10 @@ static json_t *owners_of(const snapshot *sn) {
  * policy's decisions now and its walk forward (queue_forecast.h). Made when the
  * queue changes (schedule_locked) and once a second for the rules that move with
  * time (fair share's decay, the backfill window, the ETAs); every read copies them. */
+static void queue_publish_locked(void);
+
 static void pending_refresh_locked(void) {
     sched.pending_stale = false;
-    free(sched.queue_text);
-    sched.queue_text = NULL;
     if (sched.batch) {
         for (live_run *r = sched.runs; r; r = r->next) {
             set_decision(r, NULL, NULL);
@@ -875,6 +884,7 @@ static void pending_refresh_locked(void) {
         }
         json_decref(sched.queue_owners);
         sched.queue_owners = json_array();
+        queue_publish_locked();
         return;
     }
     snapshot sn;
@@ -913,6 +923,7 @@ static void pending_refresh_locked(void) {
     free(lens);
     free(f);
     decisions_free(&sn, d);
+    queue_publish_locked();
 }
 
 json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
@@ -966,13 +977,36 @@ static void queue_entry_locked(live_run *r) {
     r->queue_entry[r->queue_entry_len] = '\0';
     json_decref(o);
     path_redact_apply(&r->queue_entry, &r->queue_entry_len); /* as every answer */
+    r->queue_entry_hash = fnv1a64(r->queue_entry, r->queue_entry_len);
     r->queue_entry_queued_ms = r->queued_ms;
     r->queue_entry_requeued_by = r->requeued_by;
 }
 
+/* GET /queue as published: written by the thread that decided (the tick, or the first
+ * read after a change), read under its own small lock, so that a read never waits for
+ * the scheduler's lock while the tick decides the queue anew (at 10,000 queued, a good
+ * part of each second). `current`: it answers for the decisions as they stand; a change
+ * not decided yet (queue_stale, pending_stale) makes it false, and a read then decides
+ * under the scheduler's lock first, as before. Lock order: sched.mu, then pub.mu. */
+static struct {
+    pthread_mutex_t mu;
+    char *text;
+    size_t len;
+    char tag[SCHED_QUEUE_TAG_LEN];
+    bool current;
+} pub = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void queue_unpublish_locked(void) {
+    pthread_mutex_lock(&pub.mu);
+    pub.current = false;
+    pthread_mutex_unlock(&pub.mu);
+}
+
 /* GET /queue from the last decisions: the queued runs in the policy's start order,
- * each "{"position":K," and its entry after its '{'; then the owners and settings. */
-static void queue_text_locked(void) {
+ * each "{"position":K," and its entry after its '{'; then the owners and settings.
+ * Its tag is a hash of the entries' hashes in that order and of the rest: the same
+ * text, the same tag, without a pass over its megabytes. Published for the reads. */
+static void queue_publish_locked(void) {
     int n = 0;
     for (live_run *r = sched.runs; r; r = r->next) n += r->status == RUN_QUEUED && r->queue_position > 0;
     live_run **order = xmalloc((size_t)(n + 1) * sizeof *order);
@@ -980,10 +1014,17 @@ static void queue_text_locked(void) {
     for (live_run *r = sched.runs; r; r = r->next)
         if (r->status == RUN_QUEUED && r->queue_position > 0) order[n++] = r;
     qsort(order, (size_t)n, sizeof *order, by_queue_order);
-    buf_t b = {0};
-    buf_append(&b, "{\"runs\":[", 9);
+    uint64_t *hashes = xmalloc((size_t)(n + 1) * sizeof *hashes);
+    size_t total = 64;
     for (int k = 0; k < n; k++) {
         queue_entry_locked(order[k]);
+        hashes[k] = order[k]->queue_entry_hash;
+        total += order[k]->queue_entry_len + 24;
+    }
+    buf_t b = {0};
+    buf_reserve(&b, total);
+    buf_append(&b, "{\"runs\":[", 9);
+    for (int k = 0; k < n; k++) {
         buf_printf(&b, "%s{\"position\":%d,", k ? "," : "", k + 1);
         buf_append(&b, order[k]->queue_entry + 1, order[k]->queue_entry_len - 1);
     }
@@ -998,33 +1039,49 @@ static void queue_text_locked(void) {
     buf_append(&b, "],", 2);
     buf_append(&b, text + 1, len - 1); /* its members and its '}' */
     buf_append(&b, "\n", 1);           /* curl-friendly, as every answer */
+    hashes[n] = fnv1a64(text, len);
     free(text);
-    free(sched.queue_text);
-    sched.queue_text = b.data;
-    sched.queue_text_len = b.len;
-    snprintf(sched.queue_tag, sizeof sched.queue_tag, "\"%016llx-queue\"",
-             (unsigned long long)fnv1a64(sched.queue_text, sched.queue_text_len));
+    char tag[SCHED_QUEUE_TAG_LEN];
+    snprintf(tag, sizeof tag, "\"%016llx-queue\"", (unsigned long long)fnv1a64(hashes, (size_t)(n + 1) * sizeof *hashes));
+    free(hashes);
+    pthread_mutex_lock(&pub.mu);
+    char *was = pub.text;
+    pub.text = b.data;
+    pub.len = b.len;
+    memcpy(pub.tag, tag, sizeof tag);
+    pub.current = true;
+    pthread_mutex_unlock(&pub.mu);
+    free(was);
 }
 
-char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) {
-    pthread_mutex_lock(&sched.mu);
-    decided_locked();
-    if (!sched.queue_text) queue_text_locked();
-    char *out = xmalloc(sched.queue_text_len + 1);
-    memcpy(out, sched.queue_text, sched.queue_text_len + 1);
-    *len = sched.queue_text_len;
-    snprintf(tag, SCHED_QUEUE_TAG_LEN, "%s", sched.queue_tag);
-    pthread_mutex_unlock(&sched.mu);
+/* The published text (a copy) and its tag, or only its tag (text NULL); made current
+ * first, under the scheduler's lock, only when a change waits to be decided. */
+static char *queue_read(bool copy, size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) {
+    pthread_mutex_lock(&pub.mu);
+    bool current = pub.current;
+    if (!current) {
+        pthread_mutex_unlock(&pub.mu);
+        pthread_mutex_lock(&sched.mu);
+        decided_locked();
+        if (!pub.current) queue_publish_locked(); /* (current under sched.mu: its writers hold it) */
+        pthread_mutex_lock(&pub.mu);
+        pthread_mutex_unlock(&sched.mu);
+    }
+    char *out = NULL;
+    if (copy) {
+        out = xmalloc(pub.len + 1);
+        memcpy(out, pub.text, pub.len);
+        out[pub.len] = '\0';
+        *len = pub.len;
+    }
+    snprintf(tag, SCHED_QUEUE_TAG_LEN, "%s", pub.tag);
+    pthread_mutex_unlock(&pub.mu);
     return out;
 }
 
-void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]) {
-    pthread_mutex_lock(&sched.mu);
-    decided_locked();
-    if (!sched.queue_text) queue_text_locked();
-    snprintf(tag, SCHED_QUEUE_TAG_LEN, "%s", sched.queue_tag);
-    pthread_mutex_unlock(&sched.mu);
-}
+char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) { return queue_read(true, len, tag); }
+
+void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]) { queue_read(false, NULL, tag); }
 
 void scheduler_queue_decisions(uint64_t counts[3]) {
     pthread_mutex_lock(&sched.mu);

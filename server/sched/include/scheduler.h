@@ -160,7 +160,9 @@ char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, b
  * and quota. Its JSON text (malloc'd, *len bytes, ending in a newline) and its tag
  * (an ETag, quotes included: a hash of the text, so the same answer rebuilt keeps it).
  * Written once per decision, and from each queued run's entry as last written: only
- * the entries whose run's decision or pending changed are written again. */
+ * the entries whose run's decision or pending changed are written again. Read from
+ * where it is published, without the scheduler's lock, unless a change waits to be
+ * decided. */
 #define SCHED_QUEUE_TAG_LEN 32
 char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]);
 /* Its tag alone (a conditional read that matches needs no copy of the text). */

@@ -330,7 +330,12 @@ def case_decided_once(a):
             queue_tags(s, "70 queued behind a running run (its owner's usage grows each second)")
             before = decisions(s)
             late = submit_as(s, alice, {"name": "hold"})
-            run = s.run(late)  # the tick, or this read, decided it
+            # GET /queue is served without the scheduler's lock, from what was last
+            # published: a change not decided yet is decided first, so it is there
+            listed = [(r["id"], r["position"]) for r in s.get("/queue").json()["runs"]]
+            check(listed[-1:] == [(late, 71)] and len(listed) == 71,
+                  f"GET /queue right after a submission behind 70 lists it, at 71: {listed[-3:]}")
+            run = s.run(late)  # the tick, or the read above, decided it
             after = decisions(s)
             check(run.get("queue_position") == 71 and (run.get("pending") or {}).get("reason") == "devices",
                   f"a submission behind 70: decided before its first read shows it, at 71: {run.get('queue_position')}"
