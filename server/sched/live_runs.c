@@ -15,10 +15,71 @@ sched_state sched = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_IN
 
 /* ---- the table ---- */
 
+/* The index by id: open addressing, linear probing, at most half full; a removal
+ * shifts back the entries after it (no tombstones). Under sched.mu, as the list. */
+static struct {
+    live_run **slots;
+    size_t cap, n;
+} ix;
+
+static size_t slot_of(int64_t id) { return (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull) >> 32) & (ix.cap - 1); }
+
+static void ix_insert(live_run *r) {
+    size_t i = slot_of(r->id);
+    while (ix.slots[i]) i = (i + 1) & (ix.cap - 1);
+    ix.slots[i] = r;
+}
+
+static void ix_put(live_run *r) {
+    if ((ix.n + 1) * 2 > ix.cap) {
+        live_run **was = ix.slots;
+        size_t was_cap = ix.cap;
+        ix.cap = ix.cap ? ix.cap * 2 : 64;
+        ix.slots = xcalloc(ix.cap, sizeof *ix.slots);
+        for (size_t i = 0; i < was_cap; i++)
+            if (was[i]) ix_insert(was[i]);
+        free(was);
+    }
+    ix_insert(r);
+    ix.n++;
+}
+
+static void ix_remove(const live_run *r) {
+    if (!ix.cap) return;
+    size_t i = slot_of(r->id);
+    while (ix.slots[i] && ix.slots[i] != r) i = (i + 1) & (ix.cap - 1);
+    if (!ix.slots[i]) return;
+    ix.slots[i] = NULL;
+    ix.n--;
+    /* the entries after it in its cluster move back where their probe would find them */
+    for (size_t j = (i + 1) & (ix.cap - 1); ix.slots[j]; j = (j + 1) & (ix.cap - 1)) {
+        live_run *e = ix.slots[j];
+        size_t home = slot_of(e->id);
+        bool misplaced = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (misplaced) {
+            ix.slots[i] = e;
+            ix.slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
 live_run *find_run(int64_t id) {
-    for (live_run *r = sched.runs; r; r = r->next)
-        if (r->id == id) return r;
+    if (!ix.cap) return NULL;
+    for (size_t i = slot_of(id); ix.slots[i]; i = (i + 1) & (ix.cap - 1))
+        if (ix.slots[i]->id == id) return ix.slots[i];
     return NULL;
+}
+
+/* r into the list before `at` (NULL: at the back), and into the index. */
+static void link_before(live_run *r, live_run *at) {
+    r->next = at;
+    r->prev = at ? at->prev : sched.runs_tail;
+    if (r->prev) r->prev->next = r;
+    else sched.runs = r;
+    if (at) at->prev = r;
+    else sched.runs_tail = r;
+    ix_put(r);
 }
 
 live_run *live_run_new(const run_needs *n) {
@@ -58,19 +119,14 @@ live_run *live_run_new(const run_needs *n) {
 live_run *live_run_add(const run_needs *n, run_status at) {
     live_run *r = live_run_new(n);
     r->status = at; /* a run taken back after a restart is made at the status the store has */
-    live_run **p = &sched.runs;
-    while (*p && (*p)->id < n->id) p = &(*p)->next; /* ids are submission order */
-    r->next = *p;
-    *p = r;
+    live_run *before = NULL; /* ids are submission order: a new run goes at the back */
+    if (sched.runs_tail && sched.runs_tail->id > n->id)
+        for (before = sched.runs; before && before->id < n->id; before = before->next) {}
+    link_before(r, before);
     return r;
 }
 
-void live_run_append(live_run *r) {
-    live_run **p = &sched.runs;
-    while (*p) p = &(*p)->next;
-    r->next = NULL;
-    *p = r;
-}
+void live_run_append(live_run *r) { link_before(r, NULL); }
 
 /* What belonged to one start of the run (its devices, how its launcher ended, its hang
  * watch, its adopted journal), let go: when the run is freed, or queued again. */
@@ -90,12 +146,11 @@ static void forget_start(live_run *r) {
 }
 
 void live_run_drop(live_run *r) {
-    for (live_run **p = &sched.runs; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
+    if (r->prev) r->prev->next = r->next;
+    else if (sched.runs == r) sched.runs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else if (sched.runs_tail == r) sched.runs_tail = r->prev;
+    ix_remove(r);
     free(r->owner);
     json_decref(r->pending);
     free(r->waiting_for);

@@ -148,7 +148,7 @@ typedef struct live_run {
     size_t queue_entry_len;
     uint64_t queue_entry_hash; /* fnv1a64 of it: GET /queue's tag is made of these */
     int64_t queue_entry_queued_ms, queue_entry_requeued_by; /* the stint it was written for */
-    struct live_run *next;
+    struct live_run *next, *prev; /* the table, in queue order (live_runs.c) */
 } live_run;
 
 /* Why the queue policy decided (sched_state.decisions, /metrics): something changed
@@ -167,7 +167,8 @@ typedef struct {
     scheduler_config c;
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a run finished, or gave back what it held */
-    live_run *runs;         /* unfinished runs, in submission order */
+    live_run *runs;         /* unfinished runs, in submission order (a resumed one at the back) */
+    live_run *runs_tail;    /* its last */
     device_pool devices;    /* this host's */
     const executor *local;  /* this host's supervisor: executor_local.c */
     const executor *agents; /* the agent nodes: executor_agents.c */
@@ -189,6 +190,7 @@ extern sched_state sched;
 
 /* ---- the table ---- */
 
+/* The live run of that id, or NULL: by an index (a hash of the ids), not a walk. */
 live_run *find_run(int64_t id);
 /* A run of needs `n`, queued, not yet in the table. */
 live_run *live_run_new(const run_needs *n);

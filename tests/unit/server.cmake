@@ -44,9 +44,11 @@ ddpd_c_test(test_queue_forecast ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_fore
 ddpd_c_test(test_part_blame ${CMAKE_CURRENT_LIST_DIR}/server/test_part_blame.c LIBS ddpd_sched)
 # A live run's status: the table of legal moves, and the transitions that refuse the rest.
 ddpd_c_test(test_scheduler_moves ${CMAKE_CURRENT_LIST_DIR}/server/test_scheduler_moves.c LIBS ddpd_sched)
+# The table of live runs: its list in queue order and its index by id, against a plain array.
+ddpd_c_test(test_live_runs_table ${CMAKE_CURRENT_LIST_DIR}/server/test_live_runs_table.c LIBS ddpd_sched)
 # These test files of scheduling that the rest of the server does not see: they
 # read its private headers, as its own files do.
-foreach(sched_inner test_placement test_queue_policy test_queue_policy_elastic test_restart_placement test_queue_forecast test_fair_share test_part_blame test_scheduler_moves)
+foreach(sched_inner test_placement test_queue_policy test_queue_policy_elastic test_restart_placement test_queue_forecast test_fair_share test_part_blame test_scheduler_moves test_live_runs_table)
   target_include_directories(${sched_inner} PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)
 endforeach()
 # A run's launcher as the coordinator and an agent start it: its command line, its
