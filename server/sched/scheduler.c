@@ -603,16 +603,26 @@ void scheduler_tick(void) {
     static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
     bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
     if (now - looked >= 1000) looked = now;
-    if (users_changed || sched.queue_stale || protection_ended || backoff_ended || nodes_cleared) {
+    /* Deciding a long queue costs (10,000 queued: tens of milliseconds, more under load),
+     * under the lock every submission and read needs: the tick spends at most a quarter
+     * of its time on it. After a decision that took T, the submissions that come are
+     * decided together T x 4 after it began (a read that needs them decides them at once). */
+    static int64_t decide_after, refresh_after;
+    if (users_changed || protection_ended || backoff_ended || nodes_cleared || (sched.queue_stale && now >= decide_after)) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
+        int64_t t = mono_ns();
         decide_and_apply_locked();
+        decide_after = now + (mono_ns() - t) * 4 / 1000000;
     }
-    static int64_t refreshed; /* ETAs move, and fair share's decay: the decisions follow, once a second */
-    if (now - refreshed >= 1000) {
-        refreshed = now;
+    /* ETAs move, and fair share's decay: the decisions follow, once a second (or, as
+     * above, after four times as long as the last refresh took) */
+    if (now >= refresh_after) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
+        int64_t t = mono_ns();
         pending_refresh_locked();
         grow_elastic_locked(); /* a shrunk run's grow interval passes with time */
+        int64_t took_ms = (mono_ns() - t) / 1000000;
+        refresh_after = now + (took_ms * 4 > 1000 ? took_ms * 4 : 1000);
     }
     pthread_mutex_unlock(&sched.mu);
     /* outside the lock: what they learn comes back through the hooks */
