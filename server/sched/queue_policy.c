@@ -407,10 +407,10 @@ static bool is_protected(const policy_snapshot *s, const policy_running *r) {
 }
 
 /* r has held its devices for a time slice and yields them to q, of its priority and
- * another owner's (queue_policy.h: time slices). */
+ * another owner's, preemptible itself (queue_policy.h: time slices). */
 static bool slice_over(const policy_snapshot *s, const policy_running *r, const policy_run *q) {
-    return s->time_slice_ms > 0 && r->priority == q->priority && r->owner != q->owner && r->started_ms > 0 &&
-           s->now_ms - r->started_ms >= s->time_slice_ms;
+    return s->time_slice_ms > 0 && q->preemptible && r->priority == q->priority && r->owner != q->owner &&
+           r->started_ms > 0 && s->now_ms - r->started_ms >= s->time_slice_ms;
 }
 
 /* `protected_too`: with the runs still inside their minimum run time; `slice`: with

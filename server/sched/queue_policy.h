@@ -61,8 +61,9 @@
  * Those yield them at their next checkpoint (the notice), are queued again and wait
  * (reason `time_slice`, `yielded`) until the run that took their turn has held its
  * devices for a slice, and so on: every owner's run moves forward in turn. A run
- * never yields to a run of its own owner, and an owner without a name (-1) is one
- * owner. */
+ * never yields to a run of its own owner (an owner without a name, -1, is one
+ * owner), nor to a run that is not preemptible: that one would never give the turn
+ * back. */
 #ifndef DDPD_SERVER_SCHED_QUEUE_POLICY_H
 #define DDPD_SERVER_SCHED_QUEUE_POLICY_H
 
@@ -109,6 +110,7 @@ typedef struct {
                             * `suspect_nodes`, while only they would hold it) */
     bool yielded;          /* queued again after it yielded its devices at a time slice's end: it waits,
                             * reason `time_slice`, where it would otherwise say `preempted` */
+    bool preemptible;      /* it may be preempted once started: only such a run takes a time slice's turn */
 } policy_run;
 
 typedef struct {

@@ -145,7 +145,8 @@ static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
                         .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
-                        .elsewhere = r->elsewhere, .yielded = r->requeued_by && r->requeued_slice};
+                        .elsewhere = r->elsewhere, .yielded = r->requeued_by && r->requeued_slice,
+                        .preemptible = r->preemptible};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with

@@ -1,7 +1,8 @@
 /* Unit tests of the queue policy's time slices (server/sched/queue_policy.c, serve
  * --time-slice) on hand-made snapshots: a waiting run takes the devices of a run of
  * its priority and another owner once that one has held them for a slice, by the
- * least-lost rule among such runs; never from its own owner's run, nor before the
+ * least-lost rule among such runs; never for a run that is not preemptible itself
+ * (it would never give the turn back); never from its own owner's run, nor before the
  * slice, nor from a run that is not preemptible or still inside its minimum run time;
  * not at all without --time-slice; priority preemption comes first; and the run that
  * yielded waits with reason `time_slice` until the taker's own slice is over, when it
@@ -21,7 +22,8 @@ static policy_node host(int cpu_free, int slots) {
 }
 
 static policy_run queued(int64_t id, int world_size, int owner, int64_t queued_ms) {
-    return (policy_run){.id = id, .pool = CPU, .world_size = world_size, .owner = owner, .queued_ms = queued_ms};
+    return (policy_run){.id = id, .pool = CPU, .world_size = world_size, .owner = owner, .queued_ms = queued_ms,
+                        .preemptible = true};
 }
 
 /* A preemptible run of priority 0 on this host that last checkpointed `ckpt_ago` ms
@@ -77,6 +79,10 @@ static void test_one_slot(void) {
     r[0].started_ms = now - SLICE;
     q.owner = 0;
     expect("alice's own waiting run takes no turn from her", &s, (const char *const[]){"wait here devices"});
+    q.owner = 1;
+    q.preemptible = false; /* mallory's way to keep a slot: a run that would never give the turn back */
+    expect("bob's run that is not preemptible takes no turn", &s, (const char *const[]){"wait here devices"});
+    q.preemptible = true;
     q.owner = r[0].owner = -1;
     expect("runs of nobody in particular: one owner, no turns", &s, (const char *const[]){"wait here devices"});
     q.owner = 1;
