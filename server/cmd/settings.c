@@ -141,6 +141,11 @@ static const opt_row ROWS[] = {
     {INT("--elastic-grow-interval", "SECONDS", "DDPD_ELASTIC_GROW_INTERVAL", elastic_grow_interval, 0, 30 * 24 * 3600),
      .dflt = "60", .help = "an elastic run shrunk for a more urgent run grows back on idle devices at most this long "
                            "after its last change of size; 0: as soon as they are idle"},
+    {INT("--time-slice", "SECONDS", "DDPD_TIME_SLICE", time_slice, 0, 30 * 24 * 3600), .dflt = "0",
+     .help = "while a run of another user of the same priority waits, a preemptible run that has held its devices "
+             "this long in its current attempt yields them at its next checkpoint and is queued again (reason "
+             "time_slice), so that equal runs take turns; the run that takes the turn pays for the work lost, as a "
+             "preemptor does; 0: no time slices"},
     {INT("--exclude-node-after", "N", "DDPD_EXCLUDE_NODE_AFTER", exclude_node_after, 0, 1000), .dflt = "3",
      .help = "a node where this many runs failed (class infra, collective, hang or crash) within --exclude-node-window "
              "gets no run until an admin clears it (ddpd node clear NAME); 0: never excluded (docs/failures.md)"},

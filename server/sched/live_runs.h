@@ -102,6 +102,8 @@ typedef struct live_run {
     int64_t started_ms;   /* unix ms its devices were given (its usage counts from then) */
     int64_t preempt_by;   /* being preempted for this run (0: not) */
     int64_t requeued_by;  /* queued again after a preemption for this run, and not started since (0: not; -1: by a run unknown) */
+    bool preempt_slice;   /* preempt_by is a run it yields to at its time slice's end (serve --time-slice) */
+    bool requeued_slice;  /* ... and requeued_by is (not kept across a server's restart: then `preempted`) */
     /* the work a preemption would throw away (queue_policy_lost_ms) */
     int64_t checkpoint_ms;       /* unix ms of its newest durable checkpoint (rank 0's checkpoint event); 0: none */
     int64_t checkpointing_ms;    /* unix ms rank 0 said it was checkpointing (0: not now) */

@@ -407,8 +407,17 @@ static bool is_protected(const policy_snapshot *s, const policy_running *r) {
     return r->protected_until_ms > 0 && s->now_ms < r->protected_until_ms;
 }
 
-/* `protected_too`: with the runs still inside their minimum run time. */
-static int gather_victims(pass *p, const policy_run *q, bool new_too, bool protected_too, victim *v, int *n_stopping) {
+/* r has held its devices for a time slice and yields them to q, of its priority and
+ * another owner's, preemptible itself (queue_policy.h: time slices). */
+static bool slice_over(const policy_snapshot *s, const policy_running *r, const policy_run *q) {
+    return s->time_slice_ms > 0 && q->preemptible && r->priority == q->priority && r->owner != q->owner &&
+           r->started_ms > 0 && s->now_ms - r->started_ms >= s->time_slice_ms;
+}
+
+/* `protected_too`: with the runs still inside their minimum run time; `slice`: with
+ * the runs of q's priority whose time slice is over (slice_over). */
+static int gather_victims(pass *p, const policy_run *q, bool new_too, bool protected_too, bool slice, victim *v,
+                          int *n_stopping) {
     const policy_snapshot *s = p->s;
     int n = 0;
     for (int j = 0; j < s->n_running; j++) {
@@ -418,8 +427,8 @@ static int gather_victims(pass *p, const policy_run *q, bool new_too, bool prote
     *n_stopping = n;
     for (int j = 0; new_too && j < s->n_running; j++) {
         const policy_running *r = &s->running[j];
-        if (r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible && r->priority < q->priority &&
-            (protected_too || !is_protected(s, r)))
+        if (r->pool == q->pool && !r->stopping && !p->claimed[j] && r->preemptible &&
+            (r->priority < q->priority || (slice && slice_over(s, r, q))) && (protected_too || !is_protected(s, r)))
             v[n++] = victim_of(s, j);
     }
     qsort_r(v + *n_stopping, (size_t)(n - *n_stopping), sizeof *v, by_preference, (void *)s);
@@ -427,22 +436,23 @@ static int gather_victims(pass *p, const policy_run *q, bool new_too, bool prote
 }
 
 /* q does not fit what is free: the runs being preempted that free enough (it waits
- * for them), else those and the fewest new ones (it preempts them). false: neither. */
-static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
+ * for them), else those and the fewest new ones (it preempts them). false: neither.
+ * `slice`: the new ones may be runs whose time slice is over (d->time_slice then). */
+static bool try_preempt(pass *p, const policy_run *q, policy_decision *d, bool slice) {
     const policy_snapshot *s = p->s;
     victim *v = xmalloc((size_t)(s->n_running + 1) * sizeof *v);
     bool *chosen = xcalloc((size_t)(s->n_running + 1), sizeof *chosen);
     devices_at avail; /* what q may take: the free and the coming */
     for (int i = 0; i < POLICY_NODES_MAX; i++)
         for (int pool = 0; pool < 2; pool++) avail[i][pool] = p->free_now[i][pool] + p->coming[i][pool];
-    int n_stopping, n = gather_victims(p, q, false, false, v, &n_stopping);
+    int n_stopping, n = gather_victims(p, q, false, false, false, v, &n_stopping);
     bool found = fit(s, q, avail, d) || choose_victims(s, q, avail, v, n, chosen, d);
     if (found) { /* the runs already stopping free enough */
         d->verb = POLICY_WAIT;
         d->wait = WAIT_PREEMPTED;
         set_list(d, v, chosen, n, s);
     } else {
-        n = gather_victims(p, q, true, false, v, &n_stopping);
+        n = gather_victims(p, q, true, false, slice, v, &n_stopping);
         /* every stopping one counts; the fewest new ones on top */
         devices_at more;
         memcpy(more, avail, sizeof more);
@@ -467,6 +477,7 @@ static bool try_preempt(pass *p, const policy_run *q, policy_decision *d) {
                 for (int h = 0; h < r->n_holds; h++) all += r->holds[h].devices;
                 d->preempt_to[d->n_preempt] = v[k].here < all ? all - v[k].here : 0; /* shrunk: what it keeps */
                 d->preempt[d->n_preempt++] = r->id;
+                if (r->priority >= q->priority) d->time_slice = true;
             }
         }
     }
@@ -499,7 +510,7 @@ static bool wait_protected(pass *p, const policy_run *q, policy_decision *d) {
     devices_at more;
     for (int i = 0; i < POLICY_NODES_MAX; i++)
         for (int pool = 0; pool < 2; pool++) more[i][pool] = p->free_now[i][pool] + p->coming[i][pool];
-    int n_stopping, n = gather_victims(p, q, true, true, v, &n_stopping);
+    int n_stopping, n = gather_victims(p, q, true, true, false, v, &n_stopping);
     for (int k = 0; k < n_stopping; k++)
         for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) more[i][q->pool] += v[k].devices[i];
     policy_decision probe = {0};
@@ -554,7 +565,7 @@ static void decide_one(pass *p, const policy_run *q, policy_decision *d) {
         d->behind = blocker;
         d->behind_at = blocker ? (int)(p->blocker_run[q->pool] - s->queued) : -1;
         took = true;
-    } else if (!blocker && try_preempt(p, q, d)) {
+    } else if (!blocker && (try_preempt(p, q, d, false) || (s->time_slice_ms > 0 && try_preempt(p, q, d, true)))) {
         took = true; /* reserve() took its devices */
     } else {
         d->verb = POLICY_WAIT;
@@ -585,8 +596,8 @@ const char *pending_reason_name(pending_reason r) {
         [PENDING_FAIR_SHARE] = "fair_share", [PENDING_PRIORITY] = "priority",
         [PENDING_BACKFILL_RESERVED] = "backfill_reserved", [PENDING_RESTART_BACKOFF] = "restart_backoff",
         [PENDING_PREEMPTED] = "preempted", [PENDING_SWEEP_PARALLEL] = "sweep_parallel", [PENDING_NODES] = "nodes",
-        [PENDING_SLURM] = "slurm", [PENDING_SUSPECT_NODES] = "suspect_nodes"};
-    return r >= PENDING_NONE && r <= PENDING_SUSPECT_NODES ? names[r] : "unknown";
+        [PENDING_SLURM] = "slurm", [PENDING_SUSPECT_NODES] = "suspect_nodes", [PENDING_TIME_SLICE] = "time_slice"};
+    return r >= PENDING_NONE && r <= PENDING_TIME_SLICE ? names[r] : "unknown";
 }
 
 /* d->blocked_by gains `id` (once). */
@@ -623,8 +634,12 @@ static void block_on_holders(pass *p, const policy_run *q, policy_decision *d, b
 
 /* Why q waits when nothing comes first of it: for devices here, for nodes, and so
  * after a preemption. */
+static pending_reason requeued_reason(const policy_run *q) {
+    return q->yielded ? PENDING_TIME_SLICE : PENDING_PREEMPTED;
+}
+
 static pending_reason base_reason(const policy_snapshot *s, const policy_run *q) {
-    if (q->preempted_by) return PENDING_PREEMPTED;
+    if (q->preempted_by) return requeued_reason(q);
     return here_only(s, q) ? PENDING_DEVICES : PENDING_NODES;
 }
 
@@ -644,7 +659,7 @@ static void set_reason(pass *p, const policy_run *q, const policy_run *blocker, 
     d->blocked_by = xmalloc((size_t)cap * sizeof *d->blocked_by);
     d->n_blocked = 0;
     if (d->verb == POLICY_PREEMPT || d->wait == WAIT_PREEMPTED) {
-        d->reason = q->preempted_by ? PENDING_PREEMPTED : PENDING_DEVICES;
+        d->reason = q->preempted_by ? requeued_reason(q) : PENDING_DEVICES;
         for (int i = 0; i < d->n_preempt; i++) block_on(d, d->preempt[i], cap);
         for (int j = 0; !d->n_preempt && j < s->n_running; j++) /* what another's preemption leaves over */
             if (s->running[j].stopping && s->running[j].pool == q->pool) block_on(d, s->running[j].id, cap);

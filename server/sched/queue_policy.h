@@ -51,7 +51,19 @@
  * before every set that stops a run whole (a shrunk run goes on; a stopped one waits
  * in the queue), and among those the least work lost, the fewest, the preference;
  * where stops are needed, the rule above, then the fewest stopped whole. A shrunk run
- * grows back on devices nothing queued waits for (queue_policy_grow). */
+ * grows back on devices nothing queued waits for (queue_policy_grow).
+ *
+ * Time slices (time_slice_ms > 0: serve --time-slice): a run at the head of its pool
+ * that does not fit and preempts nothing by priority may take the devices of runs of
+ * its own priority, of another owner, preemptible, past their minimum run time, that
+ * have held their devices for a slice in their current attempt (started_ms at least
+ * time_slice_ms ago): by the same least-lost rule (POLICY_PREEMPT with `time_slice`).
+ * Those yield them at their next checkpoint (the notice), are queued again and wait
+ * (reason `time_slice`, `yielded`) until the run that took their turn has held its
+ * devices for a slice, and so on: every owner's run moves forward in turn. A run
+ * never yields to a run of its own owner (an owner without a name, -1, is one
+ * owner), nor to a run that is not preemptible: that one would never give the turn
+ * back. */
 #ifndef DDPD_SERVER_SCHED_QUEUE_POLICY_H
 #define DDPD_SERVER_SCHED_QUEUE_POLICY_H
 
@@ -96,6 +108,9 @@ typedef struct {
                             * waits (WAIT_BACKOFF, reason `restart_backoff`) without holding up its pool */
     bool elsewhere;        /* restarted by retry_elsewhere: never on a suspect node (it waits, reason
                             * `suspect_nodes`, while only they would hold it) */
+    bool yielded;          /* queued again after it yielded its devices at a time slice's end: it waits,
+                            * reason `time_slice`, where it would otherwise say `preempted` */
+    bool preemptible;      /* it may be preempted once started: only such a run takes a time slice's turn */
 } policy_run;
 
 typedef struct {
@@ -142,6 +157,8 @@ typedef struct {
     int64_t backfill_window_ms; /* a run may start ahead of a waiting one of its pool while that one has waited less */
     int64_t now_ms;             /* when the snapshot was taken */
     policy_victims victims;     /* how victims are chosen (VICTIMS_LEAST_LOST unless told) */
+    int64_t time_slice_ms;      /* a run of the same priority and another owner that has held its devices this
+                                 * long may be asked to yield them to a waiting run (0: never) */
 } policy_snapshot;
 
 typedef enum {
@@ -178,6 +195,7 @@ typedef enum {
     PENDING_NODES,             /* not enough nodes with free devices for a run across nodes */
     PENDING_SLURM,             /* waiting in Slurm's own queue (Slurm's reason in detail) */
     PENDING_SUSPECT_NODES,     /* only nodes it may not use (suspect for a retry_elsewhere restart, excluded) would hold it */
+    PENDING_TIME_SLICE,        /* queued again after it yielded its devices at its time slice's end (serve --time-slice) */
 } pending_reason;
 
 /* The code's name: "devices", "user_quota", ... */
@@ -195,6 +213,7 @@ typedef struct {
     int n_preempt;                /* PREEMPT: the runs to stop first; WAIT_PREEMPTED, WAIT_PROTECTED: those it waits for (malloc'd) */
     int64_t *preempt;
     int *preempt_to;              /* PREEMPT: per run of `preempt`, the devices it keeps, shrunk (0: stopped whole); malloc'd */
+    bool time_slice;              /* PREEMPT: runs of `preempt` of its own priority yield their time slice's end to it */
     policy_wait wait;             /* WAIT: for what */
     int64_t behind;               /* WAIT_BEHIND, and a backfilled START: the run of its pool that comes first */
     int quota_used;               /* WAIT_QUOTA: the devices its owner's runs hold */

@@ -185,8 +185,9 @@ void preempt_locked(live_run *r, int64_t by) {
     store_op op = {.kind = OP_RUN_PREEMPTING, .run_id = r->id, .t = now_ms()};
     op.u.preempting.by = by;
     store_submit_now(&op); /* before the signal: a server that dies now queues it again at start-up */
-    timeline_note_locked(r, "preempted", json_pack("{s:I}", "by", (json_int_t)by));
-    log_info("run %lld preempted for run %lld: %s", (long long)r->id, (long long)by,
+    timeline_note_locked(r, "preempted", json_pack("{s:I,s:b}", "by", (json_int_t)by, "time_slice", r->preempt_slice));
+    log_info("run %lld %s run %lld: %s", (long long)r->id,
+             r->preempt_slice ? "yields its devices at its time slice's end to" : "preempted for", (long long)by,
              r->command ? "its launcher is told to stop; it restarts once placed again"
                         : "its launcher is told to checkpoint at the current step and stop; it resumes from there "
                           "once placed again");
@@ -298,7 +299,9 @@ static void requeue_locked(live_run *r) {
     free(payer);
     r->queued_ms = now;
     r->requeued_by = by ? by : -1;
+    r->requeued_slice = r->preempt_slice;
     r->preempt_by = 0;
+    r->preempt_slice = false;
     r->world_size = r->width; /* an elastic run shrunk, preempted whole: it asks for its width again */
     r->resize_to = 0;
     char why[64] = "its preemption";
@@ -519,6 +522,7 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     r->across = across;
     r->started_ms = now_ms();
     r->requeued_by = 0;
+    r->requeued_slice = r->preempt_slice = false;
     r->attempt = r->restart_count;
     r->attempt_open = false;
     r->n_parts = k;

@@ -40,6 +40,9 @@ char *preempted_reason(const live_run *r) {
                       : r->notice_ms && r->answers_notices
                           ? ": its ranks listened for the notice, and no checkpoint came by the grace's end"
                           : "";
+    if (r->preempt_slice && r->preempt_by > 0)
+        return xasprintf("yielded its devices to run %lld at its time slice's end (serve --time-slice)%s",
+                         (long long)r->preempt_by, how);
     return r->preempt_by > 0 ? xasprintf("preempted by run %lld%s", (long long)r->preempt_by, how)
                              : xasprintf("preempted%s", how);
 }

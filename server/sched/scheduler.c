@@ -145,7 +145,8 @@ static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
                         .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
-                        .elsewhere = r->elsewhere};
+                        .elsewhere = r->elsewhere, .yielded = r->requeued_by && r->requeued_slice,
+                        .preemptible = r->preemptible};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -173,7 +174,8 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
     }
     int64_t now = now_ms();
     sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = sched.c.advertise && sched.c.advertise[0],
-                              .backfill_window_ms = sched.c.backfill_window_ms, .now_ms = now};
+                              .backfill_window_ms = sched.c.backfill_window_ms, .now_ms = now,
+                              .time_slice_ms = sched.c.time_slice_ms};
     if (!runs) return;
     int queued = 0, started = 0, parts = 0;
     for (live_run *r = sched.runs; r; r = r->next) {
@@ -296,7 +298,10 @@ static void decide_and_apply_locked(void) {
                 int keeps = x->preempt_to ? x->preempt_to[v] : 0;
                 if (victim && !victim->preempt_by && !victim->resize_to && keeps > 0)
                     resize_locked(victim, keeps, r->id); /* an elastic run: shrunk, it goes on */
-                else if (victim && !victim->preempt_by && !victim->resize_to) preempt_locked(victim, r->id);
+                else if (victim && !victim->preempt_by && !victim->resize_to) {
+                    victim->preempt_slice = x->time_slice && victim->priority >= r->priority; /* yields its turn */
+                    preempt_locked(victim, r->id);
+                }
             }
         }
         free(by_order);
@@ -580,6 +585,18 @@ static bool protection_ended_locked(int64_t since, int64_t now) {
     return false;
 }
 
+/* A started run's time slice (serve --time-slice) ended in (since, now]: a run of
+ * another owner that waits may take its turn now. */
+static bool slice_ended_locked(int64_t since, int64_t now) {
+    if (sched.c.time_slice_ms <= 0) return false;
+    for (live_run *r = sched.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED || !r->started_ms || !r->preemptible) continue;
+        int64_t end = r->started_ms + sched.c.time_slice_ms;
+        if (end > since && end <= now) return true;
+    }
+    return false;
+}
+
 /* A restart's backoff ended since the last tick (unix ms): it may start now. */
 static bool backoff_ended_locked(int64_t since, int64_t now) {
     for (live_run *r = sched.runs; r; r = r->next)
@@ -598,7 +615,8 @@ void scheduler_tick(void) {
     for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
-    bool protection_ended = protection_ended_locked(ticked, wall), backoff_ended = backoff_ended_locked(ticked, wall);
+    bool protection_ended = protection_ended_locked(ticked, wall) || slice_ended_locked(ticked, wall),
+         backoff_ended = backoff_ended_locked(ticked, wall);
     ticked = wall;
     static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
     bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
@@ -813,7 +831,7 @@ static void set_pending(live_run *r, json_t *p) {
     const char *reason = p ? json_string_value(json_object_get(p, "reason")) : NULL;
     if (reason && (!r->pending_reason || strcmp(reason, r->pending_reason) != 0)) {
         r->pending_reason = pending_reason_name(PENDING_NONE); /* a constant of the same text, kept */
-        for (pending_reason k = PENDING_DEVICES; k <= PENDING_SUSPECT_NODES; k++)
+        for (pending_reason k = PENDING_DEVICES; k <= PENDING_TIME_SLICE; k++)
             if (strcmp(pending_reason_name(k), reason) == 0) r->pending_reason = pending_reason_name(k);
         timeline_note_locked(r, "pending", json_pack("{s:s, s:O}", "reason", reason, "blocked_by",
                                                      json_object_get(p, "blocked_by")));

@@ -376,6 +376,14 @@ static void follow_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t)
         if (!strcmp(t->state, "running")) resume_trial(sw, s, t);
     } else if (st == RUN_CANCELED && reason && strcmp(reason, SHUTDOWN_REASON) == 0) {
         if (!paused) resume_trial(sw, s, t); /* the server's shutdown stopped it: it carries on */
+    } else if (st == RUN_TIMEOUT) {
+        /* its time limit (max_duration_s) is no failure of the trial: it ended early, as a
+         * trial the searcher stops does, and counts with the metric it last reported */
+        refresh_metric(s, t);
+        snprintf(t->state, sizeof t->state, "stopped");
+        set_reason(t, xasprintf("its run timed out (%s): the sweep counts it as a trial stopped early, with the "
+                                "metric it last reported", reason ? reason : "max_duration_s"));
+        decide(sw, t, "stopped", t->reason);
     } else {
         refresh_metric(s, t); /* its last reported value counts for a canceled or failed sweep's best */
         snprintf(t->state, sizeof t->state, "%s", st == RUN_CANCELED ? "canceled" : "failed");

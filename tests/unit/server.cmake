@@ -35,6 +35,8 @@ ddpd_c_test(test_scheduler ${CMAKE_CURRENT_LIST_DIR}/server/test_scheduler.c LIB
 ddpd_c_test(test_queue_policy ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy.c LIBS ddpd_sched)
 # Its elastic runs: shrunk rather than stopped, grown back on idle devices.
 ddpd_c_test(test_queue_policy_elastic ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy_elastic.c LIBS ddpd_sched)
+# Its time slices (serve --time-slice): equal runs of different owners take turns.
+ddpd_c_test(test_queue_policy_slice ${CMAKE_CURRENT_LIST_DIR}/server/test_queue_policy_slice.c LIBS ddpd_sched)
 # The policy on the server's own restarts: a backoff waited out, suspect nodes avoided.
 ddpd_c_test(test_restart_placement ${CMAKE_CURRENT_LIST_DIR}/server/test_restart_placement.c LIBS ddpd_sched)
 ddpd_c_test(test_fair_share ${CMAKE_CURRENT_LIST_DIR}/server/test_fair_share.c LIBS ddpd_sched)
@@ -48,7 +50,7 @@ ddpd_c_test(test_scheduler_moves ${CMAKE_CURRENT_LIST_DIR}/server/test_scheduler
 ddpd_c_test(test_live_runs_table ${CMAKE_CURRENT_LIST_DIR}/server/test_live_runs_table.c LIBS ddpd_sched)
 # These test files of scheduling that the rest of the server does not see: they
 # read its private headers, as its own files do.
-foreach(sched_inner test_placement test_queue_policy test_queue_policy_elastic test_restart_placement test_queue_forecast test_fair_share test_part_blame test_scheduler_moves test_live_runs_table)
+foreach(sched_inner test_placement test_queue_policy test_queue_policy_elastic test_queue_policy_slice test_restart_placement test_queue_forecast test_fair_share test_part_blame test_scheduler_moves test_live_runs_table)
   target_include_directories(${sched_inner} PRIVATE ${PROJECT_SOURCE_DIR}/server/sched)
 endforeach()
 # A run's launcher as the coordinator and an agent start it: its command line, its

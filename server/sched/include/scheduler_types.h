@@ -45,6 +45,10 @@ typedef struct {
     int64_t min_runtime_ms;
     /* an elastic run shrunk below its width grows back at most this often (0: as soon as devices are idle) */
     int64_t elastic_grow_interval_ms;
+    /* a preemptible run that has held its devices this long in its attempt yields them,
+     * at its next checkpoint, to a waiting run of its priority and another owner
+     * (queue_policy.h: time slices); 0: never */
+    int64_t time_slice_ms;
     /* a node where this many runs failed (suspect classes) within the window is excluded
      * until an admin clears it (suspects.h); 0: never */
     int exclude_node_after;

@@ -27,6 +27,12 @@ writes, then ddpd.checkpoint_saved).
                     calls ddpd.checkpoint_saved, and is stopped at once (its attempt's
                     reason says so), losing at most a step: its restart goes on from the
                     step after, and the preemptor is charged next to nothing
+  notice_callback   the same through ddpd.on_preempt(fn): fn is called at the first
+                    log_step after the real notice, checkpoints and calls
+                    checkpoint_saved; the run is stopped at once and goes on from the
+                    step after
+  notice_c_header   the same from a C program (tests/integration/reporter/notice_c_demo.c)
+                    through ddpd_report_preempt_requested() and ddpd_report_checkpoint()
   notice_ignored    a run that listens (preempt_requested) but never answers steps on
                     after the notice and is killed at the grace's end (5 s): its attempt's
                     reason says no checkpoint came
@@ -319,10 +325,66 @@ def log_of(s, rid):
     return s.get(f"/runs/{rid}/logs?rank=0&offset=0").body.decode()
 
 
+# The LISTENER's answer through the callback form: on_preempt(fn), fn called at the
+# first log_step after the notice (the step it reports done).
+CALLBACK = """import os, sys, time, ddpd
+k = int(os.environ['TORCHELASTIC_RESTART_COUNT'])
+ckpt = os.path.join({root!r}, {name!r} + '.ckpt')
+start = int(open(ckpt).read()) + 1 if k > 0 and os.path.exists(ckpt) else 1
+print(f'attempt {{k}} from step {{start}}', flush=True)
+saved = []
+def save(step):
+    print(f'notice heard after step {{step}}', flush=True)
+    with open(ckpt + '.tmp', 'w') as f:
+        f.write(str(step))
+    os.replace(ckpt + '.tmp', ckpt)
+    print(f'checkpoint saved at step {{step}}', flush=True)
+    ddpd.checkpoint_saved(step, ckpt)
+    saved.append(step)
+ddpd.on_preempt(save)
+for step in range(start, start + (100000 if k == 0 else 5)):
+    ddpd.log_step(step, loss=float(step))
+    while saved:  # ddpd stops it now that it has the checkpoint
+        time.sleep(0.1)
+    ddpd.flush()
+    time.sleep(0.1)
+"""
+
+
+def callback_run(root, name):
+    return {"name": name, "preemptible": True, "distributed": {"world_size": 1},
+            "command": ["/usr/bin/python3", "-c", CALLBACK.format(root=root, name=name)]}
+
+
+def c_run(a, root, name):
+    """notice_c_demo, copied into the work root (readable by the run's account)."""
+    exe = os.path.join(root, "notice_c_demo")
+    shutil.copy(a.notice_c, exe)
+    os.chmod(exe, 0o755)
+    return {"name": name, "preemptible": True, "distributed": {"world_size": 1},
+            "command": [exe, os.path.join(root, name + ".ckpt")]}
+
+
 def case_notice_answered(a):
+    notice_answered_by(a, lambda b: listener(b.root, "answers", True))
+
+
+def case_notice_callback(a):
+    notice_answered_by(a, lambda b: callback_run(b.root, "callback"))
+
+
+def case_notice_c_header(a):
+    if not check(a.notice_c and os.path.exists(a.notice_c), f"needs --notice-c: {a.notice_c!r}"):
+        return
+    notice_answered_by(a, lambda b: c_run(a, b.root, "c-header"))
+
+
+def notice_answered_by(a, make):
+    """A run made by make(box) is preempted for bob's run with a 60 s grace: it answers
+    the notice and is stopped at its checkpoint, then goes on from the step after."""
     with Box(a, grace=60) as b:
         s = b.s
-        rid = b.submit(b.alice, listener(b.root, "answers", True))
+        rid = b.submit(b.alice, make(b))
         wait_until(lambda: b.steps(rid) >= 30, "30 steps, no checkpoint yet", 120)
         filler = b.submit(b.alice, dict(victim(b.root, "filler", 1, 1), preemptible=False))
         wait_until(lambda: b.steps(filler) >= 3, "the second slot taken", 60)
@@ -498,6 +560,8 @@ if __name__ == "__main__":
     ap.add_argument("--ddpd", required=True)
     ap.add_argument("--runner", required=True)
     ap.add_argument("--ddpctl", required=True)
+    ap.add_argument("--notice-c", default=None)
     args = ap.parse_args()
     args.ddpd, args.runner, args.ddpctl = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.ddpctl))
+    args.notice_c = os.path.abspath(args.notice_c) if args.notice_c else None
     ddpd_harness.main(CASES, args)

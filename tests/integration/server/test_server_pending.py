@@ -51,7 +51,7 @@ from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, be
 from test_server_sharing import Box, submit_as  # noqa: E402  (a state dir with its users; a run submitted as one)
 
 REASONS = {"devices", "user_quota", "fair_share", "priority", "backfill_reserved", "restart_backoff", "preempted",
-           "sweep_parallel", "nodes", "slurm", "suspect_nodes"}
+           "sweep_parallel", "nodes", "slurm", "suspect_nodes", "time_slice"}
 
 
 def pending_of(s, rid, token=None):

@@ -23,6 +23,13 @@ for preemption).
                         a higher priority, queued again with preempted_by, resumed, and
                         ends with the losses, epochs and weights of a run never
                         preempted, bit for bit
+  time_slice            serve --time-slice 2, one slot: alice's and bob's long runs of
+                        the same priority take turns, each yielding at a checkpoint once
+                        it has held the slot a slice (queued again, pending reason
+                        time_slice, its attempt saying so), each attempt going on from
+                        where the last stopped, and both end with the weights of a run
+                        never interrupted, bit for bit; the work thrown away is at most
+                        a step's
   killed_while_preempting  the server is killed as it preempts: the next one finds the
                         run queued (or running again), never failed, and it still ends
                         bit-identical
@@ -413,6 +420,60 @@ def case_preempt_builtin(a):
                   f"the checkpoint at the notice left nothing to throw away: lost charged {lost}")
             log = open(s.log_path).read()
             check(f"run {victim} preempted for run {urgent}" in log, "the server's log says who preempted whom")
+
+
+def slice_config():
+    """One rank, 3 epochs of 500 steps (some 8 s here): long enough to be cut by 2 s slices."""
+    return fmnist_config(**{"model.hidden": [512, 256], "train.epochs": 3, "train.batch_size": 16,
+                            "data.limit": 8000, "distributed.world_size": 1, "preemptible": True,
+                            "checkpoint.every_epochs": 1, "checkpoint.keep": 5})
+
+
+def case_time_slice(a):
+    needs_trainer(a)
+    with Box(a) as box:
+        alice, bob = box.add("alice"), box.add("bob")
+        cfg = slice_config()
+        with box.server(trainer=a.trainer, slots=1) as s:  # the same run, never interrupted
+            rid = submit_as(s, alice, cfg)
+            run = s.wait_status(rid, FINAL, timeout=300)
+            check(run and run["status"] == "succeeded", f"the reference run succeeds: {run and run['reason']}")
+            want = sha(os.path.join(s.run_dir(rid), "checkpoints", "epoch-0002.safetensors"))
+        with box.server(trainer=a.trainer, slots=1, extra_args=["--time-slice", "2"]) as s:
+            first = submit_as(s, alice, cfg)
+            s.wait_status(first, "running", timeout=60)
+            second = submit_as(s, bob, cfg)
+            # bob's run waits, then takes the slot once alice's has held it 2 s; alice's waits for its turn back
+            seen = wait_until(lambda: (lambda r: r if r["status"] == "queued" and
+                                       (r.get("pending") or {}).get("reason") == "time_slice" else None)(s.run(first)),
+                              "alice's run queued again, pending reason time_slice", timeout=120, interval=0.1)
+            if not check(seen and seen["preempted_by"] == second,
+                         f"alice's run yields the slot to bob's: {seen and (seen['status'], seen['preempted_by'])}"):
+                s.dump_log()
+                return
+            for rid in (first, second):
+                done = s.wait_status(rid, FINAL, timeout=600)
+                check(done and done["status"] == "succeeded", f"run {rid} succeeds: {done and done['reason']}")
+            for rid, other, who in ((first, second, "alice"), (second, first, "bob")):
+                run = s.run(rid)
+                tl = s.get(f"/runs/{rid}/timeline").json()["entries"]
+                yields = [e["detail"] for e in tl if e.get("kind") == "preempted"]
+                check(yields and all(y == {"by": other, "time_slice": True} for y in yields),
+                      f"{who}'s run yielded its slot to the other's at its slices' ends, and says so: {yields}")
+                check(run["preemptions"] >= 1 and not [x for x in run["attempts"] if x.get("status") == "failed"],
+                      f"{who}'s yields are preemptions ({run['preemptions']}), no failure: "
+                      f"{[(x.get('status'), x.get('reason')) for x in run['attempts']]}")
+                froms = [e["detail"].get("from_global_step") for e in tl if e.get("kind") == "queued_again"]
+                check(froms and all(x is not None and x > 0 for x in froms) and froms == sorted(set(froms)),
+                      f"{who}'s run moved forward in every turn it had: it went on from global steps {froms}")
+                got = sha(os.path.join(s.run_dir(rid), "checkpoints", "epoch-0002.safetensors"))
+                check(got == want, f"{who}'s run ends with the uninterrupted run's weights: {got[:12]} vs {want[:12]}")
+            lost = [c for c in s.get("/usage").json()["charged"] if c["phase"] == "lost"]
+            check(sum(c["device_s"] for c in lost) < 1.0,
+                  f"each yield was at a checkpoint: next to nothing thrown away: {lost}")
+            log = open(s.log_path).read()
+            check(f"run {first} yields its devices at its time slice's end to run {second}" in log,
+                  "the server's log says whom alice's run yielded to")
 
 
 def case_killed_while_preempting(a):

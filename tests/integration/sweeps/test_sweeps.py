@@ -17,6 +17,9 @@ small Python script.
   restart_mid_sweep    a server killed mid-sweep carries it on: no trial lost or doubled
   command_sweep        a command-run sweep's parameters reach the program through its
                        environment and a {placeholder} in its command
+  timeout_trial        a trial whose run passes max_duration_s (status timeout) is no
+                       failed trial: it ends stopped with its last reported metric, and
+                       the sweep succeeds with the others
   ddpctl_sweep         ddpctl sweep submit|list|show|cancel
 
 Usage: test_sweeps.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH [--runner PATH] [--ddpctl PATH]"""
@@ -404,6 +407,44 @@ def case_restart_mid_sweep(a):
                   f"every trial ends succeeded or stopped: {[t['status'] for t in w['trials']]}")
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+TIMEOUT_SCRIPT = ("import os, time, ddpd\n"
+                  "lr = float(os.environ['LR'])\n"
+                  "for e in range(3):\n"
+                  "    ddpd.log_epoch(e, test_loss=lr * 10 + 1.0 / (e + 1))\n"
+                  "ddpd.flush()\n"
+                  "if lr > 1:\n"
+                  "    time.sleep(600)\n")
+
+
+def case_timeout_trial(a):
+    if not check(a.runner, "needs --runner"):
+        return
+    root = work_root(TIMEOUT_SCRIPT)
+    try:
+        with command_server(a, root) as s:
+            # the slow trial (LR 5) reports its three epochs, then sleeps past its time limit
+            body = {"name": "timeout", "parallel": 3,
+                    "base": {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj",
+                             "distributed": {"world_size": 1}, "max_duration_s": 10},
+                    "parameters": {"env.LR": {"values": [0.001, 0.002, 5.0]}},
+                    "metric": {"key": "test_loss", "goal": "minimize"}}
+            w = sweep_succeeded(s, body, 300)
+            if not w:
+                return
+            t = w["trials"]
+            run = s.run(t[2]["run_id"])
+            check(run["status"] == "timeout", f"the slow trial's run timed out: {run['status']} {run['reason']!r}")
+            check(t[2]["status"] == "stopped" and "timed out" in (t[2]["reason"] or ""),
+                  f"the timed-out trial ends stopped, saying it timed out: {t[2]}")
+            check(t[2]["metric"] is not None and abs(t[2]["metric"] - (50 + 1 / 3)) < 1e-6,
+                  f"with the metric it last reported (epoch 2's): {t[2]['metric']}")
+            check(w["trial_counts"]["failed"] == 0 and w["trial_counts"]["stopped"] == 1 and
+                  w["trial_counts"]["succeeded"] == 2, f"no trial counts as failed: {w['trial_counts']}")
+            check(w["best"]["trial"] == 0, f"the best is LR 0.001: {w['best']}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 SCRIPT = ("import os, sys, ddpd\n"
