@@ -139,6 +139,11 @@ static void load_distributed(report *r, json_t *doc, command_config *c) {
     if (!json_object_get(dist, "world_size"))
         problem(r, "/distributed/world_size", "%s", "is required (the number of ranks)");
     c->world_size = int_field(r, dist, "world_size", 1, 1, MAX_WORLD_SIZE);
+    c->min_world_size = int_field(r, dist, "min_world_size", 0, 0, MAX_WORLD_SIZE);
+    if (c->min_world_size > c->world_size)
+        problem(r, "/distributed/min_world_size", "must not exceed /distributed/world_size (%d): lower it, or widen the run",
+                c->world_size);
+    if (c->min_world_size == 0) c->min_world_size = c->world_size;
     c->threads_per_rank = int_field(r, dist, "threads_per_rank", 1, 1, MAX_THREADS_PER_RANK);
     c->max_restarts = int_field(r, dist, "max_restarts", 0, 0, RUN_CONFIG_MAX_RESTARTS);
     c->exit_timeout_s = int_field(r, dist, "exit_timeout_s", RUN_CONFIG_EXIT_TIMEOUT_S, 0, 86400);

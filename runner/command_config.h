@@ -14,6 +14,7 @@ typedef struct {
     char *working_dir;    /* absolute; NULL: the run directory */
     char **env;           /* `env` as "NAME=value" strings, NULL-terminated */
     int world_size;
+    int min_world_size;   /* distributed.min_world_size: the fewest ranks --ranks may start (world_size: not elastic) */
     int isolate_devices;
     int threads_per_rank;
     int max_restarts;     /* distributed.max_restarts: restarts of the whole gang after a failure */

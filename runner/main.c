@@ -48,6 +48,7 @@ typedef struct {
     const char *port_range;
     const char *stop_grace, *preempt_grace; /* seconds; NULL: DDPD_CANCEL_GRACE_S, else 10 */
     const char *exit_timeout;               /* seconds; NULL: the config's distributed.exit_timeout_s */
+    const char *ranks;                      /* an elastic run on fewer ranks than its world_size */
 } options;
 
 static void usage(FILE *f) {
@@ -55,7 +56,7 @@ static void usage(FILE *f) {
             "usage: ddp-run --config RUN.json --run-dir DIR --master-port PORT [--events SOCKET|-]\n"
             "               [--nodes N --node-rank K --master-addr ADDR] [--restart-count K [--restarts-from F]]\n"
             "               [--port-range LO-HI] [--stop-grace SECONDS] [--preempt-grace SECONDS]\n"
-            "               [--exit-timeout SECONDS]\n"
+            "               [--exit-timeout SECONDS] [--ranks N]\n"
             "\n"
             "Runs a command run's `command` once per rank (distributed.world_size), with\n"
             "torchrun's environment, as one gang: a rank that fails stops the others, and the\n"
@@ -85,6 +86,9 @@ static void usage(FILE *f) {
             "  --exit-timeout S    once a rank exited 0, the ranks still running that write nothing\n"
             "                      for S seconds are stopped and the attempt succeeds (0: never;\n"
             "                      default: distributed.exit_timeout_s, else 30)\n"
+            "  --ranks N           an elastic run (distributed.min_world_size below world_size) on\n"
+            "                      N ranks, from min_world_size to world_size: WORLD_SIZE N, as\n"
+            "                      torchrun's elastic mode starts a group of the size it has now\n"
             "  --version           print the version\n"
             "\n"
             "environment: DDPD_RUN_ID, DDPD_RUN_SECRET, CUDA_VISIBLE_DEVICES (the run's GPUs),\n"
@@ -102,12 +106,12 @@ static int parse_args(int argc, char **argv, options *o) {
         {"master-addr", required_argument, 0, 'a'}, {"restart-count", required_argument, 0, 'r'},
         {"port-range", required_argument, 0, 'P'}, {"restarts-from", required_argument, 0, 'F'},
         {"stop-grace", required_argument, 0, 'g'}, {"preempt-grace", required_argument, 0, 'G'},
-        {"exit-timeout", required_argument, 0, 'x'},
+        {"exit-timeout", required_argument, 0, 'x'}, {"ranks", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:F:g:G:x:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:e:p:n:k:a:r:P:F:g:G:x:R:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c': o->config_path = optarg; break;
         case 'd': o->run_dir = optarg; break;
@@ -122,6 +126,7 @@ static int parse_args(int argc, char **argv, options *o) {
         case 'g': o->stop_grace = optarg; break;
         case 'G': o->preempt_grace = optarg; break;
         case 'x': o->exit_timeout = optarg; break;
+        case 'R': o->ranks = optarg; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("ddp-run %s\n", DDPD_VERSION); exit(0);
         default: usage(stderr); return -1;
@@ -241,6 +246,25 @@ static void command_words(const command_config *c, char *out, size_t n) {
     snprintf(out, n, "`%s` with %d argument%s (not shown: the run's config has them)", c->argv[0], args,
              args == 1 ? "" : "s");
     utf8_repair(out); /* a long program's path is clipped */
+}
+
+/* --ranks N: the run's ranks now, within its elastic range (world_size when not given). */
+static int ranks_option(const options *o, command_config *cfg) {
+    if (!o->ranks) return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(o->ranks, &end, 10);
+    if (errno || end == o->ranks || *end || n < cfg->min_world_size || n > cfg->world_size) {
+        if (cfg->min_world_size == cfg->world_size)
+            fprintf(stderr, "ddp-run: --ranks %s: the run is not elastic (distributed.min_world_size is not below its "
+                    "world_size %d): give %d, or set min_world_size\n", o->ranks, cfg->world_size, cfg->world_size);
+        else
+            fprintf(stderr, "ddp-run: --ranks %s is not within the run's elastic range: give %d to %d "
+                    "(distributed.min_world_size to world_size)\n", o->ranks, cfg->min_world_size, cfg->world_size);
+        return -1;
+    }
+    cfg->world_size = (int)n;
+    return 0;
 }
 
 static int run(const options *o, const command_config *cfg) {
@@ -396,6 +420,10 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &o) != 0) return EXIT_BAD_INPUT;
     command_config cfg;
     if (command_config_load(o.config_path, &cfg, stderr) != 0) return EXIT_BAD_INPUT;
+    if (ranks_option(&o, &cfg) != 0) {
+        command_config_free(&cfg);
+        return EXIT_BAD_INPUT;
+    }
     signal(SIGPIPE, SIG_IGN); /* a closed stdout must not kill the launcher (the ranks get it back) */
     int rc = run(&o, &cfg);
     command_config_free(&cfg);

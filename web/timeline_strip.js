@@ -23,6 +23,8 @@ function words(e) {
     case 'notice': return `notice to checkpoint and stop (a grace of ${d.grace_s} s)`;
     case 'notice_answered': return `checkpoint durable ${((d.after_ms || 0) / 1000).toFixed(1)} s after the notice: stopped`;
     case 'queued_again': return `queued again${d.by ? ` after run ${d.by}'s preemption` : ''}`;
+    case 'resizing': return `told to stop, to start again on ${d.to} ranks${d.by ? ` for run ${d.by}` : ''}`;
+    case 'resized': return `${d.to < d.from ? 'shrunk' : 'grown'} from ${d.from} to ${d.to} ranks${d.by ? ` for run ${d.by}` : ''}`;
     case 'restarted': return `restarted (attempt ${d.attempt}): ${d.reason}`;
     case 'ended': return `ended ${d.status}${d.reason ? `: ${d.reason}` : ''}`;
     default: return e.kind.replace('_', ' ');

@@ -59,7 +59,7 @@ typedef struct {
     bool gpu;                /* on GPUs (CUDA_VISIBLE_DEVICES), else CPU slots */
     bool command;            /* a command run: ddp-run, not ddp-trainer */
     bool resume;             /* continue from the newest checkpoint (--resume) */
-    int ranks;               /* a built-in elastic run: its processes when fewer than world_size (--ranks); 0: world_size */
+    int ranks;               /* an elastic run: its processes when fewer than world_size (--ranks); 0: world_size */
     const char *secret;      /* DDPD_RUN_SECRET */
     int master_port;         /* a command run's MASTER_PORT */
     int port_lo, port_hi;    /* a command run: where a restart's other MASTER_PORT comes from (--port-range) */

@@ -64,7 +64,7 @@ void launcher_cmd_build(const launcher_spec *s, launcher_cmd *out) {
         }
     }
     if (s->resume && !s->command) argv[argc++] = "--resume";
-    if (s->ranks > 0 && !s->command) {
+    if (s->ranks > 0) {
         snprintf(out->numbers[8], sizeof out->numbers[8], "%d", s->ranks);
         argv[argc++] = "--ranks";
         argv[argc++] = out->numbers[8];

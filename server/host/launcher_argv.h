@@ -11,7 +11,7 @@
  *           [--restart-count K [--restarts-from F]]    a run whose count of attempts goes on (K > 0), whose
  *                                                        restarts count from attempt F (when not K)
  *           [--resume] [--data-root DIR]...            a built-in run
- *           [--ranks N]                                a built-in elastic run on fewer ranks than its width
+ *           [--ranks N]                                an elastic run on fewer ranks than its width
  *
  * The environment is the starter's own, less its DDPD_* settings (LAUNCHER_ENV_DROP),
  * plus the run's id and secret, CUDA_VISIBLE_DEVICES and the settings a launcher
@@ -48,7 +48,7 @@ typedef struct {
     const char *node_addr;     /* a built-in run across nodes: this node's address */
     const char *rendezvous;    /* a built-in run across nodes: the rendezvous URL */
     bool resume;               /* continue from the newest checkpoint */
-    int ranks;                 /* a built-in run: its processes when not its world_size (--ranks); 0: world_size */
+    int ranks;                 /* an elastic run: its processes when not its world_size (--ranks); 0: world_size */
     const char *const *data_roots;
     int n_data_roots;          /* built-in runs: where the trainer may open data */
     int64_t run_id;

@@ -87,8 +87,9 @@ live_run *live_run_new(const run_needs *n) {
     r->id = n->id;
     r->shown_start_ms = -1;
     r->world_size = r->width = n->world_size;
-    /* elastic: a built-in run on this host's CPU slots (ddp-trainer --ranks), one node */
-    bool elastic = !n->command && n->pool == POOL_CPU && n->nodes_wanted <= 1 && n->min_world_size > 0 &&
+    /* elastic, on one node: a built-in run on this host's CPU slots (ddp-trainer --ranks), or
+     * a command run (ddp-run --ranks: torchrun's environment at the size it has now) */
+    bool elastic = (n->command || n->pool == POOL_CPU) && n->nodes_wanted <= 1 && n->min_world_size > 0 &&
                    n->min_world_size < n->world_size;
     r->min_ranks = elastic ? n->min_world_size : n->world_size;
     r->pool = n->pool;
@@ -199,6 +200,7 @@ void release_started_locked(live_run *r) {
 void back_to_queue_locked(live_run *r) {
     usage_fold_locked(r); /* its owner's share is charged for this start, now */
     release_started_locked(r);
+    r->world_size = r->width; /* queued again, an elastic run asks for its width (it may start on fewer) */
     r->started_ms = 0;
     r->notice_ms = 0; /* its next attempt's stop gives a notice of its own */
     r->notice_answered = false;

@@ -777,6 +777,26 @@ int queue_policy_grow(const policy_snapshot *s, const policy_decision *d, int *g
     return grown;
 }
 
+int queue_policy_narrow(const policy_snapshot *s, const policy_decision *d, int *start_on) {
+    bool busy[2] = {false, false}; /* per pool: a decision starts or preempts */
+    for (int i = 0; i < s->n_queued; i++) {
+        start_on[i] = 0;
+        if (d[i].verb != POLICY_WAIT) busy[s->queued[i].pool] = true;
+    }
+    int started = 0;
+    for (int i = 0; i < s->n_queued; i++) {
+        const policy_run *q = &s->queued[i];
+        int free_here = s->nodes[0].free[q->pool];
+        if (busy[q->pool] || d[i].verb != POLICY_WAIT || d[i].wait != WAIT_THIS_HOST || q->min_devices <= 0 ||
+            q->min_devices >= q->world_size || q->nodes_wanted > 1 || free_here < q->min_devices)
+            continue;
+        start_on[i] = free_here < q->world_size ? free_here : q->world_size;
+        busy[q->pool] = true; /* its free devices are its now */
+        started++;
+    }
+    return started;
+}
+
 void queue_policy_free(policy_decision *d, int n) {
     for (int i = 0; i < n; i++) {
         free(d[i].preempt);

@@ -43,15 +43,16 @@
  * will take are reserved for it (the free ones and those of the runs it waits for):
  * the runs after it may start on what is left, as that cannot delay it.
  *
- * Elastic runs (a built-in run of this host with distributed.min_world_size below its
- * world_size: `min_devices`) are shrunk rather than stopped: by the least-lost rule, a
+ * Elastic runs (a built-in or command run of this host with distributed.min_world_size
+ * below its world_size: `min_devices`) are shrunk rather than stopped: by the least-lost rule, a
  * run of this host alone may take from a preemptible elastic run only the devices it
  * needs, down to the run's min_devices; the run checkpoints and starts again at once
  * on what it keeps (`preempt_to`). Any set that frees enough by shrinks alone comes
  * before every set that stops a run whole (a shrunk run goes on; a stopped one waits
  * in the queue), and among those the least work lost, the fewest, the preference;
  * where stops are needed, the rule above, then the fewest stopped whole. A shrunk run
- * grows back on devices nothing queued waits for (queue_policy_grow).
+ * grows back on devices nothing queued waits for (queue_policy_grow); an elastic run
+ * that waits for devices at the head of its pool starts on fewer (queue_policy_narrow).
  *
  * Time slices (time_slice_ms > 0: serve --time-slice): a run at the head of its pool
  * that does not fit and preempts nothing by priority may take the devices of runs of
@@ -111,6 +112,7 @@ typedef struct {
     bool yielded;          /* queued again after it yielded its devices at a time slice's end: it waits,
                             * reason `time_slice`, where it would otherwise say `preempted` */
     bool preemptible;      /* it may be preempted once started: only such a run takes a time slice's turn */
+    int min_devices;       /* elastic: the fewest devices it may start on (queue_policy_narrow); 0: not elastic */
 } policy_run;
 
 typedef struct {
@@ -241,6 +243,14 @@ int64_t queue_policy_lost_ms(const policy_snapshot *s, const policy_running *r);
  * first, each up to its width and its owner's quota. grow_to[j] (per s->running) is
  * the devices run j starts again on, 0 where it does not grow. Returns how many grow. */
 int queue_policy_grow(const policy_snapshot *s, const policy_decision *d, int *grow_to);
+/* Elastic runs that start below their width, from the snapshot and its decisions
+ * (d[0 .. n_queued)): the run at the head of its pool that waits for this host's
+ * devices (WAIT_THIS_HOST: nothing comes before it, nothing is preempted for it), in a
+ * pool where no decision starts or preempts, starts on the devices free there when
+ * they are at least its min_devices, rather than waiting for its width; it grows
+ * later (queue_policy_grow). start_on[i] (per s->queued) is the devices run i starts
+ * on, 0 where it does not. Returns how many start. */
+int queue_policy_narrow(const policy_snapshot *s, const policy_decision *d, int *start_on);
 /* What the decisions own. */
 void queue_policy_free(policy_decision *d, int n);
 

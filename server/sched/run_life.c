@@ -223,7 +223,18 @@ void resize_locked(live_run *r, int to, int64_t by) {
     log_info("run %lld: %s from %d to %d ranks%s: its launcher is told to checkpoint at the current step and stop; it "
              "starts again at once on %d ranks from there", (long long)r->id, to < r->world_size ? "shrunk" : "grown",
              r->world_size, to, for_run, to);
+    /* in the store before the stop: a server that dies before the relaunch goes on with it at start-up */
+    timeline_note_locked(r, "resizing", json_pack("{s:i, s:i, s:s, s:o}", "from", r->world_size, "to", to, "why",
+                                                  by ? "shrink" : "grow", "by", by > 0 ? json_integer(by) : json_null()));
     if (r->start_stored) stop_with_notice_locked(r); /* else once its start is done (store_start_locked) */
+}
+
+void resize_again_locked(live_run *r, int to, int64_t by) {
+    r->resize_to = to;
+    r->resize_by = by;
+    log_info("run %lld: its change of size to %d ranks was under way when the server stopped: its launcher is told "
+             "again to checkpoint and stop, and it starts again on %d ranks", (long long)r->id, to, to);
+    stop_with_notice_locked(r);
 }
 
 void timeout_locked(live_run *r, const char *reason) {
@@ -319,17 +330,23 @@ static void requeue_locked(live_run *r) {
  * what is free of it now, at least what it had), before anything else can take the
  * devices it keeps. No preemption is counted and no restart used; its timeline says
  * "resized" (from, to, why, for which run). */
-static void relaunch_resized_locked(live_run *r) {
+static void relaunch_resized_locked(live_run *r, bool start_now) {
     int from = r->world_size, to = r->resize_to;
     int64_t by = r->resize_by, now = now_ms();
     if (!set_status_locked(r, RUN_QUEUED)) return;
     const char *why = by ? "shrink" : "grow";
     store_op op = {.kind = OP_RUN_REQUEUE, .run_id = r->id, .t = now};
     op.u.requeue.by = by;
-    continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
+    /* a command run resumes from its own checkpoint, its steps reported again; its
+     * TORCHELASTIC_RESTART_COUNT stays what it is now (its launcher's own restarts
+     * included), as torchrun's scaling events count no restart */
+    if (r->attempt > r->restart_count) r->restart_count = r->attempt;
+    if (r->command) op.u.requeue.from_global_step = op.u.requeue.from_epoch = NO_INT;
+    else continue_point(r, &op.u.requeue.from_global_step, &op.u.requeue.from_epoch);
     back_to_queue_locked(r); /* its devices back: it takes what it starts on again below */
     int free_now = device_pool_free(&sched.devices, r->pool); /* at least `from`: its own are back */
-    if (to > free_now) to = free_now; /* a grow whose free devices another start took meanwhile */
+    if (start_now && to > free_now) to = free_now; /* a grow whose free devices another start took meanwhile */
+    if (to < r->min_ranks) to = r->min_ranks;
     op.u.requeue.resized_to = to;
     store_submit_now(&op);
     timeline_note_locked(r, "resized", json_pack("{s:i, s:i, s:s, s:o, s:o}", "from", from, "to", to, "why", why, "by",
@@ -340,10 +357,10 @@ static void relaunch_resized_locked(live_run *r) {
     r->resize_by = 0;
     r->resized_ms = now;
     r->queued_ms = now;
-    log_info("run %lld resized from %d to %d ranks (%s): it continues from global step %lld", (long long)r->id, from,
-             to, why, (long long)op.u.requeue.from_global_step);
+    log_info("run %lld resized from %d to %d ranks (%s): it continues from global step %lld%s", (long long)r->id, from,
+             to, why, (long long)op.u.requeue.from_global_step, start_now ? "" : " once placed");
     int here = 0;
-    start_run_locked(r, false, &here, 1); /* a start that fails finishes it, saying why */
+    if (start_now) start_run_locked(r, false, &here, 1); /* a start that fails finishes it, saying why */
 }
 
 /* A resize's stop has ended the run without its succeeding: it starts again resized,
@@ -501,7 +518,7 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
     return (part_launch){
         .run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .node = p->node, .world_size = r->world_size,
         .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,
-        .ranks = !r->command && r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized */
+        .ranks = r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized (--ranks) */
         .master_port = r->port, /* a batch system's node 0 picks one there */
         .port_lo = sched.c.port_lo, .port_hi = sched.c.port_hi,
         /* a batch system's parts have always been started at attempt 0, their restarts counted from 0: a
@@ -740,7 +757,7 @@ static void finish_alone_locked(live_run *r, const part_end *e) {
 bool part_ended_locked(live_run *r, int part, const part_end *e) {
     if (part < 0 || part >= r->n_parts || r->parts[part].ended) return false;
     if (r->adopted) { /* its launcher, not this server's child, is gone: its journal says how it ended */
-        finish_from_journal_locked(r, e->how);
+        finish_from_journal_locked(r, e->how, false);
         return true;
     }
     run_part *p = &r->parts[part];
@@ -760,7 +777,7 @@ bool part_ended_locked(live_run *r, int part, const part_end *e) {
     }
     if (e->canceled && !r->fail_reason && !r->cancel_reason) r->cancel_reason = xstrdup(e->reason);
     if (!r->across) {
-        if (relaunches(r, e->exit_code == 0)) relaunch_resized_locked(r);
+        if (relaunches(r, e->exit_code == 0)) relaunch_resized_locked(r, true);
         else if (requeues(r, e->exit_code == 0)) requeue_locked(r);
         else finish_alone_locked(r, e);
         return true;
@@ -780,11 +797,19 @@ static char *journal_ending(const live_run *r) {
     return xasprintf("its journal ends at step %lld without an end event", (long long)o->last_step);
 }
 
-void finish_from_journal_locked(live_run *r, const char *gone) {
+void finish_from_journal_locked(live_run *r, const char *gone, bool at_start) {
     if (r->journal) journal_replay_read(r->journal, true, 0);
     const journal_outcome *o = r->journal ? journal_replay_outcome(r->journal) : NULL;
     run_status said = RUN_FAILED;
     bool ended = o && o->ended && run_status_parse(o->status, &said) && run_status_is_final(said);
+    /* an elastic run whose resize was under way (after a restart of the server): it
+     * starts again at its new size; at once when its launcher ended under this server
+     * (its devices are known), else once the queue places it (`gone`: at start-up,
+     * before every run is taken back) */
+    if (relaunches(r, ended && said == RUN_SUCCEEDED)) {
+        relaunch_resized_locked(r, !at_start);
+        return;
+    }
     bool preempted = o && o->ended && strcmp(o->status, "preempted") == 0;
     if (preempted && !r->cancel_reason && !r->timeout_reason && !r->preempt_by) r->preempt_by = -1; /* its launcher said so; for which run the store knows */
     if (requeues(r, ended && said == RUN_SUCCEEDED)) { /* stopped for a preemption: queued again, never failed */

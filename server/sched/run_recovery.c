@@ -69,6 +69,17 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         r->n_parts = 0;
     }
     if (alive && r->command) watch_hangs_of(r);
+    /* an elastic run: shrunk (it holds fewer devices than its width), or being resized */
+    int held = (int)json_array_size(rp.devices), resize_to = 0;
+    int64_t resize_by = 0;
+    if (r->min_ranks < r->width && held >= r->min_ranks && held < r->width) {
+        r->world_size = held;
+        r->resized_ms = now_ms(); /* its grow interval counts from its taking back */
+    }
+    if (r->min_ranks < r->width && store_get_resizing(r->id, &resize_to, &resize_by) < 0)
+        log_error("run %lld: cannot read its timeline from the database: a resize under way is not taken back",
+                  (long long)b->id);
+    if (resize_to < r->min_ranks || resize_to > r->width) resize_to = 0;
     r->journal = watch_journal_open(r);
     if (!r->journal) log_error("run %lld: cannot read what the database holds of it: its journal is not replayed", (long long)b->id);
     if (alive) {
@@ -76,8 +87,6 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
         r->start_stored = true;
         snprintf(r->secret, sizeof r->secret, "%s", rp.secret);
         rendezvous_open(r->id, r->secret);
-        int held = (int)json_array_size(rp.devices);
-        if (r->min_ranks < r->width && held >= r->min_ranks && held < r->width) r->world_size = held; /* shrunk */
         device_pool_take_named(&sched.devices, r->pool, r->id, rp.devices, r->world_size);
         r->devices_json = json_dumps(rp.devices, JSON_COMPACT);
         if (r->journal) journal_replay_read(r->journal, false, 0);
@@ -89,10 +98,16 @@ static void recover_started_locked(const run_brief *b, const run_needs *need) {
             signal_cancel_locked(r);
         } else if (r->preempt_by) { /* being preempted when the server stopped: asked again (the same request) */
             preempt_again_locked(r);
+        } else if (resize_to) { /* being resized: asked again, to start again at its new size */
+            resize_again_locked(r, resize_to, resize_by);
         }
     } else {
         if (b->status == RUN_CANCELING) r->cancel_reason = xstrdup("the server stopped while the run was being canceled");
-        finish_from_journal_locked(r, gone);
+        else if (!r->preempt_by && resize_to) { /* its resize's stop ended it meanwhile: queued at its new size */
+            r->resize_to = resize_to;
+            r->resize_by = resize_by;
+        }
+        finish_from_journal_locked(r, gone, true);
     }
     json_decref(rp.devices);
 }

@@ -78,6 +78,21 @@ static void say_stopped(const live_run *r, store_op *op) {
     op->u.attempt.reason = xstrdup(r->cancel_reason);
 }
 
+/* The end of an attempt stopped for an elastic run's change of size (resize_locked):
+ * "resized", as the requeue op that follows says it, not the launcher's stop. */
+static void say_resized(const live_run *r, store_op *op) {
+    free(op->u.attempt.status);
+    free(op->u.attempt.reason);
+    free(op->u.attempt.last_line);
+    op->u.attempt.status = xstrdup("resized");
+    op->u.attempt.reason = r->resize_by > 0 ? xasprintf("resized to %d ranks for run %lld", r->resize_to,
+                                                        (long long)r->resize_by)
+                                            : xasprintf("resized to %d ranks", r->resize_to);
+    op->u.attempt.last_line = NULL;
+    op->u.attempt.failing_rank = op->u.attempt.exit_code = op->u.attempt.signal = NO_INT;
+    op->u.attempt.restarting = false;
+}
+
 void attempt_seen_locked(live_run *r, store_op *op) {
     if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
     r->attempt = (int)op->u.attempt.attempt;
@@ -85,6 +100,9 @@ void attempt_seen_locked(live_run *r, store_op *op) {
     if (op->kind == OP_ATTEMPT_ENDED && r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_preempted(r, op);
+    if (op->kind == OP_ATTEMPT_ENDED && r->resize_to && !r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
+        strcmp(op->u.attempt.status, "succeeded") != 0)
+        say_resized(r, op);
     if (op->kind == OP_ATTEMPT_ENDED && r->cancel_reason && r->cancel_stops && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_stopped(r, op);

@@ -125,9 +125,15 @@ void preempt_locked(live_run *r, int64_t by);
  * (the queue policy took only what `by` needs), or grown back (by 0). It is asked to
  * stop as a preemption asks (a checkpoint at its current step) and, once it has ended,
  * starts again at once on `to` ranks (ddp-trainer --ranks) from that checkpoint, bit
- * for bit the run it was (a grow: on as many of `to` as are free then). No failure and
- * no attempt of its own: an entry of its timeline ("resized") and of the audit log. */
+ * for bit the run it was (a grow: on as many of `to` as are free then); a command run
+ * starts again on `to` ranks (ddp-run --ranks), its script resuming from its own
+ * checkpoint. No failure and no attempt of its own: an entry of its timeline
+ * ("resized") and of the audit log. */
 void resize_locked(live_run *r, int to, int64_t by);
+/* A run adopted after a restart while it was being resized (its timeline's newest
+ * "resizing" entry comes after its newest start): asked again to stop, to start again
+ * on `to` ranks (for run `by`: a shrink; 0: a grow). */
+void resize_again_locked(live_run *r, int to, int64_t by);
 /* A run adopted after a restart while it was being preempted: asked again. */
 void preempt_again_locked(live_run *r);
 /* The stop of a preemption or a timeout, in two phases: first a notice (its executor's
@@ -159,8 +165,11 @@ bool fail_for_good_locked(live_run *r, const char *reason);
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal);
 /* The end a run's journal gives it once its processes are gone (adopted or not):
  * the journal's `end`, unless the server canceled or stopped it; without an `end`,
- * failed with `gone` (what became of its processes) and where its journal ends. */
-void finish_from_journal_locked(live_run *r, const char *gone);
+ * failed with `gone` (what became of its processes) and where its journal ends. An
+ * elastic run whose resize was under way (resize_to) and that did not succeed starts
+ * again at its new size instead: at once, or (at_start: found gone at start-up)
+ * queued at that size. */
+void finish_from_journal_locked(live_run *r, const char *gone, bool at_start);
 
 /* ---- run_restart.c ---- */
 /* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal),

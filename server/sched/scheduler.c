@@ -146,7 +146,7 @@ static policy_run policy_run_of(const live_run *r) {
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
                         .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
                         .elsewhere = r->elsewhere, .yielded = r->requeued_by && r->requeued_slice,
-                        .preemptible = r->preemptible};
+                        .preemptible = r->preemptible, .min_devices = r->min_ranks < r->width ? r->min_ranks : 0};
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -213,7 +213,7 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
         for (int i = 0; i < r->n_parts; i++)
             *hold++ = (policy_hold){.node = r->parts[i].node, .devices = r->world_size / r->n_parts};
         policy_running *last = &sn->running[sn->s.n_running - 1];
-        bool elastic = r->min_ranks < r->width && !r->across && !r->adopted && r->n_parts == 1 && !r->parts[0].node;
+        bool elastic = r->min_ranks < r->width && !r->across && r->n_parts == 1 && !r->parts[0].node;
         if (elastic && !r->resize_to) {
             last->min_devices = r->min_ranks;
             last->width = r->width;
@@ -265,6 +265,7 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
 static void pending_refresh_locked(void);
 static void grow_elastic_locked(void);
 static void queue_unpublish_locked(void);
+static void start_narrow_locked(void);
 
 /* Starts and preempts what the queue policy says (queue_policy.h), in its order. A
  * start that fails instead (no secret, no port) finishes its run and gives its
@@ -307,6 +308,7 @@ static void decide_and_apply_locked(void) {
         free(by_order);
         decisions_free(&sn, d);
     }
+    start_narrow_locked();
     if (long_queue_locked()) {
         sched.pending_stale = true; /* made by the tick, or a read that needs them */
         queue_unpublish_locked();
@@ -314,6 +316,31 @@ static void decide_and_apply_locked(void) {
         pending_refresh_locked();
     }
     grow_elastic_locked();
+}
+
+/* An elastic run that waits for devices at the head of its pool starts on those free,
+ * down to its min_world_size (queue_policy_narrow), rather than waiting for its width;
+ * it grows later as a shrunk run does. */
+static void start_narrow_locked(void) {
+    bool any = false;
+    for (live_run *r = sched.runs; r && !any; r = r->next)
+        any = r->status == RUN_QUEUED && r->min_ranks < r->width;
+    if (!any || sched.shutting_down || sched.batch) return;
+    snapshot sn;
+    policy_decision *d = decide_locked(&sn);
+    int *start_on = xcalloc((size_t)(sn.s.n_queued + 1), sizeof *start_on);
+    queue_policy_narrow(&sn.s, d, start_on);
+    for (int i = 0; i < sn.s.n_queued; i++) {
+        live_run *r = sn.queued_runs[i];
+        if (!start_on[i] || r->status != RUN_QUEUED) continue;
+        log_info("run %lld starts on %d of its %d ranks (elastic, at least %d): the devices are short; it grows "
+                 "when more are free", (long long)r->id, start_on[i], r->width, r->min_ranks);
+        r->world_size = start_on[i];
+        int here = 0;
+        start_run_locked(r, false, &here, 1); /* a start that fails finishes it, saying why */
+    }
+    free(start_on);
+    decisions_free(&sn, d);
 }
 
 /* Elastic runs shrunk below their width grow back on devices nothing queued waits

@@ -39,7 +39,7 @@ enum {
     Q_BRIEF, Q_UNFINISHED, Q_PROCESS, Q_CONFIG, Q_RANKS_SEEN, Q_RUN, Q_PAGE, Q_RANGE,
     Q_SERIES_LOSS, Q_SERIES_LR, Q_SERIES_SPS, Q_NAMED_RANGE, Q_NAMED_SERIES, Q_NAMED_KEYS, Q_EPOCHS, Q_RANKS, Q_BY_STATUS,
     Q_USAGE, Q_ATTEMPT_SPAN, Q_SPS_ANY, Q_POINTS, Q_DISK, Q_LENGTHS, Q_TIMELINE, Q_AUDIT, Q_USAGE_USER, Q_USAGE_RUN,
-    Q_USAGE_DAY, Q_USAGE_CHARGED, Q_COUNT
+    Q_USAGE_DAY, Q_USAGE_CHARGED, Q_RESIZING, Q_COUNT
 };
 
 #define BRIEF_COLUMNS                                                                                         \
@@ -55,6 +55,9 @@ static const char *QSQL[Q_COUNT] = {
         " WHERE status IN ('queued', 'starting', 'running', 'canceling') ORDER BY id",
     [Q_PROCESS] = "SELECT pid_start_time, secret, devices, slurm_job_id FROM runs WHERE id = ?1",
     [Q_CONFIG] = "SELECT config FROM runs WHERE id = ?1",
+    /* an elastic run's resize under way: its newest "resizing" comes after its newest start and relaunch */
+    [Q_RESIZING] = "SELECT kind, json_extract(detail, '$.to'), json_extract(detail, '$.by') FROM run_timeline"
+                   " WHERE run_id = ?1 AND kind IN ('resizing', 'resized', 'admitted') ORDER BY id DESC LIMIT 1",
     [Q_RANKS_SEEN] = "SELECT rank, last_seen FROM ranks WHERE run_id = ?1 AND last_seen IS NOT NULL ORDER BY rank",
     /* [Q_RUN], [Q_EPOCHS]: built from the kinds' fields (build_queries) */
     /* a page's rows, each by its id (which ids: run_list.c) */
@@ -448,6 +451,24 @@ int store_get_config(int64_t id, json_t **out) {
     if (found == 1) {
         const char *text = (const char *)sqlite3_column_text(st, 0);
         *out = text ? json_loads(text, 0, NULL) : NULL;
+    }
+    done(st);
+    return found;
+}
+
+int store_get_resizing(int64_t id, int *to, int64_t *by) {
+    *to = 0;
+    *by = 0;
+    sqlite3_stmt *st = stmt(Q_RESIZING);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int found = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 0 : -1;
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) && strcmp((const char *)sqlite3_column_text(st, 0), "resizing") == 0 &&
+        sqlite3_column_int(st, 1) > 0) {
+        *to = sqlite3_column_int(st, 1);
+        *by = sqlite3_column_type(st, 2) == SQLITE_INTEGER ? sqlite3_column_int64(st, 2) : 0;
+        found = 1;
     }
     done(st);
     return found;

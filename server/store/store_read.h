@@ -58,6 +58,12 @@ typedef struct {
 } run_process;
 int store_get_run_process(int64_t id, run_process *out);
 
+/* An elastic run's change of size that was under way when the server stopped: its
+ * timeline's newest "resizing" entry (sched/run_life.c), when it comes after its
+ * newest start and relaunch. 1 and *to (the ranks it starts again on) and *by (the
+ * run a shrink made room for; 0: a grow), 0 none, -1 database error. */
+int store_get_resizing(int64_t id, int *to, int64_t *by);
+
 /* The run's config as it was submitted and checked (the database's copy, which no
  * run can edit; its directory's config.json is its account's): *out, the caller's to
  * decref (NULL when it does not parse). 1 found, 0 no such run, -1 database error. */

@@ -11,6 +11,9 @@ if(TARGET ddp-run AND TARGET ddpctl)
                 ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                      --notice-c $<TARGET_FILE:notice_c_demo>
                 TIMEOUT 400 SKIP_RETURN_CODE 77)
+  ddpd_py_cases(command_elastic_ ${CMAKE_CURRENT_LIST_DIR}/commands/test_command_elastic.py
+                ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
+                TIMEOUT 400)
   ddpd_py_cases(command_attempts_ ${CMAKE_CURRENT_LIST_DIR}/commands/test_command_attempts.py
                 ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 400)

@@ -14,9 +14,19 @@ real users, the real ddp-trainer on a few thousand Fashion-MNIST examples.
   hostile_resize        another user cannot change a run's size: there is no route
                         that resizes (POST/PATCH answer 404/405, the run unchanged),
                         and a run of hers of the same priority shrinks nothing
+  start_narrow          2 of the 4 slots held by another run: the elastic run starts at
+                        once on the 2 free (ranks_now 2, no pending reason) rather than
+                        waiting, grows to 4 when the other run ends, and ends with the
+                        losses and the final checkpoint of the uninterrupted run
+  restart_mid_resize    the server is killed while the elastic run's shrink is under way
+                        (its launcher stopped, SIGSTOP, so it cannot end first): the next
+                        server asks it again and starts it on 2 ranks; that server is
+                        killed while the run is shrunk: the third takes it back on 2 ranks
+                        (ranks_now, sizes), grows it back to 4 once the urgent run ends,
+                        and it ends with the uninterrupted run's bytes
 
 Usage: test_server_elastic.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
-import hashlib, os
+import hashlib, os, signal
 
 from ddpd_harness import (check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
                           bearer)
@@ -170,6 +180,126 @@ def case_hostile_resize(a):
             done = s.wait_status(rid, FINAL, timeout=600)
             check(done and done["status"] == "succeeded" and done["sizes"] == [],
                   f"and ends unresized: {done and (done['status'], done['sizes'])}")
+
+
+def reference(s, token, cfg):
+    """The config run uninterrupted on 4 ranks: its losses and its final checkpoint's sha256."""
+    ref = submit_as(s, token, cfg)
+    run = s.wait_status(ref, FINAL, timeout=600)
+    check(run and run["status"] == "succeeded", f"the uninterrupted run succeeds: {run and run['reason']}")
+    return losses(s, ref), sha(final_checkpoint(s, ref))
+
+
+def same_as_reference(s, rid, ref_losses, ref_sha, what):
+    done = s.wait_status(rid, FINAL, timeout=600)
+    check(done and done["status"] == "succeeded" and done["preemptions"] == 0,
+          f"{what} succeeds, never preempted: {done and (done['status'], done['reason'], done['preemptions'])}")
+    got = losses(s, rid)
+    check(got == ref_losses, f"{what}: every step's loss is the uninterrupted run's ({len(got)} points, "
+          f"{len(ref_losses)} wanted)")
+    got_sha = sha(final_checkpoint(s, rid))
+    check(got_sha == ref_sha, f"{what}: its final checkpoint is the uninterrupted run's, byte for byte: {got_sha} vs "
+          f"{ref_sha}")
+    print(f"{what}: sha256 {got_sha}")
+
+
+def case_start_narrow(a):
+    needs_trainer(a)
+    with Box(a) as box:
+        alice, bob = box.add("alice"), box.add("bob")
+        cfg = elastic_config()
+        with box.server() as s:
+            ref_losses, ref_sha = reference(s, alice, cfg)
+            other = submit_as(s, bob, elastic_config(**{"distributed.world_size": 2, "distributed.min_world_size": 0,
+                                                        "train.epochs": 1, "preemptible": False}))
+            s.wait_status(other, "running", timeout=60)
+            rid = submit_as(s, alice, cfg)
+            run = s.wait_status(rid, ("starting", "running"), timeout=60)
+            check(run and run["ranks_now"] == 2 and run["pending"] is None,
+                  f"with 2 of its 4 slots free it starts on 2 ranks rather than waiting: "
+                  f"{run and (run['status'], run['ranks_now'], run['pending'])}")
+            check(s.run(other)["status"] == "running", "the other run still runs beside it")
+            o = s.wait_status(other, FINAL, timeout=300)
+            check(o and o["status"] == "succeeded", f"the other run succeeds: {o and o['reason']}")
+            wait_until(lambda: s.run(rid)["ranks_now"] == 4 or s.run(rid)["status"] in FINAL,
+                       "the elastic run grown to 4 ranks", timeout=120)
+            run = s.run(rid)
+            check(run["ranks_now"] == 4 and [(z["from"], z["to"], z["why"]) for z in run["sizes"]] == [(2, 4, "grow")],
+                  f"then it grows from 2 to 4: {run['ranks_now']} {run['sizes']}")
+            same_as_reference(s, rid, ref_losses, ref_sha, "started on 2 ranks, grown to 4")
+            log = open(s.log_path).read()
+            check(f"run {rid} starts on 2 of its 4 ranks" in log, "the server's log says it started below its width")
+
+
+def launcher_of(s, rid):
+    pid = s.run(rid)["pid"]
+    check(pid, f"run {rid} has a launcher: {pid}")
+    return pid
+
+
+def case_restart_mid_resize(a):
+    needs_trainer(a)
+    with Box(a) as box:
+        alice, root = box.add("alice"), box.add("root", "--admin")
+        cfg = elastic_config()
+        with box.server() as s:
+            ref_losses, ref_sha = reference(s, alice, cfg)
+        s = box.server()
+        s.start()
+        rid = submit_as(s, alice, cfg)
+        s.wait_status(rid, "running", timeout=60)
+        wait_until(lambda: (s.run(rid)["progress"]["global_step"] or 0) >= PER_EPOCH // 2,
+                   "the elastic run into its first epoch", timeout=180)
+        pid = launcher_of(s, rid)
+        # its launcher stopped until the next server has taken the run back: it cannot act on
+        # the notice, so the shrink is still under way when the server dies
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # 3 epochs: it still runs when the second server is killed
+            urgent = submit_as(s, root, fmnist_config(**{"priority": 10, "train.epochs": 3, "train.batch_size": 16}))
+            kinds = lambda srv: [e["kind"] for e in srv.get(f"/runs/{rid}/timeline").json()["entries"]]  # noqa: E731
+            wait_until(lambda: "resizing" in kinds(s), "the shrink decided", timeout=60)
+            check(s.run(rid)["status"] == "running" and s.run(rid)["sizes"] == [],
+                  f"the shrink is under way, not done: {s.run(rid)['status']} {s.run(rid)['sizes']}")
+            s.kill()
+            s2 = box.server()
+            s2.start()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        ok = wait_until(lambda: s2.run(rid)["ranks_now"] == 2 and s2.run(rid)["status"] == "running",
+                        "the elastic run started again on 2 ranks by the next server", timeout=120)
+        run = s2.run(rid)
+        check(ok and [(z["from"], z["to"], z["why"], z["for_run"]) for z in run["sizes"]] == [(4, 2, "shrink", urgent)],
+              f"the shrink under way was carried out: {run['status']} {run['ranks_now']} {run['sizes']}")
+        check(run["preemptions"] == 0, f"no preemption: {run['preemptions']}")
+        log = open(s2.log_path).read()
+        check(f"run {rid}: its change of size to 2 ranks was under way" in log, "the server's log says it went on")
+        wait_until(lambda: (s2.run(rid)["progress"]["global_step"] or 0) > (run["sizes"][0]["from_global_step"] or 0)
+                   + 10, "the shrunk run training", timeout=120)
+        s2.kill()
+        with box.server() as s3:
+            # the urgent run first: while it runs, the elastic run cannot have grown (a grow takes its
+            # stop and start again, far longer than the next read)
+            urgent_runs = s3.run(urgent)["status"] == "running"
+            run = s3.run(rid)
+            if not urgent_runs:  # it may be growing back already: between its stop and its start again
+                run = wait_until(lambda: (lambda r: r if r["status"] == "running" else None)(s3.run(rid)),
+                                 "the elastic run running after the restart", timeout=120) or run
+            check(run["status"] == "running" and run["ranks_now"] == run["sizes"][-1]["to"],
+                  f"taken back running, on the ranks its history says: {run['status']} {run['ranks_now']} "
+                  f"{run['sizes']}")
+            check(not urgent_runs or (run["ranks_now"] == 2 and len(run["sizes"]) == 1),
+                  f"the urgent run still running, it is still on 2 ranks, one change: {run['ranks_now']} "
+                  f"{run['sizes']}")
+            print(f"after the second restart: urgent running {urgent_runs}, ranks_now {run['ranks_now']}")
+            u = s3.wait_status(urgent, FINAL, timeout=300)
+            check(u and u["status"] == "succeeded", f"the urgent run succeeds: {u and u['reason']}")
+            ok = wait_until(lambda: s3.run(rid)["ranks_now"] == 4 or s3.run(rid)["status"] in FINAL,
+                            "the elastic run grown back to 4 ranks after the restarts", timeout=120)
+            run = s3.run(rid)
+            check(ok and [(z["from"], z["to"], z["why"]) for z in run["sizes"]] == [(4, 2, "shrink"), (2, 4, "grow")],
+                  f"then grown back to 4: {run['ranks_now']} {run['sizes']}")
+            same_as_reference(s3, rid, ref_losses, ref_sha, "shrunk across a restart, grown back after another")
 
 
 CASES = cases_in(globals())

@@ -6,7 +6,9 @@
  * can be; a non-elastic run is stopped whole as before; a shrinking run's freed
  * devices are its preemptor's to wait for. And the grow back (queue_policy_grow): only
  * on idle devices nothing queued waits for, the oldest first, up to its width, its
- * owner's quota and its interval. */
+ * owner's quota and its interval. And the start below width (queue_policy_narrow): the
+ * elastic run at the head of its pool that waits for devices starts on those free, at
+ * least its min_devices; not one behind another, nor one a decision preempts for. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,9 +199,64 @@ static void test_grow(void) {
     CHECK(queue_policy_grow(&s, d, grow_to) == 0, "not elastic, or stopping: nothing grows");
 }
 
+/* Decides, then narrows: "start_on[0],start_on[1]" into out. */
+static int narrow(const policy_snapshot *s, int *start_on) {
+    policy_decision d[4];
+    int n = queue_policy_decide(s, d);
+    int started = queue_policy_narrow(s, d, start_on);
+    queue_policy_free(d, n);
+    return started;
+}
+
+static void test_narrow(void) {
+    const int64_t now = 10000000;
+    policy_node nodes[] = {host(2, 4)};
+    policy_hold two[] = {{.node = 0, .devices = 2}};
+    policy_running running[] = {built_in(10, two, 0, now - 60000)};
+    running[0].preemptible = false;
+    policy_run q[] = {urgent_run(20, 4, 0), urgent_run(21, 2, 0)};
+    q[0].min_devices = 2;
+    q[0].queued_ms = now - 2000;
+    q[1].queued_ms = now - 1000;
+    policy_snapshot s = {.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 1, .running = running,
+                         .n_running = 1, .now_ms = now};
+    int start_on[4] = {0};
+    CHECK(narrow(&s, start_on) == 1 && start_on[0] == 2, "width 4, min 2, 2 free: it starts on 2 (%d)", start_on[0]);
+    q[0].min_devices = 3;
+    CHECK(narrow(&s, start_on) == 0 && start_on[0] == 0, "min 3, 2 free: it waits (%d)", start_on[0]);
+    q[0].min_devices = 0;
+    CHECK(narrow(&s, start_on) == 0 && start_on[0] == 0, "not elastic: it waits");
+    q[0].min_devices = 1;
+    nodes[0].free[CPU] = 0;
+    CHECK(narrow(&s, start_on) == 0, "nothing free: it waits");
+    nodes[0].free[CPU] = 3;
+    CHECK(narrow(&s, start_on) == 1 && start_on[0] == 3, "3 free: on 3 (%d)", start_on[0]);
+    /* a run behind it in its pool does not start narrow, and takes nothing from it */
+    nodes[0].free[CPU] = 1;
+    q[1].min_devices = 1;
+    s.n_queued = 2;
+    CHECK(narrow(&s, start_on) == 1 && start_on[0] == 1 && start_on[1] == 0,
+          "the head (min 1) starts on the 1 free; the run behind it waits (%d, %d)", start_on[0], start_on[1]);
+    q[0].min_devices = 2;
+    CHECK(narrow(&s, start_on) == 0 && start_on[1] == 0, "the head cannot start on 1: the one behind neither (%d)",
+          start_on[1]);
+    /* a run that preempts for its width does so rather than start narrow */
+    s.n_queued = 1;
+    nodes[0].free[CPU] = 2;
+    CHECK(narrow(&s, start_on) == 1 && start_on[0] == 2, "2 free: on 2 (%d)", start_on[0]);
+    q[0].priority = 10;
+    running[0].preemptible = true;
+    CHECK(narrow(&s, start_on) == 0, "a preemptor of a higher priority takes its width");
+    /* a run across nodes never */
+    q[0].priority = 0;
+    q[0].nodes_wanted = 2;
+    CHECK(narrow(&s, start_on) == 0, "distributed.nodes 2: it waits");
+}
+
 int main(void) {
     test_shrink();
     test_shrinking();
     test_grow();
+    test_narrow();
     return test_done("test_queue_policy_elastic");
 }
