@@ -335,7 +335,7 @@ int sweep_store_grow(int64_t id, int n_trials, const char *spec, bool reopen) {
                                      (long long)id)) < 0 ? -1 : 0;
 }
 
-/* Through the live sweep runs' own index (migration 0021), named: without statistics,
+/* Through the live sweep runs' own index (migration 0023), named: without statistics,
  * SQLite would take runs_by_status and seek every queued run's row on every pass. */
 const char SWEEP_REVIVED_SQL[] =
     "SELECT DISTINCT r.sweep_id FROM runs r INDEXED BY runs_live_sweep JOIN sweeps s ON s.id = r.sweep_id"

@@ -5,7 +5,7 @@
  *    ended is found; a running sweep, a resume from before the trial ended, a trial
  *    whose run ended again, and 3,000 queued runs of no sweep are not;
  *  - plan: the statement reads runs through the live sweep runs' index
- *    (runs_live_sweep, migration 0021), never runs_by_status, which would seek every
+ *    (runs_live_sweep, migration 0023), never runs_by_status, which would seek every
  *    queued run on every pass, nor a scan. */
 #include <sqlite3.h>
 #include <stdio.h>

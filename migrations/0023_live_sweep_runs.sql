@@ -1,4 +1,4 @@
--- 0021: the live trials of sweeps, found without a walk of every live run. The sweeps'
+-- 0023: the live trials of sweeps, found without a walk of every live run. The sweeps'
 -- searcher looks, on each pass (many a second while runs report), for a finished sweep
 -- one of whose trials was resumed by hand (server/sweep/sweep_store.c, revived): read
 -- through runs_by_status, that walked every queued and running run (10,000 queued: a
