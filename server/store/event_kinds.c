@@ -149,7 +149,7 @@ static const char *parse_step(const json_t *ev, store_op *op) {
     const char *why = fields_parse(&OP_KINDS[OP_STEP], ev, op);
     if (why) return why;
     if (op->u.step.global_step < 0 || op->u.step.global_step > STEP_ROWS_MAX_STEP)
-        return "a step event's global_step outside 0 .. 4294967295 (2^32 - 1), what a run stores";
+        return "a step event's global_step outside 0 .. 4294967295 (2^32 - 1), the steps a run can store";
     return NULL;
 }
 
@@ -290,7 +290,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
         return NULL;
     }
     if (global_step < 1) return "a metric event's global_step counts steps done: from 1";
-    if (global_step > STEP_ROWS_MAX_STEP) return "a metric event's global_step is above 4294967295 (2^32 - 1), the most a run stores";
+    if (global_step > STEP_ROWS_MAX_STEP) return "a metric event's global_step above 4294967295 (2^32 - 1), the steps a run can store";
     if (op->rank != 0) { /* the series keep rank 0's points; another rank's step is its progress */
         op->kind = OP_HEARTBEAT;
         fields_unknown(&OP_KINDS[OP_HEARTBEAT], op);
