@@ -12,6 +12,7 @@
 
 #include "attempt_steps.h"
 #include "base.h"
+#include "step_rows.h"
 #include "kind_fields.h"
 #include "rollups.h"
 #include "run_ops.h"
@@ -142,7 +143,20 @@ static const op_field STEP_FIELDS[] = {
     {"lr", REAL(step, lr), 0, NULL},
     {"samples_per_s", REAL(step, samples_per_s), 0, NULL},
 };
-static const op_row STEP_ROW = {.table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE};
+/* ?1 the run, ?2 global_step, ?3 epoch, ?4 step, ?5 loss, ?6 lr, ?7 samples_per_s, ?8 t (fields_row_sql's order) */
+/* A step is stored under its run and global_step in one integer (step_rows.h). */
+static const char *parse_step(const json_t *ev, store_op *op) {
+    const char *why = fields_parse(&OP_KINDS[OP_STEP], ev, op);
+    if (why) return why;
+    if (op->u.step.global_step < 0 || op->u.step.global_step > STEP_ROWS_MAX_STEP)
+        return "a step event's global_step outside 0 .. 4294967295 (2^32 - 1), the steps a run can store";
+    return NULL;
+}
+
+static const op_row STEP_ROW = {
+    .table = "steps", .t_columns = {"t"}, .write = ROW_REPLACE,
+    .sql = "INSERT OR REPLACE INTO step_rows (k, epoch, step_back, loss, lr, samples_per_s, dt)"
+           " VALUES ((?1 << 32) + ?2, ?3, ?2 - ?4, ?5, ?6, ?7, ?8 - " STEP_T0("?1") ")"};
 
 /* After its row's (st[0]): a reporter's series (st[1]), its rank's step (st[2]), what a
  * restart cuts (st[3..7]). */
@@ -155,9 +169,10 @@ static const char *const STEP_SQL[] = {
     "SELECT started_at FROM run_attempts WHERE run_id = ?1 AND attempt > 0 ORDER BY attempt DESC LIMIT 1",
     "INSERT OR REPLACE INTO superseded_steps (run_id, attempt, global_step, epoch, step, loss, lr,"
     " samples_per_s, t) SELECT run_id, (SELECT max(attempt) FROM run_attempts a WHERE a.run_id = ?1"
-    " AND a.started_at <= s.t), global_step, epoch, step, loss, lr, samples_per_s, t FROM steps s"
-    " WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
-    "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
+    " AND a.started_at <= s.t), global_step, epoch, step, loss, lr, samples_per_s, t FROM (SELECT ?1 AS run_id, "
+    STEP_GS " AS global_step, epoch, " STEP_STEP " AS step, loss, lr, samples_per_s, " STEP_T("?1") " AS t"
+    " FROM step_rows WHERE " STEP_AFTER("?1", "?2") " AND dt < ?3 - " STEP_T0("?1") ") s",
+    "DELETE FROM step_rows WHERE " STEP_AFTER("?1", "?2") " AND dt < ?3 - " STEP_T0("?1"),
     "INSERT OR REPLACE INTO superseded_series (run_id, attempt, key, global_step, value, t)"
     " SELECT run_id, (SELECT max(attempt) FROM run_attempts a WHERE a.run_id = ?1 AND a.started_at <= s.t),"
     " key, global_step, value, t FROM series s WHERE run_id = ?1 AND global_step > ?2 AND t < ?3",
@@ -275,6 +290,7 @@ static const char *parse_metric(const json_t *ev, store_op *op) {
         return NULL;
     }
     if (global_step < 1) return "a metric event's global_step counts steps done: from 1";
+    if (global_step > STEP_ROWS_MAX_STEP) return "a metric event's global_step above 4294967295 (2^32 - 1), the steps a run can store";
     if (op->rank != 0) { /* the series keep rank 0's points; another rank's step is its progress */
         op->kind = OP_HEARTBEAT;
         fields_unknown(&OP_KINDS[OP_HEARTBEAT], op);
@@ -589,7 +605,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
         .sql = NO_SQL, .apply = apply_rank_row, .sse_event = "rank", .sse_data = sse_fields,
     },
     [OP_STEP] = {
-        .kind = OP_STEP, .event = "step", .parse = parse_fields, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
+        .kind = OP_STEP, .event = "step", .parse = parse_step, FIELDS(STEP_FIELDS), .row = &STEP_ROW,
         .sql = STEP_SQL, .apply = apply_step, .summary = SUMMARY_PROGRESS | SUMMARY_SEEN, .progress_event = "step",
         .progress_data = progress_step, .progress_rank = run_wide, .learn = learn_step, .free_fields = free_step,
     },

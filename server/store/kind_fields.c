@@ -118,6 +118,7 @@ static void bind_field(sqlite3_stmt *st, int i, const store_op *op, const op_fie
  * order, then the time (once, for all its columns). */
 char *fields_row_sql(const op_kind_desc *k) {
     const op_row *r = k->row;
+    if (r->sql) return xasprintf("%s", r->sql);
     buf_t cols = {0}, vals = {0}, keys = {0}, sets = {0}, was = {0}, now = {0};
     buf_printf(&cols, "run_id");
     buf_printf(&vals, "?1");

@@ -163,6 +163,9 @@ typedef struct {
     const char *t_member;     /* the time's name in the API's rows (store_read.c) */
     const char *insert_column, *insert_value; /* what a new row gets beside the fields */
     row_write write;
+    /* the row's write, when the table stores its fields otherwise than by name (the
+     * steps' step_rows, step_rows.h): parameters as fields_row_sql's */
+    const char *sql;
 } op_row;
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "step_rows.h"
 #include "kind_fields.h"
 #include "op_types.h"
 #include "write_fault.h"
@@ -16,10 +17,10 @@
     " last_t"
 
 static const char *const RQ_SQL[RQ_COUNT] = {
-    [RQ_MAX_STEPS] = "SELECT max(global_step) FROM steps WHERE run_id = ?1",
+    [RQ_MAX_STEPS] = "SELECT (SELECT " STEP_GS " FROM step_rows WHERE " STEP_OF_RUN("?1") " ORDER BY k DESC LIMIT 1)",
     [RQ_MAX_POINTS] = "SELECT max(global_step) FROM series_points WHERE run_id = ?1 AND key_id = ?2",
-    [RQ_RAW_STEPS] = "SELECT global_step, loss, lr, samples_per_s, t FROM steps WHERE run_id = ?1"
-                     " AND global_step >= ?3 AND global_step <= ?4 ORDER BY global_step",
+    [RQ_RAW_STEPS] = "SELECT " STEP_GS ", loss, lr, samples_per_s, " STEP_T("?1") " FROM step_rows WHERE "
+                     STEP_FROM_TO("?1", "?3", "?4") " ORDER BY k",
     [RQ_RAW_POINTS] = "SELECT global_step, value, t FROM series_points WHERE run_id = ?1 AND key_id = ?2"
                       " AND global_step >= ?3 AND global_step <= ?4 ORDER BY global_step",
     /* the steps stored from the bucket's start and the times back from the last point's
@@ -35,10 +36,10 @@ static const char *const RQ_SQL[RQ_COUNT] = {
     [RQ_KEY_NEW] = "INSERT INTO series_keys (run_id, key, id)"
                    " VALUES (?1, ?2, (SELECT coalesce(max(id), 0) + 1 FROM series_keys WHERE run_id = ?1))",
     [RQ_KEYS_OF_RUN] = "SELECT id FROM series_keys WHERE run_id = ?1",
-    [RQ_STEPS_AFTER] = "SELECT global_step FROM steps WHERE run_id = ?1 AND global_step > ?3 ORDER BY global_step",
+    [RQ_STEPS_AFTER] = "SELECT " STEP_GS " FROM step_rows WHERE " STEP_AFTER("?1", "?3") " ORDER BY k",
     [RQ_POINTS_AFTER] = "SELECT global_step FROM series_points WHERE run_id = ?1 AND key_id = ?2 AND global_step > ?3"
                         " ORDER BY global_step",
-    [RQ_PREV_STEPS] = "SELECT max(global_step) FROM steps WHERE run_id = ?1 AND global_step <= ?3",
+    [RQ_PREV_STEPS] = "SELECT (SELECT " STEP_GS " FROM step_rows WHERE " STEP_UP_TO("?1", "?3") " ORDER BY k DESC LIMIT 1)",
     [RQ_PREV_POINTS] = "SELECT max(global_step) FROM series_points WHERE run_id = ?1 AND key_id = ?2"
                        " AND global_step <= ?3",
     [RQ_BACKFILL_NEXT] = "SELECT run_id, key_id FROM rollup_backfill LIMIT 1",

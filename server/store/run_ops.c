@@ -9,6 +9,7 @@
 
 #include "attempt_steps.h"
 #include "base.h"
+#include "step_rows.h"
 #include "kind_fields.h"
 #include "rollups.h"
 #include "run_status.h"
@@ -200,7 +201,7 @@ void op_run_finish_free(store_op *op) { free(op->u.finish.reason); }
 
 const char *const OP_RUN_DELETE_SQL[] = {
     "DELETE FROM runs WHERE id = ?1 AND status IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
-    "DELETE FROM steps WHERE run_id = ?1", "DELETE FROM series_points WHERE run_id = ?1",
+    "DELETE FROM step_rows WHERE " STEP_OF_RUN("?1"), "DELETE FROM series_points WHERE run_id = ?1",
     "DELETE FROM epochs WHERE run_id = ?1",
     "DELETE FROM ranks WHERE run_id = ?1", "DELETE FROM checkpoints WHERE run_id = ?1",
     "DELETE FROM events WHERE run_id = ?1", "DELETE FROM run_timeline WHERE run_id = ?1",
@@ -245,12 +246,12 @@ const char *const OP_RUN_RESUME_SQL[] = {
     " last_step_at = NULL, samples_per_s = CASE WHEN ?2 IS NULL THEN samples_per_s END,"
     " global_step = coalesce(?2, global_step),"
     " queued_at = (SELECT at FROM run_resumes WHERE run_id = ?1 ORDER BY n DESC LIMIT 1),"
-    " epoch = CASE WHEN ?2 IS NULL THEN epoch ELSE (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
-    " step = CASE WHEN ?2 IS NULL THEN step ELSE (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
-    " loss = CASE WHEN ?2 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?2) END,"
-    " lr = CASE WHEN ?2 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?2) END"
+    " epoch = CASE WHEN ?2 IS NULL THEN epoch ELSE (SELECT epoch FROM step_rows WHERE " STEP_AT("?1", "?2") ") END,"
+    " step = CASE WHEN ?2 IS NULL THEN step ELSE (SELECT " STEP_STEP " FROM step_rows WHERE " STEP_AT("?1", "?2") ") END,"
+    " loss = CASE WHEN ?2 IS NULL THEN loss ELSE (SELECT loss FROM step_rows WHERE " STEP_AT("?1", "?2") ") END,"
+    " lr = CASE WHEN ?2 IS NULL THEN lr ELSE (SELECT lr FROM step_rows WHERE " STEP_AT("?1", "?2") ") END"
     " WHERE id = ?1",
-    "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
+    "DELETE FROM step_rows WHERE " STEP_AFTER("?1", "?2"),
     "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the checkpoint's epoch */
     "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
     "DELETE FROM series_points WHERE run_id = ?1 AND global_step > ?2",
@@ -322,16 +323,16 @@ const char *const OP_RUN_REQUEUE_SQL[] = {
     " devices = NULL, pid = NULL, pid_start_time = NULL, secret = NULL, slurm_job_id = NULL, first_step_at = NULL,"
     " first_global_step = NULL, last_step_at = NULL, samples_per_s = NULL,"
     " global_step = coalesce(?3, global_step),"
-    " epoch = CASE WHEN ?3 IS NULL THEN epoch ELSE (SELECT epoch FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
-    " step = CASE WHEN ?3 IS NULL THEN step ELSE (SELECT step FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
-    " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM steps WHERE run_id = ?1 AND global_step = ?3) END,"
-    " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM steps WHERE run_id = ?1 AND global_step = ?3) END"
+    " epoch = CASE WHEN ?3 IS NULL THEN epoch ELSE (SELECT epoch FROM step_rows WHERE " STEP_AT("?1", "?3") ") END,"
+    " step = CASE WHEN ?3 IS NULL THEN step ELSE (SELECT " STEP_STEP " FROM step_rows WHERE " STEP_AT("?1", "?3") ") END,"
+    " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM step_rows WHERE " STEP_AT("?1", "?3") ") END,"
+    " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM step_rows WHERE " STEP_AT("?1", "?3") ") END"
     " WHERE id = ?1 AND status IN ('starting', 'running', 'canceling')",
     /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's; a resized one, resized */
     "UPDATE run_attempts SET status = ?4, reason = ?3, ended_at = coalesce(ended_at, ?2),"
     " failing_rank = NULL, exit_code = NULL, signal = NULL, last_line = NULL"
     " WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM run_attempts WHERE run_id = ?1)",
-    "DELETE FROM steps WHERE run_id = ?1 AND global_step > ?2",
+    "DELETE FROM step_rows WHERE " STEP_AFTER("?1", "?2"),
     "DELETE FROM epochs WHERE run_id = ?1 AND epoch > ?2", /* ?2: the last epoch it holds */
     "DELETE FROM checkpoints WHERE run_id = ?1 AND global_step > ?2",
     "DELETE FROM series_points WHERE run_id = ?1 AND global_step > ?2",

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "step_rows.h"
 #include "rollups.h"
 #include "store_read.h"
 
@@ -17,8 +18,9 @@ enum { X_BEGIN, X_COMMIT, X_FIRST_STEPS, X_LAST_STEPS, X_FIRST_POINTS, X_LAST_PO
 static const char *const XSQL[X_COUNT] = {
     [X_BEGIN] = "BEGIN",
     [X_COMMIT] = "COMMIT",
-    [X_FIRST_STEPS] = "SELECT min(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?3",
-    [X_LAST_STEPS] = "SELECT max(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?3",
+    [X_FIRST_STEPS] = "SELECT (SELECT " STEP_GS " FROM step_rows WHERE " STEP_AFTER("?1", "?3") " ORDER BY k LIMIT 1)",
+    [X_LAST_STEPS] = "SELECT (SELECT " STEP_GS " FROM step_rows WHERE " STEP_AFTER("?1", "?3")
+                     " ORDER BY k DESC LIMIT 1)",
     [X_FIRST_POINTS] = "SELECT min(global_step) FROM series_points WHERE run_id = ?1 AND key_id = ?2 AND global_step > ?3",
     [X_LAST_POINTS] = "SELECT max(global_step) FROM series_points WHERE run_id = ?1 AND key_id = ?2 AND global_step > ?3",
     [X_KEY] = "SELECT id FROM series_keys WHERE run_id = ?1 AND key = ?2",

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "step_rows.h"
 #include "event_kinds.h"
 #include "kind_fields.h"
 #include "path_redact.h"
@@ -63,16 +64,16 @@ static const char *QSQL[Q_COUNT] = {
     /* a page's rows, each by its id (which ids: run_list.c) */
     [Q_PAGE] = "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?1",
     /* two subqueries: each is one seek (one min() and one max() together read the range) */
-    [Q_RANGE] = "SELECT (SELECT min(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2),"
-                " (SELECT max(global_step) FROM steps WHERE run_id = ?1 AND global_step > ?2)",
-    [Q_SERIES_LOSS] = "SELECT global_step, loss, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
-                      " ORDER BY global_step",
-    [Q_SERIES_LR] = "SELECT global_step, lr, t FROM steps WHERE run_id = ?1 AND global_step > ?2"
-                    " ORDER BY global_step",
+    [Q_RANGE] = "SELECT (SELECT " STEP_GS " FROM step_rows WHERE " STEP_AFTER("?1", "?2") " ORDER BY k LIMIT 1),"
+                " (SELECT " STEP_GS " FROM step_rows WHERE " STEP_AFTER("?1", "?2") " ORDER BY k DESC LIMIT 1)",
+    [Q_SERIES_LOSS] = "SELECT " STEP_GS ", loss, " STEP_T("?1") " FROM step_rows WHERE " STEP_AFTER("?1", "?2")
+                      " ORDER BY k",
+    [Q_SERIES_LR] = "SELECT " STEP_GS ", lr, " STEP_T("?1") " FROM step_rows WHERE " STEP_AFTER("?1", "?2")
+                    " ORDER BY k",
     /* a step without a throughput (a command run's, unless its script reports one) is no point */
-    [Q_SERIES_SPS] = "SELECT global_step, samples_per_s, t FROM steps WHERE run_id = ?1"
-                     " AND global_step > ?2 AND samples_per_s IS NOT NULL ORDER BY global_step",
-    [Q_SPS_ANY] = "SELECT 1 FROM steps WHERE run_id = ?1 AND samples_per_s IS NOT NULL LIMIT 1",
+    [Q_SERIES_SPS] = "SELECT " STEP_GS ", samples_per_s, " STEP_T("?1") " FROM step_rows WHERE "
+                     STEP_AFTER("?1", "?2") " AND samples_per_s IS NOT NULL ORDER BY k",
+    [Q_SPS_ANY] = "SELECT 1 FROM step_rows WHERE " STEP_OF_RUN("?1") " AND samples_per_s IS NOT NULL LIMIT 1",
     [Q_NAMED_RANGE] = "SELECT min(global_step), max(global_step) FROM series"
                       " WHERE run_id = ?1 AND key = ?3 AND global_step > ?2",
     [Q_NAMED_SERIES] = "SELECT global_step, value, t FROM series WHERE run_id = ?1 AND key = ?3"
@@ -90,7 +91,7 @@ static const char *QSQL[Q_COUNT] = {
                    " ORDER BY 1",
     [Q_LENGTHS] = "SELECT finished_at - started_at FROM runs WHERE status = 'succeeded' AND owner IS ?1 AND name = ?2"
                   " AND started_at IS NOT NULL AND finished_at >= started_at ORDER BY id DESC LIMIT 15",
-    [Q_POINTS] = "SELECT (SELECT count(*) FROM steps WHERE run_id = ?1) + (SELECT count(*) FROM series_points WHERE run_id = ?1)"
+    [Q_POINTS] = "SELECT (SELECT count(*) FROM step_rows WHERE " STEP_OF_RUN("?1") ") + (SELECT count(*) FROM series_points WHERE run_id = ?1)"
                  " + (SELECT count(*) FROM epochs WHERE run_id = ?1)",
     /* ?4: whom a user's read is limited to (what it did, and what is about it or its runs); NULL: an admin */
     [Q_AUDIT] = "SELECT id, t, actor, action, target, run_id, subject, detail FROM audit"
@@ -225,6 +226,12 @@ static reader *this_reader(void) {
         pthread_setspecific(reader_key, r);
     }
     return r;
+}
+
+const char *store_read_steps_sql(int i) {
+    for (int q = 0; q < Q_COUNT; q++)
+        if (QSQL[q] && strstr(QSQL[q], "step_rows") && i-- == 0) return QSQL[q];
+    return NULL;
 }
 
 sqlite3_stmt *store_read_extra(int slot, const char *sql) {

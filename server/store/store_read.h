@@ -129,6 +129,9 @@ int store_series_range(int64_t id, const char *name, int64_t after, int64_t *fir
  * error. For the store's other readers (series_read.c). */
 #define STORE_READ_EXTRA 16
 sqlite3_stmt *store_read_extra(int slot, const char *sql);
+/* The i-th of this file's statements that read the steps (step_rows), NULL past the
+ * last: for the test that holds their plans to one range of the key. */
+const char *store_read_steps_sql(int i);
 /* Feeds the series' points after `after`, in step order, to the downsampler: the
  * steps table's `key` when name is NULL, else the named series. */
 int store_series_scan(int64_t id, metric_key key, const char *name, int64_t after, downsampler *d);

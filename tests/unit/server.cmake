@@ -22,7 +22,7 @@ ddpd_c_test(test_settings ${CMAKE_CURRENT_LIST_DIR}/server/test_settings.c LIBS 
 # Each links the lowest library that holds its subject, so that a call upward out of
 # that library fails to link here (docs/architecture.md).
 foreach(store_test test_store test_store_faults test_store_sweep_write test_kind_fields test_journal_replay test_rollups test_attempt_steps
-                   test_run_ops test_run_list)
+                   test_step_rows test_run_ops test_run_list)
   ddpd_c_test(${store_test} ${CMAKE_CURRENT_LIST_DIR}/server/${store_test}.c LIBS ddpd_store)
 endforeach()
 foreach(feed_test test_ingest_parse test_feed test_kind_bytes)

@@ -166,6 +166,11 @@ static void test_parse_refused(void) {
         {"{\"type\":\"step\",\"loss\":1.0}", "a step event without an integer global_step"},
         {"{\"type\":\"step\",\"global_step\":\"12\"}", "a step event without an integer global_step"},
         {"{\"type\":\"step\",\"global_step\":12.5}", "a step event without an integer global_step"},
+        /* a step is stored under run << 32 | global_step: one past would be the next run's */
+        {"{\"type\":\"step\",\"global_step\":4294967301,\"loss\":9.0}",
+         "a step event's global_step outside 0 .. 4294967295 (2^32 - 1), the steps a run can store"},
+        {"{\"type\":\"step\",\"global_step\":-1}",
+         "a step event's global_step outside 0 .. 4294967295 (2^32 - 1), the steps a run can store"},
         {"{\"type\":\"epoch\",\"test_acc\":0.9}", "an epoch event without an integer epoch"},
         {"{\"type\":\"epoch\",\"epoch\":null}", "an epoch event without an integer epoch"},
         {"{\"type\":\"checkpoint\",\"path\":\"x\"}", "a checkpoint event without an integer global_step"},
@@ -463,6 +468,8 @@ static void test_parse_metric(void) {
         {"{\"epoch\": 0, \"global_step\": 3, \"values\": {}}",
          "a metric event needs exactly one of an integer global_step and an integer epoch"},
         {"{\"global_step\": 0, \"values\": {}}", "a metric event's global_step counts steps done: from 1"},
+        {"{\"global_step\": 4294967297, \"values\": {\"loss\": 1}}",
+         "a metric event's global_step above 4294967295 (2^32 - 1), the steps a run can store"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         e = ev(bad[i][0]);

@@ -104,8 +104,13 @@ static void test_columns(sqlite3 *db) {
         const op_kind_desc *d = &OP_KINDS[k];
         if (!d->row) continue;
         const char *table = d->row->table;
+        /* a row written by its own SQL (the steps' step_rows, under one integer key:
+         * test_step_rows holds it) is read through a view of these columns: they are
+         * there by name, their types and keys are the SQL's */
+        bool own = d->row->sql != NULL;
         int pk = 0, key_size = 1;
-        CHECK(column_type(db, table, "run_id", &pk) && pk == 1, "%s: %s is keyed by run_id first", d->event, table);
+        CHECK(column_type(db, table, "run_id", &pk) && (own || pk == 1), "%s: %s is keyed by run_id first", d->event,
+              table);
         if (d->row->per_rank) {
             CHECK(column_type(db, table, "rank", &pk) && pk == 2, "%s: %s is keyed by run_id and rank", d->event, table);
             key_size++;
@@ -115,6 +120,7 @@ static void test_columns(sqlite3 *db) {
             const char *where = is_row_field(f) ? table : "runs";
             const char *type = column_type(db, where, f->name, &pk);
             CHECK(type, "%s.%s: the migrated schema has the column %s.%s", d->event, f->name, where, f->name);
+            if (own && is_row_field(f)) continue;
             CHECK(!type || str_is(type, sql_type(f->type)), "%s.%s: %s.%s is %s, the field %s", d->event, f->name,
                   where, f->name, type ? type : "", sql_type(f->type));
             if (is_row_field(f)) CHECK((pk > 0) == ((f->flags & FIELD_KEY) != 0),
@@ -122,11 +128,11 @@ static void test_columns(sqlite3 *db) {
                                        table);
             key_size += (f->flags & FIELD_KEY) != 0;
         }
-        CHECK(primary_key_size(db, table) == key_size, "%s: %s's primary key is run_id, %s", d->event, table,
+        CHECK(own || primary_key_size(db, table) == key_size, "%s: %s's primary key is run_id, %s", d->event, table,
               d->row->per_rank ? "rank" : "its key fields");
         for (int i = 0; i < 2 && d->row->t_columns[i]; i++) {
             const char *type = column_type(db, table, d->row->t_columns[i], NULL);
-            CHECK(str_is(type, "INTEGER"), "%s: its time goes to %s.%s, an INTEGER column (%s)", d->event, table,
+            CHECK(own ? type != NULL : str_is(type, "INTEGER"), "%s: its time goes to %s.%s, an INTEGER column (%s)", d->event, table,
                   d->row->t_columns[i], type ? type : "none");
         }
         CHECK(d->row->t_columns[0], "%s: its row keeps its time", d->event);
