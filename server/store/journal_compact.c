@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base.h"
 #include "buf.h"
 #include "event_kinds.h"
 #include "ids.h"
+#include "journal_writers.h"
 #include "line_reader.h"
 #include "run_dir.h"
 #include "run_files.h"
@@ -28,39 +28,9 @@
 #define IDLE_S 2            /* between looks when nothing woke the thread */
 #define SLOT 15             /* this thread's statement of store_read_extra */
 
-/* ---- who may write a journal: the runs started since their last final status ---- */
-
-static pthread_mutex_t M = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t WAKE = PTHREAD_COND_INITIALIZER;
-static int64_t *started;         /* ids, unordered */
-static size_t n_started, cap_started;
-static bool stopping, woken;
+static bool stopping;
 static pthread_t thread;
 static bool running;
-
-static ssize_t started_at(int64_t id) {
-    for (size_t i = 0; i < n_started; i++)
-        if (started[i] == id) return (ssize_t)i;
-    return -1;
-}
-
-void journal_compact_started(int64_t id) {
-    pthread_mutex_lock(&M);
-    if (started_at(id) < 0) {
-        if (n_started == cap_started) started = xrealloc(started, (cap_started = cap_started ? cap_started * 2 : 16) * sizeof *started);
-        started[n_started++] = id;
-    }
-    pthread_mutex_unlock(&M);
-}
-
-void journal_compact_finished(int64_t id) {
-    pthread_mutex_lock(&M);
-    ssize_t i = started_at(id);
-    if (i >= 0) started[i] = started[--n_started];
-    woken = true;
-    pthread_cond_signal(&WAKE);
-    pthread_mutex_unlock(&M);
-}
 
 /* ---- one journal ---- */
 
@@ -271,12 +241,12 @@ compact_outcome journal_compact_run(int64_t id, compact_counts *out) {
     put_back(&kept, last, n_last);
 
     /* the rewrite: never while the run may have a writer (journal_compact.h) */
-    pthread_mutex_lock(&M);
+    journal_writers_lock();
     struct stat now;
     f = is_final(id, &gone);
     if (f < 0) res = COMPACT_ERROR;
     else if (gone) res = COMPACT_DONE;
-    else if (!f || started_at(id) >= 0) res = COMPACT_LATER;
+    else if (!f || journal_writers_has(id)) res = COMPACT_LATER;
     else if (fstat(fd, &now) != 0 || now.st_size != lr.read_to || now.st_size != st.st_size) res = COMPACT_LATER;
     else {
         crash_point("journal-before-swap");
@@ -287,7 +257,7 @@ compact_outcome journal_compact_run(int64_t id, compact_counts *out) {
             log_warn("run %lld: its journal is not compacted now: %s", (long long)id, why);
         }
     }
-    pthread_mutex_unlock(&M);
+    journal_writers_unlock();
     if (res == COMPACT_DONE) crash_point("journal-after-swap");
 
 done:
@@ -331,9 +301,9 @@ static bool pass(void) {
             return left || n < 0;
         }
         for (int i = 0; i < n; i++) {
-            pthread_mutex_lock(&M);
+            journal_writers_lock();
             bool stop = stopping;
-            pthread_mutex_unlock(&M);
+            journal_writers_unlock();
             if (stop) {
                 store_read_release();
                 return false;
@@ -359,16 +329,10 @@ static void *compact_main(void *arg) {
     (void)arg;
     for (;;) {
         bool left = pass();
-        pthread_mutex_lock(&M);
-        if (!stopping && !woken) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += left ? IDLE_S * 5 : IDLE_S;
-            pthread_cond_timedwait(&WAKE, &M, &until);
-        }
-        woken = false;
+        journal_writers_lock();
+        if (!stopping) journal_writers_wait(left ? IDLE_S * 5 : IDLE_S);
         bool stop = stopping;
-        pthread_mutex_unlock(&M);
+        journal_writers_unlock();
         if (stop) break;
     }
     store_read_release();
@@ -385,10 +349,10 @@ int journal_compact_start(void) {
 
 void journal_compact_stop(void) {
     if (!running) return;
-    pthread_mutex_lock(&M);
+    journal_writers_lock();
     stopping = true;
-    pthread_cond_signal(&WAKE);
-    pthread_mutex_unlock(&M);
+    journal_writers_unlock();
+    journal_writers_wake();
     pthread_join(thread, NULL);
     running = false;
 }

@@ -22,8 +22,9 @@
  *
  * Never under a writer: the rewrite is made only while the run's status in the
  * database is final and no start of it by this server has come since its end
- * (journal_compact_started, which each executor calls before its processes exist,
- * under the same lock), and only when the journal has not grown since it was read.
+ * (journal_writers.h, which each executor tells before its processes exist, under
+ * the lock the rewrite holds), and only when the journal has not grown since it
+ * was read.
  * Never another run's file: the journal is reached as run_files.h reaches any file
  * of a run (no link followed, the account's own regular file), and only its name is
  * replaced, never the file written through. A live run's journal is never touched. */
@@ -48,12 +49,6 @@ typedef struct {
     int64_t bytes_before, bytes_after; /* the journal's size before and after */
     int64_t lines_dropped;             /* lines dropped (each a step or heartbeat the store holds) */
 } compact_counts;
-
-/* An executor is about to start run `id`'s processes (a start, a restart, a
- * resume): its journal is not compacted until its next final status. */
-void journal_compact_started(int64_t id);
-/* The writer: run `id`'s final status is being committed. */
-void journal_compact_finished(int64_t id);
 
 /* Compacts run `id`'s journal now, on the calling thread (it reads the store). */
 compact_outcome journal_compact_run(int64_t id, compact_counts *out);

@@ -9,7 +9,7 @@
 
 #include "attempt_steps.h"
 #include "base.h"
-#include "journal_compact.h"
+#include "journal_writers.h"
 #include "kind_fields.h"
 #include "rollups.h"
 #include "run_status.h"
@@ -185,7 +185,7 @@ int64_t op_run_finish_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     if (n == 1 && run_status_parse(op->u.finish.status, &s) && run_status_is_final(s)) {
         sqlite3_bind_int64(st[1], 1, op->run_id);
         write_fault_step(db, st[1]);
-        journal_compact_finished(op->run_id);
+        journal_writers_finished(op->run_id);
     }
     return n;
 }
