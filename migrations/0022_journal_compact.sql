@@ -3,6 +3,6 @@
 -- status, the compactor's thread deletes the row once the journal keeps only what the
 -- database does not hold. Runs already finished are added here, once, so that their
 -- journals are compacted in the background after this start, not walked at each start.
-CREATE TABLE journal_compact (run_id INTEGER PRIMARY KEY);
-INSERT INTO journal_compact (run_id)
+CREATE TABLE IF NOT EXISTS journal_compact (run_id INTEGER PRIMARY KEY);
+INSERT OR IGNORE INTO journal_compact (run_id)
     SELECT id FROM runs WHERE status IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout');

@@ -330,10 +330,12 @@ static void *compact_main(void *arg) {
     for (;;) {
         bool left = pass();
         journal_writers_lock();
-        if (!stopping) journal_writers_wait(left ? IDLE_S * 5 : IDLE_S);
+        bool woken = !stopping && journal_writers_wait(left ? IDLE_S * 5 : IDLE_S);
         bool stop = stopping;
         journal_writers_unlock();
         if (stop) break;
+        /* woken by a final status in the writer's transaction: its row once committed */
+        if (woken) store_sync();
     }
     store_read_release();
     return NULL;

@@ -42,14 +42,16 @@ void journal_writers_lock(void) { pthread_mutex_lock(&M); }
 void journal_writers_unlock(void) { pthread_mutex_unlock(&M); }
 bool journal_writers_has(int64_t id) { return index_of(id) >= 0; }
 
-void journal_writers_wait(int seconds) {
+bool journal_writers_wait(int seconds) {
     if (!woken) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += seconds;
         pthread_cond_timedwait(&WAKE, &M, &until);
     }
+    bool was = woken;
     woken = false;
+    return was;
 }
 
 void journal_writers_wake(void) {

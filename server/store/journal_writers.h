@@ -20,8 +20,8 @@ void journal_writers_lock(void);
 void journal_writers_unlock(void);
 bool journal_writers_has(int64_t id);
 /* Waits (locked) until woken (a run finished, journal_writers_wake) or `seconds`
- * passed; clears the wake. */
-void journal_writers_wait(int seconds);
+ * passed; clears the wake. Whether it was woken. */
+bool journal_writers_wait(int seconds);
 void journal_writers_wake(void);
 
 #endif
