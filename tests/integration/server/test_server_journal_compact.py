@@ -12,6 +12,7 @@ file:
                         doubled, every other line of the journal still there
   crash_after_swap      ... after the rewrite, before its row is deleted: the restart
                         compacts it again, which changes nothing
+  keeps_unsent_steps    steps the journal has and the database never took are kept
   keep_journals         --keep-journals: the journal stays whole
   rebuild_after_compaction  the database lost: --rebuild-from-runs gives the run back
                         from its compacted journal (status, epochs, last step)
@@ -199,6 +200,30 @@ def case_crash_before_swap(a):
 
 def case_crash_after_swap(a):
     crash_case(a, "journal-after-swap")
+
+
+# steps journaled but never sent (the socket lost them): only the journal has them
+UNSENT = ("import json, os, time, ddpd\nfor g in range(1, 101):\n    ddpd.log_step(g, loss=1.0 / g)\nddpd.flush()\n"
+          "time.sleep(0.05)\nt = int(time.time() * 1000) + 1000\n"
+          "with open(os.environ.get('DDPD_EVENTS_JOURNAL') or 'events.jsonl', 'a') as j:\n"
+          "    for g in range(101, 111):\n"
+          "        j.write(json.dumps({'run': os.environ['DDPD_RUN_ID'], 'rank': 0, 'seq': 100000 + g, 't': t + g,"
+          " 'type': 'metric', 'global_step': g, 'values': {'loss': 1.0 / g}}) + '\\n')\n")
+
+
+def case_keeps_unsent_steps(a):
+    """Steps the journal holds and the database never took stay in the journal."""
+    with server(a) as s:
+        rid = s.submit(command(UNSENT))
+        r = s.wait_status(rid, FINAL)
+        check(r and r["status"] == "succeeded", f"the run succeeded: {r and r['status']}")
+        path = journal_path(s.state_dir, rid)
+        check(wait_until(lambda: rid not in pending(s.state_dir), "the run's row done", 60), "compaction ran")
+        n, _ = steps_stored(s.state_dir, rid)
+        check(n == 100, f"the database took the 100 steps sent: {n}")
+        kept = sorted(e["global_step"] for ln in lines(path) for e in [json.loads(ln)] if is_step(e))
+        check([g for g in kept if g > 100] == list(range(101, 111)), f"the 10 unsent steps are kept: {kept}")
+        check(len(kept) < 50, f"the sent steps are dropped: {len(kept)} steps left")
 
 
 def case_keep_journals(a):
