@@ -72,6 +72,7 @@ def main():
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--steps", type=int, default=20000, help="steps per run")
     a = p.parse_args()
+    a.build = os.path.abspath(a.build)
     points = a.runs * a.steps * 3
     print(f"{a.runs} command runs of {a.steps:,} steps ({points:,} points), same build")
     print(f"{'journals':10s} {'database':>12s} {'journals':>12s} {'in all':>12s} {'B/point':>8s} {'to compact':>10s}")
