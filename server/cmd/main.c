@@ -38,6 +38,7 @@
 #include "datapaths.h"
 #include "db_inspect.h"
 #include "history_rebuild.h"
+#include "journal_compact.h"
 #include "ddpd_build_config.h"
 #include "devices.h"
 #include "dirs.h"
@@ -399,6 +400,8 @@ static void start_runs(const settings *o, serving *v) {
                       .allow_commands = o->allow_commands};
     runs_init(&rc);
     if (disk_use_start(scheduler_fail, err, sizeof err) != 0) die("%s", err);
+    /* finished runs' journals compacted in the background: a start reads none of them */
+    if (!o->keep_journals && journal_compact_start() != 0) die("cannot start the journals' compaction thread");
     if (sweep_start(layout_db_path(), err, sizeof err) != 0) die("%s", err);
 }
 
@@ -499,6 +502,7 @@ static void stop_all(int lock_fd) {
     http_stop();
     feed_stop();
     sweep_stop(); /* before the shutdown's cancels, which are no trial's end */
+    journal_compact_stop(); /* the runs the shutdown ends are compacted at the next start */
     scheduler_shutdown();
     disk_use_stop();
     supervisor_stop();

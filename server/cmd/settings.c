@@ -46,6 +46,9 @@ static const opt_row ROWS[] = {
      .help =
          "serve: a database that is missing, empty (0 bytes) or damaged beside run directories is moved aside "
          "(renamed, never deleted) and the history is rebuilt from each run directory's config.json and events.jsonl"},
+    {BOOL("--keep-journals", "DDPD_KEEP_JOURNALS", keep_journals),
+     .help = "keep each finished run's whole journal (events.jsonl), every step, beside the database",
+     .dflt_says = "default: once a run is finished, its journal keeps only what the database does not hold"},
     {BOOL("--show-paths", "DDPD_SHOW_PATHS", show_paths), .help = "answers show this server's absolute paths",
      .dflt_says = "default: they are named by their roots: <state-dir>/runs/3/..., <data-root>/..."},
     {BOOL("--allow-commands", "DDPD_ALLOW_COMMANDS", allow_commands),

@@ -20,6 +20,7 @@ typedef struct {
     const char *gpus;            /* NULL: detect */
     const char *trainer;         /* default: the ddp-trainer beside this ddpd */
     bool rebuild_from_runs;      /* serve: a missing, empty or damaged database is rebuilt from the run directories */
+    bool keep_journals;          /* finished runs' journals kept whole (else compacted: journal_compact.h) */
     bool show_paths;             /* answers show the server's absolute paths (else named by their roots) */
     bool allow_commands;         /* command runs accepted */
     opt_list work_roots;         /* where a command run's working_dir may lie */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "journal_writers.h"
 #include "node_relay.h"
 #include "nodes.h"
 #include "part_desc.h"
@@ -61,6 +62,7 @@ static json_t *part_json(const part_launch *l) {
 }
 
 static start_result agents_start(const part_launch *l, part_handle *h) {
+    journal_writers_started(l->run); /* before the relay may write into its directory */
     agent_part *p = xcalloc(1, sizeof *p);
     p->run = l->run;
     p->part = l->part;

@@ -17,6 +17,7 @@
 #include "base.h"
 #include "byte_size.h"
 #include "journal_end.h"
+#include "journal_writers.h"
 #include "run_dir.h"
 #include "run_files.h"
 #include "launcher_argv.h"
@@ -166,6 +167,7 @@ static int kill_cgroup(int64_t run, int part) {
 
 static start_result local_start(const part_launch *l, part_handle *h) {
     (void)h;
+    journal_writers_started(l->run); /* before its processes may write its journal */
     const char *program = l->command ? L.c.runner : L.c.trainer;
     char *run_dir = layout_run_dir(l->run), *config = layout_run_path(l->run, RUN_FILE_CONFIG);
     pthread_mutex_lock(&L.mu);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "journal_writers.h"
 #include "child_setup.h"
 #include "launcher_argv.h"
 #include "node_relay.h"
@@ -155,6 +156,7 @@ static void free_job(sl_job *j) {
 
 static start_result slurm_start(const part_launch *l, part_handle *h) {
     (void)h;
+    journal_writers_started(l->run); /* before its processes may write its journal */
     pthread_mutex_lock(&S.mu);
     sl_job *j = find_job(l->run);
     if (!j) { /* the run's first part: the job, for all of them */

@@ -704,6 +704,7 @@ const op_kind_desc OP_KINDS[OP_KIND_COUNT] = {
     [OP_TIMELINE] = {.kind = OP_TIMELINE, .sql = OP_TIMELINE_SQL, .apply = op_timeline_apply,
                      .free_fields = op_timeline_free},
     [OP_AUDIT] = {.kind = OP_AUDIT, .sql = OP_AUDIT_SQL, .apply = op_audit_apply, .free_fields = op_audit_free},
+    [OP_JOURNAL_COMPACTED] = {.kind = OP_JOURNAL_COMPACTED, .sql = OP_JOURNAL_COMPACTED_SQL, .apply = op_apply_by_id},
 };
 
 const op_kind_desc *op_kind_for_event(const char *type) {

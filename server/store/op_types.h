@@ -41,6 +41,7 @@ typedef enum {
     OP_RUN_DISK,      /* what a run's directory holds on disk, as last measured (u.disk): 1, else 0 */
     OP_TIMELINE,      /* an entry of a run's timeline (u.timeline): 1, else 0 */
     OP_AUDIT,         /* an entry of the audit log (u.audit, audit.h): its id, else -1 */
+    OP_JOURNAL_COMPACTED, /* a finished run's journal compacted (journal_compact.h): its row goes; 1, else 0 */
     OP_KIND_COUNT
 } store_op_kind;
 

@@ -9,6 +9,7 @@
 
 #include "attempt_steps.h"
 #include "base.h"
+#include "journal_writers.h"
 #include "step_rows.h"
 #include "kind_fields.h"
 #include "rollups.h"
@@ -168,6 +169,8 @@ json_t *op_run_canceling_sse(const store_op *op, int64_t result) {
 const char *const OP_RUN_FINISH_SQL[] = {
     "UPDATE runs SET status = ?2, reason = ?3, exit_code = ?4, exit_signal = ?5, finished_at = ?6,"
     " preempting = 0 WHERE id = ?1 AND status NOT IN ('succeeded', 'failed', 'canceled', 'stopped', 'timeout')",
+    /* its journal to compact, once this is committed (journal_compact.h) */
+    "INSERT OR IGNORE INTO journal_compact (run_id) VALUES (?1)",
     NULL,
 };
 
@@ -178,7 +181,14 @@ int64_t op_run_finish_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op
     bind_int_or_null(st[0], 4, op->u.finish.exit_code);
     bind_int_or_null(st[0], 5, op->u.finish.exit_signal);
     sqlite3_bind_int64(st[0], 6, op->t);
-    return write_fault_step(db, st[0]);
+    int64_t n = write_fault_step(db, st[0]);
+    run_status s;
+    if (n == 1 && run_status_parse(op->u.finish.status, &s) && run_status_is_final(s)) {
+        sqlite3_bind_int64(st[1], 1, op->run_id);
+        write_fault_step(db, st[1]);
+        journal_writers_finished(op->run_id);
+    }
+    return n;
 }
 
 json_t *op_run_finish_sse(const store_op *op, int64_t result) {
@@ -569,6 +579,13 @@ int64_t op_run_disk_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
 }
 
 /* ---- audit: an entry of the audit log (audit.h) ---- */
+
+/* ---- journal compacted: a finished run's row of journal_compact goes ---- */
+
+const char *const OP_JOURNAL_COMPACTED_SQL[] = {
+    "DELETE FROM journal_compact WHERE run_id = ?1",
+    NULL,
+};
 
 const char *const OP_AUDIT_SQL[] = {
     "INSERT INTO audit (t, actor, action, target, run_id, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5,"

@@ -92,6 +92,8 @@ int64_t op_timeline_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *
 void op_timeline_free(store_op *op);
 int64_t op_run_disk_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
 
+extern const char *const OP_JOURNAL_COMPACTED_SQL[];
+
 extern const char *const OP_AUDIT_SQL[];
 int64_t op_audit_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op);
 void op_audit_free(store_op *op);

@@ -631,6 +631,15 @@ def serve_refusal(a, state):
     return p.returncode, err.decode(errors="replace").splitlines(), (first + out).decode(errors="replace")
 
 
+def journal_rows(state):
+    """The runs whose journal is still to be compacted (journal_compact)."""
+    db = sqlite3.connect(f"file:{os.path.join(state, 'ddpd.db')}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT run_id FROM journal_compact").fetchall()
+    finally:
+        db.close()
+
+
 def serve_traced(a, state, trace):
     """`ddpd serve` on `state` under strace (the calls that name a file, in every
     thread), stopped once it listens: (whether it listened, GET /runs's ids, its stderr)."""
@@ -670,6 +679,9 @@ def case_start_reads_little(a):
             ids = [s.submit({"name": "steps-5"}) for _ in range(3)]
             for rid in ids:
                 check(s.wait_status(rid, "succeeded", timeout=60) is not None, f"run {rid} succeeds")
+            # their journals done with (journal_compact.c): the start below has nothing left of them to compact
+            check(wait_until(lambda: not journal_rows(state), "the finished runs' journals compacted", 60),
+                  "no finished run is left to compact")
         db_path = os.path.join(state, "ddpd.db")
         db = sqlite3.connect(db_path)
         # a long series, so that the steps table has pages no start reads

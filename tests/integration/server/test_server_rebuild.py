@@ -14,6 +14,11 @@ import glob, json, os, shutil, signal, subprocess, sys, tempfile
 from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
                           pids_under, DATA_ROOT)
 
+# The rebuild is held against every step of the journals: they are kept whole (a
+# finished run's is compacted otherwise, and a rebuild gets its last step only:
+# test_server_journal_compact.py).
+KEEP = ["--keep-journals"]
+
 SHORT = {"train.epochs": 3, "checkpoint.every_epochs": 1, "checkpoint.keep": 2}
 LONG = {"data.limit": 0, "train.epochs": 50, "checkpoint.every_epochs": 0}
 FINAL = ("succeeded", "failed", "canceled")
@@ -28,7 +33,7 @@ def wait_steps(s, rid, n):
 
 def make_history(a, state):
     """Three runs on a real server: succeeded, failed (a rank SIGKILLed), canceled."""
-    with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s:
+    with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP) as s:
         ok = s.submit(fmnist_config(**SHORT))
         check(s.wait_status(ok, FINAL, timeout=240)["status"] == "succeeded", "the first run succeeds")
         bad = s.submit(fmnist_config(**LONG))
@@ -87,7 +92,7 @@ def rebuilt_matches(a, state, before, ids, how, damage):
     rc, err = serve_once(a, state)
     check(rc not in (0, None) and "--rebuild-from-runs" in err,
           f"{how}: serve refuses and offers --rebuild-from-runs: {rc} {err.strip()!r}")
-    with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=["--rebuild-from-runs"]) as s:
+    with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP + ["--rebuild-from-runs"]) as s:
         log = open(s.log_path, errors="replace").read()
         aside = glob.glob(db + ".damaged-*")
         if damaged is None:
@@ -155,7 +160,7 @@ def case_rebuilt_without_end(a):
         open(journal, "wb").write(b"".join(kept))
         last = max(e["global_step"] for e in map(json.loads, kept) if e.get("type") == "step")
         os.unlink(os.path.join(state, "ddpd.db"))
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=["--rebuild-from-runs"]) as s:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP + ["--rebuild-from-runs"]) as s:
             run = s.run(ok)
             want = f"rebuilt from its run directory without an end event: its journal ends at step {last}"
             check(run["status"] == "failed" and run["reason"] == want, f"failed, saying why: {run['status']} "
@@ -174,7 +179,7 @@ def case_rebuilt_while_running(a):
     try:
         state = os.path.join(base, "state")
         os.makedirs(state, mode=0o700)
-        s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
+        s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP)
         s1.start()
         rid = s1.submit(fmnist_config(**LONG))
         run_dir = s1.run_dir(rid)
@@ -184,7 +189,7 @@ def case_rebuilt_while_running(a):
             s1.kill()
         check(pids_under(run_dir), "the run trains on without its server")
         os.unlink(os.path.join(state, "ddpd.db"))
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=["--rebuild-from-runs"]) as s:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP + ["--rebuild-from-runs"]) as s:
             wait_until(lambda: not pids_under(run_dir), "what ran of the run to be gone", 30)
             run = s.run(rid)
             steps = [e["global_step"] for e in journal_events(run_dir) if e.get("type") == "step"]

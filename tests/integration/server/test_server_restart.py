@@ -14,6 +14,10 @@ import json, os, shutil, signal, sys, tempfile
 from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, pids_under,  # noqa: E402
                           needs_trainer)
 
+# These cases hold the API against the whole journal of a run once it ended: the
+# journals are kept whole (a finished run's is compacted otherwise: test_server_journal_compact.py).
+KEEP = ["--keep-journals"]
+
 # 3000 examples, 2 ranks, batch 128: 12 steps an epoch; a checkpoint every epoch, the
 # newest 2 kept.
 EPOCHS = 6
@@ -77,7 +81,7 @@ def run_then_kill_server(a, config, at_step=3):
     """A server on a state dir of its own runs `config` until the API has at_step
     steps, then is SIGKILLed: (state dir, run id, run dir, the run as it last said)."""
     state = tempfile.mkdtemp(prefix="ddpd-test-")
-    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state)
+    s1 = Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP)
     s1.start()
     rid = s1.submit(fmnist_config(**config))
     try:
@@ -99,7 +103,7 @@ def case_killed_mid_run(a):
     wait_until(lambda: len(journal_steps(journal(run_dir))) > stored + 5, "the journal to get ahead of the store", 120)
     os.killpg(pgid, signal.SIGSTOP)
     try:
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP) as s2:
             run = s2.run(rid)
             check(run["status"] == "running", f"taken back, still running: {run['status']}: {run['reason']}")
             check(sorted(run["devices"]) == ["cpu:0", "cpu:1"], f"with its devices: {run['devices']}")
@@ -141,7 +145,7 @@ def case_adopted_reconnects_and_cancels(a):
     pgid = before["pid"]
     os.killpg(pgid, signal.SIGSTOP)
     try:
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP) as s2:
             check(s2.run(rid)["status"] == "running", "taken back")
             at_restart = len(journal_steps(journal(run_dir)))
             os.killpg(pgid, signal.SIGCONT)
@@ -174,7 +178,7 @@ def case_finished_while_down(a):
     check(events and events[-1]["type"] == "end" and events[-1]["status"] == "succeeded",
           f"the journal ends with its end: {events[-1] if events else None}")
     try:
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP) as s2:
             run = s2.run(rid)
             check(run["status"] == "succeeded", f"succeeded, as its journal says: {run['status']}: {run['reason']}")
             check(run["exit_code"] == 0 and run["reason"] is None, f"exit 0: {run['exit_code']} {run['reason']}")
@@ -200,7 +204,7 @@ def case_killed_while_down(a):
         f.write(b'{"run":"%d","rank":0,"seq":999998,"t":1,"type":"epoch","epoch":49,"train_loss":0.\n' % rid)
         f.write(b'{"run":"%d","rank":0,"seq":999999,"t":1,"type":"step","global_step":%d,"loss":0.' % (rid, last + 1))
     try:
-        with Server(a.ddpd, a.trainer, slots=2, state_dir=state) as s2:
+        with Server(a.ddpd, a.trainer, slots=2, state_dir=state, extra_args=KEEP) as s2:
             run = s2.run(rid)
             want = (f"the server restarted and the run's processes were gone; its journal ends at step {last} "
                     "without an end event; failure: infra")  # its class (docs/failures.md)
