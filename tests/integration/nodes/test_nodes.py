@@ -628,6 +628,13 @@ def case_suspect_nodes(args, d):
               m["since"] and m["state"] == "suspect" and not m["suspect"] and m["device"] == "cpu:0" and
               m["devices"] == ["cpu:0"] and [f["device"] for f in m["failures"]] == ["cpu:0"] * len(classes),
               f"node-a's cpu:0 alone is suspect, with the class, the run and the evidence: {marks(cl)}")
+        # the evidence is a line of the run's output: a user who does not own the run reads none of it
+        seen_by_alice = cl.server.get("/nodes", headers=bearer(alice)).json()
+        am = {x["node"]: x for x in seen_by_alice.get("suspects", [])}.get("node-a") or {}
+        an = {x["name"]: x for x in seen_by_alice["nodes"]}.get("node-a", {}).get("suspect") or {}
+        check(am.get("evidence") == an.get("evidence") == "<hidden>" and am.get("hidden") == ["evidence"] and
+              am.get("class") == "crash" and am.get("devices") == ["cpu:0"] and m and m["evidence"] != "<hidden>",
+              f"alice (a user) sees node-a's mark without the evidence of a run not hers: {am} {an}")
         nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
         check((nodes.get("node-a") or {}).get("suspect_devices") == ["cpu:0"] and
               (nodes.get("node-b") or {}).get("suspect") is None,
