@@ -586,12 +586,17 @@ def ddpd_node(cl, *argv):
     return p
 
 
+def ddpctl(cl, token, *argv):
+    """`ddpctl ARGV` with `token`, printed for the record; its output."""
+    p = subprocess.run([cl.args.ddpctl, "--server", f"http://127.0.0.1:{cl.server.port}", "--token", token, *argv],
+                       capture_output=True, text=True, timeout=60)
+    print(f"--- ddpctl {' '.join(argv)}\n{p.stdout}{p.stderr}", flush=True)
+    return p.stdout
+
+
 def show(cl, rid):
     """`ddpctl show RID` as the admin sees it: printed for the record (docs/failures.md's scenarios)."""
-    p = subprocess.run([cl.args.ddpctl, "--server", f"http://127.0.0.1:{cl.server.port}", "--token", cl.token, "show",
-                        str(rid)], capture_output=True, text=True, timeout=60)
-    print(f"--- ddpctl show {rid}\n{p.stdout}{p.stderr}", flush=True)
-    return p.stdout
+    return ddpctl(cl, cl.token, "show", str(rid))
 
 
 def case_suspect_nodes(args, d):
@@ -635,6 +640,14 @@ def case_suspect_nodes(args, d):
         check(am.get("evidence") == an.get("evidence") == "<hidden>" and am.get("hidden") == ["evidence"] and
               am.get("class") == "crash" and am.get("devices") == ["cpu:0"] and m and m["evidence"] != "<hidden>",
               f"alice (a user) sees node-a's mark without the evidence of a run not hers: {am} {an}")
+        listed = ddpctl(cl, cl.token, "nodes")
+        row = next((l for l in listed.splitlines() if l.startswith("node-a") and "crash" in l), "")
+        check("cpu:0" in row and "suspect" in row and "killed by SIGSEGV" in row,
+              f"ddpctl nodes lists node-a's suspect cpu:0 with its class and evidence: {listed!r}")
+        listed = ddpctl(cl, alice, "nodes")
+        row = next((l for l in listed.splitlines() if l.startswith("node-a") and "crash" in l), "")
+        check("cpu:0" in row and "<hidden>" in row and "SIGSEGV" not in listed,
+              f"ddpctl nodes as alice: the mark without the evidence: {listed!r}")
         nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
         check((nodes.get("node-a") or {}).get("suspect_devices") == ["cpu:0"] and
               (nodes.get("node-b") or {}).get("suspect") is None,
@@ -664,7 +677,9 @@ def case_suspect_nodes(args, d):
         detail = ((run or {}).get("pending") or {}).get("detail") or ""
         check("node-a's suspect devices" in detail and "node-b/cpu:1 (its attempt failed there)" in detail and
               "ddpd node clear" in detail, f"the pending detail names both and how to clear them: {detail!r}")
-        show(cl, rid)
+        shown = show(cl, rid)
+        check("waits for:" in shown and "node-b/cpu:1 (its attempt failed there)" in shown,
+              f"ddpctl show says what the restart waits for: {shown!r}")
         check("node-b" not in marks(cl), f"node-b, one failure, is only watched: {marks(cl)}")
         r = cl.server.post("/nodes/node-a/clear", {}, headers=bearer(alice))
         check(r.status == 403 and "node-a" in marks(cl), f"alice (a user) may not clear a node: {r.status} {r.body[:300]!r}")
