@@ -23,6 +23,7 @@
 #include "roff.h"
 #include "secret_file.h"
 #include "sweep_cmd.h"
+#include "nodes_cmd.h"
 #include "usage_cmd.h"
 
 static const char USAGE[] =
@@ -76,6 +77,10 @@ static const char USAGE[] =
     "                               time held and its phases (startup, productive, checkpoint, lost,\n"
     "                               idle, unknown), the time queued, goodput (productive / held);\n"
     "                               TIME as for audit: the UTC days from and to, both included\n"
+    "  nodes [--json]               the nodes, their free slots and GPUs, and the marks failures left:\n"
+    "                               suspect or excluded nodes and devices, the class, the failures\n"
+    "                               and the evidence (another user's run's: <hidden>); an admin\n"
+    "                               clears one with ddpd node clear NAME (docs/failures.md)\n"
     "  man                          this manual in roff (installed as man ddpctl)\n"
     "  sweep submit FILE | list | show ID | follow ID | cancel ID | pause ID | resume ID | extend ID N | rerun ID  [--json]\n"
     "                               sweeps (docs/sweeps.md): submit one (FILE: base config,\n"
@@ -543,6 +548,13 @@ static int cmd_usage(const args *a) {
     return usage_command(a->by, a->from, a->to, a->json);
 }
 
+/* ---- nodes ---- */
+
+static int cmd_nodes(const args *a) {
+    if (a->n_positional) return usage_error("nodes takes no argument (got \"%s\")", a->positional[0]);
+    return nodes_command(a->json);
+}
+
 /* ---- audit ---- */
 
 static int cmd_audit(const args *a) {
@@ -968,7 +980,7 @@ int main(int argc, char **argv) {
         {"submit", cmd_submit, "f"}, {"list", cmd_list, "jslNSOWVbx"}, {"show", cmd_show, "j"}, {"queue", cmd_queue, "j"},
         {"logs", cmd_logs, "ftra"},   {"cancel", cmd_cancel, ""}, {"resume", cmd_resume, "f"}, {"metrics", cmd_metrics, "ckm"},
         {"follow", cmd_follow, ""},   {"run", cmd_run, "fnNweRpPH"}, {"sweep", cmd_sweep, "j"},
-        {"audit", cmd_audit, "jlATS"}, {"usage", cmd_usage, "jBFU"},
+        {"audit", cmd_audit, "jlATS"}, {"usage", cmd_usage, "jBFU"}, {"nodes", cmd_nodes, "j"},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(command, commands[i].name) != 0) continue;

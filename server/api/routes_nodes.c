@@ -16,6 +16,7 @@
 #include "ingest.h"
 #include "node_relay.h"
 #include "nodes.h"
+#include "run_mask.h"
 #include "scheduler.h"
 
 #define HEARTBEAT_S 1
@@ -84,9 +85,22 @@ static void post_nodes(request *rq, response *rs) {
     json_decref(b);
 }
 
+/* A mark's evidence is a line of the failed run's output (a rank's last words): only
+ * the run's owner and admins read it (run_mask.h's rule); anyone else sees the class,
+ * the run's id and RUN_MASK_HIDDEN in its place, and "hidden" says so. */
+static void mask_mark(json_t *mark, const caller *who) {
+    if (!json_is_object(mark) || run_mask_sees_all(who, json_string_value(json_object_get(mark, "owner")))) return;
+    json_object_set_new(mark, "evidence", json_string(RUN_MASK_HIDDEN));
+    json_object_set_new(mark, "hidden", json_pack("[s]", "evidence"));
+}
+
 static void get_nodes(request *rq, response *rs) {
-    (void)rq;
-    reply_json(rs, 200, json_pack("{s:o, s:o}", "nodes", scheduler_nodes_json(), "suspects", scheduler_suspects_json()));
+    const caller *who = rq_caller(rq);
+    json_t *nodes = scheduler_nodes_json(), *marks = scheduler_suspects_json(), *x;
+    size_t i;
+    json_array_foreach(nodes, i, x) mask_mark(json_object_get(x, "suspect"), who);
+    json_array_foreach(marks, i, x) mask_mark(x, who);
+    reply_json(rs, 200, json_pack("{s:o, s:o}", "nodes", nodes, "suspects", marks));
 }
 
 /* POST /nodes/{name}/clear: an admin clears a node's suspect mark (docs/failures.md). */

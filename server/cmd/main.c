@@ -380,7 +380,7 @@ static void start_runs(const settings *o, serving *v) {
                            .preempt_grace_ms = o->preempt_grace * 1000, .min_runtime_ms = o->min_runtime * 1000LL,
                            .elastic_grow_interval_ms = o->elastic_grow_interval * 1000LL,
                            .time_slice_ms = o->time_slice * 1000LL,
-                           .exclude_node_after = o->exclude_node_after,
+                           .exclude_node_after = o->exclude_node_after, .suspect_after = o->suspect_after,
                            .exclude_node_window_ms = o->exclude_node_window * 1000LL,
                            .max_stop_grace_ms = o->max_stop_grace * 1000, .slurm = v->on_slurm ? &v->slurm : NULL,
                            .memory_per_device = {memory_per_device[0], memory_per_device[1]},

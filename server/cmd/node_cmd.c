@@ -14,12 +14,14 @@ const char NODE_USAGE[] =
     "usage: ddpd node list [--state-dir DIR]\n"
     "       ddpd node clear NAME [--state-dir DIR]\n"
     "\n"
-    "The nodes a failure marked (docs/failures.md): a node where a run failed in a way that blames the\n"
-    "place (class infra, collective, hang or crash) is suspect: no run goes there while another place\n"
+    "The nodes a failure marked (docs/failures.md): a node where --suspect-after attempts failed in a way\n"
+    "that blames the place (class infra, collective, hang or crash) within --exclude-node-window is\n"
+    "suspect (or only its device, when they all failed on one): no run goes there while another place\n"
     "fits, and a run restarted by retry_elsewhere never; one where --exclude-node-after runs failed within\n"
-    "--exclude-node-window is excluded: no run goes there. Only an admin clears a mark.\n"
+    "the window is excluded: no run goes there. Fewer failures: watched. Only an admin clears a mark.\n"
     "\n"
-    "  list                 every mark: the node, suspect or excluded, since when, the class and evidence\n"
+    "  list                 every mark: the node, watched, suspect or excluded, the device, since when,\n"
+    "                       the class and evidence\n"
     "  clear NAME           clears NAME's mark; a running server takes it within a second\n"
     "  --state-dir DIR      the server's state directory (DDPD_STATE_DIR; default as ddpd serve's)\n";
 
@@ -49,17 +51,25 @@ int node_main(int argc, char **argv) {
     if (!all) die("%s", err);
     int rc = 0;
     if (strcmp(verb, "list") == 0) {
-        if (!json_array_size(all)) printf("no node is marked suspect or excluded\n");
-        else printf("%-20s %-9s %-20s %-11s %-5s %s\n", "NODE", "STATE", "SINCE", "CLASS", "RUNS", "EVIDENCE");
+        /* watched: failures below --suspect-after, which place nothing elsewhere yet */
+        printf("%-20s %-9s %-12s %-20s %-11s %-8s %-5s %s\n", "NODE", "STATE", "DEVICE", "SINCE", "CLASS", "FAILURES",
+               "RUNS", "EVIDENCE");
         size_t i;
         json_t *m;
-        json_array_foreach(all, i, m)
-            printf("%-20s %-9s %-20.19s %-11s %-5lld run %lld: %s\n", json_string_value(json_object_get(m, "node")),
-                   json_is_true(json_object_get(m, "excluded")) ? "excluded" : "suspect",
-                   json_string_value(json_object_get(m, "since")), json_string_value(json_object_get(m, "class")),
+        json_array_foreach(all, i, m) {
+            /* a mark from a server before --suspect-after has no state: it was in force */
+            const char *state = json_string_value(json_object_get(m, "state"));
+            const char *device = json_string_value(json_object_get(m, "device"));
+            printf("%-20s %-9s %-12s %-20.19s %-11s %-8zu %-5lld run %lld: %s\n",
+                   json_string_value(json_object_get(m, "node")),
+                   state ? state : json_is_true(json_object_get(m, "excluded")) ? "excluded" : "suspect",
+                   device ? device : "(node)", json_string_value(json_object_get(m, "since")),
+                   json_string_value(json_object_get(m, "class")), json_array_size(json_object_get(m, "failures")),
                    (long long)json_integer_value(json_object_get(m, "failed_runs")),
                    (long long)json_integer_value(json_object_get(m, "run_id")),
                    json_string_value(json_object_get(m, "evidence")));
+        }
+        if (!json_array_size(all)) printf("(no node is marked suspect, excluded or watched)\n");
     } else {
         bool marked = false;
         size_t i;

@@ -149,11 +149,15 @@ static const opt_row ROWS[] = {
              "this long in its current attempt yields them at its next checkpoint and is queued again (reason "
              "time_slice), so that equal runs take turns; the run that takes the turn pays for the work lost, as a "
              "preemptor does; 0: no time slices"},
+    {INT("--suspect-after", "N", "DDPD_SUSPECT_AFTER", suspect_after, 1, 1000), .dflt = "2",
+     .help = "a node (or one device of it) where this many attempts failed (class infra, collective, hang or crash) "
+             "within --exclude-node-window is suspect: no run goes there while another place fits, until an admin "
+             "clears it (docs/failures.md)"},
     {INT("--exclude-node-after", "N", "DDPD_EXCLUDE_NODE_AFTER", exclude_node_after, 0, 1000), .dflt = "3",
      .help = "a node where this many runs failed (class infra, collective, hang or crash) within --exclude-node-window "
              "gets no run until an admin clears it (ddpd node clear NAME); 0: never excluded (docs/failures.md)"},
     {INT("--exclude-node-window", "SECONDS", "DDPD_EXCLUDE_NODE_WINDOW", exclude_node_window, 1, 30 * 24 * 3600),
-     .dflt = "3600", .help = "the window of --exclude-node-after"},
+     .dflt = "3600", .help = "the window of --suspect-after and --exclude-node-after"},
     {INT("--max-stop-grace", "SECONDS", "DDPD_MAX_STOP_GRACE", max_stop_grace, 0, 86400), .dflt = "300",
      .help = "the longest grace a command run may ask for (distributed.stop_grace_s) when it is canceled or preempted"},
     {INT("--max-connections", "N", "DDPD_MAX_CONNECTIONS", max_connections, 1, 1000000),

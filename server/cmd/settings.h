@@ -55,7 +55,8 @@ typedef struct {
     int cancel_grace, backfill_window, fairshare_half_life, preempt_grace, max_stop_grace, min_runtime; /* seconds */
     int elastic_grow_interval; /* seconds */
     int time_slice;            /* seconds; 0: no time slices */
-    int exclude_node_after, exclude_node_window; /* suspect nodes (suspects.h): failed runs, seconds */
+    int suspect_after;                           /* suspect nodes (suspects.h): failures that mark one */
+    int exclude_node_after, exclude_node_window; /* ... failed runs that exclude it, and their window (seconds) */
     /* connection limits (conn_limits.h); OPT_UNSET: sized to the descriptors there are */
     int max_connections, reserved_connections, max_connections_per_address, header_timeout, idle_timeout,
         max_streams, max_streams_per_address;

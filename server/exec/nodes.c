@@ -111,6 +111,14 @@ int nodes_free(int id, node_pool pool) {
     return free_n;
 }
 
+bool nodes_device_free(int id, node_pool pool, int i) {
+    pthread_mutex_lock(&N.mu);
+    node *n = find_locked(id);
+    bool yes = n && !n->lost && i >= 0 && i < capacity(n, pool) && n->owner[pool][i] == 0;
+    pthread_mutex_unlock(&N.mu);
+    return yes;
+}
+
 int nodes_capacity(int id, node_pool pool) {
     pthread_mutex_lock(&N.mu);
     node *n = find_locked(id);
@@ -131,12 +139,13 @@ int nodes_up(int *ids, int max) {
     return k;
 }
 
-int nodes_take(int id, node_pool pool, int count, int64_t run_id, int *devices) {
+int nodes_take(int id, node_pool pool, int count, int64_t run_id, const bool *last, int *devices) {
     pthread_mutex_lock(&N.mu);
     node *n = find_locked(id);
     int k = 0;
-    for (int i = 0; n && !n->lost && i < capacity(n, pool) && k < count; i++)
-        if (n->owner[pool][i] == 0) devices[k++] = i;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; n && !n->lost && i < capacity(n, pool) && k < count; i++)
+            if (n->owner[pool][i] == 0 && (last && last[i]) == pass) devices[k++] = i;
     bool ok = k == count;
     for (int j = 0; ok && j < count; j++) n->owner[pool][devices[j]] = run_id;
     pthread_mutex_unlock(&N.mu);

@@ -54,9 +54,12 @@ int nodes_capacity(int id, node_pool pool);
 /* The ids of the nodes that are up, in registration order; returns how many. */
 int nodes_up(int *ids, int max);
 
-/* Gives `n` free devices of node `id` to `run_id`: their indices in *devices. -1
- * when they are not free. */
-int nodes_take(int id, node_pool pool, int n, int64_t run_id, int *devices);
+/* Gives `n` free devices of node `id` to `run_id`, those with last[i] set (NULL:
+ * none) only when the others do not make n: their indices in *devices. -1 when they
+ * are not free. */
+int nodes_take(int id, node_pool pool, int n, int64_t run_id, const bool *last, int *devices);
+/* Whether device i of the pool of node `id` is free (false: held, or no such device or node up). */
+bool nodes_device_free(int id, node_pool pool, int i);
 /* Gives back what run_id holds on node `id`. */
 void nodes_release(int id, int64_t run_id);
 /* The GPU id behind device index i of node `id` ("" for a CPU slot). */

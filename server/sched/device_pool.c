@@ -35,21 +35,22 @@ void device_name(pool_kind pool, const char *node, const char *gpu, int i, char 
     else snprintf(out, n, "%s", dev);
 }
 
-void device_pool_take(device_pool *d, pool_kind pool, int n, int64_t run, int *devices, buf_t *names, buf_t *json,
-                      buf_t *visible) {
-    for (int i = 0, k = 0; k < n && i < d->count[pool]; i++) {
-        if (d->owner[pool][i]) continue;
-        d->owner[pool][i] = run;
-        devices[k] = i;
-        const char *label = pool == POOL_GPU ? d->gpus[i] : NULL;
-        char name[200];
-        device_name(pool, NULL, label, i, name, sizeof name);
-        buf_printf(names, "%s%s", names->len ? ", " : "", name);
-        /* device names are digits, letters, '-', '.' and ':' (GPU UUIDs, node names): no escaping needed */
-        buf_printf(json, "%s\"%s\"", json->len > 1 ? "," : "", name);
-        if (label) buf_printf(visible, "%s%s", visible->len ? "," : "", label);
-        k++;
-    }
+void device_pool_take(device_pool *d, pool_kind pool, int n, int64_t run, const bool *last, int *devices,
+                      buf_t *names, buf_t *json, buf_t *visible) {
+    for (int pass = 0, k = 0; pass < 2; pass++)
+        for (int i = 0; k < n && i < d->count[pool]; i++) {
+            if (d->owner[pool][i] || (last && last[i]) != pass) continue;
+            d->owner[pool][i] = run;
+            devices[k] = i;
+            const char *label = pool == POOL_GPU ? d->gpus[i] : NULL;
+            char name[200];
+            device_name(pool, NULL, label, i, name, sizeof name);
+            buf_printf(names, "%s%s", names->len ? ", " : "", name);
+            /* device names are digits, letters, '-', '.' and ':' (GPU UUIDs, node names): no escaping needed */
+            buf_printf(json, "%s\"%s\"", json->len > 1 ? "," : "", name);
+            if (label) buf_printf(visible, "%s%s", visible->len ? "," : "", label);
+            k++;
+        }
 }
 
 void device_pool_take_named(device_pool *d, pool_kind pool, int64_t run, const json_t *names, int n) {

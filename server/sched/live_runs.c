@@ -161,6 +161,7 @@ void live_run_drop(live_run *r) {
     free(r->fail_reason);
     free(r->timeout_reason);
     rank_failure_clear(&r->server_blame);
+    for (int i = 0; i < r->n_failed_at; i++) free(r->failed_at[i]);
     forget_start(r);
     free(r);
     pthread_cond_broadcast(&sched.changed);

@@ -49,6 +49,8 @@ typedef struct {
     rank_failure failure;  /* the rank of this part its launcher's attempt blamed (its `attempt` ended event) */
 } run_part;
 
+#define RUN_FAILED_AT_MAX 16
+
 typedef struct live_run {
     int64_t id;
     int world_size;     /* the devices (ranks) it asks for or holds now: its width, or fewer while shrunk */
@@ -79,7 +81,12 @@ typedef struct live_run {
     restart_policy restart; /* distributed.restart_policy: what the server's own restarts do (run_restart.c) */
     restart_budget budget;  /* their crash-loop watch and best step (its `used` is counted from the attempts) */
     int64_t not_before_ms;  /* queued for a restart: it waits out its backoff until then (unix ms; 0: none) */
-    bool elsewhere;         /* restarted by retry_elsewhere: placed on no suspect node (queue_policy.h) */
+    bool elsewhere;         /* restarted by retry_elsewhere: placed on no suspect node (queue_policy.h), nor
+                             * where its own attempts failed (failed_at) */
+    /* where its attempts failed (run_restart.c): "NODE" (the node as a whole) or "NODE/DEVICE" (the blamed
+     * rank's device, "node-b/cpu:1"); malloc'd, kept for the run's life, oldest first */
+    char *failed_at[RUN_FAILED_AT_MAX];
+    int n_failed_at;
     bool ended_elsewhere;   /* its launcher's last attempt failed with a class its policy retries elsewhere: the
                              * launcher did not restart it, the server does */
     bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */

@@ -17,15 +17,40 @@ static bool here_only(const policy_snapshot *s, const policy_run *q) {
     return q->nodes_wanted <= 1 && q->world_size <= s->nodes[0].capacity[q->pool];
 }
 
+/* Whether a run restarted by retry_elsewhere failed on node i as a whole (no device
+ * named), or (dev) on one of its devices: how many. */
+static int failed_there(const policy_snapshot *s, const policy_run *q, int i, bool dev) {
+    int k = 0;
+    size_t len = strlen(s->nodes[i].name ? s->nodes[i].name : "");
+    for (int j = 0; q->elsewhere && len && j < q->n_failed_at; j++) {
+        const char *f = q->failed_at[j];
+        if (strncmp(f, s->nodes[i].name, len) == 0 && (dev ? f[len] == '/' : f[len] == 0)) k++;
+    }
+    return k;
+}
+
 /* Whether q may go to the snapshot's node i at all: not an excluded node, nor a
- * suspect one for a run restarted elsewhere. */
+ * suspect one (or one it failed on) for a run restarted elsewhere. */
 static bool usable(const policy_snapshot *s, const policy_run *q, int i) {
     const policy_node *n = &s->nodes[i];
-    return !n->excluded && !(n->suspect && q->elsewhere);
+    return !n->excluded && !((n->suspect || failed_there(s, q, i, false)) && q->elsewhere);
+}
+
+/* Node i's devices of q's pool that q is given only when nothing else fits (`shun`),
+ * or never (a run restarted elsewhere: the suspect ones, and those it failed on). */
+static int shunned(const policy_snapshot *s, const policy_run *q, int i, bool shun) {
+    return shun || q->elsewhere ? s->nodes[i].shunned[q->pool] + failed_there(s, q, i, true) : 0;
+}
+
+/* What q may take of node i's avail: without the devices it shuns. */
+static int clean(const policy_snapshot *s, const policy_run *q, const devices_at avail, int i, bool shun) {
+    int n = avail[i][q->pool] - shunned(s, q, i, shun);
+    return n > 0 ? n : 0;
 }
 
 /* The nodes of a run across nodes that q may use (candidates()'s, in its order),
- * without the suspect ones when `shun`, without this host when `agents_only`. */
+ * without the suspect ones (and their suspect devices) when `shun`, without this
+ * host when `agents_only`. */
 static int usable_candidates(const policy_snapshot *s, const policy_run *q, const devices_at avail, bool shun,
                              bool agents_only, place_candidate *c) {
     int n = 0;
@@ -33,7 +58,8 @@ static int usable_candidates(const policy_snapshot *s, const policy_run *q, cons
         const policy_node *node = &s->nodes[i];
         if (node->capacity[q->pool] <= 0 || (i == 0 && (!s->here_across || agents_only))) continue;
         if (!usable(s, q, i) || (shun && node->suspect)) continue;
-        c[n++] = (place_candidate){.id = node->id, .free = avail[i][q->pool], .capacity = node->capacity[q->pool]};
+        c[n++] = (place_candidate){.id = node->id, .free = clean(s, q, avail, i, shun),
+                                   .capacity = node->capacity[q->pool]};
     }
     return n;
 }
@@ -88,9 +114,10 @@ static bool fit_across(const policy_snapshot *s, const policy_run *q, const devi
  * host is suspect (or not usable for it), and back here when none does. */
 static bool fit(const policy_snapshot *s, const policy_run *q, const devices_at avail, policy_decision *d) {
     if (here_only(s, q)) {
-        bool here_ok = usable(s, q, 0), here_first = here_ok && !s->nodes[0].suspect;
+        bool here_ok = usable(s, q, 0),
+             here_first = here_ok && !s->nodes[0].suspect && clean(s, q, avail, 0, true) >= q->world_size;
         if (!here_first && fit_across(s, q, avail, true, true, d)) return true;
-        if (!here_ok || avail[0][q->pool] < q->world_size) return false;
+        if (!here_ok || clean(s, q, avail, 0, false) < q->world_size) return false;
         d->across = false;
         d->n_nodes = 1;
         d->nodes[0] = 0;
@@ -102,8 +129,9 @@ static bool fit(const policy_snapshot *s, const policy_run *q, const devices_at 
 /* Whether q could ever be placed with every node usable for it (by capacity): when
  * it can, but not on the nodes it may use, it waits for suspect or excluded nodes. */
 static bool held_by_marks(const policy_snapshot *s, const policy_run *q) {
-    bool marked = false;
-    for (int i = 0; i < s->n_nodes && !marked; i++) marked = s->nodes[i].excluded || s->nodes[i].suspect;
+    bool marked = q->elsewhere && q->n_failed_at > 0;
+    for (int i = 0; i < s->n_nodes && !marked; i++)
+        marked = s->nodes[i].excluded || s->nodes[i].suspect || (q->elsewhere && s->nodes[i].shunned[q->pool]);
     if (!marked) return false;
     devices_at all;
     memset(all, 0, sizeof all);
@@ -115,9 +143,12 @@ static bool held_by_marks(const policy_snapshot *s, const policy_run *q) {
     for (int i = 0; i < s->n_nodes && i < POLICY_NODES_MAX; i++) {
         nodes[i] = s->nodes[i];
         nodes[i].suspect = nodes[i].excluded = false;
+        nodes[i].shunned[POOL_CPU] = nodes[i].shunned[POOL_GPU] = 0;
     }
     open.nodes = nodes;
-    return fit(&open, q, all, &probe);
+    policy_run free_q = *q;
+    free_q.n_failed_at = 0;
+    return fit(&open, &free_q, all, &probe);
 }
 
 /* The devices q takes on each of d's nodes. */
@@ -922,14 +953,27 @@ char *queue_policy_waiting_for(const policy_snapshot *s, const policy_run *q, co
         buf_t b = {0};
         for (int i = 0; i < s->n_nodes; i++) {
             const policy_node *n = &s->nodes[i];
-            if (!n->excluded && !(n->suspect && q->elsewhere)) continue;
+            bool failed = failed_there(s, q, i, false) > 0;
+            if (!n->excluded && !((n->suspect || failed) && q->elsewhere)) continue;
             buf_printf(&b, "%s%s (%s)", b.data ? ", " : "", n->name,
-                       n->excluded ? "excluded: it failed too many runs" : "suspect");
+                       n->excluded ? "excluded: it failed too many runs" : n->suspect ? "suspect"
+                                                                          : "its attempt failed there");
+        }
+        for (int i = 0; i < s->n_nodes; i++) { /* the devices it may not be given */
+            const policy_node *n = &s->nodes[i];
+            if (n->excluded || !q->elsewhere || n->suspect || failed_there(s, q, i, false)) continue;
+            if (n->shunned[q->pool])
+                buf_printf(&b, "%s%s's suspect devices", b.data ? ", " : "", n->name);
+            size_t len = strlen(n->name ? n->name : "");
+            for (int j = 0; len && j < q->n_failed_at; j++)
+                if (strncmp(q->failed_at[j], n->name, len) == 0 && q->failed_at[j][len] == '/')
+                    buf_printf(&b, "%s%s (its attempt failed there)", b.data ? ", " : "", q->failed_at[j]);
         }
         char *what = devices_text(s, q);
         char *text = xasprintf("nodes it may use: only %s would hold it (%s%s); an admin clears a node: "
                                "ddpd node clear NAME", b.data ? b.data : "marked nodes", what,
-                               q->elsewhere ? "; restarted by retry_elsewhere, it goes to no suspect node" : "");
+                               q->elsewhere ? "; restarted by retry_elsewhere, it goes to no suspect node or device, "
+                                              "nor where it failed" : "");
         free(b.data);
         free(what);
         return text;

@@ -85,6 +85,8 @@ typedef struct {
     bool suspect;     /* a failure there marked it (docs/failures.md): no run goes there while another place
                        * fits, and a run restarted by retry_elsewhere never */
     bool excluded;    /* it failed too many runs in the window: no run goes there until an admin clears it */
+    int shunned[2];   /* per pool: its free devices that are suspect on their own (not the node): a run is
+                       * given them only when no other place fits, a run restarted by retry_elsewhere never */
 } policy_node;
 
 /* Whose runs they are: a user, or nobody (runs from before users, or the server's
@@ -107,8 +109,11 @@ typedef struct {
     int64_t preempted_by; /* queued again after a preemption for this run (0: not; -1: by a run unknown) */
     int64_t not_before_ms; /* the server's restart waits out its backoff until then (unix ms; 0: none): it
                             * waits (WAIT_BACKOFF, reason `restart_backoff`) without holding up its pool */
-    bool elsewhere;        /* restarted by retry_elsewhere: never on a suspect node (it waits, reason
-                            * `suspect_nodes`, while only they would hold it) */
+    bool elsewhere;        /* restarted by retry_elsewhere: never on a suspect node or device, nor where its
+                            * attempts failed (`failed_at`; it waits, reason `suspect_nodes`, while only they
+                            * would hold it) */
+    const char *const *failed_at; /* "NODE" or "NODE/DEVICE" (live_runs.h): read only when `elsewhere` */
+    int n_failed_at;
     bool yielded;          /* queued again after it yielded its devices at a time slice's end: it waits,
                             * reason `time_slice`, where it would otherwise say `preempted` */
     bool preemptible;      /* it may be preempted once started: only such a run takes a time slice's turn */

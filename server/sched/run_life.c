@@ -28,6 +28,7 @@
 #include "secret.h"
 #include "state_layout.h"
 #include "store.h"
+#include "suspects.h"
 
 /* ---- a run's status: the one setter, and its table of legal moves ---- */
 
@@ -533,6 +534,24 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
         .memory_bytes = memory, .memory_from = keep->memory_from, .pids_max = pids};
 }
 
+/* Which devices of a node (`node`: its name; `id`: 0 for this host) r is given last:
+ * the suspect ones (suspects.h), and those its attempts failed on (failed_at). */
+static bool *take_last(const live_run *r, int id, const char *node) {
+    node_pool np = r->pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU;
+    int n = id ? nodes_capacity(id, np) : device_pool_capacity(&sched.devices, r->pool);
+    bool *last = xcalloc(n > 0 ? (size_t)n : 1, sizeof *last);
+    for (int i = 0; i < n; i++) {
+        char dev[200];
+        device_name(r->pool, NULL, id ? nodes_gpu_id(id, i) : r->pool == POOL_GPU ? sched.devices.gpus[i] : NULL, i,
+                    dev, sizeof dev);
+        last[i] = suspect_device_of(node, dev);
+        char *place = xasprintf("%s/%s", node, dev);
+        for (int j = 0; j < r->n_failed_at && !last[i]; j++) last[i] = strcmp(r->failed_at[j], place) == 0;
+        free(place);
+    }
+    return last;
+}
+
 bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     if (!set_status_locked(r, RUN_STARTING)) return true; /* nothing changed: nothing to decide again */
     int per_node = r->world_size / k;
@@ -557,14 +576,18 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
         part->failure = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
         int *mine = devices + p * per_node;
         if (!part->node) {
-            device_pool_take(&sched.devices, r->pool, per_node, r->id, mine, &names, &json, &visible);
+            bool *last = take_last(r, 0, local_node_name());
+            device_pool_take(&sched.devices, r->pool, per_node, r->id, last, mine, &names, &json, &visible);
+            free(last);
             if (p == 0 && across) snprintf(master_addr, sizeof master_addr, "%s", sched.c.advertise);
             continue;
         }
         char node_name[NODE_NAME_MAX], address[NODE_ADDR_MAX];
         nodes_describe(part->node, node_name, sizeof node_name, address, sizeof address);
         if (p == 0) snprintf(master_addr, sizeof master_addr, "%s", address);
-        nodes_take(part->node, r->pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU, per_node, r->id, mine);
+        bool *last = take_last(r, part->node, node_name);
+        nodes_take(part->node, r->pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU, per_node, r->id, last, mine);
+        free(last);
         for (int d = 0; d < per_node; d++) {
             char name[200];
             device_name(r->pool, node_name, nodes_gpu_id(part->node, mine[d]), mine[d], name, sizeof name);

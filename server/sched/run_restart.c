@@ -55,6 +55,34 @@ static void node_of_part(const run_part *p, char *node, size_t n) {
     else snprintf(node, n, "%s", p && p->node ? "" : local_node_name());
 }
 
+/* The device of `rank` as its start gave it, without its node ("cpu:1", "gpu:UUID"):
+ * the rank-th of the run's devices (parts in order, world_size / n_parts each); ""
+ * when not known (a batch system's GPUs, a resized run). */
+static void device_of_rank(const live_run *r, int64_t rank, char *dev, size_t n) {
+    dev[0] = 0;
+    json_t *all = r->devices_json && rank >= 0 ? json_loads(r->devices_json, 0, NULL) : NULL;
+    const char *name = json_string_value(json_array_get(all, (size_t)rank));
+    if (name && json_array_size(all) == (size_t)r->world_size) {
+        const char *slash = strrchr(name, '/');
+        snprintf(dev, n, "%s", slash ? slash + 1 : name);
+    }
+    json_decref(all);
+}
+
+/* A failure of the run at `node` (and `dev` there, "" when not known): kept as a place
+ * its retry_elsewhere restarts avoid (and a batch system's --exclude names), and
+ * counted on the node's mark when its class blames the place. */
+static void failed_at_locked(live_run *r, const char *node, const char *dev, const char *cls, const char *evidence,
+                             int64_t t) {
+    if (!node[0]) return;
+    char *place = dev[0] ? xasprintf("%s/%s", node, dev) : xstrdup(node);
+    bool known = false;
+    for (int i = 0; i < r->n_failed_at && !known; i++) known = strcmp(r->failed_at[i], place) == 0;
+    if (known || r->n_failed_at >= RUN_FAILED_AT_MAX) free(place);
+    else r->failed_at[r->n_failed_at++] = place;
+    suspect_mark_locked(node, dev[0] ? dev : NULL, cls, evidence, r->id, r->attempt, r->owner, t);
+}
+
 /* The end of an attempt stopped for a preemption, as the preempted user should read it. */
 static void say_preempted(const live_run *r, store_op *op) {
     char *reason = preempted_reason(r);
@@ -122,10 +150,11 @@ void attempt_seen_locked(live_run *r, store_op *op) {
                          r->restart.on[said] == RESTART_RETRY_ELSEWHERE;
     /* a launcher's own classed failure marks its node (a run across nodes: the server's
      * blame among its parts does, as the other parts' ranks fail only for the loss) */
-    if (!r->across && op->u.attempt.failure_class && suspect_class(op->u.attempt.failure_class)) {
-        char node[NODE_NAME_MAX] = ""; /* the node's name here, not the host name its launcher says */
+    if (!r->across && op->u.attempt.failure_class) {
+        char node[NODE_NAME_MAX] = "", dev[128]; /* the node's name here, not the host name its launcher says */
         node_of_part(p, node, sizeof node);
-        suspect_mark_locked(node, NULL, op->u.attempt.failure_class, op->u.attempt.failure_evidence, r->id, now_ms());
+        device_of_rank(r, op->u.attempt.failing_rank, dev, sizeof dev);
+        failed_at_locked(r, node, dev, op->u.attempt.failure_class, op->u.attempt.failure_evidence, now_ms());
     }
     rank_failure_clear(&p->failure);
     p->failure = (rank_failure){.rank = op->u.attempt.failing_rank, .exit_code = op->u.attempt.exit_code,
@@ -138,7 +167,7 @@ void attempt_seen_locked(live_run *r, store_op *op) {
  * say, else a loss (its launcher, or the processes, went without an end). The node
  * is the blamed rank's part's. */
 static void classify_locked(live_run *r, const char *why, const rank_failure *f, failure_verdict *v, char *node,
-                            size_t n) {
+                            size_t n, char *dev, size_t dn) {
     bool ranked = f && f->rank != NO_INT;
     failure_input in = {.exit_code = -1, .oom_kills = -1, .stepped = -1, .reason = why};
     if (ranked) {
@@ -151,6 +180,8 @@ static void classify_locked(live_run *r, const char *why, const rank_failure *f,
     failure_classify(&in, v);
     run_part *p = ranked ? part_of_rank(r, f->rank) : r->n_parts == 1 ? &r->parts[0] : NULL;
     node_of_part(p, node, n);
+    if (ranked) device_of_rank(r, f->rank, dev, dn);
+    else dev[0] = 0;
 }
 
 /* The attempt's end as the server saw it, after whatever its launchers said of it;
@@ -173,14 +204,14 @@ static const char *record_attempt_end_locked(live_run *r, const char *status, co
     }
     if (strcmp(status, "failed") == 0) {
         failure_verdict v;
-        char node[NODE_NAME_MAX] = "";
-        classify_locked(r, reason, f, &v, node, sizeof node);
+        char node[NODE_NAME_MAX] = "", dev[128] = "";
+        classify_locked(r, reason, f, &v, node, sizeof node, dev, sizeof dev);
         op.u.attempt.failure_class = xstrdup(failure_class_name(v.cls));
         op.u.attempt.failure_evidence = xstrdup(v.evidence);
         op.u.attempt.failure_node = node[0] ? xstrdup(node) : NULL;
         cls = failure_class_name(v.cls);
         if (verdict) *verdict = v;
-        if (node[0]) suspect_mark_locked(node, NULL, cls, v.evidence, r->id, op.t); /* its classes only */
+        failed_at_locked(r, node, dev, cls, v.evidence, op.t); /* the mark: its classes only */
     }
     store_submit_now(&op);
     return cls;

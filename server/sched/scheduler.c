@@ -88,7 +88,7 @@ void scheduler_init(const scheduler_config *c) {
     sched.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     sched.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
     pthread_mutex_lock(&sched.mu);
-    suspects_init_locked(c->exclude_node_after, c->exclude_node_window_ms);
+    suspects_init_locked(c->suspect_after, c->exclude_node_after, c->exclude_node_window_ms);
     pthread_mutex_unlock(&sched.mu);
 }
 
@@ -145,8 +145,23 @@ static policy_run policy_run_of(const live_run *r) {
     return (policy_run){.id = r->id, .pool = r->pool, .world_size = r->world_size, .nodes_wanted = r->nodes_wanted,
                         .owner = -1, .priority = r->priority, .queued_ms = r->queued_ms,
                         .preempted_by = r->requeued_by, .not_before_ms = r->not_before_ms,
-                        .elsewhere = r->elsewhere, .yielded = r->requeued_by && r->requeued_slice,
+                        .elsewhere = r->elsewhere, .failed_at = (const char *const *)r->failed_at,
+                        .n_failed_at = r->n_failed_at, .yielded = r->requeued_by && r->requeued_slice,
                         .preemptible = r->preemptible, .min_devices = r->min_ranks < r->width ? r->min_ranks : 0};
+}
+
+/* How many free devices of the pool of node `id` (0: this host), named `node`, are suspect on their own. */
+static int shunned_free(int id, const char *node, pool_kind pool) {
+    node_pool np = pool == POOL_GPU ? NODE_POOL_GPU : NODE_POOL_CPU;
+    int n = id ? nodes_capacity(id, np) : device_pool_capacity(&sched.devices, pool), k = 0;
+    for (int i = 0; i < n; i++) {
+        bool free_now = id ? nodes_device_free(id, np, i) : !sched.devices.owner[pool][i];
+        char dev[200];
+        device_name(pool, NULL, id ? nodes_gpu_id(id, i) : pool == POOL_GPU ? sched.devices.gpus[i] : NULL, i, dev,
+                    sizeof dev);
+        k += free_now && suspect_device_of(node, dev);
+    }
+    return k;
 }
 
 /* This host and the agent nodes up now, with what they have free and in all; with
@@ -171,6 +186,7 @@ static void snapshot_take_locked(snapshot *sn, bool runs) {
             sn->nodes[i].free[pool] = nodes_free(sn->nodes[i].id, np);
             sn->nodes[i].capacity[pool] = nodes_capacity(sn->nodes[i].id, np);
         }
+        for (int i = 0; i < n; i++) sn->nodes[i].shunned[pool] = shunned_free(sn->nodes[i].id, sn->nodes[i].name, pool);
     }
     int64_t now = now_ms();
     sn->s = (policy_snapshot){.nodes = sn->nodes, .n_nodes = n, .here_across = sched.c.advertise && sched.c.advertise[0],
@@ -1162,6 +1178,8 @@ json_t *scheduler_nodes_json(void) {
     json_t *node;
     json_array_foreach(all, i, node) {
         json_t *mark = suspect_json_locked(json_string_value(json_object_get(node, "name")));
+        /* the host's devices that are suspect on their own (or all of them, with the node) */
+        json_object_set_new(node, "suspect_devices", mark ? json_incref(json_object_get(mark, "devices")) : json_array());
         json_object_set_new(node, "suspect", mark ? mark : json_null());
     }
     pthread_mutex_unlock(&sched.mu);
@@ -1178,6 +1196,18 @@ json_t *scheduler_suspects_json(void) {
 bool scheduler_node_clear(const char *name, const char *by) {
     pthread_mutex_lock(&sched.mu);
     bool had = suspect_clear_locked(name, by);
+    /* an admin vouches for the node: the runs restarted elsewhere may go back where they failed */
+    size_t len = strlen(name);
+    for (live_run *r = sched.runs; r; r = r->next)
+        for (int i = 0; i < r->n_failed_at;) {
+            if (strncmp(r->failed_at[i], name, len) == 0 && (!r->failed_at[i][len] || r->failed_at[i][len] == '/')) {
+                free(r->failed_at[i]);
+                memmove(r->failed_at + i, r->failed_at + i + 1, (size_t)(--r->n_failed_at - i) * sizeof *r->failed_at);
+                had = true;
+            } else {
+                i++;
+            }
+        }
     if (had) queue_changed_locked();
     pthread_mutex_unlock(&sched.mu);
     return had;

@@ -5,6 +5,7 @@
 #define DDPD_SERVER_SCHED_INCLUDE_DEVICE_POOL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,12 +26,13 @@ void device_pool_init(device_pool *d, char **gpus, int n_gpus, int slots);
 int device_pool_capacity(const device_pool *d, pool_kind pool);
 int device_pool_free(const device_pool *d, pool_kind pool);
 
-/* Gives n free devices of the pool (the caller knows there are) to `run`: their
- * indices in devices[0..n), their names appended to `names` ("cpu:0, cpu:1") and to
- * `json` (a JSON array being written: its "[" is there already), the GPU ids to
- * `visible` (CUDA_VISIBLE_DEVICES). */
-void device_pool_take(device_pool *d, pool_kind pool, int n, int64_t run, int *devices, buf_t *names, buf_t *json,
-                      buf_t *visible);
+/* Gives n free devices of the pool (the caller knows there are) to `run`, those
+ * with last[i] set (NULL: none; suspect devices) only when the others do not make n:
+ * their indices in devices[0..n), their names appended to `names` ("cpu:0, cpu:1")
+ * and to `json` (a JSON array being written: its "[" is there already), the GPU ids
+ * to `visible` (CUDA_VISIBLE_DEVICES). */
+void device_pool_take(device_pool *d, pool_kind pool, int n, int64_t run, const bool *last, int *devices,
+                      buf_t *names, buf_t *json, buf_t *visible);
 /* The n devices a run held before a restart, by their names as the store has them
  * ("cpu:3", "gpu:UUID"), given to it again; one this host no longer has, or that is
  * not free, is said in the log and not counted. */

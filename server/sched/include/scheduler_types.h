@@ -53,6 +53,8 @@ typedef struct {
      * until an admin clears it (suspects.h); 0: never */
     int exclude_node_after;
     int64_t exclude_node_window_ms;
+    /* a node (or one device of it) where this many attempts failed within that window is suspect (suspects.h) */
+    int suspect_after;
     /* serve --executor slurm: every run is a Slurm job (executor_slurm.h); NULL: runs
      * go to this host and the agents (--executor local) */
     const executor_slurm_config *slurm;

@@ -57,7 +57,7 @@ SCRIPT = """
         dist.all_reduce(total)
         assert total.item() == sum(range(world)), total
         if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
-                os.environ["TORCHELASTIC_RESTART_COUNT"] == "0"):  # the first attempt only
+                (os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" or os.environ.get("NODES_TEST_FAIL_ALWAYS"))):
             print("a planned failure of rank", rank, file=sys.stderr, flush=True)
             if os.environ.get("NODES_TEST_SEGV"):
                 os.kill(os.getpid(), signal.SIGSEGV)  # a crash (SIGSEGV): the class that marks a node
@@ -586,34 +586,79 @@ def ddpd_node(cl, *argv):
     return p
 
 
+def ddpctl(cl, token, *argv):
+    """`ddpctl ARGV` with `token`, printed for the record; its output."""
+    p = subprocess.run([cl.args.ddpctl, "--server", f"http://127.0.0.1:{cl.server.port}", "--token", token, *argv],
+                       capture_output=True, text=True, timeout=60)
+    print(f"--- ddpctl {' '.join(argv)}\n{p.stdout}{p.stderr}", flush=True)
+    return p.stdout
+
+
+def show(cl, rid):
+    """`ddpctl show RID` as the admin sees it: printed for the record (docs/failures.md's scenarios)."""
+    return ddpctl(cl, cl.token, "show", str(rid))
+
+
 def case_suspect_nodes(args, d):
-    """Suspect nodes and retry_elsewhere across node-a (the coordinator) and node-b,
-    2 slots each, a node excluded after 2 failed runs (--exclude-node-after 2):
-    a run of 2 ranks crashes (SIGSEGV) on node-a: node-a is suspect, with the class
-    and the evidence in GET /nodes; the next run of 2 ranks goes to node-b (not the
-    suspect node-a) and its rank 1 crashes there, with restart_policy.on.crash
-    retry_elsewhere: node-b is suspect, and its restart avoids both, waiting with
-    reason suspect_nodes naming them; a user's token may not clear a node (403), an
+    """Suspect nodes and devices, and retry_elsewhere, across node-a (the coordinator)
+    and node-b, 2 slots each (CPU slots stand in for GPUs), two failures to mark
+    (--suspect-after 2, the default), a node excluded after 2 failed runs:
+    a run of 2 ranks whose rank 0 crashes (SIGSEGV) on node-a's cpu:0: after its first
+    attempt node-a is only watched (not in GET /nodes' suspects); after its second (the
+    same slot) node-a's cpu:0 alone is suspect, with the class and evidence, shown under
+    node-a's devices. A run of 1 rank goes to node-a's cpu:1 (the device avoided, not the
+    node); the next run of 2 goes to node-b (node-a has one clean slot), and its rank 1
+    crashes there, with restart_policy.on.crash retry_elsewhere: node-b is only watched,
+    yet the restart avoids the slot it failed on and node-a's suspect slot, waiting with
+    reason suspect_nodes naming both; a user's token may not clear a node (403), an
     admin's clears node-a, and the restart runs on node-a only and succeeds. A run of 4
-    ranks (2 a node) that crashes on node-b makes it excluded (its second failed run):
-    the next such run waits, suspect_nodes, until `ddpd node clear node-b`, then runs
-    on both nodes."""
+    ranks (2 a node) that crashes on node-b's cpu:1 makes it suspect (its second failure)
+    and excluded (its second failed run): the next such run waits, suspect_nodes, until
+    `ddpd node clear node-b`, then runs on both nodes."""
     mark = uuid.uuid4().hex
     with Cluster(args, d, coord_args=("--exclude-node-after", "2", "--exclude-node-window", "3600")) as cl:
         alice = add_user(args.ddpd, cl.server.state_dir, "alice")
-        # 1. a crash on node-a (the coordinator's host)
-        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "0", "NODES_TEST_SEGV": "1"},
-                               world_size=2, nodes=0)
+        # 1. two crashes of rank 0 on node-a's cpu:0 (attempt 0, then its launcher's restart)
+        rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "0", "NODES_TEST_SEGV": "1",
+                                                           "NODES_TEST_FAIL_ALWAYS": "1"},
+                               world_size=2, nodes=0, restart_policy={"max_restarts": 1,
+                                                                      "backoff": {"initial_s": 0, "max_s": 0}})
         run = wait_final(cl, rid, 120)
-        check(run and run["status"] == "failed" and (run["attempts"][0].get("failure") or {}).get("class") == "crash",
-              f"the first run crashed: {run and run['reason']} {run and run['attempts']}")
+        show(cl, rid)
+        classes = [(x.get("failure") or {}).get("class") for x in (run or {}).get("attempts", [])]
+        check(run and run["status"] == "failed" and len(classes) >= 2 and set(classes) == {"crash"},
+              f"the first run crashed on each attempt: {run and run['reason']} {run and run['attempts']}")
         m = marks(cl).get("node-a")
         check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"] and m["evidence"] and
-              m["since"], f"node-a is suspect, with the class, the run and the evidence: {marks(cl)}")
+              m["since"] and m["state"] == "suspect" and not m["suspect"] and m["device"] == "cpu:0" and
+              m["devices"] == ["cpu:0"] and [f["device"] for f in m["failures"]] == ["cpu:0"] * len(classes),
+              f"node-a's cpu:0 alone is suspect, with the class, the run and the evidence: {marks(cl)}")
+        # the evidence is a line of the run's output: a user who does not own the run reads none of it
+        seen_by_alice = cl.server.get("/nodes", headers=bearer(alice)).json()
+        am = {x["node"]: x for x in seen_by_alice.get("suspects", [])}.get("node-a") or {}
+        an = {x["name"]: x for x in seen_by_alice["nodes"]}.get("node-a", {}).get("suspect") or {}
+        check(am.get("evidence") == an.get("evidence") == "<hidden>" and am.get("hidden") == ["evidence"] and
+              am.get("class") == "crash" and am.get("devices") == ["cpu:0"] and m and m["evidence"] != "<hidden>",
+              f"alice (a user) sees node-a's mark without the evidence of a run not hers: {am} {an}")
+        listed = ddpctl(cl, cl.token, "nodes")
+        row = next((l for l in listed.splitlines() if l.startswith("node-a") and "crash" in l), "")
+        check("cpu:0" in row and "suspect" in row and "killed by SIGSEGV" in row,
+              f"ddpctl nodes lists node-a's suspect cpu:0 with its class and evidence: {listed!r}")
+        listed = ddpctl(cl, alice, "nodes")
+        row = next((l for l in listed.splitlines() if l.startswith("node-a") and "crash" in l), "")
+        check("cpu:0" in row and "<hidden>" in row and "SIGSEGV" not in listed,
+              f"ddpctl nodes as alice: the mark without the evidence: {listed!r}")
         nodes = {n["name"]: n for n in cl.server.get("/nodes").json()["nodes"]}
-        check((nodes.get("node-a") or {}).get("suspect") and (nodes.get("node-b") or {}).get("suspect") is None,
-              f"GET /nodes shows node-a's mark on it, none on node-b: {nodes}")
-        # 2. the next run goes to node-b, crashes there, and is restarted elsewhere
+        check((nodes.get("node-a") or {}).get("suspect_devices") == ["cpu:0"] and
+              (nodes.get("node-b") or {}).get("suspect") is None,
+              f"GET /nodes shows node-a's suspect slot under its devices, no mark on node-b: {nodes}")
+        # 2. a run of 1 rank: node-a, on its clean slot
+        rid, _ = submit_script(cl, d, 3, 0.01, mark, world_size=1, nodes=0)
+        run = wait_final(cl, rid, 120)
+        check(run and run["status"] == "succeeded" and admitted_on(cl, rid) == [["cpu:1"]],
+              f"a run of 1 goes to node-a's clean slot, not its suspect cpu:0: {run and run['reason']} "
+              f"{admitted_on(cl, rid)}")
+        # 3. the next run of 2 goes to node-b, crashes there, and is restarted elsewhere
         rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "1", "NODES_TEST_SEGV": "1"},
                                world_size=2, nodes=0, restart_policy={
                                    "max_restarts": 2, "on": {"crash": "retry_elsewhere"},
@@ -628,35 +673,39 @@ def case_suspect_nodes(args, d):
         run = wait_until(waits_for_marks, "the restart to wait for the suspect nodes", 120)
         check(run is not None, f"its restart waits, suspect_nodes: {seen.get('run')}")
         check(admitted_on(cl, rid)[:1] == [["node-b/cpu:0", "node-b/cpu:1"]],
-              f"its first start was on node-b, not the suspect node-a: {admitted_on(cl, rid)}")
+              f"its first start was on node-b, not node-a with its suspect slot: {admitted_on(cl, rid)}")
         detail = ((run or {}).get("pending") or {}).get("detail") or ""
-        check("node-a (suspect)" in detail and "node-b (suspect)" in detail and "ddpd node clear" in detail,
-              f"the pending detail names both nodes and how to clear them: {detail!r}")
-        m = marks(cl).get("node-b")
-        check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"],
-              f"node-b is suspect for the crash of rank 1: {marks(cl)}")
+        check("node-a's suspect devices" in detail and "node-b/cpu:1 (its attempt failed there)" in detail and
+              "ddpd node clear" in detail, f"the pending detail names both and how to clear them: {detail!r}")
+        shown = show(cl, rid)
+        check("waits for:" in shown and "node-b/cpu:1 (its attempt failed there)" in shown,
+              f"ddpctl show says what the restart waits for: {shown!r}")
+        check("node-b" not in marks(cl), f"node-b, one failure, is only watched: {marks(cl)}")
         r = cl.server.post("/nodes/node-a/clear", {}, headers=bearer(alice))
         check(r.status == 403 and "node-a" in marks(cl), f"alice (a user) may not clear a node: {r.status} {r.body[:300]!r}")
         r = cl.server.post("/nodes/node-a/clear", {})
         check(r.status == 200 and "node-a" not in marks(cl), f"the admin clears node-a: {r.status} {r.body[:300]!r}")
         run = wait_final(cl, rid, 180)
+        show(cl, rid)
         check(run and run["status"] == "succeeded", f"restarted elsewhere, it succeeds: {run and run['reason']}")
         starts = admitted_on(cl, rid)
         check(starts == [["node-b/cpu:0", "node-b/cpu:1"], ["cpu:0", "cpu:1"]],
               f"the restart ran on node-a only, node-b avoided: {starts}")
         check(run and [(x["attempt"], x["status"], (x.get("failure") or {}).get("node")) for x in run["attempts"]] ==
               [(0, "failed", "node-b"), (1, "succeeded", None)], f"its attempts: {run and run['attempts']}")
-        # 3. node-b's second failed run excludes it; ddpd node clear brings it back
+        # 4. node-b's second failure (cpu:1 again) and second failed run exclude it; ddpd node clear brings it back
         rid, _ = submit_script(cl, d, 20, 0.05, mark, env={"NODES_TEST_FAIL_RANK": "3", "NODES_TEST_SEGV": "1"})
         run = wait_final(cl, rid, 120)
         check(run and run["status"] == "failed", f"the run of 4 ranks failed: {run and run['reason']}")
         m = marks(cl).get("node-b")
-        check(m and m["excluded"] and m["failed_runs"] == 2 and "node-a" not in marks(cl),
-              f"node-b excluded after its second failed run; node-a not blamed: {marks(cl)}")
+        check(m and m["excluded"] and m["state"] == "excluded" and m["failed_runs"] == 2 and
+              m["devices"] == ["cpu:1"] and "node-a" not in marks(cl),
+              f"node-b excluded after its second failed run, cpu:1 suspect; node-a not blamed: {marks(cl)}")
         rid, _ = submit_script(cl, d, 10, 0.05, mark)
         got = wait_until(lambda: (cl.server.get(f"/runs/{rid}").json().get("pending") or {}).get("reason")
                          == "suspect_nodes", "the run of 4 to wait for node-b", 60)
         check(got, f"a run that needs node-b waits while it is excluded: {cl.server.get(f'/runs/{rid}').json().get('pending')}")
+        show(cl, rid)
         listed = ddpd_node(cl, "list")
         check(listed.returncode == 0 and "node-b" in listed.stdout and "excluded" in listed.stdout,
               f"ddpd node list shows node-b excluded: {listed.stdout!r}")
@@ -1002,12 +1051,14 @@ def parse_args(ap):
     """The programs' paths and, inside the coordinator's namespace, where the hosts are."""
     for a in ("--ddpd", "--runner", "--trainer"):
         ap.add_argument(a, required=True)
+    ap.add_argument("--ddpctl")
     ap.add_argument("--inside", action="store_true")
     ap.add_argument("--node-ns")
     ap.add_argument("--coord-addr")
     ap.add_argument("--node-addr")
     args = ap.parse_args()
     args.ddpd, args.runner, args.trainer = (os.path.abspath(x) for x in (args.ddpd, args.runner, args.trainer))
+    args.ddpctl = os.path.abspath(args.ddpctl) if args.ddpctl else None
     return args
 
 
@@ -1022,7 +1073,8 @@ def run_on_two_hosts(script, lead, args, tag):
         raise
     try:
         return subprocess.call(["ip", "netns", "exec", c, sys.executable, os.path.abspath(script), *lead,
-                                "--ddpd", args.ddpd, "--runner", args.runner, "--trainer", args.trainer, "--inside",
+                                "--ddpd", args.ddpd, "--runner", args.runner, "--trainer", args.trainer,
+                                *(["--ddpctl", args.ddpctl] if args.ddpctl else []), "--inside",
                                 "--node-ns", n, "--coord-addr", ac, "--node-addr", an])
     finally:
         remove_hosts(c, n)

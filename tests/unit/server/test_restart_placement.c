@@ -136,8 +136,45 @@ static void test_suspects(void) {
     expect_where("node-b and node-c excluded: it waits", &u, (const char *const[]){"wait suspect_nodes"});
 }
 
+/* Suspect devices (not the node) and the places a retry_elsewhere run failed on. */
+static void test_devices(void) {
+    /* node-a (this host, 2 slots) with one suspect slot free, node-b (2) */
+    policy_node two[] = {host(2, 2), agent(4, "node-b", 2, 2)};
+    two[0].name = "node-a";
+    policy_run one[] = {run(1, 1, 100)};
+    policy_snapshot s = {.nodes = two, .n_nodes = 2, .here_across = true, .queued = one, .n_queued = 1};
+    two[0].shunned[CPU] = 1;
+    expect_where("one suspect slot here: a run of 1 stays here, on the other", &s, (const char *const[]){"here"});
+    policy_run pair[] = {run(2, 2, 100)};
+    s.queued = pair;
+    expect_where("a run of 2 goes to node-b, whose slots are clean", &s, (const char *const[]){"nodes 4"});
+    two[1].free[CPU] = 0;
+    expect_where("node-b full: here, the suspect slot with it", &s, (const char *const[]){"here"});
+    two[1].free[CPU] = 2;
+    /* restarted elsewhere after a failure on node-b's cpu:1: never that slot, nor a suspect one */
+    const char *failed[] = {"node-b/cpu:1"};
+    pair[0].elsewhere = true;
+    pair[0].failed_at = failed;
+    pair[0].n_failed_at = 1;
+    expect_where("elsewhere: neither node has 2 slots it may take", &s, (const char *const[]){"wait suspect_nodes"});
+    policy_decision d[2];
+    queue_policy_decide(&s, d);
+    char *text = queue_policy_waiting_for(&s, &pair[0], &d[0]);
+    CHECK(text && strstr(text, "node-b/cpu:1 (its attempt failed there)") && strstr(text, "node-a's suspect devices"),
+          "what it waits for names the slot it failed on and the suspect devices: %s", text ? text : "(none)");
+    free(text);
+    queue_policy_free(d, 1);
+    two[0].shunned[CPU] = 0;
+    expect_where("node-a cleared: there", &s, (const char *const[]){"here"});
+    /* failed on node-a as a whole: node-b, which is clean */
+    const char *whole[] = {"node-a"};
+    pair[0].failed_at = whole;
+    expect_where("failed on node-a as a whole: node-b", &s, (const char *const[]){"nodes 4"});
+}
+
 int main(void) {
     test_backoff();
     test_suspects();
+    test_devices();
     return test_done("test_restart_placement");
 }
