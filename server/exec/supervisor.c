@@ -324,7 +324,6 @@ void supervisor_stop(void) {
         pthread_join(R.thread, NULL);
         R.started = false;
     }
-    zygotes_tick(true); /* the warm start's zygotes end with the server (a server started again makes its own) */
     while (R.head) {
         queued_spawn *q = R.head;
         R.head = q->next;

@@ -19,7 +19,7 @@
 
 #include "run_account.h"
 #include "run_cgroup.h"
-#include "zygotes.h"
+#include "zygote_handoff.h"
 
 typedef struct {
     int64_t run_id;

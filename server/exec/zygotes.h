@@ -20,16 +20,10 @@
 
 #include "run_account.h"
 #include "run_cgroup.h"
+#include "zygote_handoff.h"
 
 #define ZYGOTE_GROUP (-7)       /* the supervisor's group of a zygote's spawn (its run_id: the zygote's key) */
 #define ZYGOTE_IDLE_MS 10000    /* no trial of its sweep live this long: it ends */
-#define WARM_FD_VAR "DDPD_WARM_FD="
-#define WARM_FD_SLOT "DDPD_WARM_FD=        " /* the child writes the number in */
-
-typedef struct {
-    char socket[512]; /* "": start cold */
-    pid_t zygote;
-} warm_handle;
 
 /* The zygote code's directory (the runner's share/ddpd/reporter/python, else the source tree's). */
 void zygotes_init(const char *runner);
@@ -49,11 +43,5 @@ bool zygotes_has(pid_t pid);
 
 /* Ends the zygotes idle for ZYGOTE_IDLE_MS (all of them: `all`). */
 void zygotes_tick(bool all);
-
-/* In the supervisor's forked child (root, in the trial's cgroup `g`, before it becomes
- * `uid`): a trial zygote from the zygote at `h`, moved into `g`, its connection left
- * open for the exec and its number written into env's DDPD_WARM_FD slot. Async-signal-safe;
- * on any failure the slot stays empty (ddp-run starts the ranks cold). */
-void zygote_handoff(const warm_handle *h, uid_t uid, const run_cgroup *g, char **env);
 
 #endif
