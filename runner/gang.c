@@ -30,6 +30,7 @@
 typedef struct {
     pid_t pid; /* also its process group; 0: never started */
     int running;
+    int warm; /* forked by the trial zygote: its end comes on the warm link, not from waitpid */
     int status;
     rank_output out;
 } gang_rank;
@@ -114,32 +115,46 @@ static void say_rank_state(gang *g, int r, const char *state, int status) {
     event_emit(g->p->events, "rank_state", e);
 }
 
+/* Rank pid ended with wait status `status` (from waitpid, or the warm link). */
+static void rank_ended(void *ctx, pid_t pid, int status) {
+    gang *g = ctx;
+    for (int r = 0; r < g->started; r++) {
+        gang_rank *k = &g->ranks[r];
+        if (k->pid != pid || !k->running) continue;
+        k->running = 0;
+        k->status = status;
+        g->alive--;
+        say_rank_state(g, r, WIFEXITED(status) ? "exited" : "killed", status);
+        int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (ok && g->first_done < 0) g->first_done = r;
+        if (ok && !stopping(g) && g->alive > 0 && g->p->exit_timeout_s > 0 && g->exit_deadline == 0)
+            g->exit_deadline = mono_s() + g->p->exit_timeout_s;
+        if (ok || stopping(g)) continue;
+        g->first_failed = r;
+        g->first_status = status;
+        char how[128];
+        describe_end(status, how, sizeof how);
+        char deadline[64];
+        describe_deadline(g->p->grace_s, deadline, sizeof deadline);
+        log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks (%s)", RANK_OF(g, r), how, deadline);
+        begin_stop(g, g->p->grace_s);
+    }
+}
+
 static void reap(gang *g) {
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (int r = 0; r < g->started; r++) {
-            gang_rank *k = &g->ranks[r];
-            if (k->pid != pid || !k->running) continue;
-            k->running = 0;
-            k->status = status;
-            g->alive--;
-            say_rank_state(g, r, WIFEXITED(status) ? "exited" : "killed", status);
-            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            if (ok && g->first_done < 0) g->first_done = r;
-            if (ok && !stopping(g) && g->alive > 0 && g->p->exit_timeout_s > 0 && g->exit_deadline == 0)
-                g->exit_deadline = mono_s() + g->p->exit_timeout_s;
-            if (ok || stopping(g)) continue;
-            g->first_failed = r;
-            g->first_status = status;
-            char how[128];
-            describe_end(status, how, sizeof how);
-            char deadline[64];
-            describe_deadline(g->p->grace_s, deadline, sizeof deadline);
-            log_msg(LOG_ERROR, "rank %d %s: stopping the other ranks (%s)", RANK_OF(g, r), how, deadline);
-            begin_stop(g, g->p->grace_s);
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) rank_ended(g, pid, status);
+    warm_link *w = g->p->warm;
+    if (!w || w->fd < 0 || w->broken) return;
+    if (warm_read(w, rank_ended, g) == 0) return;
+    /* the trial zygote is gone, and with it (PR_SET_PDEATHSIG) every rank it forked */
+    for (int r = 0; r < g->started; r++)
+        if (g->ranks[r].warm && g->ranks[r].running) {
+            kill(-g->ranks[r].pid, SIGKILL);
+            log_msg(LOG_ERROR, "rank %d: the trial zygote that started it is gone: counted as killed", RANK_OF(g, r));
+            rank_ended(g, g->ranks[r].pid, SIGKILL); /* a wait status: killed by SIGKILL */
         }
-    }
 }
 
 /* Whether process pid catches `sig` (its SigCgt in /proc): a signal it does not catch
@@ -240,9 +255,15 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
             break;
         }
         rank_command cmd = {.argv = p->cfg->argv, .env = env, .working_dir = p->working_dir, .child_mask = child_mask};
-        int fd = -1;
+        int fd = -1, warm = 0;
         char why[1024];
-        pid_t pid = rank_spawn(&cmd, &fd, why, sizeof why);
+        pid_t pid = -1;
+        if (p->warm && p->warm->fd >= 0 && !p->warm->broken) {
+            pid = warm_spawn(p->warm, &cmd, &fd, why, sizeof why);
+            warm = pid > 0;
+            if (pid < 0) log_msg(LOG_WARN, "rank %d: a warm start failed (%s): it starts cold", rank, why);
+        }
+        if (pid < 0) pid = rank_spawn(&cmd, &fd, why, sizeof why);
         rank_env_free(env);
         if (pid < 0) {
             snprintf(g->spawn_failure, sizeof g->spawn_failure, "%s", why);
@@ -252,6 +273,7 @@ static void start_ranks(gang *g, const sigset_t *child_mask) {
         gang_rank *k = &g->ranks[r];
         k->pid = pid;
         k->running = 1;
+        k->warm = warm;
         if (rank_output_open(&k->out, rank, fd, p->run_dir) != 0)
             log_msg(LOG_WARN, "cannot write ranks/rank-%d.log: %s", rank, strerror(errno));
         g->started++;
@@ -325,11 +347,14 @@ static int poll_timeout_ms(const gang *g) {
 
 static void supervise(gang *g, int sfd) {
     int n = g->started;
-    struct pollfd *fds = calloc((size_t)n + 1, sizeof *fds);
+    struct pollfd *fds = calloc((size_t)n + 2, sizeof *fds);
+    warm_link *w = g->p->warm;
     while (g->alive > 0 || open_outputs(g) > 0) {
         fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
         for (int r = 0; r < n; r++) fds[r + 1] = (struct pollfd){.fd = g->ranks[r].out.fd, .events = POLLIN};
-        if (poll(fds, (nfds_t)n + 1, poll_timeout_ms(g)) < 0 && errno != EINTR) {
+        /* the warm link: its ranks' ends (-1: polled for nothing) */
+        fds[n + 1] = (struct pollfd){.fd = w && w->fd >= 0 && !w->broken ? w->fd : -1, .events = POLLIN};
+        if (poll(fds, (nfds_t)n + 2, poll_timeout_ms(g)) < 0 && errno != EINTR) {
             log_msg(LOG_ERROR, "poll: %s", strerror(errno));
             break;
         }

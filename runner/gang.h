@@ -19,6 +19,7 @@
 #include "command_config.h"
 #include "events.h"
 #include "rank_env.h"
+#include "warm_ranks.h"
 
 typedef enum { GANG_SUCCEEDED, GANG_FAILED, GANG_CANCELED } gang_outcome;
 
@@ -48,6 +49,7 @@ typedef struct {
                               * without output, and the attempt succeeds; 0: never */
     event_sink *events;      /* the launcher's own (rank -1) */
     gang_signals *signals;
+    warm_link *warm; /* a trial zygote to fork the ranks from (warm_ranks.h); NULL or fd -1: exec them */
 } gang_params;
 
 typedef struct {

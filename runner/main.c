@@ -30,6 +30,7 @@
 #include "rank_env.h"
 #include "restarts.h"
 #include "utf8_text.h"
+#include "warm_ranks.h"
 #include "run_dir.h"
 #include "stop_reason.h"
 
@@ -378,6 +379,17 @@ static int run(const options *o, const command_config *cfg) {
         .config_env = cfg->env,
         .working_dir = working_dir,
     };
+    /* a warm start: ddpd hands over a trial zygote for a run whose config names warm_start.imports */
+    warm_link warm;
+    char warm_why[256];
+    warm_link_open(&warm, warm_why, sizeof warm_why);
+    if (warm_why[0]) log_msg(LOG_WARN, "%s", warm_why);
+    if (warm.fd >= 0 && !warm_command_fits(cfg->argv, program)) {
+        log_msg(LOG_WARN, "warm start: the command is not `python3 SCRIPT ARGS`: the ranks start cold");
+        warm_link_close(&warm);
+    } else if (warm.fd >= 0) {
+        log_msg(LOG_INFO, "warm start: the ranks are forked from the trial zygote (warm_start.imports)");
+    }
     gang_signals signals;
     attempts_outcome res = {.status = "failed"};
     if (gang_signals_open(&signals) != 0) {
@@ -386,7 +398,7 @@ static int run(const options *o, const command_config *cfg) {
         restart_params rp = {
             .gang = {.cfg = cfg, .env = &env, .run_dir = run_dir, .working_dir = working_dir,
                      .grace_s = grace_s, .preempt_grace_s = preempt_grace_s, .exit_timeout_s = exit_timeout_s,
-                     .events = events, .signals = &signals},
+                     .events = events, .signals = &signals, .warm = &warm},
             .env = &env,
             .plan = plan,
             .port_lo = port_lo,
@@ -396,6 +408,7 @@ static int run(const options *o, const command_config *cfg) {
         restarts_run(&rp, &res);
         gang_signals_close(&signals);
     }
+    warm_link_close(&warm);
     utf8_repair(res.reason);
 
     int succeeded = strcmp(res.status, "succeeded") == 0;

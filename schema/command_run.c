@@ -8,7 +8,7 @@
 static const char *const BUILTIN_SECTIONS[] = {"mode", "seed", "model", "data", "train", "checkpoint"};
 static const char *const BUILTIN_DISTRIBUTED[] = {"gpu_memory_fraction", "bucket_mb", "allow_tf32",
                                                      "collective_timeout_s"};
-static const char *const COMMAND_FIELDS[] = {"working_dir", "env"};
+static const char *const COMMAND_FIELDS[] = {"working_dir", "env", "warm_start"};
 
 /* What every rank of a command run is given (the torchrun contract and ddpd's own;
  * ddp-run keeps the same list, runner/rank_env.c). PYTHONPATH is not among them: a

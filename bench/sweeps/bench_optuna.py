@@ -14,7 +14,7 @@ end: ddpd's run started_at; Optuna's datetime_start), each as ddpd/Optuna.
 
 Setup (the bench's own): bench/sweeps/setup.sh (Debian's python3-optuna).
 Usage: bench/sweeps/bench_optuna.py --ddpd build/bin/ddpd --runner build/bin/ddp-run
-                                    [--n-train 3000] [--n-test 1000] [--epochs 9] [--json OUT]"""
+                                    [--n-train 3000] [--n-test 1000] [--epochs 9] [--warm-start] [--json OUT]"""
 import argparse, calendar, json, multiprocessing, os, shutil, statistics, sys, tempfile, time, warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +48,8 @@ def run_ddpd(a):
             "parameters": {"env.LR": {"min": 1e-4, "max": 1e-1, "log": True}, "env.WIDTH": {"values": WIDTHS}},
             "metric": {"key": "val_acc", "goal": "maximize"},
             "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 3, "max_resource": a.epochs}}
+    if a.warm_start:
+        body["base"]["warm_start"] = {"imports": ["torch", "numpy", "gzip"]}
     try:
         with Server(os.path.abspath(a.ddpd), None, slots=2,
                     extra_args=["--allow-commands", "--work-root", root, "--runner", os.path.abspath(a.runner)]) as s:
@@ -143,6 +145,8 @@ def main():
     p.add_argument("--n-test", type=int, default=1000)
     p.add_argument("--epochs", type=int, default=9)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--warm-start", action="store_true",
+                   help="ddpd's trials name warm_start.imports (torch, numpy): forked from the sweep's zygote")
     p.add_argument("--json")
     a = p.parse_args()
     dd, configs = run_ddpd(a)

@@ -70,6 +70,7 @@
 #include "store.h"
 #include "store_read.h"
 #include "supervisor.h"
+#include "zygotes.h"
 #include "node_cmd.h"
 #include "user_cmd.h"
 #include "users.h"
@@ -506,6 +507,7 @@ static void stop_all(int lock_fd) {
     scheduler_shutdown();
     disk_use_stop();
     supervisor_stop();
+    zygotes_tick(true); /* the warm start's zygotes end with the server (one started again makes its own) */
     ingest_stop();
     store_read_release();
     users_close();

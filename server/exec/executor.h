@@ -93,6 +93,7 @@ typedef struct {
     int64_t memory_bytes;
     const char *memory_from;
     long pids_max;
+    int64_t sweep_id; /* a sweep's trial: its sweep (the warm start's zygote, zygotes.h); 0: none */
 } part_launch;
 
 /* How a part ended. */

@@ -27,6 +27,7 @@
 #include "run_cgroup.h"
 #include "sha256.h"
 #include "state_layout.h"
+#include "zygotes.h"
 #include "supervisor.h"
 
 /* One part's launcher on this host. */
@@ -35,6 +36,8 @@ typedef struct local_part {
     int part;
     bool across;         /* a part of a run across nodes: its launcher's end is read from the journal */
     bool command;        /* ddp-run (for the words of a reason) */
+    bool warm;           /* a sweep's trial with warm_start.imports: counted live by its zygote (zygotes.h) */
+    int64_t sweep_id;
     pid_t pid;           /* 0 while its spawn is queued */
     uint64_t start_time;
     bool adopted;        /* started by a previous server: not our child, watched in /proc */
@@ -127,7 +130,7 @@ static int64_t run_of_process(pid_t pid) {
  * of that account runs here. Returns how many. */
 static bool sweep_orphan(pid_t pid, const proc_stat *ps, void *ctx) {
     int *killed = ctx;
-    if (ps->ppid != getpid() || ps->state == 'Z') return true;
+    if (ps->ppid != getpid() || ps->state == 'Z' || zygotes_has(pid)) return true;
     struct stat st;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d", (int)pid);
@@ -209,12 +212,35 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     int n_cpus = 0;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; !l->gpu && i < l->n_devices && online > 0; i++) cpus[n_cpus++] = l->devices[i] % (int)online;
+    /* a sweep's Python trial that names warm_start.imports: its ranks forked from the sweep's zygote */
+    warm_handle warm = {0};
+    char **env_set = cmd.env;
+    run_cgroup_limits limits = {.memory_bytes = l->memory_bytes, .pids_max = l->pids_max};
+    if (l->command && l->sweep_id > 0 && !l->nodes) {
+        char why[256];
+        json_t *config = run_file_load_json_in(run_dir, layout_run_file_name(RUN_FILE_CONFIG), 1 << 20, why, sizeof why);
+        if (config && json_object_get(config, "warm_start")) {
+            zygotes_trial_starts(l->sweep_id, l->account, config, &limits, &warm);
+            pthread_mutex_lock(&L.mu);
+            if (me) me->warm = true, me->sweep_id = l->sweep_id;
+            pthread_mutex_unlock(&L.mu);
+        }
+        json_decref(config);
+    }
+    if (warm.socket[0]) {
+        size_t n = 0;
+        while (cmd.env[n]) n++;
+        env_set = xcalloc(n + 2, sizeof *env_set);
+        for (size_t i = 0; i < n; i++) env_set[i] = cmd.env[i];
+        env_set[n] = WARM_FD_SLOT;
+    }
     spawn_request req = {.run_id = l->run, .group = l->part, .program = program, .argv = (char *const *)cmd.argv,
-                         .env_set = cmd.env, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_name = RUN_DIR_LOG,
+                         .env_set = env_set, .warm = warm, .env_drop = LAUNCHER_ENV_DROP, .cwd = run_dir, .log_name = RUN_DIR_LOG,
                          .log_banner = banner, .account = l->account, .refused = l->account_refused,
                          .cgroup = cgroup, .cpus = cpus, .n_cpus = n_cpus,
-                         .limits = {.memory_bytes = l->memory_bytes, .pids_max = l->pids_max}};
+                         .limits = limits};
     supervisor_request_spawn(&req);
+    if (env_set != cmd.env) free(env_set);
     free(cgroup);
     free(cpus);
     launcher_cmd_free(&cmd);
@@ -226,6 +252,11 @@ static start_result local_start(const part_launch *l, part_handle *h) {
 }
 
 void executor_local_spawned(int64_t run, int group, pid_t pid, const char *err) {
+    if (group == ZYGOTE_GROUP) {
+        if (pid < 0) log_warn("warm start: the zygote could not start: %s: trials start cold", err);
+        zygotes_spawned(run, pid);
+        return;
+    }
     pthread_mutex_lock(&L.mu);
     local_part **slot = slot_of(run, group);
     local_part *p = *slot;
@@ -309,12 +340,14 @@ static char *log_capped(const local_part *p) {
 }
 
 void executor_local_exited(pid_t pid, int wstatus) {
+    if (zygotes_exited(pid)) return;
     pthread_mutex_lock(&L.mu);
     local_part **slot = &L.parts;
     while (*slot && !((*slot)->pid == pid && !(*slot)->adopted)) slot = &(*slot)->next;
     local_part *p = unlink_part(slot);
     pthread_mutex_unlock(&L.mu);
     if (!p) return;
+    if (p->warm) zygotes_trial_ended(p->sweep_id, p->uid);
     /* No process of the run may outlive it: the ranks die with the launcher
      * (PR_SET_PDEATHSIG), and this catches any that have not yet. */
     if (kill(-pid, SIGKILL) == 0) log_info("run %lld: killed what was left of process group %d", (long long)p->run, (int)pid);
@@ -443,6 +476,7 @@ static void local_abandon(int64_t run, const part_handle *h) {
  * group is killed) end. */
 static void local_tick(void) {
     int64_t now = mono_ms();
+    zygotes_tick(false);
     if (now >= L.next_sweep) { /* an orphan whose run ended before it was handed to this server */
         L.next_sweep = now + 1000;
         sweep_orphans();
@@ -494,6 +528,7 @@ static const executor LOCAL = {.name = "local", .title = "this host", .start = l
 const executor *executor_local_init(const executor_local_config *c, const executor_hooks *hooks) {
     L.c = *c;
     L.hooks = *hooks;
+    zygotes_init(c->runner);
     /* the empty cgroups of runs that ended while no server of this state dir ran */
     if (layout_state_dir()) {
         char *name = part_cgroup_name(0, 0);

@@ -51,6 +51,7 @@ typedef struct queued_spawn {
     char *cgroup;
     run_cgroup cgroups; /* made on the supervisor's thread before the fork */
     run_cgroup_limits limits;
+    warm_handle warm;
     int cpus[CPU_SETSIZE];
     int n_cpus;
     struct queued_spawn *next;
@@ -107,6 +108,7 @@ void supervisor_request_spawn(const spawn_request *r) {
     q->refused = r->refused ? xstrdup(r->refused) : NULL;
     q->cgroup = r->cgroup ? xstrdup(r->cgroup) : NULL;
     q->limits = r->limits;
+    q->warm = r->warm;
     if (q->as_account) q->limits.reader_gid = q->account.gid; /* its launcher reads its OOM kills (run_cgroup.h) */
     for (int i = 0; i < r->n_cpus && q->n_cpus < CPU_SETSIZE; i++) q->cpus[q->n_cpus++] = r->cpus[i];
     pthread_mutex_lock(&R.mu);
@@ -141,6 +143,8 @@ static void child_as(const queued_spawn *q, int log_fd, int report, char **env) 
         for (int i = 0; i < q->n_cpus; i++) CPU_SET(q->cpus[i], &set);
         if (sched_setaffinity(0, sizeof set, &set) != 0) goto fail;
     }
+    /* a warm start's trial zygote, moved into the cgroup joined above (root still) */
+    zygote_handoff(&q->warm, q->as_account ? q->account.uid : geteuid(), &q->cgroups, env);
     step = "become the account";
     if (q->as_account && run_account_become(&q->account) != 0) goto fail;
     step = "enter the run directory";

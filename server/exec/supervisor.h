@@ -19,6 +19,7 @@
 
 #include "run_account.h"
 #include "run_cgroup.h"
+#include "zygote_handoff.h"
 
 typedef struct {
     int64_t run_id;
@@ -45,6 +46,9 @@ typedef struct {
     /* what its cgroup holds it to (run_cgroup.h): its memory, its processes; a limit the
      * host cannot set is said once in the log, and the process starts without it */
     run_cgroup_limits limits;
+    /* a warm start (zygotes.h): the zygote the child asks for a trial zygote, which it
+     * moves into the run's cgroup and hands over in env_set's DDPD_WARM_FD slot; socket "": none */
+    warm_handle warm;
 } spawn_request;
 
 typedef struct {

@@ -95,6 +95,7 @@ live_run *live_run_new(const run_needs *n) {
     r->pool = n->pool;
     r->nodes_wanted = n->nodes_wanted;
     r->command = n->command;
+    r->sweep_id = n->sweep_id;
     r->resume = n->resume;
     r->hang_timeout_s = n->hang_timeout_s;
     r->owner = n->owner ? xstrdup(n->owner) : NULL;

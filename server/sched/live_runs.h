@@ -63,6 +63,7 @@ typedef struct live_run {
     int64_t resized_ms; /* unix ms it last started at a new size (0: never): it grows at most once per interval */
     pool_kind pool;
     bool command;       /* a command run: ddp-run starts it */
+    int64_t sweep_id;   /* a sweep's trial: its sweep; 0: none */
     bool resume;        /* resumed (POST /runs/{id}/resume): its trainer continues from its newest checkpoint */
     int nodes_wanted;   /* distributed.nodes; 0: as few as it fits */
     int port;           /* its MASTER_PORT while started (command runs), else 0 */

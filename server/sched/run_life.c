@@ -531,7 +531,7 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
         .stop_grace_s = run_stop_grace_ms(r, false) / 1000, .preempt_grace_s = run_stop_grace_ms(r, true) / 1000,
         .account = as == RUN_AS_ACCOUNT ? &keep->account : NULL,
         .account_refused = as == RUN_AS_REFUSED ? keep->refused : NULL,
-        .memory_bytes = memory, .memory_from = keep->memory_from, .pids_max = pids};
+        .memory_bytes = memory, .memory_from = keep->memory_from, .pids_max = pids, .sweep_id = r->sweep_id};
 }
 
 /* Which devices of a node (`node`: its name; `id`: 0 for this host) r is given last:

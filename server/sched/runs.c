@@ -291,6 +291,7 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
         return out->result = SUBMIT_FAILED;
     }
     need.id = id;
+    need.sweep_id = sweep_id;
     disk_use_run_added(id, need.owner);
     scheduler_submit(&need);
     out->id = id;

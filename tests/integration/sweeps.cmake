@@ -24,3 +24,10 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
                      --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 600)
 endif()
+# The warm start of a sweep's Python trials (issue 50): the same results as a cold start,
+# the wall between two accounts' zygotes, cancel (real Unix accounts: root, else skipped).
+if(TARGET ddpd AND TARGET ddp-run)
+  ddpd_py_cases(sweep_warm_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_warm.py
+                ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run>
+                TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()

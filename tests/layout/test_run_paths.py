@@ -53,6 +53,12 @@ ALLOWED = {
                                 "the damaged database renamed aside, and /proc; the run directories are read "
                                 "through run_files"),
     "proc/procstat.c": ({"fopen", "opendir"}, "/proc"),
+    "exec/zygotes.c": ({"access", "chmod", "lstat"},
+                       "the warm start's zygotes/ in the state directory (made 0711 by the server), the zygote code "
+                       "beside the runner, and a zygote's socket, looked at without following a link"),
+    "exec/zygote_handoff.c": ({"open", "lstat"},
+                              "/proc/PID/status of the trial zygote, the trial's cgroup.procs, and the zygote's "
+                              "socket, looked at without following a link"),
     "proc/run_cgroup.c": ({"open", "fopen", "opendir", "mkdir", "rmdir", "stat", "access", "chown", "chmod"},
                           "the cgroup filesystem"),
     "proc/run_cmd.c": ({"open"}, "/dev/null for a command's input"),

@@ -97,6 +97,7 @@ typedef struct {
     double min_runtime_s;  /* min_runtime_s: not preempted before it has run this long in an attempt; -1: the server's */
     int64_t expected_ms;   /* how long it is expected to run: the median of its owner's earlier runs of its name
                             * that succeeded (store_median_length); 0: not known. For the start estimate */
+    int64_t sweep_id;     /* a sweep's trial: its sweep (a warm start's zygote is the sweep's); 0: none */
 } run_needs;
 
 #endif

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Where a command trial's start goes: N command runs of a 2-rank PyTorch script
+(overhead_probe.py: gloo, a DDP model), one after another, as a Unix account of their
+own (root: `ddpd user add --unix-user`), each rank writing the time of each phase. For
+each phase, the median over runs of its time from the one before:
+
+  queued      the run's created_at to its started_at (the scheduler's decision)
+  launcher    started_at to ddp-run's hello (fork, cgroup, account switch, exec)
+  rank fork   the hello to the rank's process start (ddp-run's setup, the fork)
+  python      the process start to the script's first line (the interpreter)
+  torch       `import torch`;   ddpd   `import torch.distributed, ddpd`
+  data        the script's data;   rendezvous   gloo's init_process_group
+  first step  a DDP step (forward, backward, allreduce)
+
+and the total: started_at to the first step's end (bench/sweeps' "trial overhead",
+less the data). Rank 0's times; the load average is printed beside them.
+
+Usage: bench/trials/trial_overhead.py --ddpd build/bin/ddpd --runner build/bin/ddp-run [--runs 5]
+                                      [--warm-start]"""
+import argparse, calendar, json, os, pwd, shutil, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "support"))  # the tests' harness
+from ddpd_harness import Server, Accounts, add_user, bearer, wait_until  # noqa: E402
+
+PHASES = ["queued", "launcher", "rank fork", "python", "torch", "ddpd", "data", "rendezvous", "first step"]
+
+
+def iso_s(text):
+    whole, frac = text.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + int(frac[:3].ljust(3, "0")) / 1000
+
+
+def journal_times(run_dir):
+    """The launcher's hello and rank 0's `started` (ms since the epoch) from the run's journal."""
+    hello = started = None
+    with open(os.path.join(run_dir, "events.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("rank") == -1 and e.get("type") == "hello" and hello is None:
+                hello = e["t"] / 1000
+            if e.get("type") == "rank_state" and e.get("state") == "started" and e.get("of") == 0:
+                started = e["t"] / 1000
+    return hello, started
+
+
+def one_run(s, token, root, out, a):
+    cfg = {"command": ["/usr/bin/python3", "overhead_probe.py"], "working_dir": "proj",
+           "distributed": {"world_size": 2}, "env": {"PROBE_OUT": out}}
+    if a.warm_start:
+        cfg["warm_start"] = {"imports": ["torch", "torch.distributed", "ddpd"]}
+    r = s.post("/runs", cfg, headers=bearer(token))
+    if r.status != 201:
+        sys.exit(f"the run was refused: {r.status} {r.body[:400]!r}")
+    rid = r.json()["id"]
+    run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=300)
+    if not run or run["status"] != "succeeded":
+        print(s.dump_run_log(rid))
+        sys.exit(f"run {rid} did not succeed: {run and (run['status'], run.get('reason'))}")
+    with open(os.path.join(out, f"probe-{rid}-0.json")) as f:
+        t = json.load(f)
+    hello, started = journal_times(s.run_dir(rid))
+    marks = [iso_s(run["created_at"]), iso_s(run["started_at"]), hello, t["process"], t["script"], t["torch"],
+             t["ddpd"], t["data"], t["rendezvous"], t["first_step"]]
+    phases = {p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)}
+    phases["rank fork"] = t["process"] - hello  # the fork's time is to a clock tick (10 ms)
+    phases["total"] = t["first_step"] - iso_s(run["started_at"])
+    return phases
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ddpd", required=True)
+    ap.add_argument("--runner", required=True)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warm-start", action="store_true", help="the runs name warm_start.imports")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run it as root: the runs run as a Unix account of their own")
+    root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-bench-trials-"))
+    out, state = os.path.join(root, "out"), os.path.join(root, "state")
+    for d in ("proj", "out", "state"):
+        os.mkdir(os.path.join(root, d))
+    shutil.copy(os.path.join(HERE, "overhead_probe.py"), os.path.join(root, "proj"))
+    os.chmod(root, 0o755)
+    os.chmod(out, 0o777)
+    rows = []
+    try:
+        with Accounts("bench") as acc:
+            token = add_user(os.path.abspath(a.ddpd), state, "bench", "--unix-user", acc["bench"])
+            with Server(os.path.abspath(a.ddpd), None, slots=2, state_dir=state,
+                        extra_args=["--allow-commands", "--work-root", root, "--runner",
+                                    os.path.abspath(a.runner)]) as s:
+                s.read_headers = bearer(token)
+                for i in range(a.runs):
+                    rows.append(one_run(s, token, root, out, a))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"{a.runs} runs of 2 ranks, {'warm start' if a.warm_start else 'cold'}; load average "
+          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'phase':<12} {'median (s)':>10} {'min':>8} {'max':>8}")
+    for p in PHASES + ["total"]:
+        v = [r[p] for r in rows]
+        print(f"{p:<12} {statistics.median(v):>10.3f} {min(v):>8.3f} {max(v):>8.3f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"runs": rows, "load": load, "warm_start": a.warm_start}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+/* The warm start's zygotes (docs/sweeps.md, "Trials that start fast"): for a sweep
+ * whose trials name warm_start.imports, one interpreter per sweep and account
+ * (reporter/python/ddpd_zygote.py) that has imported them, run as the account in a
+ * cgroup of its own with the trial's limits, listening in a directory of the state
+ * directory only that account (and the server) may enter. A trial that starts while
+ * its zygote is ready is handed a trial zygote forked from it: the supervisor's
+ * child, still root and already in the trial's cgroup, asks the zygote for one,
+ * checks that what answered is the zygote's child and the account's, moves it into
+ * the trial's cgroup and passes the connection to ddp-run (DDPD_WARM_FD). A trial that
+ * starts before its zygote is ready starts cold. A zygote ends once no trial of its
+ * sweep has been live for ZYGOTE_IDLE_MS (its sweep ended, or paused), and with the
+ * server. */
+#ifndef DDPD_SERVER_EXEC_ZYGOTES_H
+#define DDPD_SERVER_EXEC_ZYGOTES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "run_account.h"
+#include "run_cgroup.h"
+#include "zygote_handoff.h"
+
+#define ZYGOTE_GROUP (-7)       /* the supervisor's group of a zygote's spawn (its run_id: the zygote's key) */
+#define ZYGOTE_IDLE_MS 10000    /* no trial of its sweep live this long: it ends */
+
+/* The zygote code's directory (the runner's share/ddpd/reporter/python, else the source tree's). */
+void zygotes_init(const char *runner);
+
+/* A warm trial of `sweep_id` starts (its config: warm_start.imports, command, working_dir, env):
+ * its zygote's socket in *out when it is ready, else "" (one is started when there is
+ * none: this trial starts cold). Counts the trial live until zygotes_trial_ended. */
+void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const json_t *config,
+                          const run_cgroup_limits *limits, warm_handle *out);
+void zygotes_trial_ended(int64_t sweep_id, long uid);
+
+/* The supervisor's word on a zygote's spawn (group ZYGOTE_GROUP) and exits: true when pid was a zygote. */
+void zygotes_spawned(int64_t key, pid_t pid);
+bool zygotes_exited(pid_t pid);
+/* Whether pid is a zygote (the server's child, never an orphan of a run). */
+bool zygotes_has(pid_t pid);
+
+/* Ends the zygotes idle for ZYGOTE_IDLE_MS (all of them: `all`). */
+void zygotes_tick(bool all);
+
+#endif

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""The warm start of a sweep's Python trials (warm_start.imports; docs/sweeps.md,
+"Trials that start fast"): a real ddpd as root, real Unix accounts alice and bob, the
+real ddp-run, a real 2-rank PyTorch script on gloo (Debian's python3-torch). Root
+only: without it a case says why and is skipped (exit 77).
+
+  same_results  alice's sweep of three trials, one at a time, warm and then cold: each
+                trial's weights after its steps, its torchrun variables, sys.argv, its
+                working directory and its exit are the same both ways; the warm
+                sweep's later trials were forked from the zygote (the launcher's log
+                says so), their ranks ran as alice, in the trial's own cgroup, with
+                no `torch` import left to do; a trial whose script exits 3 fails
+                with "exited with status 3" both ways. The overhead (the trial's
+                start to its first step) of each is printed, not asserted
+  wall          while alice's zygote runs, bob cannot connect to its socket (from
+                his own account); bob's warm sweep gets a zygote of his own, never
+                alice's (his ranks run as bob); alice's zygote ends once her sweep
+                has ended
+  signals       a warm trial canceled mid-step: its ranks get SIGTERM and the run
+                ends canceled, as a cold one does
+
+Usage: test_sweep_warm.py CASE --ddpd PATH --runner PATH"""
+import argparse, calendar, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+from ddpd_harness import Server, Accounts, check, cases_in, wait_until, main, add_user, bearer  # noqa: E402
+
+SKIP = 77
+FINAL = ("succeeded", "failed", "canceled")
+IMPORTS = ["torch", "torch.distributed", "torch.nn"]
+
+# The trial: T0 before its imports; 3 DDP steps of a seeded MLP; what it saw and its
+# weights' sum written to OUT/trial-RUN-RANK.json; exits EXIT (0 unless set).
+TRIAL = r'''
+import json, os, sys, time
+T0 = time.time()
+already = "torch" in sys.modules
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(int(os.environ["SEED"]))
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
+                                                                      torch.nn.Linear(8, 1)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(100 + rank)
+first = None
+for step in range(3):
+    x = torch.randn(32, 16, generator=g)
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+    first = first or time.time()
+    if os.environ.get("HOLD") and step == 1:
+        print("holding", flush=True)
+        time.sleep(600)
+total = sum(float(p.double().sum()) for p in model.parameters())
+if rank == 0:
+    import ddpd
+    ddpd.log_epoch(0, score=total)
+    ddpd.flush()
+keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SEED",
+        "TORCHELASTIC_RESTART_COUNT", "DDPD_RUN_ID", "PYTHONUNBUFFERED", "OMP_NUM_THREADS"]
+with open("/proc/self/cgroup") as f:
+    cgroup = f.read().strip()
+with open(os.path.join(os.environ["OUT"], f"trial-{os.environ['DDPD_RUN_ID']}-{rank}.json"), "w") as f:
+    json.dump({"sum": total, "env": {k: os.environ.get(k) for k in keys}, "argv": sys.argv, "cwd": os.getcwd(),
+               "uid": os.getuid(), "cgroup": cgroup, "t0": T0, "first_step": first, "torch_loaded": already,
+               "name": __name__}, f)
+dist.destroy_process_group()
+sys.exit(int(os.environ.get("EXIT", "0")))
+'''
+
+
+def needs_root(a):
+    if os.geteuid() != 0:
+        print(f"{a.case}: skipped: it makes Unix accounts and starts the server as root; run it as root (CI does)")
+        sys.exit(SKIP)
+
+
+class Team:
+    """A root server with alice and bob, each an account of their own; a work root with
+    the trial script (proj/) and a directory every account may write results to (out/)."""
+
+    def __init__(self, a, acc):
+        self.root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-sweep-warm-"))
+        self.state, self.out, proj = (os.path.join(self.root, d) for d in ("state", "out", "proj"))
+        for d in (self.state, self.out, proj):
+            os.mkdir(d)
+        with open(os.path.join(proj, "trial.py"), "w") as f:
+            f.write(TRIAL)
+        os.chmod(self.root, 0o755)
+        os.chmod(proj, 0o755)
+        os.chmod(self.out, 0o777)
+        self.alice = add_user(a.ddpd, self.state, "alice", "--unix-user", acc["alice"])
+        self.bob = add_user(a.ddpd, self.state, "bob", "--unix-user", acc["bob"])
+        self.server = Server(os.path.abspath(a.ddpd), None, slots=2, state_dir=self.state,
+                             extra_args=["--allow-commands", "--runner", os.path.abspath(a.runner),
+                                         "--work-root", self.root])
+
+    def __enter__(self):
+        self.server.__enter__()
+        self.server.read_headers = bearer(self.alice)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            return self.server.__exit__(*exc)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def sweep(self, token, seeds, warm, extra_env=None, parallel=1):
+        base = {"command": ["/usr/bin/python3", "trial.py", "--tag", "x y"], "working_dir": "proj",
+                "distributed": {"world_size": 2}, "env": {"OUT": self.out, **(extra_env or {})}}
+        if warm:
+            base["warm_start"] = {"imports": IMPORTS}
+        body = {"name": "warm" if warm else "cold", "method": "grid", "parallel": parallel, "base": base,
+                "parameters": {"env.SEED": {"values": [str(s) for s in seeds]}},
+                "metric": {"key": "score", "goal": "maximize"}}
+        r = self.server.post("/sweeps", body, headers=bearer(token))
+        check(r.status == 201, f"the sweep is taken: {r.status} {r.body[:400]!r}")
+        return r.json()["id"] if r.status == 201 else None
+
+    def wait(self, token, sid, timeout=600):
+        if sid is None:
+            return None
+        def done():
+            w = self.server.get(f"/sweeps/{sid}", headers=bearer(token)).json()
+            return w if w["status"] in FINAL else None
+        return wait_until(done, f"sweep {sid} to end", timeout, interval=0.2)
+
+    def trials(self, token, sid):
+        """Each trial: (its run, rank 0's result, rank 1's result) in trial order."""
+        w = self.server.get(f"/sweeps/{sid}", headers=bearer(token)).json()
+        out = []
+        for t in w["trials"]:
+            run = self.server.get(f"/runs/{t['run_id']}", headers=bearer(token)).json()
+            res = []
+            for rank in (0, 1):
+                p = os.path.join(self.out, f"trial-{t['run_id']}-{rank}.json")
+                res.append(json.load(open(p)) if os.path.exists(p) else None)
+            out.append((run, *res))
+        return out
+
+    def launcher_log(self, rid):
+        with open(os.path.join(self.server.run_dir(rid), "trainer.log"), errors="replace") as f:
+            return f.read()
+
+    def server_log(self):
+        with open(self.server.log_path, errors="replace") as f:
+            return f.read()
+
+
+def iso_s(text):
+    whole, frac = text.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + int(frac[:3].ljust(3, "0")) / 1000
+
+
+def overhead(run, r0):
+    return r0["first_step"] - iso_s(run["started_at"]) if r0 and run.get("started_at") else float("nan")
+
+
+def case_same_results(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        seeds = [1, 2, 3]
+        warm_id = t.sweep(t.alice, seeds, warm=True)
+        warm = t.wait(t.alice, warm_id)
+        cold_id = t.sweep(t.alice, seeds, warm=False)
+        cold = t.wait(t.alice, cold_id)
+        if not check(warm and cold and warm["status"] == cold["status"] == "succeeded",
+                     f"both sweeps succeed: {warm and warm['status']} {cold and cold['status']}"):
+            t.server.dump_log()
+            return
+        W, C = t.trials(t.alice, warm_id), t.trials(t.alice, cold_id)
+        forked = [run["id"] for run, _, _ in W if "the ranks are forked from the trial zygote" in t.launcher_log(run["id"])]
+        check(len(forked) >= 1, f"a later trial of the warm sweep was forked from its zygote: {forked} of "
+                                f"{[run['id'] for run, _, _ in W]}")
+        check(not any("trial zygote" in t.launcher_log(run["id"]) for run, _, _ in C),
+              "no trial of the cold sweep was")
+        uid = acc.uid("alice")
+        for (wr, w0, w1), (cr, c0, c1) in zip(W, C):
+            if not check(all((w0, w1, c0, c1)), f"every rank wrote its result: {wr['id']} {cr['id']}: "
+                                                f"{[bool(x) for x in (w0, w1, c0, c1)]} {wr['status']} {wr.get('reason')} "
+                                                f"{t.launcher_log(wr['id'])[-1500:]}"):
+                continue
+            for rank, (w, c) in enumerate(((w0, c0), (w1, c1))):
+                check(w["sum"] == c["sum"], f"trial {w['env']['SEED']} rank {rank}: the same weights warm and cold: "
+                                            f"{w['sum']!r} {c['sum']!r}")
+                same_env = {k: v for k, v in w["env"].items() if k not in ("MASTER_PORT", "DDPD_RUN_ID")}
+                cold_env = {k: v for k, v in c["env"].items() if k not in ("MASTER_PORT", "DDPD_RUN_ID")}
+                check(same_env == cold_env and w["env"]["DDPD_RUN_ID"] == str(wr["id"]),
+                      f"the same torchrun variables: {w['env']} {c['env']}")
+                check(w["argv"] == c["argv"] == ["trial.py", "--tag", "x y"] and w["cwd"] == c["cwd"]
+                      and w["name"] == c["name"] == "__main__",
+                      f"the same sys.argv, working directory and __name__: {w['argv']} {w['cwd']} {c['argv']} {c['cwd']}")
+                check(w["uid"] == c["uid"] == uid, f"both ran as alice (uid {uid}): {w['uid']} {c['uid']}")
+                check(f"-run-{wr['id']}-0" in w["cgroup"], f"a warm rank is in its own trial's cgroup: {w['cgroup']}")
+            if wr["id"] in forked:
+                check(w0["torch_loaded"] and not c0["torch_loaded"],
+                      f"a forked rank found torch imported, a cold one did not: {w0['torch_loaded']} {c0['torch_loaded']}")
+        for name, rows in (("warm", W), ("cold", C)):
+            o = [overhead(run, r0) for run, r0, _ in rows]
+            print(f"{name}: trial overhead (start to first step), s: {', '.join(f'{x:.3f}' for x in o)}; "
+                  f"median {statistics.median(o):.3f}; load {os.getloadavg()[0]:.1f}")
+        # a failing script fails the same way both ways
+        fw = t.wait(t.alice, t.sweep(t.alice, [4, 5], warm=True, extra_env={"EXIT": "3"}))
+        fc = t.wait(t.alice, t.sweep(t.alice, [4], warm=False, extra_env={"EXIT": "3"}))
+        reasons = [r["reason"] for r, _, _ in t.trials(t.alice, fw["id"]) + t.trials(t.alice, fc["id"])]
+        check(reasons and all("exited with status 3" in (x or "") for x in reasons),
+              f"a trial exiting 3 fails saying so, warm and cold: {reasons}")
+
+
+def zygote_pids(t):
+    """{(sweep, uid): pid} from the server's log."""
+    return {(int(m[0]), int(m[1])): int(m[2])
+            for m in re.findall(r"the zygote of sweep (\d+) for uid (\d+) is pid (\d+)", t.server_log())}
+
+
+def connect_as(uid, path):
+    """Connects to `path` from a child that became `uid`: 'connected' or the error's name."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            s.sendall(b'{"op": "fork"}\n')
+            s.settimeout(10)
+            got = s.recv(200)
+            msg = "connected: " + got.decode(errors="replace")
+        except OSError as e:
+            msg = type(e).__name__
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        return f.read()
+
+
+def case_wall(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        sid = t.sweep(t.alice, [1, 2, 3, 4, 5, 6], warm=True)
+        ua, ub = acc.uid("alice"), acc.uid("bob")
+        z = wait_until(lambda: zygote_pids(t).get((sid, ua)), "alice's zygote", 300)
+        path = os.path.join(t.state, "zygotes", f"{sid}-{ua}", "zygote.sock")
+        wait_until(lambda: os.path.exists(path), "its socket", 300)
+        got = connect_as(ub, path)
+        print(f"bob connects to alice's zygote: {got}")
+        check(got in ("PermissionError",), f"bob cannot connect to alice's zygote: {got}")
+        bsid = t.sweep(t.bob, [7, 8], warm=True)
+        bw = t.wait(t.bob, bsid)
+        check(bw and bw["status"] == "succeeded", f"bob's warm sweep succeeds: {bw and (bw['status'], bw['reason'])}")
+        zs = zygote_pids(t)
+        check(zs.get((bsid, ub)) and zs[(bsid, ub)] != z, f"bob's sweep has a zygote of its own: {zs}")
+        rows = t.trials(t.bob, bsid)
+        check(rows and all(r0 and r1 and r0["uid"] == r1["uid"] == ub for _, r0, r1 in rows),
+              f"bob's ranks ran as bob: {[(r0 or {}).get('uid') for _, r0, _ in rows]}")
+        aw = t.wait(t.alice, sid)
+        check(aw and aw["status"] == "succeeded", f"alice's sweep succeeds: {aw and aw['status']}")
+        gone = wait_until(lambda: not os.path.exists(f"/proc/{z}"), "alice's zygote to end after her sweep", 120)
+        check(gone, f"alice's zygote (pid {z}) ended with her sweep")
+
+
+def case_signals(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        first = t.wait(t.alice, t.sweep(t.alice, [1], warm=True))  # its zygote: warm for the next
+        check(first and first["status"] == "succeeded", f"a first trial succeeds: {first and first['status']}")
+        # the first sweep's zygote is its own: a sweep of two, the second held, is warm from its second trial
+        sid = t.sweep(t.alice, [1, 2], warm=True, extra_env={"HOLD": "1"})
+
+        def held():
+            w = t.server.get(f"/sweeps/{sid}").json()
+            runs = [x["run_id"] for x in w["trials"] if x.get("run_id")]
+            for rid in runs:
+                log = t.launcher_log(rid) if os.path.exists(os.path.join(t.server.run_dir(rid), "trainer.log")) else ""
+                if "forked from the trial zygote" in log and "holding" in log:
+                    return rid
+            for rid in runs:  # a cold one held: cancel it, the next is warm
+                log = t.launcher_log(rid) if os.path.exists(os.path.join(t.server.run_dir(rid), "trainer.log")) else ""
+                if "holding" in log and "trial zygote" not in log and t.server.run(rid)["status"] == "running":
+                    t.server.post(f"/runs/{rid}/cancel", headers=bearer(t.alice))
+            return None
+        rid = wait_until(held, "a warm trial holding in its step", 400, interval=0.5)
+        if not check(rid, "a warm trial runs and holds"):
+            return
+        r = t.server.post(f"/runs/{rid}/cancel", headers=bearer(t.alice))
+        check(r.status in (200, 202), f"its cancel is taken: {r.status}")
+        run = t.server.wait_status(rid, FINAL, timeout=120)
+        log = t.launcher_log(rid)
+        check(run and run["status"] == "canceled", f"the warm trial ends canceled: {run and run['status']}")
+        check("killed by signal 15" in log or "SIGTERM" in log, f"its ranks got SIGTERM: {log[-800:]}")
+        t.server.post(f"/sweeps/{sid}/cancel", headers=bearer(t.alice))
+
+
+CASES = cases_in(globals())
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=sorted(CASES))
+    p.add_argument("--ddpd", required=True)
+    p.add_argument("--runner", required=True)
+    p.add_argument("--trainer")
+    main(CASES, p.parse_args())
