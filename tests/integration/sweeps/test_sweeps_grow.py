@@ -111,7 +111,7 @@ def case_val_acc_metric(a):
                 s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")
             ends = [x for x in log.splitlines() if "run stopped:" in x or "run canceled:" in x]
             check(ends and f"run stopped: stopped by sweep {sid}'s ASHA at rung 0" in ends[-1] and
-                  "received SIGTERM: stopped by sweep" in log and "canceled by SIGTERM" not in log,
+                  "received SIGUSR1: stopped by sweep" in log and "canceled by SIG" not in log,
                   f"the trial's run log (ddp-run's lines) says the sweep's ASHA stopped it, not canceled: {ends} "
                   f"{[x for x in log.splitlines() if 'SIGTERM' in x]}")
             best_run = w["best"]["run_id"]
