@@ -30,5 +30,5 @@ endif()
 if(TARGET ddpd AND TARGET ddp-run)
   ddpd_py_cases(sweep_pause_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_pause.py SANITIZE
                 ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run>
-                TIMEOUT 600 SKIP_RETURN_CODE 77)
+                TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()

@@ -146,9 +146,12 @@ def work_root():
 
 
 def server(a, root, grace=60, state_dir=None):
+    """A server for command runs whose MASTER_PORTs are its own (another server on the
+    machine, beside it under ctest -j, leases from 29600 up: gloo would find its port taken)."""
+    lo = 30000 + (os.getpid() % 300) * 100
     return Server(a.ddpd, None, slots=2, state_dir=state_dir,
                   extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner,
-                              "--preempt-grace", str(grace)])
+                              "--preempt-grace", str(grace), "--port-range", f"{lo}-{lo + 99}"])
 
 
 BASE = {"command": ["/usr/bin/python3", "train.py"], "working_dir": "proj", "distributed": {"world_size": 2}}
@@ -210,7 +213,7 @@ def case_asha_resume(a):
             # trial 1 is below trial 0 at the rung: paused, its run stopped after its snapshot
             got = wait_until(lambda: (lambda w: w if w and len(w["trials"]) > 1 and
                                       w["trials"][1]["status"] == "paused" else None)(sweep(s, sid)),
-                             "trial 1 to be paused at rung 0", 300, interval=0.1)
+                             "trial 1 to be paused at rung 0", 450, interval=0.1)
             if not check(got, f"trial 1 is paused at its rung: {sweep(s, sid)}"):
                 s.dump_log()
                 return
@@ -259,7 +262,7 @@ def case_asha_resume(a):
             straight = straight_run(s, proj, 1)
             check(mine and straight and mine == straight,
                   f"the paused and resumed trial's final weights are a straight run's: {mine} vs {straight}")
-            if mine and straight and mine == straight:
+            if mine and straight and mine == straight and paused:
                 print(f"sha256 of the final weights, paused at step {paused['step']} and resumed: {mine} "
                       f"(the straight run's: {straight})")
     finally:
@@ -271,7 +274,7 @@ def paused_sweep(s, proj, sid, what, headers=None):
     got = wait_until(lambda: (lambda w: w if w and w["trials"] and w["trials"][0]["run_id"] and
                               s.get(f"/runs/{w['trials'][0]['run_id']}/metrics?key=loss",
                                     headers=headers).json().get("count", 0) >= 3 else None)(sweep(s, sid, headers)),
-                     f"{what}: trial 0 to step", 300, interval=0.1)
+                     f"{what}: trial 0 to step", 450, interval=0.1)
     if not check(got, f"{what}: trial 0 steps"):
         s.dump_log()
         return None

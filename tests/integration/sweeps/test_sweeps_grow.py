@@ -193,7 +193,7 @@ def case_pause_resume_builtin(a):
         openapi_checker().response("POST", "/sweeps/{id}/pause", r, "the 202 of POST /sweeps/{id}/pause")
         problem(s.post(f"/sweeps/{sid}/pause"), 409, ["already paused", f"/sweeps/{sid}/resume"], "a second pause")
         run = s.wait_status(run0, ("stopped", "succeeded"), timeout=120)
-        check(run and run["status"] == "stopped" and f"paused with sweep {sid}" in (run["reason"] or ""),
+        check(run and run["status"] == "stopped" and f"paused by sweep {sid}" in (run["reason"] or ""),
               f"its running trial's run stops, saying why: {run and (run['status'], run['reason'])}")
         w = sweep(s, sid)
         check(w["status"] == "paused" and len(w["trials"]) == 1 and w["trials"][0]["status"] == "running",
