@@ -311,7 +311,8 @@ def case_sweep_pause(a):
             r = s.post(f"/sweeps/{sid}/resume")
             check(r.status == 202, f"POST resume -> 202: {r.status} {r.body[:300]!r}")
             w = wait_sweep(s, sid)
-            check(w and w["status"] == "succeeded", f"the resumed sweep succeeds: {w and (w['status'], w['reason'])}")
+            check(w and w["status"] == "succeeded", f"the resumed sweep succeeds: {w and (w['status'], w['reason'])} "
+                  f"{w and [(t['status'], t['reason']) for t in w['trials']]} {s.run(rid)['attempts']}")
             resumed = read_json(os.path.join(proj, f"resumed-{rid}.json"))
             check(resumed and paused and resumed["step"] == paused["step"],
                   f"the trial went on from its snapshot: {resumed} (paused at {paused})")
