@@ -42,7 +42,7 @@ typedef struct {
     int first_failed; /* -1: none (yet) */
     int first_status;
     int canceled_by;
-    char stop_reason[1024]; /* why ddpd stopped it (stop_reason.h), with canceled_by SIGTERM; "" else */
+    char stop_reason[1024]; /* why ddpd stopped it (stop_reason.h), with canceled_by SIGTERM or SIGUSR1; "" else */
     char spawn_failure[1024];
     double kill_at;  /* 0: no SIGKILL due */
     double drain_until;
@@ -194,9 +194,9 @@ static bool send_notice(gang *g) {
     g->kill_at = mono_s() + g->p->preempt_grace_s;
     char deadline[64];
     describe_deadline(g->p->preempt_grace_s, deadline, sizeof deadline);
-    log_msg(LOG_WARN, "received SIGUSR1 (preempted): the notice (SIGUSR1) to %d rank%s, to checkpoint at %s next "
-            "step; SIGTERM once ddpd has the checkpoint, %s", hears, hears > 1 ? "s" : "", hears > 1 ? "their" : "its",
-            deadline);
+    log_msg(LOG_WARN, "received SIGUSR1%s%s: the notice (SIGUSR1) to %d rank%s, to checkpoint at %s next "
+            "step; SIGTERM once ddpd has the checkpoint, %s", g->stop_reason[0] ? ": " : " (preempted)", g->stop_reason,
+            hears, hears > 1 ? "s" : "", hears > 1 ? "their" : "its", deadline);
     return true;
 }
 
@@ -226,16 +226,17 @@ static void on_signal(gang *g, int sig) {
         return;
     }
     g->canceled_by = sig;
-    if (sig == SIGUSR1 && send_notice(g)) return;
     /* SIGUSR1: ddpd preempts the run (--preempt-grace); the others cancel it or shut the server down;
-     * a SIGTERM with a stop reason beside it: ddpd stops it (a sweep's rule), saying why */
-    double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
-    if (sig == SIGTERM && !stop_reason_read(g->p->run_dir, g->stop_reason, sizeof g->stop_reason))
+     * a SIGTERM or SIGUSR1 with a stop reason beside it: ddpd stops it (a sweep's rule or pause), saying
+     * why, with the notice first on SIGUSR1 */
+    if ((sig != SIGTERM && sig != SIGUSR1) || !stop_reason_read(g->p->run_dir, g->stop_reason, sizeof g->stop_reason))
         g->stop_reason[0] = '\0';
+    if (sig == SIGUSR1 && send_notice(g)) return;
+    double grace = sig == SIGUSR1 ? g->p->preempt_grace_s : g->p->grace_s;
     char deadline[64];
     describe_deadline(grace, deadline, sizeof deadline);
     if (g->stop_reason[0])
-        log_msg(LOG_WARN, "received SIGTERM: %s: SIGTERM to every rank, %s", g->stop_reason, deadline);
+        log_msg(LOG_WARN, "received SIG%s: %s: SIGTERM to every rank, %s", sigabbrev_np(sig), g->stop_reason, deadline);
     else
         log_msg(LOG_WARN, "received SIG%s%s: SIGTERM to every rank, %s", sigabbrev_np(sig),
                 sig == SIGUSR1 ? " (preempted)" : "", deadline);
@@ -437,8 +438,9 @@ static void compose_result(gang *g, gang_result *res) {
     } else if (g->canceled_by) {
         res->outcome = GANG_CANCELED;
         res->signal = g->canceled_by;
-        if (g->stop_reason[0] && g->canceled_by == SIGTERM) /* ddpd stopped it, saying why */
-            snprintf(res->reason, sizeof res->reason, "%s (SIGTERM)", g->stop_reason);
+        res->stopped = g->stop_reason[0] && (g->canceled_by == SIGTERM || g->canceled_by == SIGUSR1);
+        if (res->stopped) /* ddpd stopped it, saying why */
+            snprintf(res->reason, sizeof res->reason, "%s (SIG%s)", g->stop_reason, sigabbrev_np(g->canceled_by));
         else
             snprintf(res->reason, sizeof res->reason, "canceled by SIG%s", sigabbrev_np(g->canceled_by));
     } else {

@@ -13,6 +13,7 @@
 #ifndef DDPD_RUNNER_GANG_H
 #define DDPD_RUNNER_GANG_H
 
+#include <stdbool.h>
 #include <signal.h>
 #include <stddef.h>
 
@@ -66,6 +67,7 @@ typedef struct {
      * checkpoint before the grace's end (a second SIGUSR1) */
     int noticed;
     int notice_answered;
+    bool stopped; /* GANG_CANCELED by ddpd saying why (stop_reason.h; a sweep's rule or pause), in reason */
 } gang_result;
 
 /* Runs one attempt of the gang to its end (every rank gone, every output read). */

@@ -414,9 +414,11 @@ static int run(const options *o, const command_config *cfg) {
     int succeeded = strcmp(res.status, "succeeded") == 0;
     int canceled = strcmp(res.status, "canceled") == 0 || strcmp(res.status, "preempted") == 0;
     char stop_reason[1024];
-    bool stopped = canceled && res.signal == SIGTERM && stop_reason_read(run_dir, stop_reason, sizeof stop_reason);
+    bool stopped = canceled && (res.signal == SIGTERM || res.signal == SIGUSR1) &&
+                   stop_reason_read(run_dir, stop_reason, sizeof stop_reason);
     if (succeeded) log_msg(LOG_INFO, "run succeeded%s%s", res.reason[0] ? ": " : "", res.reason);
-    else if (stopped) log_msg(LOG_WARN, "run stopped: %s (SIGTERM)", stop_reason); /* by ddpd: not a cancel */
+    else if (stopped) /* by ddpd (a sweep's rule or pause): not a cancel */
+        log_msg(LOG_WARN, "run stopped: %s (SIG%s)", stop_reason, sigabbrev_np(res.signal));
     else log_msg(LOG_ERROR, "run %s: %s", res.status, res.reason);
     int exit_code = canceled ? 128 + res.signal : succeeded ? EXIT_SUCCEEDED : EXIT_FAILED;
     log_set_events(NULL);

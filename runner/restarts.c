@@ -71,13 +71,18 @@ static void run_attempt(void *ctx, int attempt, attempt_result *r) {
     gang_run(&p->gang, &res);
     r->status = STATUS[res.outcome];
     snprintf(r->reason, sizeof r->reason, "%s", res.reason);
-    if (res.outcome == GANG_CANCELED && res.signal == SIGUSR1) { /* ddpd's preemption, not a cancel */
-        r->status = "preempted";
+    if (res.outcome == GANG_CANCELED && res.signal == SIGUSR1) { /* ddpd's notice, not a cancel */
         const char *how = !res.noticed ? "every rank got SIGTERM"
                           : res.notice_answered ? "its ranks got the notice, and SIGTERM once ddpd had their checkpoint"
                                                 : "its ranks got the notice, and no checkpoint came by the grace's end";
-        snprintf(r->reason, sizeof r->reason, "preempted: ddpd took its devices back for a run of a higher priority "
-                 "(SIGUSR1; %s); ddpd starts it again once it is placed", how);
+        if (res.stopped) { /* a sweep's pause, saying why (stop_reason.h): stopped, not preempted; its
+                            * reason "WHY (SIGUSR1)" becomes "WHY (SIGUSR1; how)" */
+            snprintf(r->reason, sizeof r->reason, "%.*s; %s)", (int)strlen(res.reason) - 1, res.reason, how);
+        } else {
+            r->status = "preempted";
+            snprintf(r->reason, sizeof r->reason, "preempted: ddpd took its devices back for a run of a higher "
+                     "priority (SIGUSR1; %s); ddpd starts it again once it is placed", how);
+        }
     }
     r->cancel_signal = res.outcome == GANG_CANCELED ? res.signal : res.canceled_by;
     if (res.outcome != GANG_FAILED || res.failing_rank < 0) return; /* a rank that could not start: no restart mends it */

@@ -7,7 +7,7 @@
  *     ddpd_report_step(global_step, m, 2);
  *     ddpd_report_epoch(epoch, (ddpd_metric[]){{"test_acc", acc}}, 1);
  *     ddpd_report_status("evaluating", "epoch 3");
- *     if (ddpd_report_preempt_requested()) { save(...); ddpd_report_checkpoint(step, path); }
+ *     if (ddpd_report_should_pause()) { save(...); ddpd_report_checkpoint(step, path); }
  *     ddpd_report_close(); // at the end (exit() does it too)
  *
  * A call never blocks and never fails the program: lines are buffered and written
@@ -321,6 +321,14 @@ static inline int ddpd_report_preempt_requested(void) {
     }
     return ddpd_report_heard_ != 0;
 }
+
+/* 1 once ddpd has asked this rank to pause: a sweep's trial paused (by ASHA below its
+ * rung, or with its sweep), or preempted, or timed out: the same notice as
+ * ddpd_report_preempt_requested() (it is that call): save a snapshot of the state after
+ * the current step, call ddpd_report_checkpoint, and wait to be stopped; a paused
+ * trial is started again when it is promoted or its sweep resumed, and goes on from
+ * that snapshot. Call it every step; outside ddpd, always 0. */
+static inline int ddpd_report_should_pause(void) { return ddpd_report_preempt_requested(); }
 
 /* 1 when this process runs under ddpd (its reports are sent). */
 static inline int ddpd_report_enabled(void) { return ddpd_report_on_(); }

@@ -71,6 +71,7 @@ typedef struct live_run {
     char secret[65];
     char *cancel_reason;  /* set once canceled */
     bool cancel_stops;    /* the cancel ends it stopped, not canceled (scheduler_stop: a sweep's searcher) */
+    bool cancel_notice;   /* ... after the notice first, to checkpoint (scheduler_pause: a trial paused) */
     char *fail_reason;    /* set once the server stopped it (a hang, a lost node): it fails with this */
     bool fail_final;      /* ... and no restart may mend it (a cap or quota it passed: scheduler_fail) */
     const char *fail_class; /* ... the class of that end ("hang", "infra": failure_class.h); NULL: none */

@@ -139,7 +139,10 @@ void stop_parts_locked(live_run *r) {
 
 void signal_cancel_locked(live_run *r) {
     if (r->status != RUN_CANCELING && !set_status_locked(r, RUN_CANCELING)) return;
-    stop_parts_locked(r);
+    /* a paused sweep trial of this host alone: the notice first, as a preemption's, so
+     * that it checkpoints before its SIGTERM (its nodes would not agree on a step) */
+    if (r->cancel_notice && !r->across) stop_with_notice_locked(r);
+    else stop_parts_locked(r);
     store_op op = {.kind = OP_RUN_CANCELING, .run_id = r->id, .t = now_ms()};
     store_submit_now(&op);
     log_info("run %lld canceling: %s", (long long)r->id,

@@ -97,12 +97,16 @@ static void say_preempted(const live_run *r, store_op *op) {
 }
 
 /* The end of an attempt a sweep's searcher stopped (scheduler_stop: a trial stopped by
- * ASHA or the median rule, or paused with its sweep): its reason, not the launcher's
- * "canceled by SIGTERM". */
+ * ASHA or the median rule; scheduler_pause: paused by ASHA or with its sweep): its
+ * reason, not the launcher's "canceled by SIGTERM"; the launcher's own when it says
+ * that reason with how its notice went ("WHY (SIGUSR1; its ranks got the notice, ...)"). */
 static void say_stopped(const live_run *r, store_op *op) {
+    const char *had = op->u.attempt.reason;
+    bool said = had && strncmp(had, r->cancel_reason, strlen(r->cancel_reason)) == 0;
     free(op->u.attempt.status);
-    free(op->u.attempt.reason);
     op->u.attempt.status = xstrdup("stopped");
+    if (said) return;
+    free(op->u.attempt.reason);
     op->u.attempt.reason = xstrdup(r->cancel_reason);
 }
 

@@ -455,7 +455,7 @@ void scheduler_resume(const run_needs *n) {
     pthread_mutex_unlock(&sched.mu);
 }
 
-static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) {
+static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops, bool notice) {
     pthread_mutex_lock(&sched.mu);
     live_run *r = find_run(id);
     cancel_result res = CANCEL_NOT_LIVE;
@@ -470,6 +470,7 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) 
     } else {
         r->cancel_reason = xstrdup(reason);
         r->cancel_stops = stops;
+        r->cancel_notice = notice;
         /* else once its start is done (part_started_locked); a job waiting in a batch
          * system's queue is canceled there at once */
         if (r->start_stored) signal_cancel_locked(r);
@@ -480,9 +481,11 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops) 
     return res;
 }
 
-cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_or_stop(id, reason, false); }
+cancel_result scheduler_cancel(int64_t id, const char *reason) { return cancel_or_stop(id, reason, false, false); }
 
-cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true); }
+cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true, false); }
+
+cancel_result scheduler_pause(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true, true); }
 
 bool scheduler_fail(int64_t id, const char *reason) {
     pthread_mutex_lock(&sched.mu);

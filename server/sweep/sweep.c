@@ -159,6 +159,15 @@ static void stop_run(const sweep_spec *s, const trial_row *t, const char *reason
     scheduler_stop(t->run_id, reason);
 }
 
+/* Pauses a command trial's run: stopped with the notice first (scheduler_pause), so
+ * that its script, asking ddpd.should_pause(), saves a snapshot to go on from when the
+ * trial is resumed; `reason` in its launcher's log and its run's. */
+static void pause_command_run(int64_t run_id, const char *reason) {
+    if (run_id <= 0) return;
+    tell_launcher(run_id, reason);
+    scheduler_pause(run_id, reason);
+}
+
 /* A paused built-in trial's next stop: the rung after the one it was promoted from (0:
  * none, it trains to the end), in the config its trainer reads again at the resume. */
 static int set_next_pause(const sweep_spec *s, const trial_row *t, char *why, size_t whylen) {
@@ -245,7 +254,11 @@ static void asha_pause(const sweep_row *sw, const sweep_spec *s, trial_row *t, i
 }
 
 /* A command trial under ASHA: judged at each rung it reached since the last look, as
- * they come. True when it was stopped. */
+ * they come. One in the top 1/eta of the rung so far goes on (promoted from it at
+ * once); one below is paused there: stopped with the notice, to save a snapshot
+ * (ddpd.should_pause()), and resumed from it if it ranks in the top once more trials
+ * reached the rung (promote), else stopped for good once the rung closes. True when
+ * it was paused. */
 static bool asha_command(const sweep_row *sw, const sweep_spec *s, trial_row *t, const double *v, int n) {
     int r;
     for (int k = t->rung + 1; sweep_rules_rung_reached(&s->rules, k, v, n, &r); k++) {
@@ -255,15 +268,18 @@ static bool asha_command(const sweep_row *sw, const sweep_spec *s, trial_row *t,
         sweep_mark *at = marks_at(sw, k, &nm);
         sweep_asha_verdict verdict = sweep_asha_command_judge(&s->rules, v[r - 1], at, nm);
         free(at);
-        if (verdict.stop) {
-            snprintf(t->state, sizeof t->state, "stopped");
-            set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d): %s %.6g is not in the top "
-                                    "1/%d of the %d trials there", (long long)sw->id, k, r, metric_words(s), v[r - 1],
-                                    s->rules.reduction_factor, verdict.n));
-            decide(sw, t, "stopped", t->reason);
-            stop_run(s, t, t->reason);
-            return true;
+        if (!verdict.stop) {
+            t->promoted = k; /* it goes on past the rung: the rung's closing waits for it no more */
+            continue;
         }
+        snprintf(t->state, sizeof t->state, "paused");
+        set_reason(t, xasprintf("stopped by sweep %lld's ASHA at rung %d (epoch %d, %s %.6g, not in the top 1/%d of "
+                                "the %d trials there yet): paused, it goes on from its snapshot if it ranks in the "
+                                "top 1/%d of its rung", (long long)sw->id, k, r, metric_words(s), v[r - 1],
+                                s->rules.reduction_factor, verdict.n, s->rules.reduction_factor));
+        decide(sw, t, "paused", t->reason);
+        pause_command_run(t->run_id, t->reason);
+        return true;
     }
     return false;
 }
@@ -423,8 +439,8 @@ static void promote(const sweep_row *sw, const sweep_spec *s, trial_row *tr, int
             if (p->action == ASHA_PROMOTE) {
                 t->promoted = k;
                 snprintf(t->state, sizeof t->state, "running");
-                char *d = xasprintf("rung %d: %s %.6g ranks %d of %d; it goes on from its checkpoint", k,
-                                    metric_words(s), p->metric, p->rank, ranked);
+                char *d = xasprintf("rung %d: %s %.6g ranks %d of %d; it goes on from its %s", k, metric_words(s),
+                                    p->metric, p->rank, ranked, s->command ? "snapshot" : "checkpoint");
                 set_reason(t, NULL);
                 decide(sw, t, "promoted", d);
                 free(d);
@@ -533,18 +549,20 @@ static json_t *next_params(const sweep_spec *s, const trial_row *tr, int n) {
 /* A paused sweep's running trials stop and stay `running`, in their place: the resume
  * continues each from where it stopped. A built-in one stops once it has a checkpoint
  * to go on from (at its first epoch's end, if it has none yet: asked again at each
- * pass while the sweep is paused); a command one at once (it is started again). */
-static void pause_trials(int64_t id, const trial_row *tr, int n) {
+ * pass while the sweep is paused); a command one at once, with the notice first
+ * (pause_command_run): it goes on from the snapshot its script saved then, if any. */
+static void pause_trials(int64_t id, bool command, const trial_row *tr, int n) {
     char *reason = NULL;
     for (int i = 0; i < n; i++) {
         run_status st;
         if (strcmp(tr[i].state, "running") != 0 || tr[i].run_id <= 0 || !run_status_parse(tr[i].run_status, &st) ||
-            run_status_is_final(st) || !sweep_store_run_stoppable(tr[i].run_id))
-            continue;
+            run_status_is_final(st) || st == RUN_CANCELING || !sweep_store_run_stoppable(tr[i].run_id))
+            continue; /* a canceling one was asked already (this is asked again at each pass) */
         if (!reason)
-            reason = xasprintf("paused with sweep %lld: POST /sweeps/%lld/resume continues it from where it stopped",
+            reason = xasprintf("paused by sweep %lld: POST /sweeps/%lld/resume continues it from where it stopped",
                                (long long)id, (long long)id);
-        scheduler_stop(tr[i].run_id, reason);
+        if (command) pause_command_run(tr[i].run_id, reason);
+        else scheduler_stop(tr[i].run_id, reason);
     }
     free(reason);
 }
@@ -552,9 +570,10 @@ static void pause_trials(int64_t id, const trial_row *tr, int n) {
 /* One look at a running sweep. */
 static void sweep_pass(const sweep_row *sw) {
     if (sw->paused) { /* POST /sweeps/{id}/resume carries it on */
+        const sweep_spec *s = spec_of(sw);
         trial_row *tr;
         int n = sweep_store_trials(sw->id, &tr);
-        pause_trials(sw->id, tr, n);
+        pause_trials(sw->id, s && s->command, tr, n);
         if (n > 0) trial_rows_free(tr, n);
         return;
     }
@@ -570,7 +589,7 @@ static void sweep_pass(const sweep_row *sw) {
     /* every trial made: as many as n_trials, or the method has no configuration left */
     json_t *next = n < sw->n_trials ? next_params(s, tr, n) : NULL;
     bool all_made = n >= sw->n_trials || !next;
-    if (s->stop == STOP_ASHA && !s->command) promote(sw, s, tr, n, all_made);
+    if (s->stop == STOP_ASHA) promote(sw, s, tr, n, all_made);
     int active = 0, pending = 0;
     for (int i = 0; i < n; i++) {
         active += !strcmp(tr[i].state, "running");
@@ -1046,7 +1065,9 @@ sweep_result sweep_pause(int64_t id, const caller *who, char *why, size_t whylen
     publish(id, NULL, "paused", NULL, "paused");
     trial_row *tr;
     int n = sweep_store_trials(id, &tr);
-    pause_trials(id, tr, n);
+    sweep_spec *s = sweep_spec_load(sw.spec);
+    pause_trials(id, s && s->command, tr, n);
+    sweep_spec_free(s);
     if (n > 0) trial_rows_free(tr, n);
     log_info("sweep %lld paused", (long long)id);
     return changed(&sw, SWEEP_OK);

@@ -31,3 +31,11 @@ if(TARGET ddpd AND TARGET ddp-run)
                 ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run>
                 TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
+# Command trials paused, not killed (issue 50): ASHA's pause with the notice and its
+# promotion from the script's snapshot, a sweep's pause, a notice ignored, another
+# member's reach (real Unix accounts made by the test, the server as root).
+if(TARGET ddpd AND TARGET ddp-run)
+  ddpd_py_cases(sweep_pause_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_pause.py
+                ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run>
+                TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()

@@ -5,8 +5,9 @@
     ddpd.log_epoch(epoch, lr=lr, train_loss=tl, test_loss=vl, test_acc=acc)
     ddpd.status("evaluating", "epoch 3")
 
-    # a preemption's notice: checkpoint at the next step, say so, and ddpd stops the run
-    if ddpd.preempt_requested():
+    # a pause (a sweep's ASHA, a paused sweep) or a preemption: checkpoint at the next
+    # step, say so, and ddpd stops the run; it goes on from there when resumed
+    if ddpd.should_pause():
         torch.save(state, path)
         ddpd.checkpoint_saved(global_step, path)
 
@@ -30,8 +31,8 @@ import socket
 import threading
 import time
 
-__all__ = ["log_step", "log_epoch", "status", "checkpoint_saved", "preempt_requested", "on_preempt", "dropped",
-           "enabled", "flush"]
+__all__ = ["log_step", "log_epoch", "status", "checkpoint_saved", "should_pause", "preempt_requested", "on_preempt",
+           "dropped", "enabled", "flush"]
 
 QUEUE_MAX = 1_000_000       # points waiting to be sent; past this they are dropped
 SEND_EVERY_S = 0.1          # the sender's pace
@@ -307,6 +308,18 @@ def preempt_requested():
     Outside ddpd, always False."""
     _listen()
     return _notice["heard"]
+
+
+def should_pause():
+    """True once ddpd has asked this rank to pause: a sweep's trial paused by ASHA below
+    its rung or with its sweep (POST /sweeps/{id}/pause), a preemption, a max_duration_s
+    timeout; the same notice as preempt_requested() (it is that call). Save a snapshot of
+    the state after the current step, call checkpoint_saved(step, path), and wait to be
+    stopped (ddpd stops the run once it has the checkpoint, else at the grace's end). A
+    paused trial is started again when ASHA promotes it or its sweep is resumed: load
+    the snapshot and go on. The first call starts listening (SIGUSR1, from the main
+    thread): call it at every step. Outside ddpd, always False."""
+    return preempt_requested()
 
 
 def on_preempt(fn):

@@ -83,6 +83,12 @@ cancel_result scheduler_cancel(int64_t id, const char *reason);
  * sweep's searcher stopping a trial (server/sweep/). Its newest checkpoint stays, so a
  * resume (runs_resume) continues it. */
 cancel_result scheduler_stop(int64_t id, const char *reason);
+/* As scheduler_stop, but a started run of this host gets the notice first, as a
+ * preemption's (SIGUSR1 through its launcher to the ranks that listen: a command run's
+ * script asks ddpd.should_pause()), and is stopped once it says its checkpoint is
+ * durable or at the preemption's grace's end: a sweep's trial paused (by ASHA below its
+ * rung, or with its sweep), to go on from that checkpoint when resumed. */
+cancel_result scheduler_pause(int64_t id, const char *reason);
 
 /* Fails run `id` with `reason`, for good: a limit of the server's that it passed (its
  * stored points, its owner's disk quota), which another attempt would pass again. A

@@ -111,7 +111,7 @@ def case_val_acc_metric(a):
                 s.get(f"/runs/{t[2]['run_id']}/logs").body.decode(errors="replace")
             ends = [x for x in log.splitlines() if "run stopped:" in x or "run canceled:" in x]
             check(ends and f"run stopped: stopped by sweep {sid}'s ASHA at rung 0" in ends[-1] and
-                  "received SIGTERM: stopped by sweep" in log and "canceled by SIGTERM" not in log,
+                  "received SIGUSR1: stopped by sweep" in log and "canceled by SIG" not in log,
                   f"the trial's run log (ddp-run's lines) says the sweep's ASHA stopped it, not canceled: {ends} "
                   f"{[x for x in log.splitlines() if 'SIGTERM' in x]}")
             best_run = w["best"]["run_id"]
@@ -193,7 +193,7 @@ def case_pause_resume_builtin(a):
         openapi_checker().response("POST", "/sweeps/{id}/pause", r, "the 202 of POST /sweeps/{id}/pause")
         problem(s.post(f"/sweeps/{sid}/pause"), 409, ["already paused", f"/sweeps/{sid}/resume"], "a second pause")
         run = s.wait_status(run0, ("stopped", "succeeded"), timeout=120)
-        check(run and run["status"] == "stopped" and f"paused with sweep {sid}" in (run["reason"] or ""),
+        check(run and run["status"] == "stopped" and f"paused by sweep {sid}" in (run["reason"] or ""),
               f"its running trial's run stops, saying why: {run and (run['status'], run['reason'])}")
         w = sweep(s, sid)
         check(w["status"] == "paused" and len(w["trials"]) == 1 and w["trials"][0]["status"] == "running",
