@@ -114,8 +114,11 @@ static bool fit_across(const policy_snapshot *s, const policy_run *q, const devi
  * host is suspect (or not usable for it), and back here when none does. */
 static bool fit(const policy_snapshot *s, const policy_run *q, const devices_at avail, policy_decision *d) {
     if (here_only(s, q)) {
+        /* this host first, unless it is suspect, or has the devices free now only by
+         * counting its suspect ones (a run short of free devices here waits here) */
         bool here_ok = usable(s, q, 0),
-             here_first = here_ok && !s->nodes[0].suspect && clean(s, q, avail, 0, true) >= q->world_size;
+             here_first = here_ok && !s->nodes[0].suspect &&
+                          (clean(s, q, avail, 0, true) >= q->world_size || avail[0][q->pool] < q->world_size);
         if (!here_first && fit_across(s, q, avail, true, true, d)) return true;
         if (!here_ok || clean(s, q, avail, 0, false) < q->world_size) return false;
         d->across = false;
