@@ -19,8 +19,11 @@ function resolve(schema, node) {
   return node;
 }
 
-// The config every default makes, nested objects filled in.
+// The config every default makes, nested objects filled in. A nested object whose
+// required members have no default is left out (warm_start: its imports are the
+// user's to name; an empty one would be refused).
 export function schemaDefaults(schema, node = schema) {
+  const root = node === schema;
   node = resolve(schema, node);
   if (!node) return undefined;
   if (node.type === 'object' && node.properties) {
@@ -29,6 +32,7 @@ export function schemaDefaults(schema, node = schema) {
       const v = schemaDefaults(schema, child);
       if (v !== undefined) out[k] = v;
     }
+    if (!root && (node.required || []).some((k) => !(k in out))) return undefined;
     return out;
   }
   return node.default === undefined ? undefined : JSON.parse(JSON.stringify(node.default));
