@@ -70,22 +70,25 @@ def sha(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def final_checkpoint(s, rid):
-    return os.path.join(s.run_dir(rid), "checkpoints", f"epoch-{EPOCHS - 1:04d}.safetensors")
+def final_checkpoint(s, rid, epochs=EPOCHS):
+    return os.path.join(s.run_dir(rid), "checkpoints", f"epoch-{epochs - 1:04d}.safetensors")
 
 
 def case_shrink_and_grow(a):
     needs_trainer(a)
     with Box(a) as box:
         alice, root = box.add("alice"), box.add("root", "--admin")
-        cfg = elastic_config()
+        # 16 epochs: on a quiet machine the 4 take about a second after the shrink, less
+        # than the urgent run and the grow interval take, and the run ended before it grew
+        long_epochs = 16
+        cfg = elastic_config(**{"train.epochs": long_epochs})
         with box.server() as s:
             ref = submit_as(s, alice, cfg)
             run = s.wait_status(ref, FINAL, timeout=600)
             check(run and run["status"] == "succeeded", f"the uninterrupted run succeeds: {run and run['reason']}")
             check(run and run["sizes"] == [] and run["ranks_now"] is None,
                   f"it was never resized: {run and (run['sizes'], run['ranks_now'])}")
-            ref_losses, ref_sha = losses(s, ref), sha(final_checkpoint(s, ref))
+            ref_losses, ref_sha = losses(s, ref), sha(final_checkpoint(s, ref, long_epochs))
             print(f"uninterrupted width 4 on 4 ranks: sha256 {ref_sha}")
 
             rid = submit_as(s, alice, cfg)
@@ -125,7 +128,7 @@ def case_shrink_and_grow(a):
             got = losses(s, rid)
             check(got == ref_losses, f"every step's loss is the uninterrupted run's ({len(got)} points, "
                   f"{len(ref_losses)} wanted)")
-            got_sha = sha(final_checkpoint(s, rid))
+            got_sha = sha(final_checkpoint(s, rid, long_epochs))
             check(got_sha == ref_sha, f"its final checkpoint is the uninterrupted run's, byte for byte: {got_sha} vs {ref_sha}")
             print(f"shrunk 4 -> 2, grown 2 -> 4: sha256 {got_sha}")
             timeline = [e["kind"] for e in s.get(f"/runs/{rid}/timeline").json()["entries"]]
