@@ -367,11 +367,17 @@ static bool command_run_field(const char *pointer) {
     return false;
 }
 
-/* distributed.restart_policy: read from the config by the launchers' attempts
+/* warm_start: a command run's, read by the server when it starts a sweep's trial
+ * (server/exec/executor_local.c), not into run_config; its imports are the user's to
+ * name, so neither it nor they have a default (a {} would be refused). */
+static bool warm_start_field(const char *pointer) { return !strncmp(pointer, "/warm_start", strlen("/warm_start")); }
+
+/* distributed.restart_policy (and warm_start, above): read from the config by the launchers' attempts
  * (base/restart_policy.c), not into run_config; its absence has a meaning
  * (torchrun's count: docs/failures.md), so neither it nor its fields have a default. */
 static bool restart_policy_field(const char *pointer) {
-    return !strncmp(pointer, "/distributed/restart_policy", strlen("/distributed/restart_policy"));
+    return !strncmp(pointer, "/distributed/restart_policy", strlen("/distributed/restart_policy")) ||
+           warm_start_field(pointer);
 }
 
 static void test_every_schema_leaf_has_a_field(void) {
@@ -527,7 +533,7 @@ static const bad_config bad_configs[] = {
     {"{'working_dir': 'p'}", "", "/working_dir applies to command runs only (a config with /command)"},
     {"{'distributed': {'isolate_devices': true}}", "/distributed", "isolate_devices applies to command runs only (a config with /command)"},
     {"{'command': ['python3', 'train.py']}", "/command", "is a command run: ddp-trainer trains the built-in models; a command run is started by ddpd (ddp-run)"},
-    {"{'epochs': 5}", "/epochs", "unknown field (allowed here: name, mode, seed, priority, preemptible, max_duration_s, min_runtime_s, resources, command, working_dir, env, model, data, train, distributed, checkpoint)"},
+    {"{'epochs': 5}", "/epochs", "unknown field (allowed here: name, mode, seed, priority, preemptible, max_duration_s, min_runtime_s, resources, command, warm_start, working_dir, env, model, data, train, distributed, checkpoint)"},
     {"{'priority': 101}", "/priority", "must be at most 100 (got 101)"},
     {"{'priority': -101}", "/priority", "must be at least -100 (got -101)"},
     {"{'priority': 'high'}", "/priority", "must be an integer (got string \"high\")"},
