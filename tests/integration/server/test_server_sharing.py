@@ -423,9 +423,11 @@ def case_preempt_builtin(a):
 
 
 def slice_config():
-    """One rank, 3 epochs of 500 steps (some 8 s here): long enough to be cut by 2 s slices."""
+    """One rank, 3 epochs of 1,875 steps (some 6 s on a quiet 2-core machine, a minute
+    or more under load): long enough to be cut by 1 s slices many times (with 8,000
+    examples, a quiet machine ended each run within its first 2 s slice)."""
     return fmnist_config(**{"model.hidden": [512, 256], "train.epochs": 3, "train.batch_size": 16,
-                            "data.limit": 8000, "distributed.world_size": 1, "preemptible": True,
+                            "data.limit": 30000, "distributed.world_size": 1, "preemptible": True,
                             "checkpoint.every_epochs": 1, "checkpoint.keep": 5})
 
 
@@ -439,11 +441,11 @@ def case_time_slice(a):
             run = s.wait_status(rid, FINAL, timeout=300)
             check(run and run["status"] == "succeeded", f"the reference run succeeds: {run and run['reason']}")
             want = sha(os.path.join(s.run_dir(rid), "checkpoints", "epoch-0002.safetensors"))
-        with box.server(trainer=a.trainer, slots=1, extra_args=["--time-slice", "2"]) as s:
+        with box.server(trainer=a.trainer, slots=1, extra_args=["--time-slice", "1"]) as s:
             first = submit_as(s, alice, cfg)
             s.wait_status(first, "running", timeout=60)
             second = submit_as(s, bob, cfg)
-            # bob's run waits, then takes the slot once alice's has held it 2 s; alice's waits for its turn back
+            # bob's run waits, then takes the slot once alice's has held it 1 s; alice's waits for its turn back
             seen = wait_until(lambda: (lambda r: r if r["status"] == "queued" and
                                        (r.get("pending") or {}).get("reason") == "time_slice" else None)(s.run(first)),
                               "alice's run queued again, pending reason time_slice", timeout=120, interval=0.1)
