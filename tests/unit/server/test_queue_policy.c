@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "check.h"
 #include "queue_policy.h"
 
@@ -370,26 +371,24 @@ static void test_waiting_for(void) {
     s = (policy_snapshot){.nodes = nodes, .n_nodes = 1, .queued = q, .n_queued = 2, .owners = owners, .n_owners = 2,
                           .now_ms = 1000};
     policy_decision d[2];
-    queue_policy_decide(&s, d);
-    check_text("behind bob's run", queue_policy_waiting_for(&s, &q[1], &d[1]),
-               "behind run 4, bob's decayed usage is less (60 device-seconds against 7200), which waits for 2 CPU "
-               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
-    queue_policy_free(d, 2);
-    /* the usages to two significant digits: the reason stays while they move a little */
-    owners[0].usage = 7234.6;
-    owners[1].usage = 61.4;
-    queue_policy_decide(&s, d);
-    check_text("usages rounded", queue_policy_waiting_for(&s, &q[1], &d[1]),
-               "behind run 4, bob's decayed usage is less (61 device-seconds against 7200), which waits for 2 CPU "
-               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
-    queue_policy_free(d, 2);
-    owners[0].usage = 7251;
-    owners[1].usage = 61.2;
-    queue_policy_decide(&s, d);
-    check_text("rounded again", queue_policy_waiting_for(&s, &q[1], &d[1]),
-               "behind run 4, bob's decayed usage is less (61 device-seconds against 7300), which waits for 2 CPU "
-               "slots on this host (1 free of 2) and has waited longer than the backfill window (0 s)");
-    queue_policy_free(d, 2);
+    /* the usages shown to two significant digits: the reason stays while they move a little */
+    static const struct {
+        double alice, bob;
+        const char *what, *shown;
+    } usages[] = {{7200, 60, "behind bob's run", "60 device-seconds against 7200"},
+                  {7234.6, 61.4, "usages rounded", "61 device-seconds against 7200"},
+                  {7251, 61.2, "rounded again", "61 device-seconds against 7300"}};
+    for (size_t u = 0; u < sizeof usages / sizeof *usages; u++) {
+        owners[0].usage = usages[u].alice;
+        owners[1].usage = usages[u].bob;
+        queue_policy_decide(&s, d);
+        char *want = xasprintf("behind run 4, bob's decayed usage is less (%s), which waits for 2 CPU slots on this "
+                               "host (1 free of 2) and has waited longer than the backfill window (0 s)",
+                               usages[u].shown);
+        check_text(usages[u].what, queue_policy_waiting_for(&s, &q[1], &d[1]), want);
+        free(want);
+        queue_policy_free(d, 2);
+    }
     owners[0].usage = 7200;
     owners[1].usage = 60;
     q[0].priority = 5;
