@@ -219,7 +219,7 @@ compact_outcome journal_compact_run(int64_t id, compact_counts *out) {
         goto done;
     }
     c.lines_dropped += lr.skipped_lines; /* over MAX_LINE: no event (the replay skips them too) */
-    qsort(last, (size_t)n_last, sizeof *last, by_line);
+    if (n_last > 1) qsort(last, (size_t)n_last, sizeof *last, by_line); /* (none: last is NULL) */
     for (int i = 0; i < n_last; i++) /* put back below: not dropped after all */
         if (i == 0 || last[i].line_no != last[i - 1].line_no) c.lines_dropped--;
     /* a last line without its newline: kept as it is, torn */
