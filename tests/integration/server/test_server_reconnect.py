@@ -73,7 +73,7 @@ def case_dropped_connections_catch_up(a):
     """Every connection of a running run is broken; its ranks and launcher reconnect and
     the server takes from the journal what each journaled meanwhile: the run ends
     succeeded with one loss point per journaled step and every epoch, nothing twice."""
-    with Server(a.ddpd, a.trainer, slots=2) as s:
+    with Server(a.ddpd, a.trainer, slots=2, extra_args=["--keep-journals"]) as s:  # (its journal read at the end)
         rid = s.submit(fmnist_config(**{"train.epochs": EPOCHS}))
         run = wait_api_steps(s, rid, 3)
         if not check(run and run["status"] == "running", f"running: {run and run['status']}"):

@@ -124,7 +124,9 @@ def case_lost_after_kill(a):
     needs_trainer(a)
     state = tempfile.mkdtemp(prefix="ddpd-usage-")
     try:
-        s = Server(a.ddpd, a.trainer, slots=2, state_dir=state, env={"DDPD_RESTART_BACKOFF_S": "0.2"})
+        # (its journal read after the run ends: kept whole, not compacted)
+        s = Server(a.ddpd, a.trainer, slots=2, state_dir=state, env={"DDPD_RESTART_BACKOFF_S": "0.2"},
+                   extra_args=["--keep-journals"])
         s.start()
         rid = s.submit(RESTARTING)
         # after the checkpoint of epoch 1 (every_epochs 2), a few steps into epoch 2
