@@ -129,10 +129,10 @@ static int by_line(const void *a, const void *b) {
     return x->line_no < y->line_no ? -1 : x->line_no > y->line_no;
 }
 
-/* The kept bytes with each rank's last dropped line put back in its place. */
-static void put_back(buf_t *kept, last_line *v, int n) {
+/* The kept bytes with each rank's last dropped line put back in its place (v sorted
+ * by line, as the caller counted them). */
+static void put_back(buf_t *kept, const last_line *v, int n) {
     if (!n) return;
-    qsort(v, (size_t)n, sizeof *v, by_line);
     buf_t out = {0};
     size_t from = 0;
     for (int i = 0; i < n; i++) {
