@@ -4,7 +4,7 @@ fails), a small HTTP client, polling with deadlines, and the pass/fail count.
 
 Standard library only. Every wait polls with a generous deadline: these tests run
 on slow 2-core machines next to other tests."""
-import argparse, http.client, json, os, pwd, shutil, signal, stat, subprocess, sys, tempfile, threading, time, traceback
+import argparse, fcntl, http.client, json, os, pwd, random, shutil, signal, stat, subprocess, sys, tempfile, threading, time, traceback
 
 import checks  # noqa: E402  (the one pass/fail count)
 from checks import check, cases_in  # noqa: E402,F401  (re-exported for the tests)
@@ -205,6 +205,49 @@ class Response:
         return None
 
 
+# ---- MASTER_PORTs of command runs ----
+
+PORT_BLOCKS = range(20000, 29000, 50)  # below torchrun's 29400/29500 and the kernel's ephemeral ports
+_held_port_blocks = []  # the lock files this process holds (released when it exits)
+
+
+def lease_port_range():
+    """(LO, HI): 50 ports no other test on this machine leases while this process
+    lives. Tests run side by side under ctest -j, each with a server of its own: two
+    servers leasing from one range could hand the same MASTER_PORT to runs starting
+    at once (each port free when leased), and one run's gloo store would find it
+    taken. A block is held by an flock on its file, which the kernel drops when the
+    process ends, however it ends."""
+    d = os.path.join(tempfile.gettempdir(), "ddpd-test-ports")
+    os.makedirs(d, exist_ok=True)
+    try:
+        os.chmod(d, 0o1777)  # every account's tests lease here
+    except OSError:
+        pass
+    blocks = list(PORT_BLOCKS)
+    first = random.randrange(len(blocks))
+    for lo in blocks[first:] + blocks[:first]:
+        fd = os.open(os.path.join(d, f"{lo}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held_port_blocks.append(fd)
+        return lo, lo + PORT_BLOCKS.step - 1
+    raise RuntimeError(f"every block of ports in {d} is held by a test: more tests at once than "
+                       f"{len(blocks)}, or lock files held by stray processes")
+
+
+def port_range_args(args):
+    """["--port-range", LO-HI] leased for a server that allows command runs and names
+    no range of its own; [] otherwise."""
+    args = list(args)
+    if "--allow-commands" not in args or "--port-range" in args:
+        return []
+    return ["--port-range", "%d-%d" % lease_port_range()]
+
+
 def unsafe_commands_flag(args):
     """A root server refuses command runs that would run as root (run_as.h). Tests of
     command runs that are not about the wall between accounts run as root in CI:
@@ -227,6 +270,7 @@ class Server:
         self.extra_args, self.env, self.grace = list(extra_args), env, grace
         self.proc = None
         self.port = None
+        self.port_args = []  # a leased --port-range (port_range_args)
         self.headers = {}  # sent with every request (a token)
         self.read_headers = {}  # sent with every GET and HEAD (a token, where reads need one)
 
@@ -273,6 +317,9 @@ class Server:
             cmd += ["--trainer", self.trainer]
         cmd += self.extra_args
         cmd += unsafe_commands_flag(self.extra_args)
+        if not self.port_args:  # kept across restarts of this server
+            self.port_args = port_range_args(self.extra_args)
+        cmd += self.port_args
         env = dict(os.environ, **(self.env or {}))
         self.log_path = os.path.join(self.log_dir or self.state_dir, "server.log")
         # this user's only, as the server keeps its state dir (it would tighten it, with a warning)

@@ -40,7 +40,7 @@ import argparse, json, os, re, shutil, signal, socket, subprocess, sys, tempfile
 from datetime import datetime
 
 import ddpd_harness  # noqa: E402
-from ddpd_harness import Server, check, cases_in, wait_until, pids_under  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, pids_under, lease_port_range  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "ddp_fmnist.py")
@@ -50,18 +50,6 @@ TORCHRUN_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_
                  "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
                  "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
                  "OMP_NUM_THREADS", "PYTHONUNBUFFERED"]
-
-
-def free_port_range(width=40):
-    """LO-HI of ports free now, away from torchrun's 29400 and 29500: each test's
-    server leases from its own range (tests run side by side, each with a server)."""
-    for _ in range(50):
-        with socket.socket() as t:
-            t.bind(("127.0.0.1", 0))
-            lo = t.getsockname()[1]
-        if lo + width <= 65535 and not (lo <= 29500 <= lo + width or lo <= 29400 <= lo + width):
-            return lo, lo + width
-    return 40000, 40000 + width
 
 
 def procs_in(directory):
@@ -86,7 +74,7 @@ class WorkRoot:
 
     def __enter__(self):
         self.root = os.path.realpath(tempfile.mkdtemp(prefix="ddpd-work-"))
-        self.ports = free_port_range()
+        self.ports = lease_port_range()
         os.mkdir(os.path.join(self.root, "proj"))
         shutil.copy(SCRIPT, os.path.join(self.root, "proj", "ddp_fmnist.py"))
         return self

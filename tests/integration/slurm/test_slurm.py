@@ -142,7 +142,8 @@ class Env:
         s = Server(self.args.ddpd, self.args.trainer, slots=1, state_dir=state_dir,
                    env={"SLURM_CONF": self.cluster.conf}, extra_args=list(extra))
         s.extra_args += ["--executor", "slurm", "--slurm-work-dir", os.path.join(s.state_dir, "work"),
-                         "--allow-commands", "--runner", self.args.runner]
+                         "--allow-commands", "--runner", self.args.runner,
+                         "--port-range", "29600-29999"]  # the default, named: the ranks' ports are the nodes' own
         return s
 
     def __enter__(self):

@@ -146,12 +146,10 @@ def work_root():
 
 
 def server(a, root, grace=60, state_dir=None):
-    """A server for command runs whose MASTER_PORTs are its own (another server on the
-    machine, beside it under ctest -j, leases from 29600 up: gloo would find its port taken)."""
-    lo = 30000 + (os.getpid() % 300) * 100
+    """A server for command runs (its MASTER_PORTs leased by the harness)."""
     return Server(a.ddpd, None, slots=2, state_dir=state_dir,
                   extra_args=["--allow-commands", "--work-root", root, "--runner", a.runner,
-                              "--preempt-grace", str(grace), "--port-range", f"{lo}-{lo + 99}"])
+                              "--preempt-grace", str(grace)])
 
 
 # max_restarts: a start whose gloo store finds its port still held by the attempt just
