@@ -26,6 +26,13 @@ def wait_until(pred, what, timeout=60.0, interval=0.05):
         time.sleep(interval)
 
 
+def iso_seconds(text):
+    """The server's times ("2026-12-07T19:51:55.123Z", or without the fraction) as
+    seconds since the epoch."""
+    import datetime
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 # ---- users (ddpd user) ----
 
 def user(ddpd, state_dir, *args):

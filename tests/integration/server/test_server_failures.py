@@ -30,7 +30,7 @@ accounts, the cgroup's memory limit): without it a case says why and is skipped 
 Usage: test_server_failures.py CASE --ddpd PATH --fake-trainer PATH --runner PATH --ddpctl PATH"""
 import subprocess
 
-from ddpd_harness import check, cases_in, wait_until, args_for, main, bearer  # noqa: E402
+from ddpd_harness import check, cases_in, wait_until, args_for, main, bearer, iso_seconds  # noqa: E402
 
 from test_server_bounds import shared_box, alice_beside, submit_as, command  # noqa: E402
 
@@ -209,12 +209,6 @@ for step in range(1, 8 if k else 100000):
 """
 
 
-def iso_s(text):
-    import datetime
-    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(
-        tzinfo=datetime.timezone.utc).timestamp()
-
-
 def case_server_restart_backoff(a):
     with shared_box(a) as (s, acc, alice, bob, state):
         rid = submit_as(s, bob, command(HANGS_ONCE, name="hangs-once", distributed={
@@ -234,7 +228,7 @@ def case_server_restart_backoff(a):
         ended = [x for x in run["attempts"] if x["attempt"] == 0 and x.get("ended_at")]
         check(ended and ended[0]["failure"]["class"] == "hang", f"attempt 0 ended, class hang: {run['attempts']}")
         if ended and p.get("estimated_start"):
-            end_s, start_s = iso_s(ended[0]["ended_at"]), iso_s(p["estimated_start"])
+            end_s, start_s = iso_seconds(ended[0]["ended_at"]), iso_seconds(p["estimated_start"])
             check(end_s + 6 <= start_s <= end_s + 10,
                   f"its estimated start is the backoff's end, 8 s after attempt 0 ended: {ended[0]['ended_at']} -> "
                   f"{p['estimated_start']}")

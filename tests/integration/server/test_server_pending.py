@@ -45,9 +45,8 @@ command runs for the estimates). Each case makes one real situation and reads
 
 Usage: test_server_pending.py CASE --ddpd PATH --fake-trainer PATH --runner PATH [--trainer PATH]"""
 import os, shutil, signal, sys, tempfile, time
-from datetime import datetime, timezone
 
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, bearer  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, bearer, iso_seconds  # noqa: E402
 from test_server_sharing import Box, submit_as  # noqa: E402  (a state dir with its users; a run submitted as one)
 
 REASONS = {"devices", "user_quota", "fair_share", "priority", "backfill_reserved", "restart_backoff", "preempted",
@@ -277,8 +276,8 @@ def case_estimate_steady(a):
                                   f"alone in 8 s: {[x[0] for x in seen]}")
             moves = [(e0, e1, when) for (e0, _), (e1, when) in zip(estimates, estimates[1:]) if e0 != e1]
             for e0, e1, when in moves:  # the server's tolerance, from its own clock: within a second of ours
-                tolerance = max(60, (iso_s(e1) - when) / 10)
-                check(abs(iso_s(e1) - iso_s(e0)) >= tolerance * 0.95 - 1,
+                tolerance = max(60, (iso_seconds(e1) - when) / 10)
+                check(abs(iso_seconds(e1) - iso_seconds(e0)) >= tolerance * 0.95 - 1,
                       f"the estimate moves only past its tolerance ({tolerance:.0f} s): {e0} -> {e1}")
             ticks = decisions(s)["tick"] - ticks
             # the tick decides again once a second, and when something changed: the steps the
@@ -384,11 +383,6 @@ def queue_tags(s, what):
                              f"{answers} fell across a refresh)")
 
 
-def iso_s(t):
-    return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ" if "." in t else "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=timezone.utc).timestamp()
-
-
 LENGTHS = {"short": 2, "long": 4}
 ORDER = ["long", "short", "short", "long", "short", "long", "short", "short"]
 
@@ -410,13 +404,13 @@ def case_estimates(a):
                 rid = s.submit(cfg(name))
                 run = s.run(rid)  # at submission: the scheduler made it as it decided (null: it started it)
                 p = run.get("pending")
-                est = iso_s(p["estimated_start"]) if p and p["estimated_start"] else None
-                rows.append({"id": rid, "name": name, "submitted": iso_s(run["created_at"]), "estimate": est,
+                est = iso_seconds(p["estimated_start"]) if p and p["estimated_start"] else None
+                rows.append({"id": rid, "name": name, "submitted": iso_seconds(run["created_at"]), "estimate": est,
                              "pending": p, "started_at_once": p is None})
             for r in rows:
                 done = s.wait_status(r["id"], ("succeeded", "failed", "canceled"), timeout=120)
                 check(done and done["status"] == "succeeded", f"run {r['id']} succeeds: {done and done['status']}")
-                r["actual"] = iso_s(done["started_at"]) if done and done.get("started_at") else None
+                r["actual"] = iso_seconds(done["started_at"]) if done and done.get("started_at") else None
             t0 = rows[0]["submitted"]
             print("run  name   submitted  estimate-at-submission  actual-start  error  allowed")
             for r in rows:

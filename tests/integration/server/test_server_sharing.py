@@ -38,7 +38,7 @@ Usage: test_server_sharing.py CASE --ddpd PATH --trainer PATH --fake-trainer PAT
 import hashlib, json, os, shutil, signal, subprocess, sys, tempfile, time
 
 from ddpd_harness import (Server, check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
-                          user, add_user, bearer)
+                          user, add_user, bearer, iso_seconds)
 
 FINAL = ("succeeded", "failed", "canceled")
 
@@ -423,11 +423,10 @@ def case_preempt_builtin(a):
 
 
 def slice_config():
-    """One rank, 3 epochs of 1,875 steps (some 6 s on a quiet 2-core machine, a minute
-    or more under load): long enough to be cut by 1 s slices many times (with 8,000
-    examples, a quiet machine ended each run within its first 2 s slice)."""
+    """One rank, 3 epochs of 1,250 steps: some 4 s on a quiet 2-core machine, minutes
+    under load or the sanitizers. The test's slices are a third of what it took here."""
     return fmnist_config(**{"model.hidden": [512, 256], "train.epochs": 3, "train.batch_size": 16,
-                            "data.limit": 30000, "distributed.world_size": 1, "preemptible": True,
+                            "data.limit": 20000, "distributed.world_size": 1, "preemptible": True,
                             "checkpoint.every_epochs": 1, "checkpoint.keep": 5})
 
 
@@ -441,14 +440,19 @@ def case_time_slice(a):
             run = s.wait_status(rid, FINAL, timeout=300)
             check(run and run["status"] == "succeeded", f"the reference run succeeds: {run and run['reason']}")
             want = sha(os.path.join(s.run_dir(rid), "checkpoints", "epoch-0002.safetensors"))
-        with box.server(trainer=a.trainer, slots=1, extra_args=["--time-slice", "1"]) as s:
+            took = iso_seconds(run["finished_at"]) - iso_seconds(run["started_at"]) if run else 3.0
+        # a third of the uninterrupted run: each run is cut some 3 times, however fast this machine is
+        # (a fixed slice cut a quiet machine's runs not at all, a loaded machine's a hundred times)
+        time_slice = max(1, int(took / 3))
+        print(f"the uninterrupted run took {took:.1f} s: slices of {time_slice} s")
+        with box.server(trainer=a.trainer, slots=1, extra_args=["--time-slice", str(time_slice)]) as s:
             first = submit_as(s, alice, cfg)
             s.wait_status(first, "running", timeout=60)
             second = submit_as(s, bob, cfg)
-            # bob's run waits, then takes the slot once alice's has held it 1 s; alice's waits for its turn back
+            # bob's run waits, then takes the slot once alice's has held it a slice; alice's waits for its turn back
             seen = wait_until(lambda: (lambda r: r if r["status"] == "queued" and
                                        (r.get("pending") or {}).get("reason") == "time_slice" else None)(s.run(first)),
-                              "alice's run queued again, pending reason time_slice", timeout=120, interval=0.1)
+                              "alice's run queued again, pending reason time_slice", timeout=120 + time_slice, interval=0.1)
             if not check(seen and seen["preempted_by"] == second,
                          f"alice's run yields the slot to bob's: {seen and (seen['status'], seen['preempted_by'])}"):
                 s.dump_log()

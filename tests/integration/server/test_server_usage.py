@@ -22,14 +22,10 @@ Usage: test_server_usage.py CASE --ddpd PATH --fake-trainer PATH [--trainer PATH
 import os, shutil, signal, subprocess, sys, tempfile
 from datetime import datetime
 
-from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, add_user, bearer, needs_trainer  # noqa: E402
+from ddpd_harness import Server, check, cases_in, wait_until, args_for, main, add_user, bearer, needs_trainer, iso_seconds  # noqa: E402
 from test_server_resume import CONFIG, FINAL, journal, of_type, rank_pids, wait_journal  # noqa: E402
 
 DEVICE_PHASES = ("startup", "productive", "checkpoint", "lost", "idle", "unknown")
-
-
-def iso_s(t):
-    return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
 
 
 def usage(s, query=""):
@@ -50,7 +46,7 @@ def adds_up(g, what):
 
 def held_by_api(s, rid):
     run = s.run(rid)
-    return (iso_s(run["finished_at"]) - iso_s(run["started_at"])) * run["world_size"]
+    return (iso_seconds(run["finished_at"]) - iso_seconds(run["started_at"])) * run["world_size"]
 
 
 def case_phases_add_up(a):

@@ -20,9 +20,9 @@ only: without it a case says why and is skipped (exit 77).
                 ends canceled, as a cold one does
 
 Usage: test_sweep_warm.py CASE --ddpd PATH --runner PATH"""
-import argparse, calendar, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
 
-from ddpd_harness import Server, Accounts, check, cases_in, wait_until, main, add_user, bearer  # noqa: E402
+from ddpd_harness import Server, Accounts, check, cases_in, wait_until, main, add_user, bearer, iso_seconds  # noqa: E402
 
 SKIP = 77
 FINAL = ("succeeded", "failed", "canceled")
@@ -149,13 +149,8 @@ class Team:
             return f.read()
 
 
-def iso_s(text):
-    whole, frac = text.rstrip("Z").split(".")
-    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + int(frac[:3].ljust(3, "0")) / 1000
-
-
 def overhead(run, r0):
-    return r0["first_step"] - iso_s(run["started_at"]) if r0 and run.get("started_at") else float("nan")
+    return r0["first_step"] - iso_seconds(run["started_at"]) if r0 and run.get("started_at") else float("nan")
 
 
 def case_same_results(a):
@@ -259,7 +254,7 @@ def case_wall(a):
         check(zs.get((bsid, ub)) and zs[(bsid, ub)] != z, f"bob's sweep has a zygote of its own: {zs}")
         rows = t.trials(t.bob, bsid)
         check(rows and all(r0 and r1 and r0["uid"] == r1["uid"] == ub for _, r0, r1 in rows),
-              f"bob's ranks ran as bob: {[(r0 or {}).get('uid') for _, r0, _ in rows]}")
+              f"bob's ranks ran as bob (uid {ub}): {[[(r or {}).get('uid') for r in (r0, r1)] for _, r0, r1 in rows]}")
         aw = t.wait(t.alice, sid)
         check(aw and aw["status"] == "succeeded", f"alice's sweep succeeds: {aw and aw['status']}")
         gone = wait_until(lambda: not os.path.exists(f"/proc/{z}"), "alice's zygote to end after her sweep", 120)
