@@ -4,7 +4,8 @@
 # through ctest; then builds the sanitizer build (scripts/build-sanitize.sh: clang,
 # ASan+UBSan, CUDA off, build-sanitize/) and runs there the tests labelled
 # `sanitize`: the C unit tests, the bounded fuzz tests, the server's integration
-# tests and the trainer's end-to-end tests (tests/README.md). Both parts run; the
+# tests (with the normal build's trainer) and the trainer's end-to-end tests
+# (tests/README.md). Both parts run; the
 # status is non-zero when either failed. Says how long each part took.
 #   scripts/test.sh [--no-sanitize] [CTEST_ARGS...]   (e.g. -R server_e2e_)
 # --no-sanitize (or DDPD_TEST_SANITIZE=0) skips the sanitizer part; CTEST_ARGS go
@@ -29,7 +30,8 @@ took "the tests" "$t"
 
 if [[ "$sanitize" != 0 ]]; then
   t=$(date +%s)
-  scripts/build-sanitize.sh
+  # the server's tests there train with the normal build's trainer (tests/support.cmake)
+  DDPD_TESTS_TRAINER="$PWD/${BUILD_DIR:-build}/bin/ddp-trainer" scripts/build-sanitize.sh
   took "the sanitizer build" "$t"
   t=$(date +%s)
   (cd "${SAN_BUILD_DIR:-build-sanitize}" && ctest --output-on-failure -j"$jobs" -L sanitize "$@") || failed=1

@@ -16,6 +16,22 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 # the --list-cases run below), never by editing sys.path.
 set(DDPD_TEST_SUPPORT ${CMAKE_CURRENT_LIST_DIR}/support)
 
+# The trainer the server's and the sweeps' integration tests hand ddpd (--trainer).
+# DDPD_TESTS_TRAINER may name another build's ddp-trainer: scripts/test.sh names the
+# normal build's for the sanitizer build, whose server tests check the server under
+# ASan+UBSan while the trainer's own tests (trainer_e2e_*, trainer_cnn_e2e_*) check
+# the trainer there. A sanitized trainer training every server test's runs made that
+# pass some ten times slower (a CI timeout). Empty: this build's own.
+set(DDPD_TESTS_TRAINER "" CACHE FILEPATH "the ddp-trainer of the server's integration tests (empty: this build's)")
+if(DDPD_TESTS_TRAINER)
+  if(NOT EXISTS ${DDPD_TESTS_TRAINER})
+    message(FATAL_ERROR "DDPD_TESTS_TRAINER names no file: ${DDPD_TESTS_TRAINER} (build that build first, or leave it empty)")
+  endif()
+  set(DDPD_SERVER_TESTS_TRAINER ${DDPD_TESTS_TRAINER})
+else()
+  set(DDPD_SERVER_TESTS_TRAINER $<TARGET_FILE:ddp-trainer>)
+endif()
+
 # NO_SANITIZE: kept out of the sanitizer run (a test that measures glibc's own allocator,
 # which the sanitizer's replaces).
 function(ddpd_c_test name)

@@ -9,7 +9,7 @@
 # names the case.
 set(server_test_args --ddpd $<TARGET_FILE:ddpd> --fake-trainer ${DDPD_TEST_SUPPORT}/fake_trainer.py)
 if(TARGET ddp-trainer)
-  list(APPEND server_test_args --trainer $<TARGET_FILE:ddp-trainer>)
+  list(APPEND server_test_args --trainer ${DDPD_SERVER_TESTS_TRAINER})
 endif()
 ddpd_py_cases(server_api_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_api.py SANITIZE ARGS ${server_test_args} TIMEOUT 120)
 ddpd_py_cases(server_ingest_ ${CMAKE_CURRENT_LIST_DIR}/server/test_server_ingest.py SANITIZE ARGS ${server_test_args}

@@ -2,7 +2,7 @@
 # Fashion-MNIST subsets, and ddp-run for a command-run sweep (tests/integration/sweeps/).
 if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
   ddpd_py_cases(sweep_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps.py SANITIZE
-                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer ${DDPD_SERVER_TESTS_TRAINER}
                      --fake-trainer ${DDPD_TEST_SUPPORT}/fake_trainer.py
                      --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 600)
@@ -11,7 +11,7 @@ endif()
 # made by the test, the server as root: skipped with a message else).
 if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
   ddpd_py_cases(sweep_gates_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_gates.py SANITIZE
-                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer ${DDPD_SERVER_TESTS_TRAINER}
                      --fake-trainer ${DDPD_TEST_SUPPORT}/fake_trainer.py
                      --runner $<TARGET_FILE:ddp-run>
                 TIMEOUT 420 SKIP_RETURN_CODE 77)
@@ -20,7 +20,7 @@ endif()
 # pause and resume, more trials and trials by hand, TPE, ASHA's max_resource.
 if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
   ddpd_py_cases(sweep_grow_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweeps_grow.py SANITIZE
-                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer>
+                ARGS --ddpd $<TARGET_FILE:ddpd> --trainer ${DDPD_SERVER_TESTS_TRAINER}
                      --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 600)
 endif()
