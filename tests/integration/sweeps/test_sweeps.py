@@ -244,7 +244,10 @@ def case_fair_beside_others(a):
     with Server(a.ddpd, a.trainer, slots=2) as s:
         alice, bob = add_user(a, s.state_dir, "alice"), add_user(a, s.state_dir, "bob")
         s.read_headers = alice  # reads need a token once there are users
-        body = {"name": "alices", "base": base(**{"train.epochs": 6, "data.limit": 6000}), "parallel": 4,
+        # trials of some seconds each (a wider model): on a fast machine a trial of 6,000 small
+        # examples ended before bob's run came, and no trial of alice's was left waiting
+        body = {"name": "alices", "base": base(**{"train.epochs": 6, "data.limit": 6000, "model.hidden": [256, 128]}),
+                "parallel": 4,
                 "parameters": {"train.optimizer.lr": {"values": [0.001, 0.002, 0.003, 0.004]}},
                 "metric": {"key": "test_loss"}}
         r = s.post("/sweeps", body, headers=alice)
