@@ -520,7 +520,7 @@ ELSEWHERE_SCRIPT = """
 """
 
 
-def elsewhere_run(e, name, out, how):
+def elsewhere_run(e, name, out, how, action="retry_elsewhere"):
     """A 1-rank command run on 1 node whose crash is restarted by retry_elsewhere."""
     path = os.path.join(e.d, "elsewhere.py")
     with open(path, "w") as f:
@@ -528,7 +528,7 @@ def elsewhere_run(e, name, out, how):
     os.makedirs(out, exist_ok=True)
     return {"name": name, "command": [PYTHON, path, out, how],
             "distributed": {"world_size": 1, "nodes": 1, "restart_policy": {
-                "max_restarts": 3, "on": {"crash": "retry_elsewhere"}, "backoff": {"initial_s": 0, "max_s": 0}}}}
+                "max_restarts": 3, "on": {"crash": action}, "backoff": {"initial_s": 0, "max_s": 0}}}}
 
 
 def attempt_env(out, attempt):
@@ -590,6 +590,31 @@ def case_retry_elsewhere(args):
                 check("excluded_nodes" in entry["properties"]["kind"]["enum"] and
                       "excluded_nodes" in entry["properties"]["detail"]["description"],
                       "the OpenAPI document lists the timeline's excluded_nodes and says its detail")
+
+
+def case_retry_in_place_node_named(args):
+    """A crash its launcher restarts in place (policy retry: the same job, the same
+    node): the failed attempt's failure.node is the Slurm node's name (SLURMD_NODENAME),
+    not the host name the launcher sees, and nothing is excluded."""
+    with Env(args) as e:
+        with e.server() as s:
+            out = os.path.join(e.d, "out")
+            rid = s.submit(elsewhere_run(e, "crash-once-in-place", out, "once", action="retry"))
+            run = wait_final(s, rid)
+            first, second = attempt_env(out, 0), attempt_env(out, 1)
+            x = first.get("SLURMD_NODENAME")
+            attempts = [(a["attempt"], a["status"], (a.get("failure") or {}).get("class"),
+                         (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
+            check(run.get("status") == "succeeded" and x in ("n1", "n2") and second.get("SLURMD_NODENAME") == x
+                  and second.get("SLURM_JOB_ID") == first.get("SLURM_JOB_ID"),
+                  f"restarted in place, in the same job on {x}, it succeeds: {run.get('reason')} {first} {second}")
+            check(attempts == [(0, "failed", "crash", x), (1, "succeeded", None, None)],
+                  f"the crash is recorded on {x}, as Slurm names the node: {attempts}")
+            jobs, _ = submitted_jobs(s, rid)
+            timeline = s.get(f"/runs/{rid}/timeline").json()["entries"]
+            check(len(jobs) == 1 and "--exclude" not in jobs[0][1] and
+                  not [t for t in timeline if t["kind"] == "excluded_nodes"],
+                  f"one job, nothing excluded: {jobs}")
 
 
 def case_retry_elsewhere_no_node_left(args):
