@@ -94,6 +94,13 @@ typedef struct {
     const char *memory_from;
     long pids_max;
     int64_t sweep_id; /* a sweep's trial: its sweep (the warm start's zygote, zygotes.h); 0: none */
+    /* a batch system: the nodes its job must not get (Slurm's --exclude), with why each
+     * ("its attempt failed there", "suspect"): a run restarted by retry_elsewhere
+     * (docs/failures.md); this host's supervisor and the agents ignore them (the
+     * scheduler places their parts away from such nodes itself) */
+    const char *const *exclude;
+    const char *const *exclude_why;
+    int n_exclude;
 } part_launch;
 
 /* How a part ended. */

@@ -57,6 +57,8 @@ typedef struct sl_job {
     run_account account; /* whom its job is submitted as (launch.account points here when as_account) */
     bool as_account;
     char *refused;      /* why its account cannot be used (launch.account_refused); NULL: it can */
+    char **exclude, **exclude_why; /* the nodes its job must not get, and why each (launch.exclude) */
+    int n_exclude;
     char job[64];       /* "" until sbatch gave it */
     bool submit;        /* its sbatch is still to run */
     bool submitting;    /* its sbatch is running (the thread holds the job) */
@@ -138,6 +140,15 @@ static sl_job *new_job_locked(const part_launch *l) {
     j->launch.account = j->as_account ? &j->account : NULL;
     j->refused = l->account_refused ? xstrdup(l->account_refused) : NULL;
     j->launch.account_refused = j->refused;
+    j->n_exclude = l->n_exclude > 0 ? l->n_exclude : 0;
+    j->exclude = xcalloc((size_t)j->n_exclude + 1, sizeof *j->exclude);
+    j->exclude_why = xcalloc((size_t)j->n_exclude + 1, sizeof *j->exclude_why);
+    for (int i = 0; i < j->n_exclude; i++) {
+        j->exclude[i] = xstrdup(l->exclude[i]);
+        j->exclude_why[i] = xstrdup(l->exclude_why && l->exclude_why[i] ? l->exclude_why[i] : "excluded");
+    }
+    j->launch.exclude = (const char *const *)j->exclude;
+    j->launch.exclude_why = (const char *const *)j->exclude_why;
     j->launch.master_addr = j->launch.visible = j->launch.where = NULL;
     j->launch.devices = NULL;
     j->next = S.jobs;
@@ -151,6 +162,12 @@ static void free_job(sl_job *j) {
     free(j->fail_words);
     free(j->owner);
     free(j->refused);
+    for (int i = 0; i < j->n_exclude; i++) {
+        free(j->exclude[i]);
+        free(j->exclude_why[i]);
+    }
+    free(j->exclude);
+    free(j->exclude_why);
     free(j);
 }
 
@@ -224,8 +241,12 @@ static char *slurm_waiting_for(int64_t run) {
     } else if (!j->state[0] || slurm_state_phase(j->state) == SLURM_WAITING) {
         char words[256];
         slurm_reason_words(j->reason, words, sizeof words);
-        text = j->state[0] ? xasprintf("Slurm job %s is %s: %s", j->job, j->state, words)
-                           : xasprintf("Slurm job %s (asking Slurm how it is)", j->job);
+        char *list = slurm_node_list((const char *const *)j->exclude, j->n_exclude);
+        char *away = j->n_exclude ? xasprintf(" (it excludes %s: retry_elsewhere)", list) : xstrdup("");
+        text = j->state[0] ? xasprintf("Slurm job %s is %s: %s%s", j->job, j->state, words, away)
+                           : xasprintf("Slurm job %s (asking Slurm how it is)%s", j->job, away);
+        free(away);
+        free(list);
     } else {
         int in = 0;
         for (int i = 0; i < j->n_parts; i++) in += j->parts[i].checked_in;
@@ -278,6 +299,37 @@ static int hand_dirs_to(const run_account *a, int64_t run, char *why, size_t n) 
 
 static int run_slurm_command(char *const *argv, const run_account *as, cmd_result *r, char *why, size_t n);
 
+/* "n1 (its attempt failed there), n2 (suspect)" (malloc'd). */
+static char *excluded_words(const sl_job *j) {
+    buf_t b = {0};
+    for (int i = 0; i < j->n_exclude; i++) buf_printf(&b, "%s%s (%s)", i ? ", " : "", j->exclude[i], j->exclude_why[i]);
+    return b.data ? b.data : xstrdup("");
+}
+
+/* A job that excludes nodes (retry_elsewhere) and that no node outside them could
+ * ever hold: not submitted (Slurm refuses it, or holds it forever where a site's
+ * option names another partition). Why, into why; "" when it may go (or sinfo
+ * cannot say: sbatch decides, and its refusal says the same). */
+static void check_exclusions(const sl_job *j, int n_parts, char *why, size_t n) {
+    why[0] = '\0';
+    if (!j->n_exclude) return;
+    char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%P", NULL}, err[600], part[128] = "";
+    cmd_result r;
+    int left = run_slurm_command(argv, NULL, &r, err, sizeof err) == 0
+                   ? slurm_nodes_outside(r.out, S.c.partition, (const char *const *)j->exclude, j->n_exclude, part,
+                                         sizeof part)
+                   : -1;
+    cmd_result_free(&r);
+    if (left < 0 || left >= n_parts) return;
+    char *words = excluded_words(j);
+    snprintf(why, n, "retry_elsewhere (distributed.restart_policy) leaves its Slurm job too few nodes: it needs %d "
+             "node%s of partition %s, and %d %s not excluded; it excludes %s. Not submitted: Slurm would refuse the "
+             "job or hold it forever. An admin clears a suspect node: ddpd node clear NAME; ddpctl resume %lld starts "
+             "the run again on any node", n_parts, n_parts > 1 ? "s" : "", part, left, left == 1 ? "is" : "are", words,
+             (long long)j->run);
+    free(words);
+}
+
 /* A job submitted by a run's account, raised by the server to the run's priority
  * (scontrol update ... Nice=, as only an operator may lower a nice below 0). */
 static void raise_job(int64_t run, const char *job, int priority) {
@@ -323,13 +375,15 @@ static void submit_locked(sl_job *j) {
         snprintf(why, sizeof why, "%s", l.account_refused);
     else if (!why[0] && l.account)
         (void)hand_dirs_to(l.account, l.run, why, sizeof why); /* why says it when it could not */
+    if (!why[0]) check_exclusions(j, n_parts, why, sizeof why); /* its exclusions are its own: the job stays */
     /* (l.owner is the job's own copy: the job stays while it is `submitting`) */
     slurm_job_spec js = {.run = l.run, .nodes = n_parts, .ranks_per_node = per_node, .cpus_per_rank = cpus,
                          .gpus = l.gpu, .partition = S.c.partition, .account = S.c.account,
                          .owner_account = slurm_user_account(S.c.user_accounts, S.c.n_user_accounts, l.owner),
                          .priority = l.priority, .site_allows_priority = S.c.allow_priority,
                          .preemptible_qos = l.preemptible ? S.c.preemptible_qos : NULL, .extra = S.c.options,
-                         .n_extra = S.c.n_options, .script = script_path};
+                         .n_extra = S.c.n_options, .exclude = l.exclude, .n_exclude = l.n_exclude,
+                         .script = script_path};
     /* a negative nice is an operator's right in Slurm: the server's, not the account's
      * sbatch; the server raises the account's job after it is submitted */
     bool raise_after = l.account && l.priority > 0 && S.c.allow_priority;
@@ -353,7 +407,11 @@ static void submit_locked(sl_job *j) {
         } else if (!WIFEXITED(r.wstatus) || WEXITSTATUS(r.wstatus) != 0 || !slurm_parse_sbatch(r.out, job, sizeof job)) {
             char last[600];
             cmd_result_last_line(&r, last, sizeof last);
-            snprintf(why, sizeof why, "Slurm refused the job: %s", last[0] ? last : "sbatch failed saying nothing");
+            char *words = l.n_exclude ? excluded_words(j) : NULL;
+            snprintf(why, sizeof why, "Slurm refused the job: %s%s%s%s", last[0] ? last : "sbatch failed saying nothing",
+                     words ? " (retry_elsewhere: it excludes " : "", words ? words : "",
+                     words ? "; an admin clears a suspect node: ddpd node clear NAME)" : "");
+            free(words);
         } else {
             log_info("run %lld: submitted to Slurm as job %s%s%s (sbatch took %lld ms)", (long long)l.run, job,
                      l.account ? " by the account " : "", l.account ? l.account->name : "", (long long)(mono_ms() - t0));

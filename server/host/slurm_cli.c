@@ -26,6 +26,11 @@ char **slurm_sbatch_argv(const slurm_job_spec *j) {
     if (j->priority < 0 || (j->priority > 0 && j->site_allows_priority))
         a[n++] = xasprintf("--nice=%d", -j->priority * 100);
     if (j->preemptible_qos && *j->preemptible_qos) a[n++] = xasprintf("--qos=%s", j->preemptible_qos);
+    if (j->n_exclude > 0) {
+        char *list = slurm_node_list(j->exclude, j->n_exclude);
+        a[n++] = xasprintf("--exclude=%s", list);
+        free(list);
+    }
     /* the site's own options after ours: where they name the same, theirs win (sbatch takes the last) */
     for (int i = 0; i < j->n_extra; i++) a[n++] = xstrdup(j->extra[i]);
     /* the script sends its output to the run's directory on the nodes, once it exists */
@@ -34,6 +39,52 @@ char **slurm_sbatch_argv(const slurm_job_spec *j) {
     a[n++] = xstrdup(j->script);
     a[n] = NULL;
     return a;
+}
+
+char *slurm_node_list(const char *const *exclude, int n) {
+    buf_t b = {0};
+    for (int i = 0; i < n; i++) buf_printf(&b, "%s%s", i ? "," : "", exclude[i]);
+    return b.data ? b.data : xstrdup("");
+}
+
+int slurm_nodes_outside(const char *sinfo, const char *partition, const char *const *exclude, int n, char *part,
+                        size_t part_len) {
+    char want[128] = "";
+    if (partition && *partition) snprintf(want, sizeof want, "%s", partition);
+    /* the default partition, when none is named: the one whose name ends in '*' */
+    for (const char *p = sinfo; !want[0] && p && *p;) {
+        size_t len = strcspn(p, "\n");
+        const char *bar = memchr(p, '|', len);
+        if (bar && len > (size_t)(bar - p) + 1 && p[len - 1] == '*')
+            snprintf(want, sizeof want, "%.*s", (int)(p + len - 1 - bar - 1), bar + 1);
+        p += len + (p[len] == '\n');
+    }
+    if (part && part_len) snprintf(part, part_len, "%s", want);
+    if (!want[0]) return -1;
+    int found = 0, outside = 0;
+    char seen[4096] = ","; /* the nodes counted, ",n1,n2," (sinfo lists a node once a partition) */
+    for (const char *p = sinfo; p && *p;) {
+        size_t len = strcspn(p, "\n");
+        const char *bar = memchr(p, '|', len);
+        if (bar) {
+            char node[128], pn[128];
+            snprintf(node, sizeof node, "%.*s", (int)(bar - p), p);
+            snprintf(pn, sizeof pn, "%.*s", (int)(p + len - bar - 1), bar + 1);
+            size_t pl = strlen(pn);
+            if (pl && pn[pl - 1] == '*') pn[pl - 1] = '\0';
+            char key[132];
+            snprintf(key, sizeof key, ",%s,", node);
+            if (node[0] && strcmp(pn, want) == 0 && !strstr(seen, key)) {
+                found = 1;
+                bool excluded = false;
+                for (int i = 0; i < n && !excluded; i++) excluded = strcmp(exclude[i], node) == 0;
+                outside += !excluded;
+                if (strlen(seen) + strlen(node) + 2 < sizeof seen) strcat(strcat(seen, node), ",");
+            }
+        }
+        p += len + (p[len] == '\n');
+    }
+    return found ? outside : -1;
 }
 
 bool slurm_user_account_ok(const char *spec, char *err, size_t n) {

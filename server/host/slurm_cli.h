@@ -36,6 +36,10 @@ typedef struct {
     const char *preemptible_qos;
     const char *const *extra; /* the site's own sbatch options (serve --slurm-option), as given */
     int n_extra;
+    /* the nodes the job must not get (--exclude): where a run restarted by
+     * retry_elsewhere failed, and the nodes ddpd marks suspect (docs/failures.md) */
+    const char *const *exclude;
+    int n_exclude;
     const char *script; /* the batch script's path */
 } slurm_job_spec;
 
@@ -45,6 +49,16 @@ bool slurm_user_account_ok(const char *spec, char *err, size_t n);
 /* The account `user`'s runs go under among such USER=ACCOUNT pairs (the first that
  * names them), or NULL: none (nobody in particular: NULL). */
 const char *slurm_user_account(const char *const *pairs, int n_pairs, const char *user);
+
+/* How many nodes of a partition a job that excludes exclude[0 .. n) may still get,
+ * from `sinfo -h -N -o %N|%P` (a line a node and one of its partitions; the default
+ * partition's name ends in '*'): of `partition`'s, or of the default partition's when
+ * it is NULL or empty. Its name into part (when given). -1: sinfo lists no such
+ * partition. */
+int slurm_nodes_outside(const char *sinfo, const char *partition, const char *const *exclude, int n, char *part,
+                        size_t part_len);
+/* exclude[0 .. n) as --exclude takes them, "n1,n2" (malloc'd). */
+char *slurm_node_list(const char *const *exclude, int n);
 
 /* sbatch's argv, NULL-terminated (slurm_argv_free frees it). */
 char **slurm_sbatch_argv(const slurm_job_spec *j);

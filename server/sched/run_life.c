@@ -510,7 +510,6 @@ static void store_start_locked(live_run *r) {
 part_launch launch_of(const live_run *r, int part, const launch_place *at, launch_keep *keep) {
     const run_part *p = &r->parts[part];
     int per_node = r->world_size / r->n_parts;
-    bool batch = p->exec->batch;
     snprintf(keep->rendezvous, sizeof keep->rendezvous, "/runs/%lld/rendezvous", (long long)r->id);
     /* whom its processes run as (run_as.h), decided here for every executor */
     run_as_verdict as = run_as_resolve(r->owner, r->command, &keep->account, keep->refused, sizeof keep->refused);
@@ -525,9 +524,9 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
         .ranks = r->world_size != r->width ? r->world_size : 0, /* an elastic run, resized (--ranks) */
         .master_port = r->port, /* a batch system's node 0 picks one there */
         .port_lo = sched.c.port_lo, .port_hi = sched.c.port_hi,
-        /* a batch system's parts have always been started at attempt 0, their restarts counted from 0: a
-         * restart the server makes of such a run does not pass its count on (not changed here) */
-        .restart_count = batch ? 0 : r->restart_count, .restarts_from = batch ? 0 : r->restarts_from,
+        /* a batch system's parts too: a restart the server makes of such a run (a new job, by
+         * retry_elsewhere) is its next attempt, whose launcher's events count as that attempt's */
+        .restart_count = r->restart_count, .restarts_from = r->restarts_from,
         .master_addr = at ? at->master_addr : NULL, .rendezvous = keep->rendezvous, .n_devices = per_node,
         .devices = at ? at->devices + part * per_node : NULL, .visible = at && !p->node ? at->visible : NULL,
         .where = at ? at->where : NULL, .owner = r->owner, .priority = r->priority, .preemptible = r->preemptible,
@@ -628,6 +627,39 @@ bool start_run_locked(live_run *r, bool across, const int *ids, int k) {
     return ok;
 }
 
+#define BATCH_EXCLUDE_MAX (RUN_FAILED_AT_MAX + 48)
+
+/* The nodes a run restarted by retry_elsewhere keeps away from on a batch system (its
+ * job's --exclude), each with why: the nodes its attempts failed on (failed_at, less
+ * the device: Slurm gives whole nodes) and the nodes ddpd marks suspect as a whole, or
+ * excludes (suspects.h; a node with suspect devices alone is not, as Slurm cannot keep
+ * a job off one device). None for any other start: Slurm places it. Their count. */
+static int batch_exclusions_locked(const live_run *r, char names[][NODE_NAME_MAX], const char **why, int max) {
+    int n = 0;
+    for (int i = 0; r->elsewhere && i < r->n_failed_at && n < max; i++) {
+        size_t len = strcspn(r->failed_at[i], "/");
+        bool known = false;
+        for (int k = 0; k < n && !known; k++) known = strlen(names[k]) == len && !strncmp(names[k], r->failed_at[i], len);
+        if (known || !len || len >= NODE_NAME_MAX) continue;
+        snprintf(names[n], NODE_NAME_MAX, "%.*s", (int)len, r->failed_at[i]);
+        why[n++] = "its attempt failed there";
+    }
+    json_t *marks = r->elsewhere ? suspects_json_locked() : NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(marks, i, m) {
+        const char *node = json_string_value(json_object_get(m, "node"));
+        bool excluded = false, known = false;
+        if (!node || !node[0] || strlen(node) >= NODE_NAME_MAX || n >= max) continue;
+        for (int k = 0; k < n && !known; k++) known = strcmp(names[k], node) == 0;
+        if (known || !(suspect_of(node, &excluded) || excluded)) continue;
+        snprintf(names[n], NODE_NAME_MAX, "%s", node);
+        why[n++] = excluded ? "excluded: it failed too many runs" : "suspect";
+    }
+    json_decref(marks);
+    return n;
+}
+
 bool start_batch_locked(live_run *r) {
     if (!set_status_locked(r, RUN_STARTING)) return true;
     int k = r->nodes_wanted > 1 ? r->nodes_wanted : 1;
@@ -641,9 +673,27 @@ bool start_batch_locked(live_run *r) {
     if (!begin_start_locked(r, &json)) return false;
     log_info("run %lld handed to %s: %d node%s, %d rank%s each", (long long)r->id, sched.batch->title, k,
              k > 1 ? "s" : "", r->world_size / k, r->world_size / k > 1 ? "s" : "");
+    char names[BATCH_EXCLUDE_MAX][NODE_NAME_MAX];
+    const char *why[BATCH_EXCLUDE_MAX], *list[BATCH_EXCLUDE_MAX];
+    int n_exclude = batch_exclusions_locked(r, names, why, BATCH_EXCLUDE_MAX);
+    if (n_exclude) { /* the attempt's timeline says where its job may not go */
+        json_t *nodes = json_array(), *whys = json_object();
+        for (int i = 0; i < n_exclude; i++) {
+            list[i] = names[i];
+            json_array_append_new(nodes, json_string(names[i]));
+            json_object_set_new(whys, names[i], json_string(why[i]));
+        }
+        timeline_note_locked(r, "excluded_nodes", json_pack("{s:i, s:o, s:o}", "attempt", r->restart_count, "nodes",
+                                                             nodes, "why", whys));
+        log_info("run %lld: restarted by retry_elsewhere: its job excludes %d node%s", (long long)r->id, n_exclude,
+                 n_exclude > 1 ? "s" : "");
+    }
     for (int p = 0; p < k; p++) {
         launch_keep keep;
         part_launch l = launch_of(r, p, NULL, &keep);
+        l.exclude = list;
+        l.exclude_why = why;
+        l.n_exclude = n_exclude;
         r->parts[p].pending = sched.batch->start(&l, &r->parts[p].handle) == START_PENDING;
     }
     return true;

@@ -149,6 +149,11 @@ void attempt_seen_locked(live_run *r, store_op *op) {
         return;
     run_part *p = part_of_rank(r, op->u.attempt.failing_rank);
     if (!p) return;
+    if (p->handle.place[0] && op->u.attempt.failure_class) { /* a batch system's node: its name there (Slurm's
+                                                              * SLURMD_NODENAME), not the host name its launcher says */
+        free(op->u.attempt.failure_node);
+        op->u.attempt.failure_node = xstrdup(p->handle.place);
+    }
     failure_class said;
     r->ended_elsewhere = op->u.attempt.failure_class && failure_class_parse(op->u.attempt.failure_class, &said) == 0 &&
                          r->restart.on[said] == RESTART_RETRY_ELSEWHERE;

@@ -13,7 +13,9 @@ queue showing Slurm's reason (and the parts' route's answers against the OpenAPI
 document); ddpd serve killed mid-run and started again, following the job to its
 end with no step and no log line lost; scancel from a shell; a job Slurm requeues,
 followed to its end; the sharing settings in Slurm's (a user's own account, a
-priority as the job's nice, a preemptible run's QOS) and bad such flags refused.
+priority as the job's nice, a preemptible run's QOS) and bad such flags refused; a
+crash restarted by retry_elsewhere as a job that excludes the node it failed on
+(--exclude), and no job submitted when that would leave none.
 Skips (exit 77), saying so, where no cluster can start (not
 root, Slurm not installed).
 
@@ -499,6 +501,151 @@ def case_requeued(args):
             m = loss_points(s, rid)
             check([p[0] for p in m] == list(range(1, 31)),
                   f"its steps, those of the second start replacing the first's: {[p[0] for p in m]}")
+
+
+ELSEWHERE_SCRIPT = """
+    import json, os, signal, sys
+    # where each attempt ran, as Slurm names the node; a SIGSEGV (class crash) on the
+    # first attempt only (always, with "always"), marked by a file
+    out, how = sys.argv[1], sys.argv[2]
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    with open(os.path.join(out, "attempt-%s.json" % attempt), "w") as f:
+        json.dump({k: os.environ.get(k) for k in ("SLURMD_NODENAME", "SLURM_JOB_ID", "TORCHELASTIC_RESTART_COUNT")}, f)
+    marker = os.path.join(out, "crashed-once")
+    if how == "always" or not os.path.exists(marker):
+        open(marker, "w").close()
+        print("crashing on", os.environ.get("SLURMD_NODENAME"), flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    print("done on", os.environ.get("SLURMD_NODENAME"), flush=True)
+"""
+
+
+def elsewhere_run(e, name, out, how, action="retry_elsewhere"):
+    """A 1-rank command run on 1 node whose crash is restarted by retry_elsewhere."""
+    path = os.path.join(e.d, "elsewhere.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(ELSEWHERE_SCRIPT))
+    os.makedirs(out, exist_ok=True)
+    return {"name": name, "command": [PYTHON, path, out, how],
+            "distributed": {"world_size": 1, "nodes": 1, "restart_policy": {
+                "max_restarts": 3, "on": {"crash": action}, "backoff": {"initial_s": 0, "max_s": 0}}}}
+
+
+def attempt_env(out, attempt):
+    try:
+        with open(os.path.join(out, f"attempt-{attempt}.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def submitted_jobs(s, rid):
+    """The jobs the run's log says were submitted, in order, with their sbatch lines."""
+    log = s.get(f"/runs/{rid}/logs").body.decode(errors="replace")
+    return re.findall(r"slurm: submitted as job (\S+): (sbatch .*)", log), log
+
+
+def case_retry_elsewhere(args):
+    """A run that crashes (SIGSEGV, class crash, retry_elsewhere) on one Slurm node is
+    restarted as a new job that excludes that node (sbatch --exclude, Slurm's
+    ExcNodeList): it runs on the other node and succeeds; the failure names the node
+    as Slurm does, and the timeline says which nodes were excluded."""
+    with Env(args) as e:
+        with e.server() as s:
+            out = os.path.join(e.d, "out")
+            rid = s.submit(elsewhere_run(e, "crash-once", out, "once"))
+            run = wait_final(s, rid)
+            first, second = attempt_env(out, 0), attempt_env(out, 1)
+            x = first.get("SLURMD_NODENAME")
+            check(run.get("status") == "succeeded", f"restarted elsewhere, it succeeds: {run.get('status')} "
+                  f"{run.get('reason')} {run.get('attempts')}")
+            check(x in ("n1", "n2") and second.get("SLURMD_NODENAME") in ("n1", "n2") and
+                  second.get("SLURMD_NODENAME") != x,
+                  f"attempt 1 ran on the other node than attempt 0 ({x}): {second}")
+            check(second.get("TORCHELASTIC_RESTART_COUNT") == "1" and first.get("SLURM_JOB_ID") != second.get("SLURM_JOB_ID"),
+                  f"the restart is a new job, its launcher at attempt 1: {first} {second}")
+            attempts = [(a["attempt"], a["status"], (a.get("failure") or {}).get("class"),
+                         (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
+            check(attempts == [(0, "failed", "crash", x), (1, "succeeded", None, None)],
+                  f"its attempts: the crash on {x}, named as Slurm names it, then a success: {attempts}")
+            jobs, log = submitted_jobs(s, rid)
+            check(len(jobs) == 2 and "--exclude" not in jobs[0][1] and f"--exclude={x} " in jobs[1][1],
+                  f"the first job excludes nothing, the second excludes {x}: {jobs}")
+            info = e.cluster.job(jobs[1][0]) if len(jobs) == 2 else {}
+            check(info.get("ExcNodeList") == x and info.get("NodeList") == second.get("SLURMD_NODENAME")
+                  and info.get("JobState") == "COMPLETED",
+                  f"Slurm kept the second job off {x} (ExcNodeList) and ran it on the other: "
+                  f"{ {k: info.get(k) for k in ('ExcNodeList', 'NodeList', 'JobState')} }")
+            first_info = e.cluster.job(jobs[0][0]) if jobs else {}
+            check(first_info.get("ExcNodeList") == "(null)", f"the first job excluded no node: {first_info.get('ExcNodeList')}")
+            timeline = s.get(f"/runs/{rid}/timeline").json()["entries"]
+            excluded = [t["detail"] for t in timeline if t["kind"] == "excluded_nodes"]
+            check(excluded == [{"attempt": 1, "nodes": [x], "why": {x: "its attempt failed there"}}],
+                  f"the timeline says attempt 1's job excluded {x}, and why: {excluded}")
+            if args.openapi:
+                with open(args.openapi) as f:
+                    doc = json.load(f)
+                entry = doc["paths"]["/runs/{id}/timeline"]["get"]["responses"]["200"]["content"]["application/json"][
+                    "schema"]["properties"]["entries"]["items"]
+                check("excluded_nodes" in entry["properties"]["kind"]["enum"] and
+                      "excluded_nodes" in entry["properties"]["detail"]["description"],
+                      "the OpenAPI document lists the timeline's excluded_nodes and says its detail")
+
+
+def case_retry_in_place_node_named(args):
+    """A crash its launcher restarts in place (policy retry: the same job, the same
+    node): the failed attempt's failure.node is the Slurm node's name (SLURMD_NODENAME),
+    not the host name the launcher sees, and nothing is excluded."""
+    with Env(args) as e:
+        with e.server() as s:
+            out = os.path.join(e.d, "out")
+            rid = s.submit(elsewhere_run(e, "crash-once-in-place", out, "once", action="retry"))
+            run = wait_final(s, rid)
+            first, second = attempt_env(out, 0), attempt_env(out, 1)
+            x = first.get("SLURMD_NODENAME")
+            attempts = [(a["attempt"], a["status"], (a.get("failure") or {}).get("class"),
+                         (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
+            check(run.get("status") == "succeeded" and x in ("n1", "n2") and second.get("SLURMD_NODENAME") == x
+                  and second.get("SLURM_JOB_ID") == first.get("SLURM_JOB_ID"),
+                  f"restarted in place, in the same job on {x}, it succeeds: {run.get('reason')} {first} {second}")
+            check(attempts == [(0, "failed", "crash", x), (1, "succeeded", None, None)],
+                  f"the crash is recorded on {x}, as Slurm names the node: {attempts}")
+            jobs, _ = submitted_jobs(s, rid)
+            timeline = s.get(f"/runs/{rid}/timeline").json()["entries"]
+            check(len(jobs) == 1 and "--exclude" not in jobs[0][1] and
+                  not [t for t in timeline if t["kind"] == "excluded_nodes"],
+                  f"one job, nothing excluded: {jobs}")
+
+
+def case_retry_elsewhere_no_node_left(args):
+    """A run that crashes on both Slurm nodes, one after the other (retry_elsewhere):
+    its third job would exclude every node of the partition, which Slurm would never
+    start. It is not submitted: the run fails at once, naming the excluded nodes and
+    what an admin or its owner can do."""
+    with Env(args) as e:
+        with e.server() as s:
+            out = os.path.join(e.d, "out")
+            rid = s.submit(elsewhere_run(e, "crash-everywhere", out, "always"))
+            run = wait_final(s, rid)
+            nodes = [attempt_env(out, k).get("SLURMD_NODENAME") for k in (0, 1)]
+            check(sorted(n or "" for n in nodes) == ["n1", "n2"], f"attempts 0 and 1 ran on both nodes: {nodes}")
+            reason = run.get("reason") or ""
+            check(run.get("status") == "failed" and "leaves its Slurm job too few nodes" in reason
+                  and "it needs 1 node of partition debug, and 0 are not excluded" in reason
+                  and f"{nodes[0]} (its attempt failed there), {nodes[1]} (its attempt failed there)" in reason
+                  and "ddpd node clear NAME" in reason and f"ddpctl resume {rid}" in reason,
+                  f"the run fails, naming the nodes it excludes and what to do: {run.get('status')} {reason!r}")
+            attempts = [(a["attempt"], a["status"], (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
+            check(attempts == [(0, "failed", nodes[0]), (1, "failed", nodes[1])], f"its two attempts: {attempts}")
+            jobs, log = submitted_jobs(s, rid)
+            check(len(jobs) == 2 and f"--exclude={nodes[0]} " in jobs[1][1],
+                  f"two jobs only, no third that could never start: {jobs}")
+            left = e.cluster.cmd("squeue", "-h", "-n", f"ddpd-{rid}", "-o", "%i %T", check_rc=False).stdout.strip()
+            check(left == "", f"nothing of the run waits in Slurm's queue: {left!r}")
+            timeline = s.get(f"/runs/{rid}/timeline").json()["entries"]
+            excluded = [t["detail"] for t in timeline if t["kind"] == "excluded_nodes"]
+            check([d["nodes"] for d in excluded] == [nodes[:1], nodes],
+                  f"the timeline says what attempts 1 and 2 excluded: {excluded}")
 
 
 def case_sharing(args):

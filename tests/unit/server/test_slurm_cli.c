@@ -79,6 +79,18 @@ static void test_sbatch_argv(void) {
     check_line("priority 0: Slurm's default", &high,
                "sbatch --parsable --job-name=ddpd-7 --nodes=2 --ntasks-per-node=2 --cpus-per-task=3 " TAIL);
 
+    slurm_job_spec away = site;
+    const char *failed[] = {"n1", "gpu-07"};
+    away.exclude = failed;
+    away.n_exclude = 2;
+    check_line("a retry_elsewhere restart: the nodes it failed on excluded, before the site's options", &away,
+               "sbatch --parsable --job-name=ddpd-7 --nodes=2 --ntasks-per-node=2 --cpus-per-task=3 "
+               "--gpus-per-node=2 --partition=gpu --account=ml --exclude=n1,gpu-07 --time=2:00:00 --account=site " TAIL);
+    away.n_exclude = 0;
+    check_line("nothing to exclude: no --exclude", &away,
+               "sbatch --parsable --job-name=ddpd-7 --nodes=2 --ntasks-per-node=2 --cpus-per-task=3 "
+               "--gpus-per-node=2 --partition=gpu --account=ml --time=2:00:00 --account=site " TAIL);
+
     slurm_job_spec pre = plain;
     pre.preemptible_qos = "scavenger";
     pre.owner_account = "physics";
@@ -90,6 +102,35 @@ static void test_sbatch_argv(void) {
     check_line("an empty QOS is none", &pre,
                "sbatch --parsable --job-name=ddpd-7 --nodes=2 --ntasks-per-node=2 --cpus-per-task=3 "
                "--account=physics --nice=100 " TAIL);
+}
+
+/* sinfo -h -N -o '%N|%P': the nodes a job that excludes some may still get. */
+static void test_nodes_outside(void) {
+    const char *sinfo = "n1|debug*\nn2|debug*\nn2|big\nn3|big\nn4|big\n";
+    const char *one[] = {"n1"}, *both[] = {"n1", "n2"}, *other[] = {"n3", "x"};
+    char part[64];
+    int got = slurm_nodes_outside(sinfo, NULL, one, 1, part, sizeof part);
+    CHECK(got == 1 && strcmp(part, "debug") == 0, "the default partition less n1: 1 node of debug: %d of %s", got, part);
+    got = slurm_nodes_outside(sinfo, "", both, 2, part, sizeof part);
+    CHECK(got == 0, "the default partition less both its nodes: none: %d", got);
+    got = slurm_nodes_outside(sinfo, "big", both, 2, part, sizeof part);
+    CHECK(got == 2 && strcmp(part, "big") == 0, "partition big less n2 (n1 is not in it): n3, n4: %d %s", got, part);
+    got = slurm_nodes_outside(sinfo, "big", other, 2, NULL, 0);
+    CHECK(got == 2, "partition big less n3 and a node Slurm does not know: 2: %d", got);
+    got = slurm_nodes_outside("n1|debug*\nn1|debug*\n", NULL, NULL, 0, NULL, 0);
+    CHECK(got == 1, "a node listed twice counts once: %d", got);
+    got = slurm_nodes_outside(sinfo, "gpu", one, 1, part, sizeof part);
+    CHECK(got == -1, "a partition sinfo does not list: -1: %d", got);
+    got = slurm_nodes_outside("n1|debug\n", NULL, one, 1, part, sizeof part);
+    CHECK(got == -1 && part[0] == 0, "no default partition and none named: -1: %d %s", got, part);
+    got = slurm_nodes_outside("", NULL, one, 1, NULL, 0);
+    CHECK(got == -1, "sinfo said nothing: -1: %d", got);
+    char *list = slurm_node_list(both, 2);
+    CHECK(strcmp(list, "n1,n2") == 0, "the list --exclude takes: %s", list);
+    free(list);
+    list = slurm_node_list(NULL, 0);
+    CHECK(strcmp(list, "") == 0, "an empty list: '%s'", list);
+    free(list);
 }
 
 static void test_user_accounts(void) {
@@ -141,6 +182,7 @@ static void test_batch_script(void) {
 int main(void) {
     test_sbatch_argv();
     test_user_accounts();
+    test_nodes_outside();
     test_batch_script();
     return test_done("test_slurm_cli");
 }
