@@ -626,8 +626,11 @@ def case_suspect_nodes(args, d):
         run = wait_final(cl, rid, 120)
         show(cl, rid)
         classes = [(x.get("failure") or {}).get("class") for x in (run or {}).get("attempts", [])]
-        check(run and run["status"] == "failed" and len(classes) >= 2 and set(classes) == {"crash"},
-              f"the first run crashed on each attempt: {run and run['reason']} {run and run['attempts']}")
+        # max_restarts 1: two attempts, each failing at step 5 (a third once ran: the first
+        # attempt's steps counted as progress over no earlier attempt, under reset_on_progress)
+        check(run and run["status"] == "failed" and classes == ["crash", "crash"] and
+              (run["reason"] or "").startswith("all 2 attempts failed (distributed.restart_policy.max_restarts is 1)"),
+              f"the first run crashed on each of its 2 attempts: {run and run['reason']} {run and run['attempts']}")
         m = marks(cl).get("node-a")
         check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"] and m["evidence"] and
               m["since"] and m["state"] == "suspect" and not m["suspect"] and m["device"] == "cpu:0" and
