@@ -109,7 +109,7 @@ static void get_nodes(request *rq, response *rs) {
     json_t *body = json_pack("{s:o, s:o}", "nodes", nodes, "suspects", marks);
     char *text = json_dumps(body, JSON_COMPACT);
     char etag[96];
-    snprintf(etag, sizeof etag, "\"nodes-%016llx\"", (unsigned long long)fnv1a64(text, text ? strlen(text) : 0));
+    snprintf(etag, sizeof etag, "\"%016llx-nodes\"", (unsigned long long)fnv1a64(text, text ? strlen(text) : 0));
     free(text);
     if (rq_if_none_match(rq, etag)) {
         json_decref(body);
