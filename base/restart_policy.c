@@ -143,10 +143,17 @@ void restart_budget_init(restart_budget *b, int used) {
     b->best_step = -1;
 }
 
+void restart_budget_baseline(restart_budget *b, long long best_step) {
+    if (best_step < 0) return;
+    if (best_step > b->best_step) b->best_step = best_step;
+    b->baseline = 1;
+}
+
 restart_next restart_decide(const restart_policy *p, restart_budget *b, failure_class cls, long long max_step,
                             int checkpointed, double now_s, int *progress, double *backoff_s) {
-    *progress = checkpointed || (max_step >= 0 && max_step > b->best_step);
+    *progress = checkpointed || (b->baseline && max_step >= 0 && max_step > b->best_step);
     if (max_step > b->best_step) b->best_step = max_step;
+    b->baseline = 1; /* this attempt is the next one's earlier attempt */
     if (*progress) {
         b->streak = 0;
         b->loop_n = 0;

@@ -47,12 +47,20 @@ const char *restart_policy_budget_field(const restart_policy *p);
 typedef struct {
     int used;                          /* the restarts used up */
     long long best_step;               /* the highest global step an attempt reached; -1: none */
+    int baseline;                      /* best_step is an earlier attempt's: a step beyond it is progress
+                                        * (the run's first attempt only sets it: reaching step 37 from
+                                        * nothing is no progress over an earlier attempt) */
     int streak;                        /* failures in a row without progress (the backoff's exponent) */
     int loop_n;                        /* failures without progress in a row, their times: */
     double loop_t[CRASH_LOOP_MAX];
 } restart_budget;
 
 void restart_budget_init(restart_budget *b, int used);
+
+/* The best step of the attempts before this budget's first (a launch that starts at
+ * a later attempt reads it from the run's journal): the next attempt's steps are
+ * compared with it. A step below 0 (none reported) leaves the budget as it was. */
+void restart_budget_baseline(restart_budget *b, long long best_step);
 
 typedef enum {
     NEXT_RESTART,       /* restart it, after *backoff_s */
@@ -64,7 +72,10 @@ typedef enum {
 
 /* A failed attempt of class cls that reached max_step (-1: no step reported) and
  * wrote a checkpoint or not, at time now_s: what follows, with the budget updated,
- * *progress whether it counted as progress, *backoff_s the pause before a restart. */
+ * *progress whether it counted as progress (a checkpoint, or a step beyond an
+ * earlier attempt's best: never the first attempt's steps alone, so that a script
+ * failing at the same step every time gets max_restarts restarts, no more),
+ * *backoff_s the pause before a restart. */
 restart_next restart_decide(const restart_policy *p, restart_budget *b, failure_class cls, long long max_step,
                             int checkpointed, double now_s, int *progress, double *backoff_s);
 

@@ -277,7 +277,8 @@ static int run(const options *o, const command_config *cfg) {
     int nodes = 1, node_rank = 0, first_attempt, restarts_from, port_lo, port_hi;
     if (node_part(o, cfg->world_size, &nodes, &node_rank) != 0) return EXIT_BAD_INPUT;
     if (attempt_options(o, &first_attempt, &restarts_from, &port_lo, &port_hi) != 0) return EXIT_BAD_INPUT;
-    attempt_plan plan = {.first = first_attempt, .from = restarts_from, .restarts_allowed = nodes == 1};
+    attempt_plan plan = {.first = first_attempt, .from = restarts_from, .restarts_allowed = nodes == 1,
+                         .earlier_step = -1};
     char bad[512];
     if (attempts_policy(&plan, o->config_path, cfg->max_restarts, "ddp-run", bad, sizeof bad) != 0) {
         fprintf(stderr, "ddp-run: %s\n", bad);

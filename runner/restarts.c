@@ -120,6 +120,11 @@ static int pause_before_restart(void *ctx, double seconds) {
 
 void restarts_run(restart_params *p, attempts_outcome *out) {
     attempt_hooks hooks = {.ctx = p, .prepare = prepare_attempt, .run = run_attempt, .pause = pause_before_restart};
+    /* a launch of a later attempt (the server started it again): the steps its earlier
+     * attempts reached, from the run's journal, are what its first attempt must pass to
+     * have made progress */
+    int checkpointed;
+    if (p->plan.first > 0) attempt_journal_progress(p->gang.run_dir, 0, &p->plan.earlier_step, &checkpointed);
     attempts_run(p->gang.events, &p->plan, &hooks, out);
     free(p->log_from);
     p->log_from = NULL;

@@ -108,7 +108,8 @@ int launcher_start_and_supervise(launcher *L) {
     sigaddset(&L->mask, SIGUSR1);
     sigprocmask(SIG_BLOCK, &L->mask, &L->child_mask);
     int from = L->o->restarts_from >= 0 ? L->o->restarts_from : L->o->restart_count;
-    L->plan = (attempt_plan){.first = L->o->restart_count, .from = from, .restarts_allowed = L->o->nodes <= 1};
+    L->plan = (attempt_plan){.first = L->o->restart_count, .from = from, .restarts_allowed = L->o->nodes <= 1,
+                             .earlier_step = -1};
     char bad[512];
     if (attempts_policy(&L->plan, L->o->config_path, L->cfg.distributed.max_restarts, "ddp-trainer", bad, sizeof bad) != 0) {
         launcher_end_run(L, "failed", bad, EXIT_RUN_FAILED); /* the server checked it: a config edited since */

@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "base.h"
 #include "executor_agents.h"
+#include "fnv.h"
 #include "ids.h"
 #include "ingest.h"
 #include "node_relay.h"
@@ -94,13 +95,29 @@ static void mask_mark(json_t *mark, const caller *who) {
     json_object_set_new(mark, "hidden", json_pack("[s]", "evidence"));
 }
 
+/* GET /nodes, tagged by its bytes as this caller reads them (the evidence hidden or
+ * not): a poller that sends the tag back in If-None-Match gets 304 until it changes. */
 static void get_nodes(request *rq, response *rs) {
     const caller *who = rq_caller(rq);
     json_t *nodes = scheduler_nodes_json(), *marks = scheduler_suspects_json(), *x;
     size_t i;
-    json_array_foreach(nodes, i, x) mask_mark(json_object_get(x, "suspect"), who);
+    json_array_foreach(nodes, i, x) {
+        mask_mark(json_object_get(x, "suspect"), who);
+        mask_mark(json_object_get(x, "watch"), who);
+    }
     json_array_foreach(marks, i, x) mask_mark(x, who);
-    reply_json(rs, 200, json_pack("{s:o, s:o}", "nodes", nodes, "suspects", marks));
+    json_t *body = json_pack("{s:o, s:o}", "nodes", nodes, "suspects", marks);
+    char *text = json_dumps(body, JSON_COMPACT);
+    char etag[96];
+    snprintf(etag, sizeof etag, "\"%016llx-nodes\"", (unsigned long long)fnv1a64(text, text ? strlen(text) : 0));
+    free(text);
+    if (rq_if_none_match(rq, etag)) {
+        json_decref(body);
+        reply_not_modified(rs, etag);
+        return;
+    }
+    reply_json(rs, 200, body);
+    snprintf(rs->etag, sizeof rs->etag, "%s", etag);
 }
 
 /* POST /nodes/{name}/clear: an admin clears a node's suspect mark (docs/failures.md). */

@@ -1184,6 +1184,7 @@ json_t *scheduler_nodes_json(void) {
         /* the host's devices that are suspect on their own (or all of them, with the node) */
         json_object_set_new(node, "suspect_devices", mark ? json_incref(json_object_get(mark, "devices")) : json_array());
         json_object_set_new(node, "suspect", mark ? mark : json_null());
+        json_object_set_new(node, "watch", watch_json_locked(json_string_value(json_object_get(node, "name"))));
     }
     pthread_mutex_unlock(&sched.mu);
     return all;

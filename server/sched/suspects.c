@@ -24,6 +24,7 @@
 typedef struct {
     int64_t t, run_id;
     int attempt;
+    char cls[16];            /* its class: infra, collective, hang, crash */
     char device[DEVICE_LEN]; /* "cpu:1", "gpu:UUID"; "": not known */
     char owner[NAME_MAX_LEN];
 } failure_at;
@@ -105,8 +106,10 @@ static json_t *mark_json(const mark *m) {
     json_t *devs = json_array(), *fails = json_array();
     for (int i = 0; i < m->n_devs; i++) json_array_append_new(devs, json_string(m->devs[i]));
     for (int i = 0; i < m->n_fail; i++)
-        json_array_append_new(fails, json_pack("{s:I, s:I, s:i, s:o, s:o}", "t", (json_int_t)m->fail[i].t, "run_id",
-                                               (json_int_t)m->fail[i].run_id, "attempt", m->fail[i].attempt, "device",
+        json_array_append_new(fails, json_pack("{s:I, s:I, s:i, s:o, s:o, s:o}", "t", (json_int_t)m->fail[i].t,
+                                               "run_id", (json_int_t)m->fail[i].run_id, "attempt", m->fail[i].attempt,
+                                               "class", json_string_or_null(m->fail[i].cls[0] ? m->fail[i].cls : NULL),
+                                               "device",
                                                json_string_or_null(m->fail[i].device[0] ? m->fail[i].device : NULL),
                                                "owner", json_string_or_null(m->fail[i].owner[0] ? m->fail[i].owner
                                                                                                  : NULL)));
@@ -164,6 +167,7 @@ static void load(const json_t *all) {
             f->run_id = json_integer_value(json_object_get(d, "run_id"));
             f->attempt = (int)json_integer_value(json_object_get(d, "attempt"));
             snprintf(f->device, sizeof f->device, "%s", json_string_value(json_object_get(d, "device")) ?: "");
+            snprintf(f->cls, sizeof f->cls, "%s", json_string_value(json_object_get(d, "class")) ?: "");
             snprintf(f->owner, sizeof f->owner, "%s", json_string_value(json_object_get(d, "owner")) ?: "");
         }
         m->cls = xstrdup(json_string_value(json_object_get(o, "class")) ?: "");
@@ -246,6 +250,7 @@ void suspect_mark_locked(const char *node, const char *device, const char *cls, 
     if (kept == RUNS_KEPT) memmove(m->fail, m->fail + 1, (size_t)--kept * sizeof *m->fail);
     m->fail[kept] = (failure_at){.t = now, .run_id = run_id, .attempt = attempt};
     snprintf(m->fail[kept].device, DEVICE_LEN, "%s", device ? device : "");
+    snprintf(m->fail[kept].cls, sizeof m->fail[kept].cls, "%s", cls);
     snprintf(m->fail[kept].owner, NAME_MAX_LEN, "%s", owner ? owner : "");
     m->n_fail = kept + 1;
     /* the distinct runs that failed there within the window, this one the newest */
@@ -341,6 +346,12 @@ json_t *suspects_json_locked(void) {
 json_t *suspect_json_locked(const char *node) {
     const mark *m = find(node);
     return m && in_force(m) ? mark_json(m) : NULL;
+}
+
+json_t *watch_json_locked(const char *node) {
+    const mark *m = find(node);
+    bool recent = m && m->n_fail > 0 && (S.window_ms <= 0 || now_ms() - m->last_ms <= S.window_ms);
+    return recent && !in_force(m) ? mark_json(m) : json_null();
 }
 
 json_t *suspects_read_dir(const char *state_dir, char *err, size_t errlen) {

@@ -47,5 +47,8 @@ bool suspects_take_requests_locked(void);
 json_t *suspects_json_locked(void);
 /* The mark of one node as that JSON, or NULL. */
 json_t *suspect_json_locked(const char *node);
+/* The mark of a node that is only watched (fewer failures than make it suspect, the
+ * newest within the window) as that JSON, state "watched"; else JSON null (new). */
+json_t *watch_json_locked(const char *node);
 
 #endif

@@ -16,8 +16,10 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run)
     # (#/sweeps, #/sweeps/{id}) on a real sweep of real trials; web_usage: the usage page
     # (#/usage) against GET /usage on two users' real runs; web_runs_pages: the runs page through a
     # history of several pages, its filters asked of the server; web_loads_once: each page
-    # reads each resource once and revalidates with If-None-Match
-    foreach(page dashboard sweeps usage runs_pages loads_once)
+    # reads each resource once and revalidates with If-None-Match; web_node_marks: the nodes
+    # page's marks (a device made suspect by a user's real failed run), hidden evidence, an
+    # admin's Clear
+    foreach(page dashboard sweeps usage runs_pages loads_once node_marks)
       add_test(NAME web_${page}
                COMMAND ${NODE_EXECUTABLE} --test --test-reporter=spec --test-concurrency=1
                        ${CMAKE_CURRENT_LIST_DIR}/web/${page}.test.mjs

@@ -78,6 +78,7 @@ void attempts_run(event_sink *events, const attempt_plan *plan, const attempt_ho
                 pol->max_restarts);
     restart_budget budget;
     restart_budget_init(&budget, plan->first - plan->from);
+    restart_budget_baseline(&budget, plan->earlier_step);
     for (int attempt = plan->first;; attempt++) {
         event_started(events, plan, attempt, h->prepare(h->ctx, attempt));
         attempt_result r = {.status = "failed", .failing_rank = -1, .exit_code = -1, .oom_kills = -1, .max_step = -1};

@@ -30,6 +30,8 @@ typedef struct {
     int first;
     int from;
     int restarts_allowed;
+    long long earlier_step; /* the best global step of the run's attempts before `first` (-1: none, or not
+                             * known): its first attempt's steps are progress beyond it (restart_policy.h) */
     restart_policy policy; /* distributed.restart_policy (restart_policy.h): max_restarts, the pause, each class's action */
 } attempt_plan;
 

@@ -16,7 +16,9 @@ killed or stopped, node-b's agent killed. A user mapped to a Unix account: every
 process of its runs, on both nodes, runs as that account (the agent root); an agent
 that cannot switch accounts, or a node without the account, refuses the part, naming
 what to do; a run whose account
-went while it was queued never reaches the agent. Skips (exit
+went while it was queued never reaches the agent. Suspect nodes and devices, and a
+user's own failed run's evidence hidden from another user (GET /nodes, ddpctl nodes),
+who may not clear the node. Skips (exit
 77), saying so, where network namespaces cannot be made.
 
 Usage: test_nodes.py CASE --ddpd PATH --runner PATH --trainer PATH"""
@@ -626,8 +628,11 @@ def case_suspect_nodes(args, d):
         run = wait_final(cl, rid, 120)
         show(cl, rid)
         classes = [(x.get("failure") or {}).get("class") for x in (run or {}).get("attempts", [])]
-        check(run and run["status"] == "failed" and len(classes) >= 2 and set(classes) == {"crash"},
-              f"the first run crashed on each attempt: {run and run['reason']} {run and run['attempts']}")
+        # max_restarts 1: two attempts, each failing at step 5 (a third once ran: the first
+        # attempt's steps counted as progress over no earlier attempt, under reset_on_progress)
+        check(run and run["status"] == "failed" and classes == ["crash", "crash"] and
+              (run["reason"] or "").startswith("all 2 attempts failed (distributed.restart_policy.max_restarts is 1)"),
+              f"the first run crashed on each of its 2 attempts: {run and run['reason']} {run and run['attempts']}")
         m = marks(cl).get("node-a")
         check(m and m["class"] == "crash" and m["run_id"] == rid and not m["excluded"] and m["evidence"] and
               m["since"] and m["state"] == "suspect" and not m["suspect"] and m["device"] == "cpu:0" and
@@ -717,6 +722,94 @@ def case_suspect_nodes(args, d):
               f"cleared, node-b takes the run again: {run and run['reason']} {admitted_on(cl, rid)}")
         check(not marks(cl), f"no mark left: {marks(cl)}")
         check(wait_until(lambda: not marked(mark), "every rank to be gone", 30), f"no rank left: {marked(mark)}")
+
+
+# A line a collective class is read from (base/failure_class.c), with what only its
+# owner (and an admin) may read, then a failed exit.
+HER_FAILURE = """
+    import sys
+    print("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error (" + sys.argv[1] + ")",
+          file=sys.stderr, flush=True)
+    sys.exit(1)
+"""
+
+
+def case_marks_of_her_run(args, d):
+    """The hostile side of the marks: alice's own command run fails twice on one slot
+    (restart_policy.max_restarts 1: exactly 2 attempts) with a collective error whose
+    line, her run's output, carries a secret; the slot is suspect with that line as
+    evidence. Bob (another user) reads "<hidden>" in its place in GET /nodes (the node's
+    mark and the list of marks) and in `ddpctl nodes`, and his clear is refused (403),
+    the mark kept; alice and the admin read her line. Cleared, her next run (no restart)
+    fails once there: the node is only watched (GET /nodes' `watch`, state watched), its
+    evidence hidden from bob all the same."""
+    secret = f"alice-secret-{uuid.uuid4().hex[:12]}"
+    path = os.path.join(d, "hers.py")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent(HER_FAILURE))
+    os.chmod(path, 0o644)
+    with Cluster(args, d) as cl:
+        alice = add_user(args.ddpd, cl.server.state_dir, "alice")
+        bob = add_user(args.ddpd, cl.server.state_dir, "bob")
+
+        def hers(max_restarts):
+            cfg = {"name": "hers", "command": [PYTHON, path, secret],
+                   "distributed": {"world_size": 1, "restart_policy": {
+                       "max_restarts": max_restarts, "backoff": {"initial_s": 0, "max_s": 0}}}}
+            r = cl.server.post("/runs", cfg, headers=bearer(alice))
+            check(r.status == 201, f"alice's run is accepted: {r.status} {r.body[:300]!r}")
+            return wait_final(cl, r.json()["id"], 120) if r.status == 201 else None
+
+        def nodes_as(token):
+            r = cl.server.get("/nodes", headers=bearer(token))
+            return r.json(), r.body.decode()
+
+        run = hers(1)
+        rid = (run or {}).get("id")
+        check(run and [(x.get("failure") or {}).get("class") for x in run["attempts"]] == ["collective", "collective"],
+              f"her run failed twice, collective: {run and run['reason']} {run and run['attempts']}")
+        got = wait_until(lambda: next((m for m in marks(cl).values() if m["run_id"] == rid), None), "her run's mark", 30)
+        node = (got or {}).get("node")
+        check(got and got["state"] == "suspect" and got["owner"] == "alice" and secret in got["evidence"] and
+              [f["class"] for f in got["failures"]] == ["collective", "collective"],
+              f"the admin reads her line as the mark's evidence, each failure's class: {got}")
+        seen, body = nodes_as(bob)
+        bm = next((m for m in seen.get("suspects", []) if m["node"] == node), {})
+        bn = next((n for n in seen["nodes"] if n["name"] == node), {}).get("suspect") or {}
+        check(bm.get("evidence") == bn.get("evidence") == "<hidden>" and bm.get("hidden") == ["evidence"] and
+              bm.get("class") == "collective" and bm.get("run_id") == rid and secret not in body,
+              f"bob sees her run's mark without her line, in both places: {bm} {bn}")
+        seen, body = nodes_as(alice)
+        am = next((m for m in seen.get("suspects", []) if m["node"] == node), {})
+        check(secret in am.get("evidence", "") and "hidden" not in am, f"alice reads her own line: {am}")
+        listed = ddpctl(cl, bob, "nodes")
+        row = next((l for l in listed.splitlines() if l.startswith(node or "?") and "collective" in l), "")
+        check("<hidden>" in row and secret not in listed, f"ddpctl nodes as bob: the mark without her line: {listed!r}")
+        listed = ddpctl(cl, bob, "nodes", "--json")
+        check(secret not in listed and "<hidden>" in listed, f"ddpctl nodes --json as bob: no line of hers: {listed!r}")
+        listed = ddpctl(cl, cl.token, "nodes")
+        check(secret in listed, f"ddpctl nodes as the admin: her line: {listed!r}")
+        r = cl.server.post(f"/nodes/{node}/clear", {}, headers=bearer(bob))
+        check(r.status == 403 and node in marks(cl), f"bob may not clear the node: {r.status} {r.body[:300]!r}")
+        r = cl.server.post(f"/nodes/{node}/clear", {}, headers=bearer(alice))
+        check(r.status == 403 and node in marks(cl), f"nor alice, whose run marked it: {r.status} {r.body[:300]!r}")
+        r = cl.server.post(f"/nodes/{node}/clear", {})
+        check(r.status == 200 and node not in marks(cl), f"the admin clears it: {r.status} {r.body[:300]!r}")
+        # one failure: watched, not suspect; the evidence hidden from bob there too
+        run = hers(0)
+        check(run and len(run["attempts"]) == 1, f"max_restarts 0: one attempt: {run and run['attempts']}")
+        def watched(token):
+            seen, body = nodes_as(token)
+            n = next((x for x in seen["nodes"] if (x.get("watch") or {}).get("run_id") == (run or {}).get("id")), None)
+            return (n, body) if n else None
+        got = wait_until(lambda: watched(cl.token), "the node to be watched", 30)
+        n = got[0] if got else {}
+        check(n.get("suspect") is None and n["watch"]["state"] == "watched" and secret in n["watch"]["evidence"] and
+              not marks(cl), f"one failure: the node is watched, not suspect; the admin reads her line: {n}")
+        got = watched(bob)
+        n, body = got if got else ({}, "")
+        check(got and n["watch"]["evidence"] == "<hidden>" and n["watch"]["hidden"] == ["evidence"] and secret not in body,
+              f"bob reads no line of hers in the watch either: {n}")
 
 
 def case_placement_refusals(args, d):

@@ -42,8 +42,8 @@ int main(void) {
     restart_budget_init(&b, 0);
     CHECK(restart_decide(&p, &b, FAILURE_OOM, 37, 0, 0, &progress, &pause) == NEXT_FAIL_CLASS, "oom: fail at once");
     restart_budget_init(&b, 0);
-    CHECK(restart_decide(&p, &b, FAILURE_EXIT, 5, 0, 0, &progress, &pause) == NEXT_RESTART && progress && pause == 1.0,
-          "exit: retried, after the fixed pause");
+    CHECK(restart_decide(&p, &b, FAILURE_EXIT, 5, 0, 0, &progress, &pause) == NEXT_RESTART && !progress && pause == 1.0,
+          "exit: retried, after the fixed pause (the first attempt's steps pass no earlier attempt's)");
     CHECK(restart_decide(&p, &b, FAILURE_EXIT, 9, 0, 1, &progress, &pause) == NEXT_RESTART && progress,
           "progress, but without a policy it still counts");
     CHECK(restart_decide(&p, &b, FAILURE_EXIT, 12, 1, 2, &progress, &pause) == NEXT_FAIL_SPENT,
@@ -59,23 +59,43 @@ int main(void) {
     CHECK(p.on[FAILURE_OOM] == RESTART_RETRY && p.on[FAILURE_EXIT] == RESTART_FAIL &&
               p.on[FAILURE_SCRIPT_ERROR] == RESTART_FAIL, "on: the classes named change, the rest keep their default");
     restart_budget_init(&b, 0);
-    for (int k = 0; k < 5; k++)
+    CHECK(restart_decide(&p, &b, FAILURE_OOM, 10, 0, 0, &progress, &pause) == NEXT_RESTART && !progress &&
+              pause == 2.0 && b.used == 1,
+          "the first attempt's steps are no progress (there is no earlier attempt to pass): one used up");
+    for (int k = 1; k < 5; k++)
         CHECK(restart_decide(&p, &b, FAILURE_OOM, 10 * (k + 1), 0, k, &progress, &pause) == NEXT_RESTART &&
-                  progress && pause == 2.0 && b.used == 0,
-              "failure %d with progress: no restart used up, the first pause", k);
-    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 50, 0, 10, &progress, &pause) == NEXT_RESTART && !progress &&
-              pause == 2.0 && b.used == 1, "no progress (step 50 again): one used up");
-    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 50, 0, 11, &progress, &pause) == NEXT_FAIL_LOOP || b.used == 2,
-          "the second without progress: spent or a loop");
+                  progress && pause == 2.0 && b.used == 1,
+              "failure %d with progress (a step beyond the earlier attempts'): no restart used up", k);
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 50, 0, 10, &progress, &pause) == NEXT_FAIL_SPENT && !progress &&
+              b.used == 2, "no progress (step 50 again): the second used up, max_restarts 1 spent");
+    /* max_restarts 1, failing at the same step every time: 2 attempts, not 3 (the first
+     * attempt's steps once made it "progress", and a third attempt followed) */
+    restart_budget_init(&b, 0);
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 5, 0, 0, &progress, &pause) == NEXT_RESTART && !progress,
+          "max_restarts 1: attempt 0 at step 5: restarted, one used up");
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 5, 0, 1, &progress, &pause) == NEXT_FAIL_SPENT,
+          "max_restarts 1: attempt 1 at step 5 again: no third attempt");
+    /* a launch of a later attempt knows its earlier attempts' best step: beyond it is progress */
+    restart_budget_init(&b, 1);
+    restart_budget_baseline(&b, 37);
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 37, 0, 0, &progress, &pause) == NEXT_FAIL_SPENT && !progress,
+          "step 37 again after a baseline of 37: no progress, the budget (1 used) spent");
+    restart_budget_init(&b, 1);
+    restart_budget_baseline(&b, 37);
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, 40, 0, 0, &progress, &pause) == NEXT_RESTART && progress && b.used == 1,
+          "step 40 after a baseline of 37: progress, none used up");
+    restart_budget_init(&b, 0);
+    CHECK(restart_decide(&p, &b, FAILURE_CRASH, -1, 1, 0, &progress, &pause) == NEXT_RESTART && progress && b.used == 0,
+          "a checkpoint is progress on any attempt, the first too");
     restart_budget_init(&b, 0);
     p.max_restarts = 10;
     double pauses[4];
     restart_next last = NEXT_RESTART;
     for (int k = 0; k < 4 && last == NEXT_RESTART; k++) last = restart_decide(&p, &b, FAILURE_CRASH, 37, 0, k, &progress, &pauses[k]);
     CHECK(last == NEXT_FAIL_LOOP && b.loop_n == 3 && b.best_step == 37,
-          "step 37 each time: the first is progress, the next three a crash loop (%d, %d)", (int)last, b.loop_n);
-    CHECK(pauses[0] == 2.0 && pauses[1] == 2.0 && pauses[2] == 4.0, "the pause doubles: %g %g %g", pauses[0], pauses[1],
-          pauses[2]);
+          "step 37 each time: three failures without progress, a crash loop (%d, %d)", (int)last, b.loop_n);
+    CHECK(pauses[0] == 2.0 && pauses[1] == 4.0 && pauses[2] == 5.0, "the pause doubles up to max_s: %g %g %g",
+          pauses[0], pauses[1], pauses[2]);
     restart_budget_init(&b, 0);
     last = NEXT_RESTART;
     for (int k = 0; k < 6 && last == NEXT_RESTART; k++)
