@@ -339,6 +339,7 @@ static void sched_lock(void) {
 
 static void placement_publish_locked(void);
 static bool view_published(int64_t id, bool decide, queued_view *view);
+static void sched_lock_for_read(void);
 
 /* Whether the queue is long (long_queue_locked), for the submissions that come while
  * the lock is held. */
@@ -1148,7 +1149,7 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
         *hash = v.pending ? v.pending_hash : 0;
         return v.pending;
     }
-    sched_lock();
+    sched_lock_for_read();
     if (decide) decided_locked();
     live_run *r = find_run(id);
     json_t *p = r && r->pending ? json_deep_copy(r->pending) : NULL;
@@ -1165,7 +1166,7 @@ char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, b
         *pending_hash = v.pending_hash;
         return v.waiting;
     }
-    sched_lock();
+    sched_lock_for_read();
     char *text = waiting_for_locked(id, decide); /* decides first what waits to be, with `decide` */
     live_run *r = find_run(id);
     *position = r && r->status == RUN_QUEUED ? r->queue_position : 0;
@@ -1315,9 +1316,16 @@ static bool view_published(int64_t id, bool decide, queued_view *view) {
                               .pending = v->pending ? json_deep_copy(v->pending) : NULL,
                               .pending_hash = v->pending_hash}
               : (queued_view){.id = id};
-    if (!known) pub.lock_reads++;
     pthread_mutex_unlock(&pub.mu);
     return known;
+}
+
+/* A read goes through the scheduler's lock (counted: /metrics). */
+static void sched_lock_for_read(void) {
+    pthread_mutex_lock(&pub.mu);
+    pub.lock_reads++;
+    pthread_mutex_unlock(&pub.mu);
+    sched_lock();
 }
 
 /* The published text (a copy) and its tag, or only its tag (text NULL); made current
