@@ -1338,7 +1338,10 @@ static char *queue_read(bool copy, size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) {
         pthread_mutex_unlock(&pub.mu);
         sched_lock();
         decided_locked();
-        if (!pub.current) queue_publish_locked(); /* (current under sched.mu: its writers hold it) */
+        pthread_mutex_lock(&pub.mu);
+        current = pub.current; /* (a submission may have come to the inbox since) */
+        pthread_mutex_unlock(&pub.mu);
+        if (!current) queue_publish_locked(); /* as decided now */
         pthread_mutex_lock(&pub.mu);
         pthread_mutex_unlock(&sched.mu);
     }
