@@ -16,8 +16,11 @@
            (the tests' stand-in trainer, which waits): what a submission costs with
            the queue at its longest, the time from a run's end to the next run's
            start (finished_at -> started_at) as slots are freed one at a time, what
-           GET /queue and GET /runs/{id} of a queued run (plain and 304) take, and
-           bench_queue_policy's in-process figure for one decision; with
+           GET /queue and GET /runs/{id} of a queued run (plain and 304) take
+           (--queue-reads of each, 20 ms apart, so that some meet the tick's
+           decisions), as the client saw them and as the server's log says (its own
+           time), medians and p90s, and bench_queue_policy's in-process figure for
+           one decision; with
            --baseline-ddpd, the same on that build after this one's, side by side.
   get      GET /runs/{id} of a finished run (config and checkpoints in its answer):
            the server's own CPU per request (its utime+stime from /proc/PID/stat around
@@ -332,6 +335,19 @@ def bench_latency(a):
     print("  (target: a 1-rank run under 300 ms)")
 
 
+def server_times(s, offset):
+    """The server's own time of each request its log holds from byte `offset` on
+    ("http CLIENT METHOD PATH STATUS BYTES 1.4ms"): {"all": [(path, status, ms)]}."""
+    out = []
+    with open(os.path.join(s.dir, "server.log"), "rb") as log:
+        log.seek(offset)
+        for line in log.read().decode(errors="replace").splitlines():
+            m = re.search(r" http \S+ (GET|POST) (\S+) (\d+) \d+B ([\d.]+)ms", line)
+            if m:
+                out.append((m.group(2), int(m.group(3)), float(m.group(4))))
+    return {"all": out}
+
+
 def queue_figures(a, ddpd):
     """One server (`ddpd`): a.queued runs of 10 users queued behind 2 busy slots;
     what submitting, reading the queue and freeing slots cost. Returns the figures."""
@@ -363,8 +379,12 @@ def queue_figures(a, ddpd):
         running = [r for r in ids[:2]]
         for rid in running:
             s.wait(rid, lambda r: r["status"] == "running", timeout=60)
+        f["server"] = server_times(s, 0)
+        f["server"]["posts"] = [ms for path, status, ms in f["server"]["all"] if path == "/runs" and status == 201][-200:]
+        log_at = os.path.getsize(os.path.join(s.dir, "server.log"))
         tag = s.req("GET", f"/runs/{ids[-1]}", with_headers=True)[2].get("ETag")
-        for _ in range(20):
+        # spread over some seconds, so that reads meet the tick's decisions as users' reads do
+        for _ in range(a.queue_reads):
             t = time.time()
             s.req("GET", f"/runs/{ids[-1]}")
             f["gets"].append((time.time() - t) * 1000)
@@ -375,6 +395,11 @@ def queue_figures(a, ddpd):
             t = time.time()
             s.req("GET", "/queue")
             f["queue_gets"].append((time.time() - t) * 1000)
+            time.sleep(0.02)
+        reads = server_times(s, log_at)["all"]
+        f["server"]["gets"] = [ms for path, status, ms in reads if path == f"/runs/{ids[-1]}" and status == 200]
+        f["server"]["gets_304"] = [ms for path, status, ms in reads if path == f"/runs/{ids[-1]}" and status == 304]
+        f["server"]["queue_gets"] = [ms for path, status, ms in reads if path == "/queue"]
 
         def started_now(before):
             """The run that started in place of the ones in `before` (the queue's head
@@ -419,16 +444,24 @@ def bench_queue(a):
             ("GET /runs/{id} of a queued run (its place and what it waits for)", "gets"),
             ("  the same with its ETag (304)", "gets_304"),
             ("GET /queue (every queued run in start order, each with its reason)", "queue_gets"))
-    print(f"  {'median ms (min-max)':72s}" + "".join(f"{name:>24s}" for name, _ in figures)
+    print(f"  {'client side: median ms (p90, max)':72s}" + "".join(f"{name:>26s}" for name, _ in figures)
           + ("      ratio" if len(figures) == 2 else ""))
-    for what, key in rows:
-        cells, medians = "", []
-        for _, f in figures:
-            v = sorted(f[key])
-            medians.append(statistics.median(v) if v else None)
-            cells += f"{statistics.median(v):9.2f} ({v[0]:.1f}-{v[-1]:.1f})".rjust(24) if v else "-".rjust(24)
-        ratio = f"{medians[1] / medians[0]:10.1f}x" if len(medians) == 2 and medians[0] and medians[1] else ""
-        print(f"  {what:72s}{cells}{ratio}")
+
+    def p90(v):
+        return v[min(len(v) - 1, int(len(v) * 0.9))]
+
+    for side in ("client", "server"):
+        if side == "server":
+            print(f"  {'server side (its log, 0.1 ms steps): median ms (p90, max)':72s}")
+        for what, key in rows:
+            cells, medians = "", []
+            for _, f in figures:
+                v = sorted((f if side == "client" else f["server"]).get(key, []))
+                medians.append(statistics.median(v) if v else None)
+                cells += f"{statistics.median(v):9.2f} ({p90(v):.1f}, {v[-1]:.1f})".rjust(26) if v else "-".rjust(26)
+            ratio = f"{medians[1] / medians[0]:10.1f}x" if len(medians) == 2 and medians[0] and medians[1] else ""
+            if side == "client" or key in figures[0][1]["server"]:
+                print(f"  {what:72s}{cells}{ratio}")
     for name, f in figures:
         print(f"  {name}: {a.queued} submissions took {f['submit_s']:.1f} s")
     print("  (ratio: baseline / this build; target: a freed device starts the next run within 50 ms)")
@@ -701,6 +734,8 @@ def main():
     p.add_argument("--baseline-trainer", help="latency: another ddp-trainer build whose runs alternate with this one's")
     p.add_argument("--queued", type=int, default=1000, help="queue: runs queued")
     p.add_argument("--queue-rounds", type=int, default=10, help="queue: slots freed one at a time")
+    p.add_argument("--queue-reads", type=int, default=100,
+                   help="queue: reads of each kind (GET /queue, a queued run's GET, its 304), 20 ms apart")
     p.add_argument("--get-seconds", type=int, default=10, help="get: seconds of each 64-connection measurement")
     p.add_argument("--get-requests", type=int, default=20000,
                    help="get: GETs of each one-connection measurement (CPU times come in 10 ms ticks: enough of them)")

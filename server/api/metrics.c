@@ -165,6 +165,16 @@ void metrics_render(buf_t *b) {
     prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "change", NULL}, decided[0]);
     prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "read", NULL}, decided[1]);
     prom_sample_u(b, "ddpd_queue_decisions_total", (const char *[]){"cause", "tick", NULL}, decided[2]);
+    uint64_t to_inbox, lock_reads;
+    scheduler_queue_lock_stats(&to_inbox, &lock_reads);
+    prom_family(b, "ddpd_queue_submissions_deferred_total", "counter",
+                "Submissions behind a long queue that came while a decision held the scheduler's lock: answered at"
+                " once, put in the queue by the next holder of the lock rather than waiting for it.");
+    prom_sample_u(b, "ddpd_queue_submissions_deferred_total", NULL, to_inbox);
+    prom_family(b, "ddpd_queue_locked_reads_total", "counter",
+                "Reads of the queue or of a queued run that took the scheduler's lock (a change waited to be decided,"
+                " or the run was not among those last published). Reads of a decided queue add nothing.");
+    prom_sample_u(b, "ddpd_queue_locked_reads_total", NULL, lock_reads);
 
     rendezvous_stats rv;
     rendezvous_take_stats(&rv);

@@ -118,13 +118,17 @@ live_run *live_run_new(const run_needs *n) {
     return r;
 }
 
+void live_run_link(live_run *r) {
+    live_run *before = NULL; /* ids are submission order: a new run goes at the back */
+    if (sched.runs_tail && sched.runs_tail->id > r->id)
+        for (before = sched.runs; before && before->id < r->id; before = before->next) {}
+    link_before(r, before);
+}
+
 live_run *live_run_add(const run_needs *n, run_status at) {
     live_run *r = live_run_new(n);
     r->status = at; /* a run taken back after a restart is made at the status the store has */
-    live_run *before = NULL; /* ids are submission order: a new run goes at the back */
-    if (sched.runs_tail && sched.runs_tail->id > n->id)
-        for (before = sched.runs; before && before->id < n->id; before = before->next) {}
-    link_before(r, before);
+    live_run_link(r);
     return r;
 }
 

@@ -209,6 +209,9 @@ live_run *live_run_new(const run_needs *n);
  * queued, or, for a run a previous server left (run_recovery.c), the status the store
  * has for it. */
 live_run *live_run_add(const run_needs *n, run_status at);
+/* A run made by live_run_new (queued) put in the table in id order: a submission
+ * that came while the lock was held (scheduler.c's inbox). */
+void live_run_link(live_run *r);
 /* A run made by live_run_new put at the back of the table (queued now: a resume). */
 void live_run_append(live_run *r);
 /* The run leaves the table and is freed (its final state is queued to the store). */

@@ -30,6 +30,8 @@
 #include "suspects.h"
 #include "users.h"
 
+static void sched_lock(void);
+
 int scheduler_capacity(pool_kind pool) { return device_pool_capacity(&sched.devices, pool); }
 
 /* This host's, the agents', and the batch system's when there is one: each executor
@@ -47,7 +49,7 @@ void scheduler_set_self_url(const char *url, const char *reachable_url) {
 /* ---- the executors' hooks: a part's start done, a part's end ---- */
 
 static bool on_part_started(int64_t run, int part, const part_handle *h, const char *err) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(run);
     bool wanted = r && r->status != RUN_QUEUED;
     if (wanted && err) {
@@ -61,14 +63,14 @@ static bool on_part_started(int64_t run, int part, const part_handle *h, const c
 }
 
 static void on_part_ended(int64_t run, int part, const part_end *e) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(run);
     if (r && part_ended_locked(r, part, e)) schedule_locked();
     pthread_mutex_unlock(&sched.mu);
 }
 
 static void on_job_submitted(int64_t run, const part_handle *h) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(run);
     if (r && batch_pending(r)) job_submitted_locked(r, h);
     pthread_mutex_unlock(&sched.mu);
@@ -87,7 +89,7 @@ void scheduler_init(const scheduler_config *c) {
     sched.local = executor_local_init(&lc, &hooks); /* also for runs a previous server started here */
     sched.agents = executor_agents_init(c->node_timeout_ms > 0 ? c->node_timeout_ms : 10000, &hooks);
     sched.batch = c->slurm ? executor_slurm_init(c->slurm, &hooks) : NULL;
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     suspects_init_locked(c->suspect_after, c->exclude_node_after, c->exclude_node_window_ms);
     pthread_mutex_unlock(&sched.mu);
 }
@@ -110,7 +112,7 @@ void scheduler_child_exited(pid_t pid, int wstatus) { executor_local_exited(pid,
 /* ---- fair share: each owner's decayed usage (live_runs.c keeps it) ---- */
 
 void scheduler_load_usage(const char *const *owners, const double *values, const int64_t *as_of, int n) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     for (int i = 0; i < n; i++) usage_load_locked(owners[i], values[i], as_of[i]);
     pthread_mutex_unlock(&sched.mu);
 }
@@ -263,6 +265,90 @@ static void snapshot_free(snapshot *sn) {
     free(sn->owners);
 }
 
+/* ---- what reads and submissions use without the scheduler's lock ---- */
+
+/* A queued run as last decided, as GET /runs/{id} shows it. */
+typedef struct {
+    int64_t id;
+    int position;          /* live_run.queue_position */
+    char *waiting;         /* its waiting_for; NULL: none */
+    json_t *pending;       /* a reference to its `pending` (set_pending replaces it, never changes it); NULL: none */
+    uint32_t pending_hash;
+} queued_view;
+
+/* The queue as published: GET /queue's answer and each queued run's view, written by
+ * the thread that decided (the tick, or the first read after a change), read under
+ * their own small lock, so that a read never waits for the scheduler's lock while the
+ * tick decides the queue anew (at 10,000 queued, tens to hundreds of milliseconds, a
+ * good part of each second). `current`: they answer for the decisions as they stand;
+ * a change not decided yet (queue_stale, pending_stale, a submission in the inbox)
+ * makes it false, and a read then decides under the scheduler's lock first, as before.
+ *
+ * Behind a long queue a submission does not wait for the scheduler's lock either: when
+ * it is held (a decision), the new run waits in the inbox, and the next holder of the
+ * lock (sched_lock: the tick within a tenth of a second, or the first read or change)
+ * puts it in the table; the decision that follows places it. Its POST answers it
+ * queued, its place and pending not decided yet (as any submission behind a long
+ * queue). A refusal of a run no node can hold is checked against the nodes and
+ * devices as the tick last saw them (placement) when the lock is held.
+ *
+ * Lock order: sched.mu, then pub.mu. */
+static struct {
+    pthread_mutex_t mu;
+    char *text;
+    size_t len;
+    char tag[SCHED_QUEUE_TAG_LEN];
+    bool current;
+    queued_view *views; /* by id */
+    int n_views;
+    live_run *inbox, *inbox_tail; /* submissions not in the table yet, in order (chained by next) */
+    bool long_queue;              /* as last seen under sched.mu: the inbox is for a long queue only */
+    snapshot place;               /* this host and the nodes, without runs (have_place) */
+    bool have_place;
+    uint64_t submitted_to_inbox, lock_reads; /* debug stats: /metrics */
+} pub = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void queue_unpublish_locked(void) {
+    pthread_mutex_lock(&pub.mu);
+    pub.current = false;
+    pthread_mutex_unlock(&pub.mu);
+}
+
+/* The submissions in the inbox go into the table, to be decided (the queue is long:
+ * by the tick, or the first read). */
+static void inbox_drain_locked(void) {
+    pthread_mutex_lock(&pub.mu);
+    live_run *r = pub.inbox;
+    pub.inbox = pub.inbox_tail = NULL;
+    pthread_mutex_unlock(&pub.mu);
+    if (!r) return;
+    for (live_run *next; r; r = next) {
+        next = r->next;
+        r->next = NULL;
+        live_run_link(r);
+    }
+    sched.queue_stale = true; /* unpublished when they came */
+}
+
+/* The scheduler's lock, with the submissions that came while it was held in the table:
+ * every entry point takes it so. */
+static void sched_lock(void) {
+    pthread_mutex_lock(&sched.mu);
+    inbox_drain_locked();
+}
+
+static void placement_publish_locked(void);
+static bool view_published(int64_t id, bool decide, queued_view *view);
+static void sched_lock_for_read(void);
+
+/* Whether the queue is long (long_queue_locked), for the submissions that come while
+ * the lock is held. */
+static void queue_length_seen_locked(bool long_queue) {
+    pthread_mutex_lock(&pub.mu);
+    pub.long_queue = long_queue;
+    pthread_mutex_unlock(&pub.mu);
+}
+
 /* The queue policy's decisions on the scheduler's state now, and the snapshot they
  * were made on (both the caller's to free). */
 static policy_decision *decide_locked(snapshot *sn) {
@@ -288,6 +374,22 @@ static void start_narrow_locked(void);
  * devices back: the policy decides again. With a batch system, there is no queue
  * here in front of its own: every queued run goes there at once. */
 static bool long_queue_locked(void);
+
+/* Tests: while the file DDPD_TEST_HOLD_DECISION names exists, the refresh of a long
+ * queue's decisions (the tick's, once a second) holds the scheduler's lock, so that
+ * what must not wait for it (a submission, a read of the decided queue) is seen not to. */
+static void test_hold_decision_locked(void) {
+    static const char *path;
+    static bool read;
+    if (!read) {
+        read = true;
+        path = getenv("DDPD_TEST_HOLD_DECISION");
+    }
+    if (!path || !*path || access(path, F_OK) != 0 || !long_queue_locked()) return;
+    log_info("test hook: a decision holds the scheduler's lock while %s exists", path);
+    while (access(path, F_OK) == 0) usleep(20000);
+    log_info("test hook: the decision goes on");
+}
 
 static void decide_and_apply_locked(void) {
     sched.queue_stale = false;
@@ -395,6 +497,7 @@ enum { DECIDE_AT_ONCE_MAX = 64 };
 static bool long_queue_locked(void) {
     int queued = 0;
     for (live_run *r = sched.runs; r && queued <= DECIDE_AT_ONCE_MAX; r = r->next) queued += r->status == RUN_QUEUED;
+    queue_length_seen_locked(queued > DECIDE_AT_ONCE_MAX);
     return queued > DECIDE_AT_ONCE_MAX;
 }
 
@@ -436,18 +539,33 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 }
 
 void scheduler_submit(const run_needs *n) {
-    pthread_mutex_lock(&sched.mu);
-    live_run *r = live_run_add(n, RUN_QUEUED);
+    live_run *r = live_run_new(n); /* queued; not in the table yet: its note needs no lock (a store op) */
     timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
                                                    pool_name(n->pool), "priority", n->priority));
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
+    if (pthread_mutex_trylock(&sched.mu) != 0) { /* held (a decision, most likely) */
+        pthread_mutex_lock(&pub.mu);
+        bool later = pub.long_queue && !sched.batch;
+        if (later) { /* into the inbox: the next holder of the lock takes it (see pub) */
+            if (pub.inbox_tail) pub.inbox_tail->next = r;
+            else pub.inbox = r;
+            pub.inbox_tail = r;
+            pub.current = false;
+            pub.submitted_to_inbox++;
+        }
+        pthread_mutex_unlock(&pub.mu);
+        if (later) return;
+        pthread_mutex_lock(&sched.mu);
+    }
+    inbox_drain_locked();
+    live_run_link(r);
     queue_changed_locked();
     pthread_mutex_unlock(&sched.mu);
 }
 
 void scheduler_resume(const run_needs *n) {
     live_run *r = live_run_new(n);
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run_append(r); /* at the back of the queue: it is queued now */
     timeline_note_locked(r, "resumed", NULL);
     log_info("run %lld queued again (resumed): needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
@@ -456,7 +574,7 @@ void scheduler_resume(const run_needs *n) {
 }
 
 static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops, bool notice) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     cancel_result res = CANCEL_NOT_LIVE;
     if (!r) {
@@ -488,7 +606,7 @@ cancel_result scheduler_stop(int64_t id, const char *reason) { return cancel_or_
 cancel_result scheduler_pause(int64_t id, const char *reason) { return cancel_or_stop(id, reason, true, true); }
 
 bool scheduler_fail(int64_t id, const char *reason) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     bool queued = r && r->status == RUN_QUEUED;
     bool done = fail_for_good_locked(r, reason);
@@ -506,7 +624,7 @@ static live_run *decided_run_locked(int64_t id, bool decide) {
 }
 
 int scheduler_queue_position(int64_t id) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = decided_run_locked(id, true);
     int pos = r ? r->queue_position : 0;
     pthread_mutex_unlock(&sched.mu);
@@ -514,7 +632,7 @@ int scheduler_queue_position(int64_t id) {
 }
 
 bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     /* A started run (its secret made, its trainer asked for): the trainer may say hello
      * before the supervisor has told us its pid, so the secret decides, and the account
@@ -538,7 +656,7 @@ bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
 }
 
 void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     /* how a run ended is its launcher's to say (beside its exit status): an `end` any
      * other process of the run sends is not taken */
@@ -557,14 +675,14 @@ void scheduler_end_event(int64_t id, const char *status, const char *reason, lon
 }
 
 void scheduler_planned(int64_t id, int64_t total_steps) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     if (r && total_steps > 0) r->total_steps = total_steps;
     pthread_mutex_unlock(&sched.mu);
 }
 
 void scheduler_checkpoint(int64_t id, bool saved) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     int64_t now = now_ms();
     if (r && !saved) r->checkpointing_ms = now;
@@ -579,7 +697,7 @@ void scheduler_checkpoint(int64_t id, bool saved) {
 }
 
 void scheduler_preempt_word(int64_t id, int rank, const char *state) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     if (r && r->command && strcmp(state, "listening") == 0 && !r->answers_notices) {
         r->answers_notices = true;
@@ -592,13 +710,13 @@ void scheduler_preempt_word(int64_t id, int rank, const char *state) {
 }
 
 void scheduler_progress(int64_t id, int rank, int64_t global_step) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     progress_seen_locked(find_run(id), rank, global_step);
     pthread_mutex_unlock(&sched.mu);
 }
 
 bool scheduler_attempt(store_op *op, long peer_pid) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(op->run_id);
     /* a rank of the run with its secret is not its launcher: what it says of the run's
      * attempts (their number, MASTER_PORT, which rank failed) is not taken */
@@ -652,13 +770,14 @@ static bool backoff_ended_locked(int64_t since, int64_t now) {
 
 void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     int64_t now = mono_ms();
     for (live_run *r = sched.runs; r; r = r->next) {
         if (r->adopted) watch_adopted_locked(r);
         watch_hang_locked(r, now);
     }
     for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
+    placement_publish_locked(); /* for the submissions that come while a decision holds the lock */
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
     bool protection_ended = protection_ended_locked(ticked, wall) || slice_ended_locked(ticked, wall),
@@ -695,7 +814,7 @@ void scheduler_tick(void) {
 }
 
 bool scheduler_journal_fed(int64_t id) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     live_run *r = find_run(id);
     bool fed = r && r->adopted;
     pthread_mutex_unlock(&sched.mu);
@@ -707,7 +826,7 @@ bool scheduler_journal_fed(int64_t id) {
 static bool left_to_batch(const live_run *r) { return r->n_parts > 0 && r->parts[0].exec->batch; }
 
 void scheduler_shutdown(void) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     sched.shutting_down = true;
     int active = 0, left = 0;
     for (live_run *r = sched.runs; r; r = r->next) {
@@ -744,7 +863,7 @@ void scheduler_shutdown(void) {
 }
 
 void scheduler_take_snapshot(scheduler_snapshot *out) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     *out = (scheduler_snapshot){.cpu_slots = sched.c.slots, .cpu_free = free_devices(POOL_CPU), .gpus = sched.c.n_gpus,
                                 .gpu_free = free_devices(POOL_GPU)};
     for (live_run *r = sched.runs; r; r = r->next) {
@@ -754,12 +873,34 @@ void scheduler_take_snapshot(scheduler_snapshot *out) {
     pthread_mutex_unlock(&sched.mu);
 }
 
+/* This host and the nodes as the tick sees them, for scheduler_can_place while the
+ * scheduler's lock is held: its pointers made the copy's own. */
+static void placement_publish_locked(void) {
+    snapshot sn;
+    snapshot_take_locked(&sn, false);
+    pthread_mutex_lock(&pub.mu);
+    pub.place = sn;
+    pub.place.s.nodes = pub.place.nodes;
+    for (int i = 1; i < pub.place.s.n_nodes; i++) pub.place.nodes[i].name = pub.place.names[i];
+    pub.have_place = true;
+    pthread_mutex_unlock(&pub.mu);
+}
+
 bool scheduler_can_place(const run_needs *need, char *err, size_t errlen) {
     if (sched.batch) return true; /* the batch system says (sbatch refuses what it can never run) */
     live_run r = {.id = need->id, .pool = need->pool, .world_size = need->world_size,
                   .nodes_wanted = need->nodes_wanted};
     policy_run q = policy_run_of(&r);
-    pthread_mutex_lock(&sched.mu);
+    if (pthread_mutex_trylock(&sched.mu) != 0) {
+        /* held: behind a long queue, a run the nodes as last seen can hold passes without
+         * waiting for the decision (a refusal is said from the state as it is, below) */
+        pthread_mutex_lock(&pub.mu);
+        bool ok = pub.long_queue && pub.have_place && queue_policy_can_place(&pub.place.s, &q, err, errlen);
+        pthread_mutex_unlock(&pub.mu);
+        if (ok) return true;
+        pthread_mutex_lock(&sched.mu);
+    }
+    inbox_drain_locked();
     snapshot sn;
     snapshot_take_locked(&sn, false);
     bool ok = queue_policy_can_place(&sn.s, &q, err, errlen);
@@ -787,7 +928,7 @@ static char *waiting_for_locked(int64_t id, bool decide) {
 }
 
 char *scheduler_waiting_for(int64_t id) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     char *text = waiting_for_locked(id, true);
     pthread_mutex_unlock(&sched.mu);
     return text;
@@ -961,6 +1102,7 @@ static void pending_refresh_locked(void) {
         queue_publish_locked();
         return;
     }
+    test_hold_decision_locked();
     snapshot sn;
     policy_decision *d = decide_locked(&sn);
     int64_t *ends = xmalloc((size_t)(sn.s.n_running + 1) * sizeof *ends);
@@ -1001,7 +1143,13 @@ static void pending_refresh_locked(void) {
 }
 
 json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
-    pthread_mutex_lock(&sched.mu);
+    queued_view v;
+    if (view_published(id, decide, &v)) {
+        free(v.waiting);
+        *hash = v.pending ? v.pending_hash : 0;
+        return v.pending;
+    }
+    sched_lock_for_read();
     if (decide) decided_locked();
     live_run *r = find_run(id);
     json_t *p = r && r->pending ? json_deep_copy(r->pending) : NULL;
@@ -1011,13 +1159,33 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
 }
 
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide) {
-    pthread_mutex_lock(&sched.mu);
+    queued_view v;
+    if (view_published(id, decide, &v)) {
+        json_decref(v.pending);
+        *position = v.position;
+        *pending_hash = v.pending_hash;
+        return v.waiting;
+    }
+    sched_lock_for_read();
     char *text = waiting_for_locked(id, decide); /* decides first what waits to be, with `decide` */
     live_run *r = find_run(id);
     *position = r && r->status == RUN_QUEUED ? r->queue_position : 0;
     *pending_hash = r && r->pending ? r->pending_hash : 0;
     pthread_mutex_unlock(&sched.mu);
     return text;
+}
+
+static int by_view_id(const void *a, const void *b) {
+    const queued_view *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void views_free(queued_view *v, int n) {
+    for (int i = 0; i < n; i++) {
+        free(v[i].waiting);
+        json_decref(v[i].pending);
+    }
+    free(v);
 }
 
 static const char *verb_word(int verb) {
@@ -1056,25 +1224,6 @@ static void queue_entry_locked(live_run *r) {
     r->queue_entry_requeued_by = r->requeued_by;
 }
 
-/* GET /queue as published: written by the thread that decided (the tick, or the first
- * read after a change), read under its own small lock, so that a read never waits for
- * the scheduler's lock while the tick decides the queue anew (at 10,000 queued, a good
- * part of each second). `current`: it answers for the decisions as they stand; a change
- * not decided yet (queue_stale, pending_stale) makes it false, and a read then decides
- * under the scheduler's lock first, as before. Lock order: sched.mu, then pub.mu. */
-static struct {
-    pthread_mutex_t mu;
-    char *text;
-    size_t len;
-    char tag[SCHED_QUEUE_TAG_LEN];
-    bool current;
-} pub = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void queue_unpublish_locked(void) {
-    pthread_mutex_lock(&pub.mu);
-    pub.current = false;
-    pthread_mutex_unlock(&pub.mu);
-}
 
 /* GET /queue from the last decisions: the queued runs in the policy's start order,
  * each "{"position":K," and its entry after its '{'; then the owners and settings.
@@ -1118,14 +1267,65 @@ static void queue_publish_locked(void) {
     char tag[SCHED_QUEUE_TAG_LEN];
     snprintf(tag, sizeof tag, "\"%016llx-queue\"", (unsigned long long)fnv1a64(hashes, (size_t)(n + 1) * sizeof *hashes));
     free(hashes);
+    /* each queued run's view, by id (the table is in id order but for resumed runs) */
+    queued_view *views = xmalloc((size_t)(n + 1) * sizeof *views);
+    int k = 0;
+    bool sorted = true;
+    for (live_run *r = sched.runs; r; r = r->next) {
+        if (r->status != RUN_QUEUED || r->queue_position <= 0) continue;
+        views[k] = (queued_view){.id = r->id, .position = r->queue_position,
+                                 .waiting = r->waiting_for ? xstrdup(r->waiting_for) : NULL,
+                                 .pending = r->pending ? json_incref(r->pending) : NULL,
+                                 .pending_hash = r->pending ? r->pending_hash : 0};
+        sorted &= k == 0 || views[k - 1].id < r->id;
+        k++;
+    }
+    if (!sorted) qsort(views, (size_t)k, sizeof *views, by_view_id);
     pthread_mutex_lock(&pub.mu);
     char *was = pub.text;
+    queued_view *was_views = pub.views;
+    int was_n = pub.n_views;
     pub.text = b.data;
     pub.len = b.len;
+    pub.views = views;
+    pub.n_views = k;
     memcpy(pub.tag, tag, sizeof tag);
-    pub.current = true;
+    pub.current = !sched.queue_stale && !sched.pending_stale && !pub.inbox;
     pthread_mutex_unlock(&pub.mu);
     free(was);
+    views_free(was_views, was_n);
+}
+
+/* Run `id`'s published view, or NULL (pub.mu held). */
+static const queued_view *view_of(int64_t id) {
+    queued_view key = {.id = id};
+    return pub.views ? bsearch(&key, pub.views, (size_t)pub.n_views, sizeof key, by_view_id) : NULL;
+}
+
+/* Queued run `id` as published, without the scheduler's lock: true, and *view a copy
+ * (its waiting and pending the caller's), when the published views answer for it:
+ * current ones (with `decide`), or the last ones (without: a run not among them is
+ * not decided yet). false: the scheduler's state must say (a change waits to be
+ * decided, a batch system's run, a run no longer queued). */
+static bool view_published(int64_t id, bool decide, queued_view *view) {
+    if (sched.batch) return false; /* its queue says */
+    pthread_mutex_lock(&pub.mu);
+    const queued_view *v = decide && !pub.current ? NULL : view_of(id);
+    bool known = v || !decide;
+    *view = v ? (queued_view){.id = id, .position = v->position, .waiting = v->waiting ? xstrdup(v->waiting) : NULL,
+                              .pending = v->pending ? json_deep_copy(v->pending) : NULL,
+                              .pending_hash = v->pending_hash}
+              : (queued_view){.id = id};
+    pthread_mutex_unlock(&pub.mu);
+    return known;
+}
+
+/* A read goes through the scheduler's lock (counted: /metrics). */
+static void sched_lock_for_read(void) {
+    pthread_mutex_lock(&pub.mu);
+    pub.lock_reads++;
+    pthread_mutex_unlock(&pub.mu);
+    sched_lock();
 }
 
 /* The published text (a copy) and its tag, or only its tag (text NULL); made current
@@ -1134,10 +1334,14 @@ static char *queue_read(bool copy, size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) {
     pthread_mutex_lock(&pub.mu);
     bool current = pub.current;
     if (!current) {
+        pub.lock_reads++;
         pthread_mutex_unlock(&pub.mu);
-        pthread_mutex_lock(&sched.mu);
+        sched_lock();
         decided_locked();
-        if (!pub.current) queue_publish_locked(); /* (current under sched.mu: its writers hold it) */
+        pthread_mutex_lock(&pub.mu);
+        current = pub.current; /* (a submission may have come to the inbox since) */
+        pthread_mutex_unlock(&pub.mu);
+        if (!current) queue_publish_locked(); /* as decided now */
         pthread_mutex_lock(&pub.mu);
         pthread_mutex_unlock(&sched.mu);
     }
@@ -1158,13 +1362,20 @@ char *scheduler_queue_text(size_t *len, char tag[SCHED_QUEUE_TAG_LEN]) { return 
 void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]) { queue_read(false, NULL, tag); }
 
 void scheduler_queue_decisions(uint64_t counts[3]) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     for (int i = 0; i < 3; i++) counts[i] = sched.decisions[i];
     pthread_mutex_unlock(&sched.mu);
 }
 
+void scheduler_queue_lock_stats(uint64_t *submitted_to_inbox, uint64_t *lock_reads) {
+    pthread_mutex_lock(&pub.mu);
+    *submitted_to_inbox = pub.submitted_to_inbox;
+    *lock_reads = pub.lock_reads;
+    pthread_mutex_unlock(&pub.mu);
+}
+
 json_t *scheduler_nodes_json(void) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     json_t *gpus = json_array();
     for (int i = 0; i < sched.c.n_gpus; i++) json_array_append_new(gpus, json_string(sched.c.gpus[i]));
     json_t *here = json_pack("{s:s, s:s?, s:b, s:s, s:i, s:i, s:o, s:i}", "name", local_node_name(), "address",
@@ -1176,7 +1387,7 @@ json_t *scheduler_nodes_json(void) {
     json_t *agents = nodes_to_json();
     json_array_extend(all, agents);
     json_decref(agents);
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     size_t i;
     json_t *node;
     json_array_foreach(all, i, node) {
@@ -1191,14 +1402,14 @@ json_t *scheduler_nodes_json(void) {
 }
 
 json_t *scheduler_suspects_json(void) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     json_t *all = suspects_json_locked();
     pthread_mutex_unlock(&sched.mu);
     return all;
 }
 
 bool scheduler_node_clear(const char *name, const char *by) {
-    pthread_mutex_lock(&sched.mu);
+    sched_lock();
     bool had = suspect_clear_locked(name, by);
     /* an admin vouches for the node: the runs restarted elsewhere may go back where they failed */
     size_t len = strlen(name);

@@ -53,6 +53,8 @@ ALLOWED = {
                                 "the damaged database renamed aside, and /proc; the run directories are read "
                                 "through run_files"),
     "proc/procstat.c": ({"fopen", "opendir"}, "/proc"),
+    "sched/scheduler.c": ({"access"}, "the tests' hook file (DDPD_TEST_HOLD_DECISION: a decision holds the "
+                          "scheduler's lock while it exists), which the test's environment names"),
     "exec/zygotes.c": ({"access", "chmod", "lstat"},
                        "the warm start's zygotes/ in the state directory (made 0711 by the server), the zygote code "
                        "beside the runner, and a zygote's socket, looked at without following a link"),

@@ -159,7 +159,9 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide);
  * scheduler_pending): its queue_position into *position (scheduler_queue_position;
  * 0: not decided yet), the hash of its pending into *pending_hash (0: none), and its
  * waiting_for (returned, malloc'd, or NULL: scheduler_waiting_for). Whether a cached
- * answer still holds. */
+ * answer still holds. This and scheduler_pending read what the decision published,
+ * without the scheduler's lock (a decision under way does not hold them up), unless a
+ * change waits to be decided. */
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide);
 /* GET /queue: the queued runs in the order they will start, each with its decision and
  * what it waits for; each owner of a live run with its decayed usage, devices in use
@@ -178,6 +180,11 @@ void scheduler_queue_tag(char tag[SCHED_QUEUE_TAG_LEN]);
  * by the tick (the submissions it coalesced, and once a second for the rules that
  * move with time). A read of a decided queue decides nothing. */
 void scheduler_queue_decisions(uint64_t counts[3]);
+/* What went without the scheduler's lock, and what could not: the submissions that
+ * came while a decision held it (they waited in its inbox, not for it), and the reads
+ * of the queue or of a queued run that took it (a change waited to be decided, or the
+ * run was not among the published ones). A read of a decided queue takes it never. */
+void scheduler_queue_lock_stats(uint64_t *submitted_to_inbox, uint64_t *lock_reads);
 
 /* At start-up, before scheduler_recover: each owner's decayed usage as the store kept
  * it (owner "" or NULL: nobody in particular). */

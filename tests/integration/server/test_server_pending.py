@@ -38,6 +38,14 @@ command runs for the estimates). Each case makes one real situation and reads
                      starts the first and moves every position up by one; GET /queue's
                      tag is its bytes': 304 while they hold (across the refreshes that
                      rebuild it, once nothing changes), a new tag with a new body
+  decision_held      70 runs queued behind a busy slot, decided and published; then the
+                     tick's refresh of the decisions holds the scheduler's lock (the test
+                     hook DDPD_TEST_HOLD_DECISION, while a file exists): a queued run's
+                     GET (plain and 304) and GET /queue answer from what was published,
+                     a submission is answered (queued, its place not decided yet), all
+                     while the lock is held; released, the submission is placed at 71.
+                     Reads of the decided queue take the lock never (the counter in
+                     /metrics)
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -358,6 +366,82 @@ def case_decided_once(a):
             check(again.status == 304 and again.header("ETag") == first.header("ETag"),
                   f"a queue that did not change, rebuilt by the refreshes: 304, the same tag: {again.status} "
                   f"{first.header('ETag')} -> {again.header('ETag')}")
+
+
+def metric(s, name):
+    for line in s.get("/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[-1]))
+    check(False, f"/metrics has {name}")
+    return None
+
+
+def let_go(hold):
+    if os.path.exists(hold):
+        os.unlink(hold)
+
+
+def decision_held(s, alice, hold):
+    """case_decision_held on its server (the file `hold` made, the refresh holds the lock)."""
+    busy = submit_as(s, alice, {"name": "hold"})
+    s.wait_status(busy, "running", timeout=30)
+    queued = [submit_as(s, alice, {"name": "hold"}) for _ in range(70)]
+    listed = [r["id"] for r in s.get("/queue").json()["runs"]]  # decided now, and published
+    check(listed == queued, f"GET /queue lists the 70 in order: {listed[:3]}...")
+    reads = metric(s, "ddpd_queue_locked_reads_total")
+    for rid in queued[:10]:
+        s.run(rid)
+    s.get("/queue")
+    check(metric(s, "ddpd_queue_locked_reads_total") == reads,
+          f"reads of a decided queue and of its runs take the scheduler's lock never: {reads} -> "
+          f"{metric(s, 'ddpd_queue_locked_reads_total')}")
+    first = s.get(f"/runs/{queued[-1]}")
+    open(hold, "w").close()
+    wait_until(lambda: "a decision holds the scheduler's lock" in open(s.log_path).read() or None,
+               "the tick's refresh of the decisions to hold the scheduler's lock", timeout=30)
+    # each of these would wait for the lock, until the test's timeout, if it took it
+    run = s.get(f"/runs/{queued[-1]}", timeout=20)
+    body = run.json() if run.status == 200 else {}
+    check(body.get("queue_position") == 70 and (body.get("pending") or {}).get("reason") == "devices",
+          f"while a decision holds the lock, a queued run's GET answers from the published decision: "
+          f"{run.status} {body.get('queue_position')} {body.get('pending')}")
+    again = s.get(f"/runs/{queued[-1]}", headers={"If-None-Match": first.header("ETag")}, timeout=20)
+    check(again.status == 304, f"and its 304: {again.status}")
+    q = s.get("/queue", timeout=20)
+    check(q.status == 200 and len(q.json()["runs"]) == 70, f"and GET /queue: {q.status}")
+    late = s.post("/runs", {"name": "hold"}, headers=bearer(alice), timeout=20)
+    answer = late.json() if late.status == 201 else {}
+    check(late.status == 201 and answer.get("status") == "queued" and answer.get("queue_position") == 0
+          and answer.get("pending") is None,
+          f"a submission behind the long queue is answered while the decision holds the lock: queued, "
+          f"its place not decided yet: {late.status} {answer.get('status')} {answer.get('queue_position')}"
+          f" {answer.get('pending')}")
+    log = open(s.log_path).read()
+    check("the decision goes on" not in log, "the decision held the lock through those answers")
+    os.unlink(hold)
+    rid = answer.get("id")
+    placed = wait_until(lambda: s.run(rid).get("queue_position") == 71 or None,
+                        "the submission to be placed once the lock is let go", timeout=30)
+    check(placed, f"released, the decision places the submission at 71: {s.run(rid).get('queue_position')}"
+                  f" {s.run(rid).get('pending')}")
+    check(metric(s, "ddpd_queue_submissions_deferred_total") >= 1,
+          "the submission went by the inbox (ddpd_queue_submissions_deferred_total)")
+    cancel_all(s, [(r, alice) for r in [busy] + queued + [rid]])
+
+
+def case_decision_held(a):
+    hold = os.path.join(tempfile.mkdtemp(prefix="ddpd-hold-"), "hold")
+    try:
+        with Box(a) as box:
+            alice = box.add("alice")
+            with box.server(slots=1, env={"DDPD_TEST_HOLD_DECISION": hold}) as s:
+                try:
+                    decision_held(s, alice, hold)
+                finally:
+                    let_go(hold)  # before the server stops: its shutdown takes the lock
+    finally:
+        let_go(hold)
+        shutil.rmtree(os.path.dirname(hold), ignore_errors=True)
 
 
 def queue_tags(s, what):
