@@ -280,7 +280,8 @@ static void width_steps(const run_config *cfg, coll_comm *comm, int gpu, double 
                 gpu ? "cuda" : "cpu", k, gpu ? coll_nccl_failure(comm) : "");
     }
     REQUIRE(e->ops->sync_to_host(e) == 0, "sync_to_host");
-    memcpy(params, e->params, sizeof(float) * e->shape.n_params);
+    memcpy(params, e->params, sizeof(float) * e->shape.n_params); /* then the running statistics (shard 0's) */
+    if (e->shape.n_stats) memcpy(params + e->shape.n_params, e->stats, sizeof(float) * e->shape.n_stats);
     sampler_free(&s);
     e->ops->destroy(e);
 }
@@ -291,11 +292,12 @@ static run_config width_config(int cnn) {
     return c;
 }
 
+/* The floats width_steps gives back: the parameters, then the running statistics. */
 static size_t n_params_of(const run_config *cfg) {
     model_shape sh;
     char err[256];
     REQUIRE(model_shape_init(&sh, cfg, 1, 28, 28, 10, err, sizeof err) == 0, "%s", err);
-    return sh.n_params;
+    return sh.n_params + sh.n_stats;
 }
 
 static void hex(const void *p, size_t n, char *out) {
@@ -357,7 +359,8 @@ static void test_width(int cnn, int devices, const char *self) {
         if (fabs(gl[k] - cl[k]) / fabs(cl[k]) > loss_err) loss_err = fabs(gl[k] - cl[k]) / fabs(cl[k]);
     double param_err = rel_error(gp, cp, n);
     CHECK(loss_err <= 1e-3, "%s: step losses differ from the cpu engine's by %.3g relative", name, loss_err);
-    CHECK(param_err <= 1e-3, "%s: parameters differ from the cpu engine's by %.3g relative", name, param_err);
+    CHECK(param_err <= 1e-3, "%s: parameters (and running statistics) differ from the cpu engine's by %.3g relative",
+          name, param_err);
     printf("  %-44s vs cpu: step losses %.2e, params %.2e (relative)\n", name, loss_err, param_err);
     if (devices < 2) {
         printf("  %-44s on 2 GPUs: not run (%d GPU)\n", name, devices);
@@ -393,7 +396,7 @@ static void test_width(int cnn, int devices, const char *self) {
         if (read) {
             CHECK(memcmp(tl, gl, sizeof tl) == 0, "%s: 2 GPUs' losses are 1 GPU's (%.17g vs %.17g at the last step)",
                   name, tl[STEPS - 1], gl[STEPS - 1]);
-            CHECK(memcmp(two, gp, sizeof(float) * n) == 0, "%s: 2 GPUs' parameters are 1 GPU's, bit for bit", name);
+            CHECK(memcmp(two, gp, sizeof(float) * n) == 0, "%s: 2 GPUs' parameters and statistics are 1 GPU's, bit for bit", name);
             printf("  %-44s on 2 GPUs: losses and parameters %s\n", name,
                    memcmp(tl, gl, sizeof tl) == 0 && memcmp(two, gp, sizeof(float) * n) == 0 ? "bit-identical"
                                                                                            : "DIFFER");
