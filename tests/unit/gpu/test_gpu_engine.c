@@ -23,6 +23,7 @@ int main(void) {
 }
 #else
 
+#include <cblas.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <spawn.h>
@@ -349,6 +350,9 @@ static void test_width(int cnn, int devices, const char *self) {
     size_t n = n_params_of(&cfg);
     float *gp = malloc(sizeof(float) * n), *cp = malloc(sizeof(float) * n), *two = malloc(sizeof(float) * n);
     double gl[STEPS], cl[STEPS], tl[STEPS];
+    /* the host BLAS on one thread, as the 2-GPU run's ranks have it: on the CPU stand-in
+     * it plays cuBLAS, and its sums' order follows its thread count */
+    openblas_set_num_threads(1);
     REQUIRE(coll_nccl_set_width(nccl_comm, WIDTH) == 0 && coll_set_width(cpu_comm, WIDTH) == 0, "set width");
     CHECK(nccl_comm->parts == WIDTH && nccl_comm->first_part == 0, "one GPU computes all %d shards", WIDTH);
     width_steps(&cfg, nccl_comm, 1, gl, gp);
@@ -374,12 +378,25 @@ static void test_width(int cnn, int devices, const char *self) {
         snprintf(out, sizeof out, "%s/rank0.bin", dir);
         snprintf(cnn_s, sizeof cnn_s, "%d", cnn);
         pid_t pid[2];
+        /* the ranks' host BLAS on one thread each, as this process's (test_width): two
+         * processes of spinning BLAS threads on a loaded machine crawl */
+        extern char **environ;
+        size_t n_env = 0;
+        while (environ[n_env]) n_env++;
+        char **env = calloc(n_env + 3, sizeof *env);
+        REQUIRE(env != NULL, "calloc");
+        size_t k = 0;
+        for (size_t i = 0; i < n_env; i++)
+            if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) && strncmp(environ[i], "OMP_NUM_THREADS=", 16))
+                env[k++] = environ[i];
+        env[k++] = "OPENBLAS_NUM_THREADS=1";
+        env[k++] = "OMP_NUM_THREADS=1";
         for (int r = 0; r < 2; r++) {
             snprintf(rank_s, sizeof rank_s, "%d", r);
             char *argv[] = {(char *)self, "--width-rank", rank_s, id, out, cnn_s, NULL};
-            extern char **environ;
-            REQUIRE(posix_spawn(&pid[r], self, NULL, NULL, argv, environ) == 0, "spawning rank %d", r);
+            REQUIRE(posix_spawn(&pid[r], self, NULL, NULL, argv, env) == 0, "spawning rank %d", r);
         }
+        free(env);
         int ok = 1;
         for (int r = 0; r < 2; r++) {
             int st = 0;
