@@ -205,7 +205,7 @@ phase engine 150 "$bin/test_gpu_engine"
 for c in adam adamw sgd; do
   phase "optim-torch-$c" 60 "$python" "$bundle/tests/integration/trainer/test_optim_torch.py" "$c" --replay "$bin/optim_replay_nccl" --gpu
 done
-for c in losses_follow_cpu deterministic resume memory_refused cnn canceled single_rank_collectives two_ranks watchdog; do
+for c in losses_follow_cpu deterministic resume memory_refused cnn canceled single_rank_collectives two_ranks width_on_fewer_gpus watchdog; do
   phase "e2e-$c" 150 "$python" "$bundle/tests/integration/gpu/test_gpu_e2e.py" "$c" --trainer "$bin/ddp-trainer-nccl" --data "$data"
 done
 phase ddpd 180 "$python" "$steps" server-run --ddpd "$bin/ddpd" --data "$data" --work "$out/ddpd-run" --timeout 150

@@ -131,11 +131,6 @@ int launcher_run(const launcher_options *o) {
     if (launcher_plan_nodes(&L) != 0) return EXIT_BAD_INPUT;
     char nccl_path[4096];
     if (backend_handoff(&L.cfg, nccl_path, sizeof nccl_path)) { /* a GPU run: the GPU build takes it */
-        if (L.world != L.cfg.distributed.world_size) {
-            fprintf(stderr, "ddp-trainer: --ranks %d: a GPU run trains one batch shard per GPU; start it on "
-                    "distributed.world_size (%d) ranks\n", L.world, L.cfg.distributed.world_size);
-            return EXIT_BAD_INPUT;
-        }
         execv(nccl_path, o->argv);
         fprintf(stderr, "ddp-trainer: cannot start the GPU backend %s: %s\n", nccl_path, strerror(errno));
         return EXIT_BAD_INPUT;
@@ -168,12 +163,6 @@ int launcher_run(const launcher_options *o) {
         return EXIT_BAD_INPUT;
     }
     L.backend = backend;
-    if (backend == BACKEND_NCCL && L.world != L.cfg.distributed.world_size) {
-        snprintf(why, sizeof why, "--ranks %d: the nccl backend trains one batch shard per GPU; start the run on "
-                 "distributed.world_size (%d) ranks", L.world, L.cfg.distributed.world_size);
-        launcher_end_run(&L, "failed", why, EXIT_BAD_INPUT);
-        return EXIT_BAD_INPUT;
-    }
     if (L.world != L.cfg.distributed.world_size)
         log_msg(LOG_INFO, "run %s: %d batch shards on %d rank%s, %s", L.run_id, L.cfg.distributed.world_size, L.world,
                 L.world > 1 ? "s" : "", why);

@@ -427,20 +427,105 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     fake_barrier(comm->g, comm->nranks); /* nobody refills a slot before everyone has read */
     return ncclSuccess;
 }
-/* Point-to-point (the fixed-order reduce-scatter's all-to-all) is not played out
- * here: these say so rather than pretend. test_gpu_kernels checks its sum
- * (k_parts_avg_cuda) against the cpu collectives; the exchange needs a GPU. */
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+/* Point-to-point, as the fixed-order reduce-scatter's all-to-all and its all-gather
+ * use it: inside ncclGroupStart .. ncclGroupEnd only (as there), the sends and
+ * receives are recorded, and ncclGroupEnd plays the group out: every rank writes
+ * its sends into its slot (a table of {peer, offset, bytes}, then the data), all
+ * meet, each receive takes the next unread send of its peer to this rank (NCCL
+ * matches a pair's sends and receives in order), all meet again. The group counts
+ * as one collective (DDPD_FAKE_NCCL_ERROR_AT fails its ncclGroupEnd). */
+#define FAKE_MAX_P2P 256
+typedef struct {
+    void *buf;
+    size_t bytes;
+    int peer, send;
+} fake_p2p;
+typedef struct {
+    int peer;
+    size_t offset, bytes;
+} fake_p2p_entry;
+static struct {
+    int open;
+    struct ncclComm *comm;
+    int n;
+    fake_p2p op[FAKE_MAX_P2P];
+} p2p;
+
+ncclResult_t ncclGroupStart(void) {
+    if (p2p.open) return ncclInvalidUsage;
+    p2p.open = 1, p2p.n = 0, p2p.comm = NULL;
+    return ncclSuccess;
+}
+static ncclResult_t p2p_record(void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, int send) {
+    if (!p2p.open) {
+        snprintf(last_error, sizeof last_error, "fake NCCL: point-to-point outside a group is not played out");
+        return ncclInvalidUsage;
+    }
+    if (!nccl_size(t) || peer < 0 || peer >= comm->nranks || peer == comm->rank || p2p.n == FAKE_MAX_P2P ||
+        (p2p.comm && p2p.comm != comm))
+        return ncclInvalidArgument;
+    p2p.comm = comm;
+    p2p.op[p2p.n++] = (fake_p2p){buf, count * nccl_size(t), peer, send};
+    return ncclSuccess;
+}
 ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
-    (void)send, (void)count, (void)t, (void)peer, (void)comm, (void)s;
-    snprintf(last_error, sizeof last_error, "fake NCCL: no point-to-point (ncclSend) on the CPU stand-in");
-    return ncclInvalidUsage;
+    (void)s;
+    return p2p_record((void *)send, count, t, peer, comm, 1);
 }
 ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t s) {
-    (void)recv, (void)count, (void)t, (void)peer, (void)comm, (void)s;
-    snprintf(last_error, sizeof last_error, "fake NCCL: no point-to-point (ncclRecv) on the CPU stand-in");
-    return ncclInvalidUsage;
+    (void)s;
+    return p2p_record(recv, count, t, peer, comm, 0);
+}
+ncclResult_t ncclGroupEnd(void) {
+    if (!p2p.open) return ncclInvalidUsage;
+    p2p.open = 0;
+    struct ncclComm *comm = p2p.comm;
+    if (!comm) return ncclSuccess; /* an empty group */
+    ncclResult_t r = fake_collective(comm);
+    if (r != ncclSuccess) return r;
+    char *mine = slot(comm->g, comm->rank);
+    fake_p2p_entry *table = (fake_p2p_entry *)(mine + sizeof(int));
+    size_t at = sizeof(int) + FAKE_MAX_P2P * sizeof(fake_p2p_entry);
+    int sends = 0;
+    for (int k = 0; k < p2p.n; k++) {
+        fake_p2p *o = &p2p.op[k];
+        if (!o->send) continue;
+        if (at + o->bytes > FAKE_SLOT_BYTES) return ncclInvalidArgument;
+        memcpy(mine + at, o->buf, o->bytes);
+        table[sends++] = (fake_p2p_entry){o->peer, at, o->bytes};
+        at += o->bytes;
+    }
+    memcpy(mine, &sends, sizeof sends);
+    fake_barrier(comm->g, comm->nranks);
+    int taken[FAKE_MAX_RANKS] = {0}; /* sends of each peer to me already matched */
+    for (int k = 0; k < p2p.n; k++) {
+        fake_p2p *o = &p2p.op[k];
+        if (o->send) continue;
+        char *theirs = slot(comm->g, o->peer);
+        int n;
+        memcpy(&n, theirs, sizeof n);
+        const fake_p2p_entry *t = (const fake_p2p_entry *)(theirs + sizeof(int));
+        int seen = 0, found = 0;
+        for (int i = 0; i < n && !found; i++)
+            if (t[i].peer == comm->rank && seen++ == taken[o->peer]) {
+                if (t[i].bytes != o->bytes) {
+                    snprintf(last_error, sizeof last_error,
+                             "fake NCCL: rank %d receives %zu bytes from rank %d, which sends %zu", comm->rank, o->bytes,
+                             o->peer, t[i].bytes);
+                    return ncclInvalidUsage;
+                }
+                memcpy(o->buf, theirs + t[i].offset, o->bytes);
+                taken[o->peer]++;
+                found = 1;
+            }
+        if (!found) {
+            snprintf(last_error, sizeof last_error, "fake NCCL: rank %d receives from rank %d, which sends it nothing",
+                     comm->rank, o->peer);
+            return ncclInvalidUsage;
+        }
+    }
+    fake_barrier(comm->g, comm->nranks); /* nobody refills a slot before everyone has read */
+    return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root, ncclComm_t comm,

@@ -109,14 +109,26 @@ static void leave(nccl_comm *c) {
 /* After an NCCL call on the rank's thread, still holding the call lock (the
  * communicator cannot be aborted and freed meanwhile, so NCCL's last error can be
  * asked): records a failure with NCCL's own account. Leaves the call. */
-static int nccl_done(nccl_comm *c, ncclResult_t r, const char *call) {
+static int nccl_ok(nccl_comm *c, ncclResult_t r, const char *call) {
     if (r != ncclSuccess) {
         char what[512];
         gpu_nccl_error_text(r, ncclGetLastError(atomic_load(&c->nccl)), what, sizeof what);
         set_reason(c, "%s: %s", call, what);
     }
-    leave(c);
     return r == ncclSuccess ? 0 : -1;
+}
+static int nccl_done(nccl_comm *c, ncclResult_t r, const char *call) {
+    int rc = nccl_ok(c, r, call);
+    leave(c);
+    return rc;
+}
+
+/* The calls of one group (ncclGroupStart .. ncclGroupEnd) inside one enter(): each
+ * through nccl_ok, the call left once, by the group's end (or its first failure:
+ * the group is not ended then; the run fails and the communicator is aborted). */
+static int group_failed(nccl_comm *c) {
+    leave(c);
+    return -1;
 }
 
 static int cuda_ok(nccl_comm *c, cudaError_t e, const char *call) {
@@ -260,7 +272,7 @@ int coll_nccl_reduce_scatter_parts_device(coll_comm *pc, float *dbuf, size_t str
     if (ranks > 1 && c->collectives) {
         if (enter(c, "the all-to-all of a gradient bucket's batch shards") != 0) return -1;
         ncclComm_t comm = atomic_load(&c->nccl);
-        if (nccl_done(c, ncclGroupStart(), "ncclGroupStart") != 0) return -1;
+        if (nccl_ok(c, ncclGroupStart(), "ncclGroupStart") != 0) return group_failed(c);
         for (int q = 0; q < ranks; q++) {
             if (q == me) continue;
             size_t qlo, qhi;
@@ -268,17 +280,55 @@ int coll_nccl_reduce_scatter_parts_device(coll_comm *pc, float *dbuf, size_t str
             coll_part_share_of(n, width, ranks, q, &qlo, &qhi);
             coll_parts_of(width, ranks, q, &first, &count);
             for (int j = 0; j < pc->parts && qhi > qlo; j++) /* my parts' slices of q's share, to q */
-                if (nccl_done(c, ncclSend(dbuf + j * stride + qlo, qhi - qlo, ncclFloat, q, comm, c->stream),
-                              "ncclSend") != 0)
-                    return -1;
+                if (nccl_ok(c, ncclSend(dbuf + j * stride + qlo, qhi - qlo, ncclFloat, q, comm, c->stream),
+                            "ncclSend") != 0)
+                    return group_failed(c);
             for (int j = 0; j < count && len; j++) /* q's parts' slices of my share, into their rows */
-                if (nccl_done(c, ncclRecv(dscratch + (size_t)(first + j) * len, len, ncclFloat, q, comm, c->stream),
-                              "ncclRecv") != 0)
-                    return -1;
+                if (nccl_ok(c, ncclRecv(dscratch + (size_t)(first + j) * len, len, ncclFloat, q, comm, c->stream),
+                            "ncclRecv") != 0)
+                    return group_failed(c);
         }
         if (nccl_done(c, ncclGroupEnd(), "ncclGroupEnd") != 0) return -1;
     }
     return cuda_ok(c, k_parts_avg_cuda(dbuf + lo, dscratch, len, len, width, c->stream), "k_parts_avg_cuda");
+}
+
+int coll_nccl_allgather_parts_device(coll_comm *pc, float *dbuf, size_t n) {
+    nccl_comm *c = impl(pc);
+    int width = pc->width, ranks = pc->world_size, me = pc->rank;
+    if (ranks == 1 || !c->collectives || n == 0) return 0;
+    size_t lo, hi;
+    coll_part_share_of(n, width, ranks, me, &lo, &hi);
+    if (enter(c, "the all-gather of a gradient bucket's average") != 0) return -1;
+    ncclComm_t comm = atomic_load(&c->nccl);
+    if (nccl_ok(c, ncclGroupStart(), "ncclGroupStart") != 0) return group_failed(c);
+    for (int q = 0; q < ranks; q++) {
+        if (q == me) continue;
+        size_t qlo, qhi;
+        coll_part_share_of(n, width, ranks, q, &qlo, &qhi);
+        if (hi > lo && nccl_ok(c, ncclSend(dbuf + lo, hi - lo, ncclFloat, q, comm, c->stream), "ncclSend") != 0)
+            return group_failed(c);
+        if (qhi > qlo && nccl_ok(c, ncclRecv(dbuf + qlo, qhi - qlo, ncclFloat, q, comm, c->stream), "ncclRecv") != 0)
+            return group_failed(c);
+    }
+    return nccl_done(c, ncclGroupEnd(), "ncclGroupEnd");
+}
+
+int coll_nccl_set_width(coll_comm *pc, int width) {
+    int first, count;
+    if (width < pc->world_size) {
+        errno = EINVAL;
+        return -1;
+    }
+    coll_parts_of(width, pc->world_size, pc->rank, &first, &count);
+    if (count < 1 || count > COLL_MAX_PARTS) {
+        errno = EINVAL;
+        return -1;
+    }
+    pc->width = width;
+    pc->first_part = first;
+    pc->parts = count;
+    return 0;
 }
 
 int coll_nccl_allreduce_sum_f64_device(coll_comm *pc, double *dbuf, size_t n, cudaEvent_t after) {
@@ -527,7 +577,7 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         .node_rank = rv->node_rank,
         .shard_rank = rank,
         .shard_world = rv->world_size,
-        .width = rv->world_size, /* one part per rank (the parts reduce-scatter is the cpu engine's) */
+        .width = rv->world_size, /* one part per rank unless coll_nccl_set_width says otherwise */
         .first_part = rank,
         .parts = 1,
         .allreduce_avg_f32 = nccl_allreduce_avg_f32,

@@ -103,6 +103,18 @@ int coll_nccl_broadcast_device(coll_comm *c, void *dbuf, size_t bytes, int root,
 int coll_nccl_reduce_scatter_parts_device(coll_comm *c, float *dbuf, size_t stride, size_t n, float *dscratch,
                                           cudaEvent_t after);
 
+/* The all-gather that follows it: every rank's share (coll_part_share) of dbuf
+ * [0, n), from its owner, into every rank's dbuf (grouped ncclSend / ncclRecv, as
+ * the shares differ in length), on the communication stream. Nothing to move on
+ * one rank. 0 or -1. */
+int coll_nccl_allgather_parts_device(coll_comm *c, float *dbuf, size_t n);
+
+/* Sets an nccl comm's logical width (collectives.h's coll_set_width, which the cpu
+ * backend's comm takes): this rank computes coll_parts_of's batch shards, summed by
+ * coll_nccl_reduce_scatter_parts_device. 0, or -1 (EINVAL) when the width is below
+ * the ranks or puts more than COLL_MAX_PARTS on a rank. */
+int coll_nccl_set_width(coll_comm *c, int width);
+
 /* Watched waits (see above): 0, or -1 when the wait failed or the group was
  * aborted (coll_nccl_failure says why). `what` names the wait in the reason. */
 int coll_nccl_wait_event(coll_comm *c, cudaEvent_t ev, const char *what);

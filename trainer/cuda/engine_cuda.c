@@ -29,6 +29,22 @@
  * compute stream (coll_nccl_collectives_on: a debug switch makes one rank take the
  * two-stream path). Every wait goes through coll_nccl_wait_* (the watchdog).
  *
+ * Batch shards (a run's logical width, distributed.world_size, above 1): the rank
+ * computes its comm->parts shards one after the other, each its own forward and
+ * backward on its own rows (per-rank batch norm: each shard's own statistics; only
+ * the first shard's running statistics are kept, the others' go to a spare buffer
+ * that is never read, as on the cpu engine), shard j's gradients at d_grads + j *
+ * grad_stride. Only the last shard's backward hands buckets over (the others' are
+ * complete by then); each bucket is summed in shard order whatever the number of
+ * ranks (coll_nccl_reduce_scatter_parts_device: an all-to-all and a fixed-order
+ * sum), and its average all-gathered to every rank, so every rank clips and updates
+ * the whole model from the same bits. Each shard's batch loss goes to its row of
+ * d_part_losses; the rows (zeros but for a rank's own) are summed over ranks and
+ * totalled on the host in shard order, as engine_cpu.c's total_over_shards does.
+ * The weights then do not depend on how many GPUs hold the shards. Sync batch norm
+ * over shards is not on the GPU: the engine refuses it when the width is not the
+ * number of ranks.
+ *
  * Batch norm (cnn): with sync statistics, the per-channel sums go to the comm stream
  * for an all-reduce in the middle of forward and backward, and the compute stream
  * waits for it (ev_sync_ready, ev_sync_done); with per-rank statistics, rank 0's
@@ -80,6 +96,11 @@ typedef struct {
     uint8_t *pinned_images, *pinned_labels;
     double *pinned_scalars;
     grad_buckets buckets; /* launched by bucket_ready as backward completes them */
+    /* batch shards (see above): fixed is width > 1 */
+    int parts, fixed;
+    size_t grad_stride;
+    float *d_spare_stats, *d_parts_scratch;
+    double *d_part_losses, *pinned_part_losses;
     gpu_error ge;
 } cuda_engine;
 
@@ -193,38 +214,75 @@ static int stage_batch(cuda_engine *c, const idx_dataset *d, const size_t *indic
  * and the comm stream's all-reduce (average, in place) behind it. */
 static int bucket_ready(void *arg, const grad_bucket *b) {
     cuda_engine *c = arg;
-    if (!coll_nccl_collectives_on(c->pub.comm)) return 0; /* nothing to average */
+    coll_comm *comm = c->pub.comm;
+    if (!c->fixed && !coll_nccl_collectives_on(comm)) return 0; /* nothing to average */
     int k = (int)(b - c->buckets.bucket); /* which bucket: its event */
     if (gpu_check_cuda(&c->ge, cudaEventRecord(c->ev_bucket[k], c->stream), "cudaEventRecord") != 0) return -1;
-    return coll_nccl_allreduce_avg_device(c->pub.comm, c->d_grads + b->begin, b->end - b->begin, c->ev_bucket[k]);
+    size_t n = b->end - b->begin;
+    if (!c->fixed) return coll_nccl_allreduce_avg_device(comm, c->d_grads + b->begin, n, c->ev_bucket[k]);
+    if (coll_nccl_reduce_scatter_parts_device(comm, c->d_grads + b->begin, c->grad_stride, n, c->d_parts_scratch,
+                                              c->ev_bucket[k]) != 0)
+        return -1;
+    return coll_nccl_allgather_parts_device(comm, c->d_grads + b->begin, n);
 }
 
-static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double lr, long global_step) {
+/* The step's loss, on the comm stream once forward is done (ev_loss_ready) into
+ * pinned memory [ev_loss_copied]: with batch shards, every shard's row of
+ * d_part_losses summed over ranks (the host totals them in shard order); else the
+ * sum over ranks of the ranks' means. */
+static int enqueue_loss(cuda_engine *c, const double *sc) {
+    coll_comm *comm = c->pub.comm;
+    cudaStream_t comm_stream = coll_nccl_stream(comm);
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_ready, c->stream));
+    if (c->fixed) {
+        if (coll_nccl_allreduce_sum_f64_device(comm, c->d_part_losses, (size_t)comm->width, c->ev_loss_ready) != 0)
+            return -1;
+        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_part_losses, c->d_part_losses, sizeof(double) * (size_t)comm->width,
+                                         cudaMemcpyDeviceToHost, comm_stream));
+    } else {
+        if (coll_nccl_allreduce_sum_f64_device(comm, (double *)sc + 2, 1, c->ev_loss_ready) != 0) return -1;
+        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double), cudaMemcpyDeviceToHost,
+                                         comm_stream));
+    }
+    CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, comm_stream));
+    return 0;
+}
+
+/* One step: each of this rank's batch shards' forward and backward, the buckets
+ * reduced as the last shard's backward completes them, then clipping and the
+ * optimizer. */
+static int enqueue_step(cuda_engine *c, const size_t *const *part_indices, const int *part_rows, double lr,
+                        long global_step) {
     engine *e = &c->pub;
     coll_comm *comm = e->comm;
     double *sc = c->d_scalars + SC_STEP;
     model_cuda_pass pass = {.train = 1, .row_keys = c->d_row_keys};
-    int collectives = coll_nccl_collectives_on(comm);
+    int collectives = coll_nccl_collectives_on(comm), two_streams = collectives || c->fixed;
     if (e->shape.sync_bn && collectives) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
-    if (stage_batch(c, c->train, indices, 0, rows, global_step) != 0) return -1;
-    if (model_loss_cuda(&c->net, c->d_params, c->d_stats, c->d_labels, rows, 1, sc, 0, &pass) != 0) return -1;
-    if (collectives) {
-        cudaStream_t comm_stream = coll_nccl_stream(comm);
-        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_ready, c->stream));
-        if (coll_nccl_allreduce_sum_f64_device(comm, sc + 2, 1, c->ev_loss_ready) != 0) return -1;
-        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double), cudaMemcpyDeviceToHost,
-                                         comm_stream));
-        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, comm_stream));
-    } else {
-        CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double), cudaMemcpyDeviceToHost,
-                                         c->stream));
-        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, c->stream));
-    }
+    if (c->fixed) /* the other shards' rows: zeros, summed over ranks with everyone's own */
+        CUDA_TRY(&c->ge, cudaMemsetAsync(c->d_part_losses, 0, sizeof(double) * (size_t)comm->width, c->stream));
     grad_buckets_begin(&c->buckets);
-    if (model_backward_cuda(&c->net, c->d_params, c->d_grads, rows, &pass, grad_buckets_layer_ready, &c->buckets) != 0 ||
-        c->buckets.failed)
-        return -1;
-    if (collectives) {
+    for (int j = 0; j < c->parts; j++) {
+        int last = j == c->parts - 1, rows = part_rows[j];
+        if (stage_batch(c, c->train, part_indices[j], 0, rows, global_step) != 0) return -1;
+        if (model_loss_cuda(&c->net, c->d_params, j ? c->d_spare_stats : c->d_stats, c->d_labels, rows, 1, sc, 0,
+                            &pass) != 0)
+            return -1;
+        if (c->fixed) /* the shard's batch mean into its row */
+            CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_part_losses + comm->first_part + j, sc + 2, sizeof(double),
+                                             cudaMemcpyDeviceToDevice, c->stream));
+        if (last && two_streams && enqueue_loss(c, sc) != 0) return -1;
+        if (last && !two_streams) {
+            CUDA_TRY(&c->ge, cudaMemcpyAsync(c->pinned_scalars + SC_STEP, sc, 3 * sizeof(double),
+                                             cudaMemcpyDeviceToHost, c->stream));
+            CUDA_TRY(&c->ge, cudaEventRecord(c->ev_loss_copied, c->stream));
+        }
+        if (model_backward_cuda(&c->net, c->d_params, c->d_grads + (size_t)j * c->grad_stride, rows, &pass,
+                                last ? grad_buckets_layer_ready : NULL, &c->buckets) != 0 ||
+            c->buckets.failed)
+            return -1;
+    }
+    if (two_streams) {
         CUDA_TRY(&c->ge, cudaEventRecord(c->ev_comm_done, coll_nccl_stream(comm)));
         CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_comm_done, 0));
     }
@@ -239,15 +297,24 @@ static int enqueue_step(cuda_engine *c, const size_t *indices, int rows, double 
 static int cuda_step(engine *e, const size_t *const *part_indices, const int *part_rows, double lr, long global_step,
                      double *loss) {
     cuda_engine *c = (cuda_engine *)e;
-    const size_t *indices = part_indices[0]; /* one batch shard per rank (engine_cuda_create) */
-    int rows = part_rows[0];
-    if (rows < 1 || rows > c->net.max_rows) {
-        gpu_error_set(&c->ge, "a step of %d rows (the engine was planned for 1 to %d)", rows, c->net.max_rows);
-        return fail(c);
-    }
-    if (enqueue_step(c, indices, rows, lr, global_step) != 0) return fail(c);
+    for (int j = 0; j < c->parts; j++)
+        if (part_rows[j] < 1 || part_rows[j] > c->net.max_rows) {
+            gpu_error_set(&c->ge, "a step of %d rows in batch shard %d (the engine was planned for 1 to %d)",
+                          part_rows[j], e->comm->first_part + j, c->net.max_rows);
+            return fail(c);
+        }
+    if (enqueue_step(c, part_indices, part_rows, lr, global_step) != 0) return fail(c);
     if (coll_nccl_wait_event(e->comm, c->ev_loss_copied, "a training step") != 0) return -1;
-    *loss = c->pinned_scalars[SC_STEP + 2] / e->comm->world_size;
+    if (!c->fixed) {
+        *loss = c->pinned_scalars[SC_STEP + 2] / e->comm->world_size;
+        return 0;
+    }
+    /* the shards' batch means in shard order, as engine_cpu.c's total_over_shards (a
+     * + 0.0 each: a zero's sign never depends on a peer's zero added to it) */
+    int width = e->comm->width;
+    double t = c->pinned_part_losses[0] + 0.0;
+    for (int k = 1; k < width; k++) t += c->pinned_part_losses[k] + 0.0;
+    *loss = t / width;
     return 0;
 }
 
@@ -337,6 +404,7 @@ static void cuda_destroy(engine *e) {
     cudaFreeHost(c->pinned_labels);
     cudaFreeHost(c->pinned_scalars);
     cudaFreeHost(c->pinned_row_keys);
+    cudaFreeHost(c->pinned_part_losses);
     optimizer_free(&e->opt);
     free(e->params);
     free(e->stats);
@@ -410,6 +478,8 @@ static int plan_memory(cuda_engine *c, const engine_params *p, char *err, size_t
         .pixels = (size_t)d->rows * d->cols,
         .train_count = p->train ? p->train->count : 0,
         .test_count = d->count,
+        .width = e->comm->width,
+        .parts = e->comm->parts,
     };
     double fraction = cfg->distributed.gpu_memory_fraction;
     memory_plan_compute(&in, memory_plan_share(fraction, total_b), &c->plan);
@@ -429,6 +499,9 @@ static void carve(cuda_engine *c) {
     const model_shape *s = &c->pub.shape;
     c->d_params = region(c, pl->params);
     c->d_stats = region(c, pl->stats);
+    c->d_spare_stats = region(c, pl->spare_stats);
+    c->d_parts_scratch = region(c, pl->parts_scratch);
+    c->d_part_losses = region(c, pl->part_losses);
     c->d_row_keys = region(c, pl->row_keys);
     c->d_grads = region(c, pl->grads);
     c->d_state[0] = region(c, pl->opt_state[0]);
@@ -482,6 +555,8 @@ static int setup_device(cuda_engine *c, const engine_params *p) {
     CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_indices, sizeof(uint64_t) * rows));
     CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_scalars, sizeof(double) * MEMORY_PLAN_SCALARS));
     if (c->d_row_keys) CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_row_keys, sizeof(uint64_t) * rows));
+    if (c->fixed)
+        CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_part_losses, sizeof(double) * (size_t)p->comm->width));
     if (!c->plan.data_resident) {
         size_t pixels = (size_t)p->test->rows * p->test->cols;
         CUDA_TRY(ge, cudaMallocHost((void **)&c->pinned_images, pixels * rows));
@@ -515,9 +590,12 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
         snprintf(err, errlen, "the cuda engine needs the nccl collectives backend");
         return NULL;
     }
-    if (p->comm->parts != 1) { /* the launcher refuses it first; this is the engine's own guard */
-        snprintf(err, errlen, "the cuda engine computes one batch shard per rank: distributed.world_size %d on %d GPUs "
-                 "is not on the GPU yet (run it on %d)", p->comm->width, p->comm->world_size, p->comm->width);
+    const coll_comm *m = p->comm;
+    if (m->parts < 1 || m->parts > COLL_MAX_PARTS || m->width < m->world_size ||
+        (m->width > m->world_size && m->nodes > 1)) {
+        snprintf(err, errlen, "the cuda engine cannot spread distributed.world_size %d batch shards over %d GPU%s%s: "
+                 "run it on %d GPUs", m->width, m->world_size, m->world_size > 1 ? "s" : "",
+                 m->nodes > 1 ? " across nodes" : "", m->width);
         return NULL;
     }
     cuda_engine *c = calloc(1, sizeof *c);
@@ -531,6 +609,8 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
     e->cfg = p->cfg;
     c->train = p->train;
     c->test = p->test;
+    c->parts = p->comm->parts;
+    c->fixed = p->comm->width > 1;
     int ordinal = 0;
     struct cudaDeviceProp prop;
     if (cudaGetDevice(&ordinal) == cudaSuccess && cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
@@ -542,7 +622,15 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
         free(c);
         return NULL;
     }
+    if (e->shape.sync_bn && m->width != m->world_size) {
+        snprintf(err, errlen, "sync batch norm over several batch shards per GPU is not on the GPU yet: "
+                 "distributed.world_size %d on %d GPU%s; run it on %d GPUs, or use per_rank batch norm statistics",
+                 m->width, m->world_size, m->world_size > 1 ? "s" : "", m->width);
+        free(c);
+        return NULL;
+    }
     size_t n = e->shape.n_params;
+    c->grad_stride = memory_plan_grad_stride(n); /* as the memory plan lays the shards' gradients out */
     e->params = malloc(sizeof(float) * n);
     e->stats = malloc(sizeof(float) * (e->shape.n_stats + 1));
     if (!e->params || !e->stats || optimizer_init(&e->opt, p->cfg, n) != 0) {

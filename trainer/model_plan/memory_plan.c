@@ -22,6 +22,15 @@ int memory_plan_conv_chunk(const model_layer *L, int max_rows) {
     return chunk < (size_t)max_rows ? (int)chunk : max_rows;
 }
 
+size_t memory_plan_grad_stride(size_t n_params) { return (n_params + 15) / 16 * 16; }
+
+size_t memory_plan_parts_scratch_floats(size_t n, int width, int parts) {
+    if (width <= 1) return 0;
+    size_t w = (size_t)width, per = ((n + w - 1) / w + 15) / 16 * 16; /* coll_share's, rounded to lines */
+    size_t share = per * (size_t)(parts > 1 ? parts : 1);
+    return w * (share < n ? share : n);
+}
+
 static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     const model_shape *s = in->shape;
     size_t rows = (size_t)in->max_rows, f = sizeof(float), n = s->n_params;
@@ -29,10 +38,12 @@ static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     pl->data_resident = resident;
 
     take(pl, &pl->params, n * f, &pl->model_bytes);
-    take(pl, &pl->grads, in->train ? n * f : 0, &pl->model_bytes);
+    int parts = in->parts > 1 ? in->parts : 1, width = in->width > 1 ? in->width : 1;
+    take(pl, &pl->grads, in->train ? (memory_plan_grad_stride(n) * (size_t)(parts - 1) + n) * f : 0, &pl->model_bytes);
     int states = in->train ? in->n_opt_states : 0;
     for (int k = 0; k < 2; k++) take(pl, &pl->opt_state[k], k < states ? n * f : 0, &pl->optimizer_bytes);
     take(pl, &pl->stats, s->n_stats * f, &pl->model_bytes);
+    take(pl, &pl->spare_stats, in->train && parts > 1 ? s->n_stats * f : 0, &pl->model_bytes);
 
     size_t widest = (size_t)s->in_dim, widest_out = 1, widest_c = 0, col = 0;
     take(pl, &pl->act[0], rows * (size_t)s->in_dim * f, &pl->activation_bytes);
@@ -71,6 +82,9 @@ static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     take(pl, &pl->row_hit, rows * sizeof(int), &pl->scratch_bytes);
     take(pl, &pl->norm_partials, (size_t)MEMORY_PLAN_NORM_BLOCKS * sizeof(double), &pl->scratch_bytes);
     take(pl, &pl->scalars, (size_t)MEMORY_PLAN_SCALARS * sizeof(double), &pl->scratch_bytes);
+    take(pl, &pl->parts_scratch, in->train ? memory_plan_parts_scratch_floats(n, width, parts) * f : 0,
+         &pl->scratch_bytes);
+    take(pl, &pl->part_losses, in->train && width > 1 ? (size_t)width * sizeof(double) : 0, &pl->scratch_bytes);
     take(pl, &pl->batch_indices, rows * sizeof(uint64_t), &pl->data_bytes);
     take(pl, &pl->batch_labels, rows, &pl->data_bytes);
     if (resident) {

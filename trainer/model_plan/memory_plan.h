@@ -7,7 +7,8 @@
  *
  *   total = arena + collective staging + runtime reserve   (against the share)
  *   arena + margin                                        (against what is free)
- *   arena = params + grads + optimizer states (0, 1 or 2 x params)
+ *   arena = params + grads (one buffer per batch shard the rank computes, each
+ *           at memory_plan_grad_stride) + optimizer states (0, 1 or 2 x params)
  *         + batch norm's running statistics
  *         + activations (input, each layer's output, gelu's pre-activations,
  *           dropout masks and max-pool indices when training, batch norm's batch
@@ -15,6 +16,10 @@
  *           max_rows
  *         + the im2col chunk of the widest convolution (at most
  *           MEMORY_PLAN_IM2COL_BYTES: bigger batches are convolved in chunks)
+ *         + with a logical width above 1 (several batch shards): the fixed-order
+ *           reduce-scatter's scratch (width rows of a bucket's share), each shard's
+ *           batch loss (width doubles) and, with several shards on the rank, the
+ *           running statistics of shards past the first (never read)
  *         + reduction scratch (bias-gradient partials, per-channel partials and
  *           sums, per-row loss and hit, norm partials, scalars) + the batch
  *           (indices, labels, dropout keys)
@@ -49,6 +54,8 @@ typedef struct {
     size_t pixels;         /* bytes of one example's image */
     size_t train_count;    /* examples in the training set (0 in eval mode) */
     size_t test_count;
+    int width;             /* the run's logical width (batch shards); 0 or 1: one */
+    int parts;             /* the batch shards this rank computes; 0 or 1: one */
 } memory_plan_input;
 
 typedef struct {
@@ -77,6 +84,9 @@ typedef struct {
     memory_region train_images, train_labels, test_images, test_labels; /* resident data */
     memory_region stage_images;            /* max_rows images, when the data is not resident */
     memory_region cublas_workspace;
+    memory_region parts_scratch;           /* width > 1: memory_plan_parts_scratch_floats floats */
+    memory_region part_losses;             /* width > 1: width doubles */
+    memory_region spare_stats;             /* parts > 1: n_stats floats */
     int data_resident;
     size_t arena_bytes;                    /* the one cudaMalloc */
     /* By kind, for the log and the refusal message. */
@@ -84,6 +94,12 @@ typedef struct {
     size_t coll_staging_bytes, runtime_reserve_bytes;
     size_t total_bytes;                    /* what the run needs on its GPU */
 } memory_plan;
+
+/* Floats from one batch shard's gradients to the next's (whole 64-byte lines). */
+size_t memory_plan_grad_stride(size_t n_params);
+/* The fixed-order reduce-scatter's scratch for buckets of at most n floats: width
+ * rows of the largest share a rank of `parts` shards can own (coll_part_share). */
+size_t memory_plan_parts_scratch_floats(size_t n, int width, int parts);
 
 /* Examples per im2col chunk of conv2d layer L on the GPU for batches of max_rows. */
 int memory_plan_conv_chunk(const model_layer *L, int max_rows);

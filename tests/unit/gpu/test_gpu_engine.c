@@ -4,11 +4,16 @@
  * AdamW losses, evaluation, the host views both ways, the same run twice giving
  * the same bits, the staged data path giving the resident path's bits, and the
  * memory plan refusing a share that is too small; and CNNs (the conv, pool, batch
- * norm and dropout layers, the running statistics coming back to the host). Without
- * a GPU it prints SKIPPED and exits 77, which ctest reports as skipped. */
+ * norm and dropout layers, the running statistics coming back to the host). Batch
+ * shards (a logical width above the ranks): width 4 on one GPU against the cpu
+ * engine's width 4 on one rank, and width 4 on 2 GPUs (this program started again
+ * as each rank: --width-rank) giving the very bits of width 4 on one GPU; sync batch
+ * norm over shards refused. Without a GPU it prints SKIPPED and exits 77, which
+ * ctest reports as skipped (the multi-GPU case: with fewer than 2 GPUs). */
 #include <stdio.h>
 
 #include "check.h"
+#include "scratch_dir.h"
 #include "ddpd_build_config.h"
 
 #if !DDPD_NCCL_BACKEND
@@ -18,10 +23,14 @@ int main(void) {
 }
 #else
 
+#include <cblas.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "collectives.h"
 #include "cuda/coll_nccl.h"
@@ -248,7 +257,188 @@ static void test_refusal(void) {
     if (e) e->ops->destroy(e);
 }
 
-int main(void) {
+/* ---- batch shards ---------------------------------------------------------------- */
+
+#define WIDTH 4
+
+/* STEPS steps of a width-WIDTH run on `comm` (its width set): batch shard s takes rows
+ * s * BATCH / WIDTH .. of the global batch, whichever rank holds it. losses[k] and the
+ * parameters (host view) afterwards. */
+static void width_steps(const run_config *cfg, coll_comm *comm, int gpu, double *losses, float *params) {
+    engine *e = make(cfg, comm, gpu);
+    dist_sampler s;
+    REQUIRE(sampler_init(&s, train.count, 1, 0, 42) == 0, "sampler");
+    sampler_set_epoch(&s, 0);
+    int per = BATCH / WIDTH;
+    for (int k = 0; k < STEPS; k++) {
+        const size_t *idx[COLL_MAX_PARTS];
+        int rows[COLL_MAX_PARTS];
+        for (int j = 0; j < comm->parts; j++) {
+            idx[j] = s.indices + (size_t)k * BATCH + (size_t)(comm->first_part + j) * (size_t)per;
+            rows[j] = per;
+        }
+        REQUIRE(e->ops->step(e, idx, rows, cfg->train.optimizer.lr, k, &losses[k]) == 0, "%s width step %d: %s",
+                gpu ? "cuda" : "cpu", k, gpu ? coll_nccl_failure(comm) : "");
+    }
+    REQUIRE(e->ops->sync_to_host(e) == 0, "sync_to_host");
+    memcpy(params, e->params, sizeof(float) * e->shape.n_params); /* then the running statistics (shard 0's) */
+    if (e->shape.n_stats) memcpy(params + e->shape.n_params, e->stats, sizeof(float) * e->shape.n_stats);
+    sampler_free(&s);
+    e->ops->destroy(e);
+}
+
+static run_config width_config(int cnn) {
+    run_config c = cnn ? cnn_config(OPT_SGD, 0.9, 1, 0.3) : config(ACT_GELU, OPT_ADAMW, 0, 1.0);
+    c.distributed.world_size = WIDTH;
+    return c;
+}
+
+/* The floats width_steps gives back: the parameters, then the running statistics. */
+static size_t n_params_of(const run_config *cfg) {
+    model_shape sh;
+    char err[256];
+    REQUIRE(model_shape_init(&sh, cfg, 1, 28, 28, 10, err, sizeof err) == 0, "%s", err);
+    return sh.n_params + sh.n_stats;
+}
+
+static void hex(const void *p, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+}
+static void unhex(const char *s, void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        sscanf(s + 2 * i, "%2x", &v);
+        ((unsigned char *)p)[i] = (unsigned char)v;
+    }
+}
+
+/* A rank of the 2-GPU run (this program started with --width-rank R HEX OUT CNN):
+ * joins the communicator of the rendezvous in HEX, trains, and rank 0 writes the
+ * losses and the parameters to OUT. */
+static int width_rank_main(char **argv) {
+    int rank = atoi(argv[2]), cnn = atoi(argv[5]);
+    nccl_rendezvous rv;
+    unhex(argv[3], &rv, sizeof rv);
+    char why[1024], device[128];
+    coll_comm *comm = coll_nccl_attach(&rv, rank, NULL, device, sizeof device, why, sizeof why);
+    REQUIRE(comm != NULL, "rank %d: %s", rank, why);
+    REQUIRE(coll_nccl_set_width(comm, WIDTH) == 0, "coll_nccl_set_width");
+    train = synthetic(20000, 1);
+    test = synthetic(1500, 2);
+    run_config cfg = width_config(cnn);
+    size_t n = n_params_of(&cfg);
+    double losses[STEPS];
+    float *params = malloc(sizeof(float) * n);
+    width_steps(&cfg, comm, 1, losses, params);
+    if (rank == 0) {
+        FILE *f = fopen(argv[4], "wb");
+        REQUIRE(f && fwrite(losses, sizeof losses, 1, f) == 1 && fwrite(params, sizeof(float), n, f) == n &&
+                    fclose(f) == 0,
+                "writing %s", argv[4]);
+    }
+    coll_nccl_close(comm);
+    free(params);
+    return test_done(rank ? "test_gpu_engine (width rank 1)" : "test_gpu_engine (width rank 0)");
+}
+
+/* Width 4 on one GPU: against the cpu engine's width 4 on one rank (as close as the
+ * GPU follows the cpu elsewhere), then on two GPUs (two processes, two parts each):
+ * the same losses and parameters as on one GPU, bit for bit. */
+static void test_width(int cnn, int devices, const char *self) {
+    const char *name = cnn ? "width 4: cnn, batch norm per shard, dropout" : "width 4: mlp, adamw, clip 1";
+    run_config cfg = width_config(cnn);
+    size_t n = n_params_of(&cfg);
+    float *gp = malloc(sizeof(float) * n), *cp = malloc(sizeof(float) * n), *two = malloc(sizeof(float) * n);
+    double gl[STEPS], cl[STEPS], tl[STEPS];
+    /* the host BLAS on one thread, as the 2-GPU run's ranks have it: on the CPU stand-in
+     * it plays cuBLAS, and its sums' order follows its thread count */
+    openblas_set_num_threads(1);
+    REQUIRE(coll_nccl_set_width(nccl_comm, WIDTH) == 0 && coll_set_width(cpu_comm, WIDTH) == 0, "set width");
+    CHECK(nccl_comm->parts == WIDTH && nccl_comm->first_part == 0, "one GPU computes all %d shards", WIDTH);
+    width_steps(&cfg, nccl_comm, 1, gl, gp);
+    width_steps(&cfg, cpu_comm, 0, cl, cp);
+    REQUIRE(coll_nccl_set_width(nccl_comm, 1) == 0 && coll_set_width(cpu_comm, 1) == 0, "width back to 1");
+    double loss_err = 0;
+    for (int k = 0; k < STEPS; k++)
+        if (fabs(gl[k] - cl[k]) / fabs(cl[k]) > loss_err) loss_err = fabs(gl[k] - cl[k]) / fabs(cl[k]);
+    double param_err = rel_error(gp, cp, n);
+    CHECK(loss_err <= 1e-3, "%s: step losses differ from the cpu engine's by %.3g relative", name, loss_err);
+    CHECK(param_err <= 1e-3, "%s: parameters (and running statistics) differ from the cpu engine's by %.3g relative",
+          name, param_err);
+    printf("  %-44s vs cpu: step losses %.2e, params %.2e (relative)\n", name, loss_err, param_err);
+    if (devices < 2) {
+        printf("  %-44s on 2 GPUs: not run (%d GPU)\n", name, devices);
+    } else {
+        char why[1024], id[2 * sizeof(nccl_rendezvous) + 1], out[600], rank_s[8], cnn_s[8];
+        char *dir = scratch_dir_make("gpu-width");
+        REQUIRE(dir != NULL, "scratch_dir_make");
+        nccl_rendezvous rv;
+        REQUIRE(nccl_rendezvous_create(&rv, 2, why, sizeof why) == 0, "%s", why);
+        hex(&rv, sizeof rv, id);
+        snprintf(out, sizeof out, "%s/rank0.bin", dir);
+        snprintf(cnn_s, sizeof cnn_s, "%d", cnn);
+        pid_t pid[2];
+        /* the ranks' host BLAS on one thread each, as this process's (test_width): two
+         * processes of spinning BLAS threads on a loaded machine crawl */
+        extern char **environ;
+        size_t n_env = 0;
+        while (environ[n_env]) n_env++;
+        char **env = calloc(n_env + 3, sizeof *env);
+        REQUIRE(env != NULL, "calloc");
+        size_t k = 0;
+        for (size_t i = 0; i < n_env; i++)
+            if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) && strncmp(environ[i], "OMP_NUM_THREADS=", 16))
+                env[k++] = environ[i];
+        env[k++] = "OPENBLAS_NUM_THREADS=1";
+        env[k++] = "OMP_NUM_THREADS=1";
+        for (int r = 0; r < 2; r++) {
+            snprintf(rank_s, sizeof rank_s, "%d", r);
+            char *argv[] = {(char *)self, "--width-rank", rank_s, id, out, cnn_s, NULL};
+            REQUIRE(posix_spawn(&pid[r], self, NULL, NULL, argv, env) == 0, "spawning rank %d", r);
+        }
+        free(env);
+        int ok = 1;
+        for (int r = 0; r < 2; r++) {
+            int st = 0;
+            waitpid(pid[r], &st, 0);
+            ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        }
+        CHECK(ok, "%s: both ranks of the 2-GPU run succeed", name);
+        FILE *f = fopen(out, "rb");
+        int read = f && fread(tl, sizeof tl, 1, f) == 1 && fread(two, sizeof(float), n, f) == n;
+        if (f) fclose(f);
+        scratch_dir_remove(dir);
+        free(dir);
+        CHECK(read, "%s: rank 0 wrote its results", name);
+        if (read) {
+            CHECK(memcmp(tl, gl, sizeof tl) == 0, "%s: 2 GPUs' losses are 1 GPU's (%.17g vs %.17g at the last step)",
+                  name, tl[STEPS - 1], gl[STEPS - 1]);
+            CHECK(memcmp(two, gp, sizeof(float) * n) == 0, "%s: 2 GPUs' parameters and statistics are 1 GPU's, bit for bit", name);
+            printf("  %-44s on 2 GPUs: losses and parameters %s\n", name,
+                   memcmp(tl, gl, sizeof tl) == 0 && memcmp(two, gp, sizeof(float) * n) == 0 ? "bit-identical"
+                                                                                           : "DIFFER");
+        }
+    }
+    free(gp), free(cp), free(two);
+}
+
+/* Sync batch norm is not summed over shards on the GPU: refused, saying so. */
+static void test_width_sync_bn_refused(void) {
+    run_config cfg = cnn_config(OPT_SGD, 0.9, 1, 0);
+    cfg.model.cnn.batch_norm_stats = BN_STATS_SYNC;
+    cfg.distributed.world_size = WIDTH;
+    REQUIRE(coll_nccl_set_width(nccl_comm, WIDTH) == 0, "set width");
+    engine_params p = {.cfg = &cfg, .comm = nccl_comm, .train = &train, .test = &test, .max_rows = 512};
+    char err[1024] = "";
+    engine *e = engine_cuda_create(&p, err, sizeof err);
+    REQUIRE(coll_nccl_set_width(nccl_comm, 1) == 0, "width back to 1");
+    CHECK(e == NULL && strstr(err, "sync batch norm") && strstr(err, "per_rank"), "refused: %s", err);
+    printf("  refusal: %s\n", err);
+    if (e) e->ops->destroy(e);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "--width-rank")) return width_rank_main(argv);
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0) {
@@ -283,6 +473,9 @@ int main(void) {
     test_deterministic(1.0, "the same run twice");
     test_deterministic(staging_fraction(), "staged batches against the resident dataset");
     test_refusal();
+    test_width(0, devices, "/proc/self/exe");
+    test_width(1, devices, "/proc/self/exe");
+    test_width_sync_bn_refused();
     printf("engine vs the CPU engine (SGD): largest relative error %.2e (target %.0e): %s\n", worst, TOL,
            worst <= TOL ? "met" : "MISSED");
     return test_done("test_gpu_engine");
