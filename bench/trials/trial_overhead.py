@@ -14,7 +14,8 @@ each phase, the median over runs of its time from the one before:
   first step  a DDP step (forward, backward, allreduce)
 
 and the total: started_at to the first step's end (bench/sweeps' "trial overhead",
-less the data). Rank 0's times; the load average is printed beside them.
+less the data); "submitted": the run's created_at to it (a warm trial that waits for
+its sweep's zygote is started once it is there: that wait is in "queued"). Rank 0's times; the load average is printed beside them.
 
 Usage: bench/trials/trial_overhead.py --ddpd build/bin/ddpd --runner build/bin/ddp-run [--runs 5]
                                       [--warm-start]"""
@@ -85,6 +86,7 @@ def one_run(s, token, root, out, a, rid=None):
     phases = {p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)}
     phases["rank fork"] = t["process"] - hello  # the fork's time is to a clock tick (10 ms)
     phases["total"] = t["first_step"] - iso_s(run["started_at"])
+    phases["submitted"] = t["first_step"] - iso_s(run["created_at"])  # a start that waits for its zygote: in queued
     return phases
 
 
@@ -123,10 +125,11 @@ def main():
     print(f"{a.runs} runs of 2 ranks, {'warm start' if a.warm_start else 'cold'}; load average "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'phase':<12} {'median (s)':>10} {'min':>8} {'max':>8}")
-    for p in PHASES + ["total"]:
+    for p in PHASES + ["total", "submitted"]:
         v = [r[p] for r in rows]
         print(f"{p:<12} {statistics.median(v):>10.3f} {min(v):>8.3f} {max(v):>8.3f}")
     print("total of each run, in order: " + " ".join(f"{r['total']:.3f}" for r in rows))
+    print("submission to first step, in order: " + " ".join(f"{r['submitted']:.3f}" for r in rows))
     if a.warm_start and len(rows) > 1:
         print(f"warm start: the first trial {rows[0]['total']:.3f} s; the later ones' median "
               f"{statistics.median(r['total'] for r in rows[1:]):.3f} s")
