@@ -233,11 +233,11 @@ static void end_locked(zygote *z, const char *why) {
 /* The last line of a zygote's log (its error), in out. */
 static void last_line(const zygote *z, char *out, size_t n) {
     out[0] = '\0';
-    char path[PATH_MAX + 96], buf[4096];
-    snprintf(path, sizeof path, "%s/zygote.log", z->dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    char buf[4096], err[256];
+    struct stat st;
+    int fd = run_file_open_in(z->dir, "zygote.log", INT64_MAX, &st, err, sizeof err); /* the account's file: no link followed */
     if (fd < 0) return;
-    off_t end = lseek(fd, 0, SEEK_END);
+    off_t end = st.st_size;
     ssize_t got = pread(fd, buf, sizeof buf - 1, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0);
     close(fd);
     if (got <= 0) return;
