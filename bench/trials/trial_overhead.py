@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Where a command trial's start goes: N command runs of a 2-rank PyTorch script
 (overhead_probe.py: gloo, a DDP model), one after another, as a Unix account of their
-own (root: `ddpd user add --unix-user`), each rank writing the time of each phase. For
+own (root: `ddpd user add --unix-user`; with --warm-start, the trials of one grid
+sweep, one at a time, whose base names warm_start.imports), each rank writing the time of each phase. For
 each phase, the median over runs of its time from the one before:
 
   queued      the run's created_at to its started_at (the scheduler's decision)
@@ -13,7 +14,8 @@ each phase, the median over runs of its time from the one before:
   first step  a DDP step (forward, backward, allreduce)
 
 and the total: started_at to the first step's end (bench/sweeps' "trial overhead",
-less the data). Rank 0's times; the load average is printed beside them.
+less the data); "submitted": the run's created_at to it (a warm trial that waits for
+its sweep's zygote is started once it is there: that wait is in "queued"). Rank 0's times; the load average is printed beside them.
 
 Usage: bench/trials/trial_overhead.py --ddpd build/bin/ddpd --runner build/bin/ddp-run [--runs 5]
                                       [--warm-start]"""
@@ -44,15 +46,34 @@ def journal_times(run_dir):
     return hello, started
 
 
-def one_run(s, token, root, out, a):
+def base_config(out, a):
     cfg = {"command": ["/usr/bin/python3", "overhead_probe.py"], "working_dir": "proj",
            "distributed": {"world_size": 2}, "env": {"PROBE_OUT": out}}
     if a.warm_start:
         cfg["warm_start"] = {"imports": ["torch", "torch.distributed", "ddpd"]}
-    r = s.post("/runs", cfg, headers=bearer(token))
+    return cfg
+
+
+def warm_sweep(s, token, out, a):
+    """The runs of a sweep (a warm start is a sweep's): a grid of a.runs trials, one at a time."""
+    body = {"name": "overhead", "method": "grid", "parallel": 1, "base": base_config(out, a),
+            "parameters": {"env.PROBE_TRIAL": {"values": [str(i) for i in range(a.runs)]}},
+            "metric": {"key": "loss", "goal": "minimize"}}
+    r = s.post("/sweeps", body, headers=bearer(token))
     if r.status != 201:
-        sys.exit(f"the run was refused: {r.status} {r.body[:400]!r}")
-    rid = r.json()["id"]
+        sys.exit(f"the sweep was refused: {r.status} {r.body[:400]!r}")
+    sid = r.json()["id"]
+    wait_until(lambda: s.get(f"/sweeps/{sid}", headers=bearer(token)).json()["status"]
+               in ("succeeded", "failed", "canceled"), f"sweep {sid} to end", 900, interval=0.2)
+    return [t["run_id"] for t in s.get(f"/sweeps/{sid}", headers=bearer(token)).json()["trials"]]
+
+
+def one_run(s, token, root, out, a, rid=None):
+    if rid is None:
+        r = s.post("/runs", base_config(out, a), headers=bearer(token))
+        if r.status != 201:
+            sys.exit(f"the run was refused: {r.status} {r.body[:400]!r}")
+        rid = r.json()["id"]
     run = s.wait_status(rid, ("succeeded", "failed", "canceled"), timeout=300)
     if not run or run["status"] != "succeeded":
         print(s.dump_run_log(rid))
@@ -65,6 +86,7 @@ def one_run(s, token, root, out, a):
     phases = {p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)}
     phases["rank fork"] = t["process"] - hello  # the fork's time is to a clock tick (10 ms)
     phases["total"] = t["first_step"] - iso_s(run["started_at"])
+    phases["submitted"] = t["first_step"] - iso_s(run["created_at"])  # a start that waits for its zygote: in queued
     return phases
 
 
@@ -93,17 +115,24 @@ def main():
                         extra_args=["--allow-commands", "--work-root", root, "--runner",
                                     os.path.abspath(a.runner)]) as s:
                 s.read_headers = bearer(token)
-                for i in range(a.runs):
-                    rows.append(one_run(s, token, root, out, a))
+                if a.warm_start:
+                    rows = [one_run(s, token, root, out, a, rid) for rid in warm_sweep(s, token, out, a)]
+                else:
+                    rows = [one_run(s, token, root, out, a) for _ in range(a.runs)]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load = os.getloadavg()
     print(f"{a.runs} runs of 2 ranks, {'warm start' if a.warm_start else 'cold'}; load average "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'phase':<12} {'median (s)':>10} {'min':>8} {'max':>8}")
-    for p in PHASES + ["total"]:
+    for p in PHASES + ["total", "submitted"]:
         v = [r[p] for r in rows]
         print(f"{p:<12} {statistics.median(v):>10.3f} {min(v):>8.3f} {max(v):>8.3f}")
+    print("total of each run, in order: " + " ".join(f"{r['total']:.3f}" for r in rows))
+    print("submission to first step, in order: " + " ".join(f"{r['submitted']:.3f}" for r in rows))
+    if a.warm_start and len(rows) > 1:
+        print(f"warm start: the first trial {rows[0]['total']:.3f} s; the later ones' median "
+              f"{statistics.median(r['total'] for r in rows[1:]):.3f} s")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"runs": rows, "load": load, "warm_start": a.warm_start}, f, indent=1)

@@ -5,9 +5,13 @@ ranks from there instead of starting Python and importing them again.
 
 Two levels, one program:
 
-- The zygote (`python3 -m ddpd_zygote --socket PATH --imports a,b`): one per sweep and
-  account, started by ddpd in a cgroup of its own. It imports the modules, listens on
-  PATH (in a directory only its account may enter) and, for each connection whose peer
+- The zygote (`python3 -m ddpd_zygote --socket PATH --imports a,b [--path DIR --cwd DIR]`):
+  one per sweep and account, started by ddpd in a cgroup of its own. It imports the
+  modules as the script would (DIR, the script's directory, first on sys.path, in the
+  run's working directory: a module of the user's own, a data set loaded at import,
+  is then shared by every trial forked from here, copy-on-write), listens on PATH (in
+  a directory only its account may enter; the socket is renamed into place once it
+  listens, so that ddpd waits for it on an event) and, for each connection whose peer
   is its own account or root (SO_PEERCRED), answers `{"op": "fork"}` by forking a
   trial zygote that takes the connection over. It holds no trial's environment.
 - A trial zygote: ddpd moves it into the trial's cgroup and hands the connection to
@@ -24,7 +28,7 @@ Replies are one JSON object a line. Only `python3 SCRIPT ARGS...` commands come 
 (ddp-run decides); what the script sees differs from a cold start in that the modules
 named were imported before its environment was set (a variable they read at import
 comes from the zygote's: docs/sweeps.md says which)."""
-import array, ctypes, importlib, io, json, os, signal, socket, struct, sys
+import array, atexit, ctypes, gc, importlib, io, json, os, runpy, selectors, signal, socket, struct, sys, traceback
 
 PR_SET_PDEATHSIG = 1
 MAX_REQUEST = 1 << 20
@@ -100,7 +104,6 @@ def _finish(code):
     functions run and the output is flushed, then _exit (as multiprocessing's forked
     children end: the interpreter's teardown, in a fork of one that had imported torch,
     can wait many seconds on what the fork did not copy)."""
-    import atexit
     try:
         atexit._run_exitfuncs()
     except BaseException:
@@ -139,14 +142,12 @@ def _rank(req, out_fd, parent):
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         extra = [d for d in os.environ.get("PYTHONPATH", "").split(":") if d and d not in sys.path]
         sys.path[1:1] = extra  # where `python3` puts PYTHONPATH: after the script's directory
-        import runpy
         try:
             runpy.run_path(script, run_name="__main__")
             code = 0
         except SystemExit as e:
             code = _exit_code(e.code)
         except BaseException:
-            import traceback
             traceback.print_exc()
             code = 1
         _finish(code)
@@ -161,7 +162,6 @@ def _trial(conn, lines):
     """The trial zygote: starts ranks until ddp-run's end of the connection closes."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     ranks = set()
-    import selectors
     r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -214,19 +214,28 @@ def _trial(conn, lines):
             _send(conn, {"pid": pid})
 
 
-def _serve(path, imports):
+def _serve(path, imports, script_dir=None, cwd=None):
+    if cwd:
+        os.chdir(cwd)
+    if script_dir:
+        sys.path[0] = script_dir  # where `python3 script.py` looks first (`-m` put our own directory there)
     for name in imports:
         importlib.import_module(name)
+    # what is imported now lives as long as the zygote: kept out of the collector, so a
+    # collection in a trial's rank does not walk (and so copy) every page of it
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # trial zygotes are reaped by the kernel
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     me = os.getuid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o077)
     try:
-        listener.bind(path)
+        listener.bind(path + ".new")
     finally:
         os.umask(old)
     listener.listen(16)
+    os.rename(path + ".new", path)  # in place once it listens: ddpd's wait ends on this
     sys.stdout.write(f"ddpd_zygote: pid {os.getpid()}: {len(imports)} module(s) imported, listening\n")
     sys.stdout.flush()
     while True:
@@ -253,10 +262,14 @@ def _serve(path, imports):
 
 def main():
     args = sys.argv[1:]
-    if len(args) != 4 or args[0] != "--socket" or args[2] != "--imports":
-        sys.exit("usage: python3 -m ddpd_zygote --socket PATH --imports MODULE[,MODULE...]")
-    imports = [m for m in args[3].split(",") if m]
-    req, out_fd, parent = _serve(args[1], imports)
+    usage = "usage: python3 -m ddpd_zygote --socket PATH --imports MODULE[,MODULE...] [--path DIR --cwd DIR]"
+    if len(args) % 2 or len(args) < 4:
+        sys.exit(usage)
+    opts = dict(zip(args[::2], args[1::2]))
+    if set(opts) - {"--socket", "--imports", "--path", "--cwd"} or "--socket" not in opts or "--imports" not in opts:
+        sys.exit(usage)
+    imports = [m for m in opts["--imports"].split(",") if m]
+    req, out_fd, parent = _serve(opts["--socket"], imports, opts.get("--path"), opts.get("--cwd"))
     _rank(req, out_fd, parent)
 
 

@@ -240,6 +240,8 @@ static pid_t spawn_one(queued_spawn *q, char *err, size_t errlen) {
         format_iso8601(now_ms(), when);
         dprintf(log_fd, "%s ddpd: %s\n", when, q->log_banner);
     }
+    if (q->warm.socket[0] && q->warm.zygote <= 0 && q->warm.resolve) /* its zygote's spawn came first */
+        q->warm.zygote = q->warm.resolve(q->warm.key);
     char **set = q->as_account ? run_account_env(&q->account, q->env_set) : NULL;
     char **env = child_env(environ, q->env_drop, set ? set : q->env_set);
     pid_t pid = fork_as(q, log_fd, env, err, errlen);

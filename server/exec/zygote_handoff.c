@@ -2,11 +2,15 @@
 #include "zygote_handoff.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HANDOFF_WAIT_MS 3000 /* a fork of a loaded interpreter on a busy host; past it, the trial starts cold */
@@ -63,6 +67,56 @@ static int is_zygote_child(long pid, pid_t parent, uid_t uid) {
     return 0;
 }
 
+static long ms_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Whether the zygote listens: its socket is renamed into place once it does. Waited for
+ * on events (the directory's inotify, the zygote's pidfd: a failed import ends it) up
+ * to ZYGOTE_READY_WAIT_MS; 0 when it is there. */
+static int wait_ready(const warm_handle *h) {
+    struct stat st;
+    if (lstat(h->socket, &st) == 0) return 0;
+    if (h->zygote <= 0) return -1;
+    char dir[sizeof h->socket];
+    size_t n = strlen(h->socket);
+    while (n > 0 && h->socket[n - 1] != '/') n--;
+    if (n < 2) return -1;
+    memcpy(dir, h->socket, n - 1);
+    dir[n - 1] = '\0';
+    int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (in < 0 || inotify_add_watch(in, dir, IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF) < 0) {
+        if (in >= 0) close(in);
+        return -1;
+    }
+    int pidfd = (int)syscall(SYS_pidfd_open, h->zygote, 0); /* -1 on an old kernel: its end is polled */
+    long deadline = ms_now() + ZYGOTE_READY_WAIT_MS;
+    int ready = -1;
+    for (;;) {
+        if (lstat(h->socket, &st) == 0) {
+            ready = 0;
+            break;
+        }
+        if (pidfd < 0 && kill(h->zygote, 0) != 0) break;
+        long left = deadline - ms_now();
+        if (left <= 0) break;
+        struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+        int r = poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? (int)left : (left < 200 ? (int)left : 200));
+        if (r > 0 && pidfd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) { /* it ended: one last look */
+            ready = lstat(h->socket, &st) == 0 ? 0 : -1;
+            break;
+        }
+        char drain[4096];
+        while (read(in, drain, sizeof drain) > 0) {
+        }
+    }
+    close(in);
+    if (pidfd >= 0) close(pidfd);
+    return ready;
+}
+
 void zygote_handoff(const warm_handle *h, uid_t uid, const run_cgroup *g, char **env) {
     char *slot = NULL;
     for (int i = 0; env && env[i]; i++)
@@ -71,6 +125,7 @@ void zygote_handoff(const warm_handle *h, uid_t uid, const run_cgroup *g, char *
     slot[0] = '\0';
     if (!h->socket[0] || h->zygote <= 0 || g->n == 0) return; /* without a cgroup to move it into: cold */
     struct stat st;
+    if (wait_ready(h) != 0) return;
     if (lstat(h->socket, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != uid) return;
     int s = socket(AF_UNIX, SOCK_STREAM, 0); /* not close-on-exec: it is ddp-run's */
     if (s < 0) return;

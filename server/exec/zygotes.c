@@ -32,6 +32,7 @@ typedef struct {
     pid_t pid; /* 0: its start asked, not yet answered */
     int live;  /* its sweep's trials started and not ended */
     int64_t idle_since;
+    bool failed; /* it ended before it listened (an import failed): its sweep's trials start cold */
     char dir[PATH_MAX + 64], socket[PATH_MAX + 96], cgroup[96];
 } zygote;
 
@@ -113,7 +114,20 @@ static void start_zygote(zygote *z, const run_account *account, const json_t *co
                                           strncmp(name, "DDPD_", 5) != 0)
         set[k++] = xasprintf("%s=%s", name, json_string_value(v));
     set[k++] = user_path ? xasprintf("PYTHONPATH=%s:%s", Z.code_dir, user_path) : xasprintf("PYTHONPATH=%s", Z.code_dir);
-    char *argv[] = {(char *)python, "-m", "ddpd_zygote", "--socket", z->socket, "--imports", (char *)imports, NULL};
+    /* the script's directory first on sys.path and the run's working directory, as
+     * `python3 SCRIPT` has them: a module of the user's own among the imports is found */
+    const char *wd = json_string_value(json_object_get(config, "working_dir"));
+    const char *script = json_string_value(json_array_get(cmd, 1));
+    char *path = NULL;
+    if (wd && wd[0] == '/' && script && script[0] && script[0] != '-') {
+        char *full = script[0] == '/' ? xstrdup(script) : xasprintf("%s/%s", wd, script);
+        char *slash = strrchr(full, '/');
+        *slash = '\0';
+        path = xstrdup(full[0] ? full : "/");
+        free(full);
+    }
+    char *argv[] = {(char *)python, "-m", "ddpd_zygote", "--socket", z->socket, "--imports", (char *)imports,
+                    path ? "--path" : NULL, path, "--cwd", (char *)wd, NULL};
     char *const drop[] = {"DDPD_", NULL};
     char *banner = xasprintf("starting the warm start's zygote of sweep %lld (imports %s)", (long long)z->sweep_id,
                              imports);
@@ -122,6 +136,7 @@ static void start_zygote(zygote *z, const run_account *account, const json_t *co
                          .account = account, .cgroup = z->cgroup, .limits = *limits};
     supervisor_request_spawn(&req);
     free(banner);
+    free(path);
     for (size_t i = 0; i < k; i++) free(set[i]);
     free(set);
 }
@@ -150,16 +165,27 @@ void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const js
             start_zygote(z, account, config, imports, limits);
             if (!z->key) z = NULL;
         }
-    } else if (z->pid > 0) {
-        struct stat st;
-        if (lstat(z->socket, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == (uid_t)uid) {
-            snprintf(out->socket, sizeof out->socket, "%s", z->socket);
-            out->zygote = z->pid;
-        }
+    }
+    /* ready or still importing (its spawn maybe not yet answered): the handoff waits for
+     * it, in the trial's own child, rather than importing everything again cold */
+    if (z && !z->failed) {
+        snprintf(out->socket, sizeof out->socket, "%.*s", (int)sizeof out->socket - 1, z->socket);
+        out->zygote = z->pid;
+        out->key = z->key;
+        out->resolve = zygotes_pid_of;
     }
     if (z) z->live++;
     pthread_mutex_unlock(&Z.mu);
     free(imports);
+}
+
+pid_t zygotes_pid_of(int64_t key) {
+    pthread_mutex_lock(&Z.mu);
+    pid_t pid = 0;
+    for (int i = 0; i < ZYGOTES_MAX && !pid; i++)
+        if (Z.z[i].key == key) pid = Z.z[i].pid;
+    pthread_mutex_unlock(&Z.mu);
+    return pid;
 }
 
 void zygotes_trial_ended(int64_t sweep_id, long uid) {
@@ -179,10 +205,19 @@ void zygotes_spawned(int64_t key, pid_t pid) {
         log_info("warm start: the zygote of sweep %lld for uid %ld is pid %d", (long long)z->sweep_id, z->uid,
                  (int)pid);
     } else if (z) {
-        z->key = 0;
+        z->failed = true; /* said by the executor; its trials start cold, no new try */
     } else if (pid > 0) {
         kill(-pid, SIGKILL);
     }
+    pthread_mutex_unlock(&Z.mu);
+}
+
+static void end_locked(zygote *z, const char *why);
+
+void zygotes_sweep_ended(int64_t sweep_id) {
+    pthread_mutex_lock(&Z.mu);
+    for (int i = 0; i < ZYGOTES_MAX; i++)
+        if (Z.z[i].key && Z.z[i].sweep_id == sweep_id) end_locked(&Z.z[i], "its sweep ended");
     pthread_mutex_unlock(&Z.mu);
 }
 
@@ -195,14 +230,46 @@ static void end_locked(zygote *z, const char *why) {
     z->key = 0;
 }
 
+/* The last line of a zygote's log (its error), in out. */
+static void last_line(const zygote *z, char *out, size_t n) {
+    out[0] = '\0';
+    char buf[4096], err[256];
+    struct stat st;
+    int fd = run_file_open_in(z->dir, "zygote.log", INT64_MAX, &st, err, sizeof err); /* the account's file: no link followed */
+    if (fd < 0) return;
+    off_t end = st.st_size;
+    ssize_t got = pread(fd, buf, sizeof buf - 1, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0);
+    close(fd);
+    if (got <= 0) return;
+    buf[got] = '\0';
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r')) buf[--got] = '\0';
+    char *line = strrchr(buf, '\n');
+    snprintf(out, n, "%.*s", (int)n - 1, line ? line + 1 : buf);
+}
+
 bool zygotes_exited(pid_t pid) {
     pthread_mutex_lock(&Z.mu);
     bool was = false;
     for (int i = 0; i < ZYGOTES_MAX; i++)
         if (Z.z[i].key && Z.z[i].pid == pid) {
-            Z.z[i].pid = 0;
-            end_locked(&Z.z[i], "it exited");
+            zygote *z = &Z.z[i];
+            z->pid = 0;
             was = true;
+            struct stat st;
+            if (lstat(z->socket, &st) == 0) {
+                end_locked(z, "it exited");
+                continue;
+            }
+            /* it never listened: its imports failed. Remembered for the sweep (no new try
+             * at each trial); its log kept until the zygote's entry ends */
+            char why[512];
+            last_line(z, why, sizeof why);
+            z->failed = true;
+            z->idle_since = mono_ms();
+            run_cgroup_kill(z->cgroup);
+            log_warn("warm start: the zygote of sweep %lld for uid %ld ended before it was ready (%s; its log: "
+                     "%s/zygote.log): the sweep's trials start cold, and no new zygote is tried for it",
+                     (long long)z->sweep_id, z->uid, why[0] ? why : "no output", z->dir);
         }
     pthread_mutex_unlock(&Z.mu);
     return was;
@@ -221,8 +288,9 @@ void zygotes_tick(bool all) {
     pthread_mutex_lock(&Z.mu);
     for (int i = 0; i < ZYGOTES_MAX; i++) {
         zygote *z = &Z.z[i];
-        if (!z->key || (!all && (z->live > 0 || z->pid <= 0 || now - z->idle_since < ZYGOTE_IDLE_MS))) continue;
-        end_locked(z, all ? "the server stops" : "no trial of its sweep is live");
+        if (!z->key || (!all && (z->live > 0 || (z->pid <= 0 && !z->failed) || now - z->idle_since < ZYGOTE_IDLE_MS)))
+            continue;
+        end_locked(z, all ? "the server stops" : "no trial of its sweep has been live for 30 minutes");
     }
     pthread_mutex_unlock(&Z.mu);
 }

@@ -7,9 +7,11 @@
  * child, still root and already in the trial's cgroup, asks the zygote for one,
  * checks that what answered is the zygote's child and the account's, moves it into
  * the trial's cgroup and passes the connection to ddp-run (DDPD_WARM_FD). A trial that
- * starts before its zygote is ready starts cold. A zygote ends once no trial of its
- * sweep has been live for ZYGOTE_IDLE_MS (its sweep ended, or paused), and with the
- * server. */
+ * starts while its zygote still imports waits for it (zygote_handoff.h), in its own
+ * child. A zygote ends when its sweep ends or is canceled (zygotes_sweep_ended), once
+ * no trial of its sweep has been live for ZYGOTE_IDLE_MS (a sweep paused that long),
+ * and with the server. One that ends before it listens (an import failed) is
+ * remembered: its sweep's trials start cold, said once in the server's log. */
 #ifndef DDPD_SERVER_EXEC_ZYGOTES_H
 #define DDPD_SERVER_EXEC_ZYGOTES_H
 
@@ -23,7 +25,7 @@
 #include "zygote_handoff.h"
 
 #define ZYGOTE_GROUP (-7)       /* the supervisor's group of a zygote's spawn (its run_id: the zygote's key) */
-#define ZYGOTE_IDLE_MS 10000    /* no trial of its sweep live this long: it ends */
+#define ZYGOTE_IDLE_MS 1800000 /* no trial of its sweep live this long (paused, or queued behind others): it ends */
 
 /* The zygote code's directory (the runner's share/ddpd/reporter/python, else the source tree's). */
 void zygotes_init(const char *runner);
@@ -34,6 +36,10 @@ void zygotes_init(const char *runner);
 void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const json_t *config,
                           const run_cgroup_limits *limits, warm_handle *out);
 void zygotes_trial_ended(int64_t sweep_id, long uid);
+/* The zygote's pid by its key (0: its spawn not answered yet): warm_handle's resolve. */
+pid_t zygotes_pid_of(int64_t key);
+/* The sweep ended or was canceled: its zygotes end. */
+void zygotes_sweep_ended(int64_t sweep_id);
 
 /* The supervisor's word on a zygote's spawn (group ZYGOTE_GROUP) and exits: true when pid was a zygote. */
 void zygotes_spawned(int64_t key, pid_t pid);

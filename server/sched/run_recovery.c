@@ -183,7 +183,8 @@ void scheduler_recover(void) {
                           .resume = !b->command && (b->resumes > 0 || (b->preemptions > 0 && has_checkpoint(b->id))),
                           .owner = b->has_owner ? b->owner : NULL, .priority = b->priority,
                           .preemptible = b->preemptible, .queued_ms = b->queued_at != NO_INT ? b->queued_at : 0,
-                          .restart_count = next, .restarts_from = b->restarts_from, .memory_bytes = b->memory_bytes};
+                          .restart_count = next, .restarts_from = b->restarts_from, .memory_bytes = b->memory_bytes,
+                          .sweep_id = b->sweep_id};
         /* how it runs, from the config as submitted: not from its config.json, which
          * its account may have edited, and which is not read under the lock */
         json_t *cfg = NULL;

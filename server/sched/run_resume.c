@@ -78,7 +78,7 @@ resume_result runs_resume(int64_t id, char *why, size_t whylen) {
     int next = b.last_attempt + 1; /* its count of attempts goes on */
     run_needs need = {.id = id, .world_size = b.world_size, .pool = pool, .command = b.command, .resume = !b.command,
                       .restart_count = next, .restarts_from = next, .owner = b.has_owner ? b.owner : NULL,
-                      .priority = b.priority, .preemptible = b.preemptible, .memory_bytes = b.memory_bytes};
+                      .priority = b.priority, .preemptible = b.preemptible, .memory_bytes = b.memory_bytes, .sweep_id = b.sweep_id};
     /* how it runs, from the config as submitted (the database's, which its account
      * cannot edit) */
     json_t *submitted = NULL;

@@ -47,7 +47,8 @@ enum {
     "id, status, world_size, device_kind, pid, kind, (SELECT count(*) FROM run_resumes WHERE run_id = runs.id)," \
     " owner, priority, preemptible, coalesce(queued_at, created_at), started_at, preemptions, preempting,"       \
     " preempted_by, (SELECT max(attempt) FROM run_attempts WHERE run_id = runs.id),"                             \
-    " (SELECT attempt FROM run_resumes WHERE run_id = runs.id ORDER BY n DESC LIMIT 1), memory_bytes"
+    " (SELECT attempt FROM run_resumes WHERE run_id = runs.id ORDER BY n DESC LIMIT 1), memory_bytes,"   \
+    " sweep_id"
 
 static const char *QSQL[Q_COUNT] = {
     [Q_BRIEF] = "SELECT " BRIEF_COLUMNS " FROM runs WHERE id = ?1",
@@ -304,6 +305,7 @@ static void fill_brief(sqlite3_stmt *st, run_brief *b) {
     b->last_attempt = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 15);
     b->restarts_from = sqlite3_column_int(st, 16); /* NULL: 0 */
     b->memory_bytes = sqlite3_column_int64(st, 17); /* NULL: 0 */
+    b->sweep_id = sqlite3_column_int64(st, 18);     /* NULL: 0 */
 }
 
 int64_t store_op_points(const store_op *op) {

@@ -34,6 +34,7 @@ typedef struct {
     int last_attempt;  /* the newest of its attempts on record; -1: none */
     int restarts_from; /* the attempt its latest resume started (0: never resumed): its restarts count from it */
     int64_t memory_bytes; /* resources.memory_gb as submitted, in bytes; 0: the server's default */
+    int64_t sweep_id;     /* a sweep's trial: its sweep (its warm start's zygote is the sweep's); 0: none */
 } run_brief;
 
 typedef enum { METRIC_LOSS, METRIC_LR, METRIC_SAMPLES_PER_S, METRIC_COUNT } metric_key;

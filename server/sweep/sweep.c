@@ -26,6 +26,7 @@
 #include "sweep_store.h"
 #include "thread_start.h"
 #include "users.h"
+#include "zygotes.h"
 
 static struct {
     pthread_t thread;
@@ -643,6 +644,7 @@ static void sweep_pass(const sweep_row *sw) {
         sweep_store_decide(sw->id, -1, succeeded ? "succeeded" : "failed", why, now_ms());
         sweep_store_commit();
         publish(sw->id, NULL, succeeded ? "succeeded" : "failed", why, succeeded ? "succeeded" : "failed");
+        zygotes_sweep_ended(sw->id); /* its warm start's zygotes, kept while it was paused or queued */
         log_info("sweep %lld %s: best trial %d%s%s", (long long)sw->id, succeeded ? "succeeded" : "failed", best,
                  why ? ": " : "", why ? why : "");
         free(why);
@@ -986,6 +988,7 @@ sweep_result sweep_cancel(int64_t id, const caller *who, char *why, size_t whyle
         sweep_store_decide(id, -1, "canceled", NULL, now_ms());
         sweep_store_commit();
         publish(id, NULL, "canceled", "canceled by request", "canceled");
+        zygotes_sweep_ended(id);
         trial_row *tr;
         int n = sweep_store_trials(id, &tr);
         sweep_spec *s = sweep_spec_load(sw.spec);

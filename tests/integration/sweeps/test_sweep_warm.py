@@ -18,6 +18,16 @@ only: without it a case says why and is skipped (exit 77).
                 has ended
   signals       a warm trial canceled mid-step: its ranks get SIGTERM and the run
                 ends canceled, as a cold one does
+  first_warm    the first trial of a warm sweep waits for the zygote the sweep's
+                start made and is forked from it (no cold first trial), as is the
+                next, from the one zygote; a module of the user's own named in
+                imports (trialdata.py beside the script) was imported by the
+                zygote, in the working directory, and found by the ranks
+  paused_keeps  a warm sweep paused with no trial live for longer than the old
+                10 s idle limit keeps its zygote: the trials after the resume are
+                forked from the same one; it ends with the sweep
+  import_fails  a zygote whose import fails is tried once: the sweep's trials start
+                cold and succeed, the server's log says why once
 
 Usage: test_sweep_warm.py CASE --ddpd PATH --runner PATH"""
 import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
@@ -28,12 +38,18 @@ SKIP = 77
 FINAL = ("succeeded", "failed", "canceled")
 IMPORTS = ["torch", "torch.distributed", "torch.nn"]
 
-# The trial: T0 before its imports; 3 DDP steps of a seeded MLP; what it saw and its
+# A module of the user's own beside the script (a data set loaded at import, say):
+# where and by which process it was imported.
+USER_MODULE = "import os\nPID = os.getpid()\nCWD = os.getcwd()\n"
+
+# The trial: T0 before its imports (whether trialdata was already imported); 3 DDP steps of a seeded MLP; what it saw and its
 # weights' sum written to OUT/trial-RUN-RANK.json; exits EXIT (0 unless set).
 TRIAL = r'''
 import json, os, sys, time
 T0 = time.time()
 already = "torch" in sys.modules
+user_module = sys.modules.get("trialdata")
+user_module = user_module and {"pid": user_module.PID, "cwd": user_module.CWD}
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -64,7 +80,7 @@ with open("/proc/self/cgroup") as f:
 with open(os.path.join(os.environ["OUT"], f"trial-{os.environ['DDPD_RUN_ID']}-{rank}.json"), "w") as f:
     json.dump({"sum": total, "env": {k: os.environ.get(k) for k in keys}, "argv": sys.argv, "cwd": os.getcwd(),
                "uid": os.getuid(), "cgroup": cgroup, "t0": T0, "first_step": first, "torch_loaded": already,
-               "name": __name__}, f)
+               "name": __name__, "user_module": user_module}, f)
 dist.destroy_process_group()
 sys.exit(int(os.environ.get("EXIT", "0")))
 '''
@@ -87,6 +103,8 @@ class Team:
             os.mkdir(d)
         with open(os.path.join(proj, "trial.py"), "w") as f:
             f.write(TRIAL)
+        with open(os.path.join(proj, "trialdata.py"), "w") as f:
+            f.write(USER_MODULE)
         os.chmod(self.root, 0o755)
         os.chmod(proj, 0o755)
         os.chmod(self.out, 0o777)
@@ -107,11 +125,11 @@ class Team:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def sweep(self, token, seeds, warm, extra_env=None, parallel=1):
+    def sweep(self, token, seeds, warm, extra_env=None, parallel=1, imports=None):
         base = {"command": ["/usr/bin/python3", "trial.py", "--tag", "x y"], "working_dir": "proj",
                 "distributed": {"world_size": 2}, "env": {"OUT": self.out, **(extra_env or {})}}
         if warm:
-            base["warm_start"] = {"imports": IMPORTS}
+            base["warm_start"] = {"imports": imports or IMPORTS}
         body = {"name": "warm" if warm else "cold", "method": "grid", "parallel": parallel, "base": base,
                 "parameters": {"env.SEED": {"values": [str(s) for s in seeds]}},
                 "metric": {"key": "score", "goal": "maximize"}}
@@ -291,6 +309,87 @@ def case_signals(a):
         check(run and run["status"] == "canceled", f"the warm trial ends canceled: {run and run['status']}")
         check("killed by signal 15" in log or "SIGTERM" in log, f"its ranks got SIGTERM: {log[-800:]}")
         t.server.post(f"/sweeps/{sid}/cancel", headers=bearer(t.alice))
+
+
+def zygote_starts(t, sid):
+    """The pids the server's log gave sweep sid's zygotes, in order."""
+    return [int(m) for m in re.findall(rf"the zygote of sweep {sid} for uid \d+ is pid (\d+)", t.server_log())]
+
+
+def forked(t, rid):
+    return t.launcher_log(rid).count("the ranks are forked from the trial zygote")
+
+
+def case_first_warm(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        sid = t.sweep(t.alice, [1, 2], warm=True, imports=IMPORTS + ["trialdata"])
+        w = t.wait(t.alice, sid)
+        if not check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}"):
+            t.server.dump_log()
+            return
+        rows = t.trials(t.alice, sid)
+        check([forked(t, run["id"]) for run, _, _ in rows] == [1, 1],
+              f"both trials, the first too, were forked from the zygote: "
+              f"{[(run['id'], forked(t, run['id'])) for run, _, _ in rows]} {t.launcher_log(rows[0][0]['id'])[-1500:]}")
+        check(len(zygote_starts(t, sid)) == 1, f"one zygote for the sweep: {zygote_starts(t, sid)}")
+        proj = os.path.join(t.root, "proj")
+        for run, r0, r1 in rows:
+            for r in (r0, r1):
+                um = r and r["user_module"]
+                check(r and r["torch_loaded"] and um and um["cwd"] == proj and um["pid"] == zygote_starts(t, sid)[0],
+                      f"trial {run['id']}: torch and the user's trialdata were imported by the zygote, in the "
+                      f"working directory {proj}: {r and (r['torch_loaded'], um)}")
+        for run, r0, _ in rows:
+            o = overhead(run, r0)
+            print(f"trial {run['id']}: overhead (start to first step) {o:.3f} s; load {os.getloadavg()[0]:.1f}")
+
+
+def case_paused_keeps(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        sid = t.sweep(t.alice, [1, 2, 3], warm=True)
+        first = wait_until(lambda: next((x["run_id"] for x in t.server.get(f"/sweeps/{sid}").json()["trials"]
+                                          if x.get("run_id") and t.server.run(x["run_id"])["status"] == "succeeded"),
+                                         None), "the sweep's first trial to succeed", 300, interval=0.2)
+        r = t.server.post(f"/sweeps/{sid}/pause", headers=bearer(t.alice))
+        check(r.status in (200, 202), f"the pause is taken: {r.status} {r.body[:300]!r}")
+
+        def none_live():
+            w = t.server.get(f"/sweeps/{sid}").json()
+            st = [t.server.run(x["run_id"])["status"] for x in w["trials"] if x.get("run_id")]
+            return st if not any(s in ("starting", "running") for s in st) else None
+        check(first and wait_until(none_live, "no trial of the paused sweep live", 300, interval=0.2),
+              "the paused sweep has no trial live")
+        z = zygote_starts(t, sid)
+        if not check(len(z) == 1, f"the sweep's zygote started: {z}"):
+            return
+        time.sleep(12)  # longer than the old idle limit (10 s): the zygote must outlive it
+        check(os.path.exists(f"/proc/{z[0]}"), f"the paused sweep's zygote (pid {z[0]}) is still there after 12 s")
+        r = t.server.post(f"/sweeps/{sid}/resume", headers=bearer(t.alice))
+        check(r.status in (200, 202), f"the resume is taken: {r.status} {r.body[:300]!r}")
+        w = t.wait(t.alice, sid)
+        check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}")
+        later = [x["run_id"] for x in t.server.get(f"/sweeps/{sid}").json()["trials"] if x["run_id"] != first]
+        check(later and all(forked(t, rid) >= 1 for rid in later),
+              f"the trials after the resume were forked: {[(rid, forked(t, rid)) for rid in later]}")
+        check(zygote_starts(t, sid) == z, f"from the same zygote: {zygote_starts(t, sid)} {z}")
+        gone = wait_until(lambda: not os.path.exists(f"/proc/{z[0]}"), "the zygote to end with its sweep", 120)
+        check(gone and f"the zygote of sweep {sid} for uid {acc.uid('alice')} ended: its sweep ended" in t.server_log(),
+              "the zygote ended with its sweep, saying so")
+
+
+def case_import_fails(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        sid = t.sweep(t.alice, [1, 2], warm=True, imports=["torch", "ddpd_no_such_module"])
+        w = t.wait(t.alice, sid)
+        check(w and w["status"] == "succeeded", f"the sweep succeeds, cold: {w and (w['status'], w['reason'])}")
+        rows = t.trials(t.alice, sid)
+        check(rows and not any(forked(t, run["id"]) for run, _, _ in rows), "no trial was forked")
+        check(len(zygote_starts(t, sid)) == 1, f"the zygote was tried once, not at each trial: {zygote_starts(t, sid)}")
+        said = re.findall(rf"the zygote of sweep {sid} for uid \d+ ended before it was ready \(([^)]*)\)", t.server_log())
+        check(len(said) == 1 and "ddpd_no_such_module" in said[0], f"the server's log says why, once: {said}")
 
 
 CASES = cases_in(globals())
