@@ -36,7 +36,7 @@ def run_ddpd(a):
     out = os.path.join(root, "out")
     os.makedirs(os.path.join(root, "proj"))
     os.mkdir(out)
-    for f in ("fmnist_trial.py", "ddpd_trial.py"):
+    for f in ("fmnist_trial.py", "ddpd_trial.py", "fmnist_preload.py"):
         shutil.copy(os.path.join(HERE, f), os.path.join(root, "proj", f))
     os.chmod(root, 0o755)
     os.chmod(out, 0o777)
@@ -49,7 +49,8 @@ def run_ddpd(a):
             "metric": {"key": "val_acc", "goal": "maximize"},
             "early_stopping": {"type": "asha", "min_resource": 1, "reduction_factor": 3, "max_resource": a.epochs}}
     if a.warm_start:
-        body["base"]["warm_start"] = {"imports": ["torch", "numpy", "gzip"]}
+        # the data too, once for the sweep, as each Optuna worker loads it once
+        body["base"]["warm_start"] = {"imports": ["torch", "numpy", "gzip", "fmnist_trial", "fmnist_preload"]}
     try:
         with Server(os.path.abspath(a.ddpd), None, slots=2,
                     extra_args=["--allow-commands", "--work-root", root, "--runner", os.path.abspath(a.runner)]) as s:
@@ -146,7 +147,8 @@ def main():
     p.add_argument("--epochs", type=int, default=9)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--warm-start", action="store_true",
-                   help="ddpd's trials name warm_start.imports (torch, numpy): forked from the sweep's zygote")
+                   help="ddpd's trials name warm_start.imports (torch, numpy, the data: fmnist_preload): forked "
+                        "from the sweep's zygote")
     p.add_argument("--json")
     a = p.parse_args()
     dd, configs = run_ddpd(a)

@@ -19,9 +19,15 @@ def _idx(name, n):
     return torch.from_numpy(x.astype(np.float32) / 255.0)
 
 
+_loaded = {}  # (n_train, n_test) -> the tensors: a process that loaded them once keeps them
+
+
 def load(n_train, n_test):
-    return (_idx("train-images-idx3-ubyte.gz", n_train), _idx("train-labels-idx1-ubyte.gz", n_train),
+    if (n_train, n_test) not in _loaded:
+        _loaded[(n_train, n_test)] = (
+            _idx("train-images-idx3-ubyte.gz", n_train), _idx("train-labels-idx1-ubyte.gz", n_train),
             _idx("t10k-images-idx3-ubyte.gz", n_test), _idx("t10k-labels-idx1-ubyte.gz", n_test))
+    return _loaded[(n_train, n_test)]
 
 
 def train(data, lr, width, epochs, report, on_first=None):
