@@ -178,8 +178,12 @@ def case_metric_never_reported(a):
 def case_pause_resume_builtin(a):
     with Server(a.ddpd, a.trainer, slots=2) as s:
         body = {"name": "pr", "parallel": 1, "method": "random", "max_trials": 2, "seed": 3,
-                "base": fmnist_config(**{"name": "pr", "data.limit": 2000, "data.test_limit": 300, "train.epochs": 6,
-                                         "distributed.world_size": 1, "model.hidden": [64]}),
+                # epochs of a second or so on a quiet machine: the pause comes after the first one,
+                # long before the last (epochs of 2,000 examples and a hidden layer of 64 ended
+                # within the pause's latency, and the trial succeeded instead)
+                "base": fmnist_config(**{"name": "pr", "data.limit": 12000, "data.test_limit": 300, "train.epochs": 6,
+                                         "distributed.world_size": 1, "model.hidden": [512, 256],
+                                         "train.batch_size": 32}),
                 "parameters": {"train.optimizer.lr": {"min": 0.0005, "max": 0.005, "log": True}},
                 "metric": {"key": "test_loss"}}
         sid = submit(s, body)["id"]
