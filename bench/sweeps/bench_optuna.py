@@ -70,6 +70,13 @@ def run_ddpd(a):
                 if os.path.exists(path) and run.get("started_at"):
                     with open(path) as f:
                         overheads.append(json.load(f)["first_step"] - iso_s(run["started_at"]))
+                if a.trials and run.get("started_at") and run.get("finished_at"):  # each trial's life, from the sweep's start
+                    t0 = iso_s(w["created_at"])
+                    epochs = len(s.get(f"/runs/{t['run_id']}/epochs").json()["epochs"])
+                    print(f"  trial {t['trial']:2}: created {iso_s(run['created_at']) - t0:6.2f}  started "
+                          f"{iso_s(run['started_at']) - t0:6.2f}  ended {iso_s(run['finished_at']) - t0:6.2f}  "
+                          f"{run['status']}  epochs {epochs}",
+                          file=sys.stderr)
             return {"wall_s": iso_s(w["finished_at"]) - iso_s(w["created_at"]),
                     "stopped_early": w["trial_counts"].get("stopped", 0), "best_acc": w["best"]["metric"],
                     "best_params": configs[w["best"]["trial"]], "overhead_s": overheads}, configs
@@ -103,7 +110,13 @@ def optuna_worker(storage_path, a, results):
             raise optuna.TrialPruned()
         return last[-1]
 
-    study.optimize(objective, callbacks=[optuna.study.MaxTrialsCallback(16, states=None)])
+    def enqueued_all_taken(study, trial):
+        # stop once no enqueued trial waits (MaxTrialsCallback(16, states=None) counts the
+        # 16 waiting ones too: it stopped both workers after their first trial)
+        if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            study.stop()
+
+    study.optimize(objective, callbacks=[enqueued_all_taken])
 
 
 def run_optuna(a, configs):
@@ -131,6 +144,9 @@ def run_optuna(a, configs):
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         best = max(done, key=lambda t: t.value)
         pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
+        if len(study.trials) != len(configs) or len(done) + pruned != len(configs):
+            print(f"Optuna ran {len(study.trials)} trials, {len(done)} complete and {pruned} pruned, for "
+                  f"{len(configs)} configurations", file=sys.stderr)
         return {"wall_s": wall, "stopped_early": pruned, "best_acc": best.value, "best_params": best.params,
                 "overhead_s": overheads, "trials": len(study.trials)}
     finally:
@@ -149,6 +165,7 @@ def main():
     p.add_argument("--warm-start", action="store_true",
                    help="ddpd's trials name warm_start.imports (torch, numpy, the data: fmnist_preload): forked "
                         "from the sweep's zygote")
+    p.add_argument("--trials", action="store_true", help="print each ddpd trial's times (created, started, ended)")
     p.add_argument("--json")
     a = p.parse_args()
     dd, configs = run_ddpd(a)
