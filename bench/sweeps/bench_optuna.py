@@ -8,8 +8,10 @@ ddpd's seeded random search draws them, and Optuna gets them with enqueue_trial 
 the same order, its two workers processes sharing a journal file.
 
 Printed: wall time (submission to the sweep's end; the study's start to its workers'
-end), trials stopped early (stopped by ASHA; pruned), the best accuracy, and the
-per-trial overhead (the trial's start, as the tool records it, to its first step's
+end), the time to the best (from the same start to the first epoch that reported the
+best accuracy), the epochs trained by all trials (retrained ones too), trials stopped
+early (stopped by ASHA; pruned), the best accuracy, and the per-trial overhead (the trial's
+start, as the tool records it, to its first step's
 end: ddpd's run started_at; Optuna's datetime_start), each as ddpd/Optuna.
 
 Setup (the bench's own): bench/sweeps/setup.sh (Debian's python3-optuna).
@@ -29,6 +31,11 @@ WIDTHS = [64, 128, 256, 512]
 def iso_s(text):
     whole, frac = text.rstrip("Z").split(".")
     return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + int(frac[:3].ljust(3, "0")) / 1000
+
+
+def to_best(epochs, best):
+    """When the best accuracy was first reached: the earliest epoch that reported it."""
+    return min((t for t, acc in epochs if acc == best), default=float("nan"))
 
 
 def run_ddpd(a):
@@ -77,14 +84,21 @@ def run_ddpd(a):
                           f"{iso_s(run['started_at']) - t0:6.2f}  ended {iso_s(run['finished_at']) - t0:6.2f}  "
                           f"{run['status']}  epochs {epochs}",
                           file=sys.stderr)
-            return {"wall_s": iso_s(w["finished_at"]) - iso_s(w["created_at"]),
+            epochs = []  # (when, accuracy) of every epoch every trial trained
+            for name in os.listdir(out):
+                if name.startswith("epochs-"):
+                    with open(os.path.join(out, name)) as f:
+                        epochs += [(float(t), float(acc)) for t, acc in (line.split() for line in f)]
+            t0 = iso_s(w["created_at"])
+            return {"wall_s": iso_s(w["finished_at"]) - t0,
                     "stopped_early": w["trial_counts"].get("stopped", 0), "best_acc": w["best"]["metric"],
-                    "best_params": configs[w["best"]["trial"]], "overhead_s": overheads}, configs
+                    "best_params": configs[w["best"]["trial"]], "overhead_s": overheads,
+                    "epochs": len(epochs), "to_best_s": to_best(epochs, w["best"]["metric"]) - t0}, configs
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def optuna_worker(storage_path, a, results):
+def optuna_worker(storage_path, a, results, epochs):
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from optuna.storages import JournalFileStorage, JournalStorage
@@ -100,6 +114,7 @@ def optuna_worker(storage_path, a, results):
         last = []
 
         def report(e, acc):
+            epochs.append((time.time(), acc))
             last.append(acc)
             trial.report(acc, e + 1)  # the epochs trained, from 1: rungs at 1 and 3 epochs, as ddpd
             return trial.should_prune()
@@ -132,14 +147,14 @@ def run_optuna(a, configs):
         for c in configs:
             study.enqueue_trial(c)
         with multiprocessing.Manager() as m:
-            overheads = m.list()
-            workers = [multiprocessing.Process(target=optuna_worker, args=(path, a, overheads)) for _ in range(2)]
+            overheads, epochs = m.list(), m.list()
+            workers = [multiprocessing.Process(target=optuna_worker, args=(path, a, overheads, epochs)) for _ in range(2)]
             for p in workers:
                 p.start()
             for p in workers:
                 p.join()
             wall = time.time() - t0
-            overheads = list(overheads)
+            overheads, epochs = list(overheads), list(epochs)
         study = optuna.load_study(study_name="bench", storage=JournalStorage(JournalFileStorage(path)))
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         best = max(done, key=lambda t: t.value)
@@ -148,7 +163,8 @@ def run_optuna(a, configs):
             print(f"Optuna ran {len(study.trials)} trials, {len(done)} complete and {pruned} pruned, for "
                   f"{len(configs)} configurations", file=sys.stderr)
         return {"wall_s": wall, "stopped_early": pruned, "best_acc": best.value, "best_params": best.params,
-                "overhead_s": overheads, "trials": len(study.trials)}
+                "overhead_s": overheads, "trials": len(study.trials), "epochs": len(epochs),
+                "to_best_s": to_best(epochs, best.value) - t0}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -172,7 +188,8 @@ def main():
     op = run_optuna(a, configs)
     for r in (dd, op):
         r["overhead_median_s"] = statistics.median(r["overhead_s"]) if r["overhead_s"] else float("nan")
-    rows = [("wall time (s)", "wall_s", "{:.1f}"), ("trials stopped early", "stopped_early", "{}"),
+    rows = [("wall time (s)", "wall_s", "{:.1f}"), ("time to the best (s)", "to_best_s", "{:.1f}"),
+            ("epochs trained", "epochs", "{}"), ("trials stopped early", "stopped_early", "{}"),
             ("best accuracy", "best_acc", "{:.4f}"), ("trial overhead, median (s)", "overhead_median_s", "{:.3f}")]
     print(f"16 trials, {a.n_train} examples, {a.epochs} epochs, ASHA 1/3, 2 at a time; load: {os.getloadavg()}")
     print(f"{'':28} {'ddpd':>9} {'Optuna':>9} {'ddpd/Optuna':>12}")
