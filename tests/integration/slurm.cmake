@@ -3,7 +3,7 @@
 # slurm_cluster_down stops after them (every daemon and what its jobs left). Root and
 # Debian's slurm-wlm and munge (scripts/install-deps.sh) are needed; without them every
 # test is skipped, saying why.
-if(NOT (TARGET ddpd AND TARGET ddp-run AND TARGET ddp-trainer))
+if(NOT (TARGET ddpd AND TARGET ddp-run AND TARGET ddp-trainer AND TARGET ddpctl))
   return()
 endif()
 set(SLURM_CLUSTER_DIR ${CMAKE_BINARY_DIR}/slurm-cluster)
@@ -16,7 +16,7 @@ set_tests_properties(slurm_cluster_up PROPERTIES FIXTURES_SETUP slurm_cluster TI
 set_tests_properties(slurm_cluster_down PROPERTIES FIXTURES_CLEANUP slurm_cluster TIMEOUT 120
                                                    RESOURCE_LOCK slurm_cluster)
 ddpd_py_cases(slurm_ ${CMAKE_CURRENT_LIST_DIR}/slurm/test_slurm.py
-              ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer> --runner $<TARGET_FILE:ddp-run>
+              ARGS --ddpd $<TARGET_FILE:ddpd> --trainer $<TARGET_FILE:ddp-trainer> --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                    --cluster-dir ${SLURM_CLUSTER_DIR} --openapi ${PROJECT_SOURCE_DIR}/schema/openapi.json
               TIMEOUT 400 SKIP_RETURN_CODE 77)
 get_property(slurm_cases DIRECTORY PROPERTY TESTS)

@@ -545,6 +545,17 @@ def submitted_jobs(s, rid):
     return re.findall(r"slurm: submitted as job (\S+): (sbatch .*)", log), log
 
 
+def ddpctl_show(args, s, rid):
+    """`ddpctl show RID`, printed for the record (the run's attempts as a user reads
+    them); "" without --ddpctl."""
+    if not args.ddpctl:
+        return ""
+    p = subprocess.run([args.ddpctl, "--server", f"http://127.0.0.1:{s.port}", "show", str(rid)],
+                       capture_output=True, text=True, timeout=60)
+    print(f"--- ddpctl show {rid}\n{p.stdout}{p.stderr}", flush=True)
+    return p.stdout
+
+
 def case_retry_elsewhere(args):
     """A run that crashes (SIGSEGV, class crash, retry_elsewhere) on one Slurm node is
     restarted as a new job that excludes that node (sbatch --exclude, Slurm's
@@ -568,6 +579,9 @@ def case_retry_elsewhere(args):
                          (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
             check(attempts == [(0, "failed", "crash", x), (1, "succeeded", None, None)],
                   f"its attempts: the crash on {x}, named as Slurm names it, then a success: {attempts}")
+            shown = ddpctl_show(args, s, rid)
+            check(not args.ddpctl or "crash: rank 0, signal 11" in shown,
+                  f"ddpctl show names the first attempt's failure: {shown[-800:]}")
             jobs, log = submitted_jobs(s, rid)
             check(len(jobs) == 2 and "--exclude" not in jobs[0][1] and f"--exclude={x} " in jobs[1][1],
                   f"the first job excludes nothing, the second excludes {x}: {jobs}")
@@ -637,6 +651,9 @@ def case_retry_elsewhere_no_node_left(args):
                   f"the run fails, naming the nodes it excludes and what to do: {run.get('status')} {reason!r}")
             attempts = [(a["attempt"], a["status"], (a.get("failure") or {}).get("node")) for a in run.get("attempts") or []]
             check(attempts == [(0, "failed", nodes[0]), (1, "failed", nodes[1])], f"its two attempts: {attempts}")
+            shown = ddpctl_show(args, s, rid)
+            check(not args.ddpctl or "leaves its Slurm job too few nodes" in shown,
+                  f"ddpctl show gives the reason: {shown[-800:]}")
             jobs, log = submitted_jobs(s, rid)
             check(len(jobs) == 2 and f"--exclude={nodes[0]} " in jobs[1][1],
                   f"two jobs only, no third that could never start: {jobs}")
@@ -856,5 +873,6 @@ if __name__ == "__main__":
     p.add_argument("--runner", required=True)
     p.add_argument("--cluster-dir")
     p.add_argument("--openapi")
+    p.add_argument("--ddpctl")
     a = p.parse_args()
     ddpd_harness.main(CASES, a)
