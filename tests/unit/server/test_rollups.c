@@ -250,5 +250,10 @@ int main(void) {
     rollup_detach();
     sqlite3_close(db);
     unlink(path);
+    char side[sizeof path + 8]; /* its WAL and shared memory, which a close with a statement left keeps */
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
     return test_done("test_rollups");
 }
