@@ -338,7 +338,8 @@ static void sched_lock(void) {
 }
 
 static void placement_publish_locked(void);
-static bool view_published(int64_t id, bool decide, queued_view *view);
+static bool view_published(int64_t id, bool decide, int *position, char **waiting, json_t **pending,
+                           uint32_t *pending_hash);
 static void sched_lock_for_read(void);
 
 /* Whether the queue is long (long_queue_locked), for the submissions that come while
@@ -1143,12 +1144,8 @@ static void pending_refresh_locked(void) {
 }
 
 json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
-    queued_view v;
-    if (view_published(id, decide, &v)) {
-        free(v.waiting);
-        *hash = v.pending ? v.pending_hash : 0;
-        return v.pending;
-    }
+    json_t *pending;
+    if (view_published(id, decide, NULL, NULL, &pending, hash)) return pending;
     sched_lock_for_read();
     if (decide) decided_locked();
     live_run *r = find_run(id);
@@ -1159,13 +1156,8 @@ json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {
 }
 
 char *scheduler_queued_view(int64_t id, int *position, uint32_t *pending_hash, bool decide) {
-    queued_view v;
-    if (view_published(id, decide, &v)) {
-        json_decref(v.pending);
-        *position = v.position;
-        *pending_hash = v.pending_hash;
-        return v.waiting;
-    }
+    char *waiting;
+    if (view_published(id, decide, position, &waiting, NULL, pending_hash)) return waiting;
     sched_lock_for_read();
     char *text = waiting_for_locked(id, decide); /* decides first what waits to be, with `decide` */
     live_run *r = find_run(id);
@@ -1302,20 +1294,24 @@ static const queued_view *view_of(int64_t id) {
     return pub.views ? bsearch(&key, pub.views, (size_t)pub.n_views, sizeof key, by_view_id) : NULL;
 }
 
-/* Queued run `id` as published, without the scheduler's lock: true, and *view a copy
- * (its waiting and pending the caller's), when the published views answer for it:
- * current ones (with `decide`), or the last ones (without: a run not among them is
- * not decided yet). false: the scheduler's state must say (a change waits to be
- * decided, a batch system's run, a run no longer queued). */
-static bool view_published(int64_t id, bool decide, queued_view *view) {
+/* Queued run `id` as published, without the scheduler's lock: true, with what the
+ * caller asks for (NULL: not asked; *waiting and *pending copies, the caller's; 0 and
+ * NULLs for a run not among them), when the published views answer for it: current
+ * ones (with `decide`), or the last ones (without: a run not among them is not decided
+ * yet). false: the scheduler's state must say (a change waits to be decided, a batch
+ * system's run, a run no longer queued). */
+static bool view_published(int64_t id, bool decide, int *position, char **waiting, json_t **pending,
+                           uint32_t *pending_hash) {
     if (sched.batch) return false; /* its queue says */
     pthread_mutex_lock(&pub.mu);
     const queued_view *v = decide && !pub.current ? NULL : view_of(id);
     bool known = v || !decide;
-    *view = v ? (queued_view){.id = id, .position = v->position, .waiting = v->waiting ? xstrdup(v->waiting) : NULL,
-                              .pending = v->pending ? json_deep_copy(v->pending) : NULL,
-                              .pending_hash = v->pending_hash}
-              : (queued_view){.id = id};
+    if (known) {
+        if (position) *position = v ? v->position : 0;
+        if (waiting) *waiting = v && v->waiting ? xstrdup(v->waiting) : NULL;
+        if (pending) *pending = v && v->pending ? json_deep_copy(v->pending) : NULL;
+        if (pending_hash) *pending_hash = v && v->pending ? v->pending_hash : 0;
+    }
     pthread_mutex_unlock(&pub.mu);
     return known;
 }
