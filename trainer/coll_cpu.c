@@ -197,7 +197,7 @@ int coll_set_width(coll_comm *c, int width) {
         return -1;
     }
     coll_parts_of(width, c->world_size, c->rank, &first, &count);
-    if (count > COLL_MAX_PARTS || (width > c->world_size && !c->reduce_scatter_parts_f32_ex)) {
+    if (count > COLL_MAX_PARTS || (width > c->world_size && !c->reduce_scatter_parts_f32_ex && !c->parts_on_device)) {
         errno = EINVAL;
         return -1;
     }

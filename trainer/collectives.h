@@ -6,6 +6,7 @@
 #ifndef DDPD_TRAINER_COLLECTIVES_H
 #define DDPD_TRAINER_COLLECTIVES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,9 @@ struct coll_comm {
      * first_part .. first_part+parts-1 (coll_parts_of). One part per rank
      * (width == world_size, first_part == rank) unless coll_set_width said otherwise. */
     int width, first_part, parts;
+    /* Its backend sums the parts in device memory (nccl: coll_nccl_reduce_scatter_parts_device)
+     * rather than through reduce_scatter_parts_f32_ex: coll_set_width may split its width too. */
+    bool parts_on_device;
     /* buf <- average over ranks of buf. Fixed summation order (rank 0, 1, ...; across
      * nodes, each host's average over its ranks in rank order, then the average of
      * those in the order of gloo's ring): every rank ends with bit-identical values,
@@ -137,7 +141,7 @@ void coll_parts_of(int width, int ranks, int rank, int *first, int *count);
 /* Sets the comm's logical width (width >= world_size): its rank's parts from
  * coll_parts_of. -1 (EINVAL) when the width is below the ranks or above
  * COLL_MAX_PARTS per rank, or when it is wider than the ranks and the backend has no
- * reduce_scatter_parts_f32_ex. */
+ * reduce_scatter_parts_f32_ex (nor sums its parts on its device: parts_on_device). */
 int coll_set_width(coll_comm *c, int width);
 /* This rank's share [*lo, *hi) of n floats in reduce_scatter_parts_f32_ex: the union
  * of its parts' shares, part s owning coll_share(n, width, s). With one part per rank

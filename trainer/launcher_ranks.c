@@ -71,7 +71,7 @@ static void child_start(launcher *L, int slot, pid_t launcher_pid, const sigset_
         }
         ctx.device = device;
         /* the run's batch shards over this host's GPUs (--ranks); across nodes, one each */
-        if (L->o->nodes <= 1 && coll_nccl_set_width(ctx.comm, L->cfg.distributed.world_size) != 0) {
+        if (L->o->nodes <= 1 && coll_set_width(ctx.comm, L->cfg.distributed.world_size) != 0) {
             run_board_set_failure(L->board, slot, "cannot spread the run's batch shards over its GPUs");
             _exit(EXIT_RUN_FAILED);
         }

@@ -314,23 +314,6 @@ int coll_nccl_allgather_parts_device(coll_comm *pc, float *dbuf, size_t n) {
     return nccl_done(c, ncclGroupEnd(), "ncclGroupEnd");
 }
 
-int coll_nccl_set_width(coll_comm *pc, int width) {
-    int first, count;
-    if (width < pc->world_size) {
-        errno = EINVAL;
-        return -1;
-    }
-    coll_parts_of(width, pc->world_size, pc->rank, &first, &count);
-    if (count < 1 || count > COLL_MAX_PARTS) {
-        errno = EINVAL;
-        return -1;
-    }
-    pc->width = width;
-    pc->first_part = first;
-    pc->parts = count;
-    return 0;
-}
-
 int coll_nccl_allreduce_sum_f64_device(coll_comm *pc, double *dbuf, size_t n, cudaEvent_t after) {
     nccl_comm *c = impl(pc);
     if (wait_after(c, after) != 0) return -1;
@@ -577,7 +560,8 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
         .node_rank = rv->node_rank,
         .shard_rank = rank,
         .shard_world = rv->world_size,
-        .width = rv->world_size, /* one part per rank unless coll_nccl_set_width says otherwise */
+        .width = rv->world_size, /* one part per rank unless coll_set_width says otherwise */
+        .parts_on_device = true,
         .first_part = rank,
         .parts = 1,
         .allreduce_avg_f32 = nccl_allreduce_avg_f32,

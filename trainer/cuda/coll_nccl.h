@@ -109,11 +109,6 @@ int coll_nccl_reduce_scatter_parts_device(coll_comm *c, float *dbuf, size_t stri
  * one rank. 0 or -1. */
 int coll_nccl_allgather_parts_device(coll_comm *c, float *dbuf, size_t n);
 
-/* Sets an nccl comm's logical width (collectives.h's coll_set_width, which the cpu
- * backend's comm takes): this rank computes coll_parts_of's batch shards, summed by
- * coll_nccl_reduce_scatter_parts_device. 0, or -1 (EINVAL) when the width is below
- * the ranks or puts more than COLL_MAX_PARTS on a rank. */
-int coll_nccl_set_width(coll_comm *c, int width);
 
 /* Watched waits (see above): 0, or -1 when the wait failed or the group was
  * aborted (coll_nccl_failure says why). `what` names the wait in the reason. */

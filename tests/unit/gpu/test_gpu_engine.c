@@ -322,7 +322,7 @@ static int width_rank_main(char **argv) {
     char why[1024], device[128];
     coll_comm *comm = coll_nccl_attach(&rv, rank, NULL, device, sizeof device, why, sizeof why);
     REQUIRE(comm != NULL, "rank %d: %s", rank, why);
-    REQUIRE(coll_nccl_set_width(comm, WIDTH) == 0, "coll_nccl_set_width");
+    REQUIRE(coll_set_width(comm, WIDTH) == 0, "coll_set_width");
     train = synthetic(20000, 1);
     test = synthetic(1500, 2);
     run_config cfg = width_config(cnn);
@@ -353,11 +353,11 @@ static void test_width(int cnn, int devices, const char *self) {
     /* the host BLAS on one thread, as the 2-GPU run's ranks have it: on the CPU stand-in
      * it plays cuBLAS, and its sums' order follows its thread count */
     openblas_set_num_threads(1);
-    REQUIRE(coll_nccl_set_width(nccl_comm, WIDTH) == 0 && coll_set_width(cpu_comm, WIDTH) == 0, "set width");
+    REQUIRE(coll_set_width(nccl_comm, WIDTH) == 0 && coll_set_width(cpu_comm, WIDTH) == 0, "set width");
     CHECK(nccl_comm->parts == WIDTH && nccl_comm->first_part == 0, "one GPU computes all %d shards", WIDTH);
     width_steps(&cfg, nccl_comm, 1, gl, gp);
     width_steps(&cfg, cpu_comm, 0, cl, cp);
-    REQUIRE(coll_nccl_set_width(nccl_comm, 1) == 0 && coll_set_width(cpu_comm, 1) == 0, "width back to 1");
+    REQUIRE(coll_set_width(nccl_comm, 1) == 0 && coll_set_width(cpu_comm, 1) == 0, "width back to 1");
     double loss_err = 0;
     for (int k = 0; k < STEPS; k++)
         if (fabs(gl[k] - cl[k]) / fabs(cl[k]) > loss_err) loss_err = fabs(gl[k] - cl[k]) / fabs(cl[k]);
@@ -427,11 +427,11 @@ static void test_width_sync_bn_refused(void) {
     run_config cfg = cnn_config(OPT_SGD, 0.9, 1, 0);
     cfg.model.cnn.batch_norm_stats = BN_STATS_SYNC;
     cfg.distributed.world_size = WIDTH;
-    REQUIRE(coll_nccl_set_width(nccl_comm, WIDTH) == 0, "set width");
+    REQUIRE(coll_set_width(nccl_comm, WIDTH) == 0, "set width");
     engine_params p = {.cfg = &cfg, .comm = nccl_comm, .train = &train, .test = &test, .max_rows = 512};
     char err[1024] = "";
     engine *e = engine_cuda_create(&p, err, sizeof err);
-    REQUIRE(coll_nccl_set_width(nccl_comm, 1) == 0, "width back to 1");
+    REQUIRE(coll_set_width(nccl_comm, 1) == 0, "width back to 1");
     CHECK(e == NULL && strstr(err, "sync batch norm") && strstr(err, "per_rank"), "refused: %s", err);
     printf("  refusal: %s\n", err);
     if (e) e->ops->destroy(e);
