@@ -60,6 +60,10 @@ SCRIPT = """
         assert total.item() == sum(range(world)), total
         if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
                 (os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" or os.environ.get("NODES_TEST_FAIL_ALWAYS"))):
+            # the steps so far reach ddpd before the crash (a crash loses what the reporter
+            # has queued, up to its 0.1 s pace): each attempt is seen to fail at the same
+            # step, so no attempt counts as progress over the one before
+            ddpd.flush()
             print("a planned failure of rank", rank, file=sys.stderr, flush=True)
             if os.environ.get("NODES_TEST_SEGV"):
                 os.kill(os.getpid(), signal.SIGSEGV)  # a crash (SIGSEGV): the class that marks a node
