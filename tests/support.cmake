@@ -2,10 +2,13 @@
 #   ddpd_c_test(NAME SOURCES... [LIBS ...] [TIMEOUT s])  a C unit test program
 #       (tests/support/check.h); it links ddpd_trainer unless LIBS names what it links.
 #   ddpd_py_cases(PREFIX SCRIPT [PYTHON exe] [ARGS ...] [EXCLUDE case...]
-#                 [ENVIRONMENT var=value...] [TIMEOUT s] [SKIP_RETURN_CODE n] [SANITIZE])
+#                 [ENVIRONMENT var=value...] [TIMEOUT s] [SKIP_RETURN_CODE n]
+#                 [SANITIZE [NOT_SANITIZED case...]])
 #       one ctest test PREFIX<case> for each case_<case> function of a Python test
 #       file, found by running `SCRIPT --list-cases` (tests/support/checks.py): a case is
-#       written once, in its file.
+#       written once, in its file. NOT_SANITIZED names cases of a SANITIZE file that run
+#       in the normal build only: their sanitized run would repeat C code another
+#       sanitized case of the file already runs (say which, where they are named).
 # The label `sanitize` marks what scripts/test.sh runs again in the sanitizer build
 # (build-sanitize/, ASan+UBSan): every C unit test, the fuzz tests, and the Python
 # files registered with SANITIZE (the server's integration tests, the trainer's
@@ -54,7 +57,7 @@ function(ddpd_c_test name)
 endfunction()
 
 function(ddpd_py_cases prefix script)
-  cmake_parse_arguments(P "SANITIZE" "PYTHON;TIMEOUT;SKIP_RETURN_CODE" "ARGS;EXCLUDE;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(P "SANITIZE" "PYTHON;TIMEOUT;SKIP_RETURN_CODE" "ARGS;EXCLUDE;ENVIRONMENT;NOT_SANITIZED" ${ARGN})
   if(NOT P_PYTHON)
     set(P_PYTHON ${Python3_EXECUTABLE})
   endif()
@@ -72,13 +75,18 @@ function(ddpd_py_cases prefix script)
   if(P_EXCLUDE)
     list(REMOVE_ITEM cases ${P_EXCLUDE})
   endif()
+  foreach(case ${P_NOT_SANITIZED})
+    if(NOT case IN_LIST cases)
+      message(FATAL_ERROR "${script}: NOT_SANITIZED names ${case}, which is not one of its cases")
+    endif()
+  endforeach()
   foreach(case ${cases})
     add_test(NAME ${prefix}${case} COMMAND ${P_PYTHON} ${script} ${case} ${P_ARGS})
     set_tests_properties(${prefix}${case} PROPERTIES TIMEOUT ${P_TIMEOUT})
     if(P_ENVIRONMENT)
       set_tests_properties(${prefix}${case} PROPERTIES ENVIRONMENT "${P_ENVIRONMENT}")
     endif()
-    if(P_SANITIZE)
+    if(P_SANITIZE AND NOT case IN_LIST P_NOT_SANITIZED)
       set_tests_properties(${prefix}${case} PROPERTIES LABELS sanitize)
     endif()
     if(P_SKIP_RETURN_CODE)

@@ -24,7 +24,13 @@ if(DDPD_HAVE_CUDA)
 endif()
 
 # The end-to-end tests share one dataset cache in the build tree (not the user's).
+# Two cases run in the normal build only, their sanitized runs (the longest of that
+# pass) repeating C code other sanitized cases of the file run: preempted_mid_epoch's
+# SIGUSR1, mid-epoch checkpoint and resume from it are resume_other_ranks' (which
+# resumes such a checkpoint on other ranks too); heartbeats' heartbeat() runs in every
+# run of a second or more and at every run's end.
 ddpd_py_cases(trainer_e2e_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_e2e.py SANITIZE
+              NOT_SANITIZED preempted_mid_epoch heartbeats
               ARGS --trainer $<TARGET_FILE:ddp-trainer> ENVIRONMENT DDPD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache)
 # Its restarts (distributed.max_restarts): a rank killed once, the run bit-identical.
 ddpd_py_cases(trainer_restarts_ ${CMAKE_CURRENT_LIST_DIR}/trainer/test_trainer_restarts.py SANITIZE

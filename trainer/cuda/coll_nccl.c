@@ -26,7 +26,8 @@
 
 #define WATCHDOG_TICK_MS 50
 #define ABORT_LOCK_WAIT_S 2    /* how long the aborter waits for an NCCL call to return before it gives up aborting */
-#define EXIT_GRACE_S 10.0      /* after an abort, how long the process has to end on its own before the watchdog ends it */
+#define EXIT_GRACE_S 10.0      /* after an abort, how long the process has to end on its own before the watchdog ends it
+                                  * (DDPD_NCCL_EXIT_GRACE_S overrides it: tests) */
 
 typedef struct {
     coll_comm pub;
@@ -38,12 +39,13 @@ typedef struct {
     pthread_mutex_t reason_lock;
     pthread_t watchdog;
     atomic_int aborted;
-    atomic_llong aborted_at;     /* CLOCK_MONOTONIC ns of the abort: the process ends EXIT_GRACE_S later */
+    atomic_llong aborted_at;     /* CLOCK_MONOTONIC ns of the abort: the process ends exit_grace_s later */
     int collectives;             /* issue NCCL collectives: world_size > 1, or DDPD_NCCL_FORCE_COLLECTIVES=1 */
     atomic_llong blocked_since;  /* CLOCK_MONOTONIC ns when the rank's thread began a watched wait; 0: none */
     _Atomic(const char *) blocked_what;
     int watch_depth;             /* the rank's thread only */
     double timeout_s;
+    double exit_grace_s;         /* EXIT_GRACE_S, or DDPD_NCCL_EXIT_GRACE_S */
     int device;                  /* the rank's CUDA ordinal (the watchdog thread selects it too): its
                                     rank on its host, so also its slot on the run board */
     run_board *board;
@@ -146,15 +148,15 @@ static void sleep_ms(int ms) {
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
 }
 
-/* Ends the process EXIT_GRACE_S after an abort, whatever holds it: a wait that the
+/* Ends the process exit_grace_s (EXIT_GRACE_S) after an abort, whatever holds it: a wait that the
  * abort did not release (a hung kernel), ncclCommAbort itself, or a teardown that
  * waits for the GPU. The deadline is the watchdog's own clock, so it holds even
  * when ncclCommAbort never returns (the aborter thread calls it). */
 static void exit_after_abort(nccl_comm *c) {
-    if ((double)(mono_ns() - atomic_load(&c->aborted_at)) / 1e9 < EXIT_GRACE_S) return;
+    if ((double)(mono_ns() - atomic_load(&c->aborted_at)) / 1e9 < c->exit_grace_s) return;
     if (c->board) run_board_set_failure(c->board, c->device, c->reason);
     fprintf(stderr, "rank %d: %s; the rank did not end within %.0f s of the abort, ending it\n", c->pub.rank, c->reason,
-            EXIT_GRACE_S);
+            c->exit_grace_s);
     _exit(1);
 }
 
@@ -548,6 +550,7 @@ coll_comm *coll_nccl_attach(const nccl_rendezvous *rv, int rank, run_board *boar
     pthread_mutex_init(&c->call_lock, NULL);
     pthread_mutex_init(&c->reason_lock, NULL);
     c->timeout_s = env_seconds("DDPD_COLLECTIVE_TIMEOUT_S", rv->timeout_s > 0 ? rv->timeout_s : COLL_NCCL_TIMEOUT_S);
+    c->exit_grace_s = env_seconds("DDPD_NCCL_EXIT_GRACE_S", EXIT_GRACE_S);
     const char *force = getenv("DDPD_NCCL_FORCE_COLLECTIVES");
     c->collectives = rv->world_size > 1 || (force && strcmp(force, "1") == 0);
     c->device = local;

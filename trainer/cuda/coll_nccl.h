@@ -16,7 +16,8 @@
  * longer than the timeout, or NCCL reports an asynchronous error, the watchdog
  * aborts the communicator (ncclCommAbort, from a thread of its own), records why,
  * and the waiting call returns -1; if the process has not ended 10 s after the
- * abort (a hung kernel, or ncclCommAbort itself hangs), the watchdog ends it with
+ * abort (a hung kernel, or ncclCommAbort itself hangs; DDPD_NCCL_EXIT_GRACE_S sets
+ * the 10 s, for tests), the watchdog ends it with
  * the reason on the run board, and the launcher brings the group down.
  *
  * With one rank there is nothing to average and no collective is issued, unless

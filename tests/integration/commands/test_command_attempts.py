@@ -50,7 +50,8 @@ def attempts_are(s, rid, want):
 
 
 def case_on_record(a):
-    with WorkRoot() as w, w.server(a, env={"DDPD_RESTART_BACKOFF_S": "3"}) as s:
+    # a heartbeat comment a second (15 s by default): until_quiet below ends at the first
+    with WorkRoot() as w, w.server(a, env={"DDPD_RESTART_BACKOFF_S": "3", "DDPD_SSE_HEARTBEAT_S": "1"}) as s:
         os.makedirs(os.path.join(w.root, "once"))
         rid = s.submit({"name": "on-record", "command": [PY, "-c", FAILS_ONCE], "working_dir": "once",
                         "distributed": {"world_size": 2, "max_restarts": 1}})
@@ -319,7 +320,8 @@ def case_hang_restarted(a):
               "        ddpd.flush()\n"
               "        os.kill(os.getpid(), signal.SIGSTOP)\n"
               "    time.sleep(0.05)\n")
-    with WorkRoot() as w, w.server(a) as s:
+    # a heartbeat comment a second (15 s by default): until_quiet below ends at the first
+    with WorkRoot() as w, w.server(a, env={"DDPD_SSE_HEARTBEAT_S": "1"}) as s:
         rid = s.submit({"name": "hangs-once", "command": [PY, "-c", script],
                         "distributed": {"world_size": 2, "hang_timeout_s": 3, "max_restarts": 1}})
         run = s.wait_status(rid, FINAL, timeout=120)

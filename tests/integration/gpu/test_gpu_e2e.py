@@ -329,15 +329,17 @@ def case_watchdog(trainer, work):
     if FAKE_GPU:
         # distributed.collective_timeout_s sets the timeout (the first; the others by
         # the environment variable); "abort hangs": ncclCommAbort never returns, and
-        # the watchdog still ends the process 10 s after it aborted
+        # the watchdog still ends the process a grace after it aborted (10 s;
+        # DDPD_NCCL_EXIT_GRACE_S makes it 3 where the test waits for it to pass)
         cfg = config(**{"train.epochs": 50, "checkpoint.every_epochs": 0})
+        grace = {"DDPD_NCCL_EXIT_GRACE_S": "3"}
         for name, env, want in [
             ("released", {"DDPD_FAKE_CUDA_HANG_AT": "30"}, "did not complete within 2 s"),
-            ("forever", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1"},
+            ("forever", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1", **grace},
              "did not complete within 2 s"),
             ("async", {"DDPD_FAKE_NCCL_ASYNC_ERROR_AT": "30"}, "asynchronous error"),
             ("abort hangs", {"DDPD_FAKE_CUDA_HANG_AT": "30", "DDPD_FAKE_CUDA_HANG_FOREVER": "1",
-                             "DDPD_FAKE_NCCL_ABORT_HANGS": "1"}, "did not complete within 2 s"),
+                             "DDPD_FAKE_NCCL_ABORT_HANGS": "1", **grace}, "did not complete within 2 s"),
         ]:
             t0 = time.time()
             if name == "released":
@@ -354,11 +356,15 @@ def case_watchdog(trainer, work):
             check(rc == 1, f"{name}: exit code {rc}, expected 1; stderr {r.stderr[-1000:]!r}")
             check(want in r.reason(), f"{name}: the reason says '{want}': {r.reason()!r}")
             check(took < 40, f"{name}: the run ended after {took:.0f} s")
+            if "DDPD_NCCL_EXIT_GRACE_S" in env:
+                check("the rank did not end within 3 s of the abort, ending it" in r.stderr,
+                      f"{name}: the watchdog ended the rank its grace after the abort: {r.stderr[-1000:]!r}")
             print(f"  {name}: ended after {took:.1f} s: {r.reason()}")
     need_gpus(2)
     cfg = config(**{"distributed.world_size": 2, "train.epochs": 200, "checkpoint.every_epochs": 0,
                     "distributed.collective_timeout_s": 5})
-    r = Run(trainer, work, "wd", cfg)
+    # on the stand-in rank 0's wait is not released by the abort: the grace ends it
+    r = Run(trainer, work, "wd", cfg, env={"DDPD_NCCL_EXIT_GRACE_S": "3"} if FAKE_GPU else None)
     deadline = time.time() + 120
     while time.time() < deadline and not r.of_type("step") and r.proc.poll() is None:
         time.sleep(0.1)

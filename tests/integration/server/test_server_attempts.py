@@ -22,7 +22,8 @@ RESTARTING = dict(CONFIG, name="restarting",
 
 def case_rank_killed_restarted(a):
     needs_trainer(a)
-    with Server(a.ddpd, a.trainer, slots=2, env={"DDPD_RESTART_BACKOFF_S": "0.2"}) as s:
+    # a heartbeat comment a second (15 s by default): until_quiet below ends at the first
+    with Server(a.ddpd, a.trainer, slots=2, env={"DDPD_RESTART_BACKOFF_S": "0.2", "DDPD_SSE_HEARTBEAT_S": "1"}) as s:
         full = s.submit(RESTARTING)
         run = s.wait_status(full, FINAL, timeout=300)
         if not check(run and run["status"] == "succeeded", f"the uninterrupted run succeeds: {run and run['reason']}"):

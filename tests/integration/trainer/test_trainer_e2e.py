@@ -417,7 +417,9 @@ def case_host_memory_plan(t, w):
     processes really hold (the peak of their summed proportional set sizes, sampled):
     the measured peak lies between a third of the plan and 1.25 times it (0.6 seen).
     A run whose plan exceeds the host is refused before any rank starts."""
-    cfg = config(**{"model.hidden": [2048, 2048], "data.limit": 8192, "train.epochs": 2, "train.batch_size": 256})
+    # one epoch: the plan is what is allocated before the first step, and an epoch of
+    # 16 steps and its evaluation holds it for many samples
+    cfg = config(**{"model.hidden": [2048, 2048], "data.limit": 8192, "train.epochs": 1, "train.batch_size": 256})
     r = Run(t, w, "plan", cfg)
     peak = 0
     while r.proc.poll() is None:
@@ -620,7 +622,9 @@ def case_cache_cut_short(t, w):
     """A dataset cache file truncated in place under a running run: the rank dies of
     SIGBUS, and the reason names the cache file and what to do."""
     cache = os.path.join(w, "cache")
-    r = Run(t, w, "cut", long_config(), extra_env={"DDPD_CACHE_DIR": cache})
+    # the cache holds the whole data files, whatever data.limit is: a short run fills it
+    short = config(**{"data.limit": 256, "data.test_limit": 100, "train.epochs": 1, "checkpoint.every_epochs": 0})
+    r = Run(t, w, "cut", short, extra_env={"DDPD_CACHE_DIR": cache})
     check(r.wait() == 0, f"a first run fills the cache: {r.stderr[-300:]}")
     files = [os.path.join(cache, f) for f in os.listdir(cache) if f.endswith(".idxcache")] if os.path.isdir(cache) else []
     check(len(files) == 2, f"the cache holds the training and the test set: {files}")
@@ -649,7 +653,7 @@ def case_cache_cut_short(t, w):
         else:
             for f in files:  # the next pass makes them again
                 os.unlink(f)
-            r = Run(t, w, name + "-refill", long_config(), extra_env={"DDPD_CACHE_DIR": cache})
+            r = Run(t, w, name + "-refill", short, extra_env={"DDPD_CACHE_DIR": cache})
             check(r.wait() == 0, f"deleting the cache, as told, and running again works: {r.stderr[-300:]}")
             check(all(os.path.exists(f) for f in files), "and the cache is made again under the same names")
 
