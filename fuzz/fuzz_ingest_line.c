@@ -17,8 +17,8 @@ static bool fuzz_hello(int64_t run_id, const char *secret, int rank, long peer_u
     (void)peer_uid; /* the fuzzer's own: the account check is the scheduler's hook */
     return run_id == FUZZ_RUN && secret && strcmp(secret, FUZZ_SECRET) == 0 && rank >= -1;
 }
-static void fuzz_end(int64_t run_id, const char *status, const char *reason, long peer_pid) {
-    if (run_id != FUZZ_RUN || !status) abort(); /* an end only from the connection's run */
+static void fuzz_end(int64_t run_id, const char *status, const char *reason, long peer_pid, const char *launch) {
+    if (run_id != FUZZ_RUN || !status || !launch) abort(); /* an end only from the connection's run, and its start */
     (void)reason;
     (void)peer_pid;
 }

@@ -56,6 +56,7 @@ typedef struct conn {
     int64_t run_id;
     int rank;
     long peer_uid, peer_pid; /* SO_PEERCRED: who connected (-1, 0: unknown) */
+    char launch[72];         /* the secret of its hello: which start of its run it belongs to */
     unsigned malformed;
     int64_t accepted_ms;
     struct conn *prev, *next;
@@ -128,7 +129,7 @@ typedef enum { EV_OK, EV_SKIP, EV_DROP } ev_result;
 /* An attempt's start or end, or a rank's process state: the launcher's word, taken only
  * from it (the hook says); one not taken is dropped, not queued. */
 static bool launchers_word_taken(conn *c, store_op *op) {
-    if (!I.hooks.attempt || I.hooks.attempt(op, c->peer_pid)) return true;
+    if (!I.hooks.attempt || I.hooks.attempt(op, c->peer_pid, c->launch)) return true;
     store_op_free(op);
     return false;
 }
@@ -154,6 +155,7 @@ static ev_result handle_hello(conn *c, const json_t *ev, op_vec *ops, int64_t t)
         c->proc = catch_up_hello(run_id, (int)rank, ev, &again);
     }
     c->authed = true;
+    snprintf(c->launch, sizeof c->launch, "%s", secret ? secret : ""); /* the hook took it: a run's secret, one per start */
     c->run_id = run_id;
     c->rank = (int)rank;
     c->journal_fed = I.hooks.journal_fed && I.hooks.journal_fed(run_id);
@@ -220,7 +222,7 @@ static ev_result handle_event(conn *c, const json_t *ev, op_vec *ops, const char
     if (strcmp(type, "end") == 0) {
         const char *status = json_string_value(json_object_get(ev, "status"));
         const char *reason = json_string_value(json_object_get(ev, "reason"));
-        if (I.hooks.end) I.hooks.end(c->run_id, status ? status : "", reason, c->peer_pid);
+        if (I.hooks.end) I.hooks.end(c->run_id, status ? status : "", reason, c->peer_pid, c->launch);
         return EV_OK;
     }
     if (strcmp(type, "preempt") == 0) { /* a preemption's notice: told the scheduler, nothing stored */

@@ -24,17 +24,20 @@ typedef struct {
      * the run's account's (run_as.h) */
     bool (*hello)(int64_t run_id, const char *secret, int rank, long peer_uid);
     /* peer_pid: the process that sent it (SO_PEERCRED); 0 when replayed from the
-     * journal. Only the launcher's own word counts */
-    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
+     * journal. launch: the secret its connection said hello with, the token of the run's
+     * start it belongs to (a run started again, resized or restarted, has a new one);
+     * NULL when replayed from the journal. Only the launcher's own word counts, of the
+     * run's start now */
+    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid, const char *launch);
     /* a rank reported a step done (a step, a heartbeat, a reporter's metric) */
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
     /* a rank's hello said how many steps the run takes in all (may be NULL) */
     void (*planned)(int64_t run_id, int64_t total_steps);
     /* the launcher's attempt started or ended, or one of its ranks' processes started or
      * ended (its op, before it is queued to the store, which the hook may reword; may be
-     * NULL). peer_pid as end's: only the launcher's own word counts; false: not taken,
-     * and not queued */
-    bool (*attempt)(store_op *op, long peer_pid);
+     * NULL). peer_pid and launch as end's: only the launcher's own word counts, of the
+     * run's start now; false: not taken, and not queued */
+    bool (*attempt)(store_op *op, long peer_pid, const char *launch);
     /* the run is fed from its journal (taken back after a restart): a connection of it
      * is opened by its hello, but what it sends after is not queued again (may be NULL) */
     bool (*journal_fed)(int64_t run_id);

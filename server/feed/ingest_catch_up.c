@@ -30,7 +30,7 @@ static void on_progress(void *ctx, int rank, int64_t global_step) {
 
 static void on_attempt(void *ctx, store_op *op) {
     (void)ctx;
-    if (U.hooks.attempt) (void)U.hooks.attempt(op, 0); /* the journal's word, as its end's */
+    if (U.hooks.attempt) (void)U.hooks.attempt(op, 0, NULL); /* the journal's word, as its end's */
 }
 
 /* A replayed point counts against the run's cap as one from the socket does. */
@@ -67,7 +67,7 @@ static void replay_missed(catch_up_process *p) {
                  "from its journal (through seq %lld)", (long long)p->run_id, p->id.rank, (long long)o->replayed,
                  (long long)o->last_seq);
     }
-    if (o->ended && U.hooks.end) U.hooks.end(p->run_id, o->status, o->reason, 0);
+    if (o->ended && U.hooks.end) U.hooks.end(p->run_id, o->status, o->reason, 0, NULL);
     journal_replay_close(j);
     free(dir);
 }

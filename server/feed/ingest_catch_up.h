@@ -27,9 +27,10 @@ typedef struct catch_up_process catch_up_process;
 /* What the catch-up tells the rest of ingest: a replayed `end`, a replayed step or
  * heartbeat (for the hang watch), a replayed attempt's start or end. Any may be NULL. */
 typedef struct {
-    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid);
+    /* peer_pid 0 and launch NULL: the journal's word (ingest.h) */
+    void (*end)(int64_t run_id, const char *status, const char *reason, long peer_pid, const char *launch);
     void (*progress)(int64_t run_id, int rank, int64_t global_step);
-    bool (*attempt)(store_op *op, long peer_pid); /* peer_pid 0: the journal's word */
+    bool (*attempt)(store_op *op, long peer_pid, const char *launch);
     bool (*keep)(const store_op *op); /* within the run's cap on its points, as a socket's event would be */
 } catch_up_hooks;
 

@@ -9,6 +9,7 @@
 #include "fair_share.h"
 #include "nodes.h"
 #include "rendezvous.h"
+#include "secret.h"
 #include "store.h"
 
 sched_state sched = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
@@ -213,6 +214,7 @@ void back_to_queue_locked(live_run *r) {
     r->eta_first_ms = r->eta_last_ms = 0; /* its next start's steps give its ETA anew */
     r->secret[0] = '\0';
     r->start_stored = r->said_hello = r->parts_stopping = r->across = r->adopted = false;
+    r->reopen_attempt = false; /* (a resize's start again sets it after this) */
     forget_start(r); /* an adopted run's journal too: its next launch is this server's child */
     pthread_cond_broadcast(&sched.changed);
 }
@@ -230,6 +232,10 @@ void watch_hangs_of(live_run *r) {
 void rank_failure_clear(rank_failure *f) {
     free(f->last_line);
     *f = (rank_failure){.rank = NO_INT, .exit_code = NO_INT, .signal = NO_INT};
+}
+
+bool of_this_launch_locked(const live_run *r, const char *launch) {
+    return !launch || (r->secret[0] && secret_equal(launch, r->secret));
 }
 
 bool from_launcher_locked(const live_run *r, long pid) {

@@ -91,6 +91,7 @@ typedef struct live_run {
     int n_failed_at;
     bool ended_elsewhere;   /* its launcher's last attempt failed with a class its policy retries elsewhere: the
                              * launcher did not restart it, the server does */
+    bool reopen_attempt;  /* started again after a resize: its launcher's start of the same attempt reopens it */
     bool attempt_open;    /* its launchers said `attempt` started and not yet ended: closed by the server if they die */
     int stop_grace_s;     /* distributed.stop_grace_s: the grace its ranks asked for (0: the server's) */
     int64_t memory_asked; /* resources.memory_gb in bytes (0: the server's default): run_limits.h */
@@ -237,6 +238,11 @@ void rank_failure_clear(rank_failure *f);
 /* Whether pid is the launcher of one of the run's parts on this host (true when no
  * launcher of it is known here: any word counts, as before there were accounts). */
 bool from_launcher_locked(const live_run *r, long pid);
+/* Whether a connection that said hello with `launch` (its secret) belongs to the run's
+ * start now: each start makes a new secret (a resize's and a restart's too), so an
+ * earlier start's launcher, whatever its pid, is not of this one; NULL (the journal's
+ * word, the server's own) belongs. */
+bool of_this_launch_locked(const live_run *r, const char *launch);
 
 /* ---- its timeline (GET /runs/{id}/timeline) ---- */
 

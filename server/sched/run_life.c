@@ -332,8 +332,9 @@ static void requeue_locked(live_run *r) {
 /* An elastic run stopped to be resized has ended (resize_locked): queued again from
  * its newest checkpoint and started at once on its new number of ranks (a grow: on
  * what is free of it now, at least what it had), before anything else can take the
- * devices it keeps. No preemption is counted and no restart used; its timeline says
- * "resized" (from, to, why, for which run). */
+ * devices it keeps. No preemption is counted, no restart used and no attempt ended:
+ * its start again goes on with the same attempt, whose row reads running again; its
+ * timeline says "resized" (from, to, why, for which run), which its sizes read. */
 static void relaunch_resized_locked(live_run *r, bool start_now) {
     int from = r->world_size, to = r->resize_to;
     int64_t by = r->resize_by, now = now_ms();
@@ -360,6 +361,7 @@ static void relaunch_resized_locked(live_run *r, bool start_now) {
     r->resize_to = 0;
     r->resize_by = 0;
     r->resized_ms = now;
+    r->reopen_attempt = true; /* a resize is no attempt: its start again goes on with the same one */
     r->queued_ms = now;
     log_info("run %lld resized from %d to %d ranks (%s): it continues from global step %lld%s", (long long)r->id, from,
              to, why, (long long)op.u.requeue.from_global_step, start_now ? "" : " once placed");

@@ -110,31 +110,22 @@ static void say_stopped(const live_run *r, store_op *op) {
     op->u.attempt.reason = xstrdup(r->cancel_reason);
 }
 
-/* The end of an attempt stopped for an elastic run's change of size (resize_locked):
- * "resized", as the requeue op that follows says it, not the launcher's stop. */
-static void say_resized(const live_run *r, store_op *op) {
-    free(op->u.attempt.status);
-    free(op->u.attempt.reason);
-    free(op->u.attempt.last_line);
-    op->u.attempt.status = xstrdup("resized");
-    op->u.attempt.reason = r->resize_by > 0 ? xasprintf("resized to %d ranks for run %lld", r->resize_to,
-                                                        (long long)r->resize_by)
-                                            : xasprintf("resized to %d ranks", r->resize_to);
-    op->u.attempt.last_line = NULL;
-    op->u.attempt.failing_rank = op->u.attempt.exit_code = op->u.attempt.signal = NO_INT;
-    op->u.attempt.restarting = false;
-}
-
-void attempt_seen_locked(live_run *r, store_op *op) {
-    if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return; /* a launch before this one */
+bool attempt_seen_locked(live_run *r, store_op *op) {
+    if (!r || r->status == RUN_QUEUED || op->u.attempt.attempt < r->attempt) return true; /* a launch before this one */
+    /* stopped for a change of size (resize_locked): not the attempt's end, which goes on
+     * at the new size (a launcher's own restart after a failure is an end all the same) */
+    if (op->kind == OP_ATTEMPT_ENDED && r->resize_to && !r->preempt_by && !r->cancel_reason && !r->fail_reason &&
+        !r->timeout_reason && !op->u.attempt.restarting && op->u.attempt.status &&
+        strcmp(op->u.attempt.status, "succeeded") != 0)
+        return false;
+    if (op->kind == OP_ATTEMPT_STARTED && r->reopen_attempt && op->u.attempt.attempt == r->attempt)
+        op->u.attempt.reopen = true; /* its start again at its new size */
+    if (op->kind == OP_ATTEMPT_STARTED) r->reopen_attempt = false;
     r->attempt = (int)op->u.attempt.attempt;
     r->attempt_open = op->kind == OP_ATTEMPT_STARTED;
     if (op->kind == OP_ATTEMPT_ENDED && r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_preempted(r, op);
-    if (op->kind == OP_ATTEMPT_ENDED && r->resize_to && !r->preempt_by && !r->cancel_reason && op->u.attempt.status &&
-        strcmp(op->u.attempt.status, "succeeded") != 0)
-        say_resized(r, op);
     if (op->kind == OP_ATTEMPT_ENDED && r->cancel_reason && r->cancel_stops && op->u.attempt.status &&
         strcmp(op->u.attempt.status, "succeeded") != 0)
         say_stopped(r, op);
@@ -146,9 +137,9 @@ void attempt_seen_locked(live_run *r, store_op *op) {
     for (int k = 0; r->last_progress_ms && k < r->world_size; k++) r->last_progress_ms[k] = r->rank_gone[k] = 0;
     if (op->kind != OP_ATTEMPT_ENDED || op->u.attempt.failing_rank == NO_INT || !op->u.attempt.status ||
         strcmp(op->u.attempt.status, "failed") != 0)
-        return;
+        return true;
     run_part *p = part_of_rank(r, op->u.attempt.failing_rank);
-    if (!p) return;
+    if (!p) return true;
     if (p->handle.place[0] && op->u.attempt.failure_class) { /* a batch system's node: its name there (Slurm's
                                                               * SLURMD_NODENAME), not the host name its launcher says */
         free(op->u.attempt.failure_node);
@@ -169,6 +160,7 @@ void attempt_seen_locked(live_run *r, store_op *op) {
     p->failure = (rank_failure){.rank = op->u.attempt.failing_rank, .exit_code = op->u.attempt.exit_code,
                                 .signal = op->u.attempt.signal,
                                 .last_line = op->u.attempt.last_line ? xstrdup(op->u.attempt.last_line) : NULL};
+    return true;
 }
 
 /* The class of an attempt that failed as the server saw it (failure_class.h): its own

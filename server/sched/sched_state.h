@@ -175,8 +175,10 @@ void finish_from_journal_locked(live_run *r, const char *gone, bool at_start);
 /* A launcher's attempt started or ended (ingest's hook, or an adopted run's journal),
  * before its op is queued: the end of an attempt stopped for a preemption is reworded
  * "preempted by run N", whatever the launcher called the stop (a command run's ranks
- * are stopped by SIGTERM, which its launcher reports as a cancel). */
-void attempt_seen_locked(live_run *r, store_op *op);
+ * are stopped by SIGTERM, which its launcher reports as a cancel). A resize is no
+ * attempt: the end its stop caused is not taken (false: not queued), and the start
+ * again at the new size reopens the same attempt. */
+bool attempt_seen_locked(live_run *r, store_op *op);
 /* A started run whose ranks are all gone would fail with *reason (malloc'd), in a way
  * another attempt may mend (its processes or a node lost, a hang, a failed part of a
  * run across nodes, a restart asked for): the attempt's end is recorded as the server

@@ -656,11 +656,17 @@ bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid) {
     return ok;
 }
 
-void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid) {
+void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid, const char *launch) {
     sched_lock();
     live_run *r = find_run(id);
     /* how a run ended is its launcher's to say (beside its exit status): an `end` any
-     * other process of the run sends is not taken */
+     * other process of the run sends is not taken, nor one of an earlier start's */
+    if (r && !of_this_launch_locked(r, launch)) {
+        log_warn("event socket: an end event for run %lld from an earlier start of it (its connection's secret is "
+                 "not the run's now): ignored",
+                 (long long)id);
+        r = NULL;
+    }
     if (r && peer_pid > 0 && !from_launcher_locked(r, peer_pid)) {
         log_warn("event socket: an end event for run %lld from pid %ld, not its launcher: ignored", (long long)id,
                  peer_pid);
@@ -716,24 +722,34 @@ void scheduler_progress(int64_t id, int rank, int64_t global_step) {
     pthread_mutex_unlock(&sched.mu);
 }
 
-bool scheduler_attempt(store_op *op, long peer_pid) {
+bool scheduler_attempt(store_op *op, long peer_pid, const char *launch) {
     sched_lock();
     live_run *r = find_run(op->run_id);
+    const char *what = op->kind == OP_RANK_STATE ? "a rank_state event" : "an attempt event";
+    /* a launcher of an earlier start of the run (before a resize or a restart) has
+     * another secret: what it says late is not of this start's attempt */
+    bool earlier = r && !of_this_launch_locked(r, launch);
     /* a rank of the run with its secret is not its launcher: what it says of the run's
      * attempts (their number, MASTER_PORT, which rank failed) is not taken */
-    bool taken = !r || peer_pid <= 0 || peer_pid == (long)getpid() || from_launcher_locked(r, peer_pid);
-    if (!taken) {
+    bool taken = !earlier && (!r || peer_pid <= 0 || peer_pid == (long)getpid() || from_launcher_locked(r, peer_pid));
+    if (earlier) {
+        static log_limit stale = LOG_LIMIT_INIT;
+        uint64_t skipped = 0;
+        if (log_limit_now(&stale, 10000, &skipped))
+            log_warn("event socket: %s for run %lld from an earlier start of it (its connection's secret is not the "
+                     "run's now): ignored (and %llu more such since the last line)",
+                     what, (long long)op->run_id, (unsigned long long)skipped);
+    } else if (!taken) {
         static log_limit forged = LOG_LIMIT_INIT; /* a rank may send them by the thousand */
         uint64_t skipped = 0;
         if (log_limit_now(&forged, 10000, &skipped))
             log_warn("event socket: %s for run %lld from pid %ld, not its launcher: ignored (and %llu more such "
                      "since the last line)",
-                     op->kind == OP_RANK_STATE ? "a rank_state event" : "an attempt event", (long long)op->run_id,
-                     peer_pid, (unsigned long long)skipped);
+                     what, (long long)op->run_id, peer_pid, (unsigned long long)skipped);
     } else if (op->kind == OP_RANK_STATE) {
         rank_state_seen_locked(r, op);
     } else {
-        attempt_seen_locked(r, op);
+        taken = attempt_seen_locked(r, op);
     }
     pthread_mutex_unlock(&sched.mu);
     return taken;

@@ -538,23 +538,42 @@ static const char *parse_attempt(const json_t *ev, store_op *op) {
     return NULL;
 }
 
-/* After its row's (st[0]): its ranks' log offsets (st[1]). */
+/* After its row's (st[0]): its ranks' log offsets (st[1]); an attempt started again
+ * after a resize (reopen): its row running again, its first start and checkpoint kept
+ * (st[2]), and its ranks' log offsets where it first began kept (st[3]: the new ranks'
+ * added), so that its log reads from its first start on. */
 static const char *const ATTEMPT_STARTED_SQL[] = {
     "UPDATE run_attempts SET log_offsets = json_patch(coalesce(log_offsets, '{}'), ?3)"
     " WHERE run_id = ?1 AND attempt = ?2 AND log_offsets IS NOT json_patch(coalesce(log_offsets, '{}'), ?3)",
+    "UPDATE run_attempts SET status = NULL, reason = NULL, ended_at = NULL, failing_rank = NULL, exit_code = NULL,"
+    " signal = NULL, last_line = NULL, failure_class = NULL, failure_evidence = NULL, failure_node = NULL,"
+    " master_port = coalesce(?3, master_port), started_at = coalesce(started_at, ?4)"
+    " WHERE run_id = ?1 AND attempt = ?2",
+    "UPDATE run_attempts SET log_offsets = json_patch(?3, coalesce(log_offsets, '{}'))"
+    " WHERE run_id = ?1 AND attempt = ?2 AND log_offsets IS NOT json_patch(?3, coalesce(log_offsets, '{}'))",
     NULL,
 };
 
 /* Its row, then its ranks' log offsets merged into what other parts' starts gave (st[1]). */
 static int64_t apply_attempt_started(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     attempt_steps_forget_run(op->run_id);
-    int64_t changed = apply_row(db, st, op);
+    int64_t changed = -1;
+    if (op->u.attempt.reopen) {
+        sqlite3_bind_int64(st[2], 1, op->run_id);
+        sqlite3_bind_int64(st[2], 2, op->u.attempt.attempt);
+        bind_int_or_null(st[2], 3, op->u.attempt.master_port);
+        sqlite3_bind_int64(st[2], 4, op->t);
+        changed = write_fault_step(db, st[2]);
+    }
+    bool reopened = changed > 0;
+    if (!reopened) changed = apply_row(db, st, op); /* (no row to reopen: its first) */
     if (changed < 0 || !json_object_size(op->u.attempt.log_offsets)) return changed;
+    sqlite3_stmt *merge = reopened ? st[3] : st[1];
     char *offsets = json_dumps(op->u.attempt.log_offsets, JSON_COMPACT);
-    sqlite3_bind_int64(st[1], 1, op->run_id);
-    sqlite3_bind_int64(st[1], 2, op->u.attempt.attempt);
-    bind_text_or_null(st[1], 3, offsets);
-    int64_t merged = write_fault_step(db, st[1]);
+    sqlite3_bind_int64(merge, 1, op->run_id);
+    sqlite3_bind_int64(merge, 2, op->u.attempt.attempt);
+    bind_text_or_null(merge, 3, offsets);
+    int64_t merged = write_fault_step(db, merge);
     free(offsets);
     return merged < 0 ? merged : changed + merged;
 }

@@ -80,6 +80,8 @@ typedef struct {
             char *failure_class, *failure_evidence, *failure_node; /* a failed attempt's class (failure_class.h) */
             bool restarting;
             double backoff_s;
+            bool reopen; /* started again after a resize (the scheduler says): the attempt's row reads running again,
+                          * its first start, checkpoint and log offsets kept */
         } attempt;
         struct {
             char *name, *config, *owner; /* owner NULL: nobody in particular */

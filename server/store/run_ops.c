@@ -338,7 +338,7 @@ const char *const OP_RUN_REQUEUE_SQL[] = {
     " loss = CASE WHEN ?3 IS NULL THEN loss ELSE (SELECT loss FROM step_rows WHERE " STEP_AT("?1", "?3") ") END,"
     " lr = CASE WHEN ?3 IS NULL THEN lr ELSE (SELECT lr FROM step_rows WHERE " STEP_AT("?1", "?3") ") END"
     " WHERE id = ?1 AND status IN ('starting', 'running', 'canceling')",
-    /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's; a resized one, resized */
+    /* a preempted attempt reads so, not as the cancel (SIGTERM) that stopped a command run's (a resize ends none) */
     "UPDATE run_attempts SET status = ?4, reason = ?3, ended_at = coalesce(ended_at, ?2),"
     " failing_rank = NULL, exit_code = NULL, signal = NULL, last_line = NULL"
     " WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM run_attempts WHERE run_id = ?1)",
@@ -350,9 +350,9 @@ const char *const OP_RUN_REQUEUE_SQL[] = {
 };
 
 /* A preempted run queued again (st[0]); its attempt closed as preempted, whatever its
- * launcher called the stop (st[1]); a built-in run's records past the checkpoint it
- * goes on from dropped (the rest; a command run's restart reports its steps again
- * over them). */
+ * launcher called the stop (st[1]; a resized run's attempt goes on at its new size:
+ * left open); a built-in run's records past the checkpoint it goes on from dropped
+ * (the rest; a command run's restart reports its steps again over them). */
 int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op *op) {
     sqlite3_bind_int64(st[0], 1, op->run_id);
     sqlite3_bind_int64(st[0], 2, op->t);
@@ -361,16 +361,15 @@ int64_t op_run_requeue_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_o
     bind_int_or_null(st[0], 4, resized > 0 ? resized : NO_INT);
     int64_t n = write_fault_step(db, st[0]);
     if (n != 1) return n;
-    char reason[96] = "preempted";
-    if (resized > 0 && op->u.requeue.by > 0)
-        snprintf(reason, sizeof reason, "resized to %d ranks for run %lld", resized, (long long)op->u.requeue.by);
-    else if (resized > 0) snprintf(reason, sizeof reason, "resized to %d ranks", resized);
-    else if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
-    sqlite3_bind_int64(st[1], 1, op->run_id);
-    sqlite3_bind_int64(st[1], 2, op->t);
-    bind_text_or_null(st[1], 3, op->u.requeue.reason ? op->u.requeue.reason : reason);
-    sqlite3_bind_text(st[1], 4, resized > 0 ? "resized" : "preempted", -1, SQLITE_STATIC);
-    write_fault_step(db, st[1]);
+    if (resized <= 0) {
+        char reason[96] = "preempted";
+        if (op->u.requeue.by > 0) snprintf(reason, sizeof reason, "preempted by run %lld", (long long)op->u.requeue.by);
+        sqlite3_bind_int64(st[1], 1, op->run_id);
+        sqlite3_bind_int64(st[1], 2, op->t);
+        bind_text_or_null(st[1], 3, op->u.requeue.reason ? op->u.requeue.reason : reason);
+        sqlite3_bind_text(st[1], 4, "preempted", -1, SQLITE_STATIC);
+        write_fault_step(db, st[1]);
+    }
     int64_t gs = op->u.requeue.from_global_step, epoch = op->u.requeue.from_epoch == NO_INT ? -1 : op->u.requeue.from_epoch;
     for (int i = 2; gs != NO_INT && i < OP_MAX_SQL && st[i]; i++) {
         sqlite3_bind_int64(st[i], 1, op->run_id);

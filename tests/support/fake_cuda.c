@@ -573,6 +573,13 @@ cudaError_t k_bias_act_forward_cuda(float *z, float *pre, const float *bias, int
     return cudaSuccess;
 }
 
+cudaError_t k_parts_sum_f64_cuda(double *dst, const double *src, size_t ld, size_t n, int width, cudaStream_t stream) {
+    (void)stream;
+    if (width < 1) return cudaSuccess;
+    for (size_t i = 0; i < n; i++) kb_parts_sum_f64(i, dst, src, ld, width);
+    return cudaSuccess;
+}
+
 cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld, size_t n, int width, cudaStream_t stream) {
     (void)stream;
     if (width < 1) return cudaSuccess;

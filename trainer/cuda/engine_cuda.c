@@ -42,8 +42,17 @@
  * d_part_losses; the rows (zeros but for a rank's own) are summed over ranks and
  * totalled on the host in shard order, as engine_cpu.c's total_over_shards does.
  * The weights then do not depend on how many GPUs hold the shards. Sync batch norm
- * over shards is not on the GPU: the engine refuses it when the width is not the
- * number of ranks.
+ * with batch shards totals each batch norm's sums (forward, and backward where it
+ * passes a gradient on) over every shard of the run in shard order, as engine_cpu.c's
+ * total_over_shards does (shard_sums): each shard's sums into its row of a width-row
+ * buffer, zeros elsewhere, summed over ranks (exact: one value and zeros), then a
+ * fixed-order sum (k_parts_sum_f64_cuda). With one shard per GPU that happens as the
+ * pass reaches the point. With several, the shards share one workspace and cannot
+ * wait for each other mid-pass: before the step's passes, each sync point in turn
+ * has every shard run up to it (from the start, its earlier points taking the totals
+ * already made) and leave its sums there; the step's passes then take every total.
+ * That costs about 2K + 1 passes a shard for K batch norm layers (no more memory
+ * than a shard's own), and gives the bits of any number of GPUs holding the shards.
  *
  * Batch norm (cnn): with sync statistics, the per-channel sums go to the comm stream
  * for an all-reduce in the middle of forward and backward, and the compute stream
@@ -101,6 +110,14 @@ typedef struct {
     size_t grad_stride;
     float *d_spare_stats, *d_parts_scratch;
     double *d_part_losses, *pinned_part_losses;
+    /* sync batch norm with batch shards (shard_sums): each sync point's totals, and the
+     * shards' sums gathered for one point (width rows of bn_n) */
+    double *d_bn_points, *d_bn_stage;
+    size_t bn_ld, bn_n;    /* the doubles of a point's totals (at most); the gathered point's */
+    int bn_points;         /* sync points a training pass goes through */
+    int bn_rounds;         /* several shards on some GPU: each point gathered before the step's passes */
+    int bn_target;         /* the point whose shards' sums a pass gathers (-1: every total made) */
+    int bn_seen, bn_part;  /* points the pass went through; the shard it computes (of this rank's) */
     gpu_error ge;
 } cuda_engine;
 
@@ -146,6 +163,53 @@ static int sum_over_ranks(void *arg, double *dbuf, size_t n) {
     if (coll_nccl_allreduce_sum_f64_device(c->pub.comm, dbuf, n, c->ev_sync_ready) != 0) return -1;
     CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_done, coll_nccl_stream(c->pub.comm)));
     CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_sync_done, 0));
+    return 0;
+}
+
+/* The totals of a sync point over every shard of the run, into out (n doubles): the
+ * shards' rows gathered in d_bn_stage (this rank's written, zeros elsewhere) summed
+ * over ranks, then in shard order (k_parts_sum_f64_cuda). */
+static int gather_totals(cuda_engine *c, size_t n, double *out) {
+    coll_comm *comm = c->pub.comm;
+    if (coll_nccl_collectives_on(comm)) {
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_ready, c->stream));
+        if (coll_nccl_allreduce_sum_f64_device(comm, c->d_bn_stage, (size_t)comm->width * n, c->ev_sync_ready) != 0)
+            return -1;
+        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_done, coll_nccl_stream(comm)));
+        CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_sync_done, 0));
+    }
+    CUDA_TRY(&c->ge, k_parts_sum_f64_cuda(out, c->d_bn_stage, n, n, comm->width, c->stream));
+    return 0;
+}
+
+/* model_cuda_pass.allreduce_sum for sync batch norm with batch shards (width > 1):
+ * dbuf (shard bn_part's sums at the pass's next sync point) <- their totals over every
+ * shard. A point before bn_target (or any, bn_target -1) takes the totals made; at
+ * bn_target the shard's sums go to its row of d_bn_stage, and then with several shards
+ * per GPU the pass stops (1: gather_rounds), with one the totals are made at once. */
+static int shard_sums(void *arg, double *dbuf, size_t n) {
+    cuda_engine *c = arg;
+    coll_comm *comm = c->pub.comm;
+    int p = c->bn_seen++;
+    if (p >= c->bn_points || n > c->bn_ld) {
+        gpu_error_set(&c->ge, "sync batch norm: a pass reached sync point %d of %zu doubles (planned: %d of %zu)", p, n,
+                      c->bn_points, c->bn_ld);
+        return -1;
+    }
+    double *total = c->d_bn_points + (size_t)p * c->bn_ld;
+    if (c->bn_target < 0 || p < c->bn_target) {
+        CUDA_TRY(&c->ge, cudaMemcpyAsync(dbuf, total, n * sizeof(double), cudaMemcpyDeviceToDevice, c->stream));
+        return 0;
+    }
+    if (!c->bn_rounds) /* one shard here: its row alone, the other shards' rows zeros */
+        CUDA_TRY(&c->ge, cudaMemsetAsync(c->d_bn_stage, 0, (size_t)comm->width * n * sizeof(double), c->stream));
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(c->d_bn_stage + (size_t)(comm->first_part + c->bn_part) * n, dbuf,
+                                     n * sizeof(double), cudaMemcpyDeviceToDevice, c->stream));
+    c->bn_n = n;
+    if (c->bn_rounds) return 1;
+    if (gather_totals(c, n, total) != 0) return -1;
+    c->bn_target++;
+    CUDA_TRY(&c->ge, cudaMemcpyAsync(dbuf, total, n * sizeof(double), cudaMemcpyDeviceToDevice, c->stream));
     return 0;
 }
 
@@ -248,6 +312,35 @@ static int enqueue_loss(cuda_engine *c, const double *sc) {
     return 0;
 }
 
+/* Sync batch norm with several shards on some GPU (bn_rounds): each sync point's
+ * totals in turn, before the step's passes: every shard of this rank runs from the
+ * start to the point (its running statistics into the spare buffer, its gradients
+ * written again by the step's pass), leaves its sums in its row, and stops there. */
+static int gather_rounds(cuda_engine *c, const size_t *const *part_indices, const int *part_rows, long global_step,
+                         const model_cuda_pass *pass) {
+    double *sc = c->d_scalars + SC_STEP;
+    for (int p = 0; p < c->bn_points; p++) {
+        CUDA_TRY(&c->ge, cudaMemsetAsync(c->d_bn_stage, 0, (size_t)c->pub.comm->width * c->bn_ld * sizeof(double),
+                                         c->stream));
+        c->bn_target = p;
+        for (int j = 0; j < c->parts; j++) {
+            c->bn_seen = 0;
+            c->bn_part = j;
+            if (stage_batch(c, c->train, part_indices[j], 0, part_rows[j], global_step) != 0) return -1;
+            int rc = model_loss_cuda(&c->net, c->d_params, c->d_spare_stats, c->d_labels, part_rows[j], 1, sc, 0, pass);
+            if (rc == 0)
+                rc = model_backward_cuda(&c->net, c->d_params, c->d_grads + (size_t)j * c->grad_stride, part_rows[j],
+                                         pass, NULL, NULL);
+            if (rc == 0)
+                gpu_error_set(&c->ge, "sync batch norm: batch shard %d's pass ended before sync point %d",
+                              c->pub.comm->first_part + j, p);
+            if (rc != 1) return -1;
+        }
+        if (gather_totals(c, c->bn_n, c->d_bn_points + (size_t)p * c->bn_ld) != 0) return -1;
+    }
+    return 0;
+}
+
 /* One step: each of this rank's batch shards' forward and backward, the buckets
  * reduced as the last shard's backward completes them, then clipping and the
  * optimizer. */
@@ -258,12 +351,18 @@ static int enqueue_step(cuda_engine *c, const size_t *const *part_indices, const
     double *sc = c->d_scalars + SC_STEP;
     model_cuda_pass pass = {.train = 1, .row_keys = c->d_row_keys};
     int collectives = coll_nccl_collectives_on(comm), two_streams = collectives || c->fixed;
-    if (e->shape.sync_bn && collectives) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
+    if (e->shape.sync_bn && c->fixed) pass.allreduce_sum = shard_sums, pass.allreduce_arg = c;
+    else if (e->shape.sync_bn && collectives) pass.allreduce_sum = sum_over_ranks, pass.allreduce_arg = c;
     if (c->fixed) /* the other shards' rows: zeros, summed over ranks with everyone's own */
         CUDA_TRY(&c->ge, cudaMemsetAsync(c->d_part_losses, 0, sizeof(double) * (size_t)comm->width, c->stream));
+    if (e->shape.sync_bn && c->bn_rounds && gather_rounds(c, part_indices, part_rows, global_step, &pass) != 0)
+        return -1;
+    c->bn_target = c->bn_rounds ? -1 : 0; /* every total made; or made as each point comes */
     grad_buckets_begin(&c->buckets);
     for (int j = 0; j < c->parts; j++) {
         int last = j == c->parts - 1, rows = part_rows[j];
+        c->bn_seen = 0;
+        c->bn_part = j;
         if (stage_batch(c, c->train, part_indices[j], 0, rows, global_step) != 0) return -1;
         if (model_loss_cuda(&c->net, c->d_params, j ? c->d_spare_stats : c->d_stats, c->d_labels, rows, 1, sc, 0,
                             &pass) != 0)
@@ -502,6 +601,8 @@ static void carve(cuda_engine *c) {
     c->d_spare_stats = region(c, pl->spare_stats);
     c->d_parts_scratch = region(c, pl->parts_scratch);
     c->d_part_losses = region(c, pl->part_losses);
+    c->d_bn_points = region(c, pl->bn_shards);
+    c->d_bn_stage = c->d_bn_points ? c->d_bn_points + (size_t)c->bn_points * c->bn_ld : NULL;
     c->d_row_keys = region(c, pl->row_keys);
     c->d_grads = region(c, pl->grads);
     c->d_state[0] = region(c, pl->opt_state[0]);
@@ -622,13 +723,8 @@ engine *engine_cuda_create(const engine_params *p, char *err, size_t errlen) {
         free(c);
         return NULL;
     }
-    if (e->shape.sync_bn && m->width != m->world_size) {
-        snprintf(err, errlen, "sync batch norm over several batch shards per GPU is not on the GPU yet: "
-                 "distributed.world_size %d on %d GPU%s; run it on %d GPUs, or use per_rank batch norm statistics",
-                 m->width, m->world_size, m->world_size > 1 ? "s" : "", m->width);
-        free(c);
-        return NULL;
-    }
+    c->bn_points = memory_plan_bn_points(&e->shape, &c->bn_ld);
+    c->bn_rounds = e->shape.sync_bn && m->width > m->world_size; /* (every rank decides alike) */
     size_t n = e->shape.n_params;
     c->grad_stride = memory_plan_grad_stride(n); /* as the memory plan lays the shards' gradients out */
     e->params = malloc(sizeof(float) * n);

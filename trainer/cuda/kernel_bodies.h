@@ -156,6 +156,17 @@ HD_INLINE void kb_parts_avg(size_t i, float *dst, const float *src, size_t ld, i
     dst[i] = width > 1 ? acc * scale : acc;
 }
 
+/* Value i of `width` batch shards' sync batch norm sums (shard s's at src + s * ld)
+ * totalled in shard order, ((v_0 + 0) + (v_1 + 0)) + ..., as engine_cpu.c's
+ * total_over_shards: the same bits whatever the number of ranks holding the shards
+ * (each goes through + 0.0, so that a zero's sign never depends on a peer's zero
+ * added to it by the sum over ranks that gathered them). */
+HD_INLINE void kb_parts_sum_f64(size_t i, double *dst, const double *src, size_t ld, int width) {
+    double t = src[i] + 0.0;
+    for (int s = 1; s < width; s++) t += src[(size_t)s * ld + i] + 0.0;
+    dst[i] = t;
+}
+
 /* ---- the gradient norm (optim_kernels.cu) -------------------------------------------- */
 
 /* One thread's grid-stride share of sum g^2: elements first, first + stride, ... */

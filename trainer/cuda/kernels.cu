@@ -34,6 +34,18 @@ extern "C" cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld,
     return cudaGetLastError();
 }
 
+// ---- k_parts_sum_f64 (engine_cuda.c: sync batch norm over batch shards) -------------
+__global__ void parts_sum_f64_kernel(double *dst, const double *src, size_t ld, size_t n, int width) {
+    for (size_t i = first_index(); i < n; i += grid_stride()) kb_parts_sum_f64(i, dst, src, ld, width);
+}
+
+extern "C" cudaError_t k_parts_sum_f64_cuda(double *dst, const double *src, size_t ld, size_t n, int width,
+                                            cudaStream_t stream) {
+    if (n == 0 || width < 1) return cudaSuccess;
+    parts_sum_f64_kernel<<<blocks_for(n), THREADS, 0, stream>>>(dst, src, ld, n, width);
+    return cudaGetLastError();
+}
+
 // ---- k_bias_act_forward ------------------------------------------------------------
 __global__ void bias_act_forward_kernel(float *z, float *pre, const float *bias, size_t n, size_t cols, int act,
                                         int apply_act) {

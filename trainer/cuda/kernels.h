@@ -155,6 +155,10 @@ cudaError_t k_dropout_backward_cuda(float *dx, const float *dy, const uint8_t *m
  * last step (coll_nccl_reduce_scatter_parts_device). */
 cudaError_t k_parts_avg_cuda(float *dst, const float *src, size_t ld, size_t n, int width, cudaStream_t stream);
 
+/* dst[0, n) <- the total over `width` batch shards of their sync batch norm sums
+ * (shard s's n doubles at src + s * ld), in shard order (kb_parts_sum_f64). */
+cudaError_t k_parts_sum_f64_cuda(double *dst, const double *src, size_t ld, size_t n, int width, cudaStream_t stream);
+
 /* k_flatten and k_unflatten. */
 cudaError_t k_flatten_cuda(float *y, const float *x, int C, int rows, size_t plane, cudaStream_t stream);
 cudaError_t k_unflatten_cuda(float *dx, const float *dy, int C, int rows, size_t plane, cudaStream_t stream);

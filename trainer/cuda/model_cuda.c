@@ -109,7 +109,8 @@ int model_forward_cuda(model_cuda *w, const float *params, float *stats, int row
             if (pass->train) {
                 CUDA_TRY(w->ge, k_batchnorm_sums_cuda(in, C, (size_t)rows * plane, w->bn_sums, w->channel_partials,
                                                       w->stream));
-                if (s->sync_bn && sum_over_ranks(pass, w->bn_sums, 2 * (size_t)C + 1) != 0) return -1;
+                int held = s->sync_bn ? sum_over_ranks(pass, w->bn_sums, 2 * (size_t)C + 1) : 0;
+                if (held != 0) return held; /* -1, or 1: the pass stops here (model_cuda_pass) */
                 CUDA_TRY(w->ge, k_batchnorm_stats_cuda(w->bn_sums, C, MODEL_BN_EPS, MODEL_BN_MOMENTUM, w->bn_mean[l],
                                                        w->bn_invstd[l], running_mean, running_var, w->stream));
             } else {
@@ -147,7 +148,8 @@ int model_forward_cuda(model_cuda *w, const float *params, float *stats, int row
 int model_loss_cuda(model_cuda *w, const float *params, float *stats, const uint8_t *labels, int rows, int with_grad,
                     double *out, int accumulate, const model_cuda_pass *pass) {
     const model_shape *s = w->shape;
-    if (model_forward_cuda(w, params, stats, rows, pass) != 0) return -1;
+    int rc = model_forward_cuda(w, params, stats, rows, pass);
+    if (rc != 0) return rc;
     CUDA_TRY(w->ge, k_softmax_xent_cuda(w->act[s->n_layers], labels, rows, s->num_classes, with_grad ? w->dz : NULL,
                                         1.0f / (float)rows, w->row_loss, w->row_hit, w->stream));
     CUDA_TRY(w->ge, k_loss_reduce_cuda(out, w->row_loss, w->row_hit, rows, accumulate, w->stream));
@@ -202,7 +204,8 @@ int model_backward_cuda(model_cuda *w, const float *params, float *grads, int ro
                                                            grads + L->w_off, grads + L->b_off, w->stream));
             if (ready) ready(arg, l);
             if (!need_dx) break;
-            if (s->sync_bn && sum_over_ranks(pass, w->bn_sums, 2 * (size_t)C + 1) != 0) return -1;
+            int held = s->sync_bn ? sum_over_ranks(pass, w->bn_sums, 2 * (size_t)C + 1) : 0;
+            if (held != 0) return held; /* -1, or 1: the pass stops here (model_cuda_pass) */
             CUDA_TRY(w->ge, k_batchnorm_backward_cuda(w->dz_next, w->dz, in, params + L->w_off, w->bn_mean[l],
                                                       w->bn_invstd[l], w->bn_sums, C, (size_t)rows * plane,
                                                       w->stream));

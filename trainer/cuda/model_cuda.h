@@ -44,14 +44,18 @@ typedef struct {
 typedef struct {
     int train;                  /* batch norm: batch statistics and running update; dropout on */
     const uint64_t *row_keys;   /* device: each row's rng_dropout_row_key (training with dropout) */
-    /* sync batch norm: dbuf (device doubles) <- its sum over ranks, ordered after the
-     * work enqueued so far on the stream and before what follows. 0 or -1. */
+    /* sync batch norm: dbuf (device doubles) <- its sum over ranks (or batch shards),
+     * ordered after the work enqueued so far on the stream and before what follows. 0
+     * or -1; or 1: the pass stops there (the forward, loss or backward returns 1), its
+     * batch norm layer's own sums in dbuf, to be run again from the start once the
+     * totals over every shard are known (engine_cuda.c: several shards on one GPU). */
     int (*allreduce_sum)(void *arg, double *dbuf, size_t n);
     void *allreduce_arg;
 } model_cuda_pass;
 
 /* model_forward: `rows` examples whose inputs are in w->act[0]; `stats` (device) are
- * read in evaluation and updated in training. */
+ * read in evaluation and updated in training. 0, -1, or 1 (held: model_cuda_pass);
+ * so do model_loss_cuda and model_backward_cuda. */
 int model_forward_cuda(model_cuda *w, const float *params, float *stats, int rows, const model_cuda_pass *pass);
 
 /* model_forward, then k_softmax_xent: out[0] loss sum, out[1] hits, out[2] mean loss

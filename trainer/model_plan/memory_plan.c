@@ -31,6 +31,26 @@ size_t memory_plan_parts_scratch_floats(size_t n, int width, int parts) {
     return w * (share < n ? share : n);
 }
 
+int memory_plan_bn_points(const model_shape *s, size_t *ld) {
+    size_t widest = 0;
+    int points = 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        const model_layer *L = &s->layer[l];
+        if (L->kind != LAYER_BATCHNORM2D) continue;
+        points += l > s->first_trained ? 2 : 1;
+        if ((size_t)L->out_c > widest) widest = (size_t)L->out_c;
+    }
+    *ld = 2 * widest + 1;
+    return points;
+}
+
+size_t memory_plan_bn_shards_doubles(const model_shape *s, int width) {
+    size_t ld;
+    int points = memory_plan_bn_points(s, &ld);
+    if (!points || width <= 1) return 0;
+    return ((size_t)points + (size_t)width) * ld;
+}
+
 static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     const model_shape *s = in->shape;
     size_t rows = (size_t)in->max_rows, f = sizeof(float), n = s->n_params;
@@ -43,7 +63,9 @@ static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     int states = in->train ? in->n_opt_states : 0;
     for (int k = 0; k < 2; k++) take(pl, &pl->opt_state[k], k < states ? n * f : 0, &pl->optimizer_bytes);
     take(pl, &pl->stats, s->n_stats * f, &pl->model_bytes);
-    take(pl, &pl->spare_stats, in->train && parts > 1 ? s->n_stats * f : 0, &pl->model_bytes);
+    /* (sync batch norm over shards: its passes that gather the shards' sums write there too) */
+    take(pl, &pl->spare_stats, in->train && (parts > 1 || (s->sync_bn && width > 1)) ? s->n_stats * f : 0,
+         &pl->model_bytes);
 
     size_t widest = (size_t)s->in_dim, widest_out = 1, widest_c = 0, col = 0;
     take(pl, &pl->act[0], rows * (size_t)s->in_dim * f, &pl->activation_bytes);
@@ -85,6 +107,8 @@ static void layout(const memory_plan_input *in, int resident, memory_plan *pl) {
     take(pl, &pl->parts_scratch, in->train ? memory_plan_parts_scratch_floats(n, width, parts) * f : 0,
          &pl->scratch_bytes);
     take(pl, &pl->part_losses, in->train && width > 1 ? (size_t)width * sizeof(double) : 0, &pl->scratch_bytes);
+    take(pl, &pl->bn_shards, in->train && s->sync_bn ? memory_plan_bn_shards_doubles(s, width) * sizeof(double) : 0,
+         &pl->scratch_bytes);
     take(pl, &pl->batch_indices, rows * sizeof(uint64_t), &pl->data_bytes);
     take(pl, &pl->batch_labels, rows, &pl->data_bytes);
     if (resident) {

@@ -87,6 +87,7 @@ typedef struct {
     memory_region parts_scratch;           /* width > 1: memory_plan_parts_scratch_floats floats */
     memory_region part_losses;             /* width > 1: width doubles */
     memory_region spare_stats;             /* parts > 1: n_stats floats */
+    memory_region bn_shards;               /* sync batch norm, width > 1: memory_plan_bn_shards_doubles doubles */
     int data_resident;
     size_t arena_bytes;                    /* the one cudaMalloc */
     /* By kind, for the log and the refusal message. */
@@ -95,6 +96,13 @@ typedef struct {
     size_t total_bytes;                    /* what the run needs on its GPU */
 } memory_plan;
 
+/* Sync batch norm over batch shards (width > 1): each sync point's totals (a batch
+ * norm layer's forward, and its backward when it passes a gradient on: 2 x 2 C + 1
+ * doubles at most) and the shards' sums gathered for one of them (width x 2 C + 1),
+ * C the widest batch norm's channels; 0 when the model has no batch norm. */
+size_t memory_plan_bn_shards_doubles(const model_shape *s, int width);
+/* The sync points of a training step (as above), and *ld the doubles of each. */
+int memory_plan_bn_points(const model_shape *s, size_t *ld);
 /* Floats from one batch shard's gradients to the next's (whole 64-byte lines). */
 size_t memory_plan_grad_stride(size_t n_params);
 /* The fixed-order reduce-scatter's scratch for buckets of at most n floats: width

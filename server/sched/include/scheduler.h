@@ -103,9 +103,11 @@ bool scheduler_fail(int64_t id, const char *reason);
 int scheduler_queue_position(int64_t id);
 
 /* Ingest's hooks (ingest.h): a connection's hello, true when the secret is the run's
- * (the run then counts as running once a rank has said hello); the launcher's `end`. */
+ * (the run then counts as running once a rank has said hello); the launcher's `end`,
+ * taken only from the launcher of the run's start now (`launch`: the secret its
+ * connection said hello with; NULL: the journal's word). */
 bool scheduler_hello(int64_t id, const char *secret, int rank, long peer_uid);
-void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid);
+void scheduler_end_event(int64_t id, const char *status, const char *reason, long peer_pid, const char *launch);
 /* A rank's progress (ingest's hook): the hang watch of command runs
  * (distributed.hang_timeout_s) counts from each rank's first report. */
 void scheduler_progress(int64_t id, int rank, int64_t global_step);
@@ -121,8 +123,12 @@ void scheduler_preempt_word(int64_t id, int rank, const char *state);
  * the op it queues): the run's attempt, its MASTER_PORT (a restart's may be another),
  * the hang watch counted anew, the rank an attempt across nodes failed on. Taken only
  * from the launcher of one of the run's parts here, from this server's own relay (an
- * agent's or Slurm part's words), or from the journal (peer_pid 0); false: not taken. */
-bool scheduler_attempt(store_op *op, long peer_pid);
+ * agent's or Slurm part's words), or from the journal (peer_pid 0), and only from a
+ * connection of the run's start now (`launch`, as the end's: a launcher of an earlier
+ * start, before a resize or a restart, has another secret); false: not taken. An
+ * attempt's end that a resize's stop caused is not taken either: the attempt goes on
+ * at the new size. */
+bool scheduler_attempt(store_op *op, long peer_pid, const char *launch);
 
 /* The supervisor's hooks (supervisor.h), for this host's executor (executor_local.h):
  * a start it was asked for is done (pid, or -1 and why not); a child was reaped; and

@@ -103,6 +103,9 @@ def case_shrink_and_grow(a):
               f"its sizes say it was shrunk from 2 to 1 for run {rush}: {run['sizes']}")
         check(run["preemptions"] == 0 and run["preempted_by"] is None and run["status"] == "running",
               f"a shrink is no preemption: {run['status']} {run['preemptions']} {run['preempted_by']}")
+        tries = [(x["attempt"], x["status"]) for x in run["attempts"]]
+        check(tries and tries[-1][1] is None and "resized" not in [t[1] for t in tries],
+              f"a shrink is no attempt: its attempt runs on at the new size: {tries}")
         at_shrink = b.steps(rid)
         wait_until(lambda: b.steps(rid) >= at_shrink + 10 or s.run(rid)["status"] in FINAL,
                    "the shrunk run steps on", 120)
@@ -123,7 +126,11 @@ def case_shrink_and_grow(a):
         done = s.wait_status(rid, FINAL, timeout=120)
         check(done and done["status"] == "succeeded" and done["preemptions"] == 0,
               f"the elastic run succeeds, never preempted: {done and (done['status'], done['reason'])}")
-        print("attempts:", [(x["attempt"], x["status"], x.get("reason")) for x in done["attempts"]] if done else None)
+        tries = [(x["attempt"], x["status"], x.get("reason")) for x in done["attempts"]] if done else []
+        print("attempts:", tries)
+        check(tries and tries[-1][1] == "succeeded" and done["restart_count"] == tries[-1][0] and
+              all(t[1] != "resized" for t in tries) and len(tries) == tries[-1][0] + 1,
+              f"no attempt for a resize: its last succeeded, its number the restart count: {tries}")
         got = by_size(starts(b.root))
         check([len(g) for g in got] == [2, 1, 2], f"started on 2 ranks, then 1, then 2: {[len(g) for g in got]}")
         if len(got) != 3:

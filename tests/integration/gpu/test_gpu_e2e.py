@@ -320,6 +320,41 @@ def case_width_on_fewer_gpus(trainer, work):
           f"{sha(ck2) if os.path.exists(ck2) else None} ({'the same' if same else 'DIFFERS'})")
 
 
+def case_width_sync_bn_on_fewer_gpus(trainer, work):
+    """The CNN with sync batch norm at logical width 2 on one GPU (--ranks 1: both shards on
+    it, each batch norm point gathered before the step's passes) follows the cpu backend's
+    width 2; on two GPUs (one shard each, the points totalled as they come) the very same
+    losses and checkpoint, byte for byte."""
+    need_gpus(1)
+    sync = json.loads(json.dumps(CNN))
+    sync["cnn"]["batch_norm_stats"] = "sync"
+    cfg = config(**{"model": sync, "data.limit": 512, "data.test_limit": 300, "train.epochs": 1,
+                    "distributed.world_size": 2, "distributed.min_world_size": 1})
+    one = Run(trainer, work, "sync-width2-on-1", cfg, args=("--ranks", "1"))
+    rc = one.wait()
+    check(rc == 0, f"sync batch norm, width 2 on one GPU: {one.stderr[-2000:]!r}")
+    ck1 = os.path.join(one.dir, "checkpoints", "epoch-0000.safetensors")
+    ref = Run(trainer, work, "sync-width2-cpu", merge(cfg, {"distributed.backend": "cpu"}))
+    check(ref.wait() == 0, f"sync batch norm, width 2 on the cpu backend: {ref.stderr[-2000:]!r}")
+    l1, lc = one.losses(), ref.losses()
+    rel = [abs(l1[k] - lc[k]) / abs(lc[k]) for k in lc if k in l1]
+    check(l1 and len(l1) == len(lc) and max(rel) <= 1e-2,
+          f"losses follow the cpu backend's sync batch norm (worst {max(rel) if rel else None})")
+    line = f"  sync batch norm, width 2 on 1 GPU: {len(l1)} steps, worst relative loss difference to cpu " \
+           f"{max(rel) if rel else float('nan'):.2e}"
+    if visible_gpus()[0] < 2:
+        print(line + "; on 2 GPUs: not run (one GPU)")
+        return
+    two, rc = run_gpu(trainer, work, "sync-width2-on-2", cfg)
+    check(rc == 0, f"sync batch norm, width 2 on two GPUs: {two.stderr[-2000:]!r}")
+    ck2 = os.path.join(two.dir, "checkpoints", "epoch-0000.safetensors")
+    check(two.losses() == l1, "the same losses on 1 and 2 GPUs, bit for bit")
+    same = os.path.exists(ck2) and os.path.exists(ck1) and sha(ck1) == sha(ck2)
+    check(same, "the same checkpoint on 1 and 2 GPUs, byte for byte")
+    print(line + f"; on 2 GPUs: losses {'identical' if two.losses() == l1 else 'DIFFER'}, checkpoint sha256 "
+          f"{sha(ck2) if os.path.exists(ck2) else None} ({'the same' if same else 'DIFFERS'})")
+
+
 def case_watchdog(trainer, work):
     """A rank that stops answering: the other's watchdog aborts NCCL and the run fails with a reason.
 

@@ -8,7 +8,14 @@ real users, the real ddp-trainer on a few thousand Fashion-MNIST examples.
                         preempted whole: preemptions 0, its sizes say why and for
                         whom), the other runs beside it and succeeds, the elastic run
                         grows back to 4, and it ends with the losses and the final
-                        checkpoint (sha256) of the same config never interrupted
+                        checkpoint (sha256) of the same config never interrupted. A
+                        resize is no attempt: GET /runs/{id}'s attempts and ddpctl show
+                        hold one attempt, running while it runs at each size (never
+                        "resized"), then succeeded, and its sizes hold the resizes. A
+                        connection of its first start (said hello with that start's
+                        secret) kept open past the shrink forges the old launcher's late
+                        attempt end and end: both are refused as an earlier start's, and
+                        the attempt still runs
   not_elastic_evicted   the same run without min_world_size is preempted whole, as
                         before: queued again with preempted_by, no size history
   hostile_resize        another user cannot change a run's size: there is no route
@@ -26,7 +33,7 @@ real users, the real ddp-trainer on a few thousand Fashion-MNIST examples.
                         and it ends with the uninterrupted run's bytes
 
 Usage: test_server_elastic.py CASE --ddpd PATH --trainer PATH --fake-trainer PATH"""
-import hashlib, os, signal
+import hashlib, json, os, signal, socket, sqlite3, subprocess, time
 
 from ddpd_harness import (check, cases_in, wait_until, args_for, main, fmnist_config, needs_trainer,  # noqa: E402
                           bearer)
@@ -74,6 +81,60 @@ def final_checkpoint(s, rid, epochs=EPOCHS):
     return os.path.join(s.run_dir(rid), "checkpoints", f"epoch-{epochs - 1:04d}.safetensors")
 
 
+def attempts(s, rid):
+    return [(x["attempt"], x["status"], x["ended_at"], x["reason"]) for x in s.run(rid)["attempts"]]
+
+
+def ddpctl_show(a, s, token, rid, what):
+    """ddpctl show's output (printed), and its attempts table's rows: [(attempt, status)]."""
+    ddpctl = os.path.join(os.path.dirname(a.ddpd), "ddpctl")
+    p = subprocess.run([ddpctl, "--server", f"http://127.0.0.1:{s.port}", "--token", token, "show", str(rid)],
+                       capture_output=True, text=True, timeout=30)
+    print(f"ddpctl show {rid} ({what}):\n{p.stdout}")
+    check(p.returncode == 0, f"ddpctl show {rid} ({what}) -> 0: {p.returncode} {p.stderr!r}")
+    lines = p.stdout.splitlines()
+    head = next((i for i, line in enumerate(lines) if line.split()[:2] == ["ATTEMPT", "STARTED"]), None)
+    rows = []
+    for line in lines[head + 1:] if head is not None else []:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        rows.append((int(cells[0]), cells[4]))  # ATTEMPT, STARTED (date, time), DURATION, STATUS
+    return p.stdout, rows
+
+
+def launcher_secret(s, rid):
+    """The secret of the run's start now (its launcher blanks it in its environment):
+    read from the server's database, as someone who can read the state directory can."""
+    db = sqlite3.connect(f"file:{os.path.join(s.state_dir, 'ddpd.db')}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT secret FROM runs WHERE id = ?", (rid,)).fetchone()
+    finally:
+        db.close()
+    check(row and row[0], f"run {rid}'s secret is in the database: {row}")
+    return row[0] if row else ""
+
+
+class Forger:
+    """A connection to the event socket that says hello with a start's secret, as its
+    launcher (rank -1), and later sends what that launcher would say late."""
+
+    def __init__(self, s, rid, secret):
+        self.rid, self.seq = str(rid), 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(os.path.join(s.state_dir, "events.sock"))
+        self.send({"type": "hello", "rank": -1, "secret": secret, "pid": os.getpid(), "host": "forger",
+                   "device": "cpu", "world_size": 4})
+
+    def send(self, ev):
+        ev = dict({"run": self.rid, "rank": -1, "seq": self.seq, "t": int(time.time() * 1000)}, **ev)
+        self.seq += 1
+        self.sock.sendall(json.dumps(ev).encode() + b"\n")
+
+    def close(self):
+        self.sock.close()
+
+
 def case_shrink_and_grow(a):
     needs_trainer(a)
     with Box(a) as box:
@@ -81,7 +142,8 @@ def case_shrink_and_grow(a):
         # 16 epochs: on a quiet machine the 4 take about a second after the shrink, less
         # than the urgent run and the grow interval take, and the run ended before it grew
         long_epochs = 16
-        cfg = elastic_config(**{"train.epochs": long_epochs})
+        # max_restarts 1: ddpctl show prints the attempts (it does not for one attempt of none)
+        cfg = elastic_config(**{"train.epochs": long_epochs, "distributed.max_restarts": 1})
         with box.server() as s:
             ref = submit_as(s, alice, cfg)
             run = s.wait_status(ref, FINAL, timeout=600)
@@ -96,6 +158,10 @@ def case_shrink_and_grow(a):
             check(s.run(rid)["ranks_now"] == 4, f"it starts on 4 ranks: {s.run(rid)['ranks_now']}")
             wait_until(lambda: (s.run(rid)["progress"]["global_step"] or 0) >= PER_EPOCH // 2,
                        "the elastic run into its first epoch", timeout=180)
+            check([x[:3] for x in attempts(s, rid)] == [(0, None, None)],
+                  f"on 4 ranks: one attempt, running: {attempts(s, rid)}")
+            # a connection of this first start, as its launcher, kept open past the shrink
+            forger = Forger(s, rid, launcher_secret(s, rid))
             # the urgent run trains a while (376 steps on 2 ranks) beside the shrunk one
             urgent = submit_as(s, root, fmnist_config(**{"priority": 10, "train.epochs": 2, "train.batch_size": 16}))
             wait_until(lambda: s.run(rid)["ranks_now"] == 2 and s.run(rid)["status"] == "running",
@@ -109,6 +175,24 @@ def case_shrink_and_grow(a):
                   f"a shrink is no preemption: {run['preemptions']}, {run['preempted_by']}")
             check(run["world_size"] == 4 if "world_size" in run else run["config"]["distributed"]["world_size"] == 4,
                   "its width stays 4")
+            # (it may have grown back already: on a quiet machine the urgent run is short)
+            check(attempts(s, rid) == [(0, None, None, None)] and s.run(rid)["restart_count"] == 0,
+                  f"shrunk to 2 ranks: the same attempt 0, running (a resize is no attempt): {attempts(s, rid)}, "
+                  f"restart count {s.run(rid)['restart_count']}")
+            out, rows = ddpctl_show(a, s, alice, rid, "shrunk, running on 2 ranks")
+            check(rows == [(0, "running")] and "shrunk from 4 to 2 ranks" in out,
+                  f"ddpctl show: attempt 0 running, and the shrink in its sizes: {rows}")
+            # the first start's launcher, late: its attempt failed, and its end
+            forger.send({"type": "attempt", "phase": "ended", "attempt": 0, "status": "failed",
+                         "reason": "forged late end of the first start", "failing_rank": 0, "exit_code": 1})
+            forger.send({"type": "end", "status": "failed", "reason": "forged late end of the first start"})
+            said = lambda what: f"event socket: {what} for run {rid} from an earlier start of it" in open(s.log_path).read()  # noqa: E731
+            ok = wait_until(lambda: said("an attempt event") and said("an end event"),
+                            "the forged late events refused as an earlier start's", timeout=60)
+            forger.close()
+            check(ok, "the server refused both forged late events as an earlier start's")
+            check(attempts(s, rid) == [(0, None, None, None)] and s.run(rid)["status"] == "running",
+                  f"after the forged late end: attempt 0 still runs: {attempts(s, rid)} {s.run(rid)['status']}")
             u = s.wait_status(urgent, ("running", "succeeded"), timeout=120)
             check(u and u["status"] in ("running", "succeeded"), f"the urgent run runs beside it: {u and u['status']}")
             u = s.wait_status(urgent, FINAL, timeout=300)
@@ -116,6 +200,9 @@ def case_shrink_and_grow(a):
             wait_until(lambda: s.run(rid)["ranks_now"] == 4 or s.run(rid)["status"] in FINAL,
                        "the elastic run grown back to 4 ranks", timeout=120)
             run = s.run(rid)
+            if run["status"] == "running":
+                check(attempts(s, rid) == [(0, None, None, None)],
+                      f"grown back to 4 ranks: still attempt 0, running: {attempts(s, rid)}")
             grow = run["sizes"][1] if len(run["sizes"]) > 1 else {}
             check(grow.get("from") == 2 and grow.get("to") == 4 and grow.get("why") == "grow" and
                   grow.get("for_run") is None, f"then grown from 2 to 4: {run['sizes']}")
@@ -125,6 +212,13 @@ def case_shrink_and_grow(a):
             print(f"shrunk at global step {shrink.get('from_global_step')}, grown at {grow.get('from_global_step')}")
             done = s.wait_status(rid, FINAL, timeout=600)
             check(done and done["status"] == "succeeded", f"the elastic run succeeds: {done and done['reason']}")
+            got_attempts = attempts(s, rid)
+            check(len(got_attempts) == 1 and got_attempts[0][:2] == (0, "succeeded") and got_attempts[0][2] and
+                  s.run(rid)["restart_count"] == 0 and len(s.run(rid)["sizes"]) == 2,
+                  f"ended: one attempt, succeeded; two resizes in its sizes: {got_attempts} {s.run(rid)['sizes']}")
+            out, rows = ddpctl_show(a, s, alice, rid, "ended")
+            check(rows == [(0, "succeeded")] and "shrunk from 4 to 2 ranks" in out and "grown from 2 to 4 ranks" in out
+                  and "resized to" not in out, f"ddpctl show: attempt 0 succeeded, the shrink and the grow: {rows}")
             got = losses(s, rid)
             check(got == ref_losses, f"every step's loss is the uninterrupted run's ({len(got)} points, "
                   f"{len(ref_losses)} wanted)")

@@ -1,6 +1,7 @@
 /* The GPU memory plan (trainer/model_plan/memory_plan.c), on the CPU: its formula
  * against sizes worked out by hand (MLPs and a CNN), the layout (aligned, disjoint, inside the
- * arena), the resident-or-staged decision, and the refusal message with both
+ * arena), the resident-or-staged decision, sync batch norm over batch shards' buffers,
+ * and the refusal message with both
  * numbers in it. */
 #include <string.h>
 
@@ -156,6 +157,28 @@ static void test_cnn(void) {
     char line[512];
     memory_plan_describe(&pb, line, sizeof line);
     printf("  %s\n", line);
+
+    /* sync batch norm over 4 batch shards, all on this GPU: the batch norm's 2 sync
+     * points' totals (its forward and backward) and the 4 shards' sums gathered for one,
+     * each 2 C + 1 doubles; a spare for the running statistics the gathering passes
+     * write; none of it with per-shard statistics */
+    memory_plan_input shards = input(&s, 64, 1, 2);
+    shards.width = shards.parts = 4;
+    memory_plan ps, pr;
+    memory_plan_compute(&shards, 0, &pr);
+    s.sync_bn = 1;
+    memory_plan_compute(&shards, 0, &ps);
+    size_t ld = 0;
+    CHECK(memory_plan_bn_points(&s, &ld) == 2 && ld == 2 * 64 + 1, "two sync points of 129 doubles: %zu", ld);
+    CHECK(ps.bn_shards.bytes == (2 + 4) * (2 * 64 + 1) * 8 && ps.spare_stats.bytes == 2 * 64 * 4,
+          "sync batch norm, width 4: the points' totals and the shards' sums: %zu bytes", ps.bn_shards.bytes);
+    CHECK(pr.bn_shards.bytes == 0, "per-shard statistics: none (%zu)", pr.bn_shards.bytes);
+    shards.width = 4, shards.parts = 1; /* one shard on this GPU: the spare is still written */
+    memory_plan_compute(&shards, 0, &pr);
+    CHECK(pr.spare_stats.bytes == 2 * 64 * 4 && pr.bn_shards.bytes == ps.bn_shards.bytes,
+          "one shard of 4 here: the same: %zu, %zu", pr.spare_stats.bytes, pr.bn_shards.bytes);
+    check_layout(&ps, "cnn sync batch norm, width 4");
+    s.sync_bn = 0;
 }
 
 static void test_refusal_message(void) {

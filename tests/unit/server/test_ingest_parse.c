@@ -192,7 +192,7 @@ static void test_parse_refused(void) {
 static struct {
     int64_t run_id;
     int hellos;
-    char end_status[32], end_reason[64];
+    char end_status[32], end_reason[64], end_launch[80];
     int ends;
     long hello_uid, end_pid; /* the peer the socket saw (SO_PEERCRED) */
 } H;
@@ -204,10 +204,11 @@ static bool hook_hello(int64_t run_id, const char *secret, int rank, long peer_u
     return run_id == H.run_id && secret && strcmp(secret, RUN_SECRET) == 0;
 }
 
-static void hook_end(int64_t run_id, const char *status, const char *reason, long peer_pid) {
+static void hook_end(int64_t run_id, const char *status, const char *reason, long peer_pid, const char *launch) {
     if (run_id != H.run_id) return;
     H.ends++;
     H.end_pid = peer_pid;
+    snprintf(H.end_launch, sizeof H.end_launch, "%s", launch ? launch : "(none)");
     snprintf(H.end_status, sizeof H.end_status, "%s", status);
     snprintf(H.end_reason, sizeof H.end_reason, "%s", reason ? reason : "");
 }
@@ -375,6 +376,8 @@ static void test_socket(const char *log_path) {
     CHECK(H.hello_uid == (long)getuid() && H.end_pid == (long)getpid(),
           "the hooks are told who sent it (SO_PEERCRED): uid %ld (this is %d), pid %ld (this is %d)", H.hello_uid,
           (int)getuid(), H.end_pid, (int)getpid());
+    CHECK(str_is(H.end_launch, RUN_SECRET), "the end's hook is told which start it is of: the secret its connection "
+          "said hello with: %s", H.end_launch);
     CHECK(H.hellos == 3, "hellos asked of the hook: the two good ones and the wrong secret, not the bad rank: %d",
           H.hellos);
 

@@ -210,6 +210,28 @@ static void test_scheduling(const char *trainer, const char *data_root) {
     CHECK(status_of(a) == RUN_STARTING, "the launcher's hello does not make it running");
     CHECK(scheduler_hello(a, secret, 0, -1), "rank 0's hello with the secret");
     CHECK(status_of(a) == RUN_RUNNING, "running once a rank said hello");
+
+    /* a launcher's word counts from a connection of the run's start now only: one that
+     * said hello with an earlier start's secret (a start before a resize or a restart)
+     * is refused even from the launcher's own pid (a pid the kernel gave again) */
+    long launcher = (long)brief(a).pid;
+    store_op late = {.kind = OP_ATTEMPT_ENDED, .run_id = a};
+    late.u.attempt.attempt = 0;
+    late.u.attempt.status = xstrdup("failed");
+    late.u.attempt.failing_rank = late.u.attempt.exit_code = late.u.attempt.signal = NO_INT;
+    char earlier[65];
+    snprintf(earlier, sizeof earlier, "%s", secret);
+    earlier[0] = earlier[0] == 'a' ? 'b' : 'a'; /* another start's secret */
+    CHECK(launcher > 0 && !scheduler_attempt(&late, launcher, earlier),
+          "an attempt's end from the launcher's pid on an earlier start's connection is refused");
+    store_op_free(&late);
+    store_op now_op = {.kind = OP_ATTEMPT_STARTED, .run_id = a};
+    now_op.u.attempt.attempt = 0;
+    now_op.u.attempt.master_port = NO_INT;
+    CHECK(scheduler_attempt(&now_op, launcher, secret), "the launcher's word on this start's connection is taken");
+    CHECK(scheduler_attempt(&now_op, 0, NULL), "the journal's word (no connection) is taken");
+    CHECK(!scheduler_attempt(&now_op, launcher + 100000, secret), "another process of this start is not its launcher");
+    store_op_free(&now_op);
     free(secret);
 
     /* a 2-rank run and a 1-rank run behind it; cancel the 1-rank one while queued */
