@@ -96,16 +96,19 @@ static bool warm(const sweep_spec *s) { return s->command && json_object_get(s->
 /* A warm sweep's zygote, started at its submission as its trials will run (its first
  * point's config, its owner's account and limits), so that its first trial finds it
  * loaded or loading; none where its trials would not start on this host as they are. */
-static void warm_prestart(int64_t id, const char *owner, const sweep_spec *s) {
+static void warm_prestart(int64_t id, const caller *who, const sweep_spec *s) {
     if (!warm(s) || sweep_check_points(s) < 1) return;
-    json_t *params = sweep_check_point(s, 0), *cfg = point_config(s, params);
+    json_t *params = sweep_check_point(s, 0), *point = point_config(s, params);
+    json_t *cfg = runs_resolve(point, who); /* its working_dir as its runs will have it */
+    const char *owner = who->kind == CALLER_USER ? who->name : NULL;
     run_account account;
     bool as_account = false;
     run_cgroup_limits limits = {0};
-    if (!json_object_get(json_object_get(cfg, "distributed"), "nodes") &&
+    if (cfg && json_integer_value(json_object_get(json_object_get(cfg, "distributed"), "nodes")) <= 1 &&
         scheduler_local_start_as(owner, cfg, &account, &as_account, &limits))
         zygotes_sweep_submitted(id, as_account ? &account : NULL, cfg, &limits);
     json_decref(cfg);
+    json_decref(point);
     json_decref(params);
 }
 
@@ -906,7 +909,7 @@ sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *
     *id = sweep_store_insert(s->name, owner, spec, s->n_trials, now_ms());
     if (*id > 0) sweep_store_decide(*id, -1, "submitted", NULL, now_ms());
     /* before the searcher can see it (and cancel it: its zygote then ends with it) */
-    if (*id > 0) warm_prestart(*id, owner, s);
+    if (*id > 0) warm_prestart(*id, who, s);
     sweep_store_unlock();
     if (*id > 0) publish(*id, NULL, "submitted", s->name, "running");
     free(spec);

@@ -469,8 +469,9 @@ def case_at_submit(a):
         status = t.server.run(first["run_id"])["status"] if first.get("run_id") else first.get("status")
         z = zygote_starts(t, sid)
         print(f"zygote {z} ready while the first trial is {status}; warm_start {w.get('warm_start')}")
-        check(ready and len(z) == 1 and status in ("queued", "pending"),
-              f"the zygote is ready while the first trial has not started: {z} {status} {w.get('warm_start')}")
+        if not check(ready and len(z) == 1 and status in ("queued", "pending"),
+                     f"the zygote is ready while the first trial has not started: {z} {status} {w.get('warm_start')}"):
+            print("\n".join(x for x in t.server_log().splitlines() if "/sweeps/" not in x and "GET /runs" not in x))
         if z:
             with open(f"/proc/{z[0]}/cgroup") as f:
                 cg = f.read()
