@@ -22,7 +22,9 @@ only: without it a case says why and is skipped (exit 77).
                 start made and is forked from it (no cold first trial), as is the
                 next, from the one zygote; a module of the user's own named in
                 imports (trialdata.py beside the script) was imported by the
-                zygote, in the working directory, and found by the ranks
+                zygote, in the working directory, and found by the ranks; the
+                second trial's trial zygote was forked ahead (a spare), before
+                the first trial ended
   paused_keeps  a warm sweep paused with no trial live for longer than the old
                 10 s idle limit keeps its zygote: the trials after the resume are
                 forked from the same one; it ends with the sweep
@@ -90,10 +92,15 @@ keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "
         "TORCHELASTIC_RESTART_COUNT", "DDPD_RUN_ID", "PYTHONUNBUFFERED", "OMP_NUM_THREADS"]
 with open("/proc/self/cgroup") as f:
     cgroup = f.read().strip()
+with open(f"/proc/{os.getppid()}/stat") as f:  # the parent's start, in seconds since boot (a trial zygote's, when forked)
+    parent_start = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+with open("/proc/uptime") as f:
+    end_uptime = float(f.read().split()[0])
 with open(os.path.join(os.environ["OUT"], f"trial-{os.environ['DDPD_RUN_ID']}-{rank}.json"), "w") as f:
     json.dump({"sum": total, "env": {k: os.environ.get(k) for k in keys}, "argv": sys.argv, "cwd": os.getcwd(),
                "uid": os.getuid(), "cgroup": cgroup, "t0": T0, "first_step": first, "torch_loaded": already,
-               "name": __name__, "user_module": user_module}, f)
+               "name": __name__, "user_module": user_module, "parent_start": parent_start,
+               "end_uptime": end_uptime}, f)
 dist.destroy_process_group()
 sys.exit(int(os.environ.get("EXIT", "0")))
 '''
@@ -365,6 +372,12 @@ def case_first_warm(a):
         for run, r0, _ in rows:
             o = overhead(run, r0)
             print(f"trial {run['id']}: overhead (start to first step) {o:.3f} s; load {os.getloadavg()[0]:.1f}")
+        # the second trial's trial zygote was forked ahead (a spare, after the first's
+        # handoff), not at its own start: it began before the first trial's script ended
+        (_, a0, _), (_, b0, _) = rows[0], rows[1]
+        check(a0 and b0 and b0["parent_start"] < a0["end_uptime"],
+              f"the second trial's trial zygote was forked before the first trial ended: started at "
+              f"{b0 and b0['parent_start']} s since boot, the first trial's rank 0 ended at {a0 and a0['end_uptime']}")
 
 
 def case_paused_keeps(a):
