@@ -150,6 +150,12 @@ static int show(long long id, bool json) {
            json_string_value(json_object_get(s, "status")), reason ? ": " : "", reason ? reason : "");
     printf("owner: %s; %lld trials; judged by %s (%s)\n", str_or(json_string_value(json_object_get(s, "owner")), "-"),
            (long long)json_integer_value(json_object_get(s, "n_trials")), key, MAXIMIZE ? "maximize" : "minimize");
+    json_t *warm = json_object_get(s, "warm_start");
+    if (json_is_object(warm)) {
+        const char *why = json_string_value(json_object_get(warm, "reason"));
+        printf("warm start: %s%s%s\n", str_or(json_string_value(json_object_get(warm, "status")), "?"), why ? ": " : "",
+               why ? why : "");
+    }
     json_t *best = json_object_get(s, "best");
     if (json_is_object(best)) {
         char v[32], *p = json_dumps(json_object_get(best, "params"), JSON_COMPACT | JSON_REAL_PRECISION(15));

@@ -65,7 +65,8 @@ def warm_sweep(s, token, out, a):
     sid = r.json()["id"]
     wait_until(lambda: s.get(f"/sweeps/{sid}", headers=bearer(token)).json()["status"]
                in ("succeeded", "failed", "canceled"), f"sweep {sid} to end", 900, interval=0.2)
-    return [t["run_id"] for t in s.get(f"/sweeps/{sid}", headers=bearer(token)).json()["trials"]]
+    w = s.get(f"/sweeps/{sid}", headers=bearer(token)).json()
+    return [t["run_id"] for t in w["trials"]], iso_s(w["created_at"])
 
 
 def one_run(s, token, root, out, a, rid=None):
@@ -87,6 +88,8 @@ def one_run(s, token, root, out, a, rid=None):
     phases["rank fork"] = t["process"] - hello  # the fork's time is to a clock tick (10 ms)
     phases["total"] = t["first_step"] - iso_s(run["started_at"])
     phases["submitted"] = t["first_step"] - iso_s(run["created_at"])  # a start that waits for its zygote: in queued
+    phases["_created"], phases["_finished"], phases["_first_step"] = (iso_s(run["created_at"]), iso_s(run["finished_at"]),
+                                                                      t["first_step"])
     return phases
 
 
@@ -116,7 +119,8 @@ def main():
                                     os.path.abspath(a.runner)]) as s:
                 s.read_headers = bearer(token)
                 if a.warm_start:
-                    rows = [one_run(s, token, root, out, a, rid) for rid in warm_sweep(s, token, out, a)]
+                    rids, sweep_created = warm_sweep(s, token, out, a)
+                    rows = [one_run(s, token, root, out, a, rid) for rid in rids]
                 else:
                     rows = [one_run(s, token, root, out, a) for _ in range(a.runs)]
     finally:
@@ -133,6 +137,12 @@ def main():
     if a.warm_start and len(rows) > 1:
         print(f"warm start: the first trial {rows[0]['total']:.3f} s; the later ones' median "
               f"{statistics.median(r['total'] for r in rows[1:]):.3f} s")
+        # what the sweep itself adds: its submission to its first trial's run and first step,
+        # and between trials (one at a time) a run's end to the next one's run
+        gaps = [b["_created"] - p["_finished"] for p, b in zip(rows, rows[1:])]
+        print(f"sweep submitted to the first trial's run {rows[0]['_created'] - sweep_created:.3f} s, to its first "
+              f"step {rows[0]['_first_step'] - sweep_created:.3f} s; a trial's end to the next trial's run: median "
+              f"{statistics.median(gaps):.3f} s (" + " ".join(f"{g:.3f}" for g in gaps) + ")")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"runs": rows, "load": load, "warm_start": a.warm_start}, f, indent=1)

@@ -12,8 +12,10 @@ Two levels, one program:
   is then shared by every trial forked from here, copy-on-write), listens on PATH (in
   a directory only its account may enter; the socket is renamed into place once it
   listens, so that ddpd waits for it on an event) and, for each connection whose peer
-  is its own account or root (SO_PEERCRED), answers `{"op": "fork"}` by forking a
-  trial zygote that takes the connection over. It holds no trial's environment.
+  is its own account or root (SO_PEERCRED), answers `{"op": "fork"}` with a trial
+  zygote that takes the connection over: one it forked ahead, after the last (a
+  spare, waiting for its connection, passed as SCM_RIGHTS), so that the fork is not
+  in the trial's start; else one forked then. It holds no trial's environment.
 - A trial zygote: ddpd moves it into the trial's cgroup and hands the connection to
   the trial's ddp-run, which asks it to start each rank (`{"op": "rank", "argv",
   "env", "cwd"}` with the rank's output pipe as SCM_RIGHTS). Each rank is a fork of
@@ -214,6 +216,33 @@ def _trial(conn, lines):
             _send(conn, {"pid": pid})
 
 
+def _fork_spare(listener):
+    """A trial zygote forked ahead of its trial: in the zygote, (its pid, the link that
+    hands it its connection); in the spare, once handed one, what _trial returns (it
+    exits when the link closes first: the zygote is gone)."""
+    link, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        pid = os.fork()
+    except OSError:
+        link.close()
+        theirs.close()
+        return False  # forked at the connection instead
+    if pid:
+        theirs.close()
+        return pid, link
+    listener.close()
+    link.close()
+    try:
+        _, fds, _, _ = socket.recv_fds(theirs, 1, 1)
+    except OSError:
+        fds = []
+    theirs.close()
+    if not fds:
+        os._exit(0)
+    conn = socket.socket(fileno=fds[0])
+    return _trial(conn, _Lines(conn))
+
+
 def _serve(path, imports, script_dir=None, cwd=None):
     if cwd:
         os.chdir(cwd)
@@ -238,7 +267,12 @@ def _serve(path, imports, script_dir=None, cwd=None):
     os.rename(path + ".new", path)  # in place once it listens: ddpd's wait ends on this
     sys.stdout.write(f"ddpd_zygote: pid {os.getpid()}: {len(imports)} module(s) imported, listening\n")
     sys.stdout.flush()
+    spare = _fork_spare(listener)
     while True:
+        if spare is None:
+            spare = _fork_spare(listener)
+        if isinstance(spare, tuple) and len(spare) == 3:  # in a rank of the spare's trial
+            return spare
         conn, _ = listener.accept()
         uid = _peer_uid(conn)
         if uid not in (me, 0):
@@ -253,10 +287,23 @@ def _serve(path, imports, script_dir=None, cwd=None):
         if not req or req.get("op") != "fork":
             conn.close()
             continue
-        pid = os.fork()
-        if pid == 0:
-            listener.close()
-            return _trial(conn, lines)
+        # the spare forked ahead takes it (the fork is then off the trial's start); else a fork now
+        handed = False
+        if spare:
+            pid, link = spare
+            try:
+                socket.send_fds(link, [b"c"], [conn.fileno()])
+                handed = True
+            except OSError:
+                pass
+            link.close()
+            spare = None
+        if not handed:
+            spare = None
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                return _trial(conn, lines)
         conn.close()
 
 

@@ -87,6 +87,12 @@ bool sweep_mask_for(json_t *sweep, const caller *who) {
     hide_params(best_params);
     /* the best trial's run config (GET /sweeps/{id}): as its run's is masked */
     run_mask_config(json_object_get(json_object_get(sweep, "best"), "config"), hidden, "/best/config");
+    /* its zygote's last line may name the owner's files */
+    json_t *warm = json_object_get(sweep, "warm_start");
+    if (json_is_string(json_object_get(warm, "reason"))) {
+        json_object_set_new(warm, "reason", json_string(RUN_MASK_HIDDEN));
+        json_array_append_new(hidden, json_string("/warm_start/reason"));
+    }
     bool any = json_array_size(hidden) > 0;
     if (any) json_object_set_new(sweep, "hidden", hidden);
     else json_decref(hidden);

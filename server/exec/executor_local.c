@@ -217,10 +217,16 @@ static start_result local_start(const part_launch *l, part_handle *h) {
     char **env_set = cmd.env;
     run_cgroup_limits limits = {.memory_bytes = l->memory_bytes, .pids_max = l->pids_max};
     if (l->command && l->sweep_id > 0 && !l->nodes) {
-        char why[256];
+        char why[256], cold[512];
         json_t *config = run_file_load_json_in(run_dir, layout_run_file_name(RUN_FILE_CONFIG), 1 << 20, why, sizeof why);
         if (config && json_object_get(config, "warm_start")) {
-            zygotes_trial_starts(l->sweep_id, l->account, config, &limits, &warm);
+            zygotes_trial_starts(l->sweep_id, l->account, config, &limits, &warm, cold, sizeof cold);
+            if (cold[0]) { /* its log says why it starts cold */
+                char *said = xasprintf("%s; warm start: this trial starts cold: the zygote of sweep %lld %s", banner,
+                                       (long long)l->sweep_id, cold);
+                free(banner);
+                banner = said;
+            }
             pthread_mutex_lock(&L.mu);
             if (me) me->warm = true, me->sweep_id = l->sweep_id;
             pthread_mutex_unlock(&L.mu);
@@ -254,7 +260,7 @@ static start_result local_start(const part_launch *l, part_handle *h) {
 void executor_local_spawned(int64_t run, int group, pid_t pid, const char *err) {
     if (group == ZYGOTE_GROUP) {
         if (pid < 0) log_warn("warm start: the zygote could not start: %s: trials start cold", err);
-        zygotes_spawned(run, pid);
+        zygotes_spawned(run, pid, err);
         return;
     }
     pthread_mutex_lock(&L.mu);

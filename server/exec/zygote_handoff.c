@@ -75,7 +75,8 @@ static long ms_now(void) {
 
 /* Whether the zygote listens: its socket is renamed into place once it does. Waited for
  * on events (the directory's inotify, the zygote's pidfd: a failed import ends it) up
- * to ZYGOTE_READY_WAIT_MS; 0 when it is there. */
+ * to ZYGOTE_READY_WAIT_MS; 0 when it is there, 1 when the zygote ended first, -1
+ * otherwise (no time left, nothing to wait on). */
 static int wait_ready(const warm_handle *h) {
     struct stat st;
     if (lstat(h->socket, &st) == 0) return 0;
@@ -99,13 +100,16 @@ static int wait_ready(const warm_handle *h) {
             ready = 0;
             break;
         }
-        if (pidfd < 0 && kill(h->zygote, 0) != 0) break;
+        if (pidfd < 0 && kill(h->zygote, 0) != 0) {
+            ready = 1;
+            break;
+        }
         long left = deadline - ms_now();
         if (left <= 0) break;
         struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
         int r = poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? (int)left : (left < 200 ? (int)left : 200));
         if (r > 0 && pidfd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) { /* it ended: one last look */
-            ready = lstat(h->socket, &st) == 0 ? 0 : -1;
+            ready = lstat(h->socket, &st) == 0 ? 0 : 1;
             break;
         }
         char drain[4096];
@@ -117,6 +121,39 @@ static int wait_ready(const warm_handle *h) {
     return ready;
 }
 
+static void put(const char *s) {
+    ssize_t w = write(1, s, strlen(s));
+    (void)w;
+}
+
+/* The trial's log (the child's stdout) says that it starts cold because its zygote
+ * ended before it was ready, with the zygote's last line (its import's error), read
+ * from zygote.log beside its socket without following a link. */
+static void say_failed(const warm_handle *h) {
+    char path[sizeof h->socket + 16], buf[1024];
+    size_t n = strlen(h->socket);
+    while (n > 0 && h->socket[n - 1] != '/') n--;
+    memcpy(path, h->socket, n);
+    memcpy(path + n, "zygote.log", 11);
+    ssize_t got = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        off_t from = st.st_size > (off_t)sizeof buf - 1 ? st.st_size - (off_t)sizeof buf + 1 : 0;
+        got = pread(fd, buf, sizeof buf - 1, from);
+    }
+    if (fd >= 0) close(fd);
+    if (got < 0) got = 0;
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r')) got--;
+    buf[got] = '\0';
+    const char *line = buf;
+    for (ssize_t i = 0; i < got; i++)
+        if (buf[i] == '\n') line = buf + i + 1;
+    put("ddpd: warm start: this trial starts cold: the zygote of its sweep ended before it was ready: ");
+    put(line[0] ? line : "no output");
+    put("\n");
+}
+
 void zygote_handoff(const warm_handle *h, uid_t uid, const run_cgroup *g, char **env) {
     char *slot = NULL;
     for (int i = 0; env && env[i]; i++)
@@ -125,7 +162,9 @@ void zygote_handoff(const warm_handle *h, uid_t uid, const run_cgroup *g, char *
     slot[0] = '\0';
     if (!h->socket[0] || h->zygote <= 0 || g->n == 0) return; /* without a cgroup to move it into: cold */
     struct stat st;
-    if (wait_ready(h) != 0) return;
+    int ready = wait_ready(h);
+    if (ready == 1) say_failed(h);
+    if (ready != 0) return;
     if (lstat(h->socket, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != uid) return;
     int s = socket(AF_UNIX, SOCK_STREAM, 0); /* not close-on-exec: it is ddp-run's */
     if (s < 0) return;

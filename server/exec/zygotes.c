@@ -32,7 +32,9 @@ typedef struct {
     pid_t pid; /* 0: its start asked, not yet answered */
     int live;  /* its sweep's trials started and not ended */
     int64_t idle_since;
+    bool ending; /* ended (its sweep did) before its spawn was answered: zygotes_spawned ends it */
     bool failed; /* it ended before it listened (an import failed): its sweep's trials start cold */
+    char why[400]; /* then why: its log's last line (the import's error), or its spawn's failure */
     char dir[PATH_MAX + 64], socket[PATH_MAX + 96], cgroup[96];
 } zygote;
 
@@ -59,7 +61,7 @@ void zygotes_init(const char *runner) {
 
 static zygote *find(int64_t sweep_id, long uid) {
     for (int i = 0; i < ZYGOTES_MAX; i++)
-        if (Z.z[i].key && Z.z[i].sweep_id == sweep_id && Z.z[i].uid == uid) return &Z.z[i];
+        if (Z.z[i].key && !Z.z[i].ending && Z.z[i].sweep_id == sweep_id && Z.z[i].uid == uid) return &Z.z[i];
     return NULL;
 }
 
@@ -141,18 +143,17 @@ static void start_zygote(zygote *z, const run_account *account, const json_t *co
     free(set);
 }
 
-void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const json_t *config,
-                          const run_cgroup_limits *limits, warm_handle *out) {
-    out->socket[0] = '\0';
-    out->zygote = 0;
+/* The zygote of sweep_id and account (started when there is none: NULL when it cannot
+ * be, or the trial does not name one), under Z.mu. */
+static zygote *zygote_for_locked(int64_t sweep_id, const run_account *account, const json_t *config,
+                                 const run_cgroup_limits *limits) {
     char *imports = imports_of(config);
     const char *python = json_string_value(json_array_get(json_object_get(config, "command"), 0));
     if (!imports || !python || python[0] != '/' || !Z.code_dir[0] || sweep_id <= 0) {
         free(imports);
-        return;
+        return NULL;
     }
     long uid = account ? (long)account->uid : (long)geteuid();
-    pthread_mutex_lock(&Z.mu);
     zygote *z = find(sweep_id, uid);
     if (!z) {
         for (int i = 0; i < ZYGOTES_MAX && !z; i++)
@@ -162,10 +163,29 @@ void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const js
             z->key = Z.next_key++;
             z->sweep_id = sweep_id;
             z->uid = uid;
+            z->idle_since = mono_ms(); /* none of its trials live yet: the idle limit counts from its start */
             start_zygote(z, account, config, imports, limits);
             if (!z->key) z = NULL;
         }
     }
+    free(imports);
+    return z;
+}
+
+void zygotes_sweep_submitted(int64_t sweep_id, const run_account *account, const json_t *config,
+                             const run_cgroup_limits *limits) {
+    pthread_mutex_lock(&Z.mu);
+    zygote_for_locked(sweep_id, account, config, limits);
+    pthread_mutex_unlock(&Z.mu);
+}
+
+void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const json_t *config,
+                          const run_cgroup_limits *limits, warm_handle *out, char *cold, size_t coldlen) {
+    out->socket[0] = '\0';
+    out->zygote = 0;
+    cold[0] = '\0';
+    pthread_mutex_lock(&Z.mu);
+    zygote *z = zygote_for_locked(sweep_id, account, config, limits);
     /* ready or still importing (its spawn maybe not yet answered): the handoff waits for
      * it, in the trial's own child, rather than importing everything again cold */
     if (z && !z->failed) {
@@ -173,10 +193,11 @@ void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const js
         out->zygote = z->pid;
         out->key = z->key;
         out->resolve = zygotes_pid_of;
+    } else if (z) {
+        snprintf(cold, coldlen, "%s", z->why);
     }
     if (z) z->live++;
     pthread_mutex_unlock(&Z.mu);
-    free(imports);
 }
 
 pid_t zygotes_pid_of(int64_t key) {
@@ -195,17 +216,26 @@ void zygotes_trial_ended(int64_t sweep_id, long uid) {
     pthread_mutex_unlock(&Z.mu);
 }
 
-void zygotes_spawned(int64_t key, pid_t pid) {
+void zygotes_spawned(int64_t key, pid_t pid, const char *err) {
     pthread_mutex_lock(&Z.mu);
     zygote *z = NULL;
     for (int i = 0; i < ZYGOTES_MAX && !z; i++)
         if (Z.z[i].key == key) z = &Z.z[i];
-    if (z && pid > 0) {
+    if (z && z->ending) { /* its sweep ended meanwhile: it ends now, with what it made */
+        if (pid > 0) kill(-pid, SIGKILL);
+        run_cgroup_kill(z->cgroup);
+        char why[256];
+        run_dir_remove(z->dir, why, sizeof why);
+        log_info("warm start: the zygote of sweep %lld for uid %ld ended as it started: its sweep ended",
+                 (long long)z->sweep_id, z->uid);
+        z->key = 0;
+    } else if (z && pid > 0) {
         z->pid = pid;
         log_info("warm start: the zygote of sweep %lld for uid %ld is pid %d", (long long)z->sweep_id, z->uid,
                  (int)pid);
     } else if (z) {
         z->failed = true; /* said by the executor; its trials start cold, no new try */
+        snprintf(z->why, sizeof z->why, "could not start: %.300s", err ? err : "no reason given");
     } else if (pid > 0) {
         kill(-pid, SIGKILL);
     }
@@ -217,11 +247,17 @@ static void end_locked(zygote *z, const char *why);
 void zygotes_sweep_ended(int64_t sweep_id) {
     pthread_mutex_lock(&Z.mu);
     for (int i = 0; i < ZYGOTES_MAX; i++)
-        if (Z.z[i].key && Z.z[i].sweep_id == sweep_id) end_locked(&Z.z[i], "its sweep ended");
+        if (Z.z[i].key && !Z.z[i].ending && Z.z[i].sweep_id == sweep_id) end_locked(&Z.z[i], "its sweep ended");
     pthread_mutex_unlock(&Z.mu);
 }
 
 static void end_locked(zygote *z, const char *why) {
+    if (z->pid == 0 && !z->failed) { /* its spawn not yet answered: ended when it is */
+        z->ending = true;
+        log_info("warm start: the zygote of sweep %lld for uid %ld ends once its start is answered: %s",
+                 (long long)z->sweep_id, z->uid, why);
+        return;
+    }
     if (z->pid > 0) kill(-z->pid, SIGKILL);
     run_cgroup_kill(z->cgroup);
     char err[256];
@@ -265,6 +301,7 @@ bool zygotes_exited(pid_t pid) {
             char why[512];
             last_line(z, why, sizeof why);
             z->failed = true;
+            snprintf(z->why, sizeof z->why, "ended before it was ready: %.340s", why[0] ? why : "no output");
             z->idle_since = mono_ms();
             run_cgroup_kill(z->cgroup);
             log_warn("warm start: the zygote of sweep %lld for uid %ld ended before it was ready (%s; its log: "
@@ -273,6 +310,23 @@ bool zygotes_exited(pid_t pid) {
         }
     pthread_mutex_unlock(&Z.mu);
     return was;
+}
+
+zygote_state zygotes_state_of(int64_t sweep_id, char *why, size_t whylen) {
+    zygote_state st = ZYGOTE_NONE;
+    why[0] = '\0';
+    pthread_mutex_lock(&Z.mu);
+    for (int i = 0; i < ZYGOTES_MAX; i++) {
+        const zygote *z = &Z.z[i];
+        if (!z->key || z->ending || z->sweep_id != sweep_id) continue;
+        struct stat lst;
+        zygote_state here = z->failed ? ZYGOTE_FAILED : z->pid > 0 && lstat(z->socket, &lst) == 0 ? ZYGOTE_READY
+                                                                                                   : ZYGOTE_LOADING;
+        if (here > st) st = here; /* one per account: a failed one is what is said */
+        if (here == ZYGOTE_FAILED) snprintf(why, whylen, "%s", z->why);
+    }
+    pthread_mutex_unlock(&Z.mu);
+    return st;
 }
 
 bool zygotes_has(pid_t pid) {
@@ -288,7 +342,7 @@ void zygotes_tick(bool all) {
     pthread_mutex_lock(&Z.mu);
     for (int i = 0; i < ZYGOTES_MAX; i++) {
         zygote *z = &Z.z[i];
-        if (!z->key || (!all && (z->live > 0 || (z->pid <= 0 && !z->failed) || now - z->idle_since < ZYGOTE_IDLE_MS)))
+        if (!z->key || z->ending || (!all && (z->live > 0 || (z->pid <= 0 && !z->failed) || now - z->idle_since < ZYGOTE_IDLE_MS)))
             continue;
         end_locked(z, all ? "the server stops" : "no trial of its sweep has been live for 30 minutes");
     }

@@ -10,8 +10,10 @@
  * starts while its zygote still imports waits for it (zygote_handoff.h), in its own
  * child. A zygote ends when its sweep ends or is canceled (zygotes_sweep_ended), once
  * no trial of its sweep has been live for ZYGOTE_IDLE_MS (a sweep paused that long),
- * and with the server. One that ends before it listens (an import failed) is
- * remembered: its sweep's trials start cold, said once in the server's log. */
+ * and with the server. It is started when its sweep is submitted
+ * (zygotes_sweep_submitted), else by its first trial. One that ends before it listens
+ * (an import failed) is remembered: its sweep's trials start cold, and why is said in
+ * the server's log once, the sweep's answer (zygotes_state_of) and each such trial's log. */
 #ifndef DDPD_SERVER_EXEC_ZYGOTES_H
 #define DDPD_SERVER_EXEC_ZYGOTES_H
 
@@ -30,11 +32,17 @@
 /* The zygote code's directory (the runner's share/ddpd/reporter/python, else the source tree's). */
 void zygotes_init(const char *runner);
 
-/* A warm trial of `sweep_id` starts (its config: warm_start.imports, command, working_dir, env):
- * its zygote's socket in *out when it is ready, else "" (one is started when there is
- * none: this trial starts cold). Counts the trial live until zygotes_trial_ended. */
+/* A warm sweep was submitted (its first trial's config: warm_start.imports, command,
+ * working_dir, env; the account and limits its trials will run with): its zygote
+ * starts now, so that its first trial finds it loaded, or loading. */
+void zygotes_sweep_submitted(int64_t sweep_id, const run_account *account, const json_t *config,
+                             const run_cgroup_limits *limits);
+/* A warm trial of `sweep_id` starts (its config as above): its zygote's socket in *out
+ * (the handoff waits while it loads; one is started when there is none). "" when the
+ * trial starts cold; then, when its zygote failed, why in `cold` (else ""). Counts the
+ * trial live until zygotes_trial_ended. */
 void zygotes_trial_starts(int64_t sweep_id, const run_account *account, const json_t *config,
-                          const run_cgroup_limits *limits, warm_handle *out);
+                          const run_cgroup_limits *limits, warm_handle *out, char *cold, size_t coldlen);
 void zygotes_trial_ended(int64_t sweep_id, long uid);
 /* The zygote's pid by its key (0: its spawn not answered yet): warm_handle's resolve. */
 pid_t zygotes_pid_of(int64_t key);
@@ -42,8 +50,12 @@ pid_t zygotes_pid_of(int64_t key);
 void zygotes_sweep_ended(int64_t sweep_id);
 
 /* The supervisor's word on a zygote's spawn (group ZYGOTE_GROUP) and exits: true when pid was a zygote. */
-void zygotes_spawned(int64_t key, pid_t pid);
+void zygotes_spawned(int64_t key, pid_t pid, const char *err);
 bool zygotes_exited(pid_t pid);
+/* Where a sweep's zygote is (ZYGOTE_NONE: it has none, or it ended with the sweep);
+ * ZYGOTE_FAILED with why ("ended before it was ready: ModuleNotFoundError: ..."). */
+typedef enum { ZYGOTE_NONE, ZYGOTE_LOADING, ZYGOTE_READY, ZYGOTE_FAILED } zygote_state;
+zygote_state zygotes_state_of(int64_t sweep_id, char *why, size_t whylen);
 /* Whether pid is a zygote (the server's child, never an orphan of a run). */
 bool zygotes_has(pid_t pid);
 

@@ -519,7 +519,7 @@ part_launch launch_of(const live_run *r, int part, const launch_place *at, launc
      * ignores them: an agent's node, a batch system's) */
     int64_t memory = run_memory_limit(r->memory_asked, r->owner, r->pool, per_node, r->world_size,
                                       sched.c.memory_per_device[r->pool], keep->memory_from, sizeof keep->memory_from);
-    long pids = sched.c.max_run_processes >= 0 ? sched.c.max_run_processes : per_node > 4 ? 1024L * per_node : 4096;
+    long pids = run_pids_limit(sched.c.max_run_processes, per_node);
     return (part_launch){
         .run = r->id, .part = part, .nodes = r->across ? r->n_parts : 0, .node = p->node, .world_size = r->world_size,
         .gpu = r->pool == POOL_GPU, .command = r->command, .resume = r->resume, .secret = r->secret,

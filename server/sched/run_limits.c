@@ -58,3 +58,7 @@ int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int d
     }
     return limit;
 }
+
+long run_pids_limit(long configured, int devices) {
+    return configured >= 0 ? configured : devices > 4 ? 1024L * devices : 4096;
+}

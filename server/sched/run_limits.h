@@ -33,4 +33,9 @@ void run_limits_permitted(const json_t *config, const caller *who, schema_errors
 int64_t run_memory_limit(int64_t asked, const char *owner, pool_kind pool, int devices, int world_size,
                          int64_t per_device, char *from, size_t fromlen);
 
+/* The processes and threads a part holding `devices` devices may have at once: the
+ * server's --max-run-processes (`configured`, -1: not set), else 1024 a device past 4
+ * devices, else 4096. */
+long run_pids_limit(long configured, int devices);
+
 #endif

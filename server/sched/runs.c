@@ -241,6 +241,15 @@ submit_result runs_check(json_t *config, const caller *who, submit_outcome *out)
     return out->result;
 }
 
+json_t *runs_resolve(json_t *config, const caller *who) {
+    json_t *resolved;
+    run_needs need = {.pool = POOL_CPU};
+    submit_outcome out = {0};
+    gate(config, who, &resolved, &need, &out);
+    submit_outcome_free(&out);
+    return resolved;
+}
+
 submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, int trial, submit_outcome *out) {
     json_t *for_trainer;
     run_needs need = {.pool = POOL_CPU};

@@ -25,6 +25,7 @@
 #include "queue_forecast.h"
 #include "queue_policy.h"
 #include "run_as.h"
+#include "run_limits.h"
 #include "secret.h"
 #include "store.h"
 #include "suspects.h"
@@ -97,6 +98,27 @@ void scheduler_init(const scheduler_config *c) {
 bool scheduler_batch(bool *gpus) {
     if (gpus) *gpus = sched.batch && sched.batch->gives_gpus && sched.batch->gives_gpus();
     return sched.batch != NULL;
+}
+
+bool scheduler_local_start_as(const char *owner, const json_t *config, run_account *account, bool *as_account,
+                              run_cgroup_limits *limits) {
+    if (sched.batch) return false;
+    char why[1024];
+    run_as_verdict as = run_as_resolve(owner, true, account, why, sizeof why);
+    if (as == RUN_AS_REFUSED) return false;
+    *as_account = as == RUN_AS_ACCOUNT;
+    const json_t *dist = json_object_get(config, "distributed");
+    const char *backend = json_string_value(json_object_get(dist, "backend"));
+    json_int_t n = json_integer_value(json_object_get(dist, "world_size"));
+    int ranks = n > 0 && n < 4096 ? (int)n : 1;
+    pool_kind pool = backend && !strcmp(backend, "nccl") ? POOL_GPU
+                   : backend && !strcmp(backend, "cpu") ? POOL_CPU
+                   : scheduler_capacity(POOL_GPU) > 0 ? POOL_GPU : POOL_CPU;
+    char from[256];
+    limits->memory_bytes = run_memory_limit(run_memory_asked(config), owner, pool, ranks, ranks,
+                                            sched.c.memory_per_device[pool], from, sizeof from);
+    limits->pids_max = run_pids_limit(sched.c.max_run_processes, ranks);
+    return true;
 }
 
 static int free_devices(pool_kind pool) { return device_pool_free(&sched.devices, pool); }

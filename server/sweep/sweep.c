@@ -85,6 +85,63 @@ static void decide(const sweep_row *sw, trial_row *t, const char *action, const 
 
 static const char *metric_words(const sweep_spec *s) { return s->metric; }
 
+/* ---- the warm start's zygote (zygotes.h) ---- */
+
+#define WARM_FAILED "warm start failed"
+
+static json_t *point_config(const sweep_spec *s, const json_t *params);
+
+static bool warm(const sweep_spec *s) { return s->command && json_object_get(s->base, "warm_start"); }
+
+/* A warm sweep's zygote, started at its submission as its trials will run (its first
+ * point's config, its owner's account and limits), so that its first trial finds it
+ * loaded or loading; none where its trials would not start on this host as they are. */
+static void warm_prestart(int64_t id, const caller *who, const sweep_spec *s) {
+    if (!warm(s) || sweep_check_points(s) < 1) return;
+    json_t *params = sweep_check_point(s, 0), *point = point_config(s, params);
+    json_t *cfg = runs_resolve(point, who); /* its working_dir as its runs will have it */
+    const char *owner = who->kind == CALLER_USER ? who->name : NULL;
+    run_account account;
+    bool as_account = false;
+    run_cgroup_limits limits = {0};
+    if (cfg && json_integer_value(json_object_get(json_object_get(cfg, "distributed"), "nodes")) <= 1 &&
+        scheduler_local_start_as(owner, cfg, &account, &as_account, &limits))
+        zygotes_sweep_submitted(id, as_account ? &account : NULL, cfg, &limits);
+    json_decref(cfg);
+    json_decref(point);
+    json_decref(params);
+}
+
+/* A warm sweep whose zygote failed says so, once per failure: a decision of its own
+ * (its log, the live feed, GET /sweeps/{id}'s warm_start). */
+static void warm_failure(const sweep_row *sw, const sweep_spec *s) {
+    char why[512];
+    if (!warm(s) || zygotes_state_of(sw->id, why, sizeof why) != ZYGOTE_FAILED) return;
+    char *said = sweep_store_sweep_detail(sw->id, WARM_FAILED);
+    char *detail = xasprintf("its trials start cold: its zygote (warm_start.imports) %s", why);
+    if (!said || strcmp(said, detail) != 0) {
+        sweep_store_decide(sw->id, -1, WARM_FAILED, detail, now_ms());
+        publish(sw->id, NULL, WARM_FAILED, detail, sw->status);
+        log_info("sweep %lld: %s: %s", (long long)sw->id, WARM_FAILED, detail);
+    }
+    free(detail);
+    free(said);
+}
+
+/* GET /sweeps/{id}'s warm_start (a sweep with warm_start.imports): where its zygote is,
+ * and why it failed; "none" once it ended with its sweep, or where none was started. */
+static json_t *warm_json(const sweep_row *sw, const json_t *spec) {
+    if (!json_object_get(json_object_get(spec, "base"), "warm_start")) return json_null();
+    char why[512];
+    zygote_state st = zygotes_state_of(sw->id, why, sizeof why);
+    char *stored = st == ZYGOTE_NONE || st == ZYGOTE_FAILED ? sweep_store_sweep_detail(sw->id, WARM_FAILED) : NULL;
+    static const char *const names[] = {"none", "loading", "ready", "failed"};
+    json_t *o = json_pack("{s:s}", "status", names[stored && st == ZYGOTE_NONE ? ZYGOTE_FAILED : st]);
+    json_object_set_new(o, "reason", stored ? json_string(stored) : json_null());
+    free(stored);
+    return o;
+}
+
 /* ---- a trial's run ---- */
 
 static void submit_trial(const sweep_row *sw, const sweep_spec *s, trial_row *t) {
@@ -583,6 +640,7 @@ static void sweep_pass(const sweep_row *sw) {
         sweep_store_finish(sw->id, "failed", "its stored spec no longer parses", now_ms());
         return;
     }
+    warm_failure(sw, s);
     trial_row *tr;
     int n = sweep_store_trials(sw->id, &tr);
     if (n < 0) return;
@@ -846,9 +904,12 @@ sweep_result sweep_submit(const json_t *body, const caller *who, schema_errors *
     }
     char *spec = json_dumps(s->spec, JSON_FLAGS);
     int n_trials = s->n_trials;
+    const char *owner = who->kind == CALLER_USER ? who->name : NULL;
     sweep_store_lock();
-    *id = sweep_store_insert(s->name, who->kind == CALLER_USER ? who->name : NULL, spec, s->n_trials, now_ms());
+    *id = sweep_store_insert(s->name, owner, spec, s->n_trials, now_ms());
     if (*id > 0) sweep_store_decide(*id, -1, "submitted", NULL, now_ms());
+    /* before the searcher can see it (and cancel it: its zygote then ends with it) */
+    if (*id > 0) warm_prestart(*id, who, s);
     sweep_store_unlock();
     if (*id > 0) publish(*id, NULL, "submitted", s->name, "running");
     free(spec);
@@ -895,6 +956,7 @@ static json_t *sweep_row_json(const sweep_row *sw, bool with_trials) {
     json_object_set_new(o, "finished_at", time_or_null(sw->finished_at));
     json_t *spec = json_loads(sw->spec, 0, NULL);
     json_object_set_new(o, "metric", json_incref(json_object_get(spec, "metric")));
+    json_object_set_new(o, "warm_start", warm_json(sw, spec));
     trial_row *tr;
     int n = sweep_store_trials(sw->id, &tr);
     json_t *trials = json_array(), *best = json_null();

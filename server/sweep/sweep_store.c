@@ -370,6 +370,17 @@ bool sweep_store_trial_by_hand(int64_t id, int trial) {
     return found;
 }
 
+char *sweep_store_sweep_detail(int64_t id, const char *action) {
+    sqlite3_stmt *st = prep("SELECT detail FROM sweep_decisions WHERE sweep_id = ?1 AND trial IS NULL AND action = ?2"
+                            " ORDER BY n DESC LIMIT 1");
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, action, -1, SQLITE_STATIC);
+    char *detail = sqlite3_step(st) == SQLITE_ROW ? col_text(st, 0) : NULL;
+    sqlite3_finalize(st);
+    return detail;
+}
+
 bool sweep_store_run_stoppable(int64_t run_id) {
     sqlite3_stmt *st = prep("SELECT kind = 'command' OR EXISTS (SELECT 1 FROM checkpoints WHERE run_id = ?1)"
                             " FROM runs WHERE id = ?1");

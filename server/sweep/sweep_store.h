@@ -69,6 +69,9 @@ bool sweep_store_trial_by_hand(int64_t id, int trial);
 /* Whether a run can be stopped now and continued later: a command run (started again),
  * or a built-in one that has written a checkpoint (continued from it). */
 bool sweep_store_run_stoppable(int64_t run_id);
+/* The detail of sweep `id`'s newest decision `action` of its own (no trial's), malloc'd;
+ * NULL when it has none. */
+char *sweep_store_sweep_detail(int64_t id, const char *action);
 
 int sweep_store_decide(int64_t id, int trial, const char *action, const char *detail, int64_t t);
 int sweep_store_rung_put(int64_t id, int rung, int trial, double metric, int64_t t);

@@ -26,9 +26,9 @@ if(TARGET ddpd AND TARGET ddp-trainer AND TARGET ddp-run AND TARGET ddpctl)
 endif()
 # The warm start of a sweep's Python trials (issue 50): the same results as a cold start,
 # the wall between two accounts' zygotes, cancel (real Unix accounts: root, else skipped).
-if(TARGET ddpd AND TARGET ddp-run)
+if(TARGET ddpd AND TARGET ddp-run AND TARGET ddpctl)
   ddpd_py_cases(sweep_warm_ ${CMAKE_CURRENT_LIST_DIR}/sweeps/test_sweep_warm.py
-                ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run>
+                ARGS --ddpd $<TARGET_FILE:ddpd> --runner $<TARGET_FILE:ddp-run> --ddpctl $<TARGET_FILE:ddpctl>
                 TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
 # Command trials paused, not killed (issue 50): ASHA's pause with the notice and its

@@ -65,6 +65,9 @@ int submit_http_status(submit_result r);
 /* Every gate (above) on a parsed config (defaults are filled into it) that `who`
  * submits: nothing is stored. Returns out->result. */
 submit_result runs_check(json_t *config, const caller *who, submit_outcome *out);
+/* runs_check, and the config as its run's start would read it (its paths resolved: a
+ * command's working_dir absolute), new; NULL when refused. */
+json_t *runs_resolve(json_t *config, const caller *who);
 /* runs_check, then the run stored (owned by `who` when a user, else by nobody; with
  * its sweep and trial number when sweep_id > 0, in the same insert, so that a
  * restarted sweep finds it and never makes it twice), its directory and config.json

@@ -34,6 +34,8 @@
 #include <sys/types.h>
 
 #include "op_types.h"
+#include "run_account.h"
+#include "run_cgroup.h"
 #include "scheduler_types.h"
 
 void scheduler_init(const scheduler_config *c);
@@ -62,6 +64,13 @@ int scheduler_capacity(pool_kind pool);
  * then no queue of this server's and no device of this host limits them. *gpus (may
  * be NULL): whether its nodes have GPUs (what a backend "auto" asks for). */
 bool scheduler_batch(bool *gpus);
+/* Whom and within which limits a one-node run of `owner` with `config` would start on
+ * this host (as launch_of decides it: run_as.h, run_limits.h), for what is started
+ * ahead of its runs (a warm sweep's zygote, at its submission): *account and
+ * *as_account (false: the server's own user) and *limits. False when its runs would
+ * not start here as it is (a batch system places them; its account is refused). */
+bool scheduler_local_start_as(const char *owner, const json_t *config, run_account *account, bool *as_account,
+                              run_cgroup_limits *limits);
 
 
 /* nodes_wanted and hang_timeout_s, from a config's "distributed". */

@@ -22,15 +22,30 @@ only: without it a case says why and is skipped (exit 77).
                 start made and is forked from it (no cold first trial), as is the
                 next, from the one zygote; a module of the user's own named in
                 imports (trialdata.py beside the script) was imported by the
-                zygote, in the working directory, and found by the ranks
+                zygote, in the working directory, and found by the ranks; the
+                second trial's trial zygote was forked ahead (a spare), before
+                the first trial ended
   paused_keeps  a warm sweep paused with no trial live for longer than the old
                 10 s idle limit keeps its zygote: the trials after the resume are
                 forked from the same one; it ends with the sweep
   import_fails  a zygote whose import fails is tried once: the sweep's trials start
-                cold and succeed, the server's log says why once
+                cold and succeed, the server's log says why once; the sweep says so
+                where its owner looks (GET /sweeps/{id}'s warm_start failed with the
+                import's error, ddpctl sweep show, a `warm start failed` decision on
+                the live feed) and each trial's log says it started cold and why;
+                bob (a member, not its owner) reads the reason as <hidden>
+  at_submit     the zygote starts when the sweep is submitted: while both slots are
+                held by another run and the sweep's first trial is queued, alice's
+                zygote is there, runs as alice in a cgroup of its own, and the sweep
+                says `ready`; once the slots free, the first trial is forked from it
+                (one zygote for the sweep)
+  cancel_early  a warm sweep canceled before its first trial leaves no zygote behind:
+                one canceled once its zygote runs (its process and its directory
+                go), one canceled at once after its submission (its spawn, answered
+                after the cancel, is killed)
 
-Usage: test_sweep_warm.py CASE --ddpd PATH --runner PATH"""
-import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
+Usage: test_sweep_warm.py CASE --ddpd PATH --runner PATH --ddpctl PATH"""
+import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
 
 from ddpd_harness import Server, Accounts, check, cases_in, wait_until, main, add_user, bearer, iso_seconds  # noqa: E402
 
@@ -77,10 +92,15 @@ keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "
         "TORCHELASTIC_RESTART_COUNT", "DDPD_RUN_ID", "PYTHONUNBUFFERED", "OMP_NUM_THREADS"]
 with open("/proc/self/cgroup") as f:
     cgroup = f.read().strip()
+with open(f"/proc/{os.getppid()}/stat") as f:  # the parent's start, in seconds since boot (a trial zygote's, when forked)
+    parent_start = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+with open("/proc/uptime") as f:
+    end_uptime = float(f.read().split()[0])
 with open(os.path.join(os.environ["OUT"], f"trial-{os.environ['DDPD_RUN_ID']}-{rank}.json"), "w") as f:
     json.dump({"sum": total, "env": {k: os.environ.get(k) for k in keys}, "argv": sys.argv, "cwd": os.getcwd(),
                "uid": os.getuid(), "cgroup": cgroup, "t0": T0, "first_step": first, "torch_loaded": already,
-               "name": __name__, "user_module": user_module}, f)
+               "name": __name__, "user_module": user_module, "parent_start": parent_start,
+               "end_uptime": end_uptime}, f)
 dist.destroy_process_group()
 sys.exit(int(os.environ.get("EXIT", "0")))
 '''
@@ -157,6 +177,15 @@ class Team:
                 res.append(json.load(open(p)) if os.path.exists(p) else None)
             out.append((run, *res))
         return out
+
+    def blocker(self):
+        """A run of alice's holding both slots until canceled: its id."""
+        r = self.server.post("/runs", {"name": "blocker", "command": ["/bin/sleep", "600"],
+                                       "distributed": {"world_size": 2}}, headers=bearer(self.alice))
+        check(r.status == 201, f"the blocking run is taken: {r.status} {r.body[:300]!r}")
+        rid = r.json()["id"]
+        self.server.wait_status(rid, ("running",), timeout=120)
+        return rid
 
     def launcher_log(self, rid):
         with open(os.path.join(self.server.run_dir(rid), "trainer.log"), errors="replace") as f:
@@ -343,6 +372,12 @@ def case_first_warm(a):
         for run, r0, _ in rows:
             o = overhead(run, r0)
             print(f"trial {run['id']}: overhead (start to first step) {o:.3f} s; load {os.getloadavg()[0]:.1f}")
+        # the second trial's trial zygote was forked ahead (a spare, after the first's
+        # handoff), not at its own start: it began before the first trial's script ended
+        (_, a0, _), (_, b0, _) = rows[0], rows[1]
+        check(a0 and b0 and b0["parent_start"] < a0["end_uptime"],
+              f"the second trial's trial zygote was forked before the first trial ended: started at "
+              f"{b0 and b0['parent_start']} s since boot, the first trial's rank 0 ended at {a0 and a0['end_uptime']}")
 
 
 def case_paused_keeps(a):
@@ -390,6 +425,127 @@ def case_import_fails(a):
         check(len(zygote_starts(t, sid)) == 1, f"the zygote was tried once, not at each trial: {zygote_starts(t, sid)}")
         said = re.findall(rf"the zygote of sweep {sid} for uid \d+ ended before it was ready \(([^)]*)\)", t.server_log())
         check(len(said) == 1 and "ddpd_no_such_module" in said[0], f"the server's log says why, once: {said}")
+        # where its owner looks: the sweep, ddpctl, the feed's decision, each trial's log
+        error = "ModuleNotFoundError: No module named 'ddpd_no_such_module'"
+        ws = (w or {}).get("warm_start") or {}
+        print(f"GET /sweeps/{sid} warm_start: {ws}")
+        check(ws.get("status") == "failed" and error in (ws.get("reason") or ""),
+              f"the sweep's warm_start is failed with the import's error: {ws}")
+        p = subprocess.run([a.ddpctl, "--server", f"http://127.0.0.1:{t.server.port}", "--token", t.alice, "sweep", "show",
+                            str(sid)], capture_output=True, text=True, timeout=60)
+        line = [x for x in p.stdout.splitlines() if x.startswith("warm start:")]
+        print(f"ddpctl sweep show: {line}")
+        check(p.returncode == 0 and line and "failed" in line[0] and error in line[0],
+              f"ddpctl sweep show says the warm start failed and why: {p.stdout!r} {p.stderr!r}")
+        for run, _, _ in rows:
+            log = t.launcher_log(run["id"])
+            cold = [x for x in log.splitlines() if "this trial starts cold" in x]
+            check(cold and error in cold[0], f"trial run {run['id']}'s log says it starts cold and why: {log[:1500]!r}")
+        wb = t.server.get(f"/sweeps/{sid}", headers=bearer(t.bob))
+        wbs = wb.json().get("warm_start") if wb.status == 200 else None
+        check(wb.status != 200 or (wbs and wbs["reason"] == "<hidden>" and "/warm_start/reason" in wb.json()["hidden"]),
+              f"bob, a member, reads the reason hidden: {wb.status} {wbs}")
+
+
+def zygote_processes(sid, uid):
+    """The pids of processes whose command line names sweep sid's zygote of uid."""
+    mark = f"/zygotes/{sid}-{uid}/"
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                line = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "ddpd_zygote" in line and mark in line:
+            found.append(int(d))
+    return found
+
+
+def proc_uid(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(x for x in f if x.startswith("Uid:")).split()[1])
+
+
+def case_at_submit(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        ua = acc.uid("alice")
+        blocker = t.blocker()
+        sid = t.sweep(t.alice, [1, 2], warm=True)
+        ready = wait_until(lambda: (t.server.get(f"/sweeps/{sid}").json().get("warm_start") or {}).get("status") == "ready",
+                           "the sweep's zygote to be ready", 300, interval=0.1)
+        w = t.server.get(f"/sweeps/{sid}").json()
+        first = w["trials"][0] if w["trials"] else {}
+        status = t.server.run(first["run_id"])["status"] if first.get("run_id") else first.get("status")
+        z = zygote_starts(t, sid)
+        print(f"zygote {z} ready while the first trial is {status}; warm_start {w.get('warm_start')}")
+        if not check(ready and len(z) == 1 and status in ("queued", "pending"),
+                     f"the zygote is ready while the first trial has not started: {z} {status} {w.get('warm_start')}"):
+            print("\n".join(x for x in t.server_log().splitlines() if "/sweeps/" not in x and "GET /runs" not in x))
+        if z:
+            with open(f"/proc/{z[0]}/cgroup") as f:
+                cg = f.read()
+            check(proc_uid(z[0]) == ua and f"-zygote-{sid}-{ua}" in cg,
+                  f"the zygote runs as alice in a cgroup of its own: uid {proc_uid(z[0])} {cg.strip()}")
+        t.server.post(f"/runs/{blocker}/cancel", headers=bearer(t.alice))
+        w = t.wait(t.alice, sid)
+        check(w and w["status"] == "succeeded", f"the sweep succeeds: {w and (w['status'], w['reason'])}")
+        rows = t.trials(t.alice, sid)
+        check(rows and forked(t, rows[0][0]["id"]) == 1,
+              f"the first trial was forked from the zygote: {rows and t.launcher_log(rows[0][0]['id'])[-1500:]}")
+        check(zygote_starts(t, sid) == z, f"one zygote for the sweep: {zygote_starts(t, sid)} {z}")
+        for run, r0, _ in rows:
+            print(f"trial {run['id']}: overhead (start to first step) {overhead(run, r0):.3f} s; "
+                  f"load {os.getloadavg()[0]:.1f}")
+
+
+def case_cancel_early(a):
+    needs_root(a)
+    with Accounts("alice", "bob") as acc, Team(a, acc) as t:
+        ua = acc.uid("alice")
+        blocker = t.blocker()
+        # canceled once its zygote runs
+        sid = t.sweep(t.alice, [1, 2], warm=True)
+        z = wait_until(lambda: zygote_starts(t, sid), "the sweep's zygote to start", 300, interval=0.1)
+        r = t.server.post(f"/sweeps/{sid}/cancel", headers=bearer(t.alice))
+        check(r.status in (200, 202), f"the cancel is taken: {r.status} {r.body[:300]!r}")
+        zdir = os.path.join(t.state, "zygotes", f"{sid}-{ua}")
+        gone = wait_until(lambda: z and not os.path.exists(f"/proc/{z[0]}") and not os.path.exists(zdir)
+                          and not zygote_processes(sid, ua), "the canceled sweep's zygote to go", 120, interval=0.1)
+        check(gone, f"the zygote (pid {z}) and its directory are gone: {zygote_processes(sid, ua)} "
+                    f"{os.path.exists(zdir)}")
+        # canceled at once: its cancel sent over and over from another thread while it is
+        # submitted (sweep ids follow one another), so that it comes as soon as the sweep
+        # exists, most often before its zygote's spawn is answered
+        answers = []
+
+        def cancel_next():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                r = t.server.post(f"/sweeps/{sid + 1}/cancel", headers=bearer(t.alice))
+                if r.status != 404:
+                    answers.append(r.status)
+                    return
+        th = threading.Thread(target=cancel_next)
+        th.start()
+        sid2 = t.sweep(t.alice, [1, 2], warm=True)
+        th.join()
+        check(sid2 == sid + 1 and answers and answers[0] in (200, 202), f"the cancel is taken: {sid2} {answers}")
+        t.server.post(f"/runs/{blocker}/cancel", headers=bearer(t.alice))
+        # a run spawned after the zygote's (the supervisor spawns in order): by its start, the zygote's spawn is answered
+        after = t.blocker()
+        gone = wait_until(lambda: not zygote_processes(sid2, ua) and not os.path.exists(
+            os.path.join(t.state, "zygotes", f"{sid2}-{ua}")), "the second sweep's zygote to go", 120, interval=0.1)
+        check(gone, f"no zygote of the sweep canceled at once is left: {zygote_processes(sid2, ua)}")
+        print("the server's log of the second sweep's zygote: " + "; ".join(
+            x.split("warm start: ", 1)[-1] for x in t.server_log().splitlines() if f"zygote of sweep {sid2} " in x))
+        t.server.post(f"/runs/{after}/cancel", headers=bearer(t.alice))
+        w = t.server.get(f"/sweeps/{sid2}").json()
+        check(not w["trials"] or all(not x.get("run_id") or t.server.run(x["run_id"])["status"] != "succeeded"
+                                     for x in w["trials"]), f"no trial of it ran: {w['trials']}")
 
 
 CASES = cases_in(globals())
@@ -400,4 +556,5 @@ if __name__ == "__main__":
     p.add_argument("--ddpd", required=True)
     p.add_argument("--runner", required=True)
     p.add_argument("--trainer")
+    p.add_argument("--ddpctl")
     main(CASES, p.parse_args())
