@@ -80,9 +80,12 @@ def run_ddpd(a):
                 if a.trials and run.get("started_at") and run.get("finished_at"):  # each trial's life, from the sweep's start
                     t0 = iso_s(w["created_at"])
                     epochs = len(s.get(f"/runs/{t['run_id']}/epochs").json()["epochs"])
+                    trained = os.path.join(out, f"epochs-{t['run_id']}.txt")
+                    trained = sum(1 for _ in open(trained)) if os.path.exists(trained) else 0
                     print(f"  trial {t['trial']:2}: created {iso_s(run['created_at']) - t0:6.2f}  started "
                           f"{iso_s(run['started_at']) - t0:6.2f}  ended {iso_s(run['finished_at']) - t0:6.2f}  "
-                          f"{run['status']}  epochs {epochs}",
+                          f"{run['status']}  epochs {epochs} (trained {trained}, retrained ones too)  "
+                          f"promoted from rung {t.get('promoted')}",
                           file=sys.stderr)
             epochs = []  # (when, accuracy) of every epoch every trial trained
             for name in os.listdir(out):

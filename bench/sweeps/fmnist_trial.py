@@ -1,7 +1,9 @@
 """The one trial both tools run (bench_optuna.py): an MLP 784-W-10 with Adam on a
 Fashion-MNIST subset, one thread, seeded, its test accuracy after each epoch given to
 `report(epoch, acc)`, which says whether to stop (pruned). The same code, the same
-data and the same configuration give the same accuracies in both."""
+data and the same configuration give the same accuracies in both; a trial ddpd's ASHA
+pauses saves a snapshot and goes on from it when promoted (`snapshot`), as a user of
+ddpd's pausing would write it (reporter/README.md), where Optuna's pruner ends it."""
 import gzip, os, time
 
 import numpy as np
@@ -30,16 +32,29 @@ def load(n_train, n_test):
     return _loaded[(n_train, n_test)]
 
 
-def train(data, lr, width, epochs, report, on_first=None):
-    """Returns (the time of the first step's end, the epochs trained, pruned); on_first(t) at that step."""
+def train(data, lr, width, epochs, report, on_first=None, snapshot=None):
+    """Returns (the time of the first step's end, the epochs trained, pruned); on_first(t) at that step.
+    snapshot (a tool that pauses trials and starts them again, ddpd's ASHA): an object
+    whose load() gives the state saved at a pause or None, whose pause_now() says at
+    each step whether to save, and whose save(state) saves it and waits to be stopped.
+    Resumed, a trial computes exactly what it would have without the pause."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     x, y, xt, yt = data
     model = torch.nn.Sequential(torch.nn.Linear(784, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     first = None
-    for e in range(epochs):
-        for i in range(0, len(x), 128):
+    e0, i0 = 0, 0
+    saved = snapshot.load() if snapshot else None
+    if saved:
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        e0, i0 = saved["epoch"], saved["batch"]
+    for e in range(e0, epochs):
+        for i in range(i0 if e == e0 else 0, len(x), 128):
+            if snapshot and snapshot.pause_now():
+                snapshot.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": e, "batch": i,
+                               "step": e * ((len(x) + 127) // 128) + i // 128})
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x[i:i + 128]), y[i:i + 128]).backward()
             opt.step()
