@@ -436,6 +436,11 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
     buf_printf(json, "]");
     r->devices_json = json->data;
     json->data = NULL;
+    char why[1024];
+    if (sched.c.config_mend && sched.c.config_mend(r->id, why, sizeof why) != 0) { /* its submission's write unflushed */
+        finish_locked(r, RUN_FAILED, why, NO_INT, NO_INT);
+        return false;
+    }
     if (random_hex(r->secret, 32) != 0) {
         char err[256];
         snprintf(err, sizeof err, "cannot make a secret for the run: getrandom failed: %s", strerror(errno));

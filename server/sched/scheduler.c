@@ -540,9 +540,7 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 }
 
 void scheduler_submit(const run_needs *n) {
-    live_run *r = live_run_new(n); /* queued; not in the table yet: its note needs no lock (a store op) */
-    timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
-                                                   pool_name(n->pool), "priority", n->priority));
+    live_run *r = live_run_new(n); /* queued; its timeline's "submitted" went in with its insert (runs.c) */
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     if (pthread_mutex_trylock(&sched.mu) != 0) { /* held (a decision, most likely) */
         pthread_mutex_lock(&pub.mu);
