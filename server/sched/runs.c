@@ -104,12 +104,12 @@ static int make_run_dir(int64_t id, const json_t *config, char *err, size_t errl
 }
 
 /* Whether the config.json in the run directory `path` loads as a JSON object (1); 0
- * when it, or the directory, is missing, or it is empty or torn; -1 when the
- * directory cannot be opened for another reason. */
+ * when it is missing, empty or torn; 2 when the directory is missing; -1 when it
+ * cannot be opened for another reason. */
 static int config_loads(const char *path) {
     run_dir d;
     char why[512];
-    if (run_dir_open(&d, path, why, sizeof why) != 0) return errno == ENOENT ? 0 : -1;
+    if (run_dir_open(&d, path, why, sizeof why) != 0) return errno == ENOENT ? 2 : -1;
     json_t *doc = run_file_load_json(&d, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, why, sizeof why);
     run_dir_close(&d);
     bool ok = json_is_object(doc);
@@ -120,7 +120,7 @@ static int config_loads(const char *path) {
 int runs_config_mend(int64_t id, char *err, size_t errlen) {
     char *path = layout_run_dir(id);
     int state = config_loads(path);
-    if (state != 0) { /* there (the usual case), or its directory cannot be opened: the start says why */
+    if (state == 1 || state == -1) { /* there (the usual case), or its directory cannot be opened: the start says why */
         free(path);
         return 0;
     }
@@ -147,8 +147,8 @@ int runs_config_mend(int64_t id, char *err, size_t errlen) {
             snprintf(err, errlen, "its config.json was missing or torn (the server or its host stopped right after "
                      "its submission), and its config from the database no longer resolves: %s: %s",
                      errs.items[0].pointer, errs.items[0].message);
-        } else if ((mkdir(path, 0700) != 0 && errno != EEXIST) || run_dir_open(&d, path, why, sizeof why) != 0) {
-            snprintf(err, errlen, "its config.json was missing and its directory cannot be made: %s", strerror(errno));
+        } else if ((state == 2 && run_dir_make(path, why, sizeof why) != 0) || run_dir_open(&d, path, why, sizeof why) != 0) {
+            snprintf(err, errlen, "its config.json was missing and its directory cannot be made: %s", why);
         } else {
             rc = run_file_write_json(&d, RUN_DIR_CONFIG, for_trainer, why, sizeof why); /* flushed: a rare write */
             run_dir_close(&d);
