@@ -66,6 +66,7 @@ bool run_move_legal(run_status from, run_status to) {
 static bool set_status_locked(live_run *r, run_status to) {
     if (run_move_legal(r->status, to)) {
         r->status = to;
+        live_runs_changed(); /* what the tick watches */
         return true;
     }
     log_error("run %lld: its status cannot move from %s to %s: the move is refused (a bug in the scheduler)",

@@ -606,7 +606,9 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops, 
         res = CANCEL_NOT_LIVE;
     } else if (r->status == RUN_QUEUED) {
         finish_locked(r, stops ? RUN_STOPPED : RUN_CANCELED, reason, NO_INT, NO_INT);
-        schedule_locked(); /* it may have been blocking the runs behind it */
+        /* it may have been blocking the runs behind it (it held no devices): behind a
+         * long queue the tick decides, not the cancel's request */
+        queue_changed_locked();
         res = CANCEL_DONE;
     } else if (r->cancel_reason) {
         res = CANCEL_ALREADY;
@@ -764,10 +766,11 @@ bool scheduler_attempt(store_op *op, long peer_pid) {
 }
 
 /* A started run's minimum run time (min_runtime_s) ended in (since, now]: a run that
- * waited for it may preempt it now. */
-static bool protection_ended_locked(int64_t since, int64_t now) {
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED || !r->started_ms || r->min_runtime_ms <= 0) continue;
+ * waited for it may preempt it now. ids: the started runs' (live_runs_watched). */
+static bool protection_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (!r || r->status == RUN_QUEUED || !r->started_ms || r->min_runtime_ms <= 0) continue;
         int64_t end = r->started_ms + r->min_runtime_ms;
         if (end > since && end <= now) return true;
     }
@@ -776,20 +779,24 @@ static bool protection_ended_locked(int64_t since, int64_t now) {
 
 /* A started run's time slice (serve --time-slice) ended in (since, now]: a run of
  * another owner that waits may take its turn now. */
-static bool slice_ended_locked(int64_t since, int64_t now) {
+static bool slice_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
     if (sched.c.time_slice_ms <= 0) return false;
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED || !r->started_ms || !r->preemptible) continue;
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (!r || r->status == RUN_QUEUED || !r->started_ms || !r->preemptible) continue;
         int64_t end = r->started_ms + sched.c.time_slice_ms;
         if (end > since && end <= now) return true;
     }
     return false;
 }
 
-/* A restart's backoff ended since the last tick (unix ms): it may start now. */
-static bool backoff_ended_locked(int64_t since, int64_t now) {
-    for (live_run *r = sched.runs; r; r = r->next)
-        if (r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+/* A restart's backoff ended since the last tick (unix ms): it may start now. ids: the
+ * queued runs in a backoff (live_runs_watched). */
+static bool backoff_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r && r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+    }
     return false;
 }
 
@@ -797,16 +804,28 @@ void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     sched_lock();
     int64_t now = mono_ms();
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->adopted) watch_adopted_locked(r);
-        watch_hang_locked(r, now);
+    /* the started runs and those in a backoff, not the whole queue: a tick costs what is
+     * started (and due), however long the queue (a copy: a watch may end a run) */
+    int n_started, n_watched;
+    const int64_t *watched = live_runs_watched(&n_started, &n_watched);
+    int64_t *ids = xmalloc((size_t)(n_watched + 1) * sizeof *ids);
+    memcpy(ids, watched, (size_t)n_watched * sizeof *ids);
+    for (int i = 0; i < n_started; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r && r->adopted) watch_adopted_locked(r);
+        if (r) watch_hang_locked(r, now);
     }
-    for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
+    for (int i = 0; i < n_started; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r) watch_duration_locked(r, now_ms());
+    }
     placement_publish_locked(); /* for the submissions that come while a decision holds the lock */
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
-    bool protection_ended = protection_ended_locked(ticked, wall) || slice_ended_locked(ticked, wall),
-         backoff_ended = backoff_ended_locked(ticked, wall);
+    bool protection_ended = protection_ended_locked(ids, n_started, ticked, wall) ||
+                            slice_ended_locked(ids, n_started, ticked, wall),
+         backoff_ended = backoff_ended_locked(ids + n_started, n_watched - n_started, ticked, wall);
+    free(ids);
     ticked = wall;
     static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
     bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
