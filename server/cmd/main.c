@@ -374,6 +374,7 @@ static void start_runs(const settings *o, serving *v) {
                            .data_roots = (const char *const *)v->roots.roots, .n_data_roots = v->roots.n,
                            .gpus = v->gpus, .n_gpus = v->n_gpus, .slots = o->slots,
                            .cancel_grace_ms = o->cancel_grace * 1000, .run_ended = ingest_run_ended,
+                           .config_mend = runs_config_mend,
                            .node_name = o->node_name, .advertise = o->advertise && *o->advertise ? o->advertise : NULL,
                            .node_timeout_ms = o->node_timeout * 1000LL,
                            .backfill_window_ms = o->backfill_window * 1000LL,
@@ -395,11 +396,12 @@ static void start_runs(const settings *o, serving *v) {
     if (ingest_start(layout_socket_path(), &INGEST_ASKS, err, sizeof err) != 0) die("%s", err);
     /* runs of other accounts reach their directories and the socket (before any is adopted) */
     if (run_as_accounts_in_use()) layout_open_for_accounts();
-    scheduler_recover();
+    /* before the recovery: a queued run it starts may need its config.json made again (runs_config_mend) */
     if (data_roots_add(&v->runs_root, layout_runs_dir(), err, sizeof err) != 0) die("%s", err);
     runs_config rc = {.data_roots = &v->roots, .runs_root = &v->runs_root, .work_roots = &v->work_roots,
                       .allow_commands = o->allow_commands};
     runs_init(&rc);
+    scheduler_recover();
     if (disk_use_start(scheduler_fail, err, sizeof err) != 0) die("%s", err);
     /* finished runs' journals compacted in the background: a start reads none of them */
     if (!o->keep_journals && journal_compact_start() != 0) die("cannot start the journals' compaction thread");

@@ -284,8 +284,8 @@ static int parent_of(const run_dir *d, const char *rel, const char **name, char 
     return sub.fd;
 }
 
-int run_file_write(const run_dir *d, const char *rel, const void *data, size_t len, mode_t mode, char *err,
-                   size_t errlen) {
+static int write_whole(const run_dir *d, const char *rel, const void *data, size_t len, mode_t mode, bool flush,
+                       char *err, size_t errlen) {
     if (!plain_relative(rel)) return fail(EINVAL, err, errlen, "%s: %s is not a name beneath it", d->path, rel);
     const char *name;
     int pfd = parent_of(d, rel, &name, err, errlen);
@@ -312,7 +312,7 @@ int run_file_write(const run_dir *d, const char *rel, const void *data, size_t l
             step = "hand to the run's account";
             if (d->owner == geteuid() || fchown(fd, d->owner, (gid_t)-1) == 0) {
                 step = "flush";
-                if (fdatasync(fd) == 0) {
+                if (!flush || fdatasync(fd) == 0) {
                     step = "rename";
                     rc = renameat(pfd, tmp, pfd, name);
                 }
@@ -329,15 +329,28 @@ int run_file_write(const run_dir *d, const char *rel, const void *data, size_t l
     return 0;
 }
 
-int run_file_write_json(const run_dir *d, const char *rel, const json_t *doc, char *err, size_t errlen) {
+int run_file_write(const run_dir *d, const char *rel, const void *data, size_t len, mode_t mode, char *err,
+                   size_t errlen) {
+    return write_whole(d, rel, data, len, mode, true, err, errlen);
+}
+
+static int write_json(const run_dir *d, const char *rel, const json_t *doc, bool flush, char *err, size_t errlen) {
     char *text = json_dumps(doc, JSON_INDENT(2));
     if (!text) return fail(ENOMEM, err, errlen, "cannot write %s/%s: out of memory", d->path, rel);
     size_t n = strlen(text);
     text = xrealloc(text, n + 2);
     text[n++] = '\n';
-    int rc = run_file_write(d, rel, text, n, 0600, err, errlen);
+    int rc = write_whole(d, rel, text, n, 0600, flush, err, errlen);
     free(text);
     return rc;
+}
+
+int run_file_write_json(const run_dir *d, const char *rel, const json_t *doc, char *err, size_t errlen) {
+    return write_json(d, rel, doc, true, err, errlen);
+}
+
+int run_file_write_json_unflushed(const run_dir *d, const char *rel, const json_t *doc, char *err, size_t errlen) {
+    return write_json(d, rel, doc, false, err, errlen);
 }
 
 int run_file_open_append(const run_dir *d, const char *rel, char *err, size_t errlen) {

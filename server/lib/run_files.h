@@ -88,6 +88,11 @@ json_t *run_file_load_json_in(const char *dir, const char *rel, size_t max_bytes
 int run_file_write(const run_dir *d, const char *rel, const void *data, size_t len, mode_t mode, char *err,
                    size_t errlen);
 int run_file_write_json(const run_dir *d, const char *rel, const json_t *doc, char *err, size_t errlen);
+/* The same without the flush: renamed over `rel` whole (a reader never sees half of
+ * it, and a crash of this process loses nothing: the kernel holds it), but a power
+ * cut may leave it missing or empty. For a file whose durable copy is elsewhere (a
+ * run's config.json: the database row, sched/runs.h runs_config_mend). */
+int run_file_write_json_unflushed(const run_dir *d, const char *rel, const json_t *doc, char *err, size_t errlen);
 
 /* Opens `rel` for appending, creating it (mode 0600, the directory owner's) when it
  * is missing: a run's log that a launcher is given as its output. A descriptor

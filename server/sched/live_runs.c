@@ -72,8 +72,33 @@ live_run *find_run(int64_t id) {
     return NULL;
 }
 
+void live_runs_changed(void) { sched.watched_stale = true; }
+
+const int64_t *live_runs_watched(int *n_started, int *n) {
+    if (sched.watched_stale || !sched.watched) {
+        int k = 0;
+        for (live_run *r = sched.runs; r; r = r->next) k++;
+        if (k + 1 > sched.watched_cap) {
+            sched.watched_cap = 2 * (k + 1);
+            sched.watched = xrealloc(sched.watched, (size_t)sched.watched_cap * sizeof *sched.watched);
+        }
+        k = 0;
+        for (live_run *r = sched.runs; r; r = r->next)
+            if (r->status != RUN_QUEUED) sched.watched[k++] = r->id;
+        sched.n_started = k;
+        for (live_run *r = sched.runs; r; r = r->next)
+            if (r->status == RUN_QUEUED && r->not_before_ms) sched.watched[k++] = r->id;
+        sched.n_watched = k;
+        sched.watched_stale = false;
+    }
+    *n_started = sched.n_started;
+    *n = sched.n_watched;
+    return sched.watched;
+}
+
 /* r into the list before `at` (NULL: at the back), and into the index. */
 static void link_before(live_run *r, live_run *at) {
+    live_runs_changed();
     r->next = at;
     r->prev = at ? at->prev : sched.runs_tail;
     if (r->prev) r->prev->next = r;
@@ -153,6 +178,7 @@ static void forget_start(live_run *r) {
 }
 
 void live_run_drop(live_run *r) {
+    live_runs_changed();
     if (r->prev) r->prev->next = r->next;
     else if (sched.runs == r) sched.runs = r->next;
     if (r->next) r->next->prev = r->prev;

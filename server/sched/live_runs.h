@@ -195,12 +195,25 @@ typedef struct {
     json_t *queue_owners;   /* its owners, as of the last decision */
     bool pending_stale;     /* decided, but what the queued runs show is not made anew yet */
     uint64_t decisions[QUEUE_DECIDED_CAUSES]; /* how often the queue was decided, by cause */
+    /* what the tick walks (live_runs_watched): the started runs' ids and the queued
+     * runs' in a restart's backoff, made again after a run is added, dropped or moves
+     * status, so that a tick costs what is started, not the queue */
+    int64_t *watched;
+    int n_started, n_watched, watched_cap;
+    bool watched_stale;
 } sched_state;
 
 /* The scheduler's state: its one instance. */
 extern sched_state sched;
 
 /* ---- the table ---- */
+
+/* The ids of the started runs (the first *n_started), then of the queued runs in a
+ * restart's backoff (not_before_ms set), *n in all; made again only after a change
+ * (live_runs_changed). The caller finds each (it may have ended meanwhile). */
+const int64_t *live_runs_watched(int *n_started, int *n);
+/* A run was added, dropped, or moved status: live_runs_watched is made again. */
+void live_runs_changed(void);
 
 /* The live run of that id, or NULL: by an index (a hash of the ids), not a walk. */
 live_run *find_run(int64_t id);

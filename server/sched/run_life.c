@@ -66,6 +66,7 @@ bool run_move_legal(run_status from, run_status to) {
 static bool set_status_locked(live_run *r, run_status to) {
     if (run_move_legal(r->status, to)) {
         r->status = to;
+        live_runs_changed(); /* what the tick watches */
         return true;
     }
     log_error("run %lld: its status cannot move from %s to %s: the move is refused (a bug in the scheduler)",
@@ -438,6 +439,11 @@ static bool begin_start_locked(live_run *r, buf_t *json) {
     buf_printf(json, "]");
     r->devices_json = json->data;
     json->data = NULL;
+    char why[1024];
+    if (sched.c.config_mend && sched.c.config_mend(r->id, why, sizeof why) != 0) { /* its submission's write unflushed */
+        finish_locked(r, RUN_FAILED, why, NO_INT, NO_INT);
+        return false;
+    }
     if (random_hex(r->secret, 32) != 0) {
         char err[256];
         snprintf(err, sizeof err, "cannot make a secret for the run: getrandom failed: %s", strerror(errno));

@@ -87,15 +87,79 @@ static bool placement(const json_t *config, run_needs *need, schema_errors *errs
 
 /* The run's directory made (one left by a database that was reset is kept, out of
  * the way) and config.json written in it through a fresh file: the trainer never
- * reads half of one (run_files.h). */
+ * reads half of one (run_files.h). Not flushed: a submission's one durable write is
+ * its commit, and the database row is the config's durable copy; a power cut that
+ * takes the file (missing, empty, torn) leaves the row, from which the run's start
+ * makes it again (runs_config_mend). A crash of the server loses nothing of it. */
 static int make_run_dir(int64_t id, const json_t *config, char *err, size_t errlen) {
     char *path = layout_run_dir(id);
     run_dir d;
     int rc = run_dir_make(path, err, errlen) == 0 && run_dir_open(&d, path, err, errlen) == 0 ? 0 : -1;
     if (rc == 0) {
-        rc = run_file_write_json(&d, RUN_DIR_CONFIG, config, err, errlen);
+        rc = run_file_write_json_unflushed(&d, RUN_DIR_CONFIG, config, err, errlen);
         run_dir_close(&d);
     }
+    free(path);
+    return rc;
+}
+
+/* Whether the config.json in the run directory `path` loads as a JSON object (1); 0
+ * when it is missing, empty or torn; 2 when the directory is missing; -1 when it
+ * cannot be opened for another reason. */
+static int config_loads(const char *path) {
+    run_dir d;
+    char why[512];
+    if (run_dir_open(&d, path, why, sizeof why) != 0) return errno == ENOENT ? 2 : -1;
+    json_t *doc = run_file_load_json(&d, RUN_DIR_CONFIG, RUN_FILE_SMALL_MAX, why, sizeof why);
+    run_dir_close(&d);
+    bool ok = json_is_object(doc);
+    json_decref(doc);
+    return ok ? 1 : 0;
+}
+
+int runs_config_mend(int64_t id, char *err, size_t errlen) {
+    char *path = layout_run_dir(id);
+    int state = config_loads(path);
+    if (state == 1 || state == -1) { /* there (the usual case), or its directory cannot be opened: the start says why */
+        free(path);
+        return 0;
+    }
+    /* missing, empty or torn (a power cut after its unflushed write): made again from
+     * the database row, its paths resolved as its submission resolved them */
+    json_t *config = NULL;
+    int rc = -1;
+    if (store_get_config(id, &config) != 1 || !json_is_object(config)) {
+        snprintf(err, errlen, "its config.json is missing or unreadable and the database holds no config for it "
+                 "either: submit it again");
+    } else {
+        schema_errors errs = {0};
+        json_t *for_trainer = json_deep_copy(config);
+        datapaths_resolve_config(R.data_roots, config, for_trainer, &errs);
+        const char *wd = json_string_value(json_object_get(config, "working_dir"));
+        if (command_run_is(config) && wd && *wd)
+            datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", &errs);
+        const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
+        if (load && *load)
+            datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", &errs);
+        run_dir d;
+        char why[768];
+        if (errs.count) {
+            snprintf(err, errlen, "its config.json was missing or torn (the server or its host stopped right after "
+                     "its submission), and its config from the database no longer resolves: %s: %s",
+                     errs.items[0].pointer, errs.items[0].message);
+        } else if ((state == 2 && run_dir_make(path, why, sizeof why) != 0) || run_dir_open(&d, path, why, sizeof why) != 0) {
+            snprintf(err, errlen, "its config.json was missing and its directory cannot be made: %s", why);
+        } else {
+            rc = run_file_write_json(&d, RUN_DIR_CONFIG, for_trainer, why, sizeof why); /* flushed: a rare write */
+            run_dir_close(&d);
+            if (rc != 0) snprintf(err, errlen, "its config.json was missing or torn and cannot be written again: %s", why);
+            else log_warn("run %lld: its config.json was missing or torn (the server or its host stopped right after "
+                          "its submission): written again from the database", (long long)id);
+        }
+        json_decref(for_trainer);
+        schema_errors_free(&errs);
+    }
+    json_decref(config);
     free(path);
     return rc;
 }
@@ -274,6 +338,11 @@ submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, i
     need.expected_ms = store_median_length(need.owner, ins.u.insert.name);
     char actor[80];
     ins.u.insert.actor = xstrdup(audit_actor(who, actor, sizeof actor)); /* its audit entry, in its insert */
+    /* and its timeline's first entry: everything a submission writes is one commit */
+    json_t *submitted = json_pack("{s:i, s:s, s:i}", "world_size", need.world_size, "device_kind",
+                                  pool_name(need.pool), "priority", need.priority);
+    ins.u.insert.submitted = json_dumps(submitted, JSON_COMPACT);
+    json_decref(submitted);
     int64_t id = store_submit_wait(&ins);
     if (id <= 0) {
         char why[768];

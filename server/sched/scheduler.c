@@ -388,6 +388,7 @@ static void decisions_free(snapshot *sn, policy_decision *d) {
 }
 
 static void pending_refresh_locked(void);
+static void pending_refresh_tick_locked(void);
 static void grow_elastic_locked(void);
 static void queue_unpublish_locked(void);
 static void start_narrow_locked(void);
@@ -398,20 +399,45 @@ static void start_narrow_locked(void);
  * here in front of its own: every queued run goes there at once. */
 static bool long_queue_locked(void);
 
-/* Tests: while the file DDPD_TEST_HOLD_DECISION names exists, the refresh of a long
- * queue's decisions (the tick's, once a second) holds the scheduler's lock, so that
- * what must not wait for it (a submission, a read of the decided queue) is seen not to. */
-static void test_hold_decision_locked(void) {
+/* Tests: while the file DDPD_TEST_HOLD_DECISION names exists, the tick's refresh of a
+ * long queue's decisions (once a second) takes that long, so that what must not wait
+ * for it is seen not to: when the file says "lock", holding the scheduler's lock (as a
+ * decision under the lock does: a submission, a read of the decided queue must not
+ * wait for it); else outside the lock, where the refresh decides (a cancel, a run's
+ * end, a launcher's event must not wait for it). */
+static const char *test_hold_path(bool *locked) {
     static const char *path;
     static bool read;
     if (!read) {
         read = true;
         path = getenv("DDPD_TEST_HOLD_DECISION");
     }
-    if (!path || !*path || access(path, F_OK) != 0 || !long_queue_locked()) return;
+    if (!path || !*path) return NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char word[8] = "";
+    *locked = fgets(word, sizeof word, f) && strncmp(word, "lock", 4) == 0;
+    fclose(f);
+    return path;
+}
+
+static void test_hold_decision_locked(void) {
+    bool locked = false;
+    const char *path = test_hold_path(&locked);
+    if (!path || !locked || !long_queue_locked()) return;
     log_info("test hook: a decision holds the scheduler's lock while %s exists", path);
     while (access(path, F_OK) == 0) usleep(20000);
     log_info("test hook: the decision goes on");
+}
+
+/* The same for the tick's refresh where it decides, outside the lock. */
+static void test_hold_decision(void) {
+    bool locked = true;
+    const char *path = test_hold_path(&locked);
+    if (!path || locked) return;
+    log_info("test hook: a decision outside the scheduler's lock goes on while %s exists", path);
+    while (access(path, F_OK) == 0) usleep(20000);
+    log_info("test hook: the decision outside the lock goes on");
 }
 
 static void decide_and_apply_locked(void) {
@@ -562,9 +588,7 @@ void run_needs_distributed(const json_t *config, run_needs *n) {
 }
 
 void scheduler_submit(const run_needs *n) {
-    live_run *r = live_run_new(n); /* queued; not in the table yet: its note needs no lock (a store op) */
-    timeline_note_locked(r, "submitted", json_pack("{s:i, s:s, s:i}", "world_size", n->world_size, "device_kind",
-                                                   pool_name(n->pool), "priority", n->priority));
+    live_run *r = live_run_new(n); /* queued; its timeline's "submitted" went in with its insert (runs.c) */
     log_info("run %lld queued: needs %d %s", (long long)n->id, n->world_size, pool_unit(n->pool));
     if (pthread_mutex_trylock(&sched.mu) != 0) { /* held (a decision, most likely) */
         pthread_mutex_lock(&pub.mu);
@@ -604,7 +628,9 @@ static cancel_result cancel_or_stop(int64_t id, const char *reason, bool stops, 
         res = CANCEL_NOT_LIVE;
     } else if (r->status == RUN_QUEUED) {
         finish_locked(r, stops ? RUN_STOPPED : RUN_CANCELED, reason, NO_INT, NO_INT);
-        schedule_locked(); /* it may have been blocking the runs behind it */
+        /* it may have been blocking the runs behind it (it held no devices): behind a
+         * long queue the tick decides, not the cancel's request */
+        queue_changed_locked();
         res = CANCEL_DONE;
     } else if (r->cancel_reason) {
         res = CANCEL_ALREADY;
@@ -778,10 +804,11 @@ bool scheduler_attempt(store_op *op, long peer_pid, const char *launch) {
 }
 
 /* A started run's minimum run time (min_runtime_s) ended in (since, now]: a run that
- * waited for it may preempt it now. */
-static bool protection_ended_locked(int64_t since, int64_t now) {
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED || !r->started_ms || r->min_runtime_ms <= 0) continue;
+ * waited for it may preempt it now. ids: the started runs' (live_runs_watched). */
+static bool protection_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (!r || r->status == RUN_QUEUED || !r->started_ms || r->min_runtime_ms <= 0) continue;
         int64_t end = r->started_ms + r->min_runtime_ms;
         if (end > since && end <= now) return true;
     }
@@ -790,20 +817,24 @@ static bool protection_ended_locked(int64_t since, int64_t now) {
 
 /* A started run's time slice (serve --time-slice) ended in (since, now]: a run of
  * another owner that waits may take its turn now. */
-static bool slice_ended_locked(int64_t since, int64_t now) {
+static bool slice_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
     if (sched.c.time_slice_ms <= 0) return false;
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED || !r->started_ms || !r->preemptible) continue;
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (!r || r->status == RUN_QUEUED || !r->started_ms || !r->preemptible) continue;
         int64_t end = r->started_ms + sched.c.time_slice_ms;
         if (end > since && end <= now) return true;
     }
     return false;
 }
 
-/* A restart's backoff ended since the last tick (unix ms): it may start now. */
-static bool backoff_ended_locked(int64_t since, int64_t now) {
-    for (live_run *r = sched.runs; r; r = r->next)
-        if (r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+/* A restart's backoff ended since the last tick (unix ms): it may start now. ids: the
+ * queued runs in a backoff (live_runs_watched). */
+static bool backoff_ended_locked(const int64_t *ids, int n, int64_t since, int64_t now) {
+    for (int i = 0; i < n; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r && r->status == RUN_QUEUED && r->not_before_ms > since && r->not_before_ms <= now) return true;
+    }
     return false;
 }
 
@@ -811,16 +842,28 @@ void scheduler_tick(void) {
     bool users_changed = users_refresh(); /* `ddpd user` changed a quota: what waits for one may start */
     sched_lock();
     int64_t now = mono_ms();
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->adopted) watch_adopted_locked(r);
-        watch_hang_locked(r, now);
+    /* the started runs and those in a backoff, not the whole queue: a tick costs what is
+     * started (and due), however long the queue (a copy: a watch may end a run) */
+    int n_started, n_watched;
+    const int64_t *watched = live_runs_watched(&n_started, &n_watched);
+    int64_t *ids = xmalloc((size_t)(n_watched + 1) * sizeof *ids);
+    memcpy(ids, watched, (size_t)n_watched * sizeof *ids);
+    for (int i = 0; i < n_started; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r && r->adopted) watch_adopted_locked(r);
+        if (r) watch_hang_locked(r, now);
     }
-    for (live_run *r = sched.runs; r; r = r->next) watch_duration_locked(r, now_ms());
+    for (int i = 0; i < n_started; i++) {
+        live_run *r = find_run(ids[i]);
+        if (r) watch_duration_locked(r, now_ms());
+    }
     placement_publish_locked(); /* for the submissions that come while a decision holds the lock */
     static int64_t ticked; /* unix ms of the last tick */
     int64_t wall = now_ms();
-    bool protection_ended = protection_ended_locked(ticked, wall) || slice_ended_locked(ticked, wall),
-         backoff_ended = backoff_ended_locked(ticked, wall);
+    bool protection_ended = protection_ended_locked(ids, n_started, ticked, wall) ||
+                            slice_ended_locked(ids, n_started, ticked, wall),
+         backoff_ended = backoff_ended_locked(ids + n_started, n_watched - n_started, ticked, wall);
+    free(ids);
     ticked = wall;
     static int64_t looked; /* ddpd node clear's requests, once a second: what waited for the node may start */
     bool nodes_cleared = now - looked >= 1000 && suspects_take_requests_locked();
@@ -841,7 +884,7 @@ void scheduler_tick(void) {
     if (now >= refresh_after) {
         sched.decisions[QUEUE_DECIDED_BY_TICK]++;
         int64_t t = mono_ns();
-        pending_refresh_locked();
+        pending_refresh_tick_locked(); /* its costly part outside the lock */
         grow_elastic_locked(); /* a shrunk run's grow interval passes with time */
         int64_t took_ms = (mono_ns() - t) / 1000000;
         refresh_after = now + (took_ms * 4 > 1000 ? took_ms * 4 : 1000);
@@ -1129,7 +1172,10 @@ static json_t *owners_of(const snapshot *sn) {
  * time (fair share's decay, the backfill window, the ETAs); every read copies them. */
 static void queue_publish_locked(void);
 
+static uint64_t refreshes_locked; /* pending_refresh_locked's, for the tick's refresh outside the lock */
+
 static void pending_refresh_locked(void) {
+    refreshes_locked++;
     sched.pending_stale = false;
     if (sched.batch) {
         for (live_run *r = sched.runs; r; r = r->next) {
@@ -1179,6 +1225,113 @@ static void pending_refresh_locked(void) {
     free(f);
     decisions_free(&sn, d);
     queue_publish_locked();
+}
+
+/* The snapshot's strings that point into live runs (owners' names, the nodes a run
+ * failed at), made its own: it is read outside the scheduler's lock, where a run may
+ * finish and be freed. */
+static void snapshot_own_strings(snapshot *sn) {
+    for (int i = 0; i < sn->s.n_owners; i++)
+        if (sn->owners[i].name) sn->owners[i].name = xstrdup(sn->owners[i].name);
+    for (int i = 0; i < sn->s.n_queued; i++) {
+        policy_run *q = &sn->queued[i];
+        if (!q->n_failed_at) {
+            q->failed_at = NULL;
+            continue;
+        }
+        char **copy = xmalloc((size_t)q->n_failed_at * sizeof *copy);
+        for (int k = 0; k < q->n_failed_at; k++) copy[k] = xstrdup(q->failed_at[k]);
+        q->failed_at = (const char *const *)copy;
+    }
+}
+
+static void snapshot_free_strings(snapshot *sn) {
+    for (int i = 0; i < sn->s.n_owners; i++) free((char *)sn->owners[i].name);
+    for (int i = 0; i < sn->s.n_queued; i++) {
+        for (int k = 0; k < sn->s.queued[i].n_failed_at; k++) free((char *)sn->s.queued[i].failed_at[k]);
+        free((void *)sn->s.queued[i].failed_at);
+    }
+}
+
+/* The tick's refresh of a long queue's decisions (pending_refresh_locked's result),
+ * with its costly part (the policy's decisions, the walk forward, each run's words:
+ * tens to hundreds of milliseconds at 10,000 queued) outside the scheduler's lock, on
+ * a copy of the state: a cancel, a run's end, a launcher's event, a submission meanwhile
+ * take the lock and go on. Called with sched.mu held; returns with it held. What it
+ * decided is applied to the runs still queued; a change meanwhile leaves the decisions
+ * marked stale (the next read or tick decides them again), and a refresh made under the
+ * lock meanwhile (a read's) wins over this one. */
+static void pending_refresh_tick_locked(void) {
+    if (sched.batch || !long_queue_locked()) {
+        pending_refresh_locked();
+        return;
+    }
+    test_hold_decision_locked(); /* tests: as a decision under the lock would */
+    sched.pending_stale = false; /* a change from now on marks it again */
+    uint64_t seen = refreshes_locked;
+    snapshot sn;
+    snapshot_take_locked(&sn, true);
+    snapshot_own_strings(&sn);
+    int n = sn.s.n_queued;
+    int64_t *ends = xmalloc((size_t)(sn.s.n_running + 1) * sizeof *ends);
+    for (int j = 0; j < sn.s.n_running; j++) {
+        live_run *r = find_run(sn.running[j].id);
+        ends[j] = r ? expected_end_locked(r) : -1;
+    }
+    int64_t *lens = xmalloc((size_t)(n + 1) * sizeof *lens);
+    for (int i = 0; i < n; i++) lens[i] = sn.queued_runs[i]->expected_len_ms;
+    pthread_mutex_unlock(&sched.mu);
+
+    test_hold_decision(); /* tests: the decision takes long; nothing waits for it */
+    policy_decision *d = xmalloc((size_t)(n + 1) * sizeof *d);
+    queue_policy_decide(&sn.s, d);
+    forecast *f = xmalloc((size_t)(n + 1) * sizeof *f);
+    queue_forecast(&sn.s, ends, lens, f);
+    char **waiting = xmalloc((size_t)(n + 1) * sizeof *waiting), **detail = xmalloc((size_t)(n + 1) * sizeof *detail);
+    for (int i = 0; i < n; i++) {
+        char *w = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
+        waiting[i] = w ? xstrdup(w) : NULL;
+        detail[i] = queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], w);
+    }
+
+    sched_lock();
+    bool apply = refreshes_locked == seen;
+    for (live_run *r = sched.runs; apply && r; r = r->next) {
+        if (r->status == RUN_QUEUED) continue;
+        set_pending(r, NULL);
+        set_decision(r, NULL, NULL);
+    }
+    if (apply) {
+        json_decref(sched.queue_owners);
+        sched.queue_owners = owners_of(&sn);
+    }
+    for (int i = 0; i < n; i++) {
+        live_run *r = apply ? find_run(sn.queued[i].id) : NULL;
+        if (!r || r->status != RUN_QUEUED) { /* it started, or ended, meanwhile */
+            free(waiting[i]);
+            free(detail[i]);
+            continue;
+        }
+        set_decision(r, &d[i], waiting[i]);
+        char *text = after_preemption(r, detail[i]);
+        if (d[i].wait == WAIT_BACKOFF && d[i].verb == POLICY_WAIT)
+            f[i].start_ms = f[i].start_ms > r->not_before_ms ? f[i].start_ms : r->not_before_ms;
+        else
+            f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
+        r->shown_start_ms = f[i].start_ms;
+        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], text));
+        free(text);
+    }
+    if (apply) queue_publish_locked(); /* current only when nothing changed meanwhile (queue_publish_locked) */
+    free(waiting);
+    free(detail);
+    free(ends);
+    free(lens);
+    free(f);
+    queue_policy_free(d, n);
+    free(d);
+    snapshot_free_strings(&sn);
+    snapshot_free(&sn);
 }
 
 json_t *scheduler_pending(int64_t id, uint32_t *hash, bool decide) {

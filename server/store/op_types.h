@@ -92,6 +92,7 @@ typedef struct {
             int trial;
             int64_t memory_bytes; /* resources.memory_gb as asked, in bytes; 0: the server's default */
             char *actor; /* who submitted it: its audit entry, in the same transaction (NULL: none, a rebuilt run) */
+            char *submitted; /* its timeline's "submitted" entry's detail (JSON text), in it too (NULL: none) */
         } insert;
         struct {
             int64_t sweep_id;

@@ -33,6 +33,9 @@ const char *const OP_RUN_INSERT_SQL[] = {
     /* who submitted it (u.insert.actor): its audit entry, bound after the row went in */
     "INSERT INTO audit (t, actor, action, target, run_id, subject, detail) VALUES (?1, ?2, 'run.submit',"
     " 'run/' || ?3, ?3, ?4, ?5)",
+    /* its timeline's first entry (u.insert.submitted), in the same transaction: a
+     * submission is one commit */
+    "INSERT INTO run_timeline (run_id, t, kind, detail) VALUES (?1, ?2, 'submitted', ?3)",
     NULL,
 };
 
@@ -78,6 +81,12 @@ int64_t op_run_insert_apply(sqlite3 *db, sqlite3_stmt *const *st, const store_op
         free(detail);
         if (ok != 1) return -1;
     }
+    if (op->u.insert.submitted) {
+        sqlite3_bind_int64(st[2], 1, id);
+        sqlite3_bind_int64(st[2], 2, op->t);
+        bind_text_or_null(st[2], 3, op->u.insert.submitted);
+        if (write_fault_step(db, st[2]) != 1) return -1;
+    }
     return id;
 }
 
@@ -101,6 +110,7 @@ void op_run_insert_free(store_op *op) {
     free(op->u.insert.config);
     free(op->u.insert.owner);
     free(op->u.insert.actor);
+    free(op->u.insert.submitted);
 }
 
 /* ---- starting: a queued run launched (its devices, pid and secret; a batch job's id) ---- */

@@ -53,8 +53,9 @@ ALLOWED = {
                                 "the damaged database renamed aside, and /proc; the run directories are read "
                                 "through run_files"),
     "proc/procstat.c": ({"fopen", "opendir"}, "/proc"),
-    "sched/scheduler.c": ({"access"}, "the tests' hook file (DDPD_TEST_HOLD_DECISION: a decision holds the "
-                          "scheduler's lock while it exists), which the test's environment names"),
+    "sched/scheduler.c": ({"access", "fopen"}, "the tests' hook file (DDPD_TEST_HOLD_DECISION: a decision is held "
+                          "while it exists, holding the scheduler's lock when it says so), which the test's "
+                          "environment names"),
     "exec/zygotes.c": ({"access", "chmod", "lstat"},
                        "the warm start's zygotes/ in the state directory (made 0711 by the server), the zygote code "
                        "beside the runner, and a zygote's socket, looked at without following a link"),
@@ -76,7 +77,8 @@ ALLOWED = {
                          "a submitted path resolved to where it leads, never opened: what it names must lie in a "
                          "root and be the submitter's (run_reads.h); a run's file it names is then read through "
                          "run_files"),
-    "host/idx_header.c": ({"gzopen"}, "a data root's IDX file, already resolved into a data root"),
+    "host/idx_header.c": ({"open", "stat"}, "a data root's IDX file, already resolved into a data root (stat: "
+                          "whether what was read of it still stands)"),
     "lib/beside_self.c": ({"readlink"}, "/proc/self/exe"),
     "lib/disk_space.c": ({"statvfs"}, "the state directory's filesystem"),
     "lib/path_redact.c": ({"realpath"}, "the server's own roots, made canonical at start-up"),

@@ -73,6 +73,12 @@ json_t *runs_resolve(json_t *config, const caller *who);
  * restarted sweep finds it and never makes it twice), its directory and config.json
  * written, and queued: SUBMIT_OK with out->id. */
 submit_result runs_submit(json_t *config, const caller *who, int64_t sweep_id, int trial, submit_outcome *out);
+/* Run `id`'s config.json before its start: written at its submission without a flush
+ * (its durable copy is the database row), so a power cut may have taken it; then it is
+ * made again from the row, its paths resolved as at the submission. 0 when it is
+ * there (or made again), -1 with err when it cannot be (the run fails saying so).
+ * The scheduler calls it through its config's hook (scheduler_types.h). */
+int runs_config_mend(int64_t id, char *err, size_t errlen);
 /* The gates again for a run about to be resumed (run_resume.h), as its owner (NULL:
  * none) may now: `config` is the one its launcher reads back (config.json, paths made
  * absolute at submission, and the run's account may have written it since);

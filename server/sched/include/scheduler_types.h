@@ -24,6 +24,10 @@ typedef struct {
     /* a run is finished (its final state queued to the store): its event connections
      * go (ingest_run_ended, wired by main.c); may be NULL */
     void (*run_ended)(int64_t id);
+    /* a run is about to start: its config.json is there, or made again from the
+     * database (runs_config_mend, wired by main.c); 0, or -1 with err (the run fails
+     * saying so); may be NULL */
+    int (*config_mend)(int64_t id, char *err, size_t errlen);
     /* Runs across nodes (agents, nodes.h): this host's name among the nodes, and the
      * address other nodes reach its ranks at (NULL: this host takes no part in runs
      * across nodes, only in its own); a node silent this long is lost. */

@@ -46,6 +46,11 @@ command runs for the estimates). Each case makes one real situation and reads
                      while the lock is held; released, the submission is placed at 71.
                      Reads of the decided queue take the lock never (the counter in
                      /metrics)
+  cancel_while_decided  70 runs queued behind a busy slot; the tick's refresh of the
+                     decisions, which decides outside the scheduler's lock, is held (the
+                     hook's file empty): a cancel of the running run and one of a queued
+                     run are answered (202) meanwhile, as is a run's read; released, both
+                     end canceled and the next run starts
   estimates          a replayed scenario: 8 command runs of known lengths (their names'
                      earlier runs give their lengths) submitted in order on 2 slots; each
                      estimate at submission within 20% of the wait or 5 s of the actual
@@ -396,7 +401,8 @@ def decision_held(s, alice, hold):
           f"reads of a decided queue and of its runs take the scheduler's lock never: {reads} -> "
           f"{metric(s, 'ddpd_queue_locked_reads_total')}")
     first = s.get(f"/runs/{queued[-1]}")
-    open(hold, "w").close()
+    with open(hold, "w") as f:
+        f.write("lock")  # the hook holds the scheduler's lock (else it holds the tick's decision outside it)
     wait_until(lambda: "a decision holds the scheduler's lock" in open(s.log_path).read() or None,
                "the tick's refresh of the decisions to hold the scheduler's lock", timeout=30)
     # each of these would wait for the lock, until the test's timeout, if it took it
@@ -439,6 +445,55 @@ def case_decision_held(a):
                     decision_held(s, alice, hold)
                 finally:
                     let_go(hold)  # before the server stops: its shutdown takes the lock
+    finally:
+        let_go(hold)
+        shutil.rmtree(os.path.dirname(hold), ignore_errors=True)
+
+
+def cancel_while_decided(s, alice, hold):
+    """case_cancel_while_decided on its server (the file `hold` made empty: the tick's
+    refresh holds its decision outside the scheduler's lock)."""
+    busy = submit_as(s, alice, {"name": "hold"})
+    s.wait_status(busy, "running", timeout=30)
+    queued = [submit_as(s, alice, {"name": "hold"}) for _ in range(70)]
+    listed = [r["id"] for r in s.get("/queue").json()["runs"]]
+    check(listed == queued, f"GET /queue lists the 70 in order: {listed[:3]}...")
+    open(hold, "w").close()
+    held = wait_until(lambda: "a decision outside the scheduler's lock goes on" in open(s.log_path).read() or None,
+                      "the tick's refresh to hold its decision", timeout=30)
+    check(held, "the tick's refresh holds its decision (outside the lock)")
+    # each of these would wait for the lock, until the test's timeout, were it held through the decision
+    stop = s.post(f"/runs/{busy}/cancel", headers=bearer(alice), timeout=20)
+    check(stop.status == 202, f"a cancel of the running run is answered while the decision goes on: {stop.status}")
+    gone = s.post(f"/runs/{queued[-1]}/cancel", headers=bearer(alice), timeout=20)
+    check(gone.status == 202 and gone.json().get("status") == "canceled",
+          f"a cancel of a queued run is answered, canceled, while the decision goes on: {gone.status} "
+          f"{gone.json().get('status') if gone.status == 202 else gone.body[:200]}")
+    run = s.get(f"/runs/{busy}", timeout=20)
+    check(run.status == 200 and run.json()["status"] in ("canceling", "canceled"),
+          f"the running run is being canceled: {run.status} {run.json().get('status') if run.status == 200 else ''}")
+    log = open(s.log_path).read()
+    check("the decision outside the lock goes on" not in log, "the decision was held through those answers")
+    os.unlink(hold)
+    ended = s.wait_status(busy, ("canceled", "succeeded", "failed"), timeout=30)
+    check(ended and ended["status"] == "canceled", f"released, the running run ends canceled: {ended and ended['status']}")
+    nxt = s.wait_status(queued[0], ("running", "canceled", "failed"), timeout=30)
+    check(nxt and nxt["status"] == "running", f"and the queue's head starts: {nxt and nxt['status']}")
+    left = wait_until(lambda: len(s.get("/queue").json()["runs"]) == 68 or None, "the queue to be decided again", 30)
+    check(left, f"the queue holds the 68 left: {len(s.get('/queue').json()['runs'])}")
+    cancel_all(s, [(r, alice) for r in queued[:-1]])
+
+
+def case_cancel_while_decided(a):
+    hold = os.path.join(tempfile.mkdtemp(prefix="ddpd-hold-"), "hold")
+    try:
+        with Box(a) as box:
+            alice = box.add("alice")
+            with box.server(slots=1, env={"DDPD_TEST_HOLD_DECISION": hold}) as s:
+                try:
+                    cancel_while_decided(s, alice, hold)
+                finally:
+                    let_go(hold)  # before the server stops
     finally:
         let_go(hold)
         shutil.rmtree(os.path.dirname(hold), ignore_errors=True)

@@ -219,6 +219,56 @@ def case_killed_while_down(a):
         shutil.rmtree(state, ignore_errors=True)
 
 
+def case_killed_right_after_submit(a):
+    """SIGKILL the server right after the 201 of two submissions queued behind a run
+    that holds the one slot: both are there after the restart (the row is a
+    submission's durable copy: its config.json is written without a flush), each with
+    its one "submitted" entry; a power cut's damage done by hand, one's config.json torn
+    and the other's gone, is mended at its start from the database, as the submission
+    resolved it (the stand-in trainer records the config it read), and both succeed."""
+    state = tempfile.mkdtemp(prefix="ddpd-test-")
+    try:
+        s1 = Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state)
+        s1.start()
+        try:
+            holder = s1.submit({"name": "sleep"})
+            s1.wait_status(holder, "running")
+            torn, gone = s1.submit({"name": "record"}), s1.submit({"name": "record"})
+        finally:
+            s1.kill()  # right after the second 201
+        written = {}
+        for rid in (torn, gone):
+            with open(os.path.join(s1.run_dir(rid), "config.json"), "rb") as f:
+                written[rid] = f.read()
+        with open(os.path.join(s1.run_dir(torn), "config.json"), "wb") as f:
+            f.write(written[torn][:len(written[torn]) // 2])
+        os.unlink(os.path.join(s1.run_dir(gone), "config.json"))
+        with Server(a.ddpd, a.fake_trainer, slots=1, state_dir=state) as s2:
+            for rid in (torn, gone):
+                run = s2.run(rid)
+                check(run and run["status"] == "queued", f"run {rid} is there after the kill, queued: "
+                                                        f"{run and run['status']}")
+                kinds = [e["kind"] for e in s2.get(f"/runs/{rid}/timeline").json()["entries"]]
+                check(kinds.count("submitted") == 1, f"run {rid}'s timeline has its one submitted entry: {kinds}")
+            check(s2.post(f"/runs/{holder}/cancel").status == 202, "the holder is canceled")
+            for rid in (torn, gone):
+                run = s2.wait_status(rid, ("succeeded", "failed", "canceled"))
+                check(run and run["status"] == "succeeded", f"run {rid} ran from a mended config.json: "
+                                                           f"{run and run['status']}: {run and run['reason']}")
+                with open(os.path.join(s2.run_dir(rid), "config.json"), "rb") as f:
+                    now = f.read()
+                check(json.loads(now) == json.loads(written[rid]), f"run {rid}'s config.json is made again as its "
+                                                                   f"submission wrote it: {now[:300]!r}")
+                with open(os.path.join(s2.run_dir(rid), "fake.json")) as f:
+                    read = json.load(f)["config"]
+                check(read == json.loads(written[rid]), f"run {rid}'s trainer read that config: {read}")
+            with open(s2.log_path, errors="replace") as f:
+                log = f.read()
+            check(log.count("config.json was missing or torn") == 2, "the log says each was made again")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 CASES = cases_in(globals())
 
 if __name__ == "__main__":
