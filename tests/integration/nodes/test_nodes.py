@@ -50,6 +50,17 @@ SCRIPT = """
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(rank)
     for step in range(steps):
+        # the planned failure comes first in its step, so that no rank reports step 5
+        # (one that passed step 5's all_reduce would, as the reporter's pace allows), and
+        # after the steps so far reach ddpd (a crash loses what the reporter has queued):
+        # each attempt is seen to fail after step 4, no attempt progress over the one before
+        if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
+                (os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" or os.environ.get("NODES_TEST_FAIL_ALWAYS"))):
+            ddpd.flush()
+            print("a planned failure of rank", rank, file=sys.stderr, flush=True)
+            if os.environ.get("NODES_TEST_SEGV"):
+                os.kill(os.getpid(), signal.SIGSEGV)  # a crash (SIGSEGV): the class that marks a node
+            os._exit(3)  # at once, as a crash: sys.exit would first tear down the gloo group
         x = torch.randn(16, 8, generator=g)
         loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
         opt.zero_grad()
@@ -58,16 +69,6 @@ SCRIPT = """
         total = torch.tensor([float(rank)])
         dist.all_reduce(total)
         assert total.item() == sum(range(world)), total
-        if (step == 5 and os.environ.get("NODES_TEST_FAIL_RANK") == str(rank) and
-                (os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" or os.environ.get("NODES_TEST_FAIL_ALWAYS"))):
-            # the steps so far reach ddpd before the crash (a crash loses what the reporter
-            # has queued, up to its 0.1 s pace): each attempt is seen to fail at the same
-            # step, so no attempt counts as progress over the one before
-            ddpd.flush()
-            print("a planned failure of rank", rank, file=sys.stderr, flush=True)
-            if os.environ.get("NODES_TEST_SEGV"):
-                os.kill(os.getpid(), signal.SIGSEGV)  # a crash (SIGSEGV): the class that marks a node
-            os._exit(3)  # at once, as a crash: sys.exit would first tear down the gloo group
         ddpd.log_step(step, loss=loss.item())
         print("step", step, "loss", loss.item(), flush=True)
         time.sleep(pause)
