@@ -75,7 +75,11 @@ static int stall_evidence(pid_t pid) {
  * ranks furthest behind: those with the fewest steps, then the fewest collectives
  * entered; their peers are waiting for them inside a collective. Ranks stuck inside
  * the same collective tie on both counts: among them, a stopped process, else a
- * busy one, is the one holding the others up. 1 when it fired. */
+ * busy one, is the one holding the others up. Across nodes only a stopped one is
+ * sure: a rank waiting for another node's can be on a CPU when looked at (its
+ * transport's thread, a loaded host), so without one the reason says the cause may
+ * be elsewhere (peer_loss.h), and the server blames a node that has one. 1 when it
+ * fired. */
 static int hang_detected(launcher *L, char *reason, size_t n, int *first_named) {
     double limit_s = L->cfg.distributed.hang_timeout_s;
     if (limit_s <= 0) return 0;
@@ -119,9 +123,9 @@ static int hang_detected(launcher *L, char *reason, size_t n, int *first_named) 
     }
     if (len < n)
         snprintf(reason + len, n - len, " (distributed.hang_timeout_s is %g)%s: stopping every rank", limit_s,
-                 L->o->nodes > 1 && strongest == 0 ? "; every rank here was waiting in a collective, so the one that "
-                                                     "stopped may be on another node"
-                                                   : "");
+                 L->o->nodes > 1 && strongest < 2 ? "; no rank here was stopped (each waited in a collective or ran), "
+                                                    "so the one holding the others up may be on another node"
+                                                  : "");
     return 1;
 }
 
