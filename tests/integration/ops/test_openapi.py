@@ -340,6 +340,15 @@ def run(a):
             return
 
         # ---- every read of a finished run ----
+        # its last records (the launcher's last words, the journal's compaction) may
+        # land just after it reads succeeded, each a new version: read once it settled
+        seen = []  # its ETags, a read each 0.2 s: settled once three reads in a row agree
+
+        def settled_tag():
+            seen.append(s.get(f"/runs/{rid}").header("ETag"))
+            return len(seen) >= 3 and len(set(seen[-3:])) == 1
+        settled = wait_until(settled_tag, "the finished run's ETag to settle", 30, interval=0.2)
+        check(settled is not None, "a finished run's ETag settles")
         r = req("GET", "/runs/{id}", f"/runs/{rid}")
         r = req("GET", "/runs/{id}", f"/runs/{rid}", "GET /runs/{id} with its ETag",
                 headers={"If-None-Match": r.header("ETag") or '"none"'})
