@@ -284,6 +284,23 @@ def case_two_ranks(trainer, work):
     print(f"  devices {devices}; worst relative loss difference {max(rel) if rel else float('nan'):.2e}")
 
 
+def same_on_two_gpus(trainer, work, name, what, cfg, l1, ck1, line):
+    """The run of cfg on two GPUs (one shard each) gives the very losses l1 and the
+    checkpoint ck1 of its run on one; `line` (what the one-GPU run showed) printed with
+    the outcome, or with "not run" on a machine with one GPU."""
+    if visible_gpus()[0] < 2:
+        print(line + "; on 2 GPUs: not run (one GPU)")
+        return
+    two, rc = run_gpu(trainer, work, name, cfg)
+    check(rc == 0, f"{what} on two GPUs: {two.stderr[-2000:]!r}")
+    ck2 = os.path.join(two.dir, "checkpoints", "epoch-0000.safetensors")
+    check(two.losses() == l1, "the same losses on 1 and 2 GPUs, bit for bit")
+    same = os.path.exists(ck2) and os.path.exists(ck1) and sha(ck1) == sha(ck2)
+    check(same, "the same checkpoint on 1 and 2 GPUs, byte for byte")
+    print(line + f"; on 2 GPUs: losses {'identical' if two.losses() == l1 else 'DIFFER'}, checkpoint sha256 "
+          f"{sha(ck2) if os.path.exists(ck2) else None} ({'the same' if same else 'DIFFERS'})")
+
+
 def case_width_on_fewer_gpus(trainer, work):
     """A run of logical width 2 (distributed.world_size 2) trained on one GPU (--ranks 1):
     its batch shards each computed on their own and summed in shard order, so with two
@@ -307,17 +324,7 @@ def case_width_on_fewer_gpus(trainer, work):
     rel = [abs(l1[k] - lc[k]) / abs(lc[k]) for k in lc if k in l1]
     check(l1 and len(l1) == len(lc) and max(rel) <= 5e-3, f"losses follow the cpu backend (worst {max(rel) if rel else None})")
     line = f"  width 2 on 1 GPU: {len(l1)} steps, worst relative loss difference to cpu {max(rel) if rel else float('nan'):.2e}"
-    if visible_gpus()[0] < 2:
-        print(line + "; on 2 GPUs: not run (one GPU)")
-        return
-    two, rc = run_gpu(trainer, work, "width2-on-2", cfg)
-    check(rc == 0, f"width 2 on two GPUs: {two.stderr[-2000:]!r}")
-    ck2 = os.path.join(two.dir, "checkpoints", "epoch-0000.safetensors")
-    check(two.losses() == l1, "the same losses on 1 and 2 GPUs, bit for bit")
-    same = os.path.exists(ck2) and os.path.exists(ck1) and sha(ck1) == sha(ck2)
-    check(same, "the same checkpoint on 1 and 2 GPUs, byte for byte")
-    print(line + f"; on 2 GPUs: losses {'identical' if two.losses() == l1 else 'DIFFER'}, checkpoint sha256 "
-          f"{sha(ck2) if os.path.exists(ck2) else None} ({'the same' if same else 'DIFFERS'})")
+    same_on_two_gpus(trainer, work, "width2-on-2", "width 2", cfg, l1, ck1, line)
 
 
 def case_width_sync_bn_on_fewer_gpus(trainer, work):
@@ -342,17 +349,7 @@ def case_width_sync_bn_on_fewer_gpus(trainer, work):
           f"losses follow the cpu backend's sync batch norm (worst {max(rel) if rel else None})")
     line = f"  sync batch norm, width 2 on 1 GPU: {len(l1)} steps, worst relative loss difference to cpu " \
            f"{max(rel) if rel else float('nan'):.2e}"
-    if visible_gpus()[0] < 2:
-        print(line + "; on 2 GPUs: not run (one GPU)")
-        return
-    two, rc = run_gpu(trainer, work, "sync-width2-on-2", cfg)
-    check(rc == 0, f"sync batch norm, width 2 on two GPUs: {two.stderr[-2000:]!r}")
-    ck2 = os.path.join(two.dir, "checkpoints", "epoch-0000.safetensors")
-    check(two.losses() == l1, "the same losses on 1 and 2 GPUs, bit for bit")
-    same = os.path.exists(ck2) and os.path.exists(ck1) and sha(ck1) == sha(ck2)
-    check(same, "the same checkpoint on 1 and 2 GPUs, byte for byte")
-    print(line + f"; on 2 GPUs: losses {'identical' if two.losses() == l1 else 'DIFFER'}, checkpoint sha256 "
-          f"{sha(ck2) if os.path.exists(ck2) else None} ({'the same' if same else 'DIFFERS'})")
+    same_on_two_gpus(trainer, work, "sync-width2-on-2", "sync batch norm, width 2", cfg, l1, ck1, line)
 
 
 def case_watchdog(trainer, work):

@@ -435,19 +435,25 @@ def decision_held(s, alice, hold):
     cancel_all(s, [(r, alice) for r in [busy] + queued + [rid]])
 
 
-def case_decision_held(a):
+def with_decision_hook(a, body):
+    """body(server, alice, hold) on a server of 1 slot whose decisions the file `hold`
+    holds (DDPD_TEST_HOLD_DECISION), let go however body ends."""
     hold = os.path.join(tempfile.mkdtemp(prefix="ddpd-hold-"), "hold")
     try:
         with Box(a) as box:
             alice = box.add("alice")
             with box.server(slots=1, env={"DDPD_TEST_HOLD_DECISION": hold}) as s:
                 try:
-                    decision_held(s, alice, hold)
+                    body(s, alice, hold)
                 finally:
                     let_go(hold)  # before the server stops: its shutdown takes the lock
     finally:
         let_go(hold)
         shutil.rmtree(os.path.dirname(hold), ignore_errors=True)
+
+
+def case_decision_held(a):
+    with_decision_hook(a, decision_held)
 
 
 def cancel_while_decided(s, alice, hold):
@@ -485,18 +491,7 @@ def cancel_while_decided(s, alice, hold):
 
 
 def case_cancel_while_decided(a):
-    hold = os.path.join(tempfile.mkdtemp(prefix="ddpd-hold-"), "hold")
-    try:
-        with Box(a) as box:
-            alice = box.add("alice")
-            with box.server(slots=1, env={"DDPD_TEST_HOLD_DECISION": hold}) as s:
-                try:
-                    cancel_while_decided(s, alice, hold)
-                finally:
-                    let_go(hold)  # before the server stops
-    finally:
-        let_go(hold)
-        shutil.rmtree(os.path.dirname(hold), ignore_errors=True)
+    with_decision_hook(a, cancel_while_decided)
 
 
 def queue_tags(s, what):
