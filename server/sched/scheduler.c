@@ -1149,6 +1149,19 @@ static void set_decision(live_run *r, const policy_decision *d, char *waiting) {
     json_decref(was_preempting);
 }
 
+/* A queued run's pending answer from its decision d and forecast f (f's start made
+ * steady, or no sooner than its backoff's end) and `detail` (taken). */
+static void show_pending(live_run *r, const policy_decision *d, forecast *f, char *detail, int64_t now_ms) {
+    char *text = after_preemption(r, detail);
+    if (d->wait == WAIT_BACKOFF && d->verb == POLICY_WAIT)
+        f->start_ms = f->start_ms > r->not_before_ms ? f->start_ms : r->not_before_ms;
+    else
+        f->start_ms = steady_start_ms(r->shown_start_ms, f->start_ms, now_ms);
+    r->shown_start_ms = f->start_ms;
+    set_pending(r, d->verb == POLICY_START ? NULL : pending_of(d, f, text));
+    free(text);
+}
+
 /* GET /queue's owners as of the snapshot: each one's decayed usage, devices, quota. */
 static json_t *owners_of(const snapshot *sn) {
     json_t *owners = json_array();
@@ -1211,14 +1224,7 @@ static void pending_refresh_locked(void) {
         /* what it waits for is said once: its waiting_for, and its pending detail from it */
         char *waiting = queue_policy_waiting_for(&sn.s, &sn.queued[i], &d[i]);
         set_decision(r, &d[i], waiting ? xstrdup(waiting) : NULL);
-        char *detail = after_preemption(r, queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], waiting));
-        if (d[i].wait == WAIT_BACKOFF && d[i].verb == POLICY_WAIT) /* no sooner than its backoff's end */
-            f[i].start_ms = f[i].start_ms > r->not_before_ms ? f[i].start_ms : r->not_before_ms;
-        else
-            f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
-        r->shown_start_ms = f[i].start_ms;
-        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], detail));
-        free(detail);
+        show_pending(r, &d[i], &f[i], queue_policy_detail_of(&sn.s, &sn.queued[i], &d[i], waiting), sn.s.now_ms);
     }
     free(ends);
     free(lens);
@@ -1313,14 +1319,7 @@ static void pending_refresh_tick_locked(void) {
             continue;
         }
         set_decision(r, &d[i], waiting[i]);
-        char *text = after_preemption(r, detail[i]);
-        if (d[i].wait == WAIT_BACKOFF && d[i].verb == POLICY_WAIT)
-            f[i].start_ms = f[i].start_ms > r->not_before_ms ? f[i].start_ms : r->not_before_ms;
-        else
-            f[i].start_ms = steady_start_ms(r->shown_start_ms, f[i].start_ms, sn.s.now_ms);
-        r->shown_start_ms = f[i].start_ms;
-        set_pending(r, d[i].verb == POLICY_START ? NULL : pending_of(&d[i], &f[i], text));
-        free(text);
+        show_pending(r, &d[i], &f[i], detail[i], sn.s.now_ms);
     }
     if (apply) queue_publish_locked(); /* current only when nothing changed meanwhile (queue_publish_locked) */
     free(waiting);
