@@ -1187,6 +1187,30 @@ static void queue_publish_locked(void);
 
 static uint64_t refreshes_locked; /* pending_refresh_locked's, for the tick's refresh outside the lock */
 
+/* The snapshot's running runs' expected ends and its queued runs' expected lengths,
+ * for queue_forecast (*ends and *lens the caller's). */
+static void expected_times_locked(const snapshot *sn, int64_t **ends, int64_t **lens) {
+    *ends = xmalloc((size_t)(sn->s.n_running + 1) * sizeof **ends);
+    for (int j = 0; j < sn->s.n_running; j++) {
+        live_run *r = find_run(sn->running[j].id);
+        (*ends)[j] = r ? expected_end_locked(r) : -1;
+    }
+    *lens = xmalloc((size_t)(sn->s.n_queued + 1) * sizeof **lens);
+    for (int i = 0; i < sn->s.n_queued; i++) (*lens)[i] = sn->queued_runs[i]->expected_len_ms;
+}
+
+/* A decision's first part: the runs no longer queued wait for nothing, and GET
+ * /queue's owners are the snapshot's. */
+static void unqueued_cleared_locked(const snapshot *sn) {
+    for (live_run *r = sched.runs; r; r = r->next) {
+        if (r->status == RUN_QUEUED) continue;
+        set_pending(r, NULL);
+        set_decision(r, NULL, NULL);
+    }
+    json_decref(sched.queue_owners);
+    sched.queue_owners = owners_of(sn);
+}
+
 static void pending_refresh_locked(void) {
     refreshes_locked++;
     sched.pending_stale = false;
@@ -1203,22 +1227,11 @@ static void pending_refresh_locked(void) {
     test_hold_decision_locked();
     snapshot sn;
     policy_decision *d = decide_locked(&sn);
-    int64_t *ends = xmalloc((size_t)(sn.s.n_running + 1) * sizeof *ends);
-    for (int j = 0; j < sn.s.n_running; j++) {
-        live_run *r = find_run(sn.running[j].id);
-        ends[j] = r ? expected_end_locked(r) : -1;
-    }
-    int64_t *lens = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *lens);
-    for (int i = 0; i < sn.s.n_queued; i++) lens[i] = sn.queued_runs[i]->expected_len_ms;
+    int64_t *ends, *lens;
+    expected_times_locked(&sn, &ends, &lens);
     forecast *f = xmalloc((size_t)(sn.s.n_queued + 1) * sizeof *f);
     queue_forecast(&sn.s, ends, lens, f);
-    for (live_run *r = sched.runs; r; r = r->next) {
-        if (r->status == RUN_QUEUED) continue;
-        set_pending(r, NULL);
-        set_decision(r, NULL, NULL);
-    }
-    json_decref(sched.queue_owners);
-    sched.queue_owners = owners_of(&sn);
+    unqueued_cleared_locked(&sn);
     for (int i = 0; i < sn.s.n_queued; i++) {
         live_run *r = sn.queued_runs[i];
         /* what it waits for is said once: its waiting_for, and its pending detail from it */
@@ -1279,13 +1292,8 @@ static void pending_refresh_tick_locked(void) {
     snapshot_take_locked(&sn, true);
     snapshot_own_strings(&sn);
     int n = sn.s.n_queued;
-    int64_t *ends = xmalloc((size_t)(sn.s.n_running + 1) * sizeof *ends);
-    for (int j = 0; j < sn.s.n_running; j++) {
-        live_run *r = find_run(sn.running[j].id);
-        ends[j] = r ? expected_end_locked(r) : -1;
-    }
-    int64_t *lens = xmalloc((size_t)(n + 1) * sizeof *lens);
-    for (int i = 0; i < n; i++) lens[i] = sn.queued_runs[i]->expected_len_ms;
+    int64_t *ends, *lens;
+    expected_times_locked(&sn, &ends, &lens);
     pthread_mutex_unlock(&sched.mu);
 
     test_hold_decision(); /* tests: the decision takes long; nothing waits for it */
@@ -1302,15 +1310,7 @@ static void pending_refresh_tick_locked(void) {
 
     sched_lock();
     bool apply = refreshes_locked == seen;
-    for (live_run *r = sched.runs; apply && r; r = r->next) {
-        if (r->status == RUN_QUEUED) continue;
-        set_pending(r, NULL);
-        set_decision(r, NULL, NULL);
-    }
-    if (apply) {
-        json_decref(sched.queue_owners);
-        sched.queue_owners = owners_of(&sn);
-    }
+    if (apply) unqueued_cleared_locked(&sn);
     for (int i = 0; i < n; i++) {
         live_run *r = apply ? find_run(sn.queued[i].id) : NULL;
         if (!r || r->status != RUN_QUEUED) { /* it started, or ended, meanwhile */
