@@ -103,6 +103,23 @@ static int make_run_dir(int64_t id, const json_t *config, char *err, size_t errl
     return rc;
 }
 
+/* The config's paths as the trainer reads them, into for_trainer (errs: what does not
+ * resolve): its data files beneath the data roots; a command run's working_dir beneath
+ * a work root ("" is its own run directory); checkpoint.load, a checkpoint of an
+ * earlier run ("12/checkpoints/..."), never an arbitrary file ("" means the newest in
+ * its own run directory). Returns errs' total before checkpoint.load's. */
+static size_t resolve_paths(const json_t *config, json_t *for_trainer, schema_errors *errs) {
+    datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
+    const char *wd = json_string_value(json_object_get(config, "working_dir"));
+    if (command_run_is(config) && wd && *wd)
+        datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", errs);
+    size_t before_load = schema_errors_total(errs);
+    const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
+    if (load && *load)
+        datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", errs);
+    return before_load;
+}
+
 /* Whether the config.json in the run directory `path` loads as a JSON object (1); 0
  * when it is missing, empty or torn; 2 when the directory is missing; -1 when it
  * cannot be opened for another reason. */
@@ -134,13 +151,7 @@ int runs_config_mend(int64_t id, char *err, size_t errlen) {
     } else {
         schema_errors errs = {0};
         json_t *for_trainer = json_deep_copy(config);
-        datapaths_resolve_config(R.data_roots, config, for_trainer, &errs);
-        const char *wd = json_string_value(json_object_get(config, "working_dir"));
-        if (command_run_is(config) && wd && *wd)
-            datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", &errs);
-        const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
-        if (load && *load)
-            datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", &errs);
+        resolve_paths(config, for_trainer, &errs);
         run_dir d;
         char why[768];
         if (errs.count) {
@@ -260,18 +271,9 @@ static submit_result gate(json_t *config, const caller *who, json_t **resolved, 
     run_config_validate(config, errs);
     json_t *for_trainer = json_deep_copy(config);
     bool placed = placement(config, need, errs);
-    datapaths_resolve_config(R.data_roots, config, for_trainer, errs);
     bool command = command_run_is(config);
-    /* a command run's working_dir: beneath a work root ("" is its own run directory) */
-    const char *wd = json_string_value(json_object_get(config, "working_dir"));
-    if (command && wd && *wd) datapaths_resolve_dir(R.work_roots, "work roots", config, for_trainer, "/working_dir", errs);
-    /* checkpoint.load: a checkpoint of an earlier run ("12/checkpoints/..."), never an
-     * arbitrary file, and one the run can load (ckpt_fit.h). "" means the newest in its
-     * own run directory. */
+    size_t before_load = resolve_paths(config, for_trainer, errs);
     const char *load = json_string_value(json_object_get(json_object_get(config, "checkpoint"), "load"));
-    size_t before_load = schema_errors_total(errs);
-    if (load && *load)
-        datapaths_resolve_field(R.runs_root, "run directories", config, for_trainer, "/checkpoint/load", errs);
     /* what it names of other runs must be the submitter's (run_reads.h): said before
      * anything of such a file is (a checkpoint's shapes are its owner's to know) */
     schema_errors denied = {0};
