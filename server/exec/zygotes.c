@@ -29,7 +29,7 @@ typedef struct {
     int64_t key; /* 0: a free entry */
     int64_t sweep_id;
     long uid;
-    pid_t pid; /* 0: its start asked, not yet answered */
+    pid_t pid; /* 0: its start asked, not yet answered (-1: not started, as it ends) */
     int live;  /* its sweep's trials started and not ended */
     int64_t idle_since;
     bool ending; /* ended (its sweep did) before its spawn was answered: zygotes_spawned ends it */
@@ -216,19 +216,16 @@ void zygotes_trial_ended(int64_t sweep_id, long uid) {
     pthread_mutex_unlock(&Z.mu);
 }
 
+static void end_locked(zygote *z, const char *why);
+
 void zygotes_spawned(int64_t key, pid_t pid, const char *err) {
     pthread_mutex_lock(&Z.mu);
     zygote *z = NULL;
     for (int i = 0; i < ZYGOTES_MAX && !z; i++)
         if (Z.z[i].key == key) z = &Z.z[i];
     if (z && z->ending) { /* its sweep ended meanwhile: it ends now, with what it made */
-        if (pid > 0) kill(-pid, SIGKILL);
-        run_cgroup_kill(z->cgroup);
-        char why[256];
-        run_dir_remove(z->dir, why, sizeof why);
-        log_info("warm start: the zygote of sweep %lld for uid %ld ended as it started: its sweep ended",
-                 (long long)z->sweep_id, z->uid);
-        z->key = 0;
+        z->pid = pid > 0 ? pid : -1;
+        end_locked(z, "its sweep ended as it started");
     } else if (z && pid > 0) {
         z->pid = pid;
         log_info("warm start: the zygote of sweep %lld for uid %ld is pid %d", (long long)z->sweep_id, z->uid,
@@ -241,8 +238,6 @@ void zygotes_spawned(int64_t key, pid_t pid, const char *err) {
     }
     pthread_mutex_unlock(&Z.mu);
 }
-
-static void end_locked(zygote *z, const char *why);
 
 void zygotes_sweep_ended(int64_t sweep_id) {
     pthread_mutex_lock(&Z.mu);
