@@ -171,13 +171,7 @@ static int sum_over_ranks(void *arg, double *dbuf, size_t n) {
  * over ranks, then in shard order (k_parts_sum_f64_cuda). */
 static int gather_totals(cuda_engine *c, size_t n, double *out) {
     coll_comm *comm = c->pub.comm;
-    if (coll_nccl_collectives_on(comm)) {
-        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_ready, c->stream));
-        if (coll_nccl_allreduce_sum_f64_device(comm, c->d_bn_stage, (size_t)comm->width * n, c->ev_sync_ready) != 0)
-            return -1;
-        CUDA_TRY(&c->ge, cudaEventRecord(c->ev_sync_done, coll_nccl_stream(comm)));
-        CUDA_TRY(&c->ge, cudaStreamWaitEvent(c->stream, c->ev_sync_done, 0));
-    }
+    if (coll_nccl_collectives_on(comm) && sum_over_ranks(c, c->d_bn_stage, (size_t)comm->width * n) != 0) return -1;
     CUDA_TRY(&c->ge, k_parts_sum_f64_cuda(out, c->d_bn_stage, n, n, comm->width, c->stream));
     return 0;
 }
