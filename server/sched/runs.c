@@ -156,16 +156,22 @@ int runs_config_mend(int64_t id, char *err, size_t errlen) {
         char why[768];
         if (errs.count) {
             snprintf(err, errlen, "its config.json was missing or torn (the server or its host stopped right after "
-                     "its submission), and its config from the database no longer resolves: %s: %s",
+                     "its submission), and its config from the database no longer resolves: %s: %s; restore that path, "
+                     "or submit the run again with one that resolves",
                      errs.items[0].pointer, errs.items[0].message);
         } else if ((state == 2 && run_dir_make(path, why, sizeof why) != 0) || run_dir_open(&d, path, why, sizeof why) != 0) {
-            snprintf(err, errlen, "its config.json was missing and its directory cannot be made: %s", why);
+            snprintf(err, errlen, "its config.json was missing and its directory cannot be made: %s; free space or "
+                     "mend the permissions of the state directory, then submit the run again", why);
         } else {
             rc = run_file_write_json(&d, RUN_DIR_CONFIG, for_trainer, why, sizeof why); /* flushed: a rare write */
             run_dir_close(&d);
-            if (rc != 0) snprintf(err, errlen, "its config.json was missing or torn and cannot be written again: %s", why);
-            else log_warn("run %lld: its config.json was missing or torn (the server or its host stopped right after "
-                          "its submission): written again from the database", (long long)id);
+            if (rc != 0) {
+                snprintf(err, errlen, "its config.json was missing or torn and cannot be written again: %s; free "
+                         "space or mend the permissions of the state directory, then submit the run again", why);
+            } else {
+                log_warn("run %lld: its config.json was missing or torn (the server or its host stopped right after "
+                         "its submission): written again from the database", (long long)id);
+            }
         }
         json_decref(for_trainer);
         schema_errors_free(&errs);
