@@ -80,14 +80,16 @@ static bool set_status_locked(live_run *r, run_status to) {
 void finish_locked(live_run *r, run_status status, const char *reason, int64_t exit_code, int64_t exit_signal) {
     if (!set_status_locked(r, status)) return;
     close_open_attempt_locked(r, run_status_name(status), reason); /* its launcher was killed before it closed it */
+    /* its timeline's end before its final status, in the store's order: whoever reads
+     * the run ended reads that entry too (they may fall in two commits) */
+    timeline_note_locked(r, "ended", json_pack("{s:s, s:o}", "status", run_status_name(status), "reason",
+                                               json_string_or_null(reason)));
     store_op op = {.kind = OP_RUN_FINISH, .run_id = r->id, .t = now_ms()};
     op.u.finish.status = run_status_name(status);
     op.u.finish.reason = xstrdup(reason);
     op.u.finish.exit_code = exit_code;
     op.u.finish.exit_signal = exit_signal;
     store_submit_now(&op);
-    timeline_note_locked(r, "ended", json_pack("{s:s, s:o}", "status", run_status_name(status), "reason",
-                                               json_string_or_null(reason)));
     usage_fold_locked(r);
     log_info("run %lld %s%s%s", (long long)r->id, run_status_name(status), reason ? ": " : "", reason ? reason : "");
     if (sched.c.run_ended) sched.c.run_ended(r->id); /* no hello opens a connection for it from now on */
